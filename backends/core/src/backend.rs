@@ -1,0 +1,41 @@
+//! The storage trait: one implementation per crate (`off` here, `local`, `hindsight`).
+
+use async_trait::async_trait;
+
+use crate::error::BackendError;
+use crate::types::{
+    BackendId, BackendStatus, ClearReport, ClearWhat, RecallQuery, Recalled, ReflectQuery,
+    RetainBatch, Scope,
+};
+
+/// A place where memories live. The daemon holds exactly one as `Arc<dyn MemoryBackend>`.
+///
+/// Implementations must be idempotent by item id in [`MemoryBackend::retain`]: the retain queue
+/// delivers at least once on the wire, and the store must hold each item exactly once.
+#[async_trait]
+pub trait MemoryBackend: Send + Sync + 'static {
+    /// Which backend this is.
+    fn id(&self) -> BackendId;
+
+    /// Prepares a scope before its first use (for example: ensure a bank and its mission).
+    async fn start(&self, scope: &Scope) -> Result<(), BackendError>;
+
+    /// Stores one batch. Resending the same batch (same `batch.id`, same items) stores nothing twice.
+    async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError>;
+
+    /// Finds memories relevant to a query, best first.
+    async fn recall(&self, scope: &Scope, query: &RecallQuery)
+        -> Result<Vec<Recalled>, BackendError>;
+
+    /// Answers a question from memory with an LLM; [`BackendError::Unsupported`] where there is none.
+    async fn reflect(&self, scope: &Scope, query: &ReflectQuery) -> Result<String, BackendError>;
+
+    /// What the backend adds to a session's developer instructions (markdown), if anything.
+    async fn instructions(&self, scope: &Scope) -> Result<Option<String>, BackendError>;
+
+    /// Deletes memories.
+    async fn clear(&self, scope: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError>;
+
+    /// Health and counts. Never fails: a problem is reported inside the status.
+    async fn status(&self) -> BackendStatus;
+}

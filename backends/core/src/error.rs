@@ -1,0 +1,50 @@
+//! The one error type backends return across the trait.
+
+use std::time::Duration;
+
+/// A backend failure, classified so the retain queue knows whether to retry.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BackendError {
+    /// Worth retrying: connection refused, timeout, 408, 429, 5xx, a busy database.
+    #[error("{reason}")]
+    Transient {
+        /// Human-readable cause.
+        reason: String,
+        /// How long the server asked us to wait (`Retry-After`), if it said.
+        retry_after: Option<Duration>,
+    },
+    /// Retrying will not help: bad request, authentication, a bank id the server rejects.
+    #[error("{reason}")]
+    Permanent {
+        /// Human-readable cause.
+        reason: String,
+    },
+    /// The backend cannot do this at all (reflect without an LLM).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl BackendError {
+    /// A transient error without a server-given delay.
+    pub fn transient(reason: impl Into<String>) -> Self {
+        Self::Transient { reason: reason.into(), retry_after: None }
+    }
+
+    /// A permanent error.
+    pub fn permanent(reason: impl Into<String>) -> Self {
+        Self::Permanent { reason: reason.into() }
+    }
+
+    /// Whether a retry may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Transient { .. })
+    }
+
+    /// The server-requested delay before a retry, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Transient { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! mneme-core: what every memory backend shares.
+//!
+//! - [`backend`]: the [`MemoryBackend`] trait the daemon drives.
+//! - [`types`]: scopes, items, queries and results passed across the trait.
+//! - [`error`]: [`BackendError`], which tells transient faults from permanent ones.
+//! - [`text`]: the text utilities (memory-tag stripping, recall queries, retention transcripts).
+//! - [`off`]: the `off` backend, which stores nothing.
+//! - [`time`]: the few timestamp formats the contract fixes.
+
+pub mod backend;
+pub mod error;
+pub mod off;
+pub mod text;
+pub mod time;
+pub mod types;
+
+pub use backend::MemoryBackend;
+pub use error::BackendError;
+pub use off::OffBackend;
+pub use types::*;

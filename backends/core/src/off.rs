@@ -1,0 +1,50 @@
+//! The `off` backend: stores nothing, finds nothing.
+
+use async_trait::async_trait;
+
+use crate::backend::MemoryBackend;
+use crate::error::BackendError;
+use crate::types::*;
+
+/// Memory switched off. Retains are refused before they reach the queue (the session layer
+/// answers `queued: 0`); anything that still arrives here is an error so it stays spooled.
+#[derive(Debug, Default, Clone)]
+pub struct OffBackend;
+
+#[async_trait]
+impl MemoryBackend for OffBackend {
+    fn id(&self) -> BackendId {
+        BackendId::Off
+    }
+
+    async fn start(&self, _scope: &Scope) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    async fn retain(&self, _scope: &Scope, _batch: &RetainBatch) -> Result<(), BackendError> {
+        // Transient on purpose: spooled items wait for the next storing backend.
+        Err(BackendError::transient("memory is off; items stay spooled for the next storing backend"))
+    }
+
+    async fn recall(&self, _scope: &Scope, _q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
+        Ok(Vec::new())
+    }
+
+    async fn reflect(&self, _scope: &Scope, _q: &ReflectQuery) -> Result<String, BackendError> {
+        Err(BackendError::Unsupported(
+            "reflect needs the hindsight backend (memory.backend = \"hindsight\"); memory is off".into(),
+        ))
+    }
+
+    async fn instructions(&self, _scope: &Scope) -> Result<Option<String>, BackendError> {
+        Ok(None)
+    }
+
+    async fn clear(&self, _scope: &Scope, _what: ClearWhat) -> Result<ClearReport, BackendError> {
+        Ok(ClearReport { deleted: Some(0), message: "Memory is off: nothing to clear.".into() })
+    }
+
+    async fn status(&self) -> BackendStatus {
+        BackendStatus::healthy(BackendId::Off)
+    }
+}

@@ -1,0 +1,283 @@
+//! Values that cross the [`crate::MemoryBackend`] trait. No HTTP or storage types here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Which backend is active.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendId {
+    /// Stores nothing.
+    Off,
+    /// Embedded SQLite.
+    Local,
+    /// A Hindsight server.
+    Hindsight,
+}
+
+impl BackendId {
+    /// Every backend, in the order the docs list them.
+    pub const ALL: [BackendId; 3] = [BackendId::Off, BackendId::Local, BackendId::Hindsight];
+
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendId::Off => "off",
+            BackendId::Local => "local",
+            BackendId::Hindsight => "hindsight",
+        }
+    }
+}
+
+impl fmt::Display for BackendId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for BackendId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        BackendId::ALL
+            .into_iter()
+            .find(|b| b.as_str() == s)
+            .ok_or_else(|| format!("unknown backend {s:?}; expected one of \"off\", \"local\", \"hindsight\""))
+    }
+}
+
+/// How recall matches tags (Hindsight's meaning).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TagsMatch {
+    /// At least one of the tags, or no tags at all.
+    #[default]
+    Any,
+    /// Every tag, or no tags at all.
+    All,
+    /// At least one of the tags; untagged memories excluded.
+    AnyStrict,
+    /// Every tag; untagged memories excluded.
+    AllStrict,
+}
+
+impl TagsMatch {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TagsMatch::Any => "any",
+            TagsMatch::All => "all",
+            TagsMatch::AnyStrict => "any_strict",
+            TagsMatch::AllStrict => "all_strict",
+        }
+    }
+
+    /// Whether a memory carrying `memory_tags` passes a filter on `wanted` (empty `wanted` = no filter).
+    pub fn matches(self, wanted: &[String], memory_tags: &[String]) -> bool {
+        if wanted.is_empty() {
+            return true;
+        }
+        if memory_tags.is_empty() {
+            return matches!(self, TagsMatch::Any | TagsMatch::All);
+        }
+        match self {
+            TagsMatch::Any | TagsMatch::AnyStrict => wanted.iter().any(|t| memory_tags.contains(t)),
+            TagsMatch::All | TagsMatch::AllStrict => wanted.iter().all(|t| memory_tags.contains(t)),
+        }
+    }
+}
+
+/// Where a session's memories go: a bank, and the tags its retains carry and its recalls filter on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Scope {
+    /// Bank id (never contains `/`).
+    pub bank: String,
+    /// Tags added to every retained item; recall filters on them with [`TagsMatch::Any`].
+    pub tags: Vec<String>,
+}
+
+/// Hindsight's memory types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryType {
+    /// A fact about the world (tool retains).
+    #[default]
+    World,
+    /// Something that happened (automatic-retain transcripts).
+    Experience,
+    /// A consolidated observation (Hindsight only).
+    Observation,
+}
+
+impl MemoryType {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryType::World => "world",
+            MemoryType::Experience => "experience",
+            MemoryType::Observation => "observation",
+        }
+    }
+}
+
+impl FromStr for MemoryType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "world" => Ok(MemoryType::World),
+            "experience" => Ok(MemoryType::Experience),
+            "observation" => Ok(MemoryType::Observation),
+            other => Err(format!(
+                "unknown memory type {other:?}; expected \"world\", \"experience\" or \"observation\""
+            )),
+        }
+    }
+}
+
+/// One memory on its way into a store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryItem {
+    /// Stable id chosen at enqueue time; stores key on it so a resend stores nothing twice.
+    pub id: String,
+    /// The memory's text.
+    pub content: String,
+    /// What the memory is about (`retain.context` by default).
+    pub context: Option<String>,
+    /// When it was enqueued, RFC 3339 UTC.
+    pub timestamp: String,
+    /// Free-form metadata (`session_id`, …).
+    pub metadata: BTreeMap<String, String>,
+    /// Tags (the scope's tags).
+    pub tags: Vec<String>,
+    /// A retain with an existing document id replaces that document.
+    pub document_id: Option<String>,
+    /// World fact or experience.
+    pub kind: MemoryType,
+}
+
+/// One delivery: a stable id (sent as Hindsight's `operation_id`) and the items, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetainBatch {
+    /// Stable across resends of the same batch.
+    pub id: String,
+    /// The items, all of one scope.
+    pub items: Vec<MemoryItem>,
+}
+
+/// How hard recall and reflect should work (Hindsight's budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Budget {
+    /// Cheapest.
+    Low,
+    /// Default.
+    #[default]
+    Mid,
+    /// Most thorough.
+    High,
+}
+
+impl Budget {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Budget::Low => "low",
+            Budget::Mid => "mid",
+            Budget::High => "high",
+        }
+    }
+}
+
+/// A recall request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallQuery {
+    /// The user's text, any characters.
+    pub query: String,
+    /// Effort.
+    pub budget: Budget,
+    /// Upper bound on the size of the results (about 4 characters a token).
+    pub max_tokens: usize,
+    /// Only these memory types (empty = all).
+    pub types: Vec<MemoryType>,
+    /// Tag filter (empty = none).
+    pub tags: Vec<String>,
+    /// How `tags` match.
+    pub tags_match: TagsMatch,
+}
+
+/// One recalled memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recalled {
+    /// The memory's text.
+    pub text: String,
+    /// Its type (`world`, `experience`, …), empty when unknown.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it was retained or mentioned, RFC 3339, empty when unknown.
+    pub mentioned_at: String,
+    /// Its tags.
+    pub tags: Vec<String>,
+    /// Relevance, higher is better, when the backend gives one.
+    pub score: Option<f64>,
+}
+
+/// A reflect request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReflectQuery {
+    /// The question.
+    pub query: String,
+    /// Extra context for the LLM.
+    pub context: Option<String>,
+    /// Effort.
+    pub budget: Budget,
+    /// Tag filter.
+    pub tags: Vec<String>,
+    /// How `tags` match.
+    pub tags_match: TagsMatch,
+}
+
+/// What `clear` deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClearWhat {
+    /// The memories of the given scope (its bank, and its tags where it has any).
+    Scope,
+    /// Everything the backend holds locally.
+    All,
+    /// The bank's memories on a remote server too (Hindsight only).
+    Remote,
+}
+
+/// What a clear did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClearReport {
+    /// Memories deleted, where the backend can count them.
+    pub deleted: Option<u64>,
+    /// One line for the user.
+    pub message: String,
+}
+
+/// Health and counts for `mneme status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendStatus {
+    /// Which backend.
+    pub backend: BackendId,
+    /// Whether it answers.
+    pub healthy: bool,
+    /// Why not, or other detail.
+    pub detail: Option<String>,
+    /// Remote server version, where there is one.
+    pub version: Option<String>,
+    /// Stored memories, where known.
+    pub memories: Option<u64>,
+    /// Bytes on disk, where known.
+    pub storage_bytes: Option<u64>,
+}
+
+impl BackendStatus {
+    /// A healthy status with nothing else known.
+    pub fn healthy(backend: BackendId) -> Self {
+        Self { backend, healthy: true, detail: None, version: None, memories: None, storage_bytes: None }
+    }
+}
