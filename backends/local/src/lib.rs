@@ -1,0 +1,13 @@
+//! mneme-local: memories in an embedded SQLite database with FTS5/BM25 recall.
+//!
+//! - [`store`]: the synchronous store (schema, retain, recall, clear, stats) on a rusqlite connection.
+//! - [`schema`]: embedded migrations, applied on open.
+//! - [`fts`]: turns any user text into a safe FTS5 query.
+//! - [`LocalBackend`]: the async [`mneme_core::MemoryBackend`], running the store off the async workers.
+
+mod backend;
+pub mod fts;
+pub mod schema;
+pub mod store;
+
+pub use backend::{LocalBackend, LocalConfig};

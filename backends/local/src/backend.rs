@@ -1,0 +1,195 @@
+//! [`LocalBackend`]: the store behind the async trait. SQLite work runs on tokio's blocking pool so
+//! it never stalls the async workers; one writer connection, a few readers (WAL lets them overlap).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use mneme_core::*;
+
+use crate::store::{RecallFilter, Store};
+
+/// How many recent memories the instructions list, and how many characters they may take.
+const RECENT_IN_INSTRUCTIONS: usize = 10;
+const RECENT_MAX_CHARS: usize = 2000;
+/// Readers kept open for reuse.
+const READERS: usize = 4;
+
+/// Where the local store lives.
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    /// The SQLite database file.
+    pub path: PathBuf,
+}
+
+/// The `local` backend.
+#[derive(Clone)]
+pub struct LocalBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: Mutex<Store>,
+    readers: Mutex<Vec<Store>>,
+}
+
+impl LocalBackend {
+    /// Opens (creating and migrating if needed) the database.
+    pub fn open(config: &LocalConfig) -> Result<Self, BackendError> {
+        if let Some(dir) = config.path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                BackendError::permanent(format!("cannot create {}: {e}", dir.display()))
+            })?;
+        }
+        let writer = Store::open(&config.path).map_err(|e| open_error(&config.path, e))?;
+        Ok(Self {
+            inner: Arc::new(Inner { path: config.path.clone(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut store = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut store).map_err(sql_error)
+        })
+        .await
+        .map_err(|e| BackendError::transient(format!("local store task failed: {e}")))?
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = inner.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let store = match pooled {
+                Some(s) => s,
+                None => Store::open(&inner.path).map_err(sql_error)?,
+            };
+            let out = f(&store).map_err(sql_error);
+            let mut readers = inner.readers.lock().unwrap_or_else(|p| p.into_inner());
+            if readers.len() < READERS {
+                readers.push(store);
+            }
+            out
+        })
+        .await
+        .map_err(|e| BackendError::transient(format!("local store task failed: {e}")))?
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for LocalBackend {
+    fn id(&self) -> BackendId {
+        BackendId::Local
+    }
+
+    async fn start(&self, _scope: &Scope) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
+        let bank = scope.bank.clone();
+        let items = batch.items.clone();
+        self.write(move |s| s.retain(&bank, &items)).await.map(|_| ())
+    }
+
+    async fn recall(&self, scope: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
+        let bank = scope.bank.clone();
+        let q = q.clone();
+        self.read(move |s| {
+            let types: Vec<&str> = q.types.iter().map(|t| t.as_str()).collect();
+            let filter = RecallFilter {
+                bank: &bank,
+                tags: &q.tags,
+                tags_match: q.tags_match,
+                types: &types,
+                max_chars: q.max_tokens.saturating_mul(4).max(1),
+            };
+            s.recall(&q.query, &filter)
+        })
+        .await
+    }
+
+    async fn reflect(&self, _scope: &Scope, _q: &ReflectQuery) -> Result<String, BackendError> {
+        Err(BackendError::Unsupported(
+            "reflect needs an LLM, which the local backend does not have; use recall, or set memory.backend = \"hindsight\"".into(),
+        ))
+    }
+
+    async fn instructions(&self, scope: &Scope) -> Result<Option<String>, BackendError> {
+        let scope = scope.clone();
+        let recent = self.read(move |s| s.recent(&scope.bank, &scope.tags, RECENT_IN_INSTRUCTIONS)).await?;
+        if recent.is_empty() {
+            return Ok(None);
+        }
+        let mut out = String::from("## Recent memories\n");
+        let mut used = 0;
+        for r in recent {
+            let line: String = r.text.chars().take(300).collect();
+            let line = line.replace('\n', " ");
+            used += line.chars().count();
+            if used > RECENT_MAX_CHARS {
+                break;
+            }
+            out.push_str(&format!("- {line}\n"));
+        }
+        Ok(Some(out))
+    }
+
+    async fn clear(&self, scope: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError> {
+        let scope = scope.clone();
+        let deleted = match what {
+            ClearWhat::All => self.write(|s| s.clear_all()).await?,
+            ClearWhat::Scope | ClearWhat::Remote => {
+                self.write(move |s| s.clear_scope(&scope.bank, &scope.tags)).await?
+            }
+        };
+        let noun = if deleted == 1 { "memory" } else { "memories" };
+        Ok(ClearReport { deleted: Some(deleted), message: format!("Deleted {deleted} {noun} from the local store.") })
+    }
+
+    async fn status(&self) -> BackendStatus {
+        match self.read(|s| s.stats()).await {
+            Ok(stats) => BackendStatus {
+                memories: Some(stats.memories),
+                storage_bytes: Some(stats.bytes),
+                detail: Some(self.inner.path.display().to_string()),
+                ..BackendStatus::healthy(BackendId::Local)
+            },
+            Err(e) => BackendStatus {
+                healthy: false,
+                detail: Some(e.to_string()),
+                ..BackendStatus::healthy(BackendId::Local)
+            },
+        }
+    }
+}
+
+fn open_error(path: &Path, e: rusqlite::Error) -> BackendError {
+    BackendError::permanent(format!("cannot open local store {}: {e}", path.display()))
+}
+
+/// Busy, locked, full or I/O failures may pass; anything else will not.
+fn sql_error(e: rusqlite::Error) -> BackendError {
+    use rusqlite::ErrorCode::*;
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, DatabaseBusy | DatabaseLocked | DiskFull | SystemIoFailure | CannotOpen | OutOfMemory) =>
+        {
+            BackendError::transient(format!("local store: {e}"))
+        }
+        _ => BackendError::permanent(format!("local store: {e}")),
+    }
+}

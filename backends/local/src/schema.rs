@@ -1,0 +1,53 @@
+//! Embedded migrations, tracked with `PRAGMA user_version`.
+
+use rusqlite::Connection;
+
+/// Each entry moves the schema from version `i` to `i + 1`. Append only.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE memories (
+    seq          INTEGER PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,      -- the item id: a resent batch stores nothing twice
+    bank         TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    content_hash INTEGER NOT NULL,          -- FNV-1a of content: identical content in a bank is stored once
+    context      TEXT,
+    kind         TEXT NOT NULL,
+    tags         TEXT NOT NULL,             -- '' or US-separated with a US on each side: x1f a x1f b x1f
+    metadata     TEXT NOT NULL,             -- JSON object
+    document_id  TEXT,
+    created_at   TEXT NOT NULL              -- when it was retained (RFC 3339 UTC)
+);
+CREATE INDEX memories_bank_hash ON memories(bank, content_hash);
+CREATE INDEX memories_bank_doc ON memories(bank, document_id) WHERE document_id IS NOT NULL;
+CREATE INDEX memories_bank_seq ON memories(bank, seq);
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    content, content = 'memories', content_rowid = 'seq', tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, content) VALUES (new.seq, new.content);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+END;
+"#];
+
+/// Brings the database up to the newest schema. Refuses a database from a newer mneme.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+    if current > MIGRATIONS.len() {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+            Some(format!(
+                "database schema version {current} is newer than this mneme supports ({})",
+                MIGRATIONS.len()
+            )),
+        ));
+    }
+    for (version, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (version + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,274 @@
+//! The synchronous SQLite store. Every method runs on a blocking thread (see [`crate::LocalBackend`]).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use mneme_core::{MemoryItem, Recalled, TagsMatch};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+
+use crate::fts;
+
+/// Tag list separator (ASCII unit separator): cannot appear in a tag a user types.
+const SEP: char = '\u{1f}';
+
+/// At most this many rows are ranked into a recall answer before the token budget applies.
+const RECALL_ROW_LIMIT: usize = 100;
+
+/// Filters and bounds for [`Store::recall`].
+#[derive(Debug, Clone)]
+pub struct RecallFilter<'a> {
+    /// Bank to search.
+    pub bank: &'a str,
+    /// Tag filter (empty = none).
+    pub tags: &'a [String],
+    /// How `tags` match.
+    pub tags_match: TagsMatch,
+    /// Memory types (empty = all), as their wire spelling.
+    pub types: &'a [&'a str],
+    /// Stop adding results once their text passes this many characters.
+    pub max_chars: usize,
+}
+
+/// Counts for status.
+#[derive(Debug, Clone, Copy)]
+pub struct Stats {
+    /// Rows in `memories`.
+    pub memories: u64,
+    /// Database + WAL size in bytes.
+    pub bytes: u64,
+}
+
+/// One SQLite connection to the memory database.
+pub struct Store {
+    conn: Connection,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, in WAL mode, migrated.
+    pub fn open(path: &Path) -> rusqlite::Result<Self> {
+        let mut conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        crate::schema::migrate(&mut conn)?;
+        Ok(Self { conn })
+    }
+
+    /// Stores a batch in one transaction. Items whose id is already stored are skipped; identical
+    /// content in the same bank is stored once (its tags merged); items carrying a document id
+    /// replace the stored rows of that document that are not part of this batch.
+    /// Returns how many rows were inserted.
+    pub fn retain(&mut self, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {
+        let tx = self.conn.transaction()?;
+        let mut inserted = 0;
+        {
+            let documents: BTreeSet<&str> = items.iter().filter_map(|i| i.document_id.as_deref()).collect();
+            for doc in documents {
+                let keep: Vec<&str> = items
+                    .iter()
+                    .filter(|i| i.document_id.as_deref() == Some(doc))
+                    .map(|i| i.id.as_str())
+                    .collect();
+                let placeholders = vec!["?"; keep.len()].join(",");
+                let sql = format!(
+                    "DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})"
+                );
+                let mut args: Vec<&str> = vec![bank, doc];
+                args.extend(keep);
+                tx.execute(&sql, params_from_iter(args))?;
+            }
+            let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
+            let mut same = tx.prepare_cached(
+                "SELECT seq, tags FROM memories WHERE bank = ? AND content_hash = ? AND content = ?",
+            )?;
+            let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )?;
+            for item in items {
+                if exists.exists([&item.id])? {
+                    continue;
+                }
+                let hash = content_hash(&item.content);
+                let dup: Option<(i64, String)> =
+                    same.query_row(params![bank, hash, item.content], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+                if let Some((seq, tags)) = dup {
+                    let merged = merge_tags(&tags, &item.tags);
+                    if merged != tags {
+                        merge.execute(params![merged, seq])?;
+                    }
+                    continue;
+                }
+                let metadata = serde_json::to_string(&item.metadata).expect("string map serializes");
+                insert.execute(params![
+                    item.id,
+                    bank,
+                    item.content,
+                    hash,
+                    item.context,
+                    item.kind.as_str(),
+                    encode_tags(&item.tags),
+                    metadata,
+                    item.document_id,
+                    item.timestamp,
+                ])?;
+                inserted += 1;
+            }
+        }
+        tx.commit()?;
+        Ok(inserted)
+    }
+
+    /// Full-text recall, best first, bounded by `filter.max_chars`.
+    pub fn recall(&self, query: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
+        let Some(expr) = fts::match_expression(query) else { return Ok(Vec::new()) };
+        let mut sql = String::from(
+            "SELECT m.content, m.kind, m.created_at, m.tags, bm25(memories_fts) AS rank
+             FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
+             WHERE memories_fts MATCH ?1 AND m.bank = ?2",
+        );
+        let mut args: Vec<String> = vec![expr, filter.bank.to_owned()];
+        push_type_filter(&mut sql, &mut args, filter.types);
+        push_tag_filter(&mut sql, &mut args, filter.tags, filter.tags_match);
+        sql.push_str(&format!(" ORDER BY rank LIMIT {RECALL_ROW_LIMIT}"));
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params_from_iter(args.iter()))?;
+        let mut out = Vec::new();
+        let mut used = 0;
+        while let Some(row) = rows.next()? {
+            let text: String = row.get(0)?;
+            let len = text.chars().count();
+            if !out.is_empty() && used + len > filter.max_chars {
+                break;
+            }
+            used += len;
+            let rank: f64 = row.get(4)?;
+            out.push(Recalled {
+                text,
+                kind: row.get(1)?,
+                mentioned_at: row.get(2)?,
+                tags: decode_tags(&row.get::<_, String>(3)?),
+                score: Some(-rank),
+            });
+            if used >= filter.max_chars {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The most recent memories of a bank passing a tag filter, newest first.
+    pub fn recent(&self, bank: &str, tags: &[String], limit: usize) -> rusqlite::Result<Vec<Recalled>> {
+        let mut sql = String::from("SELECT content, kind, created_at, tags FROM memories m WHERE m.bank = ?1");
+        let mut args = vec![bank.to_owned()];
+        push_tag_filter(&mut sql, &mut args, tags, TagsMatch::Any);
+        sql.push_str(&format!(" ORDER BY seq DESC LIMIT {limit}"));
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args.iter()), |row| {
+            Ok(Recalled {
+                text: row.get(0)?,
+                kind: row.get(1)?,
+                mentioned_at: row.get(2)?,
+                tags: decode_tags(&row.get::<_, String>(3)?),
+                score: None,
+            })
+        })?;
+        rows.collect()
+    }
+
+    /// Deletes a bank's memories; with tags, only those carrying one of them. Returns the count.
+    pub fn clear_scope(&mut self, bank: &str, tags: &[String]) -> rusqlite::Result<u64> {
+        let mut sql = String::from("DELETE FROM memories AS m WHERE m.bank = ?1");
+        let mut args = vec![bank.to_owned()];
+        push_tag_filter(&mut sql, &mut args, tags, TagsMatch::AnyStrict);
+        Ok(self.conn.execute(&sql, params_from_iter(args.iter()))? as u64)
+    }
+
+    /// Deletes every memory. Returns the count.
+    pub fn clear_all(&mut self) -> rusqlite::Result<u64> {
+        let n = self.conn.execute("DELETE FROM memories", [])? as u64;
+        self.conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')", [])?;
+        Ok(n)
+    }
+
+    /// Memory count and size on disk.
+    pub fn stats(&self) -> rusqlite::Result<Stats> {
+        let memories: i64 = self.conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
+        let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        let page_size: i64 = self.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        let wal = self
+            .conn
+            .path()
+            .and_then(|p| std::fs::metadata(format!("{p}-wal")).ok())
+            .map_or(0, |m| m.len());
+        Ok(Stats { memories: memories as u64, bytes: (pages * page_size) as u64 + wal })
+    }
+
+    /// The underlying connection (benchmarks compare against a bare FTS5 query on it).
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+fn push_type_filter(sql: &mut String, args: &mut Vec<String>, types: &[&str]) {
+    if types.is_empty() {
+        return;
+    }
+    let start = args.len() + 1;
+    let marks: Vec<String> = (0..types.len()).map(|i| format!("?{}", start + i)).collect();
+    sql.push_str(&format!(" AND m.kind IN ({})", marks.join(",")));
+    args.extend(types.iter().map(|t| (*t).to_owned()));
+}
+
+/// Appends Hindsight's tag-match semantics as SQL over the encoded `tags` column.
+fn push_tag_filter(sql: &mut String, args: &mut Vec<String>, tags: &[String], mode: TagsMatch) {
+    if tags.is_empty() {
+        return;
+    }
+    let start = args.len() + 1;
+    let tests: Vec<String> = (0..tags.len()).map(|i| format!("instr(m.tags, ?{}) > 0", start + i)).collect();
+    let joined = match mode {
+        TagsMatch::Any | TagsMatch::AnyStrict => tests.join(" OR "),
+        TagsMatch::All | TagsMatch::AllStrict => tests.join(" AND "),
+    };
+    match mode {
+        TagsMatch::Any | TagsMatch::All => sql.push_str(&format!(" AND (m.tags = '' OR ({joined}))")),
+        TagsMatch::AnyStrict | TagsMatch::AllStrict => sql.push_str(&format!(" AND ({joined})")),
+    }
+    args.extend(tags.iter().map(|t| format!("{SEP}{t}{SEP}")));
+}
+
+fn encode_tags(tags: &[String]) -> String {
+    let clean: Vec<&str> = tags.iter().map(|t| t.as_str()).filter(|t| !t.is_empty() && !t.contains(SEP)).collect();
+    if clean.is_empty() {
+        return String::new();
+    }
+    format!("{SEP}{}{SEP}", clean.join(&SEP.to_string()))
+}
+
+fn decode_tags(encoded: &str) -> Vec<String> {
+    encoded.split(SEP).filter(|t| !t.is_empty()).map(str::to_owned).collect()
+}
+
+fn merge_tags(encoded: &str, more: &[String]) -> String {
+    let mut tags = decode_tags(encoded);
+    for t in more {
+        if !tags.contains(t) {
+            tags.push(t.clone());
+        }
+    }
+    encode_tags(&tags)
+}
+
+/// 64-bit FNV-1a: stable across Rust versions (std's hasher is not), good enough to find candidates
+/// whose content is then compared in full.
+fn content_hash(content: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in content.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
+}

@@ -1,0 +1,152 @@
+//! The local backend against a real SQLite file.
+
+use std::collections::BTreeMap;
+
+use mneme_core::*;
+use mneme_local::{LocalBackend, LocalConfig};
+
+fn item(id: &str, content: &str, tags: &[&str], kind: MemoryType, doc: Option<&str>) -> MemoryItem {
+    MemoryItem {
+        id: id.into(),
+        content: content.into(),
+        context: Some("test".into()),
+        timestamp: "2026-01-02T03:04:05Z".into(),
+        metadata: BTreeMap::from([("session_id".to_string(), "s1".to_string())]),
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        document_id: doc.map(str::to_owned),
+        kind,
+    }
+}
+
+fn scope(bank: &str) -> Scope {
+    Scope { bank: bank.into(), tags: vec![] }
+}
+
+fn query(q: &str, tags: &[&str], mode: TagsMatch) -> RecallQuery {
+    RecallQuery {
+        query: q.into(),
+        budget: Budget::Mid,
+        max_tokens: 1024,
+        types: vec![],
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        tags_match: mode,
+    }
+}
+
+fn open() -> (tempfile::TempDir, LocalBackend) {
+    let dir = tempfile::tempdir().unwrap();
+    let b = LocalBackend::open(&LocalConfig { path: dir.path().join("m.db") }).unwrap();
+    (dir, b)
+}
+
+async fn texts(b: &LocalBackend, bank: &str, q: RecallQuery) -> Vec<String> {
+    let mut t: Vec<String> = b.recall(&scope(bank), &q).await.unwrap().into_iter().map(|r| r.text).collect();
+    t.sort();
+    t
+}
+
+#[tokio::test]
+async fn resending_a_batch_and_identical_content_store_once() {
+    let (_d, b) = open();
+    let batch = RetainBatch {
+        id: "b1".into(),
+        items: vec![item("1", "the parser uses pest", &[], MemoryType::World, None), item("2", "tabs not spaces", &[], MemoryType::World, None)],
+    };
+    b.retain(&scope("bank"), &batch).await.unwrap();
+    b.retain(&scope("bank"), &batch).await.unwrap();
+    let again = RetainBatch { id: "b2".into(), items: vec![item("3", "the parser uses pest", &["x"], MemoryType::World, None)] };
+    b.retain(&scope("bank"), &again).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(2));
+    // The same content in another bank is another memory.
+    b.retain(&scope("other"), &again).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(3));
+    // Merged tags: the duplicate's tag now matches a strict filter.
+    assert_eq!(texts(&b, "bank", query("parser", &["x"], TagsMatch::AnyStrict)).await, vec!["the parser uses pest"]);
+}
+
+#[tokio::test]
+async fn a_document_id_replaces_the_previous_version() {
+    let (_d, b) = open();
+    let v1 = RetainBatch { id: "a".into(), items: vec![item("t1", "transcript alpha version one", &[], MemoryType::Experience, Some("sess"))] };
+    let v2 = RetainBatch { id: "b".into(), items: vec![item("t2", "transcript alpha version two", &[], MemoryType::Experience, Some("sess"))] };
+    b.retain(&scope("bank"), &v1).await.unwrap();
+    b.retain(&scope("bank"), &v2).await.unwrap();
+    b.retain(&scope("bank"), &v2).await.unwrap();
+    assert_eq!(texts(&b, "bank", query("alpha", &[], TagsMatch::Any)).await, vec!["transcript alpha version two"]);
+    assert_eq!(b.status().await.memories, Some(1));
+}
+
+#[tokio::test]
+async fn recall_accepts_any_text() {
+    let (_d, b) = open();
+    let batch = RetainBatch { id: "a".into(), items: vec![item("1", "naïve café uses AND and OR", &[], MemoryType::World, None)] };
+    b.retain(&scope("bank"), &batch).await.unwrap();
+    for q in ["\"unbalanced", "(a OR", "AND", "*", "-x", "NEAR(", "日本語 \"'", "", "   ", "cafe", "NAIVE"] {
+        let r = b.recall(&scope("bank"), &query(q, &[], TagsMatch::Any)).await;
+        assert!(r.is_ok(), "query {q:?} failed: {r:?}");
+    }
+    assert_eq!(texts(&b, "bank", query("cafe", &[], TagsMatch::Any)).await.len(), 1, "diacritics folded");
+}
+
+#[tokio::test]
+async fn tag_match_modes_follow_hindsight() {
+    let (_d, b) = open();
+    let batch = RetainBatch {
+        id: "a".into(),
+        items: vec![
+            item("1", "widget untagged", &[], MemoryType::World, None),
+            item("2", "widget red", &["red"], MemoryType::World, None),
+            item("3", "widget red blue", &["red", "blue"], MemoryType::World, None),
+            item("4", "widget green", &["green"], MemoryType::World, None),
+        ],
+    };
+    b.retain(&scope("bank"), &batch).await.unwrap();
+    let t = |tags: &'static [&'static str], m| texts(&b, "bank", query("widget", tags, m));
+    assert_eq!(t(&["red", "blue"], TagsMatch::Any).await, vec!["widget red", "widget red blue", "widget untagged"]);
+    assert_eq!(t(&["red", "blue"], TagsMatch::AnyStrict).await, vec!["widget red", "widget red blue"]);
+    assert_eq!(t(&["red", "blue"], TagsMatch::All).await, vec!["widget red blue", "widget untagged"]);
+    assert_eq!(t(&["red", "blue"], TagsMatch::AllStrict).await, vec!["widget red blue"]);
+    assert_eq!(t(&[], TagsMatch::AllStrict).await.len(), 4);
+}
+
+#[tokio::test]
+async fn types_filter_and_token_bound() {
+    let (_d, b) = open();
+    let long = "gizmo ".repeat(200);
+    let batch = RetainBatch {
+        id: "a".into(),
+        items: vec![
+            item("1", "gizmo fact", &[], MemoryType::World, None),
+            item("2", "gizmo happened", &[], MemoryType::Experience, None),
+            item("3", &long, &[], MemoryType::World, None),
+        ],
+    };
+    b.retain(&scope("bank"), &batch).await.unwrap();
+    let mut q = query("gizmo", &[], TagsMatch::Any);
+    q.types = vec![MemoryType::Experience];
+    assert_eq!(texts(&b, "bank", q.clone()).await, vec!["gizmo happened"]);
+    q.types = vec![];
+    q.max_tokens = 10; // ~40 chars: the first result always, then only what fits
+    let got = b.recall(&scope("bank"), &q).await.unwrap();
+    assert!(got.iter().map(|r| r.text.len()).sum::<usize>() <= 40 || got.len() == 1, "{got:?}");
+}
+
+#[tokio::test]
+async fn instructions_clear_and_reflect() {
+    let (_d, b) = open();
+    assert_eq!(b.instructions(&scope("bank")).await.unwrap(), None);
+    let s = Scope { bank: "bank".into(), tags: vec!["project:a".into()] };
+    let batch = RetainBatch {
+        id: "a".into(),
+        items: vec![item("1", "alpha fact", &["project:a"], MemoryType::World, None), item("2", "beta fact", &["project:b"], MemoryType::World, None)],
+    };
+    b.retain(&s, &batch).await.unwrap();
+    let md = b.instructions(&s).await.unwrap().unwrap();
+    assert!(md.contains("alpha fact") && !md.contains("beta fact"), "{md}");
+    let report = b.clear(&s, ClearWhat::Scope).await.unwrap();
+    assert_eq!(report.deleted, Some(1));
+    assert_eq!(b.status().await.memories, Some(1));
+    assert!(matches!(b.reflect(&s, &ReflectQuery { query: "q".into(), context: None, budget: Budget::Mid, tags: vec![], tags_match: TagsMatch::Any }).await, Err(BackendError::Unsupported(_))));
+    b.clear(&s, ClearWhat::All).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(0));
+}
