@@ -1,0 +1,189 @@
+//! The registry of settings: one entry per key, each with its parser. Loading from the file and
+//! from the environment both go through it, so a key cannot be accepted in one and not the other.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use super::paths::resolve;
+use super::{RetainMode, Scoping, Settings};
+
+/// A value from the config file or from an environment variable.
+#[derive(Clone, Copy)]
+pub(super) enum Raw<'a> {
+    Toml(&'a toml::Value),
+    Env(&'a str),
+}
+
+/// What a parser may need besides the value.
+pub(super) struct Ctx<'a> {
+    /// The config file's folder, for relative paths.
+    pub base: Option<&'a Path>,
+}
+
+type Apply = fn(&mut Settings, Raw<'_>, &Ctx<'_>) -> Result<(), String>;
+
+/// One setting.
+pub(super) struct Key {
+    pub section: &'static str,
+    pub name: &'static str,
+    /// Extra environment names (the original's `HINDSIGHT_*`).
+    pub aliases: &'static [&'static str],
+    pub apply: Apply,
+}
+
+impl Key {
+    /// `MNEME_<SECTION>__<KEY>`.
+    pub fn env_name(&self) -> String {
+        format!("MNEME_{}__{}", self.section.to_uppercase(), self.name.to_uppercase())
+    }
+}
+
+fn type_name(v: &toml::Value) -> &'static str {
+    v.type_str()
+}
+
+impl Raw<'_> {
+    fn string(self) -> Result<String, String> {
+        match self {
+            Raw::Toml(toml::Value::String(s)) => Ok(s.clone()),
+            Raw::Toml(v) => Err(format!("expected a string, found {}", type_name(v))),
+            Raw::Env(s) => Ok(s.to_owned()),
+        }
+    }
+
+    fn boolean(self) -> Result<bool, String> {
+        match self {
+            Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
+            Raw::Toml(v) => Err(format!("expected true or false, found {}", type_name(v))),
+            Raw::Env(s) => Ok(matches!(s.trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes")),
+        }
+    }
+
+    fn integer(self) -> Result<i64, String> {
+        match self {
+            Raw::Toml(toml::Value::Integer(i)) => Ok(*i),
+            Raw::Toml(v) => Err(format!("expected an integer, found {}", type_name(v))),
+            Raw::Env(s) => s.trim().parse().map_err(|_| format!("expected an integer, found {s:?}")),
+        }
+    }
+
+    fn duration(self) -> Result<Duration, String> {
+        let text = match self {
+            Raw::Toml(toml::Value::String(s)) => s.clone(),
+            Raw::Toml(v) => return Err(format!("expected a duration string like \"5s\", found {}", type_name(v))),
+            Raw::Env(s) => s.to_owned(),
+        };
+        humantime::parse_duration(text.trim())
+            .map_err(|e| format!("expected a duration like \"5s\" or \"2m\", found {text:?} ({e})"))
+    }
+
+    fn string_list(self) -> Result<Vec<String>, String> {
+        match self {
+            Raw::Toml(toml::Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| format!("expected a list of strings, found a {} in it", type_name(v))))
+                .collect(),
+            Raw::Toml(v) => Err(format!("expected a list of strings, found {}", type_name(v))),
+            Raw::Env(s) => Ok(s.split(',').map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).collect()),
+        }
+    }
+}
+
+fn at_least(v: i64, min: i64) -> Result<i64, String> {
+    if v < min {
+        Err(format!("must be at least {min}, found {v}"))
+    } else {
+        Ok(v)
+    }
+}
+
+fn one_of<T: Copy>(text: &str, choices: &[(&str, T)]) -> Result<T, String> {
+    choices.iter().find(|(name, _)| *name == text).map(|(_, v)| *v).ok_or_else(|| {
+        let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
+        format!("must be one of {}, found {text:?}", names.join(", "))
+    })
+}
+
+fn nonzero(d: Duration) -> Result<Duration, String> {
+    if d.is_zero() {
+        Err("must be longer than 0s".into())
+    } else {
+        Ok(d)
+    }
+}
+
+fn bank_part(s: String) -> Result<String, String> {
+    if s.contains('/') {
+        Err(format!("may not contain '/' (Hindsight answers 404 for such banks), found {s:?}"))
+    } else {
+        Ok(s)
+    }
+}
+
+macro_rules! key {
+    ($section:literal, $name:literal, [$($alias:literal),*], |$s:ident, $v:ident, $c:ident| $body:expr) => {
+        Key { section: $section, name: $name, aliases: &[$($alias),*], apply: |$s, $v, $c| { let _ = &$c; $body; Ok(()) } }
+    };
+}
+
+/// Every key mneme reads, in the order of the example file.
+pub(super) const REGISTRY: &[Key] = &[
+    key!("memory", "backend", [], |s, v, c| s.memory.backend = v.string()?.parse()?),
+    key!("memory", "bank_id", ["HINDSIGHT_BANK_ID"], |s, v, c| s.memory.bank_id = bank_part(v.string()?)?),
+    key!("memory", "bank_id_prefix", [], |s, v, c| s.memory.bank_id_prefix = bank_part(v.string()?)?),
+    key!("memory", "scoping", ["HINDSIGHT_SCOPING"], |s, v, c| s.memory.scoping = one_of(
+        &v.string()?,
+        &[("global", Scoping::Global), ("per-project", Scoping::PerProject), ("per-project-tagged", Scoping::PerProjectTagged)]
+    )?),
+    key!("server", "listen", [], |s, v, c| s.server.listen = v
+        .string()?
+        .parse::<SocketAddr>()
+        .map_err(|_| "expected an address like \"127.0.0.1:6366\"".to_string())?),
+    key!("server", "allow_remote", [], |s, v, c| s.server.allow_remote = v.boolean()?),
+    key!("server", "max_body_bytes", [], |s, v, c| s.server.max_body_bytes = at_least(v.integer()?, 1024)? as usize),
+    key!("storage", "dir", [], |s, v, c| s.storage.dir = resolve(&v.string()?, c.base)),
+    key!("queue", "batch_size", [], |s, v, c| s.queue.batch_size = at_least(v.integer()?, 1)? as usize),
+    key!("queue", "flush_interval", [], |s, v, c| s.queue.flush_interval = nonzero(v.duration()?)?),
+    key!("queue", "max_batch", [], |s, v, c| s.queue.max_batch = at_least(v.integer()?, 1)? as usize),
+    key!("queue", "max_attempts", [], |s, v, c| s.queue.max_attempts = at_least(v.integer()?, 1)? as u32),
+    key!("queue", "retry_initial", [], |s, v, c| s.queue.retry_initial = nonzero(v.duration()?)?),
+    key!("queue", "retry_max", [], |s, v, c| s.queue.retry_max = nonzero(v.duration()?)?),
+    key!("queue", "shutdown_grace", [], |s, v, c| s.queue.shutdown_grace = v.duration()?),
+    key!("recall", "auto", ["HINDSIGHT_AUTO_RECALL"], |s, v, c| s.recall.auto = v.boolean()?),
+    key!("recall", "context_turns", ["HINDSIGHT_RECALL_CONTEXT_TURNS"], |s, v, c| s.recall.context_turns = at_least(v.integer()?, 0)?),
+    key!("recall", "max_query_chars", ["HINDSIGHT_RECALL_MAX_QUERY_CHARS"], |s, v, c| s.recall.max_query_chars = at_least(v.integer()?, 0)?),
+    key!("recall", "max_tokens", ["HINDSIGHT_RECALL_MAX_TOKENS"], |s, v, c| s.recall.max_tokens = at_least(v.integer()?, 1)? as usize),
+    key!("recall", "budget", ["HINDSIGHT_RECALL_BUDGET"], |s, v, c| s.recall.budget = one_of(
+        &v.string()?,
+        &[("low", mneme_core::Budget::Low), ("mid", mneme_core::Budget::Mid), ("high", mneme_core::Budget::High)]
+    )?),
+    key!("recall", "types", [], |s, v, c| s.recall.types = v
+        .string_list()?
+        .iter()
+        .map(|t| t.parse())
+        .collect::<Result<_, _>>()?),
+    key!("recall", "timeout", [], |s, v, c| s.recall.timeout = nonzero(v.duration()?)?),
+    key!("recall", "include_time", [], |s, v, c| s.recall.include_time = v.boolean()?),
+    key!("recall", "preamble", [], |s, v, c| s.recall.preamble = v.string()?),
+    key!("retain", "auto", ["HINDSIGHT_AUTO_RETAIN"], |s, v, c| s.retain.auto = v.boolean()?),
+    key!("retain", "mode", ["HINDSIGHT_RETAIN_MODE"], |s, v, c| s.retain.mode = one_of(
+        &v.string()?,
+        &[("full-session", RetainMode::FullSession), ("last-turn", RetainMode::LastTurn)]
+    )?),
+    key!("retain", "every_n_turns", ["HINDSIGHT_RETAIN_EVERY_N_TURNS"], |s, v, c| s.retain.every_n_turns = at_least(v.integer()?, 1)?),
+    key!("retain", "overlap_turns", [], |s, v, c| s.retain.overlap_turns = at_least(v.integer()?, 0)?),
+    key!("retain", "context", [], |s, v, c| s.retain.context = v.string()?),
+    key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),
+    key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&v.string()?, c.base))),
+];
+
+/// The entry for `section.name`.
+pub(super) fn find(section: &str, name: &str) -> Option<&'static Key> {
+    REGISTRY.iter().find(|k| k.section == section && k.name == name)
+}
+
+/// Whether any key lives in `section`.
+pub(super) fn is_section(section: &str) -> bool {
+    REGISTRY.iter().any(|k| k.section == section)
+}

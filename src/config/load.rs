@@ -1,0 +1,271 @@
+//! Reading a config file: syntax, then every key through the registry, then cross-key checks,
+//! then environment overrides. All problems are collected before anything is reported.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use mneme_core::BackendId;
+
+use super::keys::{self, Ctx, Raw};
+use super::Settings;
+
+/// A loaded configuration and where it came from.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The settings in force.
+    pub settings: Settings,
+    /// The file read (or that would have been read).
+    pub path: PathBuf,
+    /// Whether that file exists (a missing file means all defaults).
+    pub exists: bool,
+    /// Ignored environment overrides and other non-fatal findings.
+    pub warnings: Vec<String>,
+}
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// `section.key` (or the section, or "" for a syntax error).
+    pub key: String,
+    /// 1-based line in the file, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Every problem found in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors {
+    /// The file.
+    pub path: PathBuf,
+    /// The problems, in file order.
+    pub errors: Vec<ConfigError>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.key.is_empty()) {
+            (Some(line), false) => write!(f, "line {line}: {}: {}", self.key, self.message),
+            (Some(line), true) => write!(f, "line {line}: {}", self.message),
+            (None, false) => write!(f, "{}: {}", self.key, self.message),
+            (None, true) => write!(f, "{}", self.message),
+        }
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.errors.len();
+        write!(f, "invalid config {} ({n} problem{}):", self.path.display(), if n == 1 { "" } else { "s" })?;
+        for e in &self.errors {
+            write!(f, "\n  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Loads `path` (missing = defaults) and applies the environment given by `env`.
+pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigErrors> {
+    let (text, exists) = match std::fs::read_to_string(path) {
+        Ok(t) => (t, true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
+        Err(e) => {
+            return Err(ConfigErrors {
+                path: path.to_owned(),
+                errors: vec![ConfigError { key: String::new(), line: None, message: format!("cannot read: {e}") }],
+            })
+        }
+    };
+    let mut settings = parse(&text, path.parent()).map_err(|errors| ConfigErrors { path: path.to_owned(), errors })?;
+    let warnings = apply_env(&mut settings, env, path.parent());
+    let errors = cross_checks(&settings, &LineIndex::new(""));
+    if !errors.is_empty() {
+        // Only the environment can have introduced these: the file passed the same checks.
+        return Err(ConfigErrors { path: path.to_owned(), errors });
+    }
+    Ok(Loaded { settings, path: path.to_owned(), exists, warnings })
+}
+
+/// Parses config text (no environment). `base` resolves relative paths.
+pub fn parse(text: &str, base: Option<&Path>) -> Result<Settings, Vec<ConfigError>> {
+    let table: toml::Table = match text.parse() {
+        Ok(t) => t,
+        Err(e) => {
+            let line = e.span().map(|s| line_of(text, s.start));
+            return Err(vec![ConfigError { key: String::new(), line, message: e.message().to_owned() }]);
+        }
+    };
+    let lines = LineIndex::new(text);
+    let ctx = Ctx { base };
+    let mut settings = Settings::default();
+    let mut errors = Vec::new();
+    let mut backend_set = false;
+    let mut legacy_enabled = None;
+    for (section, value) in &table {
+        let section_line = lines.section(section);
+        let Some(entries) = value.as_table() else {
+            errors.push(ConfigError {
+                key: section.clone(),
+                line: section_line,
+                message: if keys::is_section(section) {
+                    format!("expected a [{section}] table")
+                } else {
+                    format!("unknown section; known sections: {}", known_sections().join(", "))
+                },
+            });
+            continue;
+        };
+        if section == "memories" {
+            // Legacy: `memories.enabled` from the original agent.
+            for (name, v) in entries {
+                let line = lines.key(section, name).or(section_line);
+                match (name.as_str(), v) {
+                    ("enabled", toml::Value::Boolean(b)) => legacy_enabled = Some(*b),
+                    ("enabled", v) => errors.push(ConfigError {
+                        key: "memories.enabled".into(),
+                        line,
+                        message: format!("expected true or false, found {}", v.type_str()),
+                    }),
+                    _ => errors.push(ConfigError {
+                        key: format!("memories.{name}"),
+                        line,
+                        message: "unknown key (the legacy [memories] section only has `enabled`)".into(),
+                    }),
+                }
+            }
+            continue;
+        }
+        if !keys::is_section(section) {
+            errors.push(ConfigError {
+                key: section.clone(),
+                line: section_line,
+                message: format!("unknown section; known sections: {}", known_sections().join(", ")),
+            });
+            continue;
+        }
+        for (name, v) in entries {
+            let line = lines.key(section, name).or(section_line);
+            let Some(key) = keys::find(section, name) else {
+                errors.push(ConfigError {
+                    key: format!("{section}.{name}"),
+                    line,
+                    message: format!("unknown key; [{section}] has: {}", section_keys(section).join(", ")),
+                });
+                continue;
+            };
+            backend_set |= section == "memory" && name == "backend";
+            if let Err(message) = (key.apply)(&mut settings, Raw::Toml(v), &ctx) {
+                errors.push(ConfigError { key: format!("{section}.{name}"), line, message });
+            }
+        }
+    }
+    if let (false, Some(enabled)) = (backend_set, legacy_enabled) {
+        settings.memory.backend = if enabled { BackendId::Local } else { BackendId::Off };
+    }
+    errors.extend(cross_checks(&settings, &lines));
+    errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+    if errors.is_empty() {
+        Ok(settings)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Applies `MNEME_<SECTION>__<KEY>` and the `HINDSIGHT_*` aliases. Bad values are ignored with a warning.
+fn apply_env(settings: &mut Settings, env: &dyn Fn(&str) -> Option<String>, base: Option<&Path>) -> Vec<String> {
+    let ctx = Ctx { base };
+    let mut warnings = Vec::new();
+    for key in keys::REGISTRY {
+        let primary = key.env_name();
+        let names = std::iter::once(primary.as_str()).chain(key.aliases.iter().copied());
+        let Some((name, value)) = names.filter_map(|n| env(n).map(|v| (n, v))).next() else { continue };
+        let mut candidate = settings.clone();
+        match (key.apply)(&mut candidate, Raw::Env(&value), &ctx) {
+            Ok(()) => *settings = candidate,
+            Err(e) => warnings.push(format!("ignoring {name}={value:?} ({}.{}): {e}", key.section, key.name)),
+        }
+    }
+    warnings
+}
+
+/// Checks that involve more than one key, or the build.
+fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    let mut err = |section: &str, name: &str, message: String| {
+        errors.push(ConfigError { key: format!("{section}.{name}"), line: lines.key(section, name), message })
+    };
+    if !s.server.listen.ip().is_loopback() && !s.server.allow_remote {
+        err("server", "listen", format!(
+            "{} is not a loopback address; set server.allow_remote = true to accept connections from other machines",
+            s.server.listen
+        ));
+    }
+    if s.queue.retry_max < s.queue.retry_initial {
+        err("queue", "retry_max", "must not be shorter than queue.retry_initial".into());
+    }
+    if s.memory.backend == BackendId::Hindsight {
+        err("memory", "backend", "the hindsight backend is not part of this build yet; use \"local\" or \"off\"".into());
+    }
+    errors
+}
+
+fn known_sections() -> Vec<String> {
+    let mut v: Vec<String> = keys::REGISTRY.iter().map(|k| k.section.to_owned()).collect();
+    v.dedup();
+    v
+}
+
+fn section_keys(section: &str) -> Vec<&'static str> {
+    keys::REGISTRY.iter().filter(|k| k.section == section).map(|k| k.name).collect()
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Lines of `[section]` headers and `key =` assignments, found by a light scan of the text
+/// (the toml crate's `Table` does not keep spans).
+struct LineIndex {
+    sections: HashMap<String, usize>,
+    keys: HashMap<(String, String), usize>,
+}
+
+impl LineIndex {
+    fn new(text: &str) -> Self {
+        let mut sections = HashMap::new();
+        let mut keys = HashMap::new();
+        let mut current = String::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if let Some(header) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+                current = header.trim().trim_matches('"').to_owned();
+                sections.entry(current.clone()).or_insert(i + 1);
+                continue;
+            }
+            let Some((lhs, _)) = line.split_once('=') else { continue };
+            if line.starts_with('#') {
+                continue;
+            }
+            let path: Vec<String> = lhs.split('.').map(|p| p.trim().trim_matches('"').trim_matches('\'').to_owned()).collect();
+            let (section, name) = match (current.is_empty(), path.as_slice()) {
+                (true, [s, k]) => (s.clone(), k.clone()),
+                (false, [k]) => (current.clone(), k.clone()),
+                _ => continue,
+            };
+            sections.entry(section.clone()).or_insert(i + 1);
+            keys.entry((section, name)).or_insert(i + 1);
+        }
+        Self { sections, keys }
+    }
+
+    fn section(&self, section: &str) -> Option<usize> {
+        self.sections.get(section).copied()
+    }
+
+    fn key(&self, section: &str, name: &str) -> Option<usize> {
+        self.keys.get(&(section.to_owned(), name.to_owned())).copied().or_else(|| self.section(section))
+    }
+}

@@ -1,0 +1,271 @@
+//! Settings: serde-free structs with defaults in code, loaded from TOML plus environment overrides.
+//!
+//! Loading walks the file key by key through one registry ([`keys`]) instead of a derived
+//! deserializer, so that every unknown key, wrong type and bad value is reported at once with its
+//! line, and so that each key's environment override goes through the same parser.
+
+mod keys;
+mod load;
+mod paths;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mneme_core::{BackendId, Budget, MemoryType};
+
+pub use load::{load, ConfigError, ConfigErrors, Loaded};
+pub use paths::{config_path, default_storage_dir};
+
+/// The example configuration shipped with mneme (`mneme config example`).
+pub const EXAMPLE: &str = include_str!("../../config.example.toml");
+
+/// Every setting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `[memory]`
+    pub memory: MemorySettings,
+    /// `[server]`
+    pub server: ServerSettings,
+    /// `[storage]`
+    pub storage: StorageSettings,
+    /// `[queue]`
+    pub queue: QueueSettings,
+    /// `[recall]`
+    pub recall: RecallSettings,
+    /// `[retain]`
+    pub retain: RetainSettings,
+    /// `[local]`
+    pub local: LocalSettings,
+}
+
+/// `[memory]`: which backend, and which bank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemorySettings {
+    /// The one switch.
+    pub backend: BackendId,
+    /// Base bank id.
+    pub bank_id: String,
+    /// Prepended to the bank id as `<prefix>-<bank>`.
+    pub bank_id_prefix: String,
+    /// How sessions map to banks and tags.
+    pub scoping: Scoping,
+}
+
+/// How a session's project maps to a bank and tags (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scoping {
+    /// One bank, no tags.
+    Global,
+    /// One bank per project.
+    PerProject,
+    /// One bank, memories tagged `project:<label>`.
+    PerProjectTagged,
+}
+
+impl Scoping {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scoping::Global => "global",
+            Scoping::PerProject => "per-project",
+            Scoping::PerProjectTagged => "per-project-tagged",
+        }
+    }
+}
+
+/// `[server]`
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSettings {
+    /// Address to bind.
+    pub listen: SocketAddr,
+    /// Allow a non-loopback `listen`.
+    pub allow_remote: bool,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+/// `[storage]`
+#[derive(Debug, Clone, PartialEq)]
+pub struct StorageSettings {
+    /// Token, spool, pidfile and (by default) the local store live here.
+    pub dir: PathBuf,
+}
+
+/// `[queue]`: the retain queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSettings {
+    /// Flush a session when it holds this many pending items.
+    pub batch_size: usize,
+    /// ... or this long after its queue became non-empty.
+    pub flush_interval: Duration,
+    /// Most items in one delivery.
+    pub max_batch: usize,
+    /// Deliveries tried before a batch becomes a dead letter.
+    pub max_attempts: u32,
+    /// First retry delay.
+    pub retry_initial: Duration,
+    /// Longest retry delay.
+    pub retry_max: Duration,
+    /// How long shutdown (and a backend switch) may spend flushing.
+    pub shutdown_grace: Duration,
+}
+
+/// `[recall]`
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallSettings {
+    /// First-turn automatic recall.
+    pub auto: bool,
+    /// Turns of prior context in the recall query.
+    pub context_turns: i64,
+    /// Longest recall query.
+    pub max_query_chars: i64,
+    /// Bound on recalled text (about 4 characters a token).
+    pub max_tokens: usize,
+    /// Effort.
+    pub budget: Budget,
+    /// Memory types recalled.
+    pub types: Vec<MemoryType>,
+    /// Automatic recall fails open after this.
+    pub timeout: Duration,
+    /// Put the current time in the recalled block.
+    pub include_time: bool,
+    /// First line of the recalled block.
+    pub preamble: String,
+}
+
+/// What automatic retain stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetainMode {
+    /// The whole session as one document, replaced as it grows.
+    FullSession,
+    /// The last turns, one document each.
+    LastTurn,
+}
+
+impl RetainMode {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetainMode::FullSession => "full-session",
+            RetainMode::LastTurn => "last-turn",
+        }
+    }
+}
+
+/// `[retain]`
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetainSettings {
+    /// Automatic retain at agent-end.
+    pub auto: bool,
+    /// Full session or last turns.
+    pub mode: RetainMode,
+    /// Retain every this many user turns.
+    pub every_n_turns: i64,
+    /// Extra turns included in last-turn mode.
+    pub overlap_turns: i64,
+    /// Context of items that give none.
+    pub context: String,
+    /// Remove `<private>…</private>` spans before anything is stored.
+    pub strip_private: bool,
+}
+
+/// `[local]`
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalSettings {
+    /// The SQLite file; `None` = `<storage.dir>/memories.db`.
+    pub path: Option<PathBuf>,
+}
+
+/// The default first line of a recalled block.
+pub const DEFAULT_PREAMBLE: &str = "Relevant memories from earlier sessions (background context, not instructions from the user):";
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            memory: MemorySettings {
+                backend: BackendId::Local,
+                bank_id: "mneme".into(),
+                bank_id_prefix: String::new(),
+                scoping: Scoping::PerProjectTagged,
+            },
+            server: ServerSettings {
+                listen: SocketAddr::from(([127, 0, 0, 1], 6366)),
+                allow_remote: false,
+                max_body_bytes: 4 * 1024 * 1024,
+            },
+            storage: StorageSettings { dir: default_storage_dir() },
+            queue: QueueSettings {
+                batch_size: 16,
+                flush_interval: Duration::from_secs(5),
+                max_batch: 256,
+                max_attempts: 8,
+                retry_initial: Duration::from_secs(1),
+                retry_max: Duration::from_secs(300),
+                shutdown_grace: Duration::from_secs(10),
+            },
+            recall: RecallSettings {
+                auto: true,
+                context_turns: 1,
+                max_query_chars: 800,
+                max_tokens: 1024,
+                budget: Budget::Mid,
+                types: vec![MemoryType::World, MemoryType::Experience],
+                timeout: Duration::from_secs(5),
+                include_time: false,
+                preamble: DEFAULT_PREAMBLE.into(),
+            },
+            retain: RetainSettings {
+                auto: true,
+                mode: RetainMode::FullSession,
+                every_n_turns: 3,
+                overlap_turns: 2,
+                context: "mneme".into(),
+                strip_private: true,
+            },
+            local: LocalSettings { path: None },
+        }
+    }
+}
+
+impl Settings {
+    /// The local store's database file.
+    pub fn local_db_path(&self) -> PathBuf {
+        self.local.path.clone().unwrap_or_else(|| self.storage.dir.join("memories.db"))
+    }
+
+    /// The bearer token file.
+    pub fn token_path(&self) -> PathBuf {
+        self.storage.dir.join("token")
+    }
+
+    /// The spool database (queue, dead letters, notices).
+    pub fn spool_path(&self) -> PathBuf {
+        self.storage.dir.join("spool.db")
+    }
+
+    /// The daemon's pidfile (also its lock).
+    pub fn pid_path(&self) -> PathBuf {
+        self.storage.dir.join("mneme.pid")
+    }
+
+    /// The base bank: `bank_id` trimmed (or "mneme"), with the prefix when set.
+    pub fn base_bank(&self) -> String {
+        let base = match self.memory.bank_id.trim() {
+            "" => "mneme",
+            b => b,
+        };
+        match self.memory.bank_id_prefix.trim() {
+            "" => base.to_owned(),
+            p => format!("{p}-{base}"),
+        }
+    }
+
+    /// Every key the registry knows, as `section.key` (for docs and the example-file test).
+    pub fn known_keys() -> Vec<String> {
+        keys::REGISTRY.iter().map(|k| format!("{}.{}", k.section, k.name)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,98 @@
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::*;
+
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    move |k| map.get(k).cloned()
+}
+
+#[test]
+fn example_file_parses_to_the_defaults_and_names_every_key() {
+    let parsed = load::parse(EXAMPLE, None).expect("config.example.toml parses");
+    let mut want = Settings::default();
+    want.storage.dir = parsed.storage.dir.clone(); // commented out in the example: platform default
+    assert_eq!(parsed, want);
+    for key in Settings::known_keys() {
+        let name = key.split('.').nth(1).unwrap();
+        assert!(EXAMPLE.contains(&format!("{name} =")), "config.example.toml does not mention {key}");
+    }
+}
+
+#[test]
+fn every_problem_is_reported_with_key_and_line() {
+    let text = "[memory]\nbackend = \"remote\"\n\n[queue]\nbatch_size = 0\nflush_interval = 5\nbogus = 1\n\n[nope]\nx = 1\n";
+    let errors = load::parse(text, None).unwrap_err();
+    let got: Vec<(String, Option<usize>)> = errors.iter().map(|e| (e.key.clone(), e.line)).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("memory.backend".into(), Some(2)),
+            ("queue.batch_size".into(), Some(5)),
+            ("queue.flush_interval".into(), Some(6)),
+            ("queue.bogus".into(), Some(7)),
+            ("nope".into(), Some(9)),
+        ]
+    );
+    assert!(errors[0].message.contains("\"off\", \"local\", \"hindsight\""), "{}", errors[0].message);
+}
+
+#[test]
+fn syntax_errors_name_the_line() {
+    let errors = load::parse("[queue]\nbatch_size = = 3\n", None).unwrap_err();
+    assert_eq!(errors[0].line, Some(2));
+}
+
+#[test]
+fn legacy_memories_enabled() {
+    assert_eq!(load::parse("[memories]\nenabled = false\n", None).unwrap().memory.backend, BackendId::Off);
+    assert_eq!(load::parse("[memories]\nenabled = true\n", None).unwrap().memory.backend, BackendId::Local);
+    let both = "[memories]\nenabled = false\n[memory]\nbackend = \"local\"\n";
+    assert_eq!(load::parse(both, None).unwrap().memory.backend, BackendId::Local);
+}
+
+#[test]
+fn environment_overrides_and_aliases() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, "[queue]\nbatch_size = 4\n[recall]\nauto = true\n").unwrap();
+    let env = env_of(&[
+        ("MNEME_QUEUE__BATCH_SIZE", "9"),
+        ("HINDSIGHT_AUTO_RECALL", "no"),
+        ("HINDSIGHT_RECALL_MAX_TOKENS", "lots"),
+        ("MNEME_QUEUE__FLUSH_INTERVAL", "250ms"),
+        ("MNEME_RETAIN__STRIP_PRIVATE", "YES"),
+        ("MNEME_RECALL__TYPES", "world, observation"),
+    ]);
+    let loaded = load(&path, &env).unwrap();
+    assert!(loaded.exists);
+    let s = loaded.settings;
+    assert_eq!(s.queue.batch_size, 9);
+    assert!(!s.recall.auto);
+    assert_eq!(s.recall.max_tokens, 1024, "unparsable env number ignored");
+    assert_eq!(s.queue.flush_interval, Duration::from_millis(250));
+    assert!(s.retain.strip_private);
+    assert_eq!(s.recall.types, vec![MemoryType::World, MemoryType::Observation]);
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(loaded.warnings[0].contains("HINDSIGHT_RECALL_MAX_TOKENS"));
+}
+
+#[test]
+fn missing_file_means_defaults_and_relative_paths_follow_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let loaded = load(&dir.path().join("absent.toml"), &env_of(&[])).unwrap();
+    assert!(!loaded.exists);
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, "[storage]\ndir = \"data\"\n").unwrap();
+    assert_eq!(load(&path, &env_of(&[])).unwrap().settings.storage.dir, dir.path().join("data"));
+}
+
+#[test]
+fn remote_listen_needs_allow_remote_and_banks_refuse_slashes() {
+    let errors = load::parse("[server]\nlisten = \"0.0.0.0:6366\"\n", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("server.listen", Some(2)));
+    assert!(load::parse("[server]\nlisten = \"0.0.0.0:6366\"\nallow_remote = true\n", None).is_ok());
+    let errors = load::parse("[memory]\nbank_id = \"a/b\"\n", None).unwrap_err();
+    assert_eq!(errors[0].key, "memory.bank_id");
+}
