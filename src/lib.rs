@@ -3,3 +3,7 @@
 //! Module map:
 //! - [`config`]: settings, their defaults, file + environment loading and validation.
 pub mod config;
+pub mod ids;
+pub mod metrics;
+pub mod notices;
+pub mod queue;

@@ -1,0 +1,107 @@
+//! Counters and latency histograms, rendered in the Prometheus text format for `GET /metrics`.
+//! Hand-written: a dozen atomics do not justify a metrics framework.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Histogram bucket upper bounds, in seconds.
+const BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+/// A latency histogram.
+#[derive(Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    /// Records one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if secs <= *bound {
+                self.counts[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {}", self.counts[i].load(Ordering::Relaxed));
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count{braces} {count}");
+    }
+}
+
+/// Everything the daemon counts.
+#[derive(Default)]
+pub struct Metrics {
+    /// Items accepted into the spool.
+    pub items_enqueued: AtomicU64,
+    /// Items delivered to a backend.
+    pub items_delivered: AtomicU64,
+    /// Items moved to the dead letters.
+    pub items_dead: AtomicU64,
+    /// Deliveries that failed (transient or permanent).
+    pub delivery_failures: AtomicU64,
+    /// Backend delivery latency.
+    pub delivery_seconds: Histogram,
+    /// Recall latency (tool and automatic).
+    pub recall_seconds: Histogram,
+    /// HTTP requests by route and status.
+    requests: Mutex<Vec<(String, u16, u64)>>,
+    /// HTTP latency.
+    pub http_seconds: Histogram,
+}
+
+impl Metrics {
+    /// Counts one HTTP request.
+    pub fn request(&self, route: &str, status: u16, took: Duration) {
+        self.http_seconds.observe(took);
+        let mut reqs = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        match reqs.iter_mut().find(|(r, s, _)| r == route && *s == status) {
+            Some(entry) => entry.2 += 1,
+            None => reqs.push((route.to_owned(), status, 1)),
+        }
+    }
+
+    /// Renders the text exposition, with the given gauges appended.
+    pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
+        let mut out = String::new();
+        let counters = [
+            ("mneme_items_enqueued_total", "Retain items accepted into the spool.", &self.items_enqueued),
+            ("mneme_items_delivered_total", "Items delivered to the memory backend.", &self.items_delivered),
+            ("mneme_items_dead_total", "Items moved to the dead letters.", &self.items_dead),
+            ("mneme_delivery_failures_total", "Failed deliveries to the memory backend.", &self.delivery_failures),
+        ];
+        for (name, help, c) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", c.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(out, "# HELP mneme_http_requests_total HTTP requests by route and status.\n# TYPE mneme_http_requests_total counter");
+        for (route, status, n) in self.requests.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = writeln!(out, "mneme_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}");
+        }
+        for (name, help, h) in [
+            ("mneme_http_request_seconds", "HTTP request latency.", &self.http_seconds),
+            ("mneme_delivery_seconds", "Backend delivery latency.", &self.delivery_seconds),
+            ("mneme_recall_seconds", "Recall latency.", &self.recall_seconds),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+            h.render(&mut out, name, "");
+        }
+        for (name, help, v) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        out
+    }
+}

@@ -1,0 +1,90 @@
+//! Notices: what the user should know (a batch that failed, dead letters, a bad config), kept in
+//! the spool across restarts (newest [`KEEP`]) and broadcast live for `GET /v1/notices/stream`.
+
+use std::time::SystemTime;
+
+use tokio::sync::broadcast;
+
+use crate::queue::spool::{NoticeRow, Spool};
+
+/// Notices kept in history.
+pub const KEEP: usize = 1000;
+
+/// How serious a notice is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// For information (a backend switched, dead letters requeued).
+    Info,
+    /// Something was not stored yet or will be retried.
+    Warning,
+    /// Something needs the user.
+    Error,
+}
+
+impl Level {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Info => "info",
+            Level::Warning => "warning",
+            Level::Error => "error",
+        }
+    }
+}
+
+/// The notice log.
+#[derive(Clone)]
+pub struct Notices {
+    spool: Spool,
+    live: broadcast::Sender<NoticeRow>,
+}
+
+impl Notices {
+    /// A log stored in `spool`.
+    pub fn new(spool: Spool) -> Self {
+        let (live, _) = broadcast::channel(256);
+        Self { spool, live }
+    }
+
+    /// Records and broadcasts a notice; also logs it. Never fails: a notice that cannot be stored
+    /// is still logged and broadcast.
+    pub async fn emit(&self, level: Level, source: &str, session_id: Option<&str>, message: impl Into<String>) -> NoticeRow {
+        let row = NoticeRow {
+            id: 0,
+            at: mneme_core::time::rfc3339(SystemTime::now()),
+            level: level.as_str().into(),
+            source: source.into(),
+            session_id: session_id.map(str::to_owned),
+            message: message.into(),
+        };
+        match level {
+            Level::Info => tracing::info!(source, session_id, "notice: {}", row.message),
+            Level::Warning => tracing::warn!(source, session_id, "notice: {}", row.message),
+            Level::Error => tracing::error!(source, session_id, "notice: {}", row.message),
+        }
+        let row = match self.spool.add_notice(row.clone(), KEEP).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                tracing::error!("cannot store notice: {e}");
+                row
+            }
+        };
+        let _ = self.live.send(row.clone());
+        row
+    }
+
+    /// Notices after `after`, oldest first.
+    pub async fn after(&self, after: i64, limit: usize) -> Result<Vec<NoticeRow>, crate::queue::spool::SpoolError> {
+        self.spool.notices_after(after, limit).await
+    }
+
+    /// The newest notice id.
+    pub async fn last_id(&self) -> i64 {
+        self.spool.last_notice_id().await.unwrap_or(0)
+    }
+
+    /// Live notices from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<NoticeRow> {
+        self.live.subscribe()
+    }
+}

@@ -1,0 +1,461 @@
+//! The retain queue: per-session, debounced, durable.
+//!
+//! An item is appended to the [`spool`] (fsynced) before the retain is answered. A session's queue
+//! is flushed when it holds `batch_size` pending items, `flush_interval` after it became non-empty
+//! (the timer is not restarted by later items), and on explicit events (agent-end, session end,
+//! `POST /v1/flush`, compaction, shutdown). One lock per session serialises its flushes: a flush
+//! asked for while another runs waits, then sends what arrived meanwhile.
+//!
+//! Transient failures keep the batch spooled (same batch id, so resends are idempotent) and retry
+//! with exponential backoff; permanent ones, or running out of attempts, move it to the dead
+//! letters. Either way the user gets a notice.
+
+pub mod spool;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use mneme_core::{BackendError, BackendId, MemoryBackend, MemoryItem, MemoryType, RetainBatch, Scope};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::QueueSettings;
+use crate::metrics::Metrics;
+use crate::notices::{Level, Notices};
+use spool::{Spool, SpoolError};
+
+/// An item as the session layer hands it over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewItem {
+    /// The text (already stripped of private spans).
+    pub content: String,
+    /// What it is about.
+    pub context: Option<String>,
+    /// World fact or experience.
+    pub kind: MemoryType,
+    /// Replaces a previous document with this id.
+    pub document_id: Option<String>,
+}
+
+/// What a flush achieved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FlushReport {
+    /// Items stored by the backend.
+    pub delivered: u64,
+    /// Items that could not be stored (still spooled for a retry, or dead-lettered).
+    pub failed: u64,
+}
+
+impl std::ops::AddAssign for FlushReport {
+    fn add_assign(&mut self, o: Self) {
+        self.delivered += o.delivered;
+        self.failed += o.failed;
+    }
+}
+
+/// Queue sizes for status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Depths {
+    /// Spooled, waiting for a delivery.
+    pub pending: u64,
+    /// Being delivered now.
+    pub in_flight: u64,
+    /// Everything in the spool (pending + in flight).
+    pub spooled: u64,
+    /// Dead letters (see `mneme retry`).
+    pub dead: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trigger {
+    /// `batch_size` reached.
+    Size,
+    /// `flush_interval` elapsed.
+    Timer,
+    /// A backoff delay elapsed.
+    Retry,
+    /// Someone asked (agent-end, session end, flush, compaction, shutdown, switch, startup).
+    Explicit,
+}
+
+impl Trigger {
+    fn respects_backoff(self) -> bool {
+        matches!(self, Trigger::Size | Trigger::Timer)
+    }
+}
+
+#[derive(Default)]
+struct SessionQueue {
+    pending: u64,
+    in_flight: u64,
+    timer_armed: bool,
+    size_flush_queued: bool,
+    retry_armed: bool,
+    backoff_until: Option<Instant>,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The retain queue. Cheap to clone.
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    spool: Spool,
+    notices: Notices,
+    metrics: Arc<Metrics>,
+    backend: RwLock<Arc<dyn MemoryBackend>>,
+    settings: RwLock<QueueSettings>,
+    sessions: Mutex<HashMap<String, SessionQueue>>,
+    tasks: TaskTracker,
+    cancel: CancellationToken,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl Queue {
+    /// A queue over `spool`, delivering to `backend`.
+    pub fn new(
+        spool: Spool,
+        backend: Arc<dyn MemoryBackend>,
+        settings: QueueSettings,
+        notices: Notices,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Queue {
+            inner: Arc::new(Inner {
+                spool,
+                notices,
+                metrics,
+                backend: RwLock::new(backend),
+                settings: RwLock::new(settings),
+                sessions: Mutex::new(HashMap::new()),
+                tasks: TaskTracker::new(),
+                cancel: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Picks up what a previous run left in the spool and delivers it now.
+    pub async fn recover(&self) -> Result<u64, SpoolError> {
+        let waiting = self.inner.spool.waiting().await?;
+        let total = waiting.values().sum();
+        for (session, n) in waiting {
+            self.inner.with_session(&session, |q| q.pending += n);
+            self.inner.spawn_flush(session, Trigger::Explicit, Duration::ZERO);
+        }
+        Ok(total)
+    }
+
+    /// Spools items for a session under `scope`; returns once they are on disk.
+    pub async fn enqueue(&self, session_id: &str, scope: &Scope, items: Vec<NewItem>) -> Result<usize, SpoolError> {
+        let now = SystemTime::now();
+        let n = items.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        let items: Vec<MemoryItem> = items
+            .into_iter()
+            .map(|i| MemoryItem {
+                id: crate::ids::new_id(),
+                content: i.content,
+                context: i.context,
+                timestamp: mneme_core::time::rfc3339_millis(now),
+                metadata: BTreeMap::from([("session_id".to_owned(), session_id.to_owned())]),
+                tags: scope.tags.clone(),
+                document_id: i.document_id,
+                kind: i.kind,
+            })
+            .collect();
+        self.inner.spool.append(session_id, &scope.bank, items).await?;
+        self.inner.metrics.items_enqueued.fetch_add(n as u64, Ordering::Relaxed);
+        let settings = self.inner.settings();
+        let now = Instant::now();
+        let (size_flush, arm_timer) = self.inner.with_session(session_id, |q| {
+            q.pending += n as u64;
+            let backing_off = q.backoff_until.is_some_and(|t| t > now);
+            let size = q.pending >= settings.batch_size as u64 && !q.size_flush_queued && !backing_off;
+            if size {
+                q.size_flush_queued = true;
+            }
+            let timer = !q.timer_armed && !q.retry_armed;
+            if timer {
+                q.timer_armed = true;
+            }
+            (size, timer)
+        });
+        if size_flush {
+            self.inner.spawn_flush(session_id.to_owned(), Trigger::Size, Duration::ZERO);
+        }
+        if arm_timer {
+            self.inner.spawn_flush(session_id.to_owned(), Trigger::Timer, settings.flush_interval);
+        }
+        Ok(n)
+    }
+
+    /// Delivers everything pending for a session now and waits.
+    pub async fn flush(&self, session_id: &str) -> FlushReport {
+        self.inner.clone().flush_session(session_id.to_owned(), Trigger::Explicit).await
+    }
+
+    /// Flushes every session concurrently and waits.
+    pub async fn flush_all(&self) -> FlushReport {
+        let mut sessions: Vec<String> = self.inner.sessions.lock().unwrap().keys().cloned().collect();
+        if let Ok(waiting) = self.inner.spool.waiting().await {
+            for s in waiting.into_keys() {
+                if !sessions.contains(&s) {
+                    self.inner.with_session(&s, |_| ());
+                    sessions.push(s);
+                }
+            }
+        }
+        let flushes = sessions.into_iter().map(|s| self.inner.clone().flush_session(s, Trigger::Explicit));
+        let mut total = FlushReport::default();
+        for r in futures_util::future::join_all(flushes).await {
+            total += r;
+        }
+        total
+    }
+
+    /// Replaces the backend future deliveries go to.
+    pub fn set_backend(&self, backend: Arc<dyn MemoryBackend>) {
+        *self.inner.backend.write().unwrap() = backend;
+    }
+
+    /// The backend deliveries go to.
+    pub fn backend(&self) -> Arc<dyn MemoryBackend> {
+        self.inner.backend()
+    }
+
+    /// Applies new queue settings (sizes and delays) from now on.
+    pub fn set_settings(&self, settings: QueueSettings) {
+        *self.inner.settings.write().unwrap() = settings;
+    }
+
+    /// Puts dead letters back and delivers them now. Returns how many.
+    pub async fn retry_dead(&self) -> Result<u64, SpoolError> {
+        let (sessions, n) = self.inner.spool.requeue_dead().await?;
+        for s in sessions {
+            self.inner.with_session(&s, |q| q.backoff_until = None);
+            self.inner.spawn_flush(s, Trigger::Explicit, Duration::ZERO);
+        }
+        let waiting = self.inner.spool.waiting().await?;
+        let mut sessions = self.inner.sessions.lock().unwrap();
+        for (s, q) in sessions.iter_mut() {
+            q.pending = waiting.get(s).copied().unwrap_or(0).saturating_sub(q.in_flight);
+        }
+        Ok(n)
+    }
+
+    /// Drops what is spooled for a session (or all), e.g. on `clear`. Returns how many items.
+    pub async fn discard(&self, session_id: Option<&str>) -> Result<u64, SpoolError> {
+        let n = self.inner.spool.discard(session_id).await?;
+        let mut sessions = self.inner.sessions.lock().unwrap();
+        for (s, q) in sessions.iter_mut() {
+            if session_id.is_none_or(|id| id == s) {
+                q.pending = 0;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Queue sizes.
+    pub async fn depths(&self) -> Depths {
+        let counts = self.inner.spool.counts().await.unwrap_or_default();
+        let sessions = self.inner.sessions.lock().unwrap();
+        let in_flight = sessions.values().map(|q| q.in_flight).sum();
+        Depths { pending: counts.spooled.saturating_sub(in_flight), in_flight, spooled: counts.spooled, dead: counts.dead }
+    }
+
+    /// Flushes for at most `grace`, then stops every timer and waits for running deliveries to
+    /// wind down. What is left stays spooled for the next start.
+    pub async fn shutdown(&self, grace: Duration) -> FlushReport {
+        let report = match tokio::time::timeout(grace, self.flush_all()).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!("shutdown grace of {grace:?} ran out; undelivered items stay spooled for the next start");
+                FlushReport::default()
+            }
+        };
+        self.inner.cancel.cancel();
+        self.inner.tasks.close();
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.inner.tasks.wait()).await;
+        report
+    }
+}
+
+impl Inner {
+    fn settings(&self) -> QueueSettings {
+        self.settings.read().unwrap().clone()
+    }
+
+    fn backend(&self) -> Arc<dyn MemoryBackend> {
+        self.backend.read().unwrap().clone()
+    }
+
+    fn with_session<T>(&self, id: &str, f: impl FnOnce(&mut SessionQueue) -> T) -> T {
+        let mut sessions = self.sessions.lock().unwrap();
+        f(sessions.entry(id.to_owned()).or_default())
+    }
+
+    /// Runs a flush on the task tracker after `delay` (cancelled at shutdown).
+    fn spawn_flush(self: &Arc<Self>, session: String, trigger: Trigger, delay: Duration) {
+        let inner = self.clone();
+        let cancel = self.cancel.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = async {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    inner.flush_session(session, trigger).await;
+                } => {}
+            }
+        });
+    }
+
+    /// Boxed because a flush may arm a timer whose task runs another flush.
+    fn flush_session(self: Arc<Self>, session: String, trigger: Trigger) -> BoxFuture<FlushReport> {
+        Box::pin(async move { self.run_flush(&session, trigger).await })
+    }
+
+    async fn run_flush(self: &Arc<Self>, session: &str, trigger: Trigger) -> FlushReport {
+        let lock = self.with_session(session, |q| {
+            match trigger {
+                Trigger::Timer => q.timer_armed = false,
+                Trigger::Retry => q.retry_armed = false,
+                Trigger::Size => q.size_flush_queued = false,
+                Trigger::Explicit => {}
+            }
+            q.lock.clone()
+        });
+        let _serial = lock.lock().await;
+        let settings = self.settings();
+        let mut report = FlushReport::default();
+        loop {
+            let backing_off = self.with_session(session, |q| q.backoff_until.is_some_and(|t| t > Instant::now()));
+            if backing_off && trigger.respects_backoff() {
+                break;
+            }
+            let backend = self.backend();
+            if backend.id() == BackendId::Off {
+                break; // held for the next storing backend
+            }
+            let batch = match self.spool.next_batch(session, settings.max_batch).await {
+                Ok(b) if b.is_empty() => break,
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(session, "cannot read the spool: {e}");
+                    break;
+                }
+            };
+            let n = batch.len() as u64;
+            self.with_session(session, |q| {
+                q.pending = q.pending.saturating_sub(n);
+                q.in_flight += n;
+            });
+            let batch_id = batch[0].batch_id.clone().expect("next_batch assigns a batch id");
+            let scope = Scope { bank: batch[0].bank.clone(), tags: batch[0].item.tags.clone() };
+            let attempts_before = batch[0].attempts;
+            let delivery = RetainBatch { id: batch_id.clone(), items: batch.into_iter().map(|s| s.item).collect() };
+            let started = Instant::now();
+            let result = backend.retain(&scope, &delivery).await;
+            self.metrics.delivery_seconds.observe(started.elapsed());
+            self.with_session(session, |q| q.in_flight = q.in_flight.saturating_sub(n));
+            match result {
+                Ok(()) => {
+                    if let Err(e) = self.spool.delivered(&batch_id).await {
+                        // Stored but still spooled: the resend is idempotent (same batch id).
+                        tracing::error!(session, "delivered batch {batch_id} but cannot remove it from the spool: {e}");
+                        self.with_session(session, |q| q.pending += n);
+                        break;
+                    }
+                    self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
+                    self.with_session(session, |q| q.backoff_until = None);
+                    report.delivered += n;
+                }
+                Err(e) => {
+                    self.metrics.delivery_failures.fetch_add(1, Ordering::Relaxed);
+                    report.failed += n;
+                    if !self.delivery_failed(session, &batch_id, n, attempts_before, &e, &settings, backend.id()).await {
+                        break;
+                    }
+                }
+            }
+        }
+        // Items that arrived during the flush but did not fill a batch still get their timer.
+        let arm = self.with_session(session, |q| {
+            let arm = q.pending > 0 && !q.timer_armed && !q.retry_armed && !q.size_flush_queued;
+            q.timer_armed |= arm;
+            arm
+        });
+        if arm {
+            self.spawn_flush(session.to_owned(), Trigger::Timer, settings.flush_interval);
+        }
+        report
+    }
+
+    /// Handles a failed delivery. Returns whether the flush may go on with the next batch.
+    #[allow(clippy::too_many_arguments)]
+    async fn delivery_failed(
+        self: &Arc<Self>,
+        session: &str,
+        batch_id: &str,
+        n: u64,
+        attempts_before: u32,
+        error: &BackendError,
+        settings: &QueueSettings,
+        backend: BackendId,
+    ) -> bool {
+        let reason = error.to_string();
+        let noun = if n == 1 { "memory" } else { "memories" };
+        if error.is_transient() {
+            let attempts = self.spool.failed(batch_id, &reason).await.unwrap_or(attempts_before + 1);
+            if attempts >= settings.max_attempts {
+                self.dead_letter(session, batch_id, n, &format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)"), backend)
+                    .await;
+                return true;
+            }
+            let exp = settings.retry_initial.saturating_mul(1u32 << (attempts - 1).min(20));
+            let delay = exp.min(settings.retry_max).max(error.retry_after().unwrap_or_default());
+            self.with_session(session, |q| {
+                q.pending += n;
+                q.backoff_until = Some(Instant::now() + delay);
+                q.retry_armed = true;
+            });
+            self.spawn_flush(session.to_owned(), Trigger::Retry, delay);
+            if attempts == 1 {
+                let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
+                self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
+            } else {
+                tracing::warn!(session, attempts, "delivery retry failed: {reason}; next try in {delay:?}");
+            }
+            false
+        } else {
+            self.dead_letter(session, batch_id, n, &reason, backend).await;
+            true
+        }
+    }
+
+    async fn dead_letter(&self, session: &str, batch_id: &str, n: u64, reason: &str, backend: BackendId) {
+        if let Err(e) = self.spool.dead_letter(batch_id, reason).await {
+            tracing::error!(session, "cannot move batch {batch_id} to the dead letters: {e}");
+            self.with_session(session, |q| q.pending += n);
+            return;
+        }
+        self.metrics.items_dead.fetch_add(n, Ordering::Relaxed);
+        let noun = if n == 1 { "memory" } else { "memories" };
+        let message = format!("Memory retention failed for {n} {noun}: {reason}");
+        self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

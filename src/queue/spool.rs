@@ -1,0 +1,479 @@
+//! The durable spool: one SQLite database (WAL, `synchronous = FULL`) holding queued items, dead
+//! letters, notices and sessions.
+//!
+//! All access goes through one writer thread that runs jobs in order and commits whatever jobs
+//! arrived together in one transaction (group commit): a retain is answered only after its
+//! transaction is fsynced, yet concurrent retains share one fsync.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
+
+use mneme_core::{MemoryItem, MemoryType};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use tokio::sync::oneshot;
+
+/// Jobs committed together at most.
+const GROUP_MAX: usize = 512;
+
+const SCHEMA: &[&str] = &[r#"
+CREATE TABLE items (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id           TEXT NOT NULL UNIQUE,
+    session_id   TEXT NOT NULL,
+    bank         TEXT NOT NULL,
+    tags         TEXT NOT NULL,      -- JSON array
+    content      TEXT NOT NULL,
+    context      TEXT,
+    kind         TEXT NOT NULL,
+    document_id  TEXT,
+    metadata     TEXT NOT NULL,      -- JSON object
+    enqueued_at  TEXT NOT NULL,
+    batch_id     TEXT,               -- fixed at the first delivery attempt: resends reuse it
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    last_error   TEXT
+);
+CREATE INDEX items_session ON items(session_id, seq);
+CREATE INDEX items_batch ON items(batch_id) WHERE batch_id IS NOT NULL;
+CREATE TABLE dead_letters (
+    seq          INTEGER PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    session_id   TEXT NOT NULL,
+    bank         TEXT NOT NULL,
+    tags         TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    context      TEXT,
+    kind         TEXT NOT NULL,
+    document_id  TEXT,
+    metadata     TEXT NOT NULL,
+    enqueued_at  TEXT NOT NULL,
+    batch_id     TEXT,
+    attempts     INTEGER NOT NULL,
+    last_error   TEXT,
+    failed_at    TEXT NOT NULL
+);
+CREATE TABLE notices (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    at           TEXT NOT NULL,
+    level        TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    session_id   TEXT,
+    message      TEXT NOT NULL
+);
+CREATE TABLE sessions (
+    id           TEXT PRIMARY KEY,
+    record       TEXT NOT NULL       -- JSON, owned by the session layer
+);
+"#];
+
+const ITEM_COLUMNS: &str =
+    "seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, batch_id, attempts";
+
+/// A spool failure (the disk, or the writer thread gone).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("spool: {0}")]
+pub struct SpoolError(pub String);
+
+impl From<rusqlite::Error> for SpoolError {
+    fn from(e: rusqlite::Error) -> Self {
+        SpoolError(e.to_string())
+    }
+}
+
+/// An item waiting in the spool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spooled {
+    /// Order of arrival.
+    pub seq: i64,
+    /// The session whose queue it is in.
+    pub session_id: String,
+    /// The bank it goes to.
+    pub bank: String,
+    /// The item (its tags are the scope's tags).
+    pub item: MemoryItem,
+    /// The delivery it belongs to, once one was attempted.
+    pub batch_id: Option<String>,
+    /// Failed deliveries so far.
+    pub attempts: u32,
+}
+
+/// A notice row.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct NoticeRow {
+    /// Increasing id.
+    pub id: i64,
+    /// RFC 3339 UTC.
+    pub at: String,
+    /// `info`, `warning` or `error`.
+    pub level: String,
+    /// Who raised it (a backend name, `config`, `queue`).
+    pub source: String,
+    /// The session it concerns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// For the user.
+    pub message: String,
+}
+
+/// Queue sizes for status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpoolCounts {
+    /// Items waiting.
+    pub spooled: u64,
+    /// Dead letters.
+    pub dead: u64,
+}
+
+type Finish = Box<dyn FnOnce(Result<(), SpoolError>) + Send>;
+type Job = Box<dyn FnOnce(&Transaction<'_>) -> Finish + Send>;
+
+/// Handle to the spool's writer thread. Cheap to clone.
+#[derive(Clone)]
+pub struct Spool {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Spool {
+    /// Opens (creating) the spool database and starts its writer thread.
+    pub fn open(path: &Path) -> Result<Spool, SpoolError> {
+        let mut conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version as usize > SCHEMA.len() {
+            return Err(SpoolError(format!("{} was written by a newer mneme", path.display())));
+        }
+        for (v, sql) in SCHEMA.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (v + 1) as i64)?;
+            tx.commit()?;
+        }
+        let (jobs, rx) = mpsc::channel::<Job>();
+        thread::Builder::new()
+            .name("mneme-spool".into())
+            .spawn(move || writer(conn, rx))
+            .map_err(|e| SpoolError(format!("cannot start spool thread: {e}")))?;
+        Ok(Spool { jobs })
+    }
+
+    /// Runs `f` in the writer's next transaction and answers once that transaction is committed.
+    pub async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, SpoolError> {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |t| {
+            let result = run_in_savepoint(t, f);
+            Box::new(move |commit| {
+                let _ = tx.send(commit.and(result));
+            })
+        });
+        let jobs = self.jobs.clone();
+        // Waiting on a blocking thread (not an async channel) keeps tokio's paused test clock from
+        // jumping ahead while the disk works: a running blocking task inhibits auto-advance.
+        tokio::task::spawn_blocking(move || {
+            jobs.send(job).map_err(|_| SpoolError("writer thread stopped".into()))?;
+            rx.blocking_recv().map_err(|_| SpoolError("writer thread stopped".into()))?
+        })
+        .await
+        .map_err(|e| SpoolError(format!("spool task failed: {e}")))?
+    }
+
+    /// Appends items to a session's queue; returns once they are on disk.
+    pub async fn append(&self, session_id: &str, bank: &str, items: Vec<MemoryItem>) -> Result<(), SpoolError> {
+        let (session_id, bank) = (session_id.to_owned(), bank.to_owned());
+        self.call(move |t| {
+            let mut stmt = t.prepare_cached(
+                "INSERT INTO items (id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )?;
+            for item in &items {
+                stmt.execute(params![
+                    item.id,
+                    session_id,
+                    bank,
+                    json(&item.tags),
+                    item.content,
+                    item.context,
+                    item.kind.as_str(),
+                    item.document_id,
+                    json(&item.metadata),
+                    item.timestamp,
+                ])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// The next delivery of a session: the batch already attempted, if any, else up to `max`
+    /// oldest items of one scope, which get a new batch id. Empty when nothing waits.
+    pub async fn next_batch(&self, session_id: &str, max: usize) -> Result<Vec<Spooled>, SpoolError> {
+        let session_id = session_id.to_owned();
+        self.call(move |t| {
+            let existing: Option<String> = t
+                .query_row(
+                    "SELECT batch_id FROM items WHERE session_id = ? AND batch_id IS NOT NULL ORDER BY seq LIMIT 1",
+                    [&session_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(batch) = existing {
+                let mut stmt = t.prepare_cached(&format!("SELECT {ITEM_COLUMNS} FROM items WHERE batch_id = ? ORDER BY seq"))?;
+                let rows = stmt.query_map([&batch], read_item)?;
+                return rows.collect();
+            }
+            let mut stmt = t.prepare_cached(&format!(
+                "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id IS NULL ORDER BY seq LIMIT ?"
+            ))?;
+            let mut rows: Vec<Spooled> = stmt.query_map(params![session_id, max as i64], read_item)?.collect::<Result<_, _>>()?;
+            // One delivery goes to one scope: cut at the first item of another bank or tag set.
+            if let Some(first) = rows.first().cloned() {
+                let cut = rows
+                    .iter()
+                    .position(|r| r.bank != first.bank || r.item.tags != first.item.tags)
+                    .unwrap_or(rows.len());
+                rows.truncate(cut);
+            }
+            let batch = crate::ids::new_id();
+            let mut set = t.prepare_cached("UPDATE items SET batch_id = ? WHERE seq = ?")?;
+            for r in &mut rows {
+                set.execute(params![batch, r.seq])?;
+                r.batch_id = Some(batch.clone());
+            }
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// Removes a delivered batch.
+    pub async fn delivered(&self, batch_id: &str) -> Result<(), SpoolError> {
+        let batch_id = batch_id.to_owned();
+        self.call(move |t| t.execute("DELETE FROM items WHERE batch_id = ?", [&batch_id]).map(|_| ())).await
+    }
+
+    /// Records a failed attempt; returns the batch's attempt count.
+    pub async fn failed(&self, batch_id: &str, reason: &str) -> Result<u32, SpoolError> {
+        let (batch_id, reason) = (batch_id.to_owned(), reason.to_owned());
+        self.call(move |t| {
+            t.execute("UPDATE items SET attempts = attempts + 1, last_error = ? WHERE batch_id = ?", params![reason, batch_id])?;
+            t.query_row("SELECT coalesce(max(attempts), 0) FROM items WHERE batch_id = ?", [&batch_id], |r| r.get(0))
+        })
+        .await
+    }
+
+    /// Moves a batch to the dead letters.
+    pub async fn dead_letter(&self, batch_id: &str, reason: &str) -> Result<(), SpoolError> {
+        let (batch_id, reason) = (batch_id.to_owned(), reason.to_owned());
+        let now = mneme_core::time::rfc3339(std::time::SystemTime::now());
+        self.call(move |t| {
+            t.execute(
+                "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
+                     enqueued_at, batch_id, attempts, last_error, failed_at)
+                 SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
+                     enqueued_at, batch_id, attempts, ?, ? FROM items WHERE batch_id = ?",
+                params![reason, now, batch_id],
+            )?;
+            t.execute("DELETE FROM items WHERE batch_id = ?", [&batch_id]).map(|_| ())
+        })
+        .await
+    }
+
+    /// Puts every dead letter back in its session's queue (keeping its batch id, so a batch the
+    /// server did store after all is not stored twice). Returns the sessions touched and the count.
+    pub async fn requeue_dead(&self) -> Result<(Vec<String>, u64), SpoolError> {
+        self.call(|t| {
+            let n = t.execute(
+                "INSERT OR IGNORE INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
+                     enqueued_at, batch_id, attempts, last_error)
+                 SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
+                     enqueued_at, batch_id, 0, last_error FROM dead_letters ORDER BY seq",
+                [],
+            )?;
+            let sessions = distinct_sessions(t, "dead_letters")?;
+            t.execute("DELETE FROM dead_letters", [])?;
+            Ok((sessions, n as u64))
+        })
+        .await
+    }
+
+    /// Sessions with items waiting, and how many each has.
+    pub async fn waiting(&self) -> Result<BTreeMap<String, u64>, SpoolError> {
+        self.call(|t| {
+            let mut stmt = t.prepare("SELECT session_id, count(*) FROM items GROUP BY session_id")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+            rows.collect()
+        })
+        .await
+    }
+
+    /// Deletes the waiting items (and dead letters) of one session, or of all.
+    pub async fn discard(&self, session_id: Option<&str>) -> Result<u64, SpoolError> {
+        let session_id = session_id.map(str::to_owned);
+        self.call(move |t| {
+            let n = match &session_id {
+                Some(s) => {
+                    t.execute("DELETE FROM dead_letters WHERE session_id = ?", [s])?;
+                    t.execute("DELETE FROM items WHERE session_id = ?", [s])?
+                }
+                None => {
+                    t.execute("DELETE FROM dead_letters", [])?;
+                    t.execute("DELETE FROM items", [])?
+                }
+            };
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    /// Totals for status.
+    pub async fn counts(&self) -> Result<SpoolCounts, SpoolError> {
+        self.call(|t| {
+            let spooled: i64 = t.query_row("SELECT count(*) FROM items", [], |r| r.get(0))?;
+            let dead: i64 = t.query_row("SELECT count(*) FROM dead_letters", [], |r| r.get(0))?;
+            Ok(SpoolCounts { spooled: spooled as u64, dead: dead as u64 })
+        })
+        .await
+    }
+
+    /// Stores a notice, keeping the newest `keep`; returns it with its id.
+    pub async fn add_notice(&self, mut notice: NoticeRow, keep: usize) -> Result<NoticeRow, SpoolError> {
+        self.call(move |t| {
+            t.execute(
+                "INSERT INTO notices (at, level, source, session_id, message) VALUES (?, ?, ?, ?, ?)",
+                params![notice.at, notice.level, notice.source, notice.session_id, notice.message],
+            )?;
+            notice.id = t.last_insert_rowid();
+            t.execute("DELETE FROM notices WHERE id <= ?", [notice.id - keep as i64])?;
+            Ok(notice)
+        })
+        .await
+    }
+
+    /// Notices with an id above `after`, oldest first.
+    pub async fn notices_after(&self, after: i64, limit: usize) -> Result<Vec<NoticeRow>, SpoolError> {
+        self.call(move |t| {
+            let mut stmt = t.prepare_cached(
+                "SELECT id, at, level, source, session_id, message FROM notices WHERE id > ? ORDER BY id LIMIT ?",
+            )?;
+            let rows = stmt.query_map(params![after, limit as i64], |r| {
+                Ok(NoticeRow { id: r.get(0)?, at: r.get(1)?, level: r.get(2)?, source: r.get(3)?, session_id: r.get(4)?, message: r.get(5)? })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    /// The newest notice id (0 when none).
+    pub async fn last_notice_id(&self) -> Result<i64, SpoolError> {
+        self.call(|t| t.query_row("SELECT coalesce(max(id), 0) FROM notices", [], |r| r.get(0))).await
+    }
+
+    /// Saves a session record (JSON owned by the session layer).
+    pub async fn save_session(&self, id: &str, record: String) -> Result<(), SpoolError> {
+        let id = id.to_owned();
+        self.call(move |t| {
+            t.execute("INSERT INTO sessions (id, record) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET record = excluded.record", params![id, record])
+                .map(|_| ())
+        })
+        .await
+    }
+
+    /// Forgets a session record.
+    pub async fn delete_session(&self, id: &str) -> Result<(), SpoolError> {
+        let id = id.to_owned();
+        self.call(move |t| t.execute("DELETE FROM sessions WHERE id = ?", [&id]).map(|_| ())).await
+    }
+
+    /// Every saved session record.
+    pub async fn sessions(&self) -> Result<Vec<(String, String)>, SpoolError> {
+        self.call(|t| {
+            let mut stmt = t.prepare("SELECT id, record FROM sessions")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })
+        .await
+    }
+}
+
+fn distinct_sessions(t: &Transaction<'_>, table: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = t.prepare(&format!("SELECT DISTINCT session_id FROM {table}"))?;
+    let rows = stmt.query_map([], |r| r.get(0))?;
+    rows.collect()
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("plain data serializes")
+}
+
+fn read_item(r: &rusqlite::Row<'_>) -> rusqlite::Result<Spooled> {
+    let bad = |i: usize, e: String| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+    };
+    let tags: String = r.get(4)?;
+    let kind: String = r.get(7)?;
+    let metadata: String = r.get(9)?;
+    Ok(Spooled {
+        seq: r.get(0)?,
+        session_id: r.get(2)?,
+        bank: r.get(3)?,
+        item: MemoryItem {
+            id: r.get(1)?,
+            content: r.get(5)?,
+            context: r.get(6)?,
+            timestamp: r.get(10)?,
+            metadata: serde_json::from_str(&metadata).map_err(|e| bad(9, e.to_string()))?,
+            tags: serde_json::from_str(&tags).map_err(|e| bad(4, e.to_string()))?,
+            document_id: r.get(8)?,
+            kind: kind.parse::<MemoryType>().map_err(|e| bad(7, e))?,
+        },
+        batch_id: r.get(11)?,
+        attempts: r.get::<_, i64>(12)? as u32,
+    })
+}
+
+/// A job's statements succeed or fail together without failing the jobs it is grouped with.
+fn run_in_savepoint<T>(
+    t: &Transaction<'_>,
+    f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
+) -> Result<T, SpoolError> {
+    t.execute_batch("SAVEPOINT job")?;
+    match f(t) {
+        Ok(v) => {
+            t.execute_batch("RELEASE job")?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = t.execute_batch("ROLLBACK TO job; RELEASE job");
+            Err(e.into())
+        }
+    }
+}
+
+fn writer(mut conn: Connection, rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < GROUP_MAX {
+            match rx.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        let tx = match conn.transaction() {
+            Ok(tx) => tx,
+            Err(e) => {
+                tracing::error!("spool: cannot begin a transaction: {e}");
+                // Dropping the jobs drops their reply channels: callers see an error.
+                continue;
+            }
+        };
+        let finishers: Vec<Finish> = group.into_iter().map(|job| job(&tx)).collect();
+        let commit = tx.commit().map_err(SpoolError::from);
+        for finish in finishers {
+            finish(commit.clone());
+        }
+    }
+}

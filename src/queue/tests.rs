@@ -1,0 +1,346 @@
+//! Queue timing on tokio's paused clock, faults from a backend that fails, hangs and recovers on cue.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use mneme_core::*;
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Ok,
+    Transient,
+    Permanent,
+    /// Fails transiently after storing (a lost reply): the resend must not store twice.
+    StoreThenFail,
+    Hang,
+}
+
+struct TestBackend {
+    modes: Mutex<Vec<Mode>>, // consumed front to back; the last one sticks
+    batches: Mutex<Vec<RetainBatch>>,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+    release: tokio::sync::Notify,
+}
+
+impl TestBackend {
+    fn new(modes: &[Mode]) -> Arc<Self> {
+        Arc::new(Self {
+            modes: Mutex::new(modes.to_vec()),
+            batches: Mutex::new(Vec::new()),
+            running: AtomicUsize::new(0),
+            max_running: AtomicUsize::new(0),
+            release: tokio::sync::Notify::new(),
+        })
+    }
+    fn next_mode(&self) -> Mode {
+        let mut m = self.modes.lock().unwrap();
+        if m.len() > 1 {
+            m.remove(0)
+        } else {
+            m[0]
+        }
+    }
+    fn set(&self, mode: Mode) {
+        *self.modes.lock().unwrap() = vec![mode];
+    }
+    fn delivered(&self) -> Vec<String> {
+        self.batches.lock().unwrap().iter().flat_map(|b| b.items.iter().map(|i| i.content.clone())).collect()
+    }
+    fn batch_sizes(&self) -> Vec<usize> {
+        self.batches.lock().unwrap().iter().map(|b| b.items.len()).collect()
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for TestBackend {
+    fn id(&self) -> BackendId {
+        BackendId::Local
+    }
+    async fn start(&self, _: &Scope) -> Result<(), BackendError> {
+        Ok(())
+    }
+    async fn retain(&self, _: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_running.fetch_max(now, Ordering::SeqCst);
+        let mode = self.next_mode();
+        if mode == Mode::Hang {
+            self.release.notified().await;
+        }
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        match mode {
+            Mode::Ok | Mode::Hang => {
+                self.batches.lock().unwrap().push(batch.clone());
+                Ok(())
+            }
+            Mode::StoreThenFail => {
+                let mut b = self.batches.lock().unwrap();
+                if !b.iter().any(|x| x.id == batch.id) {
+                    b.push(batch.clone());
+                }
+                Err(BackendError::transient("reply lost"))
+            }
+            Mode::Transient => Err(BackendError::transient("connection refused")),
+            Mode::Permanent => Err(BackendError::permanent("400 bad request")),
+        }
+    }
+    async fn recall(&self, _: &Scope, _: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
+        Ok(vec![])
+    }
+    async fn reflect(&self, _: &Scope, _: &ReflectQuery) -> Result<String, BackendError> {
+        Err(BackendError::Unsupported("no".into()))
+    }
+    async fn instructions(&self, _: &Scope) -> Result<Option<String>, BackendError> {
+        Ok(None)
+    }
+    async fn clear(&self, _: &Scope, _: ClearWhat) -> Result<ClearReport, BackendError> {
+        Ok(ClearReport { deleted: None, message: String::new() })
+    }
+    async fn status(&self) -> BackendStatus {
+        BackendStatus::healthy(BackendId::Local)
+    }
+}
+
+fn settings() -> QueueSettings {
+    crate::config::Settings::default().queue
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    queue: Queue,
+    notices: Notices,
+}
+
+fn rig(backend: Arc<dyn MemoryBackend>, s: QueueSettings) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spool.db");
+    let spool = Spool::open(&path).unwrap();
+    let notices = Notices::new(spool.clone());
+    let queue = Queue::new(spool, backend, s, notices.clone(), Arc::new(Metrics::default()));
+    Rig { _dir: dir, path, queue, notices }
+}
+
+fn scope() -> Scope {
+    Scope { bank: "b".into(), tags: vec!["project:x".into()] }
+}
+
+fn items(prefix: &str, n: usize) -> Vec<NewItem> {
+    (0..n)
+        .map(|i| NewItem { content: format!("{prefix}{i}"), context: None, kind: MemoryType::World, document_id: None })
+        .collect()
+}
+
+async fn advance(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn flushes_at_batch_size() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 15)).await.unwrap();
+    advance(100).await;
+    assert!(b.delivered().is_empty());
+    r.queue.enqueue("s", &scope(), items("b", 1)).await.unwrap();
+    advance(100).await;
+    assert_eq!(b.batch_sizes(), vec![16]);
+    assert_eq!(r.queue.depths().await.spooled, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn flush_interval_counts_from_the_first_item_and_is_not_reset() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    advance(3000).await;
+    r.queue.enqueue("s", &scope(), items("b", 1)).await.unwrap();
+    advance(1900).await; // t = 4.9 s
+    assert!(b.delivered().is_empty(), "flushed early");
+    advance(200).await; // t = 5.1 s
+    assert_eq!(b.delivered(), vec!["a0", "b0"]);
+    // The next item starts a new interval.
+    r.queue.enqueue("s", &scope(), items("c", 1)).await.unwrap();
+    advance(4900).await;
+    assert_eq!(b.delivered().len(), 2);
+    advance(200).await;
+    assert_eq!(b.delivered().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn flushes_never_overlap_and_strand_nothing() {
+    let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
+    let q = r.queue.clone();
+    let first = tokio::spawn(async move { q.flush("s").await });
+    advance(10).await;
+    assert_eq!(b.running.load(Ordering::SeqCst), 1);
+    r.queue.enqueue("s", &scope(), items("b", 3)).await.unwrap();
+    let q = r.queue.clone();
+    let second = tokio::spawn(async move { q.flush("s").await });
+    advance(10).await;
+    assert_eq!(r.queue.depths().await.in_flight, 2);
+    b.release.notify_one();
+    let (r1, r2) = (first.await.unwrap(), second.await.unwrap());
+    assert_eq!(r1.delivered + r2.delivered, 5);
+    assert_eq!(b.max_running.load(Ordering::SeqCst), 1, "two deliveries of one session overlapped");
+    assert_eq!(b.delivered(), vec!["a0", "a1", "b0", "b1", "b2"]);
+    assert_eq!(r.queue.depths().await, Depths::default());
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_batch_splits_a_flush() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let mut s = settings();
+    s.batch_size = 100;
+    s.max_batch = 16;
+    let r = rig(b.clone(), s);
+    r.queue.enqueue("s", &scope(), items("a", 40)).await.unwrap();
+    let report = r.queue.flush("s").await;
+    assert_eq!(report, FlushReport { delivered: 40, failed: 0 });
+    assert_eq!(b.batch_sizes(), vec![16, 16, 8]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_failures_retry_with_backoff_under_the_same_batch_id() {
+    let b = TestBackend::new(&[Mode::Transient, Mode::Transient, Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    let report = r.queue.flush("s").await;
+    assert_eq!(report, FlushReport { delivered: 0, failed: 1 });
+    // First retry after retry_initial (1 s), second after 2 s more.
+    advance(900).await;
+    assert!(b.delivered().is_empty());
+    advance(200).await; // 1.1 s: second attempt fails
+    assert!(b.delivered().is_empty());
+    advance(1800).await; // 2.9 s
+    assert!(b.delivered().is_empty());
+    advance(300).await; // 3.2 s: third attempt succeeds
+    assert_eq!(b.delivered(), vec!["a0"]);
+    let notices = r.notices.after(0, 10).await.unwrap();
+    assert_eq!(notices.len(), 1, "one notice per failing batch, not per attempt: {notices:?}");
+    assert!(notices[0].message.starts_with("Memory retention failed for 1 memory: connection refused"));
+    assert_eq!(notices[0].level, "warning");
+    assert_eq!(notices[0].source, "local");
+    assert_eq!(r.queue.depths().await.spooled, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_reply_is_resent_with_the_same_batch_id() {
+    let b = TestBackend::new(&[Mode::StoreThenFail, Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 3)).await.unwrap();
+    r.queue.flush("s").await;
+    advance(1500).await;
+    let batches = b.batches.lock().unwrap().clone();
+    assert_eq!(batches.len(), 2);
+    assert_eq!(batches[0].id, batches[1].id, "a resend must reuse its batch id");
+    assert_eq!(batches[0].items, batches[1].items);
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_failures_dead_letter_and_retry_brings_them_back() {
+    let b = TestBackend::new(&[Mode::Permanent]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
+    let report = r.queue.flush("s").await;
+    assert_eq!(report, FlushReport { delivered: 0, failed: 2 });
+    assert_eq!(r.queue.depths().await, Depths { pending: 0, in_flight: 0, spooled: 0, dead: 2 });
+    let notices = r.notices.after(0, 10).await.unwrap();
+    assert_eq!(notices[0].message, "Memory retention failed for 2 memories: 400 bad request");
+    b.set(Mode::Ok);
+    assert_eq!(r.queue.retry_dead().await.unwrap(), 2);
+    advance(100).await;
+    assert_eq!(b.delivered(), vec!["a0", "a1"]);
+    assert_eq!(r.queue.depths().await.dead, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn running_out_of_attempts_dead_letters() {
+    let b = TestBackend::new(&[Mode::Transient]);
+    let mut s = settings();
+    s.max_attempts = 3;
+    let r = rig(b.clone(), s);
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    r.queue.flush("s").await;
+    advance(10_000).await;
+    assert_eq!(r.queue.depths().await.dead, 1);
+    let notices = r.notices.after(0, 10).await.unwrap();
+    assert_eq!(notices.len(), 2);
+    assert!(notices[1].message.contains("gave up after 3 attempts"), "{}", notices[1].message);
+}
+
+#[tokio::test(start_paused = true)]
+async fn spooled_items_are_delivered_after_a_restart() {
+    let b = TestBackend::new(&[Mode::Transient]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
+    r.queue.shutdown(Duration::from_millis(100)).await;
+    let b2 = TestBackend::new(&[Mode::Ok]);
+    let spool = Spool::open(&r.path).unwrap();
+    let notices = Notices::new(spool.clone());
+    let q2 = Queue::new(spool, b2.clone(), settings(), notices, Arc::new(Metrics::default()));
+    assert_eq!(q2.recover().await.unwrap(), 2);
+    advance(100).await;
+    assert_eq!(b2.delivered(), vec!["a0", "a1"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn off_holds_items_for_the_next_storing_backend() {
+    let r = rig(Arc::new(OffBackend), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    assert_eq!(r.queue.flush("s").await, FlushReport::default());
+    assert_eq!(r.queue.depths().await.spooled, 1);
+    let b = TestBackend::new(&[Mode::Ok]);
+    r.queue.set_backend(b.clone());
+    r.queue.flush("s").await;
+    assert_eq!(b.delivered(), vec!["a0"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
+    struct LoseFirstReply(mneme_local::LocalBackend, AtomicUsize);
+    #[async_trait]
+    impl MemoryBackend for LoseFirstReply {
+        fn id(&self) -> BackendId {
+            BackendId::Local
+        }
+        async fn start(&self, s: &Scope) -> Result<(), BackendError> {
+            self.0.start(s).await
+        }
+        async fn retain(&self, s: &Scope, b: &RetainBatch) -> Result<(), BackendError> {
+            self.0.retain(s, b).await?;
+            if self.1.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(BackendError::transient("timeout"));
+            }
+            Ok(())
+        }
+        async fn recall(&self, s: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
+            self.0.recall(s, q).await
+        }
+        async fn reflect(&self, s: &Scope, q: &ReflectQuery) -> Result<String, BackendError> {
+            self.0.reflect(s, q).await
+        }
+        async fn instructions(&self, s: &Scope) -> Result<Option<String>, BackendError> {
+            self.0.instructions(s).await
+        }
+        async fn clear(&self, s: &Scope, w: ClearWhat) -> Result<ClearReport, BackendError> {
+            self.0.clear(s, w).await
+        }
+        async fn status(&self) -> BackendStatus {
+            self.0.status().await
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig { path: dir.path().join("m.db") }).unwrap();
+    let r = rig(Arc::new(LoseFirstReply(local.clone(), AtomicUsize::new(0))), settings());
+    r.queue.enqueue("s", &scope(), items("distinct memory ", 5)).await.unwrap();
+    r.queue.flush("s").await;
+    advance(1500).await;
+    assert_eq!(r.queue.depths().await.spooled, 0);
+    assert_eq!(local.status().await.memories, Some(5));
+}
