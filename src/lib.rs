@@ -7,3 +7,7 @@ pub mod ids;
 pub mod metrics;
 pub mod notices;
 pub mod queue;
+pub mod session;
+pub mod backends;
+pub mod daemon;
+pub mod cli;

@@ -1,1 +1,16 @@
-fn main(){}
+//! The `mneme` binary: parse arguments, set up logging, hand over to the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = mneme::cli::Cli::parse();
+    let default_level = if matches!(cli.command, mneme::cli::Command::Serve) { "info" } else { "warn" };
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("MNEME_LOG").unwrap_or_else(|_| EnvFilter::new(default_level)))
+        .with_writer(std::io::stderr)
+        .init();
+    mneme::cli::run(cli)
+}

@@ -43,7 +43,7 @@ pub struct NewItem {
 }
 
 /// What a flush achieved.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlushReport {
     /// Items stored by the backend.
     pub delivered: u64,
@@ -59,7 +59,7 @@ impl std::ops::AddAssign for FlushReport {
 }
 
 /// Queue sizes for status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Depths {
     /// Spooled, waiting for a delivery.
     pub pending: u64,

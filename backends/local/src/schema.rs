@@ -21,7 +21,7 @@ CREATE INDEX memories_bank_hash ON memories(bank, content_hash);
 CREATE INDEX memories_bank_doc ON memories(bank, document_id) WHERE document_id IS NOT NULL;
 CREATE INDEX memories_bank_seq ON memories(bank, seq);
 CREATE VIRTUAL TABLE memories_fts USING fts5(
-    content, content = 'memories', content_rowid = 'seq', tokenize = 'unicode61 remove_diacritics 2'
+    content, content = 'memories', content_rowid = 'seq', tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, content) VALUES (new.seq, new.content);

@@ -1,0 +1,19 @@
+//! Builds the configured backend: the one `match` on `memory.backend`.
+
+use std::sync::Arc;
+
+use mneme_core::{BackendId, MemoryBackend, OffBackend};
+use mneme_local::{LocalBackend, LocalConfig};
+
+use crate::config::Settings;
+
+/// The backend `settings.memory.backend` names.
+pub fn build(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, String> {
+    Ok(match settings.memory.backend {
+        BackendId::Off => Arc::new(OffBackend),
+        BackendId::Local => {
+            Arc::new(LocalBackend::open(&LocalConfig { path: settings.local_db_path() }).map_err(|e| e.to_string())?)
+        }
+        BackendId::Hindsight => return Err("the hindsight backend is not part of this build yet".into()),
+    })
+}

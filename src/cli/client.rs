@@ -1,0 +1,95 @@
+//! The CLI's HTTP client for the daemon: finds it (config + pidfile), reads the token, checks the
+//! protocol version, and turns failures into one clear line.
+
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::config::Settings;
+use crate::daemon::api::{Health, PROTOCOL};
+
+use super::CliError;
+
+/// A connection to a running daemon.
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+/// The address a running daemon recorded in its pidfile (second line), if any.
+pub fn recorded_addr(pid_path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(pid_path).ok()?;
+    text.lines().nth(1).map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned)
+}
+
+impl Client {
+    /// Connects to the daemon the settings point at and checks it speaks our protocol.
+    pub async fn connect(settings: &Settings) -> Result<Client, CliError> {
+        let listen = settings.server.listen;
+        let addr = match recorded_addr(&settings.pid_path()) {
+            Some(a) if listen.port() == 0 || a.ends_with(&format!(":{}", listen.port())) => a,
+            _ if listen.ip().is_unspecified() => format!("127.0.0.1:{}", listen.port()),
+            _ => listen.to_string(),
+        };
+        let base = format!("http://{addr}");
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .no_proxy()
+            .build()
+            .map_err(|e| CliError::Other(format!("cannot build an HTTP client: {e}")))?;
+        let not_running = || CliError::NotRunning(format!("the mneme daemon is not running at {addr} (start it with `mneme serve`)"));
+        let health: Health = match http.get(format!("{base}/v1/health")).send().await {
+            Ok(r) => r.json().await.map_err(|e| CliError::Other(format!("{addr} did not answer like a mneme daemon: {e}")))?,
+            Err(e) if e.is_connect() || e.is_timeout() => return Err(not_running()),
+            Err(e) => return Err(CliError::Other(format!("cannot reach the daemon at {addr}: {e}"))),
+        };
+        if health.protocol != PROTOCOL {
+            return Err(CliError::Other(format!(
+                "the daemon at {addr} (mneme {}) speaks protocol {}, this mneme speaks {PROTOCOL}: restart the daemon with this version",
+                health.version, health.protocol
+            )));
+        }
+        let token_path = settings.token_path();
+        let token = std::fs::read_to_string(&token_path)
+            .map_err(|e| CliError::Other(format!("cannot read the token {}: {e}", token_path.display())))?
+            .trim()
+            .to_owned();
+        Ok(Client { http, base, token })
+    }
+
+    /// Sends a request and decodes the JSON answer; an error answer becomes [`CliError::Daemon`].
+    pub async fn call<T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&Value>) -> Result<T, CliError> {
+        let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await.map_err(|e| CliError::Other(format!("request to the daemon failed: {e}")))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| CliError::Other(format!("reading the daemon's answer failed: {e}")))?;
+        if !status.is_success() {
+            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let message = v["error"]["message"].as_str().unwrap_or(&text).to_owned();
+            return Err(CliError::Daemon { status: status.as_u16(), message });
+        }
+        serde_json::from_str(&text).map_err(|e| CliError::Other(format!("unexpected answer from the daemon: {e}")))
+    }
+
+    /// A streaming GET (for Server-Sent Events).
+    pub async fn stream(&self, path: &str) -> Result<reqwest::Response, CliError> {
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| CliError::Other(format!("request to the daemon failed: {e}")))?;
+        if !resp.status().is_success() {
+            return Err(CliError::Daemon { status: resp.status().as_u16(), message: resp.text().await.unwrap_or_default() });
+        }
+        Ok(resp)
+    }
+}

@@ -1,0 +1,225 @@
+//! The commands that talk to a running daemon, and `config`.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+
+use futures_util::StreamExt;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::{CliError, Client, Command, ConfigAction};
+use crate::config::{self, Loaded};
+use crate::daemon::api::{Notice, NoticeList, Status};
+
+/// Loads the config file the flag / environment point at.
+pub(super) fn load_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
+    let path = config::config_path(flag);
+    config::load(&path, &|k| std::env::var(k).ok()).map_err(|e| CliError::Config(e.to_string()))
+}
+
+pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -> Result<ExitCode, CliError> {
+    match action {
+        ConfigAction::Example => print!("{}", config::EXAMPLE),
+        ConfigAction::Path => println!("{}", config::config_path(flag).display()),
+        ConfigAction::Check => {
+            let path = config::config_path(flag);
+            match config::load(&path, &|k| std::env::var(k).ok()) {
+                Ok(loaded) if as_json => {
+                    println!("{}", json!({"ok": true, "path": path, "exists": loaded.exists, "warnings": loaded.warnings}))
+                }
+                Ok(loaded) => {
+                    let what = if loaded.exists { "is valid" } else { "does not exist; the defaults apply" };
+                    println!("{} {what} (backend: {})", path.display(), loaded.settings.memory.backend);
+                    for w in loaded.warnings {
+                        println!("warning: {w}");
+                    }
+                }
+                Err(e) if as_json => {
+                    let errors: Vec<Value> =
+                        e.errors.iter().map(|x| json!({"key": x.key, "line": x.line, "message": x.message})).collect();
+                    println!("{}", json!({"ok": false, "path": path, "errors": errors}));
+                    return Ok(ExitCode::from(2));
+                }
+                Err(e) => return Err(CliError::Config(e.to_string())),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool) -> Result<ExitCode, CliError> {
+    let settings = load_settings(flag)?.settings;
+    let client = Client::connect(&settings).await?;
+    let print = |v: &Value, human: String| {
+        if as_json {
+            println!("{v}");
+        } else {
+            println!("{human}");
+        }
+    };
+    match command {
+        Command::Status => {
+            let v: Value = client.call(Method::GET, "/v1/status", None).await?;
+            let s: Status = serde_json::from_value(v.clone()).map_err(|e| CliError::Other(e.to_string()))?;
+            print(&v, human_status(&s));
+        }
+        Command::Flush { session } => {
+            let v: Value = client.call(Method::POST, "/v1/flush", Some(&json!({ "session_id": session }))).await?;
+            let (delivered, failed) = (v["delivered"].as_u64().unwrap_or(0), v["failed"].as_u64().unwrap_or(0));
+            print(&v, format!("Delivered {delivered} {}, {failed} failed.", noun(delivered)));
+            if failed > 0 {
+                if !as_json {
+                    eprintln!("mneme: {failed} {} could not be delivered; see `mneme notices`", noun(failed));
+                }
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Retain { session, context, text } => {
+            let text = if text == "-" {
+                let mut buf = String::new();
+                std::io::stdin().read_to_string(&mut buf).map_err(|e| CliError::Other(format!("cannot read standard input: {e}")))?;
+                buf
+            } else {
+                text
+            };
+            let id = cli_session(&client, session).await?;
+            let body = json!({ "items": [{ "content": text, "context": context }] });
+            let v: Value = client.call(Method::POST, &format!("/v1/sessions/{id}/retain"), Some(&body)).await?;
+            print(&v, v["message"].as_str().unwrap_or_default().to_owned());
+        }
+        Command::Recall { session, query } => {
+            let id = cli_session(&client, session).await?;
+            let v: Value = client.call(Method::POST, &format!("/v1/sessions/{id}/recall"), Some(&json!({ "query": query }))).await?;
+            print(&v, v["message"].as_str().unwrap_or_default().to_owned());
+        }
+        Command::Notices { follow, after } => {
+            let list: NoticeList = client.call(Method::GET, &format!("/v1/notices?after={after}&limit=1000"), None).await?;
+            let mut last = after;
+            for n in &list.notices {
+                print_notice(n, as_json);
+                last = n.id;
+            }
+            if list.notices.is_empty() && !follow && !as_json {
+                println!("No notices.");
+            }
+            if follow {
+                follow_notices(&client, last, as_json).await?;
+            }
+        }
+        Command::Clear { session, all, remote, yes } => {
+            if !yes {
+                return Err(CliError::Other("clear deletes memories and cannot be undone; add --yes to confirm".into()));
+            }
+            let body = json!({ "session_id": session, "all": all, "remote": remote });
+            let v: Value = client.call(Method::POST, "/v1/clear", Some(&body)).await?;
+            print(&v, v["message"].as_str().unwrap_or_default().to_owned());
+        }
+        Command::Retry => {
+            let v: Value = client.call(Method::POST, "/v1/retry", None).await?;
+            let n = v["requeued"].as_u64().unwrap_or(0);
+            print(&v, format!("Re-queued {n} dead {}.", if n == 1 { "letter" } else { "letters" }));
+        }
+        Command::Serve | Command::Config { .. } => unreachable!("handled before connecting"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The session the CLI works in: the one given, or a "cli" session in the current directory.
+async fn cli_session(client: &Client, session: Option<String>) -> Result<String, CliError> {
+    if let Some(id) = session {
+        return Ok(id);
+    }
+    let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into());
+    let body = json!({ "session_id": "cli", "cwd": cwd, "agent": "mneme-cli" });
+    let _: Value = client.call(Method::POST, "/v1/sessions", Some(&body)).await?;
+    Ok("cli".into())
+}
+
+async fn follow_notices(client: &Client, after: i64, as_json: bool) -> Result<(), CliError> {
+    let resp = client.stream(&format!("/v1/notices/stream?after={after}")).await?;
+    let mut body = resp.bytes_stream();
+    let mut buf = String::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| CliError::Other(format!("notice stream ended: {e}")))?;
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            for line in event.lines() {
+                if let Some(data) = line.strip_prefix("data:") {
+                    if let Ok(n) = serde_json::from_str::<Notice>(data.trim()) {
+                        print_notice(&n, as_json);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_notice(n: &Notice, as_json: bool) {
+    if as_json {
+        println!("{}", serde_json::to_string(n).expect("notice serializes"));
+        return;
+    }
+    let session = n.session_id.as_deref().map(|s| format!(" (session {s})")).unwrap_or_default();
+    println!("#{} {} {:<7} [{}]{session} {}", n.id, n.at, n.level, n.source, n.message);
+}
+
+fn noun(n: u64) -> &'static str {
+    if n == 1 {
+        "memory"
+    } else {
+        "memories"
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+fn human_status(s: &Status) -> String {
+    let up = s.uptime_seconds;
+    let uptime = format!("{}h {}m {}s", up / 3600, up / 60 % 60, up % 60);
+    let b = &s.backend;
+    let mut backend = format!("{} ({})", b.backend, if b.healthy { "healthy" } else { "UNREACHABLE" });
+    if let Some(v) = &b.version {
+        backend.push_str(&format!(", server {v}"));
+    }
+    if let Some(m) = b.memories {
+        backend.push_str(&format!(", {m} {}", noun(m)));
+    }
+    if let Some(bytes) = b.storage_bytes {
+        backend.push_str(&format!(", {}", human_bytes(bytes)));
+    }
+    if let Some(d) = &b.detail {
+        backend.push_str(&format!(" — {d}"));
+    }
+    let q = &s.queue;
+    let config = if s.config_exists { s.config_path.clone() } else { format!("{} (not found: defaults)", s.config_path) };
+    format!(
+        "mneme {} running for {uptime} (pid {}) on {}\n\
+         backend:  {backend}\n\
+         queue:    {} pending, {} in flight, {} dead{}\n\
+         sessions: {}\n\
+         config:   {config}\n\
+         storage:  {}\n\
+         notices:  {}",
+        s.version,
+        s.pid,
+        s.listen,
+        q.pending,
+        q.in_flight,
+        q.dead,
+        if q.dead > 0 { " (see `mneme notices`, then `mneme retry`)" } else { "" },
+        s.sessions,
+        s.storage_dir,
+        if s.last_notice_id > 0 { format!("last #{} (see `mneme notices`)", s.last_notice_id) } else { "none".into() },
+    )
+}
+

@@ -1,0 +1,162 @@
+//! The `mneme` command line: `serve` runs the daemon; every other command talks to it over HTTP
+//! (except `config`, which works on the file alone). Human output by default, `--json` for scripts.
+
+mod client;
+mod commands;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use client::{recorded_addr, Client};
+
+/// mneme: a local memory daemon for AI coding agents.
+#[derive(Debug, Parser)]
+#[command(name = "mneme", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Config file (default: $MNEME_CONFIG, else $XDG_CONFIG_HOME/mneme/config.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the daemon's JSON answer instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon in the foreground (logs to stderr; SIGINT/SIGTERM drain and stop).
+    Serve,
+    /// Show the daemon's backend, queue, sessions and config.
+    Status,
+    /// Deliver queued memories now and wait.
+    Flush {
+        /// Only this session's queue.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
+    /// Retain a memory (TEXT, or - to read standard input).
+    Retain {
+        /// Session to retain under (default: a "cli" session in the current directory).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// What the memory is about.
+        #[arg(long, value_name = "TEXT")]
+        context: Option<String>,
+        /// The memory, or - for standard input.
+        text: String,
+    },
+    /// Recall memories relevant to QUERY.
+    Recall {
+        /// Session whose scope to search (default: a "cli" session in the current directory).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// What to look for.
+        query: String,
+    },
+    /// Show notices (failed deliveries, dead letters, config problems).
+    Notices {
+        /// Keep printing new notices as they come.
+        #[arg(long, short)]
+        follow: bool,
+        /// Only notices after this id.
+        #[arg(long, value_name = "ID", default_value_t = 0)]
+        after: i64,
+    },
+    /// Delete memories: one session's scope, or everything.
+    Clear {
+        /// The scope of this session.
+        #[arg(long, value_name = "ID", conflicts_with = "all", required_unless_present = "all")]
+        session: Option<String>,
+        /// Everything.
+        #[arg(long)]
+        all: bool,
+        /// Also delete the server's memories (hindsight).
+        #[arg(long)]
+        remote: bool,
+        /// Confirm: clearing cannot be undone.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Put dead letters back in the queue and deliver them.
+    Retry,
+    /// Check, locate or print the configuration.
+    Config {
+        /// Which.
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+}
+
+/// `mneme config …`
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Validate the config file (and environment overrides); report every problem.
+    Check,
+    /// Print the example configuration with every key and its default.
+    Example,
+    /// Print which config file is used.
+    Path,
+}
+
+/// Why a command failed; each maps to an exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// No daemon answers (exit 3).
+    #[error("{0}")]
+    NotRunning(String),
+    /// The daemon refused (exit 1).
+    #[error("{message}")]
+    Daemon {
+        /// HTTP status.
+        status: u16,
+        /// Its message.
+        message: String,
+    },
+    /// The configuration is invalid (exit 2).
+    #[error("{0}")]
+    Config(String),
+    /// Anything else (exit 1).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CliError {
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            CliError::NotRunning(_) => ExitCode::from(3),
+            CliError::Config(_) => ExitCode::from(2),
+            CliError::Daemon { .. } | CliError::Other(_) => ExitCode::from(1),
+        }
+    }
+}
+
+/// Runs a parsed command line; prints errors as one line on stderr.
+pub fn run(cli: Cli) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mneme: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve => serve::serve(cli.config.as_deref()).await,
+            Command::Config { action } => commands::config(cli.config.as_deref(), action, cli.json),
+            other => commands::remote(cli.config.as_deref(), other, cli.json).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mneme: {e}");
+            e.exit_code()
+        }
+    }
+}

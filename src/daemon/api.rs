@@ -1,0 +1,249 @@
+//! Request and response bodies of the HTTP API: the only place JSON types live.
+
+use mneme_core::text::Message;
+use mneme_core::{BackendStatus, Recalled, Scope};
+use serde::{Deserialize, Serialize};
+
+use crate::queue::{Depths, FlushReport};
+
+/// Bumped when the API changes incompatibly; the CLI refuses a daemon that speaks another.
+pub const PROTOCOL: u32 = 1;
+
+/// `GET /v1/health`
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Health {
+    /// Always "ok".
+    pub status: String,
+    /// mneme's version.
+    pub version: String,
+    /// API protocol version.
+    pub protocol: u32,
+}
+
+/// `POST /v1/sessions`
+#[derive(Debug, Deserialize)]
+pub struct StartSession {
+    /// The agent's session id.
+    pub session_id: String,
+    /// Working directory.
+    pub cwd: String,
+    /// Agent name.
+    pub agent: Option<String>,
+    /// Makes this session an alias of a known one.
+    pub parent_session_id: Option<String>,
+}
+
+/// The answer to a session start.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SessionStarted {
+    /// The id.
+    pub session_id: String,
+    /// Bank and tags.
+    pub scope: Scope,
+    /// Project label.
+    pub project: String,
+    /// The parent, when this is an alias.
+    pub alias_of: Option<String>,
+}
+
+/// One item of a retain.
+#[derive(Debug, Deserialize)]
+pub struct RetainItem {
+    /// The memory.
+    pub content: String,
+    /// What it is about.
+    pub context: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}/retain`
+#[derive(Debug, Deserialize)]
+pub struct Retain {
+    /// Items to retain.
+    pub items: Vec<RetainItem>,
+}
+
+/// The answer to a retain.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Queued {
+    /// Items accepted.
+    pub queued: usize,
+    /// For the agent's model.
+    pub message: String,
+}
+
+/// `POST /v1/sessions/{id}/recall`
+#[derive(Debug, Deserialize)]
+pub struct Recall {
+    /// What to look for.
+    pub query: String,
+}
+
+/// The answer to a recall.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RecallAnswer {
+    /// Best first.
+    pub results: Vec<Recalled>,
+    /// For the agent's model.
+    pub message: String,
+}
+
+/// `POST /v1/sessions/{id}/reflect`
+#[derive(Debug, Deserialize)]
+pub struct Reflect {
+    /// The question.
+    pub query: String,
+    /// Extra context.
+    pub context: Option<String>,
+}
+
+/// The answer to a reflect.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Reflected {
+    /// The answer.
+    pub text: String,
+}
+
+/// `POST /v1/sessions/{id}/agent-start`
+#[derive(Debug, Deserialize)]
+pub struct AgentStart {
+    /// The user's prompt.
+    pub prompt: String,
+    /// The conversation so far.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+}
+
+/// The answer to agent-start.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Inject {
+    /// A `<memories>` block for the prompt, or null.
+    pub inject: Option<String>,
+}
+
+/// A body holding only messages (agent-end, compaction).
+#[derive(Debug, Deserialize)]
+pub struct Messages {
+    /// The conversation.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+}
+
+/// The answer to agent-end.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AgentEnded {
+    /// Transcripts queued by automatic retain (0 or 1).
+    pub retained: usize,
+    /// What the flush of the session's queue did.
+    pub flushed: FlushReport,
+}
+
+/// The answer to a compaction.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CompactionContext {
+    /// The memory context to splice into the summary, or null.
+    pub context: Option<String>,
+}
+
+/// `GET /v1/sessions/{id}/instructions`
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Instructions {
+    /// Markdown for the system prompt, or null when memory is off.
+    pub markdown: Option<String>,
+}
+
+/// The answer to a session end.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SessionEnded {
+    /// What the final flush did.
+    pub flushed: FlushReport,
+}
+
+/// `POST /v1/flush`
+#[derive(Debug, Default, Deserialize)]
+pub struct Flush {
+    /// One session, or all when absent.
+    pub session_id: Option<String>,
+}
+
+/// `POST /v1/clear`
+#[derive(Debug, Default, Deserialize)]
+pub struct Clear {
+    /// One session's scope.
+    pub session_id: Option<String>,
+    /// Everything (extension: the CLI's `--all`).
+    #[serde(default)]
+    pub all: bool,
+    /// Also the server's memories (hindsight).
+    #[serde(default)]
+    pub remote: bool,
+}
+
+/// `GET /v1/notices` query.
+#[derive(Debug, Default, Deserialize)]
+pub struct NoticesQuery {
+    /// Only notices with a greater id.
+    pub after: Option<i64>,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<usize>,
+}
+
+/// The answer to `GET /v1/notices`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct NoticeList {
+    /// Oldest first.
+    pub notices: Vec<Notice>,
+}
+
+/// A notice on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Notice {
+    /// Increasing id.
+    pub id: i64,
+    /// RFC 3339 UTC.
+    pub at: String,
+    /// info | warning | error.
+    pub level: String,
+    /// Who raised it.
+    pub source: String,
+    /// The session it concerns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// For the user.
+    pub message: String,
+}
+
+/// `POST /v1/retry`
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Requeued {
+    /// Dead letters put back.
+    pub requeued: u64,
+}
+
+/// `GET /v1/status`
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Status {
+    /// mneme's version.
+    pub version: String,
+    /// API protocol version.
+    pub protocol: u32,
+    /// Daemon process id.
+    pub pid: u32,
+    /// Seconds since start.
+    pub uptime_seconds: u64,
+    /// Bound address.
+    pub listen: String,
+    /// The config file.
+    pub config_path: String,
+    /// Whether it exists.
+    pub config_exists: bool,
+    /// Storage directory.
+    pub storage_dir: String,
+    /// Backend health and counts.
+    pub backend: BackendStatus,
+    /// Queue depths.
+    pub queue: Depths,
+    /// Known sessions.
+    pub sessions: usize,
+    /// Newest notice id.
+    pub last_notice_id: i64,
+}

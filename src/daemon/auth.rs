@@ -1,0 +1,94 @@
+//! Who may talk to the daemon: loopback callers (by `Host` and `Origin`, so a web page cannot
+//! drive it through DNS rebinding or a cross-site request) holding the bearer token.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use super::AppState;
+
+/// Whether a `Host` / `Origin` host part names this machine.
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim();
+    let bare = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| if port.chars().all(|c| c.is_ascii_digit()) { h } else { host })
+    };
+    let bare = bare.trim_end_matches('.').to_ascii_lowercase();
+    bare == "localhost"
+        || bare.ends_with(".localhost")
+        || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn origin_is_loopback(origin: &str) -> bool {
+    let Some((scheme, rest)) = origin.split_once("://") else { return false };
+    matches!(scheme, "http" | "https") && is_loopback_host(rest.split('/').next().unwrap_or(""))
+}
+
+/// Compares without leaking where the first difference is.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Refuses non-loopback `Host`/`Origin` (403) and, except on `/v1/health`, a missing or wrong token (401).
+pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        if !origin.to_str().is_ok_and(origin_is_loopback) {
+            return ApiError::new(StatusCode::FORBIDDEN, "forbidden_origin", "requests from web pages are refused (non-loopback Origin)")
+                .into_response();
+        }
+    }
+    if !state.allow_remote {
+        if let Some(host) = headers.get(header::HOST) {
+            if !host.to_str().is_ok_and(is_loopback_host) {
+                return ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden_host",
+                    "the Host header must name this machine (localhost or a loopback address)",
+                )
+                .into_response();
+            }
+        }
+    }
+    if req.uri().path() != "/v1/health" {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if !presented.is_some_and(|t| constant_time_eq(t.as_bytes(), state.token.as_bytes())) {
+            let message = format!(
+                "missing or wrong bearer token: send `Authorization: Bearer <token>` with the token from {}",
+                state.token_path.display()
+            );
+            return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+        }
+    }
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_and_origins() {
+        for h in ["localhost", "localhost:6366", "127.0.0.1:1", "127.1.2.3", "[::1]:80", "[::1]", "LOCALHOST.", "a.localhost:9"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["evil.com", "10.0.0.1:6366", "localhost.evil.com", "[::2]:1", "0.0.0.0", ""] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+        assert!(origin_is_loopback("http://localhost:3000"));
+        assert!(!origin_is_loopback("null"));
+        assert!(!origin_is_loopback("https://evil.com"));
+        assert!(!origin_is_loopback("file://"));
+        assert!(constant_time_eq(b"abc", b"abc") && !constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"a", b"ab"));
+    }
+}

@@ -1,0 +1,175 @@
+//! The HTTP daemon: startup (storage dir, single-instance lock, token, spool, backend, queue,
+//! sessions), the axum router, and a graceful drain on shutdown.
+//!
+//! [`Daemon::serve`] takes its listener and shutdown future, so tests run it on 127.0.0.1:0.
+
+pub mod api;
+mod auth;
+mod error;
+mod routes;
+mod startup;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body as HttpBody;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{delete, get, post};
+use axum::Router;
+use mneme_core::BackendStatus;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use auth::is_loopback_host;
+pub use error::{error_body, ApiError};
+pub use startup::{Daemon, StartError};
+
+use crate::metrics::Metrics;
+use crate::notices::Notices;
+use crate::queue::Queue;
+use crate::session::Sessions;
+
+/// What every handler can reach.
+pub struct AppState {
+    sessions: Sessions,
+    queue: Queue,
+    notices: Notices,
+    metrics: Arc<Metrics>,
+    token: String,
+    token_path: PathBuf,
+    allow_remote: bool,
+    started: Instant,
+    listen: SocketAddr,
+    config_path: PathBuf,
+    config_exists: bool,
+    storage_dir: PathBuf,
+    stopping: CancellationToken,
+}
+
+impl AppState {
+    async fn sessions_backend_status(&self) -> BackendStatus {
+        self.queue.backend().status().await
+    }
+}
+
+/// The router with every route and layer.
+fn router(state: Arc<AppState>, max_body: usize) -> Router {
+    Router::new()
+        .route("/v1/health", get(routes::health))
+        .route("/v1/status", get(routes::status))
+        .route("/v1/sessions", post(routes::start_session))
+        .route("/v1/sessions/{id}", delete(routes::end_session))
+        .route("/v1/sessions/{id}/retain", post(routes::retain))
+        .route("/v1/sessions/{id}/recall", post(routes::recall))
+        .route("/v1/sessions/{id}/reflect", post(routes::reflect))
+        .route("/v1/sessions/{id}/agent-start", post(routes::agent_start))
+        .route("/v1/sessions/{id}/agent-end", post(routes::agent_end))
+        .route("/v1/sessions/{id}/instructions", get(routes::instructions))
+        .route("/v1/sessions/{id}/compaction", post(routes::compaction))
+        .route("/v1/flush", post(routes::flush))
+        .route("/v1/clear", post(routes::clear))
+        .route("/v1/retry", post(routes::retry))
+        .route("/v1/notices", get(routes::notices))
+        .route("/v1/notices/stream", get(routes::notice_stream))
+        .route("/metrics", get(routes::metrics))
+        .fallback(routes::not_found)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::guard))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// Counts and times every request, and gives errors that axum produced itself (405, 413, …) the
+/// API's JSON error shape.
+async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = route_label(req.uri().path());
+    let mut response = next.run(req).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if (status.is_client_error() || status.is_server_error()) && !is_json {
+        let code = match status {
+            StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+            StatusCode::NOT_FOUND => "not_found",
+            s if s.is_server_error() => "internal",
+            _ => "bad_request",
+        };
+        let message = status.canonical_reason().unwrap_or("request failed").to_owned();
+        let body = error_body(code, &message).to_string();
+        let (mut parts, _) = response.into_parts();
+        parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        parts.headers.remove(header::CONTENT_LENGTH);
+        response = Response::from_parts(parts, HttpBody::from(body));
+    }
+    state.metrics.request(&route, status.as_u16(), started.elapsed());
+    response
+}
+
+/// The route pattern for metrics: session ids folded into `{id}`.
+fn route_label(path: &str) -> String {
+    match path.strip_prefix("/v1/sessions/") {
+        Some(rest) => match rest.split_once('/') {
+            Some((_, tail)) => format!("/v1/sessions/{{id}}/{tail}"),
+            None => "/v1/sessions/{id}".into(),
+        },
+        None if path.starts_with("/v1/") || path == "/metrics" => path.to_owned(),
+        None => "other".into(),
+    }
+}
+
+impl Daemon {
+    /// Serves the API on `listener` until `shutdown` completes, then drains: stops accepting,
+    /// lets requests finish, flushes queues for at most `queue.shutdown_grace`, leaves the rest spooled.
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        let addr = listener.local_addr()?;
+        if !addr.ip().is_loopback() && !self.settings.server.allow_remote {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("refusing to serve on non-loopback {addr}: set server.allow_remote = true to allow it"),
+            ));
+        }
+        self.record_addr(addr);
+        let state = self.state(addr);
+        let stopping = state.stopping.clone();
+        let queue = state.queue.clone();
+        let app = router(state, self.settings.server.max_body_bytes);
+        tracing::info!(%addr, backend = %queue.backend().id(), "mneme listening");
+        let stop = stopping.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            stop.cancel();
+        });
+        let result = axum::serve(listener, app).with_graceful_shutdown(stopping.cancelled_owned()).await;
+        tracing::info!("draining the retain queue (at most {:?})", self.settings.queue.shutdown_grace);
+        let report = queue.shutdown(self.settings.queue.shutdown_grace).await;
+        let left = queue.depths().await.spooled;
+        tracing::info!(delivered = report.delivered, failed = report.failed, spooled = left, "mneme stopped");
+        result
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutdown requested");
+}

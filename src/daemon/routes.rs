@@ -1,0 +1,189 @@
+//! Route handlers: decode, call the session layer or the queue, encode. No logic of their own.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream::{self, Stream, StreamExt};
+use serde::de::DeserializeOwned;
+use tokio_stream::wrappers::BroadcastStream;
+
+use super::api::*;
+use super::error::ApiError;
+use super::AppState;
+use crate::queue::spool::NoticeRow;
+use crate::session::{ClearRequest, StartRequest};
+
+type AppResult<T> = Result<T, ApiError>;
+type St = State<Arc<AppState>>;
+
+/// A JSON body whose rejections answer in the API's error shape.
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct Body<T>(pub T);
+
+/// A JSON body that may be absent (empty) and then takes its default.
+fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> AppResult<T> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(bytes).map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", format!("invalid body: {e}")))
+}
+
+pub async fn health() -> Json<Health> {
+    Json(Health { status: "ok".into(), version: env!("CARGO_PKG_VERSION").into(), protocol: PROTOCOL })
+}
+
+pub async fn status(State(s): St) -> Json<Status> {
+    let backend = s.sessions_backend_status().await;
+    Json(Status {
+        version: env!("CARGO_PKG_VERSION").into(),
+        protocol: PROTOCOL,
+        pid: std::process::id(),
+        uptime_seconds: s.started.elapsed().as_secs(),
+        listen: s.listen.to_string(),
+        config_path: s.config_path.display().to_string(),
+        config_exists: s.config_exists,
+        storage_dir: s.storage_dir.display().to_string(),
+        backend,
+        queue: s.queue.depths().await,
+        sessions: s.sessions.count(),
+        last_notice_id: s.notices.last_id().await,
+    })
+}
+
+pub async fn start_session(State(s): St, Body(b): Body<StartSession>) -> AppResult<Json<SessionStarted>> {
+    let session = s
+        .sessions
+        .start(StartRequest { session_id: b.session_id, cwd: b.cwd, agent: b.agent, parent_session_id: b.parent_session_id })
+        .await?;
+    Ok(Json(SessionStarted { session_id: session.id, scope: session.scope, project: session.project, alias_of: session.parent }))
+}
+
+pub async fn end_session(State(s): St, Path(id): Path<String>) -> AppResult<Json<SessionEnded>> {
+    Ok(Json(SessionEnded { flushed: s.sessions.end(&id).await? }))
+}
+
+pub async fn retain(State(s): St, Path(id): Path<String>, Body(b): Body<Retain>) -> AppResult<Response> {
+    let items = b.items.into_iter().map(|i| (i.content, i.context)).collect();
+    let (queued, message) = s.sessions.retain(&id, items).await?;
+    let status = if s.queue.backend().id() == mneme_core::BackendId::Off { StatusCode::OK } else { StatusCode::ACCEPTED };
+    Ok((status, Json(Queued { queued, message })).into_response())
+}
+
+pub async fn recall(State(s): St, Path(id): Path<String>, Body(b): Body<Recall>) -> AppResult<Json<RecallAnswer>> {
+    let answer = s.sessions.recall(&id, &b.query).await?;
+    Ok(Json(RecallAnswer { results: answer.results, message: answer.message }))
+}
+
+pub async fn reflect(State(s): St, Path(id): Path<String>, Body(b): Body<Reflect>) -> AppResult<Json<Reflected>> {
+    Ok(Json(Reflected { text: s.sessions.reflect(&id, &b.query, b.context).await? }))
+}
+
+pub async fn agent_start(State(s): St, Path(id): Path<String>, Body(b): Body<AgentStart>) -> AppResult<Json<Inject>> {
+    Ok(Json(Inject { inject: s.sessions.agent_start(&id, &b.prompt, &b.messages).await? }))
+}
+
+pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messages>) -> AppResult<Json<AgentEnded>> {
+    let (retained, flushed) = s.sessions.agent_end(&id, &b.messages).await?;
+    Ok(Json(AgentEnded { retained, flushed }))
+}
+
+pub async fn instructions(State(s): St, Path(id): Path<String>) -> AppResult<Json<Instructions>> {
+    Ok(Json(Instructions { markdown: s.sessions.instructions(&id).await? }))
+}
+
+pub async fn compaction(State(s): St, Path(id): Path<String>, Body(b): Body<Messages>) -> AppResult<Json<CompactionContext>> {
+    Ok(Json(CompactionContext { context: s.sessions.compaction(&id, &b.messages).await? }))
+}
+
+pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<crate::queue::FlushReport>> {
+    let b: Flush = optional_body(&body)?;
+    let report = match b.session_id {
+        Some(id) => {
+            let session = s.sessions.get(&id)?;
+            s.queue.flush(session.parent.as_deref().unwrap_or(&id)).await
+        }
+        None => s.queue.flush_all().await,
+    };
+    Ok(Json(report))
+}
+
+pub async fn clear(State(s): St, body: Bytes) -> AppResult<Json<crate::session::ClearOutcome>> {
+    let b: Clear = optional_body(&body)?;
+    Ok(Json(s.sessions.clear(ClearRequest { session_id: b.session_id, all: b.all, remote: b.remote }).await?))
+}
+
+pub async fn retry(State(s): St) -> AppResult<Json<Requeued>> {
+    Ok(Json(Requeued { requeued: s.queue.retry_dead().await? }))
+}
+
+fn to_wire(n: NoticeRow) -> Notice {
+    Notice { id: n.id, at: n.at, level: n.level, source: n.source, session_id: n.session_id, message: n.message }
+}
+
+pub async fn notices(State(s): St, q: Result<Query<NoticesQuery>, axum::extract::rejection::QueryRejection>) -> AppResult<Json<NoticeList>> {
+    let Query(q) = q?;
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let rows = s.notices.after(q.after.unwrap_or(0), limit).await?;
+    Ok(Json(NoticeList { notices: rows.into_iter().map(to_wire).collect() }))
+}
+
+/// Server-Sent Events: history after `?after=` (or `Last-Event-ID`), then live notices.
+pub async fn notice_stream(
+    State(s): St,
+    headers: HeaderMap,
+    q: Result<Query<NoticesQuery>, axum::extract::rejection::QueryRejection>,
+) -> AppResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let Query(q) = q?;
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .or(q.after);
+    // Subscribe before reading history so nothing falls between the two.
+    let live = BroadcastStream::new(s.notices.subscribe());
+    let history = match after {
+        Some(after) => s.notices.after(after, 1000).await?,
+        None => Vec::new(),
+    };
+    let mut last = history.last().map_or(after.unwrap_or(0), |n| n.id);
+    if after.is_none() {
+        last = s.notices.last_id().await;
+    }
+    let event = |n: NoticeRow| {
+        let id = n.id.to_string();
+        Ok::<_, Infallible>(Event::default().id(id).event("notice").json_data(to_wire(n)).expect("notice serializes"))
+    };
+    let replay = stream::iter(history.into_iter().map(event));
+    let live = live.filter_map(move |r| {
+        let out = match r {
+            Ok(n) if n.id > last => Some(event(n)),
+            _ => None,
+        };
+        async move { out }
+    });
+    Ok(Sse::new(replay.chain(live).take_until(s.stopping.clone().cancelled_owned())).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+pub async fn metrics(State(s): St) -> Response {
+    let depths = s.queue.depths().await;
+    let gauges = [
+        ("mneme_queue_pending", "Spooled items waiting for delivery.", depths.pending as f64),
+        ("mneme_queue_in_flight", "Items being delivered.", depths.in_flight as f64),
+        ("mneme_queue_dead", "Dead letters.", depths.dead as f64),
+        ("mneme_sessions", "Known sessions.", s.sessions.count() as f64),
+        ("mneme_uptime_seconds", "Seconds since the daemon started.", s.started.elapsed().as_secs_f64()),
+    ];
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render(&gauges)).into_response()
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route; see the API table in the README")
+}

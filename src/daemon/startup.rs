@@ -1,0 +1,199 @@
+//! Opening the daemon: storage dir, single-instance lock, token, spool, backend, queue, sessions.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use super::AppState;
+use crate::config::{Loaded, Settings};
+use crate::metrics::Metrics;
+use crate::notices::{Level, Notices};
+use crate::queue::spool::Spool;
+use crate::queue::Queue;
+use crate::session::Sessions;
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Another daemon holds the storage dir.
+    #[error("another mneme daemon{} is already using {dir}; stop it first (or point this one at another storage.dir)",
+        .pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    AlreadyRunning {
+        /// Its pid, when the pidfile says.
+        pid: Option<u32>,
+        /// The storage dir.
+        dir: PathBuf,
+    },
+    /// The storage dir, token or spool could not be set up.
+    #[error("{0}")]
+    Storage(String),
+    /// The backend could not be opened.
+    #[error("cannot open the {backend} memory backend: {reason}")]
+    Backend {
+        /// Which.
+        backend: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A daemon ready to serve.
+pub struct Daemon {
+    pub(super) settings: Arc<Settings>,
+    sessions: Sessions,
+    queue: Queue,
+    notices: Notices,
+    metrics: Arc<Metrics>,
+    token: String,
+    config_path: PathBuf,
+    config_exists: bool,
+    /// Held for the daemon's life: the single-instance lock.
+    _lock: File,
+}
+
+impl Daemon {
+    /// Sets everything up from a loaded configuration and starts delivering what a previous run
+    /// left spooled.
+    pub async fn open(loaded: Loaded) -> Result<Daemon, StartError> {
+        let settings = Arc::new(loaded.settings);
+        let dir = &settings.storage.dir;
+        create_private_dir(dir)?;
+        let lock = lock_storage(&settings.pid_path(), dir)?;
+        let token = load_or_create_token(&settings.token_path())?;
+        let spool = Spool::open(&settings.spool_path()).map_err(|e| StartError::Storage(e.to_string()))?;
+        let notices = Notices::new(spool.clone());
+        let metrics = Arc::new(Metrics::default());
+        let backend = crate::backends::build(&settings).map_err(|reason| StartError::Backend {
+            backend: settings.memory.backend.to_string(),
+            reason,
+        })?;
+        let queue = Queue::new(spool.clone(), backend, settings.queue.clone(), notices.clone(), metrics.clone());
+        let sessions = Sessions::load(settings.clone(), queue.clone(), spool, metrics.clone())
+            .await
+            .map_err(|e| StartError::Storage(e.to_string()))?;
+        for warning in &loaded.warnings {
+            notices.emit(Level::Warning, "config", None, warning.clone()).await;
+        }
+        match queue.recover().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("delivering {n} items spooled by a previous run"),
+            Err(e) => tracing::error!("cannot read the spool: {e}"),
+        }
+        Ok(Daemon {
+            settings,
+            sessions,
+            queue,
+            notices,
+            metrics,
+            token,
+            config_path: loaded.path,
+            config_exists: loaded.exists,
+            _lock: lock,
+        })
+    }
+
+    /// The bearer token clients must send.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Rewrites the pidfile as "pid\naddr\n" so the CLI finds a daemon bound to port 0.
+    pub(super) fn record_addr(&self, addr: SocketAddr) {
+        use std::os::unix::fs::FileExt;
+        let text = format!("{}\n{addr}\n", std::process::id());
+        if let Err(e) = self._lock.set_len(0).and_then(|_| self._lock.write_all_at(text.as_bytes(), 0)) {
+            tracing::warn!("cannot record the address in the pidfile: {e}");
+        }
+    }
+
+    pub(super) fn state(&self, listen: SocketAddr) -> Arc<AppState> {
+        Arc::new(AppState {
+            sessions: self.sessions.clone(),
+            queue: self.queue.clone(),
+            notices: self.notices.clone(),
+            metrics: self.metrics.clone(),
+            token: self.token.clone(),
+            token_path: self.settings.token_path(),
+            allow_remote: self.settings.server.allow_remote,
+            started: Instant::now(),
+            listen,
+            config_path: self.config_path.clone(),
+            config_exists: self.config_exists,
+            storage_dir: self.settings.storage.dir.clone(),
+            stopping: CancellationToken::new(),
+        })
+    }
+}
+
+fn storage_error(what: &str, path: &Path, e: std::io::Error) -> StartError {
+    StartError::Storage(format!("cannot {what} {}: {e}", path.display()))
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), StartError> {
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(|e| storage_error("create", dir, e))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| storage_error("restrict", dir, e))?;
+    }
+    Ok(())
+}
+
+/// Takes an exclusive lock on the pidfile (released by the OS if the process dies) and writes our pid.
+fn lock_storage(pid_path: &Path, dir: &Path) -> Result<File, StartError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(pid_path)
+        .map_err(|e| storage_error("open", pid_path, e))?;
+    if let Err(e) = file.try_lock() {
+        return match e {
+            std::fs::TryLockError::WouldBlock => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                Err(StartError::AlreadyRunning { pid: text.lines().next().and_then(|l| l.trim().parse().ok()), dir: dir.to_owned() })
+            }
+            std::fs::TryLockError::Error(e) => Err(storage_error("lock", pid_path, e)),
+        };
+    }
+    file.set_len(0).map_err(|e| storage_error("write", pid_path, e))?;
+    writeln!(file, "{}", std::process::id()).map_err(|e| storage_error("write", pid_path, e))?;
+    Ok(file)
+}
+
+/// Reads the token, or generates one (mode 0600) on first start. A token file others can read
+/// is tightened back to 0600.
+fn load_or_create_token(path: &Path) -> Result<String, StartError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => {
+            let mode = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0o600);
+            if mode & 0o077 != 0 {
+                tracing::warn!("{} was readable by others (mode {mode:o}); restricting it to 0600", path.display());
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| storage_error("restrict", path, e))?;
+            }
+            Ok(text.trim().to_owned())
+        }
+        Ok(_) | Err(_) => {
+            let token = crate::ids::secret_hex(32).map_err(|e| StartError::Storage(format!("cannot generate a token: {e}")))?;
+            let tmp = path.with_extension("tmp");
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(|e| storage_error("write", &tmp, e))?;
+            f.write_all(token.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| storage_error("write", &tmp, e))?;
+            std::fs::rename(&tmp, path).map_err(|e| storage_error("write", path, e))?;
+            Ok(token)
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Which bank and tags a session writes to (SPEC §3).
+
+use std::path::{Path, PathBuf};
+
+use mneme_core::Scope;
+
+use crate::config::{Scoping, Settings};
+
+/// The scope of a session working in `cwd`, and its project label.
+pub fn scope_for(settings: &Settings, cwd: &str) -> (Scope, String) {
+    let label = project_label(Path::new(cwd));
+    let base = settings.base_bank();
+    let scope = match settings.memory.scoping {
+        Scoping::Global => Scope { bank: base, tags: vec![] },
+        Scoping::PerProject => Scope { bank: format!("{base}-{label}"), tags: vec![] },
+        Scoping::PerProjectTagged => Scope { bank: base, tags: vec![format!("project:{label}")] },
+    };
+    (scope, label)
+}
+
+/// The lowercased base name of the git primary checkout containing `cwd` (a linked worktree maps
+/// to its main checkout), else of `cwd` itself, else "unknown".
+pub fn project_label(cwd: &Path) -> String {
+    let root = primary_checkout(cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let label = root
+        .file_name()
+        .map(|n| n.to_string_lossy().trim().to_lowercase())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    label.replace('/', "-")
+}
+
+fn primary_checkout(cwd: &Path) -> Option<PathBuf> {
+    for dir in cwd.ancestors() {
+        let dot_git = dir.join(".git");
+        if dot_git.is_dir() {
+            return Some(dir.to_path_buf());
+        }
+        if dot_git.is_file() {
+            // A linked worktree: ".git" says "gitdir: <main>/.git/worktrees/<name>", and that
+            // folder's "commondir" points at the main ".git".
+            let text = std::fs::read_to_string(&dot_git).ok()?;
+            let gitdir = dir.join(text.trim().strip_prefix("gitdir:")?.trim());
+            let common = std::fs::read_to_string(gitdir.join("commondir"))
+                .ok()
+                .map(|c| gitdir.join(c.trim()))
+                .unwrap_or(gitdir);
+            let common = common.canonicalize().unwrap_or(common);
+            return match common.file_name() {
+                Some(n) if n == ".git" => common.parent().map(Path::to_path_buf),
+                _ => Some(dir.to_path_buf()),
+            };
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_follow_the_primary_checkout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let main = tmp.path().join("MyRepo");
+        std::fs::create_dir_all(main.join(".git/worktrees/feature")).unwrap();
+        std::fs::write(main.join(".git/worktrees/feature/commondir"), "../..\n").unwrap();
+        std::fs::create_dir_all(main.join("src/deep")).unwrap();
+        let wt = tmp.path().join("feature-wt");
+        std::fs::create_dir_all(wt.join("sub")).unwrap();
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", main.join(".git/worktrees/feature").display())).unwrap();
+        assert_eq!(project_label(&main.join("src/deep")), "myrepo");
+        assert_eq!(project_label(&wt.join("sub")), "myrepo");
+        assert_eq!(project_label(&tmp.path().join("Plain Dir")), "plain dir");
+        assert_eq!(project_label(Path::new("/")), "unknown");
+    }
+
+    #[test]
+    fn scoping_modes() {
+        let mut s = Settings::default();
+        s.memory.bank_id_prefix = "team".into();
+        let (scope, _) = scope_for(&s, "/x/proj");
+        assert_eq!(scope, Scope { bank: "team-mneme".into(), tags: vec!["project:proj".into()] });
+        s.memory.scoping = Scoping::PerProject;
+        assert_eq!(scope_for(&s, "/x/proj").0, Scope { bank: "team-mneme-proj".into(), tags: vec![] });
+        s.memory.scoping = Scoping::Global;
+        s.memory.bank_id = "  ".into();
+        s.memory.bank_id_prefix = String::new();
+        assert_eq!(scope_for(&s, "/x/proj").0, Scope { bank: "mneme".into(), tags: vec![] });
+    }
+}
