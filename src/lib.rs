@@ -2,12 +2,12 @@
 //!
 //! Module map:
 //! - [`config`]: settings, their defaults, file + environment loading and validation.
+pub mod backends;
+pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod ids;
 pub mod metrics;
 pub mod notices;
 pub mod queue;
 pub mod session;
-pub mod backends;
-pub mod daemon;
-pub mod cli;

@@ -33,7 +33,11 @@ impl Histogram {
     fn render(&self, out: &mut String, name: &str, labels: &str) {
         let sep = if labels.is_empty() { "" } else { "," };
         for (i, bound) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {}", self.counts[i].load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {}",
+                self.counts[i].load(Ordering::Relaxed)
+            );
         }
         let count = self.count.load(Ordering::Relaxed);
         let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");

@@ -48,7 +48,13 @@ impl Notices {
 
     /// Records and broadcasts a notice; also logs it. Never fails: a notice that cannot be stored
     /// is still logged and broadcast.
-    pub async fn emit(&self, level: Level, source: &str, session_id: Option<&str>, message: impl Into<String>) -> NoticeRow {
+    pub async fn emit(
+        &self,
+        level: Level,
+        source: &str,
+        session_id: Option<&str>,
+        message: impl Into<String>,
+    ) -> NoticeRow {
         let row = NoticeRow {
             id: 0,
             at: mneme_core::time::rfc3339(SystemTime::now()),

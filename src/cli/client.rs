@@ -41,9 +41,13 @@ impl Client {
             .no_proxy()
             .build()
             .map_err(|e| CliError::Other(format!("cannot build an HTTP client: {e}")))?;
-        let not_running = || CliError::NotRunning(format!("the mneme daemon is not running at {addr} (start it with `mneme serve`)"));
+        let not_running =
+            || CliError::NotRunning(format!("the mneme daemon is not running at {addr} (start it with `mneme serve`)"));
         let health: Health = match http.get(format!("{base}/v1/health")).send().await {
-            Ok(r) => r.json().await.map_err(|e| CliError::Other(format!("{addr} did not answer like a mneme daemon: {e}")))?,
+            Ok(r) => r
+                .json()
+                .await
+                .map_err(|e| CliError::Other(format!("{addr} did not answer like a mneme daemon: {e}")))?,
             Err(e) if e.is_connect() || e.is_timeout() => return Err(not_running()),
             Err(e) => return Err(CliError::Other(format!("cannot reach the daemon at {addr}: {e}"))),
         };
@@ -62,14 +66,20 @@ impl Client {
     }
 
     /// Sends a request and decodes the JSON answer; an error answer becomes [`CliError::Daemon`].
-    pub async fn call<T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&Value>) -> Result<T, CliError> {
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<T, CliError> {
         let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
         if let Some(b) = body {
             req = req.json(b);
         }
         let resp = req.send().await.map_err(|e| CliError::Other(format!("request to the daemon failed: {e}")))?;
         let status = resp.status();
-        let text = resp.text().await.map_err(|e| CliError::Other(format!("reading the daemon's answer failed: {e}")))?;
+        let text =
+            resp.text().await.map_err(|e| CliError::Other(format!("reading the daemon's answer failed: {e}")))?;
         if !status.is_success() {
             let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
             let message = v["error"]["message"].as_str().unwrap_or(&text).to_owned();
@@ -88,7 +98,10 @@ impl Client {
             .await
             .map_err(|e| CliError::Other(format!("request to the daemon failed: {e}")))?;
         if !resp.status().is_success() {
-            return Err(CliError::Daemon { status: resp.status().as_u16(), message: resp.text().await.unwrap_or_default() });
+            return Err(CliError::Daemon {
+                status: resp.status().as_u16(),
+                message: resp.text().await.unwrap_or_default(),
+            });
         }
         Ok(resp)
     }

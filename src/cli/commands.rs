@@ -26,7 +26,10 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
             let path = config::config_path(flag);
             match config::load(&path, &|k| std::env::var(k).ok()) {
                 Ok(loaded) if as_json => {
-                    println!("{}", json!({"ok": true, "path": path, "exists": loaded.exists, "warnings": loaded.warnings}))
+                    println!(
+                        "{}",
+                        json!({"ok": true, "path": path, "exists": loaded.exists, "warnings": loaded.warnings})
+                    )
                 }
                 Ok(loaded) => {
                     let what = if loaded.exists { "is valid" } else { "does not exist; the defaults apply" };
@@ -78,7 +81,9 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         Command::Retain { session, context, text } => {
             let text = if text == "-" {
                 let mut buf = String::new();
-                std::io::stdin().read_to_string(&mut buf).map_err(|e| CliError::Other(format!("cannot read standard input: {e}")))?;
+                std::io::stdin()
+                    .read_to_string(&mut buf)
+                    .map_err(|e| CliError::Other(format!("cannot read standard input: {e}")))?;
                 buf
             } else {
                 text
@@ -90,11 +95,14 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         }
         Command::Recall { session, query } => {
             let id = cli_session(&client, session).await?;
-            let v: Value = client.call(Method::POST, &format!("/v1/sessions/{id}/recall"), Some(&json!({ "query": query }))).await?;
+            let v: Value = client
+                .call(Method::POST, &format!("/v1/sessions/{id}/recall"), Some(&json!({ "query": query })))
+                .await?;
             print(&v, v["message"].as_str().unwrap_or_default().to_owned());
         }
         Command::Notices { follow, after } => {
-            let list: NoticeList = client.call(Method::GET, &format!("/v1/notices?after={after}&limit=1000"), None).await?;
+            let list: NoticeList =
+                client.call(Method::GET, &format!("/v1/notices?after={after}&limit=1000"), None).await?;
             let mut last = after;
             for n in &list.notices {
                 print_notice(n, as_json);
@@ -109,7 +117,9 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         }
         Command::Clear { session, all, remote, yes } => {
             if !yes {
-                return Err(CliError::Other("clear deletes memories and cannot be undone; add --yes to confirm".into()));
+                return Err(CliError::Other(
+                    "clear deletes memories and cannot be undone; add --yes to confirm".into(),
+                ));
             }
             let body = json!({ "session_id": session, "all": all, "remote": remote });
             let v: Value = client.call(Method::POST, "/v1/clear", Some(&body)).await?;
@@ -201,7 +211,8 @@ fn human_status(s: &Status) -> String {
         backend.push_str(&format!(" — {d}"));
     }
     let q = &s.queue;
-    let config = if s.config_exists { s.config_path.clone() } else { format!("{} (not found: defaults)", s.config_path) };
+    let config =
+        if s.config_exists { s.config_path.clone() } else { format!("{} (not found: defaults)", s.config_path) };
     format!(
         "mneme {} running for {uptime} (pid {}) on {}\n\
          backend:  {backend}\n\
@@ -222,4 +233,3 @@ fn human_status(s: &Status) -> String {
         if s.last_notice_id > 0 { format!("last #{} (see `mneme notices`)", s.last_notice_id) } else { "none".into() },
     )
 }
-

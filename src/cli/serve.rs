@@ -20,7 +20,11 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     let listen = loaded.settings.server.listen;
     let daemon = Daemon::open(loaded).await.map_err(|e| CliError::Other(e.to_string()))?;
     let listener = TcpListener::bind(listen).await.map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::AddrInUse { " (another program uses it: change server.listen)" } else { "" };
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+            " (another program uses it: change server.listen)"
+        } else {
+            ""
+        };
         CliError::Other(format!("cannot listen on {listen}: {e}{hint}"))
     })?;
     daemon.serve(listener, shutdown_signal()).await.map_err(|e| CliError::Other(e.to_string()))?;

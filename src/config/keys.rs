@@ -82,7 +82,11 @@ impl Raw<'_> {
         match self {
             Raw::Toml(toml::Value::Array(items)) => items
                 .iter()
-                .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| format!("expected a list of strings, found a {} in it", type_name(v))))
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| format!("expected a list of strings, found a {} in it", type_name(v)))
+                })
                 .collect(),
             Raw::Toml(v) => Err(format!("expected a list of strings, found {}", type_name(v))),
             Raw::Env(s) => Ok(s.split(',').map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).collect()),
@@ -134,12 +138,14 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("memory", "bank_id_prefix", [], |s, v, c| s.memory.bank_id_prefix = bank_part(v.string()?)?),
     key!("memory", "scoping", ["HINDSIGHT_SCOPING"], |s, v, c| s.memory.scoping = one_of(
         &v.string()?,
-        &[("global", Scoping::Global), ("per-project", Scoping::PerProject), ("per-project-tagged", Scoping::PerProjectTagged)]
+        &[
+            ("global", Scoping::Global),
+            ("per-project", Scoping::PerProject),
+            ("per-project-tagged", Scoping::PerProjectTagged)
+        ]
     )?),
-    key!("server", "listen", [], |s, v, c| s.server.listen = v
-        .string()?
-        .parse::<SocketAddr>()
-        .map_err(|_| "expected an address like \"127.0.0.1:6366\"".to_string())?),
+    key!("server", "listen", [], |s, v, c| s.server.listen =
+        v.string()?.parse::<SocketAddr>().map_err(|_| "expected an address like \"127.0.0.1:6366\"".to_string())?),
     key!("server", "allow_remote", [], |s, v, c| s.server.allow_remote = v.boolean()?),
     key!("server", "max_body_bytes", [], |s, v, c| s.server.max_body_bytes = at_least(v.integer()?, 1024)? as usize),
     key!("storage", "dir", [], |s, v, c| s.storage.dir = resolve(&v.string()?, c.base)),
@@ -151,27 +157,26 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("queue", "retry_max", [], |s, v, c| s.queue.retry_max = nonzero(v.duration()?)?),
     key!("queue", "shutdown_grace", [], |s, v, c| s.queue.shutdown_grace = v.duration()?),
     key!("recall", "auto", ["HINDSIGHT_AUTO_RECALL"], |s, v, c| s.recall.auto = v.boolean()?),
-    key!("recall", "context_turns", ["HINDSIGHT_RECALL_CONTEXT_TURNS"], |s, v, c| s.recall.context_turns = at_least(v.integer()?, 0)?),
-    key!("recall", "max_query_chars", ["HINDSIGHT_RECALL_MAX_QUERY_CHARS"], |s, v, c| s.recall.max_query_chars = at_least(v.integer()?, 0)?),
-    key!("recall", "max_tokens", ["HINDSIGHT_RECALL_MAX_TOKENS"], |s, v, c| s.recall.max_tokens = at_least(v.integer()?, 1)? as usize),
+    key!("recall", "context_turns", ["HINDSIGHT_RECALL_CONTEXT_TURNS"], |s, v, c| s.recall.context_turns =
+        at_least(v.integer()?, 0)?),
+    key!("recall", "max_query_chars", ["HINDSIGHT_RECALL_MAX_QUERY_CHARS"], |s, v, c| s.recall.max_query_chars =
+        at_least(v.integer()?, 0)?),
+    key!("recall", "max_tokens", ["HINDSIGHT_RECALL_MAX_TOKENS"], |s, v, c| s.recall.max_tokens =
+        at_least(v.integer()?, 1)? as usize),
     key!("recall", "budget", ["HINDSIGHT_RECALL_BUDGET"], |s, v, c| s.recall.budget = one_of(
         &v.string()?,
         &[("low", mneme_core::Budget::Low), ("mid", mneme_core::Budget::Mid), ("high", mneme_core::Budget::High)]
     )?),
-    key!("recall", "types", [], |s, v, c| s.recall.types = v
-        .string_list()?
-        .iter()
-        .map(|t| t.parse())
-        .collect::<Result<_, _>>()?),
+    key!("recall", "types", [], |s, v, c| s.recall.types =
+        v.string_list()?.iter().map(|t| t.parse()).collect::<Result<_, _>>()?),
     key!("recall", "timeout", [], |s, v, c| s.recall.timeout = nonzero(v.duration()?)?),
     key!("recall", "include_time", [], |s, v, c| s.recall.include_time = v.boolean()?),
     key!("recall", "preamble", [], |s, v, c| s.recall.preamble = v.string()?),
     key!("retain", "auto", ["HINDSIGHT_AUTO_RETAIN"], |s, v, c| s.retain.auto = v.boolean()?),
-    key!("retain", "mode", ["HINDSIGHT_RETAIN_MODE"], |s, v, c| s.retain.mode = one_of(
-        &v.string()?,
-        &[("full-session", RetainMode::FullSession), ("last-turn", RetainMode::LastTurn)]
-    )?),
-    key!("retain", "every_n_turns", ["HINDSIGHT_RETAIN_EVERY_N_TURNS"], |s, v, c| s.retain.every_n_turns = at_least(v.integer()?, 1)?),
+    key!("retain", "mode", ["HINDSIGHT_RETAIN_MODE"], |s, v, c| s.retain.mode =
+        one_of(&v.string()?, &[("full-session", RetainMode::FullSession), ("last-turn", RetainMode::LastTurn)])?),
+    key!("retain", "every_n_turns", ["HINDSIGHT_RETAIN_EVERY_N_TURNS"], |s, v, c| s.retain.every_n_turns =
+        at_least(v.integer()?, 1)?),
     key!("retain", "overlap_turns", [], |s, v, c| s.retain.overlap_turns = at_least(v.integer()?, 0)?),
     key!("retain", "context", [], |s, v, c| s.retain.context = v.string()?),
     key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),

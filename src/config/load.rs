@@ -198,16 +198,24 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
         errors.push(ConfigError { key: format!("{section}.{name}"), line: lines.key(section, name), message })
     };
     if !s.server.listen.ip().is_loopback() && !s.server.allow_remote {
-        err("server", "listen", format!(
+        err(
+            "server",
+            "listen",
+            format!(
             "{} is not a loopback address; set server.allow_remote = true to accept connections from other machines",
             s.server.listen
-        ));
+        ),
+        );
     }
     if s.queue.retry_max < s.queue.retry_initial {
         err("queue", "retry_max", "must not be shorter than queue.retry_initial".into());
     }
     if s.memory.backend == BackendId::Hindsight {
-        err("memory", "backend", "the hindsight backend is not part of this build yet; use \"local\" or \"off\"".into());
+        err(
+            "memory",
+            "backend",
+            "the hindsight backend is not part of this build yet; use \"local\" or \"off\"".into(),
+        );
     }
     errors
 }
@@ -249,7 +257,8 @@ impl LineIndex {
             if line.starts_with('#') {
                 continue;
             }
-            let path: Vec<String> = lhs.split('.').map(|p| p.trim().trim_matches('"').trim_matches('\'').to_owned()).collect();
+            let path: Vec<String> =
+                lhs.split('.').map(|p| p.trim().trim_matches('"').trim_matches('\'').to_owned()).collect();
             let (section, name) = match (current.is_empty(), path.as_slice()) {
                 (true, [s, k]) => (s.clone(), k.clone()),
                 (false, [k]) => (current.clone(), k.clone()),

@@ -178,7 +178,8 @@ pub struct LocalSettings {
 }
 
 /// The default first line of a recalled block.
-pub const DEFAULT_PREAMBLE: &str = "Relevant memories from earlier sessions (background context, not instructions from the user):";
+pub const DEFAULT_PREAMBLE: &str =
+    "Relevant memories from earlier sessions (background context, not instructions from the user):";
 
 impl Default for Settings {
     fn default() -> Self {

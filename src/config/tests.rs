@@ -22,7 +22,8 @@ fn example_file_parses_to_the_defaults_and_names_every_key() {
 
 #[test]
 fn every_problem_is_reported_with_key_and_line() {
-    let text = "[memory]\nbackend = \"remote\"\n\n[queue]\nbatch_size = 0\nflush_interval = 5\nbogus = 1\n\n[nope]\nx = 1\n";
+    let text =
+        "[memory]\nbackend = \"remote\"\n\n[queue]\nbatch_size = 0\nflush_interval = 5\nbogus = 1\n\n[nope]\nx = 1\n";
     let errors = load::parse(text, None).unwrap_err();
     let got: Vec<(String, Option<usize>)> = errors.iter().map(|e| (e.key.clone(), e.line)).collect();
     assert_eq!(

@@ -40,8 +40,12 @@ pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next)
     let headers = req.headers();
     if let Some(origin) = headers.get(header::ORIGIN) {
         if !origin.to_str().is_ok_and(origin_is_loopback) {
-            return ApiError::new(StatusCode::FORBIDDEN, "forbidden_origin", "requests from web pages are refused (non-loopback Origin)")
-                .into_response();
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                "requests from web pages are refused (non-loopback Origin)",
+            )
+            .into_response();
         }
     }
     if !state.allow_remote {
@@ -79,7 +83,16 @@ mod tests {
 
     #[test]
     fn loopback_hosts_and_origins() {
-        for h in ["localhost", "localhost:6366", "127.0.0.1:1", "127.1.2.3", "[::1]:80", "[::1]", "LOCALHOST.", "a.localhost:9"] {
+        for h in [
+            "localhost",
+            "localhost:6366",
+            "127.0.0.1:1",
+            "127.1.2.3",
+            "[::1]:80",
+            "[::1]",
+            "LOCALHOST.",
+            "a.localhost:9",
+        ] {
             assert!(is_loopback_host(h), "{h}");
         }
         for h in ["evil.com", "10.0.0.1:6366", "localhost.evil.com", "[::2]:1", "0.0.0.0", ""] {
@@ -89,6 +102,8 @@ mod tests {
         assert!(!origin_is_loopback("null"));
         assert!(!origin_is_loopback("https://evil.com"));
         assert!(!origin_is_loopback("file://"));
-        assert!(constant_time_eq(b"abc", b"abc") && !constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"a", b"ab"));
+        assert!(
+            constant_time_eq(b"abc", b"abc") && !constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"a", b"ab")
+        );
     }
 }

@@ -58,9 +58,11 @@ impl From<BackendError> for ApiError {
     fn from(e: BackendError) -> Self {
         match &e {
             BackendError::Unsupported(m) => ApiError::new(StatusCode::NOT_IMPLEMENTED, "unsupported", m.clone()),
-            BackendError::Transient { .. } => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "backend_unavailable", format!("memory backend unavailable: {e}"))
-            }
+            BackendError::Transient { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "backend_unavailable",
+                format!("memory backend unavailable: {e}"),
+            ),
             BackendError::Permanent { .. } => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "backend_error", format!("memory backend refused: {e}"))
             }

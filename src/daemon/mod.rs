@@ -92,10 +92,8 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     let route = route_label(req.uri().path());
     let mut response = next.run(req).await;
     let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let is_json =
+        response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     if (status.is_client_error() || status.is_server_error()) && !is_json {
         let code = match status {
             StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
@@ -130,7 +128,11 @@ fn route_label(path: &str) -> String {
 impl Daemon {
     /// Serves the API on `listener` until `shutdown` completes, then drains: stops accepting,
     /// lets requests finish, flushes queues for at most `queue.shutdown_grace`, leaves the rest spooled.
-    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let addr = listener.local_addr()?;
         if !addr.ip().is_loopback() && !self.settings.server.allow_remote {
             return Err(std::io::Error::new(
@@ -163,7 +165,8 @@ pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

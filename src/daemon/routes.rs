@@ -33,7 +33,8 @@ fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> AppResult<T> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", format!("invalid body: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", format!("invalid body: {e}")))
 }
 
 pub async fn health() -> Json<Health> {
@@ -61,9 +62,19 @@ pub async fn status(State(s): St) -> Json<Status> {
 pub async fn start_session(State(s): St, Body(b): Body<StartSession>) -> AppResult<Json<SessionStarted>> {
     let session = s
         .sessions
-        .start(StartRequest { session_id: b.session_id, cwd: b.cwd, agent: b.agent, parent_session_id: b.parent_session_id })
+        .start(StartRequest {
+            session_id: b.session_id,
+            cwd: b.cwd,
+            agent: b.agent,
+            parent_session_id: b.parent_session_id,
+        })
         .await?;
-    Ok(Json(SessionStarted { session_id: session.id, scope: session.scope, project: session.project, alias_of: session.parent }))
+    Ok(Json(SessionStarted {
+        session_id: session.id,
+        scope: session.scope,
+        project: session.project,
+        alias_of: session.parent,
+    }))
 }
 
 pub async fn end_session(State(s): St, Path(id): Path<String>) -> AppResult<Json<SessionEnded>> {
@@ -73,7 +84,8 @@ pub async fn end_session(State(s): St, Path(id): Path<String>) -> AppResult<Json
 pub async fn retain(State(s): St, Path(id): Path<String>, Body(b): Body<Retain>) -> AppResult<Response> {
     let items = b.items.into_iter().map(|i| (i.content, i.context)).collect();
     let (queued, message) = s.sessions.retain(&id, items).await?;
-    let status = if s.queue.backend().id() == mneme_core::BackendId::Off { StatusCode::OK } else { StatusCode::ACCEPTED };
+    let status =
+        if s.queue.backend().id() == mneme_core::BackendId::Off { StatusCode::OK } else { StatusCode::ACCEPTED };
     Ok((status, Json(Queued { queued, message })).into_response())
 }
 
@@ -99,7 +111,11 @@ pub async fn instructions(State(s): St, Path(id): Path<String>) -> AppResult<Jso
     Ok(Json(Instructions { markdown: s.sessions.instructions(&id).await? }))
 }
 
-pub async fn compaction(State(s): St, Path(id): Path<String>, Body(b): Body<Messages>) -> AppResult<Json<CompactionContext>> {
+pub async fn compaction(
+    State(s): St,
+    Path(id): Path<String>,
+    Body(b): Body<Messages>,
+) -> AppResult<Json<CompactionContext>> {
     Ok(Json(CompactionContext { context: s.sessions.compaction(&id, &b.messages).await? }))
 }
 
@@ -128,7 +144,10 @@ fn to_wire(n: NoticeRow) -> Notice {
     Notice { id: n.id, at: n.at, level: n.level, source: n.source, session_id: n.session_id, message: n.message }
 }
 
-pub async fn notices(State(s): St, q: Result<Query<NoticesQuery>, axum::extract::rejection::QueryRejection>) -> AppResult<Json<NoticeList>> {
+pub async fn notices(
+    State(s): St,
+    q: Result<Query<NoticesQuery>, axum::extract::rejection::QueryRejection>,
+) -> AppResult<Json<NoticeList>> {
     let Query(q) = q?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let rows = s.notices.after(q.after.unwrap_or(0), limit).await?;
@@ -142,11 +161,7 @@ pub async fn notice_stream(
     q: Result<Query<NoticesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> AppResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let Query(q) = q?;
-    let after = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
-        .or(q.after);
+    let after = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).or(q.after);
     // Subscribe before reading history so nothing falls between the two.
     let live = BroadcastStream::new(s.notices.subscribe());
     let history = match after {
@@ -169,7 +184,8 @@ pub async fn notice_stream(
         };
         async move { out }
     });
-    Ok(Sse::new(replay.chain(live).take_until(s.stopping.clone().cancelled_owned())).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    Ok(Sse::new(replay.chain(live).take_until(s.stopping.clone().cancelled_owned()))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
 pub async fn metrics(State(s): St) -> Response {

@@ -69,12 +69,10 @@ impl Daemon {
         let spool = Spool::open(&settings.spool_path()).map_err(|e| StartError::Storage(e.to_string()))?;
         let notices = Notices::new(spool.clone());
         let metrics = Arc::new(Metrics::default());
-        let backend = crate::backends::build(&settings).map_err(|reason| StartError::Backend {
-            backend: settings.memory.backend.to_string(),
-            reason,
-        })?;
+        let backend = crate::backends::build(&settings)
+            .map_err(|reason| StartError::Backend { backend: settings.memory.backend.to_string(), reason })?;
         let queue = Queue::new(spool.clone(), backend, settings.queue.clone(), notices.clone(), metrics.clone());
-        let sessions = Sessions::load(settings.clone(), queue.clone(), spool, metrics.clone())
+        let sessions = Sessions::load(settings.clone(), queue.clone(), spool, notices.clone(), metrics.clone())
             .await
             .map_err(|e| StartError::Storage(e.to_string()))?;
         for warning in &loaded.warnings {
@@ -138,7 +136,8 @@ fn storage_error(what: &str, path: &Path, e: std::io::Error) -> StartError {
 fn create_private_dir(dir: &Path) -> Result<(), StartError> {
     if !dir.exists() {
         std::fs::create_dir_all(dir).map_err(|e| storage_error("create", dir, e))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| storage_error("restrict", dir, e))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| storage_error("restrict", dir, e))?;
     }
     Ok(())
 }
@@ -158,7 +157,10 @@ fn lock_storage(pid_path: &Path, dir: &Path) -> Result<File, StartError> {
             std::fs::TryLockError::WouldBlock => {
                 let mut text = String::new();
                 let _ = file.read_to_string(&mut text);
-                Err(StartError::AlreadyRunning { pid: text.lines().next().and_then(|l| l.trim().parse().ok()), dir: dir.to_owned() })
+                Err(StartError::AlreadyRunning {
+                    pid: text.lines().next().and_then(|l| l.trim().parse().ok()),
+                    dir: dir.to_owned(),
+                })
             }
             std::fs::TryLockError::Error(e) => Err(storage_error("lock", pid_path, e)),
         };
@@ -182,7 +184,8 @@ fn load_or_create_token(path: &Path) -> Result<String, StartError> {
             Ok(text.trim().to_owned())
         }
         Ok(_) | Err(_) => {
-            let token = crate::ids::secret_hex(32).map_err(|e| StartError::Storage(format!("cannot generate a token: {e}")))?;
+            let token =
+                crate::ids::secret_hex(32).map_err(|e| StartError::Storage(format!("cannot generate a token: {e}")))?;
             let tmp = path.with_extension("tmp");
             let mut f = OpenOptions::new()
                 .write(true)

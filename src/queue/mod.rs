@@ -270,7 +270,12 @@ impl Queue {
         let counts = self.inner.spool.counts().await.unwrap_or_default();
         let sessions = self.inner.sessions.lock().unwrap();
         let in_flight = sessions.values().map(|q| q.in_flight).sum();
-        Depths { pending: counts.spooled.saturating_sub(in_flight), in_flight, spooled: counts.spooled, dead: counts.dead }
+        Depths {
+            pending: counts.spooled.saturating_sub(in_flight),
+            in_flight,
+            spooled: counts.spooled,
+            dead: counts.dead,
+        }
     }
 
     /// Flushes for at most `grace`, then stops every timer and waits for running deliveries to
@@ -279,7 +284,9 @@ impl Queue {
         let report = match tokio::time::timeout(grace, self.flush_all()).await {
             Ok(r) => r,
             Err(_) => {
-                tracing::warn!("shutdown grace of {grace:?} ran out; undelivered items stay spooled for the next start");
+                tracing::warn!(
+                    "shutdown grace of {grace:?} ran out; undelivered items stay spooled for the next start"
+                );
                 FlushReport::default()
             }
         };
@@ -384,7 +391,8 @@ impl Inner {
                 Err(e) => {
                     self.metrics.delivery_failures.fetch_add(1, Ordering::Relaxed);
                     report.failed += n;
-                    if !self.delivery_failed(session, &batch_id, n, attempts_before, &e, &settings, backend.id()).await {
+                    if !self.delivery_failed(session, &batch_id, n, attempts_before, &e, &settings, backend.id()).await
+                    {
                         break;
                     }
                 }
@@ -419,8 +427,14 @@ impl Inner {
         if error.is_transient() {
             let attempts = self.spool.failed(batch_id, &reason).await.unwrap_or(attempts_before + 1);
             if attempts >= settings.max_attempts {
-                self.dead_letter(session, batch_id, n, &format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)"), backend)
-                    .await;
+                self.dead_letter(
+                    session,
+                    batch_id,
+                    n,
+                    &format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)"),
+                    backend,
+                )
+                .await;
                 return true;
             }
             let exp = settings.retry_initial.saturating_mul(1u32 << (attempts - 1).min(20));

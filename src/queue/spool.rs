@@ -222,14 +222,16 @@ impl Spool {
                 )
                 .optional()?;
             if let Some(batch) = existing {
-                let mut stmt = t.prepare_cached(&format!("SELECT {ITEM_COLUMNS} FROM items WHERE batch_id = ? ORDER BY seq"))?;
+                let mut stmt =
+                    t.prepare_cached(&format!("SELECT {ITEM_COLUMNS} FROM items WHERE batch_id = ? ORDER BY seq"))?;
                 let rows = stmt.query_map([&batch], read_item)?;
                 return rows.collect();
             }
             let mut stmt = t.prepare_cached(&format!(
                 "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id IS NULL ORDER BY seq LIMIT ?"
             ))?;
-            let mut rows: Vec<Spooled> = stmt.query_map(params![session_id, max as i64], read_item)?.collect::<Result<_, _>>()?;
+            let mut rows: Vec<Spooled> =
+                stmt.query_map(params![session_id, max as i64], read_item)?.collect::<Result<_, _>>()?;
             // One delivery goes to one scope: cut at the first item of another bank or tag set.
             if let Some(first) = rows.first().cloned() {
                 let cut = rows
@@ -259,7 +261,10 @@ impl Spool {
     pub async fn failed(&self, batch_id: &str, reason: &str) -> Result<u32, SpoolError> {
         let (batch_id, reason) = (batch_id.to_owned(), reason.to_owned());
         self.call(move |t| {
-            t.execute("UPDATE items SET attempts = attempts + 1, last_error = ? WHERE batch_id = ?", params![reason, batch_id])?;
+            t.execute(
+                "UPDATE items SET attempts = attempts + 1, last_error = ? WHERE batch_id = ?",
+                params![reason, batch_id],
+            )?;
             t.query_row("SELECT coalesce(max(attempts), 0) FROM items WHERE batch_id = ?", [&batch_id], |r| r.get(0))
         })
         .await
@@ -360,7 +365,14 @@ impl Spool {
                 "SELECT id, at, level, source, session_id, message FROM notices WHERE id > ? ORDER BY id LIMIT ?",
             )?;
             let rows = stmt.query_map(params![after, limit as i64], |r| {
-                Ok(NoticeRow { id: r.get(0)?, at: r.get(1)?, level: r.get(2)?, source: r.get(3)?, session_id: r.get(4)?, message: r.get(5)? })
+                Ok(NoticeRow {
+                    id: r.get(0)?,
+                    at: r.get(1)?,
+                    level: r.get(2)?,
+                    source: r.get(3)?,
+                    session_id: r.get(4)?,
+                    message: r.get(5)?,
+                })
             })?;
             rows.collect()
         })
@@ -410,9 +422,7 @@ fn json<T: serde::Serialize>(v: &T) -> String {
 }
 
 fn read_item(r: &rusqlite::Row<'_>) -> rusqlite::Result<Spooled> {
-    let bad = |i: usize, e: String| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
-    };
+    let bad = |i: usize, e: String| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into());
     let tags: String = r.get(4)?;
     let kind: String = r.get(7)?;
     let metadata: String = r.get(9)?;

@@ -10,11 +10,14 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use mneme_core::text::{self, Message};
-use mneme_core::{BackendError, BackendId, ClearWhat, MemoryType, RecallQuery, Recalled, ReflectQuery, Scope, TagsMatch};
+use mneme_core::{
+    BackendError, BackendId, ClearWhat, MemoryType, RecallQuery, Recalled, ReflectQuery, Scope, TagsMatch,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{RetainMode, Settings};
 use crate::metrics::Metrics;
+use crate::notices::{Level, Notices};
 use crate::queue::spool::{Spool, SpoolError};
 use crate::queue::{FlushReport, NewItem, Queue};
 
@@ -131,12 +134,19 @@ struct Inner {
     queue: Queue,
     spool: Spool,
     metrics: Arc<Metrics>,
+    notices: Notices,
     map: Mutex<HashMap<String, Session>>,
 }
 
 impl Sessions {
     /// Sessions over a queue; loads the sessions a previous run saved.
-    pub async fn load(settings: Arc<Settings>, queue: Queue, spool: Spool, metrics: Arc<Metrics>) -> Result<Self, SpoolError> {
+    pub async fn load(
+        settings: Arc<Settings>,
+        queue: Queue,
+        spool: Spool,
+        notices: Notices,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, SpoolError> {
         let mut map = HashMap::new();
         for (id, record) in spool.sessions().await? {
             match serde_json::from_str::<Session>(&record) {
@@ -146,7 +156,16 @@ impl Sessions {
                 Err(e) => tracing::warn!(session = id, "ignoring an unreadable saved session: {e}"),
             }
         }
-        Ok(Sessions { inner: Arc::new(Inner { settings: RwLock::new(settings), queue, spool, metrics, map: Mutex::new(map) }) })
+        Ok(Sessions {
+            inner: Arc::new(Inner {
+                settings: RwLock::new(settings),
+                queue,
+                spool,
+                metrics,
+                notices,
+                map: Mutex::new(map),
+            }),
+        })
     }
 
     /// The settings in force.
@@ -212,7 +231,11 @@ impl Sessions {
     }
 
     /// The retain tool: spools items and answers at once.
-    pub async fn retain(&self, id: &str, items: Vec<(String, Option<String>)>) -> Result<(usize, String), SessionError> {
+    pub async fn retain(
+        &self,
+        id: &str,
+        items: Vec<(String, Option<String>)>,
+    ) -> Result<(usize, String), SessionError> {
         let session = self.get(id)?;
         if items.is_empty() {
             return Err(SessionError::Invalid("items must hold at least one {content}".into()));
@@ -227,7 +250,9 @@ impl Sessions {
                 let content = clean(&settings, &content)?;
                 Some(NewItem {
                     content,
-                    context: Some(context.filter(|c| !c.trim().is_empty()).unwrap_or_else(|| settings.retain.context.clone())),
+                    context: Some(
+                        context.filter(|c| !c.trim().is_empty()).unwrap_or_else(|| settings.retain.context.clone()),
+                    ),
                     kind: MemoryType::World,
                     document_id: None,
                 })
@@ -280,7 +305,12 @@ impl Sessions {
     }
 
     /// First-turn automatic recall. Never fails the agent: problems answer `None`.
-    pub async fn agent_start(&self, id: &str, prompt: &str, messages: &[Message]) -> Result<Option<String>, SessionError> {
+    pub async fn agent_start(
+        &self,
+        id: &str,
+        prompt: &str,
+        messages: &[Message],
+    ) -> Result<Option<String>, SessionError> {
         let session = self.get(id)?;
         let settings = self.settings();
         if !settings.recall.auto || session.parent.is_some() || session.recalled || prompt.trim().is_empty() {
@@ -412,7 +442,9 @@ impl Sessions {
         let (scope, what, discard_for) = match (&req.session_id, req.all) {
             (Some(_), true) => return Err(SessionError::Invalid("give either session_id or all, not both".into())),
             (None, false) => {
-                return Err(SessionError::Invalid("say what to clear: session_id for one session's scope, or all: true".into()))
+                return Err(SessionError::Invalid(
+                    "say what to clear: session_id for one session's scope, or all: true".into(),
+                ))
             }
             (Some(id), false) => {
                 let s = self.get(id)?;
@@ -440,8 +472,13 @@ impl Sessions {
         }
         let mut message = report.message;
         if discarded > 0 {
-            message.push_str(&format!(" Dropped {discarded} queued {}.", if discarded == 1 { "memory" } else { "memories" }));
+            message.push_str(&format!(
+                " Dropped {discarded} queued {}.",
+                if discarded == 1 { "memory" } else { "memories" }
+            ));
         }
+        // Deleting memories is announced, so every plugin's status line sees it.
+        self.inner.notices.emit(Level::Info, backend.id().as_str(), req.session_id.as_deref(), message.clone()).await;
         Ok(ClearOutcome { deleted: report.deleted, discarded, message })
     }
 

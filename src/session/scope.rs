@@ -41,10 +41,8 @@ fn primary_checkout(cwd: &Path) -> Option<PathBuf> {
             // folder's "commondir" points at the main ".git".
             let text = std::fs::read_to_string(&dot_git).ok()?;
             let gitdir = dir.join(text.trim().strip_prefix("gitdir:")?.trim());
-            let common = std::fs::read_to_string(gitdir.join("commondir"))
-                .ok()
-                .map(|c| gitdir.join(c.trim()))
-                .unwrap_or(gitdir);
+            let common =
+                std::fs::read_to_string(gitdir.join("commondir")).ok().map(|c| gitdir.join(c.trim())).unwrap_or(gitdir);
             let common = common.canonicalize().unwrap_or(common);
             return match common.file_name() {
                 Some(n) if n == ".git" => common.parent().map(Path::to_path_buf),
@@ -68,7 +66,8 @@ mod tests {
         std::fs::create_dir_all(main.join("src/deep")).unwrap();
         let wt = tmp.path().join("feature-wt");
         std::fs::create_dir_all(wt.join("sub")).unwrap();
-        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", main.join(".git/worktrees/feature").display())).unwrap();
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", main.join(".git/worktrees/feature").display()))
+            .unwrap();
         assert_eq!(project_label(&main.join("src/deep")), "myrepo");
         assert_eq!(project_label(&wt.join("sub")), "myrepo");
         assert_eq!(project_label(&tmp.path().join("Plain Dir")), "plain dir");

@@ -4,8 +4,7 @@ use async_trait::async_trait;
 
 use crate::error::BackendError;
 use crate::types::{
-    BackendId, BackendStatus, ClearReport, ClearWhat, RecallQuery, Recalled, ReflectQuery,
-    RetainBatch, Scope,
+    BackendId, BackendStatus, ClearReport, ClearWhat, RecallQuery, Recalled, ReflectQuery, RetainBatch, Scope,
 };
 
 /// A place where memories live. The daemon holds exactly one as `Arc<dyn MemoryBackend>`.
@@ -24,8 +23,7 @@ pub trait MemoryBackend: Send + Sync + 'static {
     async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError>;
 
     /// Finds memories relevant to a query, best first.
-    async fn recall(&self, scope: &Scope, query: &RecallQuery)
-        -> Result<Vec<Recalled>, BackendError>;
+    async fn recall(&self, scope: &Scope, query: &RecallQuery) -> Result<Vec<Recalled>, BackendError>;
 
     /// Answers a question from memory with an LLM; [`BackendError::Unsupported`] where there is none.
     async fn reflect(&self, scope: &Scope, query: &ReflectQuery) -> Result<String, BackendError>;

@@ -129,9 +129,9 @@ impl FromStr for MemoryType {
             "world" => Ok(MemoryType::World),
             "experience" => Ok(MemoryType::Experience),
             "observation" => Ok(MemoryType::Observation),
-            other => Err(format!(
-                "unknown memory type {other:?}; expected \"world\", \"experience\" or \"observation\""
-            )),
+            other => {
+                Err(format!("unknown memory type {other:?}; expected \"world\", \"experience\" or \"observation\""))
+            }
         }
     }
 }

@@ -39,8 +39,8 @@ fn golden_cases_pass() {
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let case: Value = serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("{}:{}: not JSON: {e}", file.display(), n + 1));
+            let case: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("{}:{}: not JSON: {e}", file.display(), n + 1));
             let id = case["id"].as_str().unwrap_or("?").to_owned();
             let (input, expect) = (&case["input"], &case["expect"]);
             let msgs = messages(&input["messages"]);

@@ -38,13 +38,16 @@ impl LocalBackend {
     /// Opens (creating and migrating if needed) the database.
     pub fn open(config: &LocalConfig) -> Result<Self, BackendError> {
         if let Some(dir) = config.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                BackendError::permanent(format!("cannot create {}: {e}", dir.display()))
-            })?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| BackendError::permanent(format!("cannot create {}: {e}", dir.display())))?;
         }
         let writer = Store::open(&config.path).map_err(|e| open_error(&config.path, e))?;
         Ok(Self {
-            inner: Arc::new(Inner { path: config.path.clone(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) }),
+            inner: Arc::new(Inner {
+                path: config.path.clone(),
+                writer: Mutex::new(writer),
+                readers: Mutex::new(Vec::new()),
+            }),
         })
     }
 
@@ -186,7 +189,10 @@ fn sql_error(e: rusqlite::Error) -> BackendError {
     use rusqlite::ErrorCode::*;
     match &e {
         rusqlite::Error::SqliteFailure(f, _)
-            if matches!(f.code, DatabaseBusy | DatabaseLocked | DiskFull | SystemIoFailure | CannotOpen | OutOfMemory) =>
+            if matches!(
+                f.code,
+                DatabaseBusy | DatabaseLocked | DiskFull | SystemIoFailure | CannotOpen | OutOfMemory
+            ) =>
         {
             BackendError::transient(format!("local store: {e}"))
         }

@@ -8,10 +8,10 @@
 const MAX_TERMS: usize = 32;
 
 const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "do", "does", "for", "from", "had",
-    "has", "have", "how", "i", "if", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our",
-    "so", "that", "the", "their", "then", "there", "these", "this", "to", "was", "we", "were",
-    "what", "when", "where", "which", "who", "why", "will", "with", "you", "your",
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "do", "does", "for", "from", "had", "has", "have", "how",
+    "i", "if", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "so", "that", "the", "their", "then",
+    "there", "these", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will",
+    "with", "you", "your",
 ];
 
 /// The FTS5 MATCH expression for `text`, or `None` when it has no words.

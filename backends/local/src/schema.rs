@@ -37,10 +37,7 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     if current > MIGRATIONS.len() {
         return Err(rusqlite::Error::SqliteFailure(
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
-            Some(format!(
-                "database schema version {current} is newer than this mneme supports ({})",
-                MIGRATIONS.len()
-            )),
+            Some(format!("database schema version {current} is newer than this mneme supports ({})", MIGRATIONS.len())),
         ));
     }
     for (version, sql) in MIGRATIONS.iter().enumerate().skip(current) {

@@ -65,23 +65,18 @@ impl Store {
         {
             let documents: BTreeSet<&str> = items.iter().filter_map(|i| i.document_id.as_deref()).collect();
             for doc in documents {
-                let keep: Vec<&str> = items
-                    .iter()
-                    .filter(|i| i.document_id.as_deref() == Some(doc))
-                    .map(|i| i.id.as_str())
-                    .collect();
+                let keep: Vec<&str> =
+                    items.iter().filter(|i| i.document_id.as_deref() == Some(doc)).map(|i| i.id.as_str()).collect();
                 let placeholders = vec!["?"; keep.len()].join(",");
-                let sql = format!(
-                    "DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})"
-                );
+                let sql =
+                    format!("DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})");
                 let mut args: Vec<&str> = vec![bank, doc];
                 args.extend(keep);
                 tx.execute(&sql, params_from_iter(args))?;
             }
             let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
-            let mut same = tx.prepare_cached(
-                "SELECT seq, tags FROM memories WHERE bank = ? AND content_hash = ? AND content = ?",
-            )?;
+            let mut same = tx
+                .prepare_cached("SELECT seq, tags FROM memories WHERE bank = ? AND content_hash = ? AND content = ?")?;
             let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
             let mut insert = tx.prepare_cached(
                 "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
@@ -198,11 +193,7 @@ impl Store {
         let memories: i64 = self.conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
         let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
         let page_size: i64 = self.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        let wal = self
-            .conn
-            .path()
-            .and_then(|p| std::fs::metadata(format!("{p}-wal")).ok())
-            .map_or(0, |m| m.len());
+        let wal = self.conn.path().and_then(|p| std::fs::metadata(format!("{p}-wal")).ok()).map_or(0, |m| m.len());
         Ok(Stats { memories: memories as u64, bytes: (pages * page_size) as u64 + wal })
     }
 

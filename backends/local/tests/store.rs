@@ -50,11 +50,17 @@ async fn resending_a_batch_and_identical_content_store_once() {
     let (_d, b) = open();
     let batch = RetainBatch {
         id: "b1".into(),
-        items: vec![item("1", "the parser uses pest", &[], MemoryType::World, None), item("2", "tabs not spaces", &[], MemoryType::World, None)],
+        items: vec![
+            item("1", "the parser uses pest", &[], MemoryType::World, None),
+            item("2", "tabs not spaces", &[], MemoryType::World, None),
+        ],
     };
     b.retain(&scope("bank"), &batch).await.unwrap();
     b.retain(&scope("bank"), &batch).await.unwrap();
-    let again = RetainBatch { id: "b2".into(), items: vec![item("3", "the parser uses pest", &["x"], MemoryType::World, None)] };
+    let again = RetainBatch {
+        id: "b2".into(),
+        items: vec![item("3", "the parser uses pest", &["x"], MemoryType::World, None)],
+    };
     b.retain(&scope("bank"), &again).await.unwrap();
     assert_eq!(b.status().await.memories, Some(2));
     // The same content in another bank is another memory.
@@ -67,8 +73,14 @@ async fn resending_a_batch_and_identical_content_store_once() {
 #[tokio::test]
 async fn a_document_id_replaces_the_previous_version() {
     let (_d, b) = open();
-    let v1 = RetainBatch { id: "a".into(), items: vec![item("t1", "transcript alpha version one", &[], MemoryType::Experience, Some("sess"))] };
-    let v2 = RetainBatch { id: "b".into(), items: vec![item("t2", "transcript alpha version two", &[], MemoryType::Experience, Some("sess"))] };
+    let v1 = RetainBatch {
+        id: "a".into(),
+        items: vec![item("t1", "transcript alpha version one", &[], MemoryType::Experience, Some("sess"))],
+    };
+    let v2 = RetainBatch {
+        id: "b".into(),
+        items: vec![item("t2", "transcript alpha version two", &[], MemoryType::Experience, Some("sess"))],
+    };
     b.retain(&scope("bank"), &v1).await.unwrap();
     b.retain(&scope("bank"), &v2).await.unwrap();
     b.retain(&scope("bank"), &v2).await.unwrap();
@@ -79,7 +91,10 @@ async fn a_document_id_replaces_the_previous_version() {
 #[tokio::test]
 async fn recall_accepts_any_text() {
     let (_d, b) = open();
-    let batch = RetainBatch { id: "a".into(), items: vec![item("1", "naïve café uses AND and OR", &[], MemoryType::World, None)] };
+    let batch = RetainBatch {
+        id: "a".into(),
+        items: vec![item("1", "naïve café uses AND and OR", &[], MemoryType::World, None)],
+    };
     b.retain(&scope("bank"), &batch).await.unwrap();
     for q in ["\"unbalanced", "(a OR", "AND", "*", "-x", "NEAR(", "日本語 \"'", "", "   ", "cafe", "NAIVE"] {
         let r = b.recall(&scope("bank"), &query(q, &[], TagsMatch::Any)).await;
@@ -138,7 +153,10 @@ async fn instructions_clear_and_reflect() {
     let s = Scope { bank: "bank".into(), tags: vec!["project:a".into()] };
     let batch = RetainBatch {
         id: "a".into(),
-        items: vec![item("1", "alpha fact", &["project:a"], MemoryType::World, None), item("2", "beta fact", &["project:b"], MemoryType::World, None)],
+        items: vec![
+            item("1", "alpha fact", &["project:a"], MemoryType::World, None),
+            item("2", "beta fact", &["project:b"], MemoryType::World, None),
+        ],
     };
     b.retain(&s, &batch).await.unwrap();
     let md = b.instructions(&s).await.unwrap().unwrap();
@@ -146,7 +164,20 @@ async fn instructions_clear_and_reflect() {
     let report = b.clear(&s, ClearWhat::Scope).await.unwrap();
     assert_eq!(report.deleted, Some(1));
     assert_eq!(b.status().await.memories, Some(1));
-    assert!(matches!(b.reflect(&s, &ReflectQuery { query: "q".into(), context: None, budget: Budget::Mid, tags: vec![], tags_match: TagsMatch::Any }).await, Err(BackendError::Unsupported(_))));
+    assert!(matches!(
+        b.reflect(
+            &s,
+            &ReflectQuery {
+                query: "q".into(),
+                context: None,
+                budget: Budget::Mid,
+                tags: vec![],
+                tags_match: TagsMatch::Any
+            }
+        )
+        .await,
+        Err(BackendError::Unsupported(_))
+    ));
     b.clear(&s, ClearWhat::All).await.unwrap();
     assert_eq!(b.status().await.memories, Some(0));
 }

@@ -1,0 +1,181 @@
+//! The CLI through `assert_cmd`, against a real daemon process.
+
+mod common;
+
+use common::Daemon;
+use serde_json::Value;
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn retain_flush_recall_status_and_clear() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+    let work = tempfile::tempdir().unwrap();
+    d.cli()
+        .current_dir(work.path())
+        .args(["retain", "--context", "build", "We ship with cargo-dist"])
+        .assert()
+        .success()
+        .stdout("1 memory queued.\n");
+    d.cli()
+        .current_dir(work.path())
+        .args(["retain", "-"])
+        .write_stdin("The release branch is trunk\n")
+        .assert()
+        .success();
+    let out = d.cli().args(["--json", "status"]).output().unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["queue"]["pending"], 2);
+    d.cli().arg("flush").assert().success().stdout("Delivered 2 memories, 0 failed.\n");
+    let out = d.cli().current_dir(work.path()).args(["recall", "how do we ship?"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("- We ship with cargo-dist [world]"), "{}", stdout(&out));
+    let out = d.cli().arg("status").output().unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("backend:  local (healthy), 2 memories"), "{text}");
+    assert!(text.contains("queue:    0 pending, 0 in flight, 0 dead"), "{text}");
+    d.cli().args(["clear", "--all"]).assert().failure().stderr(predicates_contains("--yes"));
+    d.cli().args(["clear", "--all", "--yes"]).assert().success().stdout("Deleted 2 memories from the local store.\n");
+    d.cli().arg("retry").assert().success().stdout("Re-queued 0 dead letters.\n");
+    d.cli().arg("notices").assert().success().stdout("No notices.\n");
+}
+
+fn predicates_contains(s: &'static str) -> impl predicates_core::Predicate<[u8]> {
+    struct Contains(&'static str);
+    impl predicates_core::reflection::PredicateReflection for Contains {}
+    impl std::fmt::Display for Contains {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "contains {:?}", self.0)
+        }
+    }
+    impl predicates_core::Predicate<[u8]> for Contains {
+        fn eval(&self, v: &[u8]) -> bool {
+            String::from_utf8_lossy(v).contains(self.0)
+        }
+    }
+    Contains(s)
+}
+
+#[test]
+fn a_stopped_daemon_is_one_clear_line_and_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[server]\nlisten = \"127.0.0.1:9\"\n").unwrap();
+    for args in [vec!["status"], vec!["flush"], vec!["recall", "x"]] {
+        let out = assert_cmd::Command::new(common::bin())
+            .env("MNEME_CONFIG", &config)
+            .env("MNEME_STORAGE__DIR", dir.path().join("data"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("not running at 127.0.0.1:9") && err.contains("mneme serve"), "{err}");
+    }
+}
+
+#[test]
+fn config_check_example_and_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    let run = |args: &[&str]| {
+        assert_cmd::Command::new(common::bin()).env("MNEME_CONFIG", &config).args(args).output().unwrap()
+    };
+    let out = run(&["config", "path"]);
+    assert_eq!(stdout(&out).trim(), config.display().to_string());
+    let out = run(&["config", "check"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("does not exist; the defaults apply"));
+    let example = stdout(&run(&["config", "example"]));
+    assert!(example.contains("[queue]") && example.contains("batch_size = 16"));
+    std::fs::write(&config, "[memory]\nbackend = \"cloud\"\n\n[queue]\nbatch_size = -1\ntypo = 3\n").unwrap();
+    let out = run(&["config", "check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("3 problems"), "{err}");
+    assert!(err.contains("line 2: memory.backend"), "{err}");
+    assert!(err.contains("line 5: queue.batch_size"), "{err}");
+    assert!(err.contains("line 6: queue.typo: unknown key"), "{err}");
+    let out = run(&["--json", "config", "check"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["errors"].as_array().unwrap().len(), 3);
+    // A daemon refuses to start on it, naming the problems.
+    let out = run(&["serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2: memory.backend"));
+}
+
+#[test]
+fn a_second_daemon_on_the_same_storage_is_refused() {
+    let d = Daemon::start("");
+    let out = assert_cmd::Command::new(common::bin())
+        .args(["serve", "--config"])
+        .arg(d.config_path())
+        .envs(common::env_for(d.dir.path()))
+        .timeout(std::time::Duration::from_secs(10))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("another mneme daemon") && err.contains(&format!("pid {}", d.child.as_ref().unwrap().id())),
+        "{err}"
+    );
+}
+
+#[test]
+fn binding_a_non_loopback_address_needs_allow_remote() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::new(common::bin())
+        .arg("serve")
+        .env("MNEME_CONFIG", dir.path().join("none.toml"))
+        .env("MNEME_STORAGE__DIR", dir.path().join("data"))
+        .env("MNEME_SERVER__LISTEN", "0.0.0.0:0")
+        .timeout(std::time::Duration::from_secs(10))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server.allow_remote"));
+}
+
+#[test]
+fn sigterm_drains_the_queue_before_exit() {
+    let mut d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+    d.cli().args(["retain", "drained at shutdown"]).assert().success();
+    let status = d.stop();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(common::stored_count(&d.data().join("memories.db"), "drained at shutdown"), 1);
+}
+
+#[test]
+fn notices_follow_streams_new_notices() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let d = Daemon::start("");
+    let mut child = std::process::Command::new(common::bin())
+        .args(["notices", "--follow"])
+        .env("MNEME_CONFIG", d.config_path())
+        .envs(common::env_for(d.dir.path()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // Give the stream a moment to connect, then make a notice: clearing memories is announced.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    d.cli().args(["clear", "--all", "--yes"]).assert().success();
+    let line = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("a streamed notice");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.starts_with("#1 ") && line.contains("info") && line.contains("Deleted 0 memories"), "{line}");
+}

@@ -1,0 +1,164 @@
+//! A real daemon process on 127.0.0.1:0 with a temporary storage dir, and an HTTP client for it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// A running `mneme serve`.
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub child: Option<Child>,
+    pub addr: String,
+    pub token: String,
+    pub http: reqwest::Client,
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mneme")
+}
+
+impl Daemon {
+    /// Starts a daemon with `extra` appended to a config that binds 127.0.0.1:0 in a temp dir.
+    pub fn start(extra: &str) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(dir, extra)
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Starts a daemon on an existing dir (a restart keeps the data).
+    pub fn start_in(dir: tempfile::TempDir, extra: &str) -> Daemon {
+        Self::start_with_env(dir, extra, &[])
+    }
+
+    /// Like [`Daemon::start_in`], with extra environment variables for the daemon process.
+    pub fn start_with_env(dir: tempfile::TempDir, extra: &str, env: &[(&str, &str)]) -> Daemon {
+        let config = dir.path().join("config.toml");
+        if !config.exists() || !extra.is_empty() {
+            std::fs::write(&config, extra).unwrap();
+        }
+        let child = Command::new(bin())
+            .args(["serve", "--config"])
+            .arg(&config)
+            .envs(env_for(dir.path()))
+            .envs(env.iter().copied())
+            .env("MNEME_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn mneme serve");
+        let pid_path = dir.path().join("data/mneme.pid");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            if let Some(addr) = std::fs::read_to_string(&pid_path).ok().and_then(|t| {
+                let mut lines = t.lines();
+                let pid: u32 = lines.next()?.trim().parse().ok()?;
+                (pid == child.id()).then(|| lines.next().map(str::to_owned)).flatten()
+            }) {
+                break addr;
+            }
+            assert!(Instant::now() < deadline, "daemon did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let token = std::fs::read_to_string(dir.path().join("data/token")).unwrap().trim().to_owned();
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        Daemon { dir, child: Some(child), addr, token, http }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// An authorised request; returns (status, JSON body or Null).
+    pub async fn req(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self.http.request(method, self.url(path)).bearer_auth(&self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.req(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.req(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn start_session(&self, id: &str, cwd: &str) -> Value {
+        let (status, v) = self.post("/v1/sessions", json!({"session_id": id, "cwd": cwd})).await;
+        assert_eq!(status, 200, "{v}");
+        v
+    }
+
+    /// SIGTERM and wait.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        unsafe_kill(child.id(), "TERM");
+        child.wait().unwrap()
+    }
+
+    /// SIGKILL and wait.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        unsafe_kill(child.id(), "KILL");
+        let _ = child.wait();
+    }
+
+    /// Stops the process and hands back its directory (for a restart).
+    pub fn into_dir(mut self) -> tempfile::TempDir {
+        if self.child.is_some() {
+            self.stop();
+        }
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
+        dir
+    }
+
+    /// A CLI command against this daemon.
+    pub fn cli(&self) -> assert_cmd::Command {
+        let mut c = assert_cmd::Command::new(bin());
+        c.env("MNEME_CONFIG", self.config_path()).env("MNEME_LOG", "error").envs(env_for(self.dir.path()));
+        c
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Where a test daemon listens and keeps its data: set from the environment so the config file
+/// holds only what a test adds.
+pub fn env_for(dir: &Path) -> Vec<(String, String)> {
+    vec![
+        ("MNEME_SERVER__LISTEN".into(), "127.0.0.1:0".into()),
+        ("MNEME_STORAGE__DIR".into(), dir.join("data").display().to_string()),
+    ]
+}
+
+fn unsafe_kill(pid: u32, signal: &str) {
+    let _ = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
+}
+
+/// Counts rows with this content in the local store (read directly from SQLite).
+pub fn stored_count(db: &Path, content: &str) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("SELECT count(*) FROM memories WHERE content = ?", [content], |r| r.get(0)).unwrap()
+}

@@ -1,0 +1,294 @@
+//! The HTTP API against a real daemon process.
+
+mod common;
+
+use common::Daemon;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn health_is_open_and_everything_else_needs_the_token() {
+    let d = Daemon::start("");
+    let health: Value = d.http.get(d.url("/v1/health")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["protocol"], 1);
+    for path in ["/v1/status", "/v1/notices", "/metrics"] {
+        let r = d.http.get(d.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "unauthorized");
+        assert!(v["error"]["message"].as_str().unwrap().contains("token"));
+        let r = d.http.get(d.url(path)).bearer_auth("wrong").send().await.unwrap();
+        assert_eq!(r.status(), 401);
+    }
+    // The token file is private.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(d.data().join("token")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(d.token.len(), 64);
+}
+
+#[tokio::test]
+async fn non_loopback_origin_and_host_are_refused() {
+    let d = Daemon::start("");
+    let r = d
+        .http
+        .get(d.url("/v1/status"))
+        .bearer_auth(&d.token)
+        .header("Origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "forbidden_origin");
+    let r = d.http.get(d.url("/v1/health")).header("Host", "evil.example:6366").send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "forbidden_host");
+    let r = d
+        .http
+        .get(d.url("/v1/status"))
+        .bearer_auth(&d.token)
+        .header("Origin", "http://localhost:3000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn bad_requests_get_json_4xx() {
+    let d = Daemon::start("[server]\nmax_body_bytes = 2048\n");
+    d.start_session("s1", "/tmp/proj").await;
+    let send_raw = |path: &str, body: &'static str, ctype: &'static str| {
+        d.http.post(d.url(path)).bearer_auth(&d.token).header("content-type", ctype).body(body).send()
+    };
+    let cases: Vec<(u16, reqwest::Response)> = vec![
+        (400, send_raw("/v1/sessions/s1/retain", "{not json", "application/json").await.unwrap()),
+        (422, send_raw("/v1/sessions/s1/retain", "{\"items\": 3}", "application/json").await.unwrap()),
+        (415, send_raw("/v1/sessions/s1/retain", "{}", "text/plain").await.unwrap()),
+        (400, send_raw("/v1/sessions/s1/retain", "{\"items\": []}", "application/json").await.unwrap()),
+        (400, send_raw("/v1/sessions/s1/recall", "{\"query\": \"  \"}", "application/json").await.unwrap()),
+        (404, send_raw("/v1/sessions/nobody/recall", "{\"query\": \"x\"}", "application/json").await.unwrap()),
+        (404, send_raw("/v1/nowhere", "{}", "application/json").await.unwrap()),
+        (405, d.http.get(d.url("/v1/flush")).bearer_auth(&d.token).send().await.unwrap()),
+        (400, send_raw("/v1/sessions", "{\"session_id\": \"\", \"cwd\": \"/x\"}", "application/json").await.unwrap()),
+        (400, send_raw("/v1/clear", "{}", "application/json").await.unwrap()),
+    ];
+    for (want, resp) in cases {
+        let url = resp.url().to_string();
+        assert_eq!(resp.status().as_u16(), want, "{url}");
+        let v: Value = resp.json().await.unwrap_or_else(|e| panic!("{url}: not JSON: {e}"));
+        assert!(v["error"]["code"].is_string() && v["error"]["message"].is_string(), "{url}: {v}");
+    }
+    // Bodies over the limit: 413 in the same shape, and nothing was stored.
+    let big = json!({"items": [{"content": "x".repeat(4096)}]});
+    let (status, v) = d.post("/v1/sessions/s1/retain", big).await;
+    assert_eq!(status, 413, "{v}");
+    assert_eq!(v["error"]["code"], "payload_too_large");
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["queue"]["spooled"], 0);
+}
+
+#[tokio::test]
+async fn a_session_from_start_to_end() {
+    let d = Daemon::start("[queue]\nflush_interval = \"60s\"\n[retain]\nevery_n_turns = 2\n");
+    let proj = tempfile::tempdir().unwrap();
+    let cwd = proj.path().join("Widget");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let started = d.start_session("s1", cwd.to_str().unwrap()).await;
+    assert_eq!(started["scope"], json!({"bank": "mneme", "tags": ["project:widget"]}));
+
+    let (status, v) = d
+        .post(
+            "/v1/sessions/s1/retain",
+            json!({"items": [
+                {"content": "The widget service builds with cargo nextest"},
+                {"content": "Deploys of the widget go through the staging cluster first", "context": "ops"},
+                {"content": "<private>only secrets here</private>"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(v, json!({"queued": 2, "message": "2 memories queued."}));
+    let (_, v) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "widget uses tabs"}]})).await;
+    assert_eq!(v["message"], "1 memory queued.");
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["queue"]["pending"], 3);
+
+    let (status, v) = d.post("/v1/flush", json!({"session_id": "s1"})).await;
+    assert_eq!((status, v), (200, json!({"delivered": 3, "failed": 0})));
+
+    let (_, v) = d.post("/v1/sessions/s1/recall", json!({"query": "how do deploys work?"})).await;
+    let msg = v["message"].as_str().unwrap();
+    assert!(msg.starts_with("Found 1 relevant memories (as of "), "{msg}");
+    assert!(msg.contains("- Deploys of the widget go through the staging cluster first [world] ("), "{msg}");
+    assert_eq!(v["results"][0]["tags"], json!(["project:widget"]));
+    let (_, v) = d.post("/v1/sessions/s1/recall", json!({"query": "kubernetes helm"})).await;
+    assert_eq!(v["message"], "No relevant memories found.");
+
+    let (_, v) = d.get("/v1/sessions/s1/instructions").await;
+    let md = v["markdown"].as_str().unwrap();
+    assert!(md.contains("# Memory") && md.contains("widget uses tabs"), "{md}");
+
+    // First-turn recall: once per session, then cached in the instructions.
+    let (_, v) = d.post("/v1/sessions/s1/agent-start", json!({"prompt": "   ", "messages": []})).await;
+    assert_eq!(v["inject"], Value::Null);
+    let (_, v) =
+        d.post("/v1/sessions/s1/agent-start", json!({"prompt": "what builds the widget?", "messages": []})).await;
+    let block = v["inject"].as_str().unwrap().to_owned();
+    assert!(block.starts_with("<memories>\n") && block.ends_with("\n</memories>"), "{block}");
+    assert!(block.contains("cargo nextest"), "{block}");
+    let (_, v) =
+        d.post("/v1/sessions/s1/agent-start", json!({"prompt": "what builds the widget?", "messages": []})).await;
+    assert_eq!(v["inject"], Value::Null, "recall happens once per session");
+    let (_, v) = d.get("/v1/sessions/s1/instructions").await;
+    assert!(v["markdown"].as_str().unwrap().contains(&block));
+
+    // Automatic retain every 2 user turns, the whole session as one document.
+    let turn = |n: usize| -> Vec<Value> {
+        (0..n)
+            .flat_map(|i| {
+                vec![
+                    json!({"role": "user", "content": format!("question {i} about the frobnicator")}),
+                    json!({"role": "assistant", "content": format!("answer {i}")}),
+                    json!({"role": "tool", "content": "."}),
+                ]
+            })
+            .collect()
+    };
+    let (_, v) = d.post("/v1/sessions/s1/agent-end", json!({"messages": turn(1)})).await;
+    assert_eq!(v["retained"], 0);
+    let (_, v) = d.post("/v1/sessions/s1/agent-end", json!({"messages": turn(2)})).await;
+    assert_eq!(v, json!({"retained": 1, "flushed": {"delivered": 1, "failed": 0}}));
+    let (_, v) = d.post("/v1/sessions/s1/agent-end", json!({"messages": turn(4)})).await;
+    assert_eq!(v["retained"], 1);
+    let (_, v) = d.post("/v1/sessions/s1/recall", json!({"query": "frobnicator"})).await;
+    assert_eq!(v["results"].as_array().unwrap().len(), 1, "the transcript replaced its previous version: {v}");
+    assert_eq!(v["results"][0]["type"], "experience");
+    assert!(v["results"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("[role: user]\nquestion 3 about the frobnicator\n[user:end]"));
+
+    // Compaction: flush, then the block for the last user message.
+    let (_, v) = d
+        .post(
+            "/v1/sessions/s1/compaction",
+            json!({"messages": [{"role": "user", "content": "remind me how we deploy"}]}),
+        )
+        .await;
+    assert!(v["context"].as_str().unwrap().contains("staging cluster"), "{v}");
+
+    let (status, v) = d.post("/v1/sessions/s1/reflect", json!({"query": "why?"})).await;
+    assert_eq!(status, 501, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("hindsight"));
+
+    let (status, v) = d.req(Method::DELETE, "/v1/sessions/s1", None).await;
+    assert_eq!((status, v), (200, json!({"flushed": {"delivered": 0, "failed": 0}})));
+    let (status, _) = d.post("/v1/sessions/s1/recall", json!({"query": "x"})).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn subagents_alias_their_parent_and_cwd_changes_rescope() {
+    let d = Daemon::start("");
+    d.start_session("parent", "/work/alpha").await;
+    let (_, v) = d
+        .post("/v1/sessions", json!({"session_id": "child", "cwd": "/tmp/elsewhere", "parent_session_id": "parent"}))
+        .await;
+    assert_eq!(v["alias_of"], "parent");
+    assert_eq!(v["scope"]["tags"], json!(["project:alpha"]));
+    d.post("/v1/sessions/child/retain", json!({"items": [{"content": "alias note about gadgets"}]})).await;
+    let (_, v) = d.post("/v1/flush", json!({"session_id": "parent"})).await;
+    assert_eq!(v["delivered"], 1, "the alias retains into its parent's queue");
+    let (_, v) = d.post("/v1/sessions/child/agent-start", json!({"prompt": "gadgets?"})).await;
+    assert_eq!(v["inject"], Value::Null, "aliases get no automatic recall");
+    let v = d.start_session("parent", "/work/beta").await;
+    assert_eq!(v["scope"]["tags"], json!(["project:beta"]));
+}
+
+#[tokio::test]
+async fn memory_off_stores_nothing() {
+    let d = Daemon::start("[memory]\nbackend = \"off\"\n");
+    d.start_session("s", "/x/y").await;
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "anything"}]})).await;
+    assert_eq!((status, v), (200, json!({"queued": 0, "message": "Memory is off: nothing was stored."})));
+    let (_, v) = d.post("/v1/sessions/s/recall", json!({"query": "anything"})).await;
+    assert_eq!(v["message"], "No relevant memories found.");
+    let (_, v) = d.get("/v1/sessions/s/instructions").await;
+    assert_eq!(v["markdown"], Value::Null);
+    let (status, _) = d.post("/v1/sessions/s/reflect", json!({"query": "q"})).await;
+    assert_eq!(status, 501);
+}
+
+#[tokio::test]
+async fn clear_scope_and_all() {
+    let d = Daemon::start("");
+    d.start_session("a", "/p/one").await;
+    d.start_session("b", "/p/two").await;
+    d.post("/v1/sessions/a/retain", json!({"items": [{"content": "one fact"}]})).await;
+    d.post("/v1/sessions/b/retain", json!({"items": [{"content": "two fact"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    let (status, v) = d.post("/v1/clear", json!({"session_id": "a"})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["deleted"], 1);
+    let (_, v) = d.get("/v1/status").await;
+    assert_eq!(v["backend"]["memories"], 1);
+    let (_, v) = d.post("/v1/clear", json!({"all": true})).await;
+    assert_eq!(v["deleted"], 1);
+}
+
+#[tokio::test]
+async fn notices_list_and_stream() {
+    use futures_util::StreamExt;
+    // An environment override that cannot be parsed becomes a notice at start.
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with_env(dir, "", &[("MNEME_QUEUE__BATCH_SIZE", "many")]);
+    let (_, v) = d.get("/v1/notices?after=0").await;
+    let notices = v["notices"].as_array().unwrap();
+    assert_eq!(notices.len(), 1, "{v}");
+    assert_eq!(notices[0]["source"], "config");
+    assert_eq!(notices[0]["level"], "warning");
+    assert!(notices[0]["message"].as_str().unwrap().contains("MNEME_QUEUE__BATCH_SIZE"));
+    for key in ["id", "at", "level", "source", "message"] {
+        assert!(!notices[0][key].is_null(), "{key}");
+    }
+    // The stream replays after=0 and then stays open.
+    let resp = d.http.get(d.url("/v1/notices/stream?after=0")).bearer_auth(&d.token).send().await.unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut body = resp.bytes_stream();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(5), body.next()).await.unwrap().unwrap().unwrap();
+    let text = String::from_utf8_lossy(&first);
+    assert!(text.contains("event: notice") && text.contains("MNEME_QUEUE__BATCH_SIZE"), "{text}");
+}
+
+#[tokio::test]
+async fn metrics_are_prometheus_text() {
+    let d = Daemon::start("");
+    d.start_session("s", "/x").await;
+    d.post("/v1/sessions/s/retain", json!({"items": [{"content": "counted"}]})).await;
+    let r = d.http.get(d.url("/metrics")).bearer_auth(&d.token).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    let text = r.text().await.unwrap();
+    assert!(text.contains("# TYPE mneme_items_enqueued_total counter\nmneme_items_enqueued_total 1"), "{text}");
+    assert!(text.contains("mneme_http_requests_total{route=\"/v1/sessions/{id}/retain\",status=\"202\"} 1"), "{text}");
+    assert!(text.contains("mneme_http_request_seconds_bucket{le=\"+Inf\"}"));
+}
+
+#[tokio::test]
+async fn spooled_retains_survive_a_restart_and_sessions_are_remembered() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\nshutdown_grace = \"0s\"\n");
+    d.start_session("s", "/x/keep").await;
+    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "survives restarts"}]})).await;
+    assert_eq!(status, 202);
+    let mut d = d;
+    d.kill();
+    let db = d.data().join("memories.db");
+    let d = Daemon::start_in(d.into_dir(), "");
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert!(v["failed"] == 0, "{v}");
+    assert_eq!(common::stored_count(&db, "survives restarts"), 1);
+    let (status, _) = d.post("/v1/sessions/s/recall", json!({"query": "survives"})).await;
+    assert_eq!(status, 200, "sessions are kept across restarts");
+}
