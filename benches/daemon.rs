@@ -1,0 +1,272 @@
+//! `cargo bench --bench daemon`: measures the release daemon and the local store.
+//!
+//! - time from process start to a healthy `/v1/health`, idle RSS;
+//! - retain throughput and latency through the HTTP API (4 concurrent keep-alive clients), RSS after;
+//! - local recall p50/p99 at 10k and 100k memories beside a bare SQLite FTS5 query on the same
+//!   data and queries, and the same recall through the HTTP API.
+//!
+//! Not a test: it reports numbers and asserts nothing. `MNEME_BENCH_QUICK=1` shrinks it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mneme_core::*;
+use mneme_local::store::Store;
+use mneme_local::{LocalBackend, LocalConfig};
+use serde_json::json;
+
+const CLIENTS: usize = 4;
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` probes with --list
+    }
+    let quick = std::env::var_os("MNEME_BENCH_QUICK").is_some();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        daemon_bench(quick).await;
+        for n in if quick { vec![10_000] } else { vec![10_000, 100_000] } {
+            recall_bench(n, if quick { 200 } else { 1000 }).await;
+        }
+    });
+}
+
+struct Proc {
+    child: Child,
+    addr: String,
+    token: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_daemon(dir: &Path) -> (Proc, Duration) {
+    let started = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_mneme"))
+        .arg("serve")
+        .env("MNEME_CONFIG", dir.join("none.toml"))
+        .env("MNEME_STORAGE__DIR", dir.join("data"))
+        .env("MNEME_SERVER__LISTEN", "127.0.0.1:0")
+        .env("MNEME_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let pid_path = dir.join("data/mneme.pid");
+    loop {
+        if let Some(addr) = std::fs::read_to_string(&pid_path).ok().and_then(|t| {
+            let mut l = t.lines();
+            (l.next()?.trim() == child.id().to_string()).then(|| l.next().map(str::to_owned)).flatten()
+        }) {
+            // Healthy = the health route answers.
+            let mut buf = [0u8; 512];
+            if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
+                use std::io::{Read, Write};
+                let _ = s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+                if s.read(&mut buf).is_ok_and(|n| n > 12 && buf.starts_with(b"HTTP/1.1 200")) {
+                    let took = started.elapsed();
+                    let token = std::fs::read_to_string(dir.join("data/token")).unwrap().trim().to_owned();
+                    return (Proc { child, addr, token }, took);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+async fn daemon_bench(quick: bool) {
+    // Start-to-healthy: median of 5 fresh starts.
+    let mut starts = Vec::new();
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, took) = spawn_daemon(dir.path());
+        starts.push(took);
+        drop(p);
+    }
+    starts.sort();
+    let dir = tempfile::tempdir().unwrap();
+    let (p, _) = spawn_daemon(dir.path());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = rss_kib(p.child.id());
+    println!("start to healthy: median {} (min {}, max {})", ms(starts[2]), ms(starts[0]), ms(starts[4]));
+    println!("idle RSS: {:.1} MiB", idle as f64 / 1024.0);
+
+    let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(CLIENTS).build().unwrap();
+    let base = format!("http://{}", p.addr);
+    for c in 0..CLIENTS {
+        http.post(format!("{base}/v1/sessions"))
+            .bearer_auth(&p.token)
+            .json(&json!({"session_id": format!("bench-{c}"), "cwd": "/bench/project"}))
+            .send()
+            .await
+            .unwrap();
+    }
+    let per_client = if quick { 2_000 } else { 10_000 };
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let (http, url, token) = (http.clone(), format!("{base}/v1/sessions/bench-{c}/retain"), p.token.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(per_client);
+            for i in 0..per_client {
+                let body = json!({"items": [{"content": format!("bench client {c} remembers fact number {i} about the build")}]});
+                let t = Instant::now();
+                let r = http.post(&url).bearer_auth(&token).json(&body).send().await.unwrap();
+                assert_eq!(r.status(), 202);
+                r.bytes().await.unwrap();
+                lat.push(t.elapsed());
+            }
+            lat
+        }));
+    }
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await.unwrap());
+    }
+    let took = started.elapsed();
+    lat.sort();
+    println!(
+        "retain over HTTP, {CLIENTS} keep-alive clients: {:.0} retains/s ({} in {:.2} s), p50 {}, p99 {}, max {}",
+        lat.len() as f64 / took.as_secs_f64(),
+        lat.len(),
+        took.as_secs_f64(),
+        ms(pct(&lat, 0.5)),
+        ms(pct(&lat, 0.99)),
+        ms(*lat.last().unwrap())
+    );
+    let r = http.post(format!("{base}/v1/flush")).bearer_auth(&p.token).json(&json!({})).send().await.unwrap();
+    println!("flush after the run: {}", r.text().await.unwrap());
+    println!("RSS after the run: {:.1} MiB", rss_kib(p.child.id()) as f64 / 1024.0);
+}
+
+/// A small deterministic PRNG (xorshift64*), so every run uses the same data and queries.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// Zipf-like: small indexes far more often.
+    fn word(&mut self, vocab: &[String]) -> String {
+        let u = (self.next() % 1_000_000) as f64 / 1_000_000.0;
+        vocab[((vocab.len() as f64).powf(u) as usize).min(vocab.len() - 1)].clone()
+    }
+}
+
+fn vocabulary() -> Vec<String> {
+    let syll = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "pre", "dex", "ton", "bar", "qui", "zen", "fal"];
+    let mut v = Vec::new();
+    for a in syll {
+        for b in syll {
+            for c in ["", "er", "ing", "s", "ion", "al"] {
+                v.push(format!("{a}{b}{c}"));
+            }
+        }
+    }
+    v
+}
+
+async fn recall_bench(n: usize, queries: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memories.db");
+    let vocab = vocabulary();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ n as u64);
+    let tags = vec!["project:bench".to_string()];
+    {
+        let mut store = Store::open(&db).unwrap();
+        let mut batch = Vec::with_capacity(1000);
+        for i in 0..n {
+            let len = 8 + (rng.next() % 24) as usize;
+            let content: Vec<String> = (0..len).map(|_| rng.word(&vocab)).collect();
+            batch.push(MemoryItem {
+                id: format!("m{i}"),
+                content: format!("{} #{i}", content.join(" ")),
+                context: None,
+                timestamp: "2026-01-01T00:00:00Z".into(),
+                metadata: BTreeMap::new(),
+                tags: if i % 4 == 0 { vec![] } else { tags.clone() },
+                document_id: None,
+                kind: if i % 3 == 0 { MemoryType::Experience } else { MemoryType::World },
+            });
+            if batch.len() == 1000 {
+                store.retain("mneme", &batch).unwrap();
+                batch.clear();
+            }
+        }
+        store.retain("mneme", &batch).unwrap();
+    }
+    let qs: Vec<String> =
+        (0..queries).map(|_| (0..2 + rng.next() % 4).map(|_| rng.word(&vocab)).collect::<Vec<_>>().join(" ")).collect();
+    let backend = Arc::new(LocalBackend::open(&LocalConfig { path: db.clone() }).unwrap());
+    let scope = Scope { bank: "mneme".into(), tags: tags.clone() };
+    let query = |q: &str| RecallQuery {
+        query: q.to_owned(),
+        budget: Budget::Mid,
+        max_tokens: 1024,
+        types: vec![MemoryType::World, MemoryType::Experience],
+        tags: tags.clone(),
+        tags_match: TagsMatch::Any,
+    };
+    // Warm both paths once.
+    for q in &qs {
+        backend.recall(&scope, &query(q)).await.unwrap();
+    }
+    let bare = Store::open(&db).unwrap();
+    let conn = bare.connection();
+    let mut stmt = conn.prepare("SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?1 ORDER BY rank LIMIT 100").unwrap();
+    let mut bare_lat = Vec::new();
+    let mut ours = Vec::new();
+    let mut hits = 0usize;
+    // Interleave the two so both see the same cache state.
+    for q in &qs {
+        let expr = mneme_local::fts::match_expression(q).unwrap();
+        let t = Instant::now();
+        let rows: Vec<(i64, f64)> = stmt.query_map([&expr], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+        bare_lat.push(t.elapsed());
+        std::hint::black_box(rows);
+        let t = Instant::now();
+        let r = backend.recall(&scope, &query(q)).await.unwrap();
+        ours.push(t.elapsed());
+        hits += r.len();
+    }
+    bare_lat.sort();
+    ours.sort();
+    println!(
+        "recall at {n} memories ({queries} queries, {:.1} results each): mneme-local p50 {} p99 {} | bare FTS5 p50 {} p99 {} | p50 ratio {:.2}x",
+        hits as f64 / queries as f64,
+        ms(pct(&ours, 0.5)),
+        ms(pct(&ours, 0.99)),
+        ms(pct(&bare_lat, 0.5)),
+        ms(pct(&bare_lat, 0.99)),
+        pct(&ours, 0.5).as_secs_f64() / pct(&bare_lat, 0.5).as_secs_f64()
+    );
+}
