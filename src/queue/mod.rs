@@ -378,7 +378,7 @@ impl Inner {
             self.with_session(session, |q| q.in_flight = q.in_flight.saturating_sub(n));
             match result {
                 Ok(()) => {
-                    if let Err(e) = self.spool.delivered(&batch_id).await {
+                    if let Err(e) = self.spool.delivered(session, &batch_id).await {
                         // Stored but still spooled: the resend is idempotent (same batch id).
                         tracing::error!(session, "delivered batch {batch_id} but cannot remove it from the spool: {e}");
                         self.with_session(session, |q| q.pending += n);
@@ -425,7 +425,7 @@ impl Inner {
         let reason = error.to_string();
         let noun = if n == 1 { "memory" } else { "memories" };
         if error.is_transient() {
-            let attempts = self.spool.failed(batch_id, &reason).await.unwrap_or(attempts_before + 1);
+            let attempts = self.spool.failed(session, batch_id, &reason).await.unwrap_or(attempts_before + 1);
             if attempts >= settings.max_attempts {
                 self.dead_letter(
                     session,
@@ -459,7 +459,7 @@ impl Inner {
     }
 
     async fn dead_letter(&self, session: &str, batch_id: &str, n: u64, reason: &str, backend: BackendId) {
-        if let Err(e) = self.spool.dead_letter(batch_id, reason).await {
+        if let Err(e) = self.spool.dead_letter(session, batch_id, reason).await {
             tracing::error!(session, "cannot move batch {batch_id} to the dead letters: {e}");
             self.with_session(session, |q| q.pending += n);
             return;

@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 
 use mneme_core::{MemoryItem, MemoryType};
@@ -19,9 +20,9 @@ const GROUP_MAX: usize = 512;
 
 const SCHEMA: &[&str] = &[r#"
 CREATE TABLE items (
-    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
-    id           TEXT NOT NULL UNIQUE,
     session_id   TEXT NOT NULL,
+    seq          INTEGER NOT NULL,       -- arrival order; never reused while a row holds it
+    id           TEXT NOT NULL,
     bank         TEXT NOT NULL,
     tags         TEXT NOT NULL,      -- JSON array
     content      TEXT NOT NULL,
@@ -32,10 +33,10 @@ CREATE TABLE items (
     enqueued_at  TEXT NOT NULL,
     batch_id     TEXT,               -- fixed at the first delivery attempt: resends reuse it
     attempts     INTEGER NOT NULL DEFAULT 0,
-    last_error   TEXT
-);
-CREATE INDEX items_session ON items(session_id, seq);
-CREATE INDEX items_batch ON items(batch_id) WHERE batch_id IS NOT NULL;
+    last_error   TEXT,
+    -- Clustered by session: an append touches one B-tree (one or two pages a commit).
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
 CREATE TABLE dead_letters (
     seq          INTEGER PRIMARY KEY,
     id           TEXT NOT NULL UNIQUE,
@@ -132,6 +133,8 @@ type Job = Box<dyn FnOnce(&Transaction<'_>) -> Finish + Send>;
 #[derive(Clone)]
 pub struct Spool {
     jobs: mpsc::Sender<Job>,
+    /// The next item sequence number; only the writer thread advances it, in commit order.
+    next_seq: Arc<AtomicI64>,
 }
 
 impl Spool {
@@ -151,12 +154,17 @@ impl Spool {
             tx.pragma_update(None, "user_version", (v + 1) as i64)?;
             tx.commit()?;
         }
+        let max_seq: i64 = conn.query_row(
+            "SELECT max(coalesce((SELECT max(seq) FROM items), 0), coalesce((SELECT max(seq) FROM dead_letters), 0))",
+            [],
+            |r| r.get(0),
+        )?;
         let (jobs, rx) = mpsc::channel::<Job>();
         thread::Builder::new()
             .name("mneme-spool".into())
             .spawn(move || writer(conn, rx))
             .map_err(|e| SpoolError(format!("cannot start spool thread: {e}")))?;
-        Ok(Spool { jobs })
+        Ok(Spool { jobs, next_seq: Arc::new(AtomicI64::new(max_seq + 1)) })
     }
 
     /// Runs `f` in the writer's next transaction and answers once that transaction is committed.
@@ -171,27 +179,38 @@ impl Spool {
                 let _ = tx.send(commit.and(result));
             })
         });
-        let jobs = self.jobs.clone();
-        // Waiting on a blocking thread (not an async channel) keeps tokio's paused test clock from
-        // jumping ahead while the disk works: a running blocking task inhibits auto-advance.
-        tokio::task::spawn_blocking(move || {
-            jobs.send(job).map_err(|_| SpoolError("writer thread stopped".into()))?;
-            rx.blocking_recv().map_err(|_| SpoolError("writer thread stopped".into()))?
-        })
-        .await
-        .map_err(|e| SpoolError(format!("spool task failed: {e}")))?
+        let stopped = || SpoolError("writer thread stopped".into());
+        #[cfg(not(test))]
+        {
+            self.jobs.send(job).map_err(|_| stopped())?;
+            rx.await.map_err(|_| stopped())?
+        }
+        // Under tokio's paused test clock, an async wait on another thread lets the clock jump
+        // ahead while the disk works; a running blocking task inhibits that auto-advance.
+        #[cfg(test)]
+        {
+            let jobs = self.jobs.clone();
+            tokio::task::spawn_blocking(move || {
+                jobs.send(job).map_err(|_| stopped())?;
+                rx.blocking_recv().map_err(|_| stopped())?
+            })
+            .await
+            .map_err(|e| SpoolError(format!("spool task failed: {e}")))?
+        }
     }
 
     /// Appends items to a session's queue; returns once they are on disk.
     pub async fn append(&self, session_id: &str, bank: &str, items: Vec<MemoryItem>) -> Result<(), SpoolError> {
         let (session_id, bank) = (session_id.to_owned(), bank.to_owned());
+        let next_seq = self.next_seq.clone();
         self.call(move |t| {
             let mut stmt = t.prepare_cached(
-                "INSERT INTO items (id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?;
             for item in &items {
                 stmt.execute(params![
+                    next_seq.fetch_add(1, Ordering::Relaxed),
                     item.id,
                     session_id,
                     bank,
@@ -214,17 +233,18 @@ impl Spool {
     pub async fn next_batch(&self, session_id: &str, max: usize) -> Result<Vec<Spooled>, SpoolError> {
         let session_id = session_id.to_owned();
         self.call(move |t| {
+            // Batches are assigned oldest first, so an attempted batch is always at the front.
             let existing: Option<String> = t
-                .query_row(
-                    "SELECT batch_id FROM items WHERE session_id = ? AND batch_id IS NOT NULL ORDER BY seq LIMIT 1",
-                    [&session_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
+                .query_row("SELECT batch_id FROM items WHERE session_id = ? ORDER BY seq LIMIT 1", [&session_id], |r| {
+                    r.get(0)
+                })
+                .optional()?
+                .flatten();
             if let Some(batch) = existing {
-                let mut stmt =
-                    t.prepare_cached(&format!("SELECT {ITEM_COLUMNS} FROM items WHERE batch_id = ? ORDER BY seq"))?;
-                let rows = stmt.query_map([&batch], read_item)?;
+                let mut stmt = t.prepare_cached(&format!(
+                    "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id = ? ORDER BY seq"
+                ))?;
+                let rows = stmt.query_map([&session_id, &batch], read_item)?;
                 return rows.collect();
             }
             let mut stmt = t.prepare_cached(&format!(
@@ -241,9 +261,12 @@ impl Spool {
                 rows.truncate(cut);
             }
             let batch = crate::ids::new_id();
-            let mut set = t.prepare_cached("UPDATE items SET batch_id = ? WHERE seq = ?")?;
+            if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+                // The rows are consecutive in this session's queue: one ranged update marks them.
+                t.prepare_cached("UPDATE items SET batch_id = ? WHERE session_id = ? AND seq BETWEEN ? AND ?")?
+                    .execute(params![batch, session_id, first.seq, last.seq])?;
+            }
             for r in &mut rows {
-                set.execute(params![batch, r.seq])?;
                 r.batch_id = Some(batch.clone());
             }
             Ok(rows)
@@ -252,37 +275,44 @@ impl Spool {
     }
 
     /// Removes a delivered batch.
-    pub async fn delivered(&self, batch_id: &str) -> Result<(), SpoolError> {
-        let batch_id = batch_id.to_owned();
-        self.call(move |t| t.execute("DELETE FROM items WHERE batch_id = ?", [&batch_id]).map(|_| ())).await
+    pub async fn delivered(&self, session_id: &str, batch_id: &str) -> Result<(), SpoolError> {
+        let (session_id, batch_id) = (session_id.to_owned(), batch_id.to_owned());
+        self.call(move |t| {
+            t.execute("DELETE FROM items WHERE session_id = ? AND batch_id = ?", [&session_id, &batch_id]).map(|_| ())
+        })
+        .await
     }
 
     /// Records a failed attempt; returns the batch's attempt count.
-    pub async fn failed(&self, batch_id: &str, reason: &str) -> Result<u32, SpoolError> {
-        let (batch_id, reason) = (batch_id.to_owned(), reason.to_owned());
+    pub async fn failed(&self, session_id: &str, batch_id: &str, reason: &str) -> Result<u32, SpoolError> {
+        let (session_id, batch_id, reason) = (session_id.to_owned(), batch_id.to_owned(), reason.to_owned());
         self.call(move |t| {
             t.execute(
-                "UPDATE items SET attempts = attempts + 1, last_error = ? WHERE batch_id = ?",
-                params![reason, batch_id],
+                "UPDATE items SET attempts = attempts + 1, last_error = ? WHERE session_id = ? AND batch_id = ?",
+                params![reason, session_id, batch_id],
             )?;
-            t.query_row("SELECT coalesce(max(attempts), 0) FROM items WHERE batch_id = ?", [&batch_id], |r| r.get(0))
+            t.query_row(
+                "SELECT coalesce(max(attempts), 0) FROM items WHERE session_id = ? AND batch_id = ?",
+                [&session_id, &batch_id],
+                |r| r.get(0),
+            )
         })
         .await
     }
 
     /// Moves a batch to the dead letters.
-    pub async fn dead_letter(&self, batch_id: &str, reason: &str) -> Result<(), SpoolError> {
-        let (batch_id, reason) = (batch_id.to_owned(), reason.to_owned());
+    pub async fn dead_letter(&self, session_id: &str, batch_id: &str, reason: &str) -> Result<(), SpoolError> {
+        let (session_id, batch_id, reason) = (session_id.to_owned(), batch_id.to_owned(), reason.to_owned());
         let now = mneme_core::time::rfc3339(std::time::SystemTime::now());
         self.call(move |t| {
             t.execute(
                 "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
                      enqueued_at, batch_id, attempts, last_error, failed_at)
                  SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
-                     enqueued_at, batch_id, attempts, ?, ? FROM items WHERE batch_id = ?",
-                params![reason, now, batch_id],
+                     enqueued_at, batch_id, attempts, ?, ? FROM items WHERE session_id = ? AND batch_id = ?",
+                params![reason, now, session_id, batch_id],
             )?;
-            t.execute("DELETE FROM items WHERE batch_id = ?", [&batch_id]).map(|_| ())
+            t.execute("DELETE FROM items WHERE session_id = ? AND batch_id = ?", [&session_id, &batch_id]).map(|_| ())
         })
         .await
     }
