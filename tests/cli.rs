@@ -40,7 +40,11 @@ fn retain_flush_recall_status_and_clear() {
     d.cli().args(["clear", "--all", "--yes"]).assert().success().stdout("Deleted 2 memories from the local store.\n");
     d.cli().arg("retry").assert().success().stdout("Re-queued 0 dead letters.\n");
     let out = d.cli().arg("notices").output().unwrap();
-    assert!(stdout(&out).starts_with("#1 ") && stdout(&out).contains("info    [local] Deleted 2 memories"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).starts_with("#1 ") && stdout(&out).contains("info    [local] Deleted 2 memories"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 fn predicates_contains(s: &'static str) -> impl predicates_core::Predicate<[u8]> {

@@ -1,47 +1,112 @@
-//! Turns arbitrary user text into an FTS5 query that cannot be a syntax error.
+//! Full-text terms: one normalisation for the index and for queries.
 //!
-//! Words are runs of letters and digits; each becomes a quoted term (so `AND`, `*`, `-`, quotes and
-//! parentheses in the input are just text) and terms are OR-ed so BM25 ranks by how many and how
-//! rare the matches are. Very common English words are dropped unless nothing else is left: they
-//! match most rows and only slow ranking down.
+//! Text is split into runs of letters and digits, lowercased and stemmed (Snowball English) in
+//! Rust; the FTS5 index stores those terms (SQLite's tokenizer only folds diacritics). Because
+//! queries go through the same function, a query word can be looked up in the index's vocabulary to
+//! learn how many memories hold it. Recall uses that to rank on the rarest words only: common words
+//! barely move BM25 but make it score thousands of rows.
+//!
+//! A query can never be an FTS5 syntax error: every term is quoted, and `AND`, `*`, `-`, quotes and
+//! parentheses in user text are just separators.
 
-const MAX_TERMS: usize = 32;
+use std::sync::OnceLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// At most this many terms are looked up per query.
+const MAX_TERMS: usize = 16;
+/// Terms are added, rarest first, while the memories they match stay under this many.
+const POSTINGS_BUDGET: u64 = 4000;
+/// ... and at most this many terms are used.
+const MAX_QUERY_TERMS: usize = 8;
 
 const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "do", "does", "for", "from", "had", "has", "have", "how",
-    "i", "if", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "so", "that", "the", "their", "then",
-    "there", "these", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will",
-    "with", "you", "your",
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had",
+    "has", "have", "how", "i", "if", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "should", "so",
+    "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "us", "was", "we", "were", "what",
+    "when", "where", "which", "who", "why", "will", "with", "would", "you", "your",
 ];
 
-/// The FTS5 MATCH expression for `text`, or `None` when it has no words.
-pub fn match_expression(text: &str) -> Option<String> {
-    let mut words: Vec<String> = Vec::new();
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        let word = word.to_lowercase();
-        if !words.contains(&word) {
-            words.push(word);
+fn stemmer() -> &'static Stemmer {
+    static STEMMER: OnceLock<Stemmer> = OnceLock::new();
+    STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
+}
+
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+}
+
+/// The indexed form of a text: its stemmed terms separated by spaces.
+pub fn index_terms(text: &str) -> String {
+    let s = stemmer();
+    words(text).map(|w| s.stem(&w).into_owned()).collect::<Vec<_>>().join(" ")
+}
+
+/// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left.
+pub fn query_terms(text: &str) -> Vec<String> {
+    let all: Vec<String> = words(text).collect();
+    let content: Vec<&String> = all.iter().filter(|w| !STOPWORDS.contains(&w.as_str())).collect();
+    let chosen: Vec<&String> = if content.is_empty() { all.iter().collect() } else { content };
+    let mut terms: Vec<String> = Vec::new();
+    for w in chosen {
+        let t = stemmer().stem(w).into_owned();
+        if !terms.contains(&t) {
+            terms.push(t);
+        }
+        if terms.len() == MAX_TERMS {
+            break;
         }
     }
-    if words.is_empty() {
-        return None;
+    terms
+}
+
+/// OR of quoted terms: the FTS5 MATCH expression for them, `None` when there are none.
+pub fn or_expression(terms: &[String]) -> Option<String> {
+    (!terms.is_empty()).then(|| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
+}
+
+/// The MATCH expression of every query term, unpruned (what a plain FTS5 recall would run).
+pub fn match_expression(text: &str) -> Option<String> {
+    or_expression(&query_terms(text))
+}
+
+/// Picks the terms to rank on, given each term's document frequency (`None`: unknown).
+/// Rarest first; always at least one; a term known to match nothing is skipped.
+pub fn select_terms(mut terms: Vec<(String, Option<u64>)>) -> Vec<String> {
+    terms.retain(|(_, df)| *df != Some(0));
+    terms.sort_by_key(|(_, df)| df.unwrap_or(1));
+    let mut chosen = Vec::new();
+    let mut postings = 0u64;
+    for (term, df) in terms {
+        let df = df.unwrap_or(1);
+        if !chosen.is_empty() && (postings + df > POSTINGS_BUDGET || chosen.len() == MAX_QUERY_TERMS) {
+            break;
+        }
+        postings += df;
+        chosen.push(term);
     }
-    let content: Vec<&String> = words.iter().filter(|w| !STOPWORDS.contains(&w.as_str())).collect();
-    let chosen: Vec<&String> = if content.is_empty() { words.iter().collect() } else { content };
-    let terms: Vec<String> = chosen.iter().take(MAX_TERMS).map(|w| format!("\"{w}\"")).collect();
-    Some(terms.join(" OR "))
+    chosen
 }
 
 #[cfg(test)]
 mod tests {
-    use super::match_expression;
+    use super::*;
 
     #[test]
-    fn quotes_every_word_and_drops_syntax() {
-        assert_eq!(match_expression("foo AND (bar*) -baz \"q\"").unwrap(), r#""foo" OR "bar" OR "baz" OR "q""#);
-        assert_eq!(match_expression("the cache"), Some(r#""cache""#.into()));
-        assert_eq!(match_expression("the"), Some(r#""the""#.into()));
-        assert_eq!(match_expression("*** () -"), None);
-        assert_eq!(match_expression("Café 日本語"), Some(r#""café" OR "日本語""#.into()));
+    fn terms_are_stemmed_lowercased_and_safe() {
+        assert_eq!(index_terms("Deploys (fast) AND café!"), "deploy fast and café");
+        assert_eq!(query_terms("how do we deploy the \"services\" AND -x*"), vec!["deploy", "servic", "x"]);
+        assert_eq!(query_terms("the"), vec!["the"]);
+        assert!(query_terms("*** () -").is_empty());
+        assert_eq!(or_expression(&query_terms("a b")), Some(r#""b""#.into()));
+    }
+
+    #[test]
+    fn selection_prefers_rare_terms_within_budget() {
+        let t = |s: &str, df: Option<u64>| (s.to_string(), df);
+        assert_eq!(select_terms(vec![t("common", Some(9000)), t("rare", Some(3)), t("none", Some(0))]), vec!["rare"]);
+        assert_eq!(select_terms(vec![t("a", Some(10)), t("b", Some(20)), t("?", None)]), vec!["?", "a", "b"]);
+        assert_eq!(select_terms(vec![t("only", Some(50_000))]), vec!["only"]);
+        assert!(select_terms(vec![t("none", Some(0))]).is_empty());
     }
 }

@@ -20,14 +20,16 @@ CREATE TABLE memories (
 CREATE INDEX memories_bank_hash ON memories(bank, content_hash);
 CREATE INDEX memories_bank_doc ON memories(bank, document_id) WHERE document_id IS NOT NULL;
 CREATE INDEX memories_bank_seq ON memories(bank, seq);
+-- Contentless: the indexed text is the stemmed terms from mneme_terms() (see fts.rs), not the content.
 CREATE VIRTUAL TABLE memories_fts USING fts5(
-    content, content = 'memories', content_rowid = 'seq', tokenize = 'porter unicode61 remove_diacritics 2'
+    terms, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'
 );
+CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, 'row');
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts(rowid, content) VALUES (new.seq, new.content);
+    INSERT INTO memories_fts(rowid, terms) VALUES (new.seq, mneme_terms(new.content));
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
-    INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+    DELETE FROM memories_fts WHERE rowid = old.seq;
 END;
 "#];
 

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use mneme_core::{MemoryItem, Recalled, TagsMatch};
+use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::fts;
@@ -12,7 +13,9 @@ use crate::fts;
 const SEP: char = '\u{1f}';
 
 /// At most this many rows are ranked into a recall answer before the token budget applies.
-const RECALL_ROW_LIMIT: usize = 100;
+const RECALL_ROW_LIMIT: usize = 50;
+/// Ranked candidates fetched from the memories table at a time.
+const FETCH_CHUNK: usize = 25;
 
 /// Filters and bounds for [`Store::recall`].
 #[derive(Debug, Clone)]
@@ -51,6 +54,13 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // The FTS triggers call this; every connection that writes must have it.
+        conn.create_scalar_function(
+            "mneme_terms",
+            1,
+            FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+            |ctx| Ok(fts::index_terms(&ctx.get::<String>(0)?)),
+        )?;
         crate::schema::migrate(&mut conn)?;
         Ok(Self { conn })
     }
@@ -118,40 +128,122 @@ impl Store {
 
     /// Full-text recall, best first, bounded by `filter.max_chars`.
     pub fn recall(&self, query: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
-        let Some(expr) = fts::match_expression(query) else { return Ok(Vec::new()) };
-        let mut sql = String::from(
-            "SELECT m.content, m.kind, m.created_at, m.tags, bm25(memories_fts) AS rank
-             FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
-             WHERE memories_fts MATCH ?1 AND m.bank = ?2",
-        );
-        let mut args: Vec<String> = vec![expr, filter.bank.to_owned()];
-        push_type_filter(&mut sql, &mut args, filter.types);
-        push_tag_filter(&mut sql, &mut args, filter.tags, filter.tags_match);
-        sql.push_str(&format!(" ORDER BY rank LIMIT {RECALL_ROW_LIMIT}"));
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(params_from_iter(args.iter()))?;
+        let Some(expr) = self.ranking_expression(query)? else { return Ok(Vec::new()) };
+        // Fast path: FTS5 ranks and cuts a candidate pool on its own (its `rank` ordering never
+        // touches the memories table); only the pool is fetched and filtered. When the filters
+        // leave too few of a full pool, every match is filtered instead.
+        let pool = RECALL_ROW_LIMIT * 4;
+        let ranked: Vec<(i64, f64)> = self
+            .conn
+            .prepare_cached("SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?1 ORDER BY rank LIMIT ?2")?
+            .query_map(params![expr, pool as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        // Fetch the pool a chunk at a time: usually the first chunk fills the token budget.
+        let mut rows = Vec::new();
+        let mut chars = 0;
+        for chunk in ranked.chunks(FETCH_CHUNK) {
+            for r in self.fetch_ranked(chunk, filter)? {
+                chars += r.text.chars().count();
+                rows.push(r);
+            }
+            if chars >= filter.max_chars || rows.len() >= RECALL_ROW_LIMIT {
+                break;
+            }
+        }
+        if ranked.len() == pool && rows.len() < RECALL_ROW_LIMIT && chars < filter.max_chars {
+            rows = self.recall_all_matches(&expr, filter)?;
+        }
         let mut out = Vec::new();
         let mut used = 0;
-        while let Some(row) = rows.next()? {
-            let text: String = row.get(0)?;
-            let len = text.chars().count();
+        for r in rows {
+            let len = r.text.chars().count();
             if !out.is_empty() && used + len > filter.max_chars {
                 break;
             }
             used += len;
-            let rank: f64 = row.get(4)?;
-            out.push(Recalled {
-                text,
-                kind: row.get(1)?,
-                mentioned_at: row.get(2)?,
-                tags: decode_tags(&row.get::<_, String>(3)?),
-                score: Some(-rank),
-            });
+            out.push(r);
             if used >= filter.max_chars {
                 break;
             }
         }
         Ok(out)
+    }
+
+    /// The memories among `ranked` (rowid, rank) that pass the filter, in rank order.
+    fn fetch_ranked(&self, ranked: &[(i64, f64)], filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
+        if ranked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = ranked.iter().map(|(id, _)| id.to_string()).collect();
+        let mut sql = format!(
+            "SELECT m.seq, m.content, m.kind, m.created_at, m.tags FROM memories m WHERE m.seq IN ({}) AND m.bank = ?1",
+            ids.join(",")
+        );
+        let mut args: Vec<String> = vec![filter.bank.to_owned()];
+        push_type_filter(&mut sql, &mut args, filter.types);
+        push_tag_filter(&mut sql, &mut args, filter.tags, filter.tags_match);
+        let mut stmt = self.conn.prepare(&sql)?;
+        let mut found: std::collections::HashMap<i64, Recalled> = stmt
+            .query_map(params_from_iter(args.iter()), |row| {
+                Ok((
+                    row.get(0)?,
+                    Recalled {
+                        text: row.get(1)?,
+                        kind: row.get(2)?,
+                        mentioned_at: row.get(3)?,
+                        tags: decode_tags(&row.get::<_, String>(4)?),
+                        score: None,
+                    },
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(ranked
+            .iter()
+            .filter_map(|(id, rank)| found.remove(id).map(|r| Recalled { score: Some(-rank), ..r }))
+            .take(RECALL_ROW_LIMIT)
+            .collect())
+    }
+
+    /// Every match joined and filtered, best first (the slow, complete path).
+    fn recall_all_matches(&self, expr: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
+        let mut sql = String::from(
+            "SELECT m.content, m.kind, m.created_at, m.tags, bm25(memories_fts) AS score
+             FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
+             WHERE memories_fts MATCH ?1 AND m.bank = ?2",
+        );
+        let mut args: Vec<String> = vec![expr.to_owned(), filter.bank.to_owned()];
+        push_type_filter(&mut sql, &mut args, filter.types);
+        push_tag_filter(&mut sql, &mut args, filter.tags, filter.tags_match);
+        sql.push_str(&format!(" ORDER BY score LIMIT {RECALL_ROW_LIMIT}"));
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args.iter()), |row| {
+            Ok(Recalled {
+                text: row.get(0)?,
+                kind: row.get(1)?,
+                mentioned_at: row.get(2)?,
+                tags: decode_tags(&row.get::<_, String>(3)?),
+                score: Some(-row.get::<_, f64>(4)?),
+            })
+        })?;
+        rows.collect()
+    }
+
+    /// The MATCH expression recall ranks on: the query's rarest terms (see [`fts::select_terms`]).
+    pub fn ranking_expression(&self, query: &str) -> rusqlite::Result<Option<String>> {
+        let terms = fts::query_terms(query);
+        let mut lookup = self.conn.prepare_cached("SELECT doc FROM memories_vocab WHERE term = ?")?;
+        let mut with_df = Vec::with_capacity(terms.len());
+        for term in terms {
+            let df: Option<i64> = lookup.query_row([&term], |r| r.get(0)).optional()?;
+            // Non-ASCII terms are stored with diacritics folded by SQLite: a miss says nothing.
+            let df = match df {
+                Some(n) => Some(n as u64),
+                None if term.is_ascii() => Some(0),
+                None => None,
+            };
+            with_df.push((term, df));
+        }
+        Ok(fts::or_expression(&fts::select_terms(with_df)))
     }
 
     /// The most recent memories of a bank passing a tag filter, newest first.
@@ -184,7 +276,6 @@ impl Store {
     /// Deletes every memory. Returns the count.
     pub fn clear_all(&mut self) -> rusqlite::Result<u64> {
         let n = self.conn.execute("DELETE FROM memories", [])? as u64;
-        self.conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')", [])?;
         Ok(n)
     }
 
