@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use mneme_core::{BackendId, MemoryBackend, OffBackend};
+use mneme_hindsight::HindsightBackend;
 use mneme_local::{LocalBackend, LocalConfig};
 
 use crate::config::Settings;
@@ -14,6 +15,8 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, String> {
         BackendId::Local => {
             Arc::new(LocalBackend::open(&LocalConfig { path: settings.local_db_path() }).map_err(|e| e.to_string())?)
         }
-        BackendId::Hindsight => return Err("the hindsight backend is not part of this build yet".into()),
+        BackendId::Hindsight => {
+            Arc::new(HindsightBackend::new(settings.hindsight.clone()).map_err(|e| e.to_string())?)
+        }
     })
 }

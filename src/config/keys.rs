@@ -181,7 +181,29 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("retain", "context", [], |s, v, c| s.retain.context = v.string()?),
     key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),
     key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&v.string()?, c.base))),
+    key!("hindsight", "api_url", ["HINDSIGHT_API_URL"], |s, v, c| s.hindsight.api_url = http_url(v.string()?)?),
+    key!("hindsight", "api_token", ["HINDSIGHT_API_TOKEN"], |s, v, c| s.hindsight.api_token = Some(v.string()?)
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| super::Secret::new(t.trim()))),
+    key!("hindsight", "bank_mission", ["HINDSIGHT_BANK_MISSION"], |s, v, c| s.hindsight.bank_mission = v.string()?),
+    key!("hindsight", "retain_mission", [], |s, v, c| s.hindsight.retain_mission = v.string()?),
+    key!("hindsight", "requests_per_second", [], |s, v, c| s.hindsight.requests_per_second = at_least(v.integer()?, 1)? as u32),
+    key!("hindsight", "burst", [], |s, v, c| s.hindsight.burst = at_least(v.integer()?, 1)? as u32),
+    key!("hindsight", "timeout", [], |s, v, c| s.hindsight.timeout = nonzero(v.duration()?)?),
+    key!("hindsight", "recall_timeout", [], |s, v, c| s.hindsight.recall_timeout = nonzero(v.duration()?)?),
+    key!("hindsight", "retain_timeout", [], |s, v, c| s.hindsight.retain_timeout = nonzero(v.duration()?)?),
+    key!("hindsight", "reflect_timeout", [], |s, v, c| s.hindsight.reflect_timeout = nonzero(v.duration()?)?),
+    key!("hindsight", "debug", ["HINDSIGHT_DEBUG"], |s, v, c| s.hindsight.debug = v.boolean()?),
 ];
+
+fn http_url(s: String) -> Result<String, String> {
+    let t = s.trim();
+    let rest = t.strip_prefix("http://").or_else(|| t.strip_prefix("https://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(t.to_owned()),
+        _ => Err(format!("expected an http:// or https:// URL, found {s:?}")),
+    }
+}
 
 /// The entry for `section.name`.
 pub(super) fn find(section: &str, name: &str) -> Option<&'static Key> {

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mneme_core::{BackendId, Budget, MemoryType};
+pub use mneme_hindsight::{HindsightConfig, Secret};
 
 pub use load::{load, ConfigError, ConfigErrors, Loaded};
 pub use paths::{config_path, default_storage_dir};
@@ -37,6 +38,8 @@ pub struct Settings {
     pub retain: RetainSettings,
     /// `[local]`
     pub local: LocalSettings,
+    /// `[hindsight]`
+    pub hindsight: HindsightConfig,
 }
 
 /// `[memory]`: which backend, and which bank.
@@ -225,6 +228,19 @@ impl Default for Settings {
                 strip_private: true,
             },
             local: LocalSettings { path: None },
+            hindsight: HindsightConfig {
+                api_url: "http://localhost:8888".into(),
+                api_token: None,
+                bank_mission: String::new(),
+                retain_mission: String::new(),
+                requests_per_second: 20,
+                burst: 40,
+                timeout: Duration::from_secs(30),
+                recall_timeout: Duration::from_secs(30),
+                retain_timeout: Duration::from_secs(60),
+                reflect_timeout: Duration::from_secs(120),
+                debug: false,
+            },
         }
     }
 }

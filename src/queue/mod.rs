@@ -15,7 +15,7 @@ pub mod spool;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -115,6 +115,9 @@ struct Inner {
     sessions: Mutex<HashMap<String, SessionQueue>>,
     tasks: TaskTracker,
     cancel: CancellationToken,
+    /// Set by the first transient failure, cleared by the next success: one notice per outage,
+    /// not one per batch.
+    backend_down: AtomicBool,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -138,6 +141,7 @@ impl Queue {
                 sessions: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
                 cancel: CancellationToken::new(),
+                backend_down: AtomicBool::new(false),
             }),
         }
     }
@@ -226,6 +230,7 @@ impl Queue {
     /// Replaces the backend future deliveries go to.
     pub fn set_backend(&self, backend: Arc<dyn MemoryBackend>) {
         *self.inner.backend.write().unwrap() = backend;
+        self.inner.backend_down.store(false, Ordering::Relaxed);
     }
 
     /// The backend deliveries go to.
@@ -386,6 +391,11 @@ impl Inner {
                     }
                     self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
                     self.with_session(session, |q| q.backoff_until = None);
+                    if self.backend_down.swap(false, Ordering::Relaxed) {
+                        let message = format!("The {} backend is reachable again; delivering spooled memories.", backend.id());
+                        self.notices.emit(Level::Info, backend.id().as_str(), None, message).await;
+                        self.wake_waiting_sessions(session);
+                    }
                     report.delivered += n;
                 }
                 Err(e) => {
@@ -445,7 +455,7 @@ impl Inner {
                 q.retry_armed = true;
             });
             self.spawn_flush(session.to_owned(), Trigger::Retry, delay);
-            if attempts == 1 {
+            if !self.backend_down.swap(true, Ordering::Relaxed) {
                 let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
                 self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
             } else {
@@ -455,6 +465,24 @@ impl Inner {
         } else {
             self.dead_letter(session, batch_id, n, &reason, backend).await;
             true
+        }
+    }
+
+    /// After an outage, sessions backing off need not wait out their delay: retry them now.
+    fn wake_waiting_sessions(self: &Arc<Self>, except: &str) {
+        let waiting: Vec<String> = {
+            let mut sessions = self.sessions.lock().unwrap();
+            sessions
+                .iter_mut()
+                .filter(|(id, q)| id.as_str() != except && q.backoff_until.is_some() && q.pending > 0)
+                .map(|(id, q)| {
+                    q.backoff_until = None;
+                    id.clone()
+                })
+                .collect()
+        };
+        for s in waiting {
+            self.spawn_flush(s, Trigger::Explicit, Duration::ZERO);
         }
     }
 

@@ -222,10 +222,12 @@ async fn transient_failures_retry_with_backoff_under_the_same_batch_id() {
     advance(300).await; // 3.2 s: third attempt succeeds
     assert_eq!(b.delivered(), vec!["a0"]);
     let notices = r.notices.after(0, 10).await.unwrap();
-    assert_eq!(notices.len(), 1, "one notice per failing batch, not per attempt: {notices:?}");
+    assert_eq!(notices.len(), 2, "one warning per outage, not per attempt, then one recovery: {notices:?}");
     assert!(notices[0].message.starts_with("Memory retention failed for 1 memory: connection refused"));
     assert_eq!(notices[0].level, "warning");
     assert_eq!(notices[0].source, "local");
+    assert_eq!(notices[1].level, "info");
+    assert!(notices[1].message.contains("reachable again"));
     assert_eq!(r.queue.depths().await.spooled, 0);
 }
 
@@ -240,6 +242,25 @@ async fn a_lost_reply_is_resent_with_the_same_batch_id() {
     assert_eq!(batches.len(), 2);
     assert_eq!(batches[0].id, batches[1].id, "a resend must reuse its batch id");
     assert_eq!(batches[0].items, batches[1].items);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_across_sessions_is_one_notice_and_nothing_is_duplicated() {
+    let b = TestBackend::new(&[Mode::Transient]);
+    let r = rig(b.clone(), settings());
+    for s in ["s1", "s2", "s3"] {
+        r.queue.enqueue(s, &scope(), items(s, 2)).await.unwrap();
+        r.queue.flush(s).await;
+    }
+    advance(3000).await; // retries keep failing
+    b.set(Mode::Ok);
+    advance(10_000).await;
+    let mut got = b.delivered();
+    got.sort();
+    assert_eq!(got, vec!["s10", "s11", "s20", "s21", "s30", "s31"]);
+    let notices = r.notices.after(0, 10).await.unwrap();
+    let levels: Vec<&str> = notices.iter().map(|n| n.level.as_str()).collect();
+    assert_eq!(levels, vec!["warning", "info"], "{notices:?}");
 }
 
 #[tokio::test(start_paused = true)]

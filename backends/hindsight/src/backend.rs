@@ -1,0 +1,406 @@
+//! [`HindsightBackend`]: the trait over Hindsight's HTTP API.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use mneme_core::*;
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, RETRY_AFTER};
+use reqwest::{Method, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::errors;
+use crate::wire::*;
+
+/// A secret string: `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Where the server is and how to talk to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HindsightConfig {
+    /// Base URL, e.g. `http://localhost:8888`.
+    pub api_url: String,
+    /// Bearer token, when the server wants one.
+    pub api_token: Option<Secret>,
+    /// Sent as the bank's reflect mission (and makes mneme ensure banks); empty = leave banks alone.
+    pub bank_mission: String,
+    /// Sent as the bank's retain mission when non-empty.
+    pub retain_mission: String,
+    /// Sustained request rate shared by every session.
+    pub requests_per_second: u32,
+    /// Requests allowed in a burst.
+    pub burst: u32,
+    /// Timeout of other calls (health, banks, clear).
+    pub timeout: Duration,
+    /// Timeout of recall.
+    pub recall_timeout: Duration,
+    /// Timeout of retain.
+    pub retain_timeout: Duration,
+    /// Timeout of reflect.
+    pub reflect_timeout: Duration,
+    /// Log every request (method, path, status, time; never the token) at info level.
+    pub debug: bool,
+}
+
+/// The `hindsight` backend.
+pub struct HindsightBackend {
+    config: HindsightConfig,
+    base: Url,
+    http: reqwest::Client,
+    limiter: DefaultDirectRateLimiter,
+    ensured: Mutex<HashSet<String>>,
+}
+
+impl fmt::Debug for HindsightBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HindsightBackend").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// Hindsight wants a UUID as `operation_id`: the batch id's 128 bits shaped as one (deterministic,
+/// so every resend of a batch carries the same operation id).
+pub fn operation_id(batch_id: &str) -> String {
+    let mut hex: String = batch_id.chars().filter(|c| c.is_ascii_hexdigit()).map(|c| c.to_ascii_lowercase()).collect();
+    if hex.len() != 32 {
+        // Not our id format: hash it (FNV-1a twice, seeded differently) into 128 bits.
+        let h = |seed: u64| {
+            batch_id.bytes().fold(seed, |acc, b| (acc ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+        };
+        hex = format!("{:016x}{:016x}", h(0xcbf2_9ce4_8422_2325), h(0x8422_2325_cbf2_9ce4));
+    }
+    let mut b: Vec<char> = hex.chars().collect();
+    b[12] = '4'; // version 4 layout
+    b[16] = ['8', '9', 'a', 'b'][b[16].to_digit(16).unwrap_or(0) as usize % 4]; // RFC 4122 variant
+    let s: String = b.into_iter().collect();
+    format!("{}-{}-{}-{}-{}", &s[0..8], &s[8..12], &s[12..16], &s[16..20], &s[20..32])
+}
+
+impl HindsightBackend {
+    /// A client for `config`. Does not contact the server: a server that is down at start is fine.
+    pub fn new(config: HindsightConfig) -> Result<Self, BackendError> {
+        let base = Url::parse(config.api_url.trim())
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+            .ok_or_else(|| BackendError::permanent(format!("hindsight.api_url {:?} is not an http(s) URL", config.api_url)))?;
+        let mut headers = HeaderMap::new();
+        if let Some(token) = &config.api_token {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                .map_err(|_| BackendError::permanent("hindsight.api_token holds characters a header cannot carry"))?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("mneme/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers)
+            .connect_timeout(Duration::from_secs(5).min(config.timeout))
+            .build()
+            .map_err(|e| BackendError::permanent(format!("cannot build the HTTP client: {e}")))?;
+        let rps = NonZeroU32::new(config.requests_per_second.max(1)).expect("at least 1");
+        let burst = NonZeroU32::new(config.burst.max(1)).expect("at least 1");
+        let limiter = RateLimiter::direct(Quota::per_second(rps).allow_burst(burst));
+        Ok(Self { config, base, http, limiter, ensured: Mutex::new(HashSet::new()) })
+    }
+
+    /// `{api_url}/{segments…}`, each segment percent-encoded.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        url.path_segments_mut().expect("http URL has a path").pop_if_empty().extend(segments);
+        url
+    }
+
+    fn bank_url(&self, bank: &str, tail: &[&str]) -> Url {
+        let mut segments = vec!["v1", "default", "banks", bank];
+        segments.extend_from_slice(tail);
+        self.url(&segments)
+    }
+
+    /// One request: waits for the rate limiter, sends, maps failures. `Ok(None)` for a 404.
+    async fn send<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        method: Method,
+        url: Url,
+        body: Option<&(impl Serialize + Sync)>,
+        timeout: Duration,
+    ) -> Result<Option<T>, BackendError> {
+        self.limiter.until_ready().await;
+        let started = Instant::now();
+        let mut req = self.http.request(method.clone(), url.clone()).timeout(timeout);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let shown = url.as_str().to_owned();
+        let result = req.send().await;
+        let resp = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.log(what, &method, &shown, None, started);
+                return Err(errors::from_transport(what, self.base.as_str(), &e));
+            }
+        };
+        let status = resp.status();
+        self.log(what, &method, &shown, Some(status), started);
+        if status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let text = resp.text().await.map_err(|e| errors::from_transport(what, self.base.as_str(), &e))?;
+        if !status.is_success() {
+            return Err(errors::from_status(what, status, retry_after.as_deref(), &text));
+        }
+        if text.trim().is_empty() {
+            return serde_json::from_str("null").map(Some).map_err(|_| {
+                BackendError::permanent(format!("{what}: Hindsight answered {status} with an empty body"))
+            });
+        }
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| BackendError::permanent(format!("{what}: unexpected answer from Hindsight: {e}")))
+    }
+
+    fn log(&self, what: &str, method: &Method, url: &str, status: Option<StatusCode>, started: Instant) {
+        let took = started.elapsed();
+        let status = status.map_or_else(|| "no answer".to_owned(), |s| s.as_u16().to_string());
+        if self.config.debug {
+            tracing::info!(target: "mneme::hindsight", "{what}: {method} {url} -> {status} in {took:?}");
+        } else {
+            tracing::debug!(target: "mneme::hindsight", "{what}: {method} {url} -> {status} in {took:?}");
+        }
+    }
+
+    /// Sets the bank's missions once per bank per run, when a mission is configured. A failure is
+    /// logged and tried again on the next write; it never blocks writes.
+    async fn ensure_bank(&self, bank: &str) {
+        if self.config.bank_mission.trim().is_empty() || self.ensured.lock().unwrap().contains(bank) {
+            return;
+        }
+        let body = BankRequest {
+            reflect_mission: self.config.bank_mission.trim(),
+            retain_mission: Some(self.config.retain_mission.trim()).filter(|m| !m.is_empty()),
+        };
+        let url = self.bank_url(bank, &[]);
+        match self.send::<serde_json::Value>("ensure bank", Method::PUT, url, Some(&body), self.config.timeout).await {
+            Ok(_) => {
+                self.ensured.lock().unwrap().insert(bank.to_owned());
+            }
+            Err(e) => tracing::warn!(bank, "could not set the bank's mission (will try again): {e}"),
+        }
+    }
+}
+
+fn tags_match(tags: &[String], mode: TagsMatch) -> Option<&'static str> {
+    (!tags.is_empty()).then(|| mode.as_str())
+}
+
+#[async_trait]
+impl MemoryBackend for HindsightBackend {
+    fn id(&self) -> BackendId {
+        BackendId::Hindsight
+    }
+
+    async fn start(&self, scope: &Scope) -> Result<(), BackendError> {
+        self.ensure_bank(&scope.bank).await;
+        Ok(())
+    }
+
+    async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
+        self.ensure_bank(&scope.bank).await;
+        let items = batch
+            .items
+            .iter()
+            .map(|i| RetainItem {
+                content: &i.content,
+                context: i.context.as_deref(),
+                timestamp: &i.timestamp,
+                metadata: &i.metadata,
+                tags: &i.tags,
+                document_id: i.document_id.as_deref(),
+            })
+            .collect();
+        let body = RetainRequest { items, is_async: true, operation_id: operation_id(&batch.id) };
+        let url = self.bank_url(&scope.bank, &["memories"]);
+        let answer: Option<serde_json::Value> =
+            self.send("retain", Method::POST, url, Some(&body), self.config.retain_timeout).await?;
+        match answer {
+            Some(_) => Ok(()),
+            // Writing creates banks, so a 404 here means a wrong api_url or bank id.
+            None => Err(BackendError::permanent(format!(
+                "retain: Hindsight answered 404 for bank {:?}; check hindsight.api_url and memory.bank_id",
+                scope.bank
+            ))),
+        }
+    }
+
+    async fn recall(&self, scope: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
+        let body = RecallRequest {
+            query: &q.query,
+            budget: q.budget.as_str(),
+            max_tokens: q.max_tokens,
+            types: q.types.iter().map(|t| t.as_str()).collect(),
+            tags: &q.tags,
+            tags_match: tags_match(&q.tags, q.tags_match),
+        };
+        let url = self.bank_url(&scope.bank, &["memories", "recall"]);
+        let answer: Option<RecallResponse> =
+            self.send("recall", Method::POST, url, Some(&body), self.config.recall_timeout).await?;
+        // A bank that does not exist yet holds no memories.
+        let Some(answer) = answer else { return Ok(Vec::new()) };
+        Ok(answer
+            .results
+            .into_iter()
+            .map(|r| Recalled {
+                text: r.text,
+                kind: r.kind.unwrap_or_default(),
+                mentioned_at: r.mentioned_at.unwrap_or_default(),
+                tags: r.tags.unwrap_or_default(),
+                score: r.scores.and_then(|s| s.final_score),
+            })
+            .collect())
+    }
+
+    async fn reflect(&self, scope: &Scope, q: &ReflectQuery) -> Result<String, BackendError> {
+        let body = ReflectRequest {
+            query: &q.query,
+            context: q.context.as_deref(),
+            budget: q.budget.as_str(),
+            tags: &q.tags,
+            tags_match: tags_match(&q.tags, q.tags_match),
+        };
+        let url = self.bank_url(&scope.bank, &["reflect"]);
+        let answer: Option<ReflectResponse> =
+            self.send("reflect", Method::POST, url, Some(&body), self.config.reflect_timeout).await?;
+        Ok(answer.map(|a| a.text).unwrap_or_default())
+    }
+
+    async fn instructions(&self, _scope: &Scope) -> Result<Option<String>, BackendError> {
+        Ok(None)
+    }
+
+    async fn clear(&self, scope: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError> {
+        match what {
+            ClearWhat::Remote => {
+                let url = self.bank_url(&scope.bank, &["memories"]);
+                let answer: Option<serde_json::Value> =
+                    self.send("clear", Method::DELETE, url, None::<&()>, self.config.timeout).await?;
+                let message = match answer {
+                    Some(_) => format!("Deleted the memories of bank {:?} on the Hindsight server.", scope.bank),
+                    None => format!("Bank {:?} does not exist on the Hindsight server: nothing to delete.", scope.bank),
+                };
+                Ok(ClearReport { deleted: None, message })
+            }
+            ClearWhat::Scope | ClearWhat::All => Ok(ClearReport {
+                deleted: None,
+                message: format!(
+                    "Cleared local state; the memories of bank {:?} on the Hindsight server were kept (use --remote to delete them).",
+                    scope.bank
+                ),
+            }),
+        }
+    }
+
+    async fn status(&self) -> BackendStatus {
+        let quick = self.config.timeout.min(Duration::from_secs(3));
+        let health = self.send::<serde_json::Value>("health", Method::GET, self.url(&["health"]), None::<&()>, quick).await;
+        let mut status = BackendStatus::healthy(BackendId::Hindsight);
+        status.detail = Some(self.base.as_str().trim_end_matches('/').to_owned());
+        match health {
+            Ok(Some(_)) => {
+                let version =
+                    self.send::<VersionResponse>("version", Method::GET, self.url(&["version"]), None::<&()>, quick).await;
+                status.version = version.ok().flatten().and_then(|v| v.api_version);
+            }
+            Ok(None) => {
+                status.healthy = false;
+                status.detail = Some(format!("{} has no /health: is hindsight.api_url right?", self.base));
+            }
+            Err(e) => {
+                status.healthy = false;
+                status.detail = Some(format!("unreachable: {e}"));
+            }
+        }
+        status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_ids_are_stable_uuids() {
+        let a = operation_id("0192f4a1b2c3d4e5f60718293a4b5c6d");
+        assert_eq!(a, operation_id("0192f4a1b2c3d4e5f60718293a4b5c6d"));
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert_ne!(a, operation_id("0192f4a1b2c3d4e5f60718293a4b5c6e"));
+        assert_eq!(operation_id("weird id").len(), 36);
+    }
+
+    #[test]
+    fn the_token_never_shows() {
+        let c = HindsightConfig {
+            api_url: "http://127.0.0.1:1".into(),
+            api_token: Some(Secret::new("hunter2-token")),
+            bank_mission: String::new(),
+            retain_mission: String::new(),
+            requests_per_second: 20,
+            burst: 40,
+            timeout: Duration::from_secs(1),
+            recall_timeout: Duration::from_secs(1),
+            retain_timeout: Duration::from_secs(1),
+            reflect_timeout: Duration::from_secs(1),
+            debug: true,
+        };
+        let b = HindsightBackend::new(c.clone()).unwrap();
+        assert!(!format!("{c:?} {b:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn bank_ids_are_path_encoded() {
+        let b = HindsightBackend::new(HindsightConfig {
+            api_url: "http://h:1/prefix/".into(),
+            api_token: None,
+            bank_mission: String::new(),
+            retain_mission: String::new(),
+            requests_per_second: 1,
+            burst: 1,
+            timeout: Duration::from_secs(1),
+            recall_timeout: Duration::from_secs(1),
+            retain_timeout: Duration::from_secs(1),
+            reflect_timeout: Duration::from_secs(1),
+            debug: false,
+        })
+        .unwrap();
+        assert_eq!(b.bank_url("my bank?", &["memories"]).as_str(), "http://h:1/prefix/v1/default/banks/my%20bank%3F/memories");
+    }
+}

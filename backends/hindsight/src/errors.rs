@@ -1,0 +1,115 @@
+//! Turning HTTP outcomes into [`BackendError`]s: transient (connect errors, timeouts, 408, 429 with
+//! its `Retry-After`, 5xx) or permanent (other 4xx), each with a reason a person can act on.
+
+use std::time::Duration;
+
+use mneme_core::BackendError;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+/// A reqwest failure before any answer. Never includes headers (so never the token).
+pub fn from_transport(what: &str, url: &str, e: &reqwest::Error) -> BackendError {
+    let why = if e.is_timeout() {
+        "timed out".to_owned()
+    } else if e.is_connect() {
+        "connection refused or unreachable".to_owned()
+    } else {
+        // reqwest's Display names the URL, not headers.
+        e.without_url_ref().to_string()
+    };
+    BackendError::transient(format!("{what}: cannot reach Hindsight at {url}: {why}"))
+}
+
+trait WithoutUrl {
+    fn without_url_ref(&self) -> String;
+}
+
+impl WithoutUrl for reqwest::Error {
+    fn without_url_ref(&self) -> String {
+        let mut s = self.to_string();
+        if let Some(u) = self.url() {
+            s = s.replace(u.as_str(), "");
+        }
+        s
+    }
+}
+
+/// An error answer: status, `Retry-After` header value and body.
+pub fn from_status(what: &str, status: StatusCode, retry_after: Option<&str>, body: &str) -> BackendError {
+    let detail = readable_detail(body);
+    let reason = match detail {
+        Some(d) => format!("{what}: Hindsight answered {status}: {d}"),
+        None => format!("{what}: Hindsight answered {status}"),
+    };
+    match status.as_u16() {
+        401 => BackendError::permanent(format!(
+            "{what}: Hindsight refused the API token (401 Unauthorized); check hindsight.api_token (or HINDSIGHT_API_TOKEN)"
+        )),
+        403 => BackendError::permanent(format!("{reason}; check hindsight.api_token")),
+        408 | 500..=599 => BackendError::Transient { reason, retry_after: None },
+        429 => BackendError::Transient { reason, retry_after: retry_after.and_then(parse_retry_after) },
+        _ => BackendError::permanent(reason),
+    }
+}
+
+/// `Retry-After` as seconds (an HTTP date is treated as "soon": 1 s).
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    match v.parse::<u64>() {
+        Ok(secs) => Some(Duration::from_secs(secs.min(3600))),
+        Err(_) if !v.is_empty() => Some(Duration::from_secs(1)),
+        Err(_) => None,
+    }
+}
+
+/// `{"detail": "..."}` or `{"detail": [{loc, msg, type}, …]}` as one line.
+pub fn readable_detail(body: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(body).ok()?;
+    match &v["detail"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .map(|i| {
+                    let loc: Vec<String> = i["loc"]
+                        .as_array()
+                        .map(|l| l.iter().map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_owned)).collect())
+                        .unwrap_or_default();
+                    let msg = i["msg"].as_str().unwrap_or("invalid");
+                    if loc.is_empty() {
+                        msg.to_owned()
+                    } else {
+                        format!("{}: {msg}", loc.join("."))
+                    }
+                })
+                .collect();
+            (!parts.is_empty()).then(|| parts.join("; "))
+        }
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_of_both_shapes_read_well() {
+        assert_eq!(readable_detail(r#"{"detail": "Bank 'x' not found"}"#).unwrap(), "Bank 'x' not found");
+        let list = r#"{"detail":[{"type":"missing","loc":["body","items",0,"content"],"msg":"Field required"},{"loc":[],"msg":"bad"}]}"#;
+        assert_eq!(readable_detail(list).unwrap(), "body.items.0.content: Field required; bad");
+        assert_eq!(readable_detail("<html>"), None);
+    }
+
+    #[test]
+    fn statuses_classify() {
+        assert!(from_status("retain", StatusCode::SERVICE_UNAVAILABLE, None, "").is_transient());
+        assert!(from_status("retain", StatusCode::REQUEST_TIMEOUT, None, "").is_transient());
+        let e = from_status("retain", StatusCode::TOO_MANY_REQUESTS, Some("7"), "");
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
+        assert!(!from_status("retain", StatusCode::UNPROCESSABLE_ENTITY, None, "{}").is_transient());
+        let e = from_status("recall", StatusCode::UNAUTHORIZED, None, "");
+        assert!(!e.is_transient() && e.to_string().contains("hindsight.api_token"));
+    }
+}

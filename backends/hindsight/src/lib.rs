@@ -1,0 +1,13 @@
+//! mneme-hindsight: the `hindsight` backend, a client of a Hindsight memory server (API v1, 1.1.0).
+//!
+//! - [`HindsightConfig`]: where the server is, the (secret) token, missions, rate limit, timeouts.
+//! - [`HindsightBackend`]: the [`mneme_core::MemoryBackend`] over reqwest, with a governor rate
+//!   limit shared by every session (it waits, it never drops).
+//! - [`errors`]: HTTP outcomes → transient or permanent [`mneme_core::BackendError`] with a readable reason.
+//! - [`wire`]: the request and response bodies of the calls mneme makes.
+
+mod backend;
+pub mod errors;
+pub mod wire;
+
+pub use backend::{operation_id, HindsightBackend, HindsightConfig, Secret};

@@ -1,0 +1,135 @@
+//! Hindsight's JSON bodies, as far as mneme uses them (unknown response fields are ignored).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One item of a retain.
+#[derive(Debug, Serialize)]
+pub struct RetainItem<'a> {
+    /// The memory.
+    pub content: &'a str,
+    /// What it is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<&'a str>,
+    /// When it was said (RFC 3339).
+    pub timestamp: &'a str,
+    /// Free-form string metadata.
+    pub metadata: &'a BTreeMap<String, String>,
+    /// Tags.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub tags: &'a [String],
+    /// Replaces the document with this id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub document_id: Option<&'a str>,
+}
+
+/// `POST …/memories`
+#[derive(Debug, Serialize)]
+pub struct RetainRequest<'a> {
+    /// The batch.
+    pub items: Vec<RetainItem<'a>>,
+    /// Always true: the server answers once the operation is queued.
+    #[serde(rename = "async")]
+    pub is_async: bool,
+    /// Stable across resends of the same batch (a UUID).
+    pub operation_id: String,
+}
+
+/// `POST …/memories/recall`
+#[derive(Debug, Serialize)]
+pub struct RecallRequest<'a> {
+    /// The query.
+    pub query: &'a str,
+    /// low | mid | high.
+    pub budget: &'a str,
+    /// Bound on the results.
+    pub max_tokens: usize,
+    /// Memory types.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<&'a str>,
+    /// Tag filter.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub tags: &'a [String],
+    /// How tags match (only sent with tags).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags_match: Option<&'a str>,
+}
+
+/// One recall result.
+#[derive(Debug, Deserialize)]
+pub struct RecallResult {
+    /// The memory's text.
+    pub text: String,
+    /// world | experience | observation.
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    /// When it was mentioned.
+    #[serde(default)]
+    pub mentioned_at: Option<String>,
+    /// Its tags.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Scores; `final` is the ranking score.
+    #[serde(default)]
+    pub scores: Option<Scores>,
+}
+
+/// A result's scores.
+#[derive(Debug, Deserialize)]
+pub struct Scores {
+    /// The ranking score.
+    #[serde(rename = "final", default)]
+    pub final_score: Option<f64>,
+}
+
+/// The answer to a recall.
+#[derive(Debug, Deserialize)]
+pub struct RecallResponse {
+    /// Best first.
+    pub results: Vec<RecallResult>,
+}
+
+/// `POST …/reflect`
+#[derive(Debug, Serialize)]
+pub struct ReflectRequest<'a> {
+    /// The question.
+    pub query: &'a str,
+    /// Extra context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<&'a str>,
+    /// low | mid | high.
+    pub budget: &'a str,
+    /// Tag filter.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub tags: &'a [String],
+    /// How tags match (only sent with tags).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags_match: Option<&'a str>,
+}
+
+/// The answer to a reflect.
+#[derive(Debug, Deserialize)]
+pub struct ReflectResponse {
+    /// The answer.
+    #[serde(default)]
+    pub text: String,
+}
+
+/// `PUT {bank}`: missions.
+#[derive(Debug, Serialize)]
+pub struct BankRequest<'a> {
+    /// What reflect is for.
+    pub reflect_mission: &'a str,
+    /// What retain should extract.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retain_mission: Option<&'a str>,
+}
+
+/// `GET /version`
+#[derive(Debug, Deserialize)]
+pub struct VersionResponse {
+    /// The server's API version.
+    #[serde(default)]
+    pub api_version: Option<String>,
+}

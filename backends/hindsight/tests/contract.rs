@@ -1,0 +1,159 @@
+//! The hindsight backend against a real Hindsight 1.1.0 server (the peer `.ci/run` starts).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use mneme_core::*;
+
+fn item(id: &str, content: &str, tags: &[&str], doc: Option<&str>) -> MemoryItem {
+    MemoryItem {
+        id: id.into(),
+        content: content.into(),
+        context: Some("contract".into()),
+        timestamp: "2026-01-02T03:04:05.000Z".into(),
+        metadata: BTreeMap::from([("session_id".into(), "s1".into())]),
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        document_id: doc.map(str::to_owned),
+        kind: MemoryType::World,
+    }
+}
+
+fn query(q: &str, tags: &[&str], mode: TagsMatch, types: &[MemoryType]) -> RecallQuery {
+    RecallQuery {
+        query: q.into(),
+        budget: Budget::Mid,
+        max_tokens: 2048,
+        types: types.to_vec(),
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        tags_match: mode,
+    }
+}
+
+#[tokio::test]
+async fn a_resent_batch_is_stored_once() {
+    let Some(url) = peer_url() else { return };
+    let bank = fresh_bank("contract-resend");
+    chunk_bank(&url, &bank).await;
+    let b = backend(&url);
+    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let batch = RetainBatch {
+        id: "0192f4a1b2c3d4e5f60718293a4b5c6d".into(),
+        items: vec![item("1", "The zebrafish pipeline runs nightly", &[], Some("doc-a")), item("2", "Quokka builds use musl", &[], Some("doc-b"))],
+    };
+    b.retain(&scope, &batch).await.unwrap();
+    b.retain(&scope, &batch).await.unwrap(); // a resend after a lost reply
+    let mut texts = wait_for_count(&url, &bank, 2).await;
+    texts.sort();
+    assert_eq!(texts, vec!["Quokka builds use musl", "The zebrafish pipeline runs nightly"]);
+}
+
+#[tokio::test]
+async fn recall_filters_on_tags_match_and_types() {
+    let Some(url) = peer_url() else { return };
+    let bank = fresh_bank("contract-tags");
+    chunk_bank(&url, &bank).await;
+    let b = backend(&url);
+    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let batch = RetainBatch {
+        id: "1192f4a1b2c3d4e5f60718293a4b5c6d".into(),
+        items: vec![
+            item("1", "walrus untagged note", &[], Some("d1")),
+            item("2", "walrus alpha project note", &["project:alpha"], Some("d2")),
+            item("3", "walrus beta project note", &["project:beta"], Some("d3")),
+        ],
+    };
+    b.retain(&scope, &batch).await.unwrap();
+    wait_for_count(&url, &bank, 3).await;
+    let texts = |r: Vec<Recalled>| {
+        let mut t: Vec<String> = r.into_iter().map(|x| x.text).collect();
+        t.sort();
+        t
+    };
+    let any = b.recall(&scope, &query("walrus note", &["project:alpha"], TagsMatch::Any, &[])).await.unwrap();
+    assert_eq!(texts(any), vec!["walrus alpha project note", "walrus untagged note"]);
+    let strict = b.recall(&scope, &query("walrus note", &["project:alpha"], TagsMatch::AnyStrict, &[])).await.unwrap();
+    assert_eq!(texts(strict), vec!["walrus alpha project note"]);
+    let worlds = b.recall(&scope, &query("walrus note", &[], TagsMatch::Any, &[MemoryType::World])).await.unwrap();
+    assert_eq!(worlds.len(), 3);
+    assert!(worlds.iter().all(|r| r.kind == "world" && !r.mentioned_at.is_empty()));
+    let experiences = b.recall(&scope, &query("walrus note", &[], TagsMatch::Any, &[MemoryType::Experience])).await.unwrap();
+    assert!(experiences.is_empty(), "{experiences:?}");
+}
+
+#[tokio::test]
+async fn a_missing_bank_is_no_memories_and_reflect_answers() {
+    let Some(url) = peer_url() else { return };
+    let b = backend(&url);
+    let missing = Scope { bank: fresh_bank("contract-missing"), tags: vec![] };
+    assert!(b.recall(&missing, &query("anything", &[], TagsMatch::Any, &[])).await.unwrap().is_empty());
+    let bank = fresh_bank("contract-reflect");
+    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    b.retain(&scope, &RetainBatch { id: "2192f4a1b2c3d4e5f60718293a4b5c6d".into(), items: vec![item("1", "We deploy on Fridays.", &[], None)] })
+        .await
+        .unwrap();
+    let q = ReflectQuery { query: "When do we deploy?".into(), context: None, budget: Budget::Low, tags: vec![], tags_match: TagsMatch::Any };
+    let text = b.reflect(&scope, &q).await.unwrap();
+    assert!(!text.trim().is_empty(), "the mock LLM answers something");
+    let status = b.status().await;
+    assert!(status.healthy, "{status:?}");
+    assert_eq!(status.version.as_deref(), Some("1.1.0"));
+}
+
+#[tokio::test]
+async fn a_422_becomes_a_readable_permanent_reason() {
+    let Some(url) = peer_url() else { return };
+    // The server's real 422 shape, read by the same code the backend uses.
+    let r = reqwest::Client::new()
+        .post(format!("{url}/v1/default/banks/{}/memories", fresh_bank("contract-422")))
+        .json(&serde_json::json!({"items": [{}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let e = mneme_hindsight::errors::from_status("retain", r.status(), None, &r.text().await.unwrap());
+    assert!(!e.is_transient());
+    assert!(e.to_string().contains("body.items.0.content: Field required"), "{e}");
+}
+
+#[tokio::test]
+async fn clear_remote_deletes_the_banks_memories() {
+    let Some(url) = peer_url() else { return };
+    let bank = fresh_bank("contract-clear");
+    chunk_bank(&url, &bank).await;
+    let b = backend(&url);
+    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    b.retain(&scope, &RetainBatch { id: "3192f4a1b2c3d4e5f60718293a4b5c6d".into(), items: vec![item("1", "ephemeral ocelot", &[], Some("d"))] })
+        .await
+        .unwrap();
+    wait_for_count(&url, &bank, 1).await;
+    let kept = b.clear(&scope, ClearWhat::Scope).await.unwrap();
+    assert!(kept.message.contains("were kept"));
+    assert_eq!(list_texts(&url, &bank).await.len(), 1);
+    b.clear(&scope, ClearWhat::Remote).await.unwrap();
+    assert!(list_texts(&url, &bank).await.is_empty());
+}
+
+#[tokio::test]
+async fn bearer_auth_with_the_right_and_a_wrong_token() {
+    let Ok(url) = std::env::var("MNEME_HINDSIGHT_AUTH_URL") else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("MNEME_HINDSIGHT_AUTH_URL is not set: .ci/run must start the peer with an API key");
+        }
+        eprintln!("skipping: MNEME_HINDSIGHT_AUTH_URL not set");
+        return;
+    };
+    let key = std::env::var("MNEME_HINDSIGHT_AUTH_KEY").unwrap();
+    let scope = Scope { bank: fresh_bank("contract-auth"), tags: vec![] };
+    let q = query("anything", &[], TagsMatch::Any, &[]);
+    let right = mneme_hindsight::HindsightBackend::new(config(&url, Some(&key))).unwrap();
+    assert!(right.recall(&scope, &q).await.is_ok());
+    let wrong = mneme_hindsight::HindsightBackend::new(config(&url, Some("not-the-key"))).unwrap();
+    let e = wrong.recall(&scope, &q).await.unwrap_err();
+    assert!(!e.is_transient(), "{e}");
+    assert!(e.to_string().contains("hindsight.api_token"), "{e}");
+    assert!(!e.to_string().contains("not-the-key"));
+    let none = mneme_hindsight::HindsightBackend::new(config(&url, None)).unwrap();
+    assert!(!none.recall(&scope, &q).await.unwrap_err().is_transient());
+}
