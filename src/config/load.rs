@@ -210,13 +210,6 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
     if s.queue.retry_max < s.queue.retry_initial {
         err("queue", "retry_max", "must not be shorter than queue.retry_initial".into());
     }
-    if s.memory.backend == BackendId::Hindsight {
-        err(
-            "memory",
-            "backend",
-            "the hindsight backend is not part of this build yet; use \"local\" or \"off\"".into(),
-        );
-    }
     errors
 }
 

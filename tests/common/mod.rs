@@ -42,18 +42,26 @@ impl Daemon {
 
     /// Like [`Daemon::start_in`], with extra environment variables for the daemon process.
     pub fn start_with_env(dir: tempfile::TempDir, extra: &str, env: &[(&str, &str)]) -> Daemon {
+        Self::start_logged(dir, extra, env, None)
+    }
+
+    /// Like [`Daemon::start_with_env`], with the daemon's stderr written to `log`.
+    pub fn start_logged(dir: tempfile::TempDir, extra: &str, env: &[(&str, &str)], log: Option<&Path>) -> Daemon {
         let config = dir.path().join("config.toml");
         if !config.exists() || !extra.is_empty() {
             std::fs::write(&config, extra).unwrap();
         }
-        let child = Command::new(bin())
+        let mut child = Command::new(bin())
             .args(["serve", "--config"])
             .arg(&config)
             .envs(env_for(dir.path()))
-            .envs(env.iter().copied())
             .env("MNEME_LOG", "error")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(match log {
+                Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+                None => Stdio::inherit(),
+            })
             .spawn()
             .expect("spawn mneme serve");
         let pid_path = dir.path().join("data/mneme.pid");
@@ -67,6 +75,9 @@ impl Daemon {
                 break addr;
             }
             assert!(Instant::now() < deadline, "daemon did not start");
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("daemon exited at start: {status}");
+            }
             std::thread::sleep(Duration::from_millis(20));
         };
         let token = std::fs::read_to_string(dir.path().join("data/token")).unwrap().trim().to_owned();

@@ -1,0 +1,128 @@
+//! Faults a real server cannot produce on demand, from an in-process axum server on 127.0.0.1:0.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::Router;
+use mneme_core::*;
+use mneme_hindsight::HindsightBackend;
+
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+fn batch() -> RetainBatch {
+    RetainBatch {
+        id: "0192f4a1b2c3d4e5f60718293a4b5c6d".into(),
+        items: vec![MemoryItem {
+            id: "i".into(),
+            content: "c".into(),
+            context: None,
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            metadata: Default::default(),
+            tags: vec![],
+            document_id: None,
+            kind: MemoryType::World,
+        }],
+    }
+}
+
+fn scope() -> Scope {
+    Scope { bank: "b".into(), tags: vec![] }
+}
+
+#[tokio::test]
+async fn too_many_requests_honours_retry_after() {
+    let url = serve(Router::new().route(
+        "/v1/default/banks/b/memories",
+        post(|| async { (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "3")], r#"{"detail":"slow down"}"#) }),
+    ))
+    .await;
+    let e = HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.is_transient(), "{e}");
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
+    assert!(e.to_string().contains("slow down"), "{e}");
+}
+
+#[tokio::test]
+async fn server_errors_are_transient_with_their_reason() {
+    let url = serve(Router::new().route(
+        "/v1/default/banks/b/memories",
+        post(|| async { (StatusCode::INTERNAL_SERVER_ERROR, r#"{"detail":"database is restarting"}"#).into_response() }),
+    ))
+    .await;
+    let e = HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.is_transient());
+    assert!(e.to_string().contains("500") && e.to_string().contains("database is restarting"), "{e}");
+}
+
+#[tokio::test]
+async fn a_slow_server_past_the_timeout_is_transient() {
+    let url = serve(Router::new().route(
+        "/v1/default/banks/b/memories",
+        post(|| async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            "{}"
+        }),
+    ))
+    .await;
+    let mut config = common::config(&url, None);
+    config.retain_timeout = Duration::from_millis(200);
+    let started = Instant::now();
+    let e = HindsightBackend::new(config).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(e.is_transient() && e.to_string().contains("timed out"), "{e}");
+}
+
+#[tokio::test]
+async fn connection_refused_is_transient_and_status_says_unreachable() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let b = HindsightBackend::new(common::config(&url, Some("sekrit-token"))).unwrap();
+    let e = b.retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.is_transient() && e.to_string().contains("connection refused"), "{e}");
+    assert!(!e.to_string().contains("sekrit"));
+    let status = b.status().await;
+    assert!(!status.healthy);
+    assert!(status.detail.unwrap().contains("unreachable"));
+}
+
+#[tokio::test]
+async fn the_rate_limit_waits_instead_of_dropping() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    let url = serve(Router::new().route(
+        "/v1/default/banks/b/memories",
+        post(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { r#"{"success": true}"# }
+        }),
+    ))
+    .await;
+    let mut config = common::config(&url, None);
+    config.requests_per_second = 5;
+    config.burst = 1;
+    let b = Arc::new(HindsightBackend::new(config).unwrap());
+    let started = Instant::now();
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let b = b.clone();
+            tokio::spawn(async move { b.retain(&scope(), &batch()).await })
+        })
+        .collect();
+    for c in calls {
+        c.await.unwrap().unwrap();
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 4);
+    assert!(started.elapsed() >= Duration::from_millis(550), "{:?}", started.elapsed());
+}

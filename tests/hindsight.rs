@@ -1,0 +1,204 @@
+//! The daemon with `memory.backend = "hindsight"`, end to end against the real Hindsight peer.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Daemon;
+use serde_json::{json, Value};
+
+fn peer() -> Option<String> {
+    match std::env::var("MNEME_HINDSIGHT_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("MNEME_HINDSIGHT_URL is not set in CI"),
+        _ => {
+            eprintln!("skipping: set MNEME_HINDSIGHT_URL to a running Hindsight peer (see .ci/run)");
+            None
+        }
+    }
+}
+
+fn fresh(prefix: &str) -> String {
+    format!("{prefix}-{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
+}
+
+async fn chunk_bank(url: &str, bank: &str) {
+    let r = reqwest::Client::new()
+        .put(format!("{url}/v1/default/banks/{bank}"))
+        .json(&json!({"retain_extraction_mode": "chunks", "enable_observations": false}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+}
+
+async fn bank_texts(url: &str, bank: &str) -> Vec<String> {
+    let v: Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=1000")).await.unwrap().json().await.unwrap();
+    let mut t: Vec<String> =
+        v["items"].as_array().map(|a| a.iter().map(|i| i["text"].as_str().unwrap().to_owned()).collect()).unwrap_or_default();
+    t.sort();
+    t
+}
+
+async fn wait_bank(url: &str, bank: &str, n: usize) -> Vec<String> {
+    for _ in 0..120 {
+        if bank_texts(url, bank).await.len() >= n {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    bank_texts(url, bank).await
+}
+
+fn config(url: &str, bank: &str, extra: &str) -> String {
+    format!("[memory]\nbackend = \"hindsight\"\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n{extra}")
+}
+
+#[tokio::test]
+async fn retain_recall_reflect_compaction_and_clear_through_the_daemon() {
+    let Some(url) = peer() else { return };
+    let bank = fresh("e2e");
+    chunk_bank(&url, &bank).await;
+    let d = Daemon::start(&config(&url, &bank, ""));
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(st["backend"]["backend"], "hindsight");
+    assert_eq!(st["backend"]["healthy"], true, "{st}");
+    assert_eq!(st["backend"]["version"], "1.1.0");
+    d.start_session("s1", "/work/Narwhal").await;
+    let (status, v) = d
+        .post("/v1/sessions/s1/retain", json!({"items": [
+            {"content": "The narwhal service deploys through the canary ring"},
+            {"content": "Narwhal integration tests need the fixtures volume", "context": "testing"}
+        ]}))
+        .await;
+    assert_eq!(status, 202, "{v}");
+    let (_, v) = d.post("/v1/flush", json!({"session_id": "s1"})).await;
+    assert_eq!(v, json!({"delivered": 2, "failed": 0}));
+    let texts = wait_bank(&url, &bank, 2).await;
+    assert_eq!(texts, vec!["Narwhal integration tests need the fixtures volume", "The narwhal service deploys through the canary ring"]);
+
+    let (_, v) = d.post("/v1/sessions/s1/recall", json!({"query": "how does narwhal deploy?"})).await;
+    assert!(v["message"].as_str().unwrap().starts_with("Found "), "{v}");
+    assert!(v["results"].as_array().unwrap().iter().any(|r| r["text"] == "The narwhal service deploys through the canary ring"));
+    assert!(v["results"][0]["tags"].as_array().unwrap().contains(&json!("project:narwhal")), "{v}");
+
+    let (_, v) = d.post("/v1/sessions/s1/agent-start", json!({"prompt": "narwhal deploys?"})).await;
+    assert!(v["inject"].as_str().unwrap().contains("canary ring"), "{v}");
+    let (_, v) = d.post("/v1/sessions/s1/reflect", json!({"query": "How does narwhal deploy?"})).await;
+    assert!(!v["text"].as_str().unwrap().is_empty(), "{v}");
+    let (_, v) = d
+        .post("/v1/sessions/s1/compaction", json!({"messages": [{"role": "user", "content": "what about narwhal fixtures?"}]}))
+        .await;
+    assert!(v["context"].as_str().unwrap().contains("fixtures volume"), "{v}");
+
+    let (_, v) = d.post("/v1/clear", json!({"session_id": "s1"})).await;
+    assert!(v["message"].as_str().unwrap().contains("were kept"), "{v}");
+    assert_eq!(bank_texts(&url, &bank).await.len(), 2);
+    let (_, v) = d.post("/v1/clear", json!({"session_id": "s1", "remote": true})).await;
+    assert!(v["message"].as_str().unwrap().contains("Deleted"), "{v}");
+    assert!(bank_texts(&url, &bank).await.is_empty());
+}
+
+#[tokio::test]
+async fn per_project_scoping_writes_to_the_projects_bank() {
+    let Some(url) = peer() else { return };
+    let base = fresh("scoped");
+    chunk_bank(&url, &format!("{base}-otter")).await;
+    let d = Daemon::start(&config(&url, &base, "").replace("[hindsight]", "scoping = \"per-project\"\n[hindsight]"));
+    let v = d.start_session("s", "/src/Otter").await;
+    assert_eq!(v["scope"], json!({"bank": format!("{base}-otter"), "tags": []}));
+    d.post("/v1/sessions/s/retain", json!({"items": [{"content": "otter uses sqlite"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    assert_eq!(wait_bank(&url, &format!("{base}-otter"), 1).await, vec!["otter uses sqlite"]);
+}
+
+/// Forwards 127.0.0.1:`port` to `target` once started: the server "comes back".
+async fn forward(listener: tokio::net::TcpListener, target: String) {
+    loop {
+        let Ok((mut inbound, _)) = listener.accept().await else { return };
+        let target = target.clone();
+        tokio::spawn(async move {
+            if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            }
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_down_at_start_gets_everything_once_when_it_returns() {
+    let Some(url) = peer() else { return };
+    let bank = fresh("outage");
+    chunk_bank(&url, &bank).await;
+    // A port with nothing behind it yet.
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let extra = "[queue]\nretry_initial = \"200ms\"\nretry_max = \"1s\"\nflush_interval = \"100ms\"\n";
+    let d = Daemon::start(&config(&format!("http://{addr}"), &bank, extra));
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(st["backend"]["healthy"], false, "{st}");
+    assert!(st["backend"]["detail"].as_str().unwrap().contains("unreachable"), "{st}");
+    for s in ["a", "b"] {
+        d.start_session(s, "/p/outage").await;
+        for i in 0..3 {
+            let (status, _) = d.post(&format!("/v1/sessions/{s}/retain"), json!({"items": [{"content": format!("outage item {s}{i}")}]})).await;
+            assert_eq!(status, 202);
+        }
+    }
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert!(v["failed"].as_u64().unwrap() > 0, "{v}");
+    tokio::time::sleep(Duration::from_secs(2)).await; // several retries fail meanwhile
+    let (_, v) = d.get("/v1/notices").await;
+    let warnings = v["notices"].as_array().unwrap().iter().filter(|n| n["level"] == "warning").count();
+    assert_eq!(warnings, 1, "one notice per outage: {v}");
+
+    // The server comes back on that address.
+    let target = url.trim_start_matches("http://").to_owned();
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(forward(listener, target));
+    let mut spooled = u64::MAX;
+    for _ in 0..100 {
+        let (_, st) = d.get("/v1/status").await;
+        spooled = st["queue"]["spooled"].as_u64().unwrap();
+        if spooled == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(spooled, 0);
+    let texts = wait_bank(&url, &bank, 6).await;
+    let want: Vec<String> = ["a0", "a1", "a2", "b0", "b1", "b2"].iter().map(|s| format!("outage item {s}")).collect();
+    assert_eq!(texts, want, "every item exactly once");
+    let (_, v) = d.get("/v1/notices").await;
+    assert!(v["notices"].as_array().unwrap().iter().any(|n| n["level"] == "info" && n["message"].as_str().unwrap().contains("reachable again")));
+}
+
+#[tokio::test]
+async fn the_token_stays_secret_even_at_debug_level() {
+    let Some(url) = peer() else { return };
+    let token = "tok-9f8e7d6c5b4a-never-print";
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr.log");
+    let work = tempfile::tempdir().unwrap();
+    let d = Daemon::start_logged(
+        work,
+        &config(&url, &fresh("secret"), "debug = true\n"),
+        &[("HINDSIGHT_API_TOKEN", token), ("MNEME_LOG", "debug")],
+        Some(&log),
+    );
+    d.start_session("s", "/x/secret").await;
+    d.post("/v1/sessions/s/retain", json!({"items": [{"content": "something"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    d.post("/v1/sessions/s/recall", json!({"query": "something"})).await;
+    let (_, st) = d.get("/v1/status").await;
+    assert!(!st.to_string().contains(token));
+    let out = d.cli().args(["--json", "status"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(token));
+    drop(d);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("DEBUG"), "debug logging was on");
+    assert!(logged.contains("retain: POST"), "requests were logged");
+    assert!(!logged.contains(token), "the token leaked into the log");
+}
