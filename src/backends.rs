@@ -15,8 +15,6 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, String> {
         BackendId::Local => {
             Arc::new(LocalBackend::open(&LocalConfig { path: settings.local_db_path() }).map_err(|e| e.to_string())?)
         }
-        BackendId::Hindsight => {
-            Arc::new(HindsightBackend::new(settings.hindsight.clone()).map_err(|e| e.to_string())?)
-        }
+        BackendId::Hindsight => Arc::new(HindsightBackend::new(settings.hindsight.clone()).map_err(|e| e.to_string())?),
     })
 }

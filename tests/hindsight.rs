@@ -33,9 +33,16 @@ async fn chunk_bank(url: &str, bank: &str) {
 }
 
 async fn bank_texts(url: &str, bank: &str) -> Vec<String> {
-    let v: Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=1000")).await.unwrap().json().await.unwrap();
-    let mut t: Vec<String> =
-        v["items"].as_array().map(|a| a.iter().map(|i| i["text"].as_str().unwrap().to_owned()).collect()).unwrap_or_default();
+    let v: Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=1000"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut t: Vec<String> = v["items"]
+        .as_array()
+        .map(|a| a.iter().map(|i| i["text"].as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default();
     t.sort();
     t
 }
@@ -67,20 +74,33 @@ async fn retain_recall_reflect_compaction_and_clear_through_the_daemon() {
     assert_eq!(st["backend"]["version"], "1.1.0");
     d.start_session("s1", "/work/Narwhal").await;
     let (status, v) = d
-        .post("/v1/sessions/s1/retain", json!({"items": [
-            {"content": "The narwhal service deploys through the canary ring"},
-            {"content": "Narwhal integration tests need the fixtures volume", "context": "testing"}
-        ]}))
+        .post(
+            "/v1/sessions/s1/retain",
+            json!({"items": [
+                {"content": "The narwhal service deploys through the canary ring"},
+                {"content": "Narwhal integration tests need the fixtures volume", "context": "testing"}
+            ]}),
+        )
         .await;
     assert_eq!(status, 202, "{v}");
     let (_, v) = d.post("/v1/flush", json!({"session_id": "s1"})).await;
     assert_eq!(v, json!({"delivered": 2, "failed": 0}));
     let texts = wait_bank(&url, &bank, 2).await;
-    assert_eq!(texts, vec!["Narwhal integration tests need the fixtures volume", "The narwhal service deploys through the canary ring"]);
+    assert_eq!(
+        texts,
+        vec![
+            "Narwhal integration tests need the fixtures volume",
+            "The narwhal service deploys through the canary ring"
+        ]
+    );
 
     let (_, v) = d.post("/v1/sessions/s1/recall", json!({"query": "how does narwhal deploy?"})).await;
     assert!(v["message"].as_str().unwrap().starts_with("Found "), "{v}");
-    assert!(v["results"].as_array().unwrap().iter().any(|r| r["text"] == "The narwhal service deploys through the canary ring"));
+    assert!(v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["text"] == "The narwhal service deploys through the canary ring"));
     assert!(v["results"][0]["tags"].as_array().unwrap().contains(&json!("project:narwhal")), "{v}");
 
     let (_, v) = d.post("/v1/sessions/s1/agent-start", json!({"prompt": "narwhal deploys?"})).await;
@@ -88,7 +108,10 @@ async fn retain_recall_reflect_compaction_and_clear_through_the_daemon() {
     let (_, v) = d.post("/v1/sessions/s1/reflect", json!({"query": "How does narwhal deploy?"})).await;
     assert!(!v["text"].as_str().unwrap().is_empty(), "{v}");
     let (_, v) = d
-        .post("/v1/sessions/s1/compaction", json!({"messages": [{"role": "user", "content": "what about narwhal fixtures?"}]}))
+        .post(
+            "/v1/sessions/s1/compaction",
+            json!({"messages": [{"role": "user", "content": "what about narwhal fixtures?"}]}),
+        )
         .await;
     assert!(v["context"].as_str().unwrap().contains("fixtures volume"), "{v}");
 
@@ -143,7 +166,12 @@ async fn a_server_down_at_start_gets_everything_once_when_it_returns() {
     for s in ["a", "b"] {
         d.start_session(s, "/p/outage").await;
         for i in 0..3 {
-            let (status, _) = d.post(&format!("/v1/sessions/{s}/retain"), json!({"items": [{"content": format!("outage item {s}{i}")}]})).await;
+            let (status, _) = d
+                .post(
+                    &format!("/v1/sessions/{s}/retain"),
+                    json!({"items": [{"content": format!("outage item {s}{i}")}]}),
+                )
+                .await;
             assert_eq!(status, 202);
         }
     }
@@ -172,7 +200,11 @@ async fn a_server_down_at_start_gets_everything_once_when_it_returns() {
     let want: Vec<String> = ["a0", "a1", "a2", "b0", "b1", "b2"].iter().map(|s| format!("outage item {s}")).collect();
     assert_eq!(texts, want, "every item exactly once");
     let (_, v) = d.get("/v1/notices").await;
-    assert!(v["notices"].as_array().unwrap().iter().any(|n| n["level"] == "info" && n["message"].as_str().unwrap().contains("reachable again")));
+    assert!(v["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["level"] == "info" && n["message"].as_str().unwrap().contains("reachable again")));
 }
 
 #[tokio::test]

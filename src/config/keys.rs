@@ -182,12 +182,12 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),
     key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&v.string()?, c.base))),
     key!("hindsight", "api_url", ["HINDSIGHT_API_URL"], |s, v, c| s.hindsight.api_url = http_url(v.string()?)?),
-    key!("hindsight", "api_token", ["HINDSIGHT_API_TOKEN"], |s, v, c| s.hindsight.api_token = Some(v.string()?)
-        .filter(|t| !t.trim().is_empty())
-        .map(|t| super::Secret::new(t.trim()))),
+    key!("hindsight", "api_token", ["HINDSIGHT_API_TOKEN"], |s, v, c| s.hindsight.api_token =
+        Some(v.string()?).filter(|t| !t.trim().is_empty()).map(|t| super::Secret::new(t.trim()))),
     key!("hindsight", "bank_mission", ["HINDSIGHT_BANK_MISSION"], |s, v, c| s.hindsight.bank_mission = v.string()?),
     key!("hindsight", "retain_mission", [], |s, v, c| s.hindsight.retain_mission = v.string()?),
-    key!("hindsight", "requests_per_second", [], |s, v, c| s.hindsight.requests_per_second = at_least(v.integer()?, 1)? as u32),
+    key!("hindsight", "requests_per_second", [], |s, v, c| s.hindsight.requests_per_second =
+        at_least(v.integer()?, 1)? as u32),
     key!("hindsight", "burst", [], |s, v, c| s.hindsight.burst = at_least(v.integer()?, 1)? as u32),
     key!("hindsight", "timeout", [], |s, v, c| s.hindsight.timeout = nonzero(v.duration()?)?),
     key!("hindsight", "recall_timeout", [], |s, v, c| s.hindsight.recall_timeout = nonzero(v.duration()?)?),

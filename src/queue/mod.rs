@@ -392,7 +392,8 @@ impl Inner {
                     self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
                     self.with_session(session, |q| q.backoff_until = None);
                     if self.backend_down.swap(false, Ordering::Relaxed) {
-                        let message = format!("The {} backend is reachable again; delivering spooled memories.", backend.id());
+                        let message =
+                            format!("The {} backend is reachable again; delivering spooled memories.", backend.id());
                         self.notices.emit(Level::Info, backend.id().as_str(), None, message).await;
                         self.wake_waiting_sessions(session);
                     }

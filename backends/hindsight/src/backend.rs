@@ -93,9 +93,7 @@ pub fn operation_id(batch_id: &str) -> String {
     let mut hex: String = batch_id.chars().filter(|c| c.is_ascii_hexdigit()).map(|c| c.to_ascii_lowercase()).collect();
     if hex.len() != 32 {
         // Not our id format: hash it (FNV-1a twice, seeded differently) into 128 bits.
-        let h = |seed: u64| {
-            batch_id.bytes().fold(seed, |acc, b| (acc ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-        };
+        let h = |seed: u64| batch_id.bytes().fold(seed, |acc, b| (acc ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
         hex = format!("{:016x}{:016x}", h(0xcbf2_9ce4_8422_2325), h(0x8422_2325_cbf2_9ce4));
     }
     let mut b: Vec<char> = hex.chars().collect();
@@ -111,7 +109,9 @@ impl HindsightBackend {
         let base = Url::parse(config.api_url.trim())
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-            .ok_or_else(|| BackendError::permanent(format!("hindsight.api_url {:?} is not an http(s) URL", config.api_url)))?;
+            .ok_or_else(|| {
+                BackendError::permanent(format!("hindsight.api_url {:?} is not an http(s) URL", config.api_url))
+            })?;
         let mut headers = HeaderMap::new();
         if let Some(token) = &config.api_token {
             let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
@@ -330,13 +330,15 @@ impl MemoryBackend for HindsightBackend {
 
     async fn status(&self) -> BackendStatus {
         let quick = self.config.timeout.min(Duration::from_secs(3));
-        let health = self.send::<serde_json::Value>("health", Method::GET, self.url(&["health"]), None::<&()>, quick).await;
+        let health =
+            self.send::<serde_json::Value>("health", Method::GET, self.url(&["health"]), None::<&()>, quick).await;
         let mut status = BackendStatus::healthy(BackendId::Hindsight);
         status.detail = Some(self.base.as_str().trim_end_matches('/').to_owned());
         match health {
             Ok(Some(_)) => {
-                let version =
-                    self.send::<VersionResponse>("version", Method::GET, self.url(&["version"]), None::<&()>, quick).await;
+                let version = self
+                    .send::<VersionResponse>("version", Method::GET, self.url(&["version"]), None::<&()>, quick)
+                    .await;
                 status.version = version.ok().flatten().and_then(|v| v.api_version);
             }
             Ok(None) => {
@@ -401,6 +403,9 @@ mod tests {
             debug: false,
         })
         .unwrap();
-        assert_eq!(b.bank_url("my bank?", &["memories"]).as_str(), "http://h:1/prefix/v1/default/banks/my%20bank%3F/memories");
+        assert_eq!(
+            b.bank_url("my bank?", &["memories"]).as_str(),
+            "http://h:1/prefix/v1/default/banks/my%20bank%3F/memories"
+        );
     }
 }

@@ -67,7 +67,10 @@ pub async fn list_texts(url: &str, bank: &str) -> Vec<String> {
         .json()
         .await
         .unwrap();
-    v["items"].as_array().map(|a| a.iter().map(|i| i["text"].as_str().unwrap_or("").to_owned()).collect()).unwrap_or_default()
+    v["items"]
+        .as_array()
+        .map(|a| a.iter().map(|i| i["text"].as_str().unwrap_or("").to_owned()).collect())
+        .unwrap_or_default()
 }
 
 /// Waits until the bank lists `n` memories (async retains finish in the background).
@@ -82,4 +85,12 @@ pub async fn wait_for_count(url: &str, bank: &str, n: usize) -> Vec<String> {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     list_texts(url, bank).await
+}
+
+/// A batch id no other run used: Hindsight keeps operation ids across banks and restarts.
+pub fn fresh_batch_id() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{nanos:016x}{:08x}{n:08x}", std::process::id())
 }

@@ -39,8 +39,11 @@ async fn a_resent_batch_is_stored_once() {
     let b = backend(&url);
     let scope = Scope { bank: bank.clone(), tags: vec![] };
     let batch = RetainBatch {
-        id: "0192f4a1b2c3d4e5f60718293a4b5c6d".into(),
-        items: vec![item("1", "The zebrafish pipeline runs nightly", &[], Some("doc-a")), item("2", "Quokka builds use musl", &[], Some("doc-b"))],
+        id: fresh_batch_id(),
+        items: vec![
+            item("1", "The zebrafish pipeline runs nightly", &[], Some("doc-a")),
+            item("2", "Quokka builds use musl", &[], Some("doc-b")),
+        ],
     };
     b.retain(&scope, &batch).await.unwrap();
     b.retain(&scope, &batch).await.unwrap(); // a resend after a lost reply
@@ -57,7 +60,7 @@ async fn recall_filters_on_tags_match_and_types() {
     let b = backend(&url);
     let scope = Scope { bank: bank.clone(), tags: vec![] };
     let batch = RetainBatch {
-        id: "1192f4a1b2c3d4e5f60718293a4b5c6d".into(),
+        id: fresh_batch_id(),
         items: vec![
             item("1", "walrus untagged note", &[], Some("d1")),
             item("2", "walrus alpha project note", &["project:alpha"], Some("d2")),
@@ -78,7 +81,8 @@ async fn recall_filters_on_tags_match_and_types() {
     let worlds = b.recall(&scope, &query("walrus note", &[], TagsMatch::Any, &[MemoryType::World])).await.unwrap();
     assert_eq!(worlds.len(), 3);
     assert!(worlds.iter().all(|r| r.kind == "world" && !r.mentioned_at.is_empty()));
-    let experiences = b.recall(&scope, &query("walrus note", &[], TagsMatch::Any, &[MemoryType::Experience])).await.unwrap();
+    let experiences =
+        b.recall(&scope, &query("walrus note", &[], TagsMatch::Any, &[MemoryType::Experience])).await.unwrap();
     assert!(experiences.is_empty(), "{experiences:?}");
 }
 
@@ -90,10 +94,16 @@ async fn a_missing_bank_is_no_memories_and_reflect_answers() {
     assert!(b.recall(&missing, &query("anything", &[], TagsMatch::Any, &[])).await.unwrap().is_empty());
     let bank = fresh_bank("contract-reflect");
     let scope = Scope { bank: bank.clone(), tags: vec![] };
-    b.retain(&scope, &RetainBatch { id: "2192f4a1b2c3d4e5f60718293a4b5c6d".into(), items: vec![item("1", "We deploy on Fridays.", &[], None)] })
+    b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items: vec![item("1", "We deploy on Fridays.", &[], None)] })
         .await
         .unwrap();
-    let q = ReflectQuery { query: "When do we deploy?".into(), context: None, budget: Budget::Low, tags: vec![], tags_match: TagsMatch::Any };
+    let q = ReflectQuery {
+        query: "When do we deploy?".into(),
+        context: None,
+        budget: Budget::Low,
+        tags: vec![],
+        tags_match: TagsMatch::Any,
+    };
     let text = b.reflect(&scope, &q).await.unwrap();
     assert!(!text.trim().is_empty(), "the mock LLM answers something");
     let status = b.status().await;
@@ -124,7 +134,7 @@ async fn clear_remote_deletes_the_banks_memories() {
     chunk_bank(&url, &bank).await;
     let b = backend(&url);
     let scope = Scope { bank: bank.clone(), tags: vec![] };
-    b.retain(&scope, &RetainBatch { id: "3192f4a1b2c3d4e5f60718293a4b5c6d".into(), items: vec![item("1", "ephemeral ocelot", &[], Some("d"))] })
+    b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items: vec![item("1", "ephemeral ocelot", &[], Some("d"))] })
         .await
         .unwrap();
     wait_for_count(&url, &bank, 1).await;

@@ -57,7 +57,9 @@ async fn too_many_requests_honours_retry_after() {
 async fn server_errors_are_transient_with_their_reason() {
     let url = serve(Router::new().route(
         "/v1/default/banks/b/memories",
-        post(|| async { (StatusCode::INTERNAL_SERVER_ERROR, r#"{"detail":"database is restarting"}"#).into_response() }),
+        post(|| async {
+            (StatusCode::INTERNAL_SERVER_ERROR, r#"{"detail":"database is restarting"}"#).into_response()
+        }),
     ))
     .await;
     let e = HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap_err();
