@@ -10,4 +10,5 @@ pub mod ids;
 pub mod metrics;
 pub mod notices;
 pub mod queue;
+pub mod reload;
 pub mod session;

@@ -130,6 +130,23 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             let n = v["requeued"].as_u64().unwrap_or(0);
             print(&v, format!("Re-queued {n} dead {}.", if n == 1 { "letter" } else { "letters" }));
         }
+        Command::Reload => match client.call::<Value>(Method::POST, "/v1/reload", None).await {
+            Ok(v) => {
+                let backend = v["backend"].as_str().unwrap_or("?");
+                let mut human = if v["changed"] == true {
+                    format!("Switched the memory backend to {backend}.")
+                } else {
+                    format!("Reloaded the configuration (backend {backend}, unchanged).")
+                };
+                if let Some(keys) = v["restart_needed"].as_array().filter(|k| !k.is_empty()) {
+                    let keys: Vec<&str> = keys.iter().filter_map(Value::as_str).collect();
+                    human.push_str(&format!(" Restart mneme to apply {}.", keys.join(", ")));
+                }
+                print(&v, human);
+            }
+            Err(CliError::Daemon { status: 422, message }) => return Err(CliError::Config(message)),
+            Err(e) => return Err(e),
+        },
         Command::Serve | Command::Config { .. } => unreachable!("handled before connecting"),
     }
     Ok(ExitCode::SUCCESS)

@@ -85,6 +85,8 @@ pub enum Command {
     },
     /// Put dead letters back in the queue and deliver them.
     Retry,
+    /// Re-read the config file now (the daemon also watches it); switches backends live.
+    Reload,
     /// Check, locate or print the configuration.
     Config {
         /// Which.

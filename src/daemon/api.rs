@@ -219,6 +219,17 @@ pub struct Requeued {
     pub requeued: u64,
 }
 
+/// The answer to `POST /v1/reload`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Reloaded {
+    /// The backend now in force.
+    pub backend: mneme_core::BackendId,
+    /// Whether the backend was switched.
+    pub changed: bool,
+    /// Changed keys that only apply after a restart.
+    pub restart_needed: Vec<String>,
+}
+
 /// `GET /v1/status`
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Status {

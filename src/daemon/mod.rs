@@ -41,6 +41,7 @@ pub struct AppState {
     queue: Queue,
     notices: Notices,
     metrics: Arc<Metrics>,
+    reloader: Arc<crate::reload::Reloader>,
     token: String,
     token_path: PathBuf,
     allow_remote: bool,
@@ -75,6 +76,7 @@ fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/flush", post(routes::flush))
         .route("/v1/clear", post(routes::clear))
         .route("/v1/retry", post(routes::retry))
+        .route("/v1/reload", post(routes::reload))
         .route("/v1/notices", get(routes::notices))
         .route("/v1/notices/stream", get(routes::notice_stream))
         .route("/metrics", get(routes::metrics))
@@ -146,6 +148,7 @@ impl Daemon {
         let queue = state.queue.clone();
         let app = router(state, self.settings.server.max_body_bytes);
         tracing::info!(%addr, backend = %queue.backend().id(), "mneme listening");
+        self.reloader.clone().watch(stopping.clone());
         let stop = stopping.clone();
         tokio::spawn(async move {
             shutdown.await;

@@ -136,6 +136,28 @@ pub async fn clear(State(s): St, body: Bytes) -> AppResult<Json<crate::session::
     Ok(Json(s.sessions.clear(ClearRequest { session_id: b.session_id, all: b.all, remote: b.remote }).await?))
 }
 
+pub async fn reload(State(s): St) -> Response {
+    use crate::reload::ReloadError;
+    match s.reloader.reload().await {
+        Ok(r) => {
+            Json(Reloaded { backend: r.backend, changed: r.changed, restart_needed: r.restart_needed }).into_response()
+        }
+        Err(ReloadError::Invalid(e)) => {
+            let errors: Vec<serde_json::Value> = e
+                .errors
+                .iter()
+                .map(|x| serde_json::json!({"key": x.key, "line": x.line, "message": x.message}))
+                .collect();
+            let body =
+                serde_json::json!({"error": {"code": "invalid_config", "message": e.to_string(), "errors": errors}});
+            (StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
+        }
+        Err(e @ ReloadError::Backend { .. }) => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "backend_unavailable", e.to_string()).into_response()
+        }
+    }
+}
+
 pub async fn retry(State(s): St) -> AppResult<Json<Requeued>> {
     Ok(Json(Requeued { requeued: s.queue.retry_dead().await? }))
 }

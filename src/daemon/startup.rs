@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
 use crate::queue::spool::Spool;
 use crate::queue::Queue;
+use crate::reload::Reloader;
 use crate::session::Sessions;
 
 /// Why the daemon could not start.
@@ -50,6 +51,7 @@ pub struct Daemon {
     queue: Queue,
     notices: Notices,
     metrics: Arc<Metrics>,
+    pub(super) reloader: Arc<Reloader>,
     token: String,
     config_path: PathBuf,
     config_exists: bool,
@@ -83,12 +85,20 @@ impl Daemon {
             Ok(n) => tracing::info!("delivering {n} items spooled by a previous run"),
             Err(e) => tracing::error!("cannot read the spool: {e}"),
         }
+        let reloader = Arc::new(Reloader::new(
+            loaded.path.clone(),
+            settings.clone(),
+            queue.clone(),
+            sessions.clone(),
+            notices.clone(),
+        ));
         Ok(Daemon {
             settings,
             sessions,
             queue,
             notices,
             metrics,
+            reloader,
             token,
             config_path: loaded.path,
             config_exists: loaded.exists,
@@ -116,6 +126,7 @@ impl Daemon {
             queue: self.queue.clone(),
             notices: self.notices.clone(),
             metrics: self.metrics.clone(),
+            reloader: self.reloader.clone(),
             token: self.token.clone(),
             token_path: self.settings.token_path(),
             allow_remote: self.settings.server.allow_remote,

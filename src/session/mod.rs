@@ -173,6 +173,39 @@ impl Sessions {
         self.inner.settings.read().unwrap().clone()
     }
 
+    /// Applies new settings: sessions are re-scoped (a new bank or scoping takes effect at once);
+    /// those whose scope changed recall afresh.
+    pub async fn apply_settings(&self, settings: Arc<Settings>) -> Result<(), SpoolError> {
+        *self.inner.settings.write().unwrap() = settings.clone();
+        let changed: Vec<Session> = {
+            let mut map = self.inner.map.lock().unwrap();
+            let parents: HashMap<String, (Scope, String)> = map
+                .values()
+                .filter(|s| s.parent.is_none())
+                .map(|s| (s.id.clone(), scope_for(&settings, &s.cwd)))
+                .collect();
+            map.values_mut()
+                .filter_map(|s| {
+                    let (scope, project) = match &s.parent {
+                        Some(p) => parents.get(p).cloned().unwrap_or_else(|| (s.scope.clone(), s.project.clone())),
+                        None => parents[&s.id].clone(),
+                    };
+                    (scope != s.scope).then(|| {
+                        s.scope = scope;
+                        s.project = project;
+                        s.recalled = false;
+                        s.block = None;
+                        s.clone()
+                    })
+                })
+                .collect()
+        };
+        for s in changed {
+            self.save(&s).await?;
+        }
+        Ok(())
+    }
+
     /// How many sessions are known.
     pub fn count(&self) -> usize {
         self.inner.map.lock().unwrap().len()

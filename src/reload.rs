@@ -1,0 +1,197 @@
+//! Live configuration: the daemon watches its config file (and `POST /v1/reload` forces a read).
+//!
+//! A new file is validated first; an invalid one becomes an error notice naming the key and line,
+//! and the running configuration stays. A valid one whose backend differs is switched to without
+//! losing anything: every queue is drained into the old backend (for at most
+//! `queue.shutdown_grace`), what is left stays spooled and goes to the new one, sessions are
+//! re-scoped. Settings that only tune (queue sizes, recall knobs) apply without a swap. Settings
+//! that need a new socket or data directory are reported as needing a restart.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mneme_core::BackendId;
+use notify::{RecursiveMode, Watcher};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, ConfigErrors, Settings};
+use crate::notices::{Level, Notices};
+use crate::queue::Queue;
+use crate::session::Sessions;
+
+/// Quiet time after the last file event before the file is read (editors write in steps).
+const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The backend now in force.
+    pub backend: BackendId,
+    /// Whether the backend was switched.
+    pub changed: bool,
+    /// Keys that changed but only apply after a restart.
+    pub restart_needed: Vec<String>,
+}
+
+/// Why a reload was refused (the running configuration stays).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file is invalid.
+    #[error("{0}")]
+    Invalid(ConfigErrors),
+    /// The new backend could not be opened.
+    #[error("cannot switch to the {backend} backend: {reason}")]
+    Backend {
+        /// Which.
+        backend: BackendId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Re-reads the config file and applies it.
+pub struct Reloader {
+    path: PathBuf,
+    current: Mutex<Arc<Settings>>,
+    serial: tokio::sync::Mutex<()>,
+    queue: Queue,
+    sessions: Sessions,
+    notices: Notices,
+}
+
+impl Reloader {
+    /// A reloader for the file at `path`, starting from `settings`.
+    pub fn new(path: PathBuf, settings: Arc<Settings>, queue: Queue, sessions: Sessions, notices: Notices) -> Self {
+        Self { path, current: Mutex::new(settings), serial: tokio::sync::Mutex::new(()), queue, sessions, notices }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.current.lock().unwrap().clone()
+    }
+
+    /// Reads the file and applies it; one reload at a time.
+    pub async fn reload(&self) -> Result<Reloaded, ReloadError> {
+        let _one_at_a_time = self.serial.lock().await;
+        let old = self.settings();
+        let mut new = match config::load(&self.path, &|k| std::env::var(k).ok()) {
+            Ok(loaded) => loaded.settings,
+            Err(e) => {
+                let message = format!("Config change not applied, the running configuration stays. {e}");
+                self.notices.emit(Level::Error, "config", None, message).await;
+                return Err(ReloadError::Invalid(e));
+            }
+        };
+        let mut restart_needed = Vec::new();
+        if new.server != old.server {
+            restart_needed.push("server".to_owned());
+            new.server = old.server.clone();
+        }
+        if new.storage != old.storage {
+            restart_needed.push("storage.dir".to_owned());
+            new.storage = old.storage.clone();
+        }
+        if !restart_needed.is_empty() {
+            let message = format!(
+                "{} changed in {}; restart mneme to apply it",
+                restart_needed.join(" and "),
+                self.path.display()
+            );
+            self.notices.emit(Level::Warning, "config", None, message).await;
+        }
+        let swap = new.memory.backend != old.memory.backend
+            || (new.memory.backend == BackendId::Local && new.local_db_path() != old.local_db_path())
+            || (new.memory.backend == BackendId::Hindsight && new.hindsight != old.hindsight);
+        let new = Arc::new(new);
+        if swap {
+            let backend = match crate::backends::build(&new) {
+                Ok(b) => b,
+                Err(reason) => {
+                    let message = format!(
+                        "Cannot switch to the {} backend: {reason}; staying on {}",
+                        new.memory.backend, old.memory.backend
+                    );
+                    self.notices.emit(Level::Error, "config", None, message).await;
+                    return Err(ReloadError::Backend { backend: new.memory.backend, reason });
+                }
+            };
+            // Nothing acknowledged may be lost: deliver what we can to the old backend first.
+            let grace = old.queue.shutdown_grace;
+            if tokio::time::timeout(grace, self.queue.flush_all()).await.is_err() {
+                tracing::warn!(
+                    "draining into the old backend took longer than {grace:?}; the rest goes to the new one"
+                );
+            }
+            self.queue.set_backend(backend);
+        }
+        self.queue.set_settings(new.queue.clone());
+        if let Err(e) = self.sessions.apply_settings(new.clone()).await {
+            tracing::error!("cannot save re-scoped sessions: {e}");
+        }
+        *self.current.lock().unwrap() = new.clone();
+        if swap {
+            let message = format!("memory backend switched from {} to {}", old.memory.backend, new.memory.backend);
+            self.notices.emit(Level::Info, "config", None, message).await;
+            // Whatever is still spooled goes to the new backend now.
+            let queue = self.queue.clone();
+            tokio::spawn(async move { queue.flush_all().await });
+        } else if *new != *old {
+            tracing::info!("configuration reloaded from {}", self.path.display());
+        }
+        Ok(Reloaded { backend: new.memory.backend, changed: swap, restart_needed })
+    }
+
+    /// Watches the config file until `stop`; each change (debounced) triggers a reload.
+    pub fn watch(self: Arc<Self>, stop: CancellationToken) {
+        let Some(dir) = self.path.parent().map(Path::to_path_buf).filter(|d| d.is_dir()) else {
+            tracing::info!(
+                "not watching {}: its folder does not exist (POST /v1/reload still works)",
+                self.path.display()
+            );
+            return;
+        };
+        let name = self.path.file_name().map(|n| n.to_os_string());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        // Watch the folder, not the file: editors replace files by renaming over them.
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Ok(event) = event {
+                if event.paths.iter().any(|p| p.file_name().map(|n| n.to_os_string()) == name) {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let mut watcher = match watcher {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("cannot watch {}: {e} (POST /v1/reload still works)", dir.display());
+                return;
+            }
+        };
+        if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+            tracing::warn!("cannot watch {}: {e} (POST /v1/reload still works)", dir.display());
+            return;
+        }
+        tracing::info!("watching {} for changes", self.path.display());
+        tokio::spawn(async move {
+            let _keep_alive = watcher;
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    got = rx.recv() => if got.is_none() { return },
+                }
+                // Debounce: wait until the file has been quiet for a moment.
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(DEBOUNCE) => break,
+                        got = rx.recv() => if got.is_none() { return },
+                    }
+                }
+                if let Err(e) = self.reload().await {
+                    tracing::warn!("config change not applied: {e}");
+                }
+            }
+        });
+    }
+}

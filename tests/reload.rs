@@ -1,0 +1,189 @@
+//! Live configuration: edits to the watched config file and `POST /v1/reload`.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::Daemon;
+use serde_json::{json, Value};
+
+async fn notices(d: &Daemon) -> Vec<Value> {
+    d.get("/v1/notices?limit=1000").await.1["notices"].as_array().unwrap().clone()
+}
+
+async fn wait_for_notice(d: &Daemon, needle: &str) -> Value {
+    for _ in 0..100 {
+        if let Some(n) = notices(d).await.into_iter().find(|n| n["message"].as_str().unwrap().contains(needle)) {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no notice containing {needle:?}: {:?}", notices(d).await);
+}
+
+#[tokio::test]
+async fn an_invalid_edit_is_reported_and_the_daemon_keeps_serving() {
+    let d = Daemon::start("[queue]\nbatch_size = 16\n");
+    d.start_session("s", "/p/x").await;
+    std::fs::write(d.config_path(), "[queue]\nbatch_size = 16\n\n[memory]\nbackend = \"cloud\"\n").unwrap();
+    let n = wait_for_notice(&d, "Config change not applied").await;
+    assert_eq!(n["level"], "error");
+    assert!(n["message"].as_str().unwrap().contains("line 5: memory.backend"), "{n}");
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "still served"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 422);
+    assert_eq!(v["error"]["code"], "invalid_config");
+    assert_eq!(
+        v["error"]["errors"][0],
+        json!({"key": "memory.backend", "line": 5, "message": v["error"]["errors"][0]["message"]})
+    );
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(st["backend"]["backend"], "local");
+    // The CLI says the same, exit 2.
+    let out = d.cli().arg("reload").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 5: memory.backend"));
+}
+
+#[tokio::test]
+async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
+    let d = Daemon::start("");
+    std::fs::write(d.config_path(), "[queue]\nbatch_size = 2\n[recall]\nmax_tokens = 64\n").unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!((status, &v), (200, &json!({"backend": "local", "changed": false, "restart_needed": []})));
+    // batch_size 2 now: two retains flush at once.
+    d.start_session("s", "/p/y").await;
+    d.post("/v1/sessions/s/retain", json!({"items": [{"content": "one"}, {"content": "two"}]})).await;
+    let mut spooled = 1;
+    for _ in 0..50 {
+        spooled = d.get("/v1/status").await.1["queue"]["spooled"].as_u64().unwrap();
+        if spooled == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(spooled, 0, "the new batch_size applied");
+    std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 9999\n").unwrap();
+    let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(v["restart_needed"], json!(["server"]));
+    d.cli().arg("reload").assert().success();
+}
+
+/// Streams retains from a client while the test edits the config; returns the acknowledged ones.
+fn stream_retains(d: &Daemon, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Vec<String>> {
+    let (http, url, token) = (d.http.clone(), d.url("/v1/sessions/w/retain"), d.token.clone());
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        let mut i = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let content = format!("switch stream item {i}");
+            let r = http
+                .post(&url)
+                .bearer_auth(&token)
+                .json(&json!({"items": [{"content": content}]}))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let v: Value = r.json().await.unwrap();
+            match status {
+                202 => acked.push(content),
+                200 => assert_eq!(v["queued"], 0, "{v}"), // memory off: nothing acknowledged
+                other => panic!("unexpected {other}: {v}"),
+            }
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        acked
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_backends_while_retains_stream_in_loses_nothing() {
+    let hindsight = std::env::var("MNEME_HINDSIGHT_URL").ok().filter(|u| !u.is_empty());
+    if hindsight.is_none() && std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("MNEME_HINDSIGHT_URL is not set in CI");
+    }
+    let bank =
+        format!("switch-{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    if let Some(url) = &hindsight {
+        reqwest::Client::new()
+            .put(format!("{url}/v1/default/banks/{bank}"))
+            .json(&json!({"retain_extraction_mode": "chunks", "enable_observations": false}))
+            .send()
+            .await
+            .unwrap();
+    }
+    let base = format!("[memory]\nbank_id = \"{bank}\"\nscoping = \"global\"\n[queue]\nflush_interval = \"200ms\"\n");
+    let d = Daemon::start(&base);
+    d.start_session("w", "/p/switch").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let streamer = stream_retains(&d, stop.clone());
+    let switches: Vec<(&str, &str)> = if hindsight.is_some() {
+        vec![("local", "off"), ("off", "local"), ("local", "hindsight")]
+    } else {
+        vec![("local", "off"), ("off", "local")]
+    };
+    for (from, to) in &switches {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let extra = match (&hindsight, *to) {
+            (Some(url), "hindsight") => format!("[hindsight]\napi_url = \"{url}\"\n"),
+            _ => String::new(),
+        };
+        let text = base.replacen("[memory]\n", &format!("[memory]\nbackend = \"{to}\"\n"), 1) + &extra;
+        std::fs::write(d.config_path(), text).unwrap();
+        let n = wait_for_notice(&d, &format!("memory backend switched from {from} to {to}")).await;
+        assert_eq!(n["level"], "info");
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    stop.store(true, Ordering::Relaxed);
+    let acked = streamer.await.unwrap();
+    assert!(acked.len() > 50, "only {} acknowledged", acked.len());
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    assert_eq!(d.get("/v1/status").await.1["queue"]["spooled"], 0);
+
+    // Every acknowledged retain is in exactly one store.
+    let db = d.data().join("memories.db");
+    let remote: Vec<String> = match &hindsight {
+        Some(url) => {
+            let mut texts = Vec::new();
+            let mut last = 0;
+            for _ in 0..60 {
+                let v: Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=1000"))
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                texts = v["items"].as_array().unwrap().iter().map(|i| i["text"].as_str().unwrap().to_owned()).collect();
+                let local: usize = acked.iter().filter(|c| common::stored_count(&db, c) > 0).count();
+                if local + texts.len() >= acked.len() && texts.len() == last {
+                    break;
+                }
+                last = texts.len();
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+            }
+            texts
+        }
+        None => Vec::new(),
+    };
+    let remote = Arc::new(Mutex::new(remote));
+    let mut wrong = Vec::new();
+    for c in &acked {
+        let n = common::stored_count(&db, c) as usize + remote.lock().unwrap().iter().filter(|t| *t == c).count();
+        if n != 1 {
+            wrong.push((c.clone(), n));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} not stored exactly once: {:?}",
+        wrong.len(),
+        acked.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+}
