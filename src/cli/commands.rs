@@ -147,7 +147,12 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             Err(CliError::Daemon { status: 422, message }) => return Err(CliError::Config(message)),
             Err(e) => return Err(e),
         },
-        Command::Serve | Command::Config { .. } => unreachable!("handled before connecting"),
+        Command::Serve
+        | Command::Config { .. }
+        | Command::Migrate { .. }
+        | Command::Doctor
+        | Command::Export { .. }
+        | Command::Import { .. } => unreachable!("handled before connecting"),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,7 +3,10 @@
 
 mod client;
 mod commands;
+mod doctor;
+mod migrate;
 mod serve;
+mod transfer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -87,6 +90,37 @@ pub enum Command {
     Retry,
     /// Re-read the config file now (the daemon also watches it); switches backends live.
     Reload,
+    /// Write the stored memories as JSON lines (one memory a line) to standard output or a file.
+    Export {
+        /// Only this bank (Hindsight: default the configured bank).
+        #[arg(long, value_name = "BANK")]
+        bank: Option<String>,
+        /// Write here instead of standard output.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Read memories written by `mneme export` (a file, or - for standard input). Idempotent.
+    Import {
+        /// The JSON-lines file.
+        file: PathBuf,
+    },
+    /// Copy memories from one store to another; resumable and idempotent.
+    Migrate {
+        /// Source backend: local or hindsight.
+        #[arg(long, value_name = "BACKEND")]
+        from: mneme_core::BackendId,
+        /// Target backend: local or hindsight.
+        #[arg(long, value_name = "BACKEND")]
+        to: mneme_core::BackendId,
+        /// Only this bank (a Hindsight source: default the configured bank).
+        #[arg(long, value_name = "BANK")]
+        bank: Option<String>,
+        /// Copy at most this many memories in this run (run again to continue).
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
+    /// Check the installation and the running daemon; say what to do about each problem.
+    Doctor,
     /// Check, locate or print the configuration.
     Config {
         /// Which.
@@ -151,6 +185,12 @@ pub fn run(cli: Cli) -> ExitCode {
         match cli.command {
             Command::Serve => serve::serve(cli.config.as_deref()).await,
             Command::Config { action } => commands::config(cli.config.as_deref(), action, cli.json),
+            Command::Migrate { from, to, bank, limit } => {
+                migrate::migrate(cli.config.as_deref(), migrate::Plan { from, to, bank, limit }, cli.json).await
+            }
+            Command::Doctor => doctor::doctor(cli.config.as_deref(), cli.json).await,
+            Command::Export { bank, output } => transfer::export(cli.config.as_deref(), bank, output).await,
+            Command::Import { file } => transfer::import(cli.config.as_deref(), &file, cli.json).await,
             other => commands::remote(cli.config.as_deref(), other, cli.json).await,
         }
     });

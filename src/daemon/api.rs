@@ -219,6 +219,42 @@ pub struct Requeued {
     pub requeued: u64,
 }
 
+/// `GET /v1/export` query.
+#[derive(Debug, Default, Deserialize)]
+pub struct ExportQuery {
+    /// Only this bank (required by Hindsight; defaults to the configured bank there).
+    pub bank: Option<String>,
+    /// Where to continue (the previous page's `next`).
+    pub cursor: Option<String>,
+    /// Page size (default 500, at most 1000).
+    pub limit: Option<usize>,
+}
+
+/// One page of an export.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ExportAnswer {
+    /// Stored memories.
+    pub memories: Vec<mneme_core::StoredMemory>,
+    /// Cursor of the next page, null at the end.
+    pub next: Option<String>,
+}
+
+/// `POST /v1/import`
+#[derive(Debug, Deserialize)]
+pub struct ImportBody {
+    /// Memories as export wrote them.
+    pub memories: Vec<mneme_core::StoredMemory>,
+}
+
+/// The answer to an import.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Imported {
+    /// Memories received.
+    pub received: usize,
+    /// New memories stored, where the backend can tell (the rest were already there).
+    pub imported: Option<u64>,
+}
+
 /// The answer to `POST /v1/reload`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Reloaded {

@@ -77,6 +77,8 @@ fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/clear", post(routes::clear))
         .route("/v1/retry", post(routes::retry))
         .route("/v1/reload", post(routes::reload))
+        .route("/v1/export", get(routes::export))
+        .route("/v1/import", post(routes::import))
         .route("/v1/notices", get(routes::notices))
         .route("/v1/notices/stream", get(routes::notice_stream))
         .route("/metrics", get(routes::metrics))

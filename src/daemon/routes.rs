@@ -158,6 +158,32 @@ pub async fn reload(State(s): St) -> Response {
     }
 }
 
+pub async fn export(
+    State(s): St,
+    q: Result<Query<ExportQuery>, axum::extract::rejection::QueryRejection>,
+) -> AppResult<Json<ExportAnswer>> {
+    let Query(q) = q?;
+    let backend = s.queue.backend();
+    // Hindsight lists one bank at a time: default to the configured one.
+    let bank = q
+        .bank
+        .or_else(|| (backend.id() == mneme_core::BackendId::Hindsight).then(|| s.sessions.settings().base_bank()));
+    let page = backend.export(bank.as_deref(), q.cursor.as_deref(), q.limit.unwrap_or(500).clamp(1, 1000)).await?;
+    Ok(Json(ExportAnswer { memories: page.memories, next: page.next }))
+}
+
+pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<Imported>> {
+    for (i, m) in b.memories.iter().enumerate() {
+        if m.id.trim().is_empty() || m.bank.trim().is_empty() || m.bank.contains('/') || m.content.trim().is_empty() {
+            return Err(ApiError::invalid(format!(
+                "memories[{i}]: id, bank (without '/') and content must be non-empty"
+            )));
+        }
+    }
+    let imported = s.queue.backend().import(&b.memories).await?;
+    Ok(Json(Imported { received: b.memories.len(), imported }))
+}
+
 pub async fn retry(State(s): St) -> AppResult<Json<Requeued>> {
     Ok(Json(Requeued { requeued: s.queue.retry_dead().await? }))
 }

@@ -4,7 +4,8 @@ use async_trait::async_trait;
 
 use crate::error::BackendError;
 use crate::types::{
-    BackendId, BackendStatus, ClearReport, ClearWhat, RecallQuery, Recalled, ReflectQuery, RetainBatch, Scope,
+    BackendId, BackendStatus, ClearReport, ClearWhat, ExportPage, RecallQuery, Recalled, ReflectQuery, RetainBatch,
+    Scope, StoredMemory,
 };
 
 /// A place where memories live. The daemon holds exactly one as `Arc<dyn MemoryBackend>`.
@@ -36,4 +37,18 @@ pub trait MemoryBackend: Send + Sync + 'static {
 
     /// Health and counts. Never fails: a problem is reported inside the status.
     async fn status(&self) -> BackendStatus;
+
+    /// One page of stored memories (of `bank`, or of every bank where the backend can list them),
+    /// starting after `cursor`, in a stable order.
+    async fn export(&self, bank: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<ExportPage, BackendError> {
+        let _ = (bank, cursor, limit);
+        Err(BackendError::Unsupported(format!("the {} backend cannot export memories", self.id())))
+    }
+
+    /// Stores exported memories as they are (ids, timestamps, tags, documents). Idempotent:
+    /// importing the same memories again stores nothing twice. Returns how many were new, where known.
+    async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
+        let _ = memories;
+        Err(BackendError::Unsupported(format!("the {} backend cannot import memories", self.id())))
+    }
 }

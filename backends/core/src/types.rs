@@ -281,3 +281,40 @@ impl BackendStatus {
         Self { backend, healthy: true, detail: None, version: None, memories: None, storage_bytes: None }
     }
 }
+
+/// A memory as it is stored: what `mneme export` writes (one JSON line each) and `import` reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMemory {
+    /// Stable id (the item id it was retained under, or the server's id).
+    pub id: String,
+    /// Its bank.
+    pub bank: String,
+    /// The text.
+    pub content: String,
+    /// What it is about.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Free-form metadata.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// The document it belongs to.
+    #[serde(default)]
+    pub document_id: Option<String>,
+    /// world | experience | observation.
+    #[serde(rename = "type", default)]
+    pub kind: MemoryType,
+    /// When it was retained (RFC 3339).
+    pub created_at: String,
+}
+
+/// One page of an export.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExportPage {
+    /// The memories, in a stable order.
+    pub memories: Vec<StoredMemory>,
+    /// Where the next page starts; `None` at the end.
+    pub next: Option<String>,
+}

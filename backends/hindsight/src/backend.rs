@@ -17,6 +17,9 @@ use serde::Serialize;
 use crate::errors;
 use crate::wire::*;
 
+/// Memories sent in one import request.
+const IMPORT_CHUNK: usize = 100;
+
 /// A secret string: `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -326,6 +329,75 @@ impl MemoryBackend for HindsightBackend {
                 ),
             }),
         }
+    }
+
+    async fn export(&self, bank: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<ExportPage, BackendError> {
+        let bank = bank.ok_or_else(|| BackendError::permanent("exporting from Hindsight needs a bank (--bank)"))?;
+        let offset: usize = match cursor {
+            Some(c) => c.parse().map_err(|_| BackendError::permanent(format!("bad export cursor {c:?}")))?,
+            None => 0,
+        };
+        let limit = limit.clamp(1, 1000);
+        let mut url = self.bank_url(bank, &["memories", "list"]);
+        url.query_pairs_mut().append_pair("limit", &limit.to_string()).append_pair("offset", &offset.to_string());
+        let page: Option<ListResponse> =
+            self.send("export", Method::GET, url, None::<&()>, self.config.timeout).await?;
+        let Some(page) = page else { return Ok(ExportPage::default()) };
+        let n = page.items.len();
+        let memories = page
+            .items
+            .into_iter()
+            .map(|m| StoredMemory {
+                id: m.id,
+                bank: bank.to_owned(),
+                content: m.text,
+                context: m.context,
+                tags: m.tags.unwrap_or_default(),
+                metadata: m.metadata.unwrap_or_default(),
+                document_id: m.document_id,
+                kind: m.fact_type.as_deref().and_then(|t| t.parse().ok()).unwrap_or_default(),
+                created_at: m.mentioned_at.or(m.date).unwrap_or_default(),
+            })
+            .collect();
+        Ok(ExportPage { memories, next: (n == limit).then(|| (offset + n).to_string()) })
+    }
+
+    async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
+        // Each memory is its own document (its id unless it has one), so a re-import replaces
+        // instead of duplicating; each chunk's operation id derives from its memories' ids.
+        let mut start = 0;
+        while start < memories.len() {
+            let bank = &memories[start].bank;
+            let end = memories[start..]
+                .iter()
+                .position(|m| &m.bank != bank)
+                .map_or(memories.len(), |p| start + p)
+                .min(start + IMPORT_CHUNK);
+            let chunk = &memories[start..end];
+            let ids: Vec<&str> = chunk.iter().map(|m| m.id.as_str()).collect();
+            let items = chunk
+                .iter()
+                .map(|m| RetainItem {
+                    content: &m.content,
+                    context: m.context.as_deref(),
+                    timestamp: &m.created_at,
+                    metadata: &m.metadata,
+                    tags: &m.tags,
+                    document_id: Some(m.document_id.as_deref().unwrap_or(&m.id)),
+                })
+                .collect();
+            let body = RetainRequest {
+                items,
+                is_async: true,
+                operation_id: operation_id(&format!("import:{}", ids.join(","))),
+            };
+            self.ensure_bank(bank).await;
+            let url = self.bank_url(bank, &["memories"]);
+            let _: Option<serde_json::Value> =
+                self.send("import", Method::POST, url, Some(&body), self.config.retain_timeout).await?;
+            start = end;
+        }
+        Ok(None)
     }
 
     async fn status(&self) -> BackendStatus {

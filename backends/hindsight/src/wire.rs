@@ -133,3 +133,40 @@ pub struct VersionResponse {
     #[serde(default)]
     pub api_version: Option<String>,
 }
+
+/// `GET …/memories/list`
+#[derive(Debug, Deserialize)]
+pub struct ListResponse {
+    /// One page.
+    pub items: Vec<ListedMemory>,
+}
+
+/// One listed memory.
+#[derive(Debug, Deserialize)]
+pub struct ListedMemory {
+    /// The server's id.
+    pub id: String,
+    /// The text.
+    pub text: String,
+    /// Context.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// world | experience | observation.
+    #[serde(default)]
+    pub fact_type: Option<String>,
+    /// Document.
+    #[serde(default)]
+    pub document_id: Option<String>,
+    /// When it was mentioned.
+    #[serde(default)]
+    pub mentioned_at: Option<String>,
+    /// Its date.
+    #[serde(default)]
+    pub date: Option<String>,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Metadata.
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, String>>,
+}

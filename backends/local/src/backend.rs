@@ -163,6 +163,49 @@ impl MemoryBackend for LocalBackend {
         Ok(ClearReport { deleted: Some(deleted), message: format!("Deleted {deleted} {noun} from the local store.") })
     }
 
+    async fn export(&self, bank: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<ExportPage, BackendError> {
+        let after = match cursor {
+            Some(c) => c.parse::<i64>().map_err(|_| BackendError::permanent(format!("bad export cursor {c:?}")))?,
+            None => 0,
+        };
+        let bank = bank.map(str::to_owned);
+        let limit = limit.max(1);
+        let rows = self.read(move |s| s.export(bank.as_deref(), after, limit)).await?;
+        let next = (rows.len() == limit).then(|| rows.last().map(|(seq, _)| seq.to_string())).flatten();
+        Ok(ExportPage { memories: rows.into_iter().map(|(_, m)| m).collect(), next })
+    }
+
+    async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
+        // Consecutive memories of one bank go in one transaction.
+        let mut groups: Vec<(String, Vec<MemoryItem>)> = Vec::new();
+        for m in memories {
+            let item = MemoryItem {
+                id: m.id.clone(),
+                content: m.content.clone(),
+                context: m.context.clone(),
+                timestamp: m.created_at.clone(),
+                metadata: m.metadata.clone(),
+                tags: m.tags.clone(),
+                document_id: m.document_id.clone(),
+                kind: m.kind,
+            };
+            match groups.last_mut() {
+                Some((bank, items)) if *bank == m.bank => items.push(item),
+                _ => groups.push((m.bank.clone(), vec![item])),
+            }
+        }
+        let stored = self
+            .write(move |s| {
+                let mut n = 0;
+                for (bank, items) in &groups {
+                    n += s.retain(bank, items)?;
+                }
+                Ok(n)
+            })
+            .await?;
+        Ok(Some(stored as u64))
+    }
+
     async fn status(&self) -> BackendStatus {
         match self.read(|s| s.stats()).await {
             Ok(stats) => BackendStatus {

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use mneme_core::{MemoryItem, Recalled, TagsMatch};
+use mneme_core::{MemoryItem, Recalled, StoredMemory, TagsMatch};
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
@@ -277,6 +277,33 @@ impl Store {
     pub fn clear_all(&mut self) -> rusqlite::Result<u64> {
         let n = self.conn.execute("DELETE FROM memories", [])? as u64;
         Ok(n)
+    }
+
+    /// Up to `limit` memories after sequence `after`, oldest first, optionally of one bank.
+    pub fn export(&self, bank: Option<&str>, after: i64, limit: usize) -> rusqlite::Result<Vec<(i64, StoredMemory)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT seq, id, bank, content, context, kind, tags, metadata, document_id, created_at FROM memories
+             WHERE seq > ?1 AND (?2 IS NULL OR bank = ?2) ORDER BY seq LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![after, bank, limit as i64], |r| {
+            let kind: String = r.get(5)?;
+            let metadata: String = r.get(7)?;
+            Ok((
+                r.get(0)?,
+                StoredMemory {
+                    id: r.get(1)?,
+                    bank: r.get(2)?,
+                    content: r.get(3)?,
+                    context: r.get(4)?,
+                    kind: kind.parse().unwrap_or_default(),
+                    tags: decode_tags(&r.get::<_, String>(6)?),
+                    metadata: serde_json::from_str(&metadata).unwrap_or_default(),
+                    document_id: r.get(8)?,
+                    created_at: r.get(9)?,
+                },
+            ))
+        })?;
+        rows.collect()
     }
 
     /// Memory count and size on disk.

@@ -1,0 +1,130 @@
+//! `mneme migrate --from A --to B`: copies memories between stores in this process (the daemon
+//! may keep running). Resumable: progress is saved after every page in
+//! `<storage.dir>/migrate-A-to-B.json`, and a second run continues from there. Idempotent: the
+//! local store keys memories by id, Hindsight replaces a memory's document on a re-send.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use mneme_core::BackendId;
+use serde::{Deserialize, Serialize};
+
+use super::commands::load_settings;
+use super::CliError;
+
+/// Memories read per page.
+const PAGE: usize = 200;
+
+/// What to copy.
+pub(super) struct Plan {
+    pub from: BackendId,
+    pub to: BackendId,
+    pub bank: Option<String>,
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Progress {
+    cursor: Option<String>,
+    copied: u64,
+    bank: Option<String>,
+}
+
+fn state_path(dir: &Path, plan: &Plan) -> PathBuf {
+    dir.join(format!("migrate-{}-to-{}.json", plan.from, plan.to))
+}
+
+pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) -> Result<ExitCode, CliError> {
+    if plan.from == plan.to {
+        return Err(CliError::Other("--from and --to name the same backend".into()));
+    }
+    if plan.from == BackendId::Off || plan.to == BackendId::Off {
+        return Err(CliError::Other("the off backend stores nothing: migrate between local and hindsight".into()));
+    }
+    let settings = load_settings(config)?.settings;
+    let open = |id| {
+        crate::backends::build_id(id, &settings)
+            .map_err(|e| CliError::Other(format!("cannot open the {id} backend: {e}")))
+    };
+    let (source, target) = (open(plan.from)?, open(plan.to)?);
+    let bank = plan.bank.clone().or_else(|| (plan.from == BackendId::Hindsight).then(|| settings.base_bank()));
+    std::fs::create_dir_all(&settings.storage.dir)
+        .map_err(|e| CliError::Other(format!("cannot create {}: {e}", settings.storage.dir.display())))?;
+    let state_file = state_path(&settings.storage.dir, &plan);
+    let mut progress: Progress = std::fs::read_to_string(&state_file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .filter(|p: &Progress| p.bank == bank)
+        .unwrap_or(Progress { bank: bank.clone(), ..Progress::default() });
+    let resumed_at = progress.copied;
+    let total = source.status().await.memories;
+    let bar = match total {
+        Some(t) => ProgressBar::new(t),
+        None => ProgressBar::new_spinner(),
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {bar:30} {pos}/{len} memories ({per_sec}, eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_position(progress.copied);
+    let mut this_run = 0u64;
+    let mut finished = false;
+    loop {
+        if plan.limit.is_some_and(|l| this_run >= l) {
+            break;
+        }
+        let want = plan.limit.map_or(PAGE, |l| PAGE.min((l - this_run) as usize));
+        let page = source
+            .export(bank.as_deref(), progress.cursor.as_deref(), want)
+            .await
+            .map_err(|e| CliError::Other(format!("reading from {}: {e}", plan.from)))?;
+        if page.memories.is_empty() {
+            finished = true;
+            break;
+        }
+        target.import(&page.memories).await.map_err(|e| {
+            CliError::Other(format!(
+                "writing to {} (progress is saved; run the same command again to resume): {e}",
+                plan.to
+            ))
+        })?;
+        let n = page.memories.len() as u64;
+        this_run += n;
+        progress.copied += n;
+        bar.inc(n);
+        let at_end = page.next.is_none();
+        progress.cursor = page.next.or(progress.cursor.take());
+        save(&state_file, &progress)?;
+        if at_end {
+            finished = true;
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    let resumed = if resumed_at > 0 { format!(" (resumed after {resumed_at})") } else { String::new() };
+    if finished {
+        let _ = std::fs::remove_file(&state_file);
+    }
+    let summary = if finished {
+        format!("Copied {} memories from {} to {}{resumed}; done.", this_run, plan.from, plan.to)
+    } else {
+        format!(
+            "Copied {this_run} memories from {} to {}{resumed}; {} so far. Run the same command again to continue.",
+            plan.from, plan.to, progress.copied
+        )
+    };
+    if as_json {
+        println!("{}", serde_json::json!({"copied": this_run, "total_copied": progress.copied, "finished": finished}));
+    } else {
+        println!("{summary}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn save(path: &Path, p: &Progress) -> Result<(), CliError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_string(p).expect("progress serializes"))
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| CliError::Other(format!("cannot save progress to {}: {e}", path.display())))
+}

@@ -1,0 +1,106 @@
+//! `mneme export` and `mneme import`: JSON lines through the running daemon, a page at a time.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use mneme_core::StoredMemory;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::commands::load_settings;
+use super::{CliError, Client};
+use crate::daemon::api::ExportAnswer;
+
+/// Memories sent per import request (well under the default body limit).
+const IMPORT_CHUNK: usize = 500;
+
+pub(super) async fn export(
+    config: Option<&Path>,
+    bank: Option<String>,
+    output: Option<PathBuf>,
+) -> Result<ExitCode, CliError> {
+    let client = Client::connect(&load_settings(config)?.settings).await?;
+    let mut out: Box<dyn Write> = match &output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .map_err(|e| CliError::Other(format!("cannot write {}: {e}", path.display())))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let mut cursor: Option<String> = None;
+    let mut n = 0u64;
+    loop {
+        let mut path = String::from("/v1/export?limit=1000");
+        if let Some(b) = &bank {
+            path.push_str(&format!("&bank={}", encode(b)));
+        }
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={}", encode(c)));
+        }
+        let page: ExportAnswer = client.call(Method::GET, &path, None).await?;
+        for m in &page.memories {
+            let line = serde_json::to_string(m).expect("memory serializes");
+            writeln!(out, "{line}").map_err(|e| CliError::Other(format!("cannot write: {e}")))?;
+            n += 1;
+        }
+        match page.next {
+            Some(next) if !page.memories.is_empty() => cursor = Some(next),
+            _ => break,
+        }
+    }
+    out.flush().map_err(|e| CliError::Other(format!("cannot write: {e}")))?;
+    if let Some(path) = output {
+        eprintln!("Exported {n} {} to {}.", if n == 1 { "memory" } else { "memories" }, path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) -> Result<ExitCode, CliError> {
+    let reader: Box<dyn BufRead> = if file == Path::new("-") {
+        Box::new(BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(BufReader::new(
+            std::fs::File::open(file).map_err(|e| CliError::Other(format!("cannot read {}: {e}", file.display())))?,
+        ))
+    };
+    // Read and check every line before sending anything: a bad file imports nothing.
+    let mut memories = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| CliError::Other(format!("cannot read {}: {e}", file.display())))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let m: StoredMemory = serde_json::from_str(&line)
+            .map_err(|e| CliError::Other(format!("{}:{}: not a memory line: {e}", file.display(), i + 1)))?;
+        memories.push(m);
+    }
+    let client = Client::connect(&load_settings(config)?.settings).await?;
+    let (mut received, mut imported, mut known) = (0u64, 0u64, true);
+    for chunk in memories.chunks(IMPORT_CHUNK) {
+        let v: Value = client.call(Method::POST, "/v1/import", Some(&json!({ "memories": chunk }))).await?;
+        received += v["received"].as_u64().unwrap_or(0);
+        match v["imported"].as_u64() {
+            Some(n) => imported += n,
+            None => known = false,
+        }
+    }
+    if as_json {
+        println!("{}", json!({"received": received, "imported": if known { json!(imported) } else { Value::Null }}));
+    } else if known {
+        println!("Imported {imported} of {received} memories ({} already there).", received - imported);
+    } else {
+        println!("Sent {received} memories to the backend.");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Percent-encodes a query value.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
