@@ -3,6 +3,7 @@
 //! Module map:
 //! - [`config`]: settings, their defaults, file + environment loading and validation.
 pub mod backends;
+pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -292,3 +292,38 @@ async fn spooled_retains_survive_a_restart_and_sessions_are_remembered() {
     let (status, _) = d.post("/v1/sessions/s/recall", json!({"query": "survives"})).await;
     assert_eq!(status, 200, "sessions are kept across restarts");
 }
+
+#[tokio::test]
+async fn classify_and_meta_turns_are_neither_recalled_nor_retained() {
+    let d = Daemon::start("[retain]\nevery_n_turns = 1\n");
+    let title =
+        json!({"headers": {}, "body": {"system": "", "messages": [{"role": "user", "content": "Generate a title"}]}});
+    let (status, v) = d.post("/v1/classify", title.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (v["kind"].as_str(), v["decided_by"].as_str(), v["score"].as_i64()),
+        (Some("meta"), Some("score"), Some(8))
+    );
+    assert_eq!(v["signals"].as_array().unwrap().len(), 5);
+    let (_, v) = d.post("/v1/classify", json!({"headers": {"X-Mneme-Agent": "build"}, "body": title["body"]})).await;
+    assert_eq!((v["kind"].as_str(), v["decided_by"].as_str()), (Some("normal"), Some("header")));
+    let (status, _) = d.post("/v1/classify", json!({"headers": {}})).await;
+    assert_eq!(status, 422, "body is required");
+
+    d.start_session("s", "/p/meta").await;
+    d.post("/v1/sessions/s/retain", json!({"items": [{"content": "kestrel builds use bazel"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    // A title request's turn: no recall, and the session is still not marked recalled.
+    let (_, v) = d.post("/v1/sessions/s/agent-start", json!({"prompt": "kestrel bazel?", "request": title})).await;
+    assert_eq!(v["inject"], Value::Null);
+    let (_, v) = d.post("/v1/sessions/s/agent-start", json!({"prompt": "kestrel bazel?", "agent": "title"})).await;
+    assert_eq!(v["inject"], Value::Null);
+    let (_, v) = d.post("/v1/sessions/s/agent-start", json!({"prompt": "kestrel bazel?", "agent": "build"})).await;
+    assert!(v["inject"].as_str().unwrap().contains("kestrel"), "the real turn recalls: {v}");
+    // A meta turn is not retained; a real one is.
+    let messages = json!([{"role": "user", "content": "summarize the kestrel work"}, {"role": "assistant", "content": "Kestrel: done"}]);
+    let (_, v) = d.post("/v1/sessions/s/agent-end", json!({"messages": messages, "agent": "summary"})).await;
+    assert_eq!(v["retained"], 0);
+    let (_, v) = d.post("/v1/sessions/s/agent-end", json!({"messages": messages})).await;
+    assert_eq!(v["retained"], 1);
+}

@@ -151,6 +151,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         | Command::Config { .. }
         | Command::Migrate { .. }
         | Command::Doctor
+        | Command::Hook { .. }
         | Command::Export { .. }
         | Command::Import { .. } => unreachable!("handled before connecting"),
     }

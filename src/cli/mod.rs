@@ -4,6 +4,7 @@
 mod client;
 mod commands;
 mod doctor;
+mod hook;
 mod migrate;
 mod serve;
 mod transfer;
@@ -121,11 +122,31 @@ pub enum Command {
     },
     /// Check the installation and the running daemon; say what to do about each problem.
     Doctor,
+    /// Agent hooks: read a hook event on stdin, answer on stdout, never block the agent.
+    Hook {
+        /// Which agent.
+        #[command(subcommand)]
+        agent: HookAgent,
+    },
     /// Check, locate or print the configuration.
     Config {
         /// Which.
         #[command(subcommand)]
         action: ConfigAction,
+    },
+}
+
+/// `mneme hook …`
+#[derive(Debug, Subcommand)]
+pub enum HookAgent {
+    /// Claude Code (SessionStart, UserPromptSubmit, PreCompact, Stop, SessionEnd).
+    ClaudeCode {
+        /// Print the hooks configuration for .claude/settings.json instead of handling an event.
+        #[arg(long)]
+        install: bool,
+        /// With --install: merge it into ./.claude/settings.json.
+        #[arg(long, requires = "install")]
+        write: bool,
     },
 }
 
@@ -189,6 +210,8 @@ pub fn run(cli: Cli) -> ExitCode {
                 migrate::migrate(cli.config.as_deref(), migrate::Plan { from, to, bank, limit }, cli.json).await
             }
             Command::Doctor => doctor::doctor(cli.config.as_deref(), cli.json).await,
+            Command::Hook { agent: HookAgent::ClaudeCode { install: true, write } } => hook::install(write, cli.json),
+            Command::Hook { agent: HookAgent::ClaudeCode { .. } } => Ok(hook::claude_code(cli.config.as_deref()).await),
             Command::Export { bank, output } => transfer::export(cli.config.as_deref(), bank, output).await,
             Command::Import { file } => transfer::import(cli.config.as_deref(), &file, cli.json).await,
             other => commands::remote(cli.config.as_deref(), other, cli.json).await,

@@ -194,6 +194,20 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("hindsight", "retain_timeout", [], |s, v, c| s.hindsight.retain_timeout = nonzero(v.duration()?)?),
     key!("hindsight", "reflect_timeout", [], |s, v, c| s.hindsight.reflect_timeout = nonzero(v.duration()?)?),
     key!("hindsight", "debug", ["HINDSIGHT_DEBUG"], |s, v, c| s.hindsight.debug = v.boolean()?),
+    key!("classify", "agent_headers", [], |s, v, c| s.classify.agent_headers =
+        v.string_list()?.into_iter().map(|h| h.to_lowercase()).collect()),
+    key!("classify", "primary_agents", [], |s, v, c| s.classify.primary_agents = v.string_list()?),
+    key!("classify", "meta_agents", [], |s, v, c| s.classify.meta_agents = v.string_list()?),
+    key!("classify", "compaction_system_patterns", [], |s, v, c| s.classify.compaction_system_patterns =
+        v.string_list()?),
+    key!("classify", "compaction_user_patterns", [], |s, v, c| s.classify.compaction_user_patterns =
+        v.string_list()?),
+    key!("classify", "template_marker", [], |s, v, c| s.classify.template_marker = v.string()?),
+    key!("classify", "template_headings", [], |s, v, c| s.classify.template_headings = v.string_list()?),
+    key!("classify", "template_min_headings", [], |s, v, c| s.classify.template_min_headings =
+        at_least(v.integer()?, 1)? as usize),
+    key!("classify", "meta_phrases", [], |s, v, c| s.classify.meta_phrases = v.string_list()?),
+    key!("classify", "meta_threshold", [], |s, v, c| s.classify.meta_threshold = at_least(v.integer()?, 1)?),
 ];
 
 fn http_url(s: String) -> Result<String, String> {

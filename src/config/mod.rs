@@ -40,6 +40,8 @@ pub struct Settings {
     pub local: LocalSettings,
     /// `[hindsight]`
     pub hindsight: HindsightConfig,
+    /// `[classify]`
+    pub classify: crate::classify::ClassifySettings,
 }
 
 /// `[memory]`: which backend, and which bank.
@@ -241,6 +243,7 @@ impl Default for Settings {
                 reflect_timeout: Duration::from_secs(120),
                 debug: false,
             },
+            classify: crate::classify::ClassifySettings::default(),
         }
     }
 }

@@ -103,6 +103,16 @@ pub struct Reflected {
     pub text: String,
 }
 
+/// `POST /v1/classify`, and the optional `request` of the session routes.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClassifyRequest {
+    /// The provider request's headers (names in any case).
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// The raw provider body (Anthropic Messages, OpenAI Chat Completions or Responses).
+    pub body: serde_json::Value,
+}
+
 /// `POST /v1/sessions/{id}/agent-start`
 #[derive(Debug, Deserialize)]
 pub struct AgentStart {
@@ -111,6 +121,12 @@ pub struct AgentStart {
     /// The conversation so far.
     #[serde(default)]
     pub messages: Vec<Message>,
+    /// The agent making this turn (a meta agent's turn is not recalled for).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The provider request of this turn, classified the same way.
+    #[serde(default)]
+    pub request: Option<ClassifyRequest>,
 }
 
 /// The answer to agent-start.
@@ -120,12 +136,18 @@ pub struct Inject {
     pub inject: Option<String>,
 }
 
-/// A body holding only messages (agent-end, compaction).
+/// A body holding messages (agent-end, compaction).
 #[derive(Debug, Deserialize)]
 pub struct Messages {
     /// The conversation.
     #[serde(default)]
     pub messages: Vec<Message>,
+    /// The agent making this turn (a meta agent's turn is not retained).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The provider request of this turn, classified the same way.
+    #[serde(default)]
+    pub request: Option<ClassifyRequest>,
 }
 
 /// The answer to agent-end.

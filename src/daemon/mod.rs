@@ -77,6 +77,7 @@ fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/clear", post(routes::clear))
         .route("/v1/retry", post(routes::retry))
         .route("/v1/reload", post(routes::reload))
+        .route("/v1/classify", post(routes::classify))
         .route("/v1/export", get(routes::export))
         .route("/v1/import", post(routes::import))
         .route("/v1/notices", get(routes::notices))

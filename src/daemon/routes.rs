@@ -17,8 +17,9 @@ use tokio_stream::wrappers::BroadcastStream;
 use super::api::*;
 use super::error::ApiError;
 use super::AppState;
+use crate::classify;
 use crate::queue::spool::NoticeRow;
-use crate::session::{ClearRequest, StartRequest};
+use crate::session::{ClearRequest, StartRequest, Turn};
 
 type AppResult<T> = Result<T, ApiError>;
 type St = State<Arc<AppState>>;
@@ -98,13 +99,38 @@ pub async fn reflect(State(s): St, Path(id): Path<String>, Body(b): Body<Reflect
     Ok(Json(Reflected { text: s.sessions.reflect(&id, &b.query, b.context).await? }))
 }
 
+/// What kind of turn a session route is serving: a meta or compaction turn is neither recalled
+/// for nor retained.
+fn turn_of(s: &AppState, agent: Option<&str>, request: Option<&ClassifyRequest>) -> Turn {
+    let settings = s.sessions.settings();
+    let kind = match (request, agent) {
+        (Some(r), _) => {
+            let headers: Vec<(String, String)> = r.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            Some(classify::classify(&settings.classify, &headers, &r.body).kind)
+        }
+        (None, Some(a)) => classify::classify_agent(&settings.classify, a),
+        (None, None) => None,
+    };
+    match kind {
+        Some(classify::Kind::Meta | classify::Kind::Compaction) => Turn::Side,
+        _ => Turn::Work,
+    }
+}
+
 pub async fn agent_start(State(s): St, Path(id): Path<String>, Body(b): Body<AgentStart>) -> AppResult<Json<Inject>> {
-    Ok(Json(Inject { inject: s.sessions.agent_start(&id, &b.prompt, &b.messages).await? }))
+    let turn = turn_of(&s, b.agent.as_deref(), b.request.as_ref());
+    Ok(Json(Inject { inject: s.sessions.agent_start(&id, &b.prompt, &b.messages, turn).await? }))
 }
 
 pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messages>) -> AppResult<Json<AgentEnded>> {
-    let (retained, flushed) = s.sessions.agent_end(&id, &b.messages).await?;
+    let turn = turn_of(&s, b.agent.as_deref(), b.request.as_ref());
+    let (retained, flushed) = s.sessions.agent_end(&id, &b.messages, turn).await?;
     Ok(Json(AgentEnded { retained, flushed }))
+}
+
+pub async fn classify(State(s): St, Body(b): Body<ClassifyRequest>) -> Json<classify::Classification> {
+    let headers: Vec<(String, String)> = b.headers.into_iter().collect();
+    Json(classify::classify(&s.sessions.settings().classify, &headers, &b.body))
 }
 
 pub async fn instructions(State(s): St, Path(id): Path<String>) -> AppResult<Json<Instructions>> {

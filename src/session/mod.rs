@@ -79,6 +79,15 @@ pub struct Session {
     pub retained_turns: i64,
 }
 
+/// What a turn is, as far as memory is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// The agent's real work: recalled for and retained.
+    Work,
+    /// A side request (title, summary, compaction): neither recalled for nor retained.
+    Side,
+}
+
 /// A session start request.
 #[derive(Debug, Clone, Default)]
 pub struct StartRequest {
@@ -343,10 +352,16 @@ impl Sessions {
         id: &str,
         prompt: &str,
         messages: &[Message],
+        turn: Turn,
     ) -> Result<Option<String>, SessionError> {
         let session = self.get(id)?;
         let settings = self.settings();
-        if !settings.recall.auto || session.parent.is_some() || session.recalled || prompt.trim().is_empty() {
+        if turn == Turn::Side
+            || !settings.recall.auto
+            || session.parent.is_some()
+            || session.recalled
+            || prompt.trim().is_empty()
+        {
             return Ok(None);
         }
         let mut history = conversation(messages);
@@ -376,11 +391,20 @@ impl Sessions {
     }
 
     /// Automatic retain on its cadence, then a flush of the session's queue.
-    pub async fn agent_end(&self, id: &str, messages: &[Message]) -> Result<(usize, FlushReport), SessionError> {
+    pub async fn agent_end(
+        &self,
+        id: &str,
+        messages: &[Message],
+        turn: Turn,
+    ) -> Result<(usize, FlushReport), SessionError> {
         let session = self.get(id)?;
         let settings = self.settings();
         let mut retained = 0;
-        if settings.retain.auto && session.parent.is_none() && self.backend().id() != BackendId::Off {
+        if turn == Turn::Work
+            && settings.retain.auto
+            && session.parent.is_none()
+            && self.backend().id() != BackendId::Off
+        {
             let history = conversation(messages);
             let user_turns = history.iter().filter(|m| m.role == "user").count() as i64;
             if user_turns - session.retained_turns >= settings.retain.every_n_turns {
