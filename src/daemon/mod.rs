@@ -6,6 +6,7 @@
 pub mod api;
 mod auth;
 mod error;
+mod mcp;
 mod routes;
 mod startup;
 
@@ -83,6 +84,7 @@ fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/notices", get(routes::notices))
         .route("/v1/notices/stream", get(routes::notice_stream))
         .route("/metrics", get(routes::metrics))
+        .nest_service("/mcp", mcp::service(state.sessions.clone(), state.stopping.clone()))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(state.clone(), auth::guard))

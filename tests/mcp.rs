@@ -1,0 +1,99 @@
+//! The MCP endpoint with a real MCP client session (rmcp): initialize, tools/list, tools/call.
+
+mod common;
+
+use common::Daemon;
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+
+fn args(v: Value) -> serde_json::Map<String, Value> {
+    serde_json::from_value(v).unwrap()
+}
+
+fn text(r: &rmcp::model::CallToolResult) -> String {
+    let v = serde_json::to_value(r).unwrap();
+    v["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn an_mcp_client_retains_recalls_and_reflects() {
+    let d = Daemon::start("");
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(d.url("/mcp")).auth_header(d.token.clone()),
+    );
+    let client = ClientConfig::default().serve(transport).await.expect("initialize");
+    let info = client.peer_info().expect("server info");
+    assert!(serde_json::to_string(&*info).unwrap().contains("long-term memory"), "instructions carry the memory guide");
+
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(names, vec!["recall", "reflect", "retain"]);
+
+    d.start_session("agent-1", "/p/heron").await;
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("retain")
+                .with_arguments(args(json!({"content": "heron deploys need a VPN", "session_id": "agent-1"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "1 memory queued.");
+    d.post("/v1/flush", json!({})).await;
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("recall")
+                .with_arguments(args(json!({"query": "heron deploys", "session_id": "agent-1"}))),
+        )
+        .await
+        .unwrap();
+    let (_, http) = d.post("/v1/sessions/agent-1/recall", json!({"query": "heron deploys"})).await;
+    let mcp_text = text(&r);
+    assert!(mcp_text.contains("heron deploys need a VPN"), "{mcp_text}");
+    // The same answer as the HTTP route (the time stamp is to the minute).
+    assert_eq!(mcp_text, http["message"].as_str().unwrap());
+
+    // Without a session: the default "mcp" session in the given cwd.
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("retain")
+                .with_arguments(args(json!({"content": "a default-session note", "cwd": "/p/heron"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "1 memory queued.");
+    // reflect needs hindsight: an error result, with the same reason as the HTTP 501.
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("reflect")
+                .with_arguments(args(json!({"query": "why?", "session_id": "agent-1"}))),
+        )
+        .await;
+    let shown = format!("{r:?}");
+    assert!(shown.contains("hindsight"), "{shown}");
+    // An unknown session is a clear error.
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("recall").with_arguments(args(json!({"query": "x", "session_id": "nope"}))),
+        )
+        .await;
+    assert!(format!("{r:?}").contains("unknown session"), "{r:?}");
+    let _ = client.cancel().await;
+}
+
+#[tokio::test]
+async fn the_mcp_endpoint_needs_the_token() {
+    let d = Daemon::start("");
+    let r = d
+        .http
+        .post(d.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+}
