@@ -1,0 +1,39 @@
+// Smoke test: the plugin fails open against a daemon that is down, and talks to a live one
+// (MNEME_URL + MNEME_TOKEN set by the caller).
+import { test } from "node:test"
+import assert from "node:assert/strict"
+
+const MODULE: string = "./mneme.js"
+const fakeClient = { session: { messages: async () => ({ data: [{ info: { role: "user" }, parts: [{ type: "text", text: "earlier question" }] }] }) } }
+
+test("hooks return quickly and do nothing when the daemon is down", async () => {
+  process.env.MNEME_URL = process.env.MNEME_DOWN_URL ?? "http://127.0.0.1:9"
+  process.env.MNEME_TIMEOUT_MS = "500"
+  const { MnemePlugin } = await import(MODULE + "?down")
+  const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+  const started = Date.now()
+  const system = { system: [] as string[] }
+  await hooks["experimental.chat.system.transform"]({ sessionID: "s1" }, system)
+  const ctx = { context: [] as string[] }
+  await hooks["experimental.session.compacting"]({ sessionID: "s1" }, ctx)
+  await hooks["chat.message"]({ sessionID: "s1" }, { parts: [{ type: "text", text: "hi" }] })
+  await hooks.event({ event: { type: "session.idle", properties: { sessionID: "s1" } } })
+  const answer = await hooks.tool.mneme_recall.execute({ query: "x" }, { sessionID: "s1" })
+  assert.deepEqual(system.system, [])
+  assert.deepEqual(ctx.context, [])
+  assert.match(answer, /unavailable/)
+  assert.ok(Date.now() - started < 5000)
+})
+
+test("with a live daemon the instructions reach the system prompt", { skip: !process.env.MNEME_LIVE_URL }, async () => {
+  process.env.MNEME_URL = process.env.MNEME_LIVE_URL
+  process.env.MNEME_TIMEOUT_MS = "3000"
+  const { MnemePlugin } = await import(MODULE + "?live")
+  const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/opencode-proj" } as any)
+  await hooks.event({ event: { type: "session.created", properties: { info: { id: "oc-1" } } } })
+  const said = await hooks.tool.mneme_retain.execute({ content: "opencode smoke memory" }, { sessionID: "oc-1" })
+  assert.equal(said, "1 memory queued.")
+  const system = { system: [] as string[] }
+  await hooks["experimental.chat.system.transform"]({ sessionID: "oc-1" }, system)
+  assert.match(system.system[0], /# Memory/)
+})
