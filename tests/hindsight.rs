@@ -4,59 +4,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::Daemon;
-use serde_json::{json, Value};
-
-fn peer() -> Option<String> {
-    match std::env::var("MNEME_HINDSIGHT_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("MNEME_HINDSIGHT_URL is not set in CI"),
-        _ => {
-            eprintln!("skipping: set MNEME_HINDSIGHT_URL to a running Hindsight peer (see .ci/run)");
-            None
-        }
-    }
-}
-
-fn fresh(prefix: &str) -> String {
-    format!("{prefix}-{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
-}
-
-async fn chunk_bank(url: &str, bank: &str) {
-    let r = reqwest::Client::new()
-        .put(format!("{url}/v1/default/banks/{bank}"))
-        .json(&json!({"retain_extraction_mode": "chunks", "enable_observations": false}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-}
-
-async fn bank_texts(url: &str, bank: &str) -> Vec<String> {
-    let v: Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=1000"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mut t: Vec<String> = v["items"]
-        .as_array()
-        .map(|a| a.iter().map(|i| i["text"].as_str().unwrap().to_owned()).collect())
-        .unwrap_or_default();
-    t.sort();
-    t
-}
-
-async fn wait_bank(url: &str, bank: &str, n: usize) -> Vec<String> {
-    for _ in 0..120 {
-        if bank_texts(url, bank).await.len() >= n {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    bank_texts(url, bank).await
-}
+use common::{bank_texts, chunk_bank, fresh, hindsight_peer as peer, wait_bank, Daemon};
+use serde_json::json;
 
 fn config(url: &str, bank: &str, extra: &str) -> String {
     format!("[memory]\nbackend = \"hindsight\"\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n{extra}")

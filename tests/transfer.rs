@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::time::Duration;
 
 use common::Daemon;
 use serde_json::{json, Value};
@@ -71,46 +70,9 @@ async fn export_then_import_is_lossless_and_idempotent() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl:2"));
 }
 
-fn hindsight() -> Option<String> {
-    match std::env::var("MNEME_HINDSIGHT_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("MNEME_HINDSIGHT_URL is not set in CI"),
-        _ => {
-            eprintln!("skipping: MNEME_HINDSIGHT_URL not set");
-            None
-        }
-    }
-}
-
-async fn bank_texts(url: &str, bank: &str) -> Vec<String> {
-    let v: Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=1000"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mut t: Vec<String> = v["items"]
-        .as_array()
-        .map(|a| a.iter().map(|i| i["text"].as_str().unwrap().to_owned()).collect())
-        .unwrap_or_default();
-    t.sort();
-    t
-}
-
-async fn settle(url: &str, bank: &str, n: usize) -> Vec<String> {
-    for _ in 0..120 {
-        if bank_texts(url, bank).await.len() >= n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    bank_texts(url, bank).await
-}
-
 #[tokio::test]
 async fn migrate_local_to_hindsight_resumes_and_stores_nothing_twice() {
-    let Some(url) = hindsight() else { return };
+    let Some(url) = common::hindsight_peer() else { return };
     let bank =
         format!("migrate-{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
     reqwest::Client::new()
@@ -134,13 +96,35 @@ async fn migrate_local_to_hindsight_resumes_and_stores_nothing_twice() {
     let out = d.cli().args(["migrate", "--from", "local", "--to", "hindsight"]).output().unwrap();
     assert_eq!(stdout(&out).trim(), "Copied 21 memories from local to hindsight (resumed after 10); done.");
     assert!(!d.data().join("migrate-local-to-hindsight.json").exists());
-    let texts = settle(&url, &bank, 31).await;
+    let texts = common::wait_bank(&url, &bank, 31).await;
     assert_eq!(texts.len(), 31, "{texts:?}");
     // A second full run stores nothing twice.
     let out = d.cli().args(["migrate", "--from", "local", "--to", "hindsight"]).output().unwrap();
     assert!(stdout(&out).contains("Copied 31 memories"), "{}", stdout(&out));
-    let again = settle(&url, &bank, 31).await;
+    let again = common::wait_bank(&url, &bank, 31).await;
     assert_eq!(again, texts);
+
+    // And back: a fresh local store gets the bank's memories, once however often it runs.
+    let back = tempfile::tempdir().unwrap();
+    let config = back.path().join("config.toml");
+    std::fs::write(&config, format!("[memory]\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n")).unwrap();
+    for _ in 0..2 {
+        let out = assert_cmd::Command::new(common::bin())
+            .args(["migrate", "--from", "hindsight", "--to", "local"])
+            .env("MNEME_CONFIG", &config)
+            .env("MNEME_STORAGE__DIR", back.path().join("data"))
+            .output()
+            .unwrap();
+        assert!(
+            stdout(&out).contains("Copied 31 memories from hindsight to local"),
+            "{}{}",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let conn = rusqlite::Connection::open(back.path().join("data/memories.db")).unwrap();
+    let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 31);
 
     // Switch the daemon to hindsight: recall finds the migrated memories.
     std::fs::write(

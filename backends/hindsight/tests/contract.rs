@@ -167,3 +167,18 @@ async fn bearer_auth_with_the_right_and_a_wrong_token() {
     let none = mneme_hindsight::HindsightBackend::new(config(&url, None)).unwrap();
     assert!(!none.recall(&scope, &q).await.unwrap_err().is_transient());
 }
+
+#[tokio::test]
+async fn missions_are_set_on_the_bank_once() {
+    let Some(url) = peer_url() else { return };
+    let bank = fresh_bank("contract-mission");
+    let mut config = config(&url, None);
+    config.bank_mission = "Remember engineering decisions".into();
+    config.retain_mission = "Keep build and test facts".into();
+    let b = mneme_hindsight::HindsightBackend::new(config).unwrap();
+    b.start(&Scope { bank: bank.clone(), tags: vec![] }).await.unwrap();
+    let v: serde_json::Value =
+        reqwest::get(format!("{url}/v1/default/banks/{bank}/config")).await.unwrap().json().await.unwrap();
+    assert_eq!(v["config"]["reflect_mission"], "Remember engineering decisions");
+    assert_eq!(v["config"]["retain_mission"], "Keep build and test facts");
+}

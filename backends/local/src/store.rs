@@ -184,18 +184,7 @@ impl Store {
         push_tag_filter(&mut sql, &mut args, filter.tags, filter.tags_match);
         let mut stmt = self.conn.prepare(&sql)?;
         let mut found: std::collections::HashMap<i64, Recalled> = stmt
-            .query_map(params_from_iter(args.iter()), |row| {
-                Ok((
-                    row.get(0)?,
-                    Recalled {
-                        text: row.get(1)?,
-                        kind: row.get(2)?,
-                        mentioned_at: row.get(3)?,
-                        tags: decode_tags(&row.get::<_, String>(4)?),
-                        score: None,
-                    },
-                ))
-            })?
+            .query_map(params_from_iter(args.iter()), |row| Ok((row.get(0)?, recalled(row, 1)?)))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(ranked
             .iter()
@@ -217,13 +206,7 @@ impl Store {
         sql.push_str(&format!(" ORDER BY score LIMIT {RECALL_ROW_LIMIT}"));
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(params_from_iter(args.iter()), |row| {
-            Ok(Recalled {
-                text: row.get(0)?,
-                kind: row.get(1)?,
-                mentioned_at: row.get(2)?,
-                tags: decode_tags(&row.get::<_, String>(3)?),
-                score: Some(-row.get::<_, f64>(4)?),
-            })
+            Ok(Recalled { score: Some(-row.get::<_, f64>(4)?), ..recalled(row, 0)? })
         })?;
         rows.collect()
     }
@@ -253,15 +236,7 @@ impl Store {
         push_tag_filter(&mut sql, &mut args, tags, TagsMatch::Any);
         sql.push_str(&format!(" ORDER BY seq DESC LIMIT {limit}"));
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args.iter()), |row| {
-            Ok(Recalled {
-                text: row.get(0)?,
-                kind: row.get(1)?,
-                mentioned_at: row.get(2)?,
-                tags: decode_tags(&row.get::<_, String>(3)?),
-                score: None,
-            })
-        })?;
+        let rows = stmt.query_map(params_from_iter(args.iter()), |row| recalled(row, 0))?;
         rows.collect()
     }
 
@@ -319,6 +294,17 @@ impl Store {
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// A result from the columns content, kind, created_at, tags starting at `first`.
+fn recalled(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Recalled> {
+    Ok(Recalled {
+        text: row.get(first)?,
+        kind: row.get(first + 1)?,
+        mentioned_at: row.get(first + 2)?,
+        tags: decode_tags(&row.get::<_, String>(first + 3)?),
+        score: None,
+    })
 }
 
 fn push_type_filter(sql: &mut String, args: &mut Vec<String>, types: &[&str]) {
