@@ -75,6 +75,13 @@ impl Reloader {
     pub async fn reload(&self) -> Result<Reloaded, ReloadError> {
         let _one_at_a_time = self.serial.lock().await;
         let old = self.settings();
+        if !self.path.exists() {
+            // A file that disappears (deleted, or mid-save by an editor) is not a request for
+            // the defaults: keep what runs.
+            let message = format!("{} is gone; the running configuration stays", self.path.display());
+            self.notices.emit(Level::Warning, "config", None, message).await;
+            return Ok(Reloaded { backend: old.memory.backend, changed: false, restart_needed: Vec::new() });
+        }
         let mut new = match config::load(&self.path, &|k| std::env::var(k).ok()) {
             Ok(loaded) => loaded.settings,
             Err(e) => {

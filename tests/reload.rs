@@ -70,6 +70,13 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
     assert_eq!(v["restart_needed"], json!(["server"]));
     d.cli().arg("reload").assert().success();
+    // A config file that disappears does not switch everything back to the defaults.
+    std::fs::write(d.config_path(), "[memory]\nbackend = \"off\"\n").unwrap();
+    assert_eq!(d.req(reqwest::Method::POST, "/v1/reload", None).await.1["backend"], "off");
+    std::fs::remove_file(d.config_path()).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!((status, &v["backend"]), (200, &json!("off")), "{v}");
+    wait_for_notice(&d, "is gone; the running configuration stays").await;
 }
 
 /// Streams retains from a client while the test edits the config; returns the acknowledged ones.

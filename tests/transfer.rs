@@ -2,7 +2,6 @@
 
 mod common;
 
-
 use common::Daemon;
 use serde_json::{json, Value};
 

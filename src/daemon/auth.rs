@@ -64,8 +64,9 @@ pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next)
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
         if !presented.is_some_and(|t| constant_time_eq(t.as_bytes(), state.token.as_bytes())) {
             let message = format!(
                 "missing or wrong bearer token: send `Authorization: Bearer <token>` with the token from {}",

@@ -245,15 +245,18 @@ impl Queue {
 
     /// Puts dead letters back and delivers them now. Returns how many.
     pub async fn retry_dead(&self) -> Result<u64, SpoolError> {
-        let (sessions, n) = self.inner.spool.requeue_dead().await?;
-        for s in sessions {
+        let (requeued, n) = self.inner.spool.requeue_dead().await?;
+        let waiting = self.inner.spool.waiting().await?;
+        {
+            let mut sessions = self.inner.sessions.lock().unwrap();
+            for (s, n) in &waiting {
+                let q = sessions.entry(s.clone()).or_default();
+                q.pending = n.saturating_sub(q.in_flight);
+            }
+        }
+        for s in requeued {
             self.inner.with_session(&s, |q| q.backoff_until = None);
             self.inner.spawn_flush(s, Trigger::Explicit, Duration::ZERO);
-        }
-        let waiting = self.inner.spool.waiting().await?;
-        let mut sessions = self.inner.sessions.lock().unwrap();
-        for (s, q) in sessions.iter_mut() {
-            q.pending = waiting.get(s).copied().unwrap_or(0).saturating_sub(q.in_flight);
         }
         Ok(n)
     }

@@ -266,9 +266,13 @@ impl Sessions {
             s.clone()
         };
         self.save(&session).await?;
-        if let Err(e) = self.backend().start(&session.scope).await {
-            tracing::warn!(session = session.id, "backend could not prepare {}: {e}", session.scope.bank);
-        }
+        // Preparing the scope (e.g. a bank's mission) may wait on a server: never on the agent.
+        let (backend, scope, id) = (self.backend(), session.scope.clone(), session.id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = backend.start(&scope).await {
+                tracing::warn!(session = id, "backend could not prepare {}: {e}", scope.bank);
+            }
+        });
         Ok(session)
     }
 
@@ -510,7 +514,8 @@ impl Sessions {
             }
             (None, true) => (Scope { bank: self.settings().base_bank(), tags: vec![] }, ClearWhat::All, None),
         };
-        let what = if req.remote { ClearWhat::Remote } else { what };
+        // `remote` only means something where there is a server.
+        let what = if req.remote && backend.id() == BackendId::Hindsight { ClearWhat::Remote } else { what };
         let discarded = self.inner.queue.discard(discard_for.as_deref()).await?;
         let report = backend.clear(&scope, what).await?;
         let touched: Vec<Session> = {
