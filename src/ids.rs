@@ -17,7 +17,7 @@ pub fn new_id() -> String {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(nanos);
     h.write_u64(n);
-    format!("{:012x}{:04x}{:016x}", nanos / 1_000_000 & 0xffff_ffff_ffff, n & 0xffff, h.finish())
+    format!("{:012x}{:04x}{:016x}", (nanos / 1_000_000) & 0xffff_ffff_ffff, n & 0xffff, h.finish())
 }
 
 /// `bytes` bytes from the operating system's CSPRNG, as hex.
