@@ -184,3 +184,16 @@ fn notices_follow_streams_new_notices() {
     let _ = child.wait();
     assert!(line.starts_with("#1 ") && line.contains("info") && line.contains("Deleted 0 memories"), "{line}");
 }
+
+#[test]
+fn every_file_the_daemon_creates_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Daemon::start("");
+    d.cli().args(["retain", "private by default"]).assert().success();
+    d.cli().arg("flush").assert().success();
+    for entry in std::fs::read_dir(d.data()).unwrap() {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} has mode {mode:o}", entry.path().display());
+    }
+}

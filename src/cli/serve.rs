@@ -10,6 +10,11 @@ use super::CliError;
 use crate::daemon::{shutdown_signal, Daemon};
 
 pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
+    // Everything the daemon creates (token, spool, memories, their WAL files) is private.
+    // SAFETY: umask only changes this process's file-creation mask; it cannot fail.
+    unsafe {
+        libc::umask(0o077);
+    }
     let loaded = load_settings(config)?;
     for w in &loaded.warnings {
         tracing::warn!("{w}");
