@@ -77,6 +77,17 @@ pub struct Session {
     pub block: Option<String>,
     /// User turns already retained automatically.
     pub retained_turns: i64,
+    /// When the session was last saved (unix seconds); idle sessions are forgotten after
+    /// [`SESSION_TTL`].
+    #[serde(default)]
+    pub last_seen: u64,
+}
+
+/// Sessions idle this long are forgotten at the next start (their spooled items are kept).
+pub const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// What a turn is, as far as memory is concerned.
@@ -157,8 +168,17 @@ impl Sessions {
         metrics: Arc<Metrics>,
     ) -> Result<Self, SpoolError> {
         let mut map = HashMap::new();
+        let cutoff = unix_now().saturating_sub(SESSION_TTL.as_secs());
         for (id, record) in spool.sessions().await? {
             match serde_json::from_str::<Session>(&record) {
+                Ok(s) if s.last_seen != 0 && s.last_seen < cutoff => {
+                    tracing::info!(
+                        session = id,
+                        "forgetting a session idle for more than {} days",
+                        SESSION_TTL.as_secs() / 86400
+                    );
+                    spool.delete_session(&id).await?;
+                }
                 Ok(s) => {
                     map.insert(id, s);
                 }
@@ -252,6 +272,7 @@ impl Sessions {
                 recalled: false,
                 block: None,
                 retained_turns: 0,
+                last_seen: 0,
             });
             if s.scope != scope {
                 // A new cwd (or parent) re-scopes: what was recalled for the old scope no longer applies.
@@ -577,7 +598,8 @@ impl Sessions {
     }
 
     async fn save(&self, s: &Session) -> Result<(), SpoolError> {
-        self.inner.spool.save_session(&s.id, serde_json::to_string(s).expect("session serializes")).await
+        let record = Session { last_seen: unix_now(), ..s.clone() };
+        self.inner.spool.save_session(&s.id, serde_json::to_string(&record).expect("session serializes")).await
     }
 }
 
@@ -636,4 +658,50 @@ fn validate_id(field: &str, id: &str) -> Result<(), SessionError> {
         return Err(SessionError::Invalid(format!("{field} may not contain control characters or '/'")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notices::Notices;
+
+    #[tokio::test]
+    async fn idle_sessions_are_forgotten_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+        let record = |id: &str, last_seen: u64| {
+            let s = Session {
+                id: id.into(),
+                cwd: "/x".into(),
+                agent: None,
+                parent: None,
+                scope: Scope { bank: "mneme".into(), tags: vec![] },
+                project: "x".into(),
+                recalled: false,
+                block: None,
+                retained_turns: 0,
+                last_seen,
+            };
+            serde_json::to_string(&s).unwrap()
+        };
+        let old = unix_now() - SESSION_TTL.as_secs() - 60;
+        spool.save_session("old", record("old", old)).await.unwrap();
+        spool.save_session("recent", record("recent", unix_now())).await.unwrap();
+        spool.save_session("legacy", record("legacy", 0)).await.unwrap();
+        let notices = Notices::new(spool.clone());
+        let metrics = Arc::new(Metrics::default());
+        let settings = Arc::new(Settings::default());
+        let queue = Queue::new(
+            spool.clone(),
+            Arc::new(mneme_core::OffBackend),
+            settings.queue.clone(),
+            notices.clone(),
+            metrics.clone(),
+        );
+        let sessions = Sessions::load(settings, queue, spool.clone(), notices, metrics).await.unwrap();
+        assert!(sessions.get("old").is_err());
+        assert!(sessions.get("recent").is_ok() && sessions.get("legacy").is_ok());
+        let kept: Vec<String> = spool.sessions().await.unwrap().into_iter().map(|(id, _)| id).collect();
+        assert!(!kept.contains(&"old".to_string()));
+    }
 }
