@@ -99,6 +99,10 @@ impl Reloader {
             restart_needed.push("storage.dir".to_owned());
             new.storage = old.storage.clone();
         }
+        if new.queue.sync != old.queue.sync {
+            restart_needed.push("queue.sync".to_owned());
+            new.queue.sync = old.queue.sync;
+        }
         if !restart_needed.is_empty() {
             let message = format!(
                 "{} changed in {}; restart mneme to apply it",

@@ -156,6 +156,8 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("queue", "retry_initial", [], |s, v, c| s.queue.retry_initial = nonzero(v.duration()?)?),
     key!("queue", "retry_max", [], |s, v, c| s.queue.retry_max = nonzero(v.duration()?)?),
     key!("queue", "shutdown_grace", [], |s, v, c| s.queue.shutdown_grace = v.duration()?),
+    key!("queue", "sync", [], |s, v, c| s.queue.sync =
+        one_of(&v.string()?, &[("full", super::SpoolSync::Full), ("normal", super::SpoolSync::Normal)])?),
     key!("recall", "auto", ["HINDSIGHT_AUTO_RECALL"], |s, v, c| s.recall.auto = v.boolean()?),
     key!("recall", "context_turns", ["HINDSIGHT_RECALL_CONTEXT_TURNS"], |s, v, c| s.recall.context_turns =
         at_least(v.integer()?, 0)?),

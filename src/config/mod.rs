@@ -114,6 +114,27 @@ pub struct QueueSettings {
     pub retry_max: Duration,
     /// How long shutdown (and a backend switch) may spend flushing.
     pub shutdown_grace: Duration,
+    /// When a retain is acknowledged: after an fsync, or once the OS has the write.
+    pub sync: SpoolSync,
+}
+
+/// How durable an acknowledged retain is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpoolSync {
+    /// The 202 comes after the spool's write-ahead log is fsynced: survives power loss.
+    Full,
+    /// The 202 comes once the OS has the write: survives a crash of mneme, not of the machine.
+    Normal,
+}
+
+impl SpoolSync {
+    /// SQLite's `synchronous` value.
+    pub fn pragma(self) -> &'static str {
+        match self {
+            SpoolSync::Full => "FULL",
+            SpoolSync::Normal => "NORMAL",
+        }
+    }
 }
 
 /// `[recall]`
@@ -209,6 +230,7 @@ impl Default for Settings {
                 retry_initial: Duration::from_secs(1),
                 retry_max: Duration::from_secs(300),
                 shutdown_grace: Duration::from_secs(10),
+                sync: SpoolSync::Full,
             },
             recall: RecallSettings {
                 auto: true,

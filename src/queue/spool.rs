@@ -138,11 +138,16 @@ pub struct Spool {
 }
 
 impl Spool {
-    /// Opens (creating) the spool database and starts its writer thread.
+    /// Opens (creating) the spool database, fsyncing every commit, and starts its writer thread.
     pub fn open(path: &Path) -> Result<Spool, SpoolError> {
+        Self::open_with(path, crate::config::SpoolSync::Full)
+    }
+
+    /// Opens the spool with the given durability of a commit.
+    pub fn open_with(path: &Path, sync: crate::config::SpoolSync) -> Result<Spool, SpoolError> {
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "synchronous", sync.pragma())?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > SCHEMA.len() {
