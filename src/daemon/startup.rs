@@ -68,7 +68,8 @@ impl Daemon {
         create_private_dir(dir)?;
         let lock = lock_storage(&settings.pid_path(), dir)?;
         let token = load_or_create_token(&settings.token_path())?;
-        let spool = Spool::open_with(&settings.spool_path(), settings.queue.sync).map_err(|e| StartError::Storage(e.to_string()))?;
+        let spool = Spool::open_with(&settings.spool_path(), settings.queue.sync)
+            .map_err(|e| StartError::Storage(e.to_string()))?;
         let notices = Notices::new(spool.clone());
         let metrics = Arc::new(Metrics::default());
         let backend = crate::backends::build(&settings)
