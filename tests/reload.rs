@@ -3,7 +3,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::Daemon;
@@ -110,19 +110,11 @@ fn stream_retains(d: &Daemon, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switching_backends_while_retains_stream_in_loses_nothing() {
-    let hindsight = std::env::var("MNEME_HINDSIGHT_URL").ok().filter(|u| !u.is_empty());
-    if hindsight.is_none() && std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("MNEME_HINDSIGHT_URL is not set in CI");
-    }
-    let bank =
-        format!("switch-{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    // Without the peer (outside CI) the switch to hindsight is left out.
+    let hindsight = common::hindsight_peer();
+    let bank = common::fresh("switch");
     if let Some(url) = &hindsight {
-        reqwest::Client::new()
-            .put(format!("{url}/v1/default/banks/{bank}"))
-            .json(&json!({"retain_extraction_mode": "chunks", "enable_observations": false}))
-            .send()
-            .await
-            .unwrap();
+        common::chunk_bank(url, &bank).await;
     }
     let base = format!("[memory]\nbank_id = \"{bank}\"\nscoping = \"global\"\n[queue]\nflush_interval = \"200ms\"\n");
     let d = Daemon::start(&base);
@@ -160,13 +152,7 @@ async fn switching_backends_while_retains_stream_in_loses_nothing() {
             let mut texts = Vec::new();
             let mut last = 0;
             for _ in 0..60 {
-                let v: Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=1000"))
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
-                texts = v["items"].as_array().unwrap().iter().map(|i| i["text"].as_str().unwrap().to_owned()).collect();
+                texts = common::bank_texts(url, &bank).await;
                 let local: usize = acked.iter().filter(|c| common::stored_count(&db, c) > 0).count();
                 if local + texts.len() >= acked.len() && texts.len() == last {
                     break;
@@ -178,10 +164,9 @@ async fn switching_backends_while_retains_stream_in_loses_nothing() {
         }
         None => Vec::new(),
     };
-    let remote = Arc::new(Mutex::new(remote));
     let mut wrong = Vec::new();
     for c in &acked {
-        let n = common::stored_count(&db, c) as usize + remote.lock().unwrap().iter().filter(|t| *t == c).count();
+        let n = common::stored_count(&db, c) as usize + remote.iter().filter(|t| *t == c).count();
         if n != 1 {
             wrong.push((c.clone(), n));
         }

@@ -72,14 +72,8 @@ async fn export_then_import_is_lossless_and_idempotent() {
 #[tokio::test]
 async fn migrate_local_to_hindsight_resumes_and_stores_nothing_twice() {
     let Some(url) = common::hindsight_peer() else { return };
-    let bank =
-        format!("migrate-{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
-    reqwest::Client::new()
-        .put(format!("{url}/v1/default/banks/{bank}"))
-        .json(&json!({"retain_extraction_mode": "chunks", "enable_observations": false}))
-        .send()
-        .await
-        .unwrap();
+    let bank = common::fresh("migrate");
+    common::chunk_bank(&url, &bank).await;
     let d = Daemon::start(&format!("[memory]\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n"));
     seed(&d, 30).await;
 

@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 
 use super::commands::load_settings;
 use super::{CliError, Client};
+use crate::config::Settings;
 
 /// Largest event accepted on stdin.
 const MAX_EVENT_BYTES: u64 = 16 * 1024 * 1024;
@@ -36,11 +37,18 @@ pub const EVENTS: [&str; 5] = ["SessionStart", "UserPromptSubmit", "PreCompact",
 pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
     let mut input = String::new();
     let _ = std::io::stdin().take(MAX_EVENT_BYTES).read_to_string(&mut input);
+    let settings = match load_settings(config) {
+        Ok(loaded) => loaded.settings,
+        Err(e) => {
+            eprintln!("mneme hook: {e}");
+            println!("{{}}");
+            return ExitCode::SUCCESS;
+        }
+    };
     let answer = match serde_json::from_str::<Value>(&input) {
         Ok(event) => {
-            let timeout =
-                load_settings(config).map(|l| l.settings.recall.timeout).unwrap_or(std::time::Duration::from_secs(5));
-            match tokio::time::timeout(timeout, handle(config, &event)).await {
+            let timeout = settings.recall.timeout;
+            match tokio::time::timeout(timeout, handle(&settings, &event)).await {
                 Ok(Ok(answer)) => answer,
                 Ok(Err(e)) => {
                     eprintln!("mneme hook: {e}");
@@ -68,7 +76,7 @@ fn context(event: &str, text: Option<String>) -> Value {
     }
 }
 
-async fn handle(config: Option<&Path>, event: &Value) -> Result<Value, CliError> {
+async fn handle(settings: &Settings, event: &Value) -> Result<Value, CliError> {
     let name = event["hook_event_name"].as_str().unwrap_or_default();
     let session = event["session_id"].as_str().unwrap_or_default();
     if session.is_empty() || !EVENTS.contains(&name) {
@@ -79,8 +87,7 @@ async fn handle(config: Option<&Path>, event: &Value) -> Result<Value, CliError>
         .map(str::to_owned)
         .unwrap_or_else(|| std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()));
     let transcript = event["transcript_path"].as_str().map(PathBuf::from);
-    let settings = load_settings(config)?.settings;
-    let client = Client::connect(&settings).await?;
+    let client = Client::connect(settings).await?;
     let start = json!({"session_id": session, "cwd": cwd, "agent": "claude-code"});
     let base = format!("/v1/sessions/{session}");
     match name {

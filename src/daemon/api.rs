@@ -113,6 +113,18 @@ pub struct ClassifyRequest {
     pub body: serde_json::Value,
 }
 
+/// The optional fields of the session routes that say what a turn is: a meta or compaction turn
+/// is neither recalled for nor retained.
+#[derive(Debug, Default, Deserialize)]
+pub struct TurnInfo {
+    /// The agent making this turn (judged by the header layer's agent lists).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The provider request of this turn, classified in full.
+    #[serde(default)]
+    pub request: Option<ClassifyRequest>,
+}
+
 /// `POST /v1/sessions/{id}/agent-start`
 #[derive(Debug, Deserialize)]
 pub struct AgentStart {
@@ -121,12 +133,9 @@ pub struct AgentStart {
     /// The conversation so far.
     #[serde(default)]
     pub messages: Vec<Message>,
-    /// The agent making this turn (a meta agent's turn is not recalled for).
-    #[serde(default)]
-    pub agent: Option<String>,
-    /// The provider request of this turn, classified the same way.
-    #[serde(default)]
-    pub request: Option<ClassifyRequest>,
+    /// What kind of turn this is.
+    #[serde(flatten)]
+    pub turn: TurnInfo,
 }
 
 /// The answer to agent-start.
@@ -142,12 +151,9 @@ pub struct Messages {
     /// The conversation.
     #[serde(default)]
     pub messages: Vec<Message>,
-    /// The agent making this turn (a meta agent's turn is not retained).
-    #[serde(default)]
-    pub agent: Option<String>,
-    /// The provider request of this turn, classified the same way.
-    #[serde(default)]
-    pub request: Option<ClassifyRequest>,
+    /// What kind of turn this is.
+    #[serde(flatten)]
+    pub turn: TurnInfo,
 }
 
 /// The answer to agent-end.

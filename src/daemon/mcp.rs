@@ -18,6 +18,17 @@ use crate::session::{SessionError, Sessions, StartRequest};
 /// The session MCP calls use when they name none.
 const DEFAULT_SESSION: &str = "mcp";
 
+/// Which session a tool call works in.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct Target {
+    /// The agent session to use (default: an "mcp" session in `cwd`).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Working directory, which picks the project (used for the default session).
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
 /// `retain` arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct RetainArgs {
@@ -26,12 +37,9 @@ pub struct RetainArgs {
     /// What it is about (optional).
     #[serde(default)]
     pub context: Option<String>,
-    /// The agent session to retain under (default: an "mcp" session in `cwd`).
-    #[serde(default)]
-    pub session_id: Option<String>,
-    /// Working directory, which picks the project (used when the session is new).
-    #[serde(default)]
-    pub cwd: Option<String>,
+    /// Which session.
+    #[serde(flatten)]
+    pub target: Target,
 }
 
 /// `recall` arguments.
@@ -39,12 +47,9 @@ pub struct RetainArgs {
 pub struct RecallArgs {
     /// What to look for.
     pub query: String,
-    /// The agent session whose scope to search (default: an "mcp" session in `cwd`).
-    #[serde(default)]
-    pub session_id: Option<String>,
-    /// Working directory, which picks the project (used when the session is new).
-    #[serde(default)]
-    pub cwd: Option<String>,
+    /// Which session.
+    #[serde(flatten)]
+    pub target: Target,
 }
 
 /// `reflect` arguments.
@@ -55,12 +60,9 @@ pub struct ReflectArgs {
     /// Extra context for the answer.
     #[serde(default)]
     pub context: Option<String>,
-    /// The agent session whose scope to use (default: an "mcp" session in `cwd`).
-    #[serde(default)]
-    pub session_id: Option<String>,
-    /// Working directory, which picks the project (used when the session is new).
-    #[serde(default)]
-    pub cwd: Option<String>,
+    /// Which session.
+    #[serde(flatten)]
+    pub target: Target,
 }
 
 /// The MCP server: one per MCP session, all sharing the daemon's sessions.
@@ -83,22 +85,24 @@ impl MemoryTools {
         Self { sessions, tool_router: Self::tool_router() }
     }
 
-    /// The named session, or the default MCP session (started in `cwd`) when none is named.
-    async fn session(&self, id: Option<String>, cwd: Option<String>) -> Result<String, ErrorData> {
-        match id {
-            Some(id) => Ok(id),
-            None => {
-                let cwd = cwd.filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "/".into());
-                let req = StartRequest {
-                    session_id: DEFAULT_SESSION.into(),
-                    cwd,
-                    agent: Some("mcp".into()),
-                    parent_session_id: None,
-                };
-                self.sessions.start(req).await.map_err(tool_error)?;
-                Ok(DEFAULT_SESSION.into())
-            }
+    /// The named session, or the default MCP session in `cwd` when none is named. The default
+    /// session is (re)started only when it is missing or its directory changed.
+    async fn session(&self, target: Target) -> Result<String, ErrorData> {
+        if let Some(id) = target.session_id {
+            return Ok(id);
         }
+        let cwd = target.cwd.filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "/".into());
+        if self.sessions.get(DEFAULT_SESSION).is_ok_and(|s| s.cwd == cwd) {
+            return Ok(DEFAULT_SESSION.into());
+        }
+        let req = StartRequest {
+            session_id: DEFAULT_SESSION.into(),
+            cwd,
+            agent: Some("mcp".into()),
+            parent_session_id: None,
+        };
+        self.sessions.start(req).await.map_err(tool_error)?;
+        Ok(DEFAULT_SESSION.into())
     }
 }
 
@@ -109,7 +113,7 @@ impl MemoryTools {
         description = "Remember a durable fact across sessions (decisions and their reasons, conventions, how to build and test, user preferences). Queued at once and stored in the background."
     )]
     async fn retain(&self, Parameters(a): Parameters<RetainArgs>) -> Result<String, ErrorData> {
-        let id = self.session(a.session_id, a.cwd).await?;
+        let id = self.session(a.target).await?;
         let (_, message) = self.sessions.retain(&id, vec![(a.content, a.context)]).await.map_err(tool_error)?;
         Ok(message)
     }
@@ -119,14 +123,14 @@ impl MemoryTools {
         description = "Search long-term memory for what earlier sessions learned about the current work. Use before answering about past work, decisions or preferences."
     )]
     async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> Result<String, ErrorData> {
-        let id = self.session(a.session_id, a.cwd).await?;
+        let id = self.session(a.target).await?;
         Ok(self.sessions.recall(&id, &a.query).await.map_err(tool_error)?.message)
     }
 
     /// Same answer as `POST /v1/sessions/{id}/reflect`.
     #[tool(description = "Answer a question by reasoning over long-term memory (needs the hindsight backend).")]
     async fn reflect(&self, Parameters(a): Parameters<ReflectArgs>) -> Result<String, ErrorData> {
-        let id = self.session(a.session_id, a.cwd).await?;
+        let id = self.session(a.target).await?;
         self.sessions.reflect(&id, &a.query, a.context).await.map_err(tool_error)
     }
 }

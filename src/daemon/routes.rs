@@ -101,13 +101,10 @@ pub async fn reflect(State(s): St, Path(id): Path<String>, Body(b): Body<Reflect
 
 /// What kind of turn a session route is serving: a meta or compaction turn is neither recalled
 /// for nor retained.
-fn turn_of(s: &AppState, agent: Option<&str>, request: Option<&ClassifyRequest>) -> Turn {
+fn turn_of(s: &AppState, info: &TurnInfo) -> Turn {
     let settings = s.sessions.settings();
-    let kind = match (request, agent) {
-        (Some(r), _) => {
-            let headers: Vec<(String, String)> = r.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            Some(classify::classify(&settings.classify, &headers, &r.body).kind)
-        }
+    let kind = match (&info.request, &info.agent) {
+        (Some(r), _) => Some(classify_request(&settings.classify, r).kind),
         (None, Some(a)) => classify::classify_agent(&settings.classify, a),
         (None, None) => None,
     };
@@ -117,20 +114,24 @@ fn turn_of(s: &AppState, agent: Option<&str>, request: Option<&ClassifyRequest>)
     }
 }
 
+fn classify_request(settings: &classify::ClassifySettings, r: &ClassifyRequest) -> classify::Classification {
+    let headers: Vec<(String, String)> = r.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    classify::classify(settings, &headers, &r.body)
+}
+
 pub async fn agent_start(State(s): St, Path(id): Path<String>, Body(b): Body<AgentStart>) -> AppResult<Json<Inject>> {
-    let turn = turn_of(&s, b.agent.as_deref(), b.request.as_ref());
+    let turn = turn_of(&s, &b.turn);
     Ok(Json(Inject { inject: s.sessions.agent_start(&id, &b.prompt, &b.messages, turn).await? }))
 }
 
 pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messages>) -> AppResult<Json<AgentEnded>> {
-    let turn = turn_of(&s, b.agent.as_deref(), b.request.as_ref());
+    let turn = turn_of(&s, &b.turn);
     let (retained, flushed) = s.sessions.agent_end(&id, &b.messages, turn).await?;
     Ok(Json(AgentEnded { retained, flushed }))
 }
 
 pub async fn classify(State(s): St, Body(b): Body<ClassifyRequest>) -> Json<classify::Classification> {
-    let headers: Vec<(String, String)> = b.headers.into_iter().collect();
-    Json(classify::classify(&s.sessions.settings().classify, &headers, &b.body))
+    Json(classify_request(&s.sessions.settings().classify, &b))
 }
 
 pub async fn instructions(State(s): St, Path(id): Path<String>) -> AppResult<Json<Instructions>> {
@@ -150,7 +151,7 @@ pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<crate::queue::Fl
     let report = match b.session_id {
         Some(id) => {
             let session = s.sessions.get(&id)?;
-            s.queue.flush(session.parent.as_deref().unwrap_or(&id)).await
+            s.queue.flush(session.queue_id()).await
         }
         None => s.queue.flush_all().await,
     };

@@ -83,6 +83,13 @@ pub struct Session {
     pub last_seen: u64,
 }
 
+impl Session {
+    /// The queue its retains join: the parent's for an alias.
+    pub fn queue_id(&self) -> &str {
+        self.parent.as_deref().unwrap_or(&self.id)
+    }
+}
+
 /// Sessions idle this long are forgotten at the next start (their spooled items are kept).
 pub const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 
@@ -245,6 +252,13 @@ impl Sessions {
         self.inner.map.lock().unwrap().get(id).cloned().ok_or_else(|| SessionError::NotFound(id.to_owned()))
     }
 
+    /// The scope and queue of a session, without copying the rest (the retain path is hot).
+    fn route(&self, id: &str) -> Result<(Scope, String), SessionError> {
+        let map = self.inner.map.lock().unwrap();
+        let s = map.get(id).ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
+        Ok((s.scope.clone(), s.queue_id().to_owned()))
+    }
+
     /// Starts (or re-scopes) a session. Idempotent.
     pub async fn start(&self, req: StartRequest) -> Result<Session, SessionError> {
         validate_id("session_id", &req.session_id)?;
@@ -303,7 +317,7 @@ impl Sessions {
         id: &str,
         items: Vec<(String, Option<String>)>,
     ) -> Result<(usize, String), SessionError> {
-        let session = self.get(id)?;
+        let (scope, queue_id) = self.route(id)?;
         if items.is_empty() {
             return Err(SessionError::Invalid("items must hold at least one {content}".into()));
         }
@@ -325,18 +339,17 @@ impl Sessions {
                 })
             })
             .collect();
-        let queue_id = session.parent.as_deref().unwrap_or(id);
-        let n = self.inner.queue.enqueue(queue_id, &session.scope, items).await?;
+        let n = self.inner.queue.enqueue(&queue_id, &scope, items).await?;
         Ok((n, queued_message(n)))
     }
 
     /// The recall tool.
     pub async fn recall(&self, id: &str, query: &str) -> Result<RecallAnswer, SessionError> {
-        let session = self.get(id)?;
+        let (scope, _) = self.route(id)?;
         if query.trim().is_empty() {
             return Err(SessionError::Invalid("query must not be empty".into()));
         }
-        let results = self.recall_scope(&session.scope, query.trim()).await?;
+        let results = self.recall_scope(&scope, query.trim()).await?;
         let message = if results.is_empty() {
             "No relevant memories found.".to_owned()
         } else {
@@ -352,7 +365,7 @@ impl Sessions {
 
     /// The reflect tool.
     pub async fn reflect(&self, id: &str, query: &str, context: Option<String>) -> Result<String, SessionError> {
-        let session = self.get(id)?;
+        let (scope, _) = self.route(id)?;
         if query.trim().is_empty() {
             return Err(SessionError::Invalid("query must not be empty".into()));
         }
@@ -361,10 +374,10 @@ impl Sessions {
             query: query.trim().to_owned(),
             context,
             budget: settings.recall.budget,
-            tags: session.scope.tags.clone(),
+            tags: scope.tags.clone(),
             tags_match: TagsMatch::Any,
         };
-        let text = self.backend().reflect(&session.scope, &q).await?;
+        let text = self.backend().reflect(&scope, &q).await?;
         Ok(match text.trim() {
             "" => "No relevant information found to reflect on.".to_owned(),
             t => t.to_owned(),
@@ -456,7 +469,7 @@ impl Sessions {
                 }
             }
         }
-        let flushed = self.inner.queue.flush(session.parent.as_deref().unwrap_or(id)).await;
+        let flushed = self.inner.queue.flush(session.queue_id()).await;
         Ok((retained, flushed))
     }
 
@@ -488,7 +501,7 @@ impl Sessions {
     /// compaction summary, or `None`.
     pub async fn compaction(&self, id: &str, messages: &[Message]) -> Result<Option<String>, SessionError> {
         let session = self.get(id)?;
-        self.inner.queue.flush(session.parent.as_deref().unwrap_or(id)).await;
+        self.inner.queue.flush(session.queue_id()).await;
         let settings = self.settings();
         let history = conversation(messages);
         let Some(latest) = history.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()) else {
@@ -512,7 +525,7 @@ impl Sessions {
     /// Ends a session: flushes its queue and forgets it.
     pub async fn end(&self, id: &str) -> Result<FlushReport, SessionError> {
         let session = self.get(id)?;
-        let flushed = self.inner.queue.flush(session.parent.as_deref().unwrap_or(id)).await;
+        let flushed = self.inner.queue.flush(session.queue_id()).await;
         self.inner.map.lock().unwrap().remove(id);
         self.inner.spool.delete_session(id).await?;
         Ok(flushed)
@@ -530,7 +543,7 @@ impl Sessions {
             }
             (Some(id), false) => {
                 let s = self.get(id)?;
-                let queue_id = s.parent.clone().unwrap_or_else(|| id.clone());
+                let queue_id = s.queue_id().to_owned();
                 (s.scope, ClearWhat::Scope, Some(queue_id))
             }
             (None, true) => (Scope { bank: self.settings().base_bank(), tags: vec![] }, ClearWhat::All, None),
