@@ -5,7 +5,8 @@
 //! - local recall p50/p99 at 10k and 100k memories beside a bare SQLite FTS5 query on the same
 //!   data and queries, and the same recall through the HTTP API.
 //!
-//! Not a test: it reports numbers and asserts nothing. `MNEME_BENCH_QUICK=1` shrinks it.
+//! Not a test: it reports numbers and asserts nothing. `MNEME_BENCH_QUICK=1` shrinks it;
+//! `MNEME_BENCH_ONLY=daemon` or `=recall` runs one half.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,10 +27,16 @@ fn main() {
     }
     let quick = std::env::var_os("MNEME_BENCH_QUICK").is_some();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    // `MNEME_BENCH_ONLY=daemon|recall` runs one half (for profiling one of them).
+    let only = std::env::var("MNEME_BENCH_ONLY").unwrap_or_default();
     rt.block_on(async {
-        daemon_bench(quick).await;
-        for n in if quick { vec![10_000] } else { vec![10_000, 100_000] } {
-            recall_bench(n, if quick { 200 } else { 1000 }).await;
+        if only != "recall" {
+            daemon_bench(quick).await;
+        }
+        if only != "daemon" {
+            for n in if quick { vec![10_000] } else { vec![10_000, 100_000] } {
+                recall_bench(n, if quick { 200 } else { 1000 }).await;
+            }
         }
     });
 }
@@ -184,6 +191,15 @@ async fn daemon_bench(quick: bool) {
     );
     let r = http.post(format!("{base}/v1/flush")).bearer_auth(&p.token).json(&json!({})).send().await.unwrap();
     println!("flush after the run: {}", r.text().await.unwrap());
+    let metrics = http.get(format!("{base}/metrics")).bearer_auth(&p.token).send().await.unwrap().text().await.unwrap();
+    let metric =
+        |name: &str| metrics.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok()).unwrap_or(0.0);
+    let (items, batches) = (metric("mneme_items_delivered_total "), metric("mneme_delivery_seconds_count "));
+    println!(
+        "deliveries to the local store: {batches} batches, {:.1} items each, {:.0} µs each",
+        items / batches.max(1.0),
+        metric("mneme_delivery_seconds_sum ") * 1e6 / batches.max(1.0)
+    );
     println!("RSS after the run: {:.1} MiB", rss_kib(p.child.id()) as f64 / 1024.0);
 }
 

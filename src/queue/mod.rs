@@ -346,13 +346,24 @@ impl Inner {
             match trigger {
                 Trigger::Timer => q.timer_armed = false,
                 Trigger::Retry => q.retry_armed = false,
-                Trigger::Size => q.size_flush_queued = false,
-                Trigger::Explicit => {}
+                Trigger::Size | Trigger::Explicit => {}
             }
             q.lock.clone()
         });
         let _serial = lock.lock().await;
         let settings = self.settings();
+        if trigger == Trigger::Size {
+            // Cleared only now, so that while this flush waits for the one running, arrivals do
+            // not queue more size flushes that would find a partial batch. Another flush may
+            // have taken the items meanwhile: then the rest waits for its timer.
+            let full = self.with_session(session, |q| {
+                q.size_flush_queued = false;
+                q.pending >= settings.batch_size as u64
+            });
+            if !full {
+                return self.arm_timer_for_rest(session, &settings, FlushReport::default());
+            }
+        }
         let mut report = FlushReport::default();
         loop {
             let backing_off = self.with_session(session, |q| q.backoff_until.is_some_and(|t| t > Instant::now()));
@@ -379,6 +390,7 @@ impl Inner {
             let batch_id = batch[0].batch_id.clone().expect("next_batch assigns a batch id");
             let scope = Scope { bank: batch[0].bank.clone(), tags: batch[0].item.tags.clone() };
             let attempts_before = batch[0].attempts;
+            let seqs = batch[0].seq..=batch[batch.len() - 1].seq;
             let delivery = RetainBatch { id: batch_id.clone(), items: batch.into_iter().map(|s| s.item).collect() };
             let started = Instant::now();
             let result = backend.retain(&scope, &delivery).await;
@@ -386,7 +398,7 @@ impl Inner {
             self.with_session(session, |q| q.in_flight = q.in_flight.saturating_sub(n));
             match result {
                 Ok(()) => {
-                    if let Err(e) = self.spool.delivered(session, &batch_id).await {
+                    if let Err(e) = self.spool.delivered(session, &batch_id, seqs).await {
                         // Stored but still spooled: the resend is idempotent (same batch id).
                         tracing::error!(session, "delivered batch {batch_id} but cannot remove it from the spool: {e}");
                         self.with_session(session, |q| q.pending += n);
@@ -401,6 +413,13 @@ impl Inner {
                         self.wake_waiting_sessions(session);
                     }
                     report.delivered += n;
+                    // Size and timer flushes send full batches only after the first one: what
+                    // trickles in meanwhile waits for its own size or timer trigger instead of
+                    // going out in tiny batches under a steady stream.
+                    let partial = self.with_session(session, |q| q.pending < settings.batch_size as u64);
+                    if trigger.respects_backoff() && partial {
+                        break;
+                    }
                 }
                 Err(e) => {
                     self.metrics.delivery_failures.fetch_add(1, Ordering::Relaxed);
@@ -412,7 +431,16 @@ impl Inner {
                 }
             }
         }
-        // Items that arrived during the flush but did not fill a batch still get their timer.
+        self.arm_timer_for_rest(session, &settings, report)
+    }
+
+    /// Items that arrived during a flush but did not fill a batch still get their timer.
+    fn arm_timer_for_rest(
+        self: &Arc<Self>,
+        session: &str,
+        settings: &QueueSettings,
+        report: FlushReport,
+    ) -> FlushReport {
         let arm = self.with_session(session, |q| {
             let arm = q.pending > 0 && !q.timer_armed && !q.retry_armed && !q.size_flush_queued;
             q.timer_armed |= arm;

@@ -146,9 +146,12 @@ impl Spool {
     /// Opens the spool with the given durability of a commit.
     pub fn open_with(path: &Path, sync: crate::config::SpoolSync) -> Result<Spool, SpoolError> {
         let mut conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Only this daemon's writer thread uses the spool: holding the lock for good spares two
+        // fcntl calls a transaction and the shared-memory WAL index (and keeps other processes out).
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", sync.pragma())?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > SCHEMA.len() {
             return Err(SpoolError(format!("{} was written by a newer mneme", path.display())));
@@ -240,9 +243,8 @@ impl Spool {
         self.call(move |t| {
             // Batches are assigned oldest first, so an attempted batch is always at the front.
             let existing: Option<String> = t
-                .query_row("SELECT batch_id FROM items WHERE session_id = ? ORDER BY seq LIMIT 1", [&session_id], |r| {
-                    r.get(0)
-                })
+                .prepare_cached("SELECT batch_id FROM items WHERE session_id = ? ORDER BY seq LIMIT 1")?
+                .query_row([&session_id], |r| r.get(0))
                 .optional()?
                 .flatten();
             if let Some(batch) = existing {
@@ -252,8 +254,10 @@ impl Spool {
                 let rows = stmt.query_map([&session_id, &batch], read_item)?;
                 return rows.collect();
             }
+            // `LIMIT ? + 0`: a bare bound LIMIT makes SQLite (built with STAT4) re-prepare the
+            // statement on every run.
             let mut stmt = t.prepare_cached(&format!(
-                "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id IS NULL ORDER BY seq LIMIT ?"
+                "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id IS NULL ORDER BY seq LIMIT ? + 0"
             ))?;
             let mut rows: Vec<Spooled> =
                 stmt.query_map(params![session_id, max as i64], read_item)?.collect::<Result<_, _>>()?;
@@ -279,11 +283,19 @@ impl Spool {
         .await
     }
 
-    /// Removes a delivered batch.
-    pub async fn delivered(&self, session_id: &str, batch_id: &str) -> Result<(), SpoolError> {
+    /// Removes a delivered batch, whose items have the sequence numbers `seqs` (a batch is
+    /// consecutive in its session's queue; the range keeps a long backlog from being scanned).
+    pub async fn delivered(
+        &self,
+        session_id: &str,
+        batch_id: &str,
+        seqs: std::ops::RangeInclusive<i64>,
+    ) -> Result<(), SpoolError> {
         let (session_id, batch_id) = (session_id.to_owned(), batch_id.to_owned());
         self.call(move |t| {
-            t.execute("DELETE FROM items WHERE session_id = ? AND batch_id = ?", [&session_id, &batch_id]).map(|_| ())
+            t.prepare_cached("DELETE FROM items WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id = ?")?
+                .execute(params![session_id, seqs.start(), seqs.end(), batch_id])
+                .map(|_| ())
         })
         .await
     }
@@ -397,7 +409,7 @@ impl Spool {
     pub async fn notices_after(&self, after: i64, limit: usize) -> Result<Vec<NoticeRow>, SpoolError> {
         self.call(move |t| {
             let mut stmt = t.prepare_cached(
-                "SELECT id, at, level, source, session_id, message FROM notices WHERE id > ? ORDER BY id LIMIT ?",
+                "SELECT id, at, level, source, session_id, message FROM notices WHERE id > ? ORDER BY id LIMIT ? + 0",
             )?;
             let rows = stmt.query_map(params![after, limit as i64], |r| {
                 Ok(NoticeRow {
@@ -485,10 +497,10 @@ fn run_in_savepoint<T>(
     t: &Transaction<'_>,
     f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
 ) -> Result<T, SpoolError> {
-    t.execute_batch("SAVEPOINT job")?;
+    t.prepare_cached("SAVEPOINT job")?.execute([])?;
     match f(t) {
         Ok(v) => {
-            t.execute_batch("RELEASE job")?;
+            t.prepare_cached("RELEASE job")?.execute([])?;
             Ok(v)
         }
         Err(e) => {

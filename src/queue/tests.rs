@@ -152,6 +152,29 @@ async fn flushes_at_batch_size() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_steady_stream_goes_out_in_full_batches() {
+    // While a size flush delivers, a few more items arrive: they wait for their own trigger
+    // instead of following at once in a batch of their own.
+    let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 16)).await.unwrap();
+    advance(10).await;
+    assert_eq!(b.running.load(Ordering::SeqCst), 1);
+    r.queue.enqueue("s", &scope(), items("b", 3)).await.unwrap();
+    b.release.notify_one();
+    advance(100).await;
+    assert_eq!(b.batch_sizes(), vec![16], "the 3 late items went out on their own");
+    r.queue.enqueue("s", &scope(), items("c", 13)).await.unwrap();
+    advance(100).await;
+    assert_eq!(b.batch_sizes(), vec![16, 16]);
+    // A remainder still goes out on its timer.
+    r.queue.enqueue("s", &scope(), items("d", 2)).await.unwrap();
+    advance(5100).await;
+    assert_eq!(b.batch_sizes(), vec![16, 16, 2]);
+    assert_eq!(r.queue.depths().await, Depths::default());
+}
+
+#[tokio::test(start_paused = true)]
 async fn flush_interval_counts_from_the_first_item_and_is_not_reset() {
     let b = TestBackend::new(&[Mode::Ok]);
     let r = rig(b.clone(), settings());
@@ -301,8 +324,11 @@ async fn spooled_items_are_delivered_after_a_restart() {
     let r = rig(b.clone(), settings());
     r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
     r.queue.shutdown(Duration::from_millis(100)).await;
+    // The spool is locked while open: let go of it, as a process that stops does.
+    let Rig { _dir, path, queue, notices } = r;
+    drop((queue, notices));
     let b2 = TestBackend::new(&[Mode::Ok]);
-    let spool = Spool::open(&r.path).unwrap();
+    let spool = Spool::open(&path).unwrap();
     let notices = Notices::new(spool.clone());
     let q2 = Queue::new(spool, b2.clone(), settings(), notices, Arc::new(Metrics::default()));
     assert_eq!(q2.recover().await.unwrap(), 2);

@@ -3,7 +3,8 @@
 use rusqlite::Connection;
 
 /// Each entry moves the schema from version `i` to `i + 1`. Append only.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE memories (
     seq          INTEGER PRIMARY KEY,
     id           TEXT NOT NULL UNIQUE,      -- the item id: a resent batch stores nothing twice
@@ -31,7 +32,13 @@ END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     DELETE FROM memories_fts WHERE rowid = old.seq;
 END;
-"#];
+"#,
+    r#"
+-- Index in Store::retain with one INSERT ... SELECT per batch: a per-row trigger made every row
+-- its own FTS5 segment (each statement's savepoint flushes FTS5's pending terms).
+DROP TRIGGER memories_ai;
+"#,
+];
 
 /// Brings the database up to the newest schema. Refuses a database from a newer mneme.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -41,6 +41,22 @@ pub struct Stats {
     pub bytes: u64,
 }
 
+/// Candidates FTS5 ranks for a recall.
+const RECALL_POOL: usize = RECALL_ROW_LIMIT * 4;
+
+/// The candidate pool. Its LIMIT is a literal: a bound LIMIT makes SQLite (built with STAT4)
+/// re-prepare the statement on every run, since the plan may depend on the value.
+const RANKED_POOL: &str = "SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?1 ORDER BY rank LIMIT 200";
+
+/// A page of an export. `LIMIT ?3 + 0`: an expression, so the bound value does not force a
+/// re-prepare either.
+const EXPORT_PAGE: &str = "SELECT seq, id, bank, content, context, kind, tags, metadata, document_id, created_at
+     FROM memories WHERE seq > ?1 AND (?2 IS NULL OR bank = ?2) ORDER BY seq LIMIT ?3 + 0";
+
+/// Indexes a batch's new rows in one statement, so FTS5 writes one segment per batch.
+const INDEX_NEW_ROWS: &str =
+    "INSERT INTO memories_fts(rowid, terms) SELECT seq, mneme_terms(content) FROM memories WHERE seq BETWEEN ?1 AND ?2";
+
 /// One SQLite connection to the memory database.
 pub struct Store {
     conn: Connection,
@@ -72,6 +88,7 @@ impl Store {
     pub fn retain(&mut self, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {
         let tx = self.conn.transaction()?;
         let mut inserted = 0;
+        let mut new_seqs = None;
         {
             let documents: BTreeSet<&str> = items.iter().filter_map(|i| i.document_id.as_deref()).collect();
             for doc in documents {
@@ -119,8 +136,14 @@ impl Store {
                     item.document_id,
                     item.timestamp,
                 ])?;
+                let seq = tx.last_insert_rowid();
+                new_seqs = Some(new_seqs.map_or((seq, seq), |(first, _)| (first, seq)));
                 inserted += 1;
             }
+        }
+        // New rows take increasing seqs above every older row: one range covers the batch.
+        if let Some((first, last)) = new_seqs {
+            tx.prepare_cached(INDEX_NEW_ROWS)?.execute([first, last])?;
         }
         tx.commit()?;
         Ok(inserted)
@@ -132,11 +155,10 @@ impl Store {
         // Fast path: FTS5 ranks and cuts a candidate pool on its own (its `rank` ordering never
         // touches the memories table); only the pool is fetched and filtered. When the filters
         // leave too few of a full pool, every match is filtered instead.
-        let pool = RECALL_ROW_LIMIT * 4;
         let ranked: Vec<(i64, f64)> = self
             .conn
-            .prepare_cached("SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?1 ORDER BY rank LIMIT ?2")?
-            .query_map(params![expr, pool as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .prepare_cached(RANKED_POOL)?
+            .query_map([&expr], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
         // Fetch the pool a chunk at a time: usually the first chunk fills the token budget.
         let mut rows = Vec::new();
@@ -150,7 +172,7 @@ impl Store {
                 break;
             }
         }
-        if ranked.len() == pool && rows.len() < RECALL_ROW_LIMIT && chars < filter.max_chars {
+        if ranked.len() == RECALL_POOL && rows.len() < RECALL_ROW_LIMIT && chars < filter.max_chars {
             rows = self.recall_all_matches(&expr, filter)?;
         }
         let mut out = Vec::new();
@@ -256,10 +278,7 @@ impl Store {
 
     /// Up to `limit` memories after sequence `after`, oldest first, optionally of one bank.
     pub fn export(&self, bank: Option<&str>, after: i64, limit: usize) -> rusqlite::Result<Vec<(i64, StoredMemory)>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT seq, id, bank, content, context, kind, tags, metadata, document_id, created_at FROM memories
-             WHERE seq > ?1 AND (?2 IS NULL OR bank = ?2) ORDER BY seq LIMIT ?3",
-        )?;
+        let mut stmt = self.conn.prepare_cached(EXPORT_PAGE)?;
         let rows = stmt.query_map(params![after, bank, limit as i64], |r| {
             let kind: String = r.get(5)?;
             let metadata: String = r.get(7)?;
@@ -366,4 +385,75 @@ fn content_hash(content: &str) -> i64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use mneme_core::MemoryType;
+    use rusqlite::StatementStatus;
+
+    use super::*;
+
+    fn item(id: usize, content: &str, doc: Option<&str>) -> MemoryItem {
+        MemoryItem {
+            id: format!("item-{id}"),
+            content: content.to_owned(),
+            context: None,
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            metadata: Default::default(),
+            tags: vec![],
+            document_id: doc.map(str::to_owned),
+            kind: MemoryType::World,
+        }
+    }
+
+    fn find(store: &Store, query: &str) -> Vec<String> {
+        let filter = RecallFilter { bank: "b", tags: &[], tags_match: TagsMatch::Any, types: &[], max_chars: 100_000 };
+        store.recall(query, &filter).unwrap().into_iter().map(|r| r.text).collect()
+    }
+
+    fn segments(store: &Store) -> i64 {
+        store.conn.query_row("SELECT count(DISTINCT segid) FROM memories_fts_idx", [], |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn a_batch_is_indexed_as_one_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("m.db")).unwrap();
+        let batch: Vec<MemoryItem> =
+            (0..16).map(|i| item(i, &format!("walrus number{i} likes herring"), None)).collect();
+        assert_eq!(store.retain("b", &batch).unwrap(), 16);
+        assert_eq!(segments(&store), 1, "one FTS5 segment for the whole batch");
+        assert_eq!(find(&store, "walrus").len(), 16);
+        assert_eq!(find(&store, "number7"), vec!["walrus number7 likes herring".to_owned()]);
+
+        // A document that replaces its previous version: the old row leaves the index, the new
+        // one (which may reuse the deleted row's seq) enters it.
+        store.retain("b", &[item(100, "draft one about otters", Some("doc"))]).unwrap();
+        store.retain("b", &[item(101, "draft two about otters", Some("doc"))]).unwrap();
+        assert_eq!(find(&store, "otters"), vec!["draft two about otters".to_owned()]);
+        assert!(find(&store, "one").is_empty());
+        // A resend indexes nothing twice.
+        assert_eq!(store.retain("b", &batch).unwrap(), 0);
+        assert_eq!(find(&store, "walrus").len(), 16);
+    }
+
+    #[test]
+    fn hot_statements_are_not_re_prepared() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("m.db")).unwrap();
+        for round in 0..3 {
+            let batch: Vec<MemoryItem> =
+                (0..4).map(|i| item(round * 10 + i, &format!("gecko {round} {i}"), None)).collect();
+            store.retain("b", &batch).unwrap();
+            assert!(!find(&store, &format!("gecko {round}")).is_empty());
+        }
+        store.export(None, 0, 2).unwrap();
+        store.export(None, 2, 3).unwrap();
+        for sql in [RANKED_POOL, INDEX_NEW_ROWS, EXPORT_PAGE] {
+            let stmt = store.conn.prepare_cached(sql).unwrap();
+            assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0, "{sql}");
+        }
+        assert!(RANKED_POOL.ends_with(&format!("LIMIT {RECALL_POOL}")));
+    }
 }
