@@ -22,6 +22,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
+use axum::serve::ListenerExt;
 use axum::Router;
 use mneme_core::BackendStatus;
 use tokio::net::TcpListener;
@@ -158,6 +159,10 @@ impl Daemon {
         tokio::spawn(async move {
             shutdown.await;
             stop.cancel();
+        });
+        // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
         });
         let result = axum::serve(listener, app).with_graceful_shutdown(stopping.cancelled_owned()).await;
         tracing::info!("draining the retain queue (at most {:?})", self.settings.queue.shutdown_grace);

@@ -32,6 +32,14 @@ struct Inner {
     path: PathBuf,
     writer: Mutex<Store>,
     readers: Mutex<Vec<Store>>,
+    /// Deliveries waiting for the writer: whoever holds it next stores them all in one commit.
+    pending: Mutex<Vec<PendingRetain>>,
+}
+
+struct PendingRetain {
+    bank: String,
+    items: Vec<MemoryItem>,
+    done: tokio::sync::oneshot::Sender<Result<usize, BackendError>>,
 }
 
 impl LocalBackend {
@@ -47,6 +55,7 @@ impl LocalBackend {
                 path: config.path.clone(),
                 writer: Mutex::new(writer),
                 readers: Mutex::new(Vec::new()),
+                pending: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -62,6 +71,7 @@ impl LocalBackend {
     ) -> Result<T, BackendError> {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
+            let _nice = LowPriority::enter();
             let mut store = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
             f(&mut store).map_err(sql_error)
         })
@@ -103,9 +113,41 @@ impl MemoryBackend for LocalBackend {
     }
 
     async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
-        let bank = scope.bank.clone();
-        let items = batch.items.clone();
-        self.write(move |s| s.retain(&bank, &items)).await.map(|_| ())
+        // Sessions tend to fill their batches together: deliveries that arrive while another is
+        // being written share the next commit.
+        let (done, stored) = tokio::sync::oneshot::channel();
+        let pending = PendingRetain { bank: scope.bank.clone(), items: batch.items.clone(), done };
+        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner()).push(pending);
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let _nice = LowPriority::enter();
+            let mut store = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let group = std::mem::take(&mut *inner.pending.lock().unwrap_or_else(|p| p.into_inner()));
+            if group.is_empty() {
+                return; // an earlier writer stored this one along with its own
+            }
+            let batches: Vec<(&str, &[MemoryItem])> =
+                group.iter().map(|p| (p.bank.as_str(), p.items.as_slice())).collect();
+            let results = store.retain_batches(&batches);
+            drop(batches);
+            match results {
+                Ok(results) => {
+                    for (p, r) in group.into_iter().zip(results) {
+                        let _ = p.done.send(r.map_err(sql_error));
+                    }
+                }
+                Err(e) => {
+                    let e = sql_error(e);
+                    for p in group {
+                        let _ = p.done.send(Err(e.clone()));
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(|e| BackendError::transient(format!("local store task failed: {e}")))?;
+        // Sent before the writer lock we waited for was released.
+        stored.await.map_err(|_| BackendError::transient("local store write was lost".to_owned()))?.map(|_| ())
     }
 
     async fn recall(&self, scope: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
@@ -219,6 +261,52 @@ impl MemoryBackend for LocalBackend {
                 detail: Some(e.to_string()),
                 ..BackendStatus::healthy(BackendId::Local)
             },
+        }
+    }
+}
+
+/// Lowers the calling thread's CPU priority until dropped. Writes (deliveries) are background
+/// work: on a busy machine the request path should get the CPU first. Linux only (elsewhere
+/// `setpriority` applies to the whole process).
+struct LowPriority {
+    #[cfg(target_os = "linux")]
+    before: Option<libc::c_int>,
+}
+
+/// The nice value of a write: low enough to yield to requests, high enough to keep up.
+#[cfg(target_os = "linux")]
+const WRITE_NICE: libc::c_int = 10;
+
+impl LowPriority {
+    fn enter() -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: plain syscalls on the calling thread (a tid is a valid PRIO_PROCESS `who`).
+            unsafe {
+                let tid = libc::gettid() as libc::id_t;
+                *libc::__errno_location() = 0;
+                let before = libc::getpriority(libc::PRIO_PROCESS, tid);
+                let ok = *libc::__errno_location() == 0
+                    && before < WRITE_NICE
+                    && libc::setpriority(libc::PRIO_PROCESS, tid, WRITE_NICE) == 0;
+                LowPriority { before: ok.then_some(before) }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        LowPriority {}
+    }
+}
+
+impl Drop for LowPriority {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(before) = self.before {
+            // Raising priority back needs no privilege as long as it stays at or below the
+            // thread's starting value (RLIMIT_NICE permitting); failure only leaves it lower.
+            // SAFETY: as in `enter`.
+            unsafe {
+                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, before);
+            }
         }
     }
 }

@@ -86,67 +86,28 @@ impl Store {
     /// replace the stored rows of that document that are not part of this batch.
     /// Returns how many rows were inserted.
     pub fn retain(&mut self, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {
-        let tx = self.conn.transaction()?;
-        let mut inserted = 0;
-        let mut new_seqs = None;
-        {
-            let documents: BTreeSet<&str> = items.iter().filter_map(|i| i.document_id.as_deref()).collect();
-            for doc in documents {
-                let keep: Vec<&str> =
-                    items.iter().filter(|i| i.document_id.as_deref() == Some(doc)).map(|i| i.id.as_str()).collect();
-                let placeholders = vec!["?"; keep.len()].join(",");
-                let sql =
-                    format!("DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})");
-                let mut args: Vec<&str> = vec![bank, doc];
-                args.extend(keep);
-                tx.execute(&sql, params_from_iter(args))?;
-            }
-            let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
-            let mut same = tx
-                .prepare_cached("SELECT seq, tags FROM memories WHERE bank = ? AND content_hash = ? AND content = ?")?;
-            let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )?;
-            for item in items {
-                if exists.exists([&item.id])? {
-                    continue;
+        let mut results = self.retain_batches(&[(bank, items)])?;
+        results.pop().expect("one result per batch")
+    }
+
+    /// Stores several batches (bank, items) in one transaction, each as [`Store::retain`] would:
+    /// a batch that fails is rolled back alone and gets its error; the others are committed
+    /// together (one commit instead of one each). `Err` when the transaction itself fails.
+    pub fn retain_batches(&mut self, batches: &[(&str, &[MemoryItem])]) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
+        let mut tx = self.conn.transaction()?;
+        let mut results = Vec::with_capacity(batches.len());
+        for (bank, items) in batches {
+            let savepoint = tx.savepoint()?;
+            match retain_one(&savepoint, bank, items) {
+                Ok(n) => {
+                    savepoint.commit()?;
+                    results.push(Ok(n));
                 }
-                let hash = content_hash(&item.content);
-                let dup: Option<(i64, String)> =
-                    same.query_row(params![bank, hash, item.content], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-                if let Some((seq, tags)) = dup {
-                    let merged = merge_tags(&tags, &item.tags);
-                    if merged != tags {
-                        merge.execute(params![merged, seq])?;
-                    }
-                    continue;
-                }
-                let metadata = serde_json::to_string(&item.metadata).expect("string map serializes");
-                insert.execute(params![
-                    item.id,
-                    bank,
-                    item.content,
-                    hash,
-                    item.context,
-                    item.kind.as_str(),
-                    encode_tags(&item.tags),
-                    metadata,
-                    item.document_id,
-                    item.timestamp,
-                ])?;
-                let seq = tx.last_insert_rowid();
-                new_seqs = Some(new_seqs.map_or((seq, seq), |(first, _)| (first, seq)));
-                inserted += 1;
+                Err(e) => results.push(Err(e)), // dropping the savepoint rolls it back
             }
-        }
-        // New rows take increasing seqs above every older row: one range covers the batch.
-        if let Some((first, last)) = new_seqs {
-            tx.prepare_cached(INDEX_NEW_ROWS)?.execute([first, last])?;
         }
         tx.commit()?;
-        Ok(inserted)
+        Ok(results)
     }
 
     /// Full-text recall, best first, bounded by `filter.max_chars`.
@@ -313,6 +274,69 @@ impl Store {
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// One batch of [`Store::retain_batches`], inside its savepoint.
+fn retain_one(tx: &Connection, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {
+    let mut inserted = 0;
+    let mut new_seqs = None;
+    {
+        let documents: BTreeSet<&str> = items.iter().filter_map(|i| i.document_id.as_deref()).collect();
+        for doc in documents {
+            let keep: Vec<&str> =
+                items.iter().filter(|i| i.document_id.as_deref() == Some(doc)).map(|i| i.id.as_str()).collect();
+            let placeholders = vec!["?"; keep.len()].join(",");
+            let sql =
+                format!("DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})");
+            let mut args: Vec<&str> = vec![bank, doc];
+            args.extend(keep);
+            tx.execute(&sql, params_from_iter(args))?;
+        }
+        let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
+        let mut same = tx
+            .prepare_cached("SELECT seq, tags FROM memories WHERE bank = ? AND content_hash = ? AND content = ?")?;
+        let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )?;
+        for item in items {
+            if exists.exists([&item.id])? {
+                continue;
+            }
+            let hash = content_hash(&item.content);
+            let dup: Option<(i64, String)> =
+                same.query_row(params![bank, hash, item.content], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+            if let Some((seq, tags)) = dup {
+                let merged = merge_tags(&tags, &item.tags);
+                if merged != tags {
+                    merge.execute(params![merged, seq])?;
+                }
+                continue;
+            }
+            let metadata = serde_json::to_string(&item.metadata).expect("string map serializes");
+            insert.execute(params![
+                item.id,
+                bank,
+                item.content,
+                hash,
+                item.context,
+                item.kind.as_str(),
+                encode_tags(&item.tags),
+                metadata,
+                item.document_id,
+                item.timestamp,
+            ])?;
+            let seq = tx.last_insert_rowid();
+            new_seqs = Some(new_seqs.map_or((seq, seq), |(first, _)| (first, seq)));
+            inserted += 1;
+        }
+    }
+    // New rows take increasing seqs above every older row: one range covers the batch.
+    if let Some((first, last)) = new_seqs {
+        tx.prepare_cached(INDEX_NEW_ROWS)?.execute([first, last])?;
+    }
+    Ok(inserted)
 }
 
 /// A result from the columns content, kind, created_at, tags starting at `first`.
