@@ -398,12 +398,7 @@ impl Inner {
             self.with_session(session, |q| q.in_flight = q.in_flight.saturating_sub(n));
             match result {
                 Ok(()) => {
-                    if let Err(e) = self.spool.delivered(session, &batch_id, seqs).await {
-                        // Stored but still spooled: the resend is idempotent (same batch id).
-                        tracing::error!(session, "delivered batch {batch_id} but cannot remove it from the spool: {e}");
-                        self.with_session(session, |q| q.pending += n);
-                        break;
-                    }
+                    self.spool.delivered(session, &batch_id, seqs);
                     self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
                     self.with_session(session, |q| q.backoff_until = None);
                     if self.backend_down.swap(false, Ordering::Relaxed) {

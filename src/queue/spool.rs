@@ -127,12 +127,30 @@ pub struct SpoolCounts {
 }
 
 type Finish = Box<dyn FnOnce(Result<(), SpoolError>) + Send>;
+
+/// What the writer thread is sent.
+enum Message {
+    /// Run in the next transaction; answered once it is committed.
+    Job(Job),
+    /// Remove a delivered batch, answering no one: done at the start of the next transaction
+    /// (which runs before any later job), or alone after [`REMOVAL_WAIT`] without one.
+    Remove(Removal),
+}
+
+struct Removal {
+    session_id: String,
+    batch_id: String,
+    seqs: std::ops::RangeInclusive<i64>,
+}
+
+/// How long a removal waits for a transaction to ride on.
+const REMOVAL_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 type Job = Box<dyn FnOnce(&Transaction<'_>) -> Finish + Send>;
 
 /// Handle to the spool's writer thread. Cheap to clone.
 #[derive(Clone)]
 pub struct Spool {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Message>,
     /// The next item sequence number; only the writer thread advances it, in commit order.
     next_seq: Arc<AtomicI64>,
 }
@@ -152,6 +170,7 @@ impl Spool {
         conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", sync.pragma())?;
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > SCHEMA.len() {
             return Err(SpoolError(format!("{} was written by a newer mneme", path.display())));
@@ -167,7 +186,7 @@ impl Spool {
             [],
             |r| r.get(0),
         )?;
-        let (jobs, rx) = mpsc::channel::<Job>();
+        let (jobs, rx) = mpsc::channel::<Message>();
         thread::Builder::new()
             .name("mneme-spool".into())
             .spawn(move || writer(conn, rx))
@@ -190,7 +209,7 @@ impl Spool {
         let stopped = || SpoolError("writer thread stopped".into());
         #[cfg(not(test))]
         {
-            self.jobs.send(job).map_err(|_| stopped())?;
+            self.jobs.send(Message::Job(job)).map_err(|_| stopped())?;
             rx.await.map_err(|_| stopped())?
         }
         // Under tokio's paused test clock, an async wait on another thread lets the clock jump
@@ -199,7 +218,7 @@ impl Spool {
         {
             let jobs = self.jobs.clone();
             tokio::task::spawn_blocking(move || {
-                jobs.send(job).map_err(|_| stopped())?;
+                jobs.send(Message::Job(job)).map_err(|_| stopped())?;
                 rx.blocking_recv().map_err(|_| stopped())?
             })
             .await
@@ -285,19 +304,16 @@ impl Spool {
 
     /// Removes a delivered batch, whose items have the sequence numbers `seqs` (a batch is
     /// consecutive in its session's queue; the range keeps a long backlog from being scanned).
-    pub async fn delivered(
-        &self,
-        session_id: &str,
-        batch_id: &str,
-        seqs: std::ops::RangeInclusive<i64>,
-    ) -> Result<(), SpoolError> {
-        let (session_id, batch_id) = (session_id.to_owned(), batch_id.to_owned());
-        self.call(move |t| {
-            t.prepare_cached("DELETE FROM items WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id = ?")?
-                .execute(params![session_id, seqs.start(), seqs.end(), batch_id])
-                .map(|_| ())
-        })
-        .await
+    ///
+    /// Returns at once: the removal rides on the writer's next transaction instead of paying
+    /// for a commit and a sync of its own. Every later spool call sees it done. Should it be
+    /// lost (a crash first), the batch is resent under the same batch id, which stores nothing
+    /// twice.
+    pub fn delivered(&self, session_id: &str, batch_id: &str, seqs: std::ops::RangeInclusive<i64>) {
+        let removal = Removal { session_id: session_id.to_owned(), batch_id: batch_id.to_owned(), seqs };
+        if self.jobs.send(Message::Remove(removal)).is_err() {
+            tracing::warn!(session_id, "spool writer stopped; batch {batch_id} stays spooled and is resent");
+        }
     }
 
     /// Records a failed attempt; returns the batch's attempt count.
@@ -510,12 +526,30 @@ fn run_in_savepoint<T>(
     }
 }
 
-fn writer(mut conn: Connection, rx: mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
+fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>) {
+    let mut removals: Vec<Removal> = Vec::new();
+    loop {
+        let first = if removals.is_empty() {
+            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+        } else {
+            rx.recv_timeout(REMOVAL_WAIT)
+        };
+        let mut group = Vec::new();
+        let mut closed = false;
+        match first {
+            Ok(Message::Job(job)) => group.push(job),
+            Ok(Message::Remove(r)) => {
+                removals.push(r);
+                continue; // wait a little for a job to ride on
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {} // the removals go alone
+            Err(mpsc::RecvTimeoutError::Disconnected) if removals.is_empty() => return,
+            Err(mpsc::RecvTimeoutError::Disconnected) => closed = true, // last removals, then stop
+        }
         while group.len() < GROUP_MAX {
             match rx.try_recv() {
-                Ok(job) => group.push(job),
+                Ok(Message::Job(job)) => group.push(job),
+                Ok(Message::Remove(r)) => removals.push(r),
                 Err(_) => break,
             }
         }
@@ -527,10 +561,26 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<Job>) {
                 continue;
             }
         };
+        for r in removals.drain(..) {
+            let removed = run_in_savepoint(&tx, |t| {
+                t.prepare_cached("DELETE FROM items WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id = ?")?
+                    .execute(params![r.session_id, r.seqs.start(), r.seqs.end(), r.batch_id])
+            });
+            if let Err(e) = removed {
+                // The batch stays spooled and is resent under its batch id: nothing stored twice.
+                tracing::error!(session = r.session_id, "cannot remove delivered batch {}: {e}", r.batch_id);
+            }
+        }
         let finishers: Vec<Finish> = group.into_iter().map(|job| job(&tx)).collect();
         let commit = tx.commit().map_err(SpoolError::from);
+        if let Err(e) = &commit {
+            tracing::error!("spool: commit failed: {e}");
+        }
         for finish in finishers {
             finish(commit.clone());
+        }
+        if closed {
+            return;
         }
     }
 }

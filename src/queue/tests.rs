@@ -391,3 +391,32 @@ async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
     assert_eq!(r.queue.depths().await.spooled, 0);
     assert_eq!(local.status().await.memories, Some(5));
 }
+
+#[tokio::test]
+async fn a_delivered_batch_is_gone_for_every_later_call_and_after_a_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spool.db");
+    let spool = Spool::open(&path).unwrap();
+    let item = |id: &str| MemoryItem {
+        id: id.into(),
+        content: id.into(),
+        context: None,
+        timestamp: "2026-01-01T00:00:00.000Z".into(),
+        metadata: Default::default(),
+        tags: vec![],
+        document_id: None,
+        kind: MemoryType::World,
+    };
+    spool.append("s", "b", vec![item("a"), item("b")]).await.unwrap();
+    let batch = spool.next_batch("s", 1).await.unwrap();
+    assert_eq!(batch.len(), 1);
+    // The removal rides on the next transaction, which runs before this call's job.
+    spool.delivered("s", batch[0].batch_id.as_deref().unwrap(), batch[0].seq..=batch[0].seq);
+    let next = spool.next_batch("s", 1).await.unwrap();
+    assert_eq!(next[0].item.id, "b", "the delivered batch came back");
+    // With no transaction to ride on, it is committed when the writer stops.
+    spool.delivered("s", next[0].batch_id.as_deref().unwrap(), next[0].seq..=next[0].seq);
+    drop(spool);
+    let spool = Spool::open(&path).unwrap();
+    assert_eq!(spool.counts().await.unwrap().spooled, 0);
+}

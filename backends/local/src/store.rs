@@ -69,6 +69,8 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // Statement and savepoint journals in memory, not in temporary files.
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // The FTS triggers call this; every connection that writes must have it.
         conn.create_scalar_function(
@@ -93,8 +95,19 @@ impl Store {
     /// Stores several batches (bank, items) in one transaction, each as [`Store::retain`] would:
     /// a batch that fails is rolled back alone and gets its error; the others are committed
     /// together (one commit instead of one each). `Err` when the transaction itself fails.
-    pub fn retain_batches(&mut self, batches: &[(&str, &[MemoryItem])]) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
+    pub fn retain_batches(
+        &mut self,
+        batches: &[(&str, &[MemoryItem])],
+    ) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
         let mut tx = self.conn.transaction()?;
+        if let [(bank, items)] = batches {
+            // Alone, the batch is the transaction: no savepoint needed.
+            let n = retain_one(&tx, bank, items);
+            if n.is_ok() {
+                tx.commit()?;
+            }
+            return Ok(vec![n]);
+        }
         let mut results = Vec::with_capacity(batches.len());
         for (bank, items) in batches {
             let savepoint = tx.savepoint()?;
@@ -286,15 +299,14 @@ fn retain_one(tx: &Connection, bank: &str, items: &[MemoryItem]) -> rusqlite::Re
             let keep: Vec<&str> =
                 items.iter().filter(|i| i.document_id.as_deref() == Some(doc)).map(|i| i.id.as_str()).collect();
             let placeholders = vec!["?"; keep.len()].join(",");
-            let sql =
-                format!("DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})");
+            let sql = format!("DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})");
             let mut args: Vec<&str> = vec![bank, doc];
             args.extend(keep);
             tx.execute(&sql, params_from_iter(args))?;
         }
         let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
-        let mut same = tx
-            .prepare_cached("SELECT seq, tags FROM memories WHERE bank = ? AND content_hash = ? AND content = ?")?;
+        let mut same =
+            tx.prepare_cached("SELECT seq, tags FROM memories WHERE bank = ? AND content_hash = ? AND content = ?")?;
         let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
         let mut insert = tx.prepare_cached(
             "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
