@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use mneme_core::*;
 
 use crate::store::{RecallFilter, Store};
+use crate::writer::Writer;
 
 /// How many recent memories the instructions list, and how many characters they may take.
 const RECENT_IN_INSTRUCTIONS: usize = 10;
@@ -30,16 +31,8 @@ pub struct LocalBackend {
 
 struct Inner {
     path: PathBuf,
-    writer: Mutex<Store>,
+    writer: Writer,
     readers: Mutex<Vec<Store>>,
-    /// Deliveries waiting for the writer: whoever holds it next stores them all in one commit.
-    pending: Mutex<Vec<PendingRetain>>,
-}
-
-struct PendingRetain {
-    bank: String,
-    items: Vec<MemoryItem>,
-    done: tokio::sync::oneshot::Sender<Result<usize, BackendError>>,
 }
 
 impl LocalBackend {
@@ -49,15 +42,8 @@ impl LocalBackend {
             std::fs::create_dir_all(dir)
                 .map_err(|e| BackendError::permanent(format!("cannot create {}: {e}", dir.display())))?;
         }
-        let writer = Store::open(&config.path).map_err(|e| open_error(&config.path, e))?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                path: config.path.clone(),
-                writer: Mutex::new(writer),
-                readers: Mutex::new(Vec::new()),
-                pending: Mutex::new(Vec::new()),
-            }),
-        })
+        let writer = Writer::start(&config.path).map_err(|e| open_error(&config.path, e))?;
+        Ok(Self { inner: Arc::new(Inner { path: config.path.clone(), writer, readers: Mutex::new(Vec::new()) }) })
     }
 
     /// The database file.
@@ -69,14 +55,12 @@ impl LocalBackend {
         &self,
         f: impl FnOnce(&mut Store) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, BackendError> {
+        // Waiting on a blocking thread (not an async one) keeps tokio's paused test clock from
+        // jumping ahead while the disk works.
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let _nice = LowPriority::enter();
-            let mut store = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut store).map_err(sql_error)
-        })
-        .await
-        .map_err(|e| BackendError::transient(format!("local store task failed: {e}")))?
+        tokio::task::spawn_blocking(move || inner.writer.run(move |store| f(store).map_err(sql_error)))
+            .await
+            .map_err(|e| BackendError::transient(format!("local store task failed: {e}")))?
     }
 
     async fn read<T: Send + 'static>(
@@ -113,41 +97,11 @@ impl MemoryBackend for LocalBackend {
     }
 
     async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
-        // Sessions tend to fill their batches together: deliveries that arrive while another is
-        // being written share the next commit.
-        let (done, stored) = tokio::sync::oneshot::channel();
-        let pending = PendingRetain { bank: scope.bank.clone(), items: batch.items.clone(), done };
-        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner()).push(pending);
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let _nice = LowPriority::enter();
-            let mut store = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-            let group = std::mem::take(&mut *inner.pending.lock().unwrap_or_else(|p| p.into_inner()));
-            if group.is_empty() {
-                return; // an earlier writer stored this one along with its own
-            }
-            let batches: Vec<(&str, &[MemoryItem])> =
-                group.iter().map(|p| (p.bank.as_str(), p.items.as_slice())).collect();
-            let results = store.retain_batches(&batches);
-            drop(batches);
-            match results {
-                Ok(results) => {
-                    for (p, r) in group.into_iter().zip(results) {
-                        let _ = p.done.send(r.map_err(sql_error));
-                    }
-                }
-                Err(e) => {
-                    let e = sql_error(e);
-                    for p in group {
-                        let _ = p.done.send(Err(e.clone()));
-                    }
-                }
-            }
-        })
-        .await
-        .map_err(|e| BackendError::transient(format!("local store task failed: {e}")))?;
-        // Sent before the writer lock we waited for was released.
-        stored.await.map_err(|_| BackendError::transient("local store write was lost".to_owned()))?.map(|_| ())
+        let (inner, bank, items) = (self.inner.clone(), scope.bank.clone(), batch.items.clone());
+        tokio::task::spawn_blocking(move || inner.writer.retain(bank, items))
+            .await
+            .map_err(|e| BackendError::transient(format!("local store task failed: {e}")))?
+            .map(|_| ())
     }
 
     async fn recall(&self, scope: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
@@ -265,58 +219,12 @@ impl MemoryBackend for LocalBackend {
     }
 }
 
-/// Lowers the calling thread's CPU priority until dropped. Writes (deliveries) are background
-/// work: on a busy machine the request path should get the CPU first. Linux only (elsewhere
-/// `setpriority` applies to the whole process).
-struct LowPriority {
-    #[cfg(target_os = "linux")]
-    before: Option<libc::c_int>,
-}
-
-/// The nice value of a write: low enough to yield to requests, high enough to keep up.
-#[cfg(target_os = "linux")]
-const WRITE_NICE: libc::c_int = 10;
-
-impl LowPriority {
-    fn enter() -> Self {
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: plain syscalls on the calling thread (a tid is a valid PRIO_PROCESS `who`).
-            unsafe {
-                let tid = libc::gettid() as libc::id_t;
-                *libc::__errno_location() = 0;
-                let before = libc::getpriority(libc::PRIO_PROCESS, tid);
-                let ok = *libc::__errno_location() == 0
-                    && before < WRITE_NICE
-                    && libc::setpriority(libc::PRIO_PROCESS, tid, WRITE_NICE) == 0;
-                LowPriority { before: ok.then_some(before) }
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        LowPriority {}
-    }
-}
-
-impl Drop for LowPriority {
-    fn drop(&mut self) {
-        #[cfg(target_os = "linux")]
-        if let Some(before) = self.before {
-            // Raising priority back needs no privilege as long as it stays at or below the
-            // thread's starting value (RLIMIT_NICE permitting); failure only leaves it lower.
-            // SAFETY: as in `enter`.
-            unsafe {
-                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, before);
-            }
-        }
-    }
-}
-
 fn open_error(path: &Path, e: rusqlite::Error) -> BackendError {
     BackendError::permanent(format!("cannot open local store {}: {e}", path.display()))
 }
 
 /// Busy, locked, full or I/O failures may pass; anything else will not.
-fn sql_error(e: rusqlite::Error) -> BackendError {
+pub(crate) fn sql_error(e: rusqlite::Error) -> BackendError {
     use rusqlite::ErrorCode::*;
     match &e {
         rusqlite::Error::SqliteFailure(f, _)

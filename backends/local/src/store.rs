@@ -171,14 +171,16 @@ impl Store {
             return Ok(Vec::new());
         }
         let ids: Vec<String> = ranked.iter().map(|(id, _)| id.to_string()).collect();
-        let mut sql = format!(
-            "SELECT m.seq, m.content, m.kind, m.created_at, m.tags FROM memories m WHERE m.seq IN ({}) AND m.bank = ?1",
-            ids.join(",")
+        // The ids go in as one JSON array, so the statement text depends only on the filter's
+        // shape and stays in the statement cache.
+        let mut sql = String::from(
+            "SELECT m.seq, m.content, m.kind, m.created_at, m.tags FROM memories m
+             WHERE m.seq IN (SELECT value FROM json_each(?2)) AND m.bank = ?1",
         );
-        let mut args: Vec<String> = vec![filter.bank.to_owned()];
+        let mut args: Vec<String> = vec![filter.bank.to_owned(), format!("[{}]", ids.join(","))];
         push_type_filter(&mut sql, &mut args, filter.types);
         push_tag_filter(&mut sql, &mut args, filter.tags, filter.tags_match);
-        let mut stmt = self.conn.prepare(&sql)?;
+        let mut stmt = self.conn.prepare_cached(&sql)?;
         let mut found: std::collections::HashMap<i64, Recalled> = stmt
             .query_map(params_from_iter(args.iter()), |row| Ok((row.get(0)?, recalled(row, 1)?)))?
             .collect::<rusqlite::Result<_>>()?;
@@ -187,6 +189,15 @@ impl Store {
             .filter_map(|(id, rank)| found.remove(id).map(|r| Recalled { score: Some(-rank), ..r }))
             .take(RECALL_ROW_LIMIT)
             .collect())
+    }
+
+    /// Recall ranked by BM25 over every query term and every match, unpruned: the reference
+    /// ranking that benchmarks hold [`Store::recall`] against.
+    pub fn recall_exhaustive(&self, query: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
+        match fts::match_expression(query) {
+            Some(expr) => self.recall_all_matches(&expr, filter),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Every match joined and filtered, best first (the slow, complete path).

@@ -1,0 +1,136 @@
+//! The store's writer: one thread owning the writing connection, at a lower CPU priority.
+//!
+//! Writes are background work (the retain queue's deliveries, clears, imports): on a busy
+//! machine the daemon's request path should get the CPU first, so the thread runs at nice
+//! [`WRITER_NICE`] (Linux; elsewhere `setpriority` would apply to the whole process). Deliveries
+//! that queue up while one is being written go out together in one transaction
+//! ([`Store::retain_batches`]): one commit instead of one each.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
+
+use mneme_core::{BackendError, MemoryItem};
+use tokio::sync::oneshot;
+
+use crate::store::Store;
+
+/// Deliveries written in one transaction at most.
+const GROUP_MAX: usize = 64;
+
+/// The writer thread's nice value: below the request path, still well above idle.
+#[cfg(target_os = "linux")]
+const WRITER_NICE: libc::c_int = 10;
+
+type Reply<T> = oneshot::Sender<Result<T, BackendError>>;
+
+enum Job {
+    /// A delivery: may share a transaction with others.
+    Retain { bank: String, items: Vec<MemoryItem>, done: Reply<usize> },
+    /// Anything else, alone.
+    Run(Box<dyn FnOnce(&mut Store) + Send>),
+}
+
+/// Handle to the writer thread; the thread (and its connection) ends with the last handle.
+pub(crate) struct Writer {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Writer {
+    /// Opens the writing connection and starts the thread.
+    pub(crate) fn start(path: &Path) -> rusqlite::Result<Self> {
+        let store = Store::open(path)?;
+        let (jobs, rx) = mpsc::channel();
+        thread::Builder::new().name("mneme-local-writer".into()).spawn(move || run(store, rx)).map_err(|e| {
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+                Some(format!("cannot start the local store writer: {e}")),
+            )
+        })?;
+        Ok(Writer { jobs })
+    }
+
+    /// Stores a batch; blocks the calling (blocking-pool) thread until it is committed.
+    pub(crate) fn retain(&self, bank: String, items: Vec<MemoryItem>) -> Result<usize, BackendError> {
+        let (done, answer) = oneshot::channel();
+        self.send(Job::Retain { bank, items, done }, answer)
+    }
+
+    /// Runs `f` on the writing connection; blocks until it is done.
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, BackendError> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        let (done, answer) = oneshot::channel();
+        self.send(Job::Run(Box::new(move |store| drop(done.send(f(store))))), answer)
+    }
+
+    fn send<T>(&self, job: Job, answer: oneshot::Receiver<Result<T, BackendError>>) -> Result<T, BackendError> {
+        let stopped = || BackendError::transient("the local store writer stopped".to_owned());
+        self.jobs.send(job).map_err(|_| stopped())?;
+        answer.blocking_recv().map_err(|_| stopped())?
+    }
+}
+
+fn run(mut store: Store, rx: mpsc::Receiver<Job>) {
+    lower_priority();
+    let mut next = None;
+    loop {
+        let job = match next.take() {
+            Some(job) => job,
+            None => match rx.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+        };
+        match job {
+            Job::Run(f) => f(&mut store),
+            Job::Retain { bank, items, done } => {
+                let mut group = vec![(bank, items, done)];
+                while group.len() < GROUP_MAX {
+                    match rx.try_recv() {
+                        Ok(Job::Retain { bank, items, done }) => group.push((bank, items, done)),
+                        Ok(other) => {
+                            next = Some(other); // after this group, in order
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                retain_group(&mut store, group);
+            }
+        }
+    }
+}
+
+fn retain_group(store: &mut Store, group: Vec<(String, Vec<MemoryItem>, Reply<usize>)>) {
+    let batches: Vec<(&str, &[MemoryItem])> =
+        group.iter().map(|(bank, items, _)| (bank.as_str(), items.as_slice())).collect();
+    let results = store.retain_batches(&batches);
+    drop(batches);
+    match results {
+        Ok(results) => {
+            for ((_, _, done), result) in group.into_iter().zip(results) {
+                let _ = done.send(result.map_err(crate::backend::sql_error));
+            }
+        }
+        Err(e) => {
+            let e = crate::backend::sql_error(e);
+            for (_, _, done) in group {
+                let _ = done.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// Lowers this thread's CPU priority for good (it only ever writes).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain syscalls on the calling thread; a tid is a valid PRIO_PROCESS `who`.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        if libc::setpriority(libc::PRIO_PROCESS, tid, WRITER_NICE) != 0 {
+            tracing::debug!("cannot lower the local store writer's priority: {}", std::io::Error::last_os_error());
+        }
+    }
+}
