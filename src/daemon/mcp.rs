@@ -114,7 +114,7 @@ impl MemoryTools {
     )]
     async fn retain(&self, Parameters(a): Parameters<RetainArgs>) -> Result<String, ErrorData> {
         let id = self.session(a.target).await?;
-        let (_, message) = self.sessions.retain(&id, vec![(a.content, a.context)]).await.map_err(tool_error)?;
+        let message = self.sessions.retain(&id, vec![(a.content, a.context)]).await.map_err(tool_error)?.message;
         Ok(message)
     }
 

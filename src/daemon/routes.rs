@@ -84,10 +84,10 @@ pub async fn end_session(State(s): St, Path(id): Path<String>) -> AppResult<Json
 
 pub async fn retain(State(s): St, Path(id): Path<String>, Body(b): Body<Retain>) -> AppResult<Response> {
     let items = b.items.into_iter().map(|i| (i.content, i.context)).collect();
-    let (queued, message) = s.sessions.retain(&id, items).await?;
-    let status =
-        if s.queue.backend().id() == mneme_core::BackendId::Off { StatusCode::OK } else { StatusCode::ACCEPTED };
-    Ok((status, Json(Queued { queued, message })).into_response())
+    let r = s.sessions.retain(&id, items).await?;
+    // From the outcome, not the backend now: a switch to or from `off` may land in between.
+    let status = if r.off { StatusCode::OK } else { StatusCode::ACCEPTED };
+    Ok((status, Json(Queued { queued: r.queued, message: r.message })).into_response())
 }
 
 pub async fn recall(State(s): St, Path(id): Path<String>, Body(b): Body<Recall>) -> AppResult<Json<RecallAnswer>> {

@@ -119,6 +119,17 @@ pub struct StartRequest {
     pub parent_session_id: Option<String>,
 }
 
+/// What a retain did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retained {
+    /// Items spooled (0 when all were empty after cleaning).
+    pub queued: usize,
+    /// For the agent.
+    pub message: String,
+    /// `memory.backend = "off"` when it arrived: nothing was kept.
+    pub off: bool,
+}
+
 /// The recall tool's answer.
 #[derive(Debug, Clone)]
 pub struct RecallAnswer {
@@ -312,17 +323,13 @@ impl Sessions {
     }
 
     /// The retain tool: spools items and answers at once.
-    pub async fn retain(
-        &self,
-        id: &str,
-        items: Vec<(String, Option<String>)>,
-    ) -> Result<(usize, String), SessionError> {
+    pub async fn retain(&self, id: &str, items: Vec<(String, Option<String>)>) -> Result<Retained, SessionError> {
         let (scope, queue_id) = self.route(id)?;
         if items.is_empty() {
             return Err(SessionError::Invalid("items must hold at least one {content}".into()));
         }
         if self.backend().id() == BackendId::Off {
-            return Ok((0, OFF_MESSAGE.into()));
+            return Ok(Retained { queued: 0, message: OFF_MESSAGE.into(), off: true });
         }
         let settings = self.settings();
         let items: Vec<NewItem> = items
@@ -340,7 +347,7 @@ impl Sessions {
             })
             .collect();
         let n = self.inner.queue.enqueue(&queue_id, &scope, items).await?;
-        Ok((n, queued_message(n)))
+        Ok(Retained { queued: n, message: queued_message(n), off: false })
     }
 
     /// The recall tool.
