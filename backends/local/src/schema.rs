@@ -38,6 +38,11 @@ END;
 -- its own FTS5 segment (each statement's savepoint flushes FTS5's pending terms).
 DROP TRIGGER memories_ai;
 "#,
+    r#"
+-- Duplicates are found through the writer's in-memory map (see dedupe.rs): this index took a
+-- random page write for every new memory.
+DROP INDEX memories_bank_hash;
+"#,
 ];
 
 /// Brings the database up to the newest schema. Refuses a database from a newer mneme.

@@ -5,8 +5,9 @@ use std::path::Path;
 
 use mneme_core::{MemoryItem, Recalled, StoredMemory, TagsMatch};
 use rusqlite::functions::FunctionFlags;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, TransactionBehavior};
 
+use crate::dedupe::{self, ContentIndex};
 use crate::fts;
 
 /// Tag list separator (ASCII unit separator): cannot appear in a tag a user types.
@@ -60,6 +61,8 @@ const INDEX_NEW_ROWS: &str =
 /// One SQLite connection to the memory database.
 pub struct Store {
     conn: Connection,
+    /// Where each content is stored, for the dedupe on retain (built on the first retain).
+    contents: ContentIndex,
 }
 
 impl Store {
@@ -80,7 +83,7 @@ impl Store {
             |ctx| Ok(fts::index_terms(&ctx.get::<String>(0)?)),
         )?;
         crate::schema::migrate(&mut conn)?;
-        Ok(Self { conn })
+        Ok(Self { conn, contents: ContentIndex::default() })
     }
 
     /// Stores a batch in one transaction. Items whose id is already stored are skipped; identical
@@ -99,10 +102,26 @@ impl Store {
         &mut self,
         batches: &[(&str, &[MemoryItem])],
     ) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
-        let mut tx = self.conn.transaction()?;
+        let results = self.retain_in_transaction(batches);
+        if !matches!(&results, Ok(r) if r.iter().all(Result::is_ok)) {
+            // Something rolled back: rows the map no longer lists may exist again.
+            self.contents.invalidate();
+        }
+        results
+    }
+
+    fn retain_in_transaction(
+        &mut self,
+        batches: &[(&str, &[MemoryItem])],
+    ) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
+        let Store { conn, contents } = self;
+        // IMMEDIATE: the write lock is taken before the dedupe map is checked against other
+        // connections' changes, so none can slip in between.
+        let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        contents.refresh(&tx)?;
         if let [(bank, items)] = batches {
             // Alone, the batch is the transaction: no savepoint needed.
-            let n = retain_one(&tx, bank, items);
+            let n = retain_one(&tx, contents, bank, items);
             if n.is_ok() {
                 tx.commit()?;
             }
@@ -111,7 +130,7 @@ impl Store {
         let mut results = Vec::with_capacity(batches.len());
         for (bank, items) in batches {
             let savepoint = tx.savepoint()?;
-            match retain_one(&savepoint, bank, items) {
+            match retain_one(&savepoint, contents, bank, items) {
                 Ok(n) => {
                     savepoint.commit()?;
                     results.push(Ok(n));
@@ -301,7 +320,12 @@ impl Store {
 }
 
 /// One batch of [`Store::retain_batches`], inside its savepoint.
-fn retain_one(tx: &Connection, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {
+fn retain_one(
+    tx: &Connection,
+    contents: &mut ContentIndex,
+    bank: &str,
+    items: &[MemoryItem],
+) -> rusqlite::Result<usize> {
     let mut inserted = 0;
     let mut new_seqs = None;
     {
@@ -316,8 +340,7 @@ fn retain_one(tx: &Connection, bank: &str, items: &[MemoryItem]) -> rusqlite::Re
             tx.execute(&sql, params_from_iter(args))?;
         }
         let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
-        let mut same =
-            tx.prepare_cached("SELECT seq, tags FROM memories WHERE bank = ? AND content_hash = ? AND content = ?")?;
+        let mut candidate = tx.prepare_cached("SELECT bank, content, tags FROM memories WHERE seq = ?")?;
         let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
         let mut insert = tx.prepare_cached(
             "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
@@ -328,8 +351,19 @@ fn retain_one(tx: &Connection, bank: &str, items: &[MemoryItem]) -> rusqlite::Re
                 continue;
             }
             let hash = content_hash(&item.content);
-            let dup: Option<(i64, String)> =
-                same.query_row(params![bank, hash, item.content], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+            let key = dedupe::key(bank, hash);
+            let mut dup = None;
+            for seq in contents.candidates(key) {
+                let row: Option<(String, String, String)> =
+                    candidate.query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
+                match row {
+                    Some((b, content, tags)) if b == bank && content == item.content => {
+                        dup = Some((seq, tags));
+                        break;
+                    }
+                    _ => contents.remove(key, seq), // gone, or a hash collision
+                }
+            }
             if let Some((seq, tags)) = dup {
                 let merged = merge_tags(&tags, &item.tags);
                 if merged != tags {
@@ -351,6 +385,7 @@ fn retain_one(tx: &Connection, bank: &str, items: &[MemoryItem]) -> rusqlite::Re
                 item.timestamp,
             ])?;
             let seq = tx.last_insert_rowid();
+            contents.add(key, seq);
             new_seqs = Some(new_seqs.map_or((seq, seq), |(first, _)| (first, seq)));
             inserted += 1;
         }
@@ -483,6 +518,29 @@ mod tests {
         // A resend indexes nothing twice.
         assert_eq!(store.retain("b", &batch).unwrap(), 0);
         assert_eq!(find(&store, "walrus").len(), 16);
+    }
+
+    #[test]
+    fn duplicates_are_found_across_connections_and_after_deletes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let mut a = Store::open(&path).unwrap();
+        let mut b = Store::open(&path).unwrap();
+        let count = |s: &Store, text: &str| -> i64 {
+            s.conn.query_row("SELECT count(*) FROM memories WHERE content = ?", [text], |r| r.get(0)).unwrap()
+        };
+        a.retain("b", &[item(1, "the build uses sccache", None)]).unwrap(); // a's map is built now
+        b.retain("b", &[item(2, "deploys go through staging", None)]).unwrap();
+        // a learns of b's row through data_version, not through its own map.
+        assert_eq!(a.retain("b", &[item(3, "deploys go through staging", None)]).unwrap(), 0);
+        assert_eq!(count(&a, "deploys go through staging"), 1);
+        // Another bank keeps its own copy.
+        assert_eq!(a.retain("other", &[item(4, "deploys go through staging", None)]).unwrap(), 1);
+        // A deleted row leaves a stale entry behind: the content is stored again.
+        a.clear_all().unwrap();
+        assert_eq!(a.retain("b", &[item(5, "the build uses sccache", None)]).unwrap(), 1);
+        assert_eq!(a.retain("b", &[item(6, "the build uses sccache", None)]).unwrap(), 0);
+        assert_eq!(count(&a, "the build uses sccache"), 1);
     }
 
     #[test]
