@@ -60,6 +60,8 @@ impl Drop for Proc {
     }
 }
 
+// The child is owned by the returned `Proc`, whose Drop kills and waits for it.
+#[allow(clippy::zombie_processes)]
 fn spawn_daemon(dir: &Path) -> (Proc, Duration) {
     let started = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_mneme"))
@@ -310,7 +312,7 @@ fn vocabulary() -> Vec<String> {
 fn sentence(rng: &mut Rng, vocab: &[String], words: usize) -> String {
     let mut out = Vec::with_capacity(words * 2);
     for _ in 0..words {
-        if rng.next() % 3 == 0 {
+        if rng.next().is_multiple_of(3) {
             out.push(rng.stopword().to_owned());
         }
         out.push(rng.word(vocab));

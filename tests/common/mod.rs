@@ -134,8 +134,7 @@ impl Daemon {
         if self.child.is_some() {
             self.stop();
         }
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
-        dir
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
     }
 
     /// A CLI command against this daemon.
