@@ -84,7 +84,8 @@ enum Trigger {
 }
 
 impl Trigger {
-    fn respects_backoff(self) -> bool {
+    /// The debounce triggers: they wait out a backoff and send full batches only.
+    fn is_debounce(self) -> bool {
         matches!(self, Trigger::Size | Trigger::Timer)
     }
 }
@@ -361,13 +362,14 @@ impl Inner {
                 q.pending >= settings.batch_size as u64
             });
             if !full {
-                return self.arm_timer_for_rest(session, &settings, FlushReport::default());
+                self.arm_timer_for_rest(session, &settings);
+                return FlushReport::default();
             }
         }
         let mut report = FlushReport::default();
         loop {
             let backing_off = self.with_session(session, |q| q.backoff_until.is_some_and(|t| t > Instant::now()));
-            if backing_off && trigger.respects_backoff() {
+            if backing_off && trigger.is_debounce() {
                 break;
             }
             let backend = self.backend();
@@ -412,7 +414,7 @@ impl Inner {
                     // trickles in meanwhile waits for its own size or timer trigger instead of
                     // going out in tiny batches under a steady stream.
                     let partial = self.with_session(session, |q| q.pending < settings.batch_size as u64);
-                    if trigger.respects_backoff() && partial {
+                    if trigger.is_debounce() && partial {
                         break;
                     }
                 }
@@ -426,16 +428,12 @@ impl Inner {
                 }
             }
         }
-        self.arm_timer_for_rest(session, &settings, report)
+        self.arm_timer_for_rest(session, &settings);
+        report
     }
 
     /// Items that arrived during a flush but did not fill a batch still get their timer.
-    fn arm_timer_for_rest(
-        self: &Arc<Self>,
-        session: &str,
-        settings: &QueueSettings,
-        report: FlushReport,
-    ) -> FlushReport {
+    fn arm_timer_for_rest(self: &Arc<Self>, session: &str, settings: &QueueSettings) {
         let arm = self.with_session(session, |q| {
             let arm = q.pending > 0 && !q.timer_armed && !q.retry_armed && !q.size_flush_queued;
             q.timer_armed |= arm;
@@ -444,7 +442,6 @@ impl Inner {
         if arm {
             self.spawn_flush(session.to_owned(), Trigger::Timer, settings.flush_interval);
         }
-        report
     }
 
     /// Handles a failed delivery. Returns whether the flush may go on with the next batch.

@@ -558,6 +558,9 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>) {
             Err(e) => {
                 tracing::error!("spool: cannot begin a transaction: {e}");
                 // Dropping the jobs drops their reply channels: callers see an error.
+                if closed {
+                    return; // nobody sends any more: the removals are resent after a restart
+                }
                 continue;
             }
         };

@@ -173,61 +173,25 @@ pub fn stored_count(db: &Path, content: &str) -> i64 {
     conn.query_row("SELECT count(*) FROM memories WHERE content = ?", [content], |r| r.get(0)).unwrap()
 }
 
-/// The Hindsight peer's URL (`MNEME_HINDSIGHT_URL`). Outside CI a missing peer skips the test
-/// with a message; under `CI=true` it fails, so a run without the peer cannot pass silently.
-pub fn hindsight_peer() -> Option<String> {
-    match std::env::var("MNEME_HINDSIGHT_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("MNEME_HINDSIGHT_URL is not set in CI"),
-        _ => {
-            eprintln!("skipping: set MNEME_HINDSIGHT_URL to a running Hindsight peer (see .ci/run)");
-            None
-        }
-    }
-}
+// The Hindsight peer helpers are shared with the backend crate's own tests.
+#[path = "../../backends/hindsight/tests/common.rs"]
+mod peer;
 
-/// A name no other test run uses.
-pub fn fresh(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("{prefix}-{nanos:x}")
-}
-
-/// Creates a Hindsight bank that stores content as chunks (the mock LLM would otherwise split it).
-pub async fn chunk_bank(url: &str, bank: &str) {
-    let r = reqwest::Client::new()
-        .put(format!("{url}/v1/default/banks/{bank}"))
-        .json(&serde_json::json!({"retain_extraction_mode": "chunks", "enable_observations": false}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-}
+// Not every test binary uses every helper.
+#[allow(unused_imports)]
+pub use peer::{chunk_bank, fresh_bank as fresh, peer_url as hindsight_peer};
 
 /// Every memory text in a Hindsight bank, sorted.
 pub async fn bank_texts(url: &str, bank: &str) -> Vec<String> {
-    let v: Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=1000"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mut t: Vec<String> = v["items"]
-        .as_array()
-        .map(|a| a.iter().map(|i| i["text"].as_str().unwrap_or("").to_owned()).collect())
-        .unwrap_or_default();
-    t.sort();
-    t
+    let mut texts = peer::list_texts(url, bank).await;
+    texts.sort();
+    texts
 }
 
 /// Waits until a bank lists `n` memories (async retains land in the background), then a moment
-/// more so a duplicate would show.
+/// more so a duplicate would show; sorted.
 pub async fn wait_bank(url: &str, bank: &str, n: usize) -> Vec<String> {
-    for _ in 0..120 {
-        if bank_texts(url, bank).await.len() >= n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    bank_texts(url, bank).await
+    let mut texts = peer::wait_for_count(url, bank, n).await;
+    texts.sort();
+    texts
 }

@@ -95,15 +95,25 @@ impl ContentIndex {
     }
 }
 
+/// The stored `content_hash` column: 64-bit FNV-1a of the content, stable across Rust versions
+/// (std's hasher is not); a candidate's content is then compared in full.
+pub(crate) fn content_hash(content: &str) -> i64 {
+    fnv1a(content.as_bytes()) as i64
+}
+
 /// The map key of a content in a bank (from the stored `content_hash`, so the map can be built
 /// without reading the contents).
 pub(crate) fn key(bank: &str, content_hash: i64) -> u64 {
+    (fnv1a(bank.as_bytes()) ^ content_hash as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bank.as_bytes().iter().chain(&[0xff]) {
+    for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    (h ^ content_hash as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    h
 }
 
 #[cfg(test)]

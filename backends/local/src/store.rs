@@ -350,7 +350,7 @@ fn retain_one(
             if exists.exists([&item.id])? {
                 continue;
             }
-            let hash = content_hash(&item.content);
+            let hash = dedupe::content_hash(&item.content);
             let key = dedupe::key(bank, hash);
             let mut dup = None;
             for seq in contents.candidates(key) {
@@ -456,17 +456,6 @@ fn merge_tags(encoded: &str, more: &[String]) -> String {
         }
     }
     encode_tags(&tags)
-}
-
-/// 64-bit FNV-1a: stable across Rust versions (std's hasher is not), good enough to find candidates
-/// whose content is then compared in full.
-fn content_hash(content: &str) -> i64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in content.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h as i64
 }
 
 #[cfg(test)]
