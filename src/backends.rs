@@ -2,24 +2,40 @@
 
 use std::sync::Arc;
 
-use mneme_core::{BackendId, MemoryBackend, OffBackend};
+use mneme_core::{BackendError, BackendId, MemoryBackend, OffBackend};
 use mneme_hindsight::HindsightBackend;
 use mneme_local::{LocalBackend, LocalConfig};
 
 use crate::config::Settings;
+use crate::files::{self, FileProblem};
+
+/// Why a backend could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The local store's file cannot be used (it names the path and what to do).
+    #[error(transparent)]
+    File(#[from] FileProblem),
+    /// The backend refused its configuration.
+    #[error("{0}")]
+    Config(#[source] BackendError),
+}
 
 /// The backend `settings.memory.backend` names.
-pub fn build(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, String> {
+pub fn build(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
     build_id(settings.memory.backend, settings)
 }
 
 /// The backend `id`, configured from `settings` (migrate opens two at once).
-pub fn build_id(id: BackendId, settings: &Settings) -> Result<Arc<dyn MemoryBackend>, String> {
+pub fn build_id(id: BackendId, settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
     Ok(match id {
         BackendId::Off => Arc::new(OffBackend),
         BackendId::Local => {
-            Arc::new(LocalBackend::open(&LocalConfig { path: settings.local_db_path() }).map_err(|e| e.to_string())?)
+            let path = settings.local_db_path();
+            let config = LocalConfig { path: path.clone() };
+            Arc::new(LocalBackend::open(&config).map_err(|e| files::local_store_problem(&path, e))?)
         }
-        BackendId::Hindsight => Arc::new(HindsightBackend::new(settings.hindsight.clone()).map_err(|e| e.to_string())?),
+        BackendId::Hindsight => {
+            Arc::new(HindsightBackend::new(settings.hindsight.clone()).map_err(BuildError::Config)?)
+        }
     })
 }

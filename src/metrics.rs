@@ -1,10 +1,19 @@
 //! Counters and latency histograms, rendered in the Prometheus text format for `GET /metrics`.
 //! Hand-written: a dozen atomics do not justify a metrics framework.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+
+use crate::lock::MutexExt;
+
+/// The route label of every request that matched no route (or a route label past [`MAX_SERIES`]).
+pub const OTHER_ROUTE: &str = "other";
+/// Request-count series kept at most. Labels come from the router's own patterns and a status,
+/// so real traffic stays far below; the bound only guards against a bug.
+const MAX_SERIES: usize = 512;
 
 /// Histogram bucket upper bounds, in seconds.
 const BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
@@ -62,21 +71,18 @@ pub struct Metrics {
     pub delivery_seconds: Histogram,
     /// Recall latency (tool and automatic).
     pub recall_seconds: Histogram,
-    /// HTTP requests by route and status.
-    requests: Mutex<Vec<(String, u16, u64)>>,
+    /// HTTP requests by status, then route pattern (bounded: see [`MAX_SERIES`]).
+    requests: Mutex<Requests>,
     /// HTTP latency.
     pub http_seconds: Histogram,
 }
 
 impl Metrics {
-    /// Counts one HTTP request.
+    /// Counts one HTTP request. `route` must be a route pattern (or [`OTHER_ROUTE`]), never a
+    /// raw path: anyone who can connect chooses the path.
     pub fn request(&self, route: &str, status: u16, took: Duration) {
         self.http_seconds.observe(took);
-        let mut reqs = self.requests.lock().unwrap_or_else(|p| p.into_inner());
-        match reqs.iter_mut().find(|(r, s, _)| r == route && *s == status) {
-            Some(entry) => entry.2 += 1,
-            None => reqs.push((route.to_owned(), status, 1)),
-        }
+        self.requests.locked().count(route, status);
     }
 
     /// Renders the text exposition, with the given gauges appended.
@@ -92,7 +98,7 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", c.load(Ordering::Relaxed));
         }
         let _ = writeln!(out, "# HELP mneme_http_requests_total HTTP requests by route and status.\n# TYPE mneme_http_requests_total counter");
-        for (route, status, n) in self.requests.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for (route, status, n) in self.requests.locked().sorted() {
             let _ = writeln!(out, "mneme_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}");
         }
         for (name, help, h) in [
@@ -107,5 +113,53 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
         out
+    }
+}
+
+/// Request counts by (route, status), at most [`MAX_SERIES`] of them.
+#[derive(Default)]
+struct Requests {
+    by_status: HashMap<u16, HashMap<String, u64>>,
+    series: usize,
+}
+
+impl Requests {
+    fn count(&mut self, route: &str, status: u16) {
+        let routes = self.by_status.entry(status).or_default();
+        if let Some(n) = routes.get_mut(route) {
+            *n += 1;
+            return;
+        }
+        let route = if self.series < MAX_SERIES { route } else { OTHER_ROUTE };
+        if !routes.contains_key(route) {
+            self.series += 1;
+        }
+        *routes.entry(route.to_owned()).or_default() += 1;
+    }
+
+    fn sorted(&self) -> Vec<(&str, u16, u64)> {
+        let mut all: Vec<(&str, u16, u64)> = self
+            .by_status
+            .iter()
+            .flat_map(|(status, routes)| routes.iter().map(move |(r, n)| (r.as_str(), *status, *n)))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_series_are_bounded() {
+        let m = Metrics::default();
+        for i in 0..2000 {
+            m.request(&format!("/route/{i}"), 200 + (i % 3) as u16, Duration::ZERO);
+        }
+        let r = m.requests.locked();
+        assert!(r.series <= MAX_SERIES + 3, "{}", r.series);
+        assert!(r.by_status.values().any(|routes| routes.get(OTHER_ROUTE).is_some_and(|n| *n > 0)));
     }
 }

@@ -16,6 +16,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigErrors, Settings};
+use crate::lock::MutexExt;
 use crate::notices::{Level, Notices};
 use crate::queue::Queue;
 use crate::session::Sessions;
@@ -68,7 +69,7 @@ impl Reloader {
 
     /// The settings in force.
     pub fn settings(&self) -> Arc<Settings> {
-        self.current.lock().unwrap().clone()
+        self.current.locked().clone()
     }
 
     /// Reads the file and applies it; one reload at a time.
@@ -118,7 +119,8 @@ impl Reloader {
         if swap {
             let backend = match crate::backends::build(&new) {
                 Ok(b) => b,
-                Err(reason) => {
+                Err(e) => {
+                    let reason = e.to_string();
                     let message = format!(
                         "Cannot switch to the {} backend: {reason}; staying on {}",
                         new.memory.backend, old.memory.backend
@@ -140,7 +142,7 @@ impl Reloader {
         if let Err(e) = self.sessions.apply_settings(new.clone()).await {
             tracing::error!("cannot save re-scoped sessions: {e}");
         }
-        *self.current.lock().unwrap() = new.clone();
+        *self.current.locked() = new.clone();
         if swap {
             let message = format!("memory backend switched from {} to {}", old.memory.backend, new.memory.backend);
             self.notices.emit(Level::Info, "config", None, message).await;
@@ -163,12 +165,13 @@ impl Reloader {
             return;
         };
         let name = self.path.file_name().map(|n| n.to_os_string());
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        // One pending event is enough: the reload reads the file as it is by then.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         // Watch the folder, not the file: editors replace files by renaming over them.
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if let Ok(event) = event {
                 if event.paths.iter().any(|p| p.file_name().map(|n| n.to_os_string()) == name) {
-                    let _ = tx.send(());
+                    let _ = tx.try_send(());
                 }
             }
         });

@@ -65,7 +65,7 @@ async fn an_mcp_client_retains_recalls_and_reflects() {
         .await
         .unwrap();
     assert_eq!(text(&r), "1 memory queued.");
-    // reflect needs hindsight: an error result, with the same reason as the HTTP 501.
+    // reflect needs hindsight: an error result, with the same reason as the HTTP 422.
     let r = client
         .call_tool(
             CallToolRequestParams::new("reflect")

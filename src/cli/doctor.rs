@@ -11,6 +11,8 @@ use serde_json::json;
 use super::{CliError, Client};
 use crate::config;
 use crate::daemon::api::Status;
+use crate::files;
+use crate::queue::spool::Spool;
 
 struct Report {
     lines: Vec<(bool, String, Option<String>)>,
@@ -22,6 +24,9 @@ impl Report {
     }
     fn problem(&mut self, what: String, fix: String) {
         self.lines.push((false, what, Some(fix)));
+    }
+    fn file_problem(&mut self, p: files::FileProblem) {
+        self.problem(format!("{} {}: {}", p.what, p.path.display(), p.reason), p.fix);
     }
 }
 
@@ -60,17 +65,38 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             ),
         }
         let token = settings.token_path();
-        match std::fs::metadata(&token) {
-            Ok(m) if m.permissions().mode() & 0o077 != 0 => r.problem(
+        match (std::fs::metadata(&token), files::read_token(&token)) {
+            (_, Err(p)) => r.file_problem(p),
+            (Ok(m), Ok(Some(_))) if m.permissions().mode() & 0o077 != 0 => r.problem(
                 format!("token {} is readable by others (mode {:o})", token.display(), m.permissions().mode() & 0o777),
                 format!("chmod 600 {}", token.display()),
             ),
-            Ok(_) => r.ok(format!("token {} has mode 600", token.display())),
-            Err(_) => {
-                r.problem(format!("no token at {}", token.display()), "start the daemon once: `mneme serve`".into())
+            (Ok(_), Ok(Some(_))) => r.ok(format!("token {} has mode 600", token.display())),
+            _ => r.problem(format!("no token at {}", token.display()), "start the daemon once: `mneme serve`".into()),
+        }
+        let daemon = Client::connect(settings).await;
+        let spool = settings.spool_path();
+        match (&daemon, spool.exists()) {
+            (_, false) => r.ok(format!("spool {} is not created yet", spool.display())),
+            // The running daemon holds the spool exclusively; it opened it, so it is sound.
+            (Ok(_), true) => r.ok(format!("spool {} is open in the running daemon", spool.display())),
+            (Err(_), true) => match Spool::check(&spool) {
+                Ok(c) => r.ok(format!("spool {} is sound ({} waiting, {} dead)", spool.display(), c.spooled, c.dead)),
+                Err(e) => r.file_problem(files::spool_problem(&spool, e)),
+            },
+        }
+        if settings.memory.backend == mneme_core::BackendId::Local {
+            let store = settings.local_db_path();
+            if store.exists() {
+                match mneme_local::check(&store) {
+                    Ok(n) => r.ok(format!("local store {} is sound ({n} memories)", store.display())),
+                    Err(e) => r.file_problem(files::local_store_problem(&store, e)),
+                }
+            } else {
+                r.ok(format!("local store {} is not created yet", store.display()));
             }
         }
-        match Client::connect(settings).await {
+        match daemon {
             Ok(client) => match client.call::<Status>(Method::GET, "/v1/status", None).await {
                 Ok(s) => {
                     r.ok(format!(

@@ -22,6 +22,7 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     if !loaded.exists {
         tracing::info!("no config file at {}; using the defaults", loaded.path.display());
     }
+    raise_fd_limit(loaded.settings.server.max_connections);
     let listen = loaded.settings.server.listen;
     let daemon = Daemon::open(loaded).await.map_err(|e| CliError::Other(e.to_string()))?;
     let listener = TcpListener::bind(listen).await.map_err(|e| {
@@ -34,4 +35,28 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     })?;
     daemon.serve(listener, shutdown_signal()).await.map_err(|e| CliError::Other(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// File descriptors the daemon needs besides its connections (databases, WAL files, the
+/// watcher, the blocking pool's readers).
+const FD_HEADROOM: u64 = 256;
+
+/// Raises the soft open-file limit so `max_connections` connections fit (up to the hard limit).
+fn raise_fd_limit(max_connections: usize) {
+    let want = max_connections as u64 + FD_HEADROOM;
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed in.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= want {
+            return;
+        }
+        let target = want.min(lim.rlim_max);
+        let raised = libc::rlimit { rlim_cur: target, rlim_max: lim.rlim_max };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 || target < want {
+            tracing::warn!(
+                "the open-file limit ({}) is below server.max_connections + {FD_HEADROOM}; lower max_connections or raise `ulimit -n`",
+                target
+            );
+        }
+    }
 }

@@ -88,6 +88,10 @@ pub struct ServerSettings {
     pub allow_remote: bool,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Open connections at most; more wait until one closes.
+    pub max_connections: usize,
+    /// A request's headers must arrive within this; idle keep-alive connections close after it.
+    pub header_timeout: Duration,
 }
 
 /// `[storage]`
@@ -220,6 +224,8 @@ impl Default for Settings {
                 listen: SocketAddr::from(([127, 0, 0, 1], 6366)),
                 allow_remote: false,
                 max_body_bytes: 4 * 1024 * 1024,
+                max_connections: 1024,
+                header_timeout: Duration::from_secs(10),
             },
             storage: StorageSettings { dir: default_storage_dir() },
             queue: QueueSettings {

@@ -67,6 +67,9 @@ pub struct Retain {
 pub struct Queued {
     /// Items accepted.
     pub queued: usize,
+    /// Items not stored: nothing but `<private>` or recalled text was in them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: usize,
     /// For the agent's model.
     pub message: String,
 }
@@ -281,6 +284,13 @@ pub struct Imported {
     pub received: usize,
     /// New memories stored, where the backend can tell (the rest were already there).
     pub imported: Option<u64>,
+    /// Memories not stored: nothing but `<private>` text was in their content.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The answer to `POST /v1/reload`.

@@ -18,12 +18,23 @@ pub struct ApiError {
     pub code: &'static str,
     /// For a person.
     pub message: String,
+    /// Seconds after which a retry may succeed (`Retry-After`), for 503 and 507.
+    pub retry_after: Option<u64>,
 }
+
+/// What a client is told to wait before retrying a request the spool could not take.
+const SPOOL_RETRY_AFTER_SECS: u64 = 5;
 
 impl ApiError {
     /// Any status, code and message.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into() }
+        Self { status, code, message: message.into(), retry_after: None }
+    }
+
+    /// The same error, telling the client when to try again.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     /// 400 invalid_request.
@@ -39,7 +50,11 @@ pub fn error_body(code: &str, message: &str) -> serde_json::Value {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(error_body(self.code, &self.message))).into_response()
+        let mut response = (self.status, Json(error_body(self.code, &self.message))).into_response();
+        if let Some(secs) = self.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        response
     }
 }
 
@@ -56,15 +71,24 @@ impl From<SessionError> for ApiError {
 
 impl From<BackendError> for ApiError {
     fn from(e: BackendError) -> Self {
+        // Only 503 and 507 among the 5xx: a server error that is not "try again later" or "no
+        // room" is a bug. What the backend cannot do at all is the caller's to know (422).
         match &e {
-            BackendError::Unsupported(m) => ApiError::new(StatusCode::NOT_IMPLEMENTED, "unsupported", m.clone()),
-            BackendError::Transient { .. } => ApiError::new(
+            BackendError::Unsupported(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", m.clone()),
+            BackendError::Transient { retry_after, .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "backend_unavailable",
                 format!("memory backend unavailable: {e}"),
-            ),
+            )
+            .retry_after(retry_after.map_or(SPOOL_RETRY_AFTER_SECS, |d| d.as_secs().max(1))),
+            BackendError::StorageFull { .. } => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                format!("the memory store's disk is full: {e}"),
+            )
+            .retry_after(SPOOL_RETRY_AFTER_SECS),
             BackendError::Permanent { .. } => {
-                ApiError::new(StatusCode::BAD_GATEWAY, "backend_error", format!("memory backend refused: {e}"))
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "backend_error", format!("memory backend refused: {e}"))
             }
         }
     }
@@ -72,7 +96,18 @@ impl From<BackendError> for ApiError {
 
 impl From<SpoolError> for ApiError {
     fn from(e: SpoolError) -> Self {
+        if e.is_full() {
+            return ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                format!(
+                    "nothing was stored: {e}; free some space and try again (mneme accepts retains again as soon as there is room)"
+                ),
+            )
+            .retry_after(SPOOL_RETRY_AFTER_SECS);
+        }
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "spool_unavailable", format!("nothing was stored: {e}"))
+            .retry_after(SPOOL_RETRY_AFTER_SECS)
     }
 }
 

@@ -3,6 +3,7 @@
 //!
 //! [`Daemon::serve`] takes its listener and shutdown future, so tests run it on 127.0.0.1:0.
 
+mod accept;
 pub mod api;
 mod auth;
 mod error;
@@ -17,12 +18,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body as HttpBody;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
-use axum::serve::ListenerExt;
 use axum::Router;
 use mneme_core::BackendStatus;
 use tokio::net::TcpListener;
@@ -97,7 +97,7 @@ fn router(state: Arc<AppState>, max_body: usize) -> Router {
 /// API's JSON error shape.
 async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = route_label(req.uri().path());
+    let matched = req.extensions().get::<MatchedPath>().cloned();
     let mut response = next.run(req).await;
     let status = response.status();
     let is_json =
@@ -117,19 +117,17 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
         parts.headers.remove(header::CONTENT_LENGTH);
         response = Response::from_parts(parts, HttpBody::from(body));
     }
-    state.metrics.request(&route, status.as_u16(), started.elapsed());
+    state.metrics.request(route_label(matched.as_ref().map(MatchedPath::as_str)), status.as_u16(), started.elapsed());
     response
 }
 
-/// The route pattern for metrics: session ids folded into `{id}`.
-fn route_label(path: &str) -> String {
-    match path.strip_prefix("/v1/sessions/") {
-        Some(rest) => match rest.split_once('/') {
-            Some((_, tail)) => format!("/v1/sessions/{{id}}/{tail}"),
-            None => "/v1/sessions/{id}".into(),
-        },
-        None if path.starts_with("/v1/") || path == "/metrics" => path.to_owned(),
-        None => "other".into(),
+/// The route pattern for metrics: the pattern the router matched (so session ids are `{id}`),
+/// never the raw path, which anyone who can connect chooses; everything unmatched is `other`.
+fn route_label(matched: Option<&str>) -> &str {
+    match matched {
+        Some(p) if p.starts_with("/mcp") => "/mcp",
+        Some(p) => p,
+        None => crate::metrics::OTHER_ROUTE,
     }
 }
 
@@ -160,11 +158,8 @@ impl Daemon {
             shutdown.await;
             stop.cancel();
         });
-        // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let result = axum::serve(listener, app).with_graceful_shutdown(stopping.cancelled_owned()).await;
+        let limits = accept::Limits::from(&self.settings.server);
+        let result = accept::run(listener, app, limits, stopping.clone()).await;
         tracing::info!("draining the retain queue (at most {:?})", self.settings.queue.shutdown_grace);
         let report = queue.shutdown(self.settings.queue.shutdown_grace).await;
         let left = queue.depths().await.spooled;

@@ -86,8 +86,8 @@ pub async fn retain(State(s): St, Path(id): Path<String>, Body(b): Body<Retain>)
     let items = b.items.into_iter().map(|i| (i.content, i.context)).collect();
     let r = s.sessions.retain(&id, items).await?;
     // From the outcome, not the backend now: a switch to or from `off` may land in between.
-    let status = if r.off { StatusCode::OK } else { StatusCode::ACCEPTED };
-    Ok((status, Json(Queued { queued: r.queued, message: r.message })).into_response())
+    let status = if r.off || r.queued == 0 { StatusCode::OK } else { StatusCode::ACCEPTED };
+    Ok((status, Json(Queued { queued: r.queued, skipped: r.skipped, message: r.message })).into_response())
 }
 
 pub async fn recall(State(s): St, Path(id): Path<String>, Body(b): Body<Recall>) -> AppResult<Json<RecallAnswer>> {
@@ -207,8 +207,16 @@ pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<I
             )));
         }
     }
-    let imported = s.queue.backend().import(&b.memories).await?;
-    Ok(Json(Imported { received: b.memories.len(), imported }))
+    let received = b.memories.len();
+    let settings = s.sessions.settings();
+    let memories: Vec<_> = b
+        .memories
+        .into_iter()
+        .filter_map(|mut m| crate::session::clean_imported(&settings, &mut m).then_some(m))
+        .collect();
+    let skipped = received - memories.len();
+    let imported = s.queue.backend().import(&memories).await?;
+    Ok(Json(Imported { received, imported, skipped }))
 }
 
 pub async fn retry(State(s): St) -> AppResult<Json<Requeued>> {

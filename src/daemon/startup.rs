@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use crate::config::{Loaded, Settings};
+use crate::files::{self, FileProblem};
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
 use crate::queue::spool::Spool;
@@ -31,6 +32,9 @@ pub enum StartError {
         /// The storage dir.
         dir: PathBuf,
     },
+    /// A file in the storage dir (or the dir itself) cannot be used.
+    #[error(transparent)]
+    File(#[from] FileProblem),
     /// The storage dir, token or spool could not be set up.
     #[error("{0}")]
     Storage(String),
@@ -68,12 +72,15 @@ impl Daemon {
         create_private_dir(dir)?;
         let lock = lock_storage(&settings.pid_path(), dir)?;
         let token = load_or_create_token(&settings.token_path())?;
-        let spool = Spool::open_with(&settings.spool_path(), settings.queue.sync)
-            .map_err(|e| StartError::Storage(e.to_string()))?;
+        let spool_path = settings.spool_path();
+        let spool =
+            Spool::open_with(&spool_path, settings.queue.sync).map_err(|e| files::spool_problem(&spool_path, e))?;
         let notices = Notices::new(spool.clone());
         let metrics = Arc::new(Metrics::default());
-        let backend = crate::backends::build(&settings)
-            .map_err(|reason| StartError::Backend { backend: settings.memory.backend.to_string(), reason })?;
+        let backend = crate::backends::build(&settings).map_err(|e| match e {
+            crate::backends::BuildError::File(f) => StartError::File(f),
+            other => StartError::Backend { backend: settings.memory.backend.to_string(), reason: other.to_string() },
+        })?;
         let queue = Queue::new(spool.clone(), backend, settings.queue.clone(), notices.clone(), metrics.clone());
         let sessions = Sessions::load(settings.clone(), queue.clone(), spool, notices.clone(), metrics.clone())
             .await
@@ -146,12 +153,17 @@ fn storage_error(what: &str, path: &Path, e: std::io::Error) -> StartError {
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), StartError> {
-    if !dir.exists() {
-        std::fs::create_dir_all(dir).map_err(|e| storage_error("create", dir, e))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| storage_error("restrict", dir, e))?;
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(files::storage_dir_problem(dir, "it is not a folder").into()),
+        Err(_) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| files::storage_dir_problem(dir, format!("cannot create it: {e}")))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| files::storage_dir_problem(dir, format!("cannot make it private: {e}")))?;
+            Ok(())
+        }
     }
-    Ok(())
 }
 
 /// Takes an exclusive lock on the pidfile (released by the OS if the process dies) and writes our pid.
@@ -185,17 +197,17 @@ fn lock_storage(pid_path: &Path, dir: &Path) -> Result<File, StartError> {
 /// Reads the token, or generates one (mode 0600) on first start. A token file others can read
 /// is tightened back to 0600.
 fn load_or_create_token(path: &Path) -> Result<String, StartError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) if !text.trim().is_empty() => {
+    match files::read_token(path)? {
+        Some(token) => {
             let mode = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0o600);
             if mode & 0o077 != 0 {
                 tracing::warn!("{} was readable by others (mode {mode:o}); restricting it to 0600", path.display());
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-                    .map_err(|e| storage_error("restrict", path, e))?;
+                    .map_err(|e| files::token_problem(path, format!("cannot restrict it to mode 600: {e}")))?;
             }
-            Ok(text.trim().to_owned())
+            Ok(token)
         }
-        Ok(_) | Err(_) => {
+        None => {
             let token =
                 crate::ids::secret_hex(32).map_err(|e| StartError::Storage(format!("cannot generate a token: {e}")))?;
             let tmp = path.with_extension("tmp");

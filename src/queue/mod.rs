@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::QueueSettings;
+use crate::lock::{MutexExt, RwLockExt};
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
 use spool::{Spool, SpoolError};
@@ -119,9 +120,15 @@ struct Inner {
     /// Set by the first transient failure, cleared by the next success: one notice per outage,
     /// not one per batch.
     backend_down: AtomicBool,
+    /// Set when the spool's disk is full (retains are refused), cleared by the next append that
+    /// succeeds: one notice per episode.
+    spool_full: AtomicBool,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// How often a delivery is retried while the store's disk is full.
+const STORAGE_FULL_RETRY: Duration = Duration::from_secs(5);
 
 impl Queue {
     /// A queue over `spool`, delivering to `backend`.
@@ -143,6 +150,7 @@ impl Queue {
                 tasks: TaskTracker::new(),
                 cancel: CancellationToken::new(),
                 backend_down: AtomicBool::new(false),
+                spool_full: AtomicBool::new(false),
             }),
         }
     }
@@ -178,7 +186,19 @@ impl Queue {
                 kind: i.kind,
             })
             .collect();
-        self.inner.spool.append(session_id, &scope.bank, items).await?;
+        if let Err(e) = self.inner.spool.append(session_id, &scope.bank, items).await {
+            if e.is_full() && !self.inner.spool_full.swap(true, Ordering::Relaxed) {
+                let message = format!(
+                    "The disk holding the spool is full: retains are refused (nothing is acknowledged that is not on disk) until there is room again. {e}"
+                );
+                self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
+            }
+            return Err(e);
+        }
+        if self.inner.spool_full.swap(false, Ordering::Relaxed) {
+            let message = "There is room on the disk again: retains are accepted.";
+            self.inner.notices.emit(Level::Info, "queue", None, message).await;
+        }
         self.inner.metrics.items_enqueued.fetch_add(n as u64, Ordering::Relaxed);
         let settings = self.inner.settings();
         let now = Instant::now();
@@ -211,7 +231,7 @@ impl Queue {
 
     /// Flushes every session concurrently and waits.
     pub async fn flush_all(&self) -> FlushReport {
-        let mut sessions: Vec<String> = self.inner.sessions.lock().unwrap().keys().cloned().collect();
+        let mut sessions: Vec<String> = self.inner.sessions.locked().keys().cloned().collect();
         if let Ok(waiting) = self.inner.spool.waiting().await {
             for s in waiting.into_keys() {
                 if !sessions.contains(&s) {
@@ -230,7 +250,7 @@ impl Queue {
 
     /// Replaces the backend future deliveries go to.
     pub fn set_backend(&self, backend: Arc<dyn MemoryBackend>) {
-        *self.inner.backend.write().unwrap() = backend;
+        *self.inner.backend.write_locked() = backend;
         self.inner.backend_down.store(false, Ordering::Relaxed);
     }
 
@@ -241,7 +261,7 @@ impl Queue {
 
     /// Applies new queue settings (sizes and delays) from now on.
     pub fn set_settings(&self, settings: QueueSettings) {
-        *self.inner.settings.write().unwrap() = settings;
+        *self.inner.settings.write_locked() = settings;
     }
 
     /// Puts dead letters back and delivers them now. Returns how many.
@@ -249,7 +269,7 @@ impl Queue {
         let (requeued, n) = self.inner.spool.requeue_dead().await?;
         let waiting = self.inner.spool.waiting().await?;
         {
-            let mut sessions = self.inner.sessions.lock().unwrap();
+            let mut sessions = self.inner.sessions.locked();
             for (s, n) in &waiting {
                 let q = sessions.entry(s.clone()).or_default();
                 q.pending = n.saturating_sub(q.in_flight);
@@ -265,7 +285,7 @@ impl Queue {
     /// Drops what is spooled for a session (or all), e.g. on `clear`. Returns how many items.
     pub async fn discard(&self, session_id: Option<&str>) -> Result<u64, SpoolError> {
         let n = self.inner.spool.discard(session_id).await?;
-        let mut sessions = self.inner.sessions.lock().unwrap();
+        let mut sessions = self.inner.sessions.locked();
         for (s, q) in sessions.iter_mut() {
             if session_id.is_none_or(|id| id == s) {
                 q.pending = 0;
@@ -277,7 +297,7 @@ impl Queue {
     /// Queue sizes.
     pub async fn depths(&self) -> Depths {
         let counts = self.inner.spool.counts().await.unwrap_or_default();
-        let sessions = self.inner.sessions.lock().unwrap();
+        let sessions = self.inner.sessions.locked();
         let in_flight = sessions.values().map(|q| q.in_flight).sum();
         Depths {
             pending: counts.spooled.saturating_sub(in_flight),
@@ -308,15 +328,15 @@ impl Queue {
 
 impl Inner {
     fn settings(&self) -> QueueSettings {
-        self.settings.read().unwrap().clone()
+        self.settings.read_locked().clone()
     }
 
     fn backend(&self) -> Arc<dyn MemoryBackend> {
-        self.backend.read().unwrap().clone()
+        self.backend.read_locked().clone()
     }
 
     fn with_session<T>(&self, id: &str, f: impl FnOnce(&mut SessionQueue) -> T) -> T {
-        let mut sessions = self.sessions.lock().unwrap();
+        let mut sessions = self.sessions.locked();
         f(sessions.entry(id.to_owned()).or_default())
     }
 
@@ -400,7 +420,7 @@ impl Inner {
             self.with_session(session, |q| q.in_flight = q.in_flight.saturating_sub(n));
             match result {
                 Ok(()) => {
-                    self.spool.delivered(session, &batch_id, seqs);
+                    self.spool.delivered(session, &batch_id, seqs).await;
                     self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
                     self.with_session(session, |q| q.backoff_until = None);
                     if self.backend_down.swap(false, Ordering::Relaxed) {
@@ -459,7 +479,17 @@ impl Inner {
         let reason = error.to_string();
         let noun = if n == 1 { "memory" } else { "memories" };
         if error.is_transient() {
-            let attempts = self.spool.failed(session, batch_id, &reason).await.unwrap_or(attempts_before + 1);
+            // A full disk does not use up attempts: waiting for room is not the batch's fault.
+            let attempts = if error.is_storage_full() {
+                attempts_before
+            } else {
+                match self.spool.failed(session, batch_id, &reason).await {
+                    // Gone meanwhile (a clear dropped it): nothing is left to retry.
+                    Ok(0) => return true,
+                    Ok(attempts) => attempts,
+                    Err(_) => attempts_before + 1,
+                }
+            };
             if attempts >= settings.max_attempts {
                 self.dead_letter(
                     session,
@@ -471,8 +501,12 @@ impl Inner {
                 .await;
                 return true;
             }
-            let exp = settings.retry_initial.saturating_mul(1u32 << (attempts - 1).min(20));
-            let delay = exp.min(settings.retry_max).max(error.retry_after().unwrap_or_default());
+            let delay = if error.is_storage_full() {
+                STORAGE_FULL_RETRY.max(settings.retry_initial).min(settings.retry_max)
+            } else {
+                let exp = settings.retry_initial.saturating_mul(1u32 << attempts.saturating_sub(1).min(20));
+                exp.min(settings.retry_max).max(error.retry_after().unwrap_or_default())
+            };
             self.with_session(session, |q| {
                 q.pending += n;
                 q.backoff_until = Some(Instant::now() + delay);
@@ -495,7 +529,7 @@ impl Inner {
     /// After an outage, sessions backing off need not wait out their delay: retry them now.
     fn wake_waiting_sessions(self: &Arc<Self>, except: &str) {
         let waiting: Vec<String> = {
-            let mut sessions = self.sessions.lock().unwrap();
+            let mut sessions = self.sessions.locked();
             sessions
                 .iter_mut()
                 .filter(|(id, q)| id.as_str() != except && q.backoff_until.is_some() && q.pending > 0)

@@ -13,10 +13,13 @@ use std::thread;
 
 use mneme_core::{MemoryItem, MemoryType};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 /// Jobs committed together at most.
 const GROUP_MAX: usize = 512;
+/// Jobs (and delivered-batch removals) waiting for the writer at most: callers beyond this wait
+/// for a place (backpressure) instead of growing the writer's queue without bound.
+const MAX_WAITING: usize = 4096;
 
 const SCHEMA: &[&str] = &[r#"
 CREATE TABLE items (
@@ -71,14 +74,36 @@ CREATE TABLE sessions (
 const ITEM_COLUMNS: &str =
     "seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, batch_id, attempts";
 
-/// A spool failure (the disk, or the writer thread gone).
+/// A spool failure. Cloned because one commit answers every job that shared it.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("spool: {0}")]
-pub struct SpoolError(pub String);
+pub enum SpoolError {
+    /// The disk (or the file system's quota) is full: nothing was written.
+    #[error("the disk holding the spool is full ({0})")]
+    Full(#[source] Arc<rusqlite::Error>),
+    /// SQLite or the file system failed.
+    #[error("spool: {0}")]
+    Sql(#[source] Arc<rusqlite::Error>),
+    /// The file is not a spool this mneme can use.
+    #[error("spool: {0}")]
+    Unusable(String),
+    /// The writer thread is gone (the daemon is stopping).
+    #[error("spool: the writer thread stopped")]
+    Stopped,
+}
+
+impl SpoolError {
+    /// Whether the disk is full.
+    pub fn is_full(&self) -> bool {
+        matches!(self, SpoolError::Full(_))
+    }
+}
 
 impl From<rusqlite::Error> for SpoolError {
     fn from(e: rusqlite::Error) -> Self {
-        SpoolError(e.to_string())
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => SpoolError::Full(Arc::new(e)),
+            _ => SpoolError::Sql(Arc::new(e)),
+        }
     }
 }
 
@@ -128,13 +153,13 @@ pub struct SpoolCounts {
 
 type Finish = Box<dyn FnOnce(Result<(), SpoolError>) + Send>;
 
-/// What the writer thread is sent.
+/// What the writer thread is sent. Each message holds a place in [`MAX_WAITING`] until it is done.
 enum Message {
     /// Run in the next transaction; answered once it is committed.
-    Job(Job),
+    Job(Job, OwnedSemaphorePermit),
     /// Remove a delivered batch, answering no one: done at the start of the next transaction
     /// (which runs before any later job), or alone after [`REMOVAL_WAIT`] without one.
-    Remove(Removal),
+    Remove(Removal, OwnedSemaphorePermit),
 }
 
 struct Removal {
@@ -145,12 +170,18 @@ struct Removal {
 
 /// How long a removal waits for a transaction to ride on.
 const REMOVAL_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
-type Job = Box<dyn FnOnce(&Transaction<'_>) -> Finish + Send>;
+/// ... and how long after a transaction could not begin (a full disk).
+const REMOVAL_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// A job: given the open transaction, runs and returns what to do once the commit is known;
+/// given the error that kept the transaction from opening, answers with it.
+type Job = Box<dyn FnOnce(Result<&Transaction<'_>, SpoolError>) -> Option<Finish> + Send>;
 
 /// Handle to the spool's writer thread. Cheap to clone.
 #[derive(Clone)]
 pub struct Spool {
     jobs: mpsc::Sender<Message>,
+    /// Places for messages waiting for the writer (see [`MAX_WAITING`]).
+    places: Arc<Semaphore>,
     /// The next item sequence number; only the writer thread advances it, in commit order.
     next_seq: Arc<AtomicI64>,
 }
@@ -173,7 +204,10 @@ impl Spool {
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > SCHEMA.len() {
-            return Err(SpoolError(format!("{} was written by a newer mneme", path.display())));
+            return Err(SpoolError::Unusable(format!(
+                "schema version {version} was written by a newer mneme (this one knows {})",
+                SCHEMA.len()
+            )));
         }
         for (v, sql) in SCHEMA.iter().enumerate().skip(version as usize) {
             let tx = conn.transaction()?;
@@ -186,12 +220,43 @@ impl Spool {
             [],
             |r| r.get(0),
         )?;
+        // Unbounded only in type: every message holds one of `places` until it is done.
         let (jobs, rx) = mpsc::channel::<Message>();
         thread::Builder::new()
             .name("mneme-spool".into())
             .spawn(move || writer(conn, rx))
-            .map_err(|e| SpoolError(format!("cannot start spool thread: {e}")))?;
-        Ok(Spool { jobs, next_seq: Arc::new(AtomicI64::new(max_seq + 1)) })
+            .map_err(|e| SpoolError::Unusable(format!("cannot start the spool's writer thread: {e}")))?;
+        Ok(Spool {
+            jobs,
+            places: Arc::new(Semaphore::new(MAX_WAITING)),
+            next_seq: Arc::new(AtomicI64::new(max_seq + 1)),
+        })
+    }
+
+    /// Checks a spool file that no daemon has open: that it is a spool database this mneme can
+    /// read and that SQLite finds it sound. Returns its counts.
+    pub fn check(path: &Path) -> Result<SpoolCounts, SpoolError> {
+        use rusqlite::OpenFlags;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version as usize > SCHEMA.len() {
+            return Err(SpoolError::Unusable(format!("schema version {version} was written by a newer mneme")));
+        }
+        let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        if verdict != "ok" {
+            return Err(SpoolError::Unusable(format!("SQLite finds it damaged: {verdict}")));
+        }
+        if version == 0 {
+            return Ok(SpoolCounts::default());
+        }
+        let spooled: i64 = conn.query_row("SELECT count(*) FROM items", [], |r| r.get(0))?;
+        let dead: i64 = conn.query_row("SELECT count(*) FROM dead_letters", [], |r| r.get(0))?;
+        Ok(SpoolCounts { spooled: spooled as u64, dead: dead as u64 })
+    }
+
+    async fn place(&self) -> Result<OwnedSemaphorePermit, SpoolError> {
+        self.places.clone().acquire_owned().await.map_err(|_| SpoolError::Stopped)
     }
 
     /// Runs `f` in the writer's next transaction and answers once that transaction is committed.
@@ -200,17 +265,23 @@ impl Spool {
         f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, SpoolError> {
         let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |t| {
-            let result = run_in_savepoint(t, f);
-            Box::new(move |commit| {
-                let _ = tx.send(commit.and(result));
-            })
+        let job: Job = Box::new(move |t| match t {
+            Ok(t) => {
+                let result = run_in_savepoint(t, f);
+                Some(Box::new(move |commit: Result<(), SpoolError>| {
+                    let _ = tx.send(commit.and(result));
+                }) as Finish)
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                None
+            }
         });
-        let stopped = || SpoolError("writer thread stopped".into());
+        let place = self.place().await?;
         #[cfg(not(test))]
         {
-            self.jobs.send(Message::Job(job)).map_err(|_| stopped())?;
-            rx.await.map_err(|_| stopped())?
+            self.jobs.send(Message::Job(job, place)).map_err(|_| SpoolError::Stopped)?;
+            rx.await.map_err(|_| SpoolError::Stopped)?
         }
         // Under tokio's paused test clock, an async wait on another thread lets the clock jump
         // ahead while the disk works; a running blocking task inhibits that auto-advance.
@@ -218,11 +289,11 @@ impl Spool {
         {
             let jobs = self.jobs.clone();
             tokio::task::spawn_blocking(move || {
-                jobs.send(Message::Job(job)).map_err(|_| stopped())?;
-                rx.blocking_recv().map_err(|_| stopped())?
+                jobs.send(Message::Job(job, place)).map_err(|_| SpoolError::Stopped)?;
+                rx.blocking_recv().map_err(|_| SpoolError::Stopped)?
             })
             .await
-            .map_err(|e| SpoolError(format!("spool task failed: {e}")))?
+            .map_err(|_| SpoolError::Stopped)?
         }
     }
 
@@ -309,9 +380,13 @@ impl Spool {
     /// for a commit and a sync of its own. Every later spool call sees it done. Should it be
     /// lost (a crash first), the batch is resent under the same batch id, which stores nothing
     /// twice.
-    pub fn delivered(&self, session_id: &str, batch_id: &str, seqs: std::ops::RangeInclusive<i64>) {
+    pub async fn delivered(&self, session_id: &str, batch_id: &str, seqs: std::ops::RangeInclusive<i64>) {
         let removal = Removal { session_id: session_id.to_owned(), batch_id: batch_id.to_owned(), seqs };
-        if self.jobs.send(Message::Remove(removal)).is_err() {
+        let sent = match self.place().await {
+            Ok(place) => self.jobs.send(Message::Remove(removal, place)).is_ok(),
+            Err(_) => false,
+        };
+        if !sent {
             tracing::warn!(session_id, "spool writer stopped; batch {batch_id} stays spooled and is resent");
         }
     }
@@ -527,19 +602,22 @@ fn run_in_savepoint<T>(
 }
 
 fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>) {
-    let mut removals: Vec<Removal> = Vec::new();
+    // Places are given back when a message is done: after its transaction.
+    let mut removals: Vec<(Removal, OwnedSemaphorePermit)> = Vec::new();
+    // After a transaction could not begin, removals alone are retried less eagerly.
+    let mut removal_wait = REMOVAL_WAIT;
     loop {
         let first = if removals.is_empty() {
             rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
         } else {
-            rx.recv_timeout(REMOVAL_WAIT)
+            rx.recv_timeout(removal_wait)
         };
         let mut group = Vec::new();
         let mut closed = false;
         match first {
-            Ok(Message::Job(job)) => group.push(job),
-            Ok(Message::Remove(r)) => {
-                removals.push(r);
+            Ok(Message::Job(job, place)) => group.push((job, place)),
+            Ok(Message::Remove(r, place)) => {
+                removals.push((r, place));
                 continue; // wait a little for a job to ride on
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {} // the removals go alone
@@ -548,23 +626,29 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>) {
         }
         while group.len() < GROUP_MAX {
             match rx.try_recv() {
-                Ok(Message::Job(job)) => group.push(job),
-                Ok(Message::Remove(r)) => removals.push(r),
+                Ok(Message::Job(job, place)) => group.push((job, place)),
+                Ok(Message::Remove(r, place)) => removals.push((r, place)),
                 Err(_) => break,
             }
         }
-        let tx = match conn.transaction() {
+        let tx = match begin(&mut conn) {
             Ok(tx) => tx,
             Err(e) => {
+                // The writer never gives up: every job hears why, and the next message tries
+                // again (a full disk that has room again, a transient I/O error).
                 tracing::error!("spool: cannot begin a transaction: {e}");
-                // Dropping the jobs drops their reply channels: callers see an error.
+                for (job, _place) in group {
+                    job(Err(e.clone()));
+                }
                 if closed {
                     return; // nobody sends any more: the removals are resent after a restart
                 }
-                continue;
+                removal_wait = REMOVAL_RETRY;
+                continue; // removals stay and ride on a later transaction
             }
         };
-        for r in removals.drain(..) {
+        removal_wait = REMOVAL_WAIT;
+        for (r, _place) in removals.drain(..) {
             let removed = run_in_savepoint(&tx, |t| {
                 t.prepare_cached("DELETE FROM items WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id = ?")?
                     .execute(params![r.session_id, r.seqs.start(), r.seqs.end(), r.batch_id])
@@ -574,16 +658,37 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>) {
                 tracing::error!(session = r.session_id, "cannot remove delivered batch {}: {e}", r.batch_id);
             }
         }
-        let finishers: Vec<Finish> = group.into_iter().map(|job| job(&tx)).collect();
+        let mut places = Vec::with_capacity(group.len());
+        let finishers: Vec<Finish> = group
+            .into_iter()
+            .filter_map(|(job, place)| {
+                places.push(place);
+                job(Ok(&tx))
+            })
+            .collect();
         let commit = tx.commit().map_err(SpoolError::from);
         if let Err(e) = &commit {
             tracing::error!("spool: commit failed: {e}");
+            // A failed COMMIT (a full disk) can leave the transaction open: close it, so the
+            // next one can begin.
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
         }
         for finish in finishers {
             finish(commit.clone());
         }
+        drop(places);
         if closed {
             return;
         }
     }
+}
+
+/// Opens the next transaction, first closing one a failure left open.
+fn begin(conn: &mut Connection) -> Result<Transaction<'_>, SpoolError> {
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    Ok(conn.transaction()?)
 }

@@ -411,11 +411,11 @@ async fn a_delivered_batch_is_gone_for_every_later_call_and_after_a_stop() {
     let batch = spool.next_batch("s", 1).await.unwrap();
     assert_eq!(batch.len(), 1);
     // The removal rides on the next transaction, which runs before this call's job.
-    spool.delivered("s", batch[0].batch_id.as_deref().unwrap(), batch[0].seq..=batch[0].seq);
+    spool.delivered("s", batch[0].batch_id.as_deref().unwrap(), batch[0].seq..=batch[0].seq).await;
     let next = spool.next_batch("s", 1).await.unwrap();
     assert_eq!(next[0].item.id, "b", "the delivered batch came back");
     // With no transaction to ride on, it is committed when the writer stops.
-    spool.delivered("s", next[0].batch_id.as_deref().unwrap(), next[0].seq..=next[0].seq);
+    spool.delivered("s", next[0].batch_id.as_deref().unwrap(), next[0].seq..=next[0].seq).await;
     drop(spool);
     let spool = Spool::open(&path).unwrap();
     assert_eq!(spool.counts().await.unwrap().spooled, 0);

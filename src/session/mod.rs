@@ -16,6 +16,7 @@ use mneme_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::config::{RetainMode, Settings};
+use crate::lock::{MutexExt, RwLockExt};
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
 use crate::queue::spool::{Spool, SpoolError};
@@ -124,6 +125,9 @@ pub struct StartRequest {
 pub struct Retained {
     /// Items spooled (0 when all were empty after cleaning).
     pub queued: usize,
+    /// Items not stored because nothing was left once private spans and recalled blocks were
+    /// removed.
+    pub skipped: usize,
     /// For the agent.
     pub message: String,
     /// `memory.backend = "off"` when it arrived: nothing was kept.
@@ -217,15 +221,15 @@ impl Sessions {
 
     /// The settings in force.
     pub fn settings(&self) -> Arc<Settings> {
-        self.inner.settings.read().unwrap().clone()
+        self.inner.settings.read_locked().clone()
     }
 
     /// Applies new settings: sessions are re-scoped (a new bank or scoping takes effect at once);
     /// those whose scope changed recall afresh.
     pub async fn apply_settings(&self, settings: Arc<Settings>) -> Result<(), SpoolError> {
-        *self.inner.settings.write().unwrap() = settings.clone();
+        *self.inner.settings.write_locked() = settings.clone();
         let changed: Vec<Session> = {
-            let mut map = self.inner.map.lock().unwrap();
+            let mut map = self.inner.map.locked();
             let parents: HashMap<String, (Scope, String)> = map
                 .values()
                 .filter(|s| s.parent.is_none())
@@ -255,17 +259,17 @@ impl Sessions {
 
     /// How many sessions are known.
     pub fn count(&self) -> usize {
-        self.inner.map.lock().unwrap().len()
+        self.inner.map.locked().len()
     }
 
     /// A copy of a session.
     pub fn get(&self, id: &str) -> Result<Session, SessionError> {
-        self.inner.map.lock().unwrap().get(id).cloned().ok_or_else(|| SessionError::NotFound(id.to_owned()))
+        self.inner.map.locked().get(id).cloned().ok_or_else(|| SessionError::NotFound(id.to_owned()))
     }
 
     /// The scope and queue of a session, without copying the rest (the retain path is hot).
     fn route(&self, id: &str) -> Result<(Scope, String), SessionError> {
-        let map = self.inner.map.lock().unwrap();
+        let map = self.inner.map.locked();
         let s = map.get(id).ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
         Ok((s.scope.clone(), s.queue_id().to_owned()))
     }
@@ -286,7 +290,7 @@ impl Sessions {
             None => scope_for(&settings, &req.cwd),
         };
         let session = {
-            let mut map = self.inner.map.lock().unwrap();
+            let mut map = self.inner.map.locked();
             let s = map.entry(req.session_id.clone()).or_insert_with(|| Session {
                 id: req.session_id.clone(),
                 cwd: req.cwd.clone(),
@@ -322,32 +326,34 @@ impl Sessions {
         Ok(session)
     }
 
-    /// The retain tool: spools items and answers at once.
+    /// The retain tool: spools items and answers at once. Blank items are refused (nothing is
+    /// stored); items that hold only private or recalled text are skipped and counted.
     pub async fn retain(&self, id: &str, items: Vec<(String, Option<String>)>) -> Result<Retained, SessionError> {
         let (scope, queue_id) = self.route(id)?;
         if items.is_empty() {
             return Err(SessionError::Invalid("items must hold at least one {content}".into()));
         }
+        if let Some(i) = items.iter().position(|(content, _)| content.trim().is_empty()) {
+            return Err(SessionError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
+        }
         if self.backend().id() == BackendId::Off {
-            return Ok(Retained { queued: 0, message: OFF_MESSAGE.into(), off: true });
+            return Ok(Retained { queued: 0, skipped: 0, message: OFF_MESSAGE.into(), off: true });
         }
         let settings = self.settings();
+        let total = items.len();
         let items: Vec<NewItem> = items
             .into_iter()
             .filter_map(|(content, context)| {
                 let content = clean(&settings, &content)?;
-                Some(NewItem {
-                    content,
-                    context: Some(
-                        context.filter(|c| !c.trim().is_empty()).unwrap_or_else(|| settings.retain.context.clone()),
-                    ),
-                    kind: MemoryType::World,
-                    document_id: None,
-                })
+                // A context that is private or blank falls back to the default.
+                let context =
+                    context.and_then(|c| clean(&settings, &c)).unwrap_or_else(|| settings.retain.context.clone());
+                Some(NewItem { content, context: Some(context), kind: MemoryType::World, document_id: None })
             })
             .collect();
+        let skipped = total - items.len();
         let n = self.inner.queue.enqueue(&queue_id, &scope, items).await?;
-        Ok(Retained { queued: n, message: queued_message(n), off: false })
+        Ok(Retained { queued: n, skipped, message: retained_message(n, skipped), off: false })
     }
 
     /// The recall tool.
@@ -452,6 +458,13 @@ impl Sessions {
         {
             let history = conversation(messages);
             let user_turns = history.iter().filter(|m| m.role == "user").count() as i64;
+            // Each message is cleaned on its own, so an unclosed <private> hides the rest of that
+            // message only, not every later one.
+            let cleaned: Vec<Message> = history
+                .iter()
+                .filter_map(|m| clean(&settings, &m.content).map(|c| Message::new(m.role.clone(), c)))
+                .collect();
+            let history = cleaned;
             if user_turns - session.retained_turns >= settings.retain.every_n_turns {
                 let (target, document_id) = match settings.retain.mode {
                     RetainMode::FullSession => (&history[..], id.to_owned()),
@@ -533,7 +546,7 @@ impl Sessions {
     pub async fn end(&self, id: &str) -> Result<FlushReport, SessionError> {
         let session = self.get(id)?;
         let flushed = self.inner.queue.flush(session.queue_id()).await;
-        self.inner.map.lock().unwrap().remove(id);
+        self.inner.map.locked().remove(id);
         self.inner.spool.delete_session(id).await?;
         Ok(flushed)
     }
@@ -560,7 +573,7 @@ impl Sessions {
         let discarded = self.inner.queue.discard(discard_for.as_deref()).await?;
         let report = backend.clear(&scope, what).await?;
         let touched: Vec<Session> = {
-            let mut map = self.inner.map.lock().unwrap();
+            let mut map = self.inner.map.locked();
             map.values_mut()
                 .filter(|s| req.all || s.scope == scope)
                 .map(|s| {
@@ -611,7 +624,7 @@ impl Sessions {
     }
 
     fn update(&self, id: &str, f: impl FnOnce(&mut Session)) -> Option<Session> {
-        let mut map = self.inner.map.lock().unwrap();
+        let mut map = self.inner.map.locked();
         let s = map.get_mut(id)?;
         f(s);
         Some(s.clone())
@@ -629,6 +642,36 @@ pub fn queued_message(n: usize) -> String {
         "1 memory queued.".into()
     } else {
         format!("{n} memories queued.")
+    }
+}
+
+/// [`queued_message`], saying also how many items were not stored because nothing but private
+/// or recalled text was in them.
+pub fn retained_message(queued: usize, skipped: usize) -> String {
+    let mut message = queued_message(queued);
+    match skipped {
+        0 => {}
+        1 => message.push_str(" 1 item held only <private> or recalled text and was not stored."),
+        n => message.push_str(&format!(" {n} items held only <private> or recalled text and were not stored.")),
+    }
+    message
+}
+
+/// Cleans a memory that arrives whole (an import) like a retain: private spans are removed from
+/// every text field. `false` when no content is left (the memory is not stored).
+pub fn clean_imported(settings: &Settings, m: &mut mneme_core::StoredMemory) -> bool {
+    if settings.retain.strip_private {
+        m.context = m.context.as_deref().map(text::strip_private).filter(|c| !c.trim().is_empty());
+        m.document_id = m.document_id.as_deref().map(text::strip_private).filter(|d| !d.trim().is_empty());
+        m.tags = m.tags.iter().map(|t| text::strip_private(t)).filter(|t| !t.trim().is_empty()).collect();
+        text::strip_private_map(&mut m.metadata);
+    }
+    match clean(settings, &m.content) {
+        Some(content) => {
+            m.content = content;
+            true
+        }
+        None => false,
     }
 }
 

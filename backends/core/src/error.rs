@@ -19,6 +19,14 @@ pub enum BackendError {
         /// Human-readable cause.
         reason: String,
     },
+    /// The store's disk is full: worth retrying once there is room again. Unlike other
+    /// transient faults it does not use up a batch's attempts, so a long episode moves nothing
+    /// to the dead letters.
+    #[error("{reason}")]
+    StorageFull {
+        /// Human-readable cause.
+        reason: String,
+    },
     /// The backend cannot do this at all (reflect without an LLM).
     #[error("{0}")]
     Unsupported(String),
@@ -37,7 +45,12 @@ impl BackendError {
 
     /// Whether a retry may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Transient { .. })
+        matches!(self, Self::Transient { .. } | Self::StorageFull { .. })
+    }
+
+    /// Whether the store's disk is full.
+    pub fn is_storage_full(&self) -> bool {
+        matches!(self, Self::StorageFull { .. })
     }
 
     /// The server-requested delay before a retry, if any.

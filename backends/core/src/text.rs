@@ -48,8 +48,90 @@ pub fn strip_memory_tags(text: &str) -> String {
 }
 
 /// Removes `<private>…</private>` spans: what the user marked private is never stored.
+///
+/// Unlike the memory tags this fails closed: the tag matches in any case (`<PRIVATE>`), with
+/// attributes (`<private reason="x">`), nested spans end at their outermost close, and an unclosed
+/// `<private>` hides everything after it. A stray close tag is removed.
 pub fn strip_private(text: &str) -> String {
-    strip_tag_blocks(text, "private")
+    if !contains_ignore_ascii_case(text, "<private") && !contains_ignore_ascii_case(text, "</private") {
+        return text.to_owned();
+    }
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut depth = 0usize;
+    let mut kept_from = 0usize; // start of the text being kept, when depth == 0
+    let mut i = 0usize;
+    while i < bytes.len() {
+        if bytes[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        match private_tag_at(bytes, i) {
+            Some((PrivateTag::Open, end)) => {
+                if depth == 0 {
+                    out.push_str(&text[kept_from..i]);
+                }
+                depth += 1;
+                i = end;
+            }
+            Some((PrivateTag::Close, end)) => {
+                if depth == 0 {
+                    out.push_str(&text[kept_from..i]); // a stray close tag: drop just the tag
+                } else {
+                    depth -= 1;
+                }
+                i = end;
+                if depth == 0 {
+                    kept_from = i;
+                }
+            }
+            None => i += 1,
+        }
+    }
+    if depth == 0 {
+        out.push_str(&text[kept_from..]);
+    }
+    out
+}
+
+/// Removes private spans from every value of a string map (metadata).
+pub fn strip_private_map(map: &mut std::collections::BTreeMap<String, String>) {
+    let cleaned: std::collections::BTreeMap<String, String> =
+        std::mem::take(map).into_iter().map(|(k, v)| (strip_private(&k), strip_private(&v))).collect();
+    *map = cleaned;
+}
+
+#[derive(Clone, Copy)]
+enum PrivateTag {
+    Open,
+    Close,
+}
+
+/// A `<private …>` or `</private …>` tag starting at `at` (which holds `<`), and where it ends.
+/// An open tag without its `>` runs to the end of the text (fail closed).
+fn private_tag_at(bytes: &[u8], at: usize) -> Option<(PrivateTag, usize)> {
+    const NAME: &[u8] = b"private";
+    let (kind, name_at) =
+        if bytes.get(at + 1) == Some(&b'/') { (PrivateTag::Close, at + 2) } else { (PrivateTag::Open, at + 1) };
+    let name = bytes.get(name_at..name_at + NAME.len())?;
+    if !name.eq_ignore_ascii_case(NAME) {
+        return None;
+    }
+    let after = name_at + NAME.len();
+    match bytes.get(after) {
+        None => Some((kind, bytes.len())),
+        Some(b'>') => Some((kind, after + 1)),
+        Some(c) if c.is_ascii_whitespace() || *c == b'/' => {
+            let end = bytes[after..].iter().position(|&b| b == b'>').map_or(bytes.len(), |p| after + p + 1);
+            Some((kind, end))
+        }
+        Some(_) => None, // `<privateer>`: another word
+    }
+}
+
+fn contains_ignore_ascii_case(text: &str, needle: &str) -> bool {
+    let (t, n) = (text.as_bytes(), needle.as_bytes());
+    t.len() >= n.len() && t.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
 fn strip_tag_blocks(text: &str, tag: &str) -> String {
@@ -230,6 +312,22 @@ mod tests {
         assert_eq!(strip_memory_tags("<memories>1</memories>-<memories>2</memories>"), "-");
         assert_eq!(strip_memory_tags("<MEMORIES>up</MEMORIES>"), "<MEMORIES>up</MEMORIES>");
         assert_eq!(strip_private("keep <private>secret\nline</private> this"), "keep  this");
+    }
+
+    #[test]
+    fn private_spans_fail_closed() {
+        assert_eq!(strip_private("no tags here"), "no tags here");
+        assert_eq!(strip_private("a <PRIVATE>x</Private> b"), "a  b");
+        assert_eq!(strip_private("a <private reason=\"key\">x</private >b"), "a b");
+        assert_eq!(strip_private("a <private>x <private>y</private> z</private> b"), "a  b");
+        assert_eq!(strip_private("a <private>never closed\nsecret"), "a ");
+        assert_eq!(strip_private("a <private"), "a ");
+        assert_eq!(strip_private("stray </private> close"), "stray  close");
+        assert_eq!(strip_private("<privateer> ahoy"), "<privateer> ahoy");
+        assert_eq!(strip_private("é<private>ü</private>ß"), "éß");
+        let mut m = std::collections::BTreeMap::from([("k".to_owned(), "v<private>s</private>".to_owned())]);
+        strip_private_map(&mut m);
+        assert_eq!(m["k"], "v");
     }
 
     #[test]

@@ -204,7 +204,9 @@ impl HindsightBackend {
     /// Sets the bank's missions once per bank per run, when a mission is configured. A failure is
     /// logged and tried again on the next write; it never blocks writes.
     async fn ensure_bank(&self, bank: &str) {
-        if self.config.bank_mission.trim().is_empty() || self.ensured.lock().unwrap().contains(bank) {
+        if self.config.bank_mission.trim().is_empty()
+            || self.ensured.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(bank)
+        {
             return;
         }
         let body = BankRequest {
@@ -214,7 +216,7 @@ impl HindsightBackend {
         let url = self.bank_url(bank, &[]);
         match self.send::<serde_json::Value>("ensure bank", Method::PUT, url, Some(&body), self.config.timeout).await {
             Ok(_) => {
-                self.ensured.lock().unwrap().insert(bank.to_owned());
+                self.ensured.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(bank.to_owned());
             }
             Err(e) => tracing::warn!(bank, "could not set the bank's mission (will try again): {e}"),
         }

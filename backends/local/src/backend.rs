@@ -40,7 +40,7 @@ impl LocalBackend {
     pub fn open(config: &LocalConfig) -> Result<Self, BackendError> {
         if let Some(dir) = config.path.parent() {
             std::fs::create_dir_all(dir)
-                .map_err(|e| BackendError::permanent(format!("cannot create {}: {e}", dir.display())))?;
+                .map_err(|e| BackendError::permanent(format!("cannot create its folder {}: {e}", dir.display())))?;
         }
         let writer = Writer::start(&config.path).map_err(|e| open_error(&config.path, e))?;
         Ok(Self { inner: Arc::new(Inner { path: config.path.clone(), writer, readers: Mutex::new(Vec::new()) }) })
@@ -219,19 +219,20 @@ impl MemoryBackend for LocalBackend {
     }
 }
 
-fn open_error(path: &Path, e: rusqlite::Error) -> BackendError {
-    BackendError::permanent(format!("cannot open local store {}: {e}", path.display()))
+/// Why the database could not be opened; the caller names the path (and what to do).
+fn open_error(_path: &Path, e: rusqlite::Error) -> BackendError {
+    BackendError::permanent(e.to_string())
 }
 
 /// Busy, locked, full or I/O failures may pass; anything else will not.
 pub(crate) fn sql_error(e: rusqlite::Error) -> BackendError {
     use rusqlite::ErrorCode::*;
     match &e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == DiskFull => {
+            BackendError::StorageFull { reason: format!("local store: {e}") }
+        }
         rusqlite::Error::SqliteFailure(f, _)
-            if matches!(
-                f.code,
-                DatabaseBusy | DatabaseLocked | DiskFull | SystemIoFailure | CannotOpen | OutOfMemory
-            ) =>
+            if matches!(f.code, DatabaseBusy | DatabaseLocked | SystemIoFailure | CannotOpen | OutOfMemory) =>
         {
             BackendError::transient(format!("local store: {e}"))
         }

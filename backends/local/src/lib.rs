@@ -15,3 +15,9 @@ pub mod store;
 mod writer;
 
 pub use backend::{LocalBackend, LocalConfig};
+
+/// Checks a local store file without changing it: that it is a memory database this mneme can
+/// read and that SQLite finds it sound. Returns how many memories it holds.
+pub fn check(path: &std::path::Path) -> Result<u64, String> {
+    store::Store::check(path).map_err(|e| e.to_string())
+}

@@ -48,17 +48,23 @@ DROP INDEX memories_bank_hash;
 /// Brings the database up to the newest schema. Refuses a database from a newer mneme.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
-    if current > MIGRATIONS.len() {
-        return Err(rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
-            Some(format!("database schema version {current} is newer than this mneme supports ({})", MIGRATIONS.len())),
-        ));
-    }
+    check_version(current)?;
     for (version, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", (version + 1) as i64)?;
         tx.commit()?;
+    }
+    Ok(())
+}
+
+/// Refuses a database written by a newer mneme.
+pub fn check_version(current: usize) -> rusqlite::Result<()> {
+    if current > MIGRATIONS.len() {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+            Some(format!("database schema version {current} is newer than this mneme supports ({})", MIGRATIONS.len())),
+        ));
     }
     Ok(())
 }

@@ -86,6 +86,27 @@ impl Store {
         Ok(Self { conn, contents: ContentIndex::default() })
     }
 
+    /// See [`crate::check`].
+    pub fn check(path: &Path) -> rusqlite::Result<u64> {
+        use rusqlite::OpenFlags;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        crate::schema::check_version(version as usize)?;
+        let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        if verdict != "ok" {
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some(format!("SQLite finds it damaged: {verdict}")),
+            ));
+        }
+        if version == 0 {
+            return Ok(0);
+        }
+        conn.query_row("SELECT count(*) FROM memories", [], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+    }
+
     /// Stores a batch in one transaction. Items whose id is already stored are skipped; identical
     /// content in the same bank is stored once (its tags merged); items carrying a document id
     /// replace the stored rows of that document that are not part of this batch.

@@ -17,6 +17,8 @@ use crate::store::Store;
 
 /// Deliveries written in one transaction at most.
 const GROUP_MAX: usize = 64;
+/// Jobs waiting for the writer at most; senders (blocking-pool threads) wait for a place.
+const MAX_WAITING: usize = 4 * GROUP_MAX;
 
 /// The writer thread's nice value: the lowest. Deliveries use spare CPU; on a machine busy with
 /// other work they still get a small share (unlike SCHED_IDLE, which could starve them), and
@@ -35,14 +37,14 @@ enum Job {
 
 /// Handle to the writer thread; the thread (and its connection) ends with the last handle.
 pub(crate) struct Writer {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::SyncSender<Job>,
 }
 
 impl Writer {
     /// Opens the writing connection and starts the thread.
     pub(crate) fn start(path: &Path) -> rusqlite::Result<Self> {
         let store = Store::open(path)?;
-        let (jobs, rx) = mpsc::channel();
+        let (jobs, rx) = mpsc::sync_channel(MAX_WAITING);
         thread::Builder::new().name("mneme-local-writer".into()).spawn(move || run(store, rx)).map_err(|e| {
             rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),

@@ -1,0 +1,81 @@
+//! The accept loop, after mini-redis's `server::run`: a semaphore caps open connections, so a
+//! flood of half-open ones cannot exhaust file descriptors or memory, and hyper closes a
+//! connection whose request headers do not arrive in time (also between keep-alive requests).
+//! On shutdown it stops accepting and lets the requests in progress finish.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ServerSettings;
+
+/// How long requests in progress may take to finish after shutdown is asked for.
+const DRAIN: Duration = Duration::from_secs(5);
+/// Pause after a failed accept (out of file descriptors), so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Connection limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Open connections at most; more wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// A request's headers must arrive within this, and an idle keep-alive connection is closed
+    /// after it.
+    pub header_timeout: Duration,
+}
+
+impl From<&ServerSettings> for Limits {
+    fn from(s: &ServerSettings) -> Self {
+        Limits { max_connections: s.max_connections, header_timeout: s.header_timeout }
+    }
+}
+
+/// Serves `app` on `listener` until `stop` is cancelled, then drains (for at most [`DRAIN`]).
+pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: CancellationToken) -> std::io::Result<()> {
+    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    builder.http2().timer(TokioTimer::new()).keep_alive_interval(Some(limits.header_timeout));
+    let graceful = GracefulShutdown::new();
+    loop {
+        let place = tokio::select! {
+            place = open.clone().acquire_owned() => place.expect("the semaphore is never closed"),
+            _ = stop.cancelled() => break,
+        };
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    tracing::warn!("cannot accept a connection: {e}");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
+        let _ = tcp.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let connection =
+            graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended: {e}");
+            }
+            drop(place);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN, graceful.shutdown()).await.is_err() {
+        tracing::warn!("requests still running after {DRAIN:?}; closing them");
+    }
+    Ok(())
+}
