@@ -5,26 +5,16 @@
 //!
 //! Not a test: it reports numbers and asserts nothing.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
+mod support;
+use support::{ms, spawn_daemon};
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+    support::pct(v, p)
 }
 
 fn main() {
@@ -56,24 +46,9 @@ async fn run(url: String) {
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("c.toml"), format!("[memory]\nbackend = \"hindsight\"\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\nrequests_per_second = 1000\nburst = 1000\n")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_mneme"))
-        .args(["serve", "--config"])
-        .arg(dir.path().join("c.toml"))
-        .env("MNEME_STORAGE__DIR", dir.path().join("data"))
-        .env("MNEME_SERVER__LISTEN", "127.0.0.1:0")
-        .env("MNEME_LOG", "error")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _daemon = Proc(child);
-    let pid_path = dir.path().join("data/mneme.pid");
-    let addr = loop {
-        if let Some(a) = std::fs::read_to_string(&pid_path).ok().and_then(|t| t.lines().nth(1).map(str::to_owned)) {
-            break a;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    let token = std::fs::read_to_string(dir.path().join("data/token")).unwrap().trim().to_owned();
+    let (daemon, _) = spawn_daemon(dir.path(), Some(&dir.path().join("c.toml")));
+    let token = daemon.token.clone();
+    let addr = daemon.addr.clone();
     let base = format!("http://{addr}");
     http.post(format!("{base}/v1/sessions"))
         .bearer_auth(&token)

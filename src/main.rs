@@ -1,5 +1,6 @@
 //! The `mneme` binary: parse arguments, set up logging, hand over to the library.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -13,9 +14,24 @@ fn main() -> ExitCode {
         mneme::cli::Command::Hook { .. } => "error",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("MNEME_LOG").unwrap_or_else(|_| EnvFilter::new(default_level)))
-        .with_writer(std::io::stderr)
-        .init();
+    let directives = std::env::var("MNEME_LOG").unwrap_or_else(|_| default_level.to_owned());
+    let filter = EnvFilter::try_new(quiet_dependencies(&directives)).unwrap_or_else(|_| EnvFilter::new(default_level));
+    // Colour only for a person at a terminal: a file or a service manager gets plain text.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     mneme::cli::run(cli)
+}
+
+/// Crates whose debug output carries request bodies or headers (memories before they are
+/// cleaned, bearer tokens): kept at info unless `MNEME_LOG` names them itself.
+const CHATTY: [&str; 6] = ["rmcp", "hyper", "hyper_util", "h2", "reqwest", "tower_http"];
+
+fn quiet_dependencies(directives: &str) -> String {
+    let mut out = directives.to_owned();
+    for krate in CHATTY {
+        if !directives.contains(krate) {
+            out.push_str(&format!(",{krate}=info"));
+        }
+    }
+    out
 }

@@ -1,14 +1,18 @@
 //! Notices: what the user should know (a batch that failed, dead letters, a bad config), kept in
 //! the spool across restarts (newest [`KEEP`]) and broadcast live for `GET /v1/notices/stream`.
 
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use tokio::sync::broadcast;
 
+use crate::lock::MutexExt;
 use crate::queue::spool::{NoticeRow, Spool};
 
 /// Notices kept in history.
 pub const KEEP: usize = 1000;
+/// Notices that could not be stored (a full disk) kept in memory until they can be, at most.
+const UNSAVED_MAX: usize = 100;
 
 /// How serious a notice is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,17 +41,20 @@ impl Level {
 pub struct Notices {
     spool: Spool,
     live: broadcast::Sender<NoticeRow>,
+    /// Notices the spool could not take, oldest first: stored before the next one that it can.
+    unsaved: Arc<Mutex<Vec<NoticeRow>>>,
 }
 
 impl Notices {
     /// A log stored in `spool`.
     pub fn new(spool: Spool) -> Self {
         let (live, _) = broadcast::channel(256);
-        Self { spool, live }
+        Self { spool, live, unsaved: Arc::new(Mutex::new(Vec::new())) }
     }
 
     /// Records and broadcasts a notice; also logs it. Never fails: a notice that cannot be stored
-    /// is still logged and broadcast.
+    /// (a full disk) is still logged and broadcast (with id 0), and stored once the spool takes
+    /// notices again.
     pub async fn emit(
         &self,
         level: Level,
@@ -68,15 +75,35 @@ impl Notices {
             Level::Warning => tracing::warn!(source, session_id, "notice: {}", row.message),
             Level::Error => tracing::error!(source, session_id, "notice: {}", row.message),
         }
+        self.store_unsaved().await;
         let row = match self.spool.add_notice(row.clone(), KEEP).await {
             Ok(stored) => stored,
             Err(e) => {
                 tracing::error!("cannot store notice: {e}");
+                let mut unsaved = self.unsaved.locked();
+                if unsaved.len() == UNSAVED_MAX {
+                    unsaved.remove(0);
+                }
+                unsaved.push(row.clone());
                 row
             }
         };
         let _ = self.live.send(row.clone());
         row
+    }
+
+    /// Stores what an earlier emit could not, in order; what fails again is kept for later.
+    async fn store_unsaved(&self) {
+        let pending = std::mem::take(&mut *self.unsaved.locked());
+        for (i, notice) in pending.iter().enumerate() {
+            if self.spool.add_notice(notice.clone(), KEEP).await.is_err() {
+                let mut unsaved = self.unsaved.locked();
+                unsaved.splice(0..0, pending[i..].iter().cloned());
+                let excess = unsaved.len().saturating_sub(UNSAVED_MAX);
+                unsaved.drain(..excess);
+                return;
+            }
+        }
     }
 
     /// Notices after `after`, oldest first.

@@ -1,5 +1,6 @@
-//! Nothing acknowledged is lost: a real daemon is SIGKILLed while several clients stream retains,
-//! then restarted; every retain that got a 202 is in the store exactly once.
+//! Nothing acknowledged is lost: a real daemon is SIGKILLed three times in a row while four
+//! clients stream retains (each restart delivering what the last run left while the next stream
+//! runs); after the last restart every retain that got a 202 is in the store exactly once.
 
 mod common;
 
@@ -10,14 +11,9 @@ use std::time::Duration;
 use common::Daemon;
 use serde_json::json;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sigkill_mid_stream_loses_no_acknowledged_retain() {
-    const CLIENTS: usize = 4;
-    // Short intervals so deliveries are in flight when the kill lands.
-    let mut d = Daemon::start("[queue]\nflush_interval = \"50ms\"\nbatch_size = 8\n");
-    for c in 0..CLIENTS {
-        d.start_session(&format!("client-{c}"), &format!("/work/proj{c}")).await;
-    }
+/// Streams retains from [`CLIENTS`] clients until `want` are acknowledged, then SIGKILLs the
+/// daemon mid-stream. Returns what was acknowledged.
+async fn stream_then_kill(d: &mut Daemon, round: usize, want: usize) -> Vec<String> {
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();
@@ -29,7 +25,7 @@ async fn sigkill_mid_stream_loses_no_acknowledged_retain() {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let content = format!("client {c} durable item {i}");
+                let content = format!("round {round} client {c} durable item {i}");
                 let sent =
                     http.post(&url).bearer_auth(&token).json(&json!({"items": [{"content": content}]})).send().await;
                 match sent {
@@ -42,7 +38,7 @@ async fn sigkill_mid_stream_loses_no_acknowledged_retain() {
     }
     // Let a good stream build up, then kill without warning.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while acked.lock().unwrap().len() < 2000 && std::time::Instant::now() < deadline {
+    while acked.lock().unwrap().len() < want && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     d.kill();
@@ -51,7 +47,30 @@ async fn sigkill_mid_stream_loses_no_acknowledged_retain() {
         c.await.unwrap();
     }
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() >= 500, "only {} retains acknowledged before the kill", acked.len());
+    assert!(acked.len() >= 500, "round {round}: only {} retains acknowledged before the kill", acked.len());
+    acked
+}
+
+const CLIENTS: usize = 4;
+const ROUNDS: usize = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_sigkills_mid_stream_lose_no_acknowledged_retain() {
+    // Short intervals so deliveries are in flight when a kill lands.
+    let config = "[queue]\nflush_interval = \"50ms\"\nbatch_size = 8\n";
+    let mut d = Daemon::start(config);
+    for c in 0..CLIENTS {
+        d.start_session(&format!("client-{c}"), &format!("/work/proj{c}")).await;
+    }
+    let mut acked = Vec::new();
+    for round in 0..ROUNDS {
+        if round > 0 {
+            // Killed right after the last round's stream: whatever it left spooled is being
+            // delivered while this round streams (sessions are remembered across restarts).
+            d = Daemon::start_in(d.into_dir(), "");
+        }
+        acked.extend(stream_then_kill(&mut d, round, 1500).await);
+    }
 
     let db = d.data().join("memories.db");
     let d = Daemon::start_in(d.into_dir(), "");
@@ -86,5 +105,8 @@ async fn sigkill_mid_stream_loses_no_acknowledged_retain() {
         )
         .unwrap();
     assert_eq!(dupes, 0);
-    println!("durability: {} acknowledged retains, all stored exactly once after SIGKILL + restart", acked.len());
+    println!(
+        "durability: {} acknowledged retains over {ROUNDS} SIGKILLs, all stored exactly once after the last restart",
+        acked.len()
+    );
 }

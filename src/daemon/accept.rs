@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -41,9 +41,10 @@ impl From<&ServerSettings> for Limits {
 /// Serves `app` on `listener` until `stop` is cancelled, then drains (for at most [`DRAIN`]).
 pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: CancellationToken) -> std::io::Result<()> {
     let open = Arc::new(Semaphore::new(limits.max_connections));
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
-    builder.http2().timer(TokioTimer::new()).keep_alive_interval(Some(limits.header_timeout));
+    // HTTP/1.1 only: agents' clients speak it on plain http, and detecting HTTP/2 first would
+    // wait for a connection's first bytes with no timeout at all.
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
     let graceful = GracefulShutdown::new();
     loop {
         let place = tokio::select! {
@@ -64,8 +65,7 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
         // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
         let _ = tcp.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let connection =
-            graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(tcp), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("connection ended: {e}");

@@ -98,6 +98,7 @@ fn router(state: Arc<AppState>, max_body: usize) -> Router {
 async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let matched = req.extensions().get::<MatchedPath>().cloned();
+    let method = req.method().clone();
     let mut response = next.run(req).await;
     let status = response.status();
     let is_json =
@@ -117,7 +118,11 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
         parts.headers.remove(header::CONTENT_LENGTH);
         response = Response::from_parts(parts, HttpBody::from(body));
     }
-    state.metrics.request(route_label(matched.as_ref().map(MatchedPath::as_str)), status.as_u16(), started.elapsed());
+    let route = route_label(matched.as_ref().map(MatchedPath::as_str));
+    let took = started.elapsed();
+    // The route pattern, never the path or a body: nothing here can hold a memory or a token.
+    tracing::debug!(%method, route, status = status.as_u16(), ?took, "request");
+    state.metrics.request(route, status.as_u16(), took);
     response
 }
 
@@ -165,6 +170,15 @@ impl Daemon {
         let left = queue.depths().await.spooled;
         tracing::info!(delivered = report.delivered, failed = report.failed, spooled = left, "mneme stopped");
         result
+    }
+}
+
+impl Daemon {
+    /// The router exactly as [`Daemon::serve`] runs it (auth, limits, error shapes), to drive
+    /// in-process: the API's property tests call it without a socket. `listen` is what status
+    /// reports.
+    pub fn router(&self, listen: SocketAddr) -> Router {
+        router(self.state(listen), self.settings.server.max_body_bytes)
     }
 }
 

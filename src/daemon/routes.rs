@@ -256,13 +256,14 @@ pub async fn notice_stream(
         last = s.notices.last_id().await;
     }
     let event = |n: NoticeRow| {
-        let id = n.id.to_string();
-        Ok::<_, Infallible>(Event::default().id(id).event("notice").json_data(to_wire(n)).expect("notice serializes"))
+        // A notice the spool could not store (a full disk) has id 0 and no event id to resume at.
+        let event = if n.id > 0 { Event::default().id(n.id.to_string()) } else { Event::default() };
+        Ok::<_, Infallible>(event.event("notice").json_data(to_wire(n)).expect("notice serializes"))
     };
     let replay = stream::iter(history.into_iter().map(event));
     let live = live.filter_map(move |r| {
         let out = match r {
-            Ok(n) if n.id > last => Some(event(n)),
+            Ok(n) if n.id > last || n.id == 0 => Some(event(n)),
             _ => None,
         };
         async move { out }

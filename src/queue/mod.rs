@@ -558,4 +558,6 @@ impl Inner {
 }
 
 #[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
 mod tests;

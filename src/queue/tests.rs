@@ -16,6 +16,8 @@ enum Mode {
     /// Fails transiently after storing (a lost reply): the resend must not store twice.
     StoreThenFail,
     Hang,
+    /// Hangs until released, then fails transiently.
+    HangTransient,
 }
 
 struct TestBackend {
@@ -67,7 +69,7 @@ impl MemoryBackend for TestBackend {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
         let mode = self.next_mode();
-        if mode == Mode::Hang {
+        if matches!(mode, Mode::Hang | Mode::HangTransient) {
             self.release.notified().await;
         }
         self.running.fetch_sub(1, Ordering::SeqCst);
@@ -83,7 +85,7 @@ impl MemoryBackend for TestBackend {
                 }
                 Err(BackendError::transient("reply lost"))
             }
-            Mode::Transient => Err(BackendError::transient("connection refused")),
+            Mode::Transient | Mode::HangTransient => Err(BackendError::transient("connection refused")),
             Mode::Permanent => Err(BackendError::permanent("400 bad request")),
         }
     }
@@ -419,4 +421,23 @@ async fn a_delivered_batch_is_gone_for_every_later_call_and_after_a_stop() {
     drop(spool);
     let spool = Spool::open(&path).unwrap();
     assert_eq!(spool.counts().await.unwrap().spooled, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_after_a_clear_removed_the_batch_retries_nothing() {
+    // The batch's rows are gone when its delivery fails: its attempt count reads 0, which must
+    // not underflow into a retry of nothing.
+    let b = TestBackend::new(&[Mode::HangTransient, Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
+    let q = r.queue.clone();
+    let flush = tokio::spawn(async move { q.flush("s").await });
+    advance(10).await;
+    assert_eq!(b.running.load(Ordering::SeqCst), 1);
+    assert_eq!(r.queue.discard(Some("s")).await.unwrap(), 2);
+    b.release.notify_one();
+    assert_eq!(flush.await.unwrap(), FlushReport { delivered: 0, failed: 2 });
+    advance(10_000).await;
+    assert_eq!(b.batch_sizes(), Vec::<usize>::new(), "nothing was retried");
+    assert_eq!(r.queue.depths().await, Depths::default());
 }

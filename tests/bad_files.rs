@@ -1,0 +1,95 @@
+//! A storage file that cannot be used stops `mneme serve` with its full path and what to do, never
+//! a panic; `mneme doctor` reports the same.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    Command::new(common::bin())
+        .args(args)
+        .env("MNEME_CONFIG", dir.join("config.toml"))
+        .env("MNEME_LOG", "error")
+        .envs(common::env_for(dir))
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// `serve` refuses to start naming `path` and `hints`; `doctor` fails naming them too.
+fn refused(dir: &Path, path: &Path, hints: &[&str]) {
+    let serve = run(dir, &["serve"]);
+    let out = text(&serve);
+    assert_eq!(serve.status.code(), Some(1), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    assert!(out.contains(&path.display().to_string()), "serve names {}: {out}", path.display());
+    for hint in hints {
+        assert!(out.contains(hint), "serve says {hint:?}: {out}");
+    }
+    let doctor = run(dir, &["doctor"]);
+    let out = text(&doctor);
+    assert_eq!(doctor.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(&path.display().to_string()) && out.contains("FAIL"),
+        "doctor names {}: {out}",
+        path.display()
+    );
+    for hint in hints {
+        assert!(out.contains(hint), "doctor says {hint:?}: {out}");
+    }
+}
+
+fn data_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    dir
+}
+
+#[test]
+fn a_garbage_spool_is_named_with_what_to_do() {
+    let dir = data_dir();
+    let spool = dir.path().join("data/spool.db");
+    std::fs::write(&spool, vec![0x5a; 8192]).unwrap();
+    refused(dir.path(), &spool, &["not a database", "mv ", "spool.db.broken", "mneme doctor"]);
+}
+
+#[test]
+fn a_garbage_local_store_is_named_with_what_to_do() {
+    let dir = data_dir();
+    let store = dir.path().join("data/memories.db");
+    std::fs::write(&store, b"SQLite format 3\0 but not really, just some text".repeat(100)).unwrap();
+    refused(dir.path(), &store, &["memories.db.broken", ".recover", "mneme doctor"]);
+}
+
+#[test]
+fn a_token_that_cannot_be_read_is_named_with_what_to_do() {
+    let dir = data_dir();
+    let token = dir.path().join("data/token");
+    std::fs::write(&token, [0xff, 0xfe, 0x00, 0x01]).unwrap();
+    refused(dir.path(), &token, &["not text", "rm "]);
+    std::fs::remove_file(&token).unwrap();
+    std::fs::create_dir(&token).unwrap(); // a folder where the token should be
+    refused(dir.path(), &token, &["Is a directory", "rm "]);
+}
+
+#[test]
+fn a_storage_dir_that_is_a_file_and_a_bad_config_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data"), "not a folder").unwrap();
+    let serve = run(dir.path(), &["serve"]);
+    let out = text(&serve);
+    assert_eq!(serve.status.code(), Some(1), "{out}");
+    assert!(out.contains(&dir.path().join("data").display().to_string()) && out.contains("not a folder"), "{out}");
+
+    let dir = data_dir();
+    std::fs::write(dir.path().join("config.toml"), "[queue]\nbatch_size = \"many\"\n").unwrap();
+    let serve = run(dir.path(), &["serve"]);
+    let out = text(&serve);
+    assert_eq!(serve.status.code(), Some(2), "{out}");
+    assert!(out.contains("config.toml") && out.contains("line 2") && out.contains("queue.batch_size"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+}

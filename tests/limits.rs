@@ -1,0 +1,151 @@
+//! What a serious daemon bounds: blank input, metrics series anyone can create, and connections
+//! that are opened and never finish a request.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::Daemon;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn blank_retains_are_refused_and_private_only_ones_said_so() {
+    let d = Daemon::start("");
+    d.start_session("s", "/p/blank").await;
+    for body in [
+        json!({"items": [{"content": "   "}]}),
+        json!({"items": [{"content": ""}]}),
+        json!({"items": [{"content": "a real fact"}, {"content": "\n\t"}]}),
+    ] {
+        let (status, v) = d.post("/v1/sessions/s/retain", body.clone()).await;
+        assert_eq!(status, 400, "{body}: {v}");
+        assert_eq!(v["error"]["code"], "invalid_request", "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("blank"), "{v}");
+    }
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(st["queue"]["spooled"], 0, "a refused request stores nothing, not even its valid items");
+
+    let (status, v) =
+        d.post("/v1/sessions/s/retain", json!({"items": [{"content": "<private>only this</private>"}]})).await;
+    assert_eq!(status, 200, "nothing was queued, so nothing was accepted for later: {v}");
+    assert_eq!(v["queued"], 0);
+    assert_eq!(v["skipped"], 1);
+    assert_eq!(v["message"], "0 memories queued. 1 item held only <private> or recalled text and was not stored.");
+}
+
+#[tokio::test]
+async fn junk_paths_do_not_grow_the_metrics() {
+    let d = Daemon::start("");
+    let before = d.http.get(d.url("/metrics")).bearer_auth(&d.token).send().await.unwrap().text().await.unwrap();
+    for i in 0..3000 {
+        let path = format!("/junk/{i}/{}", "x".repeat(i % 50));
+        let req = match i % 3 {
+            0 => d.http.get(d.url(&path)),                                          // 401, no token
+            1 => d.http.get(d.url(&path)).header("Origin", "https://evil.example"), // 403
+            _ => d.http.get(d.url(&path)).bearer_auth(&d.token),                    // 404
+        };
+        let status = req.send().await.unwrap().status().as_u16();
+        assert!([401, 403, 404].contains(&status), "{status}");
+    }
+    // Session ids are folded into the route pattern too.
+    for i in 0..200 {
+        d.http
+            .post(d.url(&format!("/v1/sessions/nobody-{i}/recall")))
+            .bearer_auth(&d.token)
+            .json(&json!({"query": "x"}))
+            .send()
+            .await
+            .unwrap();
+    }
+    let after = d.http.get(d.url("/metrics")).bearer_auth(&d.token).send().await.unwrap().text().await.unwrap();
+    assert!(!after.contains("junk") && !after.contains("nobody"), "{after}");
+    for status in [401, 403, 404] {
+        assert!(
+            after.contains(&format!("mneme_http_requests_total{{route=\"other\",status=\"{status}\"}}")),
+            "{after}"
+        );
+    }
+    assert!(
+        after.contains("mneme_http_requests_total{route=\"/v1/sessions/{id}/recall\",status=\"404\"} 200"),
+        "{after}"
+    );
+    let series = after.lines().filter(|l| l.starts_with("mneme_http_requests_total{")).count();
+    assert!(series <= 8, "{series} request series after 3,200 junk requests:\n{after}");
+    assert!(after.len() < before.len() + 2048, "metrics grew from {} to {} bytes", before.len(), after.len());
+}
+
+/// Opens `n` connections that never finish their request headers.
+fn half_open(addr: &str, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|i| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            if i % 2 == 0 {
+                s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").unwrap();
+            }
+            s
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn hundreds_of_half_open_connections_do_not_starve_the_daemon() {
+    let d = Daemon::start("[server]\nheader_timeout = \"2s\"\n");
+    let addr = d.addr.clone();
+    let conns = tokio::task::spawn_blocking(move || half_open(&addr, 600)).await.unwrap();
+    // A fresh client is answered at once.
+    let started = Instant::now();
+    let health: Value = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+        .get(d.url("/v1/health"))
+        .send()
+        .await
+        .expect("health answers within 1 s with 600 half-open connections")
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    println!("health with 600 half-open connections: {:?}", started.elapsed());
+    // The daemon closes them once the header timeout passes.
+    let closed = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        conns
+            .into_iter()
+            .filter(|mut s| {
+                s.set_read_timeout(Some(
+                    deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)),
+                ))
+                .unwrap();
+                let mut buf = [0u8; 512];
+                // Closed: EOF (possibly after a 408 answer); still open: the read times out.
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => return true,
+                        Ok(_) => continue,
+                        Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+                    }
+                }
+            })
+            .count()
+    })
+    .await
+    .unwrap();
+    assert_eq!(closed, 600, "every half-open connection is closed after the header timeout");
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_wait_instead_of_failing() {
+    let d = Daemon::start("[server]\nmax_connections = 8\nheader_timeout = \"1s\"\n");
+    let addr = d.addr.clone();
+    // Eight idle connections take every place; a ninth client waits until the timeout frees them.
+    let conns = tokio::task::spawn_blocking(move || half_open(&addr, 8)).await.unwrap();
+    let started = Instant::now();
+    let (status, _) = d.get("/v1/status").await;
+    assert_eq!(status, 200);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(500), "the cap did not hold: answered after {waited:?}");
+    drop(conns);
+}

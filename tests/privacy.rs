@@ -1,0 +1,147 @@
+//! `<private>` spans never reach the disk or the log: retained through every path (HTTP tool
+//! retains in content and context, automatic retain, MCP, the CLI, import), delivered, then the
+//! raw bytes of every file in the storage dir (WAL files included) and the debug log are searched.
+
+mod common;
+
+use std::path::Path;
+
+use common::Daemon;
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+
+/// Every secret is unique, so a hit names the path that leaked it.
+fn secret(path: &str) -> String {
+    format!("SECRET-{path}-{}", "q7x".repeat(3))
+}
+
+const PATHS: [&str; 12] = [
+    "content",
+    "context",
+    "unclosed",
+    "upper",
+    "transcript",
+    "transcript-unclosed",
+    "mcp",
+    "cli",
+    "import-content",
+    "import-context",
+    "import-metadata",
+    "import-tag",
+];
+
+/// Every file under `dir`, with its raw bytes.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else {
+            out.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+        }
+    }
+    out
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test]
+async fn private_spans_reach_no_file_and_no_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("daemon.log");
+    let d = Daemon::start_logged(
+        dir,
+        "[retain]\nevery_n_turns = 1\n[queue]\nflush_interval = \"100ms\"\n",
+        &[("MNEME_LOG", "debug")],
+        Some(&log),
+    );
+    d.start_session("s", "/p/privy").await;
+
+    // Tool retains: content, context, an unclosed span, another case.
+    let items = json!({"items": [
+        {"content": format!("the build uses bazel <private>{}</private> remotely", secret("content")),
+         "context": format!("ops <private>{}</private>", secret("context"))},
+        {"content": format!("deploys need a VPN <private>{} and the rest", secret("unclosed"))},
+        {"content": format!("tabs not spaces <PRIVATE>{}</Private>", secret("upper"))},
+    ]});
+    let (status, v) = d.post("/v1/sessions/s/retain", items).await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(v["queued"], 3, "{v}");
+
+    // Automatic retain of a transcript.
+    let messages = json!([
+        {"role": "user", "content": format!("my key is <private>{}</private>, now fix the tests", secret("transcript"))},
+        {"role": "assistant", "content": format!("Fixed. <private>{}", secret("transcript-unclosed"))},
+        {"role": "user", "content": "thanks, the tests pass now"},
+    ]);
+    let (status, v) = d.post("/v1/sessions/s/agent-end", json!({"messages": messages})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["retained"], 1, "{v}");
+
+    // MCP.
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(d.url("/mcp")).auth_header(d.token.clone()),
+    );
+    let client = ClientConfig::default().serve(transport).await.expect("initialize");
+    let args = json!({"content": format!("mcp fact <private>{}</private>", secret("mcp")), "session_id": "s"});
+    client
+        .call_tool(CallToolRequestParams::new("retain").with_arguments(serde_json::from_value(args).unwrap()))
+        .await
+        .unwrap();
+
+    // The CLI.
+    let out = d
+        .cli()
+        .args(["retain", "--session", "s"])
+        .arg(format!("cli fact <private>{}</private>", secret("cli")))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Import.
+    let memory = json!({
+        "id": "imported-1", "bank": "mneme", "content": format!("imported fact <private>{}</private>", secret("import-content")),
+        "context": format!("<private>{}</private>", secret("import-context")),
+        "tags": ["project:privy", format!("<private>{}</private>", secret("import-tag"))],
+        "metadata": {"note": format!("x <private>{}</private>", secret("import-metadata"))},
+        "type": "world", "created_at": "2026-01-01T00:00:00Z"
+    });
+    let only_private = json!({"id": "imported-2", "bank": "mneme", "content": "<private>all of it</private>",
+        "created_at": "2026-01-01T00:00:00Z"});
+    let (status, v) = d.post("/v1/import", json!({"memories": [memory, only_private]})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!((v["received"].as_u64(), v["imported"].as_u64(), v["skipped"].as_u64()), (Some(2), Some(1), Some(1)));
+
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    // What is kept is still there: only the spans went.
+    let (_, v) = d.post("/v1/sessions/s/recall", json!({"query": "bazel remotely"})).await;
+    assert!(v["message"].as_str().unwrap().contains("the build uses bazel  remotely"), "{v}");
+    let (_, v) = d.post("/v1/sessions/s/recall", json!({"query": "tests pass"})).await;
+    assert!(v["message"].as_str().unwrap().contains("thanks, the tests pass now"), "{v}");
+
+    // While the daemon runs (WAL files as they are) and after it stopped.
+    let data = d.data();
+    let check = |when: &str| {
+        let all = files(&data);
+        assert!(all.iter().any(|(p, _)| p.ends_with("spool.db-wal")), "{when}: the WAL files are searched too");
+        for (path, bytes) in &all {
+            assert!(!contains(bytes, "SECRET-"), "{when}: a secret is in {path}");
+        }
+    };
+    check("running");
+    let mut d = d;
+    d.stop();
+    check("stopped");
+    let log = std::fs::read(&log).unwrap();
+    assert!(contains(&log, "DEBUG"), "the daemon logged at debug level");
+    for path in PATHS {
+        assert!(!contains(&log, &secret(path)), "the log holds the {path} secret");
+    }
+}
