@@ -5,7 +5,8 @@
 //! 25 ms (320 requests/s in all): 70% retains, 25% recalls, 5% flushes of their session. Most
 //! retains repeat facts from a pool that is stored before the soak starts (the daemon does the
 //! same work — spool, delivery, the store's duplicate check — without the store growing), one
-//! in ten is new. The report compares the first and the last minute: RSS, open file
+//! in ten is new. After a warm-up (30 s, or a tenth of a short run; caches fill, the reader pool
+//! opens its connections), the report compares the first and the last minute: RSS, open file
 //! descriptors, retain and recall p99, and the store's size.
 //!
 //! Not a test: it reports numbers and asserts nothing. `MNEME_SOAK_SECS` sets the length
@@ -100,7 +101,10 @@ async fn soak(length: Duration) {
     );
 
     let samples = Arc::new(Mutex::new(Vec::<Sample>::new()));
-    let start = Instant::now();
+    let warmup = Duration::from_secs(30).min(length / 10);
+    // Sample times count from the end of the warm-up (negative during it).
+    let start = Instant::now() + warmup;
+    let end = start + length;
     let mut clients = Vec::new();
     for c in 0..CLIENTS {
         let (http, base, token, pool, samples, vocab) =
@@ -110,7 +114,7 @@ async fn soak(length: Duration) {
             let mut tick = tokio::time::interval(PERIOD);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut n = 0usize;
-            while start.elapsed() < length {
+            while Instant::now() < end {
                 tick.tick().await;
                 n += 1;
                 let roll = rng.next() % 100;
@@ -134,7 +138,7 @@ async fn soak(length: Duration) {
                         http.post(format!("{base}/v1/flush")).json(&json!({"session_id": format!("soak-{c}")})),
                     )
                 };
-                let at = start.elapsed().as_secs_f64();
+                let at = secs_since(start);
                 let t = Instant::now();
                 let r = req.bearer_auth(&token).send().await.unwrap();
                 let ok = r.status().is_success();
@@ -145,9 +149,9 @@ async fn soak(length: Duration) {
         }));
     }
     let mut probes = Vec::new();
-    while start.elapsed() < length {
+    while Instant::now() < end {
         probes.push(Probe {
-            at: start.elapsed().as_secs_f64(),
+            at: secs_since(start),
             rss_kib: rss_kib(pid),
             fds: open_fds(pid),
             memories: memories(http.clone(), base.clone(), p.token.clone()).await,
@@ -158,7 +162,7 @@ async fn soak(length: Duration) {
         c.await.unwrap();
     }
     probes.push(Probe {
-        at: start.elapsed().as_secs_f64(),
+        at: secs_since(start),
         rss_kib: rss_kib(pid),
         fds: open_fds(pid),
         memories: memories(http.clone(), base.clone(), p.token.clone()).await,
@@ -190,7 +194,12 @@ async fn soak(length: Duration) {
     let (q0, qn0) = p99(first.0, first.1, Kind::Recall);
     let (q1, qn1) = p99(last.0, last.1, Kind::Recall);
     let change = |a: f64, b: f64| if a > 0.0 { format!("{:+.1}%", (b - a) / a * 100.0) } else { "-".into() };
-    println!("requests: {} in {:.0} s ({:.0}/s)", samples.len(), total, samples.len() as f64 / total);
+    let measured = samples.iter().filter(|s| s.at >= 0.0).count();
+    println!(
+        "after a {} s warm-up: {measured} requests in {total:.0} s ({:.0}/s)",
+        warmup.as_secs(),
+        measured as f64 / total
+    );
     println!("| | first {window:.0} s | last {window:.0} s | change |");
     println!("|---|---|---|---|");
     println!("| RSS | {rss0:.1} MiB | {rss1:.1} MiB | {} |", change(rss0, rss1));
@@ -215,4 +224,14 @@ async fn soak(length: Duration) {
         probes.iter().map(|p| p.fds).min().unwrap_or(0),
         probes.iter().map(|p| p.fds).max().unwrap_or(0)
     );
+}
+
+/// Seconds from `t` to now; negative before `t`.
+fn secs_since(t: Instant) -> f64 {
+    let now = Instant::now();
+    if now >= t {
+        (now - t).as_secs_f64()
+    } else {
+        -(t - now).as_secs_f64()
+    }
 }
