@@ -184,6 +184,7 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("retain", "overlap_turns", [], |s, v, c| s.retain.overlap_turns = at_least(v.integer()?, 0)?),
     key!("retain", "context", [], |s, v, c| s.retain.context = v.string()?),
     key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),
+    key!("retain", "idle_after", [], |s, v, c| s.retain.idle_after = nonzero(v.duration()?)?),
     key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&v.string()?, c.base))),
     key!("hindsight", "api_url", ["HINDSIGHT_API_URL"], |s, v, c| s.hindsight.api_url = http_url(v.string()?)?),
     key!("hindsight", "api_token", ["HINDSIGHT_API_TOKEN"], |s, v, c| s.hindsight.api_token =

@@ -198,6 +198,8 @@ pub struct RetainSettings {
     pub context: String,
     /// Remove `<private>…</private>` spans before anything is stored.
     pub strip_private: bool,
+    /// A session idle this long has the turns not retained yet (below the cadence) retained.
+    pub idle_after: Duration,
 }
 
 /// `[local]`
@@ -256,6 +258,7 @@ impl Default for Settings {
                 overlap_turns: 2,
                 context: "mneme".into(),
                 strip_private: true,
+                idle_after: Duration::from_secs(15 * 60),
             },
             local: LocalSettings { path: None },
             hindsight: HindsightConfig {

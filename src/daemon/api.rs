@@ -31,6 +31,10 @@ pub struct StartSession {
     pub agent: Option<String>,
     /// Makes this session an alias of a known one.
     pub parent_session_id: Option<String>,
+    /// The names under which the client offers mneme's tools (`{}`: none; absent: `recall` and
+    /// `retain`, or what the session said before). The instructions name only these.
+    #[serde(default)]
+    pub tools: Option<crate::session::ToolNames>,
 }
 
 /// The answer to a session start.
@@ -157,6 +161,26 @@ pub struct Messages {
     /// What kind of turn this is.
     #[serde(flatten)]
     pub turn: TurnInfo,
+    /// agent-end: the session ends with this turn, so what is not retained yet is retained now,
+    /// whatever the cadence.
+    #[serde(default)]
+    pub ends_session: bool,
+    /// agent-end: wait for the session's queue to be delivered (default); `false` answers at once
+    /// (what is spooled is safe) with a zero `flushed`.
+    #[serde(default = "yes")]
+    pub wait: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `DELETE /v1/sessions/{id}` query.
+#[derive(Debug, Deserialize)]
+pub struct EndQuery {
+    /// Wait for the final delivery (default); `false` answers at once.
+    #[serde(default = "yes")]
+    pub wait: bool,
 }
 
 /// The answer to agent-end.
@@ -190,10 +214,20 @@ pub struct SessionEnded {
 }
 
 /// `POST /v1/flush`
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 pub struct Flush {
     /// One session, or all when absent.
+    #[serde(default)]
     pub session_id: Option<String>,
+    /// Wait for the deliveries (default); `false` starts them and answers at once with zeros.
+    #[serde(default = "yes")]
+    pub wait: bool,
+}
+
+impl Default for Flush {
+    fn default() -> Self {
+        Flush { session_id: None, wait: true }
+    }
 }
 
 /// `POST /v1/clear`

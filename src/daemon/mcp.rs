@@ -100,6 +100,7 @@ impl MemoryTools {
             cwd,
             agent: Some("mcp".into()),
             parent_session_id: None,
+            tools: None,
         };
         self.sessions.start(req).await.map_err(tool_error)?;
         Ok(DEFAULT_SESSION.into())

@@ -163,8 +163,14 @@ impl Daemon {
             shutdown.await;
             stop.cancel();
         });
+        let sweep = tokio::spawn(sweep_idle_sessions(self.sessions.clone(), stopping.clone()));
         let limits = accept::Limits::from(&self.settings.server);
         let result = accept::run(listener, app, limits, stopping.clone()).await;
+        let _ = sweep.await;
+        let idle = self.sessions.retain_idle(self.sessions.settings().retain.idle_after).await;
+        if idle > 0 {
+            tracing::info!("retained the last turns of {idle} idle sessions");
+        }
         tracing::info!("draining the retain queue (at most {:?})", self.settings.queue.shutdown_grace);
         let report = queue.shutdown(self.settings.queue.shutdown_grace).await;
         let left = queue.depths().await.spooled;
@@ -179,6 +185,22 @@ impl Daemon {
     /// reports.
     pub fn router(&self, listen: SocketAddr) -> Router {
         router(self.state(listen), self.settings.server.max_body_bytes)
+    }
+}
+
+/// Every so often, the sessions idle past `retain.idle_after` have their last turns retained.
+async fn sweep_idle_sessions(sessions: Sessions, stop: CancellationToken) {
+    loop {
+        let idle = sessions.settings().retain.idle_after;
+        let every = (idle / 4).clamp(std::time::Duration::from_secs(1), std::time::Duration::from_secs(60));
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let n = sessions.retain_idle(idle).await;
+        if n > 0 {
+            tracing::info!("retained the last turns of {n} idle sessions");
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use super::error::ApiError;
 use super::AppState;
 use crate::classify;
 use crate::queue::spool::NoticeRow;
-use crate::session::{ClearRequest, StartRequest, Turn};
+use crate::session::{ClearRequest, Delivery, StartRequest, Turn, TurnEnd};
 
 type AppResult<T> = Result<T, ApiError>;
 type St = State<Arc<AppState>>;
@@ -68,6 +68,7 @@ pub async fn start_session(State(s): St, Body(b): Body<StartSession>) -> AppResu
             cwd: b.cwd,
             agent: b.agent,
             parent_session_id: b.parent_session_id,
+            tools: b.tools,
         })
         .await?;
     Ok(Json(SessionStarted {
@@ -78,8 +79,21 @@ pub async fn start_session(State(s): St, Body(b): Body<StartSession>) -> AppResu
     }))
 }
 
-pub async fn end_session(State(s): St, Path(id): Path<String>) -> AppResult<Json<SessionEnded>> {
-    Ok(Json(SessionEnded { flushed: s.sessions.end(&id).await? }))
+pub async fn end_session(
+    State(s): St,
+    Path(id): Path<String>,
+    q: Result<Query<EndQuery>, axum::extract::rejection::QueryRejection>,
+) -> AppResult<Json<SessionEnded>> {
+    let Query(q) = q?;
+    Ok(Json(SessionEnded { flushed: s.sessions.end(&id, delivery(q.wait)).await? }))
+}
+
+fn delivery(wait: bool) -> Delivery {
+    if wait {
+        Delivery::Wait
+    } else {
+        Delivery::Background
+    }
 }
 
 pub async fn retain(State(s): St, Path(id): Path<String>, Body(b): Body<Retain>) -> AppResult<Response> {
@@ -126,7 +140,8 @@ pub async fn agent_start(State(s): St, Path(id): Path<String>, Body(b): Body<Age
 
 pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messages>) -> AppResult<Json<AgentEnded>> {
     let turn = turn_of(&s, &b.turn);
-    let (retained, flushed) = s.sessions.agent_end(&id, &b.messages, turn).await?;
+    let end = TurnEnd { last: b.ends_session, delivery: delivery(b.wait) };
+    let (retained, flushed) = s.sessions.agent_end(&id, &b.messages, turn, end).await?;
     Ok(Json(AgentEnded { retained, flushed }))
 }
 
@@ -148,12 +163,22 @@ pub async fn compaction(
 
 pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<crate::queue::FlushReport>> {
     let b: Flush = optional_body(&body)?;
-    let report = match b.session_id {
-        Some(id) => {
-            let session = s.sessions.get(&id)?;
-            s.queue.flush(session.queue_id()).await
+    let queue_id = match &b.session_id {
+        Some(id) => Some(s.sessions.get(id)?.queue_id().to_owned()),
+        None => None,
+    };
+    let queue = s.queue.clone();
+    let flush = async move {
+        match queue_id {
+            Some(id) => queue.flush(&id).await,
+            None => queue.flush_all().await,
         }
-        None => s.queue.flush_all().await,
+    };
+    let report = if b.wait {
+        flush.await
+    } else {
+        tokio::spawn(flush);
+        crate::queue::FlushReport::default()
     };
     Ok(Json(report))
 }

@@ -51,7 +51,7 @@ pub enum StartError {
 /// A daemon ready to serve.
 pub struct Daemon {
     pub(super) settings: Arc<Settings>,
-    sessions: Sessions,
+    pub(super) sessions: Sessions,
     queue: Queue,
     notices: Notices,
     metrics: Arc<Metrics>,

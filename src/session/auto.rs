@@ -1,0 +1,215 @@
+//! What happens without the model asking: first-turn recall, automatic retain on its cadence,
+//! the tail a session leaves (retained when it ends or goes idle), and compaction context.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mneme_core::text::{self, Message};
+use mneme_core::{BackendId, MemoryType, Recalled};
+
+use super::clean::{clean, conversation};
+use super::tools::format_results;
+use super::{Delivery, PendingRetain, Session, SessionError, Sessions, Turn};
+use crate::config::{RetainMode, Settings};
+use crate::queue::spool::SpoolError;
+use crate::queue::{FlushReport, NewItem};
+
+/// How a turn ends (agent-end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnEnd {
+    /// The session ends with it: retain what is not retained yet, whatever the cadence.
+    pub last: bool,
+    /// Whether the answer waits for the session's queue to be delivered.
+    pub delivery: Delivery,
+}
+
+impl Default for TurnEnd {
+    fn default() -> Self {
+        TurnEnd { last: false, delivery: Delivery::Wait }
+    }
+}
+
+impl Sessions {
+    /// First-turn automatic recall. Never fails the agent: problems answer `None`.
+    pub async fn agent_start(
+        &self,
+        id: &str,
+        prompt: &str,
+        messages: &[Message],
+        turn: Turn,
+    ) -> Result<Option<String>, SessionError> {
+        let session = self.get(id)?;
+        let settings = self.settings();
+        if turn == Turn::Side
+            || !settings.recall.auto
+            || session.parent.is_some()
+            || session.recalled
+            || prompt.trim().is_empty()
+        {
+            return Ok(None);
+        }
+        let mut history = conversation(messages);
+        history.push(Message::new("user", prompt));
+        let query = query_for(&settings, prompt, &history);
+        let recall = self.recall_scope(&session.scope, &query);
+        let results = match tokio::time::timeout(settings.recall.timeout, recall).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                tracing::warn!(session = id, "automatic recall failed: {e}");
+                return Ok(None);
+            }
+            Err(_) => {
+                tracing::warn!(session = id, "automatic recall timed out after {:?}", settings.recall.timeout);
+                return Ok(None);
+            }
+        };
+        let block = (!results.is_empty()).then(|| memory_block(&settings, &results));
+        let updated = self.update(id, |s| {
+            s.recalled = true;
+            s.block = block.clone();
+        });
+        if let Some(s) = updated {
+            self.save(&s).await?;
+        }
+        Ok(block)
+    }
+
+    /// Automatic retain, then a flush of the session's queue. Every `retain.every_n_turns` user
+    /// turns the transcript is queued; in between it is kept as the session's pending tail, which
+    /// is queued when the session ends (`end.last`, [`Sessions::end`]) or goes idle
+    /// ([`Sessions::retain_idle`]). Returns how many transcripts were queued (0 or 1).
+    pub async fn agent_end(
+        &self,
+        id: &str,
+        messages: &[Message],
+        turn: Turn,
+        end: TurnEnd,
+    ) -> Result<(usize, FlushReport), SessionError> {
+        let session = self.get(id)?;
+        let settings = self.settings();
+        let mut retained = 0;
+        if turn == Turn::Work
+            && settings.retain.auto
+            && session.parent.is_none()
+            && self.backend().id() != BackendId::Off
+        {
+            retained = self.retain_turns(&session, &settings, messages, end.last).await?;
+        }
+        let flushed = self.flush(session.queue_id(), end.delivery).await;
+        Ok((retained, flushed))
+    }
+
+    /// The transcript of the turns not retained yet: queued when due, else kept as pending.
+    async fn retain_turns(
+        &self,
+        session: &Session,
+        settings: &Settings,
+        messages: &[Message],
+        last: bool,
+    ) -> Result<usize, SessionError> {
+        let history = conversation(messages);
+        let user_turns = history.iter().filter(|m| m.role == "user").count() as i64;
+        let new_turns = user_turns - session.retained_turns;
+        if new_turns <= 0 {
+            return Ok(0);
+        }
+        // Each message is cleaned on its own, so an unclosed <private> hides the rest of that
+        // message only, not every later one.
+        let history: Vec<Message> = history
+            .iter()
+            .filter_map(|m| clean(settings, &m.content).map(|c| Message::new(m.role.clone(), c)))
+            .collect();
+        let every_n = settings.retain.every_n_turns;
+        let (target, document_id) = match settings.retain.mode {
+            RetainMode::FullSession => (&history[..], session.id.clone()),
+            RetainMode::LastTurn => {
+                let turns = new_turns.max(every_n) + settings.retain.overlap_turns;
+                let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+                (text::slice_last_turns(&history, turns), format!("{}-{ms}", session.id))
+            }
+        };
+        let content = text::retention_transcript(target, true).text.and_then(|t| clean(settings, &t));
+        let due = new_turns >= every_n || last;
+        let Some(content) = content else {
+            // Nothing worth keeping in these turns.
+            if due {
+                self.mark_retained(&session.id, user_turns).await?;
+            }
+            return Ok(0);
+        };
+        let pending = PendingRetain { content, document_id, user_turns };
+        if due {
+            self.queue_pending(session, &pending).await?;
+            Ok(1)
+        } else {
+            if let Some(s) = self.update(&session.id, |s| s.pending = Some(pending)) {
+                self.save(&s).await?;
+            }
+            Ok(0)
+        }
+    }
+
+    /// Queues a prepared transcript and records its turns as retained.
+    pub(super) async fn queue_pending(&self, session: &Session, pending: &PendingRetain) -> Result<(), SpoolError> {
+        let settings = self.settings();
+        let item = NewItem {
+            content: pending.content.clone(),
+            context: Some(settings.retain.context.clone()),
+            kind: MemoryType::Experience,
+            document_id: Some(pending.document_id.clone()),
+        };
+        self.inner.queue.enqueue(&session.id, &session.scope, vec![item]).await?;
+        self.mark_retained(&session.id, pending.user_turns).await
+    }
+
+    async fn mark_retained(&self, id: &str, user_turns: i64) -> Result<(), SpoolError> {
+        let updated = self.update(id, |s| {
+            s.retained_turns = s.retained_turns.max(user_turns);
+            s.pending = None;
+        });
+        match updated {
+            Some(s) => self.save(&s).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Flushes the session, then recalls for the last user message: the block to splice into a
+    /// compaction summary, or `None`.
+    pub async fn compaction(&self, id: &str, messages: &[Message]) -> Result<Option<String>, SessionError> {
+        let session = self.get(id)?;
+        self.inner.queue.flush(session.queue_id()).await;
+        let settings = self.settings();
+        let history = conversation(messages);
+        let Some(latest) = history.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()) else {
+            return Ok(None);
+        };
+        let query = query_for(&settings, &latest, &history);
+        if query.trim().is_empty() {
+            return Ok(None);
+        }
+        match tokio::time::timeout(settings.recall.timeout, self.recall_scope(&session.scope, &query)).await {
+            Ok(Ok(results)) if !results.is_empty() => Ok(Some(memory_block(&settings, &results))),
+            Ok(Ok(_)) => Ok(None),
+            Ok(Err(e)) => {
+                tracing::warn!(session = id, "compaction recall failed: {e}");
+                Ok(None)
+            }
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+/// The recall query for the latest prompt with its prior context, cut to the configured length.
+fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> String {
+    let composed = text::compose_recall_query(latest, history, settings.recall.context_turns);
+    text::truncate_recall_query(&composed, latest, settings.recall.max_query_chars)
+}
+
+/// The recalled block injected into the prompt.
+pub fn memory_block(settings: &Settings, results: &[Recalled]) -> String {
+    let mut block = format!("<memories>\n{}\n", settings.recall.preamble);
+    if settings.recall.include_time {
+        block.push_str(&format!("Current time: {} UTC\n", mneme_core::time::prompt_time(SystemTime::now())));
+    }
+    block.push_str(&format!("\n{}\n</memories>", format_results(results)));
+    block
+}

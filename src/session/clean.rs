@@ -1,0 +1,41 @@
+//! What is removed from text before it is stored: `<private>` spans (when `retain.strip_private`),
+//! recalled memory blocks (never fed back), and messages with nothing to read.
+
+use mneme_core::text::{self, Message};
+
+use crate::config::Settings;
+
+/// Private spans removed (when configured), memory blocks removed, trimmed; `None` if nothing is left.
+pub(super) fn clean(settings: &Settings, content: &str) -> Option<String> {
+    let content = if settings.retain.strip_private { text::strip_private(content) } else { content.to_owned() };
+    let content = text::strip_memory_tags(&content);
+    let content = content.trim();
+    (!content.is_empty()).then(|| content.to_owned())
+}
+
+/// Only user and assistant messages that hold a letter or digit (drops tool-only turns' ".").
+pub(super) fn conversation(messages: &[Message]) -> Vec<Message> {
+    messages
+        .iter()
+        .filter(|m| (m.role == "user" || m.role == "assistant") && text::has_substance(&m.content))
+        .cloned()
+        .collect()
+}
+
+/// Cleans a memory that arrives whole (an import) like a retain: private spans are removed from
+/// every text field. `false` when no content is left (the memory is not stored).
+pub fn clean_imported(settings: &Settings, m: &mut mneme_core::StoredMemory) -> bool {
+    if settings.retain.strip_private {
+        m.context = m.context.as_deref().map(text::strip_private).filter(|c| !c.trim().is_empty());
+        m.document_id = m.document_id.as_deref().map(text::strip_private).filter(|d| !d.trim().is_empty());
+        m.tags = m.tags.iter().map(|t| text::strip_private(t)).filter(|t| !t.trim().is_empty()).collect();
+        text::strip_private_map(&mut m.metadata);
+    }
+    match clean(settings, &m.content) {
+        Some(content) => {
+            m.content = content;
+            true
+        }
+        None => false,
+    }
+}

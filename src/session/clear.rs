@@ -1,0 +1,80 @@
+//! Deleting memories: one session's scope, or everything; what is spooled for them goes too.
+
+use mneme_core::{BackendId, ClearWhat, Scope};
+use serde::Serialize;
+
+use super::{Session, SessionError, Sessions};
+use crate::lock::MutexExt;
+use crate::notices::Level;
+
+/// What `clear` touches.
+#[derive(Debug, Clone, Default)]
+pub struct ClearRequest {
+    /// One session's scope.
+    pub session_id: Option<String>,
+    /// Everything.
+    pub all: bool,
+    /// Also the server's memories (hindsight).
+    pub remote: bool,
+}
+
+/// What `clear` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClearOutcome {
+    /// Memories deleted from the store, where known.
+    pub deleted: Option<u64>,
+    /// Spooled items dropped.
+    pub discarded: u64,
+    /// One line for the user.
+    pub message: String,
+}
+
+impl Sessions {
+    /// Deletes memories: one session's scope, or everything; spooled items go too.
+    pub async fn clear(&self, req: ClearRequest) -> Result<ClearOutcome, SessionError> {
+        let backend = self.backend();
+        let (scope, what, discard_for) = match (&req.session_id, req.all) {
+            (Some(_), true) => return Err(SessionError::Invalid("give either session_id or all, not both".into())),
+            (None, false) => {
+                return Err(SessionError::Invalid(
+                    "say what to clear: session_id for one session's scope, or all: true".into(),
+                ))
+            }
+            (Some(id), false) => {
+                let s = self.get(id)?;
+                let queue_id = s.queue_id().to_owned();
+                (s.scope, ClearWhat::Scope, Some(queue_id))
+            }
+            (None, true) => (Scope { bank: self.settings().base_bank(), tags: vec![] }, ClearWhat::All, None),
+        };
+        // `remote` only means something where there is a server.
+        let what = if req.remote && backend.id() == BackendId::Hindsight { ClearWhat::Remote } else { what };
+        let discarded = self.inner.queue.discard(discard_for.as_deref()).await?;
+        let report = backend.clear(&scope, what).await?;
+        let touched: Vec<Session> = {
+            let mut map = self.inner.map.locked();
+            map.values_mut()
+                .filter(|s| req.all || s.scope == scope)
+                .map(|s| {
+                    s.block = None;
+                    s.recalled = false;
+                    s.pending = None;
+                    s.clone()
+                })
+                .collect()
+        };
+        for s in touched {
+            self.save(&s).await?;
+        }
+        let mut message = report.message;
+        if discarded > 0 {
+            message.push_str(&format!(
+                " Dropped {discarded} queued {}.",
+                if discarded == 1 { "memory" } else { "memories" }
+            ));
+        }
+        // Deleting memories is announced, so every plugin's status line sees it.
+        self.inner.notices.emit(Level::Info, backend.id().as_str(), req.session_id.as_deref(), message.clone()).await;
+        Ok(ClearOutcome { deleted: report.deleted, discarded, message })
+    }
+}

@@ -1,0 +1,116 @@
+use std::sync::Arc;
+
+use mneme_core::text::Message;
+use mneme_core::{MemoryBackend, Scope};
+
+use super::*;
+use crate::notices::Notices;
+
+fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
+    let s = Session {
+        id: id.into(),
+        cwd: "/x".into(),
+        agent: None,
+        parent: None,
+        scope: Scope { bank: "mneme".into(), tags: vec![] },
+        project: "x".into(),
+        recalled: false,
+        block: None,
+        retained_turns: 0,
+        last_seen,
+        tools: None,
+        pending,
+    };
+    serde_json::to_string(&s).unwrap()
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    spool: Spool,
+    queue: Queue,
+    local: mneme_local::LocalBackend,
+}
+
+fn rig() -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig { path: dir.path().join("m.db") }).unwrap();
+    let notices = Notices::new(spool.clone());
+    let queue = Queue::new(
+        spool.clone(),
+        Arc::new(local.clone()),
+        Settings::default().queue,
+        notices,
+        Arc::new(Metrics::default()),
+    );
+    Rig { _dir: dir, spool, queue, local }
+}
+
+async fn sessions(r: &Rig, settings: Settings) -> Sessions {
+    let notices = Notices::new(r.spool.clone());
+    Sessions::load(Arc::new(settings), r.queue.clone(), r.spool.clone(), notices, Arc::new(Metrics::default()))
+        .await
+        .unwrap()
+}
+
+fn turns(n: usize) -> Vec<Message> {
+    (0..n)
+        .flat_map(|i| {
+            [
+                Message::new("user", format!("question {i} about otters")),
+                Message::new("assistant", format!("answer {i}")),
+            ]
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn idle_sessions_are_forgotten_at_start_and_their_tail_retained() {
+    let r = rig();
+    let old = unix_now() - SESSION_TTL.as_secs() - 60;
+    let tail = PendingRetain { content: "the tail of an old session".into(), document_id: "old".into(), user_turns: 1 };
+    r.spool.save_session("old", record("old", old, Some(tail))).await.unwrap();
+    r.spool.save_session("recent", record("recent", unix_now(), None)).await.unwrap();
+    r.spool.save_session("legacy", record("legacy", 0, None)).await.unwrap();
+    let s = sessions(&r, Settings::default()).await;
+    assert!(s.get("old").is_err());
+    assert!(s.get("recent").is_ok() && s.get("legacy").is_ok());
+    let kept: Vec<String> = r.spool.sessions().await.unwrap().into_iter().map(|(id, _)| id).collect();
+    assert!(!kept.contains(&"old".to_string()));
+    assert_eq!(r.queue.flush("old").await.delivered, 1, "the forgotten session's tail was queued");
+}
+
+#[tokio::test]
+async fn a_tail_below_the_cadence_is_retained_when_the_session_ends() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await; // every 3 turns
+    let start = |id: &str| StartRequest { session_id: id.into(), cwd: "/p/otters".into(), ..StartRequest::default() };
+    s.start(start("a")).await.unwrap();
+    let (retained, _) = s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    assert_eq!(retained, 0, "below the cadence");
+    assert!(s.get("a").unwrap().pending.is_some());
+    let flushed = s.end("a", Delivery::Wait).await.unwrap();
+    assert_eq!(flushed.delivered, 1, "the two turns were retained at the end");
+    assert_eq!(r.local.status().await.memories, Some(1));
+
+    // The last turn of a session: `last` retains it whatever the cadence, once.
+    s.start(start("b")).await.unwrap();
+    s.agent_end("b", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+    let last = TurnEnd { last: true, delivery: Delivery::Wait };
+    assert_eq!(s.agent_end("b", &turns(4), Turn::Work, last).await.unwrap().0, 1);
+    assert_eq!(s.agent_end("b", &turns(4), Turn::Work, last).await.unwrap().0, 0, "nothing twice");
+    assert!(s.get("b").unwrap().pending.is_none());
+}
+
+#[tokio::test]
+async fn idle_sessions_have_their_tail_retained_by_the_sweep() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    s.start(StartRequest { session_id: "a".into(), cwd: "/p/otters".into(), ..StartRequest::default() }).await.unwrap();
+    s.agent_end("a", &turns(1), Turn::Work, TurnEnd::default()).await.unwrap();
+    assert_eq!(s.retain_idle(std::time::Duration::from_secs(3600)).await, 0, "not idle yet");
+    assert_eq!(s.retain_idle(std::time::Duration::ZERO).await, 1);
+    assert_eq!(s.retain_idle(std::time::Duration::ZERO).await, 0, "nothing twice");
+    assert!(s.get("a").is_ok(), "the session stays: it may go on");
+    assert_eq!(r.queue.flush("a").await.delivered, 1);
+}

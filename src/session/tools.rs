@@ -1,0 +1,155 @@
+//! The tools an agent's model calls: retain, recall, reflect.
+
+use std::time::{Instant, SystemTime};
+
+use mneme_core::{BackendError, BackendId, MemoryType, RecallQuery, Recalled, ReflectQuery, Scope, TagsMatch};
+
+use super::clean::clean;
+use super::{SessionError, Sessions};
+use crate::queue::NewItem;
+
+/// The answer to a retain when memory is off.
+pub const OFF_MESSAGE: &str = "Memory is off: nothing was stored.";
+
+/// What a retain did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retained {
+    /// Items spooled (0 when all were empty after cleaning).
+    pub queued: usize,
+    /// Items not stored because nothing was left once private spans and recalled blocks were
+    /// removed.
+    pub skipped: usize,
+    /// For the agent.
+    pub message: String,
+    /// `memory.backend = "off"` when it arrived: nothing was kept.
+    pub off: bool,
+}
+
+/// The recall tool's answer.
+#[derive(Debug, Clone)]
+pub struct RecallAnswer {
+    /// Best first.
+    pub results: Vec<Recalled>,
+    /// For the agent's model.
+    pub message: String,
+}
+
+impl Sessions {
+    /// The retain tool: spools items and answers at once. Blank items are refused (nothing is
+    /// stored); items that hold only private or recalled text are skipped and counted.
+    pub async fn retain(&self, id: &str, items: Vec<(String, Option<String>)>) -> Result<Retained, SessionError> {
+        let (scope, queue_id) = self.route(id)?;
+        if items.is_empty() {
+            return Err(SessionError::Invalid("items must hold at least one {content}".into()));
+        }
+        if let Some(i) = items.iter().position(|(content, _)| content.trim().is_empty()) {
+            return Err(SessionError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
+        }
+        if self.backend().id() == BackendId::Off {
+            return Ok(Retained { queued: 0, skipped: 0, message: OFF_MESSAGE.into(), off: true });
+        }
+        let settings = self.settings();
+        let total = items.len();
+        let items: Vec<NewItem> = items
+            .into_iter()
+            .filter_map(|(content, context)| {
+                let content = clean(&settings, &content)?;
+                // A context that is private or blank falls back to the default.
+                let context =
+                    context.and_then(|c| clean(&settings, &c)).unwrap_or_else(|| settings.retain.context.clone());
+                Some(NewItem { content, context: Some(context), kind: MemoryType::World, document_id: None })
+            })
+            .collect();
+        let skipped = total - items.len();
+        let n = self.inner.queue.enqueue(&queue_id, &scope, items).await?;
+        Ok(Retained { queued: n, skipped, message: retained_message(n, skipped), off: false })
+    }
+
+    /// The recall tool.
+    pub async fn recall(&self, id: &str, query: &str) -> Result<RecallAnswer, SessionError> {
+        let (scope, _) = self.route(id)?;
+        if query.trim().is_empty() {
+            return Err(SessionError::Invalid("query must not be empty".into()));
+        }
+        let results = self.recall_scope(&scope, query.trim()).await?;
+        let message = if results.is_empty() {
+            "No relevant memories found.".to_owned()
+        } else {
+            format!(
+                "Found {} relevant memories (as of {} UTC):\n\n{}",
+                results.len(),
+                mneme_core::time::prompt_time(SystemTime::now()),
+                format_results(&results)
+            )
+        };
+        Ok(RecallAnswer { results, message })
+    }
+
+    /// The reflect tool.
+    pub async fn reflect(&self, id: &str, query: &str, context: Option<String>) -> Result<String, SessionError> {
+        let (scope, _) = self.route(id)?;
+        if query.trim().is_empty() {
+            return Err(SessionError::Invalid("query must not be empty".into()));
+        }
+        let settings = self.settings();
+        let q = ReflectQuery {
+            query: query.trim().to_owned(),
+            context,
+            budget: settings.recall.budget,
+            tags: scope.tags.clone(),
+            tags_match: TagsMatch::Any,
+        };
+        let text = self.backend().reflect(&scope, &q).await?;
+        Ok(match text.trim() {
+            "" => "No relevant information found to reflect on.".to_owned(),
+            t => t.to_owned(),
+        })
+    }
+
+    /// Recall in a scope with the configured budget, bound and types, timed for the metrics.
+    pub(super) async fn recall_scope(&self, scope: &Scope, query: &str) -> Result<Vec<Recalled>, BackendError> {
+        let settings = self.settings();
+        let q = RecallQuery {
+            query: query.to_owned(),
+            budget: settings.recall.budget,
+            max_tokens: settings.recall.max_tokens,
+            types: settings.recall.types.clone(),
+            tags: scope.tags.clone(),
+            tags_match: TagsMatch::Any,
+        };
+        let started = Instant::now();
+        let r = self.backend().recall(scope, &q).await;
+        self.inner.metrics.recall_seconds.observe(started.elapsed());
+        r
+    }
+}
+
+/// `"1 memory queued."` / `"N memories queued."`
+pub fn queued_message(n: usize) -> String {
+    if n == 1 {
+        "1 memory queued.".into()
+    } else {
+        format!("{n} memories queued.")
+    }
+}
+
+/// [`queued_message`], saying also how many items were not stored because nothing but private
+/// or recalled text was in them.
+pub fn retained_message(queued: usize, skipped: usize) -> String {
+    let mut message = queued_message(queued);
+    match skipped {
+        0 => {}
+        1 => message.push_str(" 1 item held only <private> or recalled text and was not stored."),
+        n => message.push_str(&format!(" {n} items held only <private> or recalled text and were not stored.")),
+    }
+    message
+}
+
+/// Results as the formatter shows them: `- text [type] (mentioned_at)`.
+pub(super) fn format_results(results: &[Recalled]) -> String {
+    let lines: Vec<mneme_core::text::MemoryLine> = results
+        .iter()
+        .map(|r| mneme_core::text::MemoryLine { text: &r.text, kind: &r.kind, mentioned_at: &r.mentioned_at })
+        .collect();
+    mneme_core::text::format_memories(&lines)
+}
