@@ -97,3 +97,54 @@ async fn the_mcp_endpoint_needs_the_token() {
         .unwrap();
     assert_eq!(r.status(), 401);
 }
+
+#[tokio::test]
+async fn optional_arguments_are_plain_and_the_cwd_header_picks_the_project() {
+    let d = Daemon::start("");
+    let project = tempfile::tempdir().unwrap();
+    let cwd = project.path().join("Otter");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let cwd = cwd.display().to_string();
+    // Like Claude Code with `"X-Mneme-Cwd": "${PWD}"` in .mcp.json: no cwd in the arguments.
+    let headers = std::collections::HashMap::from([(
+        reqwest::header::HeaderName::from_static("x-mneme-cwd"),
+        reqwest::header::HeaderValue::from_str(&cwd).unwrap(),
+    )]);
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(d.url("/mcp"))
+            .auth_header(d.token.clone())
+            .custom_headers(headers),
+    );
+    let client = ClientConfig::default().serve(transport).await.expect("initialize");
+
+    for tool in client.list_all_tools().await.unwrap() {
+        let schema = serde_json::to_value(&tool.input_schema).unwrap();
+        assert!(!schema.to_string().contains("null"), "{}: {schema}", tool.name);
+        let required: Vec<&str> =
+            schema["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let wanted = if tool.name == "retain" { vec!["content"] } else { vec!["query"] };
+        assert_eq!(required, wanted, "{}: {schema}", tool.name);
+    }
+
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("retain")
+                .with_arguments(args(json!({"content": "otters hold hands while sleeping"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "1 memory queued.");
+    // The hooks' session in the same project sees it, and MCP sees the hooks' memories.
+    d.start_session("hooks", &cwd).await;
+    d.post("/v1/sessions/hooks/retain", json!({"items": [{"content": "otters use rocks as tools"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.post("/v1/sessions/hooks/recall", json!({"query": "otters sleeping"})).await;
+    assert!(v["message"].as_str().unwrap().contains("otters hold hands"), "{v}");
+    assert_eq!(v["results"][0]["tags"], json!(["project:otter"]), "{v}");
+    let r = client
+        .call_tool(CallToolRequestParams::new("recall").with_arguments(args(json!({"query": "otters rocks"}))))
+        .await
+        .unwrap();
+    assert!(text(&r).contains("otters use rocks as tools"), "{}", text(&r));
+    let _ = client.cancel().await;
+}

@@ -20,12 +20,18 @@ pub struct ClassifySettings {
     pub compaction_system_patterns: Vec<String>,
     /// With no tools, the last user message containing one of these (case-sensitive) → compaction.
     pub compaction_user_patterns: Vec<String>,
+    /// Even with tools, the last user message containing one of these (case-sensitive) →
+    /// compaction (improved: Claude Code compacts with its tools still offered).
+    pub compaction_request_patterns: Vec<String>,
     /// The last user message containing this marker ...
     pub template_marker: String,
     /// ... and at least `template_min_headings` of these → compaction.
     pub template_headings: Vec<String>,
     /// See `template_headings`.
     pub template_min_headings: usize,
+    /// A system prompt containing one of these (case-insensitive) → meta, after the header layer
+    /// (improved: side requests whose system prompt says what they are, however long).
+    pub meta_system_patterns: Vec<String>,
     /// A short system prompt containing one of these (case-insensitive) scores the phrase signal.
     pub meta_phrases: Vec<String>,
     /// Scores at or above this are meta.
@@ -42,11 +48,21 @@ impl Default for ClassifySettings {
             agent_headers: strings(&["x-mneme-agent", "x-lore-agent"]),
             primary_agents: strings(&["coder", "code", "build", "plan"]),
             meta_agents: strings(&["title", "summary", "summarize", "categorize", "label", "classify"]),
-            compaction_system_patterns: strings(&["anchored context summarization assistant"]),
+            compaction_system_patterns: strings(&[
+                "anchored context summarization assistant",
+                // opencode 1.18
+                "you are a context summarization agent",
+            ]),
             compaction_user_patterns: strings(&[
                 "anchored summary from the conversation history above",
                 "Update the anchored summary below",
                 "<previous-summary>",
+                // opencode 1.18
+                "Create a new anchored summary from the conversation history",
+            ]),
+            compaction_request_patterns: strings(&[
+                // Claude Code 2.1 (`/compact` and automatic compaction)
+                "Your task is to create a detailed summary of the conversation so far",
             ]),
             template_marker: "<template>".into(),
             template_headings: strings(&[
@@ -56,8 +72,17 @@ impl Default for ClassifySettings {
                 "## Next Steps",
                 "## Critical Context",
                 "## Relevant Files",
+                // opencode 1.18
+                "## Objective",
+                "## Important Details",
+                "## Work State",
+                "## Next Move",
             ]),
             template_min_headings: 4,
+            meta_system_patterns: strings(&[
+                // opencode 1.18's title generator
+                "you are a title generator",
+            ]),
             meta_phrases: strings(&[
                 "generate a title",
                 "generate a short title",
@@ -101,13 +126,13 @@ pub struct Signal {
 pub struct Classification {
     /// meta | compaction | normal.
     pub kind: Kind,
-    /// compaction-pattern | header | score.
+    /// compaction-pattern | header | meta-pattern | score.
     pub decided_by: String,
     /// The score layer's total (computed whatever decided).
     pub score: i64,
     /// Each signal's points.
     pub signals: Vec<Signal>,
-    /// The compaction pattern that matched.
+    /// The compaction (or meta system) pattern that matched.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
 }
@@ -218,6 +243,10 @@ pub fn classify(settings: &ClassifySettings, headers: &[(String, String)], body:
             return verdict(Kind::Meta, "header", None);
         }
     }
+    let system = n.system.to_lowercase();
+    if let Some(p) = settings.meta_system_patterns.iter().find(|p| system.contains(&p.to_lowercase())) {
+        return verdict(Kind::Meta, "meta-pattern", Some(p.clone()));
+    }
     let kind = if score >= settings.meta_threshold { Kind::Meta } else { Kind::Normal };
     verdict(kind, "score", None)
 }
@@ -250,6 +279,9 @@ fn compaction_pattern(settings: &ClassifySettings, n: &Normalized) -> Option<Str
         if let Some(p) = settings.compaction_user_patterns.iter().find(|p| last_user.contains(p.as_str())) {
             return Some(p.clone());
         }
+    }
+    if let Some(p) = settings.compaction_request_patterns.iter().find(|p| last_user.contains(p.as_str())) {
+        return Some(p.clone());
     }
     if !settings.template_marker.is_empty() && last_user.contains(&settings.template_marker) {
         let headings = settings.template_headings.iter().filter(|h| last_user.contains(h.as_str())).count();

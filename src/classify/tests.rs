@@ -194,3 +194,50 @@ fn the_agent_header_decides_before_the_score() {
     assert_eq!(classify_agent(&ClassifySettings::default(), "Summary"), Some(Kind::Meta));
     assert_eq!(classify_agent(&ClassifySettings::default(), "other"), None);
 }
+
+/// Requests in the shapes the real clients sent (Claude Code 2.1.332, opencode 1.18.33), cut down.
+#[test]
+fn the_real_clients_side_requests_are_recognised() {
+    // Claude Code's /compact: the same system and tools as a work request.
+    let claude_compact = json!({
+        "system": [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."}],
+        "tools": tools(13),
+        "max_tokens": 128000,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "fix the build"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+            {"role": "user", "content": [{"type": "text", "text": "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n\nYour task is to create a detailed summary of the conversation so far, paying close attention to the user's explicit requests"}]}
+        ]
+    });
+    let c = run(&[], claude_compact);
+    assert_eq!((c.kind, c.decided_by.as_str()), (Kind::Compaction, "compaction-pattern"), "{c:?}");
+    // opencode's title generator: its system prompt says what it is, at 2 kB.
+    let title_system = format!(
+        "You are a title generator. You output ONLY a thread title. Nothing else.\n\n<task>{}</task>",
+        "x".repeat(2100)
+    );
+    let opencode_title = json!({
+        "model": "stub-model", "max_tokens": 8192, "stream": true,
+        "messages": [
+            {"role": "system", "content": title_system},
+            {"role": "user", "content": "Generate a title for this conversation:\n"},
+            {"role": "user", "content": "fix the flaky test"}
+        ]
+    });
+    let c = run(&[], opencode_title);
+    assert_eq!(
+        (c.kind, c.decided_by.as_str(), c.pattern.as_deref()),
+        (Kind::Meta, "meta-pattern", Some("you are a title generator"))
+    );
+    // opencode's compaction.
+    let opencode_compact = json!({
+        "messages": [
+            {"role": "system", "content": "You are a context summarization agent. You are given a conversation between a user and an agent."},
+            {"role": "user", "content": "Here is the conversation so far:\n\n<conversation>\n[User]: hi\n</conversation>\n\nCreate a new anchored summary from the conversation history in the <conversation> tags above."}
+        ]
+    });
+    assert_eq!(run(&[], opencode_compact).kind, Kind::Compaction);
+    // Their work requests stay normal.
+    let work = json!({"system": "You are opencode, an interactive CLI tool. ".repeat(200), "tools": tools(12), "messages": msgs(3)});
+    assert_eq!(run(&[], work).kind, Kind::Normal);
+}

@@ -207,10 +207,13 @@ pub(super) const REGISTRY: &[Key] = &[
         v.string_list()?),
     key!("classify", "compaction_user_patterns", [], |s, v, c| s.classify.compaction_user_patterns =
         v.string_list()?),
+    key!("classify", "compaction_request_patterns", [], |s, v, c| s.classify.compaction_request_patterns =
+        v.string_list()?),
     key!("classify", "template_marker", [], |s, v, c| s.classify.template_marker = v.string()?),
     key!("classify", "template_headings", [], |s, v, c| s.classify.template_headings = v.string_list()?),
     key!("classify", "template_min_headings", [], |s, v, c| s.classify.template_min_headings =
         at_least(v.integer()?, 1)? as usize),
+    key!("classify", "meta_system_patterns", [], |s, v, c| s.classify.meta_system_patterns = v.string_list()?),
     key!("classify", "meta_phrases", [], |s, v, c| s.classify.meta_phrases = v.string_list()?),
     key!("classify", "meta_threshold", [], |s, v, c| s.classify.meta_threshold = at_least(v.integer()?, 1)?),
 ];

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
+use axum::http::request::Parts;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{ServerCapabilities, ServerConfig};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -18,24 +20,72 @@ use crate::session::{SessionError, Sessions, StartRequest};
 /// The session MCP calls use when they name none.
 const DEFAULT_SESSION: &str = "mcp";
 
-/// Which session a tool call works in.
+/// The default session of calls from `cwd`: one per directory, so two projects' clients never
+/// re-scope each other's session between a call and the next.
+fn default_session(cwd: &str) -> String {
+    // FNV-1a: stable across runs and builds (the id is kept with the session).
+    let hash = cwd.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{DEFAULT_SESSION}-{hash:016x}")
+}
+
+/// Which session a tool call works in. Optional arguments are plain optional properties (no
+/// `null` type): strict tool-schema dialects (Gemini's) reject `["string", "null"]`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct Target {
     /// The agent session to use (default: an "mcp" session in `cwd`).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub session_id: Option<String>,
-    /// Working directory, which picks the project (used for the default session).
+    /// Working directory, which picks the project (used for the default session; a client may
+    /// send it as the `X-Mneme-Cwd` header instead).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub cwd: Option<String>,
+}
+
+/// Drops the `"default": null` schemars writes for optional arguments: absent is the default.
+fn plain_optionals(schema: &mut schemars::Schema) {
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for prop in props.values_mut().filter_map(|p| p.as_object_mut()) {
+            if prop.get("default").is_some_and(|d| d.is_null()) {
+                prop.remove("default");
+            }
+        }
+    }
+}
+
+/// Headers a client can configure once instead of passing arguments on every call (Claude Code
+/// sends no cwd with tool calls; its `.mcp.json` can send headers).
+const CWD_HEADER: &str = "x-mneme-cwd";
+const SESSION_HEADER: &str = "x-mneme-session";
+
+impl Target {
+    /// Arguments win; the request's headers fill in what they leave out.
+    fn or_headers(mut self, parts: &Parts) -> Self {
+        let header = |name: &str| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        self.session_id = self.session_id.filter(|s| !s.trim().is_empty()).or_else(|| header(SESSION_HEADER));
+        self.cwd = self.cwd.filter(|c| !c.trim().is_empty()).or_else(|| header(CWD_HEADER));
+        self
+    }
 }
 
 /// `retain` arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(transform = plain_optionals)]
 pub struct RetainArgs {
     /// The fact worth remembering across sessions.
     pub content: String,
     /// What it is about (optional).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub context: Option<String>,
     /// Which session.
     #[serde(flatten)]
@@ -44,6 +94,7 @@ pub struct RetainArgs {
 
 /// `recall` arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(transform = plain_optionals)]
 pub struct RecallArgs {
     /// What to look for.
     pub query: String,
@@ -54,11 +105,13 @@ pub struct RecallArgs {
 
 /// `reflect` arguments.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(transform = plain_optionals)]
 pub struct ReflectArgs {
     /// The question to answer from memory.
     pub query: String,
     /// Extra context for the answer.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub context: Option<String>,
     /// Which session.
     #[serde(flatten)]
@@ -85,25 +138,26 @@ impl MemoryTools {
         Self { sessions, tool_router: Self::tool_router() }
     }
 
-    /// The named session, or the default MCP session in `cwd` when none is named. The default
-    /// session is (re)started only when it is missing or its directory changed.
+    /// The named session, or the default MCP session of `cwd` when none is named (started when
+    /// it is missing).
     async fn session(&self, target: Target) -> Result<String, ErrorData> {
         if let Some(id) = target.session_id {
             return Ok(id);
         }
         let cwd = target.cwd.filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "/".into());
-        if self.sessions.get(DEFAULT_SESSION).is_ok_and(|s| s.cwd == cwd) {
-            return Ok(DEFAULT_SESSION.into());
+        let id = default_session(&cwd);
+        if self.sessions.get(&id).is_ok() {
+            return Ok(id);
         }
         let req = StartRequest {
-            session_id: DEFAULT_SESSION.into(),
+            session_id: id.clone(),
             cwd,
-            agent: Some("mcp".into()),
+            agent: Some(DEFAULT_SESSION.into()),
             parent_session_id: None,
             tools: None,
         };
         self.sessions.start(req).await.map_err(tool_error)?;
-        Ok(DEFAULT_SESSION.into())
+        Ok(id)
     }
 }
 
@@ -113,8 +167,12 @@ impl MemoryTools {
     #[tool(
         description = "Remember a durable fact across sessions (decisions and their reasons, conventions, how to build and test, user preferences). Queued at once and stored in the background."
     )]
-    async fn retain(&self, Parameters(a): Parameters<RetainArgs>) -> Result<String, ErrorData> {
-        let id = self.session(a.target).await?;
+    async fn retain(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<RetainArgs>,
+    ) -> Result<String, ErrorData> {
+        let id = self.session(a.target.or_headers(&parts)).await?;
         let message = self.sessions.retain(&id, vec![(a.content, a.context)]).await.map_err(tool_error)?.message;
         Ok(message)
     }
@@ -123,15 +181,23 @@ impl MemoryTools {
     #[tool(
         description = "Search long-term memory for what earlier sessions learned about the current work. Use before answering about past work, decisions or preferences."
     )]
-    async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> Result<String, ErrorData> {
-        let id = self.session(a.target).await?;
+    async fn recall(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<RecallArgs>,
+    ) -> Result<String, ErrorData> {
+        let id = self.session(a.target.or_headers(&parts)).await?;
         Ok(self.sessions.recall(&id, &a.query).await.map_err(tool_error)?.message)
     }
 
     /// Same answer as `POST /v1/sessions/{id}/reflect`.
     #[tool(description = "Answer a question by reasoning over long-term memory (needs the hindsight backend).")]
-    async fn reflect(&self, Parameters(a): Parameters<ReflectArgs>) -> Result<String, ErrorData> {
-        let id = self.session(a.target).await?;
+    async fn reflect(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<ReflectArgs>,
+    ) -> Result<String, ErrorData> {
+        let id = self.session(a.target.or_headers(&parts)).await?;
         self.sessions.reflect(&id, &a.query, a.context).await.map_err(tool_error)
     }
 }
