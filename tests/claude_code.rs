@@ -7,11 +7,15 @@ use std::time::{Duration, Instant};
 use common::Daemon;
 use serde_json::{json, Value};
 
-fn hook(d: &Daemon, event: &Value) -> Value {
+fn hook_raw(d: &Daemon, event: &Value) -> String {
     let out = d.cli().args(["hook", "claude-code"]).write_stdin(event.to_string()).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn hook(d: &Daemon, event: &Value) -> Value {
+    let out = hook_raw(d, event);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
 /// A transcript as Claude Code writes it: one JSON object a line.
@@ -75,7 +79,8 @@ async fn a_claude_code_session_through_the_hooks() {
     let mut pre = common("PreCompact");
     pre["trigger"] = json!("auto");
     pre["custom_instructions"] = json!("");
-    assert_eq!(hook(&d, &pre), json!({}));
+    // Claude Code puts a PreCompact hook's output into the compaction prompt: it prints nothing.
+    assert_eq!(hook_raw(&d, &pre), "");
     let mut after = common("SessionStart");
     after["source"] = json!("compact");
     let v = hook(&d, &after);
@@ -171,4 +176,190 @@ fn install_prints_and_merges_the_hooks() {
         serde_json::from_str(&std::fs::read_to_string(project.path().join(".claude/settings.json")).unwrap()).unwrap();
     assert_eq!(merged["permissions"]["allow"][0], "Bash(ls)");
     assert_eq!(merged["hooks"]["Stop"].as_array().unwrap().len(), 1, "writing twice adds nothing");
+}
+
+/// A transcript as Claude Code has it when a hook runs: `turns` complete turns, then (when
+/// `asked` is set) a prompt whose reply is not written yet.
+fn lagging_transcript(path: &std::path::Path, turns: usize, asked: Option<&str>) {
+    let mut lines = Vec::new();
+    for i in 0..turns {
+        lines.push(json!({"type": "user", "message": {"role": "user", "content": format!("prompt {i} about the puffin parser")}}));
+        lines.push(json!({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": format!("reply {i} about the puffin parser")}]}}));
+    }
+    if let Some(prompt) = asked {
+        lines.push(json!({"type": "user", "message": {"role": "user", "content": prompt}}));
+    }
+    std::fs::write(path, lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n") + "\n").unwrap();
+}
+
+async fn stored(d: &Daemon) -> Vec<Value> {
+    let (_, v) = d.get("/v1/export").await;
+    v["memories"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_turn_is_retained_once_whatever_the_transcript_holds() {
+    // The default cadence (every 3 turns): a one-turn session and the tail of a longer one are
+    // retained when the session ends; a Stop that runs before the transcript has the reply
+    // retains the turn with the event's last_assistant_message.
+    let d = Daemon::start("[queue]\nflush_interval = \"50ms\"\n");
+    let project = tempfile::tempdir().unwrap();
+    let cwd = project.path().join("puffin").display().to_string();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let tpath = project.path().join("t.jsonl");
+    let event = |name: &str, extra: Value| {
+        let mut e = json!({"session_id": "cc-p", "transcript_path": tpath, "cwd": cwd, "hook_event_name": name});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        e
+    };
+    // `claude -p`: the transcript does not exist at SessionStart and UserPromptSubmit.
+    hook(&d, &event("SessionStart", json!({"source": "startup"})));
+    hook(&d, &event("UserPromptSubmit", json!({"prompt": "prompt 0 about the puffin parser"})));
+    // Stop before the reply reached the transcript.
+    lagging_transcript(&tpath, 0, Some("prompt 0 about the puffin parser"));
+    hook(
+        &d,
+        &event("Stop", json!({"last_assistant_message": "reply 0 about the puffin parser", "stop_hook_active": false})),
+    );
+    lagging_transcript(&tpath, 1, None);
+    hook(&d, &event("SessionEnd", json!({"reason": "other"})));
+    d.post("/v1/flush", json!({})).await;
+    let memories = stored(&d).await;
+    assert_eq!(memories.len(), 1, "{memories:?}");
+    let text = memories[0]["content"].as_str().unwrap();
+    assert!(text.contains("[role: user]\nprompt 0 about the puffin parser\n[user:end]"), "{text}");
+    assert!(text.contains("[role: assistant]\nreply 0 about the puffin parser\n[assistant:end]"), "{text}");
+
+    // Interactive: four turns, each Stop racing the transcript; the first three are retained at
+    // the cadence, the fourth when the session ends.
+    let tpath2 = project.path().join("t2.jsonl");
+    let event2 = |name: &str, extra: Value| {
+        let mut e = json!({"session_id": "cc-tui", "transcript_path": tpath2, "cwd": cwd, "hook_event_name": name});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        e
+    };
+    hook(&d, &event2("SessionStart", json!({"source": "startup"})));
+    for turn in 0..4 {
+        let prompt = format!("prompt {turn} about the puffin parser");
+        lagging_transcript(&tpath2, turn, None);
+        hook(&d, &event2("UserPromptSubmit", json!({"prompt": prompt})));
+        lagging_transcript(&tpath2, turn, Some(&prompt));
+        let reply = format!("reply {turn} about the puffin parser");
+        hook(&d, &event2("Stop", json!({"last_assistant_message": reply, "stop_hook_active": false})));
+    }
+    lagging_transcript(&tpath2, 4, None);
+    hook(&d, &event2("SessionEnd", json!({"reason": "prompt_input_exit"})));
+    d.post("/v1/flush", json!({})).await;
+    let memories: Vec<Value> = stored(&d).await.into_iter().filter(|m| m["document_id"] == "cc-tui").collect();
+    assert_eq!(memories.len(), 1, "one document for the session: {memories:?}");
+    let text = memories[0]["content"].as_str().unwrap();
+    for turn in 0..4 {
+        for part in [format!("prompt {turn} about"), format!("reply {turn} about")] {
+            assert_eq!(text.matches(&part).count(), 1, "{part} once in: {text}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_daemon_costs_one_timeout_then_the_hooks_skip_it() {
+    // A "daemon" that accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, format!("[server]\nlisten = \"{addr}\"\n[recall]\ntimeout = \"3s\"\n")).unwrap();
+    let run = |event: Value| {
+        let (config, data) = (config.clone(), dir.path().join("data"));
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let out = assert_cmd::Command::new(common::bin())
+                .args(["hook", "claude-code", "--config"])
+                .arg(&config)
+                .env("MNEME_STORAGE__DIR", data)
+                .write_stdin(event.to_string())
+                .timeout(Duration::from_secs(10))
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0));
+            (started.elapsed(), String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        })
+    };
+    let ev = |name: &str| json!({"session_id": "x", "cwd": "/", "hook_event_name": name, "prompt": "hi"});
+    // SessionStart gives up after hooks.timeout (1 s), not recall.timeout.
+    let (took, out) = run(ev("SessionStart")).await.unwrap();
+    assert_eq!(out, "{}");
+    assert!(took >= Duration::from_millis(900) && took < Duration::from_millis(2500), "{took:?}");
+    // Every hook after it skips the daemon, the recall hook included.
+    for name in ["UserPromptSubmit", "Stop", "SessionEnd"] {
+        let (took, out) = run(ev(name)).await.unwrap();
+        assert_eq!(out, "{}", "{name}");
+        assert!(took < Duration::from_millis(700), "{name} took {took:?} with the breaker open");
+    }
+}
+
+#[test]
+fn install_writes_the_mcp_server_and_quotes_the_binary_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("My Tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let exe = tools.join("mneme");
+    std::fs::copy(common::bin(), &exe).unwrap();
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("token"), "t0k3n-for-the-headers-helper-0123456789").unwrap();
+    let env = [("MNEME_CONFIG", dir.path().join("none.toml")), ("MNEME_STORAGE__DIR", data.clone())];
+    let out = std::process::Command::new(&exe)
+        .args(["hook", "claude-code", "--install", "--write"])
+        .current_dir(&project)
+        .envs(env.clone())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join(".claude/settings.json")).unwrap()).unwrap();
+    let command = settings["hooks"]["Stop"][0]["hooks"][0]["command"].as_str().unwrap().to_owned();
+    assert!(command.starts_with(&format!("'{}'", exe.display())), "{command}");
+    assert_eq!(settings["enabledMcpjsonServers"], json!(["mneme"]));
+    // The command runs as the shell sees it.
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", &command])
+        .envs(env.clone())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(br#"{"hook_event_name":"Notification","session_id":"s"}"#).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "{}");
+    // .mcp.json names mneme's server; its headers come from a helper, not from the file.
+    let mcp_text = std::fs::read_to_string(project.join(".mcp.json")).unwrap();
+    assert!(!mcp_text.contains("t0k3n"), "no secret in .mcp.json: {mcp_text}");
+    let mcp: Value = serde_json::from_str(&mcp_text).unwrap();
+    assert_eq!(mcp["mcpServers"]["mneme"]["url"], "http://127.0.0.1:6366/mcp");
+    let helper = mcp["mcpServers"]["mneme"]["headersHelper"].as_str().unwrap();
+    let out = std::process::Command::new("sh")
+        .args(["-c", helper])
+        .envs(env)
+        .env("CLAUDE_PROJECT_DIR", &project)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let headers: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(headers["Authorization"], "Bearer t0k3n-for-the-headers-helper-0123456789");
+    assert_eq!(headers["X-Mneme-Cwd"], project.display().to_string());
 }

@@ -1,105 +1,177 @@
 //! `mneme hook claude-code`: a Claude Code hook. Reads the event's JSON on stdin, talks to the
-//! daemon, writes the hook's JSON answer on stdout. It never blocks the agent: a daemon that is
-//! down, slow or confused means an empty answer (`{}`) within `recall.timeout`, exit code 0.
+//! daemon, writes the hook's answer on stdout. It never blocks the agent: a daemon that is down,
+//! slow or confused means an empty answer, exit code 0, within the hook's budget — automatic
+//! recall waits `recall.timeout`, every other hook `hooks.timeout` (1 s) — and once a hook timed
+//! out, every hook skips the daemon for `hooks.cooldown` (see [`breaker`]).
 //!
 //! | event | what mneme does | answer |
 //! |---|---|---|
-//! | SessionStart | start the session; instructions (and, after a compaction, the compaction context) | `additionalContext` |
-//! | UserPromptSubmit | first-turn automatic recall | `additionalContext` (the `<memories>` block) |
-//! | PreCompact | flush the session's queue, so compaction cannot outrun delivery | `{}` |
-//! | Stop | automatic retain from the transcript, then flush | `{}` (never `decision: block`) |
-//! | SessionEnd | end the session (flush) | `{}` |
+//! | SessionStart | start the session (naming the tools the client has); instructions, and after a compaction the compaction context | `additionalContext` |
+//! | UserPromptSubmit | first-turn automatic recall; the prompt is kept for the turn's retain | `additionalContext` (the `<memories>` block) |
+//! | PreCompact | start delivering the session's queue | nothing: Claude Code would put any output into the compaction prompt |
+//! | Stop | automatic retain of the transcript, completed with the event's `last_assistant_message` (the transcript is often written after the hook runs) | `{}` (never `decision: block`) |
+//! | SessionEnd | retain what is not retained yet from the complete transcript, end the session | `{}` |
 //!
-//! Claude Code honours `additionalContext` for SessionStart and UserPromptSubmit but not for
-//! PreCompact, so the compaction context is injected by the SessionStart that follows a
-//! compaction (`source: "compact"`).
+//! Claude Code honours `additionalContext` for SessionStart and UserPromptSubmit, so the
+//! compaction context is injected by the SessionStart that follows a compaction (`source:
+//! "compact"`).
+
+mod breaker;
+mod install;
+mod transcript;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
-use mneme_core::text::Message;
 use reqwest::Method;
 use serde_json::{json, Value};
+
+pub use install::{install, mcp_headers, EVENTS};
+pub use transcript::read_transcript;
 
 use super::commands::load_settings;
 use super::{CliError, Client};
 use crate::config::Settings;
+use crate::session::ToolNames;
 
 /// Largest event accepted on stdin.
 const MAX_EVENT_BYTES: u64 = 16 * 1024 * 1024;
-/// Transcript bytes read at most (the tail, where the recent turns are).
-const MAX_TRANSCRIPT_BYTES: u64 = 32 * 1024 * 1024;
 
-/// Every event mneme handles, in the order `--install` writes them.
-pub const EVENTS: [&str; 5] = ["SessionStart", "UserPromptSubmit", "PreCompact", "Stop", "SessionEnd"];
+/// What a hook prints.
+enum Answer {
+    /// A JSON object.
+    Json(Value),
+    /// Nothing at all.
+    Nothing,
+}
+
+impl Answer {
+    fn empty_for(event: &str) -> Answer {
+        if event == "PreCompact" {
+            Answer::Nothing
+        } else {
+            Answer::Json(json!({}))
+        }
+    }
+
+    fn print(&self) {
+        if let Answer::Json(v) = self {
+            println!("{v}");
+        }
+    }
+}
 
 pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
     let mut input = String::new();
     let _ = std::io::stdin().take(MAX_EVENT_BYTES).read_to_string(&mut input);
+    let event: Value = match serde_json::from_str(&input) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("mneme hook: the event on stdin is not JSON: {e}");
+            Answer::Json(json!({})).print();
+            return ExitCode::SUCCESS;
+        }
+    };
+    let name = event["hook_event_name"].as_str().unwrap_or_default().to_owned();
     let settings = match load_settings(config) {
         Ok(loaded) => loaded.settings,
         Err(e) => {
             eprintln!("mneme hook: {e}");
-            println!("{{}}");
+            Answer::empty_for(&name).print();
             return ExitCode::SUCCESS;
         }
     };
-    let answer = match serde_json::from_str::<Value>(&input) {
-        Ok(event) => {
-            let timeout = settings.recall.timeout;
-            match tokio::time::timeout(timeout, handle(&settings, &event)).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(e)) => {
-                    eprintln!("mneme hook: {e}");
-                    json!({})
-                }
-                Err(_) => {
-                    eprintln!("mneme hook: the daemon did not answer within {timeout:?}; going on without memory");
-                    json!({})
-                }
-            }
+    let breaker = breaker::Breaker::new(&settings.storage.dir, settings.hooks.cooldown);
+    if let Some(left) = breaker.open() {
+        eprintln!("mneme hook: the daemon did not answer a moment ago; skipping it for {left:?} more");
+        Answer::empty_for(&name).print();
+        return ExitCode::SUCCESS;
+    }
+    // Only automatic recall needs a budget in seconds; everything else is quick or can wait.
+    let budget = if name == "UserPromptSubmit" { settings.recall.timeout } else { settings.hooks.timeout };
+    let answer = match tokio::time::timeout(budget, handle(&settings, &name, &event)).await {
+        Ok(Ok(answer)) => {
+            breaker.close();
+            answer
         }
-        Err(e) => {
-            eprintln!("mneme hook: the event on stdin is not JSON: {e}");
-            json!({})
+        Ok(Err(e)) => {
+            eprintln!("mneme hook: {e}");
+            Answer::empty_for(&name)
+        }
+        Err(_) => {
+            breaker.trip();
+            eprintln!(
+                "mneme hook: the daemon did not answer within {budget:?}; going on without memory (hooks skip it for {:?})",
+                settings.hooks.cooldown
+            );
+            Answer::empty_for(&name)
         }
     };
-    println!("{answer}");
+    answer.print();
     ExitCode::SUCCESS
 }
 
-fn context(event: &str, text: Option<String>) -> Value {
-    match text.filter(|t| !t.trim().is_empty()) {
+fn context(event: &str, text: Option<String>) -> Answer {
+    Answer::Json(match text.filter(|t| !t.trim().is_empty()) {
         Some(t) => json!({"hookSpecificOutput": {"hookEventName": event, "additionalContext": t}}),
         None => json!({}),
+    })
+}
+
+/// One hook event's calls to the daemon.
+struct Hook<'a> {
+    client: Client,
+    session: &'a str,
+    base: String,
+    start: Value,
+}
+
+impl Hook<'_> {
+    /// A call on the session; a session the daemon does not know (it ended, or SessionStart did
+    /// not get through) is started first.
+    async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value, CliError> {
+        let url = format!("{}{path}", self.base);
+        match self.client.call::<Value>(method.clone(), &url, body).await {
+            Err(CliError::Daemon { status: 404, .. }) => {
+                self.start().await?;
+                self.client.call(method, &url, body).await
+            }
+            other => other,
+        }
+    }
+
+    async fn start(&self) -> Result<Value, CliError> {
+        self.client.call(Method::POST, "/v1/sessions", Some(&self.start)).await
     }
 }
 
-async fn handle(settings: &Settings, event: &Value) -> Result<Value, CliError> {
-    let name = event["hook_event_name"].as_str().unwrap_or_default();
+async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer, CliError> {
     let session = event["session_id"].as_str().unwrap_or_default();
     if session.is_empty() || !EVENTS.contains(&name) {
-        return Ok(json!({}));
+        return Ok(Answer::empty_for(name));
     }
     let cwd = event["cwd"]
         .as_str()
         .map(str::to_owned)
         .unwrap_or_else(|| std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()));
     let transcript = event["transcript_path"].as_str().map(PathBuf::from);
-    let client = Client::connect(settings).await?;
-    let start = json!({"session_id": session, "cwd": cwd, "agent": "claude-code"});
-    let base = format!("/v1/sessions/{session}");
+    let tools = tools_in(Path::new(&cwd), dirs_home().as_deref());
+    let hook = Hook {
+        client: Client::connect(settings).await?,
+        session,
+        base: format!("/v1/sessions/{}", encode_segment(session)),
+        start: json!({"session_id": session, "cwd": cwd, "agent": "claude-code", "tools": tools}),
+    };
     match name {
         "SessionStart" => {
-            let _: Value = client.call(Method::POST, "/v1/sessions", Some(&start)).await?;
-            let v: Value = client.call(Method::GET, &format!("{base}/instructions"), None).await?;
+            hook.start().await?;
+            let v = hook.call(Method::GET, "/instructions", None).await?;
             let mut text = v["markdown"].as_str().unwrap_or_default().to_owned();
             if event["source"] == "compact" {
                 let messages = read_transcript(transcript.as_deref());
-                let v: Value = client
-                    .call(Method::POST, &format!("{base}/compaction"), Some(&json!({"messages": messages})))
-                    .await?;
+                let v = hook.call(Method::POST, "/compaction", Some(&json!({"messages": messages}))).await?;
                 if let Some(c) = v["context"].as_str() {
                     text.push_str(&format!("\n\nMemories relevant to the conversation before compaction:\n{c}\n"));
                 }
@@ -107,136 +179,108 @@ async fn handle(settings: &Settings, event: &Value) -> Result<Value, CliError> {
             Ok(context(name, Some(text)))
         }
         "UserPromptSubmit" => {
-            let _: Value = client.call(Method::POST, "/v1/sessions", Some(&start)).await?;
             let prompt = event["prompt"].as_str().unwrap_or_default();
             let messages = read_transcript(transcript.as_deref());
             let body = json!({"prompt": prompt, "messages": messages, "agent": "claude-code"});
-            let v: Value = client.call(Method::POST, &format!("{base}/agent-start"), Some(&body)).await?;
+            let v = hook.call(Method::POST, "/agent-start", Some(&body)).await?;
             Ok(context(name, v["inject"].as_str().map(str::to_owned)))
         }
         "PreCompact" => {
-            let _: Value = client.call(Method::POST, "/v1/flush", Some(&json!({"session_id": session}))).await?;
-            Ok(json!({}))
+            let body = json!({"session_id": hook.session, "wait": false});
+            match hook.client.call::<Value>(Method::POST, "/v1/flush", Some(&body)).await {
+                Ok(_) | Err(CliError::Daemon { status: 404, .. }) => Ok(Answer::Nothing),
+                Err(e) => Err(e),
+            }
         }
         "Stop" => {
-            let _: Value = client.call(Method::POST, "/v1/sessions", Some(&start)).await?;
             let messages = read_transcript(transcript.as_deref());
-            let body = json!({"messages": messages, "agent": "claude-code"});
-            let _: Value = client.call(Method::POST, &format!("{base}/agent-end"), Some(&body)).await?;
-            Ok(json!({}))
+            let body = json!({
+                "messages": messages,
+                "reply": event["last_assistant_message"].as_str(),
+                "agent": "claude-code",
+                "wait": false,
+            });
+            hook.call(Method::POST, "/agent-end", Some(&body)).await?;
+            Ok(Answer::Json(json!({})))
         }
         "SessionEnd" => {
-            match client.call::<Value>(Method::DELETE, &base, None).await {
+            // The transcript is complete by now: whatever the cadence left is retained.
+            let messages = read_transcript(transcript.as_deref());
+            let body = json!({"messages": messages, "agent": "claude-code", "ends_session": true, "wait": false});
+            match hook.client.call::<Value>(Method::POST, &format!("{}/agent-end", hook.base), Some(&body)).await {
                 Ok(_) | Err(CliError::Daemon { status: 404, .. }) => {}
                 Err(e) => return Err(e),
             }
-            Ok(json!({}))
+            match hook.client.call::<Value>(Method::DELETE, &format!("{}?wait=false", hook.base), None).await {
+                Ok(_) | Err(CliError::Daemon { status: 404, .. }) => {}
+                Err(e) => return Err(e),
+            }
+            Ok(Answer::Json(json!({})))
         }
-        _ => Ok(json!({})),
+        _ => Ok(Answer::empty_for(name)),
     }
 }
 
-/// The conversation in a Claude Code transcript (JSON lines): user and assistant messages of the
-/// main thread, their text blocks joined; tool calls and results carry no text and drop out.
-pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
-    let Some(path) = path else { return Vec::new() };
-    let Ok(file) = std::fs::File::open(path) else { return Vec::new() };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut text = String::new();
-    {
-        use std::io::{Seek, SeekFrom};
-        let mut file = file;
-        let skip = len.saturating_sub(MAX_TRANSCRIPT_BYTES);
-        if file.seek(SeekFrom::Start(skip)).is_err() {
-            return Vec::new();
-        }
-        let _ = file.take(MAX_TRANSCRIPT_BYTES).read_to_string(&mut text);
-        if skip > 0 {
-            // Drop the partial first line.
-            text = text.split_once('\n').map(|(_, rest)| rest.to_owned()).unwrap_or_default();
-        }
-    }
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|v| v["isSidechain"] != true && matches!(v["type"].as_str(), Some("user" | "assistant")))
-        .filter_map(|v| {
-            let msg = &v["message"];
-            let role = msg["role"].as_str().or(v["type"].as_str())?.to_owned();
-            let content = match &msg["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(blocks) => blocks
-                    .iter()
-                    .filter(|b| b["type"] == "text")
-                    .filter_map(|b| b["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                _ => return None,
-            };
-            (!content.trim().is_empty()).then(|| Message::new(role, content))
+/// A path segment with everything but unreserved characters percent-encoded.
+fn encode_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
         })
         .collect()
 }
 
-/// The hooks configuration for `.claude/settings.json`.
-pub fn hooks_config(command: &str) -> Value {
-    let entry = |timeout: u64| json!([{"hooks": [{"type": "command", "command": command, "timeout": timeout}]}]);
-    let mut hooks = serde_json::Map::new();
-    for event in EVENTS {
-        hooks.insert(event.to_owned(), entry(if event == "Stop" || event == "PreCompact" { 30 } else { 10 }));
-    }
-    json!({ "hooks": hooks })
+fn dirs_home() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(PathBuf::from)
 }
 
-/// Merges our hooks into an existing settings object, keeping everything else; idempotent.
-pub fn merge_hooks(existing: &mut Value, command: &str) {
-    if !existing.is_object() {
-        *existing = json!({});
-    }
-    let ours = hooks_config(command);
-    let hooks = existing.as_object_mut().expect("object").entry("hooks").or_insert_with(|| json!({}));
-    if !hooks.is_object() {
-        *hooks = json!({});
-    }
-    for event in EVENTS {
-        let list = hooks.as_object_mut().expect("object").entry(event).or_insert_with(|| json!([]));
-        if !list.is_array() {
-            *list = json!([]);
-        }
-        let present = list.as_array().expect("array").iter().any(|group| {
-            group["hooks"].as_array().is_some_and(|hs| hs.iter().any(|h| h["command"].as_str() == Some(command)))
-        });
-        if !present {
-            list.as_array_mut().expect("array").extend(ours["hooks"][event].as_array().expect("array").iter().cloned());
-        }
+/// Claude Code's names for mneme's MCP tools.
+fn mcp_tools() -> ToolNames {
+    ToolNames {
+        recall: Some("mcp__mneme__recall".into()),
+        retain: Some("mcp__mneme__retain".into()),
+        reflect: Some("mcp__mneme__reflect".into()),
     }
 }
 
-/// `--install`: print the configuration, or merge it into `.claude/settings.json` with `--write`.
-pub(super) fn install(write: bool, as_json: bool) -> Result<ExitCode, CliError> {
-    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "mneme".into());
-    let command = format!("{exe} hook claude-code");
-    if !write {
-        println!("{}", serde_json::to_string_pretty(&hooks_config(&command)).expect("json"));
-        return Ok(ExitCode::SUCCESS);
+/// The tools a Claude Code session in `cwd` has: mneme's MCP tools when a `mneme` MCP server is
+/// configured for it (a `.mcp.json` in the project that the settings enable, or `~/.claude.json`
+/// for the user or the project); none otherwise (hooks only).
+fn tools_in(cwd: &Path, home: Option<&Path>) -> ToolNames {
+    let read = |p: &Path| std::fs::read_to_string(p).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok());
+    let user = home.and_then(|h| read(&h.join(".claude.json")));
+    if user.as_ref().is_some_and(|u| u["mcpServers"]["mneme"].is_object()) {
+        return mcp_tools();
     }
-    let path = PathBuf::from(".claude/settings.json");
-    let mut settings: Value = match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map_err(|e| CliError::Other(format!("{} is not valid JSON ({e}); not touching it", path.display())))?,
-        Err(_) => json!({}),
-    };
-    merge_hooks(&mut settings, &command);
-    std::fs::create_dir_all(".claude").map_err(|e| CliError::Other(format!("cannot create .claude: {e}")))?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&settings).expect("json") + "\n")
-        .and_then(|_| std::fs::rename(&tmp, &path))
-        .map_err(|e| CliError::Other(format!("cannot write {}: {e}", path.display())))?;
-    if as_json {
-        println!("{}", json!({"written": path, "events": EVENTS}));
-    } else {
-        println!("Wrote the mneme hooks ({}) into {}.", EVENTS.join(", "), path.display());
+    for dir in cwd.ancestors() {
+        let key = dir.display().to_string();
+        let project = user.as_ref().map(|u| &u["projects"][&key]);
+        if project.is_some_and(|p| p["mcpServers"]["mneme"].is_object()) {
+            return mcp_tools();
+        }
+        let Some(mcp) = read(&dir.join(".mcp.json")) else { continue };
+        if !mcp["mcpServers"]["mneme"].is_object() {
+            continue;
+        }
+        // A project's .mcp.json servers run only once approved.
+        let approves = |v: &Value| {
+            v["enableAllProjectMcpServers"] == true
+                || v["enabledMcpjsonServers"].as_array().is_some_and(|a| a.iter().any(|s| s == "mneme"))
+        };
+        let settings = [".claude/settings.json", ".claude/settings.local.json"].map(|f| read(&dir.join(f)));
+        if settings.iter().flatten().any(approves) || project.is_some_and(approves) {
+            return mcp_tools();
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    ToolNames::default()
+}
+
+/// How long the hooks installed for each event may run, as Claude Code's `timeout` (seconds):
+/// the hook's own budget and a margin.
+fn event_timeout(event: &str, settings: &Settings) -> u64 {
+    let budget: Duration = if event == "UserPromptSubmit" { settings.recall.timeout } else { settings.hooks.timeout };
+    budget.as_secs() + 5
 }
 
 #[cfg(test)]
@@ -244,17 +288,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn merging_keeps_other_settings_and_is_idempotent() {
-        let mut s = json!({"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "other"}]}]}});
-        merge_hooks(&mut s, "mneme hook claude-code");
-        merge_hooks(&mut s, "mneme hook claude-code");
-        assert_eq!(s["model"], "opus");
-        assert_eq!(s["hooks"]["Stop"].as_array().unwrap().len(), 2);
-        for e in EVENTS {
-            assert_eq!(
-                s["hooks"][e][s["hooks"][e].as_array().unwrap().len() - 1]["hooks"][0]["command"],
-                "mneme hook claude-code"
-            );
-        }
+    fn tools_follow_the_mcp_configuration() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let cwd = project.path().join("sub");
+        std::fs::create_dir_all(&cwd).unwrap();
+        assert_eq!(tools_in(&cwd, Some(home.path())), ToolNames::default(), "hooks only");
+        std::fs::write(project.path().join(".mcp.json"), r#"{"mcpServers": {"mneme": {"type": "http"}}}"#).unwrap();
+        assert_eq!(tools_in(&cwd, Some(home.path())), ToolNames::default(), "not approved yet");
+        std::fs::create_dir_all(project.path().join(".claude")).unwrap();
+        std::fs::write(project.path().join(".claude/settings.json"), r#"{"enabledMcpjsonServers": ["mneme"]}"#)
+            .unwrap();
+        assert_eq!(tools_in(&cwd, Some(home.path())), mcp_tools());
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join(".claude.json"), r#"{"mcpServers": {"mneme": {"type": "http"}}}"#).unwrap();
+        assert_eq!(tools_in(other.path(), Some(home.path())), mcp_tools(), "a user-scope server");
     }
 }

@@ -144,9 +144,12 @@ pub enum HookAgent {
         /// Print the hooks configuration for .claude/settings.json instead of handling an event.
         #[arg(long)]
         install: bool,
-        /// With --install: merge it into ./.claude/settings.json.
+        /// With --install: merge it into ./.claude/settings.json and ./.mcp.json.
         #[arg(long, requires = "install")]
         write: bool,
+        /// Print the headers for mneme's MCP server (Claude Code's `headersHelper`).
+        #[arg(long, conflicts_with = "install")]
+        mcp_headers: bool,
     },
 }
 
@@ -218,7 +221,12 @@ pub fn run(cli: Cli) -> ExitCode {
                 migrate::migrate(cli.config.as_deref(), migrate::Plan { from, to, bank, limit }, cli.json).await
             }
             Command::Doctor => doctor::doctor(cli.config.as_deref(), cli.json).await,
-            Command::Hook { agent: HookAgent::ClaudeCode { install: true, write } } => hook::install(write, cli.json),
+            Command::Hook { agent: HookAgent::ClaudeCode { install: true, write, .. } } => {
+                hook::install(cli.config.as_deref(), write, cli.json)
+            }
+            Command::Hook { agent: HookAgent::ClaudeCode { mcp_headers: true, .. } } => {
+                hook::mcp_headers(cli.config.as_deref())
+            }
             Command::Hook { agent: HookAgent::ClaudeCode { .. } } => Ok(hook::claude_code(cli.config.as_deref()).await),
             Command::Export { bank, output } => transfer::export(cli.config.as_deref(), bank, output).await,
             Command::Import { file } => transfer::import(cli.config.as_deref(), &file, cli.json).await,

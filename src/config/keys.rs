@@ -216,6 +216,8 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("classify", "meta_system_patterns", [], |s, v, c| s.classify.meta_system_patterns = v.string_list()?),
     key!("classify", "meta_phrases", [], |s, v, c| s.classify.meta_phrases = v.string_list()?),
     key!("classify", "meta_threshold", [], |s, v, c| s.classify.meta_threshold = at_least(v.integer()?, 1)?),
+    key!("hooks", "timeout", [], |s, v, c| s.hooks.timeout = nonzero(v.duration()?)?),
+    key!("hooks", "cooldown", [], |s, v, c| s.hooks.cooldown = v.duration()?),
 ];
 
 fn http_url(s: String) -> Result<String, String> {

@@ -42,6 +42,18 @@ pub struct Settings {
     pub hindsight: HindsightConfig,
     /// `[classify]`
     pub classify: crate::classify::ClassifySettings,
+    /// `[hooks]`
+    pub hooks: HooksSettings,
+}
+
+/// `[hooks]`: agent hooks (`mneme hook …`) on the agent's prompt path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HooksSettings {
+    /// How long a hook waits for the daemon (automatic recall waits `recall.timeout`).
+    pub timeout: Duration,
+    /// After a hook timed out, hooks skip the daemon for this long (a circuit breaker shared
+    /// by the hook processes), so a hung daemon costs one timeout, not one per hook.
+    pub cooldown: Duration,
 }
 
 /// `[memory]`: which backend, and which bank.
@@ -275,6 +287,7 @@ impl Default for Settings {
                 debug: false,
             },
             classify: crate::classify::ClassifySettings::default(),
+            hooks: HooksSettings { timeout: Duration::from_secs(1), cooldown: Duration::from_secs(30) },
         }
     }
 }

@@ -169,6 +169,10 @@ pub struct Messages {
     /// (what is spooled is safe) with a zero `flushed`.
     #[serde(default = "yes")]
     pub wait: bool,
+    /// agent-end: the assistant's final reply of this turn, when the messages may not hold it
+    /// yet (a transcript written after the hook runs).
+    #[serde(default)]
+    pub reply: Option<String>,
 }
 
 fn yes() -> bool {

@@ -140,7 +140,7 @@ pub async fn agent_start(State(s): St, Path(id): Path<String>, Body(b): Body<Age
 
 pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messages>) -> AppResult<Json<AgentEnded>> {
     let turn = turn_of(&s, &b.turn);
-    let end = TurnEnd { last: b.ends_session, delivery: delivery(b.wait) };
+    let end = TurnEnd { last: b.ends_session, delivery: delivery(b.wait), reply: b.reply };
     let (retained, flushed) = s.sessions.agent_end(&id, &b.messages, turn, end).await?;
     Ok(Json(AgentEnded { retained, flushed }))
 }

@@ -14,17 +14,21 @@ use crate::queue::spool::SpoolError;
 use crate::queue::{FlushReport, NewItem};
 
 /// How a turn ends (agent-end).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnEnd {
     /// The session ends with it: retain what is not retained yet, whatever the cadence.
     pub last: bool,
     /// Whether the answer waits for the session's queue to be delivered.
     pub delivery: Delivery,
+    /// The assistant's final reply of this turn, when the client knows it apart from the
+    /// messages (Claude Code's `last_assistant_message`): the turn is retained with it, and with
+    /// the prompt agent-start saw, even if the messages do not hold them yet.
+    pub reply: Option<String>,
 }
 
 impl Default for TurnEnd {
     fn default() -> Self {
-        TurnEnd { last: false, delivery: Delivery::Wait }
+        TurnEnd { last: false, delivery: Delivery::Wait, reply: None }
     }
 }
 
@@ -37,8 +41,17 @@ impl Sessions {
         messages: &[Message],
         turn: Turn,
     ) -> Result<Option<String>, SessionError> {
-        let session = self.get(id)?;
+        let mut session = self.get(id)?;
         let settings = self.settings();
+        if turn == Turn::Work {
+            let cleaned = clean(&settings, prompt);
+            if cleaned.is_some() && cleaned != session.last_prompt {
+                if let Some(s) = self.update(id, |s| s.last_prompt = cleaned) {
+                    self.save(&s).await?;
+                    session = s;
+                }
+            }
+        }
         if turn == Turn::Side
             || !settings.recall.auto
             || session.parent.is_some()
@@ -92,7 +105,14 @@ impl Sessions {
             && session.parent.is_none()
             && self.backend().id() != BackendId::Off
         {
-            retained = self.retain_turns(&session, &settings, messages, end.last).await?;
+            retained = match end.reply.as_deref() {
+                // A client that passes the reply apart knows its messages may lag behind.
+                Some(reply) => {
+                    let messages = with_current_turn(messages, session.last_prompt.as_deref(), reply, &settings);
+                    self.retain_turns(&session, &settings, &messages, end.last).await?
+                }
+                None => self.retain_turns(&session, &settings, messages, end.last).await?,
+            };
         }
         let flushed = self.flush(session.queue_id(), end.delivery).await;
         Ok((retained, flushed))
@@ -196,6 +216,26 @@ impl Sessions {
             Err(_) => Ok(None),
         }
     }
+}
+
+/// The messages with the current turn whole: a transcript that lags behind (it lacks the latest
+/// prompt, or the reply to it) gets them appended. Compared after cleaning, as they are stored.
+fn with_current_turn(messages: &[Message], prompt: Option<&str>, reply: &str, settings: &Settings) -> Vec<Message> {
+    let mut messages = conversation(messages);
+    let same = |m: &Message, text: &str| clean(settings, &m.content).as_deref() == Some(text);
+    if let Some(prompt) = prompt {
+        let last_user = messages.iter().rev().find(|m| m.role == "user");
+        if !last_user.is_some_and(|m| same(m, prompt)) {
+            messages.push(Message::new("user", prompt));
+        }
+    }
+    if let Some(reply) = clean(settings, reply) {
+        let after_user = messages.iter().rposition(|m| m.role == "user").map_or(0, |i| i + 1);
+        if !messages[after_user..].iter().any(|m| m.role == "assistant" && same(m, &reply)) {
+            messages.push(Message::new("assistant", reply));
+        }
+    }
+    messages
 }
 
 /// The recall query for the latest prompt with its prior context, cut to the configured length.

@@ -124,6 +124,10 @@ pub struct Session {
     /// The not yet retained tail of the conversation.
     #[serde(default)]
     pub pending: Option<PendingRetain>,
+    /// The latest prompt of a work turn (cleaned): a client whose transcript lags behind (Claude
+    /// Code's) still has the turn retained whole.
+    #[serde(default)]
+    pub last_prompt: Option<String>,
 }
 
 impl Session {
@@ -335,6 +339,7 @@ impl Sessions {
                 last_seen: 0,
                 tools: None,
                 pending: None,
+                last_prompt: None,
             });
             if s.scope != scope {
                 // A new cwd (or parent) re-scopes: what was recalled for the old scope no longer applies.

@@ -20,6 +20,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         last_seen,
         tools: None,
         pending,
+        last_prompt: None,
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -96,7 +97,7 @@ async fn a_tail_below_the_cadence_is_retained_when_the_session_ends() {
     // The last turn of a session: `last` retains it whatever the cadence, once.
     s.start(start("b")).await.unwrap();
     s.agent_end("b", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
-    let last = TurnEnd { last: true, delivery: Delivery::Wait };
+    let last = TurnEnd { last: true, ..TurnEnd::default() };
     assert_eq!(s.agent_end("b", &turns(4), Turn::Work, last).await.unwrap().0, 1);
     assert_eq!(s.agent_end("b", &turns(4), Turn::Work, last).await.unwrap().0, 0, "nothing twice");
     assert!(s.get("b").unwrap().pending.is_none());

@@ -1,0 +1,91 @@
+//! Reading a Claude Code transcript (JSON lines) into the conversation: user and assistant
+//! messages of the main thread, their text blocks joined. Tool calls and results carry no text;
+//! subagent lines, and the lines Claude Code writes as `user` that are not the user's words (a
+//! compaction's summary, slash-command echoes and their output), are left out.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use mneme_core::text::Message;
+use serde_json::Value;
+
+/// Transcript bytes read at most (the tail, where the recent turns are).
+const MAX_TRANSCRIPT_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Flags Claude Code sets on `user` lines it wrote itself.
+const NOT_THE_USERS: [&str; 5] =
+    ["isSidechain", "isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "repeatsCompactSummary"];
+
+/// Texts that open lines a slash command leaves behind.
+const COMMAND_ECHOES: [&str; 3] = ["<command-name>", "<local-command-stdout>", "<local-command-caveat>"];
+
+/// The conversation in the transcript at `path` (none when there is no file yet).
+pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
+    let Some(path) = path else { return Vec::new() };
+    let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let skip = len.saturating_sub(MAX_TRANSCRIPT_BYTES);
+    if file.seek(SeekFrom::Start(skip)).is_err() {
+        return Vec::new();
+    }
+    let mut text = String::new();
+    let _ = file.take(MAX_TRANSCRIPT_BYTES).read_to_string(&mut text);
+    if skip > 0 {
+        // Drop the partial first line.
+        text = text.split_once('\n').map(|(_, rest)| rest.to_owned()).unwrap_or_default();
+    }
+    text.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()).filter_map(|v| message(&v)).collect()
+}
+
+fn message(v: &Value) -> Option<Message> {
+    if !matches!(v["type"].as_str(), Some("user" | "assistant")) || NOT_THE_USERS.iter().any(|f| v[*f] == true) {
+        return None;
+    }
+    let msg = &v["message"];
+    let role = msg["role"].as_str().or(v["type"].as_str())?.to_owned();
+    let content = match &msg["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return None,
+    };
+    let trimmed = content.trim_start();
+    if trimmed.is_empty() || COMMAND_ECHOES.iter().any(|e| trimmed.starts_with(e)) {
+        return None;
+    }
+    Some(Message::new(role, content))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_users_and_the_assistants_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines = [
+            r#"{"type":"user","message":{"role":"user","content":"fix the build"}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Fixed."},{"type":"tool_use","id":"t"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","content":"x"}]}}"#,
+            r#"{"type":"assistant","isSidechain":true,"message":{"role":"assistant","content":"subagent"}}"#,
+            r#"{"type":"system","subtype":"compact_boundary"}"#,
+            r#"{"type":"user","isCompactSummary":true,"isVisibleInTranscriptOnly":true,"message":{"role":"user","content":"This session is being continued"}}"#,
+            r#"{"type":"user","isMeta":true,"message":{"content":"<local-command-caveat>Caveat</local-command-caveat>"}}"#,
+            r#"{"type":"user","message":{"content":"<command-name>/compact</command-name>"}}"#,
+            r#"{"type":"user","message":{"content":"<local-command-stdout>\u001b[2mCompacted</local-command-stdout>"}}"#,
+            r#"not json"#,
+            r#"{"type":"user","message":{"role":"user","content":"and now the tests"}}"#,
+        ];
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let got: Vec<(String, String)> =
+            read_transcript(Some(&path)).into_iter().map(|m| (m.role, m.content)).collect();
+        let want = [("user", "fix the build"), ("assistant", "Fixed."), ("user", "and now the tests")];
+        assert_eq!(got, want.map(|(r, c)| (r.to_owned(), c.to_owned())));
+        assert!(read_transcript(Some(&dir.path().join("missing.jsonl"))).is_empty());
+    }
+}
