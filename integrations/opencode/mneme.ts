@@ -1,17 +1,21 @@
 // mneme for opencode: long-term memory from the local mneme daemon.
 //
-// - session.created      → start the mneme session (a subagent session aliases its parent)
+// - session.created      → start the mneme session (a subagent session aliases its parent),
+//                          naming the tools below so the instructions name them
 // - chat.message         → first-turn automatic recall for the user's prompt
-// - system transform     → the memory guide, recent memories and the recalled block
-// - session.idle         → automatic retain of the conversation, then a flush
+// - system transform     → the memory guide, recent memories and the recalled block — not for
+//                          side requests (the title generator), which the daemon classifies
+// - session.idle         → automatic retain of the conversation on its cadence
 // - session compacting   → the memory context spliced into the compaction prompt
-// - session.deleted      → end the session (flush)
+// - session.deleted      → end the session: the turns not retained yet are retained
 // - tools mneme_retain / mneme_recall
 //
-// It fails open: when the daemon is down or slow, every hook returns within the timeout and
-// opencode goes on without memory. Settings: MNEME_URL (default http://127.0.0.1:6366),
-// MNEME_TOKEN or the token file (MNEME_TOKEN_FILE, default $XDG_DATA_HOME/mneme/token),
-// MNEME_TIMEOUT_MS (default 3000).
+// It fails open and stays quick: every hook gives up within its bound in total (automatic
+// recall MNEME_TIMEOUT_MS, default 3000; every other hook MNEME_HOOK_TIMEOUT_MS, default 1000),
+// and once a call has timed out the plugin leaves the daemon alone for MNEME_COOLDOWN_MS
+// (default 30000), so a hung daemon costs one timeout, not one per hook.
+// Settings: MNEME_URL (default http://127.0.0.1:6366), MNEME_TOKEN or the token file
+// (MNEME_TOKEN_FILE, default $XDG_DATA_HOME/mneme/token).
 import type { Plugin } from "@opencode-ai/plugin"
 import { tool } from "@opencode-ai/plugin"
 import { readFileSync } from "node:fs"
@@ -19,7 +23,10 @@ import { homedir } from "node:os"
 import { join } from "node:path"
 
 const BASE = (process.env.MNEME_URL ?? "http://127.0.0.1:6366").replace(/\/$/, "")
-const TIMEOUT_MS = Number(process.env.MNEME_TIMEOUT_MS ?? 3000)
+const RECALL_MS = Number(process.env.MNEME_TIMEOUT_MS ?? 3000)
+const HOOK_MS = Number(process.env.MNEME_HOOK_TIMEOUT_MS ?? 1000)
+const COOLDOWN_MS = Number(process.env.MNEME_COOLDOWN_MS ?? 30000)
+const TOOLS = { recall: "mneme_recall", retain: "mneme_retain" }
 
 function token(): string | undefined {
   if (process.env.MNEME_TOKEN) return process.env.MNEME_TOKEN
@@ -31,17 +38,36 @@ function token(): string | undefined {
   }
 }
 
+/** When the plugin may talk to the daemon again after a timeout (0: now). */
+let skipUntil = 0
+
+/** A hook's budget: every call it makes shares it. */
+class Budget {
+  private readonly end: number
+  constructor(ms: number) {
+    this.end = Date.now() + ms
+  }
+  left(): number {
+    return this.end - Date.now()
+  }
+}
+
 /** One request to the daemon; any failure (down, slow, refused) is `null`, never a throw. */
-async function call(method: string, path: string, body?: unknown): Promise<any | null> {
+async function call(budget: Budget, method: string, path: string, body?: unknown): Promise<any | null> {
+  const left = budget.left()
+  if (left <= 0 || Date.now() < skipUntil) return null
   try {
     const res = await fetch(BASE + path, {
       method,
       headers: { "content-type": "application/json", authorization: `Bearer ${token() ?? ""}` },
       body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(TIMEOUT_MS),
+      signal: AbortSignal.timeout(left),
     })
+    skipUntil = 0
     return res.ok ? await res.json() : null
-  } catch {
+  } catch (e: any) {
+    // Only a daemon that does not answer trips the breaker; one that is down fails at once.
+    if (e?.name === "TimeoutError" || e?.name === "AbortError") skipUntil = Date.now() + COOLDOWN_MS
     return null
   }
 }
@@ -63,12 +89,14 @@ function flatten(messages: any[] | undefined): Msg[] {
 
 export const MnemePlugin: Plugin = async ({ client, directory }) => {
   const started = new Set<string>()
+  /** System prompts already classified (the title generator's and the agent's repeat). */
+  const kinds = new Map<string, string>()
   const sid = (id: string) => encodeURIComponent(id)
 
-  async function ensure(id: string, parent?: string) {
+  async function ensure(budget: Budget, id: string, parent?: string) {
     if (started.has(id)) return
-    const ok = await call("POST", "/v1/sessions", { session_id: id, cwd: directory, agent: "opencode", parent_session_id: parent })
-    if (ok) started.add(id)
+    const body = { session_id: id, cwd: directory, agent: "opencode", parent_session_id: parent, tools: TOOLS }
+    if (await call(budget, "POST", "/v1/sessions", body)) started.add(id)
   }
 
   async function history(id: string): Promise<Msg[]> {
@@ -80,18 +108,35 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
     }
   }
 
+  /** Whether a model call with this system prompt is the agent's work (not a title or summary). */
+  async function isWork(budget: Budget, system: string[]): Promise<boolean> {
+    const key = system.join("\n\n")
+    let kind = kinds.get(key)
+    if (kind === undefined) {
+      const body = { headers: {}, body: { messages: system.map((content) => ({ role: "system", content })) } }
+      const res = await call(budget, "POST", "/v1/classify", body)
+      if (!res?.kind) return false
+      kind = res.kind as string
+      if (kinds.size > 64) kinds.clear()
+      kinds.set(key, kind)
+    }
+    return kind === "normal"
+  }
+
   return {
     event: async ({ event }: any) => {
       const info = event?.properties?.info
       const id: string | undefined = event?.properties?.sessionID ?? info?.id
       if (!id) return
-      if (event.type === "session.created") await ensure(id, info?.parentID)
+      const budget = new Budget(HOOK_MS)
+      if (event.type === "session.created") await ensure(budget, id, info?.parentID)
       if (event.type === "session.idle") {
-        await ensure(id)
-        await call("POST", `/v1/sessions/${sid(id)}/agent-end`, { messages: await history(id), agent: "opencode" })
+        await ensure(budget, id)
+        const body = { messages: await history(id), agent: "opencode", wait: false }
+        await call(budget, "POST", `/v1/sessions/${sid(id)}/agent-end`, body)
       }
       if (event.type === "session.deleted") {
-        await call("DELETE", `/v1/sessions/${sid(id)}`)
+        await call(budget, "DELETE", `/v1/sessions/${sid(id)}?wait=false`)
         started.delete(id)
       }
     },
@@ -99,9 +144,10 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
     "chat.message": async (input: any, output: any) => {
       const prompt = (output?.parts ?? []).filter((p: any) => p?.type === "text").map((p: any) => p.text).join("\n")
       if (!input?.sessionID || !prompt.trim()) return
-      await ensure(input.sessionID)
+      const budget = new Budget(RECALL_MS)
+      await ensure(budget, input.sessionID)
       // The block is cached by the daemon and comes back with the instructions below.
-      await call("POST", `/v1/sessions/${sid(input.sessionID)}/agent-start`, {
+      await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/agent-start`, {
         prompt,
         messages: await history(input.sessionID),
         agent: input.agent ?? "opencode",
@@ -110,14 +156,17 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
 
     "experimental.chat.system.transform": async (input: any, output: any) => {
       if (!input?.sessionID) return
-      await ensure(input.sessionID)
-      const res = await call("GET", `/v1/sessions/${sid(input.sessionID)}/instructions`)
+      const budget = new Budget(HOOK_MS)
+      if (!(await isWork(budget, output.system ?? []))) return
+      await ensure(budget, input.sessionID)
+      const res = await call(budget, "GET", `/v1/sessions/${sid(input.sessionID)}/instructions`)
       if (res?.markdown) output.system.push(res.markdown)
     },
 
     "experimental.session.compacting": async (input: any, output: any) => {
       if (!input?.sessionID) return
-      const res = await call("POST", `/v1/sessions/${sid(input.sessionID)}/compaction`, {
+      const budget = new Budget(RECALL_MS)
+      const res = await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/compaction`, {
         messages: await history(input.sessionID),
       })
       if (res?.context) output.context.push(res.context)
@@ -128,8 +177,11 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         description: "Remember a durable fact across sessions (decisions, conventions, how to build and test, preferences).",
         args: { content: tool.schema.string().describe("The fact to remember") },
         async execute(args: { content: string }, ctx: any) {
-          await ensure(ctx.sessionID)
-          const res = await call("POST", `/v1/sessions/${sid(ctx.sessionID)}/retain`, { items: [{ content: args.content }] })
+          const budget = new Budget(HOOK_MS)
+          await ensure(budget, ctx.sessionID)
+          const res = await call(budget, "POST", `/v1/sessions/${sid(ctx.sessionID)}/retain`, {
+            items: [{ content: args.content }],
+          })
           return res?.message ?? "Memory is unavailable right now (is `mneme serve` running?)."
         },
       }),
@@ -137,8 +189,9 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         description: "Search long-term memory for what earlier sessions learned about the current work.",
         args: { query: tool.schema.string().describe("What to look for") },
         async execute(args: { query: string }, ctx: any) {
-          await ensure(ctx.sessionID)
-          const res = await call("POST", `/v1/sessions/${sid(ctx.sessionID)}/recall`, { query: args.query })
+          const budget = new Budget(RECALL_MS)
+          await ensure(budget, ctx.sessionID)
+          const res = await call(budget, "POST", `/v1/sessions/${sid(ctx.sessionID)}/recall`, { query: args.query })
           return res?.message ?? "Memory is unavailable right now (is `mneme serve` running?)."
         },
       }),
