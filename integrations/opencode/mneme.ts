@@ -13,14 +13,17 @@
 // It fails open and stays quick: every hook gives up within its bound in total (automatic
 // recall MNEME_TIMEOUT_MS, default 3000; every other hook MNEME_HOOK_TIMEOUT_MS, default 1000),
 // and once a call has timed out the plugin leaves the daemon alone for MNEME_COOLDOWN_MS
-// (default 30000), so a hung daemon costs one timeout, not one per hook.
+// (default 30000), so a hung daemon costs one timeout, not one per hook. The breaker is the file
+// `hooks-breaker` beside the token, which mneme's Claude Code hooks share: a second opencode
+// process (the next `opencode run`) skips a hung daemon too.
 // Settings: MNEME_URL (default http://127.0.0.1:6366), MNEME_TOKEN or the token file
-// (MNEME_TOKEN_FILE, default $XDG_DATA_HOME/mneme/token).
+// (MNEME_TOKEN_FILE, default $XDG_DATA_HOME/mneme/token); MNEME_PLUGIN_LOG names a file that
+// gets one JSON line per hook with how long it took (to see what memory costs a prompt).
 import type { Plugin } from "@opencode-ai/plugin"
 import { tool } from "@opencode-ai/plugin"
-import { readFileSync } from "node:fs"
+import { appendFileSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { homedir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 
 const BASE = (process.env.MNEME_URL ?? "http://127.0.0.1:6366").replace(/\/$/, "")
 const RECALL_MS = Number(process.env.MNEME_TIMEOUT_MS ?? 3000)
@@ -28,18 +31,52 @@ const HOOK_MS = Number(process.env.MNEME_HOOK_TIMEOUT_MS ?? 1000)
 const COOLDOWN_MS = Number(process.env.MNEME_COOLDOWN_MS ?? 30000)
 const TOOLS = { recall: "mneme_recall", retain: "mneme_retain" }
 
+function tokenFile(): string {
+  const data = process.env.XDG_DATA_HOME || join(homedir(), ".local", "share")
+  return process.env.MNEME_TOKEN_FILE ?? join(data, "mneme", "token")
+}
+
 function token(): string | undefined {
   if (process.env.MNEME_TOKEN) return process.env.MNEME_TOKEN
-  const data = process.env.XDG_DATA_HOME || join(homedir(), ".local", "share")
   try {
-    return readFileSync(process.env.MNEME_TOKEN_FILE ?? join(data, "mneme", "token"), "utf8").trim()
+    return readFileSync(tokenFile(), "utf8").trim()
   } catch {
     return undefined
   }
 }
 
-/** When the plugin may talk to the daemon again after a timeout (0: now). */
+/** The breaker shared with the other hook processes: the time (ms) a call last timed out. */
+const BREAKER = join(dirname(tokenFile()), "hooks-breaker")
+
+function breakerOpen(): boolean {
+  try {
+    return Date.now() - Number(readFileSync(BREAKER, "utf8").trim()) < COOLDOWN_MS
+  } catch {
+    return false
+  }
+}
+
+function trip() {
+  try {
+    writeFileSync(BREAKER + ".tmp", String(Date.now()))
+    renameSync(BREAKER + ".tmp", BREAKER)
+  } catch {
+    // No storage dir here: the breaker only lives in this process.
+  }
+  skipUntil = Date.now() + COOLDOWN_MS
+}
+
+function closeBreaker() {
+  if (skipUntil === 0 && !tripped) return
+  skipUntil = 0
+  tripped = false
+  rmSync(BREAKER, { force: true })
+}
+
+/** When this process may talk to the daemon again after a timeout (0: now). */
 let skipUntil = 0
+/** Whether the shared breaker file may be set (checked once a process, then kept up to date). */
+let tripped = breakerOpen()
 
 /** A hook's budget: every call it makes shares it. */
 class Budget {
@@ -56,6 +93,7 @@ class Budget {
 async function call(budget: Budget, method: string, path: string, body?: unknown): Promise<any | null> {
   const left = budget.left()
   if (left <= 0 || Date.now() < skipUntil) return null
+  if (tripped && breakerOpen()) return null
   try {
     const res = await fetch(BASE + path, {
       method,
@@ -63,14 +101,36 @@ async function call(budget: Budget, method: string, path: string, body?: unknown
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(left),
     })
-    skipUntil = 0
+    closeBreaker()
     return res.ok ? await res.json() : null
   } catch (e: any) {
     // Only a daemon that does not answer trips the breaker; one that is down fails at once.
-    if (e?.name === "TimeoutError" || e?.name === "AbortError") skipUntil = Date.now() + COOLDOWN_MS
+    if (e?.name === "TimeoutError" || e?.name === "AbortError") {
+      trip()
+      tripped = true
+    }
     return null
   }
 }
+
+/** Runs a hook, noting how long it took in MNEME_PLUGIN_LOG when that is set. */
+async function timed<T>(hook: string, logged: boolean, run: () => Promise<T>): Promise<T> {
+  const log = process.env.MNEME_PLUGIN_LOG
+  if (!log || !logged) return run()
+  const started = Date.now()
+  try {
+    return await run()
+  } finally {
+    try {
+      appendFileSync(log, JSON.stringify({ hook, ms: Date.now() - started }) + "\n")
+    } catch {
+      // Timing is a diagnostic: never a failure.
+    }
+  }
+}
+
+/** The events the plugin acts on (the others are not worth a line in the timing log). */
+const HANDLED = new Set(["session.created", "session.idle", "session.deleted"])
 
 type Msg = { role: string; content: string }
 
@@ -124,7 +184,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
   }
 
   return {
-    event: async ({ event }: any) => {
+    event: ({ event }: any) => timed(`event:${event?.type}`, HANDLED.has(event?.type), async () => {
       const info = event?.properties?.info
       const id: string | undefined = event?.properties?.sessionID ?? info?.id
       if (!id) return
@@ -139,9 +199,9 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         await call(budget, "DELETE", `/v1/sessions/${sid(id)}?wait=false`)
         started.delete(id)
       }
-    },
+    }),
 
-    "chat.message": async (input: any, output: any) => {
+    "chat.message": (input: any, output: any) => timed("chat.message", true, async () => {
       const prompt = (output?.parts ?? []).filter((p: any) => p?.type === "text").map((p: any) => p.text).join("\n")
       if (!input?.sessionID || !prompt.trim()) return
       const budget = new Budget(RECALL_MS)
@@ -152,25 +212,25 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         messages: await history(input.sessionID),
         agent: input.agent ?? "opencode",
       })
-    },
+    }),
 
-    "experimental.chat.system.transform": async (input: any, output: any) => {
+    "experimental.chat.system.transform": (input: any, output: any) => timed("system.transform", true, async () => {
       if (!input?.sessionID) return
       const budget = new Budget(HOOK_MS)
       if (!(await isWork(budget, output.system ?? []))) return
       await ensure(budget, input.sessionID)
       const res = await call(budget, "GET", `/v1/sessions/${sid(input.sessionID)}/instructions`)
       if (res?.markdown) output.system.push(res.markdown)
-    },
+    }),
 
-    "experimental.session.compacting": async (input: any, output: any) => {
+    "experimental.session.compacting": (input: any, output: any) => timed("session.compacting", true, async () => {
       if (!input?.sessionID) return
       const budget = new Budget(RECALL_MS)
       const res = await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/compaction`, {
         messages: await history(input.sessionID),
       })
       if (res?.context) output.context.push(res.context)
-    },
+    }),
 
     tool: {
       mneme_retain: tool({

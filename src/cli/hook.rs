@@ -28,7 +28,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-pub use install::{install, mcp_headers, EVENTS};
+pub use install::{install, mcp_headers, Install, EVENTS};
 pub use transcript::read_transcript;
 
 use super::commands::load_settings;

@@ -147,6 +147,9 @@ pub enum HookAgent {
         /// With --install: merge it into ./.claude/settings.json and ./.mcp.json.
         #[arg(long, requires = "install")]
         write: bool,
+        /// With --install: the hooks only, without mneme's MCP server (no memory tools).
+        #[arg(long, requires = "install")]
+        no_mcp: bool,
         /// Print the headers for mneme's MCP server (Claude Code's `headersHelper`).
         #[arg(long, conflicts_with = "install")]
         mcp_headers: bool,
@@ -221,8 +224,8 @@ pub fn run(cli: Cli) -> ExitCode {
                 migrate::migrate(cli.config.as_deref(), migrate::Plan { from, to, bank, limit }, cli.json).await
             }
             Command::Doctor => doctor::doctor(cli.config.as_deref(), cli.json).await,
-            Command::Hook { agent: HookAgent::ClaudeCode { install: true, write, .. } } => {
-                hook::install(cli.config.as_deref(), write, cli.json)
+            Command::Hook { agent: HookAgent::ClaudeCode { install: true, write, no_mcp, .. } } => {
+                hook::install(cli.config.as_deref(), hook::Install { write, mcp: !no_mcp }, cli.json)
             }
             Command::Hook { agent: HookAgent::ClaudeCode { mcp_headers: true, .. } } => {
                 hook::mcp_headers(cli.config.as_deref())

@@ -397,7 +397,11 @@ impl Sessions {
         for s in idle_sessions {
             let Some(pending) = &s.pending else { continue };
             match self.queue_pending(&s, pending).await {
-                Ok(()) => n += 1,
+                Ok(()) => {
+                    n += 1;
+                    // Nothing more is coming from an idle session: deliver now, not on a timer.
+                    self.flush(s.queue_id(), Delivery::Background).await;
+                }
                 Err(e) => tracing::warn!(session = s.id, "cannot retain the idle session's last turns: {e}"),
             }
         }

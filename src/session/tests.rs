@@ -98,7 +98,7 @@ async fn a_tail_below_the_cadence_is_retained_when_the_session_ends() {
     s.start(start("b")).await.unwrap();
     s.agent_end("b", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
     let last = TurnEnd { last: true, ..TurnEnd::default() };
-    assert_eq!(s.agent_end("b", &turns(4), Turn::Work, last).await.unwrap().0, 1);
+    assert_eq!(s.agent_end("b", &turns(4), Turn::Work, last.clone()).await.unwrap().0, 1);
     assert_eq!(s.agent_end("b", &turns(4), Turn::Work, last).await.unwrap().0, 0, "nothing twice");
     assert!(s.get("b").unwrap().pending.is_none());
 }

@@ -90,44 +90,62 @@ fn mcp_server(settings: &Settings, headers_helper: &str) -> Value {
     json!({"type": "http", "url": format!("http://{host}:{}/mcp", listen.port()), "headersHelper": headers_helper})
 }
 
+/// What `--install` does.
+#[derive(Debug, Clone, Copy)]
+pub struct Install {
+    /// Merge into the project's files (else print).
+    pub write: bool,
+    /// Also mneme's MCP server (the memory tools).
+    pub mcp: bool,
+}
+
 /// `--install`: print the configuration, or merge it into `.claude/settings.json` and `.mcp.json`
 /// with `--write`.
-pub fn install(config: Option<&Path>, write: bool, as_json: bool) -> Result<ExitCode, CliError> {
+pub fn install(config: Option<&Path>, what: Install, as_json: bool) -> Result<ExitCode, CliError> {
     let settings = load_settings(config)?.settings;
     let hook = command(config, "hook claude-code");
     let helper = command(config, "hook claude-code --mcp-headers");
-    if !write {
-        println!("{}", serde_json::to_string_pretty(&hooks_config(&hook, &settings)).expect("json"));
-        eprintln!(
-            "Put the above in .claude/settings.json; for the memory tools, also this in .mcp.json:\n{}",
-            serde_json::to_string_pretty(&json!({"mcpServers": {"mneme": mcp_server(&settings, &helper)}}))
-                .expect("json")
-        );
+    let mut hooks = hooks_config(&hook, &settings);
+    if !what.mcp {
+        hooks.as_object_mut().expect("object").remove("enabledMcpjsonServers");
+    }
+    let server = json!({"mcpServers": {"mneme": mcp_server(&settings, &helper)}});
+    if !what.write {
+        println!("{}", serde_json::to_string_pretty(&hooks).expect("json"));
+        if what.mcp {
+            eprintln!(
+                "Put the above in .claude/settings.json; for the memory tools, also this in .mcp.json:\n{}",
+                serde_json::to_string_pretty(&server).expect("json")
+            );
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let settings_path = PathBuf::from(".claude/settings.json");
     let mut claude = read_json(&settings_path)?;
     merge_hooks(&mut claude, &hook, &settings);
+    if !what.mcp {
+        claude.as_object_mut().expect("object").remove("enabledMcpjsonServers");
+    }
     std::fs::create_dir_all(".claude").map_err(|e| CliError::Other(format!("cannot create .claude: {e}")))?;
     write_json(&settings_path, &claude)?;
-    let mcp_path = PathBuf::from(".mcp.json");
-    let mut mcp = read_json(&mcp_path)?;
-    let root = mcp.as_object_mut().expect("object");
-    let servers = root.entry("mcpServers").or_insert_with(|| json!({}));
-    if !servers.is_object() {
-        *servers = json!({});
+    let mut written = vec![settings_path];
+    if what.mcp {
+        let mcp_path = PathBuf::from(".mcp.json");
+        let mut mcp = read_json(&mcp_path)?;
+        let root = mcp.as_object_mut().expect("object");
+        let servers = root.entry("mcpServers").or_insert_with(|| json!({}));
+        if !servers.is_object() {
+            *servers = json!({});
+        }
+        servers["mneme"] = server["mcpServers"]["mneme"].clone();
+        write_json(&mcp_path, &mcp)?;
+        written.push(mcp_path);
     }
-    servers["mneme"] = mcp_server(&settings, &helper);
-    write_json(&mcp_path, &mcp)?;
     if as_json {
-        println!("{}", json!({"written": [settings_path, mcp_path], "events": EVENTS}));
+        println!("{}", json!({"written": written, "events": EVENTS}));
     } else {
-        println!(
-            "Wrote the mneme hooks ({}) into {} and the mneme MCP server into {}.",
-            EVENTS.join(", "),
-            settings_path.display(),
-            mcp_path.display()
-        );
+        let files: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+        println!("Wrote the mneme hooks ({}) into {}.", EVENTS.join(", "), files.join(" and "));
     }
     Ok(ExitCode::SUCCESS)
 }

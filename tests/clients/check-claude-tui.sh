@@ -1,0 +1,30 @@
+#!/bin/bash
+# check-claude-tui.sh OUT : interactive Claude Code in tmux, as tests/real_clients.rs checks it,
+# in a fresh loopback-only namespace (run it through netns.sh): a memory retained first (so
+# recall and compaction have something to bring), three turns, /compact, one more turn, /exit.
+# Each step appends {step, ms} to OUT/steps.jsonl; the screen at the end is OUT/logs/screen.txt.
+set -u
+. "$(dirname "$0")/lib.sh"
+mc_require_netns || exit 1
+out=$1
+rm -rf "$out"; mc_run_dir "$out"
+trap mc_stop_all EXIT
+mc_start_stub || exit 1
+mc_start_daemon || exit 1
+(cd "$MC_PROJ" && mc_mneme retain "The deploy script is scripts/ship.sh TUIMEM-1" >/dev/null && mc_mneme flush >/dev/null)
+mc_claude_project --no-mcp
+t() { echo "{\"step\":\"$1\",\"ms\":$(( $(mc_now_ms) - $2 ))}" >> "$MC_RUN/steps.jsonl"; }
+t0=$(mc_now_ms); mc_tmux_claude || exit 1; t start "$t0"
+for i in 1 2 3; do
+  t0=$(mc_now_ms)
+  mc_tmux_turn "where is the deploy script, turn $i TUI-$i" "re: where is the deploy script, turn $i TUI-$i" || exit 1
+  t "turn-$i" "$t0"
+done
+t0=$(mc_now_ms); mc_tmux_send "/compact"; mc_tmux_wait "Compacted" 60 || exit 1; t compact "$t0"
+sleep 1
+t0=$(mc_now_ms); mc_tmux_turn "after compaction TUI-X" "re: after compaction TUI-X" || exit 1; t turn-after-compact "$t0"
+mc_tmux_capture > "$MC_RUN/logs/screen.txt"
+t0=$(mc_now_ms); mc_tmux_exit || exit 1; t exit "$t0"
+mc_mneme flush >/dev/null 2>&1
+mc_mneme export > "$MC_RUN/logs/export.jsonl" 2>/dev/null
+exit 0

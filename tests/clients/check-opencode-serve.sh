@@ -1,0 +1,45 @@
+#!/bin/bash
+# check-opencode-serve.sh OUT : `opencode serve` driven over its HTTP API as tests/real_clients.rs
+# checks it, in a fresh loopback-only namespace (run it through netns.sh): three turns in one
+# session, a compaction (POST /session/{id}/summarize), one more turn, then DELETE /session/{id}
+# (session.deleted). Each step appends {step, ms, http} to OUT/steps.jsonl.
+set -u
+. "$(dirname "$0")/lib.sh"
+mc_require_netns || exit 1
+out=$1
+rm -rf "$out"; mc_run_dir "$out"
+trap mc_stop_all EXIT
+mc_start_stub || exit 1
+mc_start_daemon || exit 1
+mc_opencode_project
+OC_PORT=${MC_OPENCODE_PORT:-4096}
+(cd "$MC_PROJ" && exec env -i $(mc_opencode_envlist) \
+   "$MC_OPENCODE" serve --port "$OC_PORT" --hostname 127.0.0.1 --print-logs --log-level INFO \
+   > "$MC_RUN/logs/opencode-serve.out" 2> "$MC_RUN/logs/opencode-serve.err") &
+OC_PID=$!
+trap 'kill $OC_PID 2>/dev/null; wait $OC_PID 2>/dev/null; mc_stop_all' EXIT
+t0=$(mc_now_ms)
+mc_wait_http "http://127.0.0.1:$OC_PORT/session" 60 || exit 1
+echo "{\"step\":\"serve-up\",\"ms\":$(( $(mc_now_ms) - t0 )),\"http\":200}" >> "$MC_RUN/steps.jsonl"
+api() {  # api STEP METHOD PATH [JSON] : the body on stdout
+  local t0 code
+  t0=$(mc_now_ms)
+  code=$(curl -s -o "$MC_RUN/logs/api.last" -w '%{http_code}' -X "$2" "http://127.0.0.1:$OC_PORT$3" \
+    -H 'content-type: application/json' ${4:+--data "$4"} --max-time 120)
+  echo "{\"step\":\"$1\",\"ms\":$(( $(mc_now_ms) - t0 )),\"http\":$code}" >> "$MC_RUN/steps.jsonl"
+  cat "$MC_RUN/logs/api.last"
+}
+sid=$(api new POST /session '{}' | "$MC_PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+echo "$sid" > "$MC_RUN/logs/session-id"
+model='"model":{"providerID":"stub","modelID":"stub-model"}'
+for i in 1 2 3; do
+  api "turn-$i" POST "/session/$sid/message" "{$model,\"parts\":[{\"type\":\"text\",\"text\":\"serve turn $i SVMARK-$i\"}]}" > /dev/null
+done
+api compact POST "/session/$sid/summarize" '{"providerID":"stub","modelID":"stub-model"}' > /dev/null
+api turn-4 POST "/session/$sid/message" "{$model,\"parts\":[{\"type\":\"text\",\"text\":\"after compaction SVMARK-4\"}]}" > /dev/null
+sleep 1
+api delete DELETE "/session/$sid" > /dev/null
+sleep 2
+mc_mneme flush >/dev/null 2>&1
+mc_mneme export > "$MC_RUN/logs/export.jsonl" 2>/dev/null
+exit 0
