@@ -4,8 +4,8 @@
 //! Eight clients, each with its own session and keep-alive connection, send one request every
 //! 25 ms (320 requests/s in all): 70% retains, 25% recalls, 5% flushes of their session. Most
 //! retains repeat facts from a pool that is stored before the soak starts (the daemon does the
-//! same work — spool, delivery, the store's duplicate check — without the store growing), one
-//! in ten is new. After a warm-up (30 s, or a tenth of a short run; caches fill, the reader pool
+//! same work — spool, delivery, the store's duplicate check — without the store growing much),
+//! one in a hundred is new. After a warm-up (30 s, or a tenth of a short run; caches fill, the reader pool
 //! opens its connections), the report compares the first and the last minute: RSS, open file
 //! descriptors, retain and recall p99, and the store's size.
 //!
@@ -119,7 +119,7 @@ async fn soak(length: Duration) {
                 n += 1;
                 let roll = rng.next() % 100;
                 let (kind, req) = if roll < 70 {
-                    let content = if roll < 7 {
+                    let content = if rng.next() % 100 == 0 {
                         format!("new fact from client {c} number {n}: {}", sentence(&mut rng, &vocab, 12))
                     } else {
                         pool[(rng.next() % POOL as u64) as usize].clone()
@@ -217,6 +217,16 @@ async fn soak(length: Duration) {
         change(q0.as_secs_f64(), q1.as_secs_f64())
     );
     println!("| memories stored | {mem0} | {mem1} | {} |", change(mem0 as f64, mem1 as f64));
+    // The trend, a point a minute (a leak climbs; caches level off).
+    let mut trend = Vec::new();
+    let mut next = 0.0;
+    for p in probes.iter().filter(|p| p.at >= 0.0) {
+        if p.at >= next {
+            trend.push(format!("{:.0}s {:.1}MiB", p.at, p.rss_kib as f64 / 1024.0));
+            next += (total / 10.0).max(1.0);
+        }
+    }
+    println!("RSS over the soak: {}", trend.join(", "));
     let peak = probes.iter().map(|p| p.rss_kib).max().unwrap_or(0);
     println!(
         "peak RSS {:.1} MiB; fds min/max {}/{}",
