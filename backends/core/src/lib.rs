@@ -6,10 +6,12 @@
 //! - [`text`]: the text utilities (memory-tag stripping, recall queries, retention transcripts).
 //! - [`off`]: the `off` backend, which stores nothing.
 //! - [`time`]: the few timestamp formats the contract fixes.
+//! - [`secret`]: [`Secret`], a string that never shows in logs or `Debug` output.
 
 pub mod backend;
 pub mod error;
 pub mod off;
+pub mod secret;
 pub mod text;
 pub mod time;
 pub mod types;
@@ -17,4 +19,5 @@ pub mod types;
 pub use backend::MemoryBackend;
 pub use error::BackendError;
 pub use off::OffBackend;
+pub use secret::Secret;
 pub use types::*;

@@ -1,0 +1,42 @@
+//! mneme-embed: sentence embedders for the local store's semantic recall.
+//!
+//! - [`Embedder`]: text in, unit-length vectors out, with a stable model id (vectors of another id
+//!   are computed again).
+//! - [`MiniLm`]: the built-in model, all-MiniLM-L6-v2 (Apache-2.0, `model/`), compiled into the
+//!   binary: nothing is downloaded, ever.
+//! - [`OpenAi`]: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, llama.cpp's server,
+//!   LM Studio, OpenAI).
+//!
+//! Every call blocks: run it on a blocking thread, never on an async worker.
+
+mod kernel;
+mod minilm;
+mod openai;
+pub mod vector;
+
+pub use minilm::MiniLm;
+pub use openai::{OpenAi, OpenAiConfig};
+
+/// Why texts could not be embedded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EmbedError {
+    /// Worth trying again later: the endpoint is down, slow or busy.
+    #[error("embedder unavailable: {0}")]
+    Unavailable(String),
+    /// The endpoint answered with something unusable (an error, a wrong dimension).
+    #[error("embedder answered badly: {0}")]
+    Invalid(String),
+}
+
+/// Texts to vectors.
+pub trait Embedder: Send + Sync {
+    /// The model's stable id (e.g. `builtin:all-MiniLM-L6-v2`): stored with every vector, and a
+    /// change means every vector is computed again.
+    fn model_id(&self) -> &str;
+
+    /// The vectors' length.
+    fn dim(&self) -> usize;
+
+    /// One unit-length vector per text, in order. Blocks.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}

@@ -1,0 +1,481 @@
+//! The built-in embedder: all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0), a 6-layer BERT
+//! with 384-dimensional output, compiled into the binary from `model/` (int8 weights with per-row
+//! scales, 23 MB; see `model/README.md` for where they come from and how they were converted).
+//!
+//! The forward pass is written here on top of `matrixmultiply`'s sgemm rather than taken from a
+//! tensor framework: the token-embedding table (half the parameters) stays int8 and is read in
+//! place from the binary, which keeps the loaded model near 45 MB of memory (a framework's
+//! `BertModel` wants it all as f32, 90 MB); a one-text query runs without a framework's
+//! per-operation overhead (it is on recall's path); and the build stays small. It matches the
+//! reference vectors computed with PyTorch from the same files (a test checks them).
+
+use std::sync::OnceLock;
+
+use safetensors::tensor::{Dtype, SafeTensors};
+use tokenizers::Tokenizer;
+
+use crate::vector::normalize;
+use crate::{EmbedError, Embedder};
+
+static WEIGHTS: &[u8] = include_bytes!("../model/model-int8.safetensors");
+static TOKENIZER: &[u8] = include_bytes!("../model/tokenizer.json");
+
+const HIDDEN: usize = 384;
+const HEADS: usize = 12;
+const HEAD_DIM: usize = HIDDEN / HEADS;
+const LAYERS: usize = 6;
+const FFN: usize = 1536;
+const EPS: f32 = 1e-12;
+const MAX_POSITIONS: usize = 512;
+/// From this many tokens on, sgemm (which packs W first) beats reading W row by row.
+const SGEMM_FROM: usize = 64;
+
+/// The built-in model, loaded.
+pub struct MiniLm {
+    tokenizer: Tokenizer,
+    words: Int8Rows,
+    positions: Vec<f32>,
+    token_type: Vec<f32>,
+    embeddings_norm: Norm,
+    layers: Vec<Layer>,
+    threads: usize,
+}
+
+/// A table kept as int8 rows with one scale each, read in place.
+struct Int8Rows {
+    q: &'static [u8],
+    scales: Vec<f32>,
+    cols: usize,
+}
+
+impl Int8Rows {
+    fn row_into(&self, r: usize, out: &mut [f32]) {
+        let row = &self.q[r * self.cols..(r + 1) * self.cols];
+        let s = self.scales[r];
+        for (o, q) in out.iter_mut().zip(row) {
+            *o += f32::from(*q as i8) * s;
+        }
+    }
+}
+
+/// `y = x Wᵀ + b`, W stored as PyTorch does: `[out][in]`, both as f32 (for sgemm on long texts)
+/// and as the file's int8 rows (read in place, for short ones).
+struct Linear {
+    w: Vec<f32>,
+    q: Int8Rows,
+    b: Vec<f32>,
+    out: usize,
+    inp: usize,
+}
+
+struct Norm {
+    gain: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+struct Layer {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    attention_out: Linear,
+    attention_norm: Norm,
+    up: Linear,
+    down: Linear,
+    out_norm: Norm,
+}
+
+impl MiniLm {
+    /// The id stored with its vectors.
+    pub const MODEL_ID: &'static str = "builtin:all-MiniLM-L6-v2-int8";
+    /// Its vectors' length.
+    pub const DIM: usize = HIDDEN;
+
+    /// Loads the model compiled into the binary (a few hundred milliseconds: do it off the
+    /// request path). `threads` texts of a batch are embedded at once.
+    pub fn load(threads: usize) -> Result<MiniLm, EmbedError> {
+        let bad = |e: String| EmbedError::Invalid(format!("the built-in model does not load: {e}"));
+        let tokenizer = Tokenizer::from_bytes(TOKENIZER).map_err(|e| bad(e.to_string()))?;
+        let st = SafeTensors::deserialize(WEIGHTS).map_err(|e| bad(e.to_string()))?;
+        let w = Weights(&st);
+        let words = w.int8_rows("embeddings.word_embeddings.weight").map_err(bad)?;
+        let positions = w.matrix("embeddings.position_embeddings.weight").map_err(bad)?;
+        let token_type = w.matrix("embeddings.token_type_embeddings.weight").map_err(bad)?[..HIDDEN].to_vec();
+        let embeddings_norm = w.norm("embeddings.LayerNorm").map_err(bad)?;
+        let mut layers = Vec::with_capacity(LAYERS);
+        for l in 0..LAYERS {
+            let p = format!("encoder.layer.{l}");
+            layers.push(Layer {
+                query: w.linear(&format!("{p}.attention.self.query")).map_err(bad)?,
+                key: w.linear(&format!("{p}.attention.self.key")).map_err(bad)?,
+                value: w.linear(&format!("{p}.attention.self.value")).map_err(bad)?,
+                attention_out: w.linear(&format!("{p}.attention.output.dense")).map_err(bad)?,
+                attention_norm: w.norm(&format!("{p}.attention.output.LayerNorm")).map_err(bad)?,
+                up: w.linear(&format!("{p}.intermediate.dense")).map_err(bad)?,
+                down: w.linear(&format!("{p}.output.dense")).map_err(bad)?,
+                out_norm: w.norm(&format!("{p}.output.LayerNorm")).map_err(bad)?,
+            });
+        }
+        if positions.len() != MAX_POSITIONS * HIDDEN || layers[0].up.out != FFN {
+            return Err(bad("unexpected shapes".into()));
+        }
+        Ok(MiniLm { tokenizer, words, positions, token_type, embeddings_norm, layers, threads: threads.max(1) })
+    }
+
+    /// The token ids of a text, `[CLS] … [SEP]`, cut at 256 tokens.
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| EmbedError::Invalid(format!("cannot tokenize: {e}")))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// The unit-length vector of one tokenized text, its products shared among `threads`.
+    pub fn embed_ids(&self, ids: &[u32], threads: usize) -> Vec<f32> {
+        let ids = &ids[..ids.len().min(MAX_POSITIONS)];
+        let n = ids.len();
+        if n == 0 {
+            return vec![0.0; HIDDEN];
+        }
+        let mut x = vec![0f32; n * HIDDEN];
+        for (t, id) in ids.iter().enumerate() {
+            let row = &mut x[t * HIDDEN..(t + 1) * HIDDEN];
+            self.words.row_into(*id as usize, row);
+            for ((o, p), tt) in row.iter_mut().zip(&self.positions[t * HIDDEN..]).zip(&self.token_type) {
+                *o += p + tt;
+            }
+        }
+        layer_norm(&mut x, &self.embeddings_norm);
+        let mut scratch = Scratch::new(n);
+        for layer in &self.layers {
+            layer.forward(&mut x, n, &mut scratch, threads);
+        }
+        let mut pooled = vec![0f32; HIDDEN];
+        for row in x.chunks_exact(HIDDEN) {
+            pooled.iter_mut().zip(row).for_each(|(p, v)| *p += v);
+        }
+        pooled.iter_mut().for_each(|p| *p /= n as f32);
+        normalize(&mut pooled);
+        pooled
+    }
+}
+
+impl Embedder for MiniLm {
+    fn model_id(&self) -> &str {
+        Self::MODEL_ID
+    }
+
+    fn dim(&self) -> usize {
+        HIDDEN
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.token_ids(t)).collect::<Result<_, _>>()?;
+        if ids.len() <= 1 || self.threads == 1 {
+            // One text (a query) on this thread: its products are too small to be worth sharing.
+            return Ok(ids.iter().map(|i| self.embed_ids(i, 1)).collect());
+        }
+        // Texts of a batch on their own threads: each one's products are too small to split.
+        let mut out = vec![Vec::new(); ids.len()];
+        let per = ids.len().div_ceil(self.threads);
+        std::thread::scope(|s| {
+            for (chunk, slots) in ids.chunks(per).zip(out.chunks_mut(per)) {
+                s.spawn(move || {
+                    for (i, slot) in chunk.iter().zip(slots) {
+                        *slot = self.embed_ids(i, 1);
+                    }
+                });
+            }
+        });
+        Ok(out)
+    }
+}
+
+/// Buffers one text's forward pass reuses from layer to layer.
+struct Scratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    ctx: Vec<f32>,
+    scores: Vec<f32>,
+    hidden: Vec<f32>,
+    up: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(n: usize) -> Scratch {
+        Scratch {
+            q: vec![0.0; n * HIDDEN],
+            k: vec![0.0; n * HIDDEN],
+            v: vec![0.0; n * HIDDEN],
+            ctx: vec![0.0; n * HIDDEN],
+            scores: vec![0.0; n * n],
+            hidden: vec![0.0; n * HIDDEN],
+            up: vec![0.0; n * FFN],
+        }
+    }
+}
+
+impl Layer {
+    fn forward(&self, x: &mut [f32], n: usize, s: &mut Scratch, threads: usize) {
+        self.query.apply(x, n, &mut s.q, threads);
+        self.key.apply(x, n, &mut s.k, threads);
+        self.value.apply(x, n, &mut s.v, threads);
+        let scale = 1.0 / (HEAD_DIM as f32).sqrt();
+        if n <= SGEMM_FROM {
+            attention_direct(n, scale, s);
+        } else {
+            self.attention_sgemm(n, scale, s);
+        }
+        self.attention_out.apply(&s.ctx, n, &mut s.hidden, threads);
+        s.hidden.iter_mut().zip(x.iter()).for_each(|(h, r)| *h += r);
+        layer_norm(&mut s.hidden, &self.attention_norm);
+        self.up.apply(&s.hidden, n, &mut s.up, threads);
+        s.up.iter_mut().for_each(|v| *v = gelu(*v));
+        self.down.apply(&s.up, n, x, threads);
+        x.iter_mut().zip(&s.hidden).for_each(|(o, h)| *o += h);
+        layer_norm(x, &self.out_norm);
+    }
+
+    fn attention_sgemm(&self, n: usize, scale: f32, s: &mut Scratch) {
+        for h in 0..HEADS {
+            let off = h * HEAD_DIM;
+            // scores = Q_h K_hᵀ / √d
+            // SAFETY: the strides and lengths describe slices of the sizes given above.
+            unsafe {
+                matrixmultiply::sgemm(
+                    n,
+                    HEAD_DIM,
+                    n,
+                    scale,
+                    s.q.as_ptr().add(off),
+                    HIDDEN as isize,
+                    1,
+                    s.k.as_ptr().add(off),
+                    1,
+                    HIDDEN as isize,
+                    0.0,
+                    s.scores.as_mut_ptr(),
+                    n as isize,
+                    1,
+                );
+            }
+            for row in s.scores.chunks_exact_mut(n) {
+                softmax(row);
+            }
+            // ctx_h = P V_h
+            // SAFETY: as above.
+            unsafe {
+                matrixmultiply::sgemm(
+                    n,
+                    n,
+                    HEAD_DIM,
+                    1.0,
+                    s.scores.as_ptr(),
+                    n as isize,
+                    1,
+                    s.v.as_ptr().add(off),
+                    HIDDEN as isize,
+                    1,
+                    0.0,
+                    s.ctx.as_mut_ptr().add(off),
+                    HIDDEN as isize,
+                    1,
+                );
+            }
+        }
+    }
+}
+
+/// Self-attention of a short text with plain loops: a few dozen tiny products, where calling
+/// sgemm (and its packing) would cost more than the arithmetic.
+fn attention_direct(n: usize, scale: f32, s: &mut Scratch) {
+    for h in 0..HEADS {
+        let off = h * HEAD_DIM;
+        for i in 0..n {
+            let qi = &s.q[i * HIDDEN + off..i * HIDDEN + off + HEAD_DIM];
+            let row = &mut s.scores[i * n..(i + 1) * n];
+            for (j, score) in row.iter_mut().enumerate() {
+                let kj = &s.k[j * HIDDEN + off..j * HIDDEN + off + HEAD_DIM];
+                *score = scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>();
+            }
+            softmax(row);
+            let ctx = &mut s.ctx[i * HIDDEN + off..i * HIDDEN + off + HEAD_DIM];
+            ctx.iter_mut().for_each(|c| *c = 0.0);
+            for (j, p) in row.iter().enumerate() {
+                let vj = &s.v[j * HIDDEN + off..j * HIDDEN + off + HEAD_DIM];
+                ctx.iter_mut().zip(vj).for_each(|(c, v)| *c += p * v);
+            }
+        }
+    }
+}
+
+impl Linear {
+    /// `out[n][self.out] = x[n][self.inp] Wᵀ + b`, on `threads` threads for a short text.
+    fn apply(&self, x: &[f32], n: usize, out: &mut [f32], threads: usize) {
+        // A text's few rows: read W once per four rows; a long text: sgemm's blocking pays off.
+        if n <= SGEMM_FROM {
+            let q = &self.q;
+            crate::kernel::linear_q8(x, q.q, &q.scales, &self.b, n, self.inp, self.out, out, threads);
+            return;
+        }
+        for row in out[..n * self.out].chunks_exact_mut(self.out) {
+            row.copy_from_slice(&self.b);
+        }
+        // SAFETY: x is n×inp row-major, W is out×inp row-major (read as its transpose), out is
+        // n×out row-major; the sizes are checked at load.
+        unsafe {
+            matrixmultiply::sgemm(
+                n,
+                self.inp,
+                self.out,
+                1.0,
+                x.as_ptr(),
+                self.inp as isize,
+                1,
+                self.w.as_ptr(),
+                1,
+                self.inp as isize,
+                1.0,
+                out.as_mut_ptr(),
+                self.out as isize,
+                1,
+            );
+        }
+    }
+}
+
+fn layer_norm(x: &mut [f32], norm: &Norm) {
+    for row in x.chunks_exact_mut(HIDDEN) {
+        let mean = row.iter().sum::<f32>() / HIDDEN as f32;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / HIDDEN as f32;
+        let inv = 1.0 / (var + EPS).sqrt();
+        for ((v, g), b) in row.iter_mut().zip(&norm.gain).zip(&norm.bias) {
+            *v = (*v - mean) * inv * g + b;
+        }
+    }
+}
+
+fn softmax(row: &mut [f32]) {
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
+    let mut sum = 0.0;
+    for v in row.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    row.iter_mut().for_each(|v| *v /= sum);
+}
+
+/// BERT's GELU, the exact one: `x/2 · (1 + erf(x/√2))`.
+fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// erf to within 1.5e-7 (Abramowitz & Stegun 7.1.26): several times cheaper than libm's, and
+/// GELU runs once per hidden unit per token.
+fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = t * (0.254_829_6 + t * (-0.284_496_72 + t * (1.421_413_8 + t * (-1.453_152 + t * 1.061_405_4))));
+    let y = 1.0 - poly * (-a * a).exp();
+    y.copysign(x)
+}
+
+/// Reading the weights file.
+struct Weights<'a>(&'a SafeTensors<'static>);
+
+impl Weights<'_> {
+    fn raw(&self, name: &str) -> Result<(Dtype, Vec<usize>, &'static [u8]), String> {
+        let t = self.0.tensor(name).map_err(|e| format!("{name}: {e}"))?;
+        Ok((t.dtype(), t.shape().to_vec(), t.data()))
+    }
+
+    /// A 1-D tensor (f16 or f32) as f32.
+    fn vector(&self, name: &str) -> Result<Vec<f32>, String> {
+        let (dtype, _, data) = self.raw(name)?;
+        match dtype {
+            Dtype::F16 => Ok(data.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect()),
+            Dtype::F32 => Ok(data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
+            other => Err(format!("{name}: unexpected dtype {other:?}")),
+        }
+    }
+
+    fn int8_rows(&self, name: &str) -> Result<Int8Rows, String> {
+        let (dtype, shape, q) = self.raw(name)?;
+        if dtype != Dtype::I8 || shape.len() != 2 {
+            return Err(format!("{name}: expected a 2-D int8 tensor, found {dtype:?} {shape:?}"));
+        }
+        let scales = self.vector(&format!("{name}.scale"))?;
+        if scales.len() != shape[0] {
+            return Err(format!("{name}: {} scales for {} rows", scales.len(), shape[0]));
+        }
+        Ok(Int8Rows { q, scales, cols: shape[1] })
+    }
+
+    /// A 2-D int8 tensor, dequantized to f32.
+    fn matrix(&self, name: &str) -> Result<Vec<f32>, String> {
+        let rows = self.int8_rows(name)?;
+        let n = rows.scales.len();
+        let mut out = vec![0f32; n * rows.cols];
+        for (r, chunk) in out.chunks_exact_mut(rows.cols).enumerate() {
+            rows.row_into(r, chunk);
+        }
+        Ok(out)
+    }
+
+    fn linear(&self, prefix: &str) -> Result<Linear, String> {
+        let (_, shape, _) = self.raw(&format!("{prefix}.weight"))?;
+        let w = self.matrix(&format!("{prefix}.weight"))?;
+        let q = self.int8_rows(&format!("{prefix}.weight"))?;
+        let b = self.vector(&format!("{prefix}.bias"))?;
+        if b.len() != shape[0] {
+            return Err(format!("{prefix}: bias of {} for {} outputs", b.len(), shape[0]));
+        }
+        Ok(Linear { w, q, b, out: shape[0], inp: shape[1] })
+    }
+
+    fn norm(&self, prefix: &str) -> Result<Norm, String> {
+        Ok(Norm { gain: self.vector(&format!("{prefix}.weight"))?, bias: self.vector(&format!("{prefix}.bias"))? })
+    }
+}
+
+/// The process's one copy of the built-in model, loaded on first use.
+pub fn shared(threads: usize) -> Result<&'static MiniLm, EmbedError> {
+    static MODEL: OnceLock<Result<MiniLm, EmbedError>> = OnceLock::new();
+    MODEL.get_or_init(|| MiniLm::load(threads)).as_ref().map_err(Clone::clone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erf_is_close() {
+        for x in [-3.0f32, -1.2, -0.3, 0.0, 0.01, 0.5, 1.0, 2.5, 4.0] {
+            assert!((erf(x) - libm::erff(x)).abs() < 2e-6, "{x}");
+        }
+    }
+
+    #[test]
+    fn matches_the_reference_vectors() {
+        let reference: serde_json::Value =
+            serde_json::from_slice(include_bytes!("../model/reference-vectors.json")).unwrap();
+        let model = MiniLm::load(2).unwrap();
+        for case in reference["texts"].as_array().unwrap() {
+            let text = case["text"].as_str().unwrap();
+            let want_ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+            assert_eq!(model.token_ids(text).unwrap(), want_ids, "{text}");
+            let want: Vec<f32> = case["vector"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+            let got = model.embed(&[text]).unwrap().remove(0);
+            let cos: f32 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+            // The reference was computed from the f16 weights; these are the int8 ones.
+            assert!(cos > 0.998, "{text}: cosine {cos}");
+        }
+        // A batch gives the same vectors as one at a time.
+        let texts: Vec<&str> = reference["texts"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap()).collect();
+        let batch = model.embed(&texts).unwrap();
+        for (t, v) in texts.iter().zip(&batch) {
+            assert_eq!(&model.embed(&[t]).unwrap()[0], v);
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! An OpenAI-compatible embeddings endpoint: `POST {url}/embeddings` with `{model, input: [..]}`,
+//! answered with `{data: [{index, embedding}]}` — what OpenAI, Ollama, llama.cpp's server and LM
+//! Studio all speak. The key is a [`Secret`]: never logged, never in an error.
+
+use std::time::Duration;
+
+use mneme_core::Secret;
+use serde::Deserialize;
+
+use crate::vector::normalize;
+use crate::{EmbedError, Embedder};
+
+/// Where the endpoint is and how to talk to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiConfig {
+    /// Base URL up to and including `/v1`, e.g. `http://localhost:11434/v1` (Ollama).
+    pub url: String,
+    /// The model name the endpoint knows.
+    pub model: String,
+    /// Sent as `Authorization: Bearer …` when set.
+    pub api_key: Option<Secret>,
+    /// Per request.
+    pub timeout: Duration,
+    /// The vectors' length, when known in advance; otherwise the first answer tells.
+    pub dim: Option<usize>,
+}
+
+/// A client of one endpoint and model.
+pub struct OpenAi {
+    config: OpenAiConfig,
+    http: reqwest::blocking::Client,
+    id: String,
+    dim: std::sync::OnceLock<usize>,
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    data: Vec<Datum>,
+}
+
+#[derive(Deserialize)]
+struct Datum {
+    #[serde(default)]
+    index: Option<usize>,
+    embedding: Vec<f32>,
+}
+
+impl OpenAi {
+    /// A client; nothing is sent until [`Embedder::embed`].
+    pub fn new(config: OpenAiConfig) -> Result<OpenAi, EmbedError> {
+        let http = reqwest::blocking::Client::builder()
+            .timeout(config.timeout)
+            .user_agent(concat!("mneme/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| EmbedError::Invalid(format!("cannot build the HTTP client: {e}")))?;
+        let id = format!("openai:{}@{}", config.model, config.url.trim_end_matches('/'));
+        let dim = std::sync::OnceLock::new();
+        if let Some(d) = config.dim {
+            let _ = dim.set(d);
+        }
+        Ok(OpenAi { config, http, id, dim })
+    }
+}
+
+impl Embedder for OpenAi {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    /// The configured dimension, else the one the first answer had (0 before any).
+    fn dim(&self) -> usize {
+        self.dim.get().copied().unwrap_or(0)
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let url = format!("{}/embeddings", self.config.url.trim_end_matches('/'));
+        let mut req = self.http.post(&url).json(&serde_json::json!({"model": self.config.model, "input": texts}));
+        if let Some(key) = &self.config.api_key {
+            req = req.bearer_auth(key.expose());
+        }
+        let resp = req.send().map_err(|e| {
+            let what = if e.is_timeout() { "timed out" } else { "cannot connect" };
+            EmbedError::Unavailable(format!("{url} {what}"))
+        })?;
+        let status = resp.status();
+        if status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408 {
+            return Err(EmbedError::Unavailable(format!("{url} answered {status}")));
+        }
+        if !status.is_success() {
+            let body: String = resp.text().unwrap_or_default().chars().take(200).collect();
+            return Err(EmbedError::Invalid(format!("{url} answered {status}: {body}")));
+        }
+        let answer: Answer =
+            resp.json().map_err(|e| EmbedError::Invalid(format!("{url} answered something else than embeddings: {e}")))?;
+        if answer.data.len() != texts.len() {
+            return Err(EmbedError::Invalid(format!("{url} gave {} vectors for {} texts", answer.data.len(), texts.len())));
+        }
+        let mut data = answer.data;
+        data.sort_by_key(|d| d.index.unwrap_or(0));
+        let want = *self.dim.get_or_init(|| data[0].embedding.len());
+        let mut out = Vec::with_capacity(data.len());
+        for d in data {
+            if d.embedding.len() != want || want == 0 {
+                return Err(EmbedError::Invalid(format!(
+                    "{url} gave a vector of {} dimensions, expected {want}",
+                    d.embedding.len()
+                )));
+            }
+            let mut v = d.embedding;
+            normalize(&mut v);
+            out.push(v);
+        }
+        Ok(out)
+    }
+}
