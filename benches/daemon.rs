@@ -222,7 +222,7 @@ async fn recall_bench(n: usize, queries: usize) {
             format!("how do {}?", sentence(&mut rng, &vocab, n))
         })
         .collect();
-    let backend = Arc::new(LocalBackend::open(&LocalConfig { path: db.clone() }).unwrap());
+    let backend = Arc::new(LocalBackend::open(&LocalConfig::lexical(db.clone())).unwrap());
     let scope = Scope { bank: "mneme".into(), tags: tags.clone() };
     let query = |q: &str| RecallQuery {
         query: q.to_owned(),
@@ -238,7 +238,7 @@ async fn recall_bench(n: usize, queries: usize) {
     let bare = Store::open(&db).unwrap();
     let mut stmt = bare
         .connection()
-        .prepare("SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?1 ORDER BY rank LIMIT 100")
+        .prepare("SELECT rowid, rank FROM passages_fts WHERE passages_fts MATCH ?1 ORDER BY rank LIMIT 100")
         .unwrap();
     let mut bare_query = |expr: &str| -> Duration {
         let t = Instant::now();

@@ -119,7 +119,7 @@ async fn soak(length: Duration) {
                 n += 1;
                 let roll = rng.next() % 100;
                 let (kind, req) = if roll < 70 {
-                    let content = if rng.next() % 100 == 0 {
+                    let content = if rng.next().is_multiple_of(100) {
                         format!("new fact from client {c} number {n}: {}", sentence(&mut rng, &vocab, 12))
                     } else {
                         pool[(rng.next() % POOL as u64) as usize].clone()

@@ -8,6 +8,7 @@ use mneme_local::{LocalBackend, LocalConfig};
 
 use crate::config::Settings;
 use crate::files::{self, FileProblem};
+use crate::notices::{Level, Notices};
 
 /// Why a backend could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -31,11 +32,25 @@ pub fn build_id(id: BackendId, settings: &Settings) -> Result<Arc<dyn MemoryBack
         BackendId::Off => Arc::new(OffBackend),
         BackendId::Local => {
             let path = settings.local_db_path();
-            let config = LocalConfig { path: path.clone() };
+            let config = LocalConfig { path: path.clone(), embedder: settings.local.embedder_choice() };
             Arc::new(LocalBackend::open(&config).map_err(|e| files::local_store_problem(&path, e))?)
         }
         BackendId::Hindsight => {
             Arc::new(HindsightBackend::new(settings.hindsight.clone()).map_err(BuildError::Config)?)
         }
     })
+}
+
+/// Shows what `backend` raises by itself (an embedder outage and its end) as notices, for as
+/// long as the backend lives.
+pub fn forward_events(backend: &Arc<dyn MemoryBackend>, notices: &Notices) {
+    let Some(mut events) = backend.take_events() else { return };
+    let notices = notices.clone();
+    let source = backend.id().to_string();
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            let level = if event.problem { Level::Warning } else { Level::Info };
+            notices.emit(level, &source, None, event.message).await;
+        }
+    });
 }

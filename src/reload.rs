@@ -113,7 +113,8 @@ impl Reloader {
             self.notices.emit(Level::Warning, "config", None, message).await;
         }
         let swap = new.memory.backend != old.memory.backend
-            || (new.memory.backend == BackendId::Local && new.local_db_path() != old.local_db_path())
+            || (new.memory.backend == BackendId::Local
+                && (new.local_db_path() != old.local_db_path() || new.local != old.local))
             || (new.memory.backend == BackendId::Hindsight && new.hindsight != old.hindsight);
         let new = Arc::new(new);
         if swap {
@@ -136,6 +137,7 @@ impl Reloader {
                     "draining into the old backend took longer than {grace:?}; the rest goes to the new one"
                 );
             }
+            crate::backends::forward_events(&backend, &self.notices);
             self.queue.set_backend(backend);
         }
         self.queue.set_settings(new.queue.clone());

@@ -68,6 +68,8 @@ async fn a_claude_code_session_through_the_hooks() {
     let mut stop = common("Stop");
     stop["stop_hook_active"] = json!(false);
     assert_eq!(hook(&d, &stop), json!({}));
+    // The hook does not wait for delivery; the flush does.
+    d.post("/v1/flush", json!({})).await;
     let (_, v) = d.post("/v1/sessions/cc-1/recall", json!({"query": "jittered backoff"})).await;
     let text = v["results"][0]["text"].as_str().unwrap_or_default().to_owned();
     assert!(

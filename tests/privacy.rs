@@ -11,7 +11,7 @@ use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Every secret is unique, so a hit names the path that leaked it.
 fn secret(path: &str) -> String {

@@ -233,6 +233,16 @@ fn human_status(s: &Status) -> String {
     if let Some(d) = &b.detail {
         backend.push_str(&format!(" — {d}"));
     }
+    if let Some(e) = &b.embedding {
+        let pct = if e.passages == 0 { 100.0 } else { e.embedded as f64 * 100.0 / e.passages as f64 };
+        backend.push_str(&format!(
+            "\nsemantic: {} ({}), {} of {} passages embedded ({pct:.0}%)",
+            e.state, e.model, e.embedded, e.passages
+        ));
+        if let Some(err) = &e.error {
+            backend.push_str(&format!(" — {err}; recall uses BM25 meanwhile"));
+        }
+    }
     let q = &s.queue;
     let config =
         if s.config_exists { s.config_path.clone() } else { format!("{} (not found: defaults)", s.config_path) };

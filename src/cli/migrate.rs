@@ -42,7 +42,9 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     if plan.from == BackendId::Off || plan.to == BackendId::Off {
         return Err(CliError::Other("the off backend stores nothing: migrate between local and hindsight".into()));
     }
-    let settings = load_settings(config)?.settings;
+    let mut settings = load_settings(config)?.settings;
+    // A copy computes no vectors: the daemon embeds what it finds without one.
+    settings.local.embedder = crate::config::EmbedderKind::Off;
     let open = |id| {
         crate::backends::build_id(id, &settings)
             .map_err(|e| CliError::Other(format!("cannot open the {id} backend: {e}")))

@@ -186,6 +186,21 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),
     key!("retain", "idle_after", [], |s, v, c| s.retain.idle_after = nonzero(v.duration()?)?),
     key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&v.string()?, c.base))),
+    key!("local", "embedder", [], |s, v, c| s.local.embedder = one_of(
+        &v.string()?,
+        &[
+            ("builtin", super::EmbedderKind::Builtin),
+            ("openai", super::EmbedderKind::OpenAi),
+            ("off", super::EmbedderKind::Off)
+        ]
+    )?),
+    key!("local", "embedding_url", [], |s, v, c| s.local.embedding_url = Some(http_url(v.string()?)?)),
+    key!("local", "embedding_model", [], |s, v, c| s.local.embedding_model =
+        Some(v.string()?).filter(|m| !m.trim().is_empty()).map(|m| m.trim().to_owned())),
+    key!("local", "embedding_api_key", [], |s, v, c| s.local.embedding_api_key =
+        Some(v.string()?).filter(|t| !t.trim().is_empty()).map(|t| super::Secret::new(t.trim()))),
+    key!("local", "embedding_timeout", [], |s, v, c| s.local.embedding_timeout = nonzero(v.duration()?)?),
+    key!("local", "embedding_dim", [], |s, v, c| s.local.embedding_dim = Some(at_least(v.integer()?, 1)? as usize)),
     key!("hindsight", "api_url", ["HINDSIGHT_API_URL"], |s, v, c| s.hindsight.api_url = http_url(v.string()?)?),
     key!("hindsight", "api_token", ["HINDSIGHT_API_TOKEN"], |s, v, c| s.hindsight.api_token =
         Some(v.string()?).filter(|t| !t.trim().is_empty()).map(|t| super::Secret::new(t.trim()))),

@@ -207,6 +207,23 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
         ),
         );
     }
+    if s.local.embedder == super::EmbedderKind::OpenAi {
+        if s.local.embedding_url.is_none() {
+            err(
+                "local",
+                "embedder",
+                "is \"openai\" but local.embedding_url is not set (e.g. \"http://127.0.0.1:11434/v1\" for Ollama)"
+                    .into(),
+            );
+        }
+        if s.local.embedding_model.is_none() {
+            err(
+                "local",
+                "embedder",
+                "is \"openai\" but local.embedding_model is not set (e.g. \"nomic-embed-text\")".into(),
+            );
+        }
+    }
     if s.queue.retry_max < s.queue.retry_initial {
         err("queue", "retry_max", "must not be shorter than queue.retry_initial".into());
     }

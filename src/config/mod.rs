@@ -219,6 +219,46 @@ pub struct RetainSettings {
 pub struct LocalSettings {
     /// The SQLite file; `None` = `<storage.dir>/memories.db`.
     pub path: Option<PathBuf>,
+    /// What computes the vectors behind semantic recall.
+    pub embedder: EmbedderKind,
+    /// `openai`: the endpoint's base URL, up to and including `/v1`.
+    pub embedding_url: Option<String>,
+    /// `openai`: the model name the endpoint knows.
+    pub embedding_model: Option<String>,
+    /// `openai`: sent as a bearer token; never logged.
+    pub embedding_api_key: Option<Secret>,
+    /// `openai`: per request.
+    pub embedding_timeout: Duration,
+    /// `openai`: the vectors' length, when known (otherwise the first answer sets it).
+    pub embedding_dim: Option<usize>,
+}
+
+/// `local.embedder`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbedderKind {
+    /// The built-in all-MiniLM-L6-v2 (the default; nothing to download).
+    Builtin,
+    /// An OpenAI-compatible `/v1/embeddings` endpoint.
+    OpenAi,
+    /// BM25 recall only.
+    Off,
+}
+
+impl LocalSettings {
+    /// The embedder these settings describe, for the local backend.
+    pub fn embedder_choice(&self) -> mneme_local::EmbedderChoice {
+        match self.embedder {
+            EmbedderKind::Builtin => mneme_local::EmbedderChoice::Builtin,
+            EmbedderKind::Off => mneme_local::EmbedderChoice::Off,
+            EmbedderKind::OpenAi => mneme_local::EmbedderChoice::OpenAi(mneme_local::OpenAiConfig {
+                url: self.embedding_url.clone().unwrap_or_default(),
+                model: self.embedding_model.clone().unwrap_or_default(),
+                api_key: self.embedding_api_key.clone(),
+                timeout: self.embedding_timeout,
+                dim: self.embedding_dim,
+            }),
+        }
+    }
 }
 
 /// The default first line of a recalled block.
@@ -272,7 +312,15 @@ impl Default for Settings {
                 strip_private: true,
                 idle_after: Duration::from_secs(15 * 60),
             },
-            local: LocalSettings { path: None },
+            local: LocalSettings {
+                path: None,
+                embedder: EmbedderKind::Builtin,
+                embedding_url: None,
+                embedding_model: None,
+                embedding_api_key: None,
+                embedding_timeout: Duration::from_secs(10),
+                embedding_dim: None,
+            },
             hindsight: HindsightConfig {
                 api_url: "http://localhost:8888".into(),
                 api_token: None,

@@ -299,13 +299,24 @@ pub async fn notice_stream(
 
 pub async fn metrics(State(s): St) -> Response {
     let depths = s.queue.depths().await;
-    let gauges = [
+    let mut gauges = vec![
         ("mneme_queue_pending", "Spooled items waiting for delivery.", depths.pending as f64),
         ("mneme_queue_in_flight", "Items being delivered.", depths.in_flight as f64),
         ("mneme_queue_dead", "Dead letters.", depths.dead as f64),
         ("mneme_sessions", "Known sessions.", s.sessions.count() as f64),
         ("mneme_uptime_seconds", "Seconds since the daemon started.", s.started.elapsed().as_secs_f64()),
     ];
+    if let Some(e) = s.sessions_backend_status().await.embedding {
+        gauges.extend([
+            ("mneme_embedding_passages", "Passages in the local store (what recall ranks).", e.passages as f64),
+            ("mneme_embedding_embedded", "Passages with a vector of the current model.", e.embedded as f64),
+            (
+                "mneme_embedding_ready",
+                "1 when semantic recall is in use (model and vectors loaded, embedder answering).",
+                f64::from(u8::from(e.state == "ready")),
+            ),
+        ]);
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render(&gauges)).into_response()
 }
 

@@ -81,6 +81,7 @@ impl Daemon {
             crate::backends::BuildError::File(f) => StartError::File(f),
             other => StartError::Backend { backend: settings.memory.backend.to_string(), reason: other.to_string() },
         })?;
+        crate::backends::forward_events(&backend, &notices);
         let queue = Queue::new(spool.clone(), backend, settings.queue.clone(), notices.clone(), metrics.clone());
         let sessions = Sessions::load(settings.clone(), queue.clone(), spool, notices.clone(), metrics.clone())
             .await

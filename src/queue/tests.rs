@@ -385,7 +385,7 @@ async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig { path: dir.path().join("m.db") }).unwrap();
+    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
     let r = rig(Arc::new(LoseFirstReply(local.clone(), AtomicUsize::new(0))), settings());
     r.queue.enqueue("s", &scope(), items("distinct memory ", 5)).await.unwrap();
     r.queue.flush("s").await;

@@ -244,12 +244,45 @@ fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> String {
     text::truncate_recall_query(&composed, latest, settings.recall.max_query_chars)
 }
 
-/// The recalled block injected into the prompt.
+/// The recalled block injected into the prompt: within `recall.max_tokens` × 4 characters,
+/// preamble and formatting included (as long as the preamble alone fits). Results that do not
+/// fit are left out for shorter ones; a first result too long for the room left is cut.
 pub fn memory_block(settings: &Settings, results: &[Recalled]) -> String {
-    let mut block = format!("<memories>\n{}\n", settings.recall.preamble);
+    let mut head = format!("<memories>\n{}\n", settings.recall.preamble);
     if settings.recall.include_time {
-        block.push_str(&format!("Current time: {} UTC\n", mneme_core::time::prompt_time(SystemTime::now())));
+        head.push_str(&format!("Current time: {} UTC\n", mneme_core::time::prompt_time(SystemTime::now())));
     }
-    block.push_str(&format!("\n{}\n</memories>", format_results(results)));
-    block
+    head.push('\n');
+    const TAIL: &str = "\n</memories>";
+    let budget = settings.recall.max_tokens.saturating_mul(4);
+    let mut room = budget.saturating_sub(chars(&head) + chars(TAIL));
+    let mut kept: Vec<Recalled> = Vec::new();
+    for r in results {
+        let separator = if kept.is_empty() { 0 } else { 2 };
+        let len = chars(&format_results(std::slice::from_ref(r))) + separator;
+        if len <= room {
+            room -= len;
+            kept.push(r.clone());
+        } else if kept.is_empty() {
+            let overhead = len - chars(&r.text);
+            let text = cut_at_word(&r.text, room.saturating_sub(overhead));
+            kept.push(Recalled { text, ..r.clone() });
+            break;
+        }
+    }
+    format!("{head}{}{TAIL}", format_results(&kept))
+}
+
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `text` in at most `max` characters, cut at a word and marked with `…`.
+fn cut_at_word(text: &str, max: usize) -> String {
+    if chars(text) <= max {
+        return text.to_owned();
+    }
+    let keep: String = text.chars().take(max.saturating_sub(2)).collect();
+    let at = keep.rfind(char::is_whitespace).filter(|i| *i > keep.len() / 2).unwrap_or(keep.len());
+    format!("{} …", keep[..at].trim_end())
 }

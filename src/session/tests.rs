@@ -35,7 +35,7 @@ struct Rig {
 fn rig() -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
-    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig { path: dir.path().join("m.db") }).unwrap();
+    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
     let notices = Notices::new(spool.clone());
     let queue = Queue::new(
         spool.clone(),
@@ -114,4 +114,40 @@ async fn idle_sessions_have_their_tail_retained_by_the_sweep() {
     assert_eq!(s.retain_idle(std::time::Duration::ZERO).await, 0, "nothing twice");
     assert!(s.get("a").is_ok(), "the session stays: it may go on");
     assert_eq!(r.queue.flush("a").await.delivered, 1);
+}
+
+#[tokio::test]
+async fn the_first_turn_block_stays_within_the_budget() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.recall.max_tokens = 300; // 1,200 characters, preamble and formatting included
+    let s = sessions(&r, settings).await;
+    let start = |id: &str| StartRequest { session_id: id.into(), cwd: "/p/otters".into(), ..StartRequest::default() };
+    // A long session (40 turns, ~50,000 characters), retained whole.
+    s.start(start("long")).await.unwrap();
+    let long: Vec<Message> = (0..40)
+        .flat_map(|i| {
+            [
+                Message::new(
+                    "user",
+                    format!("turn {i}: where do the otter nightly builds go? {}", "and why ".repeat(40)),
+                ),
+                Message::new(
+                    "assistant",
+                    format!("Turn {i}: otter nightly builds go to the archive. {}", "Details follow. ".repeat(60)),
+                ),
+            ]
+        })
+        .collect();
+    let total: usize = long.iter().map(|m| m.content.chars().count()).sum();
+    assert!(total > 40_000, "{total}");
+    s.agent_end("long", &long, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+    s.end("long", Delivery::Wait).await.unwrap();
+    assert_eq!(r.local.status().await.memories, Some(1));
+
+    s.start(start("next")).await.unwrap();
+    let block = s.agent_start("next", "where do the otter nightly builds go?", &[], Turn::Work).await.unwrap().unwrap();
+    assert!(block.starts_with("<memories>") && block.ends_with("</memories>"), "{block}");
+    assert!(block.contains("otter nightly builds go"), "{block}");
+    assert!(block.chars().count() <= 1200, "{} characters: {block}", block.chars().count());
 }

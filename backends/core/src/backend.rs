@@ -4,8 +4,8 @@ use async_trait::async_trait;
 
 use crate::error::BackendError;
 use crate::types::{
-    BackendId, BackendStatus, ClearReport, ClearWhat, ExportPage, RecallQuery, Recalled, ReflectQuery, RetainBatch,
-    Scope, StoredMemory,
+    BackendEvent, BackendId, BackendStatus, ClearReport, ClearWhat, ExportPage, RecallQuery, Recalled, ReflectQuery,
+    RetainBatch, Scope, StoredMemory,
 };
 
 /// A place where memories live. The daemon holds exactly one as `Arc<dyn MemoryBackend>`.
@@ -43,6 +43,12 @@ pub trait MemoryBackend: Send + Sync + 'static {
     async fn export(&self, bank: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<ExportPage, BackendError> {
         let _ = (bank, cursor, limit);
         Err(BackendError::Unsupported(format!("the {} backend cannot export memories", self.id())))
+    }
+
+    /// Events the backend raises by itself (an embedder outage and its end), for the daemon to
+    /// show as notices. Taken once; `None` for backends that raise none.
+    fn take_events(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<BackendEvent>> {
+        None
     }
 
     /// Stores exported memories as they are (ids, timestamps, tags, documents). Idempotent:

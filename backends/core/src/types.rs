@@ -273,13 +273,49 @@ pub struct BackendStatus {
     pub memories: Option<u64>,
     /// Bytes on disk, where known.
     pub storage_bytes: Option<u64>,
+    /// The semantic side of recall, where the backend computes vectors itself (local).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<EmbeddingStatus>,
 }
 
 impl BackendStatus {
     /// A healthy status with nothing else known.
     pub fn healthy(backend: BackendId) -> Self {
-        Self { backend, healthy: true, detail: None, version: None, memories: None, storage_bytes: None }
+        Self {
+            backend,
+            healthy: true,
+            detail: None,
+            version: None,
+            memories: None,
+            storage_bytes: None,
+            embedding: None,
+        }
     }
+}
+
+/// How far the local store's vectors are (status and metrics).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmbeddingStatus {
+    /// The embedder's model id (`builtin:…`, `openai:<model>@<url>`).
+    pub model: String,
+    /// `loading` (the model or the stored vectors), `ready`, or `unavailable` (see `error`).
+    pub state: String,
+    /// Passages with a vector of this model.
+    pub embedded: u64,
+    /// Passages in the store.
+    pub passages: u64,
+    /// Why the embedder is unavailable, while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Something a backend wants the user told (shown as a notice), outside any request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendEvent {
+    /// Whether it is a problem (a warning) or its end (information).
+    pub problem: bool,
+    /// What happened, for the user.
+    pub message: String,
 }
 
 /// A memory as it is stored: what `mneme export` writes (one JSON line each) and `import` reads.

@@ -6,6 +6,8 @@
 
 /// `out[t][o] = b[o] + x[t] · w[o]` for `t < n`, `o < outs`, rows of length `k`, the outputs
 /// shared among `threads` threads (a query is on recall's path; its products are memory-bound).
+/// (The f32 reference the int8 kernel is tested against.)
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub fn linear(x: &[f32], w: &[f32], b: &[f32], n: usize, k: usize, outs: usize, out: &mut [f32], threads: usize) {
     assert!(x.len() >= n * k && w.len() >= outs * k && b.len() >= outs && out.len() >= n * outs);
@@ -40,14 +42,16 @@ pub fn linear_q8(
     out: &mut [f32],
     threads: usize,
 ) {
-    assert!(x.len() >= n * k && q.len() >= outs * k && scales.len() >= outs && b.len() >= outs && out.len() >= n * outs);
+    assert!(
+        x.len() >= n * k && q.len() >= outs * k && scales.len() >= outs && b.len() >= outs && out.len() >= n * outs
+    );
     let threads = threads.clamp(1, outs.max(1));
     let out = SharedOut(out.as_mut_ptr());
     let per = outs.div_ceil(threads);
     let run = move |rows: std::ops::Range<usize>| {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") && k % 8 == 0 {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") && k.is_multiple_of(8) {
                 // SAFETY: the features were just detected; bounds asserted above; disjoint outputs.
                 unsafe { linear_q8_avx2(x, q, scales, b, n, k, outs, rows, out.ptr()) };
                 return;
@@ -139,7 +143,12 @@ unsafe fn linear_q8_avx2(
                 a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3.add(i)), wv, a3);
                 i += 8;
             }
-            let totals = [hsum(_mm256_add_ps(a0, b0)), hsum(_mm256_add_ps(a1, b1)), hsum(_mm256_add_ps(a2, b2)), hsum(_mm256_add_ps(a3, b3))];
+            let totals = [
+                hsum(_mm256_add_ps(a0, b0)),
+                hsum(_mm256_add_ps(a1, b1)),
+                hsum(_mm256_add_ps(a2, b2)),
+                hsum(_mm256_add_ps(a3, b3)),
+            ];
             for (j, total) in totals.iter().enumerate().take(n - t) {
                 *out.add((t + j) * outs + o) = bo + total * scale;
             }
@@ -164,6 +173,7 @@ impl SharedOut {
 
 /// The outputs `rows` of [`linear`].
 #[allow(clippy::too_many_arguments)]
+#[cfg(test)]
 unsafe fn linear_rows(
     x: &[f32],
     w: &[f32],
@@ -176,7 +186,7 @@ unsafe fn linear_rows(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") && k % 8 == 0 {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") && k.is_multiple_of(8) {
             linear_avx2(x, w, b, n, k, outs, rows, out.ptr());
             return;
         }
@@ -185,7 +195,17 @@ unsafe fn linear_rows(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn linear_plain(x: &[f32], w: &[f32], b: &[f32], n: usize, k: usize, outs: usize, rows: std::ops::Range<usize>, out: *mut f32) {
+#[cfg(test)]
+unsafe fn linear_plain(
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    n: usize,
+    k: usize,
+    outs: usize,
+    rows: std::ops::Range<usize>,
+    out: *mut f32,
+) {
     for o in rows {
         let row = &w[o * k..(o + 1) * k];
         for t in 0..n {
@@ -198,7 +218,17 @@ unsafe fn linear_plain(x: &[f32], w: &[f32], b: &[f32], n: usize, k: usize, outs
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn linear_avx2(x: &[f32], w: &[f32], b: &[f32], n: usize, k: usize, outs: usize, rows: std::ops::Range<usize>, out: *mut f32) {
+#[cfg(test)]
+unsafe fn linear_avx2(
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    n: usize,
+    k: usize,
+    outs: usize,
+    rows: std::ops::Range<usize>,
+    out: *mut f32,
+) {
     use std::arch::x86_64::*;
     #[inline(always)]
     unsafe fn hsum(v: __m256) -> f32 {

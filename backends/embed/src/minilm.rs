@@ -9,8 +9,6 @@
 //! per-operation overhead (it is on recall's path); and the build stays small. It matches the
 //! reference vectors computed with PyTorch from the same files (a test checks them).
 
-use std::sync::OnceLock;
-
 use safetensors::tensor::{Dtype, SafeTensors};
 use tokenizers::Tokenizer;
 
@@ -123,10 +121,8 @@ impl MiniLm {
 
     /// The token ids of a text, `[CLS] … [SEP]`, cut at 256 tokens.
     pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
-        let enc = self
-            .tokenizer
-            .encode(text, true)
-            .map_err(|e| EmbedError::Invalid(format!("cannot tokenize: {e}")))?;
+        let enc =
+            self.tokenizer.encode(text, true).map_err(|e| EmbedError::Invalid(format!("cannot tokenize: {e}")))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -439,12 +435,6 @@ impl Weights<'_> {
     }
 }
 
-/// The process's one copy of the built-in model, loaded on first use.
-pub fn shared(threads: usize) -> Result<&'static MiniLm, EmbedError> {
-    static MODEL: OnceLock<Result<MiniLm, EmbedError>> = OnceLock::new();
-    MODEL.get_or_init(|| MiniLm::load(threads)).as_ref().map_err(Clone::clone)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -463,16 +453,19 @@ mod tests {
         let model = MiniLm::load(2).unwrap();
         for case in reference["texts"].as_array().unwrap() {
             let text = case["text"].as_str().unwrap();
-            let want_ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+            let want_ids: Vec<u32> =
+                case["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
             assert_eq!(model.token_ids(text).unwrap(), want_ids, "{text}");
-            let want: Vec<f32> = case["vector"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+            let want: Vec<f32> =
+                case["vector"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
             let got = model.embed(&[text]).unwrap().remove(0);
             let cos: f32 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
             // The reference was computed from the f16 weights; these are the int8 ones.
             assert!(cos > 0.998, "{text}: cosine {cos}");
         }
         // A batch gives the same vectors as one at a time.
-        let texts: Vec<&str> = reference["texts"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap()).collect();
+        let texts: Vec<&str> =
+            reference["texts"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap()).collect();
         let batch = model.embed(&texts).unwrap();
         for (t, v) in texts.iter().zip(&batch) {
             assert_eq!(&model.embed(&[t]).unwrap()[0], v);

@@ -53,12 +53,19 @@ impl OpenAi {
             .user_agent(concat!("mneme/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| EmbedError::Invalid(format!("cannot build the HTTP client: {e}")))?;
-        let id = format!("openai:{}@{}", config.model, config.url.trim_end_matches('/'));
+        let id = Self::model_id_for(&config);
         let dim = std::sync::OnceLock::new();
         if let Some(d) = config.dim {
             let _ = dim.set(d);
         }
         Ok(OpenAi { config, http, id, dim })
+    }
+}
+
+impl OpenAi {
+    /// The id vectors of this endpoint and model are stored under.
+    pub fn model_id_for(config: &OpenAiConfig) -> String {
+        format!("openai:{}@{}", config.model, config.url.trim_end_matches('/'))
     }
 }
 
@@ -93,10 +100,15 @@ impl Embedder for OpenAi {
             let body: String = resp.text().unwrap_or_default().chars().take(200).collect();
             return Err(EmbedError::Invalid(format!("{url} answered {status}: {body}")));
         }
-        let answer: Answer =
-            resp.json().map_err(|e| EmbedError::Invalid(format!("{url} answered something else than embeddings: {e}")))?;
+        let answer: Answer = resp
+            .json()
+            .map_err(|e| EmbedError::Invalid(format!("{url} answered something else than embeddings: {e}")))?;
         if answer.data.len() != texts.len() {
-            return Err(EmbedError::Invalid(format!("{url} gave {} vectors for {} texts", answer.data.len(), texts.len())));
+            return Err(EmbedError::Invalid(format!(
+                "{url} gave {} vectors for {} texts",
+                answer.data.len(),
+                texts.len()
+            )));
         }
         let mut data = answer.data;
         data.sort_by_key(|d| d.index.unwrap_or(0));

@@ -25,9 +25,66 @@ pub fn quantize(v: &[f32]) -> Quantized {
     Quantized { scale, q: v.iter().map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8).collect() }
 }
 
-/// The dot product of two int8 vectors, as i32 (the compiler vectorizes this loop).
+/// The dot product of two int8 vectors, as i32.
 pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum()
+}
+
+/// The dot products of `query` with each row of `rows` (rows of `query.len()` values, one after
+/// the other), appended to `out`. The scan behind exact vector search: with AVX2 (detected at run
+/// time) 100,000 rows of 384 take a few milliseconds.
+pub fn dot_i8_rows(query: &[i8], rows: &[i8], out: &mut Vec<i32>) {
+    let dim = query.len();
+    if dim == 0 {
+        return;
+    }
+    assert_eq!(rows.len() % dim, 0, "whole rows");
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was just detected.
+        unsafe { dot_rows_avx2(query, rows, out) };
+        return;
+    }
+    out.extend(rows.chunks_exact(dim).map(|r| dot_i8(query, r)));
+}
+
+/// The scan with AVX2: each row's bytes widened to i16 and multiplied-added with the (widened)
+/// query, 16 values an instruction.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_rows_avx2(query: &[i8], rows: &[i8], out: &mut Vec<i32>) {
+    use std::arch::x86_64::*;
+    let dim = query.len();
+    let chunks = dim / 16;
+    out.reserve(rows.len() / dim);
+    // SAFETY (all loads): `c * 16 + 16 <= chunks * 16 <= dim`, within the query and each row.
+    let wide: Vec<__m256i> = (0..chunks)
+        .map(|c| unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(query.as_ptr().add(c * 16).cast())) })
+        .collect();
+    for r in rows.chunks_exact(dim) {
+        let (mut a, mut b) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let mut c = 0;
+        while c + 1 < chunks {
+            let x = unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(r.as_ptr().add(c * 16).cast())) };
+            let y = unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(r.as_ptr().add(c * 16 + 16).cast())) };
+            a = _mm256_add_epi32(a, _mm256_madd_epi16(x, wide[c]));
+            b = _mm256_add_epi32(b, _mm256_madd_epi16(y, wide[c + 1]));
+            c += 2;
+        }
+        if c < chunks {
+            let x = unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(r.as_ptr().add(c * 16).cast())) };
+            a = _mm256_add_epi32(a, _mm256_madd_epi16(x, wide[c]));
+        }
+        let acc = _mm256_add_epi32(a, b);
+        let s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+        let mut sum = _mm_cvtsi128_si32(s);
+        for i in chunks * 16..dim {
+            sum += i32::from(query[i]) * i32::from(r[i]);
+        }
+        out.push(sum);
+    }
 }
 
 #[cfg(test)]
@@ -44,5 +101,17 @@ mod tests {
         let (qa, qb) = (quantize(&a), quantize(&b));
         let approx = dot_i8(&qa.q, &qb.q) as f32 * qa.scale * qb.scale;
         assert!((exact - approx).abs() < 0.01, "{exact} vs {approx}");
+        let mut rows = qb.q.repeat(3);
+        rows.extend(qa.q.iter());
+        // Lengths that are not a multiple of 16 or 32 take the tail paths.
+        for dim in [5usize, 16, 40, 48] {
+            let (q, r) = (&qa.q[..dim], &qb.q[..dim]);
+            let mut out = Vec::new();
+            dot_i8_rows(q, r, &mut out);
+            assert_eq!(out, vec![dot_i8(q, r)], "{dim}");
+        }
+        let mut out = Vec::new();
+        dot_i8_rows(&qa.q, &rows, &mut out);
+        assert_eq!(out, vec![dot_i8(&qa.q, &qb.q), dot_i8(&qa.q, &qb.q), dot_i8(&qa.q, &qb.q), dot_i8(&qa.q, &qa.q)]);
     }
 }

@@ -3,10 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use mneme_core::*;
+use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::embedding::{EmbedderChoice, Semantic};
+use crate::recall::RecallMode;
 use crate::store::{RecallFilter, Store};
 use crate::writer::Writer;
 
@@ -15,12 +19,29 @@ const RECENT_IN_INSTRUCTIONS: usize = 10;
 const RECENT_MAX_CHARS: usize = 2000;
 /// Readers kept open for reuse.
 const READERS: usize = 4;
+/// Recall waits this long at most for the query's vector, then answers with BM25 alone (and
+/// keeps doing so until the embedder answers again).
+const QUERY_WAIT: Duration = Duration::from_secs(1);
 
-/// Where the local store lives.
+/// Where the local store lives and how it computes vectors.
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
     /// The SQLite database file.
     pub path: PathBuf,
+    /// The embedder behind semantic recall.
+    pub embedder: EmbedderChoice,
+}
+
+impl LocalConfig {
+    /// A store at `path` with the built-in embedder (the default).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), embedder: EmbedderChoice::Builtin }
+    }
+
+    /// A store at `path` with BM25 recall only.
+    pub fn lexical(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), embedder: EmbedderChoice::Off }
+    }
 }
 
 /// The `local` backend.
@@ -33,6 +54,18 @@ struct Inner {
     path: PathBuf,
     writer: Writer,
     readers: Mutex<Vec<Store>>,
+    /// `None` when `local.embedder` is off.
+    semantic: Option<Arc<Semantic>>,
+    events: Mutex<Option<UnboundedReceiver<BackendEvent>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The embedding thread holds a writer handle: it must end for the writer to end.
+        if let Some(s) = &self.semantic {
+            s.stop();
+        }
+    }
 }
 
 impl LocalBackend {
@@ -42,8 +75,75 @@ impl LocalBackend {
             std::fs::create_dir_all(dir)
                 .map_err(|e| BackendError::permanent(format!("cannot create its folder {}: {e}", dir.display())))?;
         }
-        let writer = Writer::start(&config.path).map_err(|e| open_error(&config.path, e))?;
-        Ok(Self { inner: Arc::new(Inner { path: config.path.clone(), writer, readers: Mutex::new(Vec::new()) }) })
+        let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+        let semantic = Semantic::new(&config.embedder, events_tx);
+        let writer = Writer::start(&config.path, semantic.clone()).map_err(|e| open_error(&config.path, e))?;
+        if let Some(s) = &semantic {
+            // The model and the stored vectors load in the background: the store answers (by
+            // BM25) at once.
+            s.start(config.embedder.clone(), config.path.clone(), writer.clone());
+        }
+        let inner = Inner {
+            path: config.path.clone(),
+            writer,
+            readers: Mutex::new(Vec::new()),
+            semantic,
+            events: Mutex::new(Some(events)),
+        };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// Recall ranked by both sides (what [`MemoryBackend::recall`] does) or by one alone.
+    pub async fn recall_with(
+        &self,
+        scope: &Scope,
+        q: &RecallQuery,
+        mode: RecallMode,
+    ) -> Result<Vec<Recalled>, BackendError> {
+        let bank = scope.bank.clone();
+        let q = q.clone();
+        // The query's vector is computed and scanned while the lexical side runs.
+        let semantic = self.inner.semantic.clone();
+        let (scan_tx, scan) = std::sync::mpsc::sync_channel(1);
+        if let Some(s) = semantic.clone().filter(|_| mode != RecallMode::Lexical) {
+            let (query, bank) = (q.query.clone(), bank.clone());
+            tokio::task::spawn_blocking(move || {
+                let _ = scan_tx.send(s.scan(&bank, &query, crate::recall::POOL));
+            });
+        }
+        self.read(move |s| {
+            let types: Vec<&str> = q.types.iter().map(|t| t.as_str()).collect();
+            let filter = RecallFilter {
+                bank: &bank,
+                tags: &q.tags,
+                tags_match: q.tags_match,
+                types: &types,
+                max_chars: q.max_tokens.saturating_mul(4).max(1),
+            };
+            if semantic.is_none() || mode == RecallMode::Lexical {
+                return s.recall(&q.query, &filter);
+            }
+            s.recall_hybrid(&q.query, &filter, mode, |lexical_pool| {
+                let semantic = semantic?;
+                let scan = match scan.recv_timeout(QUERY_WAIT) {
+                    Ok(scan) => scan?,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        semantic.query_timed_out(QUERY_WAIT);
+                        return None;
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+                };
+                Some(semantic.finish(scan, lexical_pool))
+            })
+        })
+        .await
+    }
+
+    /// Semantic recall's progress (`None` when the embedder is off).
+    pub async fn embedding_status(&self) -> Option<EmbeddingStatus> {
+        let semantic = self.inner.semantic.clone()?;
+        let passages = self.read(|s| s.stats()).await.map_or(0, |st| st.passages);
+        Some(semantic.status(passages))
     }
 
     /// The database file.
@@ -105,20 +205,11 @@ impl MemoryBackend for LocalBackend {
     }
 
     async fn recall(&self, scope: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
-        let bank = scope.bank.clone();
-        let q = q.clone();
-        self.read(move |s| {
-            let types: Vec<&str> = q.types.iter().map(|t| t.as_str()).collect();
-            let filter = RecallFilter {
-                bank: &bank,
-                tags: &q.tags,
-                tags_match: q.tags_match,
-                types: &types,
-                max_chars: q.max_tokens.saturating_mul(4).max(1),
-            };
-            s.recall(&q.query, &filter)
-        })
-        .await
+        self.recall_with(scope, q, RecallMode::Hybrid).await
+    }
+
+    fn take_events(&self) -> Option<UnboundedReceiver<BackendEvent>> {
+        self.inner.events.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     async fn reflect(&self, _scope: &Scope, _q: &ReflectQuery) -> Result<String, BackendError> {
@@ -208,6 +299,7 @@ impl MemoryBackend for LocalBackend {
                 memories: Some(stats.memories),
                 storage_bytes: Some(stats.bytes),
                 detail: Some(self.inner.path.display().to_string()),
+                embedding: self.inner.semantic.as_ref().map(|s| s.status(stats.passages)),
                 ..BackendStatus::healthy(BackendId::Local)
             },
             Err(e) => BackendStatus {

@@ -26,10 +26,11 @@ pub(crate) struct ContentIndex {
 
 impl ContentIndex {
     /// Makes the map current. Call inside the write transaction, before looking anything up.
-    pub(crate) fn refresh(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+    /// Returns whether it was rebuilt (another connection wrote, or a rollback came before).
+    pub(crate) fn refresh(&mut self, conn: &Connection) -> rusqlite::Result<bool> {
         let version: i64 = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
         if self.data_version == Some(version) {
-            return Ok(());
+            return Ok(false);
         }
         self.first.clear();
         self.more.clear();
@@ -40,7 +41,7 @@ impl ContentIndex {
             self.add(key(&bank, r.get(2)?), r.get(0)?);
         }
         self.data_version = Some(version);
-        Ok(())
+        Ok(true)
     }
 
     /// After a rollback the map may lack rows that exist again: rebuild it before the next use.

@@ -9,12 +9,20 @@
 
 mod backend;
 mod dedupe;
+mod embedding;
 pub mod fts;
+mod fusion;
+pub mod passages;
+mod recall;
 pub mod schema;
 pub mod store;
+mod vectors;
 mod writer;
 
 pub use backend::{LocalBackend, LocalConfig};
+pub use embedding::EmbedderChoice;
+pub use mneme_embed::OpenAiConfig;
+pub use recall::RecallMode;
 
 /// Checks a local store file without changing it: that it is a memory database this mneme can
 /// read and that SQLite finds it sound. Returns how many memories it holds.

@@ -43,13 +43,70 @@ DROP TRIGGER memories_ai;
 -- random page write for every new memory.
 DROP INDEX memories_bank_hash;
 "#,
+    r#"
+-- Recall ranks passages (see passages.rs): a short memory is one, a long one is split. Each
+-- passage knows the one before it in its conversation (the previous passage of its memory, or
+-- for a conversation's turns the last one of the session's previous turn): its terms are indexed
+-- as a second column, weighted half (the question's words are often in the turn before the answer).
+CREATE TABLE passages (
+    pid         INTEGER PRIMARY KEY,
+    memory_seq  INTEGER NOT NULL,       -- memories.seq
+    ord         INTEGER NOT NULL,       -- place in the memory
+    text        TEXT NOT NULL,
+    prev_pid    INTEGER                 -- the passage before it in its conversation
+);
+CREATE INDEX passages_memory ON passages(memory_seq, ord);
+CREATE VIRTUAL TABLE passages_fts USING fts5(
+    terms, ctx, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'
+);
+INSERT INTO passages_fts(passages_fts, rank) VALUES ('rank', 'bm25(1.0, 0.5)');
+CREATE VIRTUAL TABLE passages_vocab USING fts5vocab(passages_fts, 'row');
+-- The last passage of each session, the context of the session's next one.
+CREATE TABLE session_tails (
+    bank    TEXT NOT NULL,
+    session TEXT NOT NULL,
+    pid     INTEGER NOT NULL,
+    PRIMARY KEY (bank, session)
+) WITHOUT ROWID;
+-- A passage's sentence vector, as int8 with one scale (x[i] = data[i] * scale), and the model
+-- that computed it; vectors of another model than the configured one are computed again.
+CREATE TABLE passage_vectors (
+    pid    INTEGER PRIMARY KEY,
+    model  TEXT NOT NULL,
+    dim    INTEGER NOT NULL,
+    scale  REAL NOT NULL,
+    data   BLOB NOT NULL
+);
+CREATE TRIGGER memories_passages_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM passages WHERE memory_seq = old.seq;
+END;
+CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
+    DELETE FROM passages_fts WHERE rowid = old.pid;
+    DELETE FROM passage_vectors WHERE pid = old.pid;
+END;
+-- Memories stored before: one passage each (their vectors are computed in the background).
+INSERT INTO passages (pid, memory_seq, ord, text) SELECT seq, seq, 0, content FROM memories;
+INSERT INTO passages_fts (rowid, terms, ctx) SELECT pid, mneme_terms(text), '' FROM passages;
+DROP TRIGGER memories_ad;
+DROP TABLE memories_vocab;
+DROP TABLE memories_fts;
+"#,
 ];
+
+/// The newest schema version.
+pub const VERSION: usize = MIGRATIONS.len();
 
 /// Brings the database up to the newest schema. Refuses a database from a newer mneme.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    migrate_to(conn, VERSION)
+}
+
+/// Brings the database up to schema `target` (tests build stores of earlier versions with it).
+/// The connection must have `mneme_terms` (see [`crate::store::register_functions`]).
+pub fn migrate_to(conn: &mut Connection, target: usize) -> rusqlite::Result<()> {
     let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
     check_version(current)?;
-    for (version, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+    for (version, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", (version + 1) as i64)?;

@@ -1,22 +1,19 @@
 //! The synchronous SQLite store. Every method runs on a blocking thread (see [`crate::LocalBackend`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
-use mneme_core::{MemoryItem, Recalled, StoredMemory, TagsMatch};
+use mneme_core::{MemoryItem, MemoryType, Recalled, StoredMemory, TagsMatch};
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::dedupe::{self, ContentIndex};
 use crate::fts;
+use crate::passages;
+use crate::recall::PassageCount;
 
 /// Tag list separator (ASCII unit separator): cannot appear in a tag a user types.
 const SEP: char = '\u{1f}';
-
-/// At most this many rows are ranked into a recall answer before the token budget applies.
-const RECALL_ROW_LIMIT: usize = 50;
-/// Ranked candidates fetched from the memories table at a time.
-const FETCH_CHUNK: usize = 25;
 
 /// Filters and bounds for [`Store::recall`].
 #[derive(Debug, Clone)]
@@ -40,29 +37,75 @@ pub struct Stats {
     pub memories: u64,
     /// Database + WAL size in bytes.
     pub bytes: u64,
+    /// Passages (what recall ranks).
+    pub passages: u64,
 }
-
-/// Candidates FTS5 ranks for a recall.
-const RECALL_POOL: usize = RECALL_ROW_LIMIT * 4;
-
-/// The candidate pool. Its LIMIT is a literal: a bound LIMIT makes SQLite (built with STAT4)
-/// re-prepare the statement on every run, since the plan may depend on the value.
-const RANKED_POOL: &str = "SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?1 ORDER BY rank LIMIT 200";
 
 /// A page of an export. `LIMIT ?3 + 0`: an expression, so the bound value does not force a
 /// re-prepare either.
 const EXPORT_PAGE: &str = "SELECT seq, id, bank, content, context, kind, tags, metadata, document_id, created_at
      FROM memories WHERE seq > ?1 AND (?2 IS NULL OR bank = ?2) ORDER BY seq LIMIT ?3 + 0";
 
-/// Indexes a batch's new rows in one statement, so FTS5 writes one segment per batch.
-const INDEX_NEW_ROWS: &str =
-    "INSERT INTO memories_fts(rowid, terms) SELECT seq, mneme_terms(content) FROM memories WHERE seq BETWEEN ?1 AND ?2";
+/// Indexes a batch's new passages in one statement, so FTS5 writes one segment per batch: their
+/// own terms, and the terms of the passage before each as its context.
+pub(crate) const INDEX_NEW_PASSAGES: &str = "INSERT INTO passages_fts(rowid, terms, ctx)
+     SELECT p.pid, mneme_terms(p.text), mneme_terms(q.text)
+     FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid WHERE p.pid BETWEEN ?1 AND ?2";
 
 /// One SQLite connection to the memory database.
 pub struct Store {
-    conn: Connection,
+    pub(crate) conn: Connection,
     /// Where each content is stored, for the dedupe on retain (built on the first retain).
     contents: ContentIndex,
+    /// The last passage stored for each (bank, session): the context of the session's next one.
+    last_passage: HashMap<(String, String), i64>,
+    /// FTS5's N, for the idf of query terms.
+    pub(crate) passage_count: PassageCount,
+    /// What this connection's writes changed, for the vector index (see [`Store::take_changes`]).
+    changes: Changes,
+}
+
+/// Passages a connection added and removed since the changes were last taken.
+#[derive(Debug, Default, PartialEq)]
+pub struct Changes {
+    /// The lowest pid added.
+    pub first_added: Option<i64>,
+    /// Removed passages.
+    pub removed: Vec<i64>,
+    /// Every passage was removed.
+    pub removed_all: bool,
+}
+
+impl Changes {
+    fn merge(&mut self, other: Changes) {
+        self.first_added = match (self.first_added, other.first_added) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.removed.extend(other.removed);
+        self.removed_all |= other.removed_all;
+    }
+}
+
+/// A passage whose vector is to be computed.
+#[derive(Debug, Clone)]
+pub struct Unembedded {
+    pub pid: i64,
+    pub memory_seq: i64,
+    pub bank: String,
+    pub prev_pid: Option<i64>,
+    pub text: String,
+}
+
+/// A stored vector, as the index loads it.
+#[derive(Debug, Clone)]
+pub struct StoredVector {
+    pub pid: i64,
+    pub memory_seq: i64,
+    pub bank: String,
+    pub prev_pid: Option<i64>,
+    pub scale: f32,
+    pub data: Vec<i8>,
 }
 
 impl Store {
@@ -75,15 +118,15 @@ impl Store {
         // Statement and savepoint journals in memory, not in temporary files.
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        // The FTS triggers call this; every connection that writes must have it.
-        conn.create_scalar_function(
-            "mneme_terms",
-            1,
-            FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
-            |ctx| Ok(fts::index_terms(&ctx.get::<String>(0)?)),
-        )?;
+        register_functions(&conn)?;
         crate::schema::migrate(&mut conn)?;
-        Ok(Self { conn, contents: ContentIndex::default() })
+        Ok(Self {
+            conn,
+            contents: ContentIndex::default(),
+            last_passage: HashMap::new(),
+            passage_count: PassageCount::default(),
+            changes: Changes::default(),
+        })
     }
 
     /// See [`crate::check`].
@@ -123,10 +166,12 @@ impl Store {
         &mut self,
         batches: &[(&str, &[MemoryItem])],
     ) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
+        self.passage_count.reset();
         let results = self.retain_in_transaction(batches);
         if !matches!(&results, Ok(r) if r.iter().all(Result::is_ok)) {
             // Something rolled back: rows the map no longer lists may exist again.
             self.contents.invalidate();
+            self.last_passage.clear();
         }
         results
     }
@@ -135,145 +180,42 @@ impl Store {
         &mut self,
         batches: &[(&str, &[MemoryItem])],
     ) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
-        let Store { conn, contents } = self;
+        let Store { conn, contents, last_passage, changes, .. } = self;
         // IMMEDIATE: the write lock is taken before the dedupe map is checked against other
         // connections' changes, so none can slip in between.
         let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        contents.refresh(&tx)?;
+        if contents.refresh(&tx)? {
+            last_passage.clear(); // another connection wrote: look sessions up afresh
+        }
+        let mut w = Writing { contents, last_passage, changes: Changes::default() };
         if let [(bank, items)] = batches {
             // Alone, the batch is the transaction: no savepoint needed.
-            let n = retain_one(&tx, contents, bank, items);
+            let n = retain_one(&tx, &mut w, bank, items);
             if n.is_ok() {
                 tx.commit()?;
+                changes.merge(w.changes);
             }
             return Ok(vec![n]);
         }
         let mut results = Vec::with_capacity(batches.len());
+        let mut committed = Changes::default();
         for (bank, items) in batches {
             let savepoint = tx.savepoint()?;
-            match retain_one(&savepoint, contents, bank, items) {
+            match retain_one(&savepoint, &mut w, bank, items) {
                 Ok(n) => {
                     savepoint.commit()?;
+                    committed.merge(std::mem::take(&mut w.changes));
                     results.push(Ok(n));
                 }
-                Err(e) => results.push(Err(e)), // dropping the savepoint rolls it back
+                Err(e) => {
+                    w.changes = Changes::default();
+                    results.push(Err(e)); // dropping the savepoint rolls it back
+                }
             }
         }
         tx.commit()?;
+        changes.merge(committed);
         Ok(results)
-    }
-
-    /// Full-text recall, best first, bounded by `filter.max_chars`.
-    pub fn recall(&self, query: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
-        let Some(expr) = self.ranking_expression(query)? else { return Ok(Vec::new()) };
-        // Fast path: FTS5 ranks and cuts a candidate pool on its own (its `rank` ordering never
-        // touches the memories table); only the pool is fetched and filtered. When the filters
-        // leave too few of a full pool, every match is filtered instead.
-        let ranked: Vec<(i64, f64)> = self
-            .conn
-            .prepare_cached(RANKED_POOL)?
-            .query_map([&expr], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        // Fetch the pool a chunk at a time: usually the first chunk fills the token budget.
-        let mut rows = Vec::new();
-        let mut chars = 0;
-        for chunk in ranked.chunks(FETCH_CHUNK) {
-            for r in self.fetch_ranked(chunk, filter)? {
-                chars += r.text.chars().count();
-                rows.push(r);
-            }
-            if chars >= filter.max_chars || rows.len() >= RECALL_ROW_LIMIT {
-                break;
-            }
-        }
-        if ranked.len() == RECALL_POOL && rows.len() < RECALL_ROW_LIMIT && chars < filter.max_chars {
-            rows = self.recall_all_matches(&expr, filter)?;
-        }
-        let mut out = Vec::new();
-        let mut used = 0;
-        for r in rows {
-            let len = r.text.chars().count();
-            if !out.is_empty() && used + len > filter.max_chars {
-                break;
-            }
-            used += len;
-            out.push(r);
-            if used >= filter.max_chars {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
-    /// The memories among `ranked` (rowid, rank) that pass the filter, in rank order.
-    fn fetch_ranked(&self, ranked: &[(i64, f64)], filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
-        if ranked.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<String> = ranked.iter().map(|(id, _)| id.to_string()).collect();
-        // The ids go in as one JSON array, so the statement text depends only on the filter's
-        // shape and stays in the statement cache.
-        let mut sql = String::from(
-            "SELECT m.seq, m.content, m.kind, m.created_at, m.tags FROM memories m
-             WHERE m.seq IN (SELECT value FROM json_each(?2)) AND m.bank = ?1",
-        );
-        let mut args: Vec<String> = vec![filter.bank.to_owned(), format!("[{}]", ids.join(","))];
-        push_type_filter(&mut sql, &mut args, filter.types);
-        push_tag_filter(&mut sql, &mut args, filter.tags, filter.tags_match);
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let mut found: std::collections::HashMap<i64, Recalled> = stmt
-            .query_map(params_from_iter(args.iter()), |row| Ok((row.get(0)?, recalled(row, 1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(ranked
-            .iter()
-            .filter_map(|(id, rank)| found.remove(id).map(|r| Recalled { score: Some(-rank), ..r }))
-            .take(RECALL_ROW_LIMIT)
-            .collect())
-    }
-
-    /// Recall ranked by BM25 over every query term and every match, unpruned: the reference
-    /// ranking that benchmarks hold [`Store::recall`] against.
-    pub fn recall_exhaustive(&self, query: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
-        match fts::match_expression(query) {
-            Some(expr) => self.recall_all_matches(&expr, filter),
-            None => Ok(Vec::new()),
-        }
-    }
-
-    /// Every match joined and filtered, best first (the slow, complete path).
-    fn recall_all_matches(&self, expr: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
-        let mut sql = String::from(
-            "SELECT m.content, m.kind, m.created_at, m.tags, bm25(memories_fts) AS score
-             FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
-             WHERE memories_fts MATCH ?1 AND m.bank = ?2",
-        );
-        let mut args: Vec<String> = vec![expr.to_owned(), filter.bank.to_owned()];
-        push_type_filter(&mut sql, &mut args, filter.types);
-        push_tag_filter(&mut sql, &mut args, filter.tags, filter.tags_match);
-        sql.push_str(&format!(" ORDER BY score LIMIT {RECALL_ROW_LIMIT}"));
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args.iter()), |row| {
-            Ok(Recalled { score: Some(-row.get::<_, f64>(4)?), ..recalled(row, 0)? })
-        })?;
-        rows.collect()
-    }
-
-    /// The MATCH expression recall ranks on: the query's rarest terms (see [`fts::select_terms`]).
-    pub fn ranking_expression(&self, query: &str) -> rusqlite::Result<Option<String>> {
-        let terms = fts::query_terms(query);
-        let mut lookup = self.conn.prepare_cached("SELECT doc FROM memories_vocab WHERE term = ?")?;
-        let mut with_df = Vec::with_capacity(terms.len());
-        for term in terms {
-            let df: Option<i64> = lookup.query_row([&term], |r| r.get(0)).optional()?;
-            // Non-ASCII terms are stored with diacritics folded by SQLite: a miss says nothing.
-            let df = match df {
-                Some(n) => Some(n as u64),
-                None if term.is_ascii() => Some(0),
-                None => None,
-            };
-            with_df.push((term, df));
-        }
-        Ok(fts::or_expression(&fts::select_terms(with_df)))
     }
 
     /// The most recent memories of a bank passing a tag filter, newest first.
@@ -289,16 +231,123 @@ impl Store {
 
     /// Deletes a bank's memories; with tags, only those carrying one of them. Returns the count.
     pub fn clear_scope(&mut self, bank: &str, tags: &[String]) -> rusqlite::Result<u64> {
-        let mut sql = String::from("DELETE FROM memories AS m WHERE m.bank = ?1");
+        self.passage_count.reset();
+        let mut filter = String::from(" WHERE m.bank = ?1");
         let mut args = vec![bank.to_owned()];
-        push_tag_filter(&mut sql, &mut args, tags, TagsMatch::AnyStrict);
-        Ok(self.conn.execute(&sql, params_from_iter(args.iter()))? as u64)
+        push_tag_filter(&mut filter, &mut args, tags, TagsMatch::AnyStrict);
+        let tx = self.conn.transaction()?;
+        let removed: Vec<i64> = tx
+            .prepare(&format!("SELECT p.pid FROM passages p JOIN memories m ON m.seq = p.memory_seq{filter}"))?
+            .query_map(params_from_iter(args.iter()), |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let n = tx.execute(&format!("DELETE FROM memories AS m{filter}"), params_from_iter(args.iter()))? as u64;
+        if tags.is_empty() {
+            tx.execute("DELETE FROM session_tails WHERE bank = ?1", [bank])?;
+        }
+        tx.commit()?;
+        self.last_passage.retain(|(b, _), _| b != bank);
+        self.changes.merge(Changes { removed, ..Changes::default() });
+        Ok(n)
     }
 
     /// Deletes every memory. Returns the count.
     pub fn clear_all(&mut self) -> rusqlite::Result<u64> {
-        let n = self.conn.execute("DELETE FROM memories", [])? as u64;
+        self.passage_count.reset();
+        let tx = self.conn.transaction()?;
+        let n = tx.execute("DELETE FROM memories", [])? as u64;
+        tx.execute("DELETE FROM session_tails", [])?;
+        tx.commit()?;
+        self.last_passage.clear();
+        self.changes.merge(Changes { removed_all: true, ..Changes::default() });
         Ok(n)
+    }
+
+    /// What this connection's writes changed since the last call.
+    pub fn take_changes(&mut self) -> Changes {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Up to `limit` passages after `after` without a vector of `model`, in pid order.
+    pub fn unembedded(&self, model: &str, after: i64, limit: usize) -> rusqlite::Result<Vec<Unembedded>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT p.pid, m.bank, p.prev_pid, p.text, p.memory_seq FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
+             WHERE p.pid > ?1 AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.pid = p.pid AND v.model = ?2)
+             ORDER BY p.pid LIMIT ?3 + 0",
+        )?;
+        let rows = stmt.query_map(params![after, model, limit as i64], |r| {
+            Ok(Unembedded {
+                pid: r.get(0)?,
+                bank: r.get(1)?,
+                prev_pid: r.get(2)?,
+                text: r.get(3)?,
+                memory_seq: r.get(4)?,
+            })
+        })?;
+        rows.collect()
+    }
+
+    /// Stores vectors of `model` for passages that still hold the text they were computed from.
+    /// Returns, for each, whether it was stored.
+    pub fn put_vectors(&mut self, model: &str, vectors: &[(&Unembedded, f32, &[i8])]) -> rusqlite::Result<Vec<bool>> {
+        let tx = self.conn.transaction()?;
+        let mut stored = Vec::with_capacity(vectors.len());
+        {
+            let mut put = tx.prepare_cached(
+                "INSERT OR REPLACE INTO passage_vectors (pid, model, dim, scale, data)
+                 SELECT ?1, ?2, length(?4), ?3, ?4 WHERE EXISTS (SELECT 1 FROM passages WHERE pid = ?1 AND text = ?5)",
+            )?;
+            for (p, scale, data) in vectors {
+                let bytes: Vec<u8> = data.iter().map(|x| *x as u8).collect();
+                stored.push(put.execute(params![p.pid, model, f64::from(*scale), bytes, p.text])? == 1);
+            }
+        }
+        tx.commit()?;
+        Ok(stored)
+    }
+
+    /// Which of `pids` have no passage (any more).
+    pub fn missing_passages(&self, pids: &[i64]) -> rusqlite::Result<Vec<i64>> {
+        if pids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = pids.iter().map(i64::to_string).collect();
+        let mut stmt =
+            self.conn.prepare("SELECT value FROM json_each(?1) WHERE value NOT IN (SELECT pid FROM passages)")?;
+        let rows = stmt.query_map([format!("[{}]", ids.join(","))], |r| r.get(0))?;
+        rows.collect()
+    }
+
+    /// Deletes the vectors of these passages (to be computed again).
+    pub fn drop_vectors(&mut self, pids: &[i64]) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut drop = tx.prepare_cached("DELETE FROM passage_vectors WHERE pid = ?")?;
+            for pid in pids {
+                drop.execute([pid])?;
+            }
+        }
+        tx.commit()
+    }
+
+    /// Every stored vector of `model`, a page at a time after pid `after`.
+    pub fn vectors(&self, model: &str, after: i64, limit: usize) -> rusqlite::Result<Vec<StoredVector>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT v.pid, m.bank, p.prev_pid, v.scale, v.data, p.memory_seq FROM passage_vectors v
+             CROSS JOIN passages p ON p.pid = v.pid CROSS JOIN memories m ON m.seq = p.memory_seq
+             WHERE v.pid > ?1 AND v.model = ?2 ORDER BY v.pid LIMIT ?3 + 0",
+        )?;
+        let rows = stmt.query_map(params![after, model, limit as i64], |r| {
+            let bytes: Vec<u8> = r.get(4)?;
+            Ok(StoredVector {
+                pid: r.get(0)?,
+                bank: r.get(1)?,
+                prev_pid: r.get(2)?,
+                memory_seq: r.get(5)?,
+                scale: r.get::<_, f64>(3)? as f32,
+                data: bytes.into_iter().map(|b| b as i8).collect(),
+            })
+        })?;
+        rows.collect()
     }
 
     /// Up to `limit` memories after sequence `after`, oldest first, optionally of one bank.
@@ -331,7 +380,8 @@ impl Store {
         let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
         let page_size: i64 = self.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
         let wal = self.conn.path().and_then(|p| std::fs::metadata(format!("{p}-wal")).ok()).map_or(0, |m| m.len());
-        Ok(Stats { memories: memories as u64, bytes: (pages * page_size) as u64 + wal })
+        let passages: i64 = self.conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0))?;
+        Ok(Stats { memories: memories as u64, bytes: (pages * page_size) as u64 + wal, passages: passages as u64 })
     }
 
     /// The underlying connection (benchmarks compare against a bare FTS5 query on it).
@@ -340,15 +390,30 @@ impl Store {
     }
 }
 
+/// Adds `mneme_terms(text)` (see [`fts::index_terms`]; NULL gives '') to a connection: the
+/// indexing statements and migrations call it.
+pub fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
+    conn.create_scalar_function(
+        "mneme_terms",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| Ok(ctx.get::<Option<String>>(0)?.map_or_else(String::new, |t| fts::index_terms(&t))),
+    )
+}
+
+/// What a write needs besides the transaction.
+struct Writing<'a> {
+    contents: &'a mut ContentIndex,
+    last_passage: &'a mut HashMap<(String, String), i64>,
+    /// This batch's changes (kept only if it commits).
+    changes: Changes,
+}
+
 /// One batch of [`Store::retain_batches`], inside its savepoint.
-fn retain_one(
-    tx: &Connection,
-    contents: &mut ContentIndex,
-    bank: &str,
-    items: &[MemoryItem],
-) -> rusqlite::Result<usize> {
+fn retain_one(tx: &Connection, w: &mut Writing<'_>, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {
     let mut inserted = 0;
-    let mut new_seqs = None;
+    let mut new_pids = None;
+    let mut tails: HashMap<(String, String), i64> = HashMap::new();
     {
         let documents: BTreeSet<&str> = items.iter().filter_map(|i| i.document_id.as_deref()).collect();
         for doc in documents {
@@ -358,6 +423,14 @@ fn retain_one(
             let sql = format!("DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})");
             let mut args: Vec<&str> = vec![bank, doc];
             args.extend(keep);
+            let removed: Vec<i64> = tx
+                .prepare_cached(&format!(
+                    "SELECT p.pid FROM passages p JOIN memories m ON m.seq = p.memory_seq
+                     WHERE m.bank = ? AND m.document_id = ? AND m.id NOT IN ({placeholders})"
+                ))?
+                .query_map(params_from_iter(args.iter()), |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            w.changes.removed.extend(removed);
             tx.execute(&sql, params_from_iter(args))?;
         }
         let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
@@ -367,6 +440,8 @@ fn retain_one(
             "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )?;
+        let mut insert_passage =
+            tx.prepare_cached("INSERT INTO passages (memory_seq, ord, text, prev_pid) VALUES (?, ?, ?, ?)")?;
         for item in items {
             if exists.exists([&item.id])? {
                 continue;
@@ -374,7 +449,7 @@ fn retain_one(
             let hash = dedupe::content_hash(&item.content);
             let key = dedupe::key(bank, hash);
             let mut dup = None;
-            for seq in contents.candidates(key) {
+            for seq in w.contents.candidates(key) {
                 let row: Option<(String, String, String)> =
                     candidate.query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
                 match row {
@@ -382,7 +457,7 @@ fn retain_one(
                         dup = Some((seq, tags));
                         break;
                     }
-                    _ => contents.remove(key, seq), // gone, or a hash collision
+                    _ => w.contents.remove(key, seq), // gone, or a hash collision
                 }
             }
             if let Some((seq, tags)) = dup {
@@ -406,20 +481,65 @@ fn retain_one(
                 item.timestamp,
             ])?;
             let seq = tx.last_insert_rowid();
-            contents.add(key, seq);
-            new_seqs = Some(new_seqs.map_or((seq, seq), |(first, _)| (first, seq)));
+            w.contents.add(key, seq);
+            // Its passages, each knowing the one before it in the conversation: the previous
+            // passage of the memory, or for a conversation's turns (experiences) the last
+            // passage of the session's previous turns. Facts (world) stand alone: the fact
+            // retained before one in a session is no context for it.
+            let session = (item.kind == MemoryType::Experience)
+                .then(|| item.metadata.get("session_id").map(|s| (bank.to_owned(), s.clone())))
+                .flatten();
+            let mut prev = match &session {
+                Some(key) => last_passage_of(tx, w.last_passage, key)?,
+                None => None,
+            };
+            for (ord, text) in passages::split(&item.content).into_iter().enumerate() {
+                insert_passage.execute(params![seq, ord as i64, text, prev])?;
+                let pid = tx.last_insert_rowid();
+                new_pids = Some(new_pids.map_or((pid, pid), |(first, _): (i64, i64)| (first, pid)));
+                prev = Some(pid);
+            }
+            if let (Some(key), Some(pid)) = (session, prev) {
+                tails.insert(key.clone(), pid);
+                w.last_passage.insert(key, pid);
+            }
             inserted += 1;
         }
     }
-    // New rows take increasing seqs above every older row: one range covers the batch.
-    if let Some((first, last)) = new_seqs {
-        tx.prepare_cached(INDEX_NEW_ROWS)?.execute([first, last])?;
+    // New passages take increasing pids above every older one: one range covers the batch.
+    let mut put_tail =
+        tx.prepare_cached("INSERT OR REPLACE INTO session_tails (bank, session, pid) VALUES (?, ?, ?)")?;
+    for ((bank, session), pid) in tails {
+        put_tail.execute(params![bank, session, pid])?;
+    }
+    if let Some((first, last)) = new_pids {
+        tx.prepare_cached(INDEX_NEW_PASSAGES)?.execute([first, last])?;
+        w.changes.first_added = Some(w.changes.first_added.map_or(first, |f| f.min(first)));
     }
     Ok(inserted)
 }
 
+/// The last passage of a session in a bank, from the map, else from `session_tails`.
+fn last_passage_of(
+    tx: &Connection,
+    map: &mut HashMap<(String, String), i64>,
+    key: &(String, String),
+) -> rusqlite::Result<Option<i64>> {
+    if let Some(pid) = map.get(key) {
+        return Ok(Some(*pid));
+    }
+    let found: Option<i64> = tx
+        .prepare_cached("SELECT pid FROM session_tails WHERE bank = ?1 AND session = ?2")?
+        .query_row(params![key.0, key.1], |r| r.get(0))
+        .optional()?;
+    if let Some(pid) = found {
+        map.insert(key.clone(), pid);
+    }
+    Ok(found)
+}
+
 /// A result from the columns content, kind, created_at, tags starting at `first`.
-fn recalled(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Recalled> {
+pub(crate) fn recalled(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Recalled> {
     Ok(Recalled {
         text: row.get(first)?,
         kind: row.get(first + 1)?,
@@ -429,7 +549,7 @@ fn recalled(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Recalled>
     })
 }
 
-fn push_type_filter(sql: &mut String, args: &mut Vec<String>, types: &[&str]) {
+pub(crate) fn push_type_filter(sql: &mut String, args: &mut Vec<String>, types: &[&str]) {
     if types.is_empty() {
         return;
     }
@@ -440,7 +560,7 @@ fn push_type_filter(sql: &mut String, args: &mut Vec<String>, types: &[&str]) {
 }
 
 /// Appends Hindsight's tag-match semantics as SQL over the encoded `tags` column.
-fn push_tag_filter(sql: &mut String, args: &mut Vec<String>, tags: &[String], mode: TagsMatch) {
+pub(crate) fn push_tag_filter(sql: &mut String, args: &mut Vec<String>, tags: &[String], mode: TagsMatch) {
     if tags.is_empty() {
         return;
     }
@@ -485,6 +605,7 @@ mod tests {
     use rusqlite::StatementStatus;
 
     use super::*;
+    use crate::recall::{RANKED_POOL, RANKED_POOL_SIZE};
 
     fn item(id: usize, content: &str, doc: Option<&str>) -> MemoryItem {
         MemoryItem {
@@ -505,7 +626,7 @@ mod tests {
     }
 
     fn segments(store: &Store) -> i64 {
-        store.conn.query_row("SELECT count(DISTINCT segid) FROM memories_fts_idx", [], |r| r.get(0)).unwrap()
+        store.conn.query_row("SELECT count(DISTINCT segid) FROM passages_fts_idx", [], |r| r.get(0)).unwrap()
     }
 
     #[test]
@@ -565,10 +686,10 @@ mod tests {
         }
         store.export(None, 0, 2).unwrap();
         store.export(None, 2, 3).unwrap();
-        for sql in [RANKED_POOL, INDEX_NEW_ROWS, EXPORT_PAGE] {
+        for sql in [RANKED_POOL, INDEX_NEW_PASSAGES, EXPORT_PAGE] {
             let stmt = store.conn.prepare_cached(sql).unwrap();
             assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0, "{sql}");
         }
-        assert!(RANKED_POOL.ends_with(&format!("LIMIT {RECALL_POOL}")));
+        assert!(RANKED_POOL.ends_with(&format!("LIMIT {RANKED_POOL_SIZE}")));
     }
 }

@@ -7,12 +7,13 @@
 //! ([`Store::retain_batches`]): one commit instead of one each.
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 
 use mneme_core::{BackendError, MemoryItem};
 use tokio::sync::oneshot;
 
+use crate::embedding::Semantic;
 use crate::store::Store;
 
 /// Deliveries written in one transaction at most.
@@ -36,16 +37,19 @@ enum Job {
 }
 
 /// Handle to the writer thread; the thread (and its connection) ends with the last handle.
+#[derive(Clone)]
 pub(crate) struct Writer {
     jobs: mpsc::SyncSender<Job>,
 }
 
 impl Writer {
-    /// Opens the writing connection and starts the thread.
-    pub(crate) fn start(path: &Path) -> rusqlite::Result<Self> {
+    /// Opens the writing connection and starts the thread. Each write's changes to the passages
+    /// go to `semantic` (the vector index), in order.
+    pub(crate) fn start(path: &Path, semantic: Option<Arc<Semantic>>) -> rusqlite::Result<Self> {
         let store = Store::open(path)?;
         let (jobs, rx) = mpsc::sync_channel(MAX_WAITING);
-        thread::Builder::new().name("mneme-local-writer".into()).spawn(move || run(store, rx)).map_err(|e| {
+        let spawned = thread::Builder::new().name("mneme-local-writer".into()).spawn(move || run(store, rx, semantic));
+        spawned.map_err(|e| {
             rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
                 Some(format!("cannot start the local store writer: {e}")),
@@ -76,7 +80,7 @@ impl Writer {
     }
 }
 
-fn run(mut store: Store, rx: mpsc::Receiver<Job>) {
+fn run(mut store: Store, rx: mpsc::Receiver<Job>, semantic: Option<Arc<Semantic>>) {
     lower_priority();
     let mut next = None;
     loop {
@@ -104,6 +108,10 @@ fn run(mut store: Store, rx: mpsc::Receiver<Job>) {
                 retain_group(&mut store, group);
             }
         }
+        let changes = store.take_changes();
+        if let Some(s) = &semantic {
+            s.apply(changes);
+        }
     }
 }
 
@@ -127,8 +135,8 @@ fn retain_group(store: &mut Store, group: Vec<(String, Vec<MemoryItem>, Reply<us
     }
 }
 
-/// Lowers this thread's CPU priority for good (it only ever writes).
-fn lower_priority() {
+/// Lowers the calling thread's CPU priority for good (the writer, the embedding thread).
+pub(crate) fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: plain syscalls on the calling thread; a tid is a valid PRIO_PROCESS `who`.
     unsafe {

@@ -35,7 +35,7 @@ fn query(q: &str, tags: &[&str], mode: TagsMatch) -> RecallQuery {
 
 fn open() -> (tempfile::TempDir, LocalBackend) {
     let dir = tempfile::tempdir().unwrap();
-    let b = LocalBackend::open(&LocalConfig { path: dir.path().join("m.db") }).unwrap();
+    let b = LocalBackend::open(&LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
     (dir, b)
 }
 

@@ -1,0 +1,415 @@
+//! The semantic side of the store: the embedder, the vectors in memory, and the thread that
+//! computes missing vectors in the background.
+//!
+//! Retains never wait for a vector: a new passage is found by BM25 at once and by meaning once
+//! the embedding thread (lowest CPU priority, batches of [`BATCH`]) has caught up. The same
+//! thread backfills a store written before vectors existed, and re-embeds everything when the
+//! model changes (vectors are stored with their model's id; others count as missing). Vectors
+//! reach SQLite through the store's writer, which applies them to the in-memory index in the
+//! same order as the deletes, so the index never keeps a deleted passage.
+//!
+//! An embedder that fails or is slow never fails anything: recall answers with BM25 while it is
+//! unavailable, the thread retries with a growing pause, and the user hears once per outage.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use mneme_core::{BackendEvent, EmbeddingStatus};
+use mneme_embed::vector::quantize;
+use mneme_embed::{EmbedError, Embedder, MiniLm, OpenAi, OpenAiConfig};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::store::{Changes, Store, Unembedded};
+use crate::vectors::{DenseScan, DenseScores, NewVector, VectorIndex};
+use crate::writer::Writer;
+
+/// Passages embedded per call.
+const BATCH: usize = 32;
+/// Stored vectors loaded per page at start.
+const LOAD_PAGE: usize = 2048;
+/// Pauses between attempts while the embedder fails: from the first to the last, doubling.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(60);
+/// An outage notice at most this often (an endpoint that comes and goes is one problem).
+const NOTICE_EVERY: Duration = Duration::from_secs(600);
+/// A batch waits until retains have paused this long (their deliveries and the daemon's request
+/// path get the CPU first; on 2 cores, embedding beside a burst of retains doubled their p99) ...
+const QUIET: Duration = Duration::from_millis(100);
+/// ... but no longer than this, so a steady stream of retains never stops the embedding.
+const MAX_DEFER: Duration = Duration::from_secs(2);
+
+/// Which embedder computes the vectors (`local.embedder`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum EmbedderChoice {
+    /// The built-in all-MiniLM-L6-v2 (the default).
+    #[default]
+    Builtin,
+    /// An OpenAI-compatible `/v1/embeddings` endpoint.
+    OpenAi(OpenAiConfig),
+    /// None: recall is BM25 only.
+    Off,
+}
+
+impl EmbedderChoice {
+    /// The id its vectors are stored under.
+    fn model_id(&self) -> Option<String> {
+        match self {
+            EmbedderChoice::Builtin => Some(MiniLm::MODEL_ID.to_owned()),
+            EmbedderChoice::OpenAi(c) => Some(OpenAi::model_id_for(c)),
+            EmbedderChoice::Off => None,
+        }
+    }
+}
+
+/// State shared by the backend (queries, status), the writer (changes) and the embedding thread.
+pub(crate) struct Semantic {
+    model: String,
+    embedder: RwLock<Option<Arc<dyn Embedder>>>,
+    index: RwLock<VectorIndex>,
+    /// The model and the stored vectors are loaded.
+    ready: AtomicBool,
+    health: Mutex<Health>,
+    wake: Mutex<Wake>,
+    woken: Condvar,
+    events: Mutex<Option<UnboundedSender<BackendEvent>>>,
+    /// When the writer last stored new passages.
+    last_write: Mutex<Option<Instant>>,
+}
+
+#[derive(Default)]
+struct Health {
+    /// Why the embedder is unavailable, while it is.
+    error: Option<String>,
+    last_notice: Option<Instant>,
+    /// An outage notice went out and its end has not been told yet.
+    told: bool,
+}
+
+#[derive(Default)]
+struct Wake {
+    /// New passages from this pid on.
+    from: Option<i64>,
+    stop: bool,
+}
+
+impl Semantic {
+    /// The shared state for `choice`, or `None` when it is off.
+    pub(crate) fn new(choice: &EmbedderChoice, events: UnboundedSender<BackendEvent>) -> Option<Arc<Self>> {
+        Some(Arc::new(Self {
+            model: choice.model_id()?,
+            embedder: RwLock::new(None),
+            index: RwLock::new(VectorIndex::new(0)),
+            ready: AtomicBool::new(false),
+            health: Mutex::new(Health::default()),
+            wake: Mutex::new(Wake::default()),
+            woken: Condvar::new(),
+            events: Mutex::new(Some(events)),
+            last_write: Mutex::new(None),
+        }))
+    }
+
+    /// Starts the embedding thread: it loads the model and the stored vectors, then embeds.
+    pub(crate) fn start(self: &Arc<Self>, choice: EmbedderChoice, path: std::path::PathBuf, writer: Writer) {
+        let me = self.clone();
+        let spawned = std::thread::Builder::new().name("mneme-embedder".into()).spawn(move || {
+            crate::writer::lower_priority();
+            idle_priority();
+            if let Err(e) = me.run(choice, &path, &writer) {
+                me.unavailable(format!("the embedding thread stopped: {e}"));
+            }
+        });
+        if let Err(e) = spawned {
+            self.unavailable(format!("cannot start the embedding thread: {e}"));
+        }
+    }
+
+    /// Asks the thread to stop (the backend is going away).
+    pub(crate) fn stop(&self) {
+        lock(&self.wake).stop = true;
+        self.woken.notify_all();
+    }
+
+    /// Applies a write's changes: deleted passages leave the index, new ones wake the thread.
+    pub(crate) fn apply(&self, changes: Changes) {
+        if changes.removed_all {
+            write(&self.index).clear();
+        } else if !changes.removed.is_empty() {
+            write(&self.index).remove(&changes.removed);
+        }
+        if let Some(first) = changes.first_added {
+            *lock(&self.last_write) = Some(Instant::now());
+            let mut wake = lock(&self.wake);
+            wake.from = Some(wake.from.map_or(first, |f| f.min(first)));
+            self.woken.notify_all();
+        }
+    }
+
+    /// The query's vector, when the embedder is loaded and answering. Blocks (run it on a
+    /// blocking thread).
+    fn query_vector(&self, query: &str) -> Option<Vec<f32>> {
+        if !self.ready.load(Ordering::Acquire) || lock(&self.health).error.is_some() {
+            return None;
+        }
+        let embedder = read(&self.embedder).clone()?;
+        match embedder.embed(&[query]) {
+            Ok(mut v) => v.pop(),
+            Err(e) => {
+                self.unavailable(e.to_string());
+                None
+            }
+        }
+    }
+
+    /// The query wait ran out: recall answered without vectors, and does so until the embedder
+    /// answers the embedding thread again.
+    pub(crate) fn query_timed_out(&self, waited: Duration) {
+        self.unavailable(format!("the embedder took longer than {} ms to embed a query", waited.as_millis()));
+    }
+
+    /// The query's vector scored against the bank's passages (the `k` best), when the embedder
+    /// is loaded and answering. Blocks.
+    pub(crate) fn scan(&self, bank: &str, query: &str, k: usize) -> Option<DenseScan> {
+        let vector = self.query_vector(query)?;
+        read(&self.index).scan(bank, &vector, k)
+    }
+
+    /// A scan completed with the scores of the lexical pool's passages.
+    pub(crate) fn finish(&self, scan: DenseScan, wanted: &[i64]) -> DenseScores {
+        read(&self.index).finish(scan, wanted)
+    }
+
+    /// For status and metrics (`passages` from the store).
+    pub(crate) fn status(&self, passages: u64) -> EmbeddingStatus {
+        let error = lock(&self.health).error.clone();
+        let state = if error.is_some() {
+            "unavailable"
+        } else if self.ready.load(Ordering::Acquire) {
+            "ready"
+        } else {
+            "loading"
+        };
+        EmbeddingStatus {
+            model: self.model.clone(),
+            state: state.into(),
+            embedded: read(&self.index).len() as u64,
+            passages,
+            error,
+        }
+    }
+
+    fn run(self: &Arc<Self>, choice: EmbedderChoice, path: &std::path::Path, writer: &Writer) -> Result<(), String> {
+        let embedder: Arc<dyn Embedder> = match choice {
+            EmbedderChoice::Builtin => {
+                let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+                Arc::new(MiniLm::load(threads).map_err(|e| e.to_string())?)
+            }
+            EmbedderChoice::OpenAi(config) => Arc::new(OpenAi::new(config).map_err(|e| e.to_string())?),
+            EmbedderChoice::Off => return Ok(()),
+        };
+        let reader = Store::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        self.load_index(&reader, writer, embedder.dim()).map_err(|e| format!("cannot load the stored vectors: {e}"))?;
+        *write(&self.embedder) = Some(embedder.clone());
+        self.ready.store(true, Ordering::Release);
+        tracing::debug!(model = %self.model, vectors = read(&self.index).len(), "semantic recall ready");
+        let mut after = 0i64;
+        let mut pause = RETRY_FIRST;
+        loop {
+            if let Some(from) = self.take_wake() {
+                after = after.min(from - 1);
+            }
+            if lock(&self.wake).stop {
+                return Ok(());
+            }
+            let batch = reader.unembedded(&self.model, after, BATCH).map_err(|e| e.to_string())?;
+            if batch.is_empty() {
+                if lock(&self.health).error.is_some() {
+                    // Nothing to embed, but recall's queries wait for a sign of life.
+                    match embedder.embed(&["ping"]) {
+                        Ok(_) => self.available(),
+                        Err(e) => {
+                            self.unavailable(e.to_string());
+                            self.sleep(pause);
+                            pause = (pause * 2).min(RETRY_MAX);
+                            continue;
+                        }
+                    }
+                }
+                self.wait();
+                continue;
+            }
+            self.defer_to_retains();
+            let texts: Vec<&str> = batch.iter().map(|p| p.text.as_str()).collect();
+            match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
+                Ok(vectors) => {
+                    pause = RETRY_FIRST;
+                    self.available();
+                    after = batch.last().map_or(after, |p| p.pid);
+                    self.store(writer, batch, vectors)?;
+                }
+                Err(e) => {
+                    self.unavailable(e.to_string());
+                    self.sleep(pause);
+                    pause = (pause * 2).min(RETRY_MAX);
+                }
+            }
+        }
+    }
+
+    /// Loads every stored vector of the model into the index. Vectors of another length than
+    /// the index's are deleted, to be computed again.
+    fn load_index(self: &Arc<Self>, reader: &Store, writer: &Writer, dim: usize) -> Result<(), String> {
+        let mut index = VectorIndex::new(dim);
+        let mut refused = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = reader.vectors(&self.model, after, LOAD_PAGE).map_err(|e| e.to_string())?;
+            let Some(last) = page.last() else { break };
+            after = last.pid;
+            for v in page {
+                let pid = v.pid;
+                let vector = mneme_embed::vector::Quantized { scale: v.scale, q: v.data };
+                if !index.add(NewVector { pid, memory_seq: v.memory_seq, bank: v.bank, prev_pid: v.prev_pid, vector }) {
+                    refused.push(pid);
+                }
+            }
+        }
+        // The writer swaps it in after every write it has done so far, minus the passages
+        // those deleted while the pages were read.
+        let me = self.clone();
+        writer
+            .run(move |store| {
+                let gone = store.missing_passages(&index.pids()).map_err(crate::backend::sql_error)?;
+                index.remove(&gone);
+                store.drop_vectors(&refused).map_err(crate::backend::sql_error)?;
+                *write(&me.index) = index;
+                Ok(())
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    /// Stores a batch's vectors through the writer, which adds the stored ones to the index.
+    fn store(self: &Arc<Self>, writer: &Writer, batch: Vec<Unembedded>, vectors: Vec<Vec<f32>>) -> Result<(), String> {
+        let me = self.clone();
+        let quantized: Vec<_> = vectors.iter().map(|v| quantize(v)).collect();
+        writer
+            .run(move |store| {
+                let rows: Vec<_> = batch.iter().zip(&quantized).map(|(p, q)| (p, q.scale, q.q.as_slice())).collect();
+                let stored = store.put_vectors(&me.model, &rows).map_err(crate::backend::sql_error)?;
+                let mut index = write(&me.index);
+                for ((p, q), ok) in batch.into_iter().zip(quantized).zip(stored) {
+                    if ok {
+                        let v = NewVector {
+                            pid: p.pid,
+                            memory_seq: p.memory_seq,
+                            bank: p.bank,
+                            prev_pid: p.prev_pid,
+                            vector: q,
+                        };
+                        index.add(v);
+                    }
+                }
+                Ok(())
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    /// Waits (at most [`MAX_DEFER`]) until retains have paused for [`QUIET`].
+    fn defer_to_retains(&self) {
+        let started = Instant::now();
+        while started.elapsed() < MAX_DEFER && !lock(&self.wake).stop {
+            match *lock(&self.last_write) {
+                Some(t) if t.elapsed() < QUIET => self.sleep(QUIET - t.elapsed()),
+                _ => return,
+            }
+        }
+    }
+
+    fn take_wake(&self) -> Option<i64> {
+        lock(&self.wake).from.take()
+    }
+
+    /// Until new passages arrive or the backend stops.
+    fn wait(&self) {
+        let mut wake = lock(&self.wake);
+        while wake.from.is_none() && !wake.stop {
+            wake = self.woken.wait(wake).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// For `pause`, or until the backend stops.
+    fn sleep(&self, pause: Duration) {
+        let wake = lock(&self.wake);
+        if !wake.stop {
+            let _ = self.woken.wait_timeout_while(wake, pause, |w| !w.stop);
+        }
+    }
+
+    fn unavailable(&self, reason: String) {
+        let mut h = lock(&self.health);
+        let first = h.error.is_none();
+        h.error = Some(reason.clone());
+        if first && h.last_notice.is_none_or(|t| t.elapsed() >= NOTICE_EVERY) {
+            h.last_notice = Some(Instant::now());
+            h.told = true;
+            drop(h);
+            self.event(true, format!("semantic recall is unavailable ({reason}); recall uses BM25 until the embedder answers, and the passages stored meanwhile are embedded then"));
+        } else if first {
+            tracing::warn!("embedder unavailable again: {reason}");
+        }
+    }
+
+    fn available(&self) {
+        let mut h = lock(&self.health);
+        if h.error.take().is_some() {
+            let told = std::mem::take(&mut h.told);
+            drop(h);
+            if told {
+                self.event(false, "the embedder answers again: semantic recall is back".into());
+            } else {
+                tracing::info!("the embedder answers again");
+            }
+        }
+    }
+
+    fn event(&self, problem: bool, message: String) {
+        if let Some(tx) = lock(&self.events).as_ref() {
+            if tx.send(BackendEvent { problem, message: message.clone() }).is_ok() {
+                return;
+            }
+        }
+        tracing::warn!("{message}");
+    }
+}
+
+/// Runs the calling thread (and the threads it starts) only when no other thread wants the CPU
+/// (SCHED_IDLE): vectors are background work, recall answers by BM25 without them.
+fn idle_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: a plain syscall on the calling thread (pid 0), with a valid parameter.
+    unsafe {
+        let param = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
+            tracing::debug!("cannot make the embedding thread idle-priority: {}", std::io::Error::last_os_error());
+        }
+    }
+}
+
+fn check_dims(vectors: Vec<Vec<f32>>, n: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+    if vectors.len() != n {
+        return Err(EmbedError::Invalid(format!("{} vectors for {n} texts", vectors.len())));
+    }
+    Ok(vectors)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}

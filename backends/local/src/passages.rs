@@ -1,0 +1,203 @@
+//! Passages: what recall ranks and returns. A short memory is one passage; a long one (a session's
+//! transcript) is split at its turn frames into passages of a few hundred to about a thousand
+//! characters, each after the first starting with a little of the one before. And the window of a
+//! text that fits a budget, around where the query's words are.
+
+use crate::fts;
+
+/// A memory up to this long is one passage.
+pub const MAX_PASSAGE: usize = 1000;
+/// Passages are filled up to about this much before a new one starts.
+const TARGET: usize = 700;
+/// At most this much of a passage's end opens the next one.
+const OVERLAP: usize = 120;
+
+/// The passages of a memory's text, in order.
+pub fn split(text: &str) -> Vec<String> {
+    if chars(text) <= MAX_PASSAGE {
+        return vec![text.to_owned()];
+    }
+    let mut units = Vec::new();
+    for unit in frames(text) {
+        cut_long(unit, &mut units);
+    }
+    let mut passages: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for unit in units {
+        if !current.is_empty() && chars(&current) + 2 + chars(unit) > TARGET {
+            let tail = overlap(&current);
+            passages.push(std::mem::take(&mut current));
+            current.push_str(&tail);
+        }
+        if !current.is_empty() {
+            current.push_str("\n\n");
+        }
+        current.push_str(unit);
+    }
+    if !current.trim().is_empty() {
+        passages.push(current);
+    }
+    passages
+}
+
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// The turn frames of a transcript (`[role: r] … [r:end]`, joined by blank lines), else its
+/// paragraphs.
+fn frames(text: &str) -> Vec<&str> {
+    text.split("\n\n").map(str::trim).filter(|u| !u.is_empty()).collect()
+}
+
+/// Cuts a unit longer than [`MAX_PASSAGE`] at line, sentence or word ends.
+fn cut_long<'a>(unit: &'a str, out: &mut Vec<&'a str>) {
+    let mut rest = unit;
+    while chars(rest) > MAX_PASSAGE {
+        let limit = rest.char_indices().nth(TARGET).map_or(rest.len(), |(i, _)| i);
+        let head = &rest[..limit];
+        let at = head
+            .rfind('\n')
+            .or_else(|| head.rfind(". ").map(|i| i + 1))
+            .or_else(|| head.rfind(' '))
+            .filter(|&i| i > limit / 3)
+            .unwrap_or(limit);
+        out.push(rest[..at].trim());
+        rest = rest[at..].trim_start();
+    }
+    if !rest.trim().is_empty() {
+        out.push(rest.trim());
+    }
+}
+
+/// The end of a passage that opens the next one: its last [`OVERLAP`] characters, from a word start.
+fn overlap(passage: &str) -> String {
+    let n = chars(passage);
+    if n <= OVERLAP {
+        return String::new();
+    }
+    let start = passage.char_indices().nth(n - OVERLAP).map_or(0, |(i, _)| i);
+    let tail = &passage[start..];
+    let tail = tail.find(char::is_whitespace).map_or(tail, |i| &tail[i..]).trim_start();
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("… {tail}")
+    }
+}
+
+/// `text` cut to at most `max_chars` characters around the part that holds most of the query's
+/// words (stemmed as the index stems them), marked with `…` where it was cut. A text that fits
+/// is returned as it is.
+pub fn window(text: &str, query: &str, max_chars: usize) -> String {
+    if chars(text) <= max_chars {
+        return text.to_owned();
+    }
+    if max_chars < 8 {
+        return text.chars().take(max_chars).collect();
+    }
+    let wanted = fts::query_terms(query);
+    // Word starts (char offsets) and whether each word is one the query asks for.
+    let mut words: Vec<(usize, bool)> = Vec::new();
+    let mut in_word = false;
+    let mut start = 0;
+    let cs: Vec<char> = text.chars().collect();
+    for (i, c) in cs.iter().enumerate() {
+        let alnum = c.is_alphanumeric();
+        if alnum && !in_word {
+            start = i;
+        }
+        if !alnum && in_word {
+            let w: String = cs[start..i].iter().collect();
+            words.push((start, wanted.contains(&fts::index_terms(&w))));
+        }
+        in_word = alnum;
+    }
+    if in_word {
+        let w: String = cs[start..].iter().collect();
+        words.push((start, wanted.contains(&fts::index_terms(&w))));
+    }
+    let room = max_chars - 4; // for the two "… " marks
+                              // The window starting at a wanted word that holds the most wanted words, centred on them.
+    let (mut best, mut best_hits, mut hits, mut j) = ((0usize, 0usize), 0usize, 0usize, 0usize);
+    for i in 0..words.len() {
+        while j < words.len() && words[j].0 < words[i].0 + room {
+            hits += usize::from(words[j].1);
+            j += 1;
+        }
+        if words[i].1 && hits > best_hits {
+            let last = words[i..j].iter().rev().find(|w| w.1).map_or(words[i].0, |w| w.0);
+            (best, best_hits) = ((words[i].0, last), hits);
+        }
+        hits -= usize::from(words[i].1);
+    }
+    let middle = (best.0 + best.1) / 2;
+    let mut from = middle.saturating_sub(room / 2).min(cs.len().saturating_sub(room));
+    // Start at a word.
+    if from > 0 {
+        if let Some(w) = words.iter().find(|w| w.0 >= from) {
+            if w.0 - from < 20 {
+                from = w.0;
+            }
+        }
+    }
+    let to = (from + room).min(cs.len());
+    let mut out = String::new();
+    if from > 0 {
+        out.push_str("… ");
+    }
+    out.extend(&cs[from..to]);
+    if to < cs.len() {
+        out.push_str(" …");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn transcript(turns: usize) -> String {
+        (0..turns)
+            .map(|i| {
+                format!(
+                    "[role: user]\nquestion {i} about the otter habitat {}\n[user:end]\n\n[role: assistant]\nanswer {i} {}\n[assistant:end]",
+                    "and its rivers ".repeat(8),
+                    "with plenty of detail ".repeat(10)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+
+    #[test]
+    fn short_texts_are_one_passage_and_long_ones_split_at_frames() {
+        assert_eq!(split("tabs, not spaces"), vec!["tabs, not spaces".to_owned()]);
+        let t = transcript(20);
+        let passages = split(&t);
+        assert!(passages.len() > 5, "{}", passages.len());
+        for p in &passages {
+            let n = chars(p);
+            assert!((100..=MAX_PASSAGE + OVERLAP + 4).contains(&n), "{n}: {p}");
+        }
+        // Nothing is lost, and frames are not cut.
+        for i in 0..20 {
+            assert!(passages.iter().any(|p| p.contains(&format!("question {i} about"))), "{i}");
+        }
+        assert!(passages[1].starts_with("… "), "a little of the one before: {}", passages[1]);
+        // One enormous line is cut at words.
+        let long = "word ".repeat(1000);
+        let parts = split(&long);
+        assert!(parts.len() >= 5 && parts.iter().all(|p| chars(p) <= MAX_PASSAGE + OVERLAP + 4));
+    }
+
+    #[test]
+    fn the_window_holds_the_query_words() {
+        let text = format!("{} the release is built with cargo-dist {}", "filler ".repeat(300), "padding ".repeat(300));
+        let w = window(&text, "how is the release built?", 200);
+        assert!(chars(&w) <= 200, "{}", chars(&w));
+        assert!(w.contains("release is built with cargo-dist"), "{w}");
+        assert!(w.starts_with("… ") && w.ends_with(" …"), "{w}");
+        assert_eq!(window("short", "x", 200), "short");
+    }
+}

@@ -1,0 +1,128 @@
+//! Long memories are stored as passages: recall returns the best of them within the budget,
+//! a document's new version replaces all of its passages, and export/import keep memories whole.
+
+use std::collections::BTreeMap;
+
+use mneme_core::*;
+use mneme_local::{LocalBackend, LocalConfig};
+
+fn item(id: &str, content: &str, doc: Option<&str>) -> MemoryItem {
+    MemoryItem {
+        id: id.into(),
+        content: content.into(),
+        context: None,
+        timestamp: "2026-01-02T03:04:05Z".into(),
+        metadata: BTreeMap::from([("session_id".to_string(), "s1".to_string())]),
+        tags: vec![],
+        document_id: doc.map(str::to_owned),
+        kind: MemoryType::Experience,
+    }
+}
+
+fn scope() -> Scope {
+    Scope { bank: "b".into(), tags: vec![] }
+}
+
+fn query(q: &str, max_tokens: usize) -> RecallQuery {
+    RecallQuery {
+        query: q.into(),
+        budget: Budget::Mid,
+        max_tokens,
+        types: vec![],
+        tags: vec![],
+        tags_match: TagsMatch::Any,
+    }
+}
+
+/// A 40-turn session transcript as automatic retain stores it, about 50,000 characters, every
+/// turn mentioning the build and one turn the answer.
+fn transcript(marker: &str) -> String {
+    (0..40)
+        .map(|i| {
+            let user = if i == 23 {
+                format!("where do the {marker} nightly artifacts go?")
+            } else {
+                format!("turn {i}: can you look at the build again, it is still failing on {}", "the linker step ".repeat(20))
+            };
+            let assistant = if i == 23 {
+                format!("The {marker} nightly artifacts are uploaded to the bucket s3://orchard-nightly by the publish job.")
+            } else {
+                format!("I looked at the build in turn {i}. {}", "The linker complains about a missing symbol again. ".repeat(12))
+            };
+            format!("[role: user]\n{user}\n[user:end]\n\n[role: assistant]\n{assistant}\n[assistant:end]")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+async fn open() -> (tempfile::TempDir, LocalBackend) {
+    let dir = tempfile::tempdir().unwrap();
+    let b = LocalBackend::open(&LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
+    (dir, b)
+}
+
+#[tokio::test]
+async fn a_long_session_is_recalled_as_passages_within_the_budget() {
+    let (_d, b) = open().await;
+    let long = transcript("zephyr");
+    assert!(long.chars().count() > 40_000, "{}", long.chars().count());
+    b.retain(&scope(), &RetainBatch { id: "1".into(), items: vec![item("t1", &long, Some("session-1"))] })
+        .await
+        .unwrap();
+    let stats = b.status().await;
+    assert_eq!(stats.memories, Some(1));
+
+    for max_tokens in [1024, 200, 30, 1] {
+        let results =
+            b.recall(&scope(), &query("where do the zephyr nightly artifacts go?", max_tokens)).await.unwrap();
+        let total: usize = results.iter().map(|r| r.text.chars().count()).sum();
+        assert!(!results.is_empty());
+        assert!(total <= max_tokens * 4, "max_tokens {max_tokens}: {total} characters");
+        if max_tokens >= 200 {
+            assert!(results[0].text.contains("s3://orchard-nightly"), "{max_tokens}: {:?}", results[0].text);
+        } else if max_tokens >= 30 {
+            // Cut to the window with the question's words.
+            assert!(results[0].text.contains("zephyr nightly artifacts"), "{max_tokens}: {:?}", results[0].text);
+        }
+        assert!(results.len() <= 2, "at most two passages of one memory: {}", results.len());
+    }
+    // A short fact that matches is never crowded out by the transcript.
+    b.retain(&scope(), &RetainBatch { id: "2".into(), items: vec![item("f1", "The linker needs mold on CI.", None)] })
+        .await
+        .unwrap();
+    let results = b.recall(&scope(), &query("why does the linker fail on the build?", 1024)).await.unwrap();
+    assert!(results.iter().any(|r| r.text == "The linker needs mold on CI."), "{results:?}");
+    let total: usize = results.iter().map(|r| r.text.chars().count()).sum();
+    assert!(total <= 4096, "{total}");
+}
+
+#[tokio::test]
+async fn a_new_version_of_a_document_replaces_all_of_its_passages() {
+    let (_d, b) = open().await;
+    b.retain(&scope(), &RetainBatch { id: "1".into(), items: vec![item("v1", &transcript("zephyr"), Some("doc"))] })
+        .await
+        .unwrap();
+    assert!(!b.recall(&scope(), &query("zephyr", 1024)).await.unwrap().is_empty());
+    b.retain(&scope(), &RetainBatch { id: "2".into(), items: vec![item("v2", &transcript("quokka"), Some("doc"))] })
+        .await
+        .unwrap();
+    assert!(b.recall(&scope(), &query("zephyr", 1024)).await.unwrap().is_empty(), "no passage of the old version");
+    assert!(!b.recall(&scope(), &query("quokka", 1024)).await.unwrap().is_empty());
+    assert_eq!(b.status().await.memories, Some(1));
+}
+
+#[tokio::test]
+async fn export_and_import_keep_memories_whole() {
+    let (_d, b) = open().await;
+    let long = transcript("zephyr");
+    b.retain(&scope(), &RetainBatch { id: "1".into(), items: vec![item("t1", &long, Some("doc"))] }).await.unwrap();
+    let page = b.export(None, None, 100).await.unwrap();
+    assert_eq!(page.memories.len(), 1);
+    assert_eq!(page.memories[0].content, long, "exported whole, not as passages");
+    let (_d2, other) = open().await;
+    assert_eq!(other.import(&page.memories).await.unwrap(), Some(1));
+    assert_eq!(other.import(&page.memories).await.unwrap(), Some(0));
+    let results = other.recall(&scope(), &query("zephyr nightly artifacts", 1024)).await.unwrap();
+    assert!(results[0].text.contains("s3://orchard-nightly"), "{results:?}");
+    assert!(results[0].text.chars().count() < 1500);
+}

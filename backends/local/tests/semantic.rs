@@ -1,0 +1,410 @@
+//! Semantic recall: the built-in model finds a paraphrase, a store of the previous schema is
+//! backfilled, and an OpenAI-compatible endpoint (a real HTTP server on 127.0.0.1, below) that
+//! is down, slow or gives vectors of the wrong length never fails a retain or a recall, is
+//! reported once per outage, and is caught up with once it answers; a model change re-embeds.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mneme_core::*;
+use mneme_local::{EmbedderChoice, LocalBackend, LocalConfig, OpenAiConfig, RecallMode};
+
+fn item(id: &str, content: &str, session: &str) -> MemoryItem {
+    MemoryItem {
+        id: id.into(),
+        content: content.into(),
+        context: None,
+        timestamp: "2026-01-02T03:04:05Z".into(),
+        metadata: BTreeMap::from([("session_id".to_string(), session.to_string())]),
+        tags: vec![],
+        document_id: None,
+        kind: MemoryType::World,
+    }
+}
+
+fn scope() -> Scope {
+    Scope { bank: "b".into(), tags: vec![] }
+}
+
+fn query(q: &str) -> RecallQuery {
+    RecallQuery {
+        query: q.into(),
+        budget: Budget::Mid,
+        max_tokens: 4096,
+        types: vec![],
+        tags: vec![],
+        tags_match: TagsMatch::Any,
+    }
+}
+
+async fn retain(b: &LocalBackend, items: Vec<MemoryItem>) {
+    for (i, chunk) in items.chunks(64).enumerate() {
+        b.retain(&scope(), &RetainBatch { id: format!("batch-{i}-{}", chunk[0].id), items: chunk.to_vec() })
+            .await
+            .unwrap();
+    }
+}
+
+async fn recall(b: &LocalBackend, q: &str, mode: RecallMode) -> Vec<String> {
+    b.recall_with(&scope(), &query(q), mode).await.unwrap().into_iter().map(|r| r.text).collect()
+}
+
+/// Waits until every passage has a vector; returns the last status.
+async fn embedded(b: &LocalBackend, within: Duration) -> EmbeddingStatus {
+    let until = Instant::now() + within;
+    loop {
+        let e = b.embedding_status().await.expect("an embedder is configured");
+        if e.state == "ready" && e.embedded == e.passages {
+            return e;
+        }
+        assert!(Instant::now() < until, "not embedded in {within:?}: {e:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const DISTRACTORS: &[&str] = &[
+    "The staging database is reset every Sunday night.",
+    "Use tabs, not spaces, in the Makefile.",
+    "The API rate limit is 100 requests per minute per token.",
+    "Alice owns the billing service and reviews its pull requests.",
+    "Integration tests need Docker running locally.",
+    "Logs are shipped to Loki and kept for 14 days.",
+    "The frontend uses React 18 with Vite.",
+    "Feature flags live in LaunchDarkly, one project per team.",
+    "We prefer small pull requests, under 400 lines.",
+    "The nightly backup of the main database runs at 02:00 UTC.",
+    "Postgres is pinned to version 15 until the extension is ported.",
+    "Error messages must name the file and the line.",
+    "The mobile app talks to the gateway over gRPC.",
+    "Secrets are read from Vault at start, never from the environment.",
+    "The search index is rebuilt when the schema changes.",
+    "Our coding style forbids unwrap outside tests.",
+    "The design review happens every Thursday afternoon.",
+    "Benchmarks run on a dedicated machine in the lab.",
+    "The cache is Redis with a one-hour expiry.",
+    "Translations are managed in Crowdin.",
+    "The user prefers concise answers without emojis.",
+    "Payments go through Stripe's test mode in development.",
+    "The parser is generated from a PEG grammar.",
+    "Dependabot opens updates every Monday.",
+    "The docs site is built with mdBook.",
+    "Timeouts for outgoing HTTP calls default to ten seconds.",
+    "The metrics dashboard is in Grafana under the team folder.",
+    "Windows builds are not supported any more.",
+    "The config file format is TOML.",
+    "Customer data must stay in the EU region.",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_built_in_model_finds_a_paraphrase() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = LocalBackend::open(&LocalConfig::new(dir.path().join("m.db"))).unwrap();
+    let mut items: Vec<MemoryItem> =
+        DISTRACTORS.iter().enumerate().map(|(i, t)| item(&format!("d{i}"), t, &format!("n{i}"))).collect();
+    items.push(item("fact", "We deploy with cargo-dist.", "fact"));
+    retain(&b, items).await;
+    // Found by BM25 at once, before any vector exists.
+    assert_eq!(
+        recall(&b, "cargo-dist", RecallMode::Hybrid).await.first().map(String::as_str),
+        Some("We deploy with cargo-dist.")
+    );
+    let e = embedded(&b, Duration::from_secs(60)).await;
+    assert_eq!(e.model, "builtin:all-MiniLM-L6-v2-int8");
+    assert_eq!(e.embedded, DISTRACTORS.len() as u64 + 1);
+    // No word in common: BM25 alone cannot find it; by meaning it comes first.
+    assert!(!recall(&b, "how do we ship a release?", RecallMode::Lexical)
+        .await
+        .iter()
+        .any(|t| t.contains("cargo-dist")));
+    let hybrid = recall(&b, "how do we ship a release?", RecallMode::Hybrid).await;
+    assert!(hybrid.iter().take(3).any(|t| t == "We deploy with cargo-dist."), "{hybrid:?}");
+    // Something unrelated to every memory recalls nothing.
+    let none = recall(&b, "what is the capital of Mongolia?", RecallMode::Hybrid).await;
+    assert!(none.len() <= 1, "{none:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_of_the_previous_schema_is_backfilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    {
+        // Schema 3: one FTS row per memory, no passages, no vectors.
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        mneme_local::store::register_functions(&conn).unwrap();
+        mneme_local::schema::migrate_to(&mut conn, 3).unwrap();
+        let mut insert = conn
+            .prepare(
+                "INSERT INTO memories (id, bank, content, content_hash, kind, tags, metadata, created_at)
+                 VALUES (?1, 'b', ?2, 0, 'world', '', '{}', '2026-01-01T00:00:00Z')",
+            )
+            .unwrap();
+        for (i, t) in DISTRACTORS.iter().chain(["We deploy with cargo-dist."].iter()).enumerate() {
+            insert.execute(rusqlite::params![format!("m{i}"), t]).unwrap();
+        }
+        conn.execute("INSERT INTO memories_fts(rowid, terms) SELECT seq, mneme_terms(content) FROM memories", [])
+            .unwrap();
+    }
+    let b = LocalBackend::open(&LocalConfig::new(&path)).unwrap();
+    assert_eq!(recall(&b, "cargo-dist", RecallMode::Lexical).await, vec!["We deploy with cargo-dist.".to_owned()]);
+    let e = embedded(&b, Duration::from_secs(60)).await;
+    assert_eq!((e.embedded, e.passages), (DISTRACTORS.len() as u64 + 1, DISTRACTORS.len() as u64 + 1));
+    let hybrid = recall(&b, "how do we ship a release?", RecallMode::Hybrid).await;
+    assert!(hybrid.iter().take(3).any(|t| t == "We deploy with cargo-dist."), "{hybrid:?}");
+}
+
+/// What the stub answers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Answer {
+    Vectors,
+    /// After this many milliseconds.
+    Slow(u64),
+    /// Vectors of half the length.
+    WrongLength,
+}
+
+/// An OpenAI-compatible `/v1/embeddings` server on 127.0.0.1: a word-hashing embedder of 64
+/// dimensions (texts sharing words are near). It can be stopped (the port refuses connections)
+/// and started again on the same port.
+struct Stub {
+    addr: SocketAddr,
+    answer: Arc<AtomicU64>,
+    requests: Arc<AtomicUsize>,
+    running: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+const DIM: usize = 64;
+
+impl Stub {
+    fn start() -> Stub {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut stub = Stub {
+            addr,
+            answer: Arc::new(AtomicU64::new(0)),
+            requests: Arc::new(AtomicUsize::new(0)),
+            running: Arc::new(AtomicBool::new(false)),
+            thread: None,
+        };
+        stub.serve(listener);
+        stub
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    fn set(&self, answer: Answer) {
+        let code = match answer {
+            Answer::Vectors => 0,
+            Answer::WrongLength => 1,
+            Answer::Slow(ms) => 2 + ms,
+        };
+        self.answer.store(code, Ordering::SeqCst);
+    }
+
+    fn stop(&mut self) {
+        self.running.store(false, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+
+    fn restart(&mut self) {
+        let listener = TcpListener::bind(self.addr).unwrap();
+        self.serve(listener);
+    }
+
+    fn serve(&mut self, listener: TcpListener) {
+        listener.set_nonblocking(true).unwrap();
+        self.running.store(true, Ordering::SeqCst);
+        let (answer, requests, running) = (self.answer.clone(), self.requests.clone(), self.running.clone());
+        self.thread = Some(std::thread::spawn(move || {
+            while running.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let answer = answer.clone();
+                        requests.fetch_add(1, Ordering::SeqCst);
+                        std::thread::spawn(move || handle(stream, answer.load(Ordering::SeqCst)));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        }));
+    }
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn hashed(text: &str, dim: usize) -> Vec<f32> {
+    let mut v = vec![0f32; dim];
+    for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let h = w
+            .to_lowercase()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        v[(h % dim as u64) as usize] += 1.0;
+    }
+    v
+}
+
+fn handle(stream: TcpStream, answer: u64) {
+    stream.set_nonblocking(false).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    if answer >= 2 {
+        std::thread::sleep(Duration::from_millis(answer - 2));
+    }
+    let dim = if answer == 1 { DIM / 2 } else { DIM };
+    let data: Vec<serde_json::Value> = request["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| serde_json::json!({"index": i, "embedding": hashed(t.as_str().unwrap(), dim)}))
+        .collect();
+    let out = serde_json::json!({"object": "list", "data": data, "model": request["model"]}).to_string();
+    let mut stream = stream;
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
+        out.len()
+    );
+}
+
+fn openai(path: &Path, stub: &Stub, model: &str, timeout: Duration) -> LocalBackend {
+    let config = OpenAiConfig { url: stub.url(), model: model.into(), api_key: None, timeout, dim: None };
+    LocalBackend::open(&LocalConfig { path: path.to_owned(), embedder: EmbedderChoice::OpenAi(config) }).unwrap()
+}
+
+fn numbered(from: usize, n: usize) -> Vec<MemoryItem> {
+    (from..from + n)
+        .map(|i| item(&format!("m{i}"), &format!("note {i} about walrus{i} and the harbour"), &format!("s{i}")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_that_is_down_never_fails_anything_and_is_caught_up_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stub = Stub::start();
+    stub.stop(); // down from the start
+    let b = openai(&dir.path().join("m.db"), &stub, "hash-64", Duration::from_secs(2));
+    let mut events = b.take_events().expect("the local backend raises events");
+    retain(&b, numbered(0, 20)).await;
+    // Recall answers, by BM25, quickly.
+    let t = Instant::now();
+    assert_eq!(
+        recall(&b, "walrus7", RecallMode::Hybrid).await,
+        vec!["note 7 about walrus7 and the harbour".to_owned()]
+    );
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    for _ in 0..5 {
+        assert!(!recall(&b, "walrus3 harbour", RecallMode::Hybrid).await.is_empty());
+    }
+    let e = b.embedding_status().await.unwrap();
+    assert_eq!(e.state, "unavailable");
+    assert_eq!(e.embedded, 0);
+    assert!(e.error.as_deref().is_some_and(|m| m.contains("cannot connect")), "{e:?}");
+    let outage = events.recv().await.unwrap();
+    assert!(outage.problem && outage.message.contains("BM25"), "{outage:?}");
+    // Up again: the backfill catches up, and the end of the outage is told once.
+    stub.restart();
+    let e = embedded(&b, Duration::from_secs(30)).await;
+    assert_eq!(e.embedded, 20);
+    let back = events.recv().await.unwrap();
+    assert!(!back.problem, "one notice for the whole outage, then its end: {back:?}");
+    assert!(events.try_recv().is_err());
+    let dense = recall(&b, "note 12 about walrus12", RecallMode::Dense).await;
+    assert_eq!(dense.first().map(String::as_str), Some("note 12 about walrus12 and the harbour"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_endpoint_or_a_wrong_length_leaves_recall_to_bm25() {
+    let dir = tempfile::tempdir().unwrap();
+    let stub = Stub::start();
+    let b = openai(&dir.path().join("m.db"), &stub, "hash-64", Duration::from_millis(300));
+    let mut events = b.take_events().unwrap();
+    retain(&b, numbered(0, 10)).await;
+    embedded(&b, Duration::from_secs(10)).await;
+    // Slow: the query's vector is not waited for past the timeout.
+    stub.set(Answer::Slow(3000));
+    let t = Instant::now();
+    assert_eq!(
+        recall(&b, "walrus4", RecallMode::Hybrid).await.first().map(String::as_str),
+        Some("note 4 about walrus4 and the harbour")
+    );
+    assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
+    assert!(events.recv().await.unwrap().problem);
+    assert_eq!(b.embedding_status().await.unwrap().state, "unavailable");
+    // Vectors of another length are refused, not stored.
+    stub.set(Answer::WrongLength);
+    retain(&b, numbered(10, 5)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let e = b.embedding_status().await.unwrap();
+    assert_eq!((e.state.as_str(), e.embedded, e.passages), ("unavailable", 10, 15), "{e:?}");
+    assert!(e.error.as_deref().is_some_and(|m| m.contains("dimensions")), "{e:?}");
+    assert_eq!(
+        recall(&b, "walrus12", RecallMode::Hybrid).await.first().map(String::as_str),
+        Some("note 12 about walrus12 and the harbour")
+    );
+    // Answering properly again: caught up.
+    stub.set(Answer::Vectors);
+    assert_eq!(embedded(&b, Duration::from_secs(30)).await.embedded, 15);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_change_re_embeds_every_passage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let stub = Stub::start();
+    {
+        let b = openai(&path, &stub, "model-a", Duration::from_secs(2));
+        retain(&b, numbered(0, 30)).await;
+        embedded(&b, Duration::from_secs(10)).await;
+    }
+    let before = stub.requests.load(Ordering::SeqCst);
+    // Reopened with the same model: nothing to compute.
+    {
+        let b = openai(&path, &stub, "model-a", Duration::from_secs(2));
+        assert_eq!(embedded(&b, Duration::from_secs(10)).await.embedded, 30);
+    }
+    assert_eq!(stub.requests.load(Ordering::SeqCst), before, "stored vectors are reused");
+    let b = openai(&path, &stub, "model-b", Duration::from_secs(2));
+    let e = embedded(&b, Duration::from_secs(10)).await;
+    assert_eq!((e.model.as_str(), e.embedded), (format!("openai:model-b@{}", stub.url()).as_str(), 30));
+    assert!(stub.requests.load(Ordering::SeqCst) > before);
+    drop(b);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let by_model: Vec<(String, i64)> = conn
+        .prepare("SELECT model, count(*) FROM passage_vectors GROUP BY model")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(by_model, vec![(format!("openai:model-b@{}", stub.url()), 30)]);
+}

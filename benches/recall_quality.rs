@@ -1,0 +1,323 @@
+//! `cargo bench --bench recall_quality`: how well the local store's recall finds what is asked,
+//! ranked by BM25 alone, by vectors alone and by both (what the daemon does), on two dev sets:
+//!
+//! - LoCoMo, development half (`../shared/bench/locomo-dev/`, read from there, never copied): every
+//!   turn one memory (`"{speaker}: {text}"`, plus the image caption) in a bank per conversation,
+//!   retained in order with its session as `session_id` (so each turn knows the one before it);
+//!   each question with evidence one recall; turn-level R@1/5/10 (an evidence turn among the first
+//!   k) and session-level R@5, MRR, and R@5 per category;
+//! - the coding-memory set (`benches/coding-set/`): 55 facts among 6,000 distractors in one bank;
+//!   330 questions (half paraphrased, sharing no content word with their fact) and 110 reworded
+//!   ones; hit@1/5/10 and MRR, hit@5 for each half.
+//!
+//! Stores are kept in `target/bench-recall/` (retains are idempotent and vectors are stored, so a
+//! second run only recalls). Args: `locomo` or `coding` to run one set. Not a test: it reports.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use mneme_core::*;
+use mneme_local::{LocalBackend, LocalConfig, RecallMode};
+use serde_json::Value;
+
+const MODES: [(RecallMode, &str); 3] =
+    [(RecallMode::Lexical, "bm25"), (RecallMode::Dense, "dense"), (RecallMode::Hybrid, "hybrid")];
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` probes with --list
+    }
+    let only: Option<String> = std::env::args().skip(1).find(|a| a == "locomo" || a == "coding");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("target/bench-recall");
+    std::fs::create_dir_all(&dir).unwrap();
+    if only.as_deref() != Some("coding") {
+        let path = root.join("../shared/bench/locomo-dev/locomo-dev.json");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => rt.block_on(locomo(&dir, &text)),
+            Err(e) => println!("LoCoMo dev skipped: cannot read {}: {e}", path.display()),
+        }
+    }
+    if only.as_deref() != Some("locomo") {
+        let text = std::fs::read_to_string(root.join("benches/coding-set/coding-set.json")).unwrap();
+        rt.block_on(coding(&dir, &text));
+    }
+}
+
+/// One memory to retain and what it answers.
+struct Doc {
+    /// Conversation turns are experiences (each knows the turn before it), notes world facts.
+    kind: MemoryType,
+    bank: String,
+    session: String,
+    id: String,
+    text: String,
+}
+
+async fn open_and_fill(db: &Path, docs: &[Doc]) -> LocalBackend {
+    let backend = LocalBackend::open(&LocalConfig::new(db)).unwrap();
+    let started = Instant::now();
+    // In order, a session's turns together, as a retain queue delivers them.
+    let mut i = 0;
+    while i < docs.len() {
+        let (bank, session) = (&docs[i].bank, &docs[i].session);
+        let mut items = Vec::new();
+        while i < docs.len() && &docs[i].bank == bank && &docs[i].session == session && items.len() < 16 {
+            let d = &docs[i];
+            items.push(MemoryItem {
+                id: d.id.clone(),
+                content: d.text.clone(),
+                context: None,
+                timestamp: "2026-01-01T00:00:00.000Z".into(),
+                metadata: BTreeMap::from([("session_id".to_owned(), d.session.clone())]),
+                tags: vec![],
+                document_id: None,
+                kind: d.kind,
+            });
+            i += 1;
+        }
+        let scope = Scope { bank: bank.clone(), tags: vec![] };
+        backend.retain(&scope, &RetainBatch { id: format!("b{i}"), items }).await.unwrap();
+    }
+    let retained = started.elapsed();
+    let mut last = (Instant::now(), 0u64);
+    let mut first_embedded = None;
+    loop {
+        let e = backend.embedding_status().await.expect("the built-in embedder is on");
+        if e.state == "ready" && first_embedded.is_none() {
+            first_embedded = Some((Instant::now(), e.embedded));
+        }
+        if e.state == "ready" && e.embedded >= e.passages {
+            if let Some((t, n)) = first_embedded {
+                let new = e.embedded - n;
+                if new > 0 {
+                    let secs = t.elapsed().as_secs_f64();
+                    println!("  embedded {new} passages in {secs:.1} s: {:.0} passages/s", new as f64 / secs);
+                }
+            }
+            break;
+        }
+        if let Some(err) = e.error {
+            panic!("embedder unavailable: {err}");
+        }
+        if last.0.elapsed() > Duration::from_secs(10) {
+            println!("  … {} of {} passages embedded", e.embedded, e.passages);
+            last = (Instant::now(), e.embedded);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!("  {} memories retained in {:.1} s", docs.len(), retained.as_secs_f64());
+    backend
+}
+
+async fn ranked(backend: &LocalBackend, bank: &str, query: &str, mode: RecallMode) -> Vec<String> {
+    let q = RecallQuery {
+        query: query.to_owned(),
+        budget: Budget::Mid,
+        max_tokens: 1_000_000,
+        types: vec![],
+        tags: vec![],
+        tags_match: TagsMatch::Any,
+    };
+    let scope = Scope { bank: bank.to_owned(), tags: vec![] };
+    backend.recall_with(&scope, &q, mode).await.unwrap().into_iter().map(|r| r.text).collect()
+}
+
+/// 1-based rank of the first result `is_hit` accepts (`usize::MAX`: none).
+fn rank_of(results: &[String], is_hit: impl Fn(&str) -> bool) -> usize {
+    results.iter().position(|t| is_hit(t)).map_or(usize::MAX, |i| i + 1)
+}
+
+fn at(ranks: &[usize], k: usize) -> f64 {
+    ranks.iter().filter(|r| **r <= k).count() as f64 / ranks.len().max(1) as f64
+}
+
+fn mrr(ranks: &[usize]) -> f64 {
+    ranks.iter().map(|r| if *r == usize::MAX { 0.0 } else { 1.0 / *r as f64 }).sum::<f64>() / ranks.len().max(1) as f64
+}
+
+/// Evidence ids as written, with the data's few typos repaired (`D8:6; D9:17`, `D:11:26`);
+/// ids naming no turn are dropped.
+fn evidence(q: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in q["evidence"].as_array().into_iter().flatten() {
+        let text = e.as_str().map(str::to_owned).unwrap_or_else(|| e.to_string());
+        for part in text.split(';') {
+            let part = part.trim().replace("D:", "D");
+            let ok = part.strip_prefix('D').and_then(|r| r.split_once(':')).is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && a.chars().all(|c| c.is_ascii_digit())
+                    && b.chars().all(|c| c.is_ascii_digit())
+            });
+            if ok {
+                out.push(part);
+            }
+        }
+    }
+    out
+}
+
+fn session_of(dia: &str) -> &str {
+    dia.split(':').next().unwrap_or("")
+}
+
+async fn locomo(dir: &Path, text: &str) {
+    println!("\n## LoCoMo dev (turn-level R@k: an evidence turn among the first k)\n");
+    let data: Vec<Value> = serde_json::from_str(text).unwrap();
+    let mut docs = Vec::new();
+    let mut turn_of: HashMap<(String, String), Vec<String>> = HashMap::new(); // (bank, text) → dia ids
+    let mut questions = Vec::new();
+    for sample in &data {
+        let id = sample["sample_id"].as_str().unwrap().to_owned();
+        let c = &sample["conversation"];
+        let mut n = 1;
+        while let Some(turns) = c.get(format!("session_{n}")).and_then(Value::as_array) {
+            for t in turns {
+                let mut text = format!("{}: {}", t["speaker"].as_str().unwrap(), t["text"].as_str().unwrap());
+                if let Some(cap) = t.get("blip_caption").and_then(Value::as_str) {
+                    text.push_str(&format!(" [shares an image: {cap}]"));
+                }
+                let dia = t["dia_id"].as_str().unwrap().to_owned();
+                turn_of.entry((id.clone(), text.clone())).or_default().push(dia.clone());
+                docs.push(Doc {
+                    kind: MemoryType::Experience,
+                    bank: id.clone(),
+                    session: format!("{id}/session_{n}"),
+                    id: format!("{id}/{dia}"),
+                    text,
+                });
+            }
+            n += 1;
+        }
+        let known: std::collections::HashSet<String> =
+            turn_of.iter().filter(|((b, _), _)| *b == id).flat_map(|(_, d)| d.clone()).collect();
+        for q in sample["qa"].as_array().unwrap() {
+            let ev: Vec<String> = evidence(q).into_iter().filter(|e| known.contains(e)).collect();
+            if ev.is_empty() {
+                continue;
+            }
+            questions.push((
+                id.clone(),
+                q["question"].as_str().unwrap().to_owned(),
+                ev,
+                q["category"].as_i64().unwrap_or(0),
+            ));
+        }
+    }
+    println!("  {} turns, {} questions with evidence", docs.len(), questions.len());
+    let backend = open_and_fill(&dir.join("locomo-dev.db"), &docs).await;
+    println!("\n| recall | R@1 | R@5 | R@10 | session R@5 | MRR | R@5 cat 1 / 2 / 3 / 4 / 5 |\n|---|---|---|---|---|---|---|");
+    for (mode, name) in MODES {
+        let (mut turn, mut session, mut by_cat) = (Vec::new(), Vec::new(), BTreeMap::<i64, Vec<usize>>::new());
+        for (bank, q, ev, cat) in &questions {
+            let results = ranked(&backend, bank, q, mode).await;
+            let dias = |t: &str| turn_of.get(&(bank.clone(), t.to_owned())).cloned().unwrap_or_default();
+            let r = rank_of(&results, |t| dias(t).iter().any(|d| ev.contains(d)));
+            let s = rank_of(&results, |t| dias(t).iter().any(|d| ev.iter().any(|e| session_of(e) == session_of(d))));
+            turn.push(r);
+            session.push(s);
+            by_cat.entry(*cat).or_default().push(r);
+        }
+        let cats: Vec<String> = by_cat.values().map(|r| format!("{:.3}", at(r, 5))).collect();
+        println!(
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
+            at(&turn, 1),
+            at(&turn, 5),
+            at(&turn, 10),
+            at(&session, 5),
+            mrr(&turn),
+            cats.join(" / ")
+        );
+    }
+}
+
+async fn coding(dir: &Path, text: &str) {
+    println!("\n## Coding-memory set (hit@k: the question's fact among the first k)\n");
+    let data: Value = serde_json::from_str(text).unwrap();
+    let bank = "coding".to_owned();
+    let mut docs = Vec::new();
+    let mut fact_of: HashMap<String, String> = HashMap::new();
+    for f in data["facts"].as_array().unwrap() {
+        let text = f["text"].as_str().unwrap().to_owned();
+        fact_of.insert(text.clone(), f["id"].as_str().unwrap().to_owned());
+        docs.push(Doc {
+            kind: MemoryType::World,
+            bank: bank.clone(),
+            session: String::new(),
+            id: format!("fact/{}", f["id"].as_str().unwrap()),
+            text,
+        });
+    }
+    for (i, d) in data["distractors"].as_array().unwrap().iter().enumerate() {
+        docs.push(Doc {
+            kind: MemoryType::World,
+            bank: bank.clone(),
+            session: String::new(),
+            id: format!("distractor/{i}"),
+            text: d.as_str().unwrap().to_owned(),
+        });
+    }
+    // Standalone notes in one session (facts: none is another's context).
+    for d in docs.iter_mut() {
+        d.session = "notes".into();
+    }
+    let parse = |key: &str| -> Vec<(String, String, bool)> {
+        data[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| {
+                (
+                    q["q"].as_str().unwrap().to_owned(),
+                    q["fact_id"].as_str().unwrap().to_owned(),
+                    q["paraphrased"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect()
+    };
+    let (questions, reworded) = (parse("questions"), parse("reworded_questions"));
+    println!(
+        "  {} facts, {} distractors, {} questions, {} reworded",
+        fact_of.len(),
+        docs.len() - fact_of.len(),
+        questions.len(),
+        reworded.len()
+    );
+    let db: PathBuf = dir.join("coding-set.db");
+    let backend = open_and_fill(&db, &docs).await;
+    println!("\n| recall | hit@1 | hit@5 | hit@10 | MRR | hit@5 lexical half | hit@5 paraphrased half | reworded hit@5 |\n|---|---|---|---|---|---|---|---|");
+    for (mode, name) in MODES {
+        let mut all = Vec::new();
+        let (mut lex, mut para, mut rew) = (Vec::new(), Vec::new(), Vec::new());
+        for (set, out) in [(&questions, None), (&reworded, Some(()))] {
+            for (q, fact, paraphrased) in set.iter() {
+                let results = ranked(&backend, &bank, q, mode).await;
+                let r = rank_of(&results, |t| fact_of.get(t) == Some(fact));
+                match out {
+                    Some(()) => rew.push(r),
+                    None => {
+                        all.push(r);
+                        if *paraphrased {
+                            para.push(r)
+                        } else {
+                            lex.push(r)
+                        }
+                    }
+                }
+            }
+        }
+        println!(
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            at(&all, 1),
+            at(&all, 5),
+            at(&all, 10),
+            mrr(&all),
+            at(&lex, 5),
+            at(&para, 5),
+            at(&rew, 5)
+        );
+    }
+}

@@ -1,0 +1,118 @@
+//! Semantic recall through the daemon: on by default with the built-in model (nothing to set
+//! up), progress in `/v1/status` and `/metrics`; an `openai` embedder that cannot be reached
+//! leaves recall to BM25 with one notice; a half-configured one is refused naming the key.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Daemon;
+use serde_json::{json, Value};
+
+async fn wait_embedded(d: &Daemon) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, v) = d.get("/v1/status").await;
+        let e = v["backend"]["embedding"].clone();
+        if e["state"] == "ready" && e["embedded"] == e["passages"] && e["passages"].as_u64() > Some(0) {
+            return e;
+        }
+        assert!(Instant::now() < deadline, "not embedded: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn metrics(d: &Daemon) -> String {
+    d.http.get(d.url("/metrics")).bearer_auth(&d.token).send().await.unwrap().text().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_default_daemon_recalls_by_meaning() {
+    let d = Daemon::start("");
+    let cwd = tempfile::tempdir().unwrap();
+    d.start_session("s1", cwd.path().to_str().unwrap()).await;
+    let items: Vec<Value> = [
+        "We deploy with cargo-dist.",
+        "Use tabs, not spaces, in the Makefile.",
+        "The staging database is reset every Sunday night.",
+        "Alice owns the billing service.",
+        "Integration tests need Docker running locally.",
+    ]
+    .iter()
+    .map(|t| json!({"content": t}))
+    .collect();
+    d.post("/v1/sessions/s1/retain", json!({"items": items})).await;
+    d.post("/v1/flush", json!({})).await;
+    let e = wait_embedded(&d).await;
+    assert_eq!(e["model"], "builtin:all-MiniLM-L6-v2-int8");
+    assert_eq!(e["embedded"], 5);
+    let (_, v) = d.post("/v1/sessions/s1/recall", json!({"query": "how do we ship a release?"})).await;
+    assert_eq!(v["results"][0]["text"], "We deploy with cargo-dist.", "{v}");
+    let m = metrics(&d).await;
+    for line in ["mneme_embedding_passages 5", "mneme_embedding_embedded 5", "mneme_embedding_ready 1"] {
+        assert!(m.lines().any(|l| l == line), "{line} not in\n{m}");
+    }
+    let out = d.cli().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("semantic: ready (builtin:all-MiniLM-L6-v2-int8), 5 of 5 passages embedded (100%)"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_embedder_leaves_recall_to_bm25_with_one_notice() {
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let d = Daemon::start(&format!(
+        "[local]\nembedder = \"openai\"\nembedding_url = \"http://{closed}/v1\"\nembedding_model = \"nomic-embed-text\"\nembedding_api_key = \"sk-very-secret\"\n"
+    ));
+    let cwd = tempfile::tempdir().unwrap();
+    d.start_session("s1", cwd.path().to_str().unwrap()).await;
+    let (status, _) = d
+        .post("/v1/sessions/s1/retain", json!({"items": [{"content": "The walrus service listens on port 7070"}]}))
+        .await;
+    assert_eq!(status, 202);
+    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(flushed, json!({"delivered": 1, "failed": 0}));
+    for _ in 0..3 {
+        let (status, v) = d.post("/v1/sessions/s1/recall", json!({"query": "which port does walrus use?"})).await;
+        assert_eq!(status, 200);
+        assert_eq!(v["results"][0]["text"], "The walrus service listens on port 7070", "{v}");
+    }
+    let (_, v) = d.get("/v1/status").await;
+    let e = &v["backend"]["embedding"];
+    assert_eq!(e["state"], "unavailable", "{v}");
+    assert_eq!(e["embedded"], 0);
+    let (_, v) = d.get("/v1/notices?after=0").await;
+    let about: Vec<&Value> = v["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["message"].as_str().unwrap().contains("semantic recall"))
+        .collect();
+    assert_eq!(about.len(), 1, "one notice for the outage: {v}");
+    assert_eq!(about[0]["level"], "warning");
+    assert!(!v.to_string().contains("sk-very-secret"));
+    assert!(metrics(&d).await.lines().any(|l| l == "mneme_embedding_ready 0"));
+}
+
+#[test]
+fn an_openai_embedder_without_its_url_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[local]\nembedder = \"openai\"\nembedding_model = \"m\"\n").unwrap();
+    let out = std::process::Command::new(common::bin())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .envs(common::env_for(dir.path()))
+        .env("MNEME_LOG", "error")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "a config error: {text}");
+    assert!(
+        text.contains("local.embedder") && text.contains("local.embedding_url") && text.contains("line 2"),
+        "{text}"
+    );
+}
