@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod files;
+pub mod hindsight_api;
 pub mod ids;
 pub mod lock;
 pub mod metrics;

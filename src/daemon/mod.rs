@@ -7,6 +7,7 @@ mod accept;
 pub mod api;
 mod auth;
 mod error;
+mod hindsight;
 mod mcp;
 mod routes;
 mod startup;
@@ -40,6 +41,7 @@ use crate::session::Sessions;
 /// What every handler can reach.
 pub struct AppState {
     sessions: Sessions,
+    hindsight: crate::hindsight_api::HindsightApi,
     queue: Queue,
     notices: Notices,
     metrics: Arc<Metrics>,
@@ -85,6 +87,7 @@ fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/notices", get(routes::notices))
         .route("/v1/notices/stream", get(routes::notice_stream))
         .route("/metrics", get(routes::metrics))
+        .nest(hindsight::PREFIX, hindsight::routes())
         .nest_service("/mcp", mcp::service(state.sessions.clone(), state.stopping.clone()))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(max_body))

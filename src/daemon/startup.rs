@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::AppState;
 use crate::config::{Loaded, Settings};
 use crate::files::{self, FileProblem};
+use crate::hindsight_api::HindsightApi;
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
 use crate::queue::spool::Spool;
@@ -52,6 +53,7 @@ pub enum StartError {
 pub struct Daemon {
     pub(super) settings: Arc<Settings>,
     pub(super) sessions: Sessions,
+    hindsight: HindsightApi,
     queue: Queue,
     notices: Notices,
     metrics: Arc<Metrics>,
@@ -83,7 +85,7 @@ impl Daemon {
         })?;
         crate::backends::forward_events(&backend, &notices);
         let queue = Queue::new(spool.clone(), backend, settings.queue.clone(), notices.clone(), metrics.clone());
-        let sessions = Sessions::load(settings.clone(), queue.clone(), spool, notices.clone(), metrics.clone())
+        let sessions = Sessions::load(settings.clone(), queue.clone(), spool.clone(), notices.clone(), metrics.clone())
             .await
             .map_err(|e| StartError::Storage(e.to_string()))?;
         for warning in &loaded.warnings {
@@ -94,6 +96,7 @@ impl Daemon {
             Ok(n) => tracing::info!("delivering {n} items spooled by a previous run"),
             Err(e) => tracing::error!("cannot read the spool: {e}"),
         }
+        let hindsight = HindsightApi::new(sessions.clone(), queue.clone(), spool);
         let reloader = Arc::new(Reloader::new(
             loaded.path.clone(),
             settings.clone(),
@@ -104,6 +107,7 @@ impl Daemon {
         Ok(Daemon {
             settings,
             sessions,
+            hindsight,
             queue,
             notices,
             metrics,
@@ -132,6 +136,7 @@ impl Daemon {
     pub(super) fn state(&self, listen: SocketAddr) -> Arc<AppState> {
         Arc::new(AppState {
             sessions: self.sessions.clone(),
+            hindsight: self.hindsight.clone(),
             queue: self.queue.clone(),
             notices: self.notices.clone(),
             metrics: self.metrics.clone(),

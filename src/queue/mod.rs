@@ -31,7 +31,7 @@ use crate::notices::{Level, Notices};
 use spool::{Spool, SpoolError};
 
 /// An item as the session layer hands it over.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct NewItem {
     /// The text (already stripped of private spans).
     pub content: String,
@@ -41,6 +41,12 @@ pub struct NewItem {
     pub kind: MemoryType,
     /// Replaces a previous document with this id.
     pub document_id: Option<String>,
+    /// Its own tags instead of the scope's (the Hindsight API sends tags per item).
+    pub tags: Option<Vec<String>>,
+    /// Metadata to keep with it; `session_id` is added when absent.
+    pub metadata: BTreeMap<String, String>,
+    /// When it happened (RFC 3339) instead of now.
+    pub timestamp: Option<String>,
 }
 
 /// What a flush achieved.
@@ -175,15 +181,19 @@ impl Queue {
         }
         let items: Vec<MemoryItem> = items
             .into_iter()
-            .map(|i| MemoryItem {
-                id: crate::ids::new_id(),
-                content: i.content,
-                context: i.context,
-                timestamp: mneme_core::time::rfc3339_millis(now),
-                metadata: BTreeMap::from([("session_id".to_owned(), session_id.to_owned())]),
-                tags: scope.tags.clone(),
-                document_id: i.document_id,
-                kind: i.kind,
+            .map(|i| {
+                let mut metadata = i.metadata;
+                metadata.entry("session_id".to_owned()).or_insert_with(|| session_id.to_owned());
+                MemoryItem {
+                    id: crate::ids::new_id(),
+                    content: i.content,
+                    context: i.context,
+                    timestamp: i.timestamp.unwrap_or_else(|| mneme_core::time::rfc3339_millis(now)),
+                    metadata,
+                    tags: i.tags.unwrap_or_else(|| scope.tags.clone()),
+                    document_id: i.document_id,
+                    kind: i.kind,
+                }
             })
             .collect();
         if let Err(e) = self.inner.spool.append(session_id, &scope.bank, items).await {

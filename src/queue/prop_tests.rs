@@ -195,7 +195,7 @@ async fn run(ops: Vec<Op>) {
                             content: format!("s{session}-{next}"),
                             context: None,
                             kind: MemoryType::World,
-                            document_id: None,
+                            ..NewItem::default()
                         }
                     })
                     .collect();

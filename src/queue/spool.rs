@@ -21,7 +21,8 @@ const GROUP_MAX: usize = 512;
 /// for a place (backpressure) instead of growing the writer's queue without bound.
 const MAX_WAITING: usize = 4096;
 
-const SCHEMA: &[&str] = &[r#"
+const SCHEMA: &[&str] = &[
+    r#"
 CREATE TABLE items (
     session_id   TEXT NOT NULL,
     seq          INTEGER NOT NULL,       -- arrival order; never reused while a row holds it
@@ -69,7 +70,17 @@ CREATE TABLE sessions (
     id           TEXT PRIMARY KEY,
     record       TEXT NOT NULL       -- JSON, owned by the session layer
 );
-"#];
+"#,
+    r#"
+-- Small objects other layers keep (the Hindsight API's bank profiles and mental models).
+CREATE TABLE records (
+    kind         TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    record       TEXT NOT NULL,      -- JSON, owned by the layer that wrote it
+    PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+"#,
+];
 
 const ITEM_COLUMNS: &str =
     "seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, batch_id, attempts";
@@ -536,6 +547,41 @@ impl Spool {
     pub async fn delete_session(&self, id: &str) -> Result<(), SpoolError> {
         let id = id.to_owned();
         self.call(move |t| t.execute("DELETE FROM sessions WHERE id = ?", [&id]).map(|_| ())).await
+    }
+
+    /// Saves (replacing) a record of `kind` under `key`.
+    pub async fn save_record(&self, kind: &'static str, key: &str, record: String) -> Result<(), SpoolError> {
+        let key = key.to_owned();
+        self.call(move |t| {
+            t.execute(
+                "INSERT INTO records (kind, key, record) VALUES (?, ?, ?) ON CONFLICT(kind, key) DO UPDATE SET record = excluded.record",
+                params![kind, key, record],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    /// Deletes a record; whether there was one.
+    pub async fn delete_record(&self, kind: &'static str, key: &str) -> Result<bool, SpoolError> {
+        let key = key.to_owned();
+        self.call(move |t| {
+            t.execute("DELETE FROM records WHERE kind = ? AND key = ?", params![kind, key]).map(|n| n > 0)
+        })
+        .await
+    }
+
+    /// The records of `kind` whose key starts with `prefix`, by key.
+    pub async fn records(&self, kind: &'static str, prefix: &str) -> Result<Vec<(String, String)>, SpoolError> {
+        let prefix = prefix.to_owned();
+        self.call(move |t| {
+            let mut stmt = t.prepare_cached(
+                "SELECT key, record FROM records WHERE kind = ?1 AND substr(key, 1, length(?2)) = ?2 ORDER BY key",
+            )?;
+            let rows = stmt.query_map(params![kind, prefix], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })
+        .await
     }
 
     /// Every saved session record.

@@ -132,7 +132,12 @@ fn scope() -> Scope {
 
 fn items(prefix: &str, n: usize) -> Vec<NewItem> {
     (0..n)
-        .map(|i| NewItem { content: format!("{prefix}{i}"), context: None, kind: MemoryType::World, document_id: None })
+        .map(|i| NewItem {
+            content: format!("{prefix}{i}"),
+            context: None,
+            kind: MemoryType::World,
+            ..NewItem::default()
+        })
         .collect()
 }
 

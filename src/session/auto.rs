@@ -176,6 +176,7 @@ impl Sessions {
             context: Some(settings.retain.context.clone()),
             kind: MemoryType::Experience,
             document_id: Some(pending.document_id.clone()),
+            ..NewItem::default()
         };
         self.inner.queue.enqueue(&session.id, &session.scope, vec![item]).await?;
         self.mark_retained(&session.id, pending.user_turns).await

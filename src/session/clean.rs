@@ -6,7 +6,7 @@ use mneme_core::text::{self, Message};
 use crate::config::Settings;
 
 /// Private spans removed (when configured), memory blocks removed, trimmed; `None` if nothing is left.
-pub(super) fn clean(settings: &Settings, content: &str) -> Option<String> {
+pub fn clean(settings: &Settings, content: &str) -> Option<String> {
     let content = if settings.retain.strip_private { text::strip_private(content) } else { content.to_owned() };
     let content = text::strip_memory_tags(&content);
     let content = content.trim();

@@ -32,7 +32,7 @@ use crate::queue::spool::{Spool, SpoolError};
 use crate::queue::{FlushReport, Queue};
 
 pub use auto::{memory_block, TurnEnd};
-pub use clean::clean_imported;
+pub use clean::{clean as clean_text, clean_imported};
 pub use clear::{ClearOutcome, ClearRequest};
 pub use guide::{guide, GUIDE};
 pub use scope::{project_label, scope_for};

@@ -57,7 +57,7 @@ impl Sessions {
                 // A context that is private or blank falls back to the default.
                 let context =
                     context.and_then(|c| clean(&settings, &c)).unwrap_or_else(|| settings.retain.context.clone());
-                Some(NewItem { content, context: Some(context), kind: MemoryType::World, document_id: None })
+                Some(NewItem { content, context: Some(context), kind: MemoryType::World, ..NewItem::default() })
             })
             .collect();
         let skipped = total - items.len();

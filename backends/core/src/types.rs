@@ -221,6 +221,12 @@ pub struct Recalled {
     pub tags: Vec<String>,
     /// Relevance, higher is better, when the backend gives one.
     pub score: Option<f64>,
+    /// The memory's id, when the backend gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The document it belongs to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_id: Option<String>,
 }
 
 /// A reflect request.

@@ -263,6 +263,8 @@ impl MemoryBackend for HindsightBackend {
                 mentioned_at: r.mentioned_at.unwrap_or_default(),
                 tags: r.tags.unwrap_or_default(),
                 score: r.scores.and_then(|s| s.final_score),
+                id: r.id,
+                document_id: r.document_id,
             })
             .collect())
     }

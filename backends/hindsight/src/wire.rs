@@ -59,6 +59,12 @@ pub struct RecallRequest<'a> {
 /// One recall result.
 #[derive(Debug, Deserialize)]
 pub struct RecallResult {
+    /// The memory's id.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The document it came from.
+    #[serde(default)]
+    pub document_id: Option<String>,
     /// The memory's text.
     pub text: String,
     /// world | experience | observation.

@@ -1,0 +1,197 @@
+//! Hindsight API v1 under `/hindsight` (see [`crate::hindsight_api`]): decode, call, encode.
+//! Errors carry Hindsight's `detail` (what its clients read) beside mneme's `error` object.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+
+use super::error::ApiError;
+use super::AppState;
+use crate::hindsight_api::wire::*;
+use crate::hindsight_api::{CompatError, HindsightApi};
+
+/// Where the API is served: `HINDSIGHT_API_URL=http://127.0.0.1:6366/hindsight`.
+pub const PREFIX: &str = "/hindsight";
+
+type St = State<Arc<AppState>>;
+type Answer<T> = Result<Json<T>, HindsightError>;
+
+/// The routes, relative to [`PREFIX`].
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/health", get(health))
+        .route("/version", get(version))
+        .route("/v1/default/banks", get(list_banks))
+        .route("/v1/default/banks/{bank}", put(put_bank).patch(put_bank))
+        .route("/v1/default/banks/{bank}/memories", post(retain))
+        .route("/v1/default/banks/{bank}/memories/recall", post(recall))
+        .route("/v1/default/banks/{bank}/reflect", post(reflect))
+        .route("/v1/default/banks/{bank}/mental-models", get(list_models).post(create_model))
+        .route("/v1/default/banks/{bank}/mental-models/{id}", get(get_model).patch(update_model).delete(delete_model))
+        .route("/v1/default/banks/{bank}/mental-models/{id}/refresh", post(refresh_model))
+        .route("/v1/default/banks/{bank}/mental-models/{id}/history", get(model_history))
+        .fallback(not_served)
+}
+
+/// An error in both shapes: `{"detail": …, "error": {"code", "message"}}`. A request Hindsight
+/// would refuse as invalid is a 422 whose `detail` is a list, as FastAPI answers.
+#[derive(Debug)]
+pub struct HindsightError(ApiError);
+
+impl IntoResponse for HindsightError {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let detail = if e.status == StatusCode::UNPROCESSABLE_ENTITY {
+            serde_json::json!([{ "type": "value_error", "loc": ["body"], "msg": e.message }])
+        } else {
+            serde_json::json!(e.message)
+        };
+        let body = serde_json::json!({
+            "detail": detail,
+            "error": { "code": e.code, "message": e.message },
+        });
+        let mut response = (e.status, Json(body)).into_response();
+        if let Some(secs) = e.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        response
+    }
+}
+
+impl From<CompatError> for HindsightError {
+    fn from(e: CompatError) -> Self {
+        HindsightError(match e {
+            CompatError::Invalid(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", m),
+            CompatError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, "not_found", m),
+            CompatError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+            CompatError::Backend(b) => b.into(),
+            CompatError::Spool(s) => s.into(),
+        })
+    }
+}
+
+impl From<JsonRejection> for HindsightError {
+    fn from(r: JsonRejection) -> Self {
+        HindsightError(r.into())
+    }
+}
+
+impl From<QueryRejection> for HindsightError {
+    fn from(r: QueryRejection) -> Self {
+        HindsightError(r.into())
+    }
+}
+
+/// A JSON body whose rejections answer with `detail`.
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(HindsightError))]
+pub struct Body<T>(pub T);
+
+fn api(s: &AppState) -> &HindsightApi {
+    &s.hindsight
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "healthy", "database": "connected"}))
+}
+
+async fn version() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"api_version": "1.1.0", "server": "mneme", "mneme_version": env!("CARGO_PKG_VERSION")}))
+}
+
+async fn list_banks(State(s): St) -> Answer<BankList> {
+    Ok(Json(api(&s).banks().await?))
+}
+
+async fn put_bank(State(s): St, Path(bank): Path<String>, body: axum::body::Bytes) -> Answer<BankProfile> {
+    // Hindsight accepts an empty body (every field optional).
+    let update: BankUpdate = if body.iter().all(u8::is_ascii_whitespace) {
+        BankUpdate::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            HindsightError(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_field",
+                format!("invalid body: {e}"),
+            ))
+        })?
+    };
+    Ok(Json(api(&s).update_bank(&bank, update).await?))
+}
+
+async fn retain(State(s): St, Path(bank): Path<String>, Body(b): Body<RetainRequest>) -> Answer<RetainResponse> {
+    Ok(Json(api(&s).retain(&bank, b).await?))
+}
+
+async fn recall(State(s): St, Path(bank): Path<String>, Body(b): Body<RecallRequest>) -> Answer<RecallResponse> {
+    let started = std::time::Instant::now();
+    let answer = api(&s).recall(&bank, b).await?;
+    s.metrics.recall_seconds.observe(started.elapsed());
+    Ok(Json(answer))
+}
+
+async fn reflect(State(s): St, Path(bank): Path<String>, Body(b): Body<ReflectRequest>) -> Answer<ReflectResponse> {
+    Ok(Json(api(&s).reflect(&bank, b).await?))
+}
+
+async fn list_models(
+    State(s): St,
+    Path(bank): Path<String>,
+    q: Result<Query<DetailQuery>, QueryRejection>,
+) -> Answer<MentalModelList> {
+    let Query(q) = q?;
+    Ok(Json(api(&s).mental_models(&bank, q.detail.unwrap_or_default()).await?))
+}
+
+async fn create_model(
+    State(s): St,
+    Path(bank): Path<String>,
+    Body(b): Body<CreateMentalModel>,
+) -> Answer<OperationAnswer> {
+    Ok(Json(api(&s).create_mental_model(&bank, b).await?))
+}
+
+async fn get_model(
+    State(s): St,
+    Path((bank, id)): Path<(String, String)>,
+    q: Result<Query<DetailQuery>, QueryRejection>,
+) -> Answer<serde_json::Value> {
+    let Query(q) = q?;
+    Ok(Json(api(&s).mental_model(&bank, &id, q.detail.unwrap_or_default()).await?))
+}
+
+async fn update_model(
+    State(s): St,
+    Path((bank, id)): Path<(String, String)>,
+    Body(b): Body<UpdateMentalModel>,
+) -> Answer<serde_json::Value> {
+    Ok(Json(api(&s).update_mental_model(&bank, &id, b).await?))
+}
+
+async fn delete_model(State(s): St, Path((bank, id)): Path<(String, String)>) -> Answer<serde_json::Value> {
+    api(&s).delete_mental_model(&bank, &id).await?;
+    Ok(Json(serde_json::json!({"success": true})))
+}
+
+async fn refresh_model(State(s): St, Path((bank, id)): Path<(String, String)>) -> Answer<OperationAnswer> {
+    Ok(Json(api(&s).refresh_mental_model(&bank, &id).await?))
+}
+
+async fn model_history(State(s): St, Path((bank, id)): Path<(String, String)>) -> Answer<Vec<serde_json::Value>> {
+    // The model must exist; mneme keeps no previous contents.
+    api(&s).mental_model(&bank, &id, Detail::Metadata).await?;
+    Ok(Json(Vec::new()))
+}
+
+async fn not_served() -> HindsightError {
+    HindsightError(ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "Not Found: mneme serves the part of Hindsight's API its clients use (banks, memories, recall, reflect, mental models); see the README",
+    ))
+}

@@ -1,0 +1,356 @@
+//! mneme speaks Hindsight: the part of Hindsight's HTTP API v1 (server 1.1.0) that its clients
+//! (oh-my-pi's `hindsight` memory backend, Hindsight's own integrations) call, served from
+//! mneme's durable queue and its active backend. Pointing such a client's `HINDSIGHT_API_URL` at
+//! `http://127.0.0.1:6366/hindsight` gives it a local memory with no server to run.
+//!
+//! A bank is a bank and tags are tags, exactly as on mneme's own routes, so what a Hindsight
+//! client retains is what the hooks and MCP recall, and the other way round. Retains go through
+//! the spool like every other retain (answered once on disk), with `<private>` spans removed from
+//! every field first. Bank profiles and mental models are kept in the spool's database; a mental
+//! model's content is what recall answers for its source query (mneme has no LLM to summarise),
+//! computed when it is created or refreshed and again, in the background, when a client reads it
+//! after it has gone stale.
+
+mod models;
+mod time;
+pub mod wire;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use mneme_core::{text, BackendError, BackendId, Budget, MemoryType, RecallQuery, ReflectQuery, Scope, TagsMatch};
+
+use crate::config::Settings;
+use crate::queue::spool::{Spool, SpoolError};
+use crate::queue::{NewItem, Queue};
+use crate::session::Sessions;
+use wire::*;
+
+pub use models::MODEL_STALE_AFTER;
+
+/// Why a Hindsight API request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompatError {
+    /// The request is malformed (400).
+    #[error("{0}")]
+    Invalid(String),
+    /// No such bank object (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The id is taken (409).
+    #[error("{0}")]
+    Conflict(String),
+    /// The backend failed.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The spool failed: nothing was accepted.
+    #[error(transparent)]
+    Spool(#[from] SpoolError),
+}
+
+/// The Hindsight API over mneme's queue and backend. Cheap to clone.
+#[derive(Clone)]
+pub struct HindsightApi {
+    sessions: Sessions,
+    queue: Queue,
+    spool: Spool,
+    /// Banks whose stale mental models are being recomputed (one task a bank at a time).
+    refreshing: Arc<Mutex<HashSet<String>>>,
+}
+
+impl HindsightApi {
+    /// Serves through `queue` (and its active backend) with the settings `sessions` holds.
+    pub fn new(sessions: Sessions, queue: Queue, spool: Spool) -> Self {
+        HindsightApi { sessions, queue, spool, refreshing: Arc::default() }
+    }
+
+    fn settings(&self) -> Arc<Settings> {
+        self.sessions.settings()
+    }
+
+    /// Retains items into `bank`: spooled (durable) before this answers; with `async: false`
+    /// also delivered (or left spooled for a retry when the backend is down).
+    pub async fn retain(&self, bank: &str, req: RetainRequest) -> Result<RetainResponse, CompatError> {
+        check_bank(bank)?;
+        if let Some(i) = req.items.iter().position(|i| i.content.trim().is_empty()) {
+            return Err(CompatError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
+        }
+        let mut timestamps = Vec::with_capacity(req.items.len());
+        for (i, item) in req.items.iter().enumerate() {
+            timestamps.push(match item.timestamp.as_deref().map(str::trim) {
+                None | Some("") => None,
+                Some(t) => Some(time::normalize(t).ok_or_else(|| {
+                    CompatError::Invalid(format!(
+                        "items[{i}].timestamp {t:?} is not an ISO 8601 date-time (e.g. 2026-01-02T03:04:05Z)"
+                    ))
+                })?),
+            });
+        }
+        let operation_id = crate::ids::new_id();
+        let answer = |count: usize| RetainResponse {
+            success: true,
+            bank_id: bank.to_owned(),
+            items_count: count,
+            is_async: req.is_async,
+            operation_id: req.is_async.then(|| operation_id.clone()),
+            operation_ids: None,
+            usage: None,
+        };
+        if self.queue.backend().id() == BackendId::Off {
+            return Ok(answer(0));
+        }
+        let settings = self.settings();
+        let document_tags = clean_list(&settings, req.document_tags.as_deref().unwrap_or_default());
+        let mut session = None;
+        let items: Vec<NewItem> = req
+            .items
+            .iter()
+            .zip(timestamps)
+            .filter_map(|(item, timestamp)| {
+                let content = crate::session::clean_text(&settings, &item.content)?;
+                let mut metadata = item.metadata.clone().unwrap_or_default();
+                if settings.retain.strip_private {
+                    text::strip_private_map(&mut metadata);
+                }
+                session = session.take().or_else(|| metadata.get("session_id").cloned());
+                let mut tags = clean_list(&settings, item.tags.as_deref().unwrap_or_default());
+                for t in &document_tags {
+                    if !tags.contains(t) {
+                        tags.push(t.clone());
+                    }
+                }
+                let document_id = item.document_id.as_deref().and_then(|d| crate::session::clean_text(&settings, d));
+                Some(NewItem {
+                    content,
+                    context: item.context.as_deref().and_then(|c| crate::session::clean_text(&settings, c)),
+                    // A document is a transcript (oh-my-pi's and mneme's own automatic retains):
+                    // an experience; a bare item is a fact about the world.
+                    kind: if document_id.is_some() { MemoryType::Experience } else { MemoryType::World },
+                    document_id,
+                    tags: Some(tags),
+                    metadata,
+                    timestamp,
+                })
+            })
+            .collect();
+        if items.is_empty() {
+            return Ok(answer(0));
+        }
+        // One queue per client session (batched and debounced like a mneme session's), or per
+        // bank for items that name none.
+        let queue_id = match &session {
+            Some(s) => format!("hindsight:{bank}:{s}"),
+            None => format!("hindsight:{bank}"),
+        };
+        let scope = Scope { bank: bank.to_owned(), tags: Vec::new() };
+        let n = self.queue.enqueue(&queue_id, &scope, items).await?;
+        if !req.is_async {
+            // Hindsight answers a synchronous retain once it is stored. What fails here stays
+            // spooled and is retried; the answer is still success: it is on disk.
+            self.queue.flush(&queue_id).await;
+        }
+        Ok(answer(n))
+    }
+
+    /// Recalls from `bank` through the active backend.
+    pub async fn recall(&self, bank: &str, req: RecallRequest) -> Result<RecallResponse, CompatError> {
+        check_bank(bank)?;
+        let query = req.query.trim();
+        if query.is_empty() {
+            return Err(CompatError::Invalid("query must not be empty".into()));
+        }
+        let q = RecallQuery {
+            query: query.to_owned(),
+            budget: req.budget.unwrap_or_default(),
+            max_tokens: req.max_tokens.unwrap_or(4096).max(1),
+            types: req.types.unwrap_or_default(),
+            tags: req.tags.unwrap_or_default(),
+            tags_match: req.tags_match.unwrap_or_default(),
+        };
+        let results = self.recall_query(bank, &q).await?;
+        Ok(RecallResponse {
+            results,
+            trace: None,
+            entities: None,
+            chunks: None,
+            source_facts: None,
+            source_facts_truncated: None,
+        })
+    }
+
+    async fn recall_query(&self, bank: &str, q: &RecallQuery) -> Result<Vec<RecallResult>, CompatError> {
+        let backend = self.queue.backend();
+        if backend.id() == BackendId::Off {
+            return Ok(Vec::new());
+        }
+        let scope = Scope { bank: bank.to_owned(), tags: Vec::new() };
+        let found = backend.recall(&scope, q).await?;
+        Ok(found
+            .into_iter()
+            .map(|r| RecallResult {
+                // A backend that gives no id: a stable one from what was recalled.
+                id: r.id.clone().unwrap_or_else(|| stable_id(&r.text, &r.mentioned_at)),
+                text: r.text,
+                kind: (!r.kind.is_empty()).then_some(r.kind),
+                entities: None,
+                context: None,
+                occurred_start: None,
+                occurred_end: None,
+                mentioned_at: (!r.mentioned_at.is_empty()).then_some(r.mentioned_at),
+                document_id: r.document_id,
+                metadata: None,
+                chunk_id: None,
+                tags: Some(r.tags),
+            })
+            .collect())
+    }
+
+    /// Reflects through the active backend (the local backend has no LLM: an error clients handle).
+    pub async fn reflect(&self, bank: &str, req: ReflectRequest) -> Result<ReflectResponse, CompatError> {
+        check_bank(bank)?;
+        let query = req.query.trim();
+        if query.is_empty() {
+            return Err(CompatError::Invalid("query must not be empty".into()));
+        }
+        let backend = self.queue.backend();
+        if backend.id() == BackendId::Off {
+            return Err(BackendError::Unsupported("memory.backend is \"off\": nothing is remembered".into()).into());
+        }
+        let q = ReflectQuery {
+            query: query.to_owned(),
+            context: req.context,
+            budget: req.budget.unwrap_or(Budget::Low),
+            tags: req.tags.unwrap_or_default(),
+            tags_match: req.tags_match.unwrap_or(TagsMatch::Any),
+        };
+        let text = backend.reflect(&Scope { bank: bank.to_owned(), tags: Vec::new() }, &q).await?;
+        Ok(ReflectResponse { text, based_on: None, structured_output: None, usage: None, trace: None })
+    }
+
+    /// Creates or updates a bank's profile (`PUT` and `PATCH`).
+    pub async fn update_bank(&self, bank: &str, update: BankUpdate) -> Result<BankProfile, CompatError> {
+        check_bank(bank)?;
+        let mut profile = self.bank(bank).await?;
+        let settings = self.settings();
+        let keep = |v: Option<String>| v.and_then(|v| crate::session::clean_text(&settings, &v));
+        if let Some(name) = keep(update.name) {
+            profile.name = name;
+        }
+        if let Some(mission) = keep(update.mission) {
+            profile.mission = mission;
+        }
+        if let Some(background) = keep(update.background) {
+            profile.background = Some(background);
+        }
+        if let Some(d) = update.disposition {
+            if [d.skepticism, d.literalism, d.empathy].iter().any(|v| !(1..=5).contains(v)) {
+                return Err(CompatError::Invalid("disposition traits must be between 1 and 5".into()));
+            }
+            profile.disposition = d;
+        }
+        if let Some(m) = keep(update.reflect_mission) {
+            // Hindsight 1.1 keeps the reflect mission as the bank's mission (and background).
+            profile.mission = m.clone();
+            profile.background = Some(m.clone());
+            profile.reflect_mission = Some(m);
+        }
+        if let Some(m) = keep(update.retain_mission) {
+            profile.retain_mission = Some(m);
+        }
+        self.spool.save_record(BANK_RECORD, bank, serde_json::to_string(&profile).expect("plain data")).await?;
+        Ok(profile)
+    }
+
+    /// A bank's profile (the defaults for a bank never configured: Hindsight creates banks on use).
+    pub async fn bank(&self, bank: &str) -> Result<BankProfile, CompatError> {
+        check_bank(bank)?;
+        let stored = self.spool.records(BANK_RECORD, bank).await?;
+        Ok(stored.into_iter().find(|(k, _)| k == bank).and_then(|(_, v)| serde_json::from_str(&v).ok()).unwrap_or_else(
+            || BankProfile {
+                bank_id: bank.to_owned(),
+                name: bank.to_owned(),
+                disposition: Disposition::default(),
+                mission: String::new(),
+                background: None,
+                reflect_mission: None,
+                retain_mission: None,
+            },
+        ))
+    }
+
+    /// Every bank with a profile.
+    pub async fn banks(&self) -> Result<BankList, CompatError> {
+        let stored = self.spool.records(BANK_RECORD, "").await?;
+        let banks = stored
+            .into_iter()
+            .filter_map(|(_, v)| serde_json::from_str::<BankProfile>(&v).ok())
+            .map(|p| BankListItem {
+                bank_id: p.bank_id,
+                name: Some(p.name),
+                disposition: p.disposition,
+                mission: Some(p.mission),
+                created_at: None,
+                updated_at: None,
+            })
+            .collect();
+        Ok(BankList { banks })
+    }
+}
+
+const BANK_RECORD: &str = "hindsight_bank";
+
+/// A bank id must be usable as a path segment and as mneme's bank name.
+fn check_bank(bank: &str) -> Result<(), CompatError> {
+    if bank.trim().is_empty() || bank.contains('/') || bank.len() > 200 || bank.chars().any(char::is_control) {
+        return Err(CompatError::Invalid(
+            "bank_id must be 1 to 200 characters without '/' or control characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Strings with private spans removed, blanks dropped, order kept, duplicates dropped.
+fn clean_list(settings: &Settings, list: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(list.len());
+    for item in list {
+        if let Some(t) = crate::session::clean_text(settings, item) {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// A stable id for a recalled memory a backend gave without one.
+fn stable_id(text: &str, at: &str) -> String {
+    // FNV-1a over the text and time: the same memory gets the same id on every recall.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes().chain([0]).chain(at.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bank_ids_are_checked() {
+        assert!(check_bank("omp").is_ok());
+        assert!(check_bank("omp-project").is_ok());
+        for bad in ["", "  ", "a/b", "a\nb"] {
+            assert!(check_bank(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_bank(&"x".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn stable_ids_are_stable_and_distinct() {
+        assert_eq!(stable_id("a", "t"), stable_id("a", "t"));
+        assert_ne!(stable_id("a", "t"), stable_id("a", "u"));
+        assert_ne!(stable_id("ab", ""), stable_id("a", "b"));
+    }
+}

@@ -1,0 +1,247 @@
+//! Mental models: a named recall query whose answer clients inject into their prompt. Hindsight
+//! summarises the answer with an LLM; mneme keeps what recall answers for the query, bounded by
+//! the model's `max_tokens`, computed when the model is created or refreshed, and again in the
+//! background when a client reads a model older than [`MODEL_STALE_AFTER`].
+
+use std::time::{Duration, SystemTime};
+
+use mneme_core::{RecallQuery, TagsMatch};
+use serde_json::Value;
+
+use super::wire::{CreateMentalModel, Detail, MentalModel, MentalModelList, OperationAnswer, UpdateMentalModel};
+use super::{check_bank, CompatError, HindsightApi};
+
+/// A model read after this long has its content recomputed in the background.
+pub const MODEL_STALE_AFTER: Duration = Duration::from_secs(60);
+
+const MODEL_RECORD: &str = "hindsight_mental_model";
+
+/// The record key: bank, a unit separator, the id (so a bank's models share a prefix).
+fn key(bank: &str, id: &str) -> String {
+    format!("{bank}\u{1f}{id}")
+}
+
+impl HindsightApi {
+    /// A bank's models, by name, shown at `detail`; stale ones are refreshed in the background.
+    pub async fn mental_models(&self, bank: &str, detail: Detail) -> Result<MentalModelList, CompatError> {
+        check_bank(bank)?;
+        let mut models = self.stored_models(bank).await?;
+        models.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.id.cmp(&b.id)));
+        if detail != Detail::Metadata {
+            self.refresh_stale_in_background(bank, &models);
+        }
+        let total = models.len();
+        let items: Vec<Value> = models.iter().map(|m| shown(m, detail)).collect();
+        Ok(MentalModelList { limit: total.max(100), items, total, offset: 0 })
+    }
+
+    /// One model at `detail`.
+    pub async fn mental_model(&self, bank: &str, id: &str, detail: Detail) -> Result<Value, CompatError> {
+        check_bank(bank)?;
+        let model = self.stored_model(bank, id).await?;
+        if detail != Detail::Metadata {
+            self.refresh_stale_in_background(bank, std::slice::from_ref(&model));
+        }
+        Ok(shown(&model, detail))
+    }
+
+    /// Creates a model and computes its content at once.
+    pub async fn create_mental_model(
+        &self,
+        bank: &str,
+        req: CreateMentalModel,
+    ) -> Result<OperationAnswer, CompatError> {
+        check_bank(bank)?;
+        let settings = self.settings();
+        let name = crate::session::clean_text(&settings, &req.name)
+            .ok_or_else(|| CompatError::Invalid("name must not be empty".into()))?;
+        let source_query = crate::session::clean_text(&settings, &req.source_query)
+            .ok_or_else(|| CompatError::Invalid("source_query must not be empty".into()))?;
+        let id = match req.id.as_deref().map(str::trim) {
+            Some(id) if !id.is_empty() => {
+                check_model_id(id)?;
+                id.to_owned()
+            }
+            _ => crate::ids::new_id(),
+        };
+        if self.spool.records(MODEL_RECORD, &key(bank, &id)).await?.iter().any(|(k, _)| *k == key(bank, &id)) {
+            return Err(CompatError::Conflict(format!("mental model {id:?} already exists in bank {bank:?}")));
+        }
+        let mut model = MentalModel {
+            id: id.clone(),
+            bank_id: bank.to_owned(),
+            name,
+            source_query: Some(source_query),
+            content: Some(String::new()),
+            tags: super::clean_list(&settings, &req.tags),
+            max_tokens: Some(req.max_tokens.max(1)),
+            trigger: req.trigger,
+            last_refreshed_at: None,
+            created_at: Some(mneme_core::time::rfc3339_millis(SystemTime::now())),
+        };
+        self.compute(&mut model).await;
+        self.save_model(&model).await?;
+        Ok(OperationAnswer { mental_model_id: Some(id), operation_id: crate::ids::new_id() })
+    }
+
+    /// Changes a model's name, query, tags, bound or trigger; a new query or tags recompute it.
+    pub async fn update_mental_model(
+        &self,
+        bank: &str,
+        id: &str,
+        req: UpdateMentalModel,
+    ) -> Result<Value, CompatError> {
+        check_bank(bank)?;
+        let mut model = self.stored_model(bank, id).await?;
+        let settings = self.settings();
+        let recompute = req.source_query.is_some() || req.tags.is_some() || req.max_tokens.is_some();
+        if let Some(name) = req.name.as_deref().and_then(|n| crate::session::clean_text(&settings, n)) {
+            model.name = name;
+        }
+        if let Some(q) = req.source_query.as_deref().and_then(|q| crate::session::clean_text(&settings, q)) {
+            model.source_query = Some(q);
+        }
+        if let Some(tags) = req.tags {
+            model.tags = super::clean_list(&settings, &tags);
+        }
+        if let Some(n) = req.max_tokens {
+            model.max_tokens = Some(n.max(1));
+        }
+        if req.trigger.is_some() {
+            model.trigger = req.trigger;
+        }
+        if recompute {
+            self.compute(&mut model).await;
+        }
+        self.save_model(&model).await?;
+        Ok(shown(&model, Detail::Full))
+    }
+
+    /// Deletes a model.
+    pub async fn delete_mental_model(&self, bank: &str, id: &str) -> Result<(), CompatError> {
+        check_bank(bank)?;
+        if self.spool.delete_record(MODEL_RECORD, &key(bank, id)).await? {
+            Ok(())
+        } else {
+            Err(not_found(bank, id))
+        }
+    }
+
+    /// Recomputes a model's content now.
+    pub async fn refresh_mental_model(&self, bank: &str, id: &str) -> Result<OperationAnswer, CompatError> {
+        check_bank(bank)?;
+        let mut model = self.stored_model(bank, id).await?;
+        self.compute(&mut model).await;
+        self.save_model(&model).await?;
+        Ok(OperationAnswer { mental_model_id: Some(model.id), operation_id: crate::ids::new_id() })
+    }
+
+    async fn stored_models(&self, bank: &str) -> Result<Vec<MentalModel>, CompatError> {
+        let prefix = key(bank, "");
+        Ok(self
+            .spool
+            .records(MODEL_RECORD, &prefix)
+            .await?
+            .into_iter()
+            .filter_map(|(_, v)| serde_json::from_str(&v).ok())
+            .collect())
+    }
+
+    async fn stored_model(&self, bank: &str, id: &str) -> Result<MentalModel, CompatError> {
+        let wanted = key(bank, id);
+        self.spool
+            .records(MODEL_RECORD, &wanted)
+            .await?
+            .into_iter()
+            .find(|(k, _)| *k == wanted)
+            .and_then(|(_, v)| serde_json::from_str(&v).ok())
+            .ok_or_else(|| not_found(bank, id))
+    }
+
+    async fn save_model(&self, model: &MentalModel) -> Result<(), CompatError> {
+        let record = serde_json::to_string(model).expect("plain data serializes");
+        Ok(self.spool.save_record(MODEL_RECORD, &key(&model.bank_id, &model.id), record).await?)
+    }
+
+    /// Sets the content to what recall answers for the source query now. A backend that fails
+    /// leaves the content as it was (clients render nothing for an empty model).
+    async fn compute(&self, model: &mut MentalModel) {
+        let Some(query) = model.source_query.clone() else { return };
+        let max_tokens = model.max_tokens.unwrap_or(2048);
+        let q = RecallQuery {
+            query,
+            budget: mneme_core::Budget::Mid,
+            max_tokens,
+            types: Vec::new(),
+            tags: model.tags.clone(),
+            tags_match: TagsMatch::Any,
+        };
+        match self.recall_query(&model.bank_id, &q).await {
+            Ok(results) => {
+                let budget = max_tokens.saturating_mul(4);
+                let mut content = String::new();
+                for r in results {
+                    let line = format!("- {}\n", r.text.trim());
+                    if content.len() + line.len() > budget {
+                        break;
+                    }
+                    content.push_str(&line);
+                }
+                model.content = Some(content.trim_end().to_owned());
+                model.last_refreshed_at = Some(mneme_core::time::rfc3339_millis(SystemTime::now()));
+            }
+            Err(e) => tracing::debug!(bank = model.bank_id, model = model.id, "mental model not refreshed: {e}"),
+        }
+    }
+
+    /// Recomputes, one bank at a time and off the request, the models among `models` that are stale.
+    fn refresh_stale_in_background(&self, bank: &str, models: &[MentalModel]) {
+        let stale: Vec<String> = models.iter().filter(|m| is_stale(m)).map(|m| m.id.clone()).collect();
+        if stale.is_empty() || !self.refreshing.lock().unwrap_or_else(|e| e.into_inner()).insert(bank.to_owned()) {
+            return;
+        }
+        let (api, bank) = (self.clone(), bank.to_owned());
+        tokio::spawn(async move {
+            for id in stale {
+                // Deleted meanwhile: nothing to refresh.
+                if let Ok(mut model) = api.stored_model(&bank, &id).await {
+                    api.compute(&mut model).await;
+                    if let Err(e) = api.save_model(&model).await {
+                        tracing::debug!(bank, model = id, "cannot save a refreshed mental model: {e}");
+                    }
+                }
+            }
+            api.refreshing.lock().unwrap_or_else(|e| e.into_inner()).remove(&bank);
+        });
+    }
+}
+
+fn is_stale(model: &MentalModel) -> bool {
+    let refreshed = model.last_refreshed_at.as_deref().and_then(mneme_core::time::parse_rfc3339);
+    refreshed.is_none_or(|at| at.elapsed().unwrap_or_default() > MODEL_STALE_AFTER)
+}
+
+fn not_found(bank: &str, id: &str) -> CompatError {
+    CompatError::NotFound(format!("mental model {id:?} not found in bank {bank:?}"))
+}
+
+fn check_model_id(id: &str) -> Result<(), CompatError> {
+    if id.contains('/') || id.len() > 200 || id.chars().any(char::is_control) {
+        return Err(CompatError::Invalid("id must be at most 200 characters without '/' or control characters".into()));
+    }
+    Ok(())
+}
+
+/// A model as answered at `detail`: as Hindsight does, metadata keeps every field but nulls
+/// the query, content, bound and trigger.
+fn shown(model: &MentalModel, detail: Detail) -> Value {
+    let mut v = serde_json::to_value(model).expect("plain data serializes");
+    let map = v.as_object_mut().expect("a struct is an object");
+    if detail == Detail::Metadata {
+        for k in ["source_query", "content", "max_tokens", "trigger"] {
+            map.insert(k.to_owned(), Value::Null);
+        }
+    }
+    map.insert("is_stale".to_owned(), Value::Bool(is_stale(model)));
+    v
+}

@@ -1,0 +1,365 @@
+//! The JSON of Hindsight API v1 (server 1.1.0) as mneme serves it: field names and defaults
+//! follow `openapi-1.1.0.json`; fields mneme cannot honour are accepted and ignored, the way
+//! the server ignores what it does not know.
+
+use std::collections::BTreeMap;
+
+use mneme_core::{Budget, MemoryType, TagsMatch};
+use serde::{Deserialize, Serialize};
+
+/// `POST /v1/default/banks/{bank_id}/memories`
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct RetainRequest {
+    /// What to retain.
+    pub items: Vec<MemoryItemIn>,
+    /// Answer at once (true) or once stored (false, Hindsight's default).
+    #[serde(default, rename = "async")]
+    pub is_async: bool,
+    /// Tags added to every item.
+    #[serde(default)]
+    pub document_tags: Option<Vec<String>>,
+}
+
+/// One item of a retain.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct MemoryItemIn {
+    /// The text.
+    pub content: String,
+    /// When it happened (ISO 8601, with or without an offset).
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// What it is about.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// String metadata kept with it.
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, String>>,
+    /// A later retain with the same id replaces this one.
+    #[serde(default)]
+    pub document_id: Option<String>,
+    /// Its tags.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+}
+
+/// The answer to a retain.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RetainResponse {
+    /// Always true when answered with 200.
+    pub success: bool,
+    /// The bank.
+    pub bank_id: String,
+    /// Items accepted (items with nothing left after `<private>` spans are removed are not).
+    pub items_count: usize,
+    /// Whether the request asked for an asynchronous retain.
+    #[serde(rename = "async")]
+    pub is_async: bool,
+    /// The operation's id (asynchronous retains).
+    pub operation_id: Option<String>,
+    /// Hindsight's list of operation ids (null, as the server answers a single retain).
+    pub operation_ids: Option<Vec<String>>,
+    /// Token usage: mneme calls no LLM.
+    pub usage: Option<serde_json::Value>,
+}
+
+/// `POST /v1/default/banks/{bank_id}/memories/recall`
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct RecallRequest {
+    /// What to look for.
+    pub query: String,
+    /// Only these types.
+    #[serde(default)]
+    pub types: Option<Vec<MemoryType>>,
+    /// Effort.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// Bound on the results' size.
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+    /// Tag filter.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// How `tags` match.
+    #[serde(default)]
+    pub tags_match: Option<TagsMatch>,
+}
+
+/// The answer to a recall.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecallResponse {
+    /// Best first.
+    pub results: Vec<RecallResult>,
+    /// Not computed by mneme.
+    pub trace: Option<serde_json::Value>,
+    /// Not computed by mneme.
+    pub entities: Option<serde_json::Value>,
+    /// Not computed by mneme.
+    pub chunks: Option<serde_json::Value>,
+    /// Not computed by mneme.
+    pub source_facts: Option<serde_json::Value>,
+    /// Not computed by mneme.
+    pub source_facts_truncated: Option<bool>,
+}
+
+/// One recalled memory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecallResult {
+    /// The memory's id.
+    pub id: String,
+    /// The passage.
+    pub text: String,
+    /// world | experience | observation.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Not extracted by mneme.
+    pub entities: Option<Vec<String>>,
+    /// What it is about.
+    pub context: Option<String>,
+    /// Not extracted by mneme.
+    pub occurred_start: Option<String>,
+    /// Not extracted by mneme.
+    pub occurred_end: Option<String>,
+    /// When it was retained.
+    pub mentioned_at: Option<String>,
+    /// Its document.
+    pub document_id: Option<String>,
+    /// Not returned by mneme's recall.
+    pub metadata: Option<BTreeMap<String, String>>,
+    /// Not used by mneme.
+    pub chunk_id: Option<String>,
+    /// Its tags.
+    pub tags: Option<Vec<String>>,
+}
+
+/// `POST /v1/default/banks/{bank_id}/reflect`
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct ReflectRequest {
+    /// The question.
+    pub query: String,
+    /// Effort.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// Extra context.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// Tag filter.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// How `tags` match.
+    #[serde(default)]
+    pub tags_match: Option<TagsMatch>,
+}
+
+/// The answer to a reflect.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReflectResponse {
+    /// The answer.
+    pub text: String,
+    /// Not reported.
+    pub based_on: Option<serde_json::Value>,
+    /// Not supported.
+    pub structured_output: Option<serde_json::Value>,
+    /// Not reported.
+    pub usage: Option<serde_json::Value>,
+    /// Not reported.
+    pub trace: Option<serde_json::Value>,
+}
+
+/// `PUT` / `PATCH /v1/default/banks/{bank_id}`: every field optional.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct BankUpdate {
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The bank's mission.
+    #[serde(default)]
+    pub mission: Option<String>,
+    /// Background (Hindsight's older name for the mission).
+    #[serde(default)]
+    pub background: Option<String>,
+    /// Disposition traits (1–5 each).
+    #[serde(default)]
+    pub disposition: Option<Disposition>,
+    /// What reflect is for.
+    #[serde(default)]
+    pub reflect_mission: Option<String>,
+    /// What retain should keep.
+    #[serde(default)]
+    pub retain_mission: Option<String>,
+}
+
+/// Hindsight's disposition traits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Disposition {
+    /// 1–5.
+    pub skepticism: u8,
+    /// 1–5.
+    pub literalism: u8,
+    /// 1–5.
+    pub empathy: u8,
+}
+
+impl Default for Disposition {
+    fn default() -> Self {
+        Disposition { skepticism: 3, literalism: 3, empathy: 3 }
+    }
+}
+
+/// A bank's profile, as stored and as answered.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct BankProfile {
+    /// The bank.
+    pub bank_id: String,
+    /// Display name (the id when never set).
+    pub name: String,
+    /// Disposition.
+    pub disposition: Disposition,
+    /// Mission ("" when never set).
+    pub mission: String,
+    /// Background.
+    pub background: Option<String>,
+    /// What reflect is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflect_mission: Option<String>,
+    /// What retain should keep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain_mission: Option<String>,
+}
+
+/// `GET /v1/default/banks`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BankList {
+    /// Banks with a profile.
+    pub banks: Vec<BankListItem>,
+}
+
+/// One bank in a list.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BankListItem {
+    /// The bank.
+    pub bank_id: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// Disposition.
+    pub disposition: Disposition,
+    /// Mission.
+    pub mission: Option<String>,
+    /// Created at.
+    pub created_at: Option<String>,
+    /// Updated at.
+    pub updated_at: Option<String>,
+}
+
+/// `POST /v1/default/banks/{bank_id}/mental-models`
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct CreateMentalModel {
+    /// Chosen id (generated when absent).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Display name.
+    pub name: String,
+    /// The recall query whose answer is the model's content.
+    pub source_query: String,
+    /// Tags the query is filtered by.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Bound on the content.
+    #[serde(default = "default_model_tokens")]
+    pub max_tokens: usize,
+    /// Refresh policy, kept as sent.
+    #[serde(default)]
+    pub trigger: Option<serde_json::Value>,
+}
+
+fn default_model_tokens() -> usize {
+    2048
+}
+
+/// `PATCH /v1/default/banks/{bank_id}/mental-models/{id}`
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct UpdateMentalModel {
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Source query.
+    #[serde(default)]
+    pub source_query: Option<String>,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Bound on the content.
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+    /// Refresh policy.
+    #[serde(default)]
+    pub trigger: Option<serde_json::Value>,
+}
+
+/// A mental model, as stored and (with `detail=full`) as answered.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct MentalModel {
+    /// Its id.
+    pub id: String,
+    /// Its bank.
+    pub bank_id: String,
+    /// Display name.
+    pub name: String,
+    /// The recall query.
+    pub source_query: Option<String>,
+    /// What recall last gave for the query ("" until it has been computed).
+    pub content: Option<String>,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Bound on the content.
+    pub max_tokens: Option<usize>,
+    /// Refresh policy, as sent.
+    pub trigger: Option<serde_json::Value>,
+    /// When the content was last computed.
+    pub last_refreshed_at: Option<String>,
+    /// When it was created.
+    pub created_at: Option<String>,
+}
+
+/// `GET /v1/default/banks/{bank_id}/mental-models`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MentalModelList {
+    /// By name.
+    pub items: Vec<serde_json::Value>,
+    /// How many there are.
+    pub total: usize,
+    /// Page size.
+    pub limit: usize,
+    /// Page start.
+    pub offset: usize,
+}
+
+/// An answer that names an operation (create, refresh).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OperationAnswer {
+    /// The model concerned, when one was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mental_model_id: Option<String>,
+    /// The operation (already done: mneme computes content from recall at once).
+    pub operation_id: String,
+}
+
+/// `?detail=` of the mental-model routes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Detail {
+    /// Every field, with the query, content, bound and trigger null (Hindsight's default).
+    #[default]
+    Metadata,
+    /// Everything.
+    Content,
+    /// Everything.
+    Full,
+}
+
+/// The query string of the mental-model routes.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct DetailQuery {
+    /// How much of each model.
+    #[serde(default)]
+    pub detail: Option<Detail>,
+}
