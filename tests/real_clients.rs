@@ -1,5 +1,5 @@
-//! The integrations inside the real clients from npm — Claude Code, opencode and the MCP
-//! Inspector (`tests/clients/install.sh` pins and installs them) — offline: every check script in
+//! The integrations inside the real clients from npm — Claude Code, opencode, the MCP Inspector
+//! and oh-my-pi (through mneme's Hindsight API) (`tests/clients/install.sh` pins and installs them) — offline: every check script in
 //! `tests/clients/` runs in its own loopback-only network namespace (`unshare -n`) with this
 //! build's `mneme serve` and the stub model server, with the clients' telemetry and updates off.
 //! This file asserts on what the clients sent: the stub's request log, the hooks' and the
@@ -38,6 +38,7 @@ fn unavailable() -> Option<String> {
         ("Claude Code", "claude-code-2.1.332/node_modules/.bin/claude"),
         ("opencode", "opencode-1.18.33/node_modules/.bin/opencode"),
         ("the MCP Inspector", "inspector-2.12.0/node_modules/@modelcontextprotocol/inspector"),
+        ("oh-my-pi", "omp-18.2.3/node_modules/.bin/omp"),
     ] {
         if !cache().join(path).exists() {
             return Some(format!("{what} is not installed in {}: run tests/clients/install.sh", cache().display()));
@@ -362,4 +363,64 @@ fn mcp_inspector_lists_and_calls_the_tools() {
     assert!(!strict.contains("Warning") && !strict.contains("Error"), "strict schema findings: {strict}");
     assert!(read("retain").contains("1 memory queued."));
     assert!(read("recall").contains("INSPMARK-3"));
+}
+
+#[test]
+fn oh_my_pi_through_the_hindsight_api() {
+    let Some(r) = run("check-omp.sh") else { return };
+    for step in ["first", "later"] {
+        assert_eq!(r.step(step)["rc"], 0, "{:?}", r.step(step));
+        let out = std::fs::read_to_string(r.out.join(format!("logs/omp-{step}.out"))).unwrap();
+        assert!(out.contains("STUB-REPLY"), "{step}: {out}");
+    }
+    // Every request oh-my-pi made to mneme's Hindsight API was answered with success.
+    let wire: Vec<Value> = jsonl(&r.out.join("logs/mcp-wire.jsonl"))
+        .into_iter()
+        .filter(|x| x["path"].as_str().is_some_and(|p| p.starts_with("/hindsight/")))
+        .collect();
+    let mut routes: Vec<String> = wire
+        .iter()
+        .map(|x| {
+            let path = x["path"].as_str().unwrap().split('?').next().unwrap().replace("/banks/omp", "/banks/{bank}");
+            format!("{} {path}", x["method"].as_str().unwrap())
+        })
+        .collect();
+    routes.sort();
+    routes.dedup();
+    println!("oh-my-pi called: {routes:?}");
+    for x in &wire {
+        assert_eq!(x["status"], 200, "{} {} -> {}: {}", x["method"], x["path"], x["status"], x["resp_body"]);
+    }
+    for needed in [
+        "PUT /hindsight/v1/default/banks/{bank}",
+        "POST /hindsight/v1/default/banks/{bank}/memories",
+        "POST /hindsight/v1/default/banks/{bank}/memories/recall",
+        "POST /hindsight/v1/default/banks/{bank}/mental-models",
+        "GET /hindsight/v1/default/banks/{bank}/mental-models",
+    ] {
+        assert!(routes.iter().any(|r| r == needed), "{needed} not in {routes:?}");
+    }
+    // Its automatic retain (the turn, as a document) and its retain tool reached the store, in the
+    // project's scope, without the private span.
+    let turn: Vec<Value> = r.memories_with("OMPFACT-1").into_iter().filter(|m| m["type"] == "experience").collect();
+    assert_eq!(turn.len(), 1, "{turn:?}");
+    assert_eq!(turn[0]["bank"], "omp");
+    assert_eq!(turn[0]["tags"], serde_json::json!(["project:proj"]));
+    assert!(turn[0]["document_id"].as_str().is_some(), "{turn:?}");
+    let tool: Vec<Value> = r.memories_with("OMPTOOL-2").into_iter().filter(|m| m["type"] == "world").collect();
+    assert_eq!(tool.len(), 1, "{tool:?}");
+    assert_eq!(tool[0]["content"], "OMPTOOL-2: omp tests run on bun 1.4");
+    assert_eq!(tool[0]["tags"], serde_json::json!(["project:proj"]));
+    assert_eq!(r.stored_anywhere("OMPSECRET"), None);
+    // `mneme recall` in the project finds it; a later session's first turn carries it.
+    let recall = std::fs::read_to_string(r.out.join("logs/recall.out")).unwrap();
+    assert!(recall.contains("OMPFACT-1"), "{recall}");
+    assert!(r.requests_with("OMPLATER-1").iter().any(|b| b.contains("<memories>\\n") && b.contains("OMPFACT-1")));
+    // Killed as soon as mneme answered its retain (only in the spool then: the flush interval is
+    // an hour), the retain is stored all the same.
+    let kill = r.step("kill");
+    let status = std::fs::read_to_string(r.out.join("logs/status-after-kill.out")).unwrap();
+    assert!(status.contains("1 pending"), "the retain waited in the spool: {status}");
+    assert_eq!(r.memories_with("OMPKILL-3").len(), 1, "kill step: {kill}");
+    println!("oh-my-pi: killed while running: {}", kill["alive_at_kill"]);
 }

@@ -59,6 +59,13 @@ if [ ! -f "$deps/.installed" ]; then
   echo "@opencode-ai/plugin@$MC_OPENCODE_VERSION" > "$deps/.installed"
 fi
 npm_pkg "$MC_INSPECTOR_DIR" "@modelcontextprotocol/inspector@$MC_INSPECTOR_VERSION"
+# oh-my-pi and the bun it runs on (optional dependencies left out: they are platform builds of
+# other tools), then its native addon on its own (npm leaves it out with the optional ones).
+npm_pkg "$MC_OMP_DIR" "@oh-my-pi/pi-coding-agent@$MC_OMP_VERSION" "bun@$MC_BUN_VERSION" --omit=optional
+if [ ! -d "$MC_OMP_DIR/node_modules/@oh-my-pi/pi-natives-linux-x64" ]; then
+  (cd "$MC_OMP_DIR" && npm install --no-fund --no-audit --save-exact --loglevel=error \
+    "@oh-my-pi/pi-natives-linux-x64@$MC_OMP_VERSION" >> npm-install.log 2>&1)
+fi
 
 # npm 11 warns that these postinstall scripts are "not yet covered by allowScripts"; today it still
 # runs them. Should a later npm skip them, run them here (they only copy/link the platform binary).
@@ -72,10 +79,13 @@ fi
 # Check that each one starts (offline-safe: --version / --help touch no network).
 v_claude=$("$MC_CLAUDE" --version 2>/dev/null | head -1)
 v_opencode=$(env HOME="$MC_CACHE/.probe-home" "$MC_OPENCODE" --version 2>/dev/null | head -1)
+v_omp=$(env HOME="$MC_CACHE/.probe-home" PATH="$MC_OMP_DIR/node_modules/.bin:$PATH" omp --version 2>/dev/null | head -1)
 v_inspector=$(node "$MC_INSPECTOR_DIR/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js" --version 2>/dev/null | head -1)
 case $v_claude in "$MC_CLAUDE_VERSION"*) ;; *) echo "install.sh: claude --version said '$v_claude'" >&2; exit 1 ;; esac
 [ "$v_opencode" = "$MC_OPENCODE_VERSION" ] || { echo "install.sh: opencode --version said '$v_opencode'" >&2; exit 1; }
+[ "$v_omp" = "omp/$MC_OMP_VERSION" ] || { echo "install.sh: omp --version said '$v_omp'" >&2; exit 1; }
 echo "claude-code $MC_CLAUDE_VERSION $MC_CLAUDE"
+echo "oh-my-pi $MC_OMP_VERSION $MC_OMP_DIR"
 echo "opencode $MC_OPENCODE_VERSION $MC_OPENCODE"
 echo "opencode-offline-deps $MC_OPENCODE_VERSION $deps"
 echo "inspector ${v_inspector:-$MC_INSPECTOR_VERSION} $MC_INSPECTOR_DIR"

@@ -26,6 +26,11 @@ MC_INSPECTOR_VERSION=2.12.0
 MC_CLAUDE=$MC_CACHE/claude-code-$MC_CLAUDE_VERSION/node_modules/.bin/claude
 MC_OPENCODE=$MC_CACHE/opencode-$MC_OPENCODE_VERSION/node_modules/.bin/opencode
 MC_INSPECTOR_DIR=$MC_CACHE/inspector-$MC_INSPECTOR_VERSION
+# oh-my-pi: 18.2.3 is the newest whose @oh-my-pi/* dependencies are on the registry these
+# machines reach; it runs on bun (from npm), with its native addon installed separately.
+MC_OMP_VERSION=18.2.3
+MC_BUN_VERSION=1.4.5
+MC_OMP_DIR=$MC_CACHE/omp-$MC_OMP_VERSION
 # What opencode needs offline (see FINDINGS.md and mc_opencode_offline).
 MC_OPENCODE_CACHE=$MC_CACHE/opencode-$MC_OPENCODE_VERSION/offline
 
@@ -330,4 +335,49 @@ mc_inspector() {
     node "$MC_INSPECTOR_DIR/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js" \
     --cli "http://127.0.0.1:$MC_DAEMON_PORT/mcp" --transport http \
     --header "Authorization: Bearer $(cat "$MC_RUN/mneme/token")" "$@"
+}
+
+# ------------------------------------------------------------------------------------ oh-my-pi
+
+# mc_omp_project [API_URL] : oh-my-pi's settings in MC_HOME/.omp/agent: the stub model, and its
+# own `hindsight` memory backend pointed at mneme's Hindsight API (through the tap by default),
+# with mneme's token as its API token; retains after every turn.
+mc_omp_project() {
+  local url=${1:-http://127.0.0.1:$MC_TAP_PORT/hindsight}
+  mkdir -p "$MC_HOME/.omp/agent"
+  cat > "$MC_HOME/.omp/agent/models.yml" <<YML
+providers:
+  stub:
+    baseUrl: http://127.0.0.1:$MC_STUB_PORT/v1
+    apiKey: x
+    api: openai-completions
+    models:
+      - id: stub-model
+YML
+  cat > "$MC_HOME/.omp/agent/config.yml" <<YML
+memory:
+  backend: hindsight
+hindsight:
+  apiUrl: $url
+  apiToken: $MC_TOKEN
+  retainEveryNTurns: 1
+YML
+}
+
+# mc_omp_env : the environment oh-my-pi runs with (bun on PATH, no update checks).
+mc_omp_env() {
+  echo HOME="$MC_HOME" PATH="$MC_OMP_DIR/node_modules/.bin:$PATH" OMP_NO_UPDATE_CHECK=1 \
+    DO_NOT_TRACK=1 OMP_TELEMETRY=0
+}
+
+# mc_omp_p PROMPT [extra omp args] : one `omp -p` in the project with the stub model; output in
+# $MC_RUN/logs/omp.out; prints the wall time in ms; returns omp's exit code.
+mc_omp_p() {
+  local prompt=$1 start rc; shift
+  start=$(mc_now_ms)
+  (cd "$MC_PROJ" && env $(mc_omp_env) timeout 120 omp -p --model stub/stub-model --no-title --no-lsp "$@" "$prompt") \
+    > "$MC_RUN/logs/omp.out" 2>&1
+  rc=$?
+  echo $(( $(mc_now_ms) - start ))
+  return $rc
 }
