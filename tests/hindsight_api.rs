@@ -163,7 +163,7 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
     assert_eq!(
         v,
         json!({"bank_id": "omp", "name": "omp", "disposition": {"skepticism": 3, "literalism": 3, "empathy": 3},
-               "mission": "Help with Rust", "background": "Help with Rust", "reflect_mission": "Help with Rust"})
+               "mission": "Help with Rust", "background": "Help with Rust"})
     );
     let (status, v) = d.get(&bank_path("omp", "/mental-models?detail=metadata")).await;
     assert_eq!(status, 200, "{v}");
@@ -305,4 +305,178 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// The shape of `v`: where `peer` and `ours` differ field by field (a null matches anything: mneme
+/// leaves null what it does not compute, e.g. entities), listed as `path: what`.
+fn shape_diff(path: &str, peer: &Value, ours: &Value, out: &mut Vec<String>) {
+    match (peer, ours) {
+        (Value::Null, _) | (_, Value::Null) => {}
+        // A memory's metadata is data (whatever was retained with it), not shape.
+        (Value::Object(_), Value::Object(_)) if path.ends_with(".metadata") => {}
+        (Value::Object(p), Value::Object(o)) => {
+            for k in p.keys() {
+                if !o.contains_key(k) {
+                    out.push(format!("{path}.{k}: missing in mneme's answer"));
+                }
+            }
+            for k in o.keys() {
+                // mneme's own error object rides beside Hindsight's `detail`.
+                let our_error = k == "error" && p.contains_key("detail");
+                if !p.contains_key(k) && !our_error {
+                    out.push(format!("{path}.{k}: not in Hindsight's answer"));
+                }
+            }
+            for (k, pv) in p {
+                if let Some(ov) = o.get(k) {
+                    shape_diff(&format!("{path}.{k}"), pv, ov, out);
+                }
+            }
+        }
+        (Value::Array(p), Value::Array(o)) => {
+            if let (Some(pf), Some(of)) = (p.first(), o.first()) {
+                shape_diff(&format!("{path}[0]"), pf, of, out);
+            }
+        }
+        (p, o) => {
+            let kind = |v: &Value| match v {
+                Value::Bool(_) => "bool",
+                Value::Number(_) => "number",
+                Value::String(_) => "string",
+                _ => "other",
+            };
+            if kind(p) != kind(o) {
+                out.push(format!("{path}: {} in Hindsight's answer, {} in mneme's", kind(p), kind(o)));
+            }
+        }
+    }
+}
+
+/// The same requests against the real Hindsight 1.1.0 peer and against mneme: the same status
+/// codes and answers of the same shape, field by field. (Reflect is left out: the local store
+/// has no LLM, and says so with a 422.)
+#[tokio::test]
+async fn answers_match_the_real_hindsight_server_field_by_field() {
+    let Some(peer) = common::hindsight_peer() else { return };
+    let d = Daemon::start(LEXICAL);
+    let bank = common::fresh("contract-api");
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let model = json!({"id": "prefs", "name": "Preferences", "source_query": "what does the user prefer?",
+                       "tags": ["project:x"], "max_tokens": 500, "trigger": {"refresh_after_consolidation": true}});
+    let steps: Vec<(&str, &str, String, Option<Value>)> = vec![
+        (
+            "put bank",
+            "PUT",
+            String::new(),
+            Some(json!({"reflect_mission": "Help with Rust", "retain_mission": "Keep decisions"})),
+        ),
+        ("no models", "GET", "/mental-models?detail=metadata".into(), None),
+        ("create model", "POST", "/mental-models".into(), Some(model.clone())),
+        ("create it again", "POST", "/mental-models".into(), Some(model)),
+        (
+            "async retain",
+            "POST",
+            "/memories".into(),
+            Some(json!({"items": [{"content": "The user prefers tabs over spaces.", "tags": ["project:x"],
+                        "metadata": {"session_id": "s1"}, "timestamp": "2026-01-02T03:04:05+01:00"}], "async": true})),
+        ),
+        (
+            "sync retain",
+            "POST",
+            "/memories".into(),
+            Some(json!({"items": [{"content": "The user prefers short commit messages.", "context": "chat",
+                        "document_id": "doc-1", "tags": ["project:x"]}], "document_tags": ["team:core"]})),
+        ),
+        ("no items", "POST", "/memories".into(), Some(json!({"items": []}))),
+        ("blank item", "POST", "/memories".into(), Some(json!({"items": [{"content": "  "}]}))),
+        (
+            "bad timestamp",
+            "POST",
+            "/memories".into(),
+            Some(json!({"items": [{"content": "x", "timestamp": "yesterday"}]})),
+        ),
+        (
+            "recall",
+            "POST",
+            "/memories/recall".into(),
+            Some(json!({"query": "what does the user prefer", "types": ["world", "experience"], "max_tokens": 1024,
+                        "budget": "mid", "tags": ["project:x"], "tags_match": "any"})),
+        ),
+        ("blank recall", "POST", "/memories/recall".into(), Some(json!({"query": ""}))),
+        ("models with content", "GET", "/mental-models?detail=content".into(), None),
+        ("models", "GET", "/mental-models".into(), None),
+        ("one model", "GET", "/mental-models/prefs".into(), None),
+        ("update model", "PATCH", "/mental-models/prefs".into(), Some(json!({"name": "User preferences"}))),
+        ("refresh model", "POST", "/mental-models/prefs/refresh".into(), Some(json!({}))),
+        ("history", "GET", "/mental-models/prefs/history".into(), None),
+        ("delete model", "DELETE", "/mental-models/prefs".into(), None),
+        ("deleted model", "GET", "/mental-models/prefs".into(), None),
+        ("delete it again", "DELETE", "/mental-models/prefs".into(), None),
+        ("unknown route", "GET", "/no-such-thing".into(), None),
+    ];
+    let mut diffs = Vec::new();
+    for (name, method, rest, body) in steps {
+        let method: reqwest::Method = method.parse().unwrap();
+        let send = |url: String, token: Option<&str>| {
+            let mut r = http.request(method.clone(), url);
+            if let Some(t) = token {
+                r = r.bearer_auth(t);
+            }
+            if let Some(b) = &body {
+                r = r.json(b);
+            }
+            r.send()
+        };
+        let p = send(format!("{peer}/v1/default/banks/{bank}{rest}"), None).await.unwrap();
+        let (p_status, p_body) = (p.status().as_u16(), p.json::<Value>().await.unwrap_or(Value::Null));
+        let o = send(d.url(&bank_path(&bank, &rest)), Some(&d.token)).await.unwrap();
+        let (o_status, o_body) = (o.status().as_u16(), o.json::<Value>().await.unwrap_or(Value::Null));
+        println!("{name}: Hindsight {p_status}, mneme {o_status}");
+        if p_status != o_status {
+            diffs.push(format!("{name}: status {p_status} from Hindsight, {o_status} from mneme ({o_body})"));
+            continue;
+        }
+        let mut found = Vec::new();
+        shape_diff("", &p_body, &o_body, &mut found);
+        diffs.extend(found.into_iter().map(|f| format!("{name}: {f}")));
+        if name == "recall" {
+            assert!(o_body["results"].as_array().is_some_and(|r| !r.is_empty()), "{o_body}");
+            assert!(p_body["results"].as_array().is_some_and(|r| !r.is_empty()), "{p_body}");
+        }
+    }
+    assert!(diffs.is_empty(), "mneme's Hindsight API differs from the server's:\n{}", diffs.join("\n"));
+}
+
+/// With `memory.backend = "hindsight"`, mneme is a durable buffer in front of the real server:
+/// what a Hindsight client retains through mneme reaches the server, and recall comes from it.
+#[tokio::test]
+async fn with_the_hindsight_backend_retains_go_through_the_queue_to_the_server() {
+    let Some(peer) = common::hindsight_peer() else { return };
+    let bank = common::fresh("compat-fwd");
+    common::chunk_bank(&peer, &bank).await;
+    let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{peer}\"\n"));
+    let (status, v) = d
+        .post(
+            &bank_path(&bank, "/memories"),
+            json!({"items": [{"content": "Forwarded: the release train leaves on Thursdays.", "tags": ["project:fwd"],
+                              "metadata": {"session_id": "omp-9"}}], "async": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    d.post("/v1/flush", json!({})).await;
+    let texts = common::wait_bank(&peer, &bank, 1).await;
+    assert_eq!(texts, vec!["Forwarded: the release train leaves on Thursdays.".to_owned()]);
+    let (status, v) = d
+        .post(
+            &bank_path(&bank, "/memories/recall"),
+            json!({"query": "when does the release train leave?", "tags": ["project:fwd"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["results"][0]["text"].as_str().unwrap_or_default().contains("Thursdays"), "{v}");
+    assert!(v["results"][0]["id"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
+    // The server has an LLM: reflect is answered by it.
+    let (status, v) = d.post(&bank_path(&bank, "/reflect"), json!({"query": "when do we release?"})).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
 }

@@ -47,7 +47,7 @@ impl IntoResponse for HindsightError {
     fn into_response(self) -> Response {
         let e = self.0;
         let detail = if e.status == StatusCode::UNPROCESSABLE_ENTITY {
-            serde_json::json!([{ "type": "value_error", "loc": ["body"], "msg": e.message }])
+            serde_json::json!([{ "type": "value_error", "loc": ["body"], "msg": e.message, "input": null, "ctx": {"error": {}} }])
         } else {
             serde_json::json!(e.message)
         };
@@ -162,7 +162,8 @@ async fn get_model(
     q: Result<Query<DetailQuery>, QueryRejection>,
 ) -> Answer<serde_json::Value> {
     let Query(q) = q?;
-    Ok(Json(api(&s).mental_model(&bank, &id, q.detail.unwrap_or_default()).await?))
+    // One model is shown whole unless asked otherwise (a list shows metadata).
+    Ok(Json(api(&s).mental_model(&bank, &id, q.detail.unwrap_or(Detail::Full)).await?))
 }
 
 async fn update_model(
@@ -175,10 +176,10 @@ async fn update_model(
 
 async fn delete_model(State(s): St, Path((bank, id)): Path<(String, String)>) -> Answer<serde_json::Value> {
     api(&s).delete_mental_model(&bank, &id).await?;
-    Ok(Json(serde_json::json!({"success": true})))
+    Ok(Json(serde_json::json!({"status": "deleted"})))
 }
 
-async fn refresh_model(State(s): St, Path((bank, id)): Path<(String, String)>) -> Answer<OperationAnswer> {
+async fn refresh_model(State(s): St, Path((bank, id)): Path<(String, String)>) -> Answer<RefreshAnswer> {
     Ok(Json(api(&s).refresh_mental_model(&bank, &id).await?))
 }
 

@@ -193,14 +193,17 @@ impl HindsightApi {
                 text: r.text,
                 kind: (!r.kind.is_empty()).then_some(r.kind),
                 entities: None,
-                context: None,
+                context: r.context,
                 occurred_start: None,
                 occurred_end: None,
                 mentioned_at: (!r.mentioned_at.is_empty()).then_some(r.mentioned_at),
                 document_id: r.document_id,
-                metadata: None,
+                metadata: Some(r.metadata),
                 chunk_id: None,
                 tags: Some(r.tags),
+                source_fact_ids: None,
+                scores: Some(Scores { final_score: r.score, reranker: None, semantic: None, keyword: None }),
+                attachments: None,
             })
             .collect())
     }
@@ -224,7 +227,14 @@ impl HindsightApi {
             tags_match: req.tags_match.unwrap_or(TagsMatch::Any),
         };
         let text = backend.reflect(&Scope { bank: bank.to_owned(), tags: Vec::new() }, &q).await?;
-        Ok(ReflectResponse { text, based_on: None, structured_output: None, usage: None, trace: None })
+        Ok(ReflectResponse {
+            text,
+            based_on: None,
+            structured_output: None,
+            structured_output_error: None,
+            usage: None,
+            trace: None,
+        })
     }
 
     /// Creates or updates a bank's profile (`PUT` and `PATCH`).
@@ -250,12 +260,9 @@ impl HindsightApi {
         }
         if let Some(m) = keep(update.reflect_mission) {
             // Hindsight 1.1 keeps the reflect mission as the bank's mission (and background).
+            // The retain mission steers its LLM's fact extraction, which mneme does not do.
             profile.mission = m.clone();
-            profile.background = Some(m.clone());
-            profile.reflect_mission = Some(m);
-        }
-        if let Some(m) = keep(update.retain_mission) {
-            profile.retain_mission = Some(m);
+            profile.background = Some(m);
         }
         self.spool.save_record(BANK_RECORD, bank, serde_json::to_string(&profile).expect("plain data")).await?;
         Ok(profile)
@@ -272,8 +279,6 @@ impl HindsightApi {
                 disposition: Disposition::default(),
                 mission: String::new(),
                 background: None,
-                reflect_mission: None,
-                retain_mission: None,
             },
         ))
     }

@@ -8,7 +8,9 @@ use std::time::{Duration, SystemTime};
 use mneme_core::{RecallQuery, TagsMatch};
 use serde_json::Value;
 
-use super::wire::{CreateMentalModel, Detail, MentalModel, MentalModelList, OperationAnswer, UpdateMentalModel};
+use super::wire::{
+    CreateMentalModel, Detail, MentalModel, MentalModelList, OperationAnswer, RefreshAnswer, UpdateMentalModel,
+};
 use super::{check_bank, CompatError, HindsightApi};
 
 /// A model read after this long has its content recomputed in the background.
@@ -75,9 +77,9 @@ impl HindsightApi {
             content: Some(String::new()),
             tags: super::clean_list(&settings, &req.tags),
             max_tokens: Some(req.max_tokens.max(1)),
-            trigger: req.trigger,
-            last_refreshed_at: None,
+            trigger: Some(full_trigger(req.trigger)),
             created_at: Some(mneme_core::time::rfc3339_millis(SystemTime::now())),
+            ..MentalModel::default()
         };
         self.compute(&mut model).await;
         self.save_model(&model).await?;
@@ -108,7 +110,7 @@ impl HindsightApi {
             model.max_tokens = Some(n.max(1));
         }
         if req.trigger.is_some() {
-            model.trigger = req.trigger;
+            model.trigger = Some(full_trigger(req.trigger));
         }
         if recompute {
             self.compute(&mut model).await;
@@ -128,12 +130,12 @@ impl HindsightApi {
     }
 
     /// Recomputes a model's content now.
-    pub async fn refresh_mental_model(&self, bank: &str, id: &str) -> Result<OperationAnswer, CompatError> {
+    pub async fn refresh_mental_model(&self, bank: &str, id: &str) -> Result<RefreshAnswer, CompatError> {
         check_bank(bank)?;
         let mut model = self.stored_model(bank, id).await?;
         self.compute(&mut model).await;
         self.save_model(&model).await?;
-        Ok(OperationAnswer { mental_model_id: Some(model.id), operation_id: crate::ids::new_id() })
+        Ok(RefreshAnswer { operation_id: crate::ids::new_id(), status: "completed".into() })
     }
 
     async fn stored_models(&self, bank: &str) -> Result<Vec<MentalModel>, CompatError> {
@@ -187,10 +189,15 @@ impl HindsightApi {
                     }
                     content.push_str(&line);
                 }
+                let now = mneme_core::time::rfc3339_millis(SystemTime::now());
                 model.content = Some(content.trim_end().to_owned());
-                model.last_refreshed_at = Some(mneme_core::time::rfc3339_millis(SystemTime::now()));
+                model.last_refreshed_at = Some(now.clone());
+                model.last_full_refreshed_at = Some(now);
             }
-            Err(e) => tracing::debug!(bank = model.bank_id, model = model.id, "mental model not refreshed: {e}"),
+            Err(e) => {
+                tracing::debug!(bank = model.bank_id, model = model.id, "mental model not refreshed: {e}");
+                model.last_refresh_failed_at = Some(mneme_core::time::rfc3339_millis(SystemTime::now()));
+            }
         }
     }
 
@@ -214,6 +221,24 @@ impl HindsightApi {
             api.refreshing.lock().unwrap_or_else(|e| e.into_inner()).remove(&bank);
         });
     }
+}
+
+/// A trigger as Hindsight answers it: every field, the defaults under what was sent.
+fn full_trigger(sent: Option<Value>) -> Value {
+    let mut trigger = serde_json::json!({
+        "budget": null, "mode": "full", "refresh_after_consolidation": false, "refresh_cron": null,
+        "full_refresh_cron": null, "min_refresh_interval_seconds": null, "fact_types": null,
+        "exclude_mental_models": false, "exclude_mental_model_ids": null, "tags_match": null,
+        "tag_groups": null, "include_chunks": null, "recall_max_tokens": null,
+        "recall_chunks_max_tokens": null, "reflect_search_observations_max_tokens": null,
+        "reflect_search_observations_include_entities": null, "response_schema": null, "keep_trace": false,
+    });
+    if let (Some(Value::Object(sent)), Value::Object(all)) = (sent, &mut trigger) {
+        for (k, v) in sent {
+            all.insert(k, v);
+        }
+    }
+    trigger
 }
 
 fn is_stale(model: &MentalModel) -> bool {

@@ -129,6 +129,26 @@ pub struct RecallResult {
     pub chunk_id: Option<String>,
     /// Its tags.
     pub tags: Option<Vec<String>>,
+    /// Not used by mneme.
+    pub source_fact_ids: Option<Vec<String>>,
+    /// The ranking score.
+    pub scores: Option<Scores>,
+    /// Not used by mneme.
+    pub attachments: Option<Vec<serde_json::Value>>,
+}
+
+/// A result's scores: mneme gives the final one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Scores {
+    /// The ranking score (higher is better).
+    #[serde(rename = "final")]
+    pub final_score: Option<f64>,
+    /// Not computed separately.
+    pub reranker: Option<f64>,
+    /// Not reported separately.
+    pub semantic: Option<f64>,
+    /// Not reported separately.
+    pub keyword: Option<f64>,
 }
 
 /// `POST /v1/default/banks/{bank_id}/reflect`
@@ -159,6 +179,8 @@ pub struct ReflectResponse {
     pub based_on: Option<serde_json::Value>,
     /// Not supported.
     pub structured_output: Option<serde_json::Value>,
+    /// Not supported.
+    pub structured_output_error: Option<String>,
     /// Not reported.
     pub usage: Option<serde_json::Value>,
     /// Not reported.
@@ -218,12 +240,6 @@ pub struct BankProfile {
     pub mission: String,
     /// Background.
     pub background: Option<String>,
-    /// What reflect is for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reflect_mission: Option<String>,
-    /// What retain should keep.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retain_mission: Option<String>,
 }
 
 /// `GET /v1/default/banks`
@@ -318,6 +334,21 @@ pub struct MentalModel {
     pub last_refreshed_at: Option<String>,
     /// When it was created.
     pub created_at: Option<String>,
+    /// Not tracked.
+    #[serde(default)]
+    pub last_memory_seen_at: Option<String>,
+    /// When a refresh last failed (the backend did not answer).
+    #[serde(default)]
+    pub last_refresh_failed_at: Option<String>,
+    /// Same as `last_refreshed_at`: every refresh is full.
+    #[serde(default)]
+    pub last_full_refreshed_at: Option<String>,
+    /// Always false.
+    #[serde(default)]
+    pub is_knowledge_page: bool,
+    /// No LLM answer behind the content.
+    #[serde(default)]
+    pub reflect_response: Option<serde_json::Value>,
 }
 
 /// `GET /v1/default/banks/{bank_id}/mental-models`
@@ -333,14 +364,22 @@ pub struct MentalModelList {
     pub offset: usize,
 }
 
-/// An answer that names an operation (create, refresh).
+/// The answer to creating a mental model.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OperationAnswer {
-    /// The model concerned, when one was created.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The model created.
     pub mental_model_id: Option<String>,
     /// The operation (already done: mneme computes content from recall at once).
     pub operation_id: String,
+}
+
+/// The answer to a refresh.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RefreshAnswer {
+    /// The operation.
+    pub operation_id: String,
+    /// "completed": mneme refreshes before it answers.
+    pub status: String,
 }
 
 /// `?detail=` of the mental-model routes.

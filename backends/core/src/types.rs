@@ -227,6 +227,12 @@ pub struct Recalled {
     /// The document it belongs to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document_id: Option<String>,
+    /// What it is about, when the backend gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Its metadata, when the backend gives it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// A reflect request.

@@ -265,6 +265,8 @@ impl MemoryBackend for HindsightBackend {
                 score: r.scores.and_then(|s| s.final_score),
                 id: r.id,
                 document_id: r.document_id,
+                context: r.context.filter(|c| !c.is_empty()),
+                metadata: r.metadata.unwrap_or_default(),
             })
             .collect())
     }

@@ -65,6 +65,12 @@ pub struct RecallResult {
     /// The document it came from.
     #[serde(default)]
     pub document_id: Option<String>,
+    /// What it is about.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// Its metadata.
+    #[serde(default)]
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
     /// The memory's text.
     pub text: String,
     /// world | experience | observation.

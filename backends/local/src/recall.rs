@@ -222,7 +222,7 @@ impl Store {
         }
         let ids: Vec<String> = ranked.iter().map(|(id, _)| id.to_string()).collect();
         let mut sql = String::from(
-            "SELECT p.pid, m.seq, p.text, m.kind, m.created_at, m.tags, m.id, m.document_id FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
+            "SELECT p.pid, m.seq, p.text, m.kind, m.created_at, m.tags, m.id, m.document_id, m.context, m.metadata FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
              WHERE p.pid IN (SELECT value FROM json_each(?2)) AND m.bank = ?1",
         );
         let mut args: Vec<String> = vec![filter.bank.to_owned(), format!("[{}]", ids.join(","))];

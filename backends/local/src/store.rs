@@ -221,7 +221,9 @@ impl Store {
     /// The most recent memories of a bank passing a tag filter, newest first.
     pub fn recent(&self, bank: &str, tags: &[String], limit: usize) -> rusqlite::Result<Vec<Recalled>> {
         let mut sql =
-            String::from("SELECT content, kind, created_at, tags, id, document_id FROM memories m WHERE m.bank = ?1");
+            String::from(
+            "SELECT content, kind, created_at, tags, id, document_id, context, metadata FROM memories m WHERE m.bank = ?1",
+        );
         let mut args = vec![bank.to_owned()];
         push_tag_filter(&mut sql, &mut args, tags, TagsMatch::Any);
         sql.push_str(&format!(" ORDER BY seq DESC LIMIT {limit}"));
@@ -539,7 +541,8 @@ fn last_passage_of(
     Ok(found)
 }
 
-/// A result from the columns content, kind, created_at, tags, id, document_id starting at `first`.
+/// A result from the columns content, kind, created_at, tags, id, document_id, context, metadata
+/// starting at `first`.
 pub(crate) fn recalled(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Recalled> {
     Ok(Recalled {
         text: row.get(first)?,
@@ -549,6 +552,8 @@ pub(crate) fn recalled(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Resul
         score: None,
         id: Some(row.get(first + 4)?),
         document_id: row.get(first + 5)?,
+        context: row.get(first + 6)?,
+        metadata: serde_json::from_str(&row.get::<_, String>(first + 7)?).unwrap_or_default(),
     })
 }
 
