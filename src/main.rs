@@ -16,9 +16,25 @@ fn main() -> ExitCode {
     };
     let directives = std::env::var("MNEME_LOG").unwrap_or_else(|_| default_level.to_owned());
     let filter = EnvFilter::try_new(quiet_dependencies(&directives)).unwrap_or_else(|_| EnvFilter::new(default_level));
-    // Colour only for a person at a terminal: a file or a service manager gets plain text.
-    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+    match std::env::var("MNEME_LOG_FORMAT").as_deref().map(str::trim) {
+        // One JSON object a line, for service managers and log shippers.
+        Ok("json") => tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+        Ok("") | Ok("text") | Err(_) => {
+            // Colour only for a person at a terminal: a file or a service manager gets plain text.
+            let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+        }
+        Ok(other) => {
+            eprintln!("mneme: MNEME_LOG_FORMAT={other:?} is not a log format: use \"text\" (the default) or \"json\"");
+            return ExitCode::from(2);
+        }
+    }
     mneme::cli::run(cli)
 }
 

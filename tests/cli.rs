@@ -197,3 +197,34 @@ fn every_file_the_daemon_creates_is_private() {
         assert_eq!(mode & 0o077, 0, "{} has mode {mode:o}", entry.path().display());
     }
 }
+
+/// `mneme serve 2> file` writes plain text (no colour codes off a terminal); `MNEME_LOG_FORMAT=json`
+/// writes one JSON object a line; an unknown format is refused with exit 2.
+#[tokio::test]
+async fn the_log_is_plain_text_off_a_terminal_and_json_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("text.log");
+    let mut d = common::Daemon::start_logged(dir, "", &[("MNEME_LOG", "info")], Some(&log));
+    d.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("mneme listening"), "{text}");
+    assert!(!text.contains('\u{1b}'), "colour codes in a file: {text:?}");
+
+    let dir = d.into_dir();
+    let log = dir.path().join("json.log");
+    let mut d =
+        common::Daemon::start_logged(dir, "", &[("MNEME_LOG", "info"), ("MNEME_LOG_FORMAT", "json")], Some(&log));
+    d.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let listening = lines.iter().find(|l| l["message"] == "mneme listening").unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(listening["level"], "INFO");
+    assert!(listening["addr"].as_str().is_some_and(|a| a.starts_with("127.0.0.1:")), "{listening}");
+    assert!(listening["timestamp"].as_str().is_some(), "{listening}");
+
+    let out =
+        std::process::Command::new(common::bin()).args(["status"]).env("MNEME_LOG_FORMAT", "xml").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MNEME_LOG_FORMAT"), "{out:?}");
+}
