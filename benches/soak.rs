@@ -61,7 +61,11 @@ fn pool_fact(rng: &mut Rng, vocab: &[String], i: usize) -> String {
 
 async fn soak(length: Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let (p, _) = spawn_daemon(dir.path(), None);
+    // MNEME_SOAK_EMBEDDER=off|builtin (default: the shipped default, builtin).
+    let config = dir.path().join("soak.toml");
+    let embedder = std::env::var("MNEME_SOAK_EMBEDDER").unwrap_or_else(|_| "builtin".into());
+    std::fs::write(&config, format!("[local]\nembedder = \"{embedder}\"\n")).unwrap();
+    let (p, _) = spawn_daemon(dir.path(), Some(&config));
     let pid = p.child.id();
     let base = format!("http://{}", p.addr);
     let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(CLIENTS + 2).build().unwrap();
@@ -89,6 +93,18 @@ async fn soak(length: Duration) {
         assert_eq!(r.status(), 202);
     }
     http.post(format!("{base}/v1/flush")).bearer_auth(&p.token).send().await.unwrap();
+    // The pool's vectors first: the soak measures steady state, not the backfill.
+    let started = Instant::now();
+    loop {
+        let st: Value =
+            http.get(format!("{base}/v1/status")).bearer_auth(&p.token).send().await.unwrap().json().await.unwrap();
+        let e = &st["backend"]["embedding"];
+        if e.is_null() || (e["state"] == "ready" && e["embedded"] == e["passages"]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    println!("embedder {embedder}: the pool embedded in {:.0} s", started.elapsed().as_secs_f64());
     let memories = |http: reqwest::Client, base: String, token: String| async move {
         let st: Value =
             http.get(format!("{base}/v1/status")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
