@@ -130,7 +130,11 @@ async fn private_spans_reach_no_file_and_no_log() {
     let data = d.data();
     let check = |when: &str| {
         let all = files(&data);
-        assert!(all.iter().any(|(p, _)| p.ends_with("spool.db-wal")), "{when}: the WAL files are searched too");
+        // A running daemon has its WAL files; a clean stop may checkpoint them into the
+        // databases (searched too) and remove them.
+        if when == "running" {
+            assert!(all.iter().any(|(p, _)| p.ends_with("spool.db-wal")), "{when}: the WAL files are searched too");
+        }
         for (path, bytes) in &all {
             assert!(!contains(bytes, "SECRET-"), "{when}: a secret is in {path}");
         }
