@@ -271,16 +271,14 @@ impl HindsightApi {
     /// A bank's profile (the defaults for a bank never configured: Hindsight creates banks on use).
     pub async fn bank(&self, bank: &str) -> Result<BankProfile, CompatError> {
         check_bank(bank)?;
-        let stored = self.spool.records(BANK_RECORD, bank).await?;
-        Ok(stored.into_iter().find(|(k, _)| k == bank).and_then(|(_, v)| serde_json::from_str(&v).ok()).unwrap_or_else(
-            || BankProfile {
-                bank_id: bank.to_owned(),
-                name: bank.to_owned(),
-                disposition: Disposition::default(),
-                mission: String::new(),
-                background: None,
-            },
-        ))
+        let stored = self.spool.record(BANK_RECORD, bank).await?;
+        Ok(stored.and_then(|v| serde_json::from_str(&v).ok()).unwrap_or_else(|| BankProfile {
+            bank_id: bank.to_owned(),
+            name: bank.to_owned(),
+            disposition: Disposition::default(),
+            mission: String::new(),
+            background: None,
+        }))
     }
 
     /// Every bank with a profile.

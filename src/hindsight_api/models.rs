@@ -66,7 +66,7 @@ impl HindsightApi {
             }
             _ => crate::ids::new_id(),
         };
-        if self.spool.records(MODEL_RECORD, &key(bank, &id)).await?.iter().any(|(k, _)| *k == key(bank, &id)) {
+        if self.spool.record(MODEL_RECORD, &key(bank, &id)).await?.is_some() {
             return Err(CompatError::Conflict(format!("mental model {id:?} already exists in bank {bank:?}")));
         }
         let mut model = MentalModel {
@@ -150,13 +150,10 @@ impl HindsightApi {
     }
 
     async fn stored_model(&self, bank: &str, id: &str) -> Result<MentalModel, CompatError> {
-        let wanted = key(bank, id);
         self.spool
-            .records(MODEL_RECORD, &wanted)
+            .record(MODEL_RECORD, &key(bank, id))
             .await?
-            .into_iter()
-            .find(|(k, _)| *k == wanted)
-            .and_then(|(_, v)| serde_json::from_str(&v).ok())
+            .and_then(|v| serde_json::from_str(&v).ok())
             .ok_or_else(|| not_found(bank, id))
     }
 

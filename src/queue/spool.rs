@@ -571,6 +571,17 @@ impl Spool {
         .await
     }
 
+    /// The record of `kind` under exactly `key`, if any.
+    pub async fn record(&self, kind: &'static str, key: &str) -> Result<Option<String>, SpoolError> {
+        let key = key.to_owned();
+        self.call(move |t| {
+            t.prepare_cached("SELECT record FROM records WHERE kind = ? AND key = ?")?
+                .query_row(params![kind, key], |r| r.get(0))
+                .optional()
+        })
+        .await
+    }
+
     /// The records of `kind` whose key starts with `prefix`, by key.
     pub async fn records(&self, kind: &'static str, prefix: &str) -> Result<Vec<(String, String)>, SpoolError> {
         let prefix = prefix.to_owned();
