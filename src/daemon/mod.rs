@@ -207,19 +207,27 @@ async fn sweep_idle_sessions(sessions: Sessions, stop: CancellationToken) {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is called, not when the
+/// future is first polled: the daemon records its address (which tells clients it is up) before
+/// the shutdown watcher runs, and a SIGTERM in between must drain, not kill. Call it inside the
+/// runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            tracing::info!("shutdown requested");
         }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutdown requested");
+    async move {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutdown requested");
+    }
 }
