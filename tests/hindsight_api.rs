@@ -224,7 +224,7 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
 async fn private_spans_in_any_field_never_reach_the_disk() {
     let d = Daemon::start(LEXICAL);
     let secret = |field: &str| format!("HSECRET-{field}-zq9zq9");
-    let fields = ["content", "context", "metadata", "tag", "document", "doctag", "model"];
+    let fields = ["content", "context", "metadata", "tag", "document", "doctag", "model", "trigger"];
     let p = |field: &str| format!("<private>{}</private>", secret(field));
     let (status, v) = d
         .post(
@@ -241,7 +241,8 @@ async fn private_spans_in_any_field_never_reach_the_disk() {
     let (status, v) = d
         .post(
             &bank_path("priv", "/mental-models"),
-            json!({"name": format!("m {}", p("model")), "source_query": "visible fact"}),
+            json!({"name": format!("m {}", p("model")), "source_query": "visible fact",
+                   "trigger": {"refresh_cron": p("trigger"), "fact_types": [p("trigger")]}}),
         )
         .await;
     assert_eq!(status, 200, "{v}");

@@ -220,7 +220,8 @@ impl HindsightApi {
     }
 }
 
-/// A trigger as Hindsight answers it: every field, the defaults under what was sent.
+/// A trigger as Hindsight answers it: every field, the defaults under what was sent, with
+/// private spans removed from every string in it (it is stored as sent).
 fn full_trigger(sent: Option<Value>) -> Value {
     let mut trigger = serde_json::json!({
         "budget": null, "mode": "full", "refresh_after_consolidation": false, "refresh_cron": null,
@@ -232,10 +233,20 @@ fn full_trigger(sent: Option<Value>) -> Value {
     });
     if let (Some(Value::Object(sent)), Value::Object(all)) = (sent, &mut trigger) {
         for (k, v) in sent {
-            all.insert(k, v);
+            all.insert(mneme_core::text::strip_private(&k), v);
         }
     }
+    strip_private_strings(&mut trigger);
     trigger
+}
+
+fn strip_private_strings(v: &mut Value) {
+    match v {
+        Value::String(s) => *s = mneme_core::text::strip_private(s),
+        Value::Array(items) => items.iter_mut().for_each(strip_private_strings),
+        Value::Object(map) => map.values_mut().for_each(strip_private_strings),
+        _ => {}
+    }
 }
 
 fn is_stale(model: &MentalModel) -> bool {
