@@ -125,6 +125,12 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             let v: Value = client.call(Method::POST, "/v1/clear", Some(&body)).await?;
             print(&v, v["message"].as_str().unwrap_or_default().to_owned());
         }
+        Command::Forget { id, bank, document } => {
+            return super::browse::forget(&client, super::browse::ForgetTarget { id, bank, document }, as_json).await;
+        }
+        Command::Ui { valid_for, no_open } => {
+            return super::browse::ui(&client, super::browse::UiOptions { valid_for, no_open }, as_json).await;
+        }
         Command::Retry => {
             let v: Value = client.call(Method::POST, "/v1/retry", None).await?;
             let n = v["requeued"].as_u64().unwrap_or(0);

@@ -1,6 +1,7 @@
 //! The `mneme` command line: `serve` runs the daemon; every other command talks to it over HTTP
 //! (except `config`, which works on the file alone). Human output by default, `--json` for scripts.
 
+mod browse;
 mod client;
 mod commands;
 mod doctor;
@@ -89,6 +90,27 @@ pub enum Command {
     },
     /// Put dead letters back in the queue and deliver them.
     Retry,
+    /// Delete one memory (by the id `mneme export` or the web view shows) or, with --document,
+    /// every memory of a document.
+    Forget {
+        /// The memory id (or the document id with --document).
+        id: String,
+        /// Its bank (needed for a document, and on the Hindsight backend).
+        #[arg(long, value_name = "BANK")]
+        bank: Option<String>,
+        /// `ID` names a document: forget all of its memories.
+        #[arg(long)]
+        document: bool,
+    },
+    /// Print (and on a desktop, open) a one-time login URL for the web view at /ui.
+    Ui {
+        /// How long the browser stays logged in (e.g. 8h, 2days; default 12h, at most 30 days).
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        valid_for: Option<std::time::Duration>,
+        /// Only print the URL.
+        #[arg(long)]
+        no_open: bool,
+    },
     /// Re-read the config file now (the daemon also watches it); switches backends live.
     Reload,
     /// Write the stored memories as JSON lines (one memory a line) to standard output or a file.

@@ -370,3 +370,95 @@ pub struct Status {
     /// Newest notice id.
     pub last_notice_id: i64,
 }
+
+/// `GET /v1/memories` query: newest first.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct BrowseParams {
+    /// Only this bank (required by Hindsight; defaults to the configured bank there).
+    pub bank: Option<String>,
+    /// Only memories with every one of these tags, comma-separated (`project:api,x`).
+    pub tags: Option<String>,
+    /// Where to continue (the previous page's `next`).
+    pub cursor: Option<String>,
+    /// Page size (default 50, at most 1000).
+    pub limit: Option<usize>,
+    /// Cut each memory's content to about this many characters (ending in `…`): a list page
+    /// stays small when memories are whole session transcripts.
+    pub preview: Option<usize>,
+}
+
+/// `GET /v1/banks`
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BankList {
+    /// Banks that hold memories, with their counts where known.
+    pub banks: Vec<mneme_core::BankCount>,
+}
+
+/// The `?bank=` of `GET`/`DELETE /v1/memories/{id}` (required by Hindsight, optional on local)
+/// and of `DELETE /v1/documents/{id}` (required).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct BankParam {
+    /// The bank.
+    pub bank: Option<String>,
+}
+
+/// `POST /v1/search`: what recall gives an agent for `query` in a bank, without a session.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Search {
+    /// The question.
+    pub query: String,
+    /// Bank (default: the configured one).
+    #[serde(default)]
+    pub bank: Option<String>,
+    /// Recall's tag filter (memories with any of them, or untagged).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Budget in tokens (default `recall.max_tokens`).
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+}
+
+/// The answer to a search.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SearchAnswer {
+    /// The bank searched.
+    pub bank: String,
+    /// Best first, within the budget.
+    pub results: Vec<Recalled>,
+    /// How long recall took, in milliseconds.
+    pub took_ms: f64,
+}
+
+/// `POST /v1/ui/codes` (bearer only): a one-time code for the web view's login URL.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct UiCodeRequest {
+    /// How long the browser session lasts once the code is used, in seconds (default 12 h,
+    /// at most 30 days; it ends earlier when the daemon stops).
+    #[serde(default)]
+    pub valid_for_seconds: Option<u64>,
+}
+
+/// A one-time login code.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct UiCode {
+    /// Open this (once, within `code_expires_in_seconds`) to log in.
+    pub url: String,
+    /// How long the code may be used.
+    pub code_expires_in_seconds: u64,
+    /// How long the browser session will last.
+    pub valid_for_seconds: u64,
+}
+
+/// `GET /ui/session`: whether the browser is logged in, and what the page needs for
+/// state-changing requests.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct UiSession {
+    /// Whether the request carried a live session cookie.
+    pub logged_in: bool,
+    /// Send it as `X-Mneme-CSRF` on every POST and DELETE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csrf: Option<String>,
+    /// Seconds left in the browser session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in_seconds: Option<u64>,
+}

@@ -9,7 +9,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use super::AppState;
+use super::{ui, AppState};
 
 /// Whether a `Host` / `Origin` host part names this machine.
 pub fn is_loopback_host(host: &str) -> bool {
@@ -31,11 +31,13 @@ fn origin_is_loopback(origin: &str) -> bool {
 }
 
 /// Compares without leaking where the first difference is.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Refuses non-loopback `Host`/`Origin` (403) and, except on `/v1/health`, a missing or wrong token (401).
+/// Refuses non-loopback `Host`/`Origin` (403) and, except on `/v1/health` and the web view's
+/// assets, a missing or wrong token (401). A request without a token but with the web view's
+/// session cookie may use the view's routes, from the view's own origin (see [`ui::auth`]).
 pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     if let Some(origin) = headers.get(header::ORIGIN) {
@@ -60,20 +62,46 @@ pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next)
             }
         }
     }
-    if req.uri().path() != "/v1/health" {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim());
-        if !presented.is_some_and(|t| constant_time_eq(t.as_bytes(), state.token.as_bytes())) {
-            let message = format!(
-                "missing or wrong bearer token: send `Authorization: Bearer <token>` with the token from {}",
-                state.token_path.display()
-            );
-            return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    let path = req.uri().path();
+    if path == "/v1/health" || ui::is_public(path) {
+        return next.run(req).await;
+    }
+    let bearer = headers.get(header::AUTHORIZATION);
+    if bearer.is_none() {
+        if let Some(id) = ui::auth::session_cookie(headers) {
+            return match state.ui.session(id) {
+                Some(live) if ui::cookie_may(req.method(), path) => {
+                    match ui::auth::cross_site_refusal(headers, req.method(), &live.csrf) {
+                        None => next.run(req).await,
+                        Some(why) => ApiError::new(StatusCode::FORBIDDEN, "forbidden_cross_site", why).into_response(),
+                    }
+                }
+                Some(_) => ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden_for_browser",
+                    "the web view's session cannot use this route: send the bearer token",
+                )
+                .into_response(),
+                None => ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "the web view's session has ended: run `mneme ui` to log in again",
+                )
+                .into_response(),
+            };
         }
+    }
+    let presented = bearer
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    if !presented.is_some_and(|t| constant_time_eq(t.as_bytes(), state.token.as_bytes())) {
+        let message = format!(
+            "missing or wrong bearer token: send `Authorization: Bearer <token>` with the token from {}",
+            state.token_path.display()
+        );
+        return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
     }
     next.run(req).await
 }

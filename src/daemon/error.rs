@@ -75,6 +75,8 @@ impl From<BackendError> for ApiError {
         // room" is a bug. What the backend cannot do at all is the caller's to know (422).
         match &e {
             BackendError::Unsupported(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", m.clone()),
+            BackendError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, "not_found", m.clone()),
+            BackendError::Invalid(m) => ApiError::invalid(m.clone()),
             BackendError::Transient { retry_after, .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "backend_unavailable",

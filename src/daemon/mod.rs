@@ -9,8 +9,10 @@ mod auth;
 mod error;
 mod hindsight;
 mod mcp;
+mod memories;
 mod routes;
 mod startup;
+mod ui;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -55,6 +57,7 @@ pub struct AppState {
     config_exists: bool,
     storage_dir: PathBuf,
     stopping: CancellationToken,
+    ui: ui::UiAuth,
 }
 
 impl AppState {
@@ -86,6 +89,20 @@ fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/import", post(routes::import))
         .route("/v1/notices", get(routes::notices))
         .route("/v1/notices/stream", get(routes::notice_stream))
+        .route("/v1/banks", get(memories::banks))
+        .route("/v1/memories", get(memories::browse))
+        .route("/v1/memories/{id}", get(memories::memory).delete(memories::forget_memory))
+        .route("/v1/documents/{id}", delete(memories::forget_document))
+        .route("/v1/search", post(memories::search))
+        .route("/v1/queue", get(memories::queue))
+        .route("/v1/ui/codes", post(ui::new_code))
+        .route("/ui", get(ui::to_index))
+        .route("/ui/", get(ui::index))
+        .route("/ui/app.js", get(ui::app_js))
+        .route("/ui/app.css", get(ui::app_css))
+        .route("/ui/login", get(ui::login))
+        .route("/ui/session", get(ui::session))
+        .route("/ui/logout", post(ui::logout))
         .route("/metrics", get(routes::metrics))
         .nest(hindsight::PREFIX, hindsight::routes())
         .nest_service("/mcp", mcp::service(state.sessions.clone(), state.stopping.clone()))

@@ -30,7 +30,7 @@ type St = State<Arc<AppState>>;
 pub struct Body<T>(pub T);
 
 /// A JSON body that may be absent (empty) and then takes its default.
-fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> AppResult<T> {
+pub(super) fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> AppResult<T> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }

@@ -150,6 +150,7 @@ impl Daemon {
             config_exists: self.config_exists,
             storage_dir: self.settings.storage.dir.clone(),
             stopping: CancellationToken::new(),
+            ui: super::ui::UiAuth::default(),
         })
     }
 }

@@ -10,7 +10,10 @@
 //! with exponential backoff; permanent ones, or running out of attempts, move it to the dead
 //! letters. Either way the user gets a notice.
 
+mod overview;
 pub mod spool;
+
+pub use overview::{LastDelivery, QueueOverview, SessionDepths};
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -106,6 +109,8 @@ struct SessionQueue {
     retry_armed: bool,
     backoff_until: Option<Instant>,
     lock: Arc<tokio::sync::Mutex<()>>,
+    /// How the session's last delivery went, for the web view.
+    last_delivery: Option<LastDelivery>,
 }
 
 /// The retain queue. Cheap to clone.
@@ -427,7 +432,11 @@ impl Inner {
             let started = Instant::now();
             let result = backend.retain(&scope, &delivery).await;
             self.metrics.delivery_seconds.observe(started.elapsed());
-            self.with_session(session, |q| q.in_flight = q.in_flight.saturating_sub(n));
+            let last = LastDelivery::new(n, started.elapsed(), result.as_ref().err());
+            self.with_session(session, |q| {
+                q.in_flight = q.in_flight.saturating_sub(n);
+                q.last_delivery = Some(last);
+            });
             match result {
                 Ok(()) => {
                     self.spool.delivered(session, &batch_id, seqs).await;

@@ -464,6 +464,28 @@ impl Spool {
         .await
     }
 
+    /// Per session: items spooled and dead letters (sessions with neither are left out).
+    pub async fn counts_by_session(&self) -> Result<BTreeMap<String, SpoolCounts>, SpoolError> {
+        self.call(|t| {
+            let mut out: BTreeMap<String, SpoolCounts> = BTreeMap::new();
+            for (table, dead) in [("items", false), ("dead_letters", true)] {
+                let mut stmt = t.prepare(&format!("SELECT session_id, count(*) FROM {table} GROUP BY session_id"))?;
+                let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?;
+                for row in rows {
+                    let (session, n) = row?;
+                    let c = out.entry(session).or_default();
+                    if dead {
+                        c.dead = n;
+                    } else {
+                        c.spooled = n;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     /// Deletes the waiting items (and dead letters) of one session, or of all.
     pub async fn discard(&self, session_id: Option<&str>) -> Result<u64, SpoolError> {
         let session_id = session_id.map(str::to_owned);

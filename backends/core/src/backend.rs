@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 
+use crate::browse::{BankCount, BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail};
 use crate::error::BackendError;
 use crate::types::{
     BackendEvent, BackendId, BackendStatus, ClearReport, ClearWhat, ExportPage, RecallQuery, Recalled, ReflectQuery,
@@ -56,5 +57,28 @@ pub trait MemoryBackend: Send + Sync + 'static {
     async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
         let _ = memories;
         Err(BackendError::Unsupported(format!("the {} backend cannot import memories", self.id())))
+    }
+
+    /// Stored memories newest first, a page at a time.
+    async fn browse(&self, query: &BrowseQuery) -> Result<BrowsePage, BackendError> {
+        let _ = query;
+        Err(BackendError::Unsupported(format!("the {} backend cannot list memories", self.id())))
+    }
+
+    /// The banks that hold memories, with their counts where known.
+    async fn banks(&self) -> Result<Vec<BankCount>, BackendError> {
+        Err(BackendError::Unsupported(format!("the {} backend cannot list banks", self.id())))
+    }
+
+    /// One memory by id with its passages; [`BackendError::NotFound`] when there is none.
+    async fn memory(&self, id: &str, bank: Option<&str>) -> Result<MemoryDetail, BackendError> {
+        let _ = (id, bank);
+        Err(BackendError::Unsupported(format!("the {} backend cannot show single memories", self.id())))
+    }
+
+    /// Deletes one memory or a whole document; [`BackendError::NotFound`] when nothing matched.
+    async fn forget(&self, what: &Forget) -> Result<Forgotten, BackendError> {
+        let _ = what;
+        Err(BackendError::Unsupported(format!("the {} backend cannot forget single memories", self.id())))
     }
 }

@@ -30,6 +30,12 @@ pub enum BackendError {
     /// The backend cannot do this at all (reflect without an LLM).
     #[error("{0}")]
     Unsupported(String),
+    /// What was asked for is not stored (a memory id, a document).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request does not make sense to this backend (a cursor it did not hand out).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl BackendError {

@@ -2,6 +2,7 @@
 //!
 //! - [`backend`]: the [`MemoryBackend`] trait the daemon drives.
 //! - [`types`]: scopes, items, queries and results passed across the trait.
+//! - [`browse`]: listing, showing and forgetting single memories (the web view, `mneme forget`).
 //! - [`error`]: [`BackendError`], which tells transient faults from permanent ones.
 //! - [`text`]: the text utilities (memory-tag stripping, recall queries, retention transcripts).
 //! - [`off`]: the `off` backend, which stores nothing.
@@ -9,6 +10,7 @@
 //! - [`secret`]: [`Secret`], a string that never shows in logs or `Debug` output.
 
 pub mod backend;
+pub mod browse;
 pub mod error;
 pub mod off;
 pub mod secret;
@@ -17,6 +19,7 @@ pub mod time;
 pub mod types;
 
 pub use backend::MemoryBackend;
+pub use browse::{BankCount, BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail};
 pub use error::BackendError;
 pub use off::OffBackend;
 pub use secret::Secret;

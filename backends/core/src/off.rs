@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use crate::backend::MemoryBackend;
+use crate::browse::*;
 use crate::error::BackendError;
 use crate::types::*;
 
@@ -46,5 +47,21 @@ impl MemoryBackend for OffBackend {
 
     async fn status(&self) -> BackendStatus {
         BackendStatus::healthy(BackendId::Off)
+    }
+
+    async fn browse(&self, _query: &BrowseQuery) -> Result<BrowsePage, BackendError> {
+        Ok(BrowsePage::default())
+    }
+
+    async fn banks(&self) -> Result<Vec<BankCount>, BackendError> {
+        Ok(Vec::new())
+    }
+
+    async fn memory(&self, id: &str, _bank: Option<&str>) -> Result<MemoryDetail, BackendError> {
+        Err(BackendError::NotFound(format!("memory is off: no memory {id:?} is stored")))
+    }
+
+    async fn forget(&self, _what: &Forget) -> Result<Forgotten, BackendError> {
+        Ok(Forgotten { deleted: Some(0), message: "Memory is off: nothing to forget.".into() })
     }
 }

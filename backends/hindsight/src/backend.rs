@@ -109,20 +109,25 @@ impl HindsightBackend {
     }
 
     /// `{api_url}/{segments…}`, each segment percent-encoded.
-    fn url(&self, segments: &[&str]) -> Url {
+    pub(crate) fn url(&self, segments: &[&str]) -> Url {
         let mut url = self.base.clone();
         url.path_segments_mut().expect("http URL has a path").pop_if_empty().extend(segments);
         url
     }
 
-    fn bank_url(&self, bank: &str, tail: &[&str]) -> Url {
+    /// The configured per-request timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.config.timeout
+    }
+
+    pub(crate) fn bank_url(&self, bank: &str, tail: &[&str]) -> Url {
         let mut segments = vec!["v1", "default", "banks", bank];
         segments.extend_from_slice(tail);
         self.url(&segments)
     }
 
     /// One request: waits for the rate limiter, sends, maps failures. `Ok(None)` for a 404.
-    async fn send<T: DeserializeOwned>(
+    pub(crate) async fn send<T: DeserializeOwned>(
         &self,
         what: &str,
         method: Method,
@@ -314,7 +319,7 @@ impl MemoryBackend for HindsightBackend {
     async fn export(&self, bank: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<ExportPage, BackendError> {
         let bank = bank.ok_or_else(|| BackendError::permanent("exporting from Hindsight needs a bank (--bank)"))?;
         let offset: usize = match cursor {
-            Some(c) => c.parse().map_err(|_| BackendError::permanent(format!("bad export cursor {c:?}")))?,
+            Some(c) => c.parse().map_err(|_| BackendError::Invalid(format!("bad export cursor {c:?}")))?,
             None => 0,
         };
         let limit = limit.clamp(1, 1000);
@@ -324,21 +329,7 @@ impl MemoryBackend for HindsightBackend {
             self.send("export", Method::GET, url, None::<&()>, self.config.timeout).await?;
         let Some(page) = page else { return Ok(ExportPage::default()) };
         let n = page.items.len();
-        let memories = page
-            .items
-            .into_iter()
-            .map(|m| StoredMemory {
-                id: m.id,
-                bank: bank.to_owned(),
-                content: m.text,
-                context: m.context,
-                tags: m.tags.unwrap_or_default(),
-                metadata: m.metadata.unwrap_or_default(),
-                document_id: m.document_id,
-                kind: m.fact_type.as_deref().and_then(|t| t.parse().ok()).unwrap_or_default(),
-                created_at: m.mentioned_at.or(m.date).unwrap_or_default(),
-            })
-            .collect();
+        let memories = page.items.into_iter().map(|m| m.into_stored(bank)).collect();
         Ok(ExportPage { memories, next: (n == limit).then(|| (offset + n).to_string()) })
     }
 
@@ -378,6 +369,22 @@ impl MemoryBackend for HindsightBackend {
             start = end;
         }
         Ok(None)
+    }
+
+    async fn browse(&self, query: &BrowseQuery) -> Result<BrowsePage, BackendError> {
+        crate::browse::browse(self, query).await
+    }
+
+    async fn banks(&self) -> Result<Vec<BankCount>, BackendError> {
+        crate::browse::banks(self).await
+    }
+
+    async fn memory(&self, id: &str, bank: Option<&str>) -> Result<MemoryDetail, BackendError> {
+        crate::browse::memory(self, id, bank).await
+    }
+
+    async fn forget(&self, what: &Forget) -> Result<Forgotten, BackendError> {
+        crate::browse::forget(self, what).await
     }
 
     async fn status(&self) -> BackendStatus {

@@ -3,10 +3,12 @@
 //! - [`HindsightConfig`]: where the server is, the (secret) token, missions, rate limit, timeouts.
 //! - [`HindsightBackend`]: the [`mneme_core::MemoryBackend`] over reqwest, with a governor rate
 //!   limit shared by every session (it waits, it never drops).
+//! - `browse`: listing a bank, one memory unit, deleting a document (the web view, `mneme forget`).
 //! - [`errors`]: HTTP outcomes → transient or permanent [`mneme_core::BackendError`] with a readable reason.
 //! - [`wire`]: the request and response bodies of the calls mneme makes.
 
 mod backend;
+mod browse;
 pub mod errors;
 pub mod wire;
 

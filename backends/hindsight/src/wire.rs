@@ -182,3 +182,45 @@ pub struct ListedMemory {
     #[serde(default)]
     pub metadata: Option<BTreeMap<String, String>>,
 }
+
+impl ListedMemory {
+    /// The memory as mneme stores and exports it, in `bank`.
+    pub fn into_stored(self, bank: &str) -> mneme_core::StoredMemory {
+        mneme_core::StoredMemory {
+            id: self.id,
+            bank: bank.to_owned(),
+            content: self.text,
+            context: self.context,
+            tags: self.tags.unwrap_or_default(),
+            metadata: self.metadata.unwrap_or_default(),
+            document_id: self.document_id,
+            kind: self.fact_type.as_deref().and_then(|t| t.parse().ok()).unwrap_or_default(),
+            created_at: self.mentioned_at.or(self.date).unwrap_or_default(),
+        }
+    }
+}
+
+/// `GET /v1/default/banks`, one page.
+#[derive(Debug, Deserialize)]
+pub struct BankList {
+    /// The banks.
+    pub banks: Vec<BankListItem>,
+}
+
+/// One bank of [`BankList`].
+#[derive(Debug, Deserialize)]
+pub struct BankListItem {
+    /// Its id.
+    pub bank_id: String,
+    /// How many facts it holds.
+    #[serde(default)]
+    pub fact_count: Option<u64>,
+}
+
+/// `DELETE /v1/default/banks/{bank}/documents/{id}`.
+#[derive(Debug, Deserialize)]
+pub struct DocumentDeleted {
+    /// Memory units deleted with it.
+    #[serde(default)]
+    pub memory_units_deleted: Option<u64>,
+}

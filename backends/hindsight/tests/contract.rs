@@ -182,3 +182,51 @@ async fn missions_are_set_on_the_bank_once() {
     assert_eq!(v["config"]["reflect_mission"], "Remember engineering decisions");
     assert_eq!(v["config"]["retain_mission"], "Keep build and test facts");
 }
+
+#[tokio::test]
+async fn a_bank_is_browsed_shown_and_its_documents_forgotten() {
+    let Some(url) = peer_url() else { return };
+    let bank = fresh_bank("contract-browse");
+    chunk_bank(&url, &bank).await;
+    let b = backend(&url);
+    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let items = vec![
+        item("1", "The okapi service owns billing exports", &["project:zoo"], Some("doc-okapi")),
+        item("2", "The tapir job compacts logs hourly", &["project:zoo"], Some("doc-tapir")),
+        item("3", "Untagged note about the capybara cache", &[], Some("doc-capy")),
+    ];
+    b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items }).await.unwrap();
+    wait_for_count(&url, &bank, 3).await;
+
+    let all = b.browse(&BrowseQuery { bank: Some(bank.clone()), limit: 2, ..BrowseQuery::default() }).await.unwrap();
+    assert_eq!(all.memories.len(), 2);
+    let next = all.next.clone().expect("a second page");
+    let rest = BrowseQuery { bank: Some(bank.clone()), limit: 2, cursor: Some(next), ..BrowseQuery::default() };
+    assert_eq!(b.browse(&rest).await.unwrap().memories.len(), 1);
+    let tagged = BrowseQuery { bank: Some(bank.clone()), tags: vec!["project:zoo".into()], limit: 10, cursor: None };
+    let tagged = b.browse(&tagged).await.unwrap();
+    let mut texts: Vec<&str> = tagged.memories.iter().map(|m| m.content.as_str()).collect();
+    texts.sort();
+    assert_eq!(texts, ["The okapi service owns billing exports", "The tapir job compacts logs hourly"]);
+
+    let okapi = tagged.memories.iter().find(|m| m.content.contains("okapi")).unwrap();
+    let shown = b.memory(&okapi.id, Some(&bank)).await.unwrap();
+    assert_eq!(shown.memory.content, okapi.content);
+    assert_eq!(shown.memory.document_id.as_deref(), Some("doc-okapi"));
+    assert!(matches!(
+        b.memory("00000000-0000-0000-0000-000000000000", Some(&bank)).await,
+        Err(BackendError::NotFound(_))
+    ));
+    let banks = b.banks().await.unwrap();
+    assert!(banks.iter().any(|x| x.bank == bank), "{banks:?}");
+
+    let one = Forget::Memory { id: okapi.id.clone(), bank: Some(bank.clone()) };
+    assert!(matches!(b.forget(&one).await, Err(BackendError::Unsupported(_))), "no single-unit delete in 1.1");
+    let done = b.forget(&Forget::Document { id: "doc-okapi".into(), bank: bank.clone() }).await.unwrap();
+    assert_eq!(done.deleted, Some(1), "{done:?}");
+    let mut left = list_texts(&url, &bank).await;
+    left.sort();
+    assert_eq!(left, ["The tapir job compacts logs hourly", "Untagged note about the capybara cache"]);
+    let missing = b.forget(&Forget::Document { id: "doc-okapi".into(), bank: bank.clone() }).await;
+    assert!(matches!(missing, Err(BackendError::NotFound(_))), "{missing:?}");
+}

@@ -252,7 +252,7 @@ impl MemoryBackend for LocalBackend {
 
     async fn export(&self, bank: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<ExportPage, BackendError> {
         let after = match cursor {
-            Some(c) => c.parse::<i64>().map_err(|_| BackendError::permanent(format!("bad export cursor {c:?}")))?,
+            Some(c) => c.parse::<i64>().map_err(|_| BackendError::Invalid(format!("bad export cursor {c:?}")))?,
             None => 0,
         };
         let bank = bank.map(str::to_owned);
@@ -291,6 +291,51 @@ impl MemoryBackend for LocalBackend {
             })
             .await?;
         Ok(Some(stored as u64))
+    }
+
+    async fn browse(&self, query: &BrowseQuery) -> Result<BrowsePage, BackendError> {
+        let before =
+            match &query.cursor {
+                Some(c) => Some(c.parse::<i64>().map_err(|_| {
+                    BackendError::Invalid(format!("bad cursor {c:?}: use the `next` of the page before"))
+                })?),
+                None => None,
+            };
+        let (bank, tags, limit) = (query.bank.clone(), query.tags.clone(), query.limit.clamp(1, 1000));
+        let rows = self.read(move |s| s.browse(bank.as_deref(), &tags, before, limit)).await?;
+        let next = (rows.len() == limit).then(|| rows.last().map(|(seq, _)| seq.to_string())).flatten();
+        Ok(BrowsePage { memories: rows.into_iter().map(|(_, m)| m).collect(), next })
+    }
+
+    async fn banks(&self) -> Result<Vec<BankCount>, BackendError> {
+        let rows = self.read(|s| s.banks()).await?;
+        Ok(rows.into_iter().map(|(bank, n)| BankCount { bank, memories: Some(n) }).collect())
+    }
+
+    async fn memory(&self, id: &str, bank: Option<&str>) -> Result<MemoryDetail, BackendError> {
+        let (key, bank) = (id.to_owned(), bank.map(str::to_owned));
+        match self.read(move |s| s.memory(&key, bank.as_deref())).await? {
+            Some((memory, passages, document_memories)) => Ok(MemoryDetail { memory, passages, document_memories }),
+            None => Err(BackendError::NotFound(format!("no memory {id:?} in the local store"))),
+        }
+    }
+
+    async fn forget(&self, what: &Forget) -> Result<Forgotten, BackendError> {
+        let (deleted, missing) = match what.clone() {
+            Forget::Memory { id, bank } => {
+                let missing = format!("no memory {id:?} in the local store");
+                (self.write(move |s| s.forget_memory(&id, bank.as_deref())).await?, missing)
+            }
+            Forget::Document { id, bank } => {
+                let missing = format!("no document {id:?} in bank {bank:?} of the local store");
+                (self.write(move |s| s.forget_document(&bank, &id)).await?, missing)
+            }
+        };
+        if deleted == 0 {
+            return Err(BackendError::NotFound(missing));
+        }
+        let noun = if deleted == 1 { "memory" } else { "memories" };
+        Ok(Forgotten { deleted: Some(deleted), message: format!("Deleted {deleted} {noun} from the local store.") })
     }
 
     async fn status(&self) -> BackendStatus {

@@ -1,6 +1,7 @@
 //! mneme-local: memories in an embedded SQLite database with FTS5/BM25 recall.
 //!
 //! - [`store`]: the synchronous store (schema, retain, recall, clear, stats) on a rusqlite connection.
+//! - `browse`: newest-first listing, one memory with its passages, forgetting a memory or document.
 //! - [`schema`]: embedded migrations, applied on open.
 //! - `dedupe`: the writer's in-memory map from content to rows, for storing identical content once.
 //! - [`fts`]: turns any user text into a safe FTS5 query.
@@ -8,6 +9,7 @@
 //! - [`LocalBackend`]: the async [`mneme_core::MemoryBackend`], running the store off the async workers.
 
 mod backend;
+mod browse;
 mod dedupe;
 mod embedding;
 pub mod fts;

@@ -58,11 +58,11 @@ pub struct Store {
     /// Where each content is stored, for the dedupe on retain (built on the first retain).
     contents: ContentIndex,
     /// The last passage stored for each (bank, session): the context of the session's next one.
-    last_passage: HashMap<(String, String), i64>,
+    pub(crate) last_passage: HashMap<(String, String), i64>,
     /// FTS5's N, for the idf of query terms.
     pub(crate) passage_count: PassageCount,
     /// What this connection's writes changed, for the vector index (see [`Store::take_changes`]).
-    changes: Changes,
+    pub(crate) changes: Changes,
 }
 
 /// Passages a connection added and removed since the changes were last taken.
@@ -77,7 +77,7 @@ pub struct Changes {
 }
 
 impl Changes {
-    fn merge(&mut self, other: Changes) {
+    pub(crate) fn merge(&mut self, other: Changes) {
         self.first_added = match (self.first_added, other.first_added) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -356,24 +356,7 @@ impl Store {
     /// Up to `limit` memories after sequence `after`, oldest first, optionally of one bank.
     pub fn export(&self, bank: Option<&str>, after: i64, limit: usize) -> rusqlite::Result<Vec<(i64, StoredMemory)>> {
         let mut stmt = self.conn.prepare_cached(EXPORT_PAGE)?;
-        let rows = stmt.query_map(params![after, bank, limit as i64], |r| {
-            let kind: String = r.get(5)?;
-            let metadata: String = r.get(7)?;
-            Ok((
-                r.get(0)?,
-                StoredMemory {
-                    id: r.get(1)?,
-                    bank: r.get(2)?,
-                    content: r.get(3)?,
-                    context: r.get(4)?,
-                    kind: kind.parse().unwrap_or_default(),
-                    tags: decode_tags(&r.get::<_, String>(6)?),
-                    metadata: serde_json::from_str(&metadata).unwrap_or_default(),
-                    document_id: r.get(8)?,
-                    created_at: r.get(9)?,
-                },
-            ))
-        })?;
+        let rows = stmt.query_map(params![after, bank, limit as i64], |r| Ok((r.get(0)?, stored_memory(r)?)))?;
         rows.collect()
     }
 
@@ -591,6 +574,24 @@ fn encode_tags(tags: &[String]) -> String {
         return String::new();
     }
     format!("{SEP}{}{SEP}", clean.join(&SEP.to_string()))
+}
+
+/// A memory from a row of `seq, id, bank, content, context, kind, tags, metadata, document_id,
+/// created_at` (the export's columns).
+pub(crate) fn stored_memory(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMemory> {
+    let kind: String = r.get(5)?;
+    let metadata: String = r.get(7)?;
+    Ok(StoredMemory {
+        id: r.get(1)?,
+        bank: r.get(2)?,
+        content: r.get(3)?,
+        context: r.get(4)?,
+        kind: kind.parse().unwrap_or_default(),
+        tags: decode_tags(&r.get::<_, String>(6)?),
+        metadata: serde_json::from_str(&metadata).unwrap_or_default(),
+        document_id: r.get(8)?,
+        created_at: r.get(9)?,
+    })
 }
 
 fn decode_tags(encoded: &str) -> Vec<String> {

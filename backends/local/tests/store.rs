@@ -181,3 +181,90 @@ async fn instructions_clear_and_reflect() {
     b.clear(&s, ClearWhat::All).await.unwrap();
     assert_eq!(b.status().await.memories, Some(0));
 }
+
+#[tokio::test]
+async fn browsing_lists_newest_first_and_forgetting_removes_a_memory_or_a_document_everywhere() {
+    let (dir, b) = open();
+    let long: String =
+        (0..50).map(|i| format!("[user]: paragraph {i} about the walrus ingestion design\n\n")).collect();
+    let items = vec![
+        item("1", "the narwhal cache is warmed at boot", &["project:a"], MemoryType::World, None),
+        item("2", &long, &["project:a"], MemoryType::Experience, Some("design")),
+        item(
+            "3",
+            "the design doc has a second part about walrus offsets",
+            &["project:b"],
+            MemoryType::World,
+            Some("design"),
+        ),
+    ];
+    b.retain(&scope("bank"), &RetainBatch { id: "b1".into(), items }).await.unwrap();
+    b.retain(
+        &scope("other"),
+        &RetainBatch { id: "b2".into(), items: vec![item("4", "other bank", &[], MemoryType::World, None)] },
+    )
+    .await
+    .unwrap();
+
+    let page = b.browse(&BrowseQuery { limit: 10, ..BrowseQuery::default() }).await.unwrap();
+    let ids: Vec<&str> = page.memories.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["4", "3", "2", "1"], "newest first over every bank");
+    let first = b.browse(&BrowseQuery { bank: Some("bank".into()), limit: 2, ..BrowseQuery::default() }).await.unwrap();
+    assert_eq!(first.memories.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["3", "2"]);
+    let rest =
+        BrowseQuery { bank: Some("bank".into()), limit: 2, cursor: first.next.clone(), ..BrowseQuery::default() };
+    let rest = b.browse(&rest).await.unwrap();
+    assert_eq!(rest.memories.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["1"]);
+    assert!(rest.next.is_none());
+    let tagged = BrowseQuery { bank: Some("bank".into()), tags: vec!["project:a".into()], limit: 10, cursor: None };
+    assert_eq!(b.browse(&tagged).await.unwrap().memories.len(), 2);
+    let bad = BrowseQuery { cursor: Some("x".into()), limit: 1, ..BrowseQuery::default() };
+    assert!(matches!(b.browse(&bad).await, Err(BackendError::Invalid(_))));
+    let banks = b.banks().await.unwrap();
+    assert_eq!(
+        banks,
+        [BankCount { bank: "bank".into(), memories: Some(3) }, BankCount { bank: "other".into(), memories: Some(1) }]
+    );
+
+    let detail = b.memory("2", None).await.unwrap();
+    assert!(detail.passages.len() > 1, "the long memory is split");
+    assert_eq!(detail.passages[0].lines().next(), Some("[user]: paragraph 0 about the walrus ingestion design"));
+    assert_eq!(detail.document_memories, 2);
+    assert!(matches!(b.memory("2", Some("other")).await, Err(BackendError::NotFound(_))));
+
+    let done = b.forget(&Forget::Memory { id: "1".into(), bank: None }).await.unwrap();
+    assert_eq!(done.deleted, Some(1));
+    assert!(
+        texts(&b, "bank", query("narwhal cache", &[], TagsMatch::Any)).await.is_empty(),
+        "recall no longer finds it"
+    );
+    assert!(matches!(b.forget(&Forget::Memory { id: "1".into(), bank: None }).await, Err(BackendError::NotFound(_))));
+
+    let done = b.forget(&Forget::Document { id: "design".into(), bank: "bank".into() }).await.unwrap();
+    assert_eq!(done.deleted, Some(2), "{done:?}");
+    assert!(texts(&b, "bank", query("walrus", &[], TagsMatch::Any)).await.is_empty());
+    let conn = rusqlite::Connection::open(dir.path().join("m.db")).unwrap();
+    let left: i64 = conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0)).unwrap();
+    assert_eq!(left, 1, "only the other bank's passage is left");
+    let tails: i64 =
+        conn.query_row("SELECT count(*) FROM session_tails WHERE bank = 'bank'", [], |r| r.get(0)).unwrap();
+    assert_eq!(tails, 0, "no session's next turn points at a forgotten passage");
+    assert!(matches!(
+        b.forget(&Forget::Document { id: "design".into(), bank: "bank".into() }).await,
+        Err(BackendError::NotFound(_))
+    ));
+    // Retaining the same content again stores it again (the dedupe map forgot it too).
+    b.retain(
+        &scope("bank"),
+        &RetainBatch {
+            id: "b3".into(),
+            items: vec![item("5", "the narwhal cache is warmed at boot", &[], MemoryType::World, None)],
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        texts(&b, "bank", query("narwhal cache", &[], TagsMatch::Any)).await,
+        ["the narwhal cache is warmed at boot"]
+    );
+}

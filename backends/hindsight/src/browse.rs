@@ -1,0 +1,88 @@
+//! Browsing a Hindsight bank: its list endpoint (paged by offset), one memory unit, deleting a
+//! document. Hindsight 1.1 has no call that deletes a single memory unit, so forgetting one is
+//! refused with what to do instead.
+
+use mneme_core::{BackendError, BankCount, BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail};
+use reqwest::Method;
+
+use crate::backend::HindsightBackend;
+use crate::wire::{BankList, DocumentDeleted, ListResponse, ListedMemory};
+
+fn need_bank(bank: Option<&str>) -> Result<&str, BackendError> {
+    bank.ok_or_else(|| BackendError::Invalid("the Hindsight backend lists one bank at a time: name the bank".into()))
+}
+
+/// A page of the bank's memory units, as the server orders them.
+pub(crate) async fn browse(b: &HindsightBackend, q: &BrowseQuery) -> Result<BrowsePage, BackendError> {
+    let bank = need_bank(q.bank.as_deref())?;
+    let offset: usize = match &q.cursor {
+        Some(c) => c
+            .parse()
+            .map_err(|_| BackendError::Invalid(format!("bad cursor {c:?}: use the `next` of the page before")))?,
+        None => 0,
+    };
+    let limit = q.limit.clamp(1, 1000);
+    let mut url = b.bank_url(bank, &["memories", "list"]);
+    {
+        let mut pairs = url.query_pairs_mut();
+        pairs.append_pair("limit", &limit.to_string()).append_pair("offset", &offset.to_string());
+        for t in &q.tags {
+            pairs.append_pair("tags", t);
+        }
+        if !q.tags.is_empty() {
+            pairs.append_pair("tags_match", "all_strict");
+        }
+    }
+    let page: Option<ListResponse> = b.send("list", Method::GET, url, None::<&()>, b.timeout()).await?;
+    let Some(page) = page else { return Ok(BrowsePage::default()) };
+    let n = page.items.len();
+    Ok(BrowsePage {
+        memories: page.items.into_iter().map(|m| m.into_stored(bank)).collect(),
+        next: (n == limit).then(|| (offset + n).to_string()),
+    })
+}
+
+/// The server's banks with their fact counts (the first 1,000).
+pub(crate) async fn banks(b: &HindsightBackend) -> Result<Vec<BankCount>, BackendError> {
+    let mut url = b.url(&["v1", "default", "banks"]);
+    url.query_pairs_mut().append_pair("limit", "1000");
+    let list: Option<BankList> = b.send("list banks", Method::GET, url, None::<&()>, b.timeout()).await?;
+    Ok(list
+        .map(|l| l.banks.into_iter().map(|x| BankCount { bank: x.bank_id, memories: x.fact_count }).collect())
+        .unwrap_or_default())
+}
+
+/// One memory unit. Hindsight keeps no passages of its own facts: `passages` is empty.
+pub(crate) async fn memory(b: &HindsightBackend, id: &str, bank: Option<&str>) -> Result<MemoryDetail, BackendError> {
+    let bank = need_bank(bank)?;
+    let url = b.bank_url(bank, &["memories", id]);
+    let unit: Option<ListedMemory> = b.send("get memory", Method::GET, url, None::<&()>, b.timeout()).await?;
+    let memory = unit
+        .ok_or_else(|| BackendError::NotFound(format!("no memory {id:?} in Hindsight bank {bank:?}")))?
+        .into_stored(bank);
+    Ok(MemoryDetail { memory, passages: Vec::new(), document_memories: 1 })
+}
+
+/// Deletes a document and its memory units; a single unit cannot be deleted on Hindsight 1.1.
+pub(crate) async fn forget(b: &HindsightBackend, what: &Forget) -> Result<Forgotten, BackendError> {
+    let (id, bank) = match what {
+        Forget::Memory { .. } => {
+            return Err(BackendError::Unsupported(
+                "Hindsight 1.1 cannot delete a single memory unit: forget its document instead".into(),
+            ))
+        }
+        Forget::Document { id, bank } => (id, bank),
+    };
+    let url = b.bank_url(bank, &["documents", id]);
+    let done: Option<DocumentDeleted> =
+        b.send("delete document", Method::DELETE, url, None::<&()>, b.timeout()).await?;
+    let Some(done) = done else {
+        return Err(BackendError::NotFound(format!("no document {id:?} in Hindsight bank {bank:?}")));
+    };
+    let deleted = done.memory_units_deleted;
+    let message = match deleted {
+        Some(n) => format!("Deleted document {id:?} and its {n} memory units from Hindsight bank {bank:?}."),
+        None => format!("Deleted document {id:?} from Hindsight bank {bank:?}."),
+    };
+    Ok(Forgotten { deleted, message })
+}

@@ -1,0 +1,95 @@
+//! `mneme forget` (delete one memory or a document) and `mneme ui` (log in to the web view).
+
+use std::process::ExitCode;
+
+use mneme_core::Forgotten;
+use reqwest::{Method, Url};
+use serde_json::json;
+
+use super::client::Client;
+use super::CliError;
+use crate::daemon::api::UiCode;
+
+/// What `mneme forget` deletes.
+pub struct ForgetTarget {
+    /// A memory id, or with `document` a document id.
+    pub id: String,
+    /// The bank (needed for a document, and on Hindsight).
+    pub bank: Option<String>,
+    /// Whether `id` names a document.
+    pub document: bool,
+}
+
+/// `/{segments…}?bank=…`, each segment percent-encoded (ids may hold any character).
+fn api_path(segments: &[&str], bank: Option<&str>) -> String {
+    let mut url = Url::parse("http://mneme/").expect("static URL");
+    url.path_segments_mut().expect("http URL has a path").pop_if_empty().extend(segments);
+    if let Some(bank) = bank {
+        url.query_pairs_mut().append_pair("bank", bank);
+    }
+    match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    }
+}
+
+/// Deletes a memory or a document through `DELETE /v1/memories/{id}` or `/v1/documents/{id}`.
+pub async fn forget(client: &Client, target: ForgetTarget, json_out: bool) -> Result<ExitCode, CliError> {
+    let kind = if target.document { "documents" } else { "memories" };
+    let path = api_path(&["v1", kind, &target.id], target.bank.as_deref());
+    let done: Forgotten = client.call(Method::DELETE, &path, None).await?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&done).expect("serializes"));
+    } else {
+        println!("{}", done.message);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Options of `mneme ui`.
+pub struct UiOptions {
+    /// How long the browser session lasts.
+    pub valid_for: Option<std::time::Duration>,
+    /// Print the URL only, even when a desktop is there.
+    pub no_open: bool,
+}
+
+/// Prints a one-time login URL for the web view and, on a desktop, opens it.
+pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<ExitCode, CliError> {
+    let body = json!({ "valid_for_seconds": opts.valid_for.map(|d| d.as_secs()) });
+    let code: UiCode = client.call(Method::POST, "/v1/ui/codes", Some(&body)).await?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&code).expect("serializes"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}", code.url);
+    eprintln!(
+        "Open it within {} s; it works once. The browser stays logged in for {} or until the daemon stops.",
+        code.code_expires_in_seconds,
+        humantime::format_duration(std::time::Duration::from_secs(code.valid_for_seconds))
+    );
+    let desktop = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if desktop && !opts.no_open {
+        let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
+        match std::process::Command::new(opener)
+            .arg(&code.url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            Ok(_) => eprintln!("Opened it in your browser."),
+            Err(e) => eprintln!("Could not run {opener} ({e}): open the URL yourself."),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ids_are_encoded_in_paths() {
+        assert_eq!(super::api_path(&["v1", "memories", "a/b c?"], None), "/v1/memories/a%2Fb%20c%3F");
+        assert_eq!(super::api_path(&["v1", "documents", "d"], Some("my bank")), "/v1/documents/d?bank=my+bank");
+    }
+}

@@ -1,0 +1,128 @@
+//! Routes that look at single memories: list, show, forget, search without a session, and the
+//! queue per session. The web view and `mneme forget` use them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use mneme_core::{BackendId, BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail, RecallQuery, Scope, TagsMatch};
+
+use super::api::{BankList, BankParam, BrowseParams, Search, SearchAnswer};
+use super::error::ApiError;
+use super::routes::Body;
+use super::AppState;
+use crate::notices::Level;
+use crate::queue::QueueOverview;
+
+type AppResult<T> = Result<T, ApiError>;
+type St = State<Arc<AppState>>;
+
+/// The bank a request names, or on Hindsight (which lists one bank at a time) the configured one.
+fn bank_or_default(s: &AppState, bank: Option<String>) -> Option<String> {
+    let bank = bank.map(|b| b.trim().to_owned()).filter(|b| !b.is_empty());
+    bank.or_else(|| (s.queue.backend().id() == BackendId::Hindsight).then(|| s.sessions.settings().base_bank()))
+}
+
+pub async fn banks(State(s): St) -> AppResult<Json<BankList>> {
+    Ok(Json(BankList { banks: s.queue.backend().banks().await? }))
+}
+
+pub async fn browse(State(s): St, q: Result<Query<BrowseParams>, QueryRejection>) -> AppResult<Json<BrowsePage>> {
+    let Query(q) = q?;
+    let tags = q.tags.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned);
+    let query = BrowseQuery {
+        bank: bank_or_default(&s, q.bank),
+        tags: tags.collect(),
+        cursor: q.cursor.filter(|c| !c.is_empty()),
+        limit: q.limit.unwrap_or(50).clamp(1, 1000),
+    };
+    let mut page = s.queue.backend().browse(&query).await?;
+    if let Some(max) = q.preview.filter(|&n| n > 0) {
+        for m in &mut page.memories {
+            cut(&mut m.content, max);
+        }
+    }
+    Ok(Json(page))
+}
+
+/// Cuts `text` to at most `max` characters, at a character boundary, ending it in `…`.
+fn cut(text: &mut String, max: usize) {
+    if let Some((at, _)) = text.char_indices().nth(max) {
+        text.truncate(at);
+        text.push('…');
+    }
+}
+
+pub async fn memory(
+    State(s): St,
+    Path(id): Path<String>,
+    q: Result<Query<BankParam>, QueryRejection>,
+) -> AppResult<Json<MemoryDetail>> {
+    let Query(q) = q?;
+    let bank = bank_or_default(&s, q.bank);
+    Ok(Json(s.queue.backend().memory(&id, bank.as_deref()).await?))
+}
+
+pub async fn forget_memory(
+    State(s): St,
+    Path(id): Path<String>,
+    q: Result<Query<BankParam>, QueryRejection>,
+) -> AppResult<Json<Forgotten>> {
+    let Query(q) = q?;
+    let what = Forget::Memory { id, bank: bank_or_default(&s, q.bank) };
+    forget(&s, what).await
+}
+
+pub async fn forget_document(
+    State(s): St,
+    Path(id): Path<String>,
+    q: Result<Query<BankParam>, QueryRejection>,
+) -> AppResult<Json<Forgotten>> {
+    let Query(q) = q?;
+    let bank = bank_or_default(&s, q.bank)
+        .ok_or_else(|| ApiError::invalid("forgetting a document needs its bank: add ?bank=<bank>"))?;
+    forget(&s, Forget::Document { id, bank }).await
+}
+
+/// Deletes, and says so as a notice: a memory the user removes is something every viewer of the
+/// notices should see.
+async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
+    let done = s.queue.backend().forget(&what).await?;
+    let (noun, id) = match &what {
+        Forget::Memory { id, .. } => ("memory", id),
+        Forget::Document { id, .. } => ("document", id),
+    };
+    let message = format!("Forgot {noun} {id}: {}", done.message);
+    s.notices.emit(Level::Info, "forget", None, message).await;
+    Ok(Json(done))
+}
+
+pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<SearchAnswer>> {
+    if b.query.trim().is_empty() {
+        return Err(ApiError::invalid("query must not be empty"));
+    }
+    let settings = s.sessions.settings();
+    let bank = b.bank.map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).unwrap_or_else(|| settings.base_bank());
+    if bank.contains('/') {
+        return Err(ApiError::invalid("bank must not contain '/'"));
+    }
+    let query = RecallQuery {
+        query: b.query,
+        budget: settings.recall.budget,
+        max_tokens: b.max_tokens.unwrap_or(settings.recall.max_tokens).clamp(1, 100_000),
+        types: settings.recall.types.clone(),
+        tags: b.tags.clone(),
+        tags_match: TagsMatch::Any,
+    };
+    let scope = Scope { bank: bank.clone(), tags: b.tags };
+    let started = Instant::now();
+    let results = s.queue.backend().recall(&scope, &query).await?;
+    let took_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+    Ok(Json(SearchAnswer { bank, results, took_ms }))
+}
+
+pub async fn queue(State(s): St) -> Json<QueueOverview> {
+    Json(s.queue.overview().await)
+}

@@ -1,0 +1,414 @@
+// mneme's web view: plain DOM, no framework, no build step. Every piece of stored text is put
+// in the page with textContent, never as HTML.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const PAGE = 50;
+const state = {
+  csrf: '',
+  view: 'memories',
+  bank: '',
+  tags: '',
+  cursor: null,   // the cursor of the page shown (null: the newest)
+  next: null,     // the cursor of the next (older) page
+  selected: null, // { id, bank }
+  seenTags: new Set(),
+  rendered: false,
+  unseenProblems: 0,
+  status: null,
+  events: null,     // the notice stream
+  loggedOut: false,
+  version: 0,       // bumped on every render of the list (tests wait on it)
+};
+
+// ---------- helpers ----------
+
+/** Calls the daemon. Changes carry the session's CSRF value; errors carry the API's message. */
+async function api(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  if (method !== 'GET') headers['X-Mneme-CSRF'] = state.csrf;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const r = await fetch(path, {
+    method, headers, credentials: 'same-origin', cache: 'no-store',
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let v = null;
+  try { v = text ? JSON.parse(text) : null; } catch (_) { v = null; }
+  if (!r.ok) {
+    const e = new Error((v && v.error && v.error.message) || `${r.status} ${r.statusText}`);
+    e.status = r.status;
+    throw e;
+  }
+  return v;
+}
+
+/** An element with attributes and children (strings become text nodes). */
+function h(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(e.dataset, v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const kid of kids.flat()) {
+    if (kid === undefined || kid === null || kid === false) continue;
+    e.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return e;
+}
+
+function when(at) {
+  if (!at) return '';
+  const d = new Date(at);
+  return Number.isNaN(d.getTime()) ? at : d.toLocaleString();
+}
+
+function bytes(n) {
+  if (n === null || n === undefined) return '—';
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+let toastTimer = 0;
+function toast(message) {
+  const t = $('toast');
+  t.textContent = message;
+  t.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { t.hidden = true; }, 6000);
+}
+
+function fail(e) {
+  if (e && e.status === 401) { showLogin(); return; }
+  toast(e && e.message ? e.message : String(e));
+}
+
+/** Asks before deleting; resolves true on "Delete". */
+function confirmDelete(text) {
+  const d = $('confirm');
+  $('confirm-text').textContent = text;
+  return new Promise((resolve) => {
+    d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
+    d.returnValue = 'cancel';
+    d.showModal();
+  });
+}
+
+function facts(dl, rows) {
+  dl.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+}
+
+// ---------- views ----------
+
+function showLogin() {
+  document.querySelectorAll('.view').forEach((v) => { v.hidden = true; });
+  document.querySelector('nav').hidden = true;
+  $('logout').hidden = true;
+  state.loggedOut = true;
+  if (state.events) state.events.close();
+  $('login').hidden = false;
+}
+
+function route() {
+  const view = (location.hash || '#memories').slice(1);
+  state.view = ['memories', 'queue', 'notices', 'backend'].includes(view) ? view : 'memories';
+  for (const name of ['memories', 'queue', 'notices', 'backend']) {
+    $(`view-${name}`).hidden = name !== state.view;
+    const tab = $(`tab-${name}`);
+    if (name === state.view) tab.setAttribute('aria-current', 'page'); else tab.removeAttribute('aria-current');
+  }
+  if (state.view === 'queue') loadQueue().catch(fail);
+  if (state.view === 'backend') loadStatus().catch(fail);
+  if (state.view === 'notices') { state.unseenProblems = 0; badge(); }
+}
+
+// ---------- memories ----------
+
+async function loadBanks() {
+  const { banks } = await api('GET', '/v1/banks');
+  const select = $('bank');
+  const backend = state.status && state.status.backend.backend;
+  const all = backend === 'hindsight' ? 'The configured bank' : 'All banks';
+  select.replaceChildren(h('option', { value: '' }, all),
+    ...banks.map((b) => h('option', { value: b.bank, selected: b.bank === state.bank },
+      b.memories === null || b.memories === undefined ? b.bank : `${b.bank} (${b.memories})`)));
+}
+
+function memoryItem(m, extra) {
+  for (const t of m.tags || []) state.seenTags.add(t);
+  const pressed = state.selected && state.selected.id === m.id;
+  return h('li', {},
+    h('button', {
+      type: 'button', class: 'item', 'aria-pressed': pressed ? 'true' : 'false', dataset: { id: m.id, bank: m.bank },
+      onclick: () => showDetail(m.id, m.bank).catch(fail),
+    },
+    h('div', { class: 'meta' },
+      extra,
+      h('span', {}, when(m.at)),
+      m.kind ? h('span', { class: 'chip' }, m.kind) : null,
+      m.bank ? h('span', {}, m.bank) : null,
+      (m.tags || []).map((t) => h('span', { class: 'chip' }, t)),
+      m.doc ? h('span', { title: 'document' }, `doc ${m.doc}`) : null),
+    h('div', { class: 'text' }, m.text)));
+}
+
+async function loadList(cursor) {
+  const p = new URLSearchParams({ limit: String(PAGE), preview: '280' });
+  if (state.bank) p.set('bank', state.bank);
+  if (state.tags) p.set('tags', state.tags);
+  if (cursor) p.set('cursor', cursor);
+  const page = await api('GET', `/v1/memories?${p}`);
+  state.cursor = cursor || null;
+  state.next = page.next;
+  const items = page.memories.map((m) => memoryItem({
+    id: m.id, bank: m.bank, text: m.content, kind: m.type, tags: m.tags, at: m.created_at, doc: m.document_id,
+  }));
+  $('list').replaceChildren(...items);
+  $('list').dataset.mode = 'list';
+  $('list').dataset.version = String((state.version += 1));
+  $('clear-search').hidden = true;
+  const count = page.memories.length;
+  $('list-info').textContent = count === 0
+    ? (cursor ? 'No older memories.' : 'No memories here yet.')
+    : `${count} ${count === 1 ? 'memory' : 'memories'}, newest first${cursor ? ' (older page)' : ''}.`;
+  $('older').hidden = !page.next;
+  $('newest').hidden = !cursor;
+  $('known-tags').replaceChildren(...[...state.seenTags].sort().map((t) => h('option', { value: t })));
+  if (!state.rendered) {
+    state.rendered = true;
+    performance.mark('mneme-list-rendered');
+    document.body.dataset.listRendered = String(Math.round(performance.now()));
+  }
+}
+
+async function search(query) {
+  const tags = state.tags ? state.tags.split(',').map((t) => t.trim()).filter(Boolean) : [];
+  const body = { query, tags };
+  if (state.bank) body.bank = state.bank;
+  const answer = await api('POST', '/v1/search', body);
+  const items = answer.results.map((r, i) => memoryItem({
+    id: r.id, bank: answer.bank, text: r.text, kind: r.type, tags: r.tags, at: r.mentioned_at, doc: r.document_id,
+  }, h('span', { class: 'score' }, `#${i + 1}${typeof r.score === 'number' ? ` · score ${r.score.toFixed(3)}` : ''}`)));
+  $('list').replaceChildren(...items);
+  $('list').dataset.mode = 'search';
+  $('list').dataset.version = String((state.version += 1));
+  $('list-info').textContent = `${items.length} ${items.length === 1 ? 'passage' : 'passages'} for “${query}” in ${answer.bank}`
+    + ` (${answer.took_ms} ms): what an agent would be given, best first.`;
+  $('older').hidden = true;
+  $('newest').hidden = true;
+  $('clear-search').hidden = false;
+}
+
+async function showDetail(id, bank) {
+  if (!id) return;
+  state.selected = { id, bank };
+  document.querySelectorAll('.item').forEach((b) => b.setAttribute('aria-pressed', b.dataset.id === id ? 'true' : 'false'));
+  const q = bank ? `?bank=${encodeURIComponent(bank)}` : '';
+  const d = await api('GET', `/v1/memories/${encodeURIComponent(id)}${q}`);
+  const m = d.memory;
+  const dl = h('dl', { class: 'facts' });
+  facts(dl, [
+    ['id', m.id], ['bank', m.bank], ['type', m.type], ['created', when(m.created_at)],
+    ['tags', (m.tags || []).join(', ') || '—'], ['context', m.context || '—'],
+    ['document', m.document_id ? `${m.document_id} (${d.document_memories} ${d.document_memories === 1 ? 'memory' : 'memories'})` : '—'],
+  ]);
+  const passages = d.passages.length > 1
+    ? [h('h3', {}, `Passages (${d.passages.length}) — what recall ranks`), h('ol', { class: 'passages' }, d.passages.map((p) => h('li', {}, p)))]
+    : [];
+  const buttons = h('div', { class: 'row' },
+    h('button', { type: 'button', class: 'danger', id: 'forget-memory', onclick: () => forgetMemory(m).catch(fail) }, 'Delete memory'),
+    m.document_id ? h('button', { type: 'button', class: 'danger', id: 'forget-document',
+      onclick: () => forgetDocument(m, d.document_memories).catch(fail) }, `Delete document (${d.document_memories})`) : null,
+    h('button', { type: 'button', onclick: closeDetail }, 'Close'));
+  const detail = $('detail');
+  detail.replaceChildren(h('h2', {}, 'Memory'), dl, h('h3', {}, 'Content'), h('pre', { id: 'detail-content' }, m.content), ...passages, buttons);
+  detail.dataset.id = m.id;
+  detail.hidden = false;
+  detail.focus();
+}
+
+function closeDetail() {
+  $('detail').hidden = true;
+  state.selected = null;
+  document.querySelectorAll('.item[aria-pressed="true"]').forEach((b) => b.setAttribute('aria-pressed', 'false'));
+}
+
+async function forgetMemory(m) {
+  if (!await confirmDelete(`Delete this memory from ${m.bank}? Recall will no longer find it.`)) return;
+  const done = await api('DELETE', `/v1/memories/${encodeURIComponent(m.id)}?bank=${encodeURIComponent(m.bank)}`);
+  toast(done.message);
+  closeDetail();
+  await refreshList();
+}
+
+async function forgetDocument(m, n) {
+  if (!await confirmDelete(`Delete document ${m.document_id} and all ${n} of its memories from ${m.bank}?`)) return;
+  const done = await api('DELETE', `/v1/documents/${encodeURIComponent(m.document_id)}?bank=${encodeURIComponent(m.bank)}`);
+  toast(done.message);
+  closeDetail();
+  await refreshList();
+}
+
+async function refreshList() {
+  const query = $('query').value.trim();
+  if ($('list').dataset.mode === 'search' && query) await search(query); else await loadList(state.cursor);
+  loadBanks().catch(() => {});
+}
+
+// ---------- queue ----------
+
+async function loadQueue() {
+  const q = await api('GET', '/v1/queue');
+  const t = q.totals;
+  $('queue-totals').textContent = `${t.pending} pending · ${t.in_flight} in flight · ${t.spooled} spooled · ${t.dead} dead letters`;
+  const last = q.last_delivery;
+  $('last-delivery').textContent = last
+    ? `Last delivery ${when(last.at)}: ${last.items} ${last.items === 1 ? 'item' : 'items'} in ${last.took_ms} ms${last.ok ? '' : ` — failed: ${last.error}`}`
+    : 'No delivery since the daemon started.';
+  $('retry').disabled = t.dead === 0;
+  const rows = q.sessions.map((s) => h('tr', { class: s.dead > 0 ? 'dead' : null },
+    h('td', { class: 'session' }, s.session_id), h('td', {}, s.pending), h('td', {}, s.in_flight),
+    h('td', {}, s.spooled), h('td', {}, s.dead),
+    h('td', { class: s.last_delivery && !s.last_delivery.ok ? 'bad' : null }, s.last_delivery
+      ? `${when(s.last_delivery.at)} · ${s.last_delivery.items} in ${s.last_delivery.took_ms} ms${s.last_delivery.ok ? '' : ' · failed'}`
+      : '—')));
+  $('queue-table').tBodies[0].replaceChildren(...(rows.length ? rows
+    : [h('tr', {}, h('td', { colspan: '6' }, 'Nothing queued.'))]));
+  badgeQueue(t);
+}
+
+function badgeQueue(t) {
+  const b = $('queue-badge');
+  b.hidden = !(t && t.dead > 0);
+  b.textContent = t ? String(t.dead) : '';
+  b.className = 'badge warn';
+}
+
+async function retryDead() {
+  const r = await api('POST', '/v1/retry');
+  toast(`Re-queued ${r.requeued} dead ${r.requeued === 1 ? 'letter' : 'letters'}.`);
+  await loadQueue();
+}
+
+// ---------- notices ----------
+
+function badge() {
+  const b = $('notice-badge');
+  b.hidden = state.unseenProblems === 0;
+  b.textContent = String(state.unseenProblems);
+}
+
+function startNotices(lastId) {
+  const after = Math.max(0, (lastId || 0) - 100);
+  const es = new EventSource(`/v1/notices/stream?after=${after}`);
+  state.events = es;
+  es.addEventListener('notice', (ev) => {
+    let n;
+    try { n = JSON.parse(ev.data); } catch (_) { return; }
+    const li = h('li', { class: `notice ${n.level}`, dataset: { id: n.id, level: n.level } },
+      h('div', { class: 'meta' }, h('span', {}, when(n.at)), h('span', { class: 'chip' }, n.level),
+        h('span', {}, n.source), n.session_id ? h('span', {}, n.session_id) : null),
+      h('div', { class: 'text' }, n.message));
+    $('notices').prepend(li);
+    if (n.id > (lastId || 0) && n.level !== 'info' && state.view !== 'notices') {
+      state.unseenProblems += 1;
+      badge();
+    }
+  });
+  es.addEventListener('error', () => { $('health').textContent = 'reconnecting to the daemon…'; });
+  es.addEventListener('open', () => { loadStatus().catch(() => {}); });
+}
+
+// ---------- backend ----------
+
+async function loadStatus() {
+  const s = await api('GET', '/v1/status');
+  state.status = s;
+  const b = s.backend;
+  const health = $('health');
+  health.textContent = `${b.backend} · ${b.healthy ? 'healthy' : 'unhealthy'}${b.memories !== null && b.memories !== undefined ? ` · ${b.memories} memories` : ''}`;
+  health.className = b.healthy ? 'health' : 'health bad';
+  badgeQueue(s.queue);
+  if (state.view !== 'backend') return s;
+  facts($('backend-facts'), [
+    ['backend', b.backend], ['health', b.healthy ? 'healthy' : `unhealthy${b.detail ? `: ${b.detail}` : ''}`],
+    ['where', b.detail || '—'], ['server version', b.version || '—'],
+    ['memories', b.memories === null || b.memories === undefined ? '—' : String(b.memories)],
+    ['database size', bytes(b.storage_bytes)],
+    ['queue', `${s.queue.pending} pending, ${s.queue.in_flight} in flight, ${s.queue.dead} dead letters`],
+    ['sessions', String(s.sessions)], ['mneme', `${s.version} (pid ${s.pid}, up ${s.uptime_seconds} s)`],
+    ['config', s.config_path], ['storage', s.storage_dir],
+  ]);
+  const e = b.embedding;
+  $('embedding').hidden = !e;
+  if (e) {
+    facts($('embedding-facts'), [
+      ['model', e.model], ['state', e.state + (e.error ? `: ${e.error}` : '')],
+      ['vectors', `${e.embedded} of ${e.passages} passages`],
+    ]);
+    const p = $('backfill');
+    p.max = Math.max(1, e.passages);
+    p.value = e.embedded;
+    p.textContent = `${e.embedded} / ${e.passages}`;
+  }
+  return s;
+}
+
+// ---------- start ----------
+
+function wire() {
+  window.addEventListener('hashchange', route);
+  $('filters').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    state.bank = $('bank').value;
+    state.tags = $('tags').value.trim();
+    closeDetail();
+    loadList(null).catch(fail);
+  });
+  $('bank').addEventListener('change', () => $('filters').requestSubmit());
+  $('search').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const q = $('query').value.trim();
+    if (q) search(q).catch(fail); else loadList(null).catch(fail);
+  });
+  $('clear-search').addEventListener('click', () => { $('query').value = ''; loadList(null).catch(fail); });
+  $('older').addEventListener('click', () => loadList(state.next).catch(fail));
+  $('newest').addEventListener('click', () => loadList(null).catch(fail));
+  $('retry').addEventListener('click', () => retryDead().catch(fail));
+  $('logout').hidden = false;
+  $('logout').addEventListener('click', () => api('POST', '/ui/logout').then(showLogin).catch(fail));
+  document.addEventListener('keydown', (ev) => {
+    const typing = ev.target instanceof HTMLInputElement || ev.target instanceof HTMLSelectElement;
+    if (ev.key === '/' && !typing) { ev.preventDefault(); location.hash = '#memories'; $('query').focus(); }
+    if (ev.key === 'Escape' && !$('detail').hidden && !$('confirm').open) closeDetail();
+  });
+  setInterval(() => {
+    if (document.hidden || state.loggedOut) return;
+    if (state.view === 'queue') loadQueue().catch(() => {});
+    else loadStatus().catch(() => {});
+  }, 2000);
+}
+
+async function boot() {
+  try {
+    const session = await api('GET', '/ui/session');
+    if (!session.logged_in) { showLogin(); return; }
+    state.csrf = session.csrf;
+  } catch (e) {
+    fail(e);
+    return;
+  }
+  wire();
+  route();
+  // The list first: it is what the page is for. The rest fills in beside it.
+  const list = loadList(null).catch(fail);
+  const status = loadStatus().then((s) => { startNotices(s.last_notice_id); return loadBanks(); }).catch(fail);
+  await Promise.all([list, status]);
+}
+
+boot();

@@ -1,0 +1,301 @@
+//! Single memories over the API (list newest first, show, forget, search without a session, the
+//! queue per session), `mneme forget`, and the web view's login: a one-time code for a cookie
+//! that opens the view's routes only, from the view's own origin. The browser itself is driven
+//! in `tests/web_ui.rs`.
+
+mod common;
+
+use common::Daemon;
+use reqwest::{header, Method, StatusCode};
+use serde_json::{json, Value};
+
+const NO_EMBEDDER: &str = "[local]\nembedder = \"off\"\n";
+
+/// Retains `texts` in session `s` (project `proj`, so tagged `project:proj` by default scoping)
+/// and waits until they are stored.
+async fn retain(d: &Daemon, session: &str, cwd: &str, texts: &[&str]) {
+    d.start_session(session, cwd).await;
+    let items: Vec<Value> = texts.iter().map(|t| json!({"content": t})).collect();
+    let (status, v) = d.post(&format!("/v1/sessions/{session}/retain"), json!({"items": items})).await;
+    assert_eq!(status, 202, "{v}");
+    let (status, v) = d.post("/v1/flush", json!({"wait": true})).await;
+    assert_eq!(status, 200, "{v}");
+}
+
+#[tokio::test]
+async fn memories_are_listed_newest_first_by_bank_and_tag_and_paged() {
+    let d = Daemon::start(NO_EMBEDDER);
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let first: Vec<String> = (0..5).map(|i| format!("alpha fact number {i}")).collect();
+    let refs: Vec<&str> = first.iter().map(String::as_str).collect();
+    retain(&d, "s1", a.path().to_str().unwrap(), &refs).await;
+    retain(&d, "s2", b.path().to_str().unwrap(), &["beta fact in the other project"]).await;
+
+    let (status, v) = d.get("/v1/memories").await;
+    assert_eq!(status, 200, "{v}");
+    let texts: Vec<&str> = v["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(texts[0], "beta fact in the other project", "newest first: {texts:?}");
+    assert_eq!(
+        texts[1..],
+        [
+            "alpha fact number 4",
+            "alpha fact number 3",
+            "alpha fact number 2",
+            "alpha fact number 1",
+            "alpha fact number 0"
+        ]
+    );
+    assert!(v["next"].is_null());
+
+    let tag = v["memories"][1]["tags"][0].as_str().unwrap().to_owned();
+    assert!(tag.starts_with("project:"), "{tag}");
+    let (_, v) = d.get(&format!("/v1/memories?tags={tag}&limit=2")).await;
+    let page: Vec<&str> = v["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(page, ["alpha fact number 4", "alpha fact number 3"]);
+    let next = v["next"].as_str().expect("a next page").to_owned();
+    let (_, v) = d.get(&format!("/v1/memories?tags={tag}&limit=2&cursor={next}&preview=7")).await;
+    let page: Vec<&str> = v["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(page, ["alpha f…", "alpha f…"], "the next page, previews cut");
+
+    let (_, v) = d.get("/v1/memories?bank=nosuchbank").await;
+    assert_eq!(v["memories"], json!([]));
+    let (_, v) = d.get("/v1/banks").await;
+    assert_eq!(v["banks"][0]["memories"], 6, "{v}");
+
+    let (status, v) = d.get("/v1/memories?cursor=notanumber").await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("cursor"), "{v}");
+}
+
+#[tokio::test]
+async fn a_memory_shows_its_passages_and_forgetting_it_removes_it_from_recall_with_a_notice() {
+    let d = Daemon::start(NO_EMBEDDER);
+    let cwd = tempfile::tempdir().unwrap();
+    let long: String = (0..60).map(|i| format!("[user]: step {i} of the zephyr migration plan\n\n")).collect();
+    retain(&d, "s", cwd.path().to_str().unwrap(), &["the deploy key lives in vault under zephyr", &long]).await;
+    let (_, v) = d.get("/v1/memories").await;
+    let long_id = v["memories"][0]["id"].as_str().unwrap().to_owned();
+    let short_id = v["memories"][1]["id"].as_str().unwrap().to_owned();
+
+    let (status, detail) = d.get(&format!("/v1/memories/{long_id}")).await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["memory"]["content"], long.trim_end());
+    assert!(detail["passages"].as_array().unwrap().len() > 1, "a long memory is split: {detail}");
+    assert_eq!(detail["document_memories"], 1);
+
+    let (_, found) = d.post("/v1/search", json!({"query": "where is the deploy key"})).await;
+    assert!(found["results"].as_array().unwrap().iter().any(|r| r["id"] == short_id.as_str()), "{found}");
+
+    let (_, before) = d.get("/v1/status").await;
+    let out = d.cli().args(["forget", &short_id]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Deleted 1 memory"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let (status, v) = d.get(&format!("/v1/memories/{short_id}")).await;
+    assert_eq!(status, 404, "{v}");
+    assert_eq!(v["error"]["code"], "not_found");
+    let (_, found) = d.post("/v1/search", json!({"query": "where is the deploy key"})).await;
+    assert!(found["results"].as_array().unwrap().iter().all(|r| r["id"] != short_id.as_str()), "{found}");
+    let (_, notices) = d.get(&format!("/v1/notices?after={}", before["last_notice_id"])).await;
+    assert!(
+        notices["notices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["source"] == "forget" && n["message"].as_str().unwrap().contains(&short_id)),
+        "{notices}"
+    );
+
+    let (status, v) = d.req(Method::DELETE, &format!("/v1/memories/{short_id}"), None).await;
+    assert_eq!(status, 404, "forgetting twice: {v}");
+    let out = d.cli().args(["forget", "no-such-id"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no memory"), "{}", String::from_utf8_lossy(&out.stderr));
+    let (status, v) = d.req(Method::DELETE, "/v1/documents/doc", None).await;
+    assert_eq!(status, 400, "a document needs its bank: {v}");
+    let (status, v) = d.post("/v1/search", json!({"query": "  "})).await;
+    assert_eq!(status, 400, "{v}");
+}
+
+#[tokio::test]
+async fn forgetting_a_document_removes_every_memory_of_it() {
+    let d = Daemon::start(NO_EMBEDDER);
+    let (status, v) = d
+        .post(
+            "/v1/import",
+            json!({"memories": [
+                {"id": "m1", "bank": "b", "content": "first part of the design doc", "document_id": "design", "created_at": "2026-01-01T00:00:00Z"},
+                {"id": "m2", "bank": "b", "content": "second part of the design doc", "document_id": "design", "created_at": "2026-01-01T00:00:01Z"},
+                {"id": "m3", "bank": "b", "content": "unrelated note", "created_at": "2026-01-01T00:00:02Z"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let (_, detail) = d.get("/v1/memories/m1?bank=b").await;
+    assert_eq!(detail["document_memories"], 2, "{detail}");
+    let (status, v) = d.get("/v1/memories/m1?bank=other").await;
+    assert_eq!(status, 404, "ids are looked up in the bank named: {v}");
+    let out = d.cli().args(["forget", "--document", "design", "--bank", "b", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["deleted"], 2, "{v}");
+    let (_, v) = d.get("/v1/memories?bank=b").await;
+    let ids: Vec<&str> = v["memories"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["m3"]);
+}
+
+#[tokio::test]
+async fn the_queue_is_shown_per_session_with_its_last_delivery() {
+    let d = Daemon::start(NO_EMBEDDER);
+    let cwd = tempfile::tempdir().unwrap();
+    retain(&d, "qs", cwd.path().to_str().unwrap(), &["a queued fact"]).await;
+    let (status, v) = d.get("/v1/queue").await;
+    assert_eq!(status, 200, "{v}");
+    let row = v["sessions"].as_array().unwrap().iter().find(|s| s["session_id"] == "qs").expect("the session").clone();
+    assert_eq!(row["spooled"], 0, "{row}");
+    assert_eq!(row["last_delivery"]["ok"], true, "{row}");
+    assert_eq!(row["last_delivery"]["items"], 1, "{row}");
+    assert!(row["last_delivery"]["took_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(v["totals"]["dead"], 0);
+    assert_eq!(v["last_delivery"], row["last_delivery"]);
+}
+
+/// A browser-like client: cookies are sent by hand, as a browser would.
+struct Browser {
+    http: reqwest::Client,
+    origin: String,
+    cookie: String,
+}
+
+impl Browser {
+    async fn login(d: &Daemon) -> Browser {
+        let out = d.cli().args(["ui", "--no-open"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let url = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert!(url.starts_with(&format!("http://{}/ui/login?code=", d.addr)), "{url}");
+        assert!(!url.contains(&d.token), "the token is never in the URL");
+        let http = reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        let r = http.get(&url).header("sec-fetch-site", "none").send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        assert_eq!(r.headers()[header::LOCATION], "/ui/");
+        let set = r.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
+        for part in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+            assert!(set.contains(part), "{set}");
+        }
+        let again = http.get(&url).send().await.unwrap();
+        assert_eq!(again.status(), StatusCode::UNAUTHORIZED, "a code works once");
+        let cookie = set.split(';').next().unwrap().to_owned();
+        Browser { http, origin: format!("http://{}", d.addr), cookie }
+    }
+
+    fn req(&self, d: &Daemon, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.http.request(method, d.url(path)).header(header::COOKIE, &self.cookie)
+    }
+}
+
+#[tokio::test]
+async fn the_web_views_cookie_opens_its_routes_only_and_only_from_its_own_origin() {
+    let d = Daemon::start(NO_EMBEDDER);
+    let cwd = tempfile::tempdir().unwrap();
+    retain(&d, "s", cwd.path().to_str().unwrap(), &["a fact the view shows"]).await;
+
+    let page = reqwest::get(d.url("/ui/")).await.unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap().to_owned();
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    let html = page.text().await.unwrap();
+    assert!(!html.contains(&d.token));
+    let (status, v) = {
+        let r = reqwest::Client::new().get(d.url("/ui/session")).send().await.unwrap();
+        (r.status(), r.text().await.unwrap())
+    };
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(serde_json::from_str::<Value>(&v).unwrap()["logged_in"], false, "no cookie, no session: {v}");
+
+    let b = Browser::login(&d).await;
+    let r = b.req(&d, Method::GET, "/ui/session").header("sec-fetch-site", "same-origin").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let csrf = r.json::<Value>().await.unwrap()["csrf"].as_str().unwrap().to_owned();
+    assert!(!csrf.contains(&d.token));
+
+    let r = b.req(&d, Method::GET, "/v1/memories").header("sec-fetch-site", "same-origin").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["memories"][0]["content"], "a fact the view shows");
+
+    // Only the view's routes.
+    for (method, path) in [(Method::GET, "/v1/export"), (Method::POST, "/v1/clear"), (Method::POST, "/v1/ui/codes")] {
+        let r = b
+            .req(&d, method.clone(), path)
+            .header("origin", &b.origin)
+            .header("x-mneme-csrf", &csrf)
+            .header("content-type", "application/json")
+            .body("{\"all\":true}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{method} {path}");
+        assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "forbidden_for_browser");
+    }
+    // Another origin on the same machine (same site, so SameSite lets the cookie through).
+    let other = "http://127.0.0.1:9";
+    let r = b
+        .req(&d, Method::GET, "/v1/memories")
+        .header("origin", other)
+        .header("sec-fetch-site", "same-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "forbidden_cross_site");
+    let id = v["memories"][0]["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/memories/{id}");
+    let r =
+        b.req(&d, Method::DELETE, &path).header("origin", other).header("x-mneme-csrf", &csrf).send().await.unwrap();
+    assert_eq!(r.status(), 403, "a cross-origin delete");
+    let r = b.req(&d, Method::DELETE, &path).header("origin", &b.origin).send().await.unwrap();
+    assert_eq!(r.status(), 403, "a delete without the CSRF header");
+    let r = b
+        .req(&d, Method::DELETE, &path)
+        .header("origin", &b.origin)
+        .header("x-mneme-csrf", "wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "a delete with a wrong CSRF value");
+    let (status, _) = d.get(&path).await;
+    assert_eq!(status, 200, "still stored");
+    let r = b
+        .req(&d, Method::DELETE, &path)
+        .header("origin", &b.origin)
+        .header("sec-fetch-site", "same-origin")
+        .header("x-mneme-csrf", &csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let (status, _) = d.get(&path).await;
+    assert_eq!(status, 404, "forgotten");
+
+    // Logging out ends the session.
+    let r = b
+        .req(&d, Method::POST, "/ui/logout")
+        .header("origin", &b.origin)
+        .header("x-mneme-csrf", &csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let r = b.req(&d, Method::GET, "/v1/memories").send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = b.req(&d, Method::GET, "/ui/session").send().await.unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["logged_in"], false);
+    // A made-up cookie opens nothing either.
+    let r =
+        reqwest::Client::new().get(d.url("/v1/status")).header(header::COOKIE, "mneme_ui=0000").send().await.unwrap();
+    assert_eq!(r.status(), 401);
+}

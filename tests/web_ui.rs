@@ -1,0 +1,210 @@
+//! The web view at `/ui` in a real browser: Debian's Chromium, headless, driven over WebDriver
+//! by `tests/ui/browser_check.py`, inside a loopback-only network namespace with this build's
+//! `mneme serve` (the built-in embedder, so search works by meaning). The script records what
+//! the browser saw; each test here asserts on one part of it, so a failure names what broke.
+//!
+//! The run happens once per test binary (the first test to ask starts it); its screenshots
+//! stay in `MNEME_UI_OUT` when that is set (the closing note's images), else in a temp dir.
+//! Needs root (for the namespace), `chromium` and `chromedriver` (`.ci/run` installs them).
+//! Elsewhere the tests say why they did not run; under `CI=true` they fail instead.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+struct Run {
+    out: PathBuf,
+    results: Value,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Run {
+    fn step(&self, name: &str) -> &Value {
+        self.results["steps"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["step"] == name))
+            .unwrap_or_else(|| panic!("the browser run has no step {name}: {}", self.results))
+    }
+}
+
+fn unavailable() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root: the browser runs in a network namespace of its own (unshare -n)".into());
+    }
+    for tool in ["chromium", "chromedriver", "unshare"] {
+        if !Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success()) {
+            return Some(format!("{tool} is not installed (apt-get install chromium chromium-driver)"));
+        }
+    }
+    None
+}
+
+static RUN: OnceLock<Option<Run>> = OnceLock::new();
+
+/// The one browser run, or `None` (with the reason printed) where it cannot happen.
+fn run() -> Option<&'static Run> {
+    RUN.get_or_init(|| {
+        if let Some(reason) = unavailable() {
+            assert!(std::env::var("CI").is_err(), "the browser tests must run under CI: {reason}");
+            println!("web view tests skipped: {reason}");
+            return None;
+        }
+        let (dir, out) = match std::env::var_os("MNEME_UI_OUT") {
+            Some(p) => (None, PathBuf::from(p)),
+            None => {
+                let dir = tempfile::tempdir().unwrap();
+                let out = dir.path().join("run");
+                (Some(dir), out)
+            }
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let status = Command::new("bash")
+            .arg(root.join("tests/clients/netns.sh"))
+            .arg(root.join("tests/ui/check-browser.sh"))
+            .arg(&out)
+            .env("MNEME_BIN", common::bin())
+            .status()
+            .expect("run the browser check");
+        let text = std::fs::read_to_string(out.join("results.json")).unwrap_or_default();
+        assert!(status.success(), "the browser check failed ({status}); it saw: {text}");
+        let results: Value = serde_json::from_str(&text).expect("results.json");
+        println!("web view screenshots: {}", out.join("screenshots").display());
+        Some(Run { out, results, _dir: dir })
+    })
+    .as_ref()
+}
+
+#[test]
+fn logging_in_through_the_one_time_url_sets_a_strict_http_only_cookie() {
+    let Some(r) = run() else { return };
+    let before = r.step("before-login");
+    assert_eq!(before["items"], 0, "nothing is shown before the login");
+    assert!(before["text"].as_str().unwrap().contains("mneme ui"), "{before}");
+    let ui = r.step("mneme-ui");
+    assert_eq!(ui["rc"], 0, "{ui}");
+    assert_eq!(ui["url_has_code"], true);
+    assert_eq!(ui["url_has_token"], false, "the token is never in a URL");
+    let logged = r.step("logged-in");
+    assert!(logged["url"].as_str().unwrap().ends_with("/ui/"), "the code leaves the address bar: {logged}");
+    assert_eq!(r.step("code-reused")["status"], 401, "a code works once");
+    let cookie = r.step("cookie");
+    assert_eq!(cookie["cookies"].as_array().unwrap().len(), 1, "{cookie}");
+    let c = &cookie["cookies"][0];
+    assert_eq!(c["name"], "mneme_ui");
+    assert_eq!(c["httpOnly"], true);
+    assert_eq!(c["sameSite"], "Strict");
+    assert_eq!(cookie["readable_by_script"], "", "HttpOnly: scripts cannot read it");
+    assert_eq!(r.step("page-secrets")["token_in_page"], false);
+    let logout = r.step("logout");
+    assert_eq!(logout["cookies"], serde_json::json!([]), "logging out clears the cookie: {logout}");
+    assert_eq!(logout["anonymous_status"], 401);
+}
+
+#[test]
+fn retained_memories_appear_newest_first_paged_and_filtered_by_project() {
+    let Some(r) = run() else { return };
+    let seeded = r.step("seeded");
+    assert_eq!(seeded["memories"], 61, "{seeded}");
+    let first = r.step("first-render");
+    assert_eq!(first["items"], 50, "a full page of 50: {first}");
+    println!(
+        "first render: a list of 50 at {} ms after navigation start, {} bytes transferred ({} decoded)",
+        first["list_ms"], first["transferred_bytes"], first["decoded_bytes"]
+    );
+    assert_eq!(r.step("older-page")["items"], 11, "61 memories: the older page holds the last 11");
+    let tag = r.step("tag-filter");
+    assert_eq!(tag["all_tagged"], true, "{tag}");
+    let detail = r.step("detail");
+    assert!(detail["passages"].as_u64().unwrap() > 1, "a long memory shows its passages: {detail}");
+    let text = detail["text"].as_str().unwrap();
+    assert!(text.contains("design-notes (2 memories)") && text.contains("experience"), "{text}");
+    assert_eq!(r.step("escape-closes-detail")["hidden"], true);
+}
+
+#[test]
+fn search_finds_a_paraphrase_by_meaning_from_the_keyboard() {
+    let Some(r) = run() else { return };
+    let search = r.step("search");
+    assert_eq!(search["focused"], "query", "'/' focuses the search box: {search}");
+    let rank = search["rank"].as_u64().unwrap_or_else(|| panic!("the paraphrased fact was not found: {search}"));
+    assert!(rank <= 5, "{search}");
+    let reached = r.step("keyboard")["reached"].as_array().unwrap().clone();
+    for id in ["tab-memories", "tab-queue", "tab-notices", "tab-backend", "bank", "tags", "query", "item"] {
+        assert!(reached.iter().any(|x| x == id), "Tab never reached {id}: {reached:?}");
+    }
+}
+
+#[test]
+fn deleting_a_memory_in_the_view_removes_it_from_the_store() {
+    let Some(r) = run() else { return };
+    let delete = r.step("delete");
+    assert_eq!(delete["api_status"], 404, "the store no longer has it (checked through the API): {delete}");
+    assert_eq!(delete["still_listed"], false);
+    assert!(delete["toast"].as_str().unwrap().contains("Deleted 1 memory"), "{delete}");
+    assert_eq!(r.step("live-notice")["forget_notice"], true, "the deletion is reported as a notice");
+}
+
+#[test]
+fn a_failed_delivery_shows_up_live_and_dead_letters_can_be_retried() {
+    let Some(r) = run() else { return };
+    let live = r.step("live-notice");
+    assert_eq!(live["reload"], 200);
+    assert!(live["warning"].as_str().unwrap().contains("cannot reach Hindsight"), "{live}");
+    assert_ne!(live["highlighted"], "rgba(0, 0, 0, 0)", "warnings are highlighted: {live}");
+    let queue = r.step("queue");
+    let rows = queue["rows"].as_array().unwrap();
+    assert!(rows.iter().any(|row| row.as_str().unwrap().starts_with("ui-fail\t1\t0\t1\t0")), "{queue}");
+    assert!(queue["last"].as_str().unwrap().contains("failed"), "{queue}");
+    let retry = r.step("dead-letter-retry");
+    assert_eq!(retry["dead_rows"].as_array().unwrap().len(), 1, "{retry}");
+    assert_eq!(retry["toast"], "Re-queued 1 dead letter.");
+    assert_eq!(retry["delivered"], true, "{retry}");
+    assert_eq!(retry["dead_after"], 0);
+    let backend = r.step("backend");
+    assert!(backend["facts"].as_str().unwrap().contains("local"), "{backend}");
+    assert!(backend["embedding"].as_str().unwrap().contains("builtin:"), "the backfill progress is shown: {backend}");
+}
+
+#[test]
+fn a_page_on_another_origin_can_neither_read_nor_change_anything() {
+    let Some(r) = run() else { return };
+    let other = r.step("other-origin");
+    let outcome = &other["outcome"];
+    assert!(outcome["read"].as_str().unwrap().starts_with("blocked"), "a cross-origin read: {other}");
+    assert!(outcome["delete"].as_str().unwrap().starts_with("blocked"), "a cross-origin delete: {other}");
+    for opaque in ["read_no_cors", "retry_no_cors", "search_no_cors"] {
+        assert_eq!(outcome[opaque], "answered opaque 0 ", "nothing readable: {other}");
+    }
+    // The daemon itself refused them (not just the browser hiding the answers).
+    let refused = &other["refused_by_daemon"];
+    assert_eq!(refused["memories_403"], 2, "{other}");
+    assert_eq!(refused["retry_403"], 1, "{other}");
+    assert_eq!(refused["search_403"], 1, "{other}");
+    assert!(other["form_answer"].as_str().unwrap().contains("forbidden"), "the form POST to /v1/clear: {other}");
+    assert_eq!(other["target_status"], 200, "the memory the page tried to delete is still stored");
+    assert_eq!(other["memories_before"], other["memories_after"], "nothing was cleared");
+}
+
+#[test]
+fn the_view_reads_well_narrow_and_has_no_console_errors() {
+    let Some(r) = run() else { return };
+    assert_eq!(r.step("narrow")["overflow"], 0, "nothing scrolls sideways at 420 px");
+    let console = r.step("console")["entries"].as_array().unwrap().clone();
+    let problems: Vec<&Value> = console
+        .iter()
+        .filter(|e| e["level"] == "SEVERE" || e["level"] == "WARNING" || e["level"] == "UNAVAILABLE")
+        .filter(|e| !e["message"].as_str().unwrap_or("").starts_with("chrome://"))
+        .collect();
+    assert!(problems.is_empty(), "console: {problems:?}");
+    let shots = r.results["screenshots"].as_array().unwrap();
+    assert!(shots.len() >= 10, "{shots:?}");
+    for s in shots {
+        let p = Path::new(s.as_str().unwrap());
+        assert!(p.starts_with(&r.out) && std::fs::metadata(p).unwrap().len() > 5_000, "{p:?}");
+    }
+}
