@@ -88,14 +88,17 @@ def wait_http(url, seconds):
 
 
 class Daemon:
-    def __init__(self, root):
+    """`mneme serve` with its own config (`extra` appended) and storage dir under `root`."""
+
+    def __init__(self, root, extra=""):
         self.port = free_port()
         self.dir = os.path.join(root, "mneme")
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         self.config = os.path.join(root, "mneme.toml")
         self.base_config = f'[server]\nlisten = "127.0.0.1:{self.port}"\n[storage]\ndir = "{self.dir}"\n'
+        self.extra = extra
         self.write_config("")
-        self.log = open(os.path.join(root, "daemon.log"), "w")
+        self.log = open(os.path.join(root, "daemon.log"), "a")
         env = {**os.environ, "MNEME_CONFIG": self.config, "MNEME_LOG": "info"}
         self.proc = subprocess.Popen([MNEME, "serve"], env=env, stdout=self.log, stderr=self.log)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -105,7 +108,7 @@ class Daemon:
 
     def write_config(self, extra):
         with open(self.config, "w") as f:
-            f.write(self.base_config + extra)
+            f.write(self.base_config + self.extra + extra)
 
     def api(self, method, path, body=None):
         return request(method, self.url + path, body, {"Authorization": f"Bearer {self.token}"})
