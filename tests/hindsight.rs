@@ -183,3 +183,42 @@ async fn the_token_stays_secret_even_at_debug_level() {
     assert!(logged.contains("retain: POST"), "requests were logged");
     assert!(!logged.contains(token), "the token leaked into the log");
 }
+
+#[tokio::test]
+async fn the_web_views_routes_list_show_and_forget_documents_on_hindsight() {
+    let Some(url) = peer() else { return };
+    let bank = fresh("e2e-browse");
+    chunk_bank(&url, &bank).await;
+    let d = Daemon::start(&config(&url, &bank, ""));
+    let memories = json!({"memories": [
+        {"id": "a", "bank": bank, "content": "The heron queue drains every minute", "document_id": "doc-heron", "created_at": "2026-01-01T00:00:00Z"},
+        {"id": "b", "bank": bank, "content": "The ibis cache holds ten thousand keys", "document_id": "doc-ibis", "created_at": "2026-01-01T00:00:01Z"}
+    ]});
+    let (status, v) = d.post("/v1/import", memories).await;
+    assert_eq!(status, 200, "{v}");
+    wait_bank(&url, &bank, 2).await;
+
+    // No bank named: Hindsight lists the configured one.
+    let (status, page) = d.get("/v1/memories").await;
+    assert_eq!(status, 200, "{page}");
+    let listed = page["memories"].as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{page}");
+    let heron = listed.iter().find(|m| m["content"] == "The heron queue drains every minute").expect("heron").clone();
+    let id = heron["id"].as_str().unwrap();
+    let (status, detail) = d.get(&format!("/v1/memories/{id}")).await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["memory"]["document_id"], "doc-heron");
+    let (_, banks) = d.get("/v1/banks").await;
+    assert!(banks["banks"].as_array().unwrap().iter().any(|b| b["bank"] == bank.as_str()), "{banks}");
+
+    let (status, v) = d.req(reqwest::Method::DELETE, &format!("/v1/memories/{id}"), None).await;
+    assert_eq!(status, 422, "Hindsight 1.1 deletes documents, not single units: {v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("document"), "{v}");
+    let (status, v) = d.req(reqwest::Method::DELETE, &format!("/v1/documents/doc-heron?bank={bank}"), None).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(bank_texts(&url, &bank).await, ["The ibis cache holds ten thousand keys"]);
+    let (status, _) = d.req(reqwest::Method::DELETE, &format!("/v1/documents/doc-heron?bank={bank}"), None).await;
+    assert_eq!(status, 404);
+    let (_, found) = d.post("/v1/search", json!({"query": "ibis cache size"})).await;
+    assert!(found["results"].as_array().unwrap().iter().any(|r| r["text"] == "The ibis cache holds ten thousand keys"), "{found}");
+}

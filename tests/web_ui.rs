@@ -100,6 +100,10 @@ fn logging_in_through_the_one_time_url_sets_a_strict_http_only_cookie() {
     assert_eq!(c["sameSite"], "Strict");
     assert_eq!(cookie["readable_by_script"], "", "HttpOnly: scripts cannot read it");
     assert_eq!(r.step("page-secrets")["token_in_page"], false);
+    let secrets = r.step("secrets-in-log");
+    assert_eq!(secrets["checked"], 3, "the token, the code and the cookie: {secrets}");
+    assert_eq!(secrets["found"], serde_json::json!([]), "no secret in the daemon's debug log: {secrets}");
+    assert!(secrets["log_lines"].as_u64().unwrap() > 50, "the log has the requests: {secrets}");
     let logout = r.step("logout");
     assert_eq!(logout["cookies"], serde_json::json!([]), "logging out clears the cookie: {logout}");
     assert_eq!(logout["anonymous_status"], 401);

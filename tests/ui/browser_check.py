@@ -98,8 +98,10 @@ class Daemon:
         self.base_config = f'[server]\nlisten = "127.0.0.1:{self.port}"\n[storage]\ndir = "{self.dir}"\n'
         self.extra = extra
         self.write_config("")
-        self.log = open(os.path.join(root, "daemon.log"), "a")
-        env = {**os.environ, "MNEME_CONFIG": self.config, "MNEME_LOG": "info"}
+        self.log_path = os.path.join(root, "daemon.log")
+        self.log = open(self.log_path, "a")
+        # Debug: every request is logged (by route), so the secrets check below covers them.
+        env = {**os.environ, "MNEME_CONFIG": self.config, "MNEME_LOG": os.environ.get("MNEME_UI_LOG", "debug")}
         self.proc = subprocess.Popen([MNEME, "serve"], env=env, stdout=self.log, stderr=self.log)
         self.url = f"http://127.0.0.1:{self.port}"
         wait_http(self.url + "/v1/health", 30)
@@ -326,6 +328,12 @@ def main():
         if b:
             b.quit()
         d.stop()
+        # The token, the login code and the cookie value must appear in no log line.
+        with open(d.log_path) as f:
+            text = f.read()
+        secrets = [d.token] + results.pop("_secrets", [])
+        step("secrets-in-log", log_lines=text.count("\n"), checked=len(secrets),
+             found=[i for i, x in enumerate(secrets) if x and x in text])
         with open(os.path.join(OUT, "results.json"), "w") as f:
             json.dump(results, f, indent=1)
 
@@ -340,6 +348,7 @@ def run_view(d, b, scope, fact_id, delete_id):
 
     out = d.cli("ui", "--no-open")
     login_url = out.stdout.strip()
+    results["_secrets"] = [login_url.split("code=")[-1]]
     step("mneme-ui", rc=out.returncode, stderr=out.stderr.strip(), url_has_code="/ui/login?code=" in login_url,
          url_has_token=d.token in login_url)
     t0 = time.time()
@@ -351,6 +360,7 @@ def run_view(d, b, scope, fact_id, delete_id):
     status, _ = request("GET", login_url)
     step("code-reused", status=status)
     cookies = b.call("GET", "/cookie")
+    results["_secrets"] += [c["value"] for c in cookies]
     step("cookie", cookies=[{k: c.get(k) for k in ("name", "httpOnly", "sameSite", "path", "secure")} for c in cookies],
          readable_by_script=b.js("return document.cookie"))
 
