@@ -335,7 +335,7 @@ impl MemoryBackend for HindsightBackend {
 
     async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
         // Each memory is its own document (its id unless it has one), so a re-import replaces
-        // instead of duplicating; each chunk's operation id derives from its memories' ids.
+        // instead of duplicating; each chunk's operation id derives from its bank and its memories' ids.
         let mut start = 0;
         while start < memories.len() {
             let bank = &memories[start].bank;
@@ -360,7 +360,9 @@ impl MemoryBackend for HindsightBackend {
             let body = RetainRequest {
                 items,
                 is_async: true,
-                operation_id: operation_id(&format!("import:{}", ids.join(","))),
+                // Hindsight's operation ids are global, not per bank: the bank is part of it, or
+                // importing the same export into a second bank is refused (409).
+                operation_id: operation_id(&format!("import:{bank}:{}", ids.join(","))),
             };
             self.ensure_bank(bank).await;
             let url = self.bank_url(bank, &["memories"]);

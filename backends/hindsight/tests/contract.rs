@@ -230,3 +230,30 @@ async fn a_bank_is_browsed_shown_and_its_documents_forgotten() {
     let missing = b.forget(&Forget::Document { id: "doc-okapi".into(), bank: bank.clone() }).await;
     assert!(matches!(missing, Err(BackendError::NotFound(_))), "{missing:?}");
 }
+
+#[tokio::test]
+async fn one_export_imports_into_two_banks_and_again_into_the_same_one() {
+    let Some(url) = peer_url() else { return };
+    let b = backend(&url);
+    let (one, two) = (fresh_bank("contract-import-a"), fresh_bank("contract-import-b"));
+    chunk_bank(&url, &one).await;
+    chunk_bank(&url, &two).await;
+    let export = |bank: &str| {
+        vec![StoredMemory {
+            id: "same-id-in-every-export".into(),
+            bank: bank.into(),
+            content: "The kestrel job runs at dawn".into(),
+            context: None,
+            tags: vec![],
+            metadata: BTreeMap::new(),
+            document_id: None,
+            kind: MemoryType::World,
+            created_at: "2026-01-02T03:04:05Z".into(),
+        }]
+    };
+    b.import(&export(&one)).await.unwrap();
+    b.import(&export(&two)).await.expect("operation ids are global on Hindsight: the bank must be part of it");
+    b.import(&export(&one)).await.expect("a re-import is idempotent");
+    assert_eq!(wait_for_count(&url, &one, 1).await, ["The kestrel job runs at dawn"]);
+    assert_eq!(wait_for_count(&url, &two, 1).await, ["The kestrel job runs at dawn"]);
+}
