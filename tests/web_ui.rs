@@ -44,11 +44,24 @@ fn unavailable() -> Option<String> {
     None
 }
 
-static RUN: OnceLock<Option<Run>> = OnceLock::new();
+static RUN: OnceLock<Result<Option<Run>, String>> = OnceLock::new();
 
-/// The one browser run, or `None` (with the reason printed) where it cannot happen.
+/// The one browser run, or `None` (with the reason printed) where it cannot happen. A failed
+/// run fails every test with what it saw (and runs once, not once per test).
 fn run() -> Option<&'static Run> {
-    RUN.get_or_init(|| {
+    let run = RUN.get_or_init(|| std::panic::catch_unwind(browser_run).map_err(|e| panic_text(&*e)));
+    match run {
+        Ok(run) => run.as_ref(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}
+
+fn browser_run() -> Option<Run> {
+    {
         if let Some(reason) = unavailable() {
             assert!(std::env::var("CI").is_err(), "the browser tests must run under CI: {reason}");
             println!("web view tests skipped: {reason}");
@@ -75,8 +88,7 @@ fn run() -> Option<&'static Run> {
         let results: Value = serde_json::from_str(&text).expect("results.json");
         println!("web view screenshots: {}", out.join("screenshots").display());
         Some(Run { out, results, _dir: dir })
-    })
-    .as_ref()
+    }
 }
 
 #[test]
@@ -151,6 +163,10 @@ fn deleting_a_memory_in_the_view_removes_it_from_the_store() {
     assert_eq!(delete["still_listed"], false);
     assert!(delete["toast"].as_str().unwrap().contains("Deleted 1 memory"), "{delete}");
     assert_eq!(r.step("live-notice")["forget_notice"], true, "the deletion is reported as a notice");
+    let doc = r.step("delete-document");
+    assert_eq!(doc["label"], "Delete document (2)", "{doc}");
+    assert!(doc["question"].as_str().unwrap().contains("all 2 of its memories"), "{doc}");
+    assert_eq!(doc["api_status"], serde_json::json!([404, 404]), "both memories of the document are gone: {doc}");
 }
 
 #[test]

@@ -181,7 +181,10 @@ class Browser:
         return self.call("POST", "/element", {"using": "css selector", "value": css})[ELEMENT]
 
     def click(self, css):
-        self.call("POST", f"/element/{self.find(css)}/click", {})
+        element = self.find(css)
+        # In the middle of the window: never under the sticky header.
+        self.js("arguments[0].scrollIntoView({block: 'center'})", {ELEMENT: element})
+        self.call("POST", f"/element/{element}/click", {})
 
     def type(self, css, text):
         self.call("POST", f"/element/{self.find(css)}/value", {"text": text})
@@ -437,8 +440,26 @@ def run_view(d, b, scope, fact_id, delete_id):
     b.wait("return !document.getElementById('toast').hidden", "the toast")
     toast = b.js("return document.getElementById('toast').textContent")
     status, _ = d.api("GET", f"/v1/memories/{delete_id}")
-    still_listed = b.js("return !!document.querySelector('#list .item[data-id=\"' + arguments[0] + '\"]')", delete_id)
+    try:  # the list is drawn again without it
+        b.wait("return !document.querySelector('#list .item[data-id=\"' + arguments[0] + '\"]')", "the list without it", 10, delete_id)
+        still_listed = False
+    except RuntimeError:
+        still_listed = True
     step("delete", toast=toast, api_status=status, still_listed=still_listed)
+
+    # Delete a whole document (both of its memories) the same way.
+    b.click('#list .item[data-id="design-2"]')
+    b.wait("return document.getElementById('detail').dataset.id === 'design-2'", "the document's memory")
+    label = b.js("return document.getElementById('forget-document').textContent")
+    b.click("#forget-document")
+    b.wait("return document.getElementById('confirm').open", "the document confirmation")
+    question = b.js("return document.getElementById('confirm-text').textContent")
+    b.click("#confirm-ok")
+    b.wait("return document.getElementById('toast').textContent.includes('design-notes') || "
+           "document.getElementById('toast').textContent.includes('2 memories')", "the document toast")
+    gone = [d.api("GET", f"/v1/memories/{i}")[0] for i in ("design-1", "design-2")]
+    step("delete-document", label=label, question=question, toast=b.js("return document.getElementById('toast').textContent"),
+         api_status=gone)
 
     # Notices, live: a delivery that fails (the backend switched to a Hindsight nobody serves).
     b.go(d.url + "/ui/#notices")
