@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use tokio::sync::broadcast;
 
 use crate::lock::MutexExt;
-use crate::queue::spool::{NoticeRow, Spool};
+use crate::spool::{NoticeRow, Spool};
 
 /// Notices kept in history.
 pub const KEEP: usize = 1000;
@@ -107,7 +107,7 @@ impl Notices {
     }
 
     /// Notices after `after`, oldest first.
-    pub async fn after(&self, after: i64, limit: usize) -> Result<Vec<NoticeRow>, crate::queue::spool::SpoolError> {
+    pub async fn after(&self, after: i64, limit: usize) -> Result<Vec<NoticeRow>, crate::spool::SpoolError> {
         self.spool.notices_after(after, limit).await
     }
 

@@ -89,25 +89,42 @@ async fn bad_requests_get_json_4xx() {
     assert_eq!(status["queue"]["spooled"], 0);
 }
 
-#[tokio::test]
-async fn a_session_from_start_to_end() {
+/// A daemon (flush by hand, automatic retain every 2 turns) with session `s1` in project
+/// "Widget", and its project folder.
+async fn widget_session() -> (Daemon, tempfile::TempDir) {
     let d = Daemon::start("[queue]\nflush_interval = \"60s\"\n[retain]\nevery_n_turns = 2\n");
     let proj = tempfile::tempdir().unwrap();
     let cwd = proj.path().join("Widget");
     std::fs::create_dir_all(&cwd).unwrap();
     let started = d.start_session("s1", cwd.to_str().unwrap()).await;
     assert_eq!(started["scope"], json!({"bank": "mneme", "tags": ["project:widget"]}));
+    (d, proj)
+}
 
-    let (status, v) = d
-        .post(
-            "/v1/sessions/s1/retain",
-            json!({"items": [
-                {"content": "The widget service builds with cargo nextest"},
-                {"content": "Deploys of the widget go through the staging cluster first", "context": "ops"},
-                {"content": "<private>only secrets here</private>"}
-            ]}),
-        )
-        .await;
+/// [`widget_session`] with three facts retained and delivered.
+async fn widget_with_facts() -> (Daemon, tempfile::TempDir) {
+    let (d, proj) = widget_session().await;
+    let (status, v) = d.post("/v1/sessions/s1/retain", json!({"items": widget_facts()})).await;
+    assert_eq!(status, 202, "{v}");
+    let (_, v) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "widget uses tabs"}]})).await;
+    assert_eq!(v["message"], "1 memory queued.");
+    let (status, v) = d.post("/v1/flush", json!({"session_id": "s1"})).await;
+    assert_eq!((status, v), (200, json!({"delivered": 3, "failed": 0})));
+    (d, proj)
+}
+
+fn widget_facts() -> Value {
+    json!([
+        {"content": "The widget service builds with cargo nextest"},
+        {"content": "Deploys of the widget go through the staging cluster first", "context": "ops"},
+        {"content": "<private>only secrets here</private>"}
+    ])
+}
+
+#[tokio::test]
+async fn retains_are_counted_private_items_skipped_and_a_flush_delivers_them() {
+    let (d, _proj) = widget_session().await;
+    let (status, v) = d.post("/v1/sessions/s1/retain", json!({"items": widget_facts()})).await;
     assert_eq!(status, 202, "{v}");
     assert_eq!(
         v,
@@ -121,7 +138,11 @@ async fn a_session_from_start_to_end() {
 
     let (status, v) = d.post("/v1/flush", json!({"session_id": "s1"})).await;
     assert_eq!((status, v), (200, json!({"delivered": 3, "failed": 0})));
+}
 
+#[tokio::test]
+async fn recall_says_what_it_found_and_the_instructions_list_recent_memories() {
+    let (d, _proj) = widget_with_facts().await;
     let (_, v) = d.post("/v1/sessions/s1/recall", json!({"query": "how do deploys work?"})).await;
     let msg = v["message"].as_str().unwrap();
     assert!(msg.starts_with("Found 1 relevant memories (as of "), "{msg}");
@@ -133,8 +154,11 @@ async fn a_session_from_start_to_end() {
     let (_, v) = d.get("/v1/sessions/s1/instructions").await;
     let md = v["markdown"].as_str().unwrap();
     assert!(md.contains("# Memory") && md.contains("widget uses tabs"), "{md}");
+}
 
-    // First-turn recall: once per session, then cached in the instructions.
+#[tokio::test]
+async fn first_turn_recall_happens_once_per_session_and_is_cached_in_the_instructions() {
+    let (d, _proj) = widget_with_facts().await;
     let (_, v) = d.post("/v1/sessions/s1/agent-start", json!({"prompt": "   ", "messages": []})).await;
     assert_eq!(v["inject"], Value::Null);
     let (_, v) =
@@ -147,8 +171,11 @@ async fn a_session_from_start_to_end() {
     assert_eq!(v["inject"], Value::Null, "recall happens once per session");
     let (_, v) = d.get("/v1/sessions/s1/instructions").await;
     assert!(v["markdown"].as_str().unwrap().contains(&block));
+}
 
-    // Automatic retain every 2 user turns, the whole session as one document.
+#[tokio::test]
+async fn automatic_retain_every_n_turns_keeps_the_session_as_one_document() {
+    let (d, _proj) = widget_session().await;
     let turn = |n: usize| -> Vec<Value> {
         (0..n)
             .flat_map(|i| {
@@ -173,8 +200,11 @@ async fn a_session_from_start_to_end() {
         .as_str()
         .unwrap()
         .contains("[role: user]\nquestion 3 about the frobnicator\n[user:end]"));
+}
 
-    // Compaction: flush, then the block for the last user message.
+#[tokio::test]
+async fn compaction_flushes_then_recalls_for_the_last_user_message() {
+    let (d, _proj) = widget_with_facts().await;
     let (_, v) = d
         .post(
             "/v1/sessions/s1/compaction",
@@ -182,7 +212,11 @@ async fn a_session_from_start_to_end() {
         )
         .await;
     assert!(v["context"].as_str().unwrap().contains("staging cluster"), "{v}");
+}
 
+#[tokio::test]
+async fn reflect_is_unsupported_on_local_and_an_ended_session_is_gone() {
+    let (d, _proj) = widget_with_facts().await;
     let (status, v) = d.post("/v1/sessions/s1/reflect", json!({"query": "why?"})).await;
     assert_eq!((status, v["error"]["code"].as_str()), (422, Some("unsupported")), "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("hindsight"));

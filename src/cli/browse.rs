@@ -4,11 +4,10 @@ use std::process::ExitCode;
 
 use mneme_core::Forgotten;
 use reqwest::{Method, Url};
-use serde_json::json;
 
 use super::client::Client;
 use super::CliError;
-use crate::daemon::api::UiCode;
+use crate::daemon::api::{UiCode, UiCodeRequest};
 
 /// What `mneme forget` deletes.
 pub struct ForgetTarget {
@@ -21,7 +20,7 @@ pub struct ForgetTarget {
 }
 
 /// `/{segments…}?bank=…`, each segment percent-encoded (ids may hold any character).
-fn api_path(segments: &[&str], bank: Option<&str>) -> String {
+pub(super) fn api_path(segments: &[&str], bank: Option<&str>) -> String {
     let mut url = Url::parse("http://mneme/").expect("static URL");
     url.path_segments_mut().expect("http URL has a path").pop_if_empty().extend(segments);
     if let Some(bank) = bank {
@@ -37,7 +36,7 @@ fn api_path(segments: &[&str], bank: Option<&str>) -> String {
 pub async fn forget(client: &Client, target: ForgetTarget, json_out: bool) -> Result<ExitCode, CliError> {
     let kind = if target.document { "documents" } else { "memories" };
     let path = api_path(&["v1", kind, &target.id], target.bank.as_deref());
-    let done: Forgotten = client.call(Method::DELETE, &path, None).await?;
+    let done: Forgotten = client.send(Method::DELETE, &path).await?;
     if json_out {
         println!("{}", serde_json::to_string_pretty(&done).expect("serializes"));
     } else {
@@ -56,8 +55,8 @@ pub struct UiOptions {
 
 /// Prints a one-time login URL for the web view and, on a desktop, opens it.
 pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<ExitCode, CliError> {
-    let body = json!({ "valid_for_seconds": opts.valid_for.map(|d| d.as_secs()) });
-    let code: UiCode = client.call(Method::POST, "/v1/ui/codes", Some(&body)).await?;
+    let body = UiCodeRequest { valid_for_seconds: opts.valid_for.map(|d| d.as_secs()) };
+    let code: UiCode = client.post("/v1/ui/codes", &body).await?;
     if json_out {
         println!("{}", serde_json::to_string_pretty(&code).expect("serializes"));
         return Ok(ExitCode::SUCCESS);

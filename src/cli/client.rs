@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Settings;
-use crate::daemon::api::{Health, PROTOCOL};
+use crate::daemon::api::{ErrorAnswer, Health, PROTOCOL};
 
 use super::CliError;
 
@@ -72,6 +73,30 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<T, CliError> {
+        self.request(method, path, body).await
+    }
+
+    /// `GET path`, decoded as one of the API's answer types.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
+        self.request(Method::GET, path, None::<&()>).await
+    }
+
+    /// `POST path` with one of the API's request types as the body.
+    pub async fn post<T: DeserializeOwned, B: Serialize + ?Sized>(&self, path: &str, body: &B) -> Result<T, CliError> {
+        self.request(Method::POST, path, Some(body)).await
+    }
+
+    /// A request without a body (`POST /v1/retry`, `DELETE …`).
+    pub async fn send<T: DeserializeOwned>(&self, method: Method, path: &str) -> Result<T, CliError> {
+        self.request(method, path, None::<&()>).await
+    }
+
+    async fn request<T: DeserializeOwned, B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T, CliError> {
         let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
         if let Some(b) = body {
             req = req.json(b);
@@ -81,8 +106,7 @@ impl Client {
         let text =
             resp.text().await.map_err(|e| CliError::Other(format!("reading the daemon's answer failed: {e}")))?;
         if !status.is_success() {
-            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            let message = v["error"]["message"].as_str().unwrap_or(&text).to_owned();
+            let message = serde_json::from_str::<ErrorAnswer>(&text).map_or(text, |e| e.error.message);
             return Err(CliError::Daemon { status: status.as_u16(), message });
         }
         serde_json::from_str(&text).map_err(|e| CliError::Other(format!("unexpected answer from the daemon: {e}")))

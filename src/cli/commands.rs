@@ -10,7 +10,10 @@ use serde_json::{json, Value};
 
 use super::{CliError, Client, Command, ConfigAction};
 use crate::config::{self, Loaded};
-use crate::daemon::api::{Notice, NoticeList, Status};
+use crate::daemon::api::{
+    Clear, Cleared, Flush, Flushed, Notice, NoticeList, Queued, Recall, RecallAnswer, Reloaded, Requeued, Retain, RetainItem,
+    SessionStarted, StartSession, Status,
+};
 
 /// Loads the config file the flag / environment point at.
 pub(super) fn load_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
@@ -54,22 +57,21 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
 pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool) -> Result<ExitCode, CliError> {
     let settings = load_settings(flag)?.settings;
     let client = Client::connect(&settings).await?;
-    let print = |v: &Value, human: String| {
+    let print = |v: &dyn erased::Json, human: String| {
         if as_json {
-            println!("{v}");
+            println!("{}", v.json());
         } else {
             println!("{human}");
         }
     };
     match command {
         Command::Status => {
-            let v: Value = client.call(Method::GET, "/v1/status", None).await?;
-            let s: Status = serde_json::from_value(v.clone()).map_err(|e| CliError::Other(e.to_string()))?;
-            print(&v, human_status(&s));
+            let s: Status = client.get("/v1/status").await?;
+            print(&s, human_status(&s));
         }
         Command::Flush { session } => {
-            let v: Value = client.call(Method::POST, "/v1/flush", Some(&json!({ "session_id": session }))).await?;
-            let (delivered, failed) = (v["delivered"].as_u64().unwrap_or(0), v["failed"].as_u64().unwrap_or(0));
+            let v: Flushed = client.post("/v1/flush", &Flush { session_id: session, wait: true }).await?;
+            let Flushed { delivered, failed } = v;
             print(&v, format!("Delivered {delivered} {}, {failed} failed.", noun(delivered)));
             if failed > 0 {
                 if !as_json {
@@ -89,20 +91,17 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
                 text
             };
             let id = cli_session(&client, session).await?;
-            let body = json!({ "items": [{ "content": text, "context": context }] });
-            let v: Value = client.call(Method::POST, &format!("/v1/sessions/{id}/retain"), Some(&body)).await?;
-            print(&v, v["message"].as_str().unwrap_or_default().to_owned());
+            let body = Retain { items: vec![RetainItem { content: text, context }] };
+            let v: Queued = client.post(&session_path(&id, "retain"), &body).await?;
+            print(&v, v.message.clone());
         }
         Command::Recall { session, query } => {
             let id = cli_session(&client, session).await?;
-            let v: Value = client
-                .call(Method::POST, &format!("/v1/sessions/{id}/recall"), Some(&json!({ "query": query })))
-                .await?;
-            print(&v, v["message"].as_str().unwrap_or_default().to_owned());
+            let v: RecallAnswer = client.post(&session_path(&id, "recall"), &Recall { query }).await?;
+            print(&v, v.message.clone());
         }
         Command::Notices { follow, after } => {
-            let list: NoticeList =
-                client.call(Method::GET, &format!("/v1/notices?after={after}&limit=1000"), None).await?;
+            let list: NoticeList = client.get(&format!("/v1/notices?after={after}&limit=1000")).await?;
             let mut last = after;
             for n in &list.notices {
                 print_notice(n, as_json);
@@ -121,9 +120,8 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
                     "clear deletes memories and cannot be undone; add --yes to confirm".into(),
                 ));
             }
-            let body = json!({ "session_id": session, "all": all, "remote": remote });
-            let v: Value = client.call(Method::POST, "/v1/clear", Some(&body)).await?;
-            print(&v, v["message"].as_str().unwrap_or_default().to_owned());
+            let v: Cleared = client.post("/v1/clear", &Clear { session_id: session, all, remote }).await?;
+            print(&v, v.message.clone());
         }
         Command::Forget { id, bank, document } => {
             return super::browse::forget(&client, super::browse::ForgetTarget { id, bank, document }, as_json).await;
@@ -132,21 +130,20 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             return super::browse::ui(&client, super::browse::UiOptions { valid_for, no_open }, as_json).await;
         }
         Command::Retry => {
-            let v: Value = client.call(Method::POST, "/v1/retry", None).await?;
-            let n = v["requeued"].as_u64().unwrap_or(0);
+            let v: Requeued = client.send(Method::POST, "/v1/retry").await?;
+            let n = v.requeued;
             print(&v, format!("Re-queued {n} dead {}.", if n == 1 { "letter" } else { "letters" }));
         }
-        Command::Reload => match client.call::<Value>(Method::POST, "/v1/reload", None).await {
+        Command::Reload => match client.send::<Reloaded>(Method::POST, "/v1/reload").await {
             Ok(v) => {
-                let backend = v["backend"].as_str().unwrap_or("?");
-                let mut human = if v["changed"] == true {
+                let backend = v.backend;
+                let mut human = if v.changed {
                     format!("Switched the memory backend to {backend}.")
                 } else {
                     format!("Reloaded the configuration (backend {backend}, unchanged).")
                 };
-                if let Some(keys) = v["restart_needed"].as_array().filter(|k| !k.is_empty()) {
-                    let keys: Vec<&str> = keys.iter().filter_map(Value::as_str).collect();
-                    human.push_str(&format!(" Restart mneme to apply {}.", keys.join(", ")));
+                if !v.restart_needed.is_empty() {
+                    human.push_str(&format!(" Restart mneme to apply {}.", v.restart_needed.join(", ")));
                 }
                 print(&v, human);
             }
@@ -170,8 +167,14 @@ async fn cli_session(client: &Client, session: Option<String>) -> Result<String,
         return Ok(id);
     }
     let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into());
-    let body = json!({ "session_id": "cli", "cwd": cwd, "agent": "mneme-cli" });
-    let _: Value = client.call(Method::POST, "/v1/sessions", Some(&body)).await?;
+    let body = StartSession {
+        session_id: "cli".into(),
+        cwd,
+        agent: Some("mneme-cli".into()),
+        parent_session_id: None,
+        tools: None,
+    };
+    let _: SessionStarted = client.post("/v1/sessions", &body).await?;
     Ok("cli".into())
 }
 
@@ -271,4 +274,24 @@ fn human_status(s: &Status) -> String {
         s.storage_dir,
         if s.last_notice_id > 0 { format!("last #{} (see `mneme notices`)", s.last_notice_id) } else { "none".into() },
     )
+}
+
+/// `/v1/sessions/{id}/{tail}` with the id percent-encoded (an agent's session id may hold any
+/// character).
+fn session_path(id: &str, tail: &str) -> String {
+    super::browse::api_path(&["v1", "sessions", id, tail], None)
+}
+
+/// Printing any answer type as JSON (`--json`) through one closure.
+mod erased {
+    /// A value that prints as one line of JSON.
+    pub trait Json {
+        fn json(&self) -> String;
+    }
+
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> String {
+            serde_json::to_string(self).expect("plain data serializes")
+        }
+    }
 }

@@ -12,7 +12,7 @@ use super::{CliError, Client};
 use crate::config;
 use crate::daemon::api::Status;
 use crate::files;
-use crate::queue::spool::Spool;
+use crate::spool::Spool;
 
 struct Report {
     lines: Vec<(bool, String, Option<String>)>,

@@ -25,7 +25,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mneme_core::text::Message;
 use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 pub use install::{install, mcp_headers, Install, EVENTS};
@@ -34,6 +37,10 @@ pub use transcript::read_transcript;
 use super::commands::load_settings;
 use super::{CliError, Client};
 use crate::config::Settings;
+use crate::daemon::api::{
+    AgentEnded, AgentStart, CompactionContext, Flush, Flushed, Inject, Instructions, Messages, SessionStarted, StartSession,
+    TurnInfo,
+};
 use crate::session::ToolNames;
 
 /// Largest event accepted on stdin.
@@ -125,27 +132,58 @@ struct Hook<'a> {
     client: Client,
     session: &'a str,
     base: String,
-    start: Value,
+    start: StartSession,
 }
+
+/// An answer whose content the hook does not need.
+#[derive(serde::Deserialize)]
+struct Ignored {}
 
 impl Hook<'_> {
     /// A call on the session; a session the daemon does not know (it ended, or SessionStart did
     /// not get through) is started first.
-    async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value, CliError> {
+    async fn post<T: DeserializeOwned, B: Serialize>(&self, path: &str, body: &B) -> Result<T, CliError> {
         let url = format!("{}{path}", self.base);
-        match self.client.call::<Value>(method.clone(), &url, body).await {
+        match self.client.post(&url, body).await {
             Err(CliError::Daemon { status: 404, .. }) => {
                 self.start().await?;
-                self.client.call(method, &url, body).await
+                self.client.post(&url, body).await
             }
             other => other,
         }
     }
 
-    async fn start(&self) -> Result<Value, CliError> {
-        self.client.call(Method::POST, "/v1/sessions", Some(&self.start)).await
+    /// [`Hook::post`] for a GET.
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
+        let url = format!("{}{path}", self.base);
+        match self.client.get(&url).await {
+            Err(CliError::Daemon { status: 404, .. }) => {
+                self.start().await?;
+                self.client.get(&url).await
+            }
+            other => other,
+        }
+    }
+
+    async fn start(&self) -> Result<SessionStarted, CliError> {
+        self.client.post("/v1/sessions", &self.start).await
     }
 }
+
+/// What the session routes answer, or a 404 (the session is gone) taken as nothing to do.
+fn unless_gone<T>(r: Result<T, CliError>) -> Result<(), CliError> {
+    match r {
+        Ok(_) | Err(CliError::Daemon { status: 404, .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn claude_turn(messages: Vec<Message>) -> Messages {
+    Messages { turn: TurnInfo { agent: Some(AGENT.into()), request: None }, ..Messages::new(messages) }
+}
+
+/// The agent name the hook reports.
+const AGENT: &str = "claude-code";
 
 async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer, CliError> {
     let session = event["session_id"].as_str().unwrap_or_default();
@@ -162,59 +200,53 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         client: Client::connect(settings).await?,
         session,
         base: format!("/v1/sessions/{}", encode_segment(session)),
-        start: json!({"session_id": session, "cwd": cwd, "agent": "claude-code", "tools": tools}),
+        start: StartSession {
+            session_id: session.to_owned(),
+            cwd,
+            agent: Some(AGENT.into()),
+            parent_session_id: None,
+            tools: Some(tools),
+        },
     };
     match name {
         "SessionStart" => {
             hook.start().await?;
-            let v = hook.call(Method::GET, "/instructions", None).await?;
-            let mut text = v["markdown"].as_str().unwrap_or_default().to_owned();
+            let v: Instructions = hook.get("/instructions").await?;
+            let mut text = v.markdown.unwrap_or_default();
             if event["source"] == "compact" {
                 let messages = read_transcript(transcript.as_deref());
-                let v = hook.call(Method::POST, "/compaction", Some(&json!({"messages": messages}))).await?;
-                if let Some(c) = v["context"].as_str() {
+                let v: CompactionContext = hook.post("/compaction", &Messages::new(messages)).await?;
+                if let Some(c) = v.context {
                     text.push_str(&format!("\n\nMemories relevant to the conversation before compaction:\n{c}\n"));
                 }
             }
             Ok(context(name, Some(text)))
         }
         "UserPromptSubmit" => {
-            let prompt = event["prompt"].as_str().unwrap_or_default();
+            let prompt = event["prompt"].as_str().unwrap_or_default().to_owned();
             let messages = read_transcript(transcript.as_deref());
-            let body = json!({"prompt": prompt, "messages": messages, "agent": "claude-code"});
-            let v = hook.call(Method::POST, "/agent-start", Some(&body)).await?;
-            Ok(context(name, v["inject"].as_str().map(str::to_owned)))
+            let turn = TurnInfo { agent: Some(AGENT.into()), request: None };
+            let v: Inject = hook.post("/agent-start", &AgentStart { prompt, messages, turn }).await?;
+            Ok(context(name, v.inject))
         }
         "PreCompact" => {
-            let body = json!({"session_id": hook.session, "wait": false});
-            match hook.client.call::<Value>(Method::POST, "/v1/flush", Some(&body)).await {
-                Ok(_) | Err(CliError::Daemon { status: 404, .. }) => Ok(Answer::Nothing),
-                Err(e) => Err(e),
-            }
+            let body = Flush { session_id: Some(hook.session.to_owned()), wait: false };
+            unless_gone(hook.client.post::<Flushed, _>("/v1/flush", &body).await)?;
+            Ok(Answer::Nothing)
         }
         "Stop" => {
             let messages = read_transcript(transcript.as_deref());
-            let body = json!({
-                "messages": messages,
-                "reply": event["last_assistant_message"].as_str(),
-                "agent": "claude-code",
-                "wait": false,
-            });
-            hook.call(Method::POST, "/agent-end", Some(&body)).await?;
+            let reply = event["last_assistant_message"].as_str().map(str::to_owned);
+            let body = Messages { reply, wait: false, ..claude_turn(messages) };
+            let _: AgentEnded = hook.post("/agent-end", &body).await?;
             Ok(Answer::Json(json!({})))
         }
         "SessionEnd" => {
             // The transcript is complete by now: whatever the cadence left is retained.
             let messages = read_transcript(transcript.as_deref());
-            let body = json!({"messages": messages, "agent": "claude-code", "ends_session": true, "wait": false});
-            match hook.client.call::<Value>(Method::POST, &format!("{}/agent-end", hook.base), Some(&body)).await {
-                Ok(_) | Err(CliError::Daemon { status: 404, .. }) => {}
-                Err(e) => return Err(e),
-            }
-            match hook.client.call::<Value>(Method::DELETE, &format!("{}?wait=false", hook.base), None).await {
-                Ok(_) | Err(CliError::Daemon { status: 404, .. }) => {}
-                Err(e) => return Err(e),
-            }
+            let body = Messages { ends_session: true, wait: false, ..claude_turn(messages) };
+            unless_gone(hook.client.post::<AgentEnded, _>(&format!("{}/agent-end", hook.base), &body).await)?;
+            unless_gone(hook.client.send::<Ignored>(Method::DELETE, &format!("{}?wait=false", hook.base)).await)?;
             Ok(Answer::Json(json!({})))
         }
         _ => Ok(Answer::empty_for(name)),

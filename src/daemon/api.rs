@@ -6,6 +6,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::queue::{Depths, FlushReport};
 
+/// Every error answer: `{"error": {"code", "message"}}` (some carry more fields beside these).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ErrorAnswer {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// The `error` of an [`ErrorAnswer`].
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable.
+    pub code: String,
+    /// For a person.
+    pub message: String,
+}
+
 /// Bumped when the API changes incompatibly; the CLI refuses a daemon that speaks another.
 pub const PROTOCOL: u32 = 1;
 
@@ -21,19 +37,21 @@ pub struct Health {
 }
 
 /// `POST /v1/sessions`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct StartSession {
     /// The agent's session id.
     pub session_id: String,
     /// Working directory.
     pub cwd: String,
     /// Agent name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// Makes this session an alias of a known one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_session_id: Option<String>,
     /// The names under which the client offers mneme's tools (`{}`: none; absent: `recall` and
     /// `retain`, or what the session said before). The instructions name only these.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<crate::session::ToolNames>,
 }
 
@@ -51,16 +69,17 @@ pub struct SessionStarted {
 }
 
 /// One item of a retain.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct RetainItem {
     /// The memory.
     pub content: String,
     /// What it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
 }
 
 /// `POST /v1/sessions/{id}/retain`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Retain {
     /// Items to retain.
     pub items: Vec<RetainItem>,
@@ -79,7 +98,7 @@ pub struct Queued {
 }
 
 /// `POST /v1/sessions/{id}/recall`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Recall {
     /// What to look for.
     pub query: String,
@@ -95,7 +114,7 @@ pub struct RecallAnswer {
 }
 
 /// `POST /v1/sessions/{id}/reflect`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Reflect {
     /// The question.
     pub query: String,
@@ -111,7 +130,7 @@ pub struct Reflected {
 }
 
 /// `POST /v1/classify`, and the optional `request` of the session routes.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClassifyRequest {
     /// The provider request's headers (names in any case).
     #[serde(default)]
@@ -122,18 +141,18 @@ pub struct ClassifyRequest {
 
 /// The optional fields of the session routes that say what a turn is: a meta or compaction turn
 /// is neither recalled for nor retained.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct TurnInfo {
     /// The agent making this turn (judged by the header layer's agent lists).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// The provider request of this turn, classified in full.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<ClassifyRequest>,
 }
 
 /// `POST /v1/sessions/{id}/agent-start`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct AgentStart {
     /// The user's prompt.
     pub prompt: String,
@@ -153,7 +172,7 @@ pub struct Inject {
 }
 
 /// A body holding messages (agent-end, compaction).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Messages {
     /// The conversation.
     #[serde(default)]
@@ -171,8 +190,15 @@ pub struct Messages {
     pub wait: bool,
     /// agent-end: the assistant's final reply of this turn, when the messages may not hold it
     /// yet (a transcript written after the hook runs).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+}
+
+impl Messages {
+    /// A body of `messages` with the defaults (a work turn, the session goes on, wait).
+    pub fn new(messages: Vec<Message>) -> Self {
+        Messages { messages, turn: TurnInfo::default(), ends_session: false, wait: true, reply: None }
+    }
 }
 
 fn yes() -> bool {
@@ -193,7 +219,7 @@ pub struct AgentEnded {
     /// Transcripts queued by automatic retain (0 or 1).
     pub retained: usize,
     /// What the flush of the session's queue did.
-    pub flushed: FlushReport,
+    pub flushed: Flushed,
 }
 
 /// The answer to a compaction.
@@ -214,11 +240,26 @@ pub struct Instructions {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SessionEnded {
     /// What the final flush did.
-    pub flushed: FlushReport,
+    pub flushed: Flushed,
+}
+
+/// What a flush did (`POST /v1/flush`, and inside the answers of agent-end and a session end).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flushed {
+    /// Items stored by the backend.
+    pub delivered: u64,
+    /// Items that could not be stored (still spooled for a retry, or dead-lettered).
+    pub failed: u64,
+}
+
+impl From<FlushReport> for Flushed {
+    fn from(r: FlushReport) -> Self {
+        Flushed { delivered: r.delivered, failed: r.failed }
+    }
 }
 
 /// `POST /v1/flush`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Flush {
     /// One session, or all when absent.
     #[serde(default)]
@@ -235,9 +276,10 @@ impl Default for Flush {
 }
 
 /// `POST /v1/clear`
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Clear {
     /// One session's scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// Everything (extension: the CLI's `--all`).
     #[serde(default)]
@@ -245,6 +287,23 @@ pub struct Clear {
     /// Also the server's memories (hindsight).
     #[serde(default)]
     pub remote: bool,
+}
+
+/// The answer to a clear.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cleared {
+    /// Memories deleted from the store, where known.
+    pub deleted: Option<u64>,
+    /// Spooled items dropped.
+    pub discarded: u64,
+    /// One line for the user.
+    pub message: String,
+}
+
+impl From<crate::session::ClearOutcome> for Cleared {
+    fn from(c: crate::session::ClearOutcome) -> Self {
+        Cleared { deleted: c.deleted, discarded: c.discarded, message: c.message }
+    }
 }
 
 /// `GET /v1/notices` query.
@@ -309,7 +368,7 @@ pub struct ExportAnswer {
 }
 
 /// `POST /v1/import`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ImportBody {
     /// Memories as export wrote them.
     pub memories: Vec<mneme_core::StoredMemory>,

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mneme_core::BackendError;
 
-use crate::queue::spool::SpoolError;
+use crate::spool::SpoolError;
 use crate::session::SessionError;
 
 /// An error answer.
@@ -45,7 +45,10 @@ impl ApiError {
 
 /// The JSON body of an error.
 pub fn error_body(code: &str, message: &str) -> serde_json::Value {
-    serde_json::json!({ "error": { "code": code, "message": message } })
+    let answer = super::api::ErrorAnswer {
+        error: super::api::ErrorDetail { code: code.to_owned(), message: message.to_owned() },
+    };
+    serde_json::to_value(answer).expect("plain data serializes")
 }
 
 impl IntoResponse for ApiError {

@@ -18,7 +18,7 @@ use super::api::*;
 use super::error::ApiError;
 use super::AppState;
 use crate::classify;
-use crate::queue::spool::NoticeRow;
+use crate::spool::NoticeRow;
 use crate::session::{ClearRequest, Delivery, StartRequest, Turn, TurnEnd};
 
 type AppResult<T> = Result<T, ApiError>;
@@ -85,7 +85,7 @@ pub async fn end_session(
     q: Result<Query<EndQuery>, axum::extract::rejection::QueryRejection>,
 ) -> AppResult<Json<SessionEnded>> {
     let Query(q) = q?;
-    Ok(Json(SessionEnded { flushed: s.sessions.end(&id, delivery(q.wait)).await? }))
+    Ok(Json(SessionEnded { flushed: s.sessions.end(&id, delivery(q.wait)).await?.into() }))
 }
 
 fn delivery(wait: bool) -> Delivery {
@@ -142,7 +142,7 @@ pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messa
     let turn = turn_of(&s, &b.turn);
     let end = TurnEnd { last: b.ends_session, delivery: delivery(b.wait), reply: b.reply };
     let (retained, flushed) = s.sessions.agent_end(&id, &b.messages, turn, end).await?;
-    Ok(Json(AgentEnded { retained, flushed }))
+    Ok(Json(AgentEnded { retained, flushed: flushed.into() }))
 }
 
 pub async fn classify(State(s): St, Body(b): Body<ClassifyRequest>) -> Json<classify::Classification> {
@@ -161,7 +161,7 @@ pub async fn compaction(
     Ok(Json(CompactionContext { context: s.sessions.compaction(&id, &b.messages).await? }))
 }
 
-pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<crate::queue::FlushReport>> {
+pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<Flushed>> {
     let b: Flush = optional_body(&body)?;
     let queue_id = match &b.session_id {
         Some(id) => Some(s.sessions.get(id)?.queue_id().to_owned()),
@@ -180,12 +180,12 @@ pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<crate::queue::Fl
         tokio::spawn(flush);
         crate::queue::FlushReport::default()
     };
-    Ok(Json(report))
+    Ok(Json(report.into()))
 }
 
-pub async fn clear(State(s): St, body: Bytes) -> AppResult<Json<crate::session::ClearOutcome>> {
+pub async fn clear(State(s): St, body: Bytes) -> AppResult<Json<Cleared>> {
     let b: Clear = optional_body(&body)?;
-    Ok(Json(s.sessions.clear(ClearRequest { session_id: b.session_id, all: b.all, remote: b.remote }).await?))
+    Ok(Json(s.sessions.clear(ClearRequest { session_id: b.session_id, all: b.all, remote: b.remote }).await?.into()))
 }
 
 pub async fn reload(State(s): St) -> Response {

@@ -16,7 +16,7 @@ use crate::files::{self, FileProblem};
 use crate::hindsight_api::HindsightApi;
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
-use crate::queue::spool::Spool;
+use crate::spool::Spool;
 use crate::queue::Queue;
 use crate::reload::Reloader;
 use crate::session::Sessions;
@@ -36,9 +36,23 @@ pub enum StartError {
     /// A file in the storage dir (or the dir itself) cannot be used.
     #[error(transparent)]
     File(#[from] FileProblem),
-    /// The storage dir, token or spool could not be set up.
-    #[error("{0}")]
-    Storage(String),
+    /// A file in the storage dir could not be opened, locked or written.
+    #[error("cannot {what} {}: {source}", .path.display())]
+    Storage {
+        /// What was being done (`open`, `lock`, `write`).
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The operating system gave no randomness for a new token.
+    #[error("cannot generate a token: {0}")]
+    Token(#[source] std::io::Error),
+    /// The sessions kept in the spool could not be read.
+    #[error("cannot load the sessions kept in the spool: {0}")]
+    Sessions(#[source] crate::spool::SpoolError),
     /// The backend could not be opened.
     #[error("cannot open the {backend} memory backend: {reason}")]
     Backend {
@@ -87,7 +101,7 @@ impl Daemon {
         let queue = Queue::new(spool.clone(), backend, settings.queue.clone(), notices.clone(), metrics.clone());
         let sessions = Sessions::load(settings.clone(), queue.clone(), spool.clone(), notices.clone(), metrics.clone())
             .await
-            .map_err(|e| StartError::Storage(e.to_string()))?;
+            .map_err(StartError::Sessions)?;
         for warning in &loaded.warnings {
             notices.emit(Level::Warning, "config", None, warning.clone()).await;
         }
@@ -155,8 +169,8 @@ impl Daemon {
     }
 }
 
-fn storage_error(what: &str, path: &Path, e: std::io::Error) -> StartError {
-    StartError::Storage(format!("cannot {what} {}: {e}", path.display()))
+fn storage_error(what: &'static str, path: &Path, source: std::io::Error) -> StartError {
+    StartError::Storage { what, path: path.to_owned(), source }
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), StartError> {
@@ -216,7 +230,7 @@ fn load_or_create_token(path: &Path) -> Result<String, StartError> {
         }
         None => {
             let token =
-                crate::ids::secret_hex(32).map_err(|e| StartError::Storage(format!("cannot generate a token: {e}")))?;
+                crate::ids::secret_hex(32).map_err(StartError::Token)?;
             let tmp = path.with_extension("tmp");
             let mut f = OpenOptions::new()
                 .write(true)

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use mneme_core::{text, BackendError, BackendId, Budget, MemoryType, RecallQuery, ReflectQuery, Scope, TagsMatch};
 
 use crate::config::Settings;
-use crate::queue::spool::{Spool, SpoolError};
+use crate::spool::{Spool, SpoolError};
 use crate::queue::{NewItem, Queue};
 use crate::session::Sessions;
 use wire::*;

@@ -1,17 +1,17 @@
 //! The retain queue: per-session, debounced, durable.
 //!
-//! An item is appended to the [`spool`] (fsynced) before the retain is answered. A session's queue
+//! An item is appended to the [`crate::spool`] (fsynced) before the retain is answered. A session's queue
 //! is flushed when it holds `batch_size` pending items, `flush_interval` after it became non-empty
 //! (the timer is not restarted by later items), and on explicit events (agent-end, session end,
 //! `POST /v1/flush`, compaction, shutdown). One lock per session serialises its flushes: a flush
 //! asked for while another runs waits, then sends what arrived meanwhile.
 //!
 //! Transient failures keep the batch spooled (same batch id, so resends are idempotent) and retry
-//! with exponential backoff; permanent ones, or running out of attempts, move it to the dead
+//! with exponential backoff and a little jitter ([`retry`]); permanent ones, or running out of attempts, move it to the dead
 //! letters. Either way the user gets a notice.
 
 mod overview;
-pub mod spool;
+mod retry;
 
 pub use overview::{LastDelivery, QueueOverview, SessionDepths};
 
@@ -31,7 +31,7 @@ use crate::config::QueueSettings;
 use crate::lock::{MutexExt, RwLockExt};
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
-use spool::{Spool, SpoolError};
+use crate::spool::{Spool, SpoolError};
 
 /// An item as the session layer hands it over.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -138,8 +138,17 @@ struct Inner {
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// How often a delivery is retried while the store's disk is full.
-const STORAGE_FULL_RETRY: Duration = Duration::from_secs(5);
+/// A delivery the backend did not take, as [`Inner::delivery_failed`] handles it.
+struct FailedDelivery<'a> {
+    session: &'a str,
+    batch_id: &'a str,
+    /// Items in the batch.
+    items: u64,
+    /// Attempts made before this one.
+    attempts_before: u32,
+    error: &'a BackendError,
+    backend: BackendId,
+}
 
 impl Queue {
     /// A queue over `spool`, delivering to `backend`.
@@ -460,8 +469,15 @@ impl Inner {
                 Err(e) => {
                     self.metrics.delivery_failures.fetch_add(1, Ordering::Relaxed);
                     report.failed += n;
-                    if !self.delivery_failed(session, &batch_id, n, attempts_before, &e, &settings, backend.id()).await
-                    {
+                    let failed = FailedDelivery {
+                        session,
+                        batch_id: &batch_id,
+                        items: n,
+                        attempts_before,
+                        error: &e,
+                        backend: backend.id(),
+                    };
+                    if !self.delivery_failed(failed, &settings).await {
                         break;
                     }
                 }
@@ -483,66 +499,47 @@ impl Inner {
         }
     }
 
-    /// Handles a failed delivery. Returns whether the flush may go on with the next batch.
-    #[allow(clippy::too_many_arguments)]
-    async fn delivery_failed(
-        self: &Arc<Self>,
-        session: &str,
-        batch_id: &str,
-        n: u64,
-        attempts_before: u32,
-        error: &BackendError,
-        settings: &QueueSettings,
-        backend: BackendId,
-    ) -> bool {
+    /// Handles a failed delivery: a transient failure backs off and retries (one notice per
+    /// outage), a permanent one or the last attempt makes a dead letter. Returns whether the
+    /// flush may go on with the next batch.
+    async fn delivery_failed(self: &Arc<Self>, f: FailedDelivery<'_>, settings: &QueueSettings) -> bool {
+        let FailedDelivery { session, batch_id, items: n, attempts_before, error, backend } = f;
         let reason = error.to_string();
         let noun = if n == 1 { "memory" } else { "memories" };
-        if error.is_transient() {
-            // A full disk does not use up attempts: waiting for room is not the batch's fault.
-            let attempts = if error.is_storage_full() {
-                attempts_before
-            } else {
-                match self.spool.failed(session, batch_id, &reason).await {
-                    // Gone meanwhile (a clear dropped it): nothing is left to retry.
-                    Ok(0) => return true,
-                    Ok(attempts) => attempts,
-                    Err(_) => attempts_before + 1,
-                }
-            };
-            if attempts >= settings.max_attempts {
-                self.dead_letter(
-                    session,
-                    batch_id,
-                    n,
-                    &format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)"),
-                    backend,
-                )
-                .await;
-                return true;
-            }
-            let delay = if error.is_storage_full() {
-                STORAGE_FULL_RETRY.max(settings.retry_initial).min(settings.retry_max)
-            } else {
-                let exp = settings.retry_initial.saturating_mul(1u32 << attempts.saturating_sub(1).min(20));
-                exp.min(settings.retry_max).max(error.retry_after().unwrap_or_default())
-            };
-            self.with_session(session, |q| {
-                q.pending += n;
-                q.backoff_until = Some(Instant::now() + delay);
-                q.retry_armed = true;
-            });
-            self.spawn_flush(session.to_owned(), Trigger::Retry, delay);
-            if !self.backend_down.swap(true, Ordering::Relaxed) {
-                let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
-                self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
-            } else {
-                tracing::warn!(session, attempts, "delivery retry failed: {reason}; next try in {delay:?}");
-            }
-            false
-        } else {
+        if !error.is_transient() {
             self.dead_letter(session, batch_id, n, &reason, backend).await;
-            true
+            return true;
         }
+        // A full disk does not use up attempts: waiting for room is not the batch's fault.
+        let attempts = if error.is_storage_full() {
+            attempts_before
+        } else {
+            match self.spool.failed(session, batch_id, &reason).await {
+                // Gone meanwhile (a clear dropped it): nothing is left to retry.
+                Ok(0) => return true,
+                Ok(attempts) => attempts,
+                Err(_) => attempts_before + 1,
+            }
+        };
+        if attempts >= settings.max_attempts {
+            let reason = format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)");
+            self.dead_letter(session, batch_id, n, &reason, backend).await;
+            return true;
+        }
+        let delay = retry::backoff(settings, attempts, error);
+        self.with_session(session, |q| {
+            q.pending += n;
+            q.backoff_until = Some(Instant::now() + delay);
+            q.retry_armed = true;
+        });
+        self.spawn_flush(session.to_owned(), Trigger::Retry, delay);
+        if !self.backend_down.swap(true, Ordering::Relaxed) {
+            let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
+            self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
+        } else {
+            tracing::warn!(session, attempts, "delivery retry failed: {reason}; next try in {delay:?}");
+        }
+        false
     }
 
     /// After an outage, sessions backing off need not wait out their delay: retry them now.

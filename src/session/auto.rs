@@ -10,7 +10,7 @@ use super::clean::{clean, conversation};
 use super::tools::format_results;
 use super::{Delivery, PendingRetain, Session, SessionError, Sessions, Turn};
 use crate::config::{RetainMode, Settings};
-use crate::queue::spool::SpoolError;
+use crate::spool::SpoolError;
 use crate::queue::{FlushReport, NewItem};
 
 /// How a turn ends (agent-end).

@@ -1,5 +1,5 @@
-//! Agent-session semantics, the same for every backend (SPEC §6). This module is the registry:
-//! starting, re-scoping, persisting and ending sessions (kept in the spool, so a restarted daemon
+//! Agent-session semantics, the same for every backend (ARCHITECTURE.md traces a retain and a
+//! recall through them). This module is the registry: starting, re-scoping, persisting and ending sessions (kept in the spool, so a restarted daemon
 //! still knows them). What a session does lives beside it:
 //!
 //! - [`scope`]: which bank and tags a session writes to;
@@ -28,7 +28,7 @@ use crate::config::Settings;
 use crate::lock::{MutexExt, RwLockExt};
 use crate::metrics::Metrics;
 use crate::notices::Notices;
-use crate::queue::spool::{Spool, SpoolError};
+use crate::spool::{Spool, SpoolError};
 use crate::queue::{FlushReport, Queue};
 
 pub use auto::{memory_block, TurnEnd};

@@ -10,6 +10,7 @@ use mneme_core::*;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::embedding::{EmbedderChoice, Semantic};
+use crate::error::sql_error;
 use crate::recall::RecallMode;
 use crate::store::{RecallFilter, Store};
 use crate::writer::Writer;
@@ -77,7 +78,7 @@ impl LocalBackend {
         }
         let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
         let semantic = Semantic::new(&config.embedder, events_tx);
-        let writer = Writer::start(&config.path, semantic.clone()).map_err(|e| open_error(&config.path, e))?;
+        let writer = Writer::start(&config.path, semantic.clone())?;
         if let Some(s) = &semantic {
             // The model and the stored vectors load in the background: the store answers (by
             // BM25) at once.
@@ -356,23 +357,3 @@ impl MemoryBackend for LocalBackend {
     }
 }
 
-/// Why the database could not be opened; the caller names the path (and what to do).
-fn open_error(_path: &Path, e: rusqlite::Error) -> BackendError {
-    BackendError::permanent(e.to_string())
-}
-
-/// Busy, locked, full or I/O failures may pass; anything else will not.
-pub(crate) fn sql_error(e: rusqlite::Error) -> BackendError {
-    use rusqlite::ErrorCode::*;
-    match &e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == DiskFull => {
-            BackendError::StorageFull { reason: format!("local store: {e}") }
-        }
-        rusqlite::Error::SqliteFailure(f, _)
-            if matches!(f.code, DatabaseBusy | DatabaseLocked | SystemIoFailure | CannotOpen | OutOfMemory) =>
-        {
-            BackendError::transient(format!("local store: {e}"))
-        }
-        _ => BackendError::permanent(format!("local store: {e}")),
-    }
-}

@@ -279,9 +279,9 @@ impl Semantic {
         let me = self.clone();
         writer
             .run(move |store| {
-                let gone = store.missing_passages(&index.pids()).map_err(crate::backend::sql_error)?;
+                let gone = store.missing_passages(&index.pids()).map_err(crate::error::sql_error)?;
                 index.remove(&gone);
-                store.drop_vectors(&refused).map_err(crate::backend::sql_error)?;
+                store.drop_vectors(&refused).map_err(crate::error::sql_error)?;
                 *write(&me.index) = index;
                 Ok(())
             })
@@ -295,7 +295,7 @@ impl Semantic {
         writer
             .run(move |store| {
                 let rows: Vec<_> = batch.iter().zip(&quantized).map(|(p, q)| (p, q.scale, q.q.as_slice())).collect();
-                let stored = store.put_vectors(&me.model, &rows).map_err(crate::backend::sql_error)?;
+                let stored = store.put_vectors(&me.model, &rows).map_err(crate::error::sql_error)?;
                 let mut index = write(&me.index);
                 for ((p, q), ok) in batch.into_iter().zip(quantized).zip(stored) {
                     if ok {

@@ -3,6 +3,7 @@
 //! - [`store`]: the synchronous store (schema, retain, recall, clear, stats) on a rusqlite connection.
 //! - `browse`: newest-first listing, one memory with its passages, forgetting a memory or document.
 //! - [`schema`]: embedded migrations, applied on open.
+//! - [`error`]: why the store could not be opened, and how SQL failures map to retry or not.
 //! - `dedupe`: the writer's in-memory map from content to rows, for storing identical content once.
 //! - [`fts`]: turns any user text into a safe FTS5 query.
 //! - `writer`: the thread that owns the writing connection (lower CPU priority, shared commits).
@@ -12,6 +13,7 @@ mod backend;
 mod browse;
 mod dedupe;
 mod embedding;
+pub mod error;
 pub mod fts;
 mod fusion;
 pub mod passages;
@@ -23,6 +25,7 @@ mod writer;
 
 pub use backend::{LocalBackend, LocalConfig};
 pub use embedding::EmbedderChoice;
+pub use error::OpenError;
 pub use mneme_embed::OpenAiConfig;
 pub use recall::RecallMode;
 

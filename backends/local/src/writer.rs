@@ -14,6 +14,7 @@ use mneme_core::{BackendError, MemoryItem};
 use tokio::sync::oneshot;
 
 use crate::embedding::Semantic;
+use crate::error::OpenError;
 use crate::store::Store;
 
 /// Deliveries written in one transaction at most.
@@ -45,16 +46,13 @@ pub(crate) struct Writer {
 impl Writer {
     /// Opens the writing connection and starts the thread. Each write's changes to the passages
     /// go to `semantic` (the vector index), in order.
-    pub(crate) fn start(path: &Path, semantic: Option<Arc<Semantic>>) -> rusqlite::Result<Self> {
+    pub(crate) fn start(path: &Path, semantic: Option<Arc<Semantic>>) -> Result<Self, OpenError> {
         let store = Store::open(path)?;
         let (jobs, rx) = mpsc::sync_channel(MAX_WAITING);
-        let spawned = thread::Builder::new().name("mneme-local-writer".into()).spawn(move || run(store, rx, semantic));
-        spawned.map_err(|e| {
-            rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
-                Some(format!("cannot start the local store writer: {e}")),
-            )
-        })?;
+        thread::Builder::new()
+            .name("mneme-local-writer".into())
+            .spawn(move || run(store, rx, semantic))
+            .map_err(|source| OpenError::Thread { what: "writer", source })?;
         Ok(Writer { jobs })
     }
 
@@ -123,11 +121,11 @@ fn retain_group(store: &mut Store, group: Vec<(String, Vec<MemoryItem>, Reply<us
     match results {
         Ok(results) => {
             for ((_, _, done), result) in group.into_iter().zip(results) {
-                let _ = done.send(result.map_err(crate::backend::sql_error));
+                let _ = done.send(result.map_err(crate::error::sql_error));
             }
         }
         Err(e) => {
-            let e = crate::backend::sql_error(e);
+            let e = crate::error::sql_error(e);
             for (_, _, done) in group {
                 let _ = done.send(Err(e.clone()));
             }

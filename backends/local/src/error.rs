@@ -1,0 +1,45 @@
+//! What the local store's failures are, and how they reach the daemon as a [`BackendError`].
+
+use mneme_core::BackendError;
+
+/// Why the local store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// SQLite refused the file (not a database, a newer schema, no permission …).
+    #[error(transparent)]
+    Sql(#[from] rusqlite::Error),
+    /// A thread the store needs could not be started.
+    #[error("cannot start the local store's {what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: &'static str,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<OpenError> for BackendError {
+    fn from(e: OpenError) -> Self {
+        match e {
+            OpenError::Sql(e) => BackendError::permanent(e.to_string()),
+            e @ OpenError::Thread { .. } => BackendError::transient(e.to_string()),
+        }
+    }
+}
+
+/// A failed statement: busy, locked, full or I/O failures may pass; anything else will not.
+pub(crate) fn sql_error(e: rusqlite::Error) -> BackendError {
+    use rusqlite::ErrorCode::*;
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == DiskFull => {
+            BackendError::StorageFull { reason: format!("local store: {e}") }
+        }
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, DatabaseBusy | DatabaseLocked | SystemIoFailure | CannotOpen | OutOfMemory) =>
+        {
+            BackendError::transient(format!("local store: {e}"))
+        }
+        _ => BackendError::permanent(format!("local store: {e}")),
+    }
+}

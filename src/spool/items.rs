@@ -1,0 +1,274 @@
+//! The queue's rows: appending items, handing out batches (with a batch id fixed at the first
+//! attempt), recording failures, dead letters and their requeue, and the counts.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use mneme_core::{MemoryItem, MemoryType};
+use rusqlite::{params, OptionalExtension, Transaction};
+
+use super::writer::{Message, Removal};
+use super::{Spool, SpoolCounts, SpoolError};
+
+const ITEM_COLUMNS: &str =
+    "seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, batch_id, attempts";
+
+/// An item waiting in the spool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spooled {
+    /// Order of arrival.
+    pub seq: i64,
+    /// The session whose queue it is in.
+    pub session_id: String,
+    /// The bank it goes to.
+    pub bank: String,
+    /// The item (its tags are the scope's tags).
+    pub item: MemoryItem,
+    /// The delivery it belongs to, once one was attempted.
+    pub batch_id: Option<String>,
+    /// Failed deliveries so far.
+    pub attempts: u32,
+}
+
+impl Spool {
+    /// Appends items to a session's queue; returns once they are on disk.
+    pub async fn append(&self, session_id: &str, bank: &str, items: Vec<MemoryItem>) -> Result<(), SpoolError> {
+        let (session_id, bank) = (session_id.to_owned(), bank.to_owned());
+        let next_seq = self.next_seq.clone();
+        self.call(move |t| {
+            let mut stmt = t.prepare_cached(
+                "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )?;
+            for item in &items {
+                stmt.execute(params![
+                    next_seq.fetch_add(1, Ordering::Relaxed),
+                    item.id,
+                    session_id,
+                    bank,
+                    json(&item.tags),
+                    item.content,
+                    item.context,
+                    item.kind.as_str(),
+                    item.document_id,
+                    json(&item.metadata),
+                    item.timestamp,
+                ])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// The next delivery of a session: the batch already attempted, if any, else up to `max`
+    /// oldest items of one scope, which get a new batch id. Empty when nothing waits.
+    pub async fn next_batch(&self, session_id: &str, max: usize) -> Result<Vec<Spooled>, SpoolError> {
+        let session_id = session_id.to_owned();
+        self.call(move |t| {
+            // Batches are assigned oldest first, so an attempted batch is always at the front.
+            let existing: Option<String> = t
+                .prepare_cached("SELECT batch_id FROM items WHERE session_id = ? ORDER BY seq LIMIT 1")?
+                .query_row([&session_id], |r| r.get(0))
+                .optional()?
+                .flatten();
+            if let Some(batch) = existing {
+                let mut stmt = t.prepare_cached(&format!(
+                    "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id = ? ORDER BY seq"
+                ))?;
+                let rows = stmt.query_map([&session_id, &batch], read_item)?;
+                return rows.collect();
+            }
+            // `LIMIT ? + 0`: a bare bound LIMIT makes SQLite (built with STAT4) re-prepare the
+            // statement on every run.
+            let mut stmt = t.prepare_cached(&format!(
+                "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id IS NULL ORDER BY seq LIMIT ? + 0"
+            ))?;
+            let mut rows: Vec<Spooled> =
+                stmt.query_map(params![session_id, max as i64], read_item)?.collect::<Result<_, _>>()?;
+            // One delivery goes to one scope: cut at the first item of another bank or tag set.
+            if let Some(first) = rows.first().cloned() {
+                let cut = rows
+                    .iter()
+                    .position(|r| r.bank != first.bank || r.item.tags != first.item.tags)
+                    .unwrap_or(rows.len());
+                rows.truncate(cut);
+            }
+            let batch = crate::ids::new_id();
+            if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+                // The rows are consecutive in this session's queue: one ranged update marks them.
+                t.prepare_cached("UPDATE items SET batch_id = ? WHERE session_id = ? AND seq BETWEEN ? AND ?")?
+                    .execute(params![batch, session_id, first.seq, last.seq])?;
+            }
+            for r in &mut rows {
+                r.batch_id = Some(batch.clone());
+            }
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// Removes a delivered batch, whose items have the sequence numbers `seqs` (a batch is
+    /// consecutive in its session's queue; the range keeps a long backlog from being scanned).
+    ///
+    /// Returns at once: the removal rides on the writer's next transaction instead of paying
+    /// for a commit and a sync of its own. Every later spool call sees it done. Should it be
+    /// lost (a crash first), the batch is resent under the same batch id, which stores nothing
+    /// twice.
+    pub async fn delivered(&self, session_id: &str, batch_id: &str, seqs: std::ops::RangeInclusive<i64>) {
+        let removal = Removal { session_id: session_id.to_owned(), batch_id: batch_id.to_owned(), seqs };
+        let sent = match self.place().await {
+            Ok(place) => self.jobs.send(Message::Remove(removal, place)).is_ok(),
+            Err(_) => false,
+        };
+        if !sent {
+            tracing::warn!(session_id, "spool writer stopped; batch {batch_id} stays spooled and is resent");
+        }
+    }
+
+    /// Records a failed attempt; returns the batch's attempt count.
+    pub async fn failed(&self, session_id: &str, batch_id: &str, reason: &str) -> Result<u32, SpoolError> {
+        let (session_id, batch_id, reason) = (session_id.to_owned(), batch_id.to_owned(), reason.to_owned());
+        self.call(move |t| {
+            t.execute(
+                "UPDATE items SET attempts = attempts + 1, last_error = ? WHERE session_id = ? AND batch_id = ?",
+                params![reason, session_id, batch_id],
+            )?;
+            t.query_row(
+                "SELECT coalesce(max(attempts), 0) FROM items WHERE session_id = ? AND batch_id = ?",
+                [&session_id, &batch_id],
+                |r| r.get(0),
+            )
+        })
+        .await
+    }
+
+    /// Moves a batch to the dead letters.
+    pub async fn dead_letter(&self, session_id: &str, batch_id: &str, reason: &str) -> Result<(), SpoolError> {
+        let (session_id, batch_id, reason) = (session_id.to_owned(), batch_id.to_owned(), reason.to_owned());
+        let now = mneme_core::time::rfc3339(std::time::SystemTime::now());
+        self.call(move |t| {
+            t.execute(
+                "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
+                     enqueued_at, batch_id, attempts, last_error, failed_at)
+                 SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
+                     enqueued_at, batch_id, attempts, ?, ? FROM items WHERE session_id = ? AND batch_id = ?",
+                params![reason, now, session_id, batch_id],
+            )?;
+            t.execute("DELETE FROM items WHERE session_id = ? AND batch_id = ?", [&session_id, &batch_id]).map(|_| ())
+        })
+        .await
+    }
+
+    /// Puts every dead letter back in its session's queue (keeping its batch id, so a batch the
+    /// server did store after all is not stored twice). Returns the sessions touched and the count.
+    pub async fn requeue_dead(&self) -> Result<(Vec<String>, u64), SpoolError> {
+        self.call(|t| {
+            let n = t.execute(
+                "INSERT OR IGNORE INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
+                     enqueued_at, batch_id, attempts, last_error)
+                 SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
+                     enqueued_at, batch_id, 0, last_error FROM dead_letters ORDER BY seq",
+                [],
+            )?;
+            let sessions = distinct_sessions(t, "dead_letters")?;
+            t.execute("DELETE FROM dead_letters", [])?;
+            Ok((sessions, n as u64))
+        })
+        .await
+    }
+
+    /// Sessions with items waiting, and how many each has.
+    pub async fn waiting(&self) -> Result<BTreeMap<String, u64>, SpoolError> {
+        self.call(|t| {
+            let mut stmt = t.prepare("SELECT session_id, count(*) FROM items GROUP BY session_id")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+            rows.collect()
+        })
+        .await
+    }
+
+    /// Per session: items spooled and dead letters (sessions with neither are left out).
+    pub async fn counts_by_session(&self) -> Result<BTreeMap<String, SpoolCounts>, SpoolError> {
+        self.call(|t| {
+            let mut out: BTreeMap<String, SpoolCounts> = BTreeMap::new();
+            for (table, dead) in [("items", false), ("dead_letters", true)] {
+                let mut stmt = t.prepare(&format!("SELECT session_id, count(*) FROM {table} GROUP BY session_id"))?;
+                let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?;
+                for row in rows {
+                    let (session, n) = row?;
+                    let c = out.entry(session).or_default();
+                    if dead {
+                        c.dead = n;
+                    } else {
+                        c.spooled = n;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Deletes the waiting items (and dead letters) of one session, or of all.
+    pub async fn discard(&self, session_id: Option<&str>) -> Result<u64, SpoolError> {
+        let session_id = session_id.map(str::to_owned);
+        self.call(move |t| {
+            let n = match &session_id {
+                Some(s) => {
+                    t.execute("DELETE FROM dead_letters WHERE session_id = ?", [s])?;
+                    t.execute("DELETE FROM items WHERE session_id = ?", [s])?
+                }
+                None => {
+                    t.execute("DELETE FROM dead_letters", [])?;
+                    t.execute("DELETE FROM items", [])?
+                }
+            };
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    /// Totals for status.
+    pub async fn counts(&self) -> Result<SpoolCounts, SpoolError> {
+        self.call(|t| {
+            let spooled: i64 = t.query_row("SELECT count(*) FROM items", [], |r| r.get(0))?;
+            let dead: i64 = t.query_row("SELECT count(*) FROM dead_letters", [], |r| r.get(0))?;
+            Ok(SpoolCounts { spooled: spooled as u64, dead: dead as u64 })
+        })
+        .await
+    }
+}
+
+fn distinct_sessions(t: &Transaction<'_>, table: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = t.prepare(&format!("SELECT DISTINCT session_id FROM {table}"))?;
+    let rows = stmt.query_map([], |r| r.get(0))?;
+    rows.collect()
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("plain data serializes")
+}
+
+fn read_item(r: &rusqlite::Row<'_>) -> rusqlite::Result<Spooled> {
+    let bad = |i: usize, e: String| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into());
+    let tags: String = r.get(4)?;
+    let kind: String = r.get(7)?;
+    let metadata: String = r.get(9)?;
+    Ok(Spooled {
+        seq: r.get(0)?,
+        session_id: r.get(2)?,
+        bank: r.get(3)?,
+        item: MemoryItem {
+            id: r.get(1)?,
+            content: r.get(5)?,
+            context: r.get(6)?,
+            timestamp: r.get(10)?,
+            metadata: serde_json::from_str(&metadata).map_err(|e| bad(9, e.to_string()))?,
+            tags: serde_json::from_str(&tags).map_err(|e| bad(4, e.to_string()))?,
+            document_id: r.get(8)?,
+            kind: kind.parse::<MemoryType>().map_err(|e| bad(7, e))?,
+        },
+        batch_id: r.get(11)?,
+        attempts: r.get::<_, i64>(12)? as u32,
+    })
+}

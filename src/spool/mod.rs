@@ -1,0 +1,200 @@
+//! The durable spool: one SQLite database (WAL, `synchronous = FULL`) holding queued items, dead
+//! letters, notices and sessions.
+//!
+//! All access goes through one writer thread that runs jobs in order and commits whatever jobs
+//! arrived together in one transaction (group commit): a retain is answered only after its
+//! transaction is fsynced, yet concurrent retains share one fsync.
+//!
+//! - [`items`]: the queue's rows: appending, batching for delivery, failures, dead letters, counts.
+//! - [`notices`]: the notices users see (the newest are kept).
+//! - [`records`]: what other layers keep here: sessions, the Hindsight API's records.
+//! - `writer`: the writer thread and its group commit; `schema`: the tables and their migrations.
+
+mod items;
+mod notices;
+mod records;
+mod schema;
+mod writer;
+
+use std::path::Path;
+use std::sync::atomic::AtomicI64;
+use std::sync::{mpsc, Arc};
+use std::thread;
+
+use rusqlite::{Connection, Transaction};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+
+pub use items::Spooled;
+pub use notices::NoticeRow;
+use schema::SCHEMA;
+use writer::{run_in_savepoint, writer, Finish, Job, Message};
+
+/// Jobs committed together at most.
+const GROUP_MAX: usize = 512;
+/// Jobs (and delivered-batch removals) waiting for the writer at most: callers beyond this wait
+/// for a place (backpressure) instead of growing the writer's queue without bound.
+const MAX_WAITING: usize = 4096;
+
+/// A spool failure. Cloned because one commit answers every job that shared it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SpoolError {
+    /// The disk (or the file system's quota) is full: nothing was written.
+    #[error("the disk holding the spool is full ({0})")]
+    Full(#[source] Arc<rusqlite::Error>),
+    /// SQLite or the file system failed.
+    #[error("spool: {0}")]
+    Sql(#[source] Arc<rusqlite::Error>),
+    /// The file is not a spool this mneme can use.
+    #[error("spool: {0}")]
+    Unusable(String),
+    /// The writer thread is gone (the daemon is stopping).
+    #[error("spool: the writer thread stopped")]
+    Stopped,
+}
+
+impl SpoolError {
+    /// Whether the disk is full.
+    pub fn is_full(&self) -> bool {
+        matches!(self, SpoolError::Full(_))
+    }
+}
+
+impl From<rusqlite::Error> for SpoolError {
+    fn from(e: rusqlite::Error) -> Self {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => SpoolError::Full(Arc::new(e)),
+            _ => SpoolError::Sql(Arc::new(e)),
+        }
+    }
+}
+
+/// Queue sizes for status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpoolCounts {
+    /// Items waiting.
+    pub spooled: u64,
+    /// Dead letters.
+    pub dead: u64,
+}
+
+/// Handle to the spool's writer thread. Cheap to clone.
+#[derive(Clone)]
+pub struct Spool {
+    jobs: mpsc::Sender<Message>,
+    /// Places for messages waiting for the writer (see [`MAX_WAITING`]).
+    places: Arc<Semaphore>,
+    /// The next item sequence number; only the writer thread advances it, in commit order.
+    next_seq: Arc<AtomicI64>,
+}
+
+impl Spool {
+    /// Opens (creating) the spool database, fsyncing every commit, and starts its writer thread.
+    pub fn open(path: &Path) -> Result<Spool, SpoolError> {
+        Self::open_with(path, crate::config::SpoolSync::Full)
+    }
+
+    /// Opens the spool with the given durability of a commit.
+    pub fn open_with(path: &Path, sync: crate::config::SpoolSync) -> Result<Spool, SpoolError> {
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Only this daemon's writer thread uses the spool: holding the lock for good spares two
+        // fcntl calls a transaction and the shared-memory WAL index (and keeps other processes out).
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", sync.pragma())?;
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version as usize > SCHEMA.len() {
+            return Err(SpoolError::Unusable(format!(
+                "schema version {version} was written by a newer mneme (this one knows {})",
+                SCHEMA.len()
+            )));
+        }
+        for (v, sql) in SCHEMA.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (v + 1) as i64)?;
+            tx.commit()?;
+        }
+        let max_seq: i64 = conn.query_row(
+            "SELECT max(coalesce((SELECT max(seq) FROM items), 0), coalesce((SELECT max(seq) FROM dead_letters), 0))",
+            [],
+            |r| r.get(0),
+        )?;
+        // Unbounded only in type: every message holds one of `places` until it is done.
+        let (jobs, rx) = mpsc::channel::<Message>();
+        thread::Builder::new()
+            .name("mneme-spool".into())
+            .spawn(move || writer(conn, rx))
+            .map_err(|e| SpoolError::Unusable(format!("cannot start the spool's writer thread: {e}")))?;
+        Ok(Spool {
+            jobs,
+            places: Arc::new(Semaphore::new(MAX_WAITING)),
+            next_seq: Arc::new(AtomicI64::new(max_seq + 1)),
+        })
+    }
+
+    /// Checks a spool file that no daemon has open: that it is a spool database this mneme can
+    /// read and that SQLite finds it sound. Returns its counts.
+    pub fn check(path: &Path) -> Result<SpoolCounts, SpoolError> {
+        use rusqlite::OpenFlags;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version as usize > SCHEMA.len() {
+            return Err(SpoolError::Unusable(format!("schema version {version} was written by a newer mneme")));
+        }
+        let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        if verdict != "ok" {
+            return Err(SpoolError::Unusable(format!("SQLite finds it damaged: {verdict}")));
+        }
+        if version == 0 {
+            return Ok(SpoolCounts::default());
+        }
+        let spooled: i64 = conn.query_row("SELECT count(*) FROM items", [], |r| r.get(0))?;
+        let dead: i64 = conn.query_row("SELECT count(*) FROM dead_letters", [], |r| r.get(0))?;
+        Ok(SpoolCounts { spooled: spooled as u64, dead: dead as u64 })
+    }
+
+    async fn place(&self) -> Result<OwnedSemaphorePermit, SpoolError> {
+        self.places.clone().acquire_owned().await.map_err(|_| SpoolError::Stopped)
+    }
+
+    /// Runs `f` in the writer's next transaction and answers once that transaction is committed.
+    pub async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, SpoolError> {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |t| match t {
+            Ok(t) => {
+                let result = run_in_savepoint(t, f);
+                Some(Box::new(move |commit: Result<(), SpoolError>| {
+                    let _ = tx.send(commit.and(result));
+                }) as Finish)
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                None
+            }
+        });
+        let place = self.place().await?;
+        #[cfg(not(test))]
+        {
+            self.jobs.send(Message::Job(job, place)).map_err(|_| SpoolError::Stopped)?;
+            rx.await.map_err(|_| SpoolError::Stopped)?
+        }
+        // Under tokio's paused test clock, an async wait on another thread lets the clock jump
+        // ahead while the disk works; a running blocking task inhibits that auto-advance.
+        #[cfg(test)]
+        {
+            let jobs = self.jobs.clone();
+            tokio::task::spawn_blocking(move || {
+                jobs.send(Message::Job(job, place)).map_err(|_| SpoolError::Stopped)?;
+                rx.blocking_recv().map_err(|_| SpoolError::Stopped)?
+            })
+            .await
+            .map_err(|_| SpoolError::Stopped)?
+        }
+    }
+}

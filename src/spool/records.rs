@@ -1,0 +1,80 @@
+//! What other layers keep in the spool as JSON: sessions (the session layer) and records by
+//! kind and key (the Hindsight API's bank profiles and mental models).
+
+use rusqlite::{params, OptionalExtension};
+
+use super::{Spool, SpoolError};
+
+impl Spool {
+    /// Saves a session record (JSON owned by the session layer).
+    pub async fn save_session(&self, id: &str, record: String) -> Result<(), SpoolError> {
+        let id = id.to_owned();
+        self.call(move |t| {
+            t.execute("INSERT INTO sessions (id, record) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET record = excluded.record", params![id, record])
+                .map(|_| ())
+        })
+        .await
+    }
+
+    /// Forgets a session record.
+    pub async fn delete_session(&self, id: &str) -> Result<(), SpoolError> {
+        let id = id.to_owned();
+        self.call(move |t| t.execute("DELETE FROM sessions WHERE id = ?", [&id]).map(|_| ())).await
+    }
+
+    /// Saves (replacing) a record of `kind` under `key`.
+    pub async fn save_record(&self, kind: &'static str, key: &str, record: String) -> Result<(), SpoolError> {
+        let key = key.to_owned();
+        self.call(move |t| {
+            t.execute(
+                "INSERT INTO records (kind, key, record) VALUES (?, ?, ?) ON CONFLICT(kind, key) DO UPDATE SET record = excluded.record",
+                params![kind, key, record],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    /// Deletes a record; whether there was one.
+    pub async fn delete_record(&self, kind: &'static str, key: &str) -> Result<bool, SpoolError> {
+        let key = key.to_owned();
+        self.call(move |t| {
+            t.execute("DELETE FROM records WHERE kind = ? AND key = ?", params![kind, key]).map(|n| n > 0)
+        })
+        .await
+    }
+
+    /// The record of `kind` under exactly `key`, if any.
+    pub async fn record(&self, kind: &'static str, key: &str) -> Result<Option<String>, SpoolError> {
+        let key = key.to_owned();
+        self.call(move |t| {
+            t.prepare_cached("SELECT record FROM records WHERE kind = ? AND key = ?")?
+                .query_row(params![kind, key], |r| r.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    /// The records of `kind` whose key starts with `prefix`, by key.
+    pub async fn records(&self, kind: &'static str, prefix: &str) -> Result<Vec<(String, String)>, SpoolError> {
+        let prefix = prefix.to_owned();
+        self.call(move |t| {
+            let mut stmt = t.prepare_cached(
+                "SELECT key, record FROM records WHERE kind = ?1 AND substr(key, 1, length(?2)) = ?2 ORDER BY key",
+            )?;
+            let rows = stmt.query_map(params![kind, prefix], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })
+        .await
+    }
+
+    /// Every saved session record.
+    pub async fn sessions(&self) -> Result<Vec<(String, String)>, SpoolError> {
+        self.call(|t| {
+            let mut stmt = t.prepare("SELECT id, record FROM sessions")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })
+        .await
+    }
+}

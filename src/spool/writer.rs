@@ -1,0 +1,145 @@
+//! The writer thread: runs jobs in order and commits whatever arrived together in one
+//! transaction (group commit), each job in a savepoint of its own.
+
+use std::sync::mpsc;
+
+use rusqlite::{params, Connection, Transaction};
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{SpoolError, GROUP_MAX};
+
+pub(super) type Finish = Box<dyn FnOnce(Result<(), SpoolError>) + Send>;
+
+/// What the writer thread is sent. Each message holds a place in [`MAX_WAITING`] until it is done.
+pub(super) enum Message {
+    /// Run in the next transaction; answered once it is committed.
+    Job(Job, OwnedSemaphorePermit),
+    /// Remove a delivered batch, answering no one: done at the start of the next transaction
+    /// (which runs before any later job), or alone after [`REMOVAL_WAIT`] without one.
+    Remove(Removal, OwnedSemaphorePermit),
+}
+
+pub(super) struct Removal {
+    pub(super) session_id: String,
+    pub(super) batch_id: String,
+    pub(super) seqs: std::ops::RangeInclusive<i64>,
+}
+
+/// How long a removal waits for a transaction to ride on.
+const REMOVAL_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+/// ... and how long after a transaction could not begin (a full disk).
+const REMOVAL_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// A job: given the open transaction, runs and returns what to do once the commit is known;
+/// given the error that kept the transaction from opening, answers with it.
+pub(super) type Job = Box<dyn FnOnce(Result<&Transaction<'_>, SpoolError>) -> Option<Finish> + Send>;
+
+/// A job's statements succeed or fail together without failing the jobs it is grouped with.
+pub(super) fn run_in_savepoint<T>(
+    t: &Transaction<'_>,
+    f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
+) -> Result<T, SpoolError> {
+    t.prepare_cached("SAVEPOINT job")?.execute([])?;
+    match f(t) {
+        Ok(v) => {
+            t.prepare_cached("RELEASE job")?.execute([])?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = t.execute_batch("ROLLBACK TO job; RELEASE job");
+            Err(e.into())
+        }
+    }
+}
+
+pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>) {
+    // Places are given back when a message is done: after its transaction.
+    let mut removals: Vec<(Removal, OwnedSemaphorePermit)> = Vec::new();
+    // After a transaction could not begin, removals alone are retried less eagerly.
+    let mut removal_wait = REMOVAL_WAIT;
+    loop {
+        let first = if removals.is_empty() {
+            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+        } else {
+            rx.recv_timeout(removal_wait)
+        };
+        let mut group = Vec::new();
+        let mut closed = false;
+        match first {
+            Ok(Message::Job(job, place)) => group.push((job, place)),
+            Ok(Message::Remove(r, place)) => {
+                removals.push((r, place));
+                continue; // wait a little for a job to ride on
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {} // the removals go alone
+            Err(mpsc::RecvTimeoutError::Disconnected) if removals.is_empty() => return,
+            Err(mpsc::RecvTimeoutError::Disconnected) => closed = true, // last removals, then stop
+        }
+        while group.len() < GROUP_MAX {
+            match rx.try_recv() {
+                Ok(Message::Job(job, place)) => group.push((job, place)),
+                Ok(Message::Remove(r, place)) => removals.push((r, place)),
+                Err(_) => break,
+            }
+        }
+        let tx = match begin(&mut conn) {
+            Ok(tx) => tx,
+            Err(e) => {
+                // The writer never gives up: every job hears why, and the next message tries
+                // again (a full disk that has room again, a transient I/O error).
+                tracing::error!("spool: cannot begin a transaction: {e}");
+                for (job, _place) in group {
+                    job(Err(e.clone()));
+                }
+                if closed {
+                    return; // nobody sends any more: the removals are resent after a restart
+                }
+                removal_wait = REMOVAL_RETRY;
+                continue; // removals stay and ride on a later transaction
+            }
+        };
+        removal_wait = REMOVAL_WAIT;
+        for (r, _place) in removals.drain(..) {
+            let removed = run_in_savepoint(&tx, |t| {
+                t.prepare_cached("DELETE FROM items WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id = ?")?
+                    .execute(params![r.session_id, r.seqs.start(), r.seqs.end(), r.batch_id])
+            });
+            if let Err(e) = removed {
+                // The batch stays spooled and is resent under its batch id: nothing stored twice.
+                tracing::error!(session = r.session_id, "cannot remove delivered batch {}: {e}", r.batch_id);
+            }
+        }
+        let mut places = Vec::with_capacity(group.len());
+        let finishers: Vec<Finish> = group
+            .into_iter()
+            .filter_map(|(job, place)| {
+                places.push(place);
+                job(Ok(&tx))
+            })
+            .collect();
+        let commit = tx.commit().map_err(SpoolError::from);
+        if let Err(e) = &commit {
+            tracing::error!("spool: commit failed: {e}");
+            // A failed COMMIT (a full disk) can leave the transaction open: close it, so the
+            // next one can begin.
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+        }
+        for finish in finishers {
+            finish(commit.clone());
+        }
+        drop(places);
+        if closed {
+            return;
+        }
+    }
+}
+
+/// Opens the next transaction, first closing one a failure left open.
+fn begin(conn: &mut Connection) -> Result<Transaction<'_>, SpoolError> {
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    Ok(conn.transaction()?)
+}
+
