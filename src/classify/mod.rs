@@ -1,4 +1,4 @@
-//! Meta-request and compaction-request detection (SPEC §8): tells a plugin whether a provider
+//! Meta-request and compaction-request detection (README, "Request classification"): tells a plugin whether a provider
 //! request is the agent's real work, a side request (title, summary, label) or a compaction.
 //!
 //! Three layers, in order: compaction patterns, the agent header, then a score of small signals.

@@ -69,7 +69,7 @@ pub struct MemorySettings {
     pub scoping: Scoping,
 }
 
-/// How a session's project maps to a bank and tags (SPEC §3).
+/// How a session's project maps to a bank and tags (see `session::scope`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scoping {
     /// One bank, no tags.

@@ -1,4 +1,4 @@
-//! Which bank and tags a session writes to (SPEC §3).
+//! Which bank and tags a session writes to (`memory.scoping`: global, per-project, per-project-tagged).
 
 use std::path::{Path, PathBuf};
 
