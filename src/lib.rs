@@ -8,6 +8,7 @@
 //! - [`spool`]: the daemon's own SQLite database: queued items, dead letters, notices, sessions
 //!   and the Hindsight API's records, written by one thread with group commit.
 //! - [`hindsight_api`]: mneme speaking Hindsight's API at `/hindsight`.
+//! - [`state`]: the settings in force and the active backend, owned together, replaced as a whole.
 //! - [`config`]: settings, their defaults, file + environment loading and validation.
 //! - [`reload`]: watching the config file and applying it live (backend switches included).
 //! - [`backends`]: building the configured [`mneme_core::MemoryBackend`].
@@ -30,3 +31,4 @@ pub mod queue;
 pub mod reload;
 pub mod session;
 pub mod spool;
+pub mod state;

@@ -8,7 +8,7 @@
 //! that need a new socket or data directory are reported as needing a restart.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mneme_core::BackendId;
@@ -16,10 +16,10 @@ use notify::{RecursiveMode, Watcher};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigErrors, Settings};
-use crate::lock::MutexExt;
 use crate::notices::{Level, Notices};
 use crate::queue::Queue;
 use crate::session::Sessions;
+use crate::state::{Current, DaemonState};
 
 /// Quiet time after the last file event before the file is read (editors write in steps).
 const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -54,7 +54,7 @@ pub enum ReloadError {
 /// Re-reads the config file and applies it.
 pub struct Reloader {
     path: PathBuf,
-    current: Mutex<Arc<Settings>>,
+    state: DaemonState,
     serial: tokio::sync::Mutex<()>,
     queue: Queue,
     sessions: Sessions,
@@ -62,14 +62,14 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// A reloader for the file at `path`, starting from `settings`.
-    pub fn new(path: PathBuf, settings: Arc<Settings>, queue: Queue, sessions: Sessions, notices: Notices) -> Self {
-        Self { path, current: Mutex::new(settings), serial: tokio::sync::Mutex::new(()), queue, sessions, notices }
+    /// A reloader for the file at `path` that replaces `state`.
+    pub fn new(path: PathBuf, state: DaemonState, queue: Queue, sessions: Sessions, notices: Notices) -> Self {
+        Self { path, state, serial: tokio::sync::Mutex::new(()), queue, sessions, notices }
     }
 
     /// The settings in force.
     pub fn settings(&self) -> Arc<Settings> {
-        self.current.locked().clone()
+        self.state.settings()
     }
 
     /// Reads the file and applies it; one reload at a time.
@@ -117,8 +117,9 @@ impl Reloader {
                 && (new.local_db_path() != old.local_db_path() || new.local != old.local))
             || (new.memory.backend == BackendId::Hindsight && new.hindsight != old.hindsight);
         let new = Arc::new(new);
+        let mut backend = self.state.backend();
         if swap {
-            let backend = match crate::backends::build(&new) {
+            backend = match crate::backends::build(&new) {
                 Ok(b) => b,
                 Err(e) => {
                     let reason = e.to_string();
@@ -138,13 +139,15 @@ impl Reloader {
                 );
             }
             crate::backends::forward_events(&backend, &self.notices);
-            self.queue.set_backend(backend);
         }
-        self.queue.set_settings(new.queue.clone());
-        if let Err(e) = self.sessions.apply_settings(new.clone()).await {
+        // Settings and backend change together, for every layer at once.
+        self.state.replace(Current { settings: new.clone(), backend });
+        if swap {
+            self.queue.backend_switched();
+        }
+        if let Err(e) = self.sessions.rescope().await {
             tracing::error!("cannot save re-scoped sessions: {e}");
         }
-        *self.current.locked() = new.clone();
         if swap {
             let message = format!("memory backend switched from {} to {}", old.memory.backend, new.memory.backend);
             self.notices.emit(Level::Info, "config", None, message).await;

@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 use super::{CliError, Client, Command, ConfigAction};
 use crate::config::{self, Loaded};
 use crate::daemon::api::{
-    Clear, Cleared, Flush, Flushed, Notice, NoticeList, Queued, Recall, RecallAnswer, Reloaded, Requeued, Retain, RetainItem,
-    SessionStarted, StartSession, Status,
+    Clear, Cleared, Flush, Flushed, Notice, NoticeList, Queued, Recall, RecallAnswer, Reloaded, Requeued, Retain,
+    RetainItem, SessionStarted, StartSession, Status,
 };
 
 /// Loads the config file the flag / environment point at.

@@ -38,8 +38,8 @@ use super::commands::load_settings;
 use super::{CliError, Client};
 use crate::config::Settings;
 use crate::daemon::api::{
-    AgentEnded, AgentStart, CompactionContext, Flush, Flushed, Inject, Instructions, Messages, SessionStarted, StartSession,
-    TurnInfo,
+    AgentEnded, AgentStart, CompactionContext, Flush, Flushed, Inject, Instructions, Messages, SessionStarted,
+    StartSession, TurnInfo,
 };
 use crate::session::ToolNames;
 

@@ -6,8 +6,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mneme_core::BackendError;
 
-use crate::spool::SpoolError;
 use crate::session::SessionError;
+use crate::spool::SpoolError;
 
 /// An error answer.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use std::time::Instant;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use mneme_core::{BackendId, BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail, RecallQuery, Scope, TagsMatch};
+use mneme_core::{BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail, RecallQuery, Scope, TagsMatch};
 
 use super::api::{BankList, BankParam, BrowseParams, Search, SearchAnswer};
 use super::error::ApiError;
@@ -19,10 +19,11 @@ use crate::queue::QueueOverview;
 type AppResult<T> = Result<T, ApiError>;
 type St = State<Arc<AppState>>;
 
-/// The bank a request names, or on Hindsight (which lists one bank at a time) the configured one.
+/// The bank a request names, or where the backend lists one bank at a time (Hindsight) the
+/// configured one.
 fn bank_or_default(s: &AppState, bank: Option<String>) -> Option<String> {
     let bank = bank.map(|b| b.trim().to_owned()).filter(|b| !b.is_empty());
-    bank.or_else(|| (s.queue.backend().id() == BackendId::Hindsight).then(|| s.sessions.settings().base_bank()))
+    bank.or_else(|| (!s.queue.backend().capabilities().lists_every_bank).then(|| s.sessions.settings().base_bank()))
 }
 
 pub async fn banks(State(s): St) -> AppResult<Json<BankList>> {

@@ -191,8 +191,10 @@ impl Daemon {
         if idle > 0 {
             tracing::info!("retained the last turns of {idle} idle sessions");
         }
-        tracing::info!("draining the retain queue (at most {:?})", self.settings.queue.shutdown_grace);
-        let report = queue.shutdown(self.settings.queue.shutdown_grace).await;
+        // The grace in force now: a reload may have changed it since the start.
+        let grace = self.sessions.settings().queue.shutdown_grace;
+        tracing::info!("draining the retain queue (at most {grace:?})");
+        let report = queue.shutdown(grace).await;
         let left = queue.depths().await.spooled;
         tracing::info!(delivered = report.delivered, failed = report.failed, spooled = left, "mneme stopped");
         result

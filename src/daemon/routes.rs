@@ -18,8 +18,8 @@ use super::api::*;
 use super::error::ApiError;
 use super::AppState;
 use crate::classify;
-use crate::spool::NoticeRow;
 use crate::session::{ClearRequest, Delivery, StartRequest, Turn, TurnEnd};
+use crate::spool::NoticeRow;
 
 type AppResult<T> = Result<T, ApiError>;
 type St = State<Arc<AppState>>;
@@ -217,9 +217,7 @@ pub async fn export(
     let Query(q) = q?;
     let backend = s.queue.backend();
     // Hindsight lists one bank at a time: default to the configured one.
-    let bank = q
-        .bank
-        .or_else(|| (backend.id() == mneme_core::BackendId::Hindsight).then(|| s.sessions.settings().base_bank()));
+    let bank = q.bank.or_else(|| (!backend.capabilities().lists_every_bank).then(|| s.sessions.settings().base_bank()));
     let page = backend.export(bank.as_deref(), q.cursor.as_deref(), q.limit.unwrap_or(500).clamp(1, 1000)).await?;
     Ok(Json(ExportAnswer { memories: page.memories, next: page.next }))
 }

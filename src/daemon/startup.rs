@@ -16,10 +16,11 @@ use crate::files::{self, FileProblem};
 use crate::hindsight_api::HindsightApi;
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
-use crate::spool::Spool;
 use crate::queue::Queue;
 use crate::reload::Reloader;
 use crate::session::Sessions;
+use crate::spool::Spool;
+use crate::state::DaemonState;
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -98,8 +99,9 @@ impl Daemon {
             other => StartError::Backend { backend: settings.memory.backend.to_string(), reason: other.to_string() },
         })?;
         crate::backends::forward_events(&backend, &notices);
-        let queue = Queue::new(spool.clone(), backend, settings.queue.clone(), notices.clone(), metrics.clone());
-        let sessions = Sessions::load(settings.clone(), queue.clone(), spool.clone(), notices.clone(), metrics.clone())
+        let state = DaemonState::new(settings.clone(), backend);
+        let queue = Queue::new(spool.clone(), state.clone(), notices.clone(), metrics.clone());
+        let sessions = Sessions::load(state.clone(), queue.clone(), spool.clone(), notices.clone(), metrics.clone())
             .await
             .map_err(StartError::Sessions)?;
         for warning in &loaded.warnings {
@@ -111,13 +113,8 @@ impl Daemon {
             Err(e) => tracing::error!("cannot read the spool: {e}"),
         }
         let hindsight = HindsightApi::new(sessions.clone(), queue.clone(), spool);
-        let reloader = Arc::new(Reloader::new(
-            loaded.path.clone(),
-            settings.clone(),
-            queue.clone(),
-            sessions.clone(),
-            notices.clone(),
-        ));
+        let reloader =
+            Arc::new(Reloader::new(loaded.path.clone(), state, queue.clone(), sessions.clone(), notices.clone()));
         Ok(Daemon {
             settings,
             sessions,
@@ -229,8 +226,7 @@ fn load_or_create_token(path: &Path) -> Result<String, StartError> {
             Ok(token)
         }
         None => {
-            let token =
-                crate::ids::secret_hex(32).map_err(StartError::Token)?;
+            let token = crate::ids::secret_hex(32).map_err(StartError::Token)?;
             let tmp = path.with_extension("tmp");
             let mut f = OpenOptions::new()
                 .write(true)

@@ -18,12 +18,12 @@ pub mod wire;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use mneme_core::{text, BackendError, BackendId, Budget, MemoryType, RecallQuery, ReflectQuery, Scope, TagsMatch};
+use mneme_core::{text, BackendError, Budget, MemoryType, RecallQuery, ReflectQuery, Scope, TagsMatch};
 
 use crate::config::Settings;
-use crate::spool::{Spool, SpoolError};
 use crate::queue::{NewItem, Queue};
 use crate::session::Sessions;
+use crate::spool::{Spool, SpoolError};
 use wire::*;
 
 pub use models::MODEL_STALE_AFTER;
@@ -96,7 +96,7 @@ impl HindsightApi {
             operation_ids: None,
             usage: None,
         };
-        if self.queue.backend().id() == BackendId::Off {
+        if !self.queue.backend().capabilities().stores {
             return Ok(answer(0));
         }
         let settings = self.settings();
@@ -180,7 +180,7 @@ impl HindsightApi {
 
     async fn recall_query(&self, bank: &str, q: &RecallQuery) -> Result<Vec<RecallResult>, CompatError> {
         let backend = self.queue.backend();
-        if backend.id() == BackendId::Off {
+        if !backend.capabilities().stores {
             return Ok(Vec::new());
         }
         let scope = Scope { bank: bank.to_owned(), tags: Vec::new() };
@@ -216,7 +216,7 @@ impl HindsightApi {
             return Err(CompatError::Invalid("query must not be empty".into()));
         }
         let backend = self.queue.backend();
-        if backend.id() == BackendId::Off {
+        if !backend.capabilities().stores {
             return Err(BackendError::Unsupported("memory.backend is \"off\": nothing is remembered".into()).into());
         }
         let q = ReflectQuery {

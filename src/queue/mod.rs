@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use mneme_core::{BackendError, BackendId, MemoryBackend, MemoryItem, MemoryType, RetainBatch, Scope};
@@ -28,10 +28,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::QueueSettings;
-use crate::lock::{MutexExt, RwLockExt};
+use crate::lock::MutexExt;
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
 use crate::spool::{Spool, SpoolError};
+use crate::state::DaemonState;
 
 /// An item as the session layer hands it over.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -123,8 +124,8 @@ struct Inner {
     spool: Spool,
     notices: Notices,
     metrics: Arc<Metrics>,
-    backend: RwLock<Arc<dyn MemoryBackend>>,
-    settings: RwLock<QueueSettings>,
+    /// The settings and backend in force (the queue's settings are `settings.queue`).
+    state: DaemonState,
     sessions: Mutex<HashMap<String, SessionQueue>>,
     tasks: TaskTracker,
     cancel: CancellationToken,
@@ -151,21 +152,14 @@ struct FailedDelivery<'a> {
 }
 
 impl Queue {
-    /// A queue over `spool`, delivering to `backend`.
-    pub fn new(
-        spool: Spool,
-        backend: Arc<dyn MemoryBackend>,
-        settings: QueueSettings,
-        notices: Notices,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    /// A queue over `spool`, delivering to the backend `state` holds.
+    pub fn new(spool: Spool, state: DaemonState, notices: Notices, metrics: Arc<Metrics>) -> Self {
         Queue {
             inner: Arc::new(Inner {
                 spool,
                 notices,
                 metrics,
-                backend: RwLock::new(backend),
-                settings: RwLock::new(settings),
+                state,
                 sessions: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
                 cancel: CancellationToken::new(),
@@ -272,20 +266,15 @@ impl Queue {
         total
     }
 
-    /// Replaces the backend future deliveries go to.
-    pub fn set_backend(&self, backend: Arc<dyn MemoryBackend>) {
-        *self.inner.backend.write_locked() = backend;
+    /// Call after the state's backend was replaced: an outage of the old one is not the new
+    /// one's (its first failure gets a notice of its own).
+    pub fn backend_switched(&self) {
         self.inner.backend_down.store(false, Ordering::Relaxed);
     }
 
     /// The backend deliveries go to.
     pub fn backend(&self) -> Arc<dyn MemoryBackend> {
         self.inner.backend()
-    }
-
-    /// Applies new queue settings (sizes and delays) from now on.
-    pub fn set_settings(&self, settings: QueueSettings) {
-        *self.inner.settings.write_locked() = settings;
     }
 
     /// Puts dead letters back and delivers them now. Returns how many.
@@ -352,11 +341,11 @@ impl Queue {
 
 impl Inner {
     fn settings(&self) -> QueueSettings {
-        self.settings.read_locked().clone()
+        self.state.settings().queue.clone()
     }
 
     fn backend(&self) -> Arc<dyn MemoryBackend> {
-        self.backend.read_locked().clone()
+        self.state.backend()
     }
 
     fn with_session<T>(&self, id: &str, f: impl FnOnce(&mut SessionQueue) -> T) -> T {
@@ -417,7 +406,7 @@ impl Inner {
                 break;
             }
             let backend = self.backend();
-            if backend.id() == BackendId::Off {
+            if !backend.capabilities().stores {
                 break; // held for the next storing backend
             }
             let batch = match self.spool.next_batch(session, settings.max_batch).await {

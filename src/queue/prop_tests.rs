@@ -172,7 +172,9 @@ fn queue_settings() -> QueueSettings {
 fn open(path: &std::path::Path, store: &Arc<Store>) -> Queue {
     let spool = Spool::open(path).unwrap();
     let notices = Notices::new(spool.clone());
-    Queue::new(spool, store.clone(), queue_settings(), notices, Arc::new(Metrics::default()))
+    let settings = crate::config::Settings { queue: queue_settings(), ..crate::config::Settings::default() };
+    let state = crate::state::DaemonState::new(Arc::new(settings), store.clone());
+    Queue::new(spool, state, notices, Arc::new(Metrics::default()))
 }
 
 async fn run(ops: Vec<Op>) {

@@ -72,7 +72,10 @@ mod tests {
         assert_eq!(backoff(&s, 1, &e), Duration::from_secs(30));
         let full = BackendError::StorageFull { reason: "full".into() };
         assert_eq!(backoff(&s, 9, &full), Duration::from_secs(5));
-        assert_eq!(with_jitter(Duration::from_secs(10), 0.999_999), Duration::from_secs(10).mul_f64(1.0 + 0.05 * 0.999_999));
+        assert_eq!(
+            with_jitter(Duration::from_secs(10), 0.999_999),
+            Duration::from_secs(10).mul_f64(1.0 + 0.05 * 0.999_999)
+        );
         assert_eq!(with_jitter(Duration::from_secs(10), 0.0), Duration::from_secs(10));
     }
 }

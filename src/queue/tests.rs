@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use mneme_core::*;
 
 use super::*;
+use crate::state::Current;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
@@ -115,6 +116,12 @@ struct Rig {
     path: std::path::PathBuf,
     queue: Queue,
     notices: Notices,
+    state: DaemonState,
+}
+
+/// Default settings but the queue's, and `backend`.
+fn state(backend: Arc<dyn MemoryBackend>, s: QueueSettings) -> DaemonState {
+    DaemonState::new(Arc::new(crate::config::Settings { queue: s, ..crate::config::Settings::default() }), backend)
 }
 
 fn rig(backend: Arc<dyn MemoryBackend>, s: QueueSettings) -> Rig {
@@ -122,8 +129,9 @@ fn rig(backend: Arc<dyn MemoryBackend>, s: QueueSettings) -> Rig {
     let path = dir.path().join("spool.db");
     let spool = Spool::open(&path).unwrap();
     let notices = Notices::new(spool.clone());
-    let queue = Queue::new(spool, backend, s, notices.clone(), Arc::new(Metrics::default()));
-    Rig { _dir: dir, path, queue, notices }
+    let state = state(backend, s);
+    let queue = Queue::new(spool, state.clone(), notices.clone(), Arc::new(Metrics::default()));
+    Rig { _dir: dir, path, queue, notices, state }
 }
 
 fn scope() -> Scope {
@@ -332,12 +340,12 @@ async fn spooled_items_are_delivered_after_a_restart() {
     r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
     r.queue.shutdown(Duration::from_millis(100)).await;
     // The spool is locked while open: let go of it, as a process that stops does.
-    let Rig { _dir, path, queue, notices } = r;
+    let Rig { _dir, path, queue, notices, .. } = r;
     drop((queue, notices));
     let b2 = TestBackend::new(&[Mode::Ok]);
     let spool = Spool::open(&path).unwrap();
     let notices = Notices::new(spool.clone());
-    let q2 = Queue::new(spool, b2.clone(), settings(), notices, Arc::new(Metrics::default()));
+    let q2 = Queue::new(spool, state(b2.clone(), settings()), notices, Arc::new(Metrics::default()));
     assert_eq!(q2.recover().await.unwrap(), 2);
     advance(100).await;
     assert_eq!(b2.delivered(), vec!["a0", "a1"]);
@@ -350,7 +358,8 @@ async fn off_holds_items_for_the_next_storing_backend() {
     assert_eq!(r.queue.flush("s").await, FlushReport::default());
     assert_eq!(r.queue.depths().await.spooled, 1);
     let b = TestBackend::new(&[Mode::Ok]);
-    r.queue.set_backend(b.clone());
+    r.state.replace(Current { settings: r.state.settings(), backend: b.clone() });
+    r.queue.backend_switched();
     r.queue.flush("s").await;
     assert_eq!(b.delivered(), vec!["a0"]);
 }

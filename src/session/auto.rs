@@ -4,14 +4,14 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mneme_core::text::{self, Message};
-use mneme_core::{BackendId, MemoryType, Recalled};
+use mneme_core::{MemoryType, Recalled};
 
 use super::clean::{clean, conversation};
 use super::tools::format_results;
 use super::{Delivery, PendingRetain, Session, SessionError, Sessions, Turn};
 use crate::config::{RetainMode, Settings};
-use crate::spool::SpoolError;
 use crate::queue::{FlushReport, NewItem};
+use crate::spool::SpoolError;
 
 /// How a turn ends (agent-end).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +103,7 @@ impl Sessions {
         if turn == Turn::Work
             && settings.retain.auto
             && session.parent.is_none()
-            && self.backend().id() != BackendId::Off
+            && self.backend().capabilities().stores
         {
             retained = match end.reply.as_deref() {
                 // A client that passes the reply apart knows its messages may lag behind.

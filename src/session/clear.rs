@@ -1,6 +1,6 @@
 //! Deleting memories: one session's scope, or everything; what is spooled for them goes too.
 
-use mneme_core::{BackendId, ClearWhat, Scope};
+use mneme_core::{ClearWhat, Scope};
 use serde::Serialize;
 
 use super::{Session, SessionError, Sessions};
@@ -48,7 +48,7 @@ impl Sessions {
             (None, true) => (Scope { bank: self.settings().base_bank(), tags: vec![] }, ClearWhat::All, None),
         };
         // `remote` only means something where there is a server.
-        let what = if req.remote && backend.id() == BackendId::Hindsight { ClearWhat::Remote } else { what };
+        let what = if req.remote && backend.capabilities().clears_remotely { ClearWhat::Remote } else { what };
         let discarded = self.inner.queue.discard(discard_for.as_deref()).await?;
         let report = backend.clear(&scope, what).await?;
         let touched: Vec<Session> = {

@@ -1,8 +1,6 @@
 //! The developer instructions a session's agent gets: a short memory guide naming the tools the
 //! client really offers, what the backend adds (recent memories), and the cached recalled block.
 
-use mneme_core::BackendId;
-
 use super::{SessionError, Sessions, ToolNames};
 
 /// The guide for a client with tools called `recall` and `retain` (the MCP server's own
@@ -58,7 +56,7 @@ impl Sessions {
     pub async fn instructions(&self, id: &str) -> Result<Option<String>, SessionError> {
         let session = self.get(id)?;
         let backend = self.backend();
-        if backend.id() == BackendId::Off {
+        if !backend.capabilities().stores {
             return Ok(None);
         }
         let mut md = guide(session.tools.as_ref());

@@ -18,18 +18,19 @@ mod scope;
 mod tools;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mneme_core::{BackendError, Scope};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Settings;
-use crate::lock::{MutexExt, RwLockExt};
+use crate::lock::MutexExt;
 use crate::metrics::Metrics;
 use crate::notices::Notices;
-use crate::spool::{Spool, SpoolError};
 use crate::queue::{FlushReport, Queue};
+use crate::spool::{Spool, SpoolError};
+use crate::state::DaemonState;
 
 pub use auto::{memory_block, TurnEnd};
 pub use clean::{clean as clean_text, clean_imported};
@@ -185,7 +186,8 @@ pub struct Sessions {
 }
 
 struct Inner {
-    settings: RwLock<Arc<Settings>>,
+    /// The settings and backend in force.
+    state: DaemonState,
     queue: Queue,
     spool: Spool,
     metrics: Arc<Metrics>,
@@ -197,7 +199,7 @@ impl Sessions {
     /// Sessions over a queue; loads the sessions a previous run saved. Sessions idle past
     /// [`SESSION_TTL`] are forgotten, their pending tail retained first.
     pub async fn load(
-        settings: Arc<Settings>,
+        state: DaemonState,
         queue: Queue,
         spool: Spool,
         notices: Notices,
@@ -215,16 +217,8 @@ impl Sessions {
                 Err(e) => tracing::warn!(session = id, "ignoring an unreadable saved session: {e}"),
             }
         }
-        let sessions = Sessions {
-            inner: Arc::new(Inner {
-                settings: RwLock::new(settings),
-                queue,
-                spool,
-                metrics,
-                notices,
-                map: Mutex::new(map),
-            }),
-        };
+        let sessions =
+            Sessions { inner: Arc::new(Inner { state, queue, spool, metrics, notices, map: Mutex::new(map) }) };
         for s in expired {
             tracing::info!(
                 session = s.id,
@@ -241,13 +235,14 @@ impl Sessions {
 
     /// The settings in force.
     pub fn settings(&self) -> Arc<Settings> {
-        self.inner.settings.read_locked().clone()
+        self.inner.state.settings()
     }
 
-    /// Applies new settings: sessions are re-scoped (a new bank or scoping takes effect at once);
-    /// those whose scope changed recall afresh.
-    pub async fn apply_settings(&self, settings: Arc<Settings>) -> Result<(), SpoolError> {
-        *self.inner.settings.write_locked() = settings.clone();
+    /// Re-scopes every session under the settings in force (call after the state's settings
+    /// were replaced): a new bank or scoping takes effect at once; sessions whose scope changed
+    /// recall afresh.
+    pub async fn rescope(&self) -> Result<(), SpoolError> {
+        let settings = self.settings();
         // The project of each directory is found on the disk: off the async worker, and not
         // under the session map's lock.
         let roots: Vec<(String, String)> = self
@@ -421,7 +416,7 @@ impl Sessions {
     }
 
     fn backend(&self) -> Arc<dyn mneme_core::MemoryBackend> {
-        self.inner.queue.backend()
+        self.inner.state.backend()
     }
 
     fn update(&self, id: &str, f: impl FnOnce(&mut Session)) -> Option<Session> {

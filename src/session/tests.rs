@@ -5,6 +5,7 @@ use mneme_core::{MemoryBackend, Scope};
 
 use super::*;
 use crate::notices::Notices;
+use crate::state::{Current, DaemonState};
 
 fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
     let s = Session {
@@ -30,6 +31,7 @@ struct Rig {
     spool: Spool,
     queue: Queue,
     local: mneme_local::LocalBackend,
+    state: DaemonState,
 }
 
 fn rig() -> Rig {
@@ -37,19 +39,16 @@ fn rig() -> Rig {
     let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
     let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
     let notices = Notices::new(spool.clone());
-    let queue = Queue::new(
-        spool.clone(),
-        Arc::new(local.clone()),
-        Settings::default().queue,
-        notices,
-        Arc::new(Metrics::default()),
-    );
-    Rig { _dir: dir, spool, queue, local }
+    let state = DaemonState::new(Arc::new(Settings::default()), Arc::new(local.clone()));
+    let queue = Queue::new(spool.clone(), state.clone(), notices, Arc::new(Metrics::default()));
+    Rig { _dir: dir, spool, queue, local, state }
 }
 
+/// Sessions under `settings` (the daemon's state takes them, as a start with that file would).
 async fn sessions(r: &Rig, settings: Settings) -> Sessions {
     let notices = Notices::new(r.spool.clone());
-    Sessions::load(Arc::new(settings), r.queue.clone(), r.spool.clone(), notices, Arc::new(Metrics::default()))
+    r.state.replace(Current { settings: Arc::new(settings), backend: r.state.backend() });
+    Sessions::load(r.state.clone(), r.queue.clone(), r.spool.clone(), notices, Arc::new(Metrics::default()))
         .await
         .unwrap()
 }

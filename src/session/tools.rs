@@ -2,7 +2,7 @@
 
 use std::time::{Instant, SystemTime};
 
-use mneme_core::{BackendError, BackendId, MemoryType, RecallQuery, Recalled, ReflectQuery, Scope, TagsMatch};
+use mneme_core::{BackendError, MemoryType, RecallQuery, Recalled, ReflectQuery, Scope, TagsMatch};
 
 use super::clean::clean;
 use super::{SessionError, Sessions};
@@ -45,7 +45,7 @@ impl Sessions {
         if let Some(i) = items.iter().position(|(content, _)| content.trim().is_empty()) {
             return Err(SessionError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
         }
-        if self.backend().id() == BackendId::Off {
+        if !self.backend().capabilities().stores {
             return Ok(Retained { queued: 0, skipped: 0, message: OFF_MESSAGE.into(), off: true });
         }
         let settings = self.settings();

@@ -142,4 +142,3 @@ fn begin(conn: &mut Connection) -> Result<Transaction<'_>, SpoolError> {
     }
     Ok(conn.transaction()?)
 }
-

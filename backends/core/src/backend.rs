@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use crate::browse::{BankCount, BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail};
 use crate::error::BackendError;
 use crate::types::{
-    BackendEvent, BackendId, BackendStatus, ClearReport, ClearWhat, ExportPage, RecallQuery, Recalled, ReflectQuery,
-    RetainBatch, Scope, StoredMemory,
+    BackendEvent, BackendId, BackendStatus, Capabilities, ClearReport, ClearWhat, ExportPage, RecallQuery, Recalled,
+    ReflectQuery, RetainBatch, Scope, StoredMemory,
 };
 
 /// A place where memories live. The daemon holds exactly one as `Arc<dyn MemoryBackend>`.
@@ -17,6 +17,11 @@ use crate::types::{
 pub trait MemoryBackend: Send + Sync + 'static {
     /// Which backend this is.
     fn id(&self) -> BackendId;
+
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::LOCAL_STORE
+    }
 
     /// Prepares a scope before its first use (for example: ensure a bank and its mission).
     async fn start(&self, scope: &Scope) -> Result<(), BackendError>;

@@ -18,6 +18,10 @@ impl MemoryBackend for OffBackend {
         BackendId::Off
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { stores: false, ..Capabilities::LOCAL_STORE }
+    }
+
     async fn start(&self, _scope: &Scope) -> Result<(), BackendError> {
         Ok(())
     }

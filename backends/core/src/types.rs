@@ -48,6 +48,24 @@ impl FromStr for BackendId {
     }
 }
 
+/// What a backend can do, so the layers above ask it instead of naming backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// It keeps memories. (`off` does not: retains are answered with `queued: 0`, and items
+    /// already spooled wait for a backend that stores.)
+    pub stores: bool,
+    /// It can list the memories of every bank at once. (Hindsight lists one bank at a time: the
+    /// daemon names the configured bank when a request names none.)
+    pub lists_every_bank: bool,
+    /// A clear can delete the server's memories too (`remote`), not only mneme's.
+    pub clears_remotely: bool,
+}
+
+impl Capabilities {
+    /// A store mneme owns: it stores, lists every bank, and a clear is always local.
+    pub const LOCAL_STORE: Capabilities = Capabilities { stores: true, lists_every_bank: true, clears_remotely: false };
+}
+
 /// How recall matches tags (Hindsight's meaning).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

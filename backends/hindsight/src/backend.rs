@@ -49,6 +49,26 @@ pub struct HindsightConfig {
     pub debug: bool,
 }
 
+impl HindsightConfig {
+    /// The server at `api_url` with mneme's defaults: no token, no missions, 20 requests/s in
+    /// bursts of 40, 30 s for most calls, 60 s for a retain and 120 s for a reflect.
+    pub fn new(api_url: impl Into<String>) -> Self {
+        HindsightConfig {
+            api_url: api_url.into(),
+            api_token: None,
+            bank_mission: String::new(),
+            retain_mission: String::new(),
+            requests_per_second: 20,
+            burst: 40,
+            timeout: Duration::from_secs(30),
+            recall_timeout: Duration::from_secs(30),
+            retain_timeout: Duration::from_secs(60),
+            reflect_timeout: Duration::from_secs(120),
+            debug: false,
+        }
+    }
+}
+
 /// The `hindsight` backend.
 pub struct HindsightBackend {
     config: HindsightConfig,
@@ -210,6 +230,10 @@ fn tags_match(tags: &[String], mode: TagsMatch) -> Option<&'static str> {
 impl MemoryBackend for HindsightBackend {
     fn id(&self) -> BackendId {
         BackendId::Hindsight
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { stores: true, lists_every_bank: false, clears_remotely: true }
     }
 
     async fn start(&self, scope: &Scope) -> Result<(), BackendError> {
@@ -432,17 +456,9 @@ mod tests {
     #[test]
     fn the_token_never_shows() {
         let c = HindsightConfig {
-            api_url: "http://127.0.0.1:1".into(),
             api_token: Some(Secret::new("hunter2-token")),
-            bank_mission: String::new(),
-            retain_mission: String::new(),
-            requests_per_second: 20,
-            burst: 40,
-            timeout: Duration::from_secs(1),
-            recall_timeout: Duration::from_secs(1),
-            retain_timeout: Duration::from_secs(1),
-            reflect_timeout: Duration::from_secs(1),
             debug: true,
+            ..HindsightConfig::new("http://127.0.0.1:1")
         };
         let b = HindsightBackend::new(c.clone()).unwrap();
         assert!(!format!("{c:?} {b:?}").contains("hunter2"));
@@ -450,20 +466,7 @@ mod tests {
 
     #[test]
     fn bank_ids_are_path_encoded() {
-        let b = HindsightBackend::new(HindsightConfig {
-            api_url: "http://h:1/prefix/".into(),
-            api_token: None,
-            bank_mission: String::new(),
-            retain_mission: String::new(),
-            requests_per_second: 1,
-            burst: 1,
-            timeout: Duration::from_secs(1),
-            recall_timeout: Duration::from_secs(1),
-            retain_timeout: Duration::from_secs(1),
-            reflect_timeout: Duration::from_secs(1),
-            debug: false,
-        })
-        .unwrap();
+        let b = HindsightBackend::new(HindsightConfig::new("http://h:1/prefix/")).unwrap();
         assert_eq!(
             b.bank_url("my bank?", &["memories"]).as_str(),
             "http://h:1/prefix/v1/default/banks/my%20bank%3F/memories"

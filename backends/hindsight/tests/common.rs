@@ -22,17 +22,14 @@ pub fn peer_url() -> Option<String> {
 
 pub fn config(url: &str, token: Option<&str>) -> HindsightConfig {
     HindsightConfig {
-        api_url: url.into(),
         api_token: token.map(Secret::new),
-        bank_mission: String::new(),
-        retain_mission: String::new(),
         requests_per_second: 50,
         burst: 100,
         timeout: Duration::from_secs(10),
         recall_timeout: Duration::from_secs(20),
         retain_timeout: Duration::from_secs(20),
         reflect_timeout: Duration::from_secs(60),
-        debug: false,
+        ..HindsightConfig::new(url)
     }
 }
 

@@ -356,4 +356,3 @@ impl MemoryBackend for LocalBackend {
         }
     }
 }
-
