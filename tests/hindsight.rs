@@ -220,5 +220,8 @@ async fn the_web_views_routes_list_show_and_forget_documents_on_hindsight() {
     let (status, _) = d.req(reqwest::Method::DELETE, &format!("/v1/documents/doc-heron?bank={bank}"), None).await;
     assert_eq!(status, 404);
     let (_, found) = d.post("/v1/search", json!({"query": "ibis cache size"})).await;
-    assert!(found["results"].as_array().unwrap().iter().any(|r| r["text"] == "The ibis cache holds ten thousand keys"), "{found}");
+    assert!(
+        found["results"].as_array().unwrap().iter().any(|r| r["text"] == "The ibis cache holds ten thousand keys"),
+        "{found}"
+    );
 }
