@@ -10,9 +10,11 @@
 //! with exponential backoff and a little jitter ([`retry`]); permanent ones, or running out of attempts, move it to the dead
 //! letters. Either way the user gets a notice.
 
+mod delivery;
 mod overview;
 mod retry;
 
+use delivery::Step;
 pub use overview::{LastDelivery, QueueOverview, SessionDepths};
 
 use std::collections::{BTreeMap, HashMap};
@@ -22,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use mneme_core::{BackendError, BackendId, MemoryBackend, MemoryItem, MemoryType, RetainBatch, Scope};
+use mneme_core::{MemoryBackend, MemoryItem, MemoryType, Scope};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -138,18 +140,6 @@ struct Inner {
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// A delivery the backend did not take, as [`Inner::delivery_failed`] handles it.
-struct FailedDelivery<'a> {
-    session: &'a str,
-    batch_id: &'a str,
-    /// Items in the batch.
-    items: u64,
-    /// Attempts made before this one.
-    attempts_before: u32,
-    error: &'a BackendError,
-    backend: BackendId,
-}
 
 impl Queue {
     /// A queue over `spool`, delivering to the backend `state` holds.
@@ -405,47 +395,9 @@ impl Inner {
             if backing_off && trigger.is_debounce() {
                 break;
             }
-            let backend = self.backend();
-            if !backend.capabilities().stores {
-                break; // held for the next storing backend
-            }
-            let batch = match self.spool.next_batch(session, settings.max_batch).await {
-                Ok(b) if b.is_empty() => break,
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!(session, "cannot read the spool: {e}");
-                    break;
-                }
-            };
-            let n = batch.len() as u64;
-            self.with_session(session, |q| {
-                q.pending = q.pending.saturating_sub(n);
-                q.in_flight += n;
-            });
-            let batch_id = batch[0].batch_id.clone().expect("next_batch assigns a batch id");
-            let scope = Scope { bank: batch[0].bank.clone(), tags: batch[0].item.tags.clone() };
-            let attempts_before = batch[0].attempts;
-            let seqs = batch[0].seq..=batch[batch.len() - 1].seq;
-            let delivery = RetainBatch { id: batch_id.clone(), items: batch.into_iter().map(|s| s.item).collect() };
-            let started = Instant::now();
-            let result = backend.retain(&scope, &delivery).await;
-            self.metrics.delivery_seconds.observe(started.elapsed());
-            let last = LastDelivery::new(n, started.elapsed(), result.as_ref().err());
-            self.with_session(session, |q| {
-                q.in_flight = q.in_flight.saturating_sub(n);
-                q.last_delivery = Some(last);
-            });
-            match result {
-                Ok(()) => {
-                    self.spool.delivered(session, &batch_id, seqs).await;
-                    self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
-                    self.with_session(session, |q| q.backoff_until = None);
-                    if self.backend_down.swap(false, Ordering::Relaxed) {
-                        let message =
-                            format!("The {} backend is reachable again; delivering spooled memories.", backend.id());
-                        self.notices.emit(Level::Info, backend.id().as_str(), None, message).await;
-                        self.wake_waiting_sessions(session);
-                    }
+            match self.deliver_next(session, &settings).await {
+                Step::Nothing => break,
+                Step::Delivered(n) => {
                     report.delivered += n;
                     // Size and timer flushes send full batches only after the first one: what
                     // trickles in meanwhile waits for its own size or timer trigger instead of
@@ -455,18 +407,9 @@ impl Inner {
                         break;
                     }
                 }
-                Err(e) => {
-                    self.metrics.delivery_failures.fetch_add(1, Ordering::Relaxed);
-                    report.failed += n;
-                    let failed = FailedDelivery {
-                        session,
-                        batch_id: &batch_id,
-                        items: n,
-                        attempts_before,
-                        error: &e,
-                        backend: backend.id(),
-                    };
-                    if !self.delivery_failed(failed, &settings).await {
+                Step::Failed { items, go_on } => {
+                    report.failed += items;
+                    if !go_on {
                         break;
                     }
                 }
@@ -486,79 +429,6 @@ impl Inner {
         if arm {
             self.spawn_flush(session.to_owned(), Trigger::Timer, settings.flush_interval);
         }
-    }
-
-    /// Handles a failed delivery: a transient failure backs off and retries (one notice per
-    /// outage), a permanent one or the last attempt makes a dead letter. Returns whether the
-    /// flush may go on with the next batch.
-    async fn delivery_failed(self: &Arc<Self>, f: FailedDelivery<'_>, settings: &QueueSettings) -> bool {
-        let FailedDelivery { session, batch_id, items: n, attempts_before, error, backend } = f;
-        let reason = error.to_string();
-        let noun = if n == 1 { "memory" } else { "memories" };
-        if !error.is_transient() {
-            self.dead_letter(session, batch_id, n, &reason, backend).await;
-            return true;
-        }
-        // A full disk does not use up attempts: waiting for room is not the batch's fault.
-        let attempts = if error.is_storage_full() {
-            attempts_before
-        } else {
-            match self.spool.failed(session, batch_id, &reason).await {
-                // Gone meanwhile (a clear dropped it): nothing is left to retry.
-                Ok(0) => return true,
-                Ok(attempts) => attempts,
-                Err(_) => attempts_before + 1,
-            }
-        };
-        if attempts >= settings.max_attempts {
-            let reason = format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)");
-            self.dead_letter(session, batch_id, n, &reason, backend).await;
-            return true;
-        }
-        let delay = retry::backoff(settings, attempts, error);
-        self.with_session(session, |q| {
-            q.pending += n;
-            q.backoff_until = Some(Instant::now() + delay);
-            q.retry_armed = true;
-        });
-        self.spawn_flush(session.to_owned(), Trigger::Retry, delay);
-        if !self.backend_down.swap(true, Ordering::Relaxed) {
-            let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
-            self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
-        } else {
-            tracing::warn!(session, attempts, "delivery retry failed: {reason}; next try in {delay:?}");
-        }
-        false
-    }
-
-    /// After an outage, sessions backing off need not wait out their delay: retry them now.
-    fn wake_waiting_sessions(self: &Arc<Self>, except: &str) {
-        let waiting: Vec<String> = {
-            let mut sessions = self.sessions.locked();
-            sessions
-                .iter_mut()
-                .filter(|(id, q)| id.as_str() != except && q.backoff_until.is_some() && q.pending > 0)
-                .map(|(id, q)| {
-                    q.backoff_until = None;
-                    id.clone()
-                })
-                .collect()
-        };
-        for s in waiting {
-            self.spawn_flush(s, Trigger::Explicit, Duration::ZERO);
-        }
-    }
-
-    async fn dead_letter(&self, session: &str, batch_id: &str, n: u64, reason: &str, backend: BackendId) {
-        if let Err(e) = self.spool.dead_letter(session, batch_id, reason).await {
-            tracing::error!(session, "cannot move batch {batch_id} to the dead letters: {e}");
-            self.with_session(session, |q| q.pending += n);
-            return;
-        }
-        self.metrics.items_dead.fetch_add(n, Ordering::Relaxed);
-        let noun = if n == 1 { "memory" } else { "memories" };
-        let message = format!("Memory retention failed for {n} {noun}: {reason}");
-        self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
     }
 }
 

@@ -1,0 +1,174 @@
+//! Delivering one batch: read it from the spool, hand it to the backend, and record what
+//! happened — removed from the spool, retried after a backoff ([`super::retry`]), or moved to the
+//! dead letters — with the notices and metrics that go with it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mneme_core::{BackendError, BackendId, RetainBatch, Scope};
+use tokio::time::Instant;
+
+use super::{retry, Inner, LastDelivery, Trigger};
+use crate::config::QueueSettings;
+use crate::lock::MutexExt;
+use crate::notices::Level;
+
+/// What one delivery attempt came to.
+pub(super) enum Step {
+    /// Nothing to send: the session's queue is empty, the backend stores nothing (`off`: held
+    /// for the next one), or the spool could not be read.
+    Nothing,
+    /// The backend stored this many items.
+    Delivered(u64),
+    /// The backend did not take this many; `go_on` says whether the flush may try the next batch.
+    Failed { items: u64, go_on: bool },
+}
+
+/// A delivery the backend did not take, as [`Inner::delivery_failed`] handles it.
+struct FailedDelivery<'a> {
+    session: &'a str,
+    batch_id: &'a str,
+    /// Items in the batch.
+    items: u64,
+    /// Attempts made before this one.
+    attempts_before: u32,
+    error: &'a BackendError,
+    backend: BackendId,
+}
+
+impl Inner {
+    /// Delivers the session's next batch (a resend keeps its batch id).
+    pub(super) async fn deliver_next(self: &Arc<Self>, session: &str, settings: &QueueSettings) -> Step {
+        let backend = self.backend();
+        if !backend.capabilities().stores {
+            return Step::Nothing; // held for the next storing backend
+        }
+        let batch = match self.spool.next_batch(session, settings.max_batch).await {
+            Ok(b) if b.is_empty() => return Step::Nothing,
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(session, "cannot read the spool: {e}");
+                return Step::Nothing;
+            }
+        };
+        let n = batch.len() as u64;
+        self.with_session(session, |q| {
+            q.pending = q.pending.saturating_sub(n);
+            q.in_flight += n;
+        });
+        let batch_id = batch[0].batch_id.clone().expect("next_batch assigns a batch id");
+        let scope = Scope { bank: batch[0].bank.clone(), tags: batch[0].item.tags.clone() };
+        let attempts_before = batch[0].attempts;
+        let seqs = batch[0].seq..=batch[batch.len() - 1].seq;
+        let delivery = RetainBatch { id: batch_id.clone(), items: batch.into_iter().map(|s| s.item).collect() };
+        let started = Instant::now();
+        let result = backend.retain(&scope, &delivery).await;
+        self.metrics.delivery_seconds.observe(started.elapsed());
+        let last = LastDelivery::new(n, started.elapsed(), result.as_ref().err());
+        self.with_session(session, |q| {
+            q.in_flight = q.in_flight.saturating_sub(n);
+            q.last_delivery = Some(last);
+        });
+        match result {
+            Ok(()) => {
+                self.spool.delivered(session, &batch_id, seqs).await;
+                self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
+                self.with_session(session, |q| q.backoff_until = None);
+                if self.backend_down.swap(false, Ordering::Relaxed) {
+                    let message =
+                        format!("The {} backend is reachable again; delivering spooled memories.", backend.id());
+                    self.notices.emit(Level::Info, backend.id().as_str(), None, message).await;
+                    self.wake_waiting_sessions(session);
+                }
+                Step::Delivered(n)
+            }
+            Err(e) => {
+                self.metrics.delivery_failures.fetch_add(1, Ordering::Relaxed);
+                let failed = FailedDelivery {
+                    session,
+                    batch_id: &batch_id,
+                    items: n,
+                    attempts_before,
+                    error: &e,
+                    backend: backend.id(),
+                };
+                let go_on = self.delivery_failed(failed, settings).await;
+                Step::Failed { items: n, go_on }
+            }
+        }
+    }
+
+    /// Handles a failed delivery: a transient failure backs off and retries (one notice per
+    /// outage), a permanent one or the last attempt makes a dead letter. Returns whether the
+    /// flush may go on with the next batch.
+    async fn delivery_failed(self: &Arc<Self>, f: FailedDelivery<'_>, settings: &QueueSettings) -> bool {
+        let FailedDelivery { session, batch_id, items: n, attempts_before, error, backend } = f;
+        let reason = error.to_string();
+        let noun = if n == 1 { "memory" } else { "memories" };
+        if !error.is_transient() {
+            self.dead_letter(session, batch_id, n, &reason, backend).await;
+            return true;
+        }
+        // A full disk does not use up attempts: waiting for room is not the batch's fault.
+        let attempts = if error.is_storage_full() {
+            attempts_before
+        } else {
+            match self.spool.failed(session, batch_id, &reason).await {
+                // Gone meanwhile (a clear dropped it): nothing is left to retry.
+                Ok(0) => return true,
+                Ok(attempts) => attempts,
+                Err(_) => attempts_before + 1,
+            }
+        };
+        if attempts >= settings.max_attempts {
+            let reason = format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)");
+            self.dead_letter(session, batch_id, n, &reason, backend).await;
+            return true;
+        }
+        let delay = retry::backoff(settings, attempts, error);
+        self.with_session(session, |q| {
+            q.pending += n;
+            q.backoff_until = Some(Instant::now() + delay);
+            q.retry_armed = true;
+        });
+        self.spawn_flush(session.to_owned(), Trigger::Retry, delay);
+        if !self.backend_down.swap(true, Ordering::Relaxed) {
+            let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
+            self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
+        } else {
+            tracing::warn!(session, attempts, "delivery retry failed: {reason}; next try in {delay:?}");
+        }
+        false
+    }
+
+    /// After an outage, sessions backing off need not wait out their delay: retry them now.
+    fn wake_waiting_sessions(self: &Arc<Self>, except: &str) {
+        let waiting: Vec<String> = {
+            let mut sessions = self.sessions.locked();
+            sessions
+                .iter_mut()
+                .filter(|(id, q)| id.as_str() != except && q.backoff_until.is_some() && q.pending > 0)
+                .map(|(id, q)| {
+                    q.backoff_until = None;
+                    id.clone()
+                })
+                .collect()
+        };
+        for s in waiting {
+            self.spawn_flush(s, Trigger::Explicit, Duration::ZERO);
+        }
+    }
+
+    async fn dead_letter(&self, session: &str, batch_id: &str, n: u64, reason: &str, backend: BackendId) {
+        if let Err(e) = self.spool.dead_letter(session, batch_id, reason).await {
+            tracing::error!(session, "cannot move batch {batch_id} to the dead letters: {e}");
+            self.with_session(session, |q| q.pending += n);
+            return;
+        }
+        self.metrics.items_dead.fetch_add(n, Ordering::Relaxed);
+        let noun = if n == 1 { "memory" } else { "memories" };
+        let message = format!("Memory retention failed for {n} {noun}: {reason}");
+        self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
+    }
+}
