@@ -8,7 +8,6 @@
 //! Not a test: it reports numbers and asserts nothing. `MNEME_BENCH_QUICK=1` shrinks it;
 //! `MNEME_BENCH_ONLY=daemon` or `=recall` runs one half.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -199,15 +198,11 @@ async fn recall_bench(n: usize, queries: usize) {
         let mut batch = Vec::with_capacity(1000);
         for i in 0..n {
             let len = 6 + (rng.next() % 20) as usize;
+            let content = format!("{} #{i}", sentence(&mut rng, &vocab, len));
             batch.push(MemoryItem {
-                id: format!("m{i}"),
-                content: format!("{} #{i}", sentence(&mut rng, &vocab, len)),
-                context: None,
-                timestamp: "2026-01-01T00:00:00Z".into(),
-                metadata: BTreeMap::new(),
                 tags: if i % 4 == 0 { vec![] } else { tags.clone() },
-                document_id: None,
                 kind: if i % 3 == 0 { MemoryType::Experience } else { MemoryType::World },
+                ..MemoryItem::new(format!("m{i}"), content, "2026-01-01T00:00:00Z")
             });
             if batch.len() == 1000 {
                 store.retain("mneme", &batch).unwrap();

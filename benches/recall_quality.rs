@@ -66,16 +66,8 @@ async fn open_and_fill(db: &Path, docs: &[Doc]) -> LocalBackend {
         let mut items = Vec::new();
         while i < docs.len() && &docs[i].bank == bank && &docs[i].session == session && items.len() < 16 {
             let d = &docs[i];
-            items.push(MemoryItem {
-                id: d.id.clone(),
-                content: d.text.clone(),
-                context: None,
-                timestamp: "2026-01-01T00:00:00.000Z".into(),
-                metadata: BTreeMap::from([("session_id".to_owned(), d.session.clone())]),
-                tags: vec![],
-                document_id: None,
-                kind: d.kind,
-            });
+            let item = MemoryItem::new(d.id.clone(), d.text.clone(), "2026-01-01T00:00:00.000Z");
+            items.push(MemoryItem { kind: d.kind, ..item.in_session(d.session.clone()) });
             i += 1;
         }
         let scope = Scope { bank: bank.clone(), tags: vec![] };

@@ -10,7 +10,6 @@
 //! (random unit vectors under the built-in model's id: the scan costs the same whatever they
 //! hold). Not a test: it reports numbers. `MNEME_BENCH_QUICK=1` uses 20k passages.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -59,16 +58,7 @@ fn main() {
 }
 
 fn item(i: usize, content: String, session: &str) -> MemoryItem {
-    MemoryItem {
-        id: format!("m{i}"),
-        content,
-        context: None,
-        timestamp: "2026-01-01T00:00:00Z".into(),
-        metadata: BTreeMap::from([("session_id".to_owned(), session.to_owned())]),
-        tags: vec![],
-        document_id: None,
-        kind: MemoryType::World,
-    }
+    MemoryItem::new(format!("m{i}"), content, "2026-01-01T00:00:00Z").in_session(session)
 }
 
 fn fill(db: &Path, texts: &[String], n: usize) {

@@ -6,6 +6,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../../tests/common/spawn.rs"]
+mod spawn;
+
 /// A running `mneme serve`, killed on drop.
 pub struct Proc {
     pub child: Child,
@@ -40,10 +43,7 @@ pub fn spawn_daemon(dir: &Path, config: Option<&Path>) -> (Proc, Duration) {
         .unwrap();
     let pid_path = dir.join("data/mneme.pid");
     loop {
-        if let Some(addr) = std::fs::read_to_string(&pid_path).ok().and_then(|t| {
-            let mut l = t.lines();
-            (l.next()?.trim() == child.id().to_string()).then(|| l.next().map(str::to_owned)).flatten()
-        }) {
+        if let Some(addr) = spawn::recorded_addr(&pid_path, child.id()) {
             // Healthy = the health route answers.
             let mut buf = [0u8; 512];
             if let Ok(mut s) = std::net::TcpStream::connect(&addr) {

@@ -413,16 +413,7 @@ async fn a_delivered_batch_is_gone_for_every_later_call_and_after_a_stop() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spool.db");
     let spool = Spool::open(&path).unwrap();
-    let item = |id: &str| MemoryItem {
-        id: id.into(),
-        content: id.into(),
-        context: None,
-        timestamp: "2026-01-01T00:00:00.000Z".into(),
-        metadata: Default::default(),
-        tags: vec![],
-        document_id: None,
-        kind: MemoryType::World,
-    };
+    let item = |id: &str| MemoryItem::new(id, id, "2026-01-01T00:00:00.000Z");
     spool.append("s", "b", vec![item("a"), item("b")]).await.unwrap();
     let batch = spool.next_batch("s", 1).await.unwrap();
     assert_eq!(batch.len(), 1);

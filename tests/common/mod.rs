@@ -3,9 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
+
+mod spawn;
 
 /// A running `mneme serve`.
 pub struct Daemon {
@@ -65,21 +67,7 @@ impl Daemon {
             .spawn()
             .expect("spawn mneme serve");
         let pid_path = dir.path().join("data/mneme.pid");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let addr = loop {
-            if let Some(addr) = std::fs::read_to_string(&pid_path).ok().and_then(|t| {
-                let mut lines = t.lines();
-                let pid: u32 = lines.next()?.trim().parse().ok()?;
-                (pid == child.id()).then(|| lines.next().map(str::to_owned)).flatten()
-            }) {
-                break addr;
-            }
-            assert!(Instant::now() < deadline, "daemon did not start");
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("daemon exited at start: {status}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let addr = spawn::wait_for_addr(&mut child, &pid_path, Duration::from_secs(20), Duration::from_millis(20));
         let token = std::fs::read_to_string(dir.path().join("data/token")).unwrap().trim().to_owned();
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
         Daemon { dir, child: Some(child), addr, token, http }

@@ -175,6 +175,29 @@ pub struct MemoryItem {
     pub kind: MemoryType,
 }
 
+impl MemoryItem {
+    /// A world fact retained at `timestamp`, without context, metadata, tags or document; set
+    /// those with struct update syntax (and [`MemoryItem::in_session`]).
+    pub fn new(id: impl Into<String>, content: impl Into<String>, timestamp: impl Into<String>) -> Self {
+        MemoryItem {
+            id: id.into(),
+            content: content.into(),
+            context: None,
+            timestamp: timestamp.into(),
+            metadata: BTreeMap::new(),
+            tags: Vec::new(),
+            document_id: None,
+            kind: MemoryType::World,
+        }
+    }
+
+    /// The same item with `session_id` metadata.
+    pub fn in_session(mut self, session: impl Into<String>) -> Self {
+        self.metadata.insert("session_id".to_owned(), session.into());
+        self
+    }
+}
+
 /// One delivery: a stable id (sent as Hindsight's `operation_id`) and the items, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetainBatch {

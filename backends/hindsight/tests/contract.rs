@@ -9,14 +9,10 @@ use mneme_core::*;
 
 fn item(id: &str, content: &str, tags: &[&str], doc: Option<&str>) -> MemoryItem {
     MemoryItem {
-        id: id.into(),
-        content: content.into(),
         context: Some("contract".into()),
-        timestamp: "2026-01-02T03:04:05.000Z".into(),
-        metadata: BTreeMap::from([("session_id".into(), "s1".into())]),
         tags: tags.iter().map(|t| t.to_string()).collect(),
         document_id: doc.map(str::to_owned),
-        kind: MemoryType::World,
+        ..MemoryItem::new(id, content, "2026-01-02T03:04:05.000Z").in_session("s1")
     }
 }
 

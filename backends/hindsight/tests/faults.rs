@@ -23,16 +23,7 @@ async fn serve(app: Router) -> String {
 fn batch() -> RetainBatch {
     RetainBatch {
         id: "0192f4a1b2c3d4e5f60718293a4b5c6d".into(),
-        items: vec![MemoryItem {
-            id: "i".into(),
-            content: "c".into(),
-            context: None,
-            timestamp: "2026-01-01T00:00:00Z".into(),
-            metadata: Default::default(),
-            tags: vec![],
-            document_id: None,
-            kind: MemoryType::World,
-        }],
+        items: vec![MemoryItem::new("i", "c", "2026-01-01T00:00:00Z")],
     }
 }
 

@@ -610,7 +610,6 @@ fn merge_tags(encoded: &str, more: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use mneme_core::MemoryType;
     use rusqlite::StatementStatus;
 
     use super::*;
@@ -618,14 +617,8 @@ mod tests {
 
     fn item(id: usize, content: &str, doc: Option<&str>) -> MemoryItem {
         MemoryItem {
-            id: format!("item-{id}"),
-            content: content.to_owned(),
-            context: None,
-            timestamp: "2026-01-01T00:00:00.000Z".into(),
-            metadata: Default::default(),
-            tags: vec![],
             document_id: doc.map(str::to_owned),
-            kind: MemoryType::World,
+            ..MemoryItem::new(format!("item-{id}"), content, "2026-01-01T00:00:00.000Z")
         }
     }
 

@@ -1,21 +1,14 @@
 //! Long memories are stored as passages: recall returns the best of them within the budget,
 //! a document's new version replaces all of its passages, and export/import keep memories whole.
 
-use std::collections::BTreeMap;
-
 use mneme_core::*;
 use mneme_local::{LocalBackend, LocalConfig};
 
 fn item(id: &str, content: &str, doc: Option<&str>) -> MemoryItem {
     MemoryItem {
-        id: id.into(),
-        content: content.into(),
-        context: None,
-        timestamp: "2026-01-02T03:04:05Z".into(),
-        metadata: BTreeMap::from([("session_id".to_string(), "s1".to_string())]),
-        tags: vec![],
         document_id: doc.map(str::to_owned),
         kind: MemoryType::Experience,
+        ..MemoryItem::new(id, content, "2026-01-02T03:04:05Z").in_session("s1")
     }
 }
 

@@ -3,7 +3,6 @@
 //! is down, slow or gives vectors of the wrong length never fails a retain or a recall, is
 //! reported once per outage, and is caught up with once it answers; a model change re-embeds.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -15,16 +14,7 @@ use mneme_core::*;
 use mneme_local::{EmbedderChoice, LocalBackend, LocalConfig, OpenAiConfig, RecallMode};
 
 fn item(id: &str, content: &str, session: &str) -> MemoryItem {
-    MemoryItem {
-        id: id.into(),
-        content: content.into(),
-        context: None,
-        timestamp: "2026-01-02T03:04:05Z".into(),
-        metadata: BTreeMap::from([("session_id".to_string(), session.to_string())]),
-        tags: vec![],
-        document_id: None,
-        kind: MemoryType::World,
-    }
+    MemoryItem::new(id, content, "2026-01-02T03:04:05Z").in_session(session)
 }
 
 fn scope() -> Scope {

@@ -1,20 +1,15 @@
 //! The local backend against a real SQLite file.
 
-use std::collections::BTreeMap;
-
 use mneme_core::*;
 use mneme_local::{LocalBackend, LocalConfig};
 
 fn item(id: &str, content: &str, tags: &[&str], kind: MemoryType, doc: Option<&str>) -> MemoryItem {
     MemoryItem {
-        id: id.into(),
-        content: content.into(),
         context: Some("test".into()),
-        timestamp: "2026-01-02T03:04:05Z".into(),
-        metadata: BTreeMap::from([("session_id".to_string(), "s1".to_string())]),
         tags: tags.iter().map(|t| t.to_string()).collect(),
         document_id: doc.map(str::to_owned),
         kind,
+        ..MemoryItem::new(id, content, "2026-01-02T03:04:05Z").in_session("s1")
     }
 }
 
