@@ -76,10 +76,20 @@ pub async fn new_code(State(s): St, body: axum::body::Bytes) -> Result<Json<UiCo
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("cannot make a login code: {e}"))
     })?;
     Ok(Json(UiCode {
-        url: format!("http://{}/ui/login?code={}", s.listen, issued.code),
+        url: format!("http://{}/ui/login?code={}", browser_addr(s.listen), issued.code),
         code_expires_in_seconds: auth::CODE_LIFETIME.as_secs(),
         valid_for_seconds: issued.valid_for.as_secs(),
     }))
+}
+
+/// Where a browser on this machine reaches the daemon: a wildcard bind (`0.0.0.0`, `[::]`, with
+/// `server.allow_remote`) is not an address a browser may open, so loopback on the same port.
+fn browser_addr(listen: std::net::SocketAddr) -> std::net::SocketAddr {
+    match listen.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => (std::net::Ipv4Addr::LOCALHOST, listen.port()).into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => (std::net::Ipv6Addr::LOCALHOST, listen.port()).into(),
+        _ => listen,
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -137,4 +147,16 @@ pub async fn logout(State(s): St, headers: HeaderMap) -> Response {
     }
     let clear = format!("{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0", auth::COOKIE);
     (StatusCode::NO_CONTENT, [(header::SET_COOKIE, clear)]).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_login_url_names_an_address_a_browser_can_open() {
+        let addr = |s: &str| super::browser_addr(s.parse().unwrap()).to_string();
+        assert_eq!(addr("0.0.0.0:6366"), "127.0.0.1:6366");
+        assert_eq!(addr("[::]:6366"), "[::1]:6366");
+        assert_eq!(addr("127.0.0.1:7000"), "127.0.0.1:7000");
+        assert_eq!(addr("[::1]:7000"), "[::1]:7000");
+    }
 }
