@@ -22,6 +22,35 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
+/// `POST /v1/reload` with an invalid file: a 422 whose `error` also lists every problem.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct InvalidConfigAnswer {
+    /// `code` is `invalid_config`.
+    pub error: InvalidConfigDetail,
+}
+
+/// The `error` of an [`InvalidConfigAnswer`].
+#[derive(Debug, Serialize, Deserialize)]
+pub struct InvalidConfigDetail {
+    /// `invalid_config`.
+    pub code: String,
+    /// Every problem in one text.
+    pub message: String,
+    /// Each problem with its key and line.
+    pub errors: Vec<ConfigProblem>,
+}
+
+/// One problem of a config file.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ConfigProblem {
+    /// The key (`queue.batch_size`), or the file itself.
+    pub key: String,
+    /// Its line in the file, when it is in the file.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
 /// Bumped when the API changes incompatibly; the CLI refuses a daemon that speaks another.
 pub const PROTOCOL: u32 = 1;
 

@@ -195,14 +195,13 @@ pub async fn reload(State(s): St) -> Response {
             Json(Reloaded { backend: r.backend, changed: r.changed, restart_needed: r.restart_needed }).into_response()
         }
         Err(ReloadError::Invalid(e)) => {
-            let errors: Vec<serde_json::Value> = e
+            let errors = e
                 .errors
                 .iter()
-                .map(|x| serde_json::json!({"key": x.key, "line": x.line, "message": x.message}))
+                .map(|x| ConfigProblem { key: x.key.clone(), line: x.line, message: x.message.clone() })
                 .collect();
-            let body =
-                serde_json::json!({"error": {"code": "invalid_config", "message": e.to_string(), "errors": errors}});
-            (StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
+            let detail = InvalidConfigDetail { code: "invalid_config".into(), message: e.to_string(), errors };
+            (StatusCode::UNPROCESSABLE_ENTITY, Json(InvalidConfigAnswer { error: detail })).into_response()
         }
         Err(e @ ReloadError::Backend { .. }) => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "backend_unavailable", e.to_string()).into_response()
