@@ -91,7 +91,8 @@ impl Client {
         self.request(method, path, None::<&()>).await
     }
 
-    async fn request<T: DeserializeOwned, B: Serialize + ?Sized>(
+    /// Any request, with one of the API's request types as the body, if any.
+    pub(super) async fn request<T: DeserializeOwned, B: Serialize + ?Sized>(
         &self,
         method: Method,
         path: &str,

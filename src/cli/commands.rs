@@ -57,22 +57,15 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
 pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool) -> Result<ExitCode, CliError> {
     let settings = load_settings(flag)?.settings;
     let client = Client::connect(&settings).await?;
-    let print = |v: &dyn erased::Json, human: String| {
-        if as_json {
-            println!("{}", v.json());
-        } else {
-            println!("{human}");
-        }
-    };
     match command {
         Command::Status => {
             let s: Status = client.get("/v1/status").await?;
-            print(&s, human_status(&s));
+            show(as_json, &s, human_status(&s));
         }
         Command::Flush { session } => {
             let v: Flushed = client.post("/v1/flush", &Flush { session_id: session, wait: true }).await?;
             let Flushed { delivered, failed } = v;
-            print(&v, format!("Delivered {delivered} {}, {failed} failed.", noun(delivered)));
+            show(as_json, &v, format!("Delivered {delivered} {}, {failed} failed.", noun(delivered)));
             if failed > 0 {
                 if !as_json {
                     eprintln!("mneme: {failed} {} could not be delivered; see `mneme notices`", noun(failed));
@@ -93,12 +86,12 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             let id = cli_session(&client, session).await?;
             let body = Retain { items: vec![RetainItem { content: text, context }] };
             let v: Queued = client.post(&session_path(&id, "retain"), &body).await?;
-            print(&v, v.message.clone());
+            show(as_json, &v, v.message.clone());
         }
         Command::Recall { session, query } => {
             let id = cli_session(&client, session).await?;
             let v: RecallAnswer = client.post(&session_path(&id, "recall"), &Recall { query }).await?;
-            print(&v, v.message.clone());
+            show(as_json, &v, v.message.clone());
         }
         Command::Notices { follow, after } => {
             let list: NoticeList = client.get(&format!("/v1/notices?after={after}&limit=1000")).await?;
@@ -121,7 +114,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
                 ));
             }
             let v: Cleared = client.post("/v1/clear", &Clear { session_id: session, all, remote }).await?;
-            print(&v, v.message.clone());
+            show(as_json, &v, v.message.clone());
         }
         Command::Forget { id, bank, document } => {
             return super::browse::forget(&client, super::browse::ForgetTarget { id, bank, document }, as_json).await;
@@ -132,7 +125,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         Command::Retry => {
             let v: Requeued = client.send(Method::POST, "/v1/retry").await?;
             let n = v.requeued;
-            print(&v, format!("Re-queued {n} dead {}.", if n == 1 { "letter" } else { "letters" }));
+            show(as_json, &v, format!("Re-queued {n} dead {}.", if n == 1 { "letter" } else { "letters" }));
         }
         Command::Reload => match client.send::<Reloaded>(Method::POST, "/v1/reload").await {
             Ok(v) => {
@@ -145,7 +138,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
                 if !v.restart_needed.is_empty() {
                     human.push_str(&format!(" Restart mneme to apply {}.", v.restart_needed.join(", ")));
                 }
-                print(&v, human);
+                show(as_json, &v, human);
             }
             Err(CliError::Daemon { status: 422, message }) => return Err(CliError::Config(message)),
             Err(e) => return Err(e),
@@ -282,16 +275,11 @@ fn session_path(id: &str, tail: &str) -> String {
     super::browse::api_path(&["v1", "sessions", id, tail], None)
 }
 
-/// Printing any answer type as JSON (`--json`) through one closure.
-mod erased {
-    /// A value that prints as one line of JSON.
-    pub trait Json {
-        fn json(&self) -> String;
-    }
-
-    impl<T: serde::Serialize> Json for T {
-        fn json(&self) -> String {
-            serde_json::to_string(self).expect("plain data serializes")
-        }
+/// An answer as one line of JSON (`--json`), or the line for a person.
+fn show<T: serde::Serialize>(as_json: bool, answer: &T, human: String) {
+    if as_json {
+        println!("{}", serde_json::to_string(answer).expect("plain data serializes"));
+    } else {
+        println!("{human}");
     }
 }

@@ -142,27 +142,28 @@ struct Ignored {}
 impl Hook<'_> {
     /// A call on the session; a session the daemon does not know (it ended, or SessionStart did
     /// not get through) is started first.
-    async fn post<T: DeserializeOwned, B: Serialize>(&self, path: &str, body: &B) -> Result<T, CliError> {
+    async fn call<T: DeserializeOwned, B: Serialize>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T, CliError> {
         let url = format!("{}{path}", self.base);
-        match self.client.post(&url, body).await {
+        match self.client.request(method.clone(), &url, body).await {
             Err(CliError::Daemon { status: 404, .. }) => {
                 self.start().await?;
-                self.client.post(&url, body).await
+                self.client.request(method, &url, body).await
             }
             other => other,
         }
     }
 
-    /// [`Hook::post`] for a GET.
+    async fn post<T: DeserializeOwned, B: Serialize>(&self, path: &str, body: &B) -> Result<T, CliError> {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
-        let url = format!("{}{path}", self.base);
-        match self.client.get(&url).await {
-            Err(CliError::Daemon { status: 404, .. }) => {
-                self.start().await?;
-                self.client.get(&url).await
-            }
-            other => other,
-        }
+        self.call(Method::GET, path, None::<&()>).await
     }
 
     async fn start(&self) -> Result<SessionStarted, CliError> {
@@ -199,7 +200,7 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
     let hook = Hook {
         client: Client::connect(settings).await?,
         session,
-        base: format!("/v1/sessions/{}", encode_segment(session)),
+        base: super::browse::api_path(&["v1", "sessions", session], None),
         start: StartSession {
             session_id: session.to_owned(),
             cwd,
@@ -251,16 +252,6 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         }
         _ => Ok(Answer::empty_for(name)),
     }
-}
-
-/// A path segment with everything but unreserved characters percent-encoded.
-fn encode_segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn dirs_home() -> Option<PathBuf> {

@@ -21,8 +21,7 @@ type St = State<Arc<AppState>>;
 
 /// The bank a request names, or where the backend lists one bank at a time (Hindsight) the
 /// configured one.
-fn bank_or_default(s: &AppState, bank: Option<String>) -> Option<String> {
-    let bank = bank.map(|b| b.trim().to_owned()).filter(|b| !b.is_empty());
+pub(super) fn bank_or_default(s: &AppState, bank: Option<String>) -> Option<String> {
     bank.or_else(|| (!s.queue.backend().capabilities().lists_every_bank).then(|| s.sessions.settings().base_bank()))
 }
 
@@ -48,10 +47,11 @@ pub async fn browse(State(s): St, q: Result<Query<BrowseParams>, QueryRejection>
     Ok(Json(page))
 }
 
-/// Cuts `text` to at most `max` characters, at a character boundary, ending it in `…`.
+/// Cuts `text` to at most `max` characters, ending it in `…`.
 fn cut(text: &mut String, max: usize) {
-    if let Some((at, _)) = text.char_indices().nth(max) {
-        text.truncate(at);
+    let kept = mneme_core::text::take_chars(text, max).len();
+    if kept < text.len() {
+        text.truncate(kept);
         text.push('…');
     }
 }

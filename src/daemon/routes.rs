@@ -214,10 +214,9 @@ pub async fn export(
     q: Result<Query<ExportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> AppResult<Json<ExportAnswer>> {
     let Query(q) = q?;
-    let backend = s.queue.backend();
-    // Hindsight lists one bank at a time: default to the configured one.
-    let bank = q.bank.or_else(|| (!backend.capabilities().lists_every_bank).then(|| s.sessions.settings().base_bank()));
-    let page = backend.export(bank.as_deref(), q.cursor.as_deref(), q.limit.unwrap_or(500).clamp(1, 1000)).await?;
+    let bank = super::memories::bank_or_default(&s, q.bank);
+    let page =
+        s.queue.backend().export(bank.as_deref(), q.cursor.as_deref(), q.limit.unwrap_or(500).clamp(1, 1000)).await?;
     Ok(Json(ExportAnswer { memories: page.memories, next: page.next }))
 }
 

@@ -1,12 +1,10 @@
 //! Browsing the store one memory at a time: newest first by bank and tags, one memory with its
 //! passages, and forgetting a memory or a whole document (the web view and `mneme forget`).
 
-use std::collections::HashSet;
-
 use mneme_core::{StoredMemory, TagsMatch};
 use rusqlite::{params, params_from_iter, OptionalExtension};
 
-use crate::store::{push_tag_filter, stored_memory, Changes, Store};
+use crate::store::{push_tag_filter, stored_memory, Store};
 
 /// The export's columns, for [`stored_memory`].
 const COLUMNS: &str =
@@ -74,35 +72,11 @@ impl Store {
 
     /// Deletes the memory with this id (in `bank`, when given). Returns how many were deleted.
     pub fn forget_memory(&mut self, id: &str, bank: Option<&str>) -> rusqlite::Result<u64> {
-        self.forget_where("m.id = ?1 AND (?2 IS NULL OR m.bank = ?2)", [Some(id), bank])
+        self.delete_memories("m.id = ?1 AND (?2 IS NULL OR m.bank = ?2)", &[&id, &bank])
     }
 
     /// Deletes every memory of a document in a bank. Returns how many were deleted.
     pub fn forget_document(&mut self, bank: &str, document_id: &str) -> rusqlite::Result<u64> {
-        self.forget_where("m.bank = ?2 AND m.document_id = ?1", [Some(document_id), Some(bank)])
-    }
-
-    /// Deletes the memories matching `filter` (over `memories AS m`, two parameters) with their
-    /// passages, vectors and FTS rows (the triggers), and forgets their passages as the context
-    /// of a session's next turn.
-    fn forget_where(&mut self, filter: &str, args: [Option<&str>; 2]) -> rusqlite::Result<u64> {
-        self.passage_count.reset();
-        let tx = self.conn.transaction()?;
-        let removed: Vec<i64> = tx
-            .prepare(&format!("SELECT p.pid FROM passages p JOIN memories m ON m.seq = p.memory_seq WHERE {filter}"))?
-            .query_map(params_from_iter(args.iter()), |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        let n = tx.execute(&format!("DELETE FROM memories AS m WHERE {filter}"), params_from_iter(args.iter()))? as u64;
-        {
-            let mut untail = tx.prepare("DELETE FROM session_tails WHERE pid = ?1")?;
-            for pid in &removed {
-                untail.execute([pid])?;
-            }
-        }
-        tx.commit()?;
-        let gone: HashSet<i64> = removed.iter().copied().collect();
-        self.last_passage.retain(|_, pid| !gone.contains(pid));
-        self.changes.merge(Changes { removed, ..Changes::default() });
-        Ok(n)
+        self.delete_memories("m.bank = ?1 AND m.document_id = ?2", &[&bank, &document_id])
     }
 }

@@ -1,6 +1,6 @@
 //! The synchronous SQLite store. Every method runs on a blocking thread (see [`crate::LocalBackend`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use mneme_core::{MemoryItem, MemoryType, Recalled, StoredMemory, TagsMatch};
@@ -234,21 +234,34 @@ impl Store {
 
     /// Deletes a bank's memories; with tags, only those carrying one of them. Returns the count.
     pub fn clear_scope(&mut self, bank: &str, tags: &[String]) -> rusqlite::Result<u64> {
-        self.passage_count.reset();
-        let mut filter = String::from(" WHERE m.bank = ?1");
+        let mut filter = String::from("m.bank = ?1");
         let mut args = vec![bank.to_owned()];
         push_tag_filter(&mut filter, &mut args, tags, TagsMatch::AnyStrict);
+        let args: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
+        self.delete_memories(&filter, &args)
+    }
+
+    /// Deletes the memories `WHERE filter` (over `memories AS m`, with `args`) and what hangs off
+    /// them: their passages with the passages' FTS rows and vectors (the triggers), and the
+    /// session tails that pointed at those passages (a session's next turn then has no context
+    /// rather than a dangling one). Returns how many memories went.
+    pub(crate) fn delete_memories(&mut self, filter: &str, args: &[&dyn rusqlite::ToSql]) -> rusqlite::Result<u64> {
+        self.passage_count.reset();
         let tx = self.conn.transaction()?;
         let removed: Vec<i64> = tx
-            .prepare(&format!("SELECT p.pid FROM passages p JOIN memories m ON m.seq = p.memory_seq{filter}"))?
-            .query_map(params_from_iter(args.iter()), |r| r.get(0))?
+            .prepare(&format!("SELECT p.pid FROM passages p JOIN memories m ON m.seq = p.memory_seq WHERE {filter}"))?
+            .query_map(args, |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
-        let n = tx.execute(&format!("DELETE FROM memories AS m{filter}"), params_from_iter(args.iter()))? as u64;
-        if tags.is_empty() {
-            tx.execute("DELETE FROM session_tails WHERE bank = ?1", [bank])?;
+        let n = tx.execute(&format!("DELETE FROM memories AS m WHERE {filter}"), args)? as u64;
+        {
+            let mut untail = tx.prepare("DELETE FROM session_tails WHERE pid = ?1")?;
+            for pid in &removed {
+                untail.execute([pid])?;
+            }
         }
         tx.commit()?;
-        self.last_passage.retain(|(b, _), _| b != bank);
+        let gone: HashSet<i64> = removed.iter().copied().collect();
+        self.last_passage.retain(|_, pid| !gone.contains(pid));
         self.changes.merge(Changes { removed, ..Changes::default() });
         Ok(n)
     }
