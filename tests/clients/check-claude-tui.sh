@@ -5,10 +5,8 @@
 # Each step appends {step, ms} to OUT/steps.jsonl; the screen at the end is OUT/logs/screen.txt.
 set -u
 . "$(dirname "$0")/lib.sh"
-mc_require_netns || exit 1
 out=$1
-rm -rf "$out"; mc_run_dir "$out"
-trap mc_stop_all EXIT
+mc_begin "$out"
 mc_start_stub || exit 1
 mc_start_daemon || exit 1
 (cd "$MC_PROJ" && mc_mneme retain "The deploy script is scripts/ship.sh TUIMEM-1" >/dev/null && mc_mneme flush >/dev/null)

@@ -16,10 +16,8 @@
 #     baseline-1/2, stopped-1/2 (nothing listens), hung-1/2 (the daemon SIGSTOPped)
 set -u
 . "$(dirname "$0")/lib.sh"
-mc_require_netns || exit 1
 out=$1
-rm -rf "$out"; mc_run_dir "$out"
-trap mc_stop_all EXIT
+mc_begin "$out"
 # Deliveries 1 s after a retain (5 s by default), so the next session a moment later finds it.
 printf '[queue]\nflush_interval = "1s"\n' >> "$MC_RUN/mneme.toml"
 mc_start_stub || exit 1

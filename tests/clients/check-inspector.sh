@@ -5,10 +5,8 @@
 # OUT/logs/inspector-STEP.txt and {step, rc, ms} to OUT/steps.jsonl.
 set -u
 . "$(dirname "$0")/lib.sh"
-mc_require_netns || exit 1
 out=$1
-rm -rf "$out"; mc_run_dir "$out"
-trap mc_stop_all EXIT
+mc_begin "$out"
 mc_start_daemon || exit 1
 step() {
   local name=$1 t0 rc; shift

@@ -11,10 +11,8 @@
 # Then `mneme recall` in the project (logs/recall.out) and `mneme export` (logs/export.jsonl).
 set -u
 . "$(dirname "$0")/lib.sh"
-mc_require_netns || exit 1
 out=$1
-rm -rf "$out"; mc_run_dir "$out"
-trap mc_stop_all EXIT
+mc_begin "$out"
 # oh-my-pi's bank is "omp" and its tags "project:<name>", as mneme's own scoping: the same memories.
 printf '[memory]\nbank_id = "omp"\n[queue]\nflush_interval = "1h"\n' >> "$MC_RUN/mneme.toml"
 mc_start_stub || exit 1

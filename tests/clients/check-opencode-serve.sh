@@ -5,10 +5,8 @@
 # (session.deleted). Each step appends {step, ms, http} to OUT/steps.jsonl.
 set -u
 . "$(dirname "$0")/lib.sh"
-mc_require_netns || exit 1
 out=$1
-rm -rf "$out"; mc_run_dir "$out"
-trap mc_stop_all EXIT
+mc_begin "$out"
 mc_start_stub || exit 1
 mc_start_daemon || exit 1
 mc_opencode_project

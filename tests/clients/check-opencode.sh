@@ -11,10 +11,8 @@
 #   baseline-1/2 (no plugin), stopped-1/2 (nothing listens), hung-1/2 (the daemon SIGSTOPped)
 set -u
 . "$(dirname "$0")/lib.sh"
-mc_require_netns || exit 1
 out=$1
-rm -rf "$out"; mc_run_dir "$out"
-trap mc_stop_all EXIT
+mc_begin "$out"
 printf '[retain]\nidle_after = "2s"\n' >> "$MC_RUN/mneme.toml"
 mc_start_stub || exit 1
 mc_start_daemon || exit 1

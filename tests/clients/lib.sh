@@ -54,6 +54,15 @@ mc_require_netns() {
   fi
 }
 
+# mc_begin OUT : how every check script starts: refuse to run outside a loopback-only
+# namespace, make OUT a fresh run folder (mc_run_dir), and stop whatever the script starts when
+# it exits.
+mc_begin() {
+  mc_require_netns || exit 1
+  rm -rf "$1"; mc_run_dir "$1"
+  trap mc_stop_all EXIT
+}
+
 # mc_wait_http URL [TIMEOUT_S] : wait until URL answers (any HTTP status).
 mc_wait_http() {
   local url=$1 t=${2:-15} end

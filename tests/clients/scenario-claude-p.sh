@@ -13,10 +13,8 @@
 # Prints one JSON line: {mode, ms, rc, out}. Logs: OUT_DIR/logs, hook payloads: OUT_DIR/hooks.
 set -u
 . "$(dirname "$0")/lib.sh"
-mc_require_netns || exit 1
 out=$1 mode=${2:-up}
-rm -rf "$out"; mc_run_dir "$out"
-trap mc_stop_all EXIT
+mc_begin "$out"
 mc_start_stub || exit 1
 case $mode in
   up|nohooks|hung|mcp) mc_start_daemon || exit 1 ;;

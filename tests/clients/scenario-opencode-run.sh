@@ -12,10 +12,8 @@
 # Prints one JSON line: {mode, ms, rc, out}.
 set -u
 . "$(dirname "$0")/lib.sh"
-mc_require_netns || exit 1
 out=$1 mode=${2:-up}
-rm -rf "$out"; mc_run_dir "$out"
-trap mc_stop_all EXIT
+mc_begin "$out"
 mc_start_stub || exit 1
 if [ "$mode" != down ]; then
   mc_start_daemon || exit 1
