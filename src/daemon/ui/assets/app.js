@@ -18,6 +18,7 @@ const state = {
   status: null,
   events: null,     // the notice stream
   loggedOut: false,
+  reconnecting: false, // the notice stream dropped and is reconnecting
   version: 0,       // bumped on every render of the list (tests wait on it)
 };
 
@@ -320,8 +321,11 @@ function startNotices(lastId) {
       badge();
     }
   });
-  es.addEventListener('error', () => { $('health').textContent = 'reconnecting to the daemon…'; });
-  es.addEventListener('open', () => { loadStatus().catch(() => {}); });
+  es.addEventListener('error', () => { state.reconnecting = true; $('health').textContent = 'reconnecting to the daemon…'; });
+  // Back after a drop: the health line says so again (the first open needs nothing: boot loaded it).
+  es.addEventListener('open', () => {
+    if (state.reconnecting) { state.reconnecting = false; loadStatus().catch(() => {}); }
+  });
 }
 
 // ---------- backend ----------
