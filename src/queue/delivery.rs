@@ -4,10 +4,9 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use mneme_core::{BackendError, BackendId, RetainBatch, Scope};
-use tokio::time::Instant;
 
 use super::{retry, Inner, LastDelivery, Trigger};
 use crate::config::QueueSettings;
@@ -53,10 +52,7 @@ impl Inner {
             }
         };
         let n = batch.len() as u64;
-        self.with_session(session, |q| {
-            q.pending = q.pending.saturating_sub(n);
-            q.in_flight += n;
-        });
+        self.batcher.locked().taken(session, n);
         let batch_id = batch[0].batch_id.clone().expect("next_batch assigns a batch id");
         let scope = Scope { bank: batch[0].bank.clone(), tags: batch[0].item.tags.clone() };
         let attempts_before = batch[0].attempts;
@@ -66,15 +62,13 @@ impl Inner {
         let result = backend.retain(&scope, &delivery).await;
         self.metrics.delivery_seconds.observe(started.elapsed());
         let last = LastDelivery::new(n, started.elapsed(), result.as_ref().err());
-        self.with_session(session, |q| {
-            q.in_flight = q.in_flight.saturating_sub(n);
-            q.last_delivery = Some(last);
-        });
+        self.batcher.locked().answered(session, n);
+        self.with_shell(session, |q| q.last_delivery = Some(last));
         match result {
             Ok(()) => {
                 self.spool.delivered(session, &batch_id, seqs).await;
                 self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
-                self.with_session(session, |q| q.backoff_until = None);
+                self.batcher.locked().succeeded(session);
                 if self.backend_down.swap(false, Ordering::Relaxed) {
                     let message =
                         format!("The {} backend is reachable again; delivering spooled memories.", backend.id());
@@ -127,12 +121,8 @@ impl Inner {
             return true;
         }
         let delay = retry::backoff(settings, attempts, error);
-        self.with_session(session, |q| {
-            q.pending += n;
-            q.backoff_until = Some(Instant::now() + delay);
-            q.retry_armed = true;
-        });
-        self.spawn_flush(session.to_owned(), Trigger::Retry, delay);
+        self.batcher.locked().retry_later(session, n, self.clock.now(), delay);
+        self.timers_changed.notify_one();
         if !self.backend_down.swap(true, Ordering::Relaxed) {
             let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
             self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
@@ -144,26 +134,16 @@ impl Inner {
 
     /// After an outage, sessions backing off need not wait out their delay: retry them now.
     fn wake_waiting_sessions(self: &Arc<Self>, except: &str) {
-        let waiting: Vec<String> = {
-            let mut sessions = self.sessions.locked();
-            sessions
-                .iter_mut()
-                .filter(|(id, q)| id.as_str() != except && q.backoff_until.is_some() && q.pending > 0)
-                .map(|(id, q)| {
-                    q.backoff_until = None;
-                    id.clone()
-                })
-                .collect()
-        };
+        let waiting = self.batcher.locked().end_backoffs(except);
         for s in waiting {
-            self.spawn_flush(s, Trigger::Explicit, Duration::ZERO);
+            self.spawn_flush(s, Trigger::Explicit);
         }
     }
 
     async fn dead_letter(&self, session: &str, batch_id: &str, n: u64, reason: &str, backend: BackendId) {
         if let Err(e) = self.spool.dead_letter(session, batch_id, reason).await {
             tracing::error!(session, "cannot move batch {batch_id} to the dead letters: {e}");
-            self.with_session(session, |q| q.pending += n);
+            self.batcher.locked().kept(session, n);
             return;
         }
         self.metrics.items_dead.fetch_add(n, Ordering::Relaxed);

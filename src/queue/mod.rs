@@ -9,11 +9,19 @@
 //! Transient failures keep the batch spooled (same batch id, so resends are idempotent) and retry
 //! with exponential backoff and a little jitter ([`retry`]); permanent ones, or running out of attempts, move it to the dead
 //! letters. Either way the user gets a notice.
+//!
+//! When to flush is decided by the pure [`batcher`]; this module is its shell: it spools, runs
+//! flushes one at a time per session, and sleeps until the batcher's next deadline on a
+//! [`Clock`] ([`SystemClock`] in the daemon, a hand-moved one in the tests).
 
+mod batcher;
+mod clock;
 mod delivery;
 mod overview;
 mod retry;
 
+use batcher::{Batcher, Rules};
+pub use clock::{Clock, Sleep, SystemClock};
 use delivery::Step;
 pub use overview::{LastDelivery, QueueOverview, SessionDepths};
 
@@ -25,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use mneme_core::{MemoryBackend, MemoryItem, MemoryType, Scope};
-use tokio::time::Instant;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -103,14 +111,10 @@ impl Trigger {
     }
 }
 
+/// What the shell keeps per session besides the batcher's counts.
 #[derive(Default)]
-struct SessionQueue {
-    pending: u64,
-    in_flight: u64,
-    timer_armed: bool,
-    size_flush_queued: bool,
-    retry_armed: bool,
-    backoff_until: Option<Instant>,
+struct SessionShell {
+    /// Serialises the session's flushes.
     lock: Arc<tokio::sync::Mutex<()>>,
     /// How the session's last delivery went, for the web view.
     last_delivery: Option<LastDelivery>,
@@ -128,7 +132,12 @@ struct Inner {
     metrics: Arc<Metrics>,
     /// The settings and backend in force (the queue's settings are `settings.queue`).
     state: DaemonState,
-    sessions: Mutex<HashMap<String, SessionQueue>>,
+    /// Every session's counts and deadlines.
+    batcher: Mutex<Batcher>,
+    sessions: Mutex<HashMap<String, SessionShell>>,
+    clock: Arc<dyn Clock>,
+    /// Woken when a timer is armed, so the timer task sleeps until the new earliest deadline.
+    timers_changed: Notify,
     tasks: TaskTracker,
     cancel: CancellationToken,
     /// Set by the first transient failure, cleared by the next success: one notice per outage,
@@ -142,21 +151,36 @@ struct Inner {
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl Queue {
-    /// A queue over `spool`, delivering to the backend `state` holds.
+    /// A queue over `spool`, delivering to the backend `state` holds, on the system's clock.
+    /// Must be called within a tokio runtime (it starts the queue's timer task).
     pub fn new(spool: Spool, state: DaemonState, notices: Notices, metrics: Arc<Metrics>) -> Self {
-        Queue {
-            inner: Arc::new(Inner {
-                spool,
-                notices,
-                metrics,
-                state,
-                sessions: Mutex::new(HashMap::new()),
-                tasks: TaskTracker::new(),
-                cancel: CancellationToken::new(),
-                backend_down: AtomicBool::new(false),
-                spool_full: AtomicBool::new(false),
-            }),
-        }
+        Self::with_clock(spool, state, notices, metrics, Arc::new(SystemClock))
+    }
+
+    /// A queue whose timers run on `clock`.
+    pub fn with_clock(
+        spool: Spool,
+        state: DaemonState,
+        notices: Notices,
+        metrics: Arc<Metrics>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let inner = Arc::new(Inner {
+            spool,
+            notices,
+            metrics,
+            state,
+            batcher: Mutex::new(Batcher::default()),
+            sessions: Mutex::new(HashMap::new()),
+            clock,
+            timers_changed: Notify::new(),
+            tasks: TaskTracker::new(),
+            cancel: CancellationToken::new(),
+            backend_down: AtomicBool::new(false),
+            spool_full: AtomicBool::new(false),
+        });
+        inner.tasks.spawn(inner.clone().run_timers());
+        Queue { inner }
     }
 
     /// Picks up what a previous run left in the spool and delivers it now.
@@ -164,8 +188,8 @@ impl Queue {
         let waiting = self.inner.spool.waiting().await?;
         let total = waiting.values().sum();
         for (session, n) in waiting {
-            self.inner.with_session(&session, |q| q.pending += n);
-            self.inner.spawn_flush(session, Trigger::Explicit, Duration::ZERO);
+            self.inner.batcher.locked().recovered(&session, n);
+            self.inner.spawn_flush(session, Trigger::Explicit);
         }
         Ok(total)
     }
@@ -208,26 +232,14 @@ impl Queue {
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
         }
         self.inner.metrics.items_enqueued.fetch_add(n as u64, Ordering::Relaxed);
-        let settings = self.inner.settings();
-        let now = Instant::now();
-        let (size_flush, arm_timer) = self.inner.with_session(session_id, |q| {
-            q.pending += n as u64;
-            let backing_off = q.backoff_until.is_some_and(|t| t > now);
-            let size = q.pending >= settings.batch_size as u64 && !q.size_flush_queued && !backing_off;
-            if size {
-                q.size_flush_queued = true;
-            }
-            let timer = !q.timer_armed && !q.retry_armed;
-            if timer {
-                q.timer_armed = true;
-            }
-            (size, timer)
-        });
-        if size_flush {
-            self.inner.spawn_flush(session_id.to_owned(), Trigger::Size, Duration::ZERO);
+        let rules = self.inner.rules();
+        let now = self.inner.clock.now();
+        let arrival = self.inner.batcher.locked().arrived(session_id, n as u64, now, rules);
+        if arrival.timer_armed {
+            self.inner.timers_changed.notify_one();
         }
-        if arm_timer {
-            self.inner.spawn_flush(session_id.to_owned(), Trigger::Timer, settings.flush_interval);
+        if arrival.size_flush {
+            self.inner.spawn_flush(session_id.to_owned(), Trigger::Size);
         }
         Ok(n)
     }
@@ -239,11 +251,11 @@ impl Queue {
 
     /// Flushes every session concurrently and waits.
     pub async fn flush_all(&self) -> FlushReport {
-        let mut sessions: Vec<String> = self.inner.sessions.locked().keys().cloned().collect();
+        let mut sessions: Vec<String> = self.inner.batcher.locked().sessions().map(|(id, _)| id.clone()).collect();
         if let Ok(waiting) = self.inner.spool.waiting().await {
             for s in waiting.into_keys() {
                 if !sessions.contains(&s) {
-                    self.inner.with_session(&s, |_| ());
+                    self.inner.batcher.locked().know(&s);
                     sessions.push(s);
                 }
             }
@@ -272,15 +284,13 @@ impl Queue {
         let (requeued, n) = self.inner.spool.requeue_dead().await?;
         let waiting = self.inner.spool.waiting().await?;
         {
-            let mut sessions = self.inner.sessions.locked();
+            let mut batcher = self.inner.batcher.locked();
             for (s, n) in &waiting {
-                let q = sessions.entry(s.clone()).or_default();
-                q.pending = n.saturating_sub(q.in_flight);
+                batcher.requeued(s, *n);
             }
         }
         for s in requeued {
-            self.inner.with_session(&s, |q| q.backoff_until = None);
-            self.inner.spawn_flush(s, Trigger::Explicit, Duration::ZERO);
+            self.inner.spawn_flush(s, Trigger::Explicit);
         }
         Ok(n)
     }
@@ -288,20 +298,14 @@ impl Queue {
     /// Drops what is spooled for a session (or all), e.g. on `clear`. Returns how many items.
     pub async fn discard(&self, session_id: Option<&str>) -> Result<u64, SpoolError> {
         let n = self.inner.spool.discard(session_id).await?;
-        let mut sessions = self.inner.sessions.locked();
-        for (s, q) in sessions.iter_mut() {
-            if session_id.is_none_or(|id| id == s) {
-                q.pending = 0;
-            }
-        }
+        self.inner.batcher.locked().discarded(session_id);
         Ok(n)
     }
 
     /// Queue sizes.
     pub async fn depths(&self) -> Depths {
         let counts = self.inner.spool.counts().await.unwrap_or_default();
-        let sessions = self.inner.sessions.locked();
-        let in_flight = sessions.values().map(|q| q.in_flight).sum();
+        let in_flight = self.inner.batcher.locked().in_flight();
         Depths {
             pending: counts.spooled.saturating_sub(in_flight),
             in_flight,
@@ -334,76 +338,83 @@ impl Inner {
         self.state.settings().queue.clone()
     }
 
+    fn rules(&self) -> Rules {
+        Rules::from(&self.state.settings().queue)
+    }
+
     fn backend(&self) -> Arc<dyn MemoryBackend> {
         self.state.backend()
     }
 
-    fn with_session<T>(&self, id: &str, f: impl FnOnce(&mut SessionQueue) -> T) -> T {
+    fn with_shell<T>(&self, id: &str, f: impl FnOnce(&mut SessionShell) -> T) -> T {
         let mut sessions = self.sessions.locked();
         f(sessions.entry(id.to_owned()).or_default())
     }
 
-    /// Runs a flush on the task tracker after `delay` (cancelled at shutdown).
-    fn spawn_flush(self: &Arc<Self>, session: String, trigger: Trigger, delay: Duration) {
+    /// The timer task: sleeps until the batcher's earliest deadline (or until a timer is armed),
+    /// then runs the flushes that came due. Stops at shutdown.
+    async fn run_timers(self: Arc<Self>) {
+        loop {
+            let next = self.batcher.locked().next_deadline();
+            let sleep = match next {
+                Some(deadline) => self.clock.sleep_until(deadline),
+                None => Box::pin(std::future::pending()),
+            };
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                // A permit is kept when nobody waits, so an arming between the read above
+                // and this wait is not missed.
+                _ = self.timers_changed.notified() => continue,
+                _ = sleep => {}
+            }
+            let due = self.batcher.locked().due(self.clock.now());
+            for (session, trigger) in due {
+                self.spawn_flush(session, trigger);
+            }
+        }
+    }
+
+    /// Runs a flush on the task tracker (cancelled at shutdown).
+    fn spawn_flush(self: &Arc<Self>, session: String, trigger: Trigger) {
         let inner = self.clone();
         let cancel = self.cancel.clone();
         self.tasks.spawn(async move {
             tokio::select! {
                 _ = cancel.cancelled() => {}
-                _ = async {
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
-                    }
-                    inner.flush_session(session, trigger).await;
-                } => {}
+                _ = inner.flush_session(session, trigger) => {}
             }
         });
     }
 
-    /// Boxed because a flush may arm a timer whose task runs another flush.
+    /// Boxed because a flush may start another flush's task.
     fn flush_session(self: Arc<Self>, session: String, trigger: Trigger) -> BoxFuture<FlushReport> {
         Box::pin(async move { self.run_flush(&session, trigger).await })
     }
 
     async fn run_flush(self: &Arc<Self>, session: &str, trigger: Trigger) -> FlushReport {
-        let lock = self.with_session(session, |q| {
-            match trigger {
-                Trigger::Timer => q.timer_armed = false,
-                Trigger::Retry => q.retry_armed = false,
-                Trigger::Size | Trigger::Explicit => {}
-            }
-            q.lock.clone()
-        });
+        let lock = self.with_shell(session, |q| q.lock.clone());
         let _serial = lock.lock().await;
         let settings = self.settings();
+        let rules = Rules::from(&settings);
         if trigger == Trigger::Size {
             // Cleared only now, so that while this flush waits for the one running, arrivals do
-            // not queue more size flushes that would find a partial batch. Another flush may
-            // have taken the items meanwhile: then the rest waits for its timer.
-            let full = self.with_session(session, |q| {
-                q.size_flush_queued = false;
-                q.pending >= settings.batch_size as u64
-            });
+            // not queue more size flushes that would find a partial batch.
+            let full = self.batcher.locked().size_flush_starting(session, rules);
             if !full {
-                self.arm_timer_for_rest(session, &settings);
+                self.flush_ended(session, rules);
                 return FlushReport::default();
             }
         }
         let mut report = FlushReport::default();
         loop {
-            let backing_off = self.with_session(session, |q| q.backoff_until.is_some_and(|t| t > Instant::now()));
-            if backing_off && trigger.is_debounce() {
+            if self.batcher.locked().holds_back(session, trigger, self.clock.now()) {
                 break;
             }
             match self.deliver_next(session, &settings).await {
                 Step::Nothing => break,
                 Step::Delivered(n) => {
                     report.delivered += n;
-                    // Size and timer flushes send full batches only after the first one: what
-                    // trickles in meanwhile waits for its own size or timer trigger instead of
-                    // going out in tiny batches under a steady stream.
-                    let partial = self.with_session(session, |q| q.pending < settings.batch_size as u64);
-                    if trigger.is_debounce() && partial {
+                    if self.batcher.locked().stops_after_delivery(session, trigger, rules) {
                         break;
                     }
                 }
@@ -415,23 +426,20 @@ impl Inner {
                 }
             }
         }
-        self.arm_timer_for_rest(session, &settings);
+        self.flush_ended(session, rules);
         report
     }
 
     /// Items that arrived during a flush but did not fill a batch still get their timer.
-    fn arm_timer_for_rest(self: &Arc<Self>, session: &str, settings: &QueueSettings) {
-        let arm = self.with_session(session, |q| {
-            let arm = q.pending > 0 && !q.timer_armed && !q.retry_armed && !q.size_flush_queued;
-            q.timer_armed |= arm;
-            arm
-        });
-        if arm {
-            self.spawn_flush(session.to_owned(), Trigger::Timer, settings.flush_interval);
+    fn flush_ended(&self, session: &str, rules: Rules) {
+        if self.batcher.locked().flush_ended(session, self.clock.now(), rules) {
+            self.timers_changed.notify_one();
         }
     }
 }
 
+#[cfg(test)]
+mod manual_clock;
 #[cfg(test)]
 mod prop_tests;
 #[cfg(test)]

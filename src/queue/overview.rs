@@ -85,9 +85,14 @@ impl Queue {
                 (id, row)
             })
             .collect();
+        let in_flight: BTreeMap<String, u64> =
+            self.inner.batcher.locked().sessions().map(|(id, q)| (id.clone(), q.in_flight)).collect();
         let sessions = self.inner.sessions.locked();
-        for (id, q) in sessions.iter() {
-            if q.in_flight == 0 && q.last_delivery.is_none() && !rows.contains_key(id) {
+        let ids: std::collections::BTreeSet<&String> = in_flight.keys().chain(sessions.keys()).collect();
+        for id in ids {
+            let in_flight = in_flight.get(id).copied().unwrap_or(0);
+            let last = sessions.get(id).and_then(|q| q.last_delivery.as_ref());
+            if in_flight == 0 && last.is_none() && !rows.contains_key(id) {
                 continue;
             }
             let row = rows.entry(id.clone()).or_insert_with(|| SessionDepths {
@@ -98,9 +103,9 @@ impl Queue {
                 dead: 0,
                 last_delivery: None,
             });
-            row.in_flight = q.in_flight.min(row.spooled);
+            row.in_flight = in_flight.min(row.spooled);
             row.pending = row.spooled - row.in_flight;
-            row.last_delivery.clone_from(&q.last_delivery);
+            row.last_delivery = last.cloned();
         }
         drop(sessions);
         let last_delivery =

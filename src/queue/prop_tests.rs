@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use mneme_core::*;
 use proptest::prelude::*;
 
+use super::manual_clock::ManualClock;
 use super::*;
 
 /// Deliveries a batch gets before it is a dead letter (`queue.max_attempts` below).
@@ -169,19 +170,21 @@ fn queue_settings() -> QueueSettings {
     }
 }
 
-fn open(path: &std::path::Path, store: &Arc<Store>) -> Queue {
+fn open(path: &std::path::Path, store: &Arc<Store>, clock: &Arc<ManualClock>) -> Queue {
     let spool = Spool::open(path).unwrap();
     let notices = Notices::new(spool.clone());
     let settings = crate::config::Settings { queue: queue_settings(), ..crate::config::Settings::default() };
     let state = crate::state::DaemonState::new(Arc::new(settings), store.clone());
-    Queue::new(spool, state, notices, Arc::new(Metrics::default()))
+    Queue::with_clock(spool, state, notices, Arc::new(Metrics::default()), clock.clone())
 }
 
 async fn run(ops: Vec<Op>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spool.db");
     let store = Arc::new(Store::default());
-    let mut queue = open(&path, &store);
+    // One clock for every run of the queue: time goes on across restarts.
+    let clock = ManualClock::new();
+    let mut queue = open(&path, &store, &clock);
     let scope = Scope { bank: "b".into(), tags: vec![] };
     // Acknowledged contents per session, in order, and those a clear may have dropped.
     let mut acked: Vec<Vec<String>> = vec![Vec::new(); 3];
@@ -228,10 +231,10 @@ async fn run(ops: Vec<Op>) {
                 drop(queue);
                 // The old writer lets go of the spool's lock as it winds down.
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                queue = open(&path, &store);
+                queue = open(&path, &store, &clock);
                 queue.recover().await.unwrap();
             }
-            Op::Advance { ms } => tokio::time::sleep(Duration::from_millis(ms)).await,
+            Op::Advance { ms } => clock.advance(&queue, Duration::from_millis(ms)).await,
         }
     }
     // Heal: the store works again, dead letters come back, everything is delivered.
@@ -242,7 +245,7 @@ async fn run(ops: Vec<Op>) {
     for _ in 0..3 {
         queue.retry_dead().await.unwrap();
         queue.flush_all().await;
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        clock.advance(&queue, Duration::from_secs(5)).await;
     }
     assert_eq!(queue.depths().await, Depths::default(), "everything was delivered");
 
@@ -272,7 +275,7 @@ proptest! {
 
     #[test]
     fn nothing_acknowledged_is_lost_duplicated_or_reordered(ops in prop::collection::vec(op(), 1..40)) {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(run(ops));
     }
 }

@@ -1,4 +1,5 @@
-//! Queue timing on tokio's paused clock, faults from a backend that fails, hangs and recovers on cue.
+//! Queue timing on a hand-moved clock ([`super::manual_clock`]), faults from a backend that fails,
+//! hangs and recovers on cue.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -6,6 +7,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use mneme_core::*;
 
+use super::manual_clock::ManualClock;
 use super::*;
 use crate::state::Current;
 
@@ -117,6 +119,14 @@ struct Rig {
     queue: Queue,
     notices: Notices,
     state: DaemonState,
+    clock: Arc<ManualClock>,
+}
+
+impl Rig {
+    /// Moves the queue's clock on by `ms` and lets it settle.
+    async fn advance(&self, ms: u64) {
+        self.clock.advance(&self.queue, Duration::from_millis(ms)).await;
+    }
 }
 
 /// Default settings but the queue's, and `backend`.
@@ -130,8 +140,9 @@ fn rig(backend: Arc<dyn MemoryBackend>, s: QueueSettings) -> Rig {
     let spool = Spool::open(&path).unwrap();
     let notices = Notices::new(spool.clone());
     let state = state(backend, s);
-    let queue = Queue::new(spool, state.clone(), notices.clone(), Arc::new(Metrics::default()));
-    Rig { _dir: dir, path, queue, notices, state }
+    let clock = ManualClock::new();
+    let queue = Queue::with_clock(spool, state.clone(), notices.clone(), Arc::new(Metrics::default()), clock.clone());
+    Rig { _dir: dir, path, queue, notices, state, clock }
 }
 
 fn scope() -> Scope {
@@ -149,78 +160,84 @@ fn items(prefix: &str, n: usize) -> Vec<NewItem> {
         .collect()
 }
 
-async fn advance(ms: u64) {
-    tokio::time::sleep(Duration::from_millis(ms)).await;
+/// Waits (for at most 10 s) until `done` holds: for work on another thread the queue's
+/// settling cannot see, such as the local store's writer.
+async fn until<F: std::future::Future<Output = bool>>(mut done: impl FnMut() -> F) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done().await {
+        assert!(std::time::Instant::now() < deadline, "not done within 10 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn flushes_at_batch_size() {
     let b = TestBackend::new(&[Mode::Ok]);
     let r = rig(b.clone(), settings());
     r.queue.enqueue("s", &scope(), items("a", 15)).await.unwrap();
-    advance(100).await;
+    r.advance(100).await;
     assert!(b.delivered().is_empty());
     r.queue.enqueue("s", &scope(), items("b", 1)).await.unwrap();
-    advance(100).await;
+    r.advance(100).await;
     assert_eq!(b.batch_sizes(), vec![16]);
     assert_eq!(r.queue.depths().await.spooled, 0);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn a_steady_stream_goes_out_in_full_batches() {
     // While a size flush delivers, a few more items arrive: they wait for their own trigger
     // instead of following at once in a batch of their own.
     let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
     let r = rig(b.clone(), settings());
     r.queue.enqueue("s", &scope(), items("a", 16)).await.unwrap();
-    advance(10).await;
+    r.advance(10).await;
     assert_eq!(b.running.load(Ordering::SeqCst), 1);
     r.queue.enqueue("s", &scope(), items("b", 3)).await.unwrap();
     b.release.notify_one();
-    advance(100).await;
+    r.advance(100).await;
     assert_eq!(b.batch_sizes(), vec![16], "the 3 late items went out on their own");
     r.queue.enqueue("s", &scope(), items("c", 13)).await.unwrap();
-    advance(100).await;
+    r.advance(100).await;
     assert_eq!(b.batch_sizes(), vec![16, 16]);
     // A remainder still goes out on its timer.
     r.queue.enqueue("s", &scope(), items("d", 2)).await.unwrap();
-    advance(5100).await;
+    r.advance(5100).await;
     assert_eq!(b.batch_sizes(), vec![16, 16, 2]);
     assert_eq!(r.queue.depths().await, Depths::default());
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn flush_interval_counts_from_the_first_item_and_is_not_reset() {
     let b = TestBackend::new(&[Mode::Ok]);
     let r = rig(b.clone(), settings());
     r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
-    advance(3000).await;
+    r.advance(3000).await;
     r.queue.enqueue("s", &scope(), items("b", 1)).await.unwrap();
-    advance(1900).await; // t = 4.9 s
+    r.advance(1900).await; // t = 4.9 s
     assert!(b.delivered().is_empty(), "flushed early");
-    advance(200).await; // t = 5.1 s
+    r.advance(200).await; // t = 5.1 s
     assert_eq!(b.delivered(), vec!["a0", "b0"]);
     // The next item starts a new interval.
     r.queue.enqueue("s", &scope(), items("c", 1)).await.unwrap();
-    advance(4900).await;
+    r.advance(4900).await;
     assert_eq!(b.delivered().len(), 2);
-    advance(200).await;
+    r.advance(200).await;
     assert_eq!(b.delivered().len(), 3);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn flushes_never_overlap_and_strand_nothing() {
     let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
     let r = rig(b.clone(), settings());
     r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
     let q = r.queue.clone();
     let first = tokio::spawn(async move { q.flush("s").await });
-    advance(10).await;
+    r.advance(10).await;
     assert_eq!(b.running.load(Ordering::SeqCst), 1);
     r.queue.enqueue("s", &scope(), items("b", 3)).await.unwrap();
     let q = r.queue.clone();
     let second = tokio::spawn(async move { q.flush("s").await });
-    advance(10).await;
+    r.advance(10).await;
     assert_eq!(r.queue.depths().await.in_flight, 2);
     b.release.notify_one();
     let (r1, r2) = (first.await.unwrap(), second.await.unwrap());
@@ -230,7 +247,7 @@ async fn flushes_never_overlap_and_strand_nothing() {
     assert_eq!(r.queue.depths().await, Depths::default());
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn max_batch_splits_a_flush() {
     let b = TestBackend::new(&[Mode::Ok]);
     let mut s = settings();
@@ -243,7 +260,7 @@ async fn max_batch_splits_a_flush() {
     assert_eq!(b.batch_sizes(), vec![16, 16, 8]);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn transient_failures_retry_with_backoff_under_the_same_batch_id() {
     let b = TestBackend::new(&[Mode::Transient, Mode::Transient, Mode::Ok]);
     let r = rig(b.clone(), settings());
@@ -251,13 +268,13 @@ async fn transient_failures_retry_with_backoff_under_the_same_batch_id() {
     let report = r.queue.flush("s").await;
     assert_eq!(report, FlushReport { delivered: 0, failed: 1 });
     // First retry after retry_initial (1 s), second after 2 s more.
-    advance(900).await;
+    r.advance(900).await;
     assert!(b.delivered().is_empty());
-    advance(200).await; // 1.1 s: second attempt fails
+    r.advance(200).await; // 1.1 s: second attempt fails
     assert!(b.delivered().is_empty());
-    advance(1800).await; // 2.9 s
+    r.advance(1800).await; // 2.9 s
     assert!(b.delivered().is_empty());
-    advance(300).await; // 3.2 s: third attempt succeeds
+    r.advance(300).await; // 3.2 s: third attempt succeeds
     assert_eq!(b.delivered(), vec!["a0"]);
     let notices = r.notices.after(0, 10).await.unwrap();
     assert_eq!(notices.len(), 2, "one warning per outage, not per attempt, then one recovery: {notices:?}");
@@ -269,20 +286,20 @@ async fn transient_failures_retry_with_backoff_under_the_same_batch_id() {
     assert_eq!(r.queue.depths().await.spooled, 0);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn a_lost_reply_is_resent_with_the_same_batch_id() {
     let b = TestBackend::new(&[Mode::StoreThenFail, Mode::Ok]);
     let r = rig(b.clone(), settings());
     r.queue.enqueue("s", &scope(), items("a", 3)).await.unwrap();
     r.queue.flush("s").await;
-    advance(1500).await;
+    r.advance(1500).await;
     let batches = b.batches.lock().unwrap().clone();
     assert_eq!(batches.len(), 2);
     assert_eq!(batches[0].id, batches[1].id, "a resend must reuse its batch id");
     assert_eq!(batches[0].items, batches[1].items);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn an_outage_across_sessions_is_one_notice_and_nothing_is_duplicated() {
     let b = TestBackend::new(&[Mode::Transient]);
     let r = rig(b.clone(), settings());
@@ -290,9 +307,9 @@ async fn an_outage_across_sessions_is_one_notice_and_nothing_is_duplicated() {
         r.queue.enqueue(s, &scope(), items(s, 2)).await.unwrap();
         r.queue.flush(s).await;
     }
-    advance(3000).await; // retries keep failing
+    r.advance(3000).await; // retries keep failing
     b.set(Mode::Ok);
-    advance(10_000).await;
+    r.advance(10_000).await;
     let mut got = b.delivered();
     got.sort();
     assert_eq!(got, vec!["s10", "s11", "s20", "s21", "s30", "s31"]);
@@ -301,7 +318,7 @@ async fn an_outage_across_sessions_is_one_notice_and_nothing_is_duplicated() {
     assert_eq!(levels, vec!["warning", "info"], "{notices:?}");
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn permanent_failures_dead_letter_and_retry_brings_them_back() {
     let b = TestBackend::new(&[Mode::Permanent]);
     let r = rig(b.clone(), settings());
@@ -313,12 +330,12 @@ async fn permanent_failures_dead_letter_and_retry_brings_them_back() {
     assert_eq!(notices[0].message, "Memory retention failed for 2 memories: 400 bad request");
     b.set(Mode::Ok);
     assert_eq!(r.queue.retry_dead().await.unwrap(), 2);
-    advance(100).await;
+    r.advance(100).await;
     assert_eq!(b.delivered(), vec!["a0", "a1"]);
     assert_eq!(r.queue.depths().await.dead, 0);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn running_out_of_attempts_dead_letters() {
     let b = TestBackend::new(&[Mode::Transient]);
     let mut s = settings();
@@ -326,32 +343,33 @@ async fn running_out_of_attempts_dead_letters() {
     let r = rig(b.clone(), s);
     r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
     r.queue.flush("s").await;
-    advance(10_000).await;
+    r.advance(10_000).await;
     assert_eq!(r.queue.depths().await.dead, 1);
     let notices = r.notices.after(0, 10).await.unwrap();
     assert_eq!(notices.len(), 2);
     assert!(notices[1].message.contains("gave up after 3 attempts"), "{}", notices[1].message);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn spooled_items_are_delivered_after_a_restart() {
     let b = TestBackend::new(&[Mode::Transient]);
     let r = rig(b.clone(), settings());
     r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
     r.queue.shutdown(Duration::from_millis(100)).await;
     // The spool is locked while open: let go of it, as a process that stops does.
-    let Rig { _dir, path, queue, notices, .. } = r;
+    let Rig { _dir, path, queue, notices, clock, .. } = r;
     drop((queue, notices));
     let b2 = TestBackend::new(&[Mode::Ok]);
     let spool = Spool::open(&path).unwrap();
     let notices = Notices::new(spool.clone());
-    let q2 = Queue::new(spool, state(b2.clone(), settings()), notices, Arc::new(Metrics::default()));
+    let metrics = Arc::new(Metrics::default());
+    let q2 = Queue::with_clock(spool, state(b2.clone(), settings()), notices, metrics, clock.clone());
     assert_eq!(q2.recover().await.unwrap(), 2);
-    advance(100).await;
+    clock.advance(&q2, Duration::from_millis(100)).await;
     assert_eq!(b2.delivered(), vec!["a0", "a1"]);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn off_holds_items_for_the_next_storing_backend() {
     let r = rig(Arc::new(OffBackend), settings());
     r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
@@ -364,7 +382,7 @@ async fn off_holds_items_for_the_next_storing_backend() {
     assert_eq!(b.delivered(), vec!["a0"]);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
     struct LoseFirstReply(mneme_local::LocalBackend, AtomicUsize);
     #[async_trait]
@@ -403,8 +421,8 @@ async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
     let r = rig(Arc::new(LoseFirstReply(local.clone(), AtomicUsize::new(0))), settings());
     r.queue.enqueue("s", &scope(), items("distinct memory ", 5)).await.unwrap();
     r.queue.flush("s").await;
-    advance(1500).await;
-    assert_eq!(r.queue.depths().await.spooled, 0);
+    r.advance(1500).await;
+    until(|| async { r.queue.depths().await.spooled == 0 }).await;
     assert_eq!(local.status().await.memories, Some(5));
 }
 
@@ -428,7 +446,7 @@ async fn a_delivered_batch_is_gone_for_every_later_call_and_after_a_stop() {
     assert_eq!(spool.counts().await.unwrap().spooled, 0);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn a_failure_after_a_clear_removed_the_batch_retries_nothing() {
     // The batch's rows are gone when its delivery fails: its attempt count reads 0, which must
     // not underflow into a retry of nothing.
@@ -437,12 +455,12 @@ async fn a_failure_after_a_clear_removed_the_batch_retries_nothing() {
     r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
     let q = r.queue.clone();
     let flush = tokio::spawn(async move { q.flush("s").await });
-    advance(10).await;
+    r.advance(10).await;
     assert_eq!(b.running.load(Ordering::SeqCst), 1);
     assert_eq!(r.queue.discard(Some("s")).await.unwrap(), 2);
     b.release.notify_one();
     assert_eq!(flush.await.unwrap(), FlushReport { delivered: 0, failed: 2 });
-    advance(10_000).await;
+    r.advance(10_000).await;
     assert_eq!(b.batch_sizes(), Vec::<usize>::new(), "nothing was retried");
     assert_eq!(r.queue.depths().await, Depths::default());
 }

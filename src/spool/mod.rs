@@ -156,6 +156,12 @@ impl Spool {
         Ok(SpoolCounts { spooled: spooled as u64, dead: dead as u64 })
     }
 
+    /// Whether no job or removal is waiting for the writer or running: every place is free.
+    /// (The queue's tests wait for this before they move their clock.)
+    pub fn idle(&self) -> bool {
+        self.places.available_permits() == MAX_WAITING
+    }
+
     async fn place(&self) -> Result<OwnedSemaphorePermit, SpoolError> {
         self.places.clone().acquire_owned().await.map_err(|_| SpoolError::Stopped)
     }
@@ -179,22 +185,7 @@ impl Spool {
             }
         });
         let place = self.place().await?;
-        #[cfg(not(test))]
-        {
-            self.jobs.send(Message::Job(job, place)).map_err(|_| SpoolError::Stopped)?;
-            rx.await.map_err(|_| SpoolError::Stopped)?
-        }
-        // Under tokio's paused test clock, an async wait on another thread lets the clock jump
-        // ahead while the disk works; a running blocking task inhibits that auto-advance.
-        #[cfg(test)]
-        {
-            let jobs = self.jobs.clone();
-            tokio::task::spawn_blocking(move || {
-                jobs.send(Message::Job(job, place)).map_err(|_| SpoolError::Stopped)?;
-                rx.blocking_recv().map_err(|_| SpoolError::Stopped)?
-            })
-            .await
-            .map_err(|_| SpoolError::Stopped)?
-        }
+        self.jobs.send(Message::Job(job, place)).map_err(|_| SpoolError::Stopped)?;
+        rx.await.map_err(|_| SpoolError::Stopped)?
     }
 }

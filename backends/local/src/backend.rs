@@ -156,12 +156,8 @@ impl LocalBackend {
         &self,
         f: impl FnOnce(&mut Store) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, BackendError> {
-        // Waiting on a blocking thread (not an async one) keeps tokio's paused test clock from
-        // jumping ahead while the disk works.
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || inner.writer.run(move |store| f(store).map_err(sql_error)))
-            .await
-            .map_err(|e| BackendError::transient(format!("local store task failed: {e}")))?
+        // The writer thread does the work; this task only waits for its answer.
+        self.inner.writer.run_async(move |store| f(store).map_err(sql_error)).await
     }
 
     async fn read<T: Send + 'static>(
@@ -198,11 +194,7 @@ impl MemoryBackend for LocalBackend {
     }
 
     async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
-        let (inner, bank, items) = (self.inner.clone(), scope.bank.clone(), batch.items.clone());
-        tokio::task::spawn_blocking(move || inner.writer.retain(bank, items))
-            .await
-            .map_err(|e| BackendError::transient(format!("local store task failed: {e}")))?
-            .map(|_| ())
+        self.inner.writer.retain(scope.bank.clone(), batch.items.clone()).await.map(|_| ())
     }
 
     async fn recall(&self, scope: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {

@@ -7,11 +7,11 @@
 //! ([`Store::retain_batches`]): one commit instead of one each.
 
 use std::path::Path;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 
 use mneme_core::{BackendError, MemoryItem};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::embedding::Semantic;
 use crate::error::OpenError;
@@ -19,7 +19,8 @@ use crate::store::Store;
 
 /// Deliveries written in one transaction at most.
 const GROUP_MAX: usize = 64;
-/// Jobs waiting for the writer at most; senders (blocking-pool threads) wait for a place.
+/// Jobs waiting for the writer at most; senders wait for a place (async callers without
+/// holding a thread).
 const MAX_WAITING: usize = 4 * GROUP_MAX;
 
 /// The writer thread's nice value: the lowest. Deliveries use spare CPU; on a machine busy with
@@ -40,7 +41,7 @@ enum Job {
 /// Handle to the writer thread; the thread (and its connection) ends with the last handle.
 #[derive(Clone)]
 pub(crate) struct Writer {
-    jobs: mpsc::SyncSender<Job>,
+    jobs: mpsc::Sender<Job>,
 }
 
 impl Writer {
@@ -48,7 +49,7 @@ impl Writer {
     /// go to `semantic` (the vector index), in order.
     pub(crate) fn start(path: &Path, semantic: Option<Arc<Semantic>>) -> Result<Self, OpenError> {
         let store = Store::open(path)?;
-        let (jobs, rx) = mpsc::sync_channel(MAX_WAITING);
+        let (jobs, rx) = mpsc::channel(MAX_WAITING);
         thread::Builder::new()
             .name("mneme-local-writer".into())
             .spawn(move || run(store, rx, semantic))
@@ -56,37 +57,48 @@ impl Writer {
         Ok(Writer { jobs })
     }
 
-    /// Stores a batch; blocks the calling (blocking-pool) thread until it is committed.
-    pub(crate) fn retain(&self, bank: String, items: Vec<MemoryItem>) -> Result<usize, BackendError> {
+    /// Stores a batch; answers once it is committed.
+    pub(crate) async fn retain(&self, bank: String, items: Vec<MemoryItem>) -> Result<usize, BackendError> {
         let (done, answer) = oneshot::channel();
-        self.send(Job::Retain { bank, items, done }, answer)
+        self.jobs.send(Job::Retain { bank, items, done }).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 
-    /// Runs `f` on the writing connection; blocks until it is done.
+    /// Runs `f` on the writing connection; answers once it is done.
+    pub(crate) async fn run_async<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, BackendError> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        let (done, answer) = oneshot::channel();
+        self.jobs.send(Job::Run(Box::new(move |store| drop(done.send(f(store)))))).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Runs `f` on the writing connection; blocks the calling thread (not an async worker: the
+    /// embedding thread) until it is done.
     pub(crate) fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, BackendError> + Send + 'static,
     ) -> Result<T, BackendError> {
         let (done, answer) = oneshot::channel();
-        self.send(Job::Run(Box::new(move |store| drop(done.send(f(store))))), answer)
-    }
-
-    fn send<T>(&self, job: Job, answer: oneshot::Receiver<Result<T, BackendError>>) -> Result<T, BackendError> {
-        let stopped = || BackendError::transient("the local store writer stopped".to_owned());
-        self.jobs.send(job).map_err(|_| stopped())?;
+        self.jobs.blocking_send(Job::Run(Box::new(move |store| drop(done.send(f(store)))))).map_err(|_| stopped())?;
         answer.blocking_recv().map_err(|_| stopped())?
     }
 }
 
-fn run(mut store: Store, rx: mpsc::Receiver<Job>, semantic: Option<Arc<Semantic>>) {
+fn stopped() -> BackendError {
+    BackendError::transient("the local store writer stopped".to_owned())
+}
+
+fn run(mut store: Store, mut rx: mpsc::Receiver<Job>, semantic: Option<Arc<Semantic>>) {
     lower_priority();
     let mut next = None;
     loop {
         let job = match next.take() {
             Some(job) => job,
-            None => match rx.recv() {
-                Ok(job) => job,
-                Err(_) => return,
+            None => match rx.blocking_recv() {
+                Some(job) => job,
+                None => return,
             },
         };
         match job {

@@ -1,0 +1,226 @@
+//! When each session's queue is flushed: a pure state machine.
+//!
+//! The batcher counts each session's pending and in-flight items and keeps its deadlines (the
+//! debounce timer, a retry's backoff). It does no I/O, spawns nothing and never reads a clock:
+//! every call is given the time it happens at, and [`Batcher::due`] says which timers have come
+//! due by a given time. The queue ([`super::Queue`]) is the shell that spools, delivers, sleeps
+//! until [`Batcher::next_deadline`] on its injected [`super::Clock`], and tells the batcher what
+//! happened. So the batching rules are tested without a runtime or a disk (see the tests below),
+//! and the queue's own tests drive time by hand.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::Trigger;
+
+/// The batching rules' parameters (from `queue.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Rules {
+    /// A session with this many pending items is flushed at once.
+    pub batch_size: u64,
+    /// ... and at the latest this long after its first pending item arrived.
+    pub flush_interval: Duration,
+}
+
+impl From<&crate::config::QueueSettings> for Rules {
+    fn from(s: &crate::config::QueueSettings) -> Self {
+        Rules { batch_size: s.batch_size as u64, flush_interval: s.flush_interval }
+    }
+}
+
+/// What an arrival asks of the shell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Arrival {
+    /// Start a size flush now.
+    pub size_flush: bool,
+    /// A timer was armed: the timer task must look at the earliest deadline again.
+    pub timer_armed: bool,
+}
+
+/// One session's counts and deadlines.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct SessionState {
+    /// Spooled and not being delivered.
+    pub pending: u64,
+    /// Being delivered now.
+    pub in_flight: u64,
+    /// When the debounce timer fires (armed by the first pending item; later ones do not reset it).
+    flush_at: Option<Instant>,
+    /// When the retry after a failed delivery fires.
+    retry_at: Option<Instant>,
+    /// A size flush was asked for and has not started yet: more arrivals ask for no other.
+    size_flush_queued: bool,
+    /// Until when debounce flushes hold back after a failure (cleared by a success).
+    backoff_until: Option<Instant>,
+}
+
+impl SessionState {
+    fn backing_off(&self, now: Instant) -> bool {
+        self.backoff_until.is_some_and(|t| t > now)
+    }
+}
+
+/// Every session's state. See the module's documentation.
+#[derive(Debug, Default)]
+pub(super) struct Batcher {
+    sessions: HashMap<String, SessionState>,
+}
+
+impl Batcher {
+    /// Every session the batcher knows, with its state.
+    pub fn sessions(&self) -> impl Iterator<Item = (&String, &SessionState)> {
+        self.sessions.iter()
+    }
+
+    /// Makes sure a session is known (it is then flushed by `flush_all`).
+    pub fn know(&mut self, id: &str) {
+        self.entry(id);
+    }
+
+    /// `n` items were spooled for a session at `now`: arms its timer if none is armed, and
+    /// asks for a size flush when the batch is full (unless backing off or one is queued).
+    pub fn arrived(&mut self, id: &str, n: u64, now: Instant, rules: Rules) -> Arrival {
+        let q = self.entry(id);
+        q.pending += n;
+        let size_flush = q.pending >= rules.batch_size && !q.size_flush_queued && !q.backing_off(now);
+        q.size_flush_queued |= size_flush;
+        let timer_armed = q.flush_at.is_none() && q.retry_at.is_none();
+        if timer_armed {
+            q.flush_at = Some(now + rules.flush_interval);
+        }
+        Arrival { size_flush, timer_armed }
+    }
+
+    /// A previous run left `n` items spooled for a session.
+    pub fn recovered(&mut self, id: &str, n: u64) {
+        self.entry(id).pending += n;
+    }
+
+    /// The timers due by `now`, disarmed: each is a flush to run, in no particular order.
+    pub fn due(&mut self, now: Instant) -> Vec<(String, Trigger)> {
+        let mut due = Vec::new();
+        for (id, q) in &mut self.sessions {
+            if q.flush_at.is_some_and(|t| t <= now) {
+                q.flush_at = None;
+                due.push((id.clone(), Trigger::Timer));
+            }
+            if q.retry_at.is_some_and(|t| t <= now) {
+                q.retry_at = None;
+                due.push((id.clone(), Trigger::Retry));
+            }
+        }
+        due
+    }
+
+    /// The earliest armed timer.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.sessions.values().flat_map(|q| [q.flush_at, q.retry_at]).flatten().min()
+    }
+
+    /// A size flush got the session's turn. Returns whether the batch is still full: another
+    /// flush may have taken the items meanwhile, and then the rest waits for its timer.
+    pub fn size_flush_starting(&mut self, id: &str, rules: Rules) -> bool {
+        let q = self.entry(id);
+        q.size_flush_queued = false;
+        q.pending >= rules.batch_size
+    }
+
+    /// Whether a flush of `trigger` must stop before sending (more): debounce flushes wait out
+    /// a backoff.
+    pub fn holds_back(&self, id: &str, trigger: Trigger, now: Instant) -> bool {
+        trigger.is_debounce() && self.sessions.get(id).is_some_and(|q| q.backing_off(now))
+    }
+
+    /// Whether a flush of `trigger` stops after a delivered batch: debounce flushes send full
+    /// batches only after their first, so what trickles in meanwhile waits for its own size or
+    /// timer trigger instead of going out in tiny batches under a steady stream.
+    pub fn stops_after_delivery(&self, id: &str, trigger: Trigger, rules: Rules) -> bool {
+        trigger.is_debounce() && self.sessions.get(id).is_none_or(|q| q.pending < rules.batch_size)
+    }
+
+    /// `n` items were read from the spool for a delivery.
+    pub fn taken(&mut self, id: &str, n: u64) {
+        let q = self.entry(id);
+        q.pending = q.pending.saturating_sub(n);
+        q.in_flight += n;
+    }
+
+    /// The backend answered a delivery of `n` items (either way).
+    pub fn answered(&mut self, id: &str, n: u64) {
+        let q = self.entry(id);
+        q.in_flight = q.in_flight.saturating_sub(n);
+    }
+
+    /// A delivery succeeded: the session stops backing off.
+    pub fn succeeded(&mut self, id: &str) {
+        self.entry(id).backoff_until = None;
+    }
+
+    /// A delivery of `n` items failed for now: they are pending again, and the session backs
+    /// off until `now + delay`, when its retry fires.
+    pub fn retry_later(&mut self, id: &str, n: u64, now: Instant, delay: Duration) {
+        let q = self.entry(id);
+        q.pending += n;
+        q.backoff_until = Some(now + delay);
+        q.retry_at = Some(now + delay);
+    }
+
+    /// `n` items could not be set aside (the spool failed): they are still pending.
+    pub fn kept(&mut self, id: &str, n: u64) {
+        self.entry(id).pending += n;
+    }
+
+    /// After an outage ends, the other sessions backing off with items pending stop waiting:
+    /// returns them, to be flushed now.
+    pub fn end_backoffs(&mut self, except: &str) -> Vec<String> {
+        self.sessions
+            .iter_mut()
+            .filter(|(id, q)| id.as_str() != except && q.backoff_until.is_some() && q.pending > 0)
+            .map(|(id, q)| {
+                q.backoff_until = None;
+                id.clone()
+            })
+            .collect()
+    }
+
+    /// Dead letters were put back: a session's spool now holds `spooled` items and it need not
+    /// wait out a backoff.
+    pub fn requeued(&mut self, id: &str, spooled: u64) {
+        let q = self.entry(id);
+        q.pending = spooled.saturating_sub(q.in_flight);
+        q.backoff_until = None;
+    }
+
+    /// A session's spooled items were dropped (all sessions' for `None`).
+    pub fn discarded(&mut self, id: Option<&str>) {
+        for (s, q) in &mut self.sessions {
+            if id.is_none_or(|id| id == s) {
+                q.pending = 0;
+            }
+        }
+    }
+
+    /// A flush ended at `now`: what it left pending gets a timer, unless one is armed or a size
+    /// flush is queued. Returns whether a timer was armed.
+    pub fn flush_ended(&mut self, id: &str, now: Instant, rules: Rules) -> bool {
+        let q = self.entry(id);
+        let arm = q.pending > 0 && q.flush_at.is_none() && q.retry_at.is_none() && !q.size_flush_queued;
+        if arm {
+            q.flush_at = Some(now + rules.flush_interval);
+        }
+        arm
+    }
+
+    /// Items being delivered, over all sessions.
+    pub fn in_flight(&self) -> u64 {
+        self.sessions.values().map(|q| q.in_flight).sum()
+    }
+
+    fn entry(&mut self, id: &str) -> &mut SessionState {
+        self.sessions.entry(id.to_owned()).or_default()
+    }
+}
+
+#[cfg(test)]
+#[path = "batcher_tests.rs"]
+mod tests;

@@ -1,0 +1,192 @@
+//! The batching rules with no runtime, disk or backend: time is a number the test moves.
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+use super::*;
+
+const RULES: Rules = Rules { batch_size: 4, flush_interval: Duration::from_secs(5) };
+
+impl Batcher {
+    /// A session's state (a default one if it has none yet).
+    fn session(&self, id: &str) -> SessionState {
+        self.sessions.get(id).cloned().unwrap_or_default()
+    }
+}
+
+fn at(start: Instant, ms: u64) -> Instant {
+    start + Duration::from_millis(ms)
+}
+
+#[test]
+fn a_full_batch_flushes_at_once_and_asks_only_once() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    assert_eq!(b.arrived("s", 3, t0, RULES), Arrival { size_flush: false, timer_armed: true });
+    assert_eq!(b.arrived("s", 1, t0, RULES), Arrival { size_flush: true, timer_armed: false });
+    // More arrive before the size flush starts: it will take them; no second one.
+    assert!(!b.arrived("s", 4, t0, RULES).size_flush);
+    assert!(b.size_flush_starting("s", RULES));
+    b.taken("s", 4);
+    assert_eq!(b.session("s").pending, 4);
+    assert_eq!(b.session("s").in_flight, 4);
+}
+
+#[test]
+fn the_timer_counts_from_the_first_item_and_later_ones_do_not_reset_it() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    b.arrived("s", 1, t0, RULES);
+    b.arrived("s", 1, at(t0, 3000), RULES);
+    assert_eq!(b.next_deadline(), Some(at(t0, 5000)));
+    assert!(b.due(at(t0, 4999)).is_empty());
+    assert_eq!(b.due(at(t0, 5000)), vec![("s".to_owned(), Trigger::Timer)]);
+    assert!(b.due(at(t0, 9000)).is_empty(), "a timer fires once");
+    assert_eq!(b.next_deadline(), None);
+}
+
+#[test]
+fn a_failure_backs_off_and_its_retry_replaces_the_timer() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    b.arrived("s", 2, t0, RULES);
+    b.due(at(t0, 5000));
+    b.taken("s", 2);
+    b.answered("s", 2);
+    b.retry_later("s", 2, at(t0, 5000), Duration::from_secs(1));
+    assert!(b.holds_back("s", Trigger::Timer, at(t0, 5500)));
+    assert!(b.holds_back("s", Trigger::Size, at(t0, 5500)));
+    assert!(!b.holds_back("s", Trigger::Explicit, at(t0, 5500)), "explicit flushes do not wait");
+    // While backing off, a full batch asks for no size flush and arms no timer: the retry will send it.
+    assert_eq!(b.arrived("s", 4, at(t0, 5500), RULES), Arrival { size_flush: false, timer_armed: false });
+    assert_eq!(b.due(at(t0, 6000)), vec![("s".to_owned(), Trigger::Retry)]);
+    b.succeeded("s");
+    assert!(!b.holds_back("s", Trigger::Timer, at(t0, 6000)));
+}
+
+#[test]
+fn the_end_of_an_outage_ends_the_other_sessions_backoffs() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    for s in ["a", "b", "c"] {
+        b.arrived(s, 1, t0, RULES);
+        b.taken(s, 1);
+        b.answered(s, 1);
+        b.retry_later(s, 1, t0, Duration::from_secs(30));
+    }
+    b.discarded(Some("c"));
+    let mut woken = b.end_backoffs("a");
+    woken.sort();
+    assert_eq!(woken, vec!["b"], "a recovered itself; c has nothing pending");
+}
+
+#[test]
+fn what_a_flush_leaves_gets_a_timer_unless_one_is_due_or_a_size_flush_is_queued() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    b.arrived("s", 2, t0, RULES);
+    assert!(!b.flush_ended("s", t0, RULES), "its timer is still armed");
+    b.due(at(t0, 5000));
+    assert!(b.flush_ended("s", at(t0, 5000), RULES));
+    assert_eq!(b.next_deadline(), Some(at(t0, 10_000)));
+    b.due(at(t0, 10_000));
+    b.taken("s", 2);
+    assert!(!b.flush_ended("s", at(t0, 10_000), RULES), "nothing is pending");
+}
+
+#[derive(Debug, Clone)]
+enum Event {
+    Arrive(usize, u64),
+    Advance(u64),
+    /// The session's flush delivers (or fails) what is pending, up to `max` items.
+    Flush { session: usize, fail: bool },
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        4 => (0..3usize, 1..6u64).prop_map(|(s, n)| Event::Arrive(s, n)),
+        3 => (0..7000u64).prop_map(Event::Advance),
+        2 => (0..3usize, any::<bool>()).prop_map(|(session, fail)| Event::Flush { session, fail }),
+    ]
+}
+
+/// Runs one flush the way the shell does (one delivery of at most `max` items, then the end).
+fn flush(b: &mut Batcher, id: &str, trigger: Trigger, now: Instant, fail: bool) {
+    if trigger == Trigger::Size && !b.size_flush_starting(id, RULES) {
+        b.flush_ended(id, now, RULES);
+        return;
+    }
+    if !b.holds_back(id, trigger, now) {
+        let n = b.session(id).pending.min(8);
+        if n > 0 {
+            b.taken(id, n);
+            b.answered(id, n);
+            if fail {
+                b.retry_later(id, n, now, Duration::from_secs(2));
+            } else {
+                b.succeeded(id);
+            }
+        }
+    }
+    b.flush_ended(id, now, RULES);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The counts add up, and no pending item is ever left without a way out: a timer, a
+    /// retry or a queued size flush.
+    #[test]
+    fn counts_add_up_and_nothing_pending_is_stranded(events in prop::collection::vec(event(), 1..60)) {
+        let t0 = Instant::now();
+        let mut now = t0;
+        let mut b = Batcher::default();
+        let mut arrived = [0u64; 3];
+        for e in events {
+            match e {
+                Event::Arrive(s, n) => {
+                    let id = format!("s{s}");
+                    arrived[s] += n;
+                    if b.arrived(&id, n, now, RULES).size_flush {
+                        flush(&mut b, &id, Trigger::Size, now, false);
+                    }
+                }
+                Event::Advance(ms) => {
+                    let target = now + Duration::from_millis(ms);
+                    // Timers fire at their deadlines, in order.
+                    while let Some(deadline) = b.next_deadline().filter(|d| *d <= target) {
+                        now = deadline;
+                        for (id, trigger) in b.due(now) {
+                            flush(&mut b, &id, trigger, now, false);
+                        }
+                    }
+                    now = target;
+                }
+                Event::Flush { session, fail } => {
+                    flush(&mut b, &format!("s{session}"), Trigger::Explicit, now, fail);
+                }
+            }
+            for (s, arrived) in arrived.iter().enumerate() {
+                let q = b.session(&format!("s{s}"));
+                prop_assert_eq!(q.in_flight, 0, "a finished flush leaves nothing in flight");
+                prop_assert!(q.pending <= *arrived);
+                let way_out = q.flush_at.is_some() || q.retry_at.is_some() || q.size_flush_queued;
+                prop_assert!(q.pending == 0 || way_out, "s{}: {} pending with no timer: {:?}", s, q.pending, q);
+                if let Some(t) = q.flush_at {
+                    prop_assert!(t > now && t <= now + RULES.flush_interval, "timer out of range");
+                }
+            }
+        }
+        // Left alone, every session drains by itself.
+        now += Duration::from_secs(60);
+        while let Some(deadline) = b.next_deadline().filter(|d| *d <= now) {
+            for (id, trigger) in b.due(deadline) {
+                flush(&mut b, &id, trigger, deadline, false);
+            }
+        }
+        for s in 0..3 {
+            prop_assert_eq!(b.session(&format!("s{s}")).pending, 0, "s{} kept items", s);
+        }
+    }
+}
