@@ -61,6 +61,23 @@ async fn export_then_import_is_lossless_and_idempotent() {
     let again = b.cli().arg("export").output().unwrap();
     assert_eq!(stdout(&again), exported, "a round trip is lossless");
 
+    // A memory with nothing but private text is skipped, and the CLI says so.
+    let private = a.dir.path().join("private.jsonl");
+    let mut line: Value = lines[0].clone();
+    line["id"] = json!("private-only");
+    line["content"] = json!("<private>the deploy key is hunter2</private>");
+    std::fs::write(&private, format!("{line}\n{}\n", exported.lines().next().unwrap())).unwrap();
+    let out = b.cli().arg("import").arg(&private).output().unwrap();
+    assert_eq!(
+        stdout(&out).trim(),
+        "Imported 0 of 2 memories (1 already there; 1 skipped: nothing but private text).",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = b.cli().args(["--json", "import"]).arg(&private).output().unwrap();
+    let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v, json!({"received": 2, "imported": 0, "skipped": 1}));
+
     // A bad line imports nothing and names the line.
     let bad = a.dir.path().join("bad.jsonl");
     std::fs::write(&bad, format!("{}\n{{\"oops\": 1}}\n", exported.lines().next().unwrap())).unwrap();

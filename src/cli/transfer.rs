@@ -6,11 +6,10 @@ use std::process::ExitCode;
 
 use mneme_core::StoredMemory;
 use reqwest::Method;
-use serde_json::{json, Value};
 
 use super::commands::load_settings;
 use super::{CliError, Client};
-use crate::daemon::api::ExportAnswer;
+use crate::daemon::api::{ExportAnswer, ImportBody, Imported};
 
 /// Memories sent per import request (well under the default body limit).
 const IMPORT_CHUNK: usize = 500;
@@ -76,21 +75,23 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         memories.push(m);
     }
     let client = Client::connect(&load_settings(config)?.settings).await?;
-    let (mut received, mut imported, mut known) = (0u64, 0u64, true);
+    let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
     for chunk in memories.chunks(IMPORT_CHUNK) {
-        let v: Value = client.call(Method::POST, "/v1/import", Some(&json!({ "memories": chunk }))).await?;
-        received += v["received"].as_u64().unwrap_or(0);
-        match v["imported"].as_u64() {
-            Some(n) => imported += n,
-            None => known = false,
-        }
+        let answer: Imported = client.post("/v1/import", &ImportBody { memories: chunk.to_vec() }).await?;
+        total.received += answer.received;
+        total.skipped += answer.skipped;
+        total.imported = total.imported.zip(answer.imported).map(|(a, b)| a + b);
     }
+    let Imported { received, imported, skipped } = total;
+    // Memories with nothing but `<private>` text are not stored (and not "already there").
+    let skipped_note = if skipped > 0 { format!("; {skipped} skipped: nothing but private text") } else { String::new() };
     if as_json {
-        println!("{}", json!({"received": received, "imported": if known { json!(imported) } else { Value::Null }}));
-    } else if known {
-        println!("Imported {imported} of {received} memories ({} already there).", received - imported);
+        println!("{}", serde_json::to_string(&total).unwrap_or_default());
+    } else if let Some(imported) = imported {
+        let there = (received as u64).saturating_sub(imported + skipped as u64);
+        println!("Imported {imported} of {received} memories ({there} already there{skipped_note}).");
     } else {
-        println!("Sent {received} memories to the backend.");
+        println!("Sent {received} memories to the backend{skipped_note}.");
     }
     Ok(ExitCode::SUCCESS)
 }

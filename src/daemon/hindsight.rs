@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 
+use super::api::ErrorDetail;
 use super::error::ApiError;
 use super::AppState;
 use crate::hindsight_api::wire::*;
@@ -38,6 +39,26 @@ pub fn routes() -> Router<Arc<AppState>> {
         .fallback(not_served)
 }
 
+/// The body of a [`HindsightError`].
+#[derive(Debug, serde::Serialize)]
+struct HindsightErrorBody {
+    /// What Hindsight's clients read.
+    detail: ErrorDetailField,
+    /// What mneme's do.
+    error: ErrorDetail,
+}
+
+impl HindsightErrorBody {
+    fn of(e: &ApiError) -> Self {
+        let detail = if e.status == StatusCode::UNPROCESSABLE_ENTITY {
+            ErrorDetailField::Invalid(vec![ValueError::of_body(e.message.clone())])
+        } else {
+            ErrorDetailField::Message(e.message.clone())
+        };
+        HindsightErrorBody { detail, error: ErrorDetail { code: e.code.to_owned(), message: e.message.clone() } }
+    }
+}
+
 /// An error in both shapes: `{"detail": …, "error": {"code", "message"}}`. A request Hindsight
 /// would refuse as invalid is a 422 whose `detail` is a list, as FastAPI answers.
 #[derive(Debug)]
@@ -46,15 +67,7 @@ pub struct HindsightError(ApiError);
 impl IntoResponse for HindsightError {
     fn into_response(self) -> Response {
         let e = self.0;
-        let detail = if e.status == StatusCode::UNPROCESSABLE_ENTITY {
-            serde_json::json!([{ "type": "value_error", "loc": ["body"], "msg": e.message, "input": null, "ctx": {"error": {}} }])
-        } else {
-            serde_json::json!(e.message)
-        };
-        let body = serde_json::json!({
-            "detail": detail,
-            "error": { "code": e.code, "message": e.message },
-        });
+        let body = HindsightErrorBody::of(&e);
         let mut response = (e.status, Json(body)).into_response();
         if let Some(secs) = e.retry_after {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.into());
@@ -96,12 +109,16 @@ fn api(s: &AppState) -> &HindsightApi {
     &s.hindsight
 }
 
-async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"status": "healthy", "database": "connected"}))
+async fn health() -> Json<Health> {
+    Json(Health { status: "healthy".into(), database: "connected".into() })
 }
 
-async fn version() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"api_version": "1.1.0", "server": "mneme", "mneme_version": env!("CARGO_PKG_VERSION")}))
+async fn version() -> Json<VersionAnswer> {
+    Json(VersionAnswer {
+        api_version: "1.1.0".into(),
+        server: "mneme".into(),
+        mneme_version: env!("CARGO_PKG_VERSION").into(),
+    })
 }
 
 async fn list_banks(State(s): St) -> Answer<BankList> {
@@ -174,9 +191,9 @@ async fn update_model(
     Ok(Json(api(&s).update_mental_model(&bank, &id, b).await?))
 }
 
-async fn delete_model(State(s): St, Path((bank, id)): Path<(String, String)>) -> Answer<serde_json::Value> {
+async fn delete_model(State(s): St, Path((bank, id)): Path<(String, String)>) -> Answer<DeletedAnswer> {
     api(&s).delete_mental_model(&bank, &id).await?;
-    Ok(Json(serde_json::json!({"status": "deleted"})))
+    Ok(Json(DeletedAnswer { status: "deleted".into() }))
 }
 
 async fn refresh_model(State(s): St, Path((bank, id)): Path<(String, String)>) -> Answer<RefreshAnswer> {
@@ -195,4 +212,28 @@ async fn not_served() -> HindsightError {
         "not_found",
         "Not Found: mneme serves the part of Hindsight's API its clients use (banks, memories, recall, reflect, mental models); see the README",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error body is what Hindsight's clients parse: FastAPI's shape, byte for byte.
+    #[test]
+    fn error_bodies_have_fastapis_shape_beside_mneme_s() {
+        let body = |e: ApiError| serde_json::to_value(HindsightErrorBody::of(&e)).unwrap();
+        let invalid = body(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", "no content"));
+        assert_eq!(
+            invalid,
+            serde_json::json!({
+                "detail": [{"type": "value_error", "loc": ["body"], "msg": "no content", "input": null, "ctx": {"error": {}}}],
+                "error": {"code": "invalid_request", "message": "no content"},
+            })
+        );
+        let missing = body(ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such model"));
+        assert_eq!(
+            missing,
+            serde_json::json!({"detail": "no such model", "error": {"code": "not_found", "message": "no such model"}})
+        );
+    }
 }

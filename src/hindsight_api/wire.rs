@@ -402,3 +402,80 @@ pub struct DetailQuery {
     #[serde(default)]
     pub detail: Option<Detail>,
 }
+
+/// `GET /health`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Health {
+    /// "healthy".
+    pub status: String,
+    /// "connected".
+    pub database: String,
+}
+
+/// `GET /version`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VersionAnswer {
+    /// The Hindsight API version served.
+    pub api_version: String,
+    /// "mneme".
+    pub server: String,
+    /// This mneme's version.
+    pub mneme_version: String,
+}
+
+/// The answer to deleting a mental model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeletedAnswer {
+    /// "deleted".
+    pub status: String,
+}
+
+/// Hindsight's `detail` of an error, as FastAPI writes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ErrorDetailField {
+    /// A request refused as invalid (422): one validation error for the body.
+    Invalid(Vec<ValueError>),
+    /// Any other error: its message.
+    Message(String),
+}
+
+/// One of FastAPI's validation errors.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ValueError {
+    /// "value_error".
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Where: `["body"]`.
+    pub loc: Vec<String>,
+    /// What.
+    pub msg: String,
+    /// Always null.
+    pub input: Option<()>,
+    /// Always `{"error": {}}`.
+    pub ctx: ValueErrorContext,
+}
+
+impl ValueError {
+    /// A validation error of the request's body.
+    pub fn of_body(msg: impl Into<String>) -> Self {
+        ValueError {
+            kind: "value_error".into(),
+            loc: vec!["body".into()],
+            msg: msg.into(),
+            input: None,
+            ctx: ValueErrorContext::default(),
+        }
+    }
+}
+
+/// The `ctx` of a [`ValueError`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ValueErrorContext {
+    /// Empty.
+    pub error: Empty,
+}
+
+/// `{}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Empty {}

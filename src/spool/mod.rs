@@ -44,9 +44,20 @@ pub enum SpoolError {
     /// SQLite or the file system failed.
     #[error("spool: {0}")]
     Sql(#[source] Arc<rusqlite::Error>),
-    /// The file is not a spool this mneme can use.
-    #[error("spool: {0}")]
-    Unusable(String),
+    /// The file was written by a newer mneme.
+    #[error("spool: schema version {found} was written by a newer mneme (this one knows {known})")]
+    NewerSchema {
+        /// The file's schema version.
+        found: i64,
+        /// The newest this mneme knows.
+        known: usize,
+    },
+    /// SQLite's check finds the file damaged.
+    #[error("spool: SQLite finds it damaged: {0}")]
+    Damaged(String),
+    /// The writer thread could not be started.
+    #[error("spool: cannot start the spool's writer thread: {0}")]
+    Thread(#[source] Arc<std::io::Error>),
     /// The writer thread is gone (the daemon is stopping).
     #[error("spool: the writer thread stopped")]
     Stopped,
@@ -105,10 +116,7 @@ impl Spool {
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > SCHEMA.len() {
-            return Err(SpoolError::Unusable(format!(
-                "schema version {version} was written by a newer mneme (this one knows {})",
-                SCHEMA.len()
-            )));
+            return Err(SpoolError::NewerSchema { found: version, known: SCHEMA.len() });
         }
         for (v, sql) in SCHEMA.iter().enumerate().skip(version as usize) {
             let tx = conn.transaction()?;
@@ -126,7 +134,7 @@ impl Spool {
         thread::Builder::new()
             .name("mneme-spool".into())
             .spawn(move || writer(conn, rx))
-            .map_err(|e| SpoolError::Unusable(format!("cannot start the spool's writer thread: {e}")))?;
+            .map_err(|e| SpoolError::Thread(Arc::new(e)))?;
         Ok(Spool {
             jobs,
             places: Arc::new(Semaphore::new(MAX_WAITING)),
@@ -142,11 +150,11 @@ impl Spool {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > SCHEMA.len() {
-            return Err(SpoolError::Unusable(format!("schema version {version} was written by a newer mneme")));
+            return Err(SpoolError::NewerSchema { found: version, known: SCHEMA.len() });
         }
         let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
         if verdict != "ok" {
-            return Err(SpoolError::Unusable(format!("SQLite finds it damaged: {verdict}")));
+            return Err(SpoolError::Damaged(verdict));
         }
         if version == 0 {
             return Ok(SpoolCounts::default());
