@@ -427,6 +427,23 @@ async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
 }
 
 #[tokio::test]
+async fn a_spool_from_a_newer_mneme_is_refused_by_open_and_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spool.db");
+    drop(Spool::open(&path).unwrap());
+    // The writer thread lets go of the file's lock as it winds down.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let known: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    conn.pragma_update(None, "user_version", known + 1).unwrap();
+    drop(conn);
+    for e in [Spool::open(&path).err().unwrap(), Spool::check(&path).unwrap_err()] {
+        assert!(matches!(e, SpoolError::NewerSchema { found, .. } if found == known + 1), "{e:?}");
+        assert!(e.to_string().contains("was written by a newer mneme"), "{e}");
+    }
+}
+
+#[tokio::test]
 async fn a_delivered_batch_is_gone_for_every_later_call_and_after_a_stop() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spool.db");

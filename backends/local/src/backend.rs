@@ -169,7 +169,7 @@ impl LocalBackend {
             let pooled = inner.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let store = match pooled {
                 Some(s) => s,
-                None => Store::open(&inner.path).map_err(sql_error)?,
+                None => Store::open(&inner.path).map_err(crate::error::open_failed)?,
             };
             let out = f(&store).map_err(sql_error);
             let mut readers = inner.readers.lock().unwrap_or_else(|p| p.into_inner());

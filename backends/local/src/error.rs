@@ -2,12 +2,23 @@
 
 use mneme_core::BackendError;
 
-/// Why the local store could not be opened.
+/// Why the local store could not be opened or checked.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    /// SQLite refused the file (not a database, a newer schema, no permission …).
+    /// SQLite refused the file (not a database, no permission …).
     #[error(transparent)]
     Sql(#[from] rusqlite::Error),
+    /// The file was written by a newer mneme.
+    #[error("database schema version {found} is newer than this mneme supports ({known})")]
+    NewerSchema {
+        /// The file's schema version.
+        found: usize,
+        /// The newest this mneme knows.
+        known: usize,
+    },
+    /// SQLite's check finds the file damaged.
+    #[error("SQLite finds it damaged: {0}")]
+    Damaged(String),
     /// A thread the store needs could not be started.
     #[error("cannot start the local store's {what} thread: {source}")]
     Thread {
@@ -22,9 +33,20 @@ pub enum OpenError {
 impl From<OpenError> for BackendError {
     fn from(e: OpenError) -> Self {
         match e {
-            OpenError::Sql(e) => BackendError::permanent(e.to_string()),
+            e @ (OpenError::Sql(_) | OpenError::NewerSchema { .. } | OpenError::Damaged(_)) => {
+                BackendError::permanent(e.to_string())
+            }
             e @ OpenError::Thread { .. } => BackendError::transient(e.to_string()),
         }
+    }
+}
+
+/// A connection that could not be opened while the store runs (a reader): SQLite's failures are
+/// classified as a statement's are (busy or locked may pass).
+pub(crate) fn open_failed(e: OpenError) -> BackendError {
+    match e {
+        OpenError::Sql(e) => sql_error(e),
+        other => other.into(),
     }
 }
 

@@ -31,6 +31,6 @@ pub use recall::RecallMode;
 
 /// Checks a local store file without changing it: that it is a memory database this mneme can
 /// read and that SQLite finds it sound. Returns how many memories it holds.
-pub fn check(path: &std::path::Path) -> Result<u64, String> {
-    store::Store::check(path).map_err(|e| e.to_string())
+pub fn check(path: &std::path::Path) -> Result<u64, OpenError> {
+    store::Store::check(path)
 }

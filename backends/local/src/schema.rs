@@ -1,5 +1,6 @@
 //! Embedded migrations, tracked with `PRAGMA user_version`.
 
+use crate::error::OpenError;
 use rusqlite::Connection;
 
 /// Each entry moves the schema from version `i` to `i + 1`. Append only.
@@ -97,13 +98,13 @@ DROP TABLE memories_fts;
 pub const VERSION: usize = MIGRATIONS.len();
 
 /// Brings the database up to the newest schema. Refuses a database from a newer mneme.
-pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+pub fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     migrate_to(conn, VERSION)
 }
 
 /// Brings the database up to schema `target` (tests build stores of earlier versions with it).
 /// The connection must have `mneme_terms` (see [`crate::store::register_functions`]).
-pub fn migrate_to(conn: &mut Connection, target: usize) -> rusqlite::Result<()> {
+pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<(), OpenError> {
     let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
     check_version(current)?;
     for (version, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
@@ -116,12 +117,9 @@ pub fn migrate_to(conn: &mut Connection, target: usize) -> rusqlite::Result<()> 
 }
 
 /// Refuses a database written by a newer mneme.
-pub fn check_version(current: usize) -> rusqlite::Result<()> {
+pub fn check_version(current: usize) -> Result<(), OpenError> {
     if current > MIGRATIONS.len() {
-        return Err(rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
-            Some(format!("database schema version {current} is newer than this mneme supports ({})", MIGRATIONS.len())),
-        ));
+        return Err(OpenError::NewerSchema { found: current, known: MIGRATIONS.len() });
     }
     Ok(())
 }

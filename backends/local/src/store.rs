@@ -8,6 +8,7 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::dedupe::{self, ContentIndex};
+use crate::error::OpenError;
 use crate::fts;
 use crate::passages;
 use crate::recall::PassageCount;
@@ -110,7 +111,7 @@ pub struct StoredVector {
 
 impl Store {
     /// Opens (creating if needed) the database at `path`, in WAL mode, migrated.
-    pub fn open(path: &Path) -> rusqlite::Result<Self> {
+    pub fn open(path: &Path) -> Result<Self, OpenError> {
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -130,7 +131,7 @@ impl Store {
     }
 
     /// See [`crate::check`].
-    pub fn check(path: &Path) -> rusqlite::Result<u64> {
+    pub fn check(path: &Path) -> Result<u64, OpenError> {
         use rusqlite::OpenFlags;
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
@@ -139,15 +140,12 @@ impl Store {
         crate::schema::check_version(version as usize)?;
         let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
         if verdict != "ok" {
-            return Err(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
-                Some(format!("SQLite finds it damaged: {verdict}")),
-            ));
+            return Err(OpenError::Damaged(verdict));
         }
         if version == 0 {
             return Ok(0);
         }
-        conn.query_row("SELECT count(*) FROM memories", [], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+        Ok(conn.query_row("SELECT count(*) FROM memories", [], |r| r.get::<_, i64>(0)).map(|n| n as u64)?)
     }
 
     /// Stores a batch in one transaction. Items whose id is already stored are skipped; identical
@@ -642,6 +640,22 @@ mod tests {
 
     fn segments(store: &Store) -> i64 {
         store.conn.query_row("SELECT count(DISTINCT segid) FROM passages_fts_idx", [], |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn a_store_from_a_newer_mneme_is_refused_by_open_and_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        drop(Store::open(&path).unwrap());
+        let newer = crate::schema::VERSION + 1;
+        Connection::open(&path).unwrap().pragma_update(None, "user_version", newer as i64).unwrap();
+        for e in [Store::open(&path).err().unwrap(), Store::check(&path).unwrap_err()] {
+            assert!(
+                matches!(e, OpenError::NewerSchema { found, known } if found == newer && known == newer - 1),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("is newer than this mneme supports"), "{e}");
+        }
     }
 
     #[test]
