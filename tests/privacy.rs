@@ -149,3 +149,79 @@ async fn private_spans_reach_no_file_and_no_log() {
         assert!(!contains(&log, &secret(path)), "the log holds the {path} secret");
     }
 }
+
+/// A Hindsight server that answers every request (no memories, an empty reflection) and keeps
+/// what it was sent: what a real server could log or store.
+async fn recording_hindsight() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::body::Bytes;
+    use axum::http::Uri;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
+        let kept = kept.clone();
+        async move {
+            kept.lock().unwrap().push(format!("{uri} {}", String::from_utf8_lossy(&body)));
+            let path = uri.path().to_owned();
+            axum::Json(if path.ends_with("/recall") {
+                json!({"results": []})
+            } else if path.ends_with("/reflect") {
+                json!({"text": "nothing to say"})
+            } else {
+                json!({})
+            })
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, seen)
+}
+
+#[tokio::test]
+async fn recall_and_reflect_queries_reach_no_backend_with_private_spans() {
+    let (url, seen) = recording_hindsight().await;
+    let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n"));
+    d.start_session("s", "/p/privy").await;
+    let ask = |path: &str| format!("where is the deploy key <private>{}</private> kept", secret(path));
+    let (status, _) = d.post("/v1/sessions/s/recall", json!({"query": ask("recall-tool")})).await;
+    assert_eq!(status, 200);
+    let (status, _) = d
+        .post(
+            "/v1/sessions/s/reflect",
+            json!({"query": ask("reflect-tool"), "context": format!("ctx <private>{}</private>", secret("reflect-context"))}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = d.post("/v1/sessions/s/agent-start", json!({"prompt": ask("first-turn")})).await;
+    assert_eq!(status, 200);
+    let (status, _) = d.post("/v1/search", json!({"query": ask("search")})).await;
+    assert_eq!(status, 200);
+    let (status, _) = d.post("/hindsight/v1/default/banks/mneme/memories/recall", json!({"query": ask("api-recall")})).await;
+    assert_eq!(status, 200);
+    let (status, _) = d.post("/hindsight/v1/default/banks/mneme/reflect", json!({"query": ask("api-reflect")})).await;
+    assert_eq!(status, 200);
+    // Nothing but private text is refused, not sent.
+    let (status, v) = d.post("/v1/sessions/s/recall", json!({"query": "<private>only this</private>"})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("nothing was asked"), "{v}");
+
+    let seen = seen.lock().unwrap().clone();
+    let asked: Vec<&String> = seen.iter().filter(|r| r.contains("/recall") || r.contains("/reflect")).collect();
+    assert_eq!(asked.len(), 6, "every query reached the server once: {asked:#?}");
+    for r in &asked {
+        assert!(r.contains("where is the deploy key"), "the rest of the query is asked: {r}");
+    }
+    for path in
+        ["recall-tool", "reflect-tool", "reflect-context", "first-turn", "search", "api-recall", "api-reflect"]
+    {
+        assert!(!seen.iter().any(|r| r.contains(&secret(path))), "{path} leaked to the server: {seen:#?}");
+    }
+    assert!(!seen.iter().any(|r| r.contains("only this")), "{seen:#?}");
+    // Nor are they kept here (the first turn's prompt waits in the session for its reply).
+    d.post("/v1/flush", json!({})).await;
+    for (file, bytes) in files(d.dir.path()) {
+        for path in ["recall-tool", "reflect-tool", "reflect-context", "first-turn", "search", "api-recall"] {
+            assert!(!contains(&bytes, &secret(path)), "{path} was written to {file}");
+        }
+    }
+}

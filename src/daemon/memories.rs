@@ -101,16 +101,14 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
 }
 
 pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<SearchAnswer>> {
-    if b.query.trim().is_empty() {
-        return Err(ApiError::invalid("query must not be empty"));
-    }
     let settings = s.sessions.settings();
+    let query = crate::session::recall_text(&settings, &b.query).map_err(ApiError::invalid)?;
     let bank = b.bank.map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).unwrap_or_else(|| settings.base_bank());
     if bank.contains('/') {
         return Err(ApiError::invalid("bank must not contain '/'"));
     }
     let query = RecallQuery {
-        query: b.query,
+        query,
         budget: settings.recall.budget,
         max_tokens: b.max_tokens.unwrap_or(settings.recall.max_tokens).clamp(1, 100_000),
         types: settings.recall.types.clone(),

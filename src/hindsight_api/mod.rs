@@ -155,12 +155,9 @@ impl HindsightApi {
     /// Recalls from `bank` through the active backend.
     pub async fn recall(&self, bank: &str, req: RecallRequest) -> Result<RecallResponse, CompatError> {
         check_bank(bank)?;
-        let query = req.query.trim();
-        if query.is_empty() {
-            return Err(CompatError::Invalid("query must not be empty".into()));
-        }
+        let query = crate::session::recall_text(&self.settings(), &req.query).map_err(CompatError::Invalid)?;
         let q = RecallQuery {
-            query: query.to_owned(),
+            query,
             budget: req.budget.unwrap_or_default(),
             max_tokens: req.max_tokens.unwrap_or(4096).max(1),
             types: req.types.unwrap_or_default(),
@@ -211,17 +208,15 @@ impl HindsightApi {
     /// Reflects through the active backend (the local backend has no LLM: an error clients handle).
     pub async fn reflect(&self, bank: &str, req: ReflectRequest) -> Result<ReflectResponse, CompatError> {
         check_bank(bank)?;
-        let query = req.query.trim();
-        if query.is_empty() {
-            return Err(CompatError::Invalid("query must not be empty".into()));
-        }
+        let settings = self.settings();
+        let query = crate::session::recall_text(&settings, &req.query).map_err(CompatError::Invalid)?;
         let backend = self.queue.backend();
         if !backend.capabilities().stores {
             return Err(BackendError::Unsupported("memory.backend is \"off\": nothing is remembered".into()).into());
         }
         let q = ReflectQuery {
-            query: query.to_owned(),
-            context: req.context,
+            query,
+            context: req.context.and_then(|c| crate::session::clean_text(&settings, &c)),
             budget: req.budget.unwrap_or(Budget::Low),
             tags: req.tags.unwrap_or_default(),
             tags_match: req.tags_match.unwrap_or(TagsMatch::Any),

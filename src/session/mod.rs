@@ -37,7 +37,7 @@ pub use clean::{clean as clean_text, clean_imported};
 pub use clear::{ClearOutcome, ClearRequest};
 pub use guide::{guide, GUIDE};
 pub use scope::{project_label, scope_for};
-pub use tools::{queued_message, retained_message, RecallAnswer, Retained, OFF_MESSAGE};
+pub use tools::{queued_message, recall_text, retained_message, RecallAnswer, Retained, OFF_MESSAGE};
 
 /// Longest accepted session id.
 const MAX_ID_LEN: usize = 256;

@@ -6,6 +6,7 @@ use mneme_core::{BackendError, MemoryType, RecallQuery, Recalled, ReflectQuery, 
 
 use super::clean::clean;
 use super::{SessionError, Sessions};
+use crate::config::Settings;
 use crate::queue::NewItem;
 
 /// The answer to a retain when memory is off.
@@ -68,10 +69,8 @@ impl Sessions {
     /// The recall tool.
     pub async fn recall(&self, id: &str, query: &str) -> Result<RecallAnswer, SessionError> {
         let (scope, _) = self.route(id)?;
-        if query.trim().is_empty() {
-            return Err(SessionError::Invalid("query must not be empty".into()));
-        }
-        let results = self.recall_scope(&scope, query.trim()).await?;
+        let query = recall_text(&self.settings(), query).map_err(SessionError::Invalid)?;
+        let results = self.recall_scope(&scope, &query).await?;
         let message = if results.is_empty() {
             "No relevant memories found.".to_owned()
         } else {
@@ -88,13 +87,11 @@ impl Sessions {
     /// The reflect tool.
     pub async fn reflect(&self, id: &str, query: &str, context: Option<String>) -> Result<String, SessionError> {
         let (scope, _) = self.route(id)?;
-        if query.trim().is_empty() {
-            return Err(SessionError::Invalid("query must not be empty".into()));
-        }
         let settings = self.settings();
+        let query = recall_text(&settings, query).map_err(SessionError::Invalid)?;
         let q = ReflectQuery {
-            query: query.trim().to_owned(),
-            context,
+            query,
+            context: context.and_then(|c| clean(&settings, &c)),
             budget: settings.recall.budget,
             tags: scope.tags.clone(),
             tags_match: TagsMatch::Any,
@@ -107,10 +104,15 @@ impl Sessions {
     }
 
     /// Recall in a scope with the configured budget, bound and types, timed for the metrics.
+    /// The query is cleaned as a retain is (see [`recall_text`]); nothing is asked when nothing
+    /// is left.
     pub(super) async fn recall_scope(&self, scope: &Scope, query: &str) -> Result<Vec<Recalled>, BackendError> {
         let settings = self.settings();
+        let Some(query) = clean(&settings, query) else {
+            return Ok(Vec::new());
+        };
         let q = RecallQuery {
-            query: query.to_owned(),
+            query,
             budget: settings.recall.budget,
             max_tokens: settings.recall.max_tokens,
             types: settings.recall.types.clone(),
@@ -122,6 +124,18 @@ impl Sessions {
         self.inner.metrics.recall_seconds.observe(started.elapsed());
         r
     }
+}
+
+/// What a recall query asks once `<private>` spans (when `retain.strip_private`) and recalled
+/// memory blocks are removed: a query goes to the backend, which may be a server that keeps or
+/// logs what it is asked, so it is cleaned like a retain. An error for a person when nothing is
+/// left.
+pub fn recall_text(settings: &Settings, query: &str) -> Result<String, String> {
+    if query.trim().is_empty() {
+        return Err("query must not be empty".into());
+    }
+    super::clean_text(settings, query)
+        .ok_or_else(|| "query must hold more than <private> text or recalled memories: nothing was asked".into())
 }
 
 /// `"1 memory queued."` / `"N memories queued."`
