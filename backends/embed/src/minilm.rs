@@ -2,10 +2,10 @@
 //! with 384-dimensional output, compiled into the binary from `model/` (int8 weights with per-row
 //! scales, 23 MB; see `model/README.md` for where they come from and how they were converted).
 //!
-//! The forward pass is written here on top of `matrixmultiply`'s sgemm rather than taken from a
-//! tensor framework: the token-embedding table (half the parameters) stays int8 and is read in
-//! place from the binary, which keeps the loaded model near 45 MB of memory (a framework's
-//! `BertModel` wants it all as f32, 90 MB); a one-text query runs without a framework's
+//! The forward pass is written here (int8 products in [`crate::kernel`], self-attention of a long
+//! text on `matrixmultiply`'s sgemm) rather than taken from a tensor framework: every weight
+//! matrix stays int8 and is read in place from the binary, which keeps the loaded model small (a
+//! framework's `BertModel` wants it all as f32, 90 MB); a one-text query runs without a framework's
 //! per-operation overhead (it is on recall's path); and the build stays small. It matches the
 //! reference vectors computed with PyTorch from the same files (a test checks them).
 
@@ -25,7 +25,8 @@ const LAYERS: usize = 6;
 const FFN: usize = 1536;
 const EPS: f32 = 1e-12;
 const MAX_POSITIONS: usize = 512;
-/// From this many tokens on, sgemm (which packs W first) beats reading W row by row.
+/// From this many tokens on, self-attention's products go through sgemm (which packs its
+/// operands first) instead of plain loops.
 const SGEMM_FROM: usize = 64;
 
 /// The built-in model, loaded.
@@ -58,8 +59,10 @@ impl Int8Rows {
 
 /// `y = x Wᵀ + b`, W stored as PyTorch does: `[out][in]`, both as f32 (for sgemm on long texts)
 /// and as the file's int8 rows (read in place, for short ones).
+/// A dense layer, its weights as int8 rows read in place from the binary (never as f32: the
+/// blocked int8 kernel is as fast as sgemm on f32 copies even for a long text, and the copies
+/// would cost ~42 MB).
 struct Linear {
-    w: Vec<f32>,
     q: Int8Rows,
     b: Vec<f32>,
     out: usize,
@@ -307,37 +310,10 @@ fn attention_direct(n: usize, scale: f32, s: &mut Scratch) {
 }
 
 impl Linear {
-    /// `out[n][self.out] = x[n][self.inp] Wᵀ + b`, on `threads` threads for a short text.
+    /// `out[n][self.out] = x[n][self.inp] Wᵀ + b`, on `threads` threads.
     fn apply(&self, x: &[f32], n: usize, out: &mut [f32], threads: usize) {
-        // A text's few rows: read W once per four rows; a long text: sgemm's blocking pays off.
-        if n <= SGEMM_FROM {
-            let q = &self.q;
-            crate::kernel::linear_q8(x, q.q, &q.scales, &self.b, n, self.inp, self.out, out, threads);
-            return;
-        }
-        for row in out[..n * self.out].chunks_exact_mut(self.out) {
-            row.copy_from_slice(&self.b);
-        }
-        // SAFETY: x is n×inp row-major, W is out×inp row-major (read as its transpose), out is
-        // n×out row-major; the sizes are checked at load.
-        unsafe {
-            matrixmultiply::sgemm(
-                n,
-                self.inp,
-                self.out,
-                1.0,
-                x.as_ptr(),
-                self.inp as isize,
-                1,
-                self.w.as_ptr(),
-                1,
-                self.inp as isize,
-                1.0,
-                out.as_mut_ptr(),
-                self.out as isize,
-                1,
-            );
-        }
+        let q = &self.q;
+        crate::kernel::linear_q8(x, q.q, &q.scales, &self.b, n, self.inp, self.out, out, threads);
     }
 }
 
@@ -421,13 +397,12 @@ impl Weights<'_> {
 
     fn linear(&self, prefix: &str) -> Result<Linear, String> {
         let (_, shape, _) = self.raw(&format!("{prefix}.weight"))?;
-        let w = self.matrix(&format!("{prefix}.weight"))?;
         let q = self.int8_rows(&format!("{prefix}.weight"))?;
         let b = self.vector(&format!("{prefix}.bias"))?;
         if b.len() != shape[0] {
             return Err(format!("{prefix}: bias of {} for {} outputs", b.len(), shape[0]));
         }
-        Ok(Linear { w, q, b, out: shape[0], inp: shape[1] })
+        Ok(Linear { q, b, out: shape[0], inp: shape[1] })
     }
 
     fn norm(&self, prefix: &str) -> Result<Norm, String> {
