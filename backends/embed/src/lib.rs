@@ -9,6 +9,7 @@
 //!
 //! Every call blocks: run it on a blocking thread, never on an async worker.
 
+mod activation;
 mod kernel;
 mod minilm;
 mod openai;

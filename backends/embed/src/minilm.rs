@@ -12,6 +12,7 @@
 use safetensors::tensor::{Dtype, SafeTensors};
 use tokenizers::Tokenizer;
 
+use crate::activation::{gelu_in_place, softmax};
 use crate::vector::normalize;
 use crate::{EmbedError, Embedder};
 
@@ -230,7 +231,7 @@ impl Layer {
         s.hidden.iter_mut().zip(x.iter()).for_each(|(h, r)| *h += r);
         layer_norm(&mut s.hidden, &self.attention_norm);
         self.up.apply(&s.hidden, n, &mut s.up, threads);
-        s.up.iter_mut().for_each(|v| *v = gelu(*v));
+        gelu_in_place(&mut s.up);
         self.down.apply(&s.up, n, x, threads);
         x.iter_mut().zip(&s.hidden).for_each(|(o, h)| *o += h);
         layer_norm(x, &self.out_norm);
@@ -328,31 +329,6 @@ fn layer_norm(x: &mut [f32], norm: &Norm) {
     }
 }
 
-fn softmax(row: &mut [f32]) {
-    let max = row.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
-    let mut sum = 0.0;
-    for v in row.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    row.iter_mut().for_each(|v| *v /= sum);
-}
-
-/// BERT's GELU, the exact one: `x/2 · (1 + erf(x/√2))`.
-fn gelu(x: f32) -> f32 {
-    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
-}
-
-/// erf to within 1.5e-7 (Abramowitz & Stegun 7.1.26): several times cheaper than libm's, and
-/// GELU runs once per hidden unit per token.
-fn erf(x: f32) -> f32 {
-    let a = x.abs();
-    let t = 1.0 / (1.0 + 0.327_591_1 * a);
-    let poly = t * (0.254_829_6 + t * (-0.284_496_72 + t * (1.421_413_8 + t * (-1.453_152 + t * 1.061_405_4))));
-    let y = 1.0 - poly * (-a * a).exp();
-    y.copysign(x)
-}
-
 /// Reading the weights file.
 struct Weights<'a>(&'a SafeTensors<'static>);
 
@@ -413,13 +389,6 @@ impl Weights<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn erf_is_close() {
-        for x in [-3.0f32, -1.2, -0.3, 0.0, 0.01, 0.5, 1.0, 2.5, 4.0] {
-            assert!((erf(x) - libm::erff(x)).abs() < 2e-6, "{x}");
-        }
-    }
 
     #[test]
     fn matches_the_reference_vectors() {
