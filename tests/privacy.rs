@@ -196,7 +196,8 @@ async fn recall_and_reflect_queries_reach_no_backend_with_private_spans() {
     assert_eq!(status, 200);
     let (status, _) = d.post("/v1/search", json!({"query": ask("search")})).await;
     assert_eq!(status, 200);
-    let (status, _) = d.post("/hindsight/v1/default/banks/mneme/memories/recall", json!({"query": ask("api-recall")})).await;
+    let (status, _) =
+        d.post("/hindsight/v1/default/banks/mneme/memories/recall", json!({"query": ask("api-recall")})).await;
     assert_eq!(status, 200);
     let (status, _) = d.post("/hindsight/v1/default/banks/mneme/reflect", json!({"query": ask("api-reflect")})).await;
     assert_eq!(status, 200);
@@ -211,8 +212,7 @@ async fn recall_and_reflect_queries_reach_no_backend_with_private_spans() {
     for r in &asked {
         assert!(r.contains("where is the deploy key"), "the rest of the query is asked: {r}");
     }
-    for path in
-        ["recall-tool", "reflect-tool", "reflect-context", "first-turn", "search", "api-recall", "api-reflect"]
+    for path in ["recall-tool", "reflect-tool", "reflect-context", "first-turn", "search", "api-recall", "api-reflect"]
     {
         assert!(!seen.iter().any(|r| r.contains(&secret(path))), "{path} leaked to the server: {seen:#?}");
     }

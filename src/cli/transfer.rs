@@ -84,7 +84,8 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     }
     let Imported { received, imported, skipped } = total;
     // Memories with nothing but `<private>` text are not stored (and not "already there").
-    let skipped_note = if skipped > 0 { format!("; {skipped} skipped: nothing but private text") } else { String::new() };
+    let skipped_note =
+        if skipped > 0 { format!("; {skipped} skipped: nothing but private text") } else { String::new() };
     if as_json {
         println!("{}", serde_json::to_string(&total).unwrap_or_default());
     } else if let Some(imported) = imported {

@@ -100,7 +100,10 @@ enum Event {
     Arrive(usize, u64),
     Advance(u64),
     /// The session's flush delivers (or fails) what is pending, up to `max` items.
-    Flush { session: usize, fail: bool },
+    Flush {
+        session: usize,
+        fail: bool,
+    },
 }
 
 fn event() -> impl Strategy<Value = Event> {

@@ -83,10 +83,8 @@ mod avx2 {
         }
         let r2 = _mm256_mul_ps(r, r);
         let e = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0));
-        let scale = _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
-            23,
-        ));
+        let scale =
+            _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
         _mm256_andnot_ps(tiny, _mm256_mul_ps(e, scale))
     }
 
