@@ -76,8 +76,13 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     }
     let client = Client::connect(&load_settings(config)?.settings).await?;
     let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
-    for chunk in memories.chunks(IMPORT_CHUNK) {
-        let answer: Imported = client.post("/v1/import", &ImportBody { memories: chunk.to_vec() }).await?;
+    let mut rest = memories.into_iter();
+    loop {
+        let chunk: Vec<StoredMemory> = rest.by_ref().take(IMPORT_CHUNK).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let answer: Imported = client.post("/v1/import", &ImportBody { memories: chunk }).await?;
         total.received += answer.received;
         total.skipped += answer.skipped;
         total.imported = total.imported.zip(answer.imported).map(|(a, b)| a + b);

@@ -62,7 +62,8 @@ impl Sessions {
         }
         let mut history = conversation(messages);
         history.push(Message::new("user", prompt));
-        let query = query_for(&settings, prompt, &history);
+        // Nothing left once cleaned: recall_scope asks nothing and finds nothing.
+        let query = query_for(&settings, prompt, &history).unwrap_or_default();
         let recall = self.recall_scope(&session.scope, &query);
         let results = match tokio::time::timeout(settings.recall.timeout, recall).await {
             Ok(Ok(r)) => r,
@@ -203,10 +204,9 @@ impl Sessions {
         let Some(latest) = history.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()) else {
             return Ok(None);
         };
-        let query = query_for(&settings, &latest, &history);
-        if query.trim().is_empty() {
+        let Some(query) = query_for(&settings, &latest, &history) else {
             return Ok(None);
-        }
+        };
         match tokio::time::timeout(settings.recall.timeout, self.recall_scope(&session.scope, &query)).await {
             Ok(Ok(results)) if !results.is_empty() => Ok(Some(memory_block(&settings, &results))),
             Ok(Ok(_)) => Ok(None),
@@ -239,10 +239,11 @@ fn with_current_turn(messages: &[Message], prompt: Option<&str>, reply: &str, se
     messages
 }
 
-/// The recall query for the latest prompt with its prior context, cut to the configured length.
-fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> String {
+/// The recall query for the latest prompt with its prior context, cut to the configured length
+/// and cleaned as a retain is (see [`super::recall_text`]); `None` when nothing is left.
+fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> Option<String> {
     let composed = text::compose_recall_query(latest, history, settings.recall.context_turns);
-    text::truncate_recall_query(&composed, latest, settings.recall.max_query_chars)
+    clean(settings, &text::truncate_recall_query(&composed, latest, settings.recall.max_query_chars))
 }
 
 /// The recalled block injected into the prompt: within `recall.max_tokens` × 4 characters,

@@ -104,15 +104,14 @@ impl Sessions {
     }
 
     /// Recall in a scope with the configured budget, bound and types, timed for the metrics.
-    /// The query is cleaned as a retain is (see [`recall_text`]); nothing is asked when nothing
-    /// is left.
+    /// `query` is already cleaned (see [`recall_text`]); an empty one asks nothing.
     pub(super) async fn recall_scope(&self, scope: &Scope, query: &str) -> Result<Vec<Recalled>, BackendError> {
-        let settings = self.settings();
-        let Some(query) = clean(&settings, query) else {
+        if query.is_empty() {
             return Ok(Vec::new());
-        };
+        }
+        let settings = self.settings();
         let q = RecallQuery {
-            query,
+            query: query.to_owned(),
             budget: settings.recall.budget,
             max_tokens: settings.recall.max_tokens,
             types: settings.recall.types.clone(),

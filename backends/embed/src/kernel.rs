@@ -6,32 +6,9 @@
 //! them (checked at run time, so the binary runs everywhere). For a 150-token passage this is
 //! ~10% faster than sgemm on f32 copies of W, which are not kept (they would cost ~42 MB).
 
-/// `out[t][o] = b[o] + x[t] · w[o]` for `t < n`, `o < outs`, rows of length `k`, the outputs
-/// shared among `threads` threads (a query is on recall's path; its products are memory-bound).
-/// (The f32 reference the int8 kernel is tested against.)
-#[cfg(test)]
-#[allow(clippy::too_many_arguments)]
-pub fn linear(x: &[f32], w: &[f32], b: &[f32], n: usize, k: usize, outs: usize, out: &mut [f32], threads: usize) {
-    assert!(x.len() >= n * k && w.len() >= outs * k && b.len() >= outs && out.len() >= n * outs);
-    let threads = threads.clamp(1, outs.max(1));
-    let out = SharedOut(out.as_mut_ptr());
-    if threads == 1 {
-        // SAFETY: the bounds are asserted above; one thread writes every output.
-        unsafe { linear_rows(x, w, b, n, k, outs, 0..outs, out) };
-        return;
-    }
-    let per = outs.div_ceil(threads);
-    std::thread::scope(|s| {
-        for start in (0..outs).step_by(per) {
-            let rows = start..(start + per).min(outs);
-            // SAFETY: as above; the threads write disjoint columns of `out`.
-            s.spawn(move || unsafe { linear_rows(x, w, b, n, k, outs, rows, out) });
-        }
-    });
-}
-
-/// [`linear`] with W as int8 rows and one scale per row (`w[o][i] = q[o][i] · scale[o]`): a
-/// quarter of the memory to read, which is what a short text's products wait on.
+/// `out[t][o] = b[o] + x[t] · w[o]` for `t < n`, `o < outs`, rows of length `k`, with W as int8
+/// rows and one scale per row (`w[o][i] = q[o][i] · scale[o]`), the outputs shared among
+/// `threads` threads.
 #[allow(clippy::too_many_arguments)]
 pub fn linear_q8(
     x: &[f32],
@@ -171,7 +148,7 @@ unsafe fn linear_q8_avx2(
 /// `out`, written by several threads at distinct places.
 #[derive(Clone, Copy)]
 struct SharedOut(*mut f32);
-// SAFETY: every thread writes its own outputs only (see `linear`).
+// SAFETY: every thread writes its own outputs only (see `linear_q8`).
 unsafe impl Send for SharedOut {}
 unsafe impl Sync for SharedOut {}
 
@@ -182,145 +159,29 @@ impl SharedOut {
     }
 }
 
-/// The outputs `rows` of [`linear`].
-#[allow(clippy::too_many_arguments)]
-#[cfg(test)]
-unsafe fn linear_rows(
-    x: &[f32],
-    w: &[f32],
-    b: &[f32],
-    n: usize,
-    k: usize,
-    outs: usize,
-    rows: std::ops::Range<usize>,
-    out: SharedOut,
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") && k.is_multiple_of(8) {
-            linear_avx2(x, w, b, n, k, outs, rows, out.ptr());
-            return;
-        }
-    }
-    linear_plain(x, w, b, n, k, outs, rows, out.ptr());
-}
-
-#[allow(clippy::too_many_arguments)]
-#[cfg(test)]
-unsafe fn linear_plain(
-    x: &[f32],
-    w: &[f32],
-    b: &[f32],
-    n: usize,
-    k: usize,
-    outs: usize,
-    rows: std::ops::Range<usize>,
-    out: *mut f32,
-) {
-    for o in rows {
-        let row = &w[o * k..(o + 1) * k];
-        for t in 0..n {
-            let xt = &x[t * k..(t + 1) * k];
-            *out.add(t * outs + o) = b[o] + xt.iter().zip(row).map(|(a, c)| a * c).sum::<f32>();
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-#[cfg(test)]
-unsafe fn linear_avx2(
-    x: &[f32],
-    w: &[f32],
-    b: &[f32],
-    n: usize,
-    k: usize,
-    outs: usize,
-    rows: std::ops::Range<usize>,
-    out: *mut f32,
-) {
-    use std::arch::x86_64::*;
-    #[inline(always)]
-    unsafe fn hsum(v: __m256) -> f32 {
-        let lo = _mm256_castps256_ps128(v);
-        let hi = _mm256_extractf128_ps(v, 1);
-        let s = _mm_add_ps(lo, hi);
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-        _mm_cvtss_f32(s)
-    }
-    let xp = x.as_ptr();
-    let wp = w.as_ptr();
-    for o in rows {
-        let row = wp.add(o * k);
-        let mut t = 0;
-        // Four tokens at a time share each load of W's row.
-        while t + 4 <= n {
-            let (x0, x1, x2, x3) = (xp.add(t * k), xp.add((t + 1) * k), xp.add((t + 2) * k), xp.add((t + 3) * k));
-            let (mut a0, mut a1, mut a2, mut a3) =
-                (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps());
-            let mut i = 0;
-            while i < k {
-                let wv = _mm256_loadu_ps(row.add(i));
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0.add(i)), wv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1.add(i)), wv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2.add(i)), wv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3.add(i)), wv, a3);
-                i += 8;
-            }
-            let bo = *b.get_unchecked(o);
-            *out.add(t * outs + o) = bo + hsum(a0);
-            *out.add((t + 1) * outs + o) = bo + hsum(a1);
-            *out.add((t + 2) * outs + o) = bo + hsum(a2);
-            *out.add((t + 3) * outs + o) = bo + hsum(a3);
-            t += 4;
-        }
-        while t < n {
-            let xt = xp.add(t * k);
-            let mut a = _mm256_setzero_ps();
-            let mut i = 0;
-            while i < k {
-                a = _mm256_fmadd_ps(_mm256_loadu_ps(xt.add(i)), _mm256_loadu_ps(row.add(i)), a);
-                i += 8;
-            }
-            *out.add(t * outs + o) = *b.get_unchecked(o) + hsum(a);
-            t += 1;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The int8 kernel against a plain loop over the dequantized weights: a padded last block of
+    /// tokens, outputs in blocks of three and left over, and two threads splitting them.
     #[test]
     fn the_int8_kernel_agrees_with_dequantized_weights() {
-        let (n, k, outs) = (6, 32, 9);
-        let x: Vec<f32> = (0..n * k).map(|i| ((i * 31 % 17) as f32 - 8.0) / 8.0).collect();
-        let q: Vec<u8> = (0..outs * k).map(|i| ((i * 7 % 255) as i32 - 127) as i8 as u8).collect();
-        let scales: Vec<f32> = (0..outs).map(|i| 0.01 * (i + 1) as f32).collect();
-        let w: Vec<f32> = (0..outs * k).map(|i| f32::from(q[i] as i8) * scales[i / k]).collect();
-        let b = vec![0.5; outs];
-        let (mut a, mut c) = (vec![0.0; n * outs], vec![0.0; n * outs]);
-        linear_q8(&x, &q, &scales, &b, n, k, outs, &mut a, 2);
-        linear(&x, &w, &b, n, k, outs, &mut c, 1);
-        for (f, p) in a.iter().zip(&c) {
-            assert!((f - p).abs() < 1e-3, "{f} vs {p}");
-        }
-    }
-
-    #[test]
-    fn the_fast_path_agrees_with_the_plain_one() {
-        let (n, k, outs) = (7, 64, 10);
-        let x: Vec<f32> = (0..n * k).map(|i| ((i * 31 % 17) as f32 - 8.0) / 8.0).collect();
-        let w: Vec<f32> = (0..outs * k).map(|i| ((i * 13 % 23) as f32 - 11.0) / 11.0).collect();
-        let b: Vec<f32> = (0..outs).map(|i| i as f32 / 10.0).collect();
-        let (mut fast, mut plain) = (vec![0.0; n * outs], vec![0.0; n * outs]);
-        linear(&x, &w, &b, n, k, outs, &mut fast, 2);
-        unsafe { linear_plain(&x, &w, &b, n, k, outs, 0..outs, plain.as_mut_ptr()) };
-        for (f, p) in fast.iter().zip(&plain) {
-            assert!((f - p).abs() < 1e-4, "{f} vs {p}");
+        for (n, k, outs, threads) in [(6, 32, 9, 2), (7, 64, 10, 1), (1, 384, 5, 1), (13, 1536, 8, 2)] {
+            let x: Vec<f32> = (0..n * k).map(|i| ((i * 31 % 17) as f32 - 8.0) / 8.0).collect();
+            let q: Vec<u8> = (0..outs * k).map(|i| ((i * 7 % 255) as i32 - 127) as i8 as u8).collect();
+            let scales: Vec<f32> = (0..outs).map(|i| 0.01 * (i + 1) as f32).collect();
+            let b: Vec<f32> = (0..outs).map(|i| i as f32 / 10.0).collect();
+            let mut got = vec![0.0; n * outs];
+            linear_q8(&x, &q, &scales, &b, n, k, outs, &mut got, threads);
+            for t in 0..n {
+                for o in 0..outs {
+                    let dot: f32 = (0..k).map(|i| x[t * k + i] * f32::from(q[o * k + i] as i8) * scales[o]).sum();
+                    let want = b[o] + dot;
+                    let g = got[t * outs + o];
+                    assert!((g - want).abs() < 1e-3 * want.abs().max(1.0), "n {n} k {k}: [{t}][{o}] {g} vs {want}");
+                }
+            }
         }
     }
 }

@@ -69,8 +69,8 @@ impl Writer {
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, BackendError> + Send + 'static,
     ) -> Result<T, BackendError> {
-        let (done, answer) = oneshot::channel();
-        self.jobs.send(Job::Run(Box::new(move |store| drop(done.send(f(store)))))).await.map_err(|_| stopped())?;
+        let (job, answer) = run_job(f);
+        self.jobs.send(job).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 
@@ -80,10 +80,18 @@ impl Writer {
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, BackendError> + Send + 'static,
     ) -> Result<T, BackendError> {
-        let (done, answer) = oneshot::channel();
-        self.jobs.blocking_send(Job::Run(Box::new(move |store| drop(done.send(f(store)))))).map_err(|_| stopped())?;
+        let (job, answer) = run_job(f);
+        self.jobs.blocking_send(job).map_err(|_| stopped())?;
         answer.blocking_recv().map_err(|_| stopped())?
     }
+}
+
+/// `f` as a job, and where its answer will come.
+fn run_job<T: Send + 'static>(
+    f: impl FnOnce(&mut Store) -> Result<T, BackendError> + Send + 'static,
+) -> (Job, oneshot::Receiver<Result<T, BackendError>>) {
+    let (done, answer) = oneshot::channel();
+    (Job::Run(Box::new(move |store| drop(done.send(f(store))))), answer)
 }
 
 fn stopped() -> BackendError {
