@@ -175,18 +175,28 @@ impl Embedder for MiniLm {
             // One text (a query) on this thread: its products are too small to be worth sharing.
             return Ok(ids.iter().map(|i| self.embed_ids(i, 1)).collect());
         }
-        // Texts of a batch on their own threads: each one's products are too small to split.
+        // Texts of a batch on their own threads (each one's products are too small to split),
+        // each thread taking the next text left: texts differ in length, halves would not.
+        let next = std::sync::atomic::AtomicUsize::new(0);
         let mut out = vec![Vec::new(); ids.len()];
-        let per = ids.len().div_ceil(self.threads);
-        std::thread::scope(|s| {
-            for (chunk, slots) in ids.chunks(per).zip(out.chunks_mut(per)) {
-                s.spawn(move || {
-                    for (i, slot) in chunk.iter().zip(slots) {
-                        *slot = self.embed_ids(i, 1);
-                    }
-                });
-            }
+        let done: Vec<Vec<(usize, Vec<f32>)>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..self.threads.min(ids.len()))
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(text) = ids.get(i) else { break mine };
+                            mine.push((i, self.embed_ids(text, 1)));
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().expect("an embedding thread panicked")).collect()
         });
+        for (i, v) in done.into_iter().flatten() {
+            out[i] = v;
+        }
         Ok(out)
     }
 }
