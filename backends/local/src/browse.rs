@@ -4,7 +4,8 @@
 use mneme_core::{StoredMemory, TagsMatch};
 use rusqlite::{params, params_from_iter, OptionalExtension};
 
-use crate::store::{push_tag_filter, stored_memory, Store};
+use crate::rows::{push_tag_filter, stored_memory};
+use crate::store::Store;
 
 /// The export's columns, for [`stored_memory`].
 const COLUMNS: &str =

@@ -18,6 +18,8 @@ pub mod fts;
 mod fusion;
 pub mod passages;
 mod recall;
+mod retain;
+mod rows;
 pub mod schema;
 pub mod store;
 mod vectors;

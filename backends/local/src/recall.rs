@@ -10,7 +10,8 @@ use rusqlite::{params_from_iter, OptionalExtension};
 use crate::fts;
 use crate::fusion::{self, Lexical};
 use crate::passages;
-use crate::store::{push_tag_filter, push_type_filter, recalled, RecallFilter, Store};
+use crate::rows::{push_tag_filter, push_type_filter, recalled};
+use crate::store::{RecallFilter, Store};
 use crate::vectors::{DenseScores, PER_MEMORY};
 
 /// Which sides rank a recall: both (what the daemon does), or one alone (for benchmarks).

@@ -1,20 +1,18 @@
 //! The synchronous SQLite store. Every method runs on a blocking thread (see [`crate::LocalBackend`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use mneme_core::{MemoryItem, MemoryType, Recalled, StoredMemory, TagsMatch};
+use mneme_core::{MemoryItem, Recalled, StoredMemory, TagsMatch};
 use rusqlite::functions::FunctionFlags;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, params_from_iter, Connection, TransactionBehavior};
 
-use crate::dedupe::{self, ContentIndex};
+use crate::dedupe::ContentIndex;
 use crate::error::OpenError;
 use crate::fts;
-use crate::passages;
 use crate::recall::PassageCount;
-
-/// Tag list separator (ASCII unit separator): cannot appear in a tag a user types.
-const SEP: char = '\u{1f}';
+use crate::retain::{retain_one, Writing};
+use crate::rows::{push_tag_filter, recalled, stored_memory};
 
 /// Filters and bounds for [`Store::recall`].
 #[derive(Debug, Clone)]
@@ -396,227 +394,6 @@ pub fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| Ok(ctx.get::<Option<String>>(0)?.map_or_else(String::new, |t| fts::index_terms(&t))),
     )
-}
-
-/// What a write needs besides the transaction.
-struct Writing<'a> {
-    contents: &'a mut ContentIndex,
-    last_passage: &'a mut HashMap<(String, String), i64>,
-    /// This batch's changes (kept only if it commits).
-    changes: Changes,
-}
-
-/// One batch of [`Store::retain_batches`], inside its savepoint.
-fn retain_one(tx: &Connection, w: &mut Writing<'_>, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {
-    let mut inserted = 0;
-    let mut new_pids = None;
-    let mut tails: HashMap<(String, String), i64> = HashMap::new();
-    {
-        let documents: BTreeSet<&str> = items.iter().filter_map(|i| i.document_id.as_deref()).collect();
-        for doc in documents {
-            let keep: Vec<&str> =
-                items.iter().filter(|i| i.document_id.as_deref() == Some(doc)).map(|i| i.id.as_str()).collect();
-            let placeholders = vec!["?"; keep.len()].join(",");
-            let sql = format!("DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})");
-            let mut args: Vec<&str> = vec![bank, doc];
-            args.extend(keep);
-            let removed: Vec<i64> = tx
-                .prepare_cached(&format!(
-                    "SELECT p.pid FROM passages p JOIN memories m ON m.seq = p.memory_seq
-                     WHERE m.bank = ? AND m.document_id = ? AND m.id NOT IN ({placeholders})"
-                ))?
-                .query_map(params_from_iter(args.iter()), |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            w.changes.removed.extend(removed);
-            tx.execute(&sql, params_from_iter(args))?;
-        }
-        let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
-        let mut candidate = tx.prepare_cached("SELECT bank, content, tags FROM memories WHERE seq = ?")?;
-        let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )?;
-        let mut insert_passage =
-            tx.prepare_cached("INSERT INTO passages (memory_seq, ord, text, prev_pid) VALUES (?, ?, ?, ?)")?;
-        for item in items {
-            if exists.exists([&item.id])? {
-                continue;
-            }
-            let hash = dedupe::content_hash(&item.content);
-            let key = dedupe::key(bank, hash);
-            let mut dup = None;
-            for seq in w.contents.candidates(key) {
-                let row: Option<(String, String, String)> =
-                    candidate.query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
-                match row {
-                    Some((b, content, tags)) if b == bank && content == item.content => {
-                        dup = Some((seq, tags));
-                        break;
-                    }
-                    _ => w.contents.remove(key, seq), // gone, or a hash collision
-                }
-            }
-            if let Some((seq, tags)) = dup {
-                let merged = merge_tags(&tags, &item.tags);
-                if merged != tags {
-                    merge.execute(params![merged, seq])?;
-                }
-                continue;
-            }
-            let metadata = serde_json::to_string(&item.metadata).expect("string map serializes");
-            insert.execute(params![
-                item.id,
-                bank,
-                item.content,
-                hash,
-                item.context,
-                item.kind.as_str(),
-                encode_tags(&item.tags),
-                metadata,
-                item.document_id,
-                item.timestamp,
-            ])?;
-            let seq = tx.last_insert_rowid();
-            w.contents.add(key, seq);
-            // Its passages, each knowing the one before it in the conversation: the previous
-            // passage of the memory, or for a conversation's turns (experiences) the last
-            // passage of the session's previous turns. Facts (world) stand alone: the fact
-            // retained before one in a session is no context for it.
-            let session = (item.kind == MemoryType::Experience)
-                .then(|| item.metadata.get("session_id").map(|s| (bank.to_owned(), s.clone())))
-                .flatten();
-            let mut prev = match &session {
-                Some(key) => last_passage_of(tx, w.last_passage, key)?,
-                None => None,
-            };
-            for (ord, text) in passages::split(&item.content).into_iter().enumerate() {
-                insert_passage.execute(params![seq, ord as i64, text, prev])?;
-                let pid = tx.last_insert_rowid();
-                new_pids = Some(new_pids.map_or((pid, pid), |(first, _): (i64, i64)| (first, pid)));
-                prev = Some(pid);
-            }
-            if let (Some(key), Some(pid)) = (session, prev) {
-                tails.insert(key.clone(), pid);
-                w.last_passage.insert(key, pid);
-            }
-            inserted += 1;
-        }
-    }
-    // New passages take increasing pids above every older one: one range covers the batch.
-    let mut put_tail =
-        tx.prepare_cached("INSERT OR REPLACE INTO session_tails (bank, session, pid) VALUES (?, ?, ?)")?;
-    for ((bank, session), pid) in tails {
-        put_tail.execute(params![bank, session, pid])?;
-    }
-    if let Some((first, last)) = new_pids {
-        tx.prepare_cached(INDEX_NEW_PASSAGES)?.execute([first, last])?;
-        w.changes.first_added = Some(w.changes.first_added.map_or(first, |f| f.min(first)));
-    }
-    Ok(inserted)
-}
-
-/// The last passage of a session in a bank, from the map, else from `session_tails`.
-fn last_passage_of(
-    tx: &Connection,
-    map: &mut HashMap<(String, String), i64>,
-    key: &(String, String),
-) -> rusqlite::Result<Option<i64>> {
-    if let Some(pid) = map.get(key) {
-        return Ok(Some(*pid));
-    }
-    let found: Option<i64> = tx
-        .prepare_cached("SELECT pid FROM session_tails WHERE bank = ?1 AND session = ?2")?
-        .query_row(params![key.0, key.1], |r| r.get(0))
-        .optional()?;
-    if let Some(pid) = found {
-        map.insert(key.clone(), pid);
-    }
-    Ok(found)
-}
-
-/// A result from the columns content, kind, created_at, tags, id, document_id, context, metadata
-/// starting at `first`.
-pub(crate) fn recalled(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Recalled> {
-    Ok(Recalled {
-        text: row.get(first)?,
-        kind: row.get(first + 1)?,
-        mentioned_at: row.get(first + 2)?,
-        tags: decode_tags(&row.get::<_, String>(first + 3)?),
-        score: None,
-        id: Some(row.get(first + 4)?),
-        document_id: row.get(first + 5)?,
-        context: row.get(first + 6)?,
-        metadata: serde_json::from_str(&row.get::<_, String>(first + 7)?).unwrap_or_default(),
-    })
-}
-
-pub(crate) fn push_type_filter(sql: &mut String, args: &mut Vec<String>, types: &[&str]) {
-    if types.is_empty() {
-        return;
-    }
-    let start = args.len() + 1;
-    let marks: Vec<String> = (0..types.len()).map(|i| format!("?{}", start + i)).collect();
-    sql.push_str(&format!(" AND m.kind IN ({})", marks.join(",")));
-    args.extend(types.iter().map(|t| (*t).to_owned()));
-}
-
-/// Appends Hindsight's tag-match semantics as SQL over the encoded `tags` column.
-pub(crate) fn push_tag_filter(sql: &mut String, args: &mut Vec<String>, tags: &[String], mode: TagsMatch) {
-    if tags.is_empty() {
-        return;
-    }
-    let start = args.len() + 1;
-    let tests: Vec<String> = (0..tags.len()).map(|i| format!("instr(m.tags, ?{}) > 0", start + i)).collect();
-    let joined = match mode {
-        TagsMatch::Any | TagsMatch::AnyStrict => tests.join(" OR "),
-        TagsMatch::All | TagsMatch::AllStrict => tests.join(" AND "),
-    };
-    match mode {
-        TagsMatch::Any | TagsMatch::All => sql.push_str(&format!(" AND (m.tags = '' OR ({joined}))")),
-        TagsMatch::AnyStrict | TagsMatch::AllStrict => sql.push_str(&format!(" AND ({joined})")),
-    }
-    args.extend(tags.iter().map(|t| format!("{SEP}{t}{SEP}")));
-}
-
-fn encode_tags(tags: &[String]) -> String {
-    let clean: Vec<&str> = tags.iter().map(|t| t.as_str()).filter(|t| !t.is_empty() && !t.contains(SEP)).collect();
-    if clean.is_empty() {
-        return String::new();
-    }
-    format!("{SEP}{}{SEP}", clean.join(&SEP.to_string()))
-}
-
-/// A memory from a row of `seq, id, bank, content, context, kind, tags, metadata, document_id,
-/// created_at` (the export's columns).
-pub(crate) fn stored_memory(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMemory> {
-    let kind: String = r.get(5)?;
-    let metadata: String = r.get(7)?;
-    Ok(StoredMemory {
-        id: r.get(1)?,
-        bank: r.get(2)?,
-        content: r.get(3)?,
-        context: r.get(4)?,
-        kind: kind.parse().unwrap_or_default(),
-        tags: decode_tags(&r.get::<_, String>(6)?),
-        metadata: serde_json::from_str(&metadata).unwrap_or_default(),
-        document_id: r.get(8)?,
-        created_at: r.get(9)?,
-    })
-}
-
-fn decode_tags(encoded: &str) -> Vec<String> {
-    encoded.split(SEP).filter(|t| !t.is_empty()).map(str::to_owned).collect()
-}
-
-fn merge_tags(encoded: &str, more: &[String]) -> String {
-    let mut tags = decode_tags(encoded);
-    for t in more {
-        if !tags.contains(t) {
-            tags.push(t.clone());
-        }
-    }
-    encode_tags(&tags)
 }
 
 #[cfg(test)]

@@ -1,0 +1,154 @@
+//! One batch of retains inside its savepoint: replacing a document's passages, deduplicating,
+//! splitting into passages and indexing them (see [`crate::store::Store::retain_batches`]).
+
+use std::collections::{BTreeSet, HashMap};
+
+use mneme_core::{MemoryItem, MemoryType};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+
+use crate::dedupe::{self, ContentIndex};
+use crate::passages;
+use crate::rows::{encode_tags, merge_tags};
+use crate::store::{Changes, INDEX_NEW_PASSAGES};
+
+/// What a write needs besides the transaction.
+pub(crate) struct Writing<'a> {
+    pub(crate) contents: &'a mut ContentIndex,
+    pub(crate) last_passage: &'a mut HashMap<(String, String), i64>,
+    /// This batch's changes (kept only if it commits).
+    pub(crate) changes: Changes,
+}
+
+/// One batch of [`Store::retain_batches`], inside its savepoint.
+pub(crate) fn retain_one(
+    tx: &Connection,
+    w: &mut Writing<'_>,
+    bank: &str,
+    items: &[MemoryItem],
+) -> rusqlite::Result<usize> {
+    let mut inserted = 0;
+    let mut new_pids = None;
+    let mut tails: HashMap<(String, String), i64> = HashMap::new();
+    {
+        let documents: BTreeSet<&str> = items.iter().filter_map(|i| i.document_id.as_deref()).collect();
+        for doc in documents {
+            let keep: Vec<&str> =
+                items.iter().filter(|i| i.document_id.as_deref() == Some(doc)).map(|i| i.id.as_str()).collect();
+            let placeholders = vec!["?"; keep.len()].join(",");
+            let sql = format!("DELETE FROM memories WHERE bank = ? AND document_id = ? AND id NOT IN ({placeholders})");
+            let mut args: Vec<&str> = vec![bank, doc];
+            args.extend(keep);
+            let removed: Vec<i64> = tx
+                .prepare_cached(&format!(
+                    "SELECT p.pid FROM passages p JOIN memories m ON m.seq = p.memory_seq
+                     WHERE m.bank = ? AND m.document_id = ? AND m.id NOT IN ({placeholders})"
+                ))?
+                .query_map(params_from_iter(args.iter()), |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            w.changes.removed.extend(removed);
+            tx.execute(&sql, params_from_iter(args))?;
+        }
+        let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
+        let mut candidate = tx.prepare_cached("SELECT bank, content, tags FROM memories WHERE seq = ?")?;
+        let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )?;
+        let mut insert_passage =
+            tx.prepare_cached("INSERT INTO passages (memory_seq, ord, text, prev_pid) VALUES (?, ?, ?, ?)")?;
+        for item in items {
+            if exists.exists([&item.id])? {
+                continue;
+            }
+            let hash = dedupe::content_hash(&item.content);
+            let key = dedupe::key(bank, hash);
+            let mut dup = None;
+            for seq in w.contents.candidates(key) {
+                let row: Option<(String, String, String)> =
+                    candidate.query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
+                match row {
+                    Some((b, content, tags)) if b == bank && content == item.content => {
+                        dup = Some((seq, tags));
+                        break;
+                    }
+                    _ => w.contents.remove(key, seq), // gone, or a hash collision
+                }
+            }
+            if let Some((seq, tags)) = dup {
+                let merged = merge_tags(&tags, &item.tags);
+                if merged != tags {
+                    merge.execute(params![merged, seq])?;
+                }
+                continue;
+            }
+            let metadata = serde_json::to_string(&item.metadata).expect("string map serializes");
+            insert.execute(params![
+                item.id,
+                bank,
+                item.content,
+                hash,
+                item.context,
+                item.kind.as_str(),
+                encode_tags(&item.tags),
+                metadata,
+                item.document_id,
+                item.timestamp,
+            ])?;
+            let seq = tx.last_insert_rowid();
+            w.contents.add(key, seq);
+            // Its passages, each knowing the one before it in the conversation: the previous
+            // passage of the memory, or for a conversation's turns (experiences) the last
+            // passage of the session's previous turns. Facts (world) stand alone: the fact
+            // retained before one in a session is no context for it.
+            let session = (item.kind == MemoryType::Experience)
+                .then(|| item.metadata.get("session_id").map(|s| (bank.to_owned(), s.clone())))
+                .flatten();
+            let mut prev = match &session {
+                Some(key) => last_passage_of(tx, w.last_passage, key)?,
+                None => None,
+            };
+            for (ord, text) in passages::split(&item.content).into_iter().enumerate() {
+                insert_passage.execute(params![seq, ord as i64, text, prev])?;
+                let pid = tx.last_insert_rowid();
+                new_pids = Some(new_pids.map_or((pid, pid), |(first, _): (i64, i64)| (first, pid)));
+                prev = Some(pid);
+            }
+            if let (Some(key), Some(pid)) = (session, prev) {
+                tails.insert(key.clone(), pid);
+                w.last_passage.insert(key, pid);
+            }
+            inserted += 1;
+        }
+    }
+    // New passages take increasing pids above every older one: one range covers the batch.
+    let mut put_tail =
+        tx.prepare_cached("INSERT OR REPLACE INTO session_tails (bank, session, pid) VALUES (?, ?, ?)")?;
+    for ((bank, session), pid) in tails {
+        put_tail.execute(params![bank, session, pid])?;
+    }
+    if let Some((first, last)) = new_pids {
+        tx.prepare_cached(INDEX_NEW_PASSAGES)?.execute([first, last])?;
+        w.changes.first_added = Some(w.changes.first_added.map_or(first, |f| f.min(first)));
+    }
+    Ok(inserted)
+}
+
+/// The last passage of a session in a bank, from the map, else from `session_tails`.
+fn last_passage_of(
+    tx: &Connection,
+    map: &mut HashMap<(String, String), i64>,
+    key: &(String, String),
+) -> rusqlite::Result<Option<i64>> {
+    if let Some(pid) = map.get(key) {
+        return Ok(Some(*pid));
+    }
+    let found: Option<i64> = tx
+        .prepare_cached("SELECT pid FROM session_tails WHERE bank = ?1 AND session = ?2")?
+        .query_row(params![key.0, key.1], |r| r.get(0))
+        .optional()?;
+    if let Some(pid) = found {
+        map.insert(key.clone(), pid);
+    }
+    Ok(found)
+}

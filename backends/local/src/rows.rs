@@ -1,0 +1,90 @@
+//! Row decoding and the SQL filter fragments the store's queries share, and the tag-list codec.
+
+/// Tag list separator (ASCII unit separator): cannot appear in a tag a user types.
+const SEP: char = '\u{1f}';
+
+use mneme_core::{Recalled, StoredMemory, TagsMatch};
+
+/// A result from the columns content, kind, created_at, tags, id, document_id, context, metadata
+/// starting at `first`.
+pub(crate) fn recalled(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Recalled> {
+    Ok(Recalled {
+        text: row.get(first)?,
+        kind: row.get(first + 1)?,
+        mentioned_at: row.get(first + 2)?,
+        tags: decode_tags(&row.get::<_, String>(first + 3)?),
+        score: None,
+        id: Some(row.get(first + 4)?),
+        document_id: row.get(first + 5)?,
+        context: row.get(first + 6)?,
+        metadata: serde_json::from_str(&row.get::<_, String>(first + 7)?).unwrap_or_default(),
+    })
+}
+
+pub(crate) fn push_type_filter(sql: &mut String, args: &mut Vec<String>, types: &[&str]) {
+    if types.is_empty() {
+        return;
+    }
+    let start = args.len() + 1;
+    let marks: Vec<String> = (0..types.len()).map(|i| format!("?{}", start + i)).collect();
+    sql.push_str(&format!(" AND m.kind IN ({})", marks.join(",")));
+    args.extend(types.iter().map(|t| (*t).to_owned()));
+}
+
+/// Appends Hindsight's tag-match semantics as SQL over the encoded `tags` column.
+pub(crate) fn push_tag_filter(sql: &mut String, args: &mut Vec<String>, tags: &[String], mode: TagsMatch) {
+    if tags.is_empty() {
+        return;
+    }
+    let start = args.len() + 1;
+    let tests: Vec<String> = (0..tags.len()).map(|i| format!("instr(m.tags, ?{}) > 0", start + i)).collect();
+    let joined = match mode {
+        TagsMatch::Any | TagsMatch::AnyStrict => tests.join(" OR "),
+        TagsMatch::All | TagsMatch::AllStrict => tests.join(" AND "),
+    };
+    match mode {
+        TagsMatch::Any | TagsMatch::All => sql.push_str(&format!(" AND (m.tags = '' OR ({joined}))")),
+        TagsMatch::AnyStrict | TagsMatch::AllStrict => sql.push_str(&format!(" AND ({joined})")),
+    }
+    args.extend(tags.iter().map(|t| format!("{SEP}{t}{SEP}")));
+}
+
+pub(crate) fn encode_tags(tags: &[String]) -> String {
+    let clean: Vec<&str> = tags.iter().map(|t| t.as_str()).filter(|t| !t.is_empty() && !t.contains(SEP)).collect();
+    if clean.is_empty() {
+        return String::new();
+    }
+    format!("{SEP}{}{SEP}", clean.join(&SEP.to_string()))
+}
+
+/// A memory from a row of `seq, id, bank, content, context, kind, tags, metadata, document_id,
+/// created_at` (the export's columns).
+pub(crate) fn stored_memory(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMemory> {
+    let kind: String = r.get(5)?;
+    let metadata: String = r.get(7)?;
+    Ok(StoredMemory {
+        id: r.get(1)?,
+        bank: r.get(2)?,
+        content: r.get(3)?,
+        context: r.get(4)?,
+        kind: kind.parse().unwrap_or_default(),
+        tags: decode_tags(&r.get::<_, String>(6)?),
+        metadata: serde_json::from_str(&metadata).unwrap_or_default(),
+        document_id: r.get(8)?,
+        created_at: r.get(9)?,
+    })
+}
+
+fn decode_tags(encoded: &str) -> Vec<String> {
+    encoded.split(SEP).filter(|t| !t.is_empty()).map(str::to_owned).collect()
+}
+
+pub(crate) fn merge_tags(encoded: &str, more: &[String]) -> String {
+    let mut tags = decode_tags(encoded);
+    for t in more {
+        if !tags.contains(t) {
+            tags.push(t.clone());
+        }
+    }
+    encode_tags(&tags)
+}
