@@ -184,7 +184,8 @@ unsafe fn tile<const O: usize>(x: [*const i16; TOKENS], w: [*const u8; O], k: us
     let mut acc = [[_mm256_setzero_si256(); O]; TOKENS];
     let mut i = 0;
     while i < k {
-        let wv: [__m256i; O] = std::array::from_fn(|c| _mm256_cvtepi8_epi16(_mm_loadu_si128(w[c].add(i) as *const __m128i)));
+        let wv: [__m256i; O] =
+            std::array::from_fn(|c| _mm256_cvtepi8_epi16(_mm_loadu_si128(w[c].add(i) as *const __m128i)));
         for (a, xj) in acc.iter_mut().zip(x) {
             let v = _mm256_loadu_si256(xj.add(i) as *const __m256i);
             for (s, wc) in a.iter_mut().zip(wv) {
@@ -253,7 +254,10 @@ mod tests {
                     let max_x = x[t * k..(t + 1) * k].iter().fold(0f32, |m, v| m.max(v.abs()));
                     let bound = 0.5 * max_x / 32767.0 * (0..k).map(|i| w(i).abs()).sum::<f32>();
                     let g = got[t * outs + o];
-                    assert!((g - want).abs() <= bound + 1e-4 * want.abs().max(1.0), "n {n} k {k}: [{t}][{o}] {g} vs {want}");
+                    assert!(
+                        (g - want).abs() <= bound + 1e-4 * want.abs().max(1.0),
+                        "n {n} k {k}: [{t}][{o}] {g} vs {want}"
+                    );
                 }
             }
         }
