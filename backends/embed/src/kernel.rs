@@ -142,51 +142,73 @@ unsafe fn linear_q8_avx2(
     out: *mut f32,
 ) {
     assert!(k.is_multiple_of(16) && x.q.len() >= n * k);
-    let xp = x.q.as_ptr();
-    let qp = q.as_ptr();
-    let zeros = vec![0i16; k];
     let mut t = 0;
-    while t < n {
-        // The last block is padded with rows of zeros (not stored).
-        let xt: [*const i16; TOKENS] =
-            std::array::from_fn(|j| if t + j < n { xp.add((t + j) * k) } else { zeros.as_ptr() });
-        let tokens = (n - t).min(TOKENS);
-        let store = |o: usize, sums: &[[i32; OUTPUTS]; TOKENS], width: usize| {
-            for (j, row) in sums.iter().enumerate().take(tokens) {
-                let xs = *x.scales.get_unchecked(t + j);
-                for (c, sum) in row.iter().enumerate().take(width) {
-                    let at = out.add((t + j) * outs + o + c);
-                    *at = *b.get_unchecked(o + c) + *sum as f32 * (xs * *scales.get_unchecked(o + c));
-                }
-            }
-        };
-        let mut o = rows.start;
-        while o + OUTPUTS <= rows.end {
-            let w: [*const u8; OUTPUTS] = std::array::from_fn(|c| qp.add((o + c) * k));
-            store(o, &tile::<OUTPUTS>(xt, w, k), OUTPUTS);
-            o += OUTPUTS;
-        }
-        // The last output rows, one at a time.
-        while o < rows.end {
-            let one = tile::<1>(xt, [qp.add(o * k)], k);
-            let mut sums = [[0; OUTPUTS]; TOKENS];
-            sums.iter_mut().zip(one).for_each(|(s, [v])| s[0] = v);
-            store(o, &sums, 1);
-            o += 1;
-        }
+    while n - t >= TOKENS {
+        tokens_block::<TOKENS>(x, q, scales, b, t, k, outs, rows.clone(), out);
         t += TOKENS;
+    }
+    // The last tokens in a block of their own size (a query of 11 tokens padded to 15 would do
+    // a third more work than it needs).
+    match n - t {
+        0 => {}
+        1 => tokens_block::<1>(x, q, scales, b, t, k, outs, rows, out),
+        2 => tokens_block::<2>(x, q, scales, b, t, k, outs, rows, out),
+        3 => tokens_block::<3>(x, q, scales, b, t, k, outs, rows, out),
+        _ => tokens_block::<4>(x, q, scales, b, t, k, outs, rows, out),
     }
 }
 
-/// The sums `x[j] · w[c]` for a block of `TOKENS` rows of x and `O` rows of W: `TOKENS · O`
+/// Tokens `t..t + T` against the output rows `rows`, `OUTPUTS` rows of W at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tokens_block<const T: usize>(
+    x: &Int16Rows,
+    q: &[u8],
+    scales: &[f32],
+    b: &[f32],
+    t: usize,
+    k: usize,
+    outs: usize,
+    rows: std::ops::Range<usize>,
+    out: *mut f32,
+) {
+    let qp = q.as_ptr();
+    let xt: [*const i16; T] = std::array::from_fn(|j| x.q.as_ptr().add((t + j) * k));
+    let store = |o: usize, sums: &[[i32; OUTPUTS]; T], width: usize| {
+        for (j, row) in sums.iter().enumerate() {
+            let xs = *x.scales.get_unchecked(t + j);
+            for (c, sum) in row.iter().enumerate().take(width) {
+                let at = out.add((t + j) * outs + o + c);
+                *at = *b.get_unchecked(o + c) + *sum as f32 * (xs * *scales.get_unchecked(o + c));
+            }
+        }
+    };
+    let mut o = rows.start;
+    while o + OUTPUTS <= rows.end {
+        let w: [*const u8; OUTPUTS] = std::array::from_fn(|c| qp.add((o + c) * k));
+        store(o, &tile::<T, OUTPUTS>(xt, w, k), OUTPUTS);
+        o += OUTPUTS;
+    }
+    // The last output rows, one at a time.
+    while o < rows.end {
+        let one = tile::<T, 1>(xt, [qp.add(o * k)], k);
+        let mut sums = [[0; OUTPUTS]; T];
+        sums.iter_mut().zip(one).for_each(|(s, [v])| s[0] = v);
+        store(o, &sums, 1);
+        o += 1;
+    }
+}
+
+/// The sums `x[j] · w[c]` for a block of `T` rows of x and `O` rows of W: `T · O`
 /// independent accumulators (with the widened rows of W and a product, within the 16 registers:
 /// more spills them to the stack, which costs more than the loads a bigger block saves).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn tile<const O: usize>(x: [*const i16; TOKENS], w: [*const u8; O], k: usize) -> [[i32; O]; TOKENS] {
+unsafe fn tile<const T: usize, const O: usize>(x: [*const i16; T], w: [*const u8; O], k: usize) -> [[i32; O]; T] {
     use std::arch::x86_64::*;
-    let mut acc = [[_mm256_setzero_si256(); O]; TOKENS];
+    let mut acc = [[_mm256_setzero_si256(); O]; T];
     let mut i = 0;
     while i < k {
         let wv: [__m256i; O] =
@@ -203,9 +225,9 @@ unsafe fn tile<const O: usize>(x: [*const i16; TOKENS], w: [*const u8; O], k: us
     // costs a quarter of reducing each alone: at k = 384 that was a tenth of the kernel's work.
     // Plain loops, not closures: a closure would not inherit AVX2 and would be called, not inlined.
     let flat = acc.as_flattened();
-    // Room for the widest block (O is OUTPUTS or 1), rounded up to whole chunks of four.
+    // Room for the widest block (T at most TOKENS, O at most OUTPUTS), in whole chunks of four.
     let mut reduced = [0i32; TOKENS * OUTPUTS + 4];
-    debug_assert!(O <= OUTPUTS);
+    debug_assert!(T <= TOKENS && O <= OUTPUTS);
     for (c, chunk) in flat.chunks(4).enumerate() {
         let at = |j: usize| chunk.get(j).copied().unwrap_or(_mm256_setzero_si256());
         let ab = _mm256_hadd_epi32(at(0), at(1));
@@ -214,7 +236,7 @@ unsafe fn tile<const O: usize>(x: [*const i16; TOKENS], w: [*const u8; O], k: us
         let four = _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
         _mm_storeu_si128(reduced.as_mut_ptr().add(4 * c) as *mut __m128i, four);
     }
-    let mut sums = [[0i32; O]; TOKENS];
+    let mut sums = [[0i32; O]; T];
     for (j, row) in sums.iter_mut().enumerate() {
         row.copy_from_slice(&reduced[j * O..(j + 1) * O]);
     }
@@ -239,12 +261,15 @@ impl SharedOut {
 mod tests {
     use super::*;
 
-    /// The int8 kernel against a plain loop over the dequantized weights: a padded last block of
-    /// tokens, outputs in blocks of two and left over, and two threads splitting them.
+    /// The int8 kernel against a plain loop over the dequantized weights: blocks of five tokens
+    /// and last blocks of one to four, outputs in blocks of two and left over, and two threads
+    /// splitting them.
     #[test]
     fn the_int8_kernel_agrees_with_dequantized_weights() {
         // k = 24 is not a multiple of 16: the portable loop, which other processors run.
-        for (n, k, outs, threads) in [(6, 32, 9, 2), (7, 64, 10, 1), (1, 384, 5, 1), (13, 1536, 8, 2), (3, 24, 5, 2)] {
+        for (n, k, outs, threads) in
+            [(6, 32, 9, 2), (7, 64, 10, 1), (1, 384, 5, 1), (13, 1536, 8, 2), (9, 48, 6, 1), (3, 24, 5, 2)]
+        {
             let x: Vec<f32> = (0..n * k).map(|i| ((i * 31 % 17) as f32 - 8.0) / 8.0).collect();
             let q: Vec<u8> = (0..outs * k).map(|i| ((i * 7 % 255) as i32 - 127) as i8 as u8).collect();
             let scales: Vec<f32> = (0..outs).map(|i| 0.01 * (i + 1) as f32).collect();
