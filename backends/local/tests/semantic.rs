@@ -355,8 +355,16 @@ async fn a_slow_endpoint_or_a_wrong_length_leaves_recall_to_bm25() {
     // Vectors of another length are refused, not stored.
     stub.set(Answer::WrongLength);
     retain(&b, numbered(10, 5)).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let e = b.embedding_status().await.unwrap();
+    // Until the embedding thread has tried them: after its retry pause, which grows while the
+    // endpoint fails, so no fixed sleep is long enough on a busy machine.
+    let until = Instant::now() + Duration::from_secs(30);
+    let e = loop {
+        let e = b.embedding_status().await.unwrap();
+        if e.error.as_deref().is_some_and(|m| m.contains("dimensions")) || Instant::now() > until {
+            break e;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!((e.state.as_str(), e.embedded, e.passages), ("unavailable", 10, 15), "{e:?}");
     assert!(e.error.as_deref().is_some_and(|m| m.contains("dimensions")), "{e:?}");
     assert_eq!(
