@@ -8,7 +8,9 @@
 //!   k) and session-level R@5, MRR, and R@5 per category;
 //! - the coding-memory set (`benches/coding-set/`): 55 facts among 6,000 distractors in one bank;
 //!   330 questions (half paraphrased, sharing no content word with their fact) and 110 reworded
-//!   ones; hit@1/5/10 and MRR, hit@5 for each half.
+//!   ones; hit@1/5/10 and MRR, hit@5 for each half;
+//! - LoCoMo again as the `full-session` retain mode stores it: each session one document the
+//!   store splits into passages; R@k = a passage holding an evidence turn among the first k.
 //!
 //! Stores are kept in `target/bench-recall/` (retains are idempotent and vectors are stored, so a
 //! second run only recalls). Args: `locomo` or `coding` to run one set. Not a test: it reports.
@@ -53,6 +55,8 @@ struct Doc {
     bank: String,
     session: String,
     id: String,
+    /// The document a whole transcript is retained as (replacing it replaces its passages).
+    document: Option<String>,
     text: String,
 }
 
@@ -67,7 +71,11 @@ async fn open_and_fill(db: &Path, docs: &[Doc]) -> LocalBackend {
         while i < docs.len() && &docs[i].bank == bank && &docs[i].session == session && items.len() < 16 {
             let d = &docs[i];
             let item = MemoryItem::new(d.id.clone(), d.text.clone(), "2026-01-01T00:00:00.000Z");
-            items.push(MemoryItem { kind: d.kind, ..item.in_session(d.session.clone()) });
+            items.push(MemoryItem {
+                kind: d.kind,
+                document_id: d.document.clone(),
+                ..item.in_session(d.session.clone())
+            });
             i += 1;
         }
         let scope = Scope { bank: bank.clone(), tags: vec![] };
@@ -179,6 +187,7 @@ async fn locomo(dir: &Path, text: &str) {
                     bank: id.clone(),
                     session: format!("{id}/session_{n}"),
                     id: format!("{id}/{dia}"),
+                    document: None,
                     text,
                 });
             }
@@ -202,8 +211,12 @@ async fn locomo(dir: &Path, text: &str) {
     println!("  {} turns, {} questions with evidence", docs.len(), questions.len());
     let backend = open_and_fill(&dir.join("locomo-dev.db"), &docs).await;
     println!("\n| recall | R@1 | R@5 | R@10 | session R@5 | MRR | R@5 cat 1 / 2 / 3 / 4 / 5 |\n|---|---|---|---|---|---|---|");
+    // Turn R@5 of each conversation, per ranking: the spread says how far a held-out
+    // conversation may land from the mean.
+    let mut spread = Vec::new();
     for (mode, name) in MODES {
         let (mut turn, mut session, mut by_cat) = (Vec::new(), Vec::new(), BTreeMap::<i64, Vec<usize>>::new());
+        let mut by_conversation = BTreeMap::<&str, Vec<usize>>::new();
         for (bank, q, ev, cat) in &questions {
             let results = ranked(&backend, bank, q, mode).await;
             let dias = |t: &str| turn_of.get(&(bank.clone(), t.to_owned())).cloned().unwrap_or_default();
@@ -212,7 +225,10 @@ async fn locomo(dir: &Path, text: &str) {
             turn.push(r);
             session.push(s);
             by_cat.entry(*cat).or_default().push(r);
+            by_conversation.entry(bank.as_str()).or_default().push(r);
         }
+        let each: Vec<String> = by_conversation.iter().map(|(c, r)| format!("{c} {:.3}", at(r, 5))).collect();
+        spread.push(format!("  {name}: {}", each.join(", ")));
         let cats: Vec<String> = by_cat.values().map(|r| format!("{:.3}", at(r, 5))).collect();
         println!(
             "| {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
@@ -222,6 +238,65 @@ async fn locomo(dir: &Path, text: &str) {
             at(&session, 5),
             mrr(&turn),
             cats.join(" / ")
+        );
+    }
+    println!("\nturn R@5 by conversation:\n{}", spread.join("\n"));
+    transcripts(dir, &docs, &turn_of, &questions).await;
+}
+
+/// One LoCoMo question: its conversation (bank), text, evidence turns and category.
+type Question = (String, String, Vec<String>, i64);
+
+/// LoCoMo as the `full-session` retain mode stores it: each session one document, its turns
+/// joined by blank lines, which the store splits into passages of up to about a thousand
+/// characters. A passage is a hit when one of its turns is an evidence turn.
+async fn transcripts(
+    dir: &Path,
+    turns: &[Doc],
+    turn_of: &HashMap<(String, String), Vec<String>>,
+    questions: &[Question],
+) {
+    println!("\n## LoCoMo dev as session transcripts (R@k: a passage holding an evidence turn among the first k)\n");
+    let mut docs: Vec<Doc> = Vec::new();
+    for t in turns {
+        match docs.last_mut() {
+            Some(d) if d.session == t.session => {
+                d.text.push_str("\n\n");
+                d.text.push_str(&t.text);
+            }
+            _ => docs.push(Doc {
+                kind: MemoryType::Experience,
+                bank: t.bank.clone(),
+                session: t.session.clone(),
+                id: format!("{}/transcript", t.session),
+                document: Some(t.session.clone()),
+                text: t.text.clone(),
+            }),
+        }
+    }
+    let chars: usize = docs.iter().map(|d| d.text.chars().count()).sum();
+    println!("  {} sessions, {} characters each on average", docs.len(), chars / docs.len().max(1));
+    let backend = open_and_fill(&dir.join("locomo-transcripts.db"), &docs).await;
+    println!("\n| recall | R@1 | R@5 | R@10 | MRR |\n|---|---|---|---|---|");
+    for (mode, name) in MODES {
+        let mut ranks = Vec::new();
+        for (bank, q, ev, _) in questions {
+            let results = ranked(&backend, bank, q, mode).await;
+            let holds_evidence = |passage: &str| {
+                passage.split("\n\n").any(|turn| {
+                    turn_of
+                        .get(&(bank.clone(), turn.trim().to_owned()))
+                        .is_some_and(|d| d.iter().any(|d| ev.contains(d)))
+                })
+            };
+            ranks.push(rank_of(&results, holds_evidence));
+        }
+        println!(
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            at(&ranks, 1),
+            at(&ranks, 5),
+            at(&ranks, 10),
+            mrr(&ranks)
         );
     }
 }
@@ -240,6 +315,7 @@ async fn coding(dir: &Path, text: &str) {
             bank: bank.clone(),
             session: String::new(),
             id: format!("fact/{}", f["id"].as_str().unwrap()),
+            document: None,
             text,
         });
     }
@@ -249,6 +325,7 @@ async fn coding(dir: &Path, text: &str) {
             bank: bank.clone(),
             session: String::new(),
             id: format!("distractor/{i}"),
+            document: None,
             text: d.as_str().unwrap().to_owned(),
         });
     }

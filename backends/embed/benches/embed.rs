@@ -37,7 +37,7 @@ fn main() {
         .collect();
     println!("query ({} tokens): median {:?}", ids.len(), median(runs));
     let words = "the deploy pipeline builds the release artifacts then uploads them to the staging bucket and waits";
-    for target in [32usize, 64, 128, 256] {
+    for target in [32usize, 64, 128, 160, 256] {
         let mut text = String::new();
         while model.token_ids(&text).unwrap().len() < target {
             text.push_str(words);
