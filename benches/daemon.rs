@@ -1,7 +1,8 @@
 //! `cargo bench --bench daemon`: measures the release daemon and the local store.
 //!
 //! - time from process start to a healthy `/v1/health`, idle RSS;
-//! - retain throughput and latency through the HTTP API (4 concurrent keep-alive clients), RSS after;
+//! - retain throughput and latency through the HTTP API (4 concurrent keep-alive clients, or
+//!   `MNEME_BENCH_CLIENTS`), RSS after;
 //! - local recall p50/p99 at 10k and 100k memories beside a bare SQLite FTS5 query on the same
 //!   data and queries, and the same recall through the HTTP API.
 //!
@@ -19,7 +20,14 @@ use mneme_local::{LocalBackend, LocalConfig};
 use serde_json::json;
 use support::*;
 
+/// Concurrent retain clients unless `MNEME_BENCH_CLIENTS` says otherwise.
 const CLIENTS: usize = 4;
+
+/// How many retain clients to run: concurrent retains share a group commit, so the rate
+/// depends on it as much as on the disk's sync.
+fn clients() -> usize {
+    std::env::var("MNEME_BENCH_CLIENTS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(CLIENTS)
+}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -64,9 +72,10 @@ async fn daemon_bench(quick: bool) {
     println!("start to healthy: median {} (min {}, max {})", ms(starts[2]), ms(starts[0]), ms(starts[4]));
     println!("idle RSS: {:.1} MiB", idle as f64 / 1024.0);
 
-    let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(CLIENTS).build().unwrap();
+    let clients = clients();
+    let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(clients).build().unwrap();
     let base = format!("http://{}", p.addr);
-    for c in 0..CLIENTS {
+    for c in 0..clients {
         http.post(format!("{base}/v1/sessions"))
             .bearer_auth(&p.token)
             .json(&json!({"session_id": format!("bench-{c}"), "cwd": "/bench/project"}))
@@ -77,15 +86,16 @@ async fn daemon_bench(quick: bool) {
     let per_client = if quick { 2_000 } else { 10_000 };
     let cpu_before = cpu_ticks(p.child.id());
     let started = Instant::now();
-    // The load generator: 4 keep-alive connections driven from one thread (like `wrk -t1 -c4`),
-    // each sending its next retain as soon as the previous one is answered. One thread keeps
-    // its CPU use and wake-ups small on a 2-core machine, so the daemon is what gets measured.
+    // The load generator: 4 (or `MNEME_BENCH_CLIENTS`) keep-alive connections driven from one
+    // thread (like `wrk -t1 -c4`), each sending its next retain as soon as the previous one is
+    // answered. One thread keeps its CPU use and wake-ups small on a 2-core machine, so the
+    // daemon is what gets measured.
     let (addr, token) = (p.addr.clone(), p.token.clone());
     let me_before = cpu_ticks(std::process::id());
     let mut lat = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
-            let clients = (0..CLIENTS).map(|c| {
+            let clients = (0..clients).map(|c| {
                 let (addr, token) = (&addr, &token);
                 async move {
                     let mut conn = RawClient::connect(addr).await;
@@ -112,7 +122,7 @@ async fn daemon_bench(quick: bool) {
     let took = started.elapsed();
     lat.sort();
     println!(
-        "retain over HTTP, {CLIENTS} keep-alive clients: {:.0} retains/s ({} in {:.2} s), p50 {}, p99 {}, max {}",
+        "retain over HTTP, {clients} keep-alive clients: {:.0} retains/s ({} in {:.2} s), p50 {}, p99 {}, max {}",
         lat.len() as f64 / took.as_secs_f64(),
         lat.len(),
         took.as_secs_f64(),
