@@ -239,7 +239,7 @@ impl Semantic {
                 continue;
             }
             self.defer_to_retains();
-            let texts: Vec<&str> = batch.iter().map(|p| p.text.as_str()).collect();
+            let texts: Vec<&str> = batch.iter().map(Unembedded::embedding_text).collect();
             match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
                 Ok(vectors) => {
                     pause = RETRY_FIRST;

@@ -70,6 +70,21 @@ fn cut_long<'a>(unit: &'a str, out: &mut Vec<&'a str>) {
     }
 }
 
+/// What of a passage is its own: without the opening it repeats from `previous`, the passage
+/// before it in its memory (`None` for a memory's first). The embedder is given this: the
+/// repeated lines belong to the passage before, whose score reaches this one's through the
+/// predecessor smoothing (see `vectors.rs`), and embedding them twice made the passage after an
+/// answer look like the answer. A passage that does not open with that repetition (a store split
+/// with other settings) is returned whole.
+pub fn own_text<'a>(passage: &'a str, previous: Option<&str>) -> &'a str {
+    let Some(previous) = previous else { return passage };
+    let lead = overlap(previous);
+    if lead.is_empty() {
+        return passage;
+    }
+    passage.strip_prefix(lead.as_str()).and_then(|rest| rest.strip_prefix("\n\n")).unwrap_or(passage)
+}
+
 /// The end of a passage that opens the next one: its last [`OVERLAP`] characters, from a word start.
 fn overlap(passage: &str) -> String {
     let n = chars(passage);
@@ -185,6 +200,19 @@ mod tests {
             assert!(passages.iter().any(|p| p.contains(&format!("question {i} about"))), "{i}");
         }
         assert!(passages[1].starts_with("… "), "a little of the one before: {}", passages[1]);
+        // What is each passage's own: the opening repetition dropped, and nothing else.
+        assert_eq!(own_text(&passages[0], None), passages[0]);
+        let own: Vec<&str> = (1..passages.len()).map(|k| own_text(&passages[k], Some(&passages[k - 1]))).collect();
+        for (k, o) in own.iter().enumerate() {
+            assert!(!o.starts_with("… ") && passages[k + 1].ends_with(o), "{k}: {o}");
+            assert!(o.starts_with("[role: "), "{k} starts at a frame: {o}");
+        }
+        // The own texts together are the transcript.
+        assert_eq!(std::iter::once(passages[0].as_str()).chain(own).collect::<Vec<_>>().join("\n\n"), t);
+        // A text of its own that happens to open with an ellipsis, or a passage split otherwise.
+        assert_eq!(own_text("… and so on\n\nmore", None), "… and so on\n\nmore");
+        let other = "a passage this one does not follow, long enough to open the next one ".repeat(3);
+        assert_eq!(own_text(&passages[2], Some(&other)), passages[2]);
         // One enormous line is cut at words.
         let long = "word ".repeat(1000);
         let parts = split(&long);

@@ -10,6 +10,7 @@ use rusqlite::{params, params_from_iter, Connection, TransactionBehavior};
 use crate::dedupe::ContentIndex;
 use crate::error::OpenError;
 use crate::fts;
+use crate::passages;
 use crate::recall::PassageCount;
 use crate::retain::{retain_one, Writing};
 use crate::rows::{push_tag_filter, recalled, stored_memory};
@@ -94,6 +95,16 @@ pub struct Unembedded {
     pub bank: String,
     pub prev_pid: Option<i64>,
     pub text: String,
+    /// The text of the passage before it in its memory (none for a memory's first).
+    pub previous: Option<String>,
+}
+
+impl Unembedded {
+    /// What the embedder is given: the passage without the opening it repeats from the one
+    /// before it (see [`passages::own_text`]).
+    pub fn embedding_text(&self) -> &str {
+        passages::own_text(&self.text, self.previous.as_deref())
+    }
 }
 
 /// A stored vector, as the index loads it.
@@ -282,7 +293,9 @@ impl Store {
     /// Up to `limit` passages after `after` without a vector of `model`, in pid order.
     pub fn unembedded(&self, model: &str, after: i64, limit: usize) -> rusqlite::Result<Vec<Unembedded>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT p.pid, m.bank, p.prev_pid, p.text, p.memory_seq FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
+            "SELECT p.pid, m.bank, p.prev_pid, p.text, p.memory_seq, q.text
+             FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
+             LEFT JOIN passages q ON q.memory_seq = p.memory_seq AND q.ord = p.ord - 1
              WHERE p.pid > ?1 AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.pid = p.pid AND v.model = ?2)
              ORDER BY p.pid LIMIT ?3 + 0",
         )?;
@@ -293,6 +306,7 @@ impl Store {
                 prev_pid: r.get(2)?,
                 text: r.get(3)?,
                 memory_seq: r.get(4)?,
+                previous: r.get(5)?,
             })
         })?;
         rows.collect()

@@ -119,3 +119,28 @@ async fn export_and_import_keep_memories_whole() {
     assert!(results[0].text.contains("s3://orchard-nightly"), "{results:?}");
     assert!(results[0].text.chars().count() < 1500);
 }
+
+/// The embedder is given each passage without the lines it repeats from the one before (they
+/// are the one before's; its score reaches this one through the predecessor smoothing).
+#[test]
+fn a_passage_is_embedded_without_the_opening_it_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = mneme_local::store::Store::open(&dir.path().join("m.db")).unwrap();
+    store
+        .retain("b", &[item("t", &transcript("cobalt"), None), item("n", "… a short note\n\nof its own", None)])
+        .unwrap();
+    let all = store.unembedded("any-model", 0, 1000).unwrap();
+    let (long, short): (Vec<_>, Vec<_>) = all.iter().partition(|p| p.memory_seq == all[0].memory_seq);
+    assert!(long.len() > 5, "{}", long.len());
+    assert_eq!(long[0].previous, None);
+    assert_eq!(long[0].embedding_text(), long[0].text);
+    for pair in long.windows(2) {
+        assert_eq!(pair[1].previous.as_deref(), Some(pair[0].text.as_str()));
+        let own = pair[1].embedding_text();
+        assert!(pair[1].text.starts_with("… ") && own.starts_with("[role: ") && pair[1].text.ends_with(own), "{own}");
+    }
+    // A memory's first passage follows nothing, not even the last passage stored before it.
+    assert_eq!(short.len(), 1);
+    assert_eq!(short[0].previous, None);
+    assert_eq!(short[0].embedding_text(), "… a short note\n\nof its own");
+}
