@@ -71,11 +71,12 @@ fn cut_long<'a>(unit: &'a str, out: &mut Vec<&'a str>) {
 }
 
 /// What of a passage is its own: without the opening it repeats from `previous`, the passage
-/// before it in its memory (`None` for a memory's first). The embedder is given this: the
-/// repeated lines belong to the passage before, whose score reaches this one's through the
-/// predecessor smoothing (see `vectors.rs`). Without them dense R@5 on LoCoMo's transcripts rose
-/// from 0.584 to 0.617, likely because the passage after an answer no longer looks like the
-/// answer. A passage that does not open with that repetition (a store split with other
+/// before it in its memory (`None` for a memory's first). The repeated lines belong to the
+/// passage before, which reaches this one anyway: BM25 indexes its terms as this one's context
+/// column, and the cosine is smoothed with its cosine (see `vectors.rs`). So BM25's own column
+/// and the embedder get this. On LoCoMo's transcripts, dense R@5 rose from 0.584 to 0.617 and
+/// BM25's from 0.843 to 0.850, likely because the passage after an answer no longer looks like
+/// the answer. A passage that does not open with that repetition (a store split with other
 /// settings) is returned whole.
 pub fn own_text<'a>(passage: &'a str, previous: Option<&str>) -> &'a str {
     let Some(previous) = previous else { return passage };

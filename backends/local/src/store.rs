@@ -47,9 +47,10 @@ const EXPORT_PAGE: &str = "SELECT seq, id, bank, content, context, kind, tags, m
      FROM memories WHERE seq > ?1 AND (?2 IS NULL OR bank = ?2) ORDER BY seq LIMIT ?3 + 0";
 
 /// Indexes a batch's new passages in one statement, so FTS5 writes one segment per batch: their
-/// own terms, and the terms of the passage before each as its context.
+/// own terms (without the opening a passage repeats from the one before it in its memory, whose
+/// terms are its context already), and the terms of the passage before each as its context.
 pub(crate) const INDEX_NEW_PASSAGES: &str = "INSERT INTO passages_fts(rowid, terms, ctx)
-     SELECT p.pid, mneme_terms(p.text), mneme_terms(q.text)
+     SELECT p.pid, mneme_own_terms(p.text, CASE WHEN q.memory_seq = p.memory_seq THEN q.text END), mneme_terms(q.text)
      FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid WHERE p.pid BETWEEN ?1 AND ?2";
 
 /// One SQLite connection to the memory database.
@@ -399,14 +400,24 @@ impl Store {
     }
 }
 
-/// Adds `mneme_terms(text)` (see [`fts::index_terms`]; NULL gives '') to a connection: the
-/// indexing statements and migrations call it.
+/// Adds `mneme_terms(text)` (see [`fts::index_terms`]; NULL gives '') and
+/// `mneme_own_terms(text, previous)` (the terms of [`passages::own_text`]) to a connection: the
+/// indexing statements and migrations call them.
 pub fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
     conn.create_scalar_function(
         "mneme_terms",
         1,
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| Ok(ctx.get::<Option<String>>(0)?.map_or_else(String::new, |t| fts::index_terms(&t))),
+    )?;
+    conn.create_scalar_function(
+        "mneme_own_terms",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let (text, previous): (String, Option<String>) = (ctx.get(0)?, ctx.get(1)?);
+            Ok(fts::index_terms(passages::own_text(&text, previous.as_deref())))
+        },
     )
 }
 

@@ -144,3 +144,35 @@ fn a_passage_is_embedded_without_the_opening_it_repeats() {
     assert_eq!(short[0].previous, None);
     assert_eq!(short[0].embedding_text(), "… a short note\n\nof its own");
 }
+
+/// BM25 indexes a passage's own text: a word of the lines a passage repeats from the one before
+/// is in the later one's context column only, with the rest of the passage before.
+#[test]
+fn the_repeated_opening_is_indexed_as_context_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = mneme_local::store::Store::open(&dir.path().join("m.db")).unwrap();
+    // Frames that each end in a word of their own.
+    let long = (0..30)
+        .map(|i| format!("[role: user]\n{} tok{i}q\n[user:end]", "the deploy failed again on the runner ".repeat(3)))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    store.retain("b", &[item("t", &long, None)]).unwrap();
+    let passages = store.unembedded("any-model", 0, 1000).unwrap();
+    assert!(passages.len() > 3, "{}", passages.len());
+    let matching = |column: &str, term: &str| -> Vec<i64> {
+        let mut stmt = store
+            .connection()
+            .prepare("SELECT rowid FROM passages_fts WHERE passages_fts MATCH ?1 ORDER BY rowid")
+            .unwrap();
+        stmt.query_map([format!("{column} : \"{term}\"")], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    };
+    for pair in passages.windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        let opening = &after.text[..after.text.len() - after.embedding_text().len()];
+        let word =
+            opening.split(|c: char| !c.is_alphanumeric()).find(|w| w.starts_with("tok")).expect("a frame's word");
+        let term = mneme_local::fts::index_terms(word);
+        assert_eq!(matching("terms", &term), vec![before.pid], "{word}: only the passage it belongs to");
+        assert!(matching("ctx", &term).contains(&after.pid), "{word}: the next one's context");
+    }
+}
