@@ -296,7 +296,7 @@ impl Store {
         let mut stmt = self.conn.prepare_cached(
             "SELECT p.pid, m.bank, p.prev_pid, p.text, p.memory_seq, q.text
              FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
-             LEFT JOIN passages q ON q.memory_seq = p.memory_seq AND q.ord = p.ord - 1
+             LEFT JOIN passages q ON q.pid = p.prev_pid AND q.memory_seq = p.memory_seq
              WHERE p.pid > ?1 AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.pid = p.pid AND v.model = ?2)
              ORDER BY p.pid LIMIT ?3 + 0",
         )?;
