@@ -6,9 +6,12 @@
 //!   retained in order with its session as `session_id` (so each turn knows the one before it);
 //!   each question with evidence one recall; turn-level R@1/5/10 (an evidence turn among the first
 //!   k) and session-level R@5, MRR, and R@5 per category;
-//! - the coding-memory set (`benches/coding-set/`): 55 facts among 6,000 distractors in one bank;
+//! - the coding-memory set (`benches/coding-set/`): 55 facts among 6,000 distractors in one bank
+//!   (retained in one session, in a fixed shuffled order);
 //!   330 questions (half paraphrased, sharing no content word with their fact) and 110 reworded
 //!   ones; hit@1/5/10 and MRR, hit@5 for each half;
+//! - LoCoMo again with every turn a fact retained without a session (as a harness feeding the
+//!   conversation through the `retain` tool or Hindsight's API stores it), turn-level R@k;
 //! - LoCoMo again as the `full-session` retain mode stores it: each session one document the
 //!   store splits into passages; R@k = a passage holding an evidence turn among the first k.
 //!
@@ -71,11 +74,8 @@ async fn open_and_fill(db: &Path, docs: &[Doc]) -> LocalBackend {
         while i < docs.len() && &docs[i].bank == bank && &docs[i].session == session && items.len() < 16 {
             let d = &docs[i];
             let item = MemoryItem::new(d.id.clone(), d.text.clone(), "2026-01-01T00:00:00.000Z");
-            items.push(MemoryItem {
-                kind: d.kind,
-                document_id: d.document.clone(),
-                ..item.in_session(d.session.clone())
-            });
+            let item = if d.session.is_empty() { item } else { item.in_session(d.session.clone()) };
+            items.push(MemoryItem { kind: d.kind, document_id: d.document.clone(), ..item });
             i += 1;
         }
         let scope = Scope { bank: bank.clone(), tags: vec![] };
@@ -241,7 +241,53 @@ async fn locomo(dir: &Path, text: &str) {
         );
     }
     println!("\nturn R@5 by conversation:\n{}", spread.join("\n"));
+    as_facts(dir, &docs, &turn_of, &questions).await;
     transcripts(dir, &docs, &turn_of, &questions).await;
+}
+
+/// LoCoMo's turns retained as a harness feeding a conversation through the `retain` tool or
+/// Hindsight's API stores them: facts (world), without a session, one after another in the
+/// conversation's bank.
+async fn as_facts(dir: &Path, turns: &[Doc], turn_of: &HashMap<(String, String), Vec<String>>, questions: &[Question]) {
+    println!("\n## LoCoMo dev, every turn retained as a fact without a session (turn-level R@k)\n");
+    let docs: Vec<Doc> = turns
+        .iter()
+        .map(|t| Doc {
+            kind: MemoryType::World,
+            bank: t.bank.clone(),
+            session: String::new(),
+            id: t.id.clone(),
+            document: None,
+            text: t.text.clone(),
+        })
+        .collect();
+    let backend = open_and_fill(&dir.join("locomo-facts.db"), &docs).await;
+    println!("\n| recall | R@1 | R@5 | R@10 | MRR |\n|---|---|---|---|---|");
+    for (mode, name) in MODES {
+        let mut ranks = Vec::new();
+        for (bank, q, ev, _) in questions {
+            let results = ranked(&backend, bank, q, mode).await;
+            let dias = |t: &str| turn_of.get(&(bank.clone(), t.to_owned())).cloned().unwrap_or_default();
+            ranks.push(rank_of(&results, |t| dias(t).iter().any(|d| ev.contains(d))));
+        }
+        println!(
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            at(&ranks, 1),
+            at(&ranks, 5),
+            at(&ranks, 10),
+            mrr(&ranks)
+        );
+    }
+}
+
+/// A fixed permutation (xorshift64, Fisher–Yates): the same order on every run.
+fn shuffle<T>(items: &mut [T], mut seed: u64) {
+    for i in (1..items.len()).rev() {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        items.swap(i, (seed % (i as u64 + 1)) as usize);
+    }
 }
 
 /// One LoCoMo question: its conversation (bank), text, evidence turns and category.
@@ -329,10 +375,12 @@ async fn coding(dir: &Path, text: &str) {
             text: d.as_str().unwrap().to_owned(),
         });
     }
-    // Standalone notes in one session (facts: none is another's context).
+    // Notes retained in one session, the facts among the distractors in a fixed shuffled order:
+    // each knows the one before it, which is about something else.
     for d in docs.iter_mut() {
         d.session = "notes".into();
     }
+    shuffle(&mut docs, 0x5eed_c0d1);
     let parse = |key: &str| -> Vec<(String, String, bool)> {
         data[key]
             .as_array()

@@ -45,8 +45,9 @@ pub(crate) fn retain_one(
                 ))?
                 .query_map(params_from_iter(args.iter()), |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            w.changes.removed.extend(removed);
             tx.execute(&sql, params_from_iter(args))?;
+            crate::store::unlink_context(tx, &removed)?;
+            w.changes.removed.extend(removed);
         }
         let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
         let mut candidate = tx.prepare_cached("SELECT bank, content, tags FROM memories WHERE seq = ?")?;
@@ -97,24 +98,17 @@ pub(crate) fn retain_one(
             ])?;
             let seq = tx.last_insert_rowid();
             w.contents.add(key, seq);
-            // Its passages, each knowing the one before it in the conversation: the previous
-            // passage of the memory, or for a conversation's turns (experiences) the last
-            // passage of the session's previous turns. Facts (world) stand alone: the fact
-            // retained before one in a session is no context for it.
-            let session = (item.kind == MemoryType::Experience)
-                .then(|| item.metadata.get("session_id").map(|s| (bank.to_owned(), s.clone())))
-                .flatten();
-            let mut prev = match &session {
-                Some(key) => last_passage_of(tx, w.last_passage, key)?,
-                None => None,
-            };
+            // Its passages, each knowing the one before it: the previous passage of the memory,
+            // else, for a conversation's turns, the session's turn before it (see `chain_of`).
+            let chain = chain_of(tx, w.last_passage, bank, item)?;
+            let mut prev = chain.as_ref().and_then(|c| c.before);
             for (ord, text) in passages::split(&item.content).into_iter().enumerate() {
                 insert_passage.execute(params![seq, ord as i64, text, prev])?;
                 let pid = tx.last_insert_rowid();
                 new_pids = Some(new_pids.map_or((pid, pid), |(first, _): (i64, i64)| (first, pid)));
                 prev = Some(pid);
             }
-            if let (Some(key), Some(pid)) = (session, prev) {
+            if let (Some(Chain { key, .. }), Some(pid)) = (chain, prev) {
                 tails.insert(key.clone(), pid);
                 w.last_passage.insert(key, pid);
             }
@@ -134,6 +128,59 @@ pub(crate) fn retain_one(
     Ok(inserted)
 }
 
+/// The conversation a memory continues.
+struct Chain {
+    /// (bank, session): whose last passage the memory's passages become.
+    key: (String, String),
+    /// The passage before the memory's first.
+    before: Option<i64>,
+}
+
+/// The conversation a memory continues, if any (see [`Chain`]).
+///
+/// - A conversation's turns as automatic retain stores them (experiences, in a session) follow
+///   the session's last passage.
+/// - A fact that reads as a turn (it opens with its speaker's name, see [`speaker`]) follows the
+///   session's last passage (the bank's, without a session) when that one is another speaker's
+///   turn: a conversation fed turn by turn through the `retain` tool or Hindsight's API arrives
+///   as facts, and its turns need the turn before them as much.
+/// - Any other fact stands alone: the fact retained before it is about something else.
+fn chain_of(
+    tx: &Connection,
+    last_passage: &mut HashMap<(String, String), i64>,
+    bank: &str,
+    item: &MemoryItem,
+) -> rusqlite::Result<Option<Chain>> {
+    let session = item.metadata.get("session_id");
+    if item.kind == MemoryType::Experience {
+        let Some(session) = session else { return Ok(None) };
+        let key = (bank.to_owned(), session.clone());
+        let before = last_passage_of(tx, last_passage, &key)?;
+        return Ok(Some(Chain { key, before }));
+    }
+    let Some(who) = speaker(&item.content) else { return Ok(None) };
+    let key = (bank.to_owned(), session.cloned().unwrap_or_default());
+    let Some(before) = last_passage_of(tx, last_passage, &key)? else { return Ok(Some(Chain { key, before: None })) };
+    let text: Option<String> = tx
+        .prepare_cached("SELECT m.content FROM passages p JOIN memories m ON m.seq = p.memory_seq WHERE p.pid = ?1")?
+        .query_row([before], |r| r.get(0))
+        .optional()?;
+    let replies = text.as_deref().and_then(speaker).is_some_and(|other| other != who);
+    Ok(Some(Chain { key, before: replies.then_some(before) }))
+}
+
+/// The speaker a conversation turn opens with ("Caroline: …", "Dr. Ann Lee: …"): one to three
+/// capitalised words, then a colon and a space.
+fn speaker(text: &str) -> Option<&str> {
+    let (label, _) = text.split_once(": ")?;
+    let name = |w: &str| {
+        w.chars().next().is_some_and(char::is_uppercase)
+            && w.chars().all(|c| c.is_alphabetic() || matches!(c, '\'' | '’' | '.' | '-'))
+    };
+    let words = label.split(' ').count();
+    (label.len() <= 40 && (1..=3).contains(&words) && label.split(' ').all(name)).then_some(label)
+}
+
 /// The last passage of a session in a bank, from the map, else from `session_tails`.
 fn last_passage_of(
     tx: &Connection,
@@ -151,4 +198,26 @@ fn last_passage_of(
         map.insert(key.clone(), pid);
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::speaker;
+
+    #[test]
+    fn a_turn_opens_with_its_speakers_name() {
+        assert_eq!(speaker("Caroline: I went to the support group"), Some("Caroline"));
+        assert_eq!(speaker("Dr. Ann O'Neil: take two"), Some("Dr. Ann O'Neil"));
+        assert_eq!(speaker("Gotcha: the cache is cold"), Some("Gotcha"));
+        for not_a_turn in [
+            "The deploy uses cargo-dist",
+            "the user: lowercase",
+            "Four Words Are Too: many",
+            "TODO:no space",
+            "Build 42: a number",
+            "",
+        ] {
+            assert_eq!(speaker(not_a_turn), None, "{not_a_turn}");
+        }
+    }
 }

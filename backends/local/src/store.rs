@@ -53,6 +53,27 @@ pub(crate) const INDEX_NEW_PASSAGES: &str = "INSERT INTO passages_fts(rowid, ter
      SELECT p.pid, mneme_own_terms(p.text, CASE WHEN q.memory_seq = p.memory_seq THEN q.text END), mneme_terms(q.text)
      FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid WHERE p.pid BETWEEN ?1 AND ?2";
 
+/// Removed passages stop being the context of the passages after them, in the index too (those
+/// are indexed again without it): a forgotten memory's words must not find its neighbour.
+pub(crate) fn unlink_context(tx: &Connection, removed: &[i64]) -> rusqlite::Result<()> {
+    // A passage comes after its context: only later pids are read.
+    let Some(first) = removed.iter().min() else { return Ok(()) };
+    let ids = format!("[{}]", removed.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
+    let orphans: Vec<i64> = tx
+        .prepare_cached("SELECT pid FROM passages WHERE pid > ?1 AND prev_pid IN (SELECT value FROM json_each(?2))")?
+        .query_map(params![first, ids], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut unlink = tx.prepare_cached("UPDATE passages SET prev_pid = NULL WHERE pid = ?1")?;
+    let mut unindex = tx.prepare_cached("DELETE FROM passages_fts WHERE rowid = ?1")?;
+    let mut index = tx.prepare_cached(INDEX_NEW_PASSAGES)?;
+    for orphan in orphans {
+        unlink.execute([orphan])?;
+        unindex.execute([orphan])?;
+        index.execute([orphan, orphan])?;
+    }
+    Ok(())
+}
+
 /// One SQLite connection to the memory database.
 pub struct Store {
     pub(crate) conn: Connection,
@@ -250,9 +271,10 @@ impl Store {
     }
 
     /// Deletes the memories `WHERE filter` (over `memories AS m`, with `args`) and what hangs off
-    /// them: their passages with the passages' FTS rows and vectors (the triggers), and the
+    /// them: their passages with the passages' FTS rows and vectors (the triggers), the
     /// session tails that pointed at those passages (a session's next turn then has no context
-    /// rather than a dangling one). Returns how many memories went.
+    /// rather than a dangling one), and their place as the context of the passages after them
+    /// (those are indexed again without it). Returns how many memories went.
     pub(crate) fn delete_memories(&mut self, filter: &str, args: &[&dyn rusqlite::ToSql]) -> rusqlite::Result<u64> {
         self.passage_count.reset();
         let tx = self.conn.transaction()?;
@@ -267,6 +289,7 @@ impl Store {
                 untail.execute([pid])?;
             }
         }
+        unlink_context(&tx, &removed)?;
         tx.commit()?;
         let gone: HashSet<i64> = removed.iter().copied().collect();
         self.last_passage.retain(|_, pid| !gone.contains(pid));

@@ -176,3 +176,82 @@ fn the_repeated_opening_is_indexed_as_context_only() {
         assert!(matching("ctx", &term).contains(&after.pid), "{word}: the next one's context");
     }
 }
+
+/// Facts that read as a conversation's turns ("Name: …", by another speaker than the one before)
+/// know the turn before them: in their session, or in their bank when retained without one (a
+/// conversation fed turn by turn through the `retain` tool or Hindsight's API arrives as facts).
+/// Other facts stand alone and leave the conversation as it was. It is kept across retains and
+/// restarts, BM25 indexes the turn before as context, and forgetting a turn takes it out of the
+/// next one's context.
+#[test]
+fn turns_retained_as_facts_know_the_turn_before_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let fact = |id: &str, content: &str, session: Option<&str>| {
+        let item = MemoryItem::new(id, content, "2026-01-02T03:04:05Z");
+        match session {
+            Some(s) => item.in_session(s),
+            None => item,
+        }
+    };
+    let mut store = mneme_local::store::Store::open(&path).unwrap();
+    store
+        .retain(
+            "b",
+            &[
+                fact("a", "Caroline: I went to the support group yesterday", Some("s1")),
+                fact("x", "Melanie: We painted a lake sunrise", None),
+                fact("b", "Melanie: How did it go", Some("s1")),
+                fact("y", "Caroline: It was powerful", None),
+                fact("c", "Jon: A different session", Some("s2")),
+                fact("n", "The deploy uses cargo-dist", Some("s1")),
+                fact("g1", "Gotcha: the runner needs docker", Some("s3")),
+                fact("g2", "Gotcha: the cache is cold on Mondays", Some("s3")),
+            ],
+        )
+        .unwrap();
+    store.retain("other", &[fact("z", "In another bank", None)]).unwrap();
+    let pid_of = |store: &mneme_local::store::Store| -> std::collections::HashMap<String, (i64, Option<i64>)> {
+        store
+            .unembedded("any-model", 0, 100)
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.text.clone(), (p.pid, p.prev_pid)))
+            .collect()
+    };
+    let p = pid_of(&store);
+    let get = |text: &str| p.iter().find(|(t, _)| t.starts_with(text)).map(|(_, v)| *v).unwrap();
+    assert_eq!(get("Caroline: I went").1, None);
+    assert_eq!(get("Melanie: How").1, Some(get("Caroline: I went").0), "the one before in its session");
+    assert_eq!(get("Melanie: We painted").1, None);
+    assert_eq!(get("Caroline: It was").1, Some(get("Melanie: We painted").0), "the one before in its bank");
+    assert_eq!(get("Jon:").1, None, "another session starts its own");
+    assert_eq!(get("In another bank").1, None, "another bank starts its own");
+    assert_eq!(get("The deploy").1, None, "a fact stands alone");
+    assert_eq!(get("Gotcha: the cache").1, None, "a label repeated is not a reply");
+    drop(store);
+    let mut store = mneme_local::store::Store::open(&path).unwrap();
+    store.retain("b", &[fact("d", "Caroline: Thanks for asking", Some("s1"))]).unwrap();
+    let p2 = pid_of(&store);
+    let after = p2.iter().find(|(t, _)| t.starts_with("Caroline: Thanks")).map(|(_, v)| *v).unwrap();
+    assert_eq!(after.1, Some(get("Melanie: How").0), "after a restart, and past the fact between");
+    let in_context: Vec<i64> = store
+        .connection()
+        .prepare("SELECT rowid FROM passages_fts WHERE passages_fts MATCH 'ctx : \"sunris\"'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(in_context, vec![get("Caroline: It was").0]);
+    let forgotten = store.forget_memory("x", Some("b")).unwrap();
+    assert_eq!(forgotten, 1);
+    let in_context: i64 = store
+        .connection()
+        .query_row("SELECT count(*) FROM passages_fts WHERE passages_fts MATCH 'sunris'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(in_context, 0, "a forgotten turn's words are in no context");
+    let p3 = pid_of(&store);
+    let next = p3.iter().find(|(t, _)| t.starts_with("Caroline: It was")).map(|(_, v)| *v).unwrap();
+    assert_eq!(next.1, None);
+}
