@@ -262,13 +262,21 @@ async fn as_facts(dir: &Path, turns: &[Doc], turn_of: &HashMap<(String, String),
         })
         .collect();
     let backend = open_and_fill(&dir.join("locomo-facts.db"), &docs).await;
+    rank_table(&backend, questions, |bank, ev, turn| {
+        turn_of.get(&(bank.to_owned(), turn.to_owned())).is_some_and(|d| d.iter().any(|d| ev.contains(d)))
+    })
+    .await;
+}
+
+/// R@1/5/10 and MRR of each ranking over LoCoMo's questions, a result being a hit when
+/// `is_hit(bank, evidence, text)`.
+async fn rank_table(backend: &LocalBackend, questions: &[Question], is_hit: impl Fn(&str, &[String], &str) -> bool) {
     println!("\n| recall | R@1 | R@5 | R@10 | MRR |\n|---|---|---|---|---|");
     for (mode, name) in MODES {
         let mut ranks = Vec::new();
         for (bank, q, ev, _) in questions {
-            let results = ranked(&backend, bank, q, mode).await;
-            let dias = |t: &str| turn_of.get(&(bank.clone(), t.to_owned())).cloned().unwrap_or_default();
-            ranks.push(rank_of(&results, |t| dias(t).iter().any(|d| ev.contains(d))));
+            let results = ranked(backend, bank, q, mode).await;
+            ranks.push(rank_of(&results, |t| is_hit(bank, ev, t)));
         }
         println!(
             "| {name} | {:.3} | {:.3} | {:.3} | {:.3} |",
@@ -323,28 +331,12 @@ async fn transcripts(
     let chars: usize = docs.iter().map(|d| d.text.chars().count()).sum();
     println!("  {} sessions, {} characters each on average", docs.len(), chars / docs.len().max(1));
     let backend = open_and_fill(&dir.join("locomo-transcripts.db"), &docs).await;
-    println!("\n| recall | R@1 | R@5 | R@10 | MRR |\n|---|---|---|---|---|");
-    for (mode, name) in MODES {
-        let mut ranks = Vec::new();
-        for (bank, q, ev, _) in questions {
-            let results = ranked(&backend, bank, q, mode).await;
-            let holds_evidence = |passage: &str| {
-                passage.split("\n\n").any(|turn| {
-                    turn_of
-                        .get(&(bank.clone(), turn.trim().to_owned()))
-                        .is_some_and(|d| d.iter().any(|d| ev.contains(d)))
-                })
-            };
-            ranks.push(rank_of(&results, holds_evidence));
-        }
-        println!(
-            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} |",
-            at(&ranks, 1),
-            at(&ranks, 5),
-            at(&ranks, 10),
-            mrr(&ranks)
-        );
-    }
+    rank_table(&backend, questions, |bank, ev, passage| {
+        passage.split("\n\n").any(|turn| {
+            turn_of.get(&(bank.to_owned(), turn.trim().to_owned())).is_some_and(|d| d.iter().any(|d| ev.contains(d)))
+        })
+    })
+    .await;
 }
 
 async fn coding(dir: &Path, text: &str) {

@@ -162,7 +162,9 @@ fn chain_of(
     let key = (bank.to_owned(), session.cloned().unwrap_or_default());
     let Some(before) = last_passage_of(tx, last_passage, &key)? else { return Ok(Some(Chain { key, before: None })) };
     let text: Option<String> = tx
-        .prepare_cached("SELECT m.content FROM passages p JOIN memories m ON m.seq = p.memory_seq WHERE p.pid = ?1")?
+        .prepare_cached(
+            "SELECT substr(m.content, 1, 64) FROM passages p JOIN memories m ON m.seq = p.memory_seq WHERE p.pid = ?1",
+        )?
         .query_row([before], |r| r.get(0))
         .optional()?;
     let replies = text.as_deref().and_then(speaker).is_some_and(|other| other != who);
@@ -170,7 +172,7 @@ fn chain_of(
 }
 
 /// The speaker a conversation turn opens with ("Caroline: …", "Dr. Ann Lee: …"): one to three
-/// capitalised words, then a colon and a space.
+/// capitalised words (at most 40 bytes), then a colon and a space.
 fn speaker(text: &str) -> Option<&str> {
     let (label, _) = text.split_once(": ")?;
     let name = |w: &str| {
