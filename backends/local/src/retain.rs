@@ -140,10 +140,11 @@ struct Chain {
 ///
 /// - A conversation's turns as automatic retain stores them (experiences, in a session) follow
 ///   the session's last passage.
-/// - A fact that reads as a turn (it opens with its speaker's name, see [`speaker`]) follows the
-///   session's last passage (the bank's, without a session) when that one is another speaker's
-///   turn: a conversation fed turn by turn through the `retain` tool or Hindsight's API arrives
-///   as facts, and its turns need the turn before them as much.
+/// - Any other memory that reads as a turn (it opens with its speaker's name, see [`speaker`])
+///   follows the session's last passage (the bank's, without a session) when that one is another
+///   speaker's turn: a conversation fed turn by turn through the `retain` tool or Hindsight's API
+///   arrives as facts (or as experiences without a session, when the items name a document),
+///   and its turns need the turn before them as much.
 /// - Any other fact stands alone: the fact retained before it is about something else.
 fn chain_of(
     tx: &Connection,
@@ -152,8 +153,7 @@ fn chain_of(
     item: &MemoryItem,
 ) -> rusqlite::Result<Option<Chain>> {
     let session = item.metadata.get("session_id");
-    if item.kind == MemoryType::Experience {
-        let Some(session) = session else { return Ok(None) };
+    if let (MemoryType::Experience, Some(session)) = (item.kind, session) {
         let key = (bank.to_owned(), session.clone());
         let before = last_passage_of(tx, last_passage, &key)?;
         return Ok(Some(Chain { key, before }));

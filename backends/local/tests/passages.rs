@@ -210,6 +210,18 @@ fn turns_retained_as_facts_know_the_turn_before_them() {
             ],
         )
         .unwrap();
+    // Turns named as one document, without a session (Hindsight's API makes them experiences).
+    let turn_of_document = |id: &str, content: &str| MemoryItem {
+        kind: MemoryType::Experience,
+        document_id: Some("conversation-1".into()),
+        ..MemoryItem::new(id, content, "2026-01-02T03:04:05Z")
+    };
+    store
+        .retain(
+            "d",
+            &[turn_of_document("d1", "Nate: I won the tournament"), turn_of_document("d2", "Joanna: Congrats")],
+        )
+        .unwrap();
     store.retain("other", &[fact("z", "In another bank", None)]).unwrap();
     let pid_of = |store: &mneme_local::store::Store| -> std::collections::HashMap<String, (i64, Option<i64>)> {
         store
@@ -229,6 +241,7 @@ fn turns_retained_as_facts_know_the_turn_before_them() {
     assert_eq!(get("In another bank").1, None, "another bank starts its own");
     assert_eq!(get("The deploy").1, None, "a fact stands alone");
     assert_eq!(get("Gotcha: the cache").1, None, "a label repeated is not a reply");
+    assert_eq!(get("Joanna: Congrats").1, Some(get("Nate: I won").0), "an experience without a session too");
     drop(store);
     let mut store = mneme_local::store::Store::open(&path).unwrap();
     store.retain("b", &[fact("d", "Caroline: Thanks for asking", Some("s1"))]).unwrap();
