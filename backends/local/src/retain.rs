@@ -179,8 +179,8 @@ fn speaker(text: &str) -> Option<&str> {
         w.chars().next().is_some_and(char::is_uppercase)
             && w.chars().all(|c| c.is_alphabetic() || matches!(c, '\'' | '’' | '.' | '-'))
     };
-    let words = label.split(' ').count();
-    (label.len() <= 40 && (1..=3).contains(&words) && label.split(' ').all(name)).then_some(label)
+    let words: Vec<&str> = label.split(' ').collect();
+    (label.len() <= 40 && (1..=3).contains(&words.len()) && words.into_iter().all(name)).then_some(label)
 }
 
 /// The last passage of a session in a bank, from the map, else from `session_tails`.

@@ -145,6 +145,15 @@ fn a_passage_is_embedded_without_the_opening_it_repeats() {
     assert_eq!(short[0].embedding_text(), "… a short note\n\nof its own");
 }
 
+/// The FTS rows matching `expr` (an FTS5 MATCH expression), by rowid (the passage's pid).
+fn fts_rows(store: &mneme_local::store::Store, expr: &str) -> Vec<i64> {
+    let mut stmt = store
+        .connection()
+        .prepare("SELECT rowid FROM passages_fts WHERE passages_fts MATCH ?1 ORDER BY rowid")
+        .unwrap();
+    stmt.query_map([expr], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+}
+
 /// BM25 indexes a passage's own text: a word of the lines a passage repeats from the one before
 /// is in the later one's context column only, with the rest of the passage before.
 #[test]
@@ -159,13 +168,7 @@ fn the_repeated_opening_is_indexed_as_context_only() {
     store.retain("b", &[item("t", &long, None)]).unwrap();
     let passages = store.unembedded("any-model", 0, 1000).unwrap();
     assert!(passages.len() > 3, "{}", passages.len());
-    let matching = |column: &str, term: &str| -> Vec<i64> {
-        let mut stmt = store
-            .connection()
-            .prepare("SELECT rowid FROM passages_fts WHERE passages_fts MATCH ?1 ORDER BY rowid")
-            .unwrap();
-        stmt.query_map([format!("{column} : \"{term}\"")], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
-    };
+    let matching = |column: &str, term: &str| fts_rows(&store, &format!("{column} : \"{term}\""));
     for pair in passages.windows(2) {
         let (before, after) = (&pair[0], &pair[1]);
         let opening = &after.text[..after.text.len() - after.embedding_text().len()];
@@ -223,16 +226,12 @@ fn turns_retained_as_facts_know_the_turn_before_them() {
         )
         .unwrap();
     store.retain("other", &[fact("z", "In another bank", None)]).unwrap();
-    let pid_of = |store: &mneme_local::store::Store| -> std::collections::HashMap<String, (i64, Option<i64>)> {
-        store
-            .unembedded("any-model", 0, 100)
-            .unwrap()
-            .into_iter()
-            .map(|p| (p.text.clone(), (p.pid, p.prev_pid)))
-            .collect()
+    // (pid, the passage before it) of the passage that starts with `text`.
+    let link = |store: &mneme_local::store::Store, text: &str| {
+        let all = store.unembedded("any-model", 0, 100).unwrap();
+        all.iter().find(|p| p.text.starts_with(text)).map(|p| (p.pid, p.prev_pid)).unwrap()
     };
-    let p = pid_of(&store);
-    let get = |text: &str| p.iter().find(|(t, _)| t.starts_with(text)).map(|(_, v)| *v).unwrap();
+    let get = |text: &str| link(&store, text);
     assert_eq!(get("Caroline: I went").1, None);
     assert_eq!(get("Melanie: How").1, Some(get("Caroline: I went").0), "the one before in its session");
     assert_eq!(get("Melanie: We painted").1, None);
@@ -242,29 +241,14 @@ fn turns_retained_as_facts_know_the_turn_before_them() {
     assert_eq!(get("The deploy").1, None, "a fact stands alone");
     assert_eq!(get("Gotcha: the cache").1, None, "a label repeated is not a reply");
     assert_eq!(get("Joanna: Congrats").1, Some(get("Nate: I won").0), "an experience without a session too");
+    let (asked, painted_after) = (get("Melanie: How").0, get("Caroline: It was").0);
     drop(store);
     let mut store = mneme_local::store::Store::open(&path).unwrap();
     store.retain("b", &[fact("d", "Caroline: Thanks for asking", Some("s1"))]).unwrap();
-    let p2 = pid_of(&store);
-    let after = p2.iter().find(|(t, _)| t.starts_with("Caroline: Thanks")).map(|(_, v)| *v).unwrap();
-    assert_eq!(after.1, Some(get("Melanie: How").0), "after a restart, and past the fact between");
-    let in_context: Vec<i64> = store
-        .connection()
-        .prepare("SELECT rowid FROM passages_fts WHERE passages_fts MATCH 'ctx : \"sunris\"'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(in_context, vec![get("Caroline: It was").0]);
+    assert_eq!(link(&store, "Caroline: Thanks").1, Some(asked), "after a restart, and past the fact between");
+    assert_eq!(fts_rows(&store, "ctx : \"sunris\""), vec![painted_after]);
     let forgotten = store.forget_memory("x", Some("b")).unwrap();
     assert_eq!(forgotten, 1);
-    let in_context: i64 = store
-        .connection()
-        .query_row("SELECT count(*) FROM passages_fts WHERE passages_fts MATCH 'sunris'", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(in_context, 0, "a forgotten turn's words are in no context");
-    let p3 = pid_of(&store);
-    let next = p3.iter().find(|(t, _)| t.starts_with("Caroline: It was")).map(|(_, v)| *v).unwrap();
-    assert_eq!(next.1, None);
+    assert_eq!(fts_rows(&store, "sunris"), Vec::<i64>::new(), "a forgotten turn's words are in no context");
+    assert_eq!(link(&store, "Caroline: It was").1, None);
 }
