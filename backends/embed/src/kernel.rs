@@ -6,13 +6,87 @@
 //! stream past two at a time, widened to int16 on the fly, `vpmaddwd` doing sixteen
 //! multiply-adds an instruction. Against the float kernel it replaced (W converted to f32 on the
 //! fly, FMAs) this embeds passages 20–40% faster; against sgemm on f32 copies of W (~42 MB, not
-//! kept) more still.
+//! kept) more still. Where the processor has AVX-512 VNNI, [`crate::kernel_vnni`] does the same
+//! products a third faster again (see [`Kernel`]).
+
+/// The integer kernels, fastest first. Each gives the same sums (the same int16 × int8 products
+/// added in int32); they differ in how many products an instruction does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// AVX-512 VNNI: `vpdpwssd`, 32 multiply-adds an instruction ([`crate::kernel_vnni`]).
+    Vnni,
+    /// AVX2: `vpmaddwd` then `vpaddd`, 16 multiply-adds in two instructions.
+    Avx2,
+    /// Plain loops over the dequantized weights, for any other processor.
+    Portable,
+}
+
+impl Kernel {
+    /// The fastest kernel this processor runs (detected once).
+    pub fn best() -> Kernel {
+        static BEST: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| Kernel::available()[0])
+    }
+
+    /// Every kernel this processor runs, fastest first (the portable one always).
+    pub fn available() -> Vec<Kernel> {
+        let mut kernels = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                if crate::kernel_vnni::available() {
+                    kernels.push(Kernel::Vnni);
+                }
+                kernels.push(Kernel::Avx2);
+            }
+        }
+        kernels.push(Kernel::Portable);
+        kernels
+    }
+
+    /// Its name in benchmarks and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Vnni => "avx512-vnni",
+            Kernel::Avx2 => "avx2",
+            Kernel::Portable => "portable",
+        }
+    }
+
+    /// The kernel that runs rows of length `k`: the integer kernels read 32 (VNNI) or 16 (AVX2)
+    /// elements at a time and hand other lengths down.
+    fn for_rows(self, k: usize) -> Kernel {
+        match self {
+            Kernel::Vnni if k.is_multiple_of(32) => Kernel::Vnni,
+            Kernel::Vnni | Kernel::Avx2 if k.is_multiple_of(16) => Kernel::Avx2,
+            _ => Kernel::Portable,
+        }
+    }
+}
 
 /// `out[t][o] = b[o] + x[t] · w[o]` for `t < n`, `o < outs`, rows of length `k`, with W as int8
 /// rows and one scale per row (`w[o][i] = q[o][i] · scale[o]`), the outputs shared among
-/// `threads` threads.
+/// `threads` threads, on the fastest kernel this processor runs.
 #[allow(clippy::too_many_arguments)]
 pub fn linear_q8(
+    x: &[f32],
+    q: &[u8],
+    scales: &[f32],
+    b: &[f32],
+    n: usize,
+    k: usize,
+    outs: usize,
+    out: &mut [f32],
+    threads: usize,
+) {
+    linear_q8_on(Kernel::best(), x, q, scales, b, n, k, outs, out, threads)
+}
+
+/// [`linear_q8`] on a given kernel, which must be one of [`Kernel::available`] (benchmarks and
+/// tests compare them).
+#[allow(clippy::too_many_arguments)]
+pub fn linear_q8_on(
+    kernel: Kernel,
     x: &[f32],
     q: &[u8],
     scales: &[f32],
@@ -26,18 +100,27 @@ pub fn linear_q8(
     assert!(
         x.len() >= n * k && q.len() >= outs * k && scales.len() >= outs && b.len() >= outs && out.len() >= n * outs
     );
+    assert!(Kernel::available().contains(&kernel), "the {} kernel does not run here", kernel.name());
+    let kernel = kernel.for_rows(k);
     let threads = threads.clamp(1, outs.max(1));
     let out = SharedOut(out.as_mut_ptr());
     let per = outs.div_ceil(threads);
     #[cfg(target_arch = "x86_64")]
-    let wide = (std::is_x86_feature_detected!("avx2") && k.is_multiple_of(16))
-        // SAFETY: AVX2 was just detected and `k` is a multiple of 16.
+    let wide = (kernel != Kernel::Portable)
+        // SAFETY: both integer kernels run only where AVX2 was detected, on multiples of 16.
         .then(|| unsafe { Int16Rows::quantize(x, n, k) });
     let run = |rows: std::ops::Range<usize>| {
         #[cfg(target_arch = "x86_64")]
         if let Some(wide) = &wide {
-            // SAFETY: the feature was just detected; bounds asserted above; disjoint outputs.
-            unsafe { linear_q8_avx2(wide, q, scales, b, n, k, outs, rows, out.ptr()) };
+            if kernel == Kernel::Vnni {
+                // SAFETY: the features were detected (`available`), `k` is a multiple of 32;
+                // bounds asserted above; disjoint outputs.
+                unsafe { crate::kernel_vnni::linear_q8_vnni(wide, q, scales, b, n, k, outs, rows, out.ptr()) };
+            } else {
+                // SAFETY: AVX2 was detected (`available`), `k` is a multiple of 16; bounds
+                // asserted above; disjoint outputs.
+                unsafe { linear_q8_avx2(wide, q, scales, b, n, k, outs, rows, out.ptr()) };
+            }
             return;
         }
         for o in rows {
@@ -65,9 +148,9 @@ pub fn linear_q8(
 /// Rows of x as int16, one scale a row (`x[t][i] ≈ q[t][i] · scale[t]`): 15 bits, far finer than
 /// the int8 weights they meet, so the products lose nothing measurable.
 #[cfg(target_arch = "x86_64")]
-struct Int16Rows {
-    q: Vec<i16>,
-    scales: Vec<f32>,
+pub(crate) struct Int16Rows {
+    pub(crate) q: Vec<i16>,
+    pub(crate) scales: Vec<f32>,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -264,21 +347,33 @@ impl SharedOut {
 mod tests {
     use super::*;
 
-    /// The int8 kernel against a plain loop over the dequantized weights: blocks of five tokens
-    /// and last blocks of one to four, outputs in blocks of two and left over, and two threads
-    /// splitting them.
+    /// Every kernel this processor runs against a plain loop over the dequantized weights: whole
+    /// blocks of tokens and last blocks of every smaller size, outputs in whole blocks and left
+    /// over, two threads splitting them, and row lengths that send VNNI (k not a multiple of 32)
+    /// and AVX2 (not of 16) to the next kernel down.
     #[test]
-    fn the_int8_kernel_agrees_with_dequantized_weights() {
-        // k = 24 is not a multiple of 16: the portable loop, which other processors run.
-        for (n, k, outs, threads) in
-            [(6, 32, 9, 2), (7, 64, 10, 1), (1, 384, 5, 1), (13, 1536, 8, 2), (9, 48, 6, 1), (3, 24, 5, 2)]
-        {
+    fn the_int8_kernels_agree_with_dequantized_weights() {
+        let kernels = Kernel::available();
+        assert_eq!(kernels.last(), Some(&Kernel::Portable));
+        eprintln!("kernels here: {:?}", kernels.iter().map(|k| k.name()).collect::<Vec<_>>());
+        let shapes = (1..=13).map(|n| (n, 384, 11, 1)).chain([
+            (6, 32, 9, 2),
+            (7, 64, 10, 1),
+            (1, 384, 5, 1),
+            (13, 1536, 8, 2),
+            (9, 48, 6, 1),
+            (3, 24, 5, 2),
+            (12, 96, 24, 2),
+            (25, 1536, 7, 1),
+        ]);
+        let mut integer: Option<((usize, usize, usize), Vec<f32>)> = None;
+        for ((n, k, outs, threads), kernel) in shapes.flat_map(|s| kernels.iter().map(move |k| (s, *k))) {
             let x: Vec<f32> = (0..n * k).map(|i| ((i * 31 % 17) as f32 - 8.0) / 8.0).collect();
             let q: Vec<u8> = (0..outs * k).map(|i| ((i * 7 % 255) as i32 - 127) as i8 as u8).collect();
             let scales: Vec<f32> = (0..outs).map(|i| 0.01 * (i + 1) as f32).collect();
             let b: Vec<f32> = (0..outs).map(|i| i as f32 / 10.0).collect();
             let mut got = vec![0.0; n * outs];
-            linear_q8(&x, &q, &scales, &b, n, k, outs, &mut got, threads);
+            linear_q8_on(kernel, &x, &q, &scales, &b, n, k, outs, &mut got, threads);
             for t in 0..n {
                 for o in 0..outs {
                     let w = |i: usize| f32::from(q[o * k + i] as i8) * scales[o];
@@ -290,8 +385,16 @@ mod tests {
                     let g = got[t * outs + o];
                     assert!(
                         (g - want).abs() <= bound + 1e-4 * want.abs().max(1.0),
-                        "n {n} k {k}: [{t}][{o}] {g} vs {want}"
+                        "{}: n {n} k {k}: [{t}][{o}] {g} vs {want}",
+                        kernel.name()
                     );
+                }
+            }
+            // The integer kernels add the same int32 products: their outputs are equal, bit for bit.
+            if kernel.for_rows(k) != Kernel::Portable {
+                match &integer {
+                    Some((shape, first)) if *shape == (n, k, outs) => assert_eq!(first, &got, "n {n} k {k}"),
+                    _ => integer = Some(((n, k, outs), got)),
                 }
             }
         }

@@ -10,7 +10,10 @@
 //! Every call blocks: run it on a blocking thread, never on an async worker.
 
 mod activation;
-mod kernel;
+/// The int8 products of the built-in model's forward pass; public for its benchmark.
+pub mod kernel;
+#[cfg(target_arch = "x86_64")]
+mod kernel_vnni;
 mod minilm;
 mod openai;
 pub mod vector;
