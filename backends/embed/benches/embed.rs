@@ -75,13 +75,14 @@ fn main() {
 /// passage's feed-forward products and of a query's: the best of 20 rounds (a kernel's time is
 /// steady; the VM's drift is not).
 fn kernels() {
-    use mneme_embed::kernel::{linear_q8_on, Kernel};
+    use mneme_embed::kernel::{linear_q8_on, Kernel, Product};
     for (n, k, outs) in [(164, 384, 1536), (164, 1536, 384), (11, 384, 384)] {
         let x: Vec<f32> = (0..n * k).map(|i| ((i * 31 % 17) as f32 - 8.0) / 8.0).collect();
         let q: Vec<u8> = (0..outs * k).map(|i| ((i * 7 % 255) as i32 - 127) as i8 as u8).collect();
         let scales = vec![0.01f32; outs];
         let b = vec![0f32; outs];
         let mut out = vec![0f32; n * outs];
+        let product = Product { x: &x, q: &q, scales: &scales, b: &b, n, k, outs };
         let rates: Vec<String> = Kernel::available()
             .into_iter()
             .filter(|kernel| *kernel != Kernel::Portable)
@@ -90,7 +91,7 @@ fn kernels() {
                     .map(|_| {
                         let t = Instant::now();
                         for _ in 0..5 {
-                            linear_q8_on(kernel, &x, &q, &scales, &b, n, k, outs, &mut out, 1);
+                            linear_q8_on(kernel, &product, &mut out, 1);
                         }
                         t.elapsed() / 5
                     })

@@ -64,39 +64,37 @@ impl Kernel {
     }
 }
 
-/// `out[t][o] = b[o] + x[t] · w[o]` for `t < n`, `o < outs`, rows of length `k`, with W as int8
-/// rows and one scale per row (`w[o][i] = q[o][i] · scale[o]`), the outputs shared among
-/// `threads` threads, on the fastest kernel this processor runs.
-#[allow(clippy::too_many_arguments)]
-pub fn linear_q8(
-    x: &[f32],
-    q: &[u8],
-    scales: &[f32],
-    b: &[f32],
-    n: usize,
-    k: usize,
-    outs: usize,
-    out: &mut [f32],
-    threads: usize,
-) {
-    linear_q8_on(Kernel::best(), x, q, scales, b, n, k, outs, out, threads)
+/// The operands of one product `out[t][o] = b[o] + x[t] · w[o]`: x as `n` rows of `k` values,
+/// W as `outs` int8 rows of `k` with one scale each (`w[o][i] = q[o][i] · scales[o]`), read in
+/// place, and the bias.
+#[derive(Debug, Clone, Copy)]
+pub struct Product<'a> {
+    /// x, `n` rows of `k`.
+    pub x: &'a [f32],
+    /// W's int8 values (stored as bytes), `outs` rows of `k`.
+    pub q: &'a [u8],
+    /// W's row scales.
+    pub scales: &'a [f32],
+    /// The bias, one an output.
+    pub b: &'a [f32],
+    /// Rows of x (tokens).
+    pub n: usize,
+    /// The rows' length.
+    pub k: usize,
+    /// Rows of W (outputs).
+    pub outs: usize,
+}
+
+/// The product (`out` is `n` rows of `outs`), the outputs shared among `threads` threads, on the
+/// fastest kernel this processor runs.
+pub fn linear_q8(p: &Product<'_>, out: &mut [f32], threads: usize) {
+    linear_q8_on(Kernel::best(), p, out, threads)
 }
 
 /// [`linear_q8`] on a given kernel, which must be one of [`Kernel::available`] (benchmarks and
 /// tests compare them).
-#[allow(clippy::too_many_arguments)]
-pub fn linear_q8_on(
-    kernel: Kernel,
-    x: &[f32],
-    q: &[u8],
-    scales: &[f32],
-    b: &[f32],
-    n: usize,
-    k: usize,
-    outs: usize,
-    out: &mut [f32],
-    threads: usize,
-) {
+pub fn linear_q8_on(kernel: Kernel, p: &Product<'_>, out: &mut [f32], threads: usize) {
+    let Product { x, q, scales, b, n, k, outs } = *p;
     assert!(
         x.len() >= n * k && q.len() >= outs * k && scales.len() >= outs && b.len() >= outs && out.len() >= n * outs
     );
@@ -112,14 +110,15 @@ pub fn linear_q8_on(
     let run = |rows: std::ops::Range<usize>| {
         #[cfg(target_arch = "x86_64")]
         if let Some(wide) = &wide {
+            let integer = IntegerProduct { x: wide, q, scales, b, n, k, outs, out: out.ptr() };
             if kernel == Kernel::Vnni {
                 // SAFETY: the features were detected (`available`), `k` is a multiple of 32;
                 // bounds asserted above; disjoint outputs.
-                unsafe { crate::kernel_vnni::linear_q8_vnni(wide, q, scales, b, n, k, outs, rows, out.ptr()) };
+                unsafe { crate::kernel_vnni::linear_q8_vnni(&integer, rows) };
             } else {
                 // SAFETY: AVX2 was detected (`available`), `k` is a multiple of 16; bounds
                 // asserted above; disjoint outputs.
-                unsafe { linear_q8_avx2(wide, q, scales, b, n, k, outs, rows, out.ptr()) };
+                unsafe { linear_q8_avx2(&integer, rows) };
             }
             return;
         }
@@ -145,11 +144,46 @@ pub fn linear_q8_on(
     });
 }
 
+/// A product as the integer kernels take it: x rounded to int16 rows, the rest of the
+/// [`Product`] (copied flat: the kernels' loops read it on every block), and where the outputs go.
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct IntegerProduct<'a> {
+    /// x as int16 rows.
+    pub(crate) x: &'a Int16Rows,
+    pub(crate) q: &'a [u8],
+    pub(crate) scales: &'a [f32],
+    pub(crate) b: &'a [f32],
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    pub(crate) outs: usize,
+    /// `out[t][o]` is at `out.add(t * outs + o)`; each thread writes its own outputs only.
+    pub(crate) out: *mut f32,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl IntegerProduct<'_> {
+    /// Writes the outputs `o..o + O` of tokens `t..t + T`: the bias plus the integer sum times
+    /// both rows' scales.
+    ///
+    /// # Safety
+    /// The tokens and outputs are within the product's shapes.
+    #[inline]
+    pub(crate) unsafe fn store<const T: usize, const O: usize>(&self, t: usize, o: usize, sums: &[[i32; O]; T]) {
+        for (j, row) in sums.iter().enumerate() {
+            let xs = *self.x.scales.get_unchecked(t + j);
+            for (c, sum) in row.iter().enumerate() {
+                let at = self.out.add((t + j) * self.outs + o + c);
+                *at = *self.b.get_unchecked(o + c) + *sum as f32 * (xs * *self.scales.get_unchecked(o + c));
+            }
+        }
+    }
+}
+
 /// Rows of x as int16, one scale a row (`x[t][i] ≈ q[t][i] · scale[t]`): 15 bits, far finer than
 /// the int8 weights they meet, so the products lose nothing measurable.
 #[cfg(target_arch = "x86_64")]
 pub(crate) struct Int16Rows {
-    pub(crate) q: Vec<i16>,
+    q: Vec<i16>,
     pub(crate) scales: Vec<f32>,
 }
 
@@ -167,6 +201,11 @@ impl Int16Rows {
             *scale = unsafe { quantize_row_avx2(row, qrow) };
         }
         Int16Rows { q, scales }
+    }
+
+    /// The values, row after row.
+    pub(crate) fn q(&self) -> &[i16] {
+        &self.q
     }
 }
 
@@ -212,73 +251,41 @@ const OUTPUTS: usize = 2;
 /// most 127 · 32767, under 2³¹ for any `k` up to 4,128 (MiniLM's longest row is 1,536).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn linear_q8_avx2(
-    x: &Int16Rows,
-    q: &[u8],
-    scales: &[f32],
-    b: &[f32],
-    n: usize,
-    k: usize,
-    outs: usize,
-    rows: std::ops::Range<usize>,
-    out: *mut f32,
-) {
-    assert!(k.is_multiple_of(16) && x.q.len() >= n * k);
+unsafe fn linear_q8_avx2(ip: &IntegerProduct<'_>, rows: std::ops::Range<usize>) {
+    let (n, k) = (ip.n, ip.k);
+    assert!(k.is_multiple_of(16) && ip.x.q().len() >= n * k);
     let mut t = 0;
     while n - t >= TOKENS {
-        tokens_block::<TOKENS>(x, q, scales, b, t, k, outs, rows.clone(), out);
+        tokens_block::<TOKENS>(ip, t, rows.clone());
         t += TOKENS;
     }
     // The last tokens in a block of their own size (a query of 11 tokens padded to 15 would do
     // a third more work than it needs).
     match n - t {
         0 => {}
-        1 => tokens_block::<1>(x, q, scales, b, t, k, outs, rows, out),
-        2 => tokens_block::<2>(x, q, scales, b, t, k, outs, rows, out),
-        3 => tokens_block::<3>(x, q, scales, b, t, k, outs, rows, out),
-        _ => tokens_block::<4>(x, q, scales, b, t, k, outs, rows, out),
+        1 => tokens_block::<1>(ip, t, rows),
+        2 => tokens_block::<2>(ip, t, rows),
+        3 => tokens_block::<3>(ip, t, rows),
+        _ => tokens_block::<4>(ip, t, rows),
     }
 }
 
 /// Tokens `t..t + T` against the output rows `rows`, `OUTPUTS` rows of W at a time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tokens_block<const T: usize>(
-    x: &Int16Rows,
-    q: &[u8],
-    scales: &[f32],
-    b: &[f32],
-    t: usize,
-    k: usize,
-    outs: usize,
-    rows: std::ops::Range<usize>,
-    out: *mut f32,
-) {
-    let qp = q.as_ptr();
-    let xt: [*const i16; T] = std::array::from_fn(|j| x.q.as_ptr().add((t + j) * k));
-    let store = |o: usize, sums: &[[i32; OUTPUTS]; T], width: usize| {
-        for (j, row) in sums.iter().enumerate() {
-            let xs = *x.scales.get_unchecked(t + j);
-            for (c, sum) in row.iter().enumerate().take(width) {
-                let at = out.add((t + j) * outs + o + c);
-                *at = *b.get_unchecked(o + c) + *sum as f32 * (xs * *scales.get_unchecked(o + c));
-            }
-        }
-    };
+unsafe fn tokens_block<const T: usize>(ip: &IntegerProduct<'_>, t: usize, rows: std::ops::Range<usize>) {
+    let k = ip.k;
+    let qp = ip.q.as_ptr();
+    let xt: [*const i16; T] = std::array::from_fn(|j| ip.x.q().as_ptr().add((t + j) * k));
     let mut o = rows.start;
     while o + OUTPUTS <= rows.end {
         let w: [*const u8; OUTPUTS] = std::array::from_fn(|c| qp.add((o + c) * k));
-        store(o, &tile::<T, OUTPUTS>(xt, w, k), OUTPUTS);
+        ip.store(t, o, &tile::<T, OUTPUTS>(xt, w, k));
         o += OUTPUTS;
     }
     // The last output rows, one at a time.
     while o < rows.end {
-        let one = tile::<T, 1>(xt, [qp.add(o * k)], k);
-        let mut sums = [[0; OUTPUTS]; T];
-        sums.iter_mut().zip(one).for_each(|(s, [v])| s[0] = v);
-        store(o, &sums, 1);
+        ip.store(t, o, &tile::<T, 1>(xt, [qp.add(o * k)], k));
         o += 1;
     }
 }
@@ -373,7 +380,8 @@ mod tests {
             let scales: Vec<f32> = (0..outs).map(|i| 0.01 * (i + 1) as f32).collect();
             let b: Vec<f32> = (0..outs).map(|i| i as f32 / 10.0).collect();
             let mut got = vec![0.0; n * outs];
-            linear_q8_on(kernel, &x, &q, &scales, &b, n, k, outs, &mut got, threads);
+            let product = Product { x: &x, q: &q, scales: &scales, b: &b, n, k, outs };
+            linear_q8_on(kernel, &product, &mut got, threads);
             for t in 0..n {
                 for o in 0..outs {
                     let w = |i: usize| f32::from(q[o * k + i] as i8) * scales[o];

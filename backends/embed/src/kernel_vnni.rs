@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernel::Int16Rows;
+use crate::kernel::IntegerProduct;
 
 /// Tokens a block: their rows of x stay in L1 while W's rows stream past.
 const TOKENS: usize = 6;
@@ -22,111 +22,92 @@ pub(crate) fn available() -> bool {
         && std::is_x86_feature_detected!("avx512vnni")
 }
 
-/// `out[t][o] = b[o] + x[t] · w[o]` for the tokens `t < n` and the output rows `rows`, like
-/// `linear_q8_avx2`. The int32 sums cannot overflow: each lane adds `k / 16` pairs of products of
-/// at most 128 · 32767, under 2³¹ for any `k` up to 4,096 (MiniLM's longest row is 1,536).
+/// The product's outputs `rows` for every token, like the AVX2 kernel. The int32 sums cannot
+/// overflow: each lane adds `k / 16` pairs of products of at most 128 · 32767, under 2³¹ for any
+/// `k` up to 4,096 (MiniLM's longest row is 1,536).
 ///
 /// # Safety
-/// [`available`] must be true, `k` a multiple of 32, `x` and `q` hold `n` and `outs` rows of
-/// `k`, and `out` has room for `n · outs` values, of which this call writes only the columns in
-/// `rows` (so threads with disjoint `rows` may share it).
+/// [`available`] must be true, `k` a multiple of 32, and the product's operands and `out` of
+/// the sizes its shapes say; only the outputs in `rows` are written (so threads with disjoint
+/// `rows` may share `out`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn linear_q8_vnni(
-    x: &Int16Rows,
-    q: &[u8],
-    scales: &[f32],
-    b: &[f32],
-    n: usize,
-    k: usize,
-    outs: usize,
-    rows: std::ops::Range<usize>,
-    out: *mut f32,
-) {
-    assert!(k.is_multiple_of(32) && x.q.len() >= n * k && q.len() >= outs * k && rows.end <= outs);
-    let block = Block { x, q, scales, b, k, outs, out };
+pub(crate) unsafe fn linear_q8_vnni(ip: &IntegerProduct<'_>, rows: std::ops::Range<usize>) {
+    let (n, k) = (ip.n, ip.k);
+    assert!(k.is_multiple_of(32) && ip.x.q().len() >= n * k && ip.q.len() >= ip.outs * k && rows.end <= ip.outs);
     let mut t = 0;
     while n - t >= TOKENS {
-        block.tokens::<TOKENS>(t, rows.clone());
+        tokens::<TOKENS>(ip, t, rows.clone());
         t += TOKENS;
     }
     // The last tokens in a block of their own size (a short query padded to a whole block would
     // do up to five times the work it needs).
     match n - t {
         0 => {}
-        1 => block.tokens::<1>(t, rows),
-        2 => block.tokens::<2>(t, rows),
-        3 => block.tokens::<3>(t, rows),
-        4 => block.tokens::<4>(t, rows),
-        _ => block.tokens::<5>(t, rows),
+        1 => tokens::<1>(ip, t, rows),
+        2 => tokens::<2>(ip, t, rows),
+        3 => tokens::<3>(ip, t, rows),
+        4 => tokens::<4>(ip, t, rows),
+        _ => tokens::<5>(ip, t, rows),
     }
 }
 
-/// What every block of one product shares.
-struct Block<'a> {
-    x: &'a Int16Rows,
-    q: &'a [u8],
-    scales: &'a [f32],
-    b: &'a [f32],
-    k: usize,
-    outs: usize,
-    out: *mut f32,
+/// Tokens `t..t + T` against the output rows `rows`, `OUTPUTS` rows of W at a time.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tokens<const T: usize>(ip: &IntegerProduct<'_>, t: usize, rows: std::ops::Range<usize>) {
+    let k = ip.k;
+    let xt: [*const i16; T] = std::array::from_fn(|j| ip.x.q().as_ptr().add((t + j) * k));
+    let mut o = rows.start;
+    while o + OUTPUTS <= rows.end {
+        store_block(ip, t, o, &tile::<T, OUTPUTS>(ip, xt, o));
+        o += OUTPUTS;
+    }
+    match rows.end - o {
+        0 => {}
+        1 => ip.store(t, o, &tile::<T, 1>(ip, xt, o)),
+        2 => ip.store(t, o, &tile::<T, 2>(ip, xt, o)),
+        _ => ip.store(t, o, &tile::<T, 3>(ip, xt, o)),
+    }
 }
 
-impl Block<'_> {
-    /// Tokens `t..t + T` against the output rows `rows`, `OUTPUTS` rows of W at a time.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn tokens<const T: usize>(&self, t: usize, rows: std::ops::Range<usize>) {
-        let xt: [*const i16; T] = std::array::from_fn(|j| self.x.q.as_ptr().add((t + j) * self.k));
-        let mut o = rows.start;
-        while o + OUTPUTS <= rows.end {
-            self.store::<T, OUTPUTS>(t, o, &self.tile::<T, OUTPUTS>(xt, o));
-            o += OUTPUTS;
-        }
-        match rows.end - o {
-            0 => {}
-            1 => self.store::<T, 1>(t, o, &self.tile::<T, 1>(xt, o)),
-            2 => self.store::<T, 2>(t, o, &self.tile::<T, 2>(xt, o)),
-            _ => self.store::<T, 3>(t, o, &self.tile::<T, 3>(xt, o)),
-        }
-    }
-
-    /// The sums `x[j] · w[o + c]` for a block of `T` rows of x and `O` rows of W.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    #[inline]
-    unsafe fn tile<const T: usize, const O: usize>(&self, x: [*const i16; T], o: usize) -> [[i32; O]; T] {
-        let w: [*const u8; O] = std::array::from_fn(|c| self.q.as_ptr().add((o + c) * self.k));
-        let mut acc = [[_mm512_setzero_si512(); O]; T];
-        let mut i = 0;
-        while i < self.k {
-            let wv: [__m512i; O] =
-                std::array::from_fn(|c| _mm512_cvtepi8_epi16(_mm256_loadu_si256(w[c].add(i) as *const __m256i)));
-            for (a, xj) in acc.iter_mut().zip(x) {
-                let v = _mm512_loadu_si512(xj.add(i) as *const __m512i);
-                for (s, wc) in a.iter_mut().zip(wv) {
-                    dpwssd(s, v, wc);
-                }
-            }
-            i += 32;
-        }
-        let mut sums = [[0i32; O]; T];
-        let reduced = reduce(acc.as_flattened());
-        for (j, row) in sums.iter_mut().enumerate() {
-            row.copy_from_slice(&reduced[j * O..(j + 1) * O]);
-        }
-        sums
-    }
-
-    /// Writes the block's outputs: bias plus the integer sum times both rows' scales.
-    #[inline]
-    unsafe fn store<const T: usize, const O: usize>(&self, t: usize, o: usize, sums: &[[i32; O]; T]) {
-        for (j, row) in sums.iter().enumerate() {
-            let xs = *self.x.scales.get_unchecked(t + j);
-            for (c, sum) in row.iter().enumerate() {
-                let at = self.out.add((t + j) * self.outs + o + c);
-                *at = *self.b.get_unchecked(o + c) + *sum as f32 * (xs * *self.scales.get_unchecked(o + c));
+/// The sums `x[j] · w[o + c]` for a block of `T` rows of x and `O` rows of W.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn tile<const T: usize, const O: usize>(ip: &IntegerProduct<'_>, x: [*const i16; T], o: usize) -> [[i32; O]; T] {
+    let k = ip.k;
+    let w: [*const u8; O] = std::array::from_fn(|c| ip.q.as_ptr().add((o + c) * k));
+    let mut acc = [[_mm512_setzero_si512(); O]; T];
+    let mut i = 0;
+    while i < k {
+        let wv: [__m512i; O] =
+            std::array::from_fn(|c| _mm512_cvtepi8_epi16(_mm256_loadu_si256(w[c].add(i) as *const __m256i)));
+        for (a, xj) in acc.iter_mut().zip(x) {
+            let v = _mm512_loadu_si512(xj.add(i) as *const __m512i);
+            for (s, wc) in a.iter_mut().zip(wv) {
+                dpwssd(s, v, wc);
             }
         }
+        i += 32;
+    }
+    let mut sums = [[0i32; O]; T];
+    let reduced = reduce(acc.as_flattened());
+    for (j, row) in sums.iter_mut().enumerate() {
+        row.copy_from_slice(&reduced[j * O..(j + 1) * O]);
+    }
+    sums
+}
+
+/// Writes a whole block's outputs, four at a time: the same operations, in the same order, as
+/// [`IntegerProduct::store`] (so the same values), which LLVM leaves as scalar code here.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn store_block<const T: usize>(ip: &IntegerProduct<'_>, t: usize, o: usize, sums: &[[i32; OUTPUTS]; T]) {
+    const { assert!(OUTPUTS == 4) };
+    let scales = _mm_loadu_ps(ip.scales.as_ptr().add(o));
+    let bias = _mm_loadu_ps(ip.b.as_ptr().add(o));
+    for (j, row) in sums.iter().enumerate() {
+        let both = _mm_mul_ps(_mm_set1_ps(*ip.x.scales.get_unchecked(t + j)), scales);
+        let sum = _mm_cvtepi32_ps(_mm_loadu_si128(row.as_ptr() as *const __m128i));
+        _mm_storeu_ps(ip.out.add((t + j) * ip.outs + o), _mm_add_ps(bias, _mm_mul_ps(sum, both)));
     }
 }
 

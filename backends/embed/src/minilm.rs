@@ -13,6 +13,7 @@ use safetensors::tensor::{Dtype, SafeTensors};
 use tokenizers::Tokenizer;
 
 use crate::activation::{gelu_in_place, softmax};
+use crate::kernel::{linear_q8, Product};
 use crate::vector::normalize;
 use crate::{EmbedError, Embedder};
 
@@ -324,7 +325,8 @@ impl Linear {
     /// `out[n][self.out] = x[n][self.inp] Wᵀ + b`, on `threads` threads.
     fn apply(&self, x: &[f32], n: usize, out: &mut [f32], threads: usize) {
         let q = &self.q;
-        crate::kernel::linear_q8(x, q.q, &q.scales, &self.b, n, self.inp, self.out, out, threads);
+        let product = Product { x, q: q.q, scales: &q.scales, b: &self.b, n, k: self.inp, outs: self.out };
+        linear_q8(&product, out, threads);
     }
 }
 
