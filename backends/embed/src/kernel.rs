@@ -30,18 +30,25 @@ impl Kernel {
 
     /// Every kernel this processor runs, fastest first (the portable one always).
     pub fn available() -> Vec<Kernel> {
-        let mut kernels = Vec::new();
+        [Kernel::Vnni, Kernel::Avx2, Kernel::Portable].into_iter().filter(|k| k.runs_here()).collect()
+    }
+
+    /// Whether this processor runs it (VNNI implies AVX2 here: the VNNI kernel hands rows that
+    /// are not a multiple of 32 down to the AVX2 one).
+    pub fn runs_here(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2") {
-                if crate::kernel_vnni::available() {
-                    kernels.push(Kernel::Vnni);
-                }
-                kernels.push(Kernel::Avx2);
+            let avx2 = std::is_x86_feature_detected!("avx2");
+            match self {
+                Kernel::Vnni => avx2 && crate::kernel_vnni::available(),
+                Kernel::Avx2 => avx2,
+                Kernel::Portable => true,
             }
         }
-        kernels.push(Kernel::Portable);
-        kernels
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Kernel::Portable
+        }
     }
 
     /// Its name in benchmarks and logs.
@@ -91,14 +98,14 @@ pub fn linear_q8(p: &Product<'_>, out: &mut [f32], threads: usize) {
     linear_q8_on(Kernel::best(), p, out, threads)
 }
 
-/// [`linear_q8`] on a given kernel, which must be one of [`Kernel::available`] (benchmarks and
+/// [`linear_q8`] on a given kernel, which must run here ([`Kernel::runs_here`]; benchmarks and
 /// tests compare them).
 pub fn linear_q8_on(kernel: Kernel, p: &Product<'_>, out: &mut [f32], threads: usize) {
     let Product { x, q, scales, b, n, k, outs } = *p;
     assert!(
         x.len() >= n * k && q.len() >= outs * k && scales.len() >= outs && b.len() >= outs && out.len() >= n * outs
     );
-    assert!(Kernel::available().contains(&kernel), "the {} kernel does not run here", kernel.name());
+    assert!(kernel.runs_here(), "the {} kernel does not run here", kernel.name());
     let kernel = kernel.for_rows(k);
     let threads = threads.clamp(1, outs.max(1));
     let out = SharedOut(out.as_mut_ptr());
