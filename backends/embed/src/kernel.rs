@@ -117,13 +117,13 @@ pub fn linear_q8_on(kernel: Kernel, p: &Product<'_>, out: &mut [f32], threads: u
     let run = |rows: std::ops::Range<usize>| {
         #[cfg(target_arch = "x86_64")]
         if let Some(wide) = &wide {
-            let integer = IntegerProduct { x: wide, q, scales, b, n, k, outs, out: out.ptr() };
+            let integer = IntegerProduct { x: wide, p: *p, out: out.ptr() };
             if kernel == Kernel::Vnni {
-                // SAFETY: the features were detected (`available`), `k` is a multiple of 32;
+                // SAFETY: the features were detected (`runs_here`), `k` is a multiple of 32;
                 // bounds asserted above; disjoint outputs.
                 unsafe { crate::kernel_vnni::linear_q8_vnni(&integer, rows) };
             } else {
-                // SAFETY: AVX2 was detected (`available`), `k` is a multiple of 16; bounds
+                // SAFETY: AVX2 was detected (`runs_here`), `k` is a multiple of 16; bounds
                 // asserted above; disjoint outputs.
                 unsafe { linear_q8_avx2(&integer, rows) };
             }
@@ -151,18 +151,13 @@ pub fn linear_q8_on(kernel: Kernel, p: &Product<'_>, out: &mut [f32], threads: u
     });
 }
 
-/// A product as the integer kernels take it: x rounded to int16 rows, the rest of the
-/// [`Product`] (copied flat: the kernels' loops read it on every block), and where the outputs go.
+/// A product as the integer kernels take it: x rounded to int16 rows, the [`Product`] for W,
+/// the bias and the shapes (its `x` is not read again), and where the outputs go.
 #[cfg(target_arch = "x86_64")]
 pub(crate) struct IntegerProduct<'a> {
     /// x as int16 rows.
     pub(crate) x: &'a Int16Rows,
-    pub(crate) q: &'a [u8],
-    pub(crate) scales: &'a [f32],
-    pub(crate) b: &'a [f32],
-    pub(crate) n: usize,
-    pub(crate) k: usize,
-    pub(crate) outs: usize,
+    pub(crate) p: Product<'a>,
     /// `out[t][o]` is at `out.add(t * outs + o)`; each thread writes its own outputs only.
     pub(crate) out: *mut f32,
 }
@@ -179,8 +174,8 @@ impl IntegerProduct<'_> {
         for (j, row) in sums.iter().enumerate() {
             let xs = *self.x.scales.get_unchecked(t + j);
             for (c, sum) in row.iter().enumerate() {
-                let at = self.out.add((t + j) * self.outs + o + c);
-                *at = *self.b.get_unchecked(o + c) + *sum as f32 * (xs * *self.scales.get_unchecked(o + c));
+                let at = self.out.add((t + j) * self.p.outs + o + c);
+                *at = *self.p.b.get_unchecked(o + c) + *sum as f32 * (xs * *self.p.scales.get_unchecked(o + c));
             }
         }
     }
@@ -259,7 +254,7 @@ const OUTPUTS: usize = 2;
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn linear_q8_avx2(ip: &IntegerProduct<'_>, rows: std::ops::Range<usize>) {
-    let (n, k) = (ip.n, ip.k);
+    let (n, k) = (ip.p.n, ip.p.k);
     assert!(k.is_multiple_of(16) && ip.x.q().len() >= n * k);
     let mut t = 0;
     while n - t >= TOKENS {
@@ -281,8 +276,8 @@ unsafe fn linear_q8_avx2(ip: &IntegerProduct<'_>, rows: std::ops::Range<usize>) 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn tokens_block<const T: usize>(ip: &IntegerProduct<'_>, t: usize, rows: std::ops::Range<usize>) {
-    let k = ip.k;
-    let qp = ip.q.as_ptr();
+    let k = ip.p.k;
+    let qp = ip.p.q.as_ptr();
     let xt: [*const i16; T] = std::array::from_fn(|j| ip.x.q().as_ptr().add((t + j) * k));
     let mut o = rows.start;
     while o + OUTPUTS <= rows.end {

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernel::IntegerProduct;
+use crate::kernel::{IntegerProduct, Product};
 
 /// Tokens a block: their rows of x stay in L1 while W's rows stream past.
 const TOKENS: usize = 6;
@@ -32,8 +32,8 @@ pub(crate) fn available() -> bool {
 /// `rows` may share `out`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(crate) unsafe fn linear_q8_vnni(ip: &IntegerProduct<'_>, rows: std::ops::Range<usize>) {
-    let (n, k) = (ip.n, ip.k);
-    assert!(k.is_multiple_of(32) && ip.x.q().len() >= n * k && ip.q.len() >= ip.outs * k && rows.end <= ip.outs);
+    let Product { q, n, k, outs, .. } = ip.p;
+    assert!(k.is_multiple_of(32) && ip.x.q().len() >= n * k && q.len() >= outs * k && rows.end <= outs);
     let mut t = 0;
     while n - t >= TOKENS {
         tokens::<TOKENS>(ip, t, rows.clone());
@@ -54,7 +54,7 @@ pub(crate) unsafe fn linear_q8_vnni(ip: &IntegerProduct<'_>, rows: std::ops::Ran
 /// Tokens `t..t + T` against the output rows `rows`, `OUTPUTS` rows of W at a time.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tokens<const T: usize>(ip: &IntegerProduct<'_>, t: usize, rows: std::ops::Range<usize>) {
-    let k = ip.k;
+    let k = ip.p.k;
     let xt: [*const i16; T] = std::array::from_fn(|j| ip.x.q().as_ptr().add((t + j) * k));
     let mut o = rows.start;
     while o + OUTPUTS <= rows.end {
@@ -73,8 +73,8 @@ unsafe fn tokens<const T: usize>(ip: &IntegerProduct<'_>, t: usize, rows: std::o
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
 unsafe fn tile<const T: usize, const O: usize>(ip: &IntegerProduct<'_>, x: [*const i16; T], o: usize) -> [[i32; O]; T] {
-    let k = ip.k;
-    let w: [*const u8; O] = std::array::from_fn(|c| ip.q.as_ptr().add((o + c) * k));
+    let k = ip.p.k;
+    let w: [*const u8; O] = std::array::from_fn(|c| ip.p.q.as_ptr().add((o + c) * k));
     let mut acc = [[_mm512_setzero_si512(); O]; T];
     let mut i = 0;
     while i < k {
@@ -102,12 +102,12 @@ unsafe fn tile<const T: usize, const O: usize>(ip: &IntegerProduct<'_>, x: [*con
 #[inline]
 unsafe fn store_block<const T: usize>(ip: &IntegerProduct<'_>, t: usize, o: usize, sums: &[[i32; OUTPUTS]; T]) {
     const { assert!(OUTPUTS == 4) };
-    let scales = _mm_loadu_ps(ip.scales.as_ptr().add(o));
-    let bias = _mm_loadu_ps(ip.b.as_ptr().add(o));
+    let scales = _mm_loadu_ps(ip.p.scales.as_ptr().add(o));
+    let bias = _mm_loadu_ps(ip.p.b.as_ptr().add(o));
     for (j, row) in sums.iter().enumerate() {
         let both = _mm_mul_ps(_mm_set1_ps(*ip.x.scales.get_unchecked(t + j)), scales);
         let sum = _mm_cvtepi32_ps(_mm_loadu_si128(row.as_ptr() as *const __m128i));
-        _mm_storeu_ps(ip.out.add((t + j) * ip.outs + o), _mm_add_ps(bias, _mm_mul_ps(sum, both)));
+        _mm_storeu_ps(ip.out.add((t + j) * ip.p.outs + o), _mm_add_ps(bias, _mm_mul_ps(sum, both)));
     }
 }
 
