@@ -154,6 +154,8 @@ async fn daemon_bench(quick: bool) {
         items / batches.max(1.0),
         metric("mneme_delivery_seconds_sum ") * 1e6 / batches.max(1.0)
     );
+    let (commits, jobs) = (metric("mneme_spool_commits_total "), metric("mneme_spool_jobs_committed_total "));
+    println!("spool: {commits} commits, {:.2} jobs each", jobs / commits.max(1.0));
     println!("RSS after the run: {:.1} MiB", rss_kib(p.child.id()) as f64 / 1024.0);
 }
 

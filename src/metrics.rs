@@ -85,8 +85,8 @@ impl Metrics {
         self.requests.locked().count(route, status);
     }
 
-    /// Renders the text exposition, with the given gauges appended.
-    pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
+    /// Renders the text exposition, with counters others keep and the given gauges appended.
+    pub fn render(&self, more_counters: &[(&str, &str, u64)], gauges: &[(&str, &str, f64)]) -> String {
         let mut out = String::new();
         let counters = [
             ("mneme_items_enqueued_total", "Retain items accepted into the spool.", &self.items_enqueued),
@@ -94,8 +94,9 @@ impl Metrics {
             ("mneme_items_dead_total", "Items moved to the dead letters.", &self.items_dead),
             ("mneme_delivery_failures_total", "Failed deliveries to the memory backend.", &self.delivery_failures),
         ];
-        for (name, help, c) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", c.load(Ordering::Relaxed));
+        let counters = counters.iter().map(|(name, help, c)| (*name, *help, c.load(Ordering::Relaxed)));
+        for (name, help, n) in counters.chain(more_counters.iter().copied()) {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {n}");
         }
         let _ = writeln!(out, "# HELP mneme_http_requests_total HTTP requests by route and status.\n# TYPE mneme_http_requests_total counter");
         for (route, status, n) in self.requests.locked().sorted() {

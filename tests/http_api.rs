@@ -312,6 +312,15 @@ async fn metrics_are_prometheus_text() {
     assert!(text.contains("# TYPE mneme_items_enqueued_total counter\nmneme_items_enqueued_total 1"), "{text}");
     assert!(text.contains("mneme_http_requests_total{route=\"/v1/sessions/{id}/retain\",status=\"202\"} 1"), "{text}");
     assert!(text.contains("mneme_http_request_seconds_bucket{le=\"+Inf\"}"));
+    // The spool's group commit: the session's record and the retain, in one or two commits.
+    let counter = |name: &str| -> u64 {
+        let line =
+            text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {text}"));
+        line.split(' ').nth(1).unwrap().parse().unwrap()
+    };
+    assert!(text.contains("# TYPE mneme_spool_commits_total counter"), "{text}");
+    let (commits, jobs) = (counter("mneme_spool_commits_total"), counter("mneme_spool_jobs_committed_total"));
+    assert!(commits >= 1 && jobs >= 2 && jobs >= commits, "{commits} commits, {jobs} jobs");
 }
 
 #[tokio::test]

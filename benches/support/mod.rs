@@ -31,7 +31,9 @@ impl Drop for Proc {
 pub fn spawn_daemon(dir: &Path, config: Option<&Path>) -> (Proc, Duration) {
     let started = Instant::now();
     let none = dir.join("none.toml");
-    let child = Command::new(env!("CARGO_BIN_EXE_mneme"))
+    // `MNEME_BENCH_BIN` runs another build (say, the last commit's) for alternating A/B runs.
+    let bin = std::env::var_os("MNEME_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_mneme").into());
+    let child = Command::new(bin)
         .arg("serve")
         .env("MNEME_CONFIG", config.unwrap_or(&none))
         .env("MNEME_STORAGE__DIR", dir.join("data"))

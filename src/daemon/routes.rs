@@ -313,7 +313,16 @@ pub async fn metrics(State(s): St) -> Response {
             ),
         ]);
     }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render(&gauges)).into_response()
+    let commits = s.queue.spool_commits();
+    let counters = [
+        (
+            "mneme_spool_commits_total",
+            "Spool transactions committed (one fsync each with queue.sync = full).",
+            commits.commits,
+        ),
+        ("mneme_spool_jobs_committed_total", "Jobs those commits carried (an accepted retain is one).", commits.jobs),
+    ];
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render(&counters, &gauges)).into_response()
 }
 
 pub async fn not_found() -> ApiError {

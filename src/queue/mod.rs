@@ -41,7 +41,7 @@ use crate::config::QueueSettings;
 use crate::lock::MutexExt;
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
-use crate::spool::{Spool, SpoolError};
+use crate::spool::{CommitCounts, Spool, SpoolError};
 use crate::state::DaemonState;
 
 /// An item as the session layer hands it over.
@@ -300,6 +300,11 @@ impl Queue {
         let n = self.inner.spool.discard(session_id).await?;
         self.inner.batcher.locked().discarded(session_id);
         Ok(n)
+    }
+
+    /// The spool's group commit so far (see [`CommitCounts`]).
+    pub fn spool_commits(&self) -> CommitCounts {
+        self.inner.spool.commit_counts()
     }
 
     /// Queue sizes.

@@ -17,7 +17,7 @@ mod schema;
 mod writer;
 
 use std::path::Path;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 
@@ -88,6 +88,29 @@ pub struct SpoolCounts {
     pub dead: u64,
 }
 
+/// How the writer's group commit is doing, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitCounts {
+    /// Transactions committed (each one fsync with `queue.sync = "full"`).
+    pub commits: u64,
+    /// Jobs those transactions carried (an accepted retain is one job).
+    pub jobs: u64,
+}
+
+/// The writer thread's side of [`CommitCounts`].
+#[derive(Default)]
+pub(super) struct CommitCounters {
+    commits: AtomicU64,
+    jobs: AtomicU64,
+}
+
+impl CommitCounters {
+    pub(super) fn committed(&self, jobs: usize) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.jobs.fetch_add(jobs as u64, Ordering::Relaxed);
+    }
+}
+
 /// Handle to the spool's writer thread. Cheap to clone.
 #[derive(Clone)]
 pub struct Spool {
@@ -96,6 +119,8 @@ pub struct Spool {
     places: Arc<Semaphore>,
     /// The next item sequence number; only the writer thread advances it, in commit order.
     next_seq: Arc<AtomicI64>,
+    /// Updated by the writer after each commit.
+    commit_counters: Arc<CommitCounters>,
 }
 
 impl Spool {
@@ -131,14 +156,17 @@ impl Spool {
         )?;
         // Unbounded only in type: every message holds one of `places` until it is done.
         let (jobs, rx) = mpsc::channel::<Message>();
+        let commit_counters = Arc::new(CommitCounters::default());
+        let counters = commit_counters.clone();
         thread::Builder::new()
             .name("mneme-spool".into())
-            .spawn(move || writer(conn, rx))
+            .spawn(move || writer(conn, rx, &counters))
             .map_err(|e| SpoolError::Thread(Arc::new(e)))?;
         Ok(Spool {
             jobs,
             places: Arc::new(Semaphore::new(MAX_WAITING)),
             next_seq: Arc::new(AtomicI64::new(max_seq + 1)),
+            commit_counters,
         })
     }
 
@@ -162,6 +190,14 @@ impl Spool {
         let spooled: i64 = conn.query_row("SELECT count(*) FROM items", [], |r| r.get(0))?;
         let dead: i64 = conn.query_row("SELECT count(*) FROM dead_letters", [], |r| r.get(0))?;
         Ok(SpoolCounts { spooled: spooled as u64, dead: dead as u64 })
+    }
+
+    /// Transactions committed so far and the jobs they carried.
+    pub fn commit_counts(&self) -> CommitCounts {
+        CommitCounts {
+            commits: self.commit_counters.commits.load(Ordering::Relaxed),
+            jobs: self.commit_counters.jobs.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether no job or removal is waiting for the writer or running: every place is free.

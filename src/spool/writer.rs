@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use rusqlite::{params, Connection, Transaction};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::{SpoolError, GROUP_MAX};
+use super::{CommitCounters, SpoolError, GROUP_MAX};
 
 pub(super) type Finish = Box<dyn FnOnce(Result<(), SpoolError>) + Send>;
 
@@ -51,7 +51,7 @@ pub(super) fn run_in_savepoint<T>(
     }
 }
 
-pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>) {
+pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters: &CommitCounters) {
     // Places are given back when a message is done: after its transaction.
     let mut removals: Vec<(Removal, OwnedSemaphorePermit)> = Vec::new();
     // After a transaction could not begin, removals alone are retried less eagerly.
@@ -117,6 +117,9 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>) {
             })
             .collect();
         let commit = tx.commit().map_err(SpoolError::from);
+        if commit.is_ok() {
+            counters.committed(places.len());
+        }
         if let Err(e) = &commit {
             tracing::error!("spool: commit failed: {e}");
             // A failed COMMIT (a full disk) can leave the transaction open: close it, so the

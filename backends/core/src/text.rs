@@ -40,6 +40,10 @@ const MEMORY_TAGS: [&str; 4] = ["memories", "hindsight_memories", "relevant_memo
 /// Removes every `<tag>…</tag>` block of the memory tags (shortest match, across newlines,
 /// case-sensitive); an unclosed tag is left alone.
 pub fn strip_memory_tags(text: &str) -> String {
+    // Every retain and every recall query comes through here, and most hold no tag at all.
+    if !text.contains('<') {
+        return text.to_owned();
+    }
     let mut out = text.to_owned();
     for tag in MEMORY_TAGS {
         out = strip_tag_blocks(&out, tag);

@@ -9,6 +9,7 @@
 //! A query can never be an FTS5 syntax error: every term is quoted, and `AND`, `*`, `-`, quotes and
 //! parentheses in user text are just separators.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
@@ -36,10 +37,50 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
 }
 
+/// Stems remembered per thread, at most this many (then forgotten all at once): the store's
+/// writer stems every passage it indexes and the passage before it, and Snowball costs a few
+/// thousand instructions a word where a lookup costs a hundred; words repeat (Zipf), so a few
+/// thousand cover most of them.
+const STEM_CACHE: usize = 4096;
+
+thread_local! {
+    static STEMS: std::cell::RefCell<HashMap<Box<str>, Box<str>>> = std::cell::RefCell::new(HashMap::new());
+}
+
 /// The indexed form of a text: its stemmed terms separated by spaces.
 pub fn index_terms(text: &str) -> String {
-    let s = stemmer();
-    words(text).map(|w| s.stem(&w).into_owned()).collect::<Vec<_>>().join(" ")
+    STEMS.with_borrow_mut(|stems| {
+        let mut out = String::with_capacity(text.len());
+        let mut ascii = String::new();
+        for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+            // The same lowercasing as `words`; ASCII without an allocation.
+            let owned;
+            let lower: &str = if word.is_ascii() {
+                ascii.clear();
+                ascii.push_str(word);
+                ascii.make_ascii_lowercase();
+                &ascii
+            } else {
+                owned = word.to_lowercase();
+                &owned
+            };
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            match stems.get(lower) {
+                Some(stem) => out.push_str(stem),
+                None => {
+                    let stem = stemmer().stem(lower);
+                    out.push_str(&stem);
+                    if stems.len() >= STEM_CACHE {
+                        stems.clear();
+                    }
+                    stems.insert(lower.into(), stem.into());
+                }
+            }
+        }
+        out
+    })
 }
 
 /// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left.
@@ -99,6 +140,27 @@ mod tests {
         assert_eq!(query_terms("the"), vec!["the"]);
         assert!(query_terms("*** () -").is_empty());
         assert_eq!(or_expression(&query_terms("a b")), Some(r#""b""#.into()));
+    }
+
+    #[test]
+    fn remembered_stems_index_as_stemming_does() {
+        let plain = |text: &str| words(text).map(|w| stemmer().stem(&w).into_owned()).collect::<Vec<_>>().join(" ");
+        let texts = [
+            "We deploy with cargo-dist; deploys run nightly",
+            "ΟΔΟΣ Straße CAFÉ naïve İstanbul",
+            "",
+            "--- !!",
+            "Running runs RAN runner 42 x86_64",
+        ];
+        for _ in 0..2 {
+            for t in texts {
+                assert_eq!(index_terms(t), plain(t), "{t}");
+            }
+        }
+        // Past the cache's size it starts over and stays right.
+        let many: String = (0..STEM_CACHE + 10).map(|i| format!("word{i}s ")).collect();
+        assert_eq!(index_terms(&many), plain(&many));
+        assert_eq!(index_terms(texts[0]), plain(texts[0]));
     }
 
     #[test]
