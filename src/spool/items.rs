@@ -35,7 +35,8 @@ impl Spool {
     pub async fn append(&self, session_id: &str, bank: &str, items: Vec<MemoryItem>) -> Result<(), SpoolError> {
         let (session_id, bank) = (session_id.to_owned(), bank.to_owned());
         let next_seq = self.next_seq.clone();
-        self.call(move |t| {
+        let one = items.len() == 1;
+        let append = move |t: &Transaction<'_>| {
             let mut stmt = t.prepare_cached(
                 "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -56,8 +57,12 @@ impl Spool {
                 ])?;
             }
             Ok(())
-        })
-        .await
+        };
+        if one {
+            self.call_one_statement(append).await
+        } else {
+            self.call(append).await
+        }
     }
 
     /// The next delivery of a session: the batch already attempted, if any, else up to `max`

@@ -14,6 +14,8 @@ mod items;
 mod notices;
 mod records;
 mod schema;
+#[cfg(test)]
+mod tests;
 mod writer;
 
 use std::path::Path;
@@ -211,14 +213,33 @@ impl Spool {
     }
 
     /// Runs `f` in the writer's next transaction and answers once that transaction is committed.
+    /// Its statements succeed or fail together (in a savepoint) without failing the jobs it
+    /// shares the transaction with.
     pub async fn call<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, SpoolError> {
+        self.submit(move |t| run_in_savepoint(t, f)).await
+    }
+
+    /// [`Spool::call`] for a job of one statement, without the savepoint: a statement succeeds
+    /// or fails whole by itself (SQLite undoes a failed statement's changes), and the savepoint
+    /// would cost two more statements on the path of every retain.
+    pub(crate) async fn call_one_statement<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, SpoolError> {
+        self.submit(move |t| f(t).map_err(SpoolError::from)).await
+    }
+
+    async fn submit<T: Send + 'static>(
+        &self,
+        run: impl FnOnce(&Transaction<'_>) -> Result<T, SpoolError> + Send + 'static,
+    ) -> Result<T, SpoolError> {
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |t| match t {
             Ok(t) => {
-                let result = run_in_savepoint(t, f);
+                let result = run(t);
                 Some(Box::new(move |commit: Result<(), SpoolError>| {
                     let _ = tx.send(commit.and(result));
                 }) as Finish)

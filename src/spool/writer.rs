@@ -99,10 +99,10 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
         };
         removal_wait = REMOVAL_WAIT;
         for (r, _place) in removals.drain(..) {
-            let removed = run_in_savepoint(&tx, |t| {
-                t.prepare_cached("DELETE FROM items WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id = ?")?
-                    .execute(params![r.session_id, r.seqs.start(), r.seqs.end(), r.batch_id])
-            });
+            // One statement: it needs no savepoint to fail alone.
+            let removed = tx
+                .prepare_cached("DELETE FROM items WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id = ?")
+                .and_then(|mut s| s.execute(params![r.session_id, r.seqs.start(), r.seqs.end(), r.batch_id]));
             if let Err(e) = removed {
                 // The batch stays spooled and is resent under its batch id: nothing stored twice.
                 tracing::error!(session = r.session_id, "cannot remove delivered batch {}: {e}", r.batch_id);

@@ -1,0 +1,44 @@
+use std::time::Duration;
+
+use super::*;
+
+fn record(t: &Transaction<'_>, key: Option<&str>) -> rusqlite::Result<usize> {
+    t.execute("INSERT INTO records (kind, key, record) VALUES ('test', ?, '{}')", [key])
+}
+
+#[tokio::test]
+async fn a_failing_job_fails_alone_in_the_transaction_it_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    // The first job holds the writer, so the others wait and share its next transaction.
+    let hold = spool.call(|_| {
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(())
+    });
+    let good = spool.call_one_statement(|t| record(t, Some("good")));
+    // A NULL key breaks NOT NULL: one statement, undone by SQLite itself.
+    let bad_statement = spool.call_one_statement(|t| record(t, None));
+    // Two statements, the second failing: the first is undone with it (its savepoint).
+    let bad_job = spool.call(|t| {
+        record(t, Some("half"))?;
+        record(t, None)
+    });
+    let also_good = spool.call(|t| record(t, Some("also good")));
+    let (hold, good, bad_statement, bad_job, also_good) = tokio::join!(hold, good, bad_statement, bad_job, also_good);
+    hold.unwrap();
+    assert_eq!(good.unwrap(), 1);
+    assert!(bad_statement.is_err());
+    assert!(bad_job.is_err());
+    assert_eq!(also_good.unwrap(), 1);
+    let keys = spool
+        .call(|t| {
+            let mut s = t.prepare("SELECT key FROM records WHERE kind = 'test' ORDER BY key")?;
+            let keys = s.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>();
+            keys
+        })
+        .await
+        .unwrap();
+    assert_eq!(keys, vec!["also good", "good"]);
+    let counts = spool.commit_counts();
+    assert!(counts.commits >= 2 && counts.jobs == 6, "{counts:?}");
+}
