@@ -47,7 +47,11 @@ fn main() {
     }
     if only.as_deref() != Some("locomo") {
         let text = std::fs::read_to_string(root.join("benches/coding-set/coding-set.json")).unwrap();
-        rt.block_on(coding(&dir, &text));
+        // Questions about something else (LoCoMo's, when it is there) for what they pull in.
+        let unrelated = std::fs::read_to_string(root.join("../shared/bench/locomo-dev/locomo-dev.json"))
+            .map(|t| locomo_questions(&t, 200))
+            .unwrap_or_default();
+        rt.block_on(coding(&dir, &text, &unrelated));
     }
 }
 
@@ -339,7 +343,17 @@ async fn transcripts(
     .await;
 }
 
-async fn coding(dir: &Path, text: &str) {
+/// The first `n` questions of the LoCoMo file.
+fn locomo_questions(text: &str, n: usize) -> Vec<String> {
+    let data: Vec<Value> = serde_json::from_str(text).unwrap();
+    data.iter()
+        .flat_map(|s| s["qa"].as_array().unwrap().iter())
+        .filter_map(|q| q["question"].as_str().map(str::to_owned))
+        .take(n)
+        .collect()
+}
+
+async fn coding(dir: &Path, text: &str, unrelated: &[String]) {
     println!("\n## Coding-memory set (hit@k: the question's fact among the first k)\n");
     let data: Value = serde_json::from_str(text).unwrap();
     let bank = "coding".to_owned();
@@ -428,5 +442,17 @@ async fn coding(dir: &Path, text: &str) {
             at(&para, 5),
             at(&rew, 5)
         );
+    }
+    if !unrelated.is_empty() {
+        // A store should have little to say about what it holds nothing on.
+        let mut line = format!("\n  {} questions about something else (LoCoMo's) recall on average:", unrelated.len());
+        for (mode, name) in MODES {
+            let mut n = 0;
+            for q in unrelated {
+                n += ranked(&backend, &bank, q, mode).await.len();
+            }
+            line.push_str(&format!(" {name} {:.1},", n as f64 / unrelated.len() as f64));
+        }
+        println!("{} results", line.trim_end_matches(','));
     }
 }
