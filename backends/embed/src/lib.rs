@@ -10,6 +10,7 @@
 //! Every call blocks: run it on a blocking thread, never on an async worker.
 
 mod activation;
+mod attention;
 /// The int8 products of the built-in model's forward pass; public for its benchmark.
 pub mod kernel;
 #[cfg(target_arch = "x86_64")]

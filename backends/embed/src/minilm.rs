@@ -13,6 +13,7 @@ use safetensors::tensor::{Dtype, SafeTensors};
 use tokenizers::Tokenizer;
 
 use crate::activation::{gelu_in_place, softmax};
+use crate::attention::{self, Heads};
 use crate::kernel::{linear_q8, Product};
 use crate::vector::normalize;
 use crate::{EmbedError, Embedder};
@@ -23,6 +24,7 @@ static TOKENIZER: &[u8] = include_bytes!("../model/tokenizer.json");
 const HIDDEN: usize = 384;
 const HEADS: usize = 12;
 const HEAD_DIM: usize = HIDDEN / HEADS;
+const _: () = assert!(HEAD_DIM == attention::HEAD_DIM);
 const LAYERS: usize = 6;
 const FFN: usize = 1536;
 const EPS: f32 = 1e-12;
@@ -208,7 +210,10 @@ struct Scratch {
     k: Vec<f32>,
     v: Vec<f32>,
     ctx: Vec<f32>,
+    /// `n × padded(n)`: attention scores (sgemm uses `n × n` of it).
     scores: Vec<f32>,
+    /// A head's keys transposed (`HEAD_DIM × padded(n)`) for the AVX-512 attention.
+    kt: Vec<f32>,
     hidden: Vec<f32>,
     up: Vec<f32>,
 }
@@ -220,7 +225,8 @@ impl Scratch {
             k: vec![0.0; n * HIDDEN],
             v: vec![0.0; n * HIDDEN],
             ctx: vec![0.0; n * HIDDEN],
-            scores: vec![0.0; n * n],
+            scores: vec![0.0; n * attention::padded(n)],
+            kt: vec![0.0; HEAD_DIM * attention::padded(n)],
             hidden: vec![0.0; n * HIDDEN],
             up: vec![0.0; n * FFN],
         }
@@ -235,6 +241,9 @@ impl Layer {
         let scale = 1.0 / (HEAD_DIM as f32).sqrt();
         if n <= SGEMM_FROM {
             attention_direct(n, scale, s);
+        } else if attention::avx512_here() {
+            let heads = Heads { q: &s.q, k: &s.k, v: &s.v, n, hidden: HIDDEN, scale };
+            attention::attend_avx512(&heads, &mut s.ctx, &mut s.kt, &mut s.scores);
         } else {
             self.attention_sgemm(n, scale, s);
         }
