@@ -241,8 +241,13 @@ mod avx512 {
 
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn softmax(row: &mut [f32]) {
-        let max = row.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
-        let m = _mm512_set1_ps(max);
+        // The max in lanes too: a scalar fold over f32::max does not vectorize.
+        let mut maxes = _mm512_set1_ps(f32::NEG_INFINITY);
+        for c in row.chunks(LANES) {
+            let lanes = first(c.len());
+            maxes = _mm512_mask_max_ps(maxes, lanes, maxes, _mm512_maskz_loadu_ps(lanes, c.as_ptr()));
+        }
+        let m = _mm512_set1_ps(_mm512_reduce_max_ps(maxes));
         let mut sums = _mm512_setzero_ps();
         for c in row.chunks_mut(LANES) {
             let lanes = first(c.len());
