@@ -3,7 +3,7 @@
 //! scales, 23 MB; see `model/README.md` for where they come from and how they were converted).
 //!
 //! The forward pass is written here (int8 products in [`crate::kernel`], self-attention of a long
-//! text on `matrixmultiply`'s sgemm) rather than taken from a tensor framework: every weight
+//! text in [`crate::attention`] with AVX-512, else on `matrixmultiply`'s sgemm) rather than taken from a tensor framework: every weight
 //! matrix stays int8 and is read in place from the binary, which keeps the loaded model small (a
 //! framework's `BertModel` wants it all as f32, 90 MB); a one-text query runs without a framework's
 //! per-operation overhead (it is on recall's path); and the build stays small. It matches the
@@ -29,8 +29,8 @@ const LAYERS: usize = 6;
 const FFN: usize = 1536;
 const EPS: f32 = 1e-12;
 const MAX_POSITIONS: usize = 512;
-/// From this many tokens on, self-attention's products go through sgemm (which packs its
-/// operands first) instead of plain loops.
+/// From this many tokens on, self-attention's products go through the AVX-512 loops or sgemm
+/// (which packs its operands first) instead of plain loops.
 const SGEMM_FROM: usize = 64;
 
 /// The built-in model, loaded.
