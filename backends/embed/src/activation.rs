@@ -59,6 +59,15 @@ fn gelu(x: f32) -> f32 {
 const ERF_P: f32 = 0.327_591_1;
 const ERF_A: [f32; 5] = [0.254_829_6, -0.284_496_72, 1.421_413_8, -1.453_152, 1.061_405_4];
 
+/// Cephes' `expf`, shared by the vector versions: x is clamped to [EXP_MIN, EXP_MAX] (below, 0),
+/// split as n·ln2 + r with ln2 in two parts (so n·LN2_HI is exact), and e^r is
+/// `1 + r + r²·p(r)` with p's coefficients highest first.
+const EXP_MAX: f32 = 88.376_26;
+const EXP_MIN: f32 = -87.336_55;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+const EXP_POLY: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5];
+
 fn erf(x: f32) -> f32 {
     let a = x.abs();
     let t = 1.0 / (1.0 + ERF_P * a);
@@ -71,26 +80,26 @@ fn erf(x: f32) -> f32 {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{ERF_A, ERF_P};
+    use super::{ERF_A, ERF_P, EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO};
 
     /// e^x for eight lanes, to ~2 ulp on [-87, 88] (Cephes' expf: x = n·ln2 + r, a degree-6
     /// polynomial for e^r, 2^n put into the exponent); below that range, 0.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn exp(x: __m256) -> __m256 {
-        let x = _mm256_min_ps(x, _mm256_set1_ps(88.376_26));
-        let tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.336_55), _CMP_LT_OQ);
-        let x = _mm256_max_ps(x, _mm256_set1_ps(-87.336_55));
+        let x = _mm256_min_ps(x, _mm256_set1_ps(EXP_MAX));
+        let tiny = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN), _CMP_LT_OQ);
+        let x = _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN));
         let n = _mm256_round_ps(
             _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
         );
         // r = x - n·ln2, with ln2 in two parts so the product is exact.
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
-        let mut p = _mm256_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+        let mut p = _mm256_set1_ps(EXP_POLY[0]);
+        for c in &EXP_POLY[1..] {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(*c));
         }
         let r2 = _mm256_mul_ps(r, r);
         let e = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0));
@@ -160,7 +169,7 @@ mod avx2 {
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{ERF_A, ERF_P};
+    use super::{ERF_A, ERF_P, EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO};
 
     const LANES: usize = 16;
 
@@ -188,16 +197,16 @@ mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn exp(x: __m512) -> __m512 {
-        let x = _mm512_min_ps(x, _mm512_set1_ps(88.376_26));
-        let tiny = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(-87.336_55));
-        let x = _mm512_max_ps(x, _mm512_set1_ps(-87.336_55));
+        let x = _mm512_min_ps(x, _mm512_set1_ps(EXP_MAX));
+        let tiny = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(EXP_MIN));
+        let x = _mm512_max_ps(x, _mm512_set1_ps(EXP_MIN));
         // Round to nearest (imm 0), no precision exception (8).
         let n = _mm512_roundscale_ps::<0x08>(_mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)));
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
-        let mut p = _mm512_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+        let mut p = _mm512_set1_ps(EXP_POLY[0]);
+        for c in &EXP_POLY[1..] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(*c));
         }
         let r2 = _mm512_mul_ps(r, r);
         let e = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0));
