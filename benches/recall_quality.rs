@@ -38,19 +38,18 @@ fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("target/bench-recall");
     std::fs::create_dir_all(&dir).unwrap();
+    let path = root.join("../shared/bench/locomo-dev/locomo-dev.json");
+    let locomo_text = std::fs::read_to_string(&path);
     if only.as_deref() != Some("coding") {
-        let path = root.join("../shared/bench/locomo-dev/locomo-dev.json");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => rt.block_on(locomo(&dir, &text)),
+        match &locomo_text {
+            Ok(text) => rt.block_on(locomo(&dir, text)),
             Err(e) => println!("LoCoMo dev skipped: cannot read {}: {e}", path.display()),
         }
     }
     if only.as_deref() != Some("locomo") {
         let text = std::fs::read_to_string(root.join("benches/coding-set/coding-set.json")).unwrap();
         // Questions about something else (LoCoMo's, when it is there) for what they pull in.
-        let unrelated = std::fs::read_to_string(root.join("../shared/bench/locomo-dev/locomo-dev.json"))
-            .map(|t| locomo_questions(&t, 200))
-            .unwrap_or_default();
+        let unrelated = locomo_text.as_deref().map(|t| locomo_questions(t, 200)).unwrap_or_default();
         rt.block_on(coding(&dir, &text, &unrelated));
     }
 }

@@ -225,7 +225,7 @@ impl Spool {
     /// [`Spool::call`] for a job of one statement, without the savepoint: a statement succeeds
     /// or fails whole by itself (SQLite undoes a failed statement's changes), and the savepoint
     /// would cost two more statements on the path of every retain.
-    pub(crate) async fn call_one_statement<T: Send + 'static>(
+    async fn call_one_statement<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, SpoolError> {

@@ -34,8 +34,14 @@ pub struct MemoryLine<'a> {
     pub mentioned_at: &'a str,
 }
 
-/// Blocks injected by memory systems; recalled text must never be fed back as a query or stored.
-const MEMORY_TAGS: [&str; 4] = ["memories", "hindsight_memories", "relevant_memories", "mental_models"];
+/// Blocks injected by memory systems, as (open, close) tags; recalled text must never be fed back
+/// as a query or stored.
+const MEMORY_TAGS: [(&str, &str); 4] = [
+    ("<memories>", "</memories>"),
+    ("<hindsight_memories>", "</hindsight_memories>"),
+    ("<relevant_memories>", "</relevant_memories>"),
+    ("<mental_models>", "</mental_models>"),
+];
 
 /// Removes every `<tag>…</tag>` block of the memory tags (shortest match, across newlines,
 /// case-sensitive); an unclosed tag is left alone.
@@ -45,8 +51,8 @@ pub fn strip_memory_tags(text: &str) -> String {
         return text.to_owned();
     }
     let mut out = text.to_owned();
-    for tag in MEMORY_TAGS {
-        out = strip_tag_blocks(&out, tag);
+    for (open, close) in MEMORY_TAGS {
+        out = strip_tag_blocks(&out, open, close);
     }
     out
 }
@@ -138,17 +144,15 @@ fn contains_ignore_ascii_case(text: &str, needle: &str) -> bool {
     t.len() >= n.len() && t.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
-fn strip_tag_blocks(text: &str, tag: &str) -> String {
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    if !text.contains(&open) {
+fn strip_tag_blocks(text: &str, open: &str, close: &str) -> String {
+    if !text.contains(open) {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(start) = rest.find(&open) {
+    while let Some(start) = rest.find(open) {
         let after_open = &rest[start + open.len()..];
-        let Some(end) = after_open.find(&close) else { break };
+        let Some(end) = after_open.find(close) else { break };
         out.push_str(&rest[..start]);
         rest = &after_open[end + close.len()..];
     }

@@ -33,8 +33,13 @@ fn stemmer() -> &'static Stemmer {
     STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
 }
 
+/// The runs of letters and digits, as they are written.
+fn raw_words(text: &str) -> impl Iterator<Item = &str> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
+}
+
 fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+    raw_words(text).map(str::to_lowercase)
 }
 
 /// Stems remembered per thread, at most this many (then forgotten all at once): the store's
@@ -52,7 +57,7 @@ pub fn index_terms(text: &str) -> String {
     STEMS.with_borrow_mut(|stems| {
         let mut out = String::with_capacity(text.len());
         let mut ascii = String::new();
-        for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        for word in raw_words(text) {
             // The same lowercasing as `words`; ASCII without an allocation.
             let owned;
             let lower: &str = if word.is_ascii() {
