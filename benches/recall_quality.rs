@@ -411,6 +411,8 @@ async fn coding(dir: &Path, text: &str, unrelated: &[String]) {
     let db: PathBuf = dir.join("coding-set.db");
     let backend = open_and_fill(&db, &docs).await;
     println!("\n| recall | hit@1 | hit@5 | hit@10 | MRR | hit@5 lexical half | hit@5 paraphrased half | reworded hit@5 |\n|---|---|---|---|---|---|---|---|");
+    // Each question's rank by each ranking, for looking at misses (`MNEME_BENCH_RANKS=file.tsv`).
+    let mut ranks_out = std::env::var_os("MNEME_BENCH_RANKS").map(|p| std::fs::File::create(p).unwrap());
     for (mode, name) in MODES {
         let mut all = Vec::new();
         let (mut lex, mut para, mut rew) = (Vec::new(), Vec::new(), Vec::new());
@@ -418,6 +420,17 @@ async fn coding(dir: &Path, text: &str, unrelated: &[String]) {
             for (q, fact, paraphrased) in set.iter() {
                 let results = ranked(&backend, &bank, q, mode).await;
                 let r = rank_of(&results, |t| fact_of.get(t) == Some(fact));
+                if let Some(f) = ranks_out.as_mut() {
+                    use std::io::Write;
+                    let set = if out.is_some() {
+                        "reworded"
+                    } else if *paraphrased {
+                        "paraphrased"
+                    } else {
+                        "lexical"
+                    };
+                    writeln!(f, "{name}\t{set}\t{r}\t{fact}\t{q}").unwrap();
+                }
                 match out {
                     Some(()) => rew.push(r),
                     None => {

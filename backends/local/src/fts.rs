@@ -20,6 +20,10 @@ const MAX_TERMS: usize = 16;
 const POSTINGS_BUDGET: u64 = 4000;
 /// ... and at most this many terms are used.
 const MAX_QUERY_TERMS: usize = 8;
+/// Beyond them, at most this many of their alternatives (see [`crate::thesaurus`]) ...
+const MAX_ALTERNATIVES: usize = 8;
+/// ... while the memories those match stay under this many.
+const ALTERNATIVE_POSTINGS_BUDGET: u64 = POSTINGS_BUDGET / 4;
 
 const STOPWORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had",
@@ -88,6 +92,11 @@ pub fn index_terms(text: &str) -> String {
     })
 }
 
+/// One word as the index holds it: lowercased and stemmed.
+pub fn stem_word(word: &str) -> String {
+    stemmer().stem(&word.to_lowercase()).into_owned()
+}
+
 /// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left.
 pub fn query_terms(text: &str) -> Vec<String> {
     let all: Vec<String> = words(text).collect();
@@ -126,6 +135,28 @@ pub fn select_terms(mut terms: Vec<(String, Option<u64>)>) -> Vec<String> {
     for (term, df) in terms {
         let df = df.unwrap_or(1);
         if !chosen.is_empty() && (postings + df > POSTINGS_BUDGET || chosen.len() == MAX_QUERY_TERMS) {
+            break;
+        }
+        postings += df;
+        chosen.push(term);
+    }
+    chosen
+}
+
+/// [`select_terms`], then the rarest of the terms' alternatives that the store holds, at most
+/// [`MAX_ALTERNATIVES`], within a postings budget of their own (so a question's own words are
+/// never crowded out by its alternatives).
+pub fn select_terms_and_alternatives(
+    terms: Vec<(String, Option<u64>)>,
+    mut alternatives: Vec<(String, Option<u64>)>,
+) -> Vec<String> {
+    alternatives.retain(|(_, df)| *df != Some(0));
+    alternatives.sort_by_key(|(_, df)| df.unwrap_or(1));
+    let mut chosen = select_terms(terms);
+    let mut postings = 0u64;
+    for (term, df) in alternatives.into_iter().take(MAX_ALTERNATIVES) {
+        let df = df.unwrap_or(1);
+        if postings + df > ALTERNATIVE_POSTINGS_BUDGET {
             break;
         }
         postings += df;
@@ -175,5 +206,22 @@ mod tests {
         assert_eq!(select_terms(vec![t("a", Some(10)), t("b", Some(20)), t("?", None)]), vec!["?", "a", "b"]);
         assert_eq!(select_terms(vec![t("only", Some(50_000))]), vec!["only"]);
         assert!(select_terms(vec![t("none", Some(0))]).is_empty());
+    }
+
+    #[test]
+    fn alternatives_follow_the_question_s_own_terms() {
+        let t = |s: &str, df: Option<u64>| (s.to_string(), df);
+        let own = vec![t("ship", Some(0)), t("releas", Some(40))];
+        let alternatives: Vec<(String, Option<u64>)> =
+            (0..20).map(|i| t(&format!("alt{i}"), Some(100 - i))).chain([t("absent", Some(0))]).collect();
+        let chosen = select_terms_and_alternatives(own, alternatives);
+        // The question's own term first, then the rarest alternatives the store holds.
+        assert_eq!(chosen[0], "releas");
+        assert_eq!(chosen.len(), 1 + MAX_ALTERNATIVES);
+        assert_eq!(chosen[1], "alt19");
+        assert!(!chosen.contains(&"absent".to_string()) && !chosen.contains(&"ship".to_string()));
+        // Common alternatives stay within their own postings budget.
+        let common = vec![t("a", Some(ALTERNATIVE_POSTINGS_BUDGET - 1)), t("b", Some(ALTERNATIVE_POSTINGS_BUDGET - 1))];
+        assert_eq!(select_terms_and_alternatives(vec![t("q", Some(5))], common), vec!["q", "a"]);
     }
 }

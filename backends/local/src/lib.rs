@@ -22,6 +22,7 @@ mod retain;
 mod rows;
 pub mod schema;
 pub mod store;
+mod thesaurus;
 mod vectors;
 mod writer;
 

@@ -12,6 +12,7 @@ use crate::fusion::{self, Lexical};
 use crate::passages;
 use crate::rows::{push_tag_filter, push_type_filter, recalled};
 use crate::store::{RecallFilter, Store};
+use crate::thesaurus;
 use crate::vectors::{DenseScores, PER_MEMORY};
 
 /// Which sides rank a recall: both (what the daemon does), or one alone (for benchmarks).
@@ -110,7 +111,7 @@ impl Store {
         let terms = self.query_terms(query)?;
         let idf_mass = self.idf_mass(&terms)?;
         let mut side = LexicalSide { lexical: Lexical { pool: Vec::new(), idf_mass }, rows: HashMap::new() };
-        let Some(expr) = fts::or_expression(&fts::select_terms(terms)) else { return Ok(side) };
+        let Some(expr) = self.expression(terms)? else { return Ok(side) };
         let ranked = self.ranked_pool(&expr)?;
         let mut per_memory: HashMap<i64, usize> = HashMap::new();
         for chunk in ranked.chunks(POOL) {
@@ -253,9 +254,19 @@ impl Store {
         }
     }
 
-    /// The MATCH expression recall ranks on (the query's rarest terms, see [`fts::select_terms`]).
+    /// The MATCH expression recall ranks on: the query's rarest terms (see
+    /// [`fts::select_terms`]), then the rarest of their alternatives (see [`crate::thesaurus`]).
+    /// BM25 is a sum over terms, so a passage that says "deploy" scores for a question that says
+    /// "ship" as if it had asked for "deploy" too.
     pub fn ranking_expression(&self, query: &str) -> rusqlite::Result<Option<String>> {
-        Ok(fts::or_expression(&fts::select_terms(self.query_terms(query)?)))
+        self.expression(self.query_terms(query)?)
+    }
+
+    /// [`Store::ranking_expression`] for terms already looked up.
+    fn expression(&self, terms: Vec<(String, Option<u64>)>) -> rusqlite::Result<Option<String>> {
+        let words: Vec<String> = terms.iter().map(|(t, _)| t.clone()).collect();
+        let alternatives = self.document_frequencies(thesaurus::alternatives(&words))?;
+        Ok(fts::or_expression(&fts::select_terms_and_alternatives(terms, alternatives)))
     }
 
     /// Σ idf over every query term (a term in no passage counts with the highest idf).
@@ -266,7 +277,11 @@ impl Store {
 
     /// The query's terms with their document frequencies (`None`: unknown).
     fn query_terms(&self, query: &str) -> rusqlite::Result<Vec<(String, Option<u64>)>> {
-        let terms = fts::query_terms(query);
+        self.document_frequencies(fts::query_terms(query))
+    }
+
+    /// Terms with their document frequencies (`None`: unknown).
+    fn document_frequencies(&self, terms: Vec<String>) -> rusqlite::Result<Vec<(String, Option<u64>)>> {
         let mut lookup = self.conn.prepare_cached("SELECT doc FROM passages_vocab WHERE term = ?")?;
         let mut with_df = Vec::with_capacity(terms.len());
         for term in terms {

@@ -263,3 +263,39 @@ async fn browsing_lists_newest_first_and_forgetting_removes_a_memory_or_a_docume
         ["the narwhal cache is warmed at boot"]
     );
 }
+
+#[tokio::test]
+async fn a_question_in_other_words_is_found_through_the_thesaurus() {
+    let (_d, b) = open();
+    let notes = [
+        "We deploy with cargo-dist.",
+        "We chose PostgreSQL over MongoDB for the reporting queries.",
+        "The database is backed up every night.",
+        "Lunch is at noon on Fridays.",
+        "Errors are reported to Sentry.",
+    ];
+    let items = notes.iter().enumerate().map(|(i, t)| item(&i.to_string(), t, &[], MemoryType::World, None)).collect();
+    b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
+    let ranked = |q: &'static str| {
+        let b = &b;
+        async move {
+            b.recall(&scope("bank"), &query(q, &[], TagsMatch::Any))
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.text)
+                .collect::<Vec<_>>()
+        }
+    };
+    // No word in common: "ship" and "release" stand for "deploy".
+    assert_eq!(ranked("how do we ship a release?").await, vec![notes[0].to_owned()]);
+    // A general word reaches the notes naming an instance, and so does its synonym ("db").
+    for q in ["which database do we use?", "which db do we use?"] {
+        let found = ranked(q).await;
+        assert!(found.contains(&notes[1].to_owned()) && found.contains(&notes[2].to_owned()), "{q}: {found:?}");
+    }
+    // Not the other way round: an instance does not reach the general word.
+    assert_eq!(ranked("postgres").await, vec![notes[1].to_owned()]);
+    // A word with no alternatives finds what it says, and nothing else.
+    assert_eq!(ranked("lunch").await, vec![notes[3].to_owned()]);
+}
