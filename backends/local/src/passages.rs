@@ -4,6 +4,7 @@
 //! text that fits a budget, around where the query's words are.
 
 use crate::fts;
+use crate::thesaurus;
 
 /// A memory up to this long is one passage.
 pub const MAX_PASSAGE: usize = 1000;
@@ -104,8 +105,9 @@ fn overlap(passage: &str) -> String {
 }
 
 /// `text` cut to at most `max_chars` characters around the part that holds most of the query's
-/// words (stemmed as the index stems them), marked with `…` where it was cut. A text that fits
-/// is returned as it is.
+/// words (stemmed as the index stems them) or their alternatives (see [`crate::thesaurus`]: the
+/// words a passage may have been found by), marked with `…` where it was cut. A text that fits is
+/// returned as it is.
 pub fn window(text: &str, query: &str, max_chars: usize) -> String {
     if chars(text) <= max_chars {
         return text.to_owned();
@@ -113,7 +115,8 @@ pub fn window(text: &str, query: &str, max_chars: usize) -> String {
     if max_chars < 8 {
         return text.chars().take(max_chars).collect();
     }
-    let wanted = fts::query_terms(query);
+    let mut wanted = fts::query_terms(query);
+    wanted.extend(thesaurus::alternatives(&wanted));
     // Word starts (char offsets) and whether each word is one the query asks for.
     let mut words: Vec<(usize, bool)> = Vec::new();
     let mut in_word = false;
@@ -229,5 +232,9 @@ mod tests {
         assert!(w.contains("release is built with cargo-dist"), "{w}");
         assert!(w.starts_with("… ") && w.ends_with(" …"), "{w}");
         assert_eq!(window("short", "x", 200), "short");
+        // Found through the thesaurus, cut around the word it was found by.
+        let text = format!("{} we deploy with cargo-dist {}", "filler ".repeat(300), "padding ".repeat(300));
+        let w = window(&text, "how do we ship a release?", 200);
+        assert!(w.contains("we deploy with cargo-dist"), "{w}");
     }
 }
