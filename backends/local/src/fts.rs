@@ -92,11 +92,6 @@ pub fn index_terms(text: &str) -> String {
     })
 }
 
-/// One word as the index holds it: lowercased and stemmed.
-pub fn stem_word(word: &str) -> String {
-    stemmer().stem(&word.to_lowercase()).into_owned()
-}
-
 /// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left.
 pub fn query_terms(text: &str) -> Vec<String> {
     let all: Vec<String> = words(text).collect();

@@ -6,7 +6,7 @@
 //! - `database > postgres mysql`: a question's general word may be answered by a note naming an
 //!   instance, not the other way round.
 //!
-//! Both sides go through the index's normalisation ([`crate::fts::stem_word`]), so a group's
+//! Both sides go through the index's normalisation ([`crate::fts::index_terms`]), so a group's
 //! words match every inflection the stemmer joins.
 
 use std::collections::HashMap;
@@ -23,15 +23,15 @@ fn table() -> &'static HashMap<String, Vec<String>> {
 }
 
 /// A query's alternatives are looked up in the index at most this many (each is one lookup).
-const MAX_ALTERNATIVES: usize = 32;
+const MAX_LOOKED_UP: usize = 32;
 
 /// The alternatives of `terms` (stemmed query terms) that are not query terms themselves, each
-/// once, in the order of the terms they stand for, at most [`MAX_ALTERNATIVES`].
+/// once, in the order of the terms they stand for, at most [`MAX_LOOKED_UP`].
 pub(crate) fn alternatives(terms: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for term in terms {
         for alt in table().get(term).into_iter().flatten() {
-            if out.len() == MAX_ALTERNATIVES {
+            if out.len() == MAX_LOOKED_UP {
                 return out;
             }
             if !terms.contains(alt) && !out.contains(alt) {
@@ -43,7 +43,7 @@ pub(crate) fn alternatives(terms: &[String]) -> Vec<String> {
 }
 
 fn parse(source: &str) -> HashMap<String, Vec<String>> {
-    let stems = |words: &str| words.split_whitespace().map(fts::stem_word).collect::<Vec<_>>();
+    let stems = |words: &str| words.split_whitespace().map(fts::index_terms).collect::<Vec<_>>();
     let mut groups: Vec<Vec<String>> = Vec::new();
     let mut instances: HashMap<String, Vec<String>> = HashMap::new();
     for line in source.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
@@ -113,7 +113,7 @@ mod tests {
     #[test]
     fn groups_are_symmetric_and_categories_one_way() {
         let table = parse("deploy ship rollout\n# a comment\n\ndatabase > postgres mysql\ndb database\n");
-        let alts = |t: &str| table.get(&fts::stem_word(t)).cloned().unwrap_or_default();
+        let alts = |t: &str| table.get(&fts::index_terms(t)).cloned().unwrap_or_default();
         assert_eq!(alts("shipping"), vec!["deploy", "rollout"]);
         assert_eq!(alts("deployed"), vec!["ship", "rollout"]);
         assert_eq!(alts("databases"), vec!["db", "postgr", "mysql"]);
@@ -124,7 +124,7 @@ mod tests {
     #[test]
     fn a_release_question_reaches_deploy() {
         let terms = fts::query_terms("how do we ship a release?");
-        assert!(alternatives(&terms).contains(&fts::stem_word("deploy")), "{:?}", alternatives(&terms));
+        assert!(alternatives(&terms).contains(&fts::index_terms("deploy")), "{:?}", alternatives(&terms));
         // A query term is never its own alternative.
         assert!(alternatives(&terms).iter().all(|a| !terms.contains(a)));
     }
