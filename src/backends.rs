@@ -32,7 +32,11 @@ pub fn build_id(id: BackendId, settings: &Settings) -> Result<Arc<dyn MemoryBack
         BackendId::Off => Arc::new(OffBackend),
         BackendId::Local => {
             let path = settings.local_db_path();
-            let config = LocalConfig { path: path.clone(), embedder: settings.local.embedder_choice() };
+            let config = LocalConfig {
+                path: path.clone(),
+                embedder: settings.local.embedder_choice(),
+                thesaurus: settings.local.thesaurus(),
+            };
             Arc::new(LocalBackend::open(&config).map_err(|e| files::local_store_problem(&path, e))?)
         }
         BackendId::Hindsight => {

@@ -179,3 +179,50 @@ async fn switching_backends_while_retains_stream_in_loses_nothing() {
         &wrong[..wrong.len().min(5)]
     );
 }
+
+#[tokio::test]
+async fn a_thesaurus_file_applies_on_reload_and_a_bad_line_is_refused() {
+    let base = "[local]\nembedder = \"off\"\n";
+    let d = Daemon::start(base);
+    let cwd = tempfile::tempdir().unwrap();
+    d.start_session("s", cwd.path().to_str().unwrap()).await;
+    let (status, v) =
+        d.post("/v1/sessions/s/retain", json!({"items": [{"content": "The storefront runs on kubernetes."}]})).await;
+    assert_eq!(status, 202, "{v}");
+    d.post("/v1/flush", json!({"wait": true})).await;
+    let recalled = |q: &'static str| {
+        let d = &d;
+        async move {
+            let (status, v) = d.post("/v1/sessions/s/recall", json!({"query": q})).await;
+            assert_eq!(status, 200, "{v}");
+            v["results"].as_array().unwrap().len()
+        }
+    };
+    assert_eq!(recalled("orchard").await, 0, "not a word the store or the built-in list knows");
+
+    // The user's own line, next to the config: applied by a reload.
+    let words = d.config_path().with_file_name("words.txt");
+    std::fs::write(&words, "# our project's words\norchard > storefront\n").unwrap();
+    std::fs::write(d.config_path(), format!("{base}thesaurus_file = \"words.txt\"\n")).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!((status, &v["backend"]), (200, &json!("local")), "{v}");
+    assert_eq!(recalled("orchard").await, 1);
+
+    // An edit of the file with a bad line is refused, naming the file and its line; the
+    // running thesaurus stays.
+    std::fs::write(&words, "orchard > storefront\nci/cd pipeline\n").unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 422, "{v}");
+    let error = &v["error"]["errors"][0];
+    assert_eq!((&error["key"], &error["line"]), (&json!("local.thesaurus_file"), &json!(3)), "{v}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("words.txt: line 2: \"ci/cd\" is not one word"), "{message}");
+    assert_eq!(recalled("orchard").await, 1);
+
+    // Turning the built-in list and the file off: words alone.
+    std::fs::write(d.config_path(), format!("{base}thesaurus = false\n")).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(recalled("orchard").await, 0);
+    assert_eq!(recalled("kubernetes").await, 1);
+}

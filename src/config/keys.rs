@@ -201,6 +201,11 @@ pub(super) const REGISTRY: &[Key] = &[
         Some(v.string()?).filter(|t| !t.trim().is_empty()).map(|t| super::Secret::new(t.trim()))),
     key!("local", "embedding_timeout", [], |s, v, c| s.local.embedding_timeout = nonzero(v.duration()?)?),
     key!("local", "embedding_dim", [], |s, v, c| s.local.embedding_dim = Some(at_least(v.integer()?, 1)? as usize)),
+    key!("local", "thesaurus", [], |s, v, c| s.local.thesaurus = v.boolean()?),
+    key!("local", "thesaurus_file", [], |s, v, c| s.local.thesaurus_file = Some(v.string()?)
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| super::ThesaurusFile::read(resolve(p.trim(), c.base)))
+        .transpose()?),
     key!("hindsight", "api_url", ["HINDSIGHT_API_URL"], |s, v, c| s.hindsight.api_url = http_url(v.string()?)?),
     key!("hindsight", "api_token", ["HINDSIGHT_API_TOKEN"], |s, v, c| s.hindsight.api_token =
         Some(v.string()?).filter(|t| !t.trim().is_empty()).map(|t| super::Secret::new(t.trim()))),

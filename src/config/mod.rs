@@ -10,6 +10,7 @@ mod paths;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mneme_core::{BackendId, Budget, MemoryType};
@@ -231,6 +232,35 @@ pub struct LocalSettings {
     pub embedding_timeout: Duration,
     /// `openai`: the vectors' length, when known (otherwise the first answer sets it).
     pub embedding_dim: Option<usize>,
+    /// Whether recall also matches a question's words through the built-in developer thesaurus.
+    pub thesaurus: bool,
+    /// A user's own thesaurus lines, added to (or, without the built-in list, used instead of) it.
+    pub thesaurus_file: Option<ThesaurusFile>,
+}
+
+/// `local.thesaurus_file`: the file and its lines as read (and checked) when the config was
+/// loaded, so a reload sees an edit of the file as a change of the settings.
+#[derive(Clone, PartialEq)]
+pub struct ThesaurusFile {
+    /// Where it is.
+    pub path: PathBuf,
+    /// Its text.
+    pub lines: Arc<str>,
+}
+
+impl std::fmt::Debug for ThesaurusFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ThesaurusFile({}, {} lines)", self.path.display(), self.lines.lines().count())
+    }
+}
+
+impl ThesaurusFile {
+    /// Reads and checks the file at `path`; the error names the path (and the line at fault).
+    pub fn read(path: PathBuf) -> Result<Self, String> {
+        let lines = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        mneme_local::Thesaurus::with_lines(false, &lines).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Self { path, lines: lines.into() })
+    }
 }
 
 /// `local.embedder`.
@@ -245,6 +275,18 @@ pub enum EmbedderKind {
 }
 
 impl LocalSettings {
+    /// The thesaurus these settings describe: the built-in list, the user's file, both or none.
+    pub fn thesaurus(&self) -> Arc<mneme_local::Thesaurus> {
+        match (&self.thesaurus_file, self.thesaurus) {
+            (None, true) => mneme_local::Thesaurus::builtin(),
+            (None, false) => mneme_local::Thesaurus::none(),
+            // Its lines were checked when the config was read: they cannot fail here.
+            (Some(file), builtin) => {
+                Arc::new(mneme_local::Thesaurus::with_lines(builtin, &file.lines).unwrap_or_default())
+            }
+        }
+    }
+
     /// The embedder these settings describe, for the local backend.
     pub fn embedder_choice(&self) -> mneme_local::EmbedderChoice {
         match self.embedder {
@@ -320,6 +362,8 @@ impl Default for Settings {
                 embedding_api_key: None,
                 embedding_timeout: Duration::from_secs(10),
                 embedding_dim: None,
+                thesaurus: true,
+                thesaurus_file: None,
             },
             hindsight: HindsightConfig::new("http://localhost:8888"),
             classify: crate::classify::ClassifySettings::default(),

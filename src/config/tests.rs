@@ -99,3 +99,37 @@ fn remote_listen_needs_allow_remote_and_banks_refuse_slashes() {
     let errors = load::parse("[memory]\nbank_id = \"a/b\"\n", None).unwrap_err();
     assert_eq!(errors[0].key, "memory.bank_id");
 }
+
+#[test]
+fn a_thesaurus_file_is_read_and_checked_with_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("words.txt"), "# ours\nk8s kubernetes cluster\nshop > orchard\n").unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[local]\nthesaurus_file = \"words.txt\"\n").unwrap();
+    let loaded = load::load(&config, &env_of(&[])).unwrap().settings;
+    let file = loaded.local.thesaurus_file.clone().unwrap();
+    assert_eq!(file.path, dir.path().join("words.txt"), "relative to the config file");
+    assert!(loaded.local.thesaurus);
+    assert!(!loaded.local.thesaurus().is_empty());
+    // Without the built-in list only the file's lines count; with neither, none.
+    std::fs::write(&config, "[local]\nthesaurus = false\n").unwrap();
+    assert!(load::load(&config, &env_of(&[])).unwrap().settings.local.thesaurus().is_empty());
+    assert!(!Settings::default().local.thesaurus().is_empty(), "the built-in list is the default");
+
+    // A bad line names the config's key and line, the file and the file's line.
+    std::fs::write(dir.path().join("words.txt"), "k8s kubernetes\nci/cd pipeline\n").unwrap();
+    std::fs::write(&config, "[local]\nembedder = \"off\"\nthesaurus_file = \"words.txt\"\n").unwrap();
+    let errors = load::load(&config, &env_of(&[])).unwrap_err().errors;
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("local.thesaurus_file", Some(3)));
+    let words = dir.path().join("words.txt").display().to_string();
+    assert!(
+        errors[0].message.starts_with(&format!("{words}: line 2: \"ci/cd\" is not one word")),
+        "{}",
+        errors[0].message
+    );
+    // A missing file names its path.
+    std::fs::write(&config, "[local]\nthesaurus_file = \"nowhere.txt\"\n").unwrap();
+    let errors = load::load(&config, &env_of(&[])).unwrap_err().errors;
+    assert!(errors[0].message.starts_with("cannot read "), "{}", errors[0].message);
+    assert!(errors[0].message.contains("nowhere.txt"), "{}", errors[0].message);
+}

@@ -13,6 +13,7 @@ use crate::embedding::{EmbedderChoice, Semantic};
 use crate::error::sql_error;
 use crate::recall::RecallMode;
 use crate::store::{RecallFilter, Store};
+use crate::thesaurus::Thesaurus;
 use crate::writer::Writer;
 
 /// How many recent memories the instructions list, and how many characters they may take.
@@ -24,24 +25,31 @@ const READERS: usize = 4;
 /// keeps doing so until the embedder answers again).
 const QUERY_WAIT: Duration = Duration::from_secs(1);
 
-/// Where the local store lives and how it computes vectors.
+/// Where the local store lives, how it computes vectors and which thesaurus recall uses.
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
     /// The SQLite database file.
     pub path: PathBuf,
     /// The embedder behind semantic recall.
     pub embedder: EmbedderChoice,
+    /// The words a query's words may also match.
+    pub thesaurus: Arc<Thesaurus>,
 }
 
 impl LocalConfig {
-    /// A store at `path` with the built-in embedder (the default).
+    /// A store at `path` with the built-in embedder and thesaurus (the defaults).
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), embedder: EmbedderChoice::Builtin }
+        Self { path: path.into(), embedder: EmbedderChoice::Builtin, thesaurus: Thesaurus::builtin() }
     }
 
     /// A store at `path` with BM25 recall only.
     pub fn lexical(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), embedder: EmbedderChoice::Off }
+        Self { embedder: EmbedderChoice::Off, ..Self::new(path) }
+    }
+
+    /// These settings with `thesaurus` in place of the built-in one.
+    pub fn with_thesaurus(self, thesaurus: Arc<Thesaurus>) -> Self {
+        Self { thesaurus, ..self }
     }
 }
 
@@ -55,6 +63,8 @@ struct Inner {
     path: PathBuf,
     writer: Writer,
     readers: Mutex<Vec<Store>>,
+    /// What the readers' recall matches a query's words with.
+    thesaurus: Arc<Thesaurus>,
     /// `None` when `local.embedder` is off.
     semantic: Option<Arc<Semantic>>,
     events: Mutex<Option<UnboundedReceiver<BackendEvent>>>,
@@ -88,6 +98,7 @@ impl LocalBackend {
             path: config.path.clone(),
             writer,
             readers: Mutex::new(Vec::new()),
+            thesaurus: config.thesaurus.clone(),
             semantic,
             events: Mutex::new(Some(events)),
         };
@@ -169,7 +180,9 @@ impl LocalBackend {
             let pooled = inner.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let store = match pooled {
                 Some(s) => s,
-                None => Store::open(&inner.path).map_err(crate::error::open_failed)?,
+                None => {
+                    Store::open(&inner.path).map_err(crate::error::open_failed)?.with_thesaurus(inner.thesaurus.clone())
+                }
             };
             let out = f(&store).map_err(sql_error);
             let mut readers = inner.readers.lock().unwrap_or_else(|p| p.into_inner());

@@ -6,6 +6,7 @@
 //! - [`error`]: why the store could not be opened, and how SQL failures map to retry or not.
 //! - `dedupe`: the writer's in-memory map from content to rows, for storing identical content once.
 //! - [`fts`]: turns any user text into a safe FTS5 query.
+//! - [`Thesaurus`]: the words a query's words may also match (built in, and a user's own lines).
 //! - `writer`: the thread that owns the writing connection (lower CPU priority, shared commits).
 //! - [`LocalBackend`]: the async [`mneme_core::MemoryBackend`], running the store off the async workers.
 
@@ -31,6 +32,7 @@ pub use embedding::EmbedderChoice;
 pub use error::OpenError;
 pub use mneme_embed::OpenAiConfig;
 pub use recall::RecallMode;
+pub use thesaurus::{Thesaurus, ThesaurusError};
 
 /// Checks a local store file without changing it: that it is a memory database this mneme can
 /// read and that SQLite finds it sound. Returns how many memories it holds.

@@ -4,7 +4,7 @@
 //! text that fits a budget, around where the query's words are.
 
 use crate::fts;
-use crate::thesaurus;
+use crate::thesaurus::Thesaurus;
 
 /// A memory up to this long is one passage.
 pub const MAX_PASSAGE: usize = 1000;
@@ -108,7 +108,7 @@ fn overlap(passage: &str) -> String {
 /// words (stemmed as the index stems them) or their alternatives (see [`crate::thesaurus`]: the
 /// words a passage may have been found by), marked with `…` where it was cut. A text that fits is
 /// returned as it is.
-pub fn window(text: &str, query: &str, max_chars: usize) -> String {
+pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_chars: usize) -> String {
     if chars(text) <= max_chars {
         return text.to_owned();
     }
@@ -116,7 +116,7 @@ pub fn window(text: &str, query: &str, max_chars: usize) -> String {
         return text.chars().take(max_chars).collect();
     }
     let mut wanted = fts::query_terms(query);
-    wanted.extend(thesaurus::alternatives(&wanted));
+    wanted.extend(thesaurus.alternatives(&wanted));
     // Word starts (char offsets) and whether each word is one the query asks for.
     let mut words: Vec<(usize, bool)> = Vec::new();
     let mut in_word = false;
@@ -227,14 +227,14 @@ mod tests {
     #[test]
     fn the_window_holds_the_query_words() {
         let text = format!("{} the release is built with cargo-dist {}", "filler ".repeat(300), "padding ".repeat(300));
-        let w = window(&text, "how is the release built?", 200);
+        let w = window(&text, "how is the release built?", &Thesaurus::builtin(), 200);
         assert!(chars(&w) <= 200, "{}", chars(&w));
         assert!(w.contains("release is built with cargo-dist"), "{w}");
         assert!(w.starts_with("… ") && w.ends_with(" …"), "{w}");
-        assert_eq!(window("short", "x", 200), "short");
+        assert_eq!(window("short", "x", &Thesaurus::builtin(), 200), "short");
         // Found through the thesaurus, cut around the word it was found by.
         let text = format!("{} we deploy with cargo-dist {}", "filler ".repeat(300), "padding ".repeat(300));
-        let w = window(&text, "how do we ship a release?", 200);
+        let w = window(&text, "how do we ship a release?", &Thesaurus::builtin(), 200);
         assert!(w.contains("we deploy with cargo-dist"), "{w}");
     }
 }

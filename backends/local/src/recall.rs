@@ -12,7 +12,6 @@ use crate::fusion::{self, Lexical};
 use crate::passages;
 use crate::rows::{push_tag_filter, push_type_filter, recalled};
 use crate::store::{RecallFilter, Store};
-use crate::thesaurus;
 use crate::vectors::{DenseScores, PER_MEMORY};
 
 /// Which sides rank a recall: both (what the daemon does), or one alone (for benchmarks).
@@ -196,7 +195,7 @@ impl Store {
                 }
                 let len = r.text.chars().count();
                 if out.is_empty() && len > filter.max_chars {
-                    r.text = passages::window(&r.text, query, filter.max_chars);
+                    r.text = passages::window(&r.text, query, &self.thesaurus, filter.max_chars);
                 } else if used + len > filter.max_chars {
                     cut = true;
                     continue;
@@ -265,7 +264,7 @@ impl Store {
     /// [`Store::ranking_expression`] for terms already looked up.
     fn expression(&self, terms: Vec<(String, Option<u64>)>) -> rusqlite::Result<Option<String>> {
         let words: Vec<String> = terms.iter().map(|(t, _)| t.clone()).collect();
-        let alternatives = self.document_frequencies(thesaurus::alternatives(&words))?;
+        let alternatives = self.document_frequencies(self.thesaurus.alternatives(&words))?;
         Ok(fts::or_expression(&fts::select_terms_and_alternatives(terms, alternatives)))
     }
 

@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use mneme_core::{MemoryItem, Recalled, StoredMemory, TagsMatch};
 use rusqlite::functions::FunctionFlags;
@@ -14,6 +15,7 @@ use crate::passages;
 use crate::recall::PassageCount;
 use crate::retain::{retain_one, Writing};
 use crate::rows::{push_tag_filter, recalled, stored_memory};
+use crate::thesaurus::Thesaurus;
 
 /// Filters and bounds for [`Store::recall`].
 #[derive(Debug, Clone)]
@@ -85,6 +87,8 @@ pub struct Store {
     pub(crate) passage_count: PassageCount,
     /// What this connection's writes changed, for the vector index (see [`Store::take_changes`]).
     pub(crate) changes: Changes,
+    /// The words a query's words may also match (the built-in list unless told otherwise).
+    pub(crate) thesaurus: Arc<Thesaurus>,
 }
 
 /// Passages a connection added and removed since the changes were last taken.
@@ -158,7 +162,14 @@ impl Store {
             last_passage: HashMap::new(),
             passage_count: PassageCount::default(),
             changes: Changes::default(),
+            thesaurus: Thesaurus::builtin(),
         })
+    }
+
+    /// This store with `thesaurus` in place of the built-in one, for recall.
+    pub fn with_thesaurus(mut self, thesaurus: Arc<Thesaurus>) -> Self {
+        self.thesaurus = thesaurus;
+        self
     }
 
     /// See [`crate::check`].

@@ -10,82 +10,178 @@
 //! words match every inflection the stemmer joins.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::fts;
 
-const SOURCE: &str = include_str!("thesaurus.txt");
-
-/// The stems a query's stem may also match, in the file's order.
-fn table() -> &'static HashMap<String, Vec<String>> {
-    static TABLE: OnceLock<HashMap<String, Vec<String>>> = OnceLock::new();
-    TABLE.get_or_init(|| parse(SOURCE))
-}
+/// The built-in list (`local.thesaurus = true`, the default).
+const BUILTIN: &str = include_str!("thesaurus.txt");
 
 /// A query's alternatives are looked up in the index at most this many (each is one lookup).
 const MAX_LOOKED_UP: usize = 32;
 
-/// The alternatives of `terms` (stemmed query terms) that are not query terms themselves, each
-/// once, in the order of the terms they stand for, at most [`MAX_LOOKED_UP`].
-pub(crate) fn alternatives(terms: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for term in terms {
-        for alt in table().get(term).into_iter().flatten() {
-            if out.len() == MAX_LOOKED_UP {
-                return out;
-            }
-            if !terms.contains(alt) && !out.contains(alt) {
-                out.push(alt.clone());
-            }
-        }
-    }
-    out
+/// Which words a query's words may also match: the built-in list, a user's own lines, both or
+/// neither (`local.thesaurus`, `local.thesaurus_file`).
+#[derive(Debug, Default)]
+pub struct Thesaurus {
+    /// Stem → the stems it may also match, in the lines' order.
+    table: HashMap<String, Vec<String>>,
 }
 
-fn parse(source: &str) -> HashMap<String, Vec<String>> {
-    let stems = |words: &str| words.split_whitespace().map(fts::index_terms).collect::<Vec<_>>();
-    let mut groups: Vec<Vec<String>> = Vec::new();
-    let mut instances: HashMap<String, Vec<String>> = HashMap::new();
-    for line in source.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+/// A line of a thesaurus file that is not a group or a category line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct ThesaurusError {
+    /// 1-based line in the file.
+    pub line: usize,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl Thesaurus {
+    /// The built-in developer's thesaurus (parsed once).
+    pub fn builtin() -> Arc<Thesaurus> {
+        static BUILT: OnceLock<Arc<Thesaurus>> = OnceLock::new();
+        BUILT
+            .get_or_init(|| {
+                Arc::new(Thesaurus::parse(BUILTIN, None).expect("the built-in thesaurus is valid (tested)"))
+            })
+            .clone()
+    }
+
+    /// No alternatives at all (`local.thesaurus = false` and no file).
+    pub fn none() -> Arc<Thesaurus> {
+        Arc::new(Thesaurus::default())
+    }
+
+    /// The built-in lines (when `builtin`) followed by `extra`, lines in the same format (a
+    /// user's `local.thesaurus_file`). An error names the line of `extra` at fault.
+    pub fn with_lines(builtin: bool, extra: &str) -> Result<Thesaurus, ThesaurusError> {
+        Thesaurus::parse(extra, builtin.then_some(BUILTIN))
+    }
+
+    /// Whether it knows no word.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// The alternatives of `terms` (stemmed query terms) that are not query terms themselves,
+    /// each once, in the order of the terms they stand for, at most [`MAX_LOOKED_UP`].
+    pub(crate) fn alternatives(&self, terms: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for term in terms {
+            for alt in self.table.get(term).into_iter().flatten() {
+                if out.len() == MAX_LOOKED_UP {
+                    return out;
+                }
+                if !terms.contains(alt) && !out.contains(alt) {
+                    out.push(alt.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// `before`'s lines (trusted: the built-in list), then `source`'s (checked, line by line).
+    fn parse(source: &str, before: Option<&str>) -> Result<Thesaurus, ThesaurusError> {
+        let mut lines = Lines::default();
+        for line in before.into_iter().flat_map(str::lines) {
+            lines.add(line).expect("the built-in thesaurus is valid (tested)");
+        }
+        for (n, line) in source.lines().enumerate() {
+            lines.add(line).map_err(|message| ThesaurusError { line: n + 1, message })?;
+        }
+        Ok(Thesaurus { table: lines.table() })
+    }
+}
+
+/// Groups and categories as read, before they are linked.
+#[derive(Default)]
+struct Lines {
+    groups: Vec<Vec<String>>,
+    instances: HashMap<String, Vec<String>>,
+}
+
+impl Lines {
+    fn add(&mut self, line: &str) -> Result<(), String> {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return Ok(());
+        }
         match line.split_once(" > ") {
             Some((general, specific)) => {
-                for general in stems(general) {
-                    instances.entry(general).or_default().extend(stems(specific));
+                let (general, specific) = (stems(general)?, stems(specific)?);
+                if general.is_empty() || specific.is_empty() {
+                    return Err("a category line needs words on both sides of ` > `".into());
+                }
+                for g in general {
+                    self.instances.entry(g).or_default().extend(specific.iter().cloned());
                 }
             }
-            None => groups.push(stems(line)),
-        }
-    }
-    let mut table: HashMap<String, Vec<String>> = HashMap::new();
-    let mut link = |from: &str, to: &str| {
-        let alts = table.entry(from.to_owned()).or_default();
-        if from != to && !alts.iter().any(|a| a == to) {
-            alts.push(to.to_owned());
-        }
-    };
-    for group in &groups {
-        for a in group {
-            for b in group {
-                link(a, b);
+            None => {
+                let group = stems(line)?;
+                if group.len() < 2 {
+                    return Err(format!(
+                        "{line:?} is one word; a group lists words that stand for one another, \
+                         e.g. `deploy ship rollout`"
+                    ));
+                }
+                self.groups.push(group);
             }
         }
+        Ok(())
     }
-    // A word's instances are its synonyms' too ("db" reaches what "database" names).
-    for group in &groups {
-        for a in group {
-            for b in group {
-                for instance in instances.get(b).into_iter().flatten() {
-                    link(a, instance);
+
+    fn table(self) -> HashMap<String, Vec<String>> {
+        let mut table: HashMap<String, Vec<String>> = HashMap::new();
+        let mut link = |from: &str, to: &str| {
+            let alts = table.entry(from.to_owned()).or_default();
+            if from != to && !alts.iter().any(|a| a == to) {
+                alts.push(to.to_owned());
+            }
+        };
+        for group in &self.groups {
+            for a in group {
+                for b in group {
+                    link(a, b);
                 }
             }
         }
-    }
-    for (general, specific) in &instances {
-        for instance in specific {
-            link(general, instance);
+        // A word's instances are its synonyms' too ("db" reaches what "database" names).
+        for group in &self.groups {
+            for a in group {
+                for b in group {
+                    for instance in self.instances.get(b).into_iter().flatten() {
+                        link(a, instance);
+                    }
+                }
+            }
         }
+        for (general, specific) in &self.instances {
+            for instance in specific {
+                link(general, instance);
+            }
+        }
+        table
     }
-    table
+}
+
+/// Each word of `words` as the index stores it; a word the index would split is an error.
+fn stems(words: &str) -> Result<Vec<String>, String> {
+    words
+        .split_whitespace()
+        .map(|word| {
+            let stem = fts::index_terms(word);
+            if stem.is_empty() || stem.contains(' ') || word.contains('>') {
+                Err(format!(
+                    "{word:?} is not one word: the index splits text at anything but letters and digits \
+                     (list its parts, or write it joined, as in `nodejs node`)"
+                ))
+            } else {
+                Ok(stem)
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -94,7 +190,7 @@ mod tests {
 
     #[test]
     fn every_word_is_one_indexed_word() {
-        for (n, line) in SOURCE.lines().enumerate() {
+        for (n, line) in BUILTIN.lines().enumerate() {
             if line.trim().is_empty() || line.starts_with('#') {
                 continue;
             }
@@ -112,8 +208,12 @@ mod tests {
 
     #[test]
     fn groups_are_symmetric_and_categories_one_way() {
-        let table = parse("deploy ship rollout\n# a comment\n\ndatabase > postgres mysql\ndb database\n");
-        let alts = |t: &str| table.get(&fts::index_terms(t)).cloned().unwrap_or_default();
+        let thesaurus = Thesaurus::with_lines(
+            false,
+            "deploy ship rollout\n# a comment\n\ndatabase > postgres mysql\ndb database\n",
+        )
+        .unwrap();
+        let alts = |t: &str| thesaurus.table.get(&fts::index_terms(t)).cloned().unwrap_or_default();
         assert_eq!(alts("shipping"), vec!["deploy", "rollout"]);
         assert_eq!(alts("deployed"), vec!["ship", "rollout"]);
         assert_eq!(alts("databases"), vec!["db", "postgr", "mysql"]);
@@ -124,8 +224,47 @@ mod tests {
     #[test]
     fn a_release_question_reaches_deploy() {
         let terms = fts::query_terms("how do we ship a release?");
-        assert!(alternatives(&terms).contains(&fts::index_terms("deploy")), "{:?}", alternatives(&terms));
+        let alternatives = Thesaurus::builtin().alternatives(&terms);
+        assert!(alternatives.contains(&fts::index_terms("deploy")), "{alternatives:?}");
         // A query term is never its own alternative.
-        assert!(alternatives(&terms).iter().all(|a| !terms.contains(a)));
+        assert!(alternatives.iter().all(|a| !terms.contains(a)));
+    }
+
+    #[test]
+    fn the_built_in_list_parses_line_by_line() {
+        // `builtin()` trusts the file; this names the line should it ever be wrong.
+        let thesaurus = Thesaurus::parse(BUILTIN, None).unwrap();
+        assert!(!thesaurus.is_empty());
+    }
+
+    #[test]
+    fn a_user_s_lines_extend_or_replace_the_built_in_list() {
+        let terms = fts::query_terms("which orchestrator runs the shop?");
+        let own = "# our words\norchestrator k8s kubernetes\nshop > orchard\n";
+        let both = Thesaurus::with_lines(true, own).unwrap();
+        let alternatives = both.alternatives(&terms);
+        assert!(alternatives.contains(&"k8s".to_owned()), "{alternatives:?}");
+        assert!(alternatives.contains(&"orchard".to_owned()), "{alternatives:?}");
+        // The built-in lines are still there.
+        let release = fts::query_terms("how do we ship a release?");
+        assert!(both.alternatives(&release).contains(&fts::index_terms("deploy")));
+        // Alone, only the user's lines count.
+        let alone = Thesaurus::with_lines(false, own).unwrap();
+        assert!(alone.alternatives(&terms).contains(&"k8s".to_owned()));
+        assert!(alone.alternatives(&release).is_empty());
+        assert!(Thesaurus::none().alternatives(&terms).is_empty());
+    }
+
+    #[test]
+    fn a_bad_line_is_named() {
+        let bad = |text: &str| Thesaurus::with_lines(true, text).unwrap_err();
+        let e = bad("deploy ship\n\npull-request pr\n");
+        assert_eq!(e.line, 3);
+        assert!(e.to_string().starts_with("line 3: \"pull-request\" is not one word"), "{e}");
+        assert_eq!(bad("# fine\nlonely\n").line, 2);
+        assert_eq!(bad("database > \n").line, 1);
+        assert_eq!(bad("a > b > c\n").line, 1);
+        assert_eq!(bad("cache>redis\n").line, 1);
+        assert!(Thesaurus::with_lines(true, "").is_ok());
     }
 }

@@ -289,7 +289,7 @@ fn handle(stream: TcpStream, answer: u64) {
 
 fn openai(path: &Path, stub: &Stub, model: &str, timeout: Duration) -> LocalBackend {
     let config = OpenAiConfig { url: stub.url(), model: model.into(), api_key: None, timeout, dim: None };
-    LocalBackend::open(&LocalConfig { path: path.to_owned(), embedder: EmbedderChoice::OpenAi(config) }).unwrap()
+    LocalBackend::open(&LocalConfig { embedder: EmbedderChoice::OpenAi(config), ..LocalConfig::new(path) }).unwrap()
 }
 
 fn numbered(from: usize, n: usize) -> Vec<MemoryItem> {

@@ -1,7 +1,7 @@
 //! The local backend against a real SQLite file.
 
 use mneme_core::*;
-use mneme_local::{LocalBackend, LocalConfig};
+use mneme_local::{LocalBackend, LocalConfig, Thesaurus};
 
 fn item(id: &str, content: &str, tags: &[&str], kind: MemoryType, doc: Option<&str>) -> MemoryItem {
     MemoryItem {
@@ -298,4 +298,33 @@ async fn a_question_in_other_words_is_found_through_the_thesaurus() {
     assert_eq!(ranked("postgres").await, vec![notes[1].to_owned()]);
     // A word with no alternatives finds what it says, and nothing else.
     assert_eq!(ranked("lunch").await, vec![notes[3].to_owned()]);
+}
+
+#[tokio::test]
+async fn the_thesaurus_can_be_turned_off_or_extended() {
+    let notes = ["We deploy with cargo-dist.", "The storefront runs on three kubernetes nodes."];
+    let recalled = |thesaurus: std::sync::Arc<Thesaurus>, q: &'static str| async move {
+        let d = tempfile::tempdir().unwrap();
+        let b = LocalBackend::open(&LocalConfig::lexical(d.path().join("m.db")).with_thesaurus(thesaurus)).unwrap();
+        let items =
+            notes.iter().enumerate().map(|(i, t)| item(&i.to_string(), t, &[], MemoryType::World, None)).collect();
+        b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
+        let found = b.recall(&scope("bank"), &query(q, &[], TagsMatch::Any)).await.unwrap();
+        found.into_iter().map(|r| r.text).collect::<Vec<_>>()
+    };
+    let ours = "k8s kubernetes\norchard > storefront\n";
+    // Off: words alone, so a question in other words finds nothing.
+    assert!(recalled(Thesaurus::none(), "how do we ship a release?").await.is_empty());
+    assert!(recalled(Thesaurus::none(), "k8s").await.is_empty());
+    // The user's lines alone: their words (no word in common with the note), not the built-in ones.
+    let alone = || std::sync::Arc::new(Thesaurus::with_lines(false, ours).unwrap());
+    assert_eq!(recalled(alone(), "k8s").await, vec![notes[1].to_owned()]);
+    assert_eq!(recalled(alone(), "the orchard").await, vec![notes[1].to_owned()]);
+    assert!(recalled(alone(), "how do we ship a release?").await.is_empty());
+    // Both: the built-in list and the user's lines.
+    let both = || std::sync::Arc::new(Thesaurus::with_lines(true, ours).unwrap());
+    assert_eq!(recalled(both(), "how do we ship a release?").await, vec![notes[0].to_owned()]);
+    assert_eq!(recalled(both(), "k8s").await, vec![notes[1].to_owned()]);
+    // Without the user's lines their words are unknown.
+    assert!(recalled(Thesaurus::builtin(), "the orchard").await.is_empty());
 }
