@@ -1,4 +1,5 @@
-//! Live configuration: the daemon watches its config file (and `POST /v1/reload` forces a read).
+//! Live configuration: the daemon watches its config file and the thesaurus file it names (and
+//! `POST /v1/reload` forces a read).
 //!
 //! A new file is validated first; an invalid one becomes an error notice naming the key and line,
 //! and the running configuration stays. A valid one whose backend differs is switched to without
@@ -7,6 +8,7 @@
 //! re-scoped. Settings that only tune (queue sizes, recall knobs) apply without a swap. Settings
 //! that need a new socket or data directory are reported as needing a restart.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -160,7 +162,8 @@ impl Reloader {
         Ok(Reloaded { backend: new.memory.backend, changed: swap, restart_needed })
     }
 
-    /// Watches the config file until `stop`; each change (debounced) triggers a reload.
+    /// Watches the config file (and the thesaurus file it names, `local.thesaurus_file`) until
+    /// `stop`; each change (debounced) triggers a reload.
     pub fn watch(self: Arc<Self>, stop: CancellationToken) {
         let Some(dir) = self.path.parent().map(Path::to_path_buf).filter(|d| d.is_dir()) else {
             tracing::info!(
@@ -169,13 +172,18 @@ impl Reloader {
             );
             return;
         };
-        let name = self.path.file_name().map(|n| n.to_os_string());
+        // The names of the files watched (a same-named file in a watched folder costs a reload
+        // that changes nothing).
+        let names: Arc<std::sync::Mutex<Vec<OsString>>> =
+            Arc::new(std::sync::Mutex::new(self.path.file_name().map(OsString::from).into_iter().collect()));
         // One pending event is enough: the reload reads the file as it is by then.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         // Watch the folder, not the file: editors replace files by renaming over them.
+        let watched = names.clone();
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if let Ok(event) = event {
-                if event.paths.iter().any(|p| p.file_name().map(|n| n.to_os_string()) == name) {
+                let names = watched.lock().unwrap_or_else(|p| p.into_inner());
+                if event.paths.iter().any(|p| p.file_name().is_some_and(|n| names.iter().any(|w| w == n))) {
                     let _ = tx.try_send(());
                 }
             }
@@ -192,8 +200,23 @@ impl Reloader {
             return;
         }
         tracing::info!("watching {} for changes", self.path.display());
+        let mut folders = vec![dir];
+        let mut watch_thesaurus = move |settings: &Settings| {
+            let Some(file) = &settings.local.thesaurus_file else { return };
+            let (Some(folder), Some(name)) = (file.path.parent(), file.path.file_name()) else { return };
+            let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_owned());
+            }
+            if !folders.iter().any(|f| f == folder) {
+                match watcher.watch(folder, RecursiveMode::NonRecursive) {
+                    Ok(()) => folders.push(folder.to_owned()),
+                    Err(e) => tracing::warn!("cannot watch {}: {e} (mneme reload still works)", folder.display()),
+                }
+            }
+        };
+        watch_thesaurus(&self.settings());
         tokio::spawn(async move {
-            let _keep_alive = watcher;
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
@@ -210,6 +233,7 @@ impl Reloader {
                 if let Err(e) = self.reload().await {
                     tracing::warn!("config change not applied: {e}");
                 }
+                watch_thesaurus(&self.settings());
             }
         });
     }

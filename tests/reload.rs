@@ -226,3 +226,32 @@ async fn a_thesaurus_file_applies_on_reload_and_a_bad_line_is_refused() {
     assert_eq!(recalled("orchard").await, 0);
     assert_eq!(recalled("kubernetes").await, 1);
 }
+
+#[tokio::test]
+async fn an_edit_of_the_thesaurus_file_applies_like_one_of_the_config() {
+    // The file in a folder of its own, named from the start.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("vocab")).unwrap();
+    let words = dir.path().join("vocab/words.txt");
+    std::fs::write(&words, "k8s kubernetes\n").unwrap();
+    let d = Daemon::start_in(dir, "[local]\nembedder = \"off\"\nthesaurus_file = \"vocab/words.txt\"\n");
+    let cwd = tempfile::tempdir().unwrap();
+    d.start_session("s", cwd.path().to_str().unwrap()).await;
+    d.post("/v1/sessions/s/retain", json!({"items": [{"content": "The storefront runs on kubernetes."}]})).await;
+    d.post("/v1/flush", json!({"wait": true})).await;
+    let found = |q: &'static str| {
+        let d = &d;
+        async move { d.post("/v1/sessions/s/recall", json!({"query": q})).await.1["results"].as_array().unwrap().len() }
+    };
+    assert_eq!(found("k8s").await, 1);
+    assert_eq!(found("orchard").await, 0);
+    // No reload asked for: the daemon sees the edit.
+    std::fs::write(&words, "k8s kubernetes\norchard > storefront\n").unwrap();
+    for _ in 0..100 {
+        if found("orchard").await == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the edit of {} was not applied: {:?}", words.display(), notices(&d).await);
+}
