@@ -173,9 +173,10 @@ fn stems(words: &str) -> Result<Vec<String>, String> {
         .map(|word| {
             let stem = fts::index_terms(word);
             if stem.is_empty() || stem.contains(' ') || word.contains('>') {
+                let joined: String = word.chars().filter(|c| c.is_alphanumeric()).collect::<String>().to_lowercase();
                 Err(format!(
-                    "{word:?} is not one word: the index splits text at anything but letters and digits \
-                     (list its parts, or write it joined, as in `nodejs node`)"
+                    "{word:?} is not one word: the index splits text at anything but letters and digits; \
+                     write it joined ({joined:?}) or as words of their own"
                 ))
             } else {
                 Ok(stem)
