@@ -328,3 +328,25 @@ async fn the_thesaurus_can_be_turned_off_or_extended() {
     // Without the user's lines their words are unknown.
     assert!(recalled(Thesaurus::builtin(), "the orchard").await.is_empty());
 }
+
+#[tokio::test]
+async fn a_word_written_after_a_recall_is_found_by_the_next() {
+    // Enough passages that one more does not make recall read every frequency again.
+    let (_d, b) = open();
+    let items =
+        (0..200).map(|i| item(&i.to_string(), &format!("note {i} about the build"), &[], MemoryType::World, None));
+    b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items: items.collect() }).await.unwrap();
+    let recall = |q: &'static str| {
+        let b = &b;
+        async move {
+            let found = b.recall(&scope("bank"), &query(q, &[], TagsMatch::Any)).await.unwrap();
+            found.into_iter().map(|r| r.text).collect::<Vec<_>>()
+        }
+    };
+    assert!(recall("narwhal").await.is_empty());
+    assert!(!recall("narwhal build").await.is_empty(), "the known word still finds");
+    let narwhal = item("n", "the narwhal cache is warmed at boot", &[], MemoryType::World, None);
+    b.retain(&scope("bank"), &RetainBatch { id: "b".into(), items: vec![narwhal] }).await.unwrap();
+    assert_eq!(recall("narwhal").await, ["the narwhal cache is warmed at boot"]);
+    assert_eq!(recall("narwhal build").await[0], "the narwhal cache is warmed at boot");
+}
