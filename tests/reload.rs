@@ -207,6 +207,15 @@ async fn a_thesaurus_file_applies_on_reload_and_a_bad_line_is_refused() {
     let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
     assert_eq!((status, &v["backend"]), (200, &json!("local")), "{v}");
     assert_eq!(recalled("orchard").await, 1);
+    // Status says which list is in force.
+    let (_, st) = d.get("/v1/status").await;
+    let file = words.display().to_string();
+    assert_eq!(st["thesaurus"], json!({"builtin": true, "file": file}), "{st}");
+    let with_file = st["backend"]["thesaurus_words"].as_u64().unwrap();
+    assert!(with_file > 1000, "{st}");
+    let out = d.cli().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("thesaurus: the built-in list and {file} ({with_file} words")), "{text}");
 
     // An edit of the file with a bad line is refused, naming the file and its line; the
     // running thesaurus stays.
@@ -225,6 +234,13 @@ async fn a_thesaurus_file_applies_on_reload_and_a_bad_line_is_refused() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(recalled("orchard").await, 0);
     assert_eq!(recalled("kubernetes").await, 1);
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(
+        (&st["thesaurus"], &st["backend"]["thesaurus_words"]),
+        (&json!({"builtin": false, "file": null}), &json!(0))
+    );
+    let out = d.cli().arg("status").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("thesaurus: off (0 words"));
 }
 
 #[tokio::test]

@@ -80,7 +80,16 @@ async fn an_unreachable_embedder_leaves_recall_to_bm25_with_one_notice() {
         assert_eq!(status, 200);
         assert_eq!(v["results"][0]["text"], "The walrus service listens on port 7070", "{v}");
     }
-    let (_, v) = d.get("/v1/status").await;
+    // The embedding thread finds the endpoint down on its own time (under load, after the
+    // recalls above): wait for it to say so.
+    let mut v = d.get("/v1/status").await.1;
+    for _ in 0..100 {
+        if v["backend"]["embedding"]["state"] == "unavailable" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        v = d.get("/v1/status").await.1;
+    }
     let e = &v["backend"]["embedding"];
     assert_eq!(e["state"], "unavailable", "{v}");
     assert_eq!(e["embedded"], 0);

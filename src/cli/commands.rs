@@ -245,6 +245,15 @@ fn human_status(s: &Status) -> String {
             backend.push_str(&format!(" — {err}; recall uses BM25 meanwhile"));
         }
     }
+    if let (Some(words), Some(t)) = (b.thesaurus_words, &s.thesaurus) {
+        let source = match (t.builtin, &t.file) {
+            (true, Some(file)) => format!("the built-in list and {file}"),
+            (true, None) => "the built-in list".to_owned(),
+            (false, Some(file)) => file.clone(),
+            (false, None) => "off".to_owned(),
+        };
+        backend.push_str(&format!("\nthesaurus: {source} ({words} words with alternatives)"));
+    }
     let q = &s.queue;
     let config =
         if s.config_exists { s.config_path.clone() } else { format!("{} (not found: defaults)", s.config_path) };

@@ -449,6 +449,9 @@ pub struct Status {
     pub config_exists: bool,
     /// Storage directory.
     pub storage_dir: String,
+    /// Which thesaurus recall uses, when the local backend runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thesaurus: Option<ThesaurusInfo>,
     /// Backend health and counts.
     pub backend: BackendStatus,
     /// Queue depths.
@@ -457,6 +460,15 @@ pub struct Status {
     pub sessions: usize,
     /// Newest notice id.
     pub last_notice_id: i64,
+}
+
+/// `local.thesaurus` and `local.thesaurus_file` in force (the word count is the backend's).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ThesaurusInfo {
+    /// Whether the built-in developer thesaurus is used.
+    pub builtin: bool,
+    /// The user's own file, if any.
+    pub file: Option<String>,
 }
 
 /// `GET /v1/memories` query: newest first.

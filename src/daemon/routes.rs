@@ -53,6 +53,12 @@ pub async fn status(State(s): St) -> Json<Status> {
         config_path: s.config_path.display().to_string(),
         config_exists: s.config_exists,
         storage_dir: s.storage_dir.display().to_string(),
+        thesaurus: Some(s.sessions.settings()).filter(|c| c.memory.backend == mneme_core::BackendId::Local).map(|c| {
+            ThesaurusInfo {
+                builtin: c.local.thesaurus,
+                file: c.local.thesaurus_file.as_ref().map(|f| f.path.display().to_string()),
+            }
+        }),
         backend,
         queue: s.queue.depths().await,
         sessions: s.sessions.count(),

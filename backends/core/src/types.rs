@@ -329,6 +329,10 @@ pub struct BackendStatus {
     /// The semantic side of recall, where the backend computes vectors itself (local).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedding: Option<EmbeddingStatus>,
+    /// Words recall also matches through a thesaurus, where the backend has one (local; 0 when
+    /// it is off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thesaurus_words: Option<u64>,
 }
 
 impl BackendStatus {
@@ -342,6 +346,7 @@ impl BackendStatus {
             memories: None,
             storage_bytes: None,
             embedding: None,
+            thesaurus_words: None,
         }
     }
 }

@@ -351,6 +351,7 @@ impl MemoryBackend for LocalBackend {
                 storage_bytes: Some(stats.bytes),
                 detail: Some(self.inner.path.display().to_string()),
                 embedding: self.inner.semantic.as_ref().map(|s| s.status(stats.passages)),
+                thesaurus_words: Some(self.inner.thesaurus.words() as u64),
                 ..BackendStatus::healthy(BackendId::Local)
             },
             Err(e) => BackendStatus {

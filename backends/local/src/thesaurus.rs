@@ -65,6 +65,11 @@ impl Thesaurus {
         self.table.is_empty()
     }
 
+    /// How many words (stems) have alternatives.
+    pub fn words(&self) -> usize {
+        self.table.len()
+    }
+
     /// The alternatives of `terms` (stemmed query terms) that are not query terms themselves,
     /// each once, in the order of the terms they stand for, at most [`MAX_LOOKED_UP`].
     pub(crate) fn alternatives(&self, terms: &[String]) -> Vec<String> {
