@@ -258,7 +258,7 @@ impl ThesaurusFile {
     /// Reads and checks the file at `path`; the error names the path (and the line at fault).
     pub fn read(path: PathBuf) -> Result<Self, String> {
         let lines = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        mneme_local::Thesaurus::with_lines(false, &lines).map_err(|e| format!("{}: {e}", path.display()))?;
+        mneme_local::Thesaurus::check(&lines).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Self { path, lines: lines.into() })
     }
 }

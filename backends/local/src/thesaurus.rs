@@ -60,6 +60,12 @@ impl Thesaurus {
         Thesaurus::parse(extra, builtin.then_some(BUILTIN))
     }
 
+    /// Checks lines in the thesaurus format without building anything (a user's file, when the
+    /// config is read). The error names the line at fault.
+    pub fn check(lines: &str) -> Result<(), ThesaurusError> {
+        Lines::default().add_checked(lines)
+    }
+
     /// Whether it knows no word.
     pub fn is_empty(&self) -> bool {
         self.table.is_empty()
@@ -93,9 +99,7 @@ impl Thesaurus {
         for line in before.into_iter().flat_map(str::lines) {
             lines.add(line).expect("the built-in thesaurus is valid (tested)");
         }
-        for (n, line) in source.lines().enumerate() {
-            lines.add(line).map_err(|message| ThesaurusError { line: n + 1, message })?;
-        }
+        lines.add_checked(source)?;
         Ok(Thesaurus { table: lines.table() })
     }
 }
@@ -108,6 +112,14 @@ struct Lines {
 }
 
 impl Lines {
+    /// Adds every line of `source`; the error names the line at fault.
+    fn add_checked(&mut self, source: &str) -> Result<(), ThesaurusError> {
+        for (n, line) in source.lines().enumerate() {
+            self.add(line).map_err(|message| ThesaurusError { line: n + 1, message })?;
+        }
+        Ok(())
+    }
+
     fn add(&mut self, line: &str) -> Result<(), String> {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
