@@ -122,6 +122,14 @@ impl Embedder for OpenAi {
                 )));
             }
             let mut v = d.embedding;
+            // A value past f32's range arrives as infinity, and a vector of zeros points
+            // nowhere: stored, either would sit in the index matching nothing.
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(EmbedError::Invalid(format!("{url} gave a vector with a value beyond a 32-bit float")));
+            }
+            if v.iter().all(|x| *x == 0.0) {
+                return Err(EmbedError::Invalid(format!("{url} gave a vector of zeros")));
+            }
             normalize(&mut v);
             out.push(v);
         }

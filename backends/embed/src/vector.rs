@@ -2,9 +2,11 @@
 
 /// Scales `v` to unit length (a zero vector stays zero).
 pub fn normalize(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
+    // Summed in f64: squares of large values (an endpoint's unnormalised output) would overflow
+    // f32 and scale the vector to zeros.
+    let norm = v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        v.iter_mut().for_each(|x| *x = (f64::from(*x) / norm) as f32);
     }
 }
 
@@ -90,6 +92,16 @@ unsafe fn dot_rows_avx2(query: &[i8], rows: &[i8], out: &mut Vec<i32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normalizing_large_values_gives_a_unit_vector() {
+        let mut v = vec![3e30f32, 4e30];
+        normalize(&mut v);
+        assert!((v[0] - 0.6).abs() < 1e-6 && (v[1] - 0.8).abs() < 1e-6, "{v:?}");
+        let mut zero = vec![0f32; 4];
+        normalize(&mut zero);
+        assert_eq!(zero, vec![0f32; 4]);
+    }
 
     #[test]
     fn int8_keeps_the_cosine() {

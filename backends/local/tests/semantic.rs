@@ -156,6 +156,10 @@ enum Answer {
     Slow(u64),
     /// Vectors of half the length.
     WrongLength,
+    /// Vectors with a value past f32's range (`1e39`), which arrives as infinity.
+    Overflowing,
+    /// Vectors of zeros.
+    Zeros,
 }
 
 /// An OpenAI-compatible `/v1/embeddings` server on 127.0.0.1: a word-hashing embedder of 64
@@ -194,7 +198,9 @@ impl Stub {
         let code = match answer {
             Answer::Vectors => 0,
             Answer::WrongLength => 1,
-            Answer::Slow(ms) => 2 + ms,
+            Answer::Overflowing => 2,
+            Answer::Zeros => 3,
+            Answer::Slow(ms) => 4 + ms,
         };
         self.answer.store(code, Ordering::SeqCst);
     }
@@ -267,16 +273,25 @@ fn handle(stream: TcpStream, answer: u64) {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    if answer >= 2 {
-        std::thread::sleep(Duration::from_millis(answer - 2));
+    if answer >= 4 {
+        std::thread::sleep(Duration::from_millis(answer - 4));
     }
     let dim = if answer == 1 { DIM / 2 } else { DIM };
+    let embedding = |text: &str| -> serde_json::Value {
+        let v = hashed(text, dim);
+        match answer {
+            // Written as JSON numbers: 1e39 is a valid one, beyond f32.
+            2 => serde_json::Value::Array(v.iter().map(|x| serde_json::json!(f64::from(*x) * 1e39)).collect()),
+            3 => serde_json::json!(vec![0f32; dim]),
+            _ => serde_json::json!(v),
+        }
+    };
     let data: Vec<serde_json::Value> = request["input"]
         .as_array()
         .unwrap()
         .iter()
         .enumerate()
-        .map(|(i, t)| serde_json::json!({"index": i, "embedding": hashed(t.as_str().unwrap(), dim)}))
+        .map(|(i, t)| serde_json::json!({"index": i, "embedding": embedding(t.as_str().unwrap())}))
         .collect();
     let out = serde_json::json!({"object": "list", "data": data, "model": request["model"]}).to_string();
     let mut stream = stream;
@@ -372,6 +387,20 @@ async fn a_slow_endpoint_or_a_wrong_length_leaves_recall_to_bm25() {
         recall(&b, "walrus12", RecallMode::Hybrid).await.first().map(String::as_str),
         Some("note 12 about walrus12 and the harbour")
     );
+    // Values past f32's range, or zeros: refused the same way, never stored as vectors that
+    // match nothing.
+    for (answer, says) in [(Answer::Overflowing, "beyond a 32-bit float"), (Answer::Zeros, "vector of zeros")] {
+        stub.set(answer);
+        let until = Instant::now() + Duration::from_secs(30);
+        let e = loop {
+            let e = b.embedding_status().await.unwrap();
+            if e.error.as_deref().is_some_and(|m| m.contains(says)) || Instant::now() > until {
+                break e;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!((e.state.as_str(), e.embedded, e.passages), ("unavailable", 10, 15), "{e:?}");
+    }
     // Answering properly again: caught up.
     stub.set(Answer::Vectors);
     assert_eq!(embedded(&b, Duration::from_secs(30)).await.embedded, 15);
