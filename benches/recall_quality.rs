@@ -16,7 +16,8 @@
 //!   store splits into passages; R@k = a passage holding an evidence turn among the first k.
 //!
 //! Stores are kept in `target/bench-recall/` (retains are idempotent and vectors are stored, so a
-//! second run only recalls). Args: `locomo` or `coding` to run one set. Not a test: it reports.
+//! second run only recalls). Args: `locomo` or `coding` to run one set; `MNEME_BENCH_CODING_SET`
+//! names another coding set of the same format. Not a test: it reports.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -47,10 +48,16 @@ fn main() {
         }
     }
     if only.as_deref() != Some("locomo") {
-        let text = std::fs::read_to_string(root.join("benches/coding-set/coding-set.json")).unwrap();
+        // `MNEME_BENCH_CODING_SET=file.json` runs another set of the same format (the blind check
+        // set in `benches/coding-check-set/`, say).
+        let set = std::env::var_os("MNEME_BENCH_CODING_SET")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("benches/coding-set/coding-set.json"));
+        let text = std::fs::read_to_string(&set).unwrap_or_else(|e| panic!("{}: {e}", set.display()));
         // Questions about something else (LoCoMo's, when it is there) for what they pull in.
         let unrelated = locomo_text.as_deref().map(|t| locomo_questions(t, 200)).unwrap_or_default();
-        rt.block_on(coding(&dir, &text, &unrelated));
+        let name = set.file_stem().and_then(|s| s.to_str()).unwrap_or("coding-set");
+        rt.block_on(coding(&dir, name, &text, &unrelated));
     }
 }
 
@@ -352,8 +359,8 @@ fn locomo_questions(text: &str, n: usize) -> Vec<String> {
         .collect()
 }
 
-async fn coding(dir: &Path, text: &str, unrelated: &[String]) {
-    println!("\n## Coding-memory set (hit@k: the question's fact among the first k)\n");
+async fn coding(dir: &Path, name: &str, text: &str, unrelated: &[String]) {
+    println!("\n## Coding-memory set `{name}` (hit@k: the question's fact among the first k)\n");
     let data: Value = serde_json::from_str(text).unwrap();
     let bank = "coding".to_owned();
     let mut docs = Vec::new();
@@ -408,7 +415,7 @@ async fn coding(dir: &Path, text: &str, unrelated: &[String]) {
         questions.len(),
         reworded.len()
     );
-    let db: PathBuf = dir.join("coding-set.db");
+    let db: PathBuf = dir.join(format!("{name}.db"));
     let backend = open_and_fill(&db, &docs).await;
     println!("\n| recall | hit@1 | hit@5 | hit@10 | MRR | hit@5 lexical half | hit@5 paraphrased half | reworded hit@5 |\n|---|---|---|---|---|---|---|---|");
     // Each question's rank by each ranking, for looking at misses (`MNEME_BENCH_RANKS=file.tsv`).
