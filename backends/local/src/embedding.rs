@@ -318,7 +318,12 @@ impl Semantic {
     fn defer_to_retains(&self) {
         let started = Instant::now();
         while started.elapsed() < MAX_DEFER && !lock(&self.wake).stop {
-            match *lock(&self.last_write) {
+            // Read, then let go, before sleeping: a guard in the `match` would be held through
+            // the sleep, and the writer, which sets `last_write` after every write, would wait
+            // for it (deliveries stalled 100 ms at a time, and the pause this waits for came
+            // from that stall).
+            let last_write = *lock(&self.last_write);
+            match last_write {
                 Some(t) if t.elapsed() < QUIET => self.sleep(QUIET - t.elapsed()),
                 _ => return,
             }
@@ -412,4 +417,35 @@ fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The writer marks every write in `last_write`; the embedding thread, deferring to those
+    /// writes, must not hold that lock while it sleeps (it once did, for 100 ms at a time,
+    /// stalling every delivery behind it).
+    #[test]
+    fn deferring_to_retains_holds_no_lock_the_writer_needs() {
+        let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let s = Semantic::new(&EmbedderChoice::Builtin, events).unwrap();
+        s.apply(Changes { first_added: Some(1), ..Changes::default() });
+        let deferring = {
+            let s = s.clone();
+            std::thread::spawn(move || s.defer_to_retains())
+        };
+        let (mut held, mut tries) = (0, 0);
+        let until = Instant::now() + Duration::from_millis(60);
+        while Instant::now() < until {
+            tries += 1;
+            if s.last_write.try_lock().is_err() {
+                held += 1;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        s.stop();
+        deferring.join().unwrap();
+        assert_eq!(held, 0, "the lock was held at {held} of {tries} tries");
+    }
 }
