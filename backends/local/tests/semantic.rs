@@ -57,6 +57,20 @@ async fn embedded(b: &LocalBackend, within: Duration) -> EmbeddingStatus {
     }
 }
 
+/// Waits (up to 30 s) until the embedder's error says `says`: the embedding thread tries again
+/// after a pause that grows while the endpoint fails, so no fixed sleep is long enough on a busy
+/// machine. Returns the last status either way; the caller asserts on it.
+async fn refused_with(b: &LocalBackend, says: &str) -> EmbeddingStatus {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let e = b.embedding_status().await.unwrap();
+        if e.error.as_deref().is_some_and(|m| m.contains(says)) || Instant::now() > until {
+            return e;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 const DISTRACTORS: &[&str] = &[
     "The staging database is reset every Sunday night.",
     "Use tabs, not spaces, in the Makefile.",
@@ -373,14 +387,7 @@ async fn a_slow_endpoint_or_a_wrong_length_leaves_recall_to_bm25() {
     retain(&b, numbered(10, 5)).await;
     // Until the embedding thread has tried them: after its retry pause, which grows while the
     // endpoint fails, so no fixed sleep is long enough on a busy machine.
-    let until = Instant::now() + Duration::from_secs(30);
-    let e = loop {
-        let e = b.embedding_status().await.unwrap();
-        if e.error.as_deref().is_some_and(|m| m.contains("dimensions")) || Instant::now() > until {
-            break e;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let e = refused_with(&b, "dimensions").await;
     assert_eq!((e.state.as_str(), e.embedded, e.passages), ("unavailable", 10, 15), "{e:?}");
     assert!(e.error.as_deref().is_some_and(|m| m.contains("dimensions")), "{e:?}");
     assert_eq!(
@@ -391,14 +398,7 @@ async fn a_slow_endpoint_or_a_wrong_length_leaves_recall_to_bm25() {
     // match nothing.
     for (answer, says) in [(Answer::Overflowing, "beyond a 32-bit float"), (Answer::Zeros, "vector of zeros")] {
         stub.set(answer);
-        let until = Instant::now() + Duration::from_secs(30);
-        let e = loop {
-            let e = b.embedding_status().await.unwrap();
-            if e.error.as_deref().is_some_and(|m| m.contains(says)) || Instant::now() > until {
-                break e;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let e = refused_with(&b, says).await;
         assert_eq!((e.state.as_str(), e.embedded, e.passages), ("unavailable", 10, 15), "{e:?}");
     }
     // Answering properly again: caught up.
