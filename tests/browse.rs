@@ -119,6 +119,9 @@ async fn a_memory_shows_its_passages_and_forgetting_it_removes_it_from_recall_wi
     assert_eq!(status, 400, "a document needs its bank: {v}");
     let (status, v) = d.post("/v1/search", json!({"query": "  "})).await;
     assert_eq!(status, 400, "{v}");
+    let (status, v) = d.post("/v1/search", json!({"query": "deploy key", "max_tokens": 0})).await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["message"], "max_tokens must be at least 1 (a token is about 4 characters)");
 }
 
 #[tokio::test]

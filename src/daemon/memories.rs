@@ -100,6 +100,9 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
     Ok(Json(done))
 }
 
+/// The largest `max_tokens` a search is given; larger asks get this.
+const MAX_SEARCH_TOKENS: usize = 100_000;
+
 pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<SearchAnswer>> {
     let settings = s.sessions.settings();
     let query = crate::session::recall_text(&settings, &b.query).map_err(ApiError::invalid)?;
@@ -107,10 +110,14 @@ pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<Searc
     if bank.contains('/') {
         return Err(ApiError::invalid("bank must not contain '/'"));
     }
+    if b.max_tokens == Some(0) {
+        // A bound of nothing would still be answered with something: say so instead.
+        return Err(ApiError::invalid("max_tokens must be at least 1 (a token is about 4 characters)"));
+    }
     let query = RecallQuery {
         query,
         budget: settings.recall.budget,
-        max_tokens: b.max_tokens.unwrap_or(settings.recall.max_tokens).clamp(1, 100_000),
+        max_tokens: b.max_tokens.unwrap_or(settings.recall.max_tokens).min(MAX_SEARCH_TOKENS),
         types: settings.recall.types.clone(),
         tags: b.tags.clone(),
         tags_match: TagsMatch::Any,
