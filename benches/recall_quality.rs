@@ -224,6 +224,7 @@ async fn locomo(dir: &Path, text: &str) {
     // Turn R@5 of each conversation, per ranking: the spread says how far a held-out
     // conversation may land from the mean.
     let mut spread = Vec::new();
+    let mut ranks_by_mode = Vec::new();
     for (mode, name) in MODES {
         let (mut turn, mut session, mut by_cat) = (Vec::new(), Vec::new(), BTreeMap::<i64, Vec<usize>>::new());
         let mut by_conversation = BTreeMap::<&str, Vec<usize>>::new();
@@ -239,6 +240,7 @@ async fn locomo(dir: &Path, text: &str) {
         }
         let each: Vec<String> = by_conversation.iter().map(|(c, r)| format!("{c} {:.3}", at(r, 5))).collect();
         spread.push(format!("  {name}: {}", each.join(", ")));
+        ranks_by_mode.push(turn.clone());
         let cats: Vec<String> = by_cat.values().map(|r| format!("{:.3}", at(r, 5))).collect();
         println!(
             "| {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
@@ -251,6 +253,18 @@ async fn locomo(dir: &Path, text: &str) {
         );
     }
     println!("\nturn R@5 by conversation:\n{}", spread.join("\n"));
+    // How much the fusion leaves on the table: questions either side alone has in its top 5.
+    if let [bm25, dense, hybrid] = &ranks_by_mode[..] {
+        let n = hybrid.len().max(1) as f64;
+        let either = bm25.iter().zip(dense).filter(|(b, d)| **b <= 5 || **d <= 5).count();
+        let lost = (0..hybrid.len()).filter(|&i| hybrid[i] > 5 && (bm25[i] <= 5 || dense[i] <= 5)).count();
+        let gained = (0..hybrid.len()).filter(|&i| hybrid[i] <= 5 && bm25[i] > 5 && dense[i] > 5).count();
+        let lost_lexical = (0..hybrid.len()).filter(|&i| hybrid[i] > 5 && bm25[i] <= 5).count();
+        println!(
+            "either side alone in its top 5: {:.3}; hybrid misses {lost} of those ({lost_lexical} in BM25's top 5) and finds {gained} neither side has",
+            either as f64 / n
+        );
+    }
     as_facts(dir, &docs, &turn_of, &questions).await;
     transcripts(dir, &docs, &turn_of, &questions).await;
 }
