@@ -61,10 +61,12 @@ fn pool_fact(rng: &mut Rng, vocab: &[String], i: usize) -> String {
 
 async fn soak(length: Duration) {
     let dir = tempfile::tempdir().unwrap();
-    // MNEME_SOAK_EMBEDDER=off|builtin (default: the shipped default, builtin).
+    // MNEME_SOAK_EMBEDDER=off|builtin (default: the shipped default, builtin); `unset` writes no
+    // [local] section, for A/B runs against builds older than `local.embedder` (MNEME_BENCH_BIN).
     let config = dir.path().join("soak.toml");
     let embedder = std::env::var("MNEME_SOAK_EMBEDDER").unwrap_or_else(|_| "builtin".into());
-    std::fs::write(&config, format!("[local]\nembedder = \"{embedder}\"\n")).unwrap();
+    let section = if embedder == "unset" { String::new() } else { format!("[local]\nembedder = \"{embedder}\"\n") };
+    std::fs::write(&config, section).unwrap();
     let (p, _) = spawn_daemon(dir.path(), Some(&config));
     let pid = p.child.id();
     let base = format!("http://{}", p.addr);
