@@ -99,7 +99,7 @@ async fn open_and_fill(db: &Path, docs: &[Doc]) -> LocalBackend {
         if e.state == "ready" && first_embedded.is_none() {
             first_embedded = Some((Instant::now(), e.embedded));
         }
-        if e.state == "ready" && e.embedded >= e.passages {
+        if e.state == "ready" && e.embedded >= e.passages && e.banks_measuring == 0 {
             if let Some((t, n)) = first_embedded {
                 let new = e.embedded - n;
                 if new > 0 {

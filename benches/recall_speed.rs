@@ -182,6 +182,10 @@ async fn latency(db: &Path, questions: &[String]) {
             let t = Instant::now();
             let e = wait_ready(&backend).await;
             println!("{} vectors loaded, semantic recall ready {} ms after open", e.embedded, t.elapsed().as_millis());
+            while backend.embedding_status().await.is_some_and(|e| e.banks_measuring > 0) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            println!("neighbourhoods measured {} ms after open", t.elapsed().as_millis());
         }
         for q in qs.iter().take(50) {
             backend.recall(&scope, &query(q)).await.unwrap();
@@ -223,10 +227,21 @@ fn daemon_numbers(dir: &Path) {
                 }
             }
             let ready = t.elapsed() + healthy;
+            if config.is_none() {
+                // Idle means after the neighbourhoods are measured too (the embedding thread's last work).
+                while !status(&proc.addr, &proc.token).contains("\"banks_measuring\":0") {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            let measured = t.elapsed() + healthy;
             std::thread::sleep(Duration::from_secs(3));
             let rss = rss_kib(proc.child.id());
             let semantic = if config.is_none() {
-                format!(", semantic recall ready after {} ms", ready.as_millis())
+                format!(
+                    ", semantic recall ready after {} ms, neighbourhoods measured after {} ms",
+                    ready.as_millis(),
+                    measured.as_millis()
+                )
             } else {
                 String::new()
             };

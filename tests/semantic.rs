@@ -14,7 +14,11 @@ async fn wait_embedded(d: &Daemon) -> Value {
     loop {
         let (_, v) = d.get("/v1/status").await;
         let e = v["backend"]["embedding"].clone();
-        if e["state"] == "ready" && e["embedded"] == e["passages"] && e["passages"].as_u64() > Some(0) {
+        if e["state"] == "ready"
+            && e["embedded"] == e["passages"]
+            && e["banks_measuring"] == 0
+            && e["passages"].as_u64() > Some(0)
+        {
             return e;
         }
         assert!(Instant::now() < deadline, "not embedded: {v}");
@@ -49,7 +53,12 @@ async fn the_default_daemon_recalls_by_meaning() {
     let (_, v) = d.post("/v1/sessions/s1/recall", json!({"query": "how do we ship a release?"})).await;
     assert_eq!(v["results"][0]["text"], "We deploy with cargo-dist.", "{v}");
     let m = metrics(&d).await;
-    for line in ["mneme_embedding_passages 5", "mneme_embedding_embedded 5", "mneme_embedding_ready 1"] {
+    for line in [
+        "mneme_embedding_passages 5",
+        "mneme_embedding_embedded 5",
+        "mneme_embedding_ready 1",
+        "mneme_embedding_banks_measuring 0",
+    ] {
         assert!(m.lines().any(|l| l == line), "{line} not in\n{m}");
     }
     let out = d.cli().arg("status").output().unwrap();

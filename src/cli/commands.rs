@@ -244,6 +244,10 @@ fn human_status(s: &Status) -> String {
         if let Some(err) = &e.error {
             backend.push_str(&format!(" — {err}; recall uses BM25 meanwhile"));
         }
+        if e.banks_measuring > 0 {
+            let banks = if e.banks_measuring == 1 { "bank" } else { "banks" };
+            backend.push_str(&format!(", neighbourhoods of {} {banks} being measured", e.banks_measuring));
+        }
     }
     if let (Some(words), Some(t)) = (b.thesaurus_words, &s.thesaurus) {
         let source = match (t.builtin, &t.file) {

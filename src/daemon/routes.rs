@@ -313,6 +313,11 @@ pub async fn metrics(State(s): St) -> Response {
             ("mneme_embedding_passages", "Passages in the local store (what recall ranks).", e.passages as f64),
             ("mneme_embedding_embedded", "Passages with a vector of the current model.", e.embedded as f64),
             (
+                "mneme_embedding_banks_measuring",
+                "Banks whose neighbourhoods are due to be measured (their dense scores settle at 0).",
+                e.banks_measuring as f64,
+            ),
+            (
                 "mneme_embedding_ready",
                 "1 when semantic recall is in use (model and vectors loaded, embedder answering).",
                 f64::from(u8::from(e.state == "ready")),

@@ -362,6 +362,10 @@ pub struct EmbeddingStatus {
     pub embedded: u64,
     /// Passages in the store.
     pub passages: u64,
+    /// Banks whose neighbourhoods are due to be measured (after growing or shrinking by a
+    /// quarter): their dense scores settle when this is 0 again.
+    #[serde(default)]
+    pub banks_measuring: u64,
     /// Why the embedder is unavailable, while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -28,6 +28,9 @@ use crate::writer::Writer;
 const BATCH: usize = 32;
 /// Stored vectors loaded per page at start.
 const LOAD_PAGE: usize = 2048;
+/// Rows copied under the index's read lock at a time while measuring neighbourhoods (a copy
+/// takes microseconds; the measuring runs without the lock).
+const MEASURE_ROWS: usize = 256;
 /// Pauses between attempts while the embedder fails: from the first to the last, doubling.
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(60);
@@ -189,13 +192,12 @@ impl Semantic {
         } else {
             "loading"
         };
-        EmbeddingStatus {
-            model: self.model.clone(),
-            state: state.into(),
-            embedded: read(&self.index).len() as u64,
-            passages,
-            error,
-        }
+        // One guard: a second read lock taken while a writer waits would wait behind it.
+        let (embedded, banks_measuring) = {
+            let index = read(&self.index);
+            (index.len() as u64, index.unmeasured_banks().len() as u64)
+        };
+        EmbeddingStatus { model: self.model.clone(), state: state.into(), embedded, banks_measuring, passages, error }
     }
 
     fn run(self: &Arc<Self>, choice: EmbedderChoice, path: &std::path::Path, writer: &Writer) -> Result<(), String> {
@@ -235,6 +237,7 @@ impl Semantic {
                         }
                     }
                 }
+                self.measure_neighbourhoods();
                 self.wait();
                 continue;
             }
@@ -288,16 +291,50 @@ impl Semantic {
             .map_err(|e| e.to_string())
     }
 
+    /// Measures the neighbourhoods of every bank that has grown or shrunk by a quarter since
+    /// they were last measured (see [`crate::neighbourhood`]). Runs on this thread, at its
+    /// priority, holding the index's read lock only to copy rows.
+    fn measure_neighbourhoods(&self) {
+        // Bound first: a guard in a `for` expression lives through the loop, and `install` writes.
+        let banks = read(&self.index).unmeasured_banks();
+        for b in banks {
+            let Some(job) = read(&self.index).neighbourhood_job(b) else { continue };
+            let mut measured = Vec::with_capacity(job.len());
+            let mut from = 0;
+            while from < job.len() {
+                if lock(&self.wake).stop {
+                    return;
+                }
+                let to = (from + MEASURE_ROWS).min(job.len());
+                let Some(rows) = read(&self.index).rows(&job, from, to) else { break };
+                job.measure(&rows, &mut measured);
+                from = to;
+            }
+            if from >= job.len() && !write(&self.index).install(job, measured) {
+                tracing::debug!(
+                    bank = b,
+                    "neighbourhoods measured on positions that moved since; measured again later"
+                );
+            }
+        }
+    }
+
     /// Stores a batch's vectors through the writer, which adds the stored ones to the index.
     fn store(self: &Arc<Self>, writer: &Writer, batch: Vec<Unembedded>, vectors: Vec<Vec<f32>>) -> Result<(), String> {
         let me = self.clone();
         let quantized: Vec<_> = vectors.iter().map(|v| quantize(v)).collect();
+        // Measured here, under the read lock: the writer then holds the write lock only to add.
+        // (A replaced passage's old vector may count as its own neighbour; one of many.)
+        let crowding: Vec<Option<f32>> = {
+            let index = read(&self.index);
+            batch.iter().zip(&quantized).map(|(p, q)| index.crowding_for(&p.bank, q)).collect()
+        };
         writer
             .run(move |store| {
                 let rows: Vec<_> = batch.iter().zip(&quantized).map(|(p, q)| (p, q.scale, q.q.as_slice())).collect();
                 let stored = store.put_vectors(&me.model, &rows).map_err(crate::error::sql_error)?;
                 let mut index = write(&me.index);
-                for ((p, q), ok) in batch.into_iter().zip(quantized).zip(stored) {
+                for (((p, q), ok), crowding) in batch.into_iter().zip(quantized).zip(stored).zip(crowding) {
                     if ok {
                         let v = NewVector {
                             pid: p.pid,
@@ -306,7 +343,7 @@ impl Semantic {
                             prev_pid: p.prev_pid,
                             vector: q,
                         };
-                        index.add(v);
+                        index.add_measured(v, crowding);
                     }
                 }
                 Ok(())

@@ -17,6 +17,7 @@ mod embedding;
 pub mod error;
 pub mod fts;
 mod fusion;
+mod neighbourhood;
 pub mod passages;
 mod recall;
 mod retain;

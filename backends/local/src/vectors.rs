@@ -5,11 +5,16 @@
 //! at this size.
 //!
 //! Each vector knows the passage before it in its conversation: a passage's dense score is
-//! smoothed with its predecessor's (the answer often follows the turn that asked).
+//! smoothed with its predecessor's (the answer often follows the turn that asked). Each also
+//! knows how crowded its neighbourhood is, which its score loses (see [`crate::neighbourhood`]);
+//! the embedding thread measures a bank's neighbourhoods again when it has grown or shrunk by a
+//! quarter, off the index's lock, and a passage added in between is measured as it is added.
 
 use std::collections::HashMap;
 
-use mneme_embed::vector::{dot_i8_rows, quantize, Quantized};
+use mneme_embed::vector::{dot_i8, dot_i8_rows, quantize, Quantized};
+
+use crate::neighbourhood::{self, crowding, Reference};
 
 /// A passage's score is `(own + SMOOTH · previous) / (1 + SMOOTH)`.
 const SMOOTH: f32 = 0.5;
@@ -32,7 +37,8 @@ pub(crate) struct NewVector {
 /// The dense side of one query.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DenseScores {
-    /// The best passages by smoothed score, best first: (pid, smoothed, own cosine).
+    /// The best passages by score, best first: (pid, score, own cosine). A score is the
+    /// passage's cosine less its neighbourhood's crowding, smoothed with its predecessor's.
     pub top: Vec<(i64, f32, f32)>,
     /// The smoothed score of each passage asked for (the lexical pool), where it has a vector.
     pub of: HashMap<i64, f32>,
@@ -73,6 +79,80 @@ struct Bank {
     scales: Vec<f32>,
     data: Vec<i8>,
     dead: usize,
+    /// How crowded each passage's neighbourhood is (0 until measured).
+    crowding: Vec<f32>,
+    /// What the neighbourhoods were measured against.
+    reference: Reference,
+    /// Live passages when they were last measured (0: never).
+    measured_at: usize,
+}
+
+impl Bank {
+    fn live(&self) -> usize {
+        self.pids.len() - self.dead
+    }
+
+    fn row(&self, pos: usize, dim: usize) -> &[i8] {
+        &self.data[pos * dim..(pos + 1) * dim]
+    }
+
+    /// Whether its neighbourhoods are due to be measured (again).
+    fn unmeasured(&self) -> bool {
+        let (live, at) = (self.live(), self.measured_at);
+        live > 0 && (at == 0 || live > at + at / 4 + 32 || live < at - at / 4)
+    }
+
+    /// How crowded the neighbourhood of the passage at `pos` is, against the bank's reference.
+    fn crowding_of(&self, pos: usize, dim: usize) -> f32 {
+        let row = self.row(pos, dim);
+        let cosines = self.reference.positions.iter().filter_map(|&p| {
+            let p = p as usize;
+            (p != pos && p < self.pids.len() && self.pids[p] >= 0)
+                .then(|| dot_i8(row, self.row(p, dim)) as f32 * self.scales[pos] * self.scales[p])
+        });
+        crowding(cosines, self.reference.k)
+    }
+}
+
+/// A bank's neighbourhoods to measure, off the index's lock: its reference's rows, copied.
+pub(crate) struct NeighbourhoodJob {
+    bank: usize,
+    generation: u64,
+    /// Positions measured: those the bank had when the job began.
+    len: usize,
+    live: usize,
+    reference: Reference,
+    rows: Vec<i8>,
+    scales: Vec<f32>,
+    dim: usize,
+}
+
+/// Rows of a bank, copied for a [`NeighbourhoodJob`]: (position, row, scale) of the live ones.
+pub(crate) struct Rows {
+    rows: Vec<(u32, Vec<i8>, f32)>,
+}
+
+impl NeighbourhoodJob {
+    /// Positions the job measures.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The crowding of each row, by position (0 for removed ones), appended to `out`.
+    pub(crate) fn measure(&self, chunk: &Rows, out: &mut Vec<(u32, f32)>) {
+        let mut dots = Vec::with_capacity(self.reference.positions.len());
+        for (pos, row, scale) in &chunk.rows {
+            dots.clear();
+            dot_i8_rows(row, &self.rows, &mut dots);
+            let cosines = dots
+                .iter()
+                .zip(&self.scales)
+                .zip(&self.reference.positions)
+                .filter(|(_, p)| **p != *pos)
+                .map(|((d, s), _)| *d as f32 * s * scale);
+            out.push((*pos, crowding(cosines, self.reference.k)));
+        }
+    }
 }
 
 impl VectorIndex {
@@ -93,6 +173,12 @@ impl VectorIndex {
 
     /// Adds (or replaces) a vector. A vector of another length than the index's is refused.
     pub(crate) fn add(&mut self, v: NewVector) -> bool {
+        self.add_measured(v, None)
+    }
+
+    /// [`VectorIndex::add`], with the crowding of its neighbourhood when it was measured beforehand
+    /// ([`VectorIndex::crowding_for`], under a read lock, so the write lock is held for less).
+    pub(crate) fn add_measured(&mut self, v: NewVector, crowding: Option<f32>) -> bool {
         if self.dim == 0 {
             self.dim = v.vector.q.len();
         }
@@ -116,7 +202,87 @@ impl VectorIndex {
         bank.prev.push(prev);
         bank.scales.push(v.vector.scale);
         bank.data.extend_from_slice(&v.vector.q);
+        let crowding = match crowding {
+            Some(c) if bank.measured_at > 0 => c,
+            _ if bank.measured_at > 0 => bank.crowding_of(pos as usize, self.dim),
+            _ => 0.0,
+        };
+        bank.crowding.push(crowding);
         self.place.insert(v.pid, (b, pos));
+        true
+    }
+
+    /// How crowded the neighbourhood of `v` would be in `bank`, against its reference; `None`
+    /// while the bank has none (never measured).
+    pub(crate) fn crowding_for(&self, bank: &str, v: &Quantized) -> Option<f32> {
+        let bank = &self.banks[*self.bank_of.get(bank)?];
+        if bank.measured_at == 0 || v.q.len() != self.dim {
+            return None;
+        }
+        let cosines = bank.reference.positions.iter().filter_map(|&p| {
+            let p = p as usize;
+            (p < bank.pids.len() && bank.pids[p] >= 0)
+                .then(|| dot_i8(&v.q, bank.row(p, self.dim)) as f32 * v.scale * bank.scales[p])
+        });
+        Some(crowding(cosines, bank.reference.k))
+    }
+
+    /// Banks whose neighbourhoods are due to be measured.
+    pub(crate) fn unmeasured_banks(&self) -> Vec<usize> {
+        (0..self.banks.len()).filter(|&b| self.banks[b].unmeasured()).collect()
+    }
+
+    /// A job measuring bank `b`'s neighbourhoods, with a fresh reference.
+    pub(crate) fn neighbourhood_job(&self, b: usize) -> Option<NeighbourhoodJob> {
+        let bank = self.banks.get(b)?;
+        let live: Vec<u32> = (0..bank.pids.len() as u32).filter(|&p| bank.pids[p as usize] >= 0).collect();
+        let reference = Reference::sample(&live);
+        let mut rows = Vec::with_capacity(reference.positions.len() * self.dim);
+        for &p in &reference.positions {
+            rows.extend_from_slice(bank.row(p as usize, self.dim));
+        }
+        let scales = reference.positions.iter().map(|&p| bank.scales[p as usize]).collect();
+        Some(NeighbourhoodJob {
+            bank: b,
+            generation: self.generation,
+            len: bank.pids.len(),
+            live: live.len(),
+            reference,
+            rows,
+            scales,
+            dim: self.dim,
+        })
+    }
+
+    /// Rows `from..to` of the job's bank, copied; `None` when positions moved since it began.
+    pub(crate) fn rows(&self, job: &NeighbourhoodJob, from: usize, to: usize) -> Option<Rows> {
+        if job.generation != self.generation {
+            return None;
+        }
+        let bank = &self.banks[job.bank];
+        let rows = (from..to.min(bank.pids.len()))
+            .filter(|&p| bank.pids[p] >= 0)
+            .map(|p| (p as u32, bank.row(p, job.dim).to_vec(), bank.scales[p]))
+            .collect();
+        Some(Rows { rows })
+    }
+
+    /// Keeps a finished job's measures (unless positions moved since it began); passages added
+    /// meanwhile are measured against its reference here.
+    pub(crate) fn install(&mut self, job: NeighbourhoodJob, measured: Vec<(u32, f32)>) -> bool {
+        if job.generation != self.generation {
+            return false;
+        }
+        let dim = self.dim;
+        let bank = &mut self.banks[job.bank];
+        for (pos, c) in measured {
+            bank.crowding[pos as usize] = c;
+        }
+        bank.reference = job.reference;
+        bank.measured_at = job.live.max(1);
+        for pos in job.len..bank.pids.len() {
+            bank.crowding[pos] = bank.crowding_of(pos, dim);
+        }
         true
     }
 
@@ -163,7 +329,9 @@ impl VectorIndex {
         let q = quantize(query);
         let mut dots = Vec::with_capacity(bank.pids.len());
         dot_i8_rows(&q.q, &bank.data, &mut dots);
-        let own: Vec<f32> = dots.iter().zip(&bank.scales).map(|(d, s)| *d as f32 * s * q.scale).collect();
+        let cosine: Vec<f32> = dots.iter().zip(&bank.scales).map(|(d, s)| *d as f32 * s * q.scale).collect();
+        let own: Vec<f32> =
+            cosine.iter().zip(&bank.crowding).map(|(c, crowd)| c - neighbourhood::WEIGHT * crowd).collect();
         let mut smoothed = Vec::with_capacity(own.len());
         let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
         for (i, s) in own.iter().enumerate() {
@@ -194,7 +362,7 @@ impl VectorIndex {
                 *n <= PER_MEMORY
             })
             .take(k)
-            .map(|&i| (bank.pids[i as usize], smoothed[i as usize], own[i as usize]))
+            .map(|&i| (bank.pids[i as usize], smoothed[i as usize], cosine[i as usize]))
             .collect();
         Some(DenseScan { top, min, max, smoothed, bank: b, generation: self.generation })
     }
@@ -233,12 +401,20 @@ impl VectorIndex {
             bank.prev.push(old.prev[i]);
             bank.scales.push(old.scales[i]);
             bank.data.extend_from_slice(&old.data[i * dim..(i + 1) * dim]);
+            bank.crowding.push(old.crowding[i]);
         }
         for p in &mut bank.prev {
             if *p != NONE {
                 *p = new_pos[*p as usize];
             }
         }
+        // The measures stand until the next (the bank shrank by a quarter: it is due); the
+        // reference follows its passages.
+        bank.reference = Reference {
+            positions: old.reference.positions.iter().map(|&p| new_pos[p as usize]).filter(|&p| p != NONE).collect(),
+            k: old.reference.k,
+        };
+        bank.measured_at = old.measured_at;
         for (i, pid) in bank.pids.iter().enumerate() {
             self.place.insert(*pid, (b, i as u32));
         }
@@ -279,6 +455,75 @@ mod tests {
         let short =
             NewVector { pid: 5, memory_seq: 5, bank: "a".into(), prev_pid: None, vector: quantize(&[1.0, 0.0]) };
         assert!(!index.add(short));
+    }
+
+    /// Runs a neighbourhood job the way the embedding thread does, in chunks of 7 rows.
+    fn measure(index: &mut VectorIndex) {
+        for b in index.unmeasured_banks() {
+            let job = index.neighbourhood_job(b).unwrap();
+            let mut measured = Vec::new();
+            for from in (0..job.len()).step_by(7) {
+                job.measure(&index.rows(&job, from, from + 7).unwrap(), &mut measured);
+            }
+            assert!(index.install(job, measured));
+        }
+        assert!(index.unmeasured_banks().is_empty());
+    }
+
+    /// A unit vector `cos` away from `axis` (0 or 1) towards a direction of its own (`side` ≥ 2).
+    fn toward(axis: usize, side: usize, cos: f32) -> Vec<f32> {
+        let mut v = vec![0.0; 16];
+        v[axis] = cos;
+        v[side] = (1.0 - cos * cos).sqrt();
+        v
+    }
+
+    #[test]
+    fn a_crowded_passage_yields_to_one_that_stands_alone() {
+        let mut index = VectorIndex::new(16);
+        // Passage 1 sits in a crowd: 12 others (ids 10..) close to it and to each other.
+        add(&mut index, 1, "a", None, &toward(0, 2, 0.80));
+        for pid in 10..22 {
+            let mut v = toward(0, 2, 0.80);
+            v[3 + (pid as usize % 12)] = 0.25;
+            normalize(&mut v);
+            add(&mut index, pid, "a", None, &v);
+        }
+        // Passage 2 is alone, a little less like the question.
+        add(&mut index, 2, "a", None, &toward(0, 15, 0.75));
+        let q = toward(0, 1, 1.0);
+        let before = index.search("a", &q, 3, &[]).unwrap();
+        assert_ne!(before.top[0].0, 2, "by plain cosine the crowd wins: {:?}", before.top);
+        assert_eq!(index.unmeasured_banks(), vec![0]);
+        measure(&mut index);
+        let after = index.search("a", &q, 3, &[]).unwrap();
+        assert_eq!(after.top[0].0, 2, "{:?}", after.top);
+        assert!((after.top[0].2 - 0.75).abs() < 0.02, "the plain cosine is kept for the floor: {:?}", after.top[0]);
+
+        // A passage added after the measure is measured as it is added: a copy of the crowd's
+        // centre ranks below the lone passage too.
+        let centre = quantize(&toward(0, 2, 0.80));
+        let measured = index.crowding_for("a", &centre).unwrap();
+        assert!(measured > 0.9, "{measured}");
+        assert_eq!(index.crowding_for("nobody", &centre), None);
+        let v = |pid| NewVector { pid, memory_seq: pid, bank: "a".into(), prev_pid: None, vector: centre.clone() };
+        assert!(index.add_measured(v(3), Some(measured)) && index.add(v(4)));
+        let later = index.search("a", &q, 4, &[]).unwrap();
+        let at = |pid| later.top.iter().position(|t| t.0 == pid);
+        assert!(at(2) < at(3) || at(3).is_none(), "{:?}", later.top);
+        let score = |pid| later.top.iter().find(|t| t.0 == pid).map(|t| t.1);
+        assert_eq!(score(3), score(4), "measured before or as it is added, the same");
+
+        // Positions that moved during a job void it; compaction keeps each measure with its passage.
+        let job = index.neighbourhood_job(0).unwrap();
+        index.remove(&(10..22).collect::<Vec<_>>());
+        for pid in 100..400 {
+            add(&mut index, pid, "b", None, &unit(pid as usize));
+        }
+        index.remove(&(100..390).collect::<Vec<_>>());
+        assert!(index.rows(&job, 0, 7).is_none() && !index.install(job, Vec::new()), "compacted meanwhile");
+        let crowd_gone = index.search("a", &q, 3, &[]).unwrap();
+        assert_eq!(crowd_gone.top[0].0, 2, "{:?}", crowd_gone.top);
     }
 
     #[test]

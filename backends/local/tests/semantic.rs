@@ -49,7 +49,7 @@ async fn embedded(b: &LocalBackend, within: Duration) -> EmbeddingStatus {
     let until = Instant::now() + within;
     loop {
         let e = b.embedding_status().await.expect("an embedder is configured");
-        if e.state == "ready" && e.embedded == e.passages {
+        if e.state == "ready" && e.embedded == e.passages && e.banks_measuring == 0 {
             return e;
         }
         assert!(Instant::now() < until, "not embedded in {within:?}: {e:?}");
