@@ -21,7 +21,12 @@ use crate::vectors::DenseScores;
 const SEAT: usize = 3;
 /// A passage only the dense side found, with a cosine below this, is left out: unrelated text
 /// scores up to about this much with MiniLM, so without it any question would recall something.
-pub(crate) const DENSE_FLOOR: f32 = 0.3;
+/// It was 0.3 while the dense side ranked by plain cosine; once crowded passages yield (see
+/// [`crate::neighbourhood`]) a paraphrase's fact is often the vectors' best at a cosine of
+/// 0.25–0.3, and 0.25 found more of them on the coding dev set (hit@5 0.761 → 0.794) and on the
+/// blind check set (0.686 → 0.732), LoCoMo unchanged, for one more result on average (35 of
+/// up to 50) for a question about something else.
+pub(crate) const DENSE_FLOOR: f32 = 0.25;
 
 /// One query's lexical side.
 #[derive(Debug, Clone, Default)]
@@ -117,7 +122,7 @@ mod tests {
         // One incidental shared word out of many unknown ones: low confidence.
         let lexical = Lexical { pool: vec![(1, 1.1), (2, 1.0)], idf_mass: 12.0 };
         assert!(lexical.confidence() < 0.1);
-        let d = dense(&[(9, 0.62), (8, 0.35), (7, 0.25)], &[(1, 0.05), (2, 0.1)]);
+        let d = dense(&[(9, 0.62), (8, 0.35), (7, 0.2)], &[(1, 0.05), (2, 0.1)]);
         let order: Vec<i64> = fuse(&lexical, Some(&d)).into_iter().map(|(p, _)| p).collect();
         assert_eq!(order[0], 9, "{order:?}");
         assert!(!order.contains(&7), "below the floor, found by the dense side alone: {order:?}");
