@@ -293,7 +293,8 @@ impl Semantic {
 
     /// Measures the neighbourhoods of every bank that has grown or shrunk by a quarter since
     /// they were last measured (see [`crate::neighbourhood`]). Runs on this thread, at its
-    /// priority, holding the index's read lock only to copy rows.
+    /// priority, deferring to retains between chunks and holding the index's read lock only to
+    /// copy rows.
     fn measure_neighbourhoods(&self) {
         // Bound first: a guard in a `for` expression lives through the loop, and `install` writes.
         let banks = read(&self.index).unmeasured_banks();
@@ -305,6 +306,9 @@ impl Semantic {
                 if lock(&self.wake).stop {
                     return;
                 }
+                // A chunk is ~20 ms of work at 4,096 reference passages: retains go first, as
+                // they do before an embedding batch.
+                self.defer_to_retains();
                 let to = (from + MEASURE_ROWS).min(job.len());
                 let Some(rows) = read(&self.index).rows(&job, from, to) else { break };
                 job.measure(&rows, &mut measured);
