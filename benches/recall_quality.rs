@@ -17,7 +17,10 @@
 //!
 //! Stores are kept in `target/bench-recall/` (retains are idempotent and vectors are stored, so a
 //! second run only recalls). Args: `locomo` or `coding` to run one set; `MNEME_BENCH_CODING_SET`
-//! names another coding set of the same format. Not a test: it reports.
+//! names another coding set of the same format. `MNEME_BENCH_TRICKLE=n` fills fresh stores (in
+//! `target/bench-recall/trickle-n/`) waiting for the embedding thread after every n retain
+//! batches, as memories arrive in use, so that banks are measured as they grow instead of once
+//! when they are full. Not a test: it reports.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -37,7 +40,10 @@ fn main() {
     let only: Option<String> = std::env::args().skip(1).find(|a| a == "locomo" || a == "coding");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("target/bench-recall");
+    let dir = match trickle() {
+        Some(n) => root.join(format!("target/bench-recall/trickle-{n}")),
+        None => root.join("target/bench-recall"),
+    };
     std::fs::create_dir_all(&dir).unwrap();
     let path = root.join("../shared/bench/locomo-dev/locomo-dev.json");
     let locomo_text = std::fs::read_to_string(&path);
@@ -77,7 +83,7 @@ async fn open_and_fill(db: &Path, docs: &[Doc]) -> LocalBackend {
     let backend = LocalBackend::open(&LocalConfig::new(db)).unwrap();
     let started = Instant::now();
     // In order, a session's turns together, as a retain queue delivers them.
-    let mut i = 0;
+    let (mut i, mut batches) = (0, 0usize);
     while i < docs.len() {
         let (bank, session) = (&docs[i].bank, &docs[i].session);
         let mut items = Vec::new();
@@ -90,6 +96,10 @@ async fn open_and_fill(db: &Path, docs: &[Doc]) -> LocalBackend {
         }
         let scope = Scope { bank: bank.clone(), tags: vec![] };
         backend.retain(&scope, &RetainBatch { id: format!("b{i}"), items }).await.unwrap();
+        batches += 1;
+        if trickle().is_some_and(|n| batches % n == 0) {
+            settled(&backend).await;
+        }
     }
     let retained = started.elapsed();
     let mut last = (Instant::now(), 0u64);
@@ -120,6 +130,23 @@ async fn open_and_fill(db: &Path, docs: &[Doc]) -> LocalBackend {
     }
     println!("  {} memories retained in {:.1} s", docs.len(), retained.as_secs_f64());
     backend
+}
+
+/// `MNEME_BENCH_TRICKLE`: retain batches between waits for the embedding thread.
+fn trickle() -> Option<usize> {
+    std::env::var("MNEME_BENCH_TRICKLE").ok()?.parse().ok().filter(|n| *n > 0)
+}
+
+/// Waits until every passage is embedded and every bank measured.
+async fn settled(backend: &LocalBackend) {
+    loop {
+        let e = backend.embedding_status().await.expect("the built-in embedder is on");
+        assert!(e.error.is_none(), "embedder unavailable: {:?}", e.error);
+        if e.state == "ready" && e.embedded >= e.passages && e.banks_measuring == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn ranked(backend: &LocalBackend, bank: &str, query: &str, mode: RecallMode) -> Vec<String> {

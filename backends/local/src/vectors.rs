@@ -96,10 +96,12 @@ impl Bank {
         &self.data[pos * dim..(pos + 1) * dim]
     }
 
-    /// Whether its neighbourhoods are due to be measured (again).
+    /// Whether its neighbourhoods are due to be measured (again): never measured, or grown or
+    /// shrunk by a quarter (and by 8 passages: a small bank costs little to measure, and between
+    /// two measures the passages added are measured against the reference of the first).
     fn unmeasured(&self) -> bool {
         let (live, at) = (self.live(), self.measured_at);
-        live > 0 && (at == 0 || live > at + at / 4 + 32 || live < at - at / 4)
+        live > 0 && (at == 0 || live > at + at / 4 + 8 || live < at - at / 4)
     }
 
     /// How crowded the neighbourhood of the passage at `pos` is, against the bank's reference.
