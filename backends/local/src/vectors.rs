@@ -106,11 +106,16 @@ impl Bank {
 
     /// How crowded the neighbourhood of the passage at `pos` is, against the bank's reference.
     fn crowding_of(&self, pos: usize, dim: usize) -> f32 {
-        let row = self.row(pos, dim);
+        self.crowding_against(self.row(pos, dim), self.scales[pos], Some(pos), dim)
+    }
+
+    /// How crowded the neighbourhood of a vector (`row` × `scale`) is, against the bank's
+    /// reference, leaving out the passage at `except` (itself).
+    fn crowding_against(&self, row: &[i8], scale: f32, except: Option<usize>, dim: usize) -> f32 {
         let cosines = self.reference.positions.iter().filter_map(|&p| {
             let p = p as usize;
-            (p != pos && p < self.pids.len() && self.pids[p] >= 0)
-                .then(|| dot_i8(row, self.row(p, dim)) as f32 * self.scales[pos] * self.scales[p])
+            (Some(p) != except && p < self.pids.len() && self.pids[p] >= 0)
+                .then(|| dot_i8(row, self.row(p, dim)) as f32 * scale * self.scales[p])
         });
         crowding(cosines, self.reference.k)
     }
@@ -221,12 +226,7 @@ impl VectorIndex {
         if bank.measured_at == 0 || v.q.len() != self.dim {
             return None;
         }
-        let cosines = bank.reference.positions.iter().filter_map(|&p| {
-            let p = p as usize;
-            (p < bank.pids.len() && bank.pids[p] >= 0)
-                .then(|| dot_i8(&v.q, bank.row(p, self.dim)) as f32 * v.scale * bank.scales[p])
-        });
-        Some(crowding(cosines, bank.reference.k))
+        Some(bank.crowding_against(&v.q, v.scale, None, self.dim))
     }
 
     /// Banks whose neighbourhoods are due to be measured.
