@@ -35,10 +35,12 @@ pub(crate) struct Reference {
 }
 
 impl Reference {
-    /// An evenly spaced sample of at most [`REFERENCE`] of `live` (a bank's live positions).
+    /// An evenly spaced sample of at most [`REFERENCE`] of `live` (a bank's live positions): all
+    /// of them up to [`REFERENCE`], else exactly [`REFERENCE`].
     pub(crate) fn sample(live: &[u32]) -> Self {
-        let stride = live.len().div_ceil(REFERENCE).max(1);
-        let positions: Vec<u32> = live.iter().copied().step_by(stride).collect();
+        let n = live.len();
+        let positions: Vec<u32> =
+            if n <= REFERENCE { live.to_vec() } else { (0..REFERENCE).map(|i| live[i * n / REFERENCE]).collect() };
         let scaled = (NEIGHBOURS * positions.len()) as f64 / live.len().max(1) as f64;
         Self { k: (scaled.round() as usize).clamp(1, NEIGHBOURS), positions }
     }
@@ -87,8 +89,11 @@ mod tests {
         assert_eq!((r.positions.len(), r.k), (500, NEIGHBOURS));
         let large: Vec<u32> = (0..100_000).map(|i| i * 2).collect();
         let r = Reference::sample(&large);
-        assert!(r.positions.len() <= REFERENCE && r.positions.len() > REFERENCE / 2, "{}", r.positions.len());
+        assert_eq!(r.positions.len(), REFERENCE);
         assert_eq!(r.k, 1, "the sample's nearest stands for the bank's ten");
-        assert!(r.positions.windows(2).all(|w| w[1] - w[0] == r.positions[1] - r.positions[0]), "evenly spaced");
+        let gaps: Vec<u32> = r.positions.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|g| (48..=50).contains(g)), "evenly spaced: {:?}", &gaps[..8]);
+        let r = Reference::sample(&(0..6055).collect::<Vec<_>>());
+        assert_eq!((r.positions.len(), r.k), (REFERENCE, 7), "the whole budget is used");
     }
 }
