@@ -109,7 +109,7 @@ async fn open_and_fill(db: &Path, docs: &[Doc]) -> LocalBackend {
         if e.state == "ready" && first_embedded.is_none() {
             first_embedded = Some((Instant::now(), e.embedded));
         }
-        if e.state == "ready" && e.embedded >= e.passages && e.banks_measuring == 0 {
+        if is_settled(&e) {
             if let Some((t, n)) = first_embedded {
                 let new = e.embedded - n;
                 if new > 0 {
@@ -137,12 +137,17 @@ fn trickle() -> Option<usize> {
     std::env::var("MNEME_BENCH_TRICKLE").ok()?.parse().ok().filter(|n| *n > 0)
 }
 
+/// Every passage embedded and every bank measured.
+fn is_settled(e: &EmbeddingStatus) -> bool {
+    e.state == "ready" && e.embedded >= e.passages && e.banks_measuring == 0
+}
+
 /// Waits until every passage is embedded and every bank measured.
 async fn settled(backend: &LocalBackend) {
     loop {
         let e = backend.embedding_status().await.expect("the built-in embedder is on");
         assert!(e.error.is_none(), "embedder unavailable: {:?}", e.error);
-        if e.state == "ready" && e.embedded >= e.passages && e.banks_measuring == 0 {
+        if is_settled(&e) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -331,9 +331,10 @@ impl VectorIndex {
         let q = quantize(query);
         let mut dots = Vec::with_capacity(bank.pids.len());
         dot_i8_rows(&q.q, &bank.data, &mut dots);
-        let cosine: Vec<f32> = dots.iter().zip(&bank.scales).map(|(d, s)| *d as f32 * s * q.scale).collect();
-        let own: Vec<f32> =
-            cosine.iter().zip(&bank.crowding).map(|(c, crowd)| c - neighbourhood::WEIGHT * crowd).collect();
+        // One vector of the bank's length: the plain cosine, needed for the few best only (the
+        // dense floor), is the score plus what its crowding took.
+        let cosine = |i: usize| dots[i] as f32 * bank.scales[i] * q.scale;
+        let own: Vec<f32> = (0..dots.len()).map(|i| cosine(i) - neighbourhood::WEIGHT * bank.crowding[i]).collect();
         let mut smoothed = Vec::with_capacity(own.len());
         let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
         for (i, s) in own.iter().enumerate() {
@@ -364,7 +365,7 @@ impl VectorIndex {
                 *n <= PER_MEMORY
             })
             .take(k)
-            .map(|&i| (bank.pids[i as usize], smoothed[i as usize], cosine[i as usize]))
+            .map(|&i| (bank.pids[i as usize], smoothed[i as usize], cosine(i as usize)))
             .collect();
         Some(DenseScan { top, min, max, smoothed, bank: b, generation: self.generation })
     }
