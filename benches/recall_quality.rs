@@ -285,6 +285,16 @@ async fn locomo(dir: &Path, text: &str) {
         );
     }
     println!("\nturn R@5 by conversation:\n{}", spread.join("\n"));
+    // Each question's rank by bm25, dense and hybrid, for looking at misses
+    // (`MNEME_BENCH_RANKS_LOCOMO=file.tsv`).
+    if let Some(p) = std::env::var_os("MNEME_BENCH_RANKS_LOCOMO") {
+        use std::io::Write;
+        let mut f = std::fs::File::create(p).unwrap();
+        for (i, (bank, q, _, _)) in questions.iter().enumerate() {
+            let r: Vec<String> = ranks_by_mode.iter().map(|m| m[i].to_string()).collect();
+            writeln!(f, "{bank}\t{}\t{q}", r.join("\t")).unwrap();
+        }
+    }
     // How much the fusion leaves on the table: questions either side alone has in its top 5.
     if let [bm25, dense, hybrid] = &ranks_by_mode[..] {
         let n = hybrid.len().max(1) as f64;

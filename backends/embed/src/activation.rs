@@ -291,9 +291,12 @@ mod tests {
         }
     }
 
+    /// An implementation's name, its GELU and its softmax.
+    type Implementation = (&'static str, fn(&mut [f32]), fn(&mut [f32]));
+
     /// Every implementation this processor can run: the scalar one and the vector ones.
-    fn implementations() -> Vec<(&'static str, fn(&mut [f32]), fn(&mut [f32]))> {
-        let mut all: Vec<(&'static str, fn(&mut [f32]), fn(&mut [f32]))> =
+    fn implementations() -> Vec<Implementation> {
+        let mut all: Vec<Implementation> =
             vec![("scalar", |xs: &mut [f32]| xs.iter_mut().for_each(|v| *v = gelu(*v)), softmax_scalar)];
         #[cfg(target_arch = "x86_64")]
         {

@@ -45,6 +45,11 @@ pub(crate) struct DenseScores {
     /// Lowest and highest smoothed score over the whole bank.
     pub min: f32,
     pub max: f32,
+    /// Mean and standard deviation of the smoothed scores over the bank, and how many passages
+    /// it holds: what chance gives, for telling a passage that stands out (see `fusion`).
+    pub mean: f32,
+    pub sd: f32,
+    pub live: usize,
 }
 
 /// A query scored against a bank, before the lexical pool is known.
@@ -52,6 +57,9 @@ pub(crate) struct DenseScan {
     top: Vec<(i64, f32, f32)>,
     min: f32,
     max: f32,
+    mean: f32,
+    sd: f32,
+    live: usize,
     /// By position in the bank.
     smoothed: Vec<f32>,
     bank: usize,
@@ -337,6 +345,7 @@ impl VectorIndex {
         let own: Vec<f32> = (0..dots.len()).map(|i| cosine(i) - neighbourhood::WEIGHT * bank.crowding[i]).collect();
         let mut smoothed = Vec::with_capacity(own.len());
         let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
+        let (mut sum, mut sumsq, mut live) = (0f64, 0f64, 0usize);
         for (i, s) in own.iter().enumerate() {
             let p = bank.prev[i];
             let prev = if p != NONE && bank.pids[p as usize] >= 0 { own[p as usize] } else { *s };
@@ -344,6 +353,9 @@ impl VectorIndex {
             if bank.pids[i] >= 0 {
                 min = min.min(v);
                 max = max.max(v);
+                sum += f64::from(v);
+                sumsq += f64::from(v) * f64::from(v);
+                live += 1;
             }
             smoothed.push(v);
         }
@@ -367,7 +379,10 @@ impl VectorIndex {
             .take(k)
             .map(|&i| (bank.pids[i as usize], smoothed[i as usize], cosine(i as usize)))
             .collect();
-        Some(DenseScan { top, min, max, smoothed, bank: b, generation: self.generation })
+        let mean = sum / live.max(1) as f64;
+        let sd = (sumsq / live.max(1) as f64 - mean * mean).max(0.0).sqrt();
+        let (mean, sd) = (mean as f32, sd as f32);
+        Some(DenseScan { top, min, max, mean, sd, live, smoothed, bank: b, generation: self.generation })
     }
 
     /// A scan's scores with those of `wanted` (when the index was compacted since, positions
@@ -384,7 +399,7 @@ impl VectorIndex {
         } else {
             HashMap::new()
         };
-        DenseScores { top: scan.top, of, min: scan.min, max: scan.max }
+        DenseScores { top: scan.top, of, min: scan.min, max: scan.max, mean: scan.mean, sd: scan.sd, live: scan.live }
     }
 
     /// Drops a bank's removed slots; positions change, so predecessor links are re-pointed.
