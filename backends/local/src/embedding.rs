@@ -20,7 +20,7 @@ use mneme_embed::vector::quantize;
 use mneme_embed::{EmbedError, Embedder, MiniLm, OpenAi, OpenAiConfig};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::store::{Changes, Store, Unembedded};
+use crate::store::{Changes, NewStoredVector, Store, Unembedded};
 use crate::vectors::{DenseScan, DenseScores, NewVector, VectorIndex};
 use crate::writer::Writer;
 
@@ -31,6 +31,8 @@ const LOAD_PAGE: usize = 2048;
 /// Rows copied under the index's read lock at a time while measuring neighbourhoods (a copy
 /// takes microseconds; the measuring runs without the lock).
 const MEASURE_ROWS: usize = 256;
+/// Measured crowding stored a transaction of this many rows at a time, so deliveries interleave.
+const STORE_CROWDING_ROWS: usize = 4096;
 /// Pauses between attempts while the embedder fails: from the first to the last, doubling.
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(60);
@@ -237,7 +239,7 @@ impl Semantic {
                         }
                     }
                 }
-                self.measure_neighbourhoods();
+                self.measure_neighbourhoods(writer);
                 self.wait();
                 continue;
             }
@@ -272,11 +274,13 @@ impl Semantic {
             for v in page {
                 let pid = v.pid;
                 let vector = mneme_embed::vector::Quantized { scale: v.scale, q: v.data };
-                if !index.add(NewVector { pid, memory_seq: v.memory_seq, bank: v.bank, prev_pid: v.prev_pid, vector }) {
+                let new = NewVector { pid, memory_seq: v.memory_seq, bank: v.bank, prev_pid: v.prev_pid, vector };
+                if !index.add_loaded(new, v.crowding) {
                     refused.push(pid);
                 }
             }
         }
+        index.loaded();
         // The writer swaps it in after every write it has done so far, minus the passages
         // those deleted while the pages were read.
         let me = self.clone();
@@ -295,7 +299,7 @@ impl Semantic {
     /// they were last measured (see [`crate::neighbourhood`]). Runs on this thread, at its
     /// priority, deferring to retains between chunks and holding the index's read lock only to
     /// copy rows.
-    fn measure_neighbourhoods(&self) {
+    fn measure_neighbourhoods(&self, writer: &Writer) {
         // Bound first: a guard in a `for` expression lives through the loop, and `install` writes.
         let banks = read(&self.index).unmeasured_banks();
         for b in banks {
@@ -314,11 +318,24 @@ impl Semantic {
                 job.measure(&rows, &mut measured);
                 from = to;
             }
-            if from >= job.len() && !write(&self.index).install(job, measured) {
+            if from < job.len() {
+                continue;
+            }
+            if !write(&self.index).install(job, measured) {
                 tracing::debug!(
                     bank = b,
                     "neighbourhoods measured on positions that moved since; measured again later"
                 );
+                continue;
+            }
+            // Kept with the vectors, so a restart does not measure the bank again.
+            let measured = read(&self.index).crowding_of_bank(b);
+            for chunk in measured.chunks(STORE_CROWDING_ROWS) {
+                let chunk = chunk.to_vec();
+                if let Err(e) = writer.run(move |store| store.put_crowding(&chunk).map_err(crate::error::sql_error)) {
+                    tracing::warn!(bank = b, error = %e, "cannot store the measured neighbourhoods");
+                    break;
+                }
             }
         }
     }
@@ -335,7 +352,12 @@ impl Semantic {
         };
         writer
             .run(move |store| {
-                let rows: Vec<_> = batch.iter().zip(&quantized).map(|(p, q)| (p, q.scale, q.q.as_slice())).collect();
+                let rows: Vec<_> = batch
+                    .iter()
+                    .zip(&quantized)
+                    .zip(&crowding)
+                    .map(|((p, q), c)| NewStoredVector { passage: p, scale: q.scale, data: &q.q, crowding: *c })
+                    .collect();
                 let stored = store.put_vectors(&me.model, &rows).map_err(crate::error::sql_error)?;
                 let mut index = write(&me.index);
                 for (((p, q), ok), crowding) in batch.into_iter().zip(quantized).zip(stored).zip(crowding) {

@@ -92,6 +92,11 @@ DROP TRIGGER memories_ad;
 DROP TABLE memories_vocab;
 DROP TABLE memories_fts;
 "#,
+    r#"
+-- How crowded the passage's neighbourhood in its bank was when last measured (see
+-- neighbourhood.rs), so a restart need not measure every bank again; NULL: not measured.
+ALTER TABLE passage_vectors ADD COLUMN crowding REAL;
+"#,
 ];
 
 /// The newest schema version.

@@ -133,6 +133,15 @@ impl Unembedded {
     }
 }
 
+/// A vector to store with [`Store::put_vectors`].
+pub struct NewStoredVector<'a> {
+    pub passage: &'a Unembedded,
+    pub scale: f32,
+    pub data: &'a [i8],
+    /// How crowded its neighbourhood is, when its bank has been measured.
+    pub crowding: Option<f32>,
+}
+
 /// A stored vector, as the index loads it.
 #[derive(Debug, Clone)]
 pub struct StoredVector {
@@ -142,6 +151,8 @@ pub struct StoredVector {
     pub prev_pid: Option<i64>,
     pub scale: f32,
     pub data: Vec<i8>,
+    /// How crowded its neighbourhood was when last measured (`None`: not measured).
+    pub crowding: Option<f32>,
 }
 
 impl Store {
@@ -354,21 +365,38 @@ impl Store {
 
     /// Stores vectors of `model` for passages that still hold the text they were computed from.
     /// Returns, for each, whether it was stored.
-    pub fn put_vectors(&mut self, model: &str, vectors: &[(&Unembedded, f32, &[i8])]) -> rusqlite::Result<Vec<bool>> {
+    pub fn put_vectors(&mut self, model: &str, vectors: &[NewStoredVector]) -> rusqlite::Result<Vec<bool>> {
         let tx = self.conn.transaction()?;
         let mut stored = Vec::with_capacity(vectors.len());
         {
             let mut put = tx.prepare_cached(
-                "INSERT OR REPLACE INTO passage_vectors (pid, model, dim, scale, data)
-                 SELECT ?1, ?2, length(?4), ?3, ?4 WHERE EXISTS (SELECT 1 FROM passages WHERE pid = ?1 AND text = ?5)",
+                "INSERT OR REPLACE INTO passage_vectors (pid, model, dim, scale, data, crowding)
+                 SELECT ?1, ?2, length(?4), ?3, ?4, ?6 WHERE EXISTS (SELECT 1 FROM passages WHERE pid = ?1 AND text = ?5)",
             )?;
-            for (p, scale, data) in vectors {
-                let bytes: Vec<u8> = data.iter().map(|x| *x as u8).collect();
-                stored.push(put.execute(params![p.pid, model, f64::from(*scale), bytes, p.text])? == 1);
+            for v in vectors {
+                let bytes: Vec<u8> = v.data.iter().map(|x| *x as u8).collect();
+                let crowding = v.crowding.map(f64::from);
+                stored.push(
+                    put.execute(params![v.passage.pid, model, f64::from(v.scale), bytes, v.passage.text, crowding])?
+                        == 1,
+                );
             }
         }
         tx.commit()?;
         Ok(stored)
+    }
+
+    /// Records how crowded these passages' neighbourhoods were measured, (pid, crowding); pids
+    /// without a stored vector are skipped.
+    pub fn put_crowding(&mut self, measured: &[(i64, f32)]) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut put = tx.prepare_cached("UPDATE passage_vectors SET crowding = ?2 WHERE pid = ?1")?;
+            for (pid, crowding) in measured {
+                put.execute(params![pid, f64::from(*crowding)])?;
+            }
+        }
+        tx.commit()
     }
 
     /// Which of `pids` have no passage (any more).
@@ -398,7 +426,7 @@ impl Store {
     /// Every stored vector of `model`, a page at a time after pid `after`.
     pub fn vectors(&self, model: &str, after: i64, limit: usize) -> rusqlite::Result<Vec<StoredVector>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT v.pid, m.bank, p.prev_pid, v.scale, v.data, p.memory_seq FROM passage_vectors v
+            "SELECT v.pid, m.bank, p.prev_pid, v.scale, v.data, p.memory_seq, v.crowding FROM passage_vectors v
              CROSS JOIN passages p ON p.pid = v.pid CROSS JOIN memories m ON m.seq = p.memory_seq
              WHERE v.pid > ?1 AND v.model = ?2 ORDER BY v.pid LIMIT ?3 + 0",
         )?;
@@ -411,6 +439,7 @@ impl Store {
                 memory_seq: r.get(5)?,
                 scale: r.get::<_, f64>(3)? as f32,
                 data: bytes.into_iter().map(|b| b as i8).collect(),
+                crowding: r.get::<_, Option<f64>>(6)?.map(|c| c as f32),
             })
         })?;
         rows.collect()

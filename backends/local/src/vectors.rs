@@ -93,6 +93,8 @@ struct Bank {
     reference: Reference,
     /// Live passages when they were last measured (0: never).
     measured_at: usize,
+    /// While loading: a stored vector of this bank came without its crowding.
+    loaded_unmeasured: bool,
 }
 
 impl Bank {
@@ -225,6 +227,44 @@ impl VectorIndex {
         bank.crowding.push(crowding);
         self.place.insert(v.pid, (b, pos));
         true
+    }
+
+    /// Adds a stored vector with the crowding stored with it, while loading the index; then
+    /// [`VectorIndex::loaded`].
+    pub(crate) fn add_loaded(&mut self, v: NewVector, crowding: Option<f32>) -> bool {
+        let pid = v.pid;
+        if !self.add(v) {
+            return false;
+        }
+        let (b, pos) = self.place[&pid];
+        let bank = &mut self.banks[b];
+        match crowding {
+            Some(c) => bank.crowding[pos as usize] = c,
+            None => bank.loaded_unmeasured = true,
+        }
+        true
+    }
+
+    /// Ends a load: a bank whose every vector came with its crowding counts as measured now,
+    /// against an even sample of it (what [`Reference::sample`] takes when it is measured); the
+    /// others are left unmeasured, with no crowding at all until they are.
+    pub(crate) fn loaded(&mut self) {
+        for bank in &mut self.banks {
+            let live: Vec<u32> = (0..bank.pids.len() as u32).filter(|&p| bank.pids[p as usize] >= 0).collect();
+            if bank.loaded_unmeasured || live.is_empty() {
+                bank.crowding.iter_mut().for_each(|c| *c = 0.0);
+            } else {
+                bank.reference = Reference::sample(&live);
+                bank.measured_at = live.len();
+            }
+            bank.loaded_unmeasured = false;
+        }
+    }
+
+    /// The crowding of every live passage of bank `b`, (pid, crowding), to be stored.
+    pub(crate) fn crowding_of_bank(&self, b: usize) -> Vec<(i64, f32)> {
+        let Some(bank) = self.banks.get(b) else { return Vec::new() };
+        bank.pids.iter().zip(&bank.crowding).filter(|(pid, _)| **pid >= 0).map(|(pid, c)| (*pid, *c)).collect()
     }
 
     /// How crowded the neighbourhood of `v` would be in `bank`, against its reference; `None`
@@ -454,6 +494,32 @@ mod tests {
 
     fn add(index: &mut VectorIndex, pid: i64, bank: &str, prev: Option<i64>, v: &[f32]) {
         assert!(index.add(NewVector { pid, memory_seq: pid, bank: bank.into(), prev_pid: prev, vector: quantize(v) }));
+    }
+
+    #[test]
+    fn a_bank_loaded_with_its_crowding_is_measured_and_one_without_is_not() {
+        let mut index = VectorIndex::new(2);
+        let v = |pid: i64, bank: &str, x: f32| NewVector {
+            pid,
+            memory_seq: pid,
+            bank: bank.into(),
+            prev_pid: None,
+            vector: quantize(&[x, 1.0 - x]),
+        };
+        assert!(index.add_loaded(v(1, "whole", 0.1), Some(0.25)));
+        assert!(index.add_loaded(v(2, "whole", 0.9), Some(0.5)));
+        assert!(index.add_loaded(v(3, "part", 0.1), Some(0.25)));
+        assert!(index.add_loaded(v(4, "part", 0.9), None));
+        index.loaded();
+        let whole = index.bank_of["whole"];
+        assert_eq!(index.crowding_of_bank(whole), vec![(1, 0.25), (2, 0.5)]);
+        // Not measured: no crowding at all until it is, and due to be measured.
+        let part = index.bank_of["part"];
+        assert_eq!(index.crowding_of_bank(part), vec![(3, 0.0), (4, 0.0)]);
+        assert_eq!(index.unmeasured_banks(), vec![part]);
+        // A passage added to the measured bank is measured against its reference as it comes.
+        assert!(index.crowding_for("whole", &quantize(&[0.5, 0.5])).is_some());
+        assert_eq!(index.crowding_for("part", &quantize(&[0.5, 0.5])), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Semantic recall: the built-in model finds a paraphrase, a store of the previous schema is
 //! backfilled, and an OpenAI-compatible endpoint (a real HTTP server on 127.0.0.1, below) that
 //! is down, slow or gives vectors of the wrong length never fails a retain or a recall, is
-//! reported once per outage, and is caught up with once it answers; a model change re-embeds.
+//! reported once per outage, and is caught up with once it answers; a model change re-embeds;
+//! measured neighbourhoods are stored and kept across a restart.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -160,6 +161,49 @@ async fn a_store_of_the_previous_schema_is_backfilled() {
     assert_eq!((e.embedded, e.passages), (DISTRACTORS.len() as u64 + 1, DISTRACTORS.len() as u64 + 1));
     let hybrid = recall(&b, "how do we ship a release?", RecallMode::Hybrid).await;
     assert!(hybrid.iter().take(3).any(|t| t == "We deploy with cargo-dist."), "{hybrid:?}");
+}
+
+/// How many stored vectors have no measured crowding yet.
+fn unmeasured_rows(path: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT count(*) FROM passage_vectors WHERE crowding IS NULL", [], |r| r.get(0)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn measured_neighbourhoods_are_kept_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let mut items: Vec<MemoryItem> =
+        DISTRACTORS.iter().enumerate().map(|(i, t)| item(&format!("d{i}"), t, &format!("n{i}"))).collect();
+    items.push(item("fact", "We deploy with cargo-dist.", "fact"));
+    let questions = ["how do we ship a release?", "which database do we use?", "where are the dashboards?"];
+    let mut before = Vec::new();
+    {
+        let b = LocalBackend::open(&LocalConfig::new(&path)).unwrap();
+        retain(&b, items).await;
+        embedded(&b, Duration::from_secs(60)).await;
+        for q in questions {
+            before.push(recall(&b, q, RecallMode::Dense).await);
+        }
+        // Stored after the bank is measured, with the vectors.
+        let until = Instant::now() + Duration::from_secs(30);
+        while unmeasured_rows(&path) > 0 {
+            assert!(Instant::now() < until, "measured crowding not stored");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let b = LocalBackend::open(&LocalConfig::new(&path)).unwrap();
+    let e = embedded(&b, Duration::from_secs(60)).await;
+    assert_eq!(e.embedded, DISTRACTORS.len() as u64 + 1);
+    let mut after = Vec::new();
+    for q in questions {
+        after.push(recall(&b, q, RecallMode::Dense).await);
+    }
+    assert_eq!(after, before, "the reopened store ranks as the measured one did");
+    // A vector added to a measured bank is stored with its crowding.
+    retain(&b, vec![item("late", "Release notes are written by the on-call engineer.", "late")]).await;
+    embedded(&b, Duration::from_secs(60)).await;
+    assert_eq!(unmeasured_rows(&path), 0);
 }
 
 /// What the stub answers.
