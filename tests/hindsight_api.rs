@@ -182,6 +182,25 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
     assert!(v["operation_id"].as_str().is_some(), "{v}");
     let (status, v) = d.post(&bank_path("omp", "/mental-models"), model).await;
     assert_eq!(status, 409, "{v}");
+    // Hindsight's bounds on the content's size: outside them, a clear 422 and nothing stored.
+    for n in [0, 255, 8193] {
+        let bad = json!({"id": format!("bad-{n}"), "name": "Bad", "source_query": "anything?", "max_tokens": n});
+        let (status, v) = d.post(&bank_path("omp", "/mental-models"), bad).await;
+        assert_eq!(status, 422, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("max_tokens must be between 256 and 8192"), "{v}");
+        let (status, _) = d.get(&bank_path("omp", &format!("/mental-models/bad-{n}"))).await;
+        assert_eq!(status, 404);
+    }
+    let (status, v) = d
+        .req(
+            reqwest::Method::PATCH,
+            &bank_path("omp", "/mental-models/user-preferences"),
+            Some(json!({"max_tokens": 0})),
+        )
+        .await;
+    assert_eq!(status, 422, "{v}");
+    let (_, v) = d.get(&bank_path("omp", "/mental-models/user-preferences?detail=full")).await;
+    assert_eq!(v["max_tokens"], 500, "{v}");
 
     let (_, v) = d.get(&bank_path("omp", "/mental-models?detail=metadata")).await;
     let item = &v["items"][0];

@@ -76,7 +76,7 @@ impl HindsightApi {
             source_query: Some(source_query),
             content: Some(String::new()),
             tags: super::clean_list(&settings, &req.tags),
-            max_tokens: Some(req.max_tokens.max(1)),
+            max_tokens: Some(model_tokens(req.max_tokens)?),
             trigger: Some(full_trigger(req.trigger)),
             created_at: Some(mneme_core::time::rfc3339_millis(SystemTime::now())),
             ..MentalModel::default()
@@ -107,7 +107,7 @@ impl HindsightApi {
             model.tags = super::clean_list(&settings, &tags);
         }
         if let Some(n) = req.max_tokens {
-            model.max_tokens = Some(n.max(1));
+            model.max_tokens = Some(model_tokens(n)?);
         }
         if req.trigger.is_some() {
             model.trigger = Some(full_trigger(req.trigger));
@@ -277,4 +277,20 @@ fn shown(model: &MentalModel, detail: Detail) -> Value {
     }
     map.insert("is_stale".to_owned(), Value::Bool(is_stale(model)));
     v
+}
+
+/// Hindsight's bounds on a mental model's `max_tokens` (its API answers 422 outside them).
+const MODEL_TOKENS: std::ops::RangeInclusive<usize> = 256..=8192;
+
+/// A mental model's `max_tokens`, checked against [`MODEL_TOKENS`].
+fn model_tokens(n: usize) -> Result<usize, CompatError> {
+    if MODEL_TOKENS.contains(&n) {
+        Ok(n)
+    } else {
+        Err(CompatError::Invalid(format!(
+            "max_tokens must be between {} and {} (got {n}); nothing was changed",
+            MODEL_TOKENS.start(),
+            MODEL_TOKENS.end()
+        )))
+    }
 }
