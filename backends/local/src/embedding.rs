@@ -331,8 +331,10 @@ impl Semantic {
             // Kept with the vectors, so a restart does not measure the bank again.
             let measured = read(&self.index).crowding_of_bank(b);
             for chunk in measured.chunks(STORE_CROWDING_ROWS) {
-                let chunk = chunk.to_vec();
-                if let Err(e) = writer.run(move |store| store.put_crowding(&chunk).map_err(crate::error::sql_error)) {
+                let (chunk, model) = (chunk.to_vec(), self.model.clone());
+                if let Err(e) =
+                    writer.run(move |store| store.put_crowding(&model, &chunk).map_err(crate::error::sql_error))
+                {
                     tracing::warn!(bank = b, error = %e, "cannot store the measured neighbourhoods");
                     break;
                 }

@@ -386,14 +386,15 @@ impl Store {
         Ok(stored)
     }
 
-    /// Records how crowded these passages' neighbourhoods were measured, (pid, crowding); pids
-    /// without a stored vector are skipped.
-    pub fn put_crowding(&mut self, measured: &[(i64, f32)]) -> rusqlite::Result<()> {
+    /// Records how crowded these passages' neighbourhoods were measured among `model`'s vectors,
+    /// (pid, crowding); pids without a stored vector of that model are skipped.
+    pub fn put_crowding(&mut self, model: &str, measured: &[(i64, f32)]) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;
         {
-            let mut put = tx.prepare_cached("UPDATE passage_vectors SET crowding = ?2 WHERE pid = ?1")?;
+            let mut put =
+                tx.prepare_cached("UPDATE passage_vectors SET crowding = ?2 WHERE pid = ?1 AND model = ?3")?;
             for (pid, crowding) in measured {
-                put.execute(params![pid, f64::from(*crowding)])?;
+                put.execute(params![pid, f64::from(*crowding), model])?;
             }
         }
         tx.commit()
