@@ -118,7 +118,7 @@ impl LocalBackend {
         let semantic = self.inner.semantic.clone();
         let (scan_tx, scan) = std::sync::mpsc::sync_channel(1);
         if let Some(s) = semantic.clone().filter(|_| mode != RecallMode::Lexical) {
-            let (query, bank) = (q.query.clone(), bank.clone());
+            let (query, bank) = (self.inner.thesaurus.dense_query(&q.query), bank.clone());
             tokio::task::spawn_blocking(move || {
                 let _ = scan_tx.send(s.scan(&bank, &query, crate::recall::POOL));
             });

@@ -16,7 +16,8 @@
 //!   other note) gives way to a confident dense side;
 //! - `score = c · bm25 + (1 − c) · cosine`;
 //! - the dense side's best passage is seated at most third, and a passage found by the dense
-//!   side alone must be similar enough to be worth showing ([`DENSE_FLOOR`]) or stand out.
+//!   side alone must be similar enough to be worth showing ([`DENSE_FLOOR`]), stand out, or be
+//!   among the dense side's first [`FOLLOWERS`] when its best is shown.
 
 use std::collections::HashMap;
 
@@ -38,6 +39,10 @@ pub(crate) const DENSE_FLOOR: f32 = 0.25;
 /// Measured on the dev sets with full yielding at 1.25, 1.5 and 2, and the floor at 1.25, 1.3
 /// and 1.5 (one threshold for both changed nothing against the best pair); see BENCHMARKS.md.
 const STANDS_OUT: f32 = 1.25;
+/// Once the dense side's best is worth showing, its first this many are shown whatever their
+/// cosine (the fused order still places them): the question is about something the bank holds,
+/// and a paraphrase's fact is often the vectors' 2nd–5th at a cosine under [`DENSE_FLOOR`].
+const FOLLOWERS: usize = 5;
 /// Banks smaller than this have too few scores for a mean and deviation to say what chance gives.
 const MIN_BANK: usize = 100;
 
@@ -80,8 +85,10 @@ pub(crate) fn fuse(lexical: &Lexical, dense: Option<&DenseScores>) -> Vec<(i64, 
         scored.insert(*pid, (c * nb(*b) + (1.0 - c) * d, rank));
     }
     let lexical_len = lexical.pool.len();
+    let best_shown = dense.top.first().is_some_and(|t| t.2 >= DENSE_FLOOR || dense_best_stands_out >= STANDS_OUT);
     for (i, (pid, smoothed, own)) in dense.top.iter().enumerate() {
-        if scored.contains_key(pid) || (*own < DENSE_FLOOR && standing(dense, *smoothed) < STANDS_OUT) {
+        let shown = *own >= DENSE_FLOOR || standing(dense, *smoothed) >= STANDS_OUT || (best_shown && i < FOLLOWERS);
+        if scored.contains_key(pid) || !shown {
             continue;
         }
         scored.insert(*pid, ((1.0 - c) * nd(*smoothed), lexical_len + i));
@@ -161,7 +168,11 @@ mod tests {
         let d = dense(&[(9, 0.62), (8, 0.35), (7, 0.2)], &[(1, 0.05), (2, 0.1)]);
         let order: Vec<i64> = fuse(&lexical, Some(&d)).into_iter().map(|(p, _)| p).collect();
         assert_eq!(order[0], 9, "{order:?}");
-        assert!(!order.contains(&7), "below the floor, found by the dense side alone: {order:?}");
+        // Below the floor, found by the dense side alone, but a runner-up of a best worth showing.
+        assert!(order.contains(&7), "{order:?}");
+        let d = dense(&[(9, 0.2), (8, 0.15)], &[(1, 0.05), (2, 0.1)]);
+        let order: Vec<i64> = fuse(&lexical, Some(&d)).into_iter().map(|(p, _)| p).collect();
+        assert!(!order.contains(&9) && !order.contains(&8), "nothing the vectors found is worth showing: {order:?}");
     }
 
     #[test]
@@ -216,6 +227,23 @@ mod tests {
         // Where chance would put it, or in a bank too small to tell, it is left out.
         assert!(!shown(&dense_in_bank(&[(9, 0.13, 0.2)], &[], 10_000)));
         assert!(!shown(&dense_in_bank(&[(9, 0.3, 0.2)], &[], MIN_BANK - 1)));
+    }
+
+    #[test]
+    fn the_dense_best_shown_brings_its_runners_up() {
+        let lexical = Lexical { pool: vec![(1, 1.0)], idf_mass: 10.0 };
+        let top: Vec<(i64, f32, f32)> = (0..8).map(|i| (10 + i, 0.12 - 0.001 * i as f32, 0.2)).collect();
+        let shown = |d: &DenseScores| -> Vec<i64> {
+            let mut p: Vec<i64> = fuse(&lexical, Some(d)).into_iter().map(|(p, _)| p).filter(|p| *p >= 10).collect();
+            p.sort();
+            p
+        };
+        // The best under the floor: none of them.
+        assert!(shown(&dense_in_bank(&top, &[], 10_000)).is_empty());
+        // The best over it: the first FOLLOWERS, not the rest.
+        let mut over = top.clone();
+        over[0].2 = 0.4;
+        assert_eq!(shown(&dense_in_bank(&over, &[], 10_000)), (10..10 + FOLLOWERS as i64).collect::<Vec<_>>());
     }
 
     #[test]
