@@ -118,9 +118,9 @@ impl LocalBackend {
         let semantic = self.inner.semantic.clone();
         let (scan_tx, scan) = std::sync::mpsc::sync_channel(1);
         if let Some(s) = semantic.clone().filter(|_| mode != RecallMode::Lexical) {
-            let (query, bank) = (self.inner.thesaurus.dense_query(&q.query), bank.clone());
+            let (query, bank, thesaurus) = (q.query.clone(), bank.clone(), self.inner.thesaurus.clone());
             tokio::task::spawn_blocking(move || {
-                let _ = scan_tx.send(s.scan(&bank, &query, crate::recall::POOL));
+                let _ = scan_tx.send(s.scan(&bank, &thesaurus.dense_query(&query), crate::recall::POOL));
             });
         }
         self.read(move |s| {

@@ -90,10 +90,8 @@ impl Thesaurus {
     /// vectors alone found coding paraphrases at hit@5 0.727 instead of 0.679, LoCoMo turns
     /// 0.509 instead of 0.503 (BENCHMARKS.md).
     pub(crate) fn dense_query(&self, query: &str) -> String {
-        let index_terms = fts::index_terms(query);
-        let terms: Vec<String> = index_terms.split(' ').filter(|t| !t.is_empty()).map(str::to_owned).collect();
         let words: Vec<&str> = self
-            .alternatives(&terms)
+            .alternatives(&fts::query_terms(query))
             .iter()
             .filter_map(|stem| self.words.get(stem).map(String::as_str))
             .take(DENSE_ALTERNATIVES)

@@ -102,6 +102,11 @@ impl Bank {
         self.pids.len() - self.dead
     }
 
+    /// Positions of the passages not removed.
+    fn live_positions(&self) -> Vec<u32> {
+        (0..self.pids.len() as u32).filter(|&p| self.pids[p as usize] >= 0).collect()
+    }
+
     fn row(&self, pos: usize, dim: usize) -> &[i8] {
         &self.data[pos * dim..(pos + 1) * dim]
     }
@@ -250,7 +255,7 @@ impl VectorIndex {
     /// others are left unmeasured, with no crowding at all until they are.
     pub(crate) fn loaded(&mut self) {
         for bank in &mut self.banks {
-            let live: Vec<u32> = (0..bank.pids.len() as u32).filter(|&p| bank.pids[p as usize] >= 0).collect();
+            let live = bank.live_positions();
             if bank.loaded_unmeasured || live.is_empty() {
                 bank.crowding.iter_mut().for_each(|c| *c = 0.0);
             } else {
@@ -285,7 +290,7 @@ impl VectorIndex {
     /// A job measuring bank `b`'s neighbourhoods, with a fresh reference.
     pub(crate) fn neighbourhood_job(&self, b: usize) -> Option<NeighbourhoodJob> {
         let bank = self.banks.get(b)?;
-        let live: Vec<u32> = (0..bank.pids.len() as u32).filter(|&p| bank.pids[p as usize] >= 0).collect();
+        let live = bank.live_positions();
         let reference = Reference::sample(&live);
         let mut rows = Vec::with_capacity(reference.positions.len() * self.dim);
         for &p in &reference.positions {
@@ -385,7 +390,7 @@ impl VectorIndex {
         let own: Vec<f32> = (0..dots.len()).map(|i| cosine(i) - neighbourhood::WEIGHT * bank.crowding[i]).collect();
         let mut smoothed = Vec::with_capacity(own.len());
         let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
-        let (mut sum, mut sumsq, mut live) = (0f64, 0f64, 0usize);
+        let (mut sum, mut sumsq) = (0f64, 0f64);
         for (i, s) in own.iter().enumerate() {
             let p = bank.prev[i];
             let prev = if p != NONE && bank.pids[p as usize] >= 0 { own[p as usize] } else { *s };
@@ -395,7 +400,6 @@ impl VectorIndex {
                 max = max.max(v);
                 sum += f64::from(v);
                 sumsq += f64::from(v) * f64::from(v);
-                live += 1;
             }
             smoothed.push(v);
         }
@@ -419,6 +423,7 @@ impl VectorIndex {
             .take(k)
             .map(|&i| (bank.pids[i as usize], smoothed[i as usize], cosine(i as usize)))
             .collect();
+        let live = bank.live();
         let mean = sum / live.max(1) as f64;
         let sd = (sumsq / live.max(1) as f64 - mean * mean).max(0.0).sqrt();
         let (mean, sd) = (mean as f32, sd as f32);
