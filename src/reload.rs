@@ -181,7 +181,10 @@ impl Reloader {
         // Watch the folder, not the file: editors replace files by renaming over them.
         let watched = names.clone();
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event {
+            // Reading a file is not changing it: the reload's own read of the config (and of
+            // the thesaurus) would otherwise set off the next reload, forever.
+            let changed = event.ok().filter(|e| !matches!(e.kind, notify::EventKind::Access(_)));
+            if let Some(event) = changed {
                 let names = watched.lock().unwrap_or_else(|p| p.into_inner());
                 if event.paths.iter().any(|p| p.file_name().is_some_and(|n| names.iter().any(|w| w == n))) {
                     let _ = tx.try_send(());

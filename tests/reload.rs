@@ -30,6 +30,11 @@ async fn an_invalid_edit_is_reported_and_the_daemon_keeps_serving() {
     std::fs::write(d.config_path(), "[queue]\nbatch_size = 16\n\n[memory]\nbackend = \"cloud\"\n").unwrap();
     let n = wait_for_notice(&d, "Config change not applied").await;
     assert_eq!(n["level"], "error");
+    // One edit, one notice: reading the file to check it is not another change.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let refused =
+        notices(&d).await.into_iter().filter(|n| n["message"].as_str().unwrap().contains("not applied")).count();
+    assert_eq!(refused, 1, "{:?}", notices(&d).await);
     assert!(n["message"].as_str().unwrap().contains("line 5: memory.backend"), "{n}");
     let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "still served"}]})).await;
     assert_eq!(status, 202, "{v}");
