@@ -149,3 +149,81 @@ async fn connections_past_the_cap_wait_instead_of_failing() {
     assert!(waited >= Duration::from_millis(500), "the cap did not hold: answered after {waited:?}");
     drop(conns);
 }
+
+/// Reads what the daemon answers on `s` until it closes the connection (or `within` passes).
+fn read_until_closed(s: &mut TcpStream, within: Duration) -> (String, bool) {
+    s.set_read_timeout(Some(within)).unwrap();
+    let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return (String::from_utf8_lossy(&out).into_owned(), true)
+            }
+            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), false),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_is_refused_and_frees_its_place() {
+    let d = Daemon::start("[server]\nmax_connections = 2\nbody_timeout = \"1s\"\n");
+    d.start_session("s", "/p/slow").await;
+    let (addr, token) = (d.addr.clone(), d.token.clone());
+    // Two clients send their headers and a piece of the body, then nothing: every place is taken.
+    let answers = tokio::task::spawn_blocking(move || {
+        let mut conns: Vec<TcpStream> = ["/v1/search", "/v1/sessions/s/retain"]
+            .iter()
+            .map(|path| {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                let head = format!(
+                    "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+                     Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"query\":"
+                );
+                s.write_all(head.as_bytes()).unwrap();
+                s
+            })
+            .collect();
+        let started = Instant::now();
+        let answers: Vec<(String, bool)> =
+            conns.iter_mut().map(|s| read_until_closed(s, Duration::from_secs(10))).collect();
+        (answers, started.elapsed())
+    });
+    // A third client waits for a place, and gets one once the deadline frees them.
+    let (status, _) = d.get("/v1/health").await;
+    assert_eq!(status, 200);
+    let (answers, took) = answers.await.unwrap();
+    assert!(took < Duration::from_secs(5), "the stalled bodies were held for {took:?}");
+    for (answer, closed) in answers {
+        assert!(closed, "the connection stays open: {answer}");
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(body["error"]["code"], "body_timeout", "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("server.body_timeout"), "{body}");
+    }
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(st["queue"]["spooled"], 0, "nothing of a cut body is stored");
+}
+
+#[tokio::test]
+async fn a_body_declared_too_large_is_refused_before_it_is_sent() {
+    let d = Daemon::start("[server]\nmax_body_bytes = 2048\n");
+    let (addr, token) = (d.addr.clone(), d.token.clone());
+    let (answer, closed) = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        let head = format!(
+            "POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: 2000000\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        read_until_closed(&mut s, Duration::from_secs(5))
+    })
+    .await
+    .unwrap();
+    assert!(closed, "{answer}");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "payload_too_large", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("2048"), "{body}");
+}

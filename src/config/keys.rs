@@ -150,6 +150,7 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("server", "max_body_bytes", [], |s, v, c| s.server.max_body_bytes = at_least(v.integer()?, 1024)? as usize),
     key!("server", "max_connections", [], |s, v, c| s.server.max_connections = at_least(v.integer()?, 1)? as usize),
     key!("server", "header_timeout", [], |s, v, c| s.server.header_timeout = nonzero(v.duration()?)?),
+    key!("server", "body_timeout", [], |s, v, c| s.server.body_timeout = nonzero(v.duration()?)?),
     key!("storage", "dir", [], |s, v, c| s.storage.dir = resolve(&v.string()?, c.base)),
     key!("queue", "batch_size", [], |s, v, c| s.queue.batch_size = at_least(v.integer()?, 1)? as usize),
     key!("queue", "flush_interval", [], |s, v, c| s.queue.flush_interval = nonzero(v.duration()?)?),

@@ -105,6 +105,8 @@ pub struct ServerSettings {
     pub max_connections: usize,
     /// A request's headers must arrive within this; idle keep-alive connections close after it.
     pub header_timeout: Duration,
+    /// A request's body must arrive in full within this of its headers.
+    pub body_timeout: Duration,
 }
 
 /// `[storage]`
@@ -322,6 +324,7 @@ impl Default for Settings {
                 max_body_bytes: 4 * 1024 * 1024,
                 max_connections: 1024,
                 header_timeout: Duration::from_secs(10),
+                body_timeout: Duration::from_secs(30),
             },
             storage: StorageSettings { dir: default_storage_dir() },
             queue: QueueSettings {

@@ -6,6 +6,7 @@
 mod accept;
 pub mod api;
 mod auth;
+mod body;
 mod error;
 mod hindsight;
 mod mcp;
@@ -35,6 +36,7 @@ pub use auth::is_loopback_host;
 pub use error::{error_body, ApiError};
 pub use startup::{Daemon, StartError};
 
+use crate::config::ServerSettings;
 use crate::metrics::Metrics;
 use crate::notices::Notices;
 use crate::queue::Queue;
@@ -67,7 +69,8 @@ impl AppState {
 }
 
 /// The router with every route and layer.
-fn router(state: Arc<AppState>, max_body: usize) -> Router {
+fn router(state: Arc<AppState>, server: &ServerSettings) -> Router {
+    let body = body::BodyLimits { max_bytes: server.max_body_bytes, timeout: server.body_timeout };
     Router::new()
         .route("/v1/health", get(routes::health))
         .route("/v1/status", get(routes::status))
@@ -107,7 +110,8 @@ fn router(state: Arc<AppState>, max_body: usize) -> Router {
         .nest(hindsight::PREFIX, hindsight::routes())
         .nest_service("/mcp", mcp::service(state.sessions.clone(), state.stopping.clone()))
         .fallback(routes::not_found)
-        .layer(DefaultBodyLimit::max(max_body))
+        .layer(DefaultBodyLimit::max(server.max_body_bytes))
+        .layer(middleware::from_fn_with_state(body, body::bound))
         .layer(middleware::from_fn_with_state(state.clone(), auth::guard))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -175,7 +179,7 @@ impl Daemon {
         let state = self.state(addr);
         let stopping = state.stopping.clone();
         let queue = state.queue.clone();
-        let app = router(state, self.settings.server.max_body_bytes);
+        let app = router(state, &self.settings.server);
         tracing::info!(%addr, backend = %queue.backend().id(), "mneme listening");
         self.reloader.clone().watch(stopping.clone());
         let stop = stopping.clone();
@@ -206,7 +210,7 @@ impl Daemon {
     /// in-process: the API's property tests call it without a socket. `listen` is what status
     /// reports.
     pub fn router(&self, listen: SocketAddr) -> Router {
-        router(self.state(listen), self.settings.server.max_body_bytes)
+        router(self.state(listen), &self.settings.server)
     }
 }
 
