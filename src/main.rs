@@ -38,15 +38,23 @@ fn main() -> ExitCode {
     mneme::cli::run(cli)
 }
 
-/// Crates whose debug output carries request bodies or headers (memories before they are
-/// cleaned, bearer tokens): kept at info unless `MNEME_LOG` names them itself.
-const CHATTY: [&str; 6] = ["rmcp", "hyper", "hyper_util", "h2", "reqwest", "tower_http"];
+/// Crates whose output carries what clients send (memories before they are cleaned, bearer
+/// tokens, an MCP client's self-description), with the most each may log unless `MNEME_LOG`
+/// names them itself: rmcp logs the client's `initialize` at info.
+const CHATTY: [(&str, &str); 6] = [
+    ("rmcp", "warn"),
+    ("hyper", "info"),
+    ("hyper_util", "info"),
+    ("h2", "info"),
+    ("reqwest", "info"),
+    ("tower_http", "info"),
+];
 
 fn quiet_dependencies(directives: &str) -> String {
     let mut out = directives.to_owned();
-    for krate in CHATTY {
+    for (krate, level) in CHATTY {
         if !directives.contains(krate) {
-            out.push_str(&format!(",{krate}=info"));
+            out.push_str(&format!(",{krate}={level}"));
         }
     }
     out

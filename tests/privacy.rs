@@ -225,3 +225,118 @@ async fn recall_and_reflect_queries_reach_no_backend_with_private_spans() {
         }
     }
 }
+
+/// Identifiers are stored and shown as they are, so one holding a `<private>` tag is refused
+/// (cutting it would change what it names); free text beside them loses its spans; and nothing
+/// of either reaches a file or the log, not even through the MCP library's own logging.
+#[tokio::test]
+async fn private_text_in_identifiers_is_refused_and_reaches_no_file_and_no_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("daemon.log");
+    let d = Daemon::start_logged(dir, "", &[("MNEME_LOG", "debug")], Some(&log));
+    let refused = |v: &serde_json::Value| v["error"]["message"].as_str().unwrap_or_default().contains("<private>");
+
+    let session = |fields: serde_json::Value| {
+        let mut body = json!({"session_id": "plain", "cwd": "/p/ids"});
+        body.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+        body
+    };
+    for (what, fields) in [
+        ("session id", json!({"session_id": format!("sid<private>{}", secret("session-id"))})),
+        ("session id, other case", json!({"session_id": format!("sid<PRIVATE x=1>{}", secret("session-id-case"))})),
+        ("parent", json!({"parent_session_id": format!("p<private>{}</private>", secret("parent"))})),
+        ("cwd", json!({"cwd": format!("/p/<private>{}</private>proj", secret("cwd"))})),
+        ("tools", json!({"tools": {"recall": format!("<private>{}</private>rc", secret("tools"))}})),
+    ] {
+        let (status, v) = d.post("/v1/sessions", session(fields)).await;
+        assert_eq!(status, 400, "{what}: {v}");
+        assert!(refused(&v) && !v.to_string().contains("SECRET-"), "{what}: {v}");
+    }
+    let (status, v) = d
+        .post("/v1/sessions", session(json!({"agent": format!("coder <private>{}</private>", secret("agent"))})))
+        .await;
+    assert_eq!(status, 200, "an agent name is free text: its span goes, the session starts: {v}");
+
+    for (what, memory) in [
+        ("id", json!({"id": format!("imp<private>{}", secret("import-id")), "bank": "mneme"})),
+        ("bank", json!({"id": "imp-2", "bank": format!("bk<private>{}", secret("import-bank"))})),
+    ] {
+        let mut m = memory;
+        m.as_object_mut()
+            .unwrap()
+            .extend([("content".to_owned(), json!("c")), ("created_at".to_owned(), json!("2026-01-01T00:00:00Z"))]);
+        let (status, v) = d.post("/v1/import", json!({"memories": [m]})).await;
+        assert_eq!(status, 400, "import {what}: {v}");
+        assert!(refused(&v), "import {what}: {v}");
+    }
+
+    // The Hindsight API: a bank id in the path, a mental model's id.
+    let bank = format!("bk%3Cprivate%3E{}", secret("hs-bank"));
+    for (method, path, body) in [
+        (
+            reqwest::Method::POST,
+            format!("/hindsight/v1/default/banks/{bank}/memories"),
+            json!({"items": [{"content": "x"}]}),
+        ),
+        (reqwest::Method::PUT, format!("/hindsight/v1/default/banks/{bank}"), json!({})),
+        (
+            reqwest::Method::POST,
+            "/hindsight/v1/default/banks/hb/mental-models".to_owned(),
+            json!({"id": format!("mm<private>{}", secret("model-id")), "name": "n", "source_query": "q"}),
+        ),
+    ] {
+        let (status, v) = d.req(method.clone(), &path, Some(body)).await;
+        assert!((400..500).contains(&status), "{method} {path}: {status} {v}");
+        assert!(!v.to_string().contains("SECRET-"), "{method} {path}: {v}");
+    }
+
+    // MCP: the client's name (rmcp logs the client's `initialize`) and a session header.
+    let headers = std::collections::HashMap::from([(
+        reqwest::header::HeaderName::from_static("x-mneme-session"),
+        reqwest::header::HeaderValue::from_str(&format!("hs<private>{}", secret("mcp-session"))).unwrap(),
+    )]);
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(d.url("/mcp"))
+            .auth_header(d.token.clone())
+            .custom_headers(headers),
+    );
+    let mut info = ClientConfig::default();
+    info.client_info.name = format!("<private>{}</private>", secret("mcp-client"));
+    let client = info.serve(transport).await.expect("initialize");
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("retain")
+                .with_arguments(serde_json::from_value(json!({"content": "a fact"})).unwrap()),
+        )
+        .await;
+    assert!(format!("{r:?}").contains("unknown session"), "{r:?}");
+    let _ = client.cancel().await;
+
+    let data = d.data();
+    let mut d = d;
+    d.stop();
+    for (path, bytes) in files(&data) {
+        assert!(!contains(&bytes, "SECRET-"), "a secret is in {path}");
+    }
+    let log = std::fs::read(&log).unwrap();
+    assert!(contains(&log, "DEBUG"), "the daemon logged at debug level");
+    assert!(!contains(&log, "SECRET-"), "the log holds a secret: {}", String::from_utf8_lossy(&log));
+}
+
+#[tokio::test]
+async fn an_imported_memory_needs_a_real_date() {
+    let d = Daemon::start("");
+    for at in ["notadate", "2026-13-45T99:00:00Z", "yesterday"] {
+        let m = json!({"id": "d-1", "bank": "mneme", "content": "dated fact", "created_at": at});
+        let (status, v) = d.post("/v1/import", json!({"memories": [m]})).await;
+        assert_eq!(status, 400, "{at}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("memories[0].created_at"), "{at}: {v}");
+    }
+    // An offset, and no date at all (what a Hindsight server gives a memory it has no date for).
+    for (i, at) in ["2026-01-02T03:04:05.123+01:00", ""].iter().enumerate() {
+        let m =
+            json!({"id": format!("d-ok-{i}"), "bank": "mneme", "content": format!("dated fact {i}"), "created_at": at});
+        let (status, v) = d.post("/v1/import", json!({"memories": [m]})).await;
+        assert_eq!((status, &v["imported"]), (200, &json!(1)), "{at}: {v}");
+    }
+}

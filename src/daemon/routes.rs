@@ -233,6 +233,19 @@ pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<I
                 "memories[{i}]: id, bank (without '/') and content must be non-empty"
             )));
         }
+        if mneme_core::text::has_private_tag(&m.id) || mneme_core::text::has_private_tag(&m.bank) {
+            return Err(ApiError::invalid(format!(
+                "memories[{i}]: id and bank may not contain <private> tags (they are stored as they are)"
+            )));
+        }
+        // A Hindsight server may give a memory no date (exported as ""); any other value must be
+        // a date-time, or it would be stored as one.
+        if !m.created_at.is_empty() && crate::hindsight_api::time::normalize(&m.created_at).is_none() {
+            return Err(ApiError::invalid(format!(
+                "memories[{i}].created_at must be an RFC 3339 date-time (like 2026-01-02T03:04:05Z), found {:?}",
+                mneme_core::text::strip_private(&m.created_at)
+            )));
+        }
     }
     let received = b.memories.len();
     let settings = s.sessions.settings();

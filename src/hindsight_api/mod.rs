@@ -12,7 +12,7 @@
 //! after it has gone stale.
 
 mod models;
-mod time;
+pub(crate) mod time;
 pub mod wire;
 
 use std::collections::HashSet;
@@ -304,6 +304,11 @@ fn check_bank(bank: &str) -> Result<(), CompatError> {
             "bank_id must be 1 to 200 characters without '/' or control characters".into(),
         ));
     }
+    if mneme_core::text::has_private_tag(bank) {
+        return Err(CompatError::Invalid(
+            "bank_id may not contain <private> tags: bank names are stored as they are".into(),
+        ));
+    }
     Ok(())
 }
 
@@ -339,7 +344,7 @@ mod tests {
     fn bank_ids_are_checked() {
         assert!(check_bank("omp").is_ok());
         assert!(check_bank("omp-project").is_ok());
-        for bad in ["", "  ", "a/b", "a\nb"] {
+        for bad in ["", "  ", "a/b", "a\nb", "a<private>b", "a<PRIVATE x>b</private>"] {
             assert!(check_bank(bad).is_err(), "{bad:?}");
         }
         assert!(check_bank(&"x".repeat(201)).is_err());

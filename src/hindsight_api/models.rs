@@ -262,6 +262,9 @@ fn check_model_id(id: &str) -> Result<(), CompatError> {
     if id.contains('/') || id.len() > 200 || id.chars().any(char::is_control) {
         return Err(CompatError::Invalid("id must be at most 200 characters without '/' or control characters".into()));
     }
+    if mneme_core::text::has_private_tag(id) {
+        return Err(CompatError::Invalid("id may not contain <private> tags: ids are stored as they are".into()));
+    }
     Ok(())
 }
 

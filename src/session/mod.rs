@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mneme_core::{BackendError, Scope};
+use mneme_core::{text, BackendError, Scope};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Settings;
@@ -288,23 +288,44 @@ impl Sessions {
 
     /// A copy of a session.
     pub fn get(&self, id: &str) -> Result<Session, SessionError> {
-        self.inner.map.locked().get(id).cloned().ok_or_else(|| SessionError::NotFound(id.to_owned()))
+        self.inner.map.locked().get(id).cloned().ok_or_else(|| SessionError::NotFound(shown_id(id)))
     }
 
     /// The scope and queue of a session, without copying the rest (the retain path is hot).
     fn route(&self, id: &str) -> Result<(Scope, String), SessionError> {
         let map = self.inner.map.locked();
-        let s = map.get(id).ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
+        let s = map.get(id).ok_or_else(|| SessionError::NotFound(shown_id(id)))?;
         Ok((s.scope.clone(), s.queue_id().to_owned()))
     }
 
     /// Starts (or re-scopes) a session. Idempotent.
     pub async fn start(&self, req: StartRequest) -> Result<Session, SessionError> {
         validate_id("session_id", &req.session_id)?;
+        if let Some(parent) = req.parent_session_id.as_deref().filter(|p| !p.is_empty()) {
+            validate_id("parent_session_id", parent)?;
+        }
         if req.cwd.trim().is_empty() {
             return Err(SessionError::Invalid("cwd must be a non-empty path".into()));
         }
+        // The cwd names the project (and its tag), and tool names are told back to the agent:
+        // neither may carry private text, and cutting it out would change what they name.
+        if text::has_private_tag(&req.cwd) {
+            return Err(SessionError::Invalid("cwd may not contain <private> tags".into()));
+        }
+        if let Some(tools) = &req.tools {
+            if [&tools.recall, &tools.retain, &tools.reflect]
+                .iter()
+                .any(|t| t.as_deref().is_some_and(text::has_private_tag))
+            {
+                return Err(SessionError::Invalid("tools may not contain <private> tags".into()));
+            }
+        }
         let settings = self.settings();
+        // The agent's name is free text: its private spans are dropped like a memory's.
+        let mut req = req;
+        if settings.retain.strip_private {
+            req.agent = req.agent.as_deref().map(text::strip_private).filter(|a| !a.trim().is_empty());
+        }
         let parent = match req.parent_session_id.as_deref().filter(|p| !p.is_empty() && *p != req.session_id) {
             Some(p) => self.get(p).ok(),
             None => None,
@@ -442,10 +463,25 @@ fn validate_id(field: &str, id: &str) -> Result<(), SessionError> {
     if id.chars().count() > MAX_ID_LEN {
         return Err(SessionError::Invalid(format!("{field} is longer than {MAX_ID_LEN} characters")));
     }
+    if text::has_private_tag(id) {
+        return Err(SessionError::Invalid(format!(
+            "{field} may not contain <private> tags: ids are stored as they are"
+        )));
+    }
     if id.chars().any(char::is_control) || id.contains('/') {
         return Err(SessionError::Invalid(format!("{field} may not contain control characters or '/'")));
     }
     Ok(())
+}
+
+/// A session id as error messages show it: one holding a `<private>` tag is not repeated (it
+/// would reach the logs).
+fn shown_id(id: &str) -> String {
+    if text::has_private_tag(id) {
+        "(an id with <private> text)".to_owned()
+    } else {
+        id.to_owned()
+    }
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub fn strip_memory_tags(text: &str) -> String {
 /// attributes (`<private reason="x">`), nested spans end at their outermost close, and an unclosed
 /// `<private>` hides everything after it. A stray close tag is removed.
 pub fn strip_private(text: &str) -> String {
-    if !contains_ignore_ascii_case(text, "<private") && !contains_ignore_ascii_case(text, "</private") {
+    if !has_private_tag(text) {
         return text.to_owned();
     }
     let bytes = text.as_bytes();
@@ -102,6 +102,13 @@ pub fn strip_private(text: &str) -> String {
         out.push_str(&text[kept_from..]);
     }
     out
+}
+
+/// Whether `text` holds a `<private>` or `</private>` tag, matched as [`strip_private`] matches
+/// them (any case, with attributes). Identifiers (session ids, bank names, memory ids) are
+/// stored and shown as they are, so one holding a tag is refused rather than cut.
+pub fn has_private_tag(text: &str) -> bool {
+    contains_ignore_ascii_case(text, "<private") || contains_ignore_ascii_case(text, "</private")
 }
 
 /// Removes private spans from every value of a string map (metadata).
