@@ -148,3 +148,35 @@ async fn optional_arguments_are_plain_and_the_cwd_header_picks_the_project() {
     assert!(text(&r).contains("otters use rocks as tools"), "{}", text(&r));
     let _ = client.cancel().await;
 }
+
+#[tokio::test]
+async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
+    let d = Daemon::start("");
+    let post = |body: &'static str, content_type: &'static str| {
+        d.http
+            .post(d.url("/mcp"))
+            .bearer_auth(&d.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    for (body, code) in [
+        ("{bad json", -32700),
+        ("", -32700),
+        ("[]", -32600),
+        (r#"[{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}]"#, -32600),
+        (r#"{"jsonrpc": "1.0", "id": 1, "method": "initialize"}"#, -32600),
+        ("42", -32600),
+    ] {
+        let r = post(body, "application/json").await.unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!((&v["jsonrpc"], &v["error"]["code"]), (&json!("2.0"), &json!(code)), "{body}: {v}");
+        assert!(v["error"]["message"].is_string(), "{body}: {v}");
+    }
+    let r = post(r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}"#, "text/plain").await.unwrap();
+    assert_eq!(r.status(), 415);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "unsupported_media_type", "{v}");
+}

@@ -210,6 +210,69 @@ impl ServerHandler for MemoryTools {
 }
 
 /// The tower service to nest at `/mcp`.
+/// What a POST to `/mcp` must be before the MCP library sees it: a JSON-RPC 2.0 message in a
+/// JSON body. The library answers anything else with a bare 415; a client is owed what JSON-RPC
+/// says: 400 with a parse error (-32700) or an invalid request (-32600) in JSON-RPC's error shape
+/// (which is also the API's: `{"error": {"code", "message"}}`).
+pub async fn check_message(
+    axum::extract::State(max_body): axum::extract::State<usize>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{header, Method, StatusCode};
+    use axum::response::IntoResponse;
+    if req.method() != Method::POST {
+        return next.run(req).await;
+    }
+    let json = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        let essence = v.split(';').next().unwrap_or_default().trim();
+        essence.eq_ignore_ascii_case("application/json")
+    });
+    if !json {
+        return super::ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "an MCP message is sent as Content-Type: application/json",
+        )
+        .into_response();
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, max_body).await {
+        Ok(b) => b,
+        // Too long, or cut short (the body's deadline): the API's own answers.
+        Err(e) => {
+            let mut source = std::error::Error::source(&e);
+            let mut too_long = false;
+            while let Some(s) = source {
+                too_long |= s.is::<http_body_util::LengthLimitError>();
+                source = s.source();
+            }
+            return if too_long {
+                super::ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "the MCP message is too long")
+            } else {
+                super::ApiError::invalid(format!("cannot read the MCP message: {e}"))
+            }
+            .into_response();
+        }
+    };
+    let refused = |code: i64, message: String| {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+        (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Err(e) => return refused(-32700, format!("Parse error: the body is not JSON ({e})")),
+        Ok(serde_json::Value::Object(m))
+            if m.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0")
+                && (m.contains_key("method") || m.contains_key("id")) => {}
+        Ok(_) => return refused(
+            -32600,
+            "Invalid Request: one JSON-RPC 2.0 message (an object with \"jsonrpc\": \"2.0\" and a method) a request"
+                .into(),
+        ),
+    }
+    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
 pub fn service(sessions: Sessions, stop: CancellationToken) -> StreamableHttpService<MemoryTools, LocalSessionManager> {
     StreamableHttpService::new(
         move || Ok(MemoryTools::new(sessions.clone())),

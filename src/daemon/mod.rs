@@ -108,7 +108,12 @@ fn router(state: Arc<AppState>, server: &ServerSettings) -> Router {
         .route("/ui/logout", post(ui::logout))
         .route("/metrics", get(routes::metrics))
         .nest(hindsight::PREFIX, hindsight::routes())
-        .nest_service("/mcp", mcp::service(state.sessions.clone(), state.stopping.clone()))
+        .nest_service(
+            "/mcp",
+            Router::new()
+                .fallback_service(mcp::service(state.sessions.clone(), state.stopping.clone()))
+                .layer(middleware::from_fn_with_state(server.max_body_bytes, mcp::check_message)),
+        )
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
         .layer(middleware::from_fn_with_state(body, body::bound))
@@ -132,6 +137,10 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
             StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
             StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
             StatusCode::NOT_FOUND => "not_found",
+            StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+            StatusCode::REQUEST_TIMEOUT => "request_timeout",
+            StatusCode::URI_TOO_LONG => "uri_too_long",
             s if s.is_server_error() => "internal",
             _ => "bad_request",
         };
