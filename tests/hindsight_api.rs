@@ -500,3 +500,49 @@ async fn with_the_hindsight_backend_retains_go_through_the_queue_to_the_server()
     assert_eq!(status, 200, "{v}");
     assert!(v["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
 }
+
+#[tokio::test]
+async fn the_mental_model_list_filters_by_tags_and_pages() {
+    let d = Daemon::start("");
+    for (id, tags) in [("a", json!(["t1"])), ("b", json!(["t1", "t2"])), ("c", json!(["t2"])), ("d", json!([]))] {
+        let model = json!({"id": id, "name": format!("model {id}"), "source_query": "anything?", "tags": tags});
+        let (status, v) = d.post(&bank_path("hb", "/mental-models"), model).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let ids = |v: &Value| -> Vec<String> {
+        v["items"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_owned()).collect()
+    };
+    let list = |query: &str| {
+        let path = bank_path("hb", &format!("/mental-models{query}"));
+        let d = &d;
+        async move { d.get(&path).await }
+    };
+    let (status, v) = list("").await;
+    assert_eq!(
+        (status, ids(&v), &v["total"], &v["limit"], &v["offset"]),
+        (200, vec!["a".into(), "b".into(), "c".into(), "d".into()], &json!(4), &json!(100), &json!(0))
+    );
+    let (_, v) = list("?limit=1&offset=1").await;
+    assert_eq!(
+        (ids(&v), &v["total"], &v["limit"], &v["offset"]),
+        (vec!["b".to_owned()], &json!(4), &json!(1), &json!(1))
+    );
+    let (_, v) = list("?offset=10").await;
+    assert_eq!((ids(&v), &v["total"]), (Vec::<String>::new(), &json!(4)));
+    let (_, v) = list("?tags=t1").await;
+    assert_eq!(ids(&v), ["a", "b"]);
+    let (_, v) = list("?tags=t1&tags=t2").await;
+    assert_eq!(ids(&v), ["a", "b", "c"]);
+    let (_, v) = list("?tags=t1&tags=t2&tags_match=all").await;
+    assert_eq!(ids(&v), ["b"]);
+    let (_, v) = list("?tags=t1&tags_match=exact").await;
+    assert_eq!((ids(&v), &v["total"]), (vec!["a".to_owned()], &json!(1)));
+    let (_, v) = list("?tags=nomatch").await;
+    assert_eq!((ids(&v), &v["total"]), (Vec::<String>::new(), &json!(0)));
+    for bad in ["limit=abc", "limit=0", "limit=1001", "offset=-3", "tags_match=bogus", "detail=everything"] {
+        let (status, v) = list(&format!("?{bad}")).await;
+        let name = bad.split('=').next().unwrap();
+        assert_eq!(status, 422, "{bad}: {v}");
+        assert!(v["detail"].to_string().contains(name), "{bad}: {v}");
+    }
+}

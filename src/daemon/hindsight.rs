@@ -159,10 +159,11 @@ async fn reflect(State(s): St, Path(bank): Path<String>, Body(b): Body<ReflectRe
 async fn list_models(
     State(s): St,
     Path(bank): Path<String>,
-    q: Result<Query<DetailQuery>, QueryRejection>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Answer<MentalModelList> {
-    let Query(q) = q?;
-    Ok(Json(api(&s).mental_models(&bank, q.detail.unwrap_or_default()).await?))
+    let Query(pairs) = q?;
+    let query = ModelListQuery::parse(&pairs).map_err(CompatError::Invalid)?;
+    Ok(Json(api(&s).mental_models(&bank, &query).await?))
 }
 
 async fn create_model(

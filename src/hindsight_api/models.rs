@@ -9,7 +9,8 @@ use mneme_core::{RecallQuery, TagsMatch};
 use serde_json::Value;
 
 use super::wire::{
-    CreateMentalModel, Detail, MentalModel, MentalModelList, OperationAnswer, RefreshAnswer, UpdateMentalModel,
+    CreateMentalModel, Detail, MentalModel, MentalModelList, ModelListQuery, OperationAnswer, RefreshAnswer,
+    UpdateMentalModel,
 };
 use super::{check_bank, CompatError, HindsightApi};
 
@@ -24,17 +25,20 @@ fn key(bank: &str, id: &str) -> String {
 }
 
 impl HindsightApi {
-    /// A bank's models, by name, shown at `detail`; stale ones are refreshed in the background.
-    pub async fn mental_models(&self, bank: &str, detail: Detail) -> Result<MentalModelList, CompatError> {
+    /// A bank's models that `query` lists, by name, one page of them shown at its detail; stale
+    /// ones on the page are refreshed in the background.
+    pub async fn mental_models(&self, bank: &str, query: &ModelListQuery) -> Result<MentalModelList, CompatError> {
         check_bank(bank)?;
         let mut models = self.stored_models(bank).await?;
+        models.retain(|m| query.lists(&m.tags, m.is_knowledge_page));
         models.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.id.cmp(&b.id)));
-        if detail != Detail::Metadata {
-            self.refresh_stale_in_background(bank, &models);
-        }
         let total = models.len();
-        let items: Vec<Value> = models.iter().map(|m| shown(m, detail)).collect();
-        Ok(MentalModelList { limit: total.max(100), items, total, offset: 0 })
+        let page: Vec<MentalModel> = models.into_iter().skip(query.offset).take(query.limit).collect();
+        if query.detail != Detail::Metadata {
+            self.refresh_stale_in_background(bank, &page);
+        }
+        let items: Vec<Value> = page.iter().map(|m| shown(m, query.detail)).collect();
+        Ok(MentalModelList { limit: query.limit, items, total, offset: query.offset })
     }
 
     /// One model at `detail`.

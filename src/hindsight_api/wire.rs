@@ -403,6 +403,114 @@ pub struct DetailQuery {
     pub detail: Option<Detail>,
 }
 
+/// How a mental-model list's `tags` match a model's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ModelTagsMatch {
+    /// The model has one of them at least (Hindsight's default).
+    #[default]
+    Any,
+    /// The model has every one of them.
+    All,
+    /// The model's tags are exactly these.
+    Exact,
+}
+
+/// The query string of `GET …/mental-models`, as Hindsight 1.1.0's OpenAPI gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelListQuery {
+    /// How much of each model.
+    pub detail: Detail,
+    /// Page size, 1 to 1000.
+    pub limit: usize,
+    /// Page start.
+    pub offset: usize,
+    /// Only models with these tags (`tags=a&tags=b`), matched by `tags_match`.
+    pub tags: Vec<String>,
+    /// How `tags` match.
+    pub tags_match: ModelTagsMatch,
+    /// Leave out knowledge pages.
+    pub exclude_knowledge_pages: bool,
+}
+
+impl Default for ModelListQuery {
+    fn default() -> Self {
+        Self {
+            detail: Detail::default(),
+            limit: 100,
+            offset: 0,
+            tags: Vec::new(),
+            tags_match: ModelTagsMatch::default(),
+            exclude_knowledge_pages: false,
+        }
+    }
+}
+
+impl ModelListQuery {
+    /// Reads the query's pairs (a repeated `tags` is a list); a value out of its bounds or not
+    /// among its choices is an error naming the parameter. Unknown parameters are ignored, as
+    /// Hindsight ignores them.
+    pub fn parse(pairs: &[(String, String)]) -> Result<Self, String> {
+        let mut q = ModelListQuery::default();
+        for (key, value) in pairs {
+            let number = |max: usize, min: usize| {
+                value
+                    .trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (min..=max).contains(n))
+                    .ok_or_else(|| format!("{key} must be an integer from {min} to {max}, found {value:?}"))
+            };
+            match key.as_str() {
+                "detail" => {
+                    q.detail = match value.as_str() {
+                        "metadata" => Detail::Metadata,
+                        "content" => Detail::Content,
+                        "full" => Detail::Full,
+                        _ => return Err(format!("detail must be metadata, content or full, found {value:?}")),
+                    }
+                }
+                "limit" => q.limit = number(1000, 1)?,
+                "offset" => q.offset = number(usize::MAX, 0)?,
+                "tags" => q.tags.push(value.clone()),
+                "tags_match" => {
+                    q.tags_match = match value.as_str() {
+                        "any" => ModelTagsMatch::Any,
+                        "all" => ModelTagsMatch::All,
+                        "exact" => ModelTagsMatch::Exact,
+                        _ => return Err(format!("tags_match must be any, all or exact, found {value:?}")),
+                    }
+                }
+                "exclude_knowledge_pages" => {
+                    q.exclude_knowledge_pages = match value.as_str() {
+                        "true" | "1" => true,
+                        "false" | "0" => false,
+                        _ => return Err(format!("exclude_knowledge_pages must be true or false, found {value:?}")),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(q)
+    }
+
+    /// Whether a model with `tags` (and this kind) is listed.
+    pub fn lists(&self, tags: &[String], is_knowledge_page: bool) -> bool {
+        if self.exclude_knowledge_pages && is_knowledge_page {
+            return false;
+        }
+        if self.tags.is_empty() {
+            return true;
+        }
+        match self.tags_match {
+            ModelTagsMatch::Any => self.tags.iter().any(|t| tags.contains(t)),
+            ModelTagsMatch::All => self.tags.iter().all(|t| tags.contains(t)),
+            ModelTagsMatch::Exact => {
+                self.tags.iter().all(|t| tags.contains(t)) && tags.iter().all(|t| self.tags.contains(t))
+            }
+        }
+    }
+}
+
 /// `GET /health`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Health {
