@@ -119,9 +119,16 @@ async fn a_memory_shows_its_passages_and_forgetting_it_removes_it_from_recall_wi
     assert_eq!(status, 400, "a document needs its bank: {v}");
     let (status, v) = d.post("/v1/search", json!({"query": "  "})).await;
     assert_eq!(status, 400, "{v}");
-    let (status, v) = d.post("/v1/search", json!({"query": "deploy key", "max_tokens": 0})).await;
-    assert_eq!(status, 400, "{v}");
-    assert_eq!(v["error"]["message"], "max_tokens must be at least 1 (a token is about 4 characters)");
+    for n in [json!(0), json!(100_001), json!(1_000_000_000_000_000u64)] {
+        let (status, v) = d.post("/v1/search", json!({"query": "deploy key", "max_tokens": n})).await;
+        assert_eq!(status, 400, "{n}: {v}");
+        assert_eq!(v["error"]["message"], "max_tokens must be from 1 to 100000 (a token is about 4 characters)");
+    }
+    let (status, v) = d.post("/v1/search", json!({"query": "deploy key", "max_tokens": 100_000})).await;
+    assert_eq!(status, 200, "{v}");
+    // The CLI says which flag the bank is.
+    let out = d.cli().args(["forget", "--document", "doc"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bank"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[tokio::test]

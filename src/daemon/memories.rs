@@ -83,7 +83,7 @@ pub async fn forget_document(
 ) -> AppResult<Json<Forgotten>> {
     let Query(q) = q?;
     let bank = bank_or_default(&s, q.bank)
-        .ok_or_else(|| ApiError::invalid("forgetting a document needs its bank: add ?bank=<bank>"))?;
+        .ok_or_else(|| ApiError::invalid("forgetting a document needs its bank: add ?bank=<bank> (mneme forget --document: --bank <bank>)"))?;
     forget(&s, Forget::Document { id, bank }).await
 }
 
@@ -100,7 +100,7 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
     Ok(Json(done))
 }
 
-/// The largest `max_tokens` a search is given; larger asks get this.
+/// The largest `max_tokens` a search may ask for.
 const MAX_SEARCH_TOKENS: usize = 100_000;
 
 pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<SearchAnswer>> {
@@ -110,9 +110,11 @@ pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<Searc
     if bank.contains('/') {
         return Err(ApiError::invalid("bank must not contain '/'"));
     }
-    if b.max_tokens == Some(0) {
+    if b.max_tokens.is_some_and(|n| n == 0 || n > MAX_SEARCH_TOKENS) {
         // A bound of nothing would still be answered with something: say so instead.
-        return Err(ApiError::invalid("max_tokens must be at least 1 (a token is about 4 characters)"));
+        return Err(ApiError::invalid(format!(
+            "max_tokens must be from 1 to {MAX_SEARCH_TOKENS} (a token is about 4 characters)"
+        )));
     }
     let query = RecallQuery {
         query,
