@@ -53,6 +53,34 @@ async fn non_loopback_origin_and_host_are_refused() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+
+    // What no browser sends but a raw client can: a second Host or Origin after a loopback one,
+    // and an absolute-form target naming another host. Each is judged by every host it names.
+    let (addr, token) = (d.addr.clone(), d.token.clone());
+    let answers = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        [
+            "GET /v1/banks HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n",
+            "GET /v1/banks HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://localhost\r\nOrigin: https://evil.example\r\n",
+            "GET http://evil.example/v1/banks HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+            "GET http://127.0.0.1/v1/banks HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+        ]
+        .map(|head| {
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            let request = format!("{head}Authorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+            s.write_all(request.as_bytes()).unwrap();
+            let mut answer = String::new();
+            s.read_to_string(&mut answer).unwrap();
+            answer
+        })
+    })
+    .await
+    .unwrap();
+    for (answer, wanted) in answers.iter().zip(["403", "403", "403", "200"]) {
+        assert!(answer.starts_with(&format!("HTTP/1.1 {wanted}")), "{answer}");
+    }
+    assert!(answers[0].contains("forbidden_host") && answers[2].contains("forbidden_host"), "{answers:?}");
+    assert!(answers[1].contains("forbidden_origin"), "{answers:?}");
 }
 
 #[tokio::test]

@@ -40,26 +40,27 @@ pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// session cookie may use the view's routes, from the view's own origin (see [`ui::auth`]).
 pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        if !origin.to_str().is_ok_and(origin_is_loopback) {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden_origin",
-                "requests from web pages are refused (non-loopback Origin)",
-            )
-            .into_response();
-        }
+    // Every value counts, not the first: a second Host or Origin must not slip past the check.
+    if headers.get_all(header::ORIGIN).iter().any(|origin| !origin.to_str().is_ok_and(origin_is_loopback)) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_origin",
+            "requests from web pages are refused (non-loopback Origin)",
+        )
+        .into_response();
     }
     if !state.allow_remote {
-        if let Some(host) = headers.get(header::HOST) {
-            if !host.to_str().is_ok_and(is_loopback_host) {
-                return ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "forbidden_host",
-                    "the Host header must name this machine (localhost or a loopback address)",
-                )
-                .into_response();
-            }
+        // The host a request names: its Host headers, and the authority of an absolute-form
+        // target (`GET http://example.com/v1/banks`), which HTTP/1.1 says wins over Host.
+        let hosts_named = headers.get_all(header::HOST).iter().map(|h| h.to_str().ok());
+        let target = req.uri().authority().map(|a| Some(a.as_str()));
+        if hosts_named.chain(target).any(|host| !host.is_some_and(is_loopback_host)) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_host",
+                "the Host header must name this machine (localhost or a loopback address)",
+            )
+            .into_response();
         }
     }
     let path = req.uri().path();

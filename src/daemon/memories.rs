@@ -82,8 +82,11 @@ pub async fn forget_document(
     q: Result<Query<BankParam>, QueryRejection>,
 ) -> AppResult<Json<Forgotten>> {
     let Query(q) = q?;
-    let bank = bank_or_default(&s, q.bank)
-        .ok_or_else(|| ApiError::invalid("forgetting a document needs its bank: add ?bank=<bank> (mneme forget --document: --bank <bank>)"))?;
+    let bank = bank_or_default(&s, q.bank).ok_or_else(|| {
+        ApiError::invalid(
+            "forgetting a document needs its bank: add ?bank=<bank> (mneme forget --document: --bank <bank>)",
+        )
+    })?;
     forget(&s, Forget::Document { id, bank }).await
 }
 
