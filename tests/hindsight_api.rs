@@ -140,8 +140,14 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
     let url = d.url(&bank_path("b", "/memories/recall"));
     let r = http.post(&url).json(&json!({"query": "x"})).send().await.unwrap();
     assert_eq!(r.status(), 401);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["detail"].is_string() && v["error"]["code"] == "unauthorized", "both shapes before the routes ran: {v}");
     let r = http.post(&url).bearer_auth("wrong").json(&json!({"query": "x"})).send().await.unwrap();
     assert_eq!(r.status(), 401);
+    // A method the route does not take.
+    let (status, v) = d.req(reqwest::Method::DELETE, &bank_path("b", "/memories/recall"), None).await;
+    assert_eq!(status, 405, "{v}");
+    assert!(v["detail"].is_string() && v["error"]["code"] == "method_not_allowed", "{v}");
     let r = http
         .post(&url)
         .bearer_auth(&d.token)

@@ -76,6 +76,28 @@ impl IntoResponse for HindsightError {
     }
 }
 
+/// Gives an error answered under the prefix before its routes ran (401 from the guard, 405, 404
+/// for the prefix itself) the `detail` Hindsight's clients read, beside the API's `error`.
+pub async fn with_detail(response: Response) -> Response {
+    const MOST: usize = 64 * 1024;
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MOST).await else {
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        return Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let mut value: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
+    };
+    if let Some(map) = value.as_object_mut().filter(|m| !m.contains_key("detail")) {
+        let message = map.get("error").and_then(|e| e.get("message")).cloned();
+        map.insert("detail".to_owned(), message.unwrap_or_else(|| "request failed".into()));
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        return Response::from_parts(parts, axum::body::Body::from(value.to_string()));
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
 impl From<CompatError> for HindsightError {
     fn from(e: CompatError) -> Self {
         HindsightError(match e {

@@ -128,6 +128,7 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     let started = Instant::now();
     let matched = req.extensions().get::<MatchedPath>().cloned();
     let method = req.method().clone();
+    let hindsight_route = req.uri().path().starts_with(hindsight::PREFIX);
     let mut response = next.run(req).await;
     let status = response.status();
     let is_json =
@@ -150,6 +151,9 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
         parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         parts.headers.remove(header::CONTENT_LENGTH);
         response = Response::from_parts(parts, HttpBody::from(body));
+    }
+    if hindsight_route && (status.is_client_error() || status.is_server_error()) {
+        response = hindsight::with_detail(response).await;
     }
     let route = route_label(matched.as_ref().map(MatchedPath::as_str));
     let took = started.elapsed();
