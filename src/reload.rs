@@ -85,7 +85,7 @@ impl Reloader {
             self.notices.emit(Level::Warning, "config", None, message).await;
             return Ok(Reloaded { backend: old.memory.backend, changed: false, restart_needed: Vec::new() });
         }
-        let mut new = match config::load(&self.path, &|k| std::env::var(k).ok()) {
+        let mut new = match config::load_from_env(&self.path) {
             Ok(loaded) => loaded.settings,
             Err(e) => {
                 let message = format!("Config change not applied, the running configuration stays. {e}");

@@ -18,7 +18,7 @@ use crate::daemon::api::{
 /// Loads the config file the flag / environment point at.
 pub(super) fn load_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
     let path = config::config_path(flag);
-    config::load(&path, &|k| std::env::var(k).ok()).map_err(|e| CliError::Config(e.to_string()))
+    config::load_from_env(&path).map_err(|e| CliError::Config(e.to_string()))
 }
 
 pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -> Result<ExitCode, CliError> {
@@ -27,7 +27,7 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
         ConfigAction::Path => println!("{}", config::config_path(flag).display()),
         ConfigAction::Check => {
             let path = config::config_path(flag);
-            match config::load(&path, &|k| std::env::var(k).ok()) {
+            match config::load_from_env(&path) {
                 Ok(loaded) if as_json => {
                     println!(
                         "{}",

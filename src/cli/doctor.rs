@@ -33,7 +33,7 @@ impl Report {
 pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCode, CliError> {
     let mut r = Report { lines: Vec::new() };
     let path = config::config_path(flag);
-    let settings = match config::load(&path, &|k| std::env::var(k).ok()) {
+    let settings = match config::load_from_env(&path) {
         Ok(loaded) => {
             let what = if loaded.exists { "is valid" } else { "does not exist: the defaults apply" };
             r.ok(format!("config {} {what}", path.display()));

@@ -89,13 +89,36 @@ pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
     Ok(Loaded { settings, path: path.to_owned(), exists, warnings })
 }
 
+/// [`load`] with this process's environment, warning also about `MNEME_<SECTION>__<KEY>`
+/// variables that name no key (a misspelt override would otherwise be ignored without a word).
+pub fn load_from_env(path: &Path) -> Result<Loaded, ConfigErrors> {
+    let mut loaded = load(path, &|k| std::env::var(k).ok())?;
+    let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
+    loaded.warnings.extend(unknown_env_keys(names));
+    Ok(loaded)
+}
+
+/// Warnings for the `MNEME_<SECTION>__<KEY>` names among `names` that are no config key.
+pub fn unknown_env_keys(names: impl IntoIterator<Item = String>) -> Vec<String> {
+    let known: std::collections::HashSet<String> = keys::REGISTRY.iter().map(|k| k.env_name()).collect();
+    let mut unknown: Vec<String> =
+        names.into_iter().filter(|n| n.starts_with("MNEME_") && n.contains("__") && !known.contains(n)).collect();
+    unknown.sort();
+    unknown
+        .into_iter()
+        .map(|n| format!("ignoring {n}: no config key has that name (overrides are MNEME_<SECTION>__<KEY>, like MNEME_QUEUE__BATCH_SIZE)"))
+        .collect()
+}
+
 /// Parses config text (no environment). `base` resolves relative paths.
 pub fn parse(text: &str, base: Option<&Path>) -> Result<Settings, Vec<ConfigError>> {
     let table: toml::Table = match text.parse() {
         Ok(t) => t,
         Err(e) => {
             let line = e.span().map(|s| line_of(text, s.start));
-            return Err(vec![ConfigError { key: String::new(), line, message: e.message().to_owned() }]);
+            // The scan finds assignments in text TOML cannot parse, so the error names its key.
+            let key = line.and_then(|l| LineIndex::new(text).key_at(l)).unwrap_or_default();
+            return Err(vec![ConfigError { key, line, message: e.message().trim().to_owned() }]);
         }
     };
     let lines = LineIndex::new(text);
@@ -282,6 +305,11 @@ impl LineIndex {
 
     fn section(&self, section: &str) -> Option<usize> {
         self.sections.get(section).copied()
+    }
+
+    /// The `section.key` assigned on `line`.
+    fn key_at(&self, line: usize) -> Option<String> {
+        self.keys.iter().find(|(_, l)| **l == line).map(|((section, name), _)| format!("{section}.{name}"))
     }
 
     fn key(&self, section: &str, name: &str) -> Option<usize> {

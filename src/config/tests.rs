@@ -133,3 +133,20 @@ fn a_thesaurus_file_is_read_and_checked_with_the_config() {
     assert!(errors[0].message.starts_with("cannot read "), "{}", errors[0].message);
     assert!(errors[0].message.contains("nowhere.txt"), "{}", errors[0].message);
 }
+
+#[test]
+fn a_value_toml_cannot_read_names_its_key() {
+    let errors =
+        load::parse("[queue]\nflush_interval = \"1s\"\nbatch_size = 99999999999999999999999\n", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("queue.batch_size", Some(3)), "{errors:?}");
+    assert!(errors[0].to_string().starts_with("line 3: queue.batch_size: "), "{}", errors[0]);
+}
+
+#[test]
+fn an_override_that_names_no_key_is_warned_about() {
+    let names = ["MNEME_QUEUE__NOPE", "MNEME_QUEUE__BATCH_SIZE", "MNEME_LOG", "MNEME_CONFIG", "PATH", "MNEME_X__Y"];
+    let warnings = unknown_env_keys(names.iter().map(|n| n.to_string()));
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].starts_with("ignoring MNEME_QUEUE__NOPE: no config key"), "{warnings:?}");
+    assert!(warnings[1].starts_with("ignoring MNEME_X__Y"), "{warnings:?}");
+}
