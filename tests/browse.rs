@@ -309,3 +309,35 @@ async fn the_web_views_cookie_opens_its_routes_only_and_only_from_its_own_origin
         reqwest::Client::new().get(d.url("/v1/status")).header(header::COOKIE, "mneme_ui=0000").send().await.unwrap();
     assert_eq!(r.status(), 401);
 }
+
+#[tokio::test]
+async fn a_login_code_request_is_checked_not_clamped() {
+    let d = Daemon::start(NO_EMBEDDER);
+    let send = |body: &'static str| {
+        d.http
+            .post(d.url("/v1/ui/codes"))
+            .bearer_auth(&d.token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    for (body, status, code) in [
+        ("[]", 422, "invalid_field"),
+        ("{bad", 400, "invalid_json"),
+        (r#"{"valid_for_seconds": 0}"#, 400, "invalid_request"),
+        (r#"{"valid_for_seconds": 1000000000000}"#, 400, "invalid_request"),
+    ] {
+        let r = send(body).await.unwrap();
+        assert_eq!(r.status(), status, "{body}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], code, "{body}: {v}");
+    }
+    let r = send(r#"{"valid_for_seconds": 60}"#).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["valid_for_seconds"], 60);
+    let r = send("").await.unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["valid_for_seconds"], 12 * 3600, "no body: the default");
+    let out = d.cli().args(["ui", "--no-open", "--valid-for", "0s"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--valid-for must be from 1m to 30days"));
+}

@@ -161,18 +161,19 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
             .body(body)
             .send()
     };
-    for (body, code) in [
-        ("{bad json", -32700),
-        ("", -32700),
-        ("[]", -32600),
-        (r#"[{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}]"#, -32600),
-        (r#"{"jsonrpc": "1.0", "id": 1, "method": "initialize"}"#, -32600),
-        ("42", -32600),
+    for (body, code, rpc_code) in [
+        ("{bad json", "invalid_json", -32700),
+        ("", "invalid_json", -32700),
+        ("[]", "invalid_request", -32600),
+        (r#"[{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}]"#, "invalid_request", -32600),
+        (r#"{"jsonrpc": "1.0", "id": 1, "method": "initialize"}"#, "invalid_request", -32600),
+        ("42", "invalid_request", -32600),
     ] {
         let r = post(body, "application/json").await.unwrap();
         assert_eq!(r.status(), 400, "{body}");
         let v: Value = r.json().await.unwrap();
         assert_eq!((&v["jsonrpc"], &v["error"]["code"]), (&json!("2.0"), &json!(code)), "{body}: {v}");
+        assert_eq!(v["error"]["data"]["jsonrpc_code"], rpc_code, "{body}: {v}");
         assert!(v["error"]["message"].is_string(), "{body}: {v}");
     }
     let r = post(r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}"#, "text/plain").await.unwrap();

@@ -55,6 +55,9 @@ pub struct UiOptions {
 
 /// Prints a one-time login URL for the web view and, on a desktop, opens it.
 pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<ExitCode, CliError> {
+    if opts.valid_for.is_some_and(|d| !(60..=30 * 24 * 3600).contains(&d.as_secs())) {
+        return Err(CliError::Other("--valid-for must be from 1m to 30days".into()));
+    }
     let body = UiCodeRequest { valid_for_seconds: opts.valid_for.map(|d| d.as_secs()) };
     let code: UiCode = client.post("/v1/ui/codes", &body).await?;
     if json_out {

@@ -211,9 +211,9 @@ impl ServerHandler for MemoryTools {
 
 /// The tower service to nest at `/mcp`.
 /// What a POST to `/mcp` must be before the MCP library sees it: a JSON-RPC 2.0 message in a
-/// JSON body. The library answers anything else with a bare 415; a client is owed what JSON-RPC
-/// says: 400 with a parse error (-32700) or an invalid request (-32600) in JSON-RPC's error shape
-/// (which is also the API's: `{"error": {"code", "message"}}`).
+/// JSON body. The library answers anything else with a bare 415; a client is owed a 400 saying
+/// which of JSON-RPC's errors it is, a parse error (-32700) or an invalid request (-32600), in
+/// the API's error shape (`{"error": {"code", "message"}}`, JSON-RPC's number in `data`).
 pub async fn check_message(
     axum::extract::State(max_body): axum::extract::State<usize>,
     req: axum::extract::Request,
@@ -255,20 +255,22 @@ pub async fn check_message(
             .into_response();
         }
     };
-    let refused = |code: i64, message: String| {
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    // The API's error shape (a string code), in a JSON-RPC response whose error carries
+    // JSON-RPC's number in `data`.
+    let refused = |code: &str, rpc_code: i64, message: &str| {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": code, "message": message, "data": {"jsonrpc_code": rpc_code}}});
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
     match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Err(e) => return refused(-32700, format!("Parse error: the body is not JSON ({e})")),
+        Err(e) => return refused("invalid_json", -32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
             if m.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0")
                 && (m.contains_key("method") || m.contains_key("id")) => {}
-        Ok(_) => return refused(
-            -32600,
-            "Invalid Request: one JSON-RPC 2.0 message (an object with \"jsonrpc\": \"2.0\" and a method) a request"
-                .into(),
-        ),
+        Ok(_) => {
+            let why = "Invalid Request: a request is one JSON-RPC 2.0 message, an object with \"jsonrpc\": \"2.0\"";
+            return refused("invalid_request", -32600, why);
+        }
     }
     next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }

@@ -34,7 +34,14 @@ pub(super) fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> App
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(bytes)
+    // A body that is not JSON is a 400 like every route's; JSON of the wrong shape (an array
+    // where an object goes, a wrong type) a 422.
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", format!("the body is not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", "the body must be a JSON object"));
+    }
+    serde_json::from_value(value)
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", format!("invalid body: {e}")))
 }
 

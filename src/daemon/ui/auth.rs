@@ -24,7 +24,9 @@ pub const CSRF_HEADER: &str = "x-mneme-csrf";
 pub const CODE_LIFETIME: Duration = Duration::from_secs(120);
 /// A browser session's default and longest lifetimes.
 const DEFAULT_SESSION: Duration = Duration::from_secs(12 * 3600);
-const LONGEST_SESSION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The shortest and longest a browser session may be asked to last.
+pub(super) const SHORTEST_SESSION: Duration = Duration::from_secs(60);
+pub(super) const LONGEST_SESSION: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Codes not yet used (a bound, so a token holder looping cannot grow memory without end).
 const MAX_CODES: usize = 64;
 
@@ -72,7 +74,7 @@ pub struct Live {
 impl UiAuth {
     /// A new one-time code for a session of `valid_for` (default 12 h, at most 30 days).
     pub fn issue(&self, valid_for: Option<Duration>) -> std::io::Result<Issued> {
-        let valid_for = valid_for.unwrap_or(DEFAULT_SESSION).clamp(Duration::from_secs(60), LONGEST_SESSION);
+        let valid_for = valid_for.unwrap_or(DEFAULT_SESSION).clamp(SHORTEST_SESSION, LONGEST_SESSION);
         let code = crate::ids::secret_hex(16)?;
         let now = Instant::now();
         let mut codes = self.codes.locked();

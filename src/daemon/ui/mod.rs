@@ -71,6 +71,12 @@ pub async fn to_index() -> Response {
 /// `POST /v1/ui/codes` (bearer only): a one-time code and the URL that uses it.
 pub async fn new_code(State(s): St, body: axum::body::Bytes) -> Result<Json<UiCode>, ApiError> {
     let b: UiCodeRequest = super::routes::optional_body(&body)?;
+    let (shortest, longest) = (auth::SHORTEST_SESSION.as_secs(), auth::LONGEST_SESSION.as_secs());
+    if b.valid_for_seconds.is_some_and(|n| !(shortest..=longest).contains(&n)) {
+        return Err(ApiError::invalid(format!(
+            "valid_for_seconds must be from {shortest} (a minute) to {longest} (30 days)"
+        )));
+    }
     let valid_for = b.valid_for_seconds.map(std::time::Duration::from_secs);
     let issued = s.ui.issue(valid_for).map_err(|e| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("cannot make a login code: {e}"))
