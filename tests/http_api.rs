@@ -271,6 +271,16 @@ async fn subagents_alias_their_parent_and_cwd_changes_rescope() {
     assert_eq!(v["inject"], Value::Null, "aliases get no automatic recall");
     let v = d.start_session("parent", "/work/beta").await;
     assert_eq!(v["scope"]["tags"], json!(["project:beta"]));
+    // An alias of an alias is an alias of its parent, and a parent named as its alias's alias
+    // stays a session of its own (no cycle).
+    let (_, v) = d
+        .post("/v1/sessions", json!({"session_id": "grandchild", "cwd": "/tmp/x", "parent_session_id": "child"}))
+        .await;
+    assert_eq!(v["alias_of"], "parent", "{v}");
+    let (_, v) = d
+        .post("/v1/sessions", json!({"session_id": "parent", "cwd": "/work/beta", "parent_session_id": "child"}))
+        .await;
+    assert_eq!(v["alias_of"], Value::Null, "{v}");
 }
 
 #[tokio::test]
