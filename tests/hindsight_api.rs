@@ -205,8 +205,15 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
         )
         .await;
     assert_eq!(status, 422, "{v}");
+    // A blank or all-private name or query is refused as on create, and nothing changes.
+    for patch in [json!({"source_query": ""}), json!({"source_query": "<private>x</private>"}), json!({"name": "  "})] {
+        let path = bank_path("omp", "/mental-models/user-preferences");
+        let (status, v) = d.req(reqwest::Method::PATCH, &path, Some(patch.clone())).await;
+        assert_eq!(status, 422, "{patch}: {v}");
+    }
     let (_, v) = d.get(&bank_path("omp", "/mental-models/user-preferences?detail=full")).await;
     assert_eq!(v["max_tokens"], 500, "{v}");
+    assert_eq!((&v["source_query"], &v["name"]), (&json!("what does the user prefer?"), &json!("User preferences")));
 
     let (_, v) = d.get(&bank_path("omp", "/mental-models?detail=metadata")).await;
     let item = &v["items"][0];

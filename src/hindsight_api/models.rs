@@ -101,11 +101,16 @@ impl HindsightApi {
         let mut model = self.stored_model(bank, id).await?;
         let settings = self.settings();
         let recompute = req.source_query.is_some() || req.tags.is_some() || req.max_tokens.is_some();
-        if let Some(name) = req.name.as_deref().and_then(|n| crate::session::clean_text(&settings, n)) {
-            model.name = name;
+        // As on create: a name or query given blank (or all private) is refused, not skipped.
+        if let Some(name) = req.name.as_deref() {
+            model.name = crate::session::clean_text(&settings, name)
+                .ok_or_else(|| CompatError::Invalid("name must not be empty".into()))?;
         }
-        if let Some(q) = req.source_query.as_deref().and_then(|q| crate::session::clean_text(&settings, q)) {
-            model.source_query = Some(q);
+        if let Some(q) = req.source_query.as_deref() {
+            model.source_query = Some(
+                crate::session::clean_text(&settings, q)
+                    .ok_or_else(|| CompatError::Invalid("source_query must not be empty".into()))?,
+            );
         }
         if let Some(tags) = req.tags {
             model.tags = super::clean_list(&settings, &tags);
