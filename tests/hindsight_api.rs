@@ -163,6 +163,8 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
 async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = Daemon::start_in(dir, LEXICAL);
+    let (status, v) = d.req(reqwest::Method::PUT, &bank_path("omp", ""), Some(json!([]))).await;
+    assert_eq!(status, 422, "an array is not a bank's fields: {v}");
     let (status, v) =
         d.req(reqwest::Method::PUT, &bank_path("omp", ""), Some(json!({"reflect_mission": "Help with Rust"}))).await;
     assert_eq!(status, 200, "{v}");

@@ -152,13 +152,14 @@ async fn put_bank(State(s): St, Path(bank): Path<String>, body: axum::body::Byte
     let update: BankUpdate = if body.iter().all(u8::is_ascii_whitespace) {
         BankUpdate::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            HindsightError(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_field",
-                format!("invalid body: {e}"),
-            ))
-        })?
+        let invalid =
+            |message: String| HindsightError(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", message));
+        // An object: serde would also read a struct from an array (`[]`).
+        match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(v) if v.is_object() => serde_json::from_value(v).map_err(|e| invalid(format!("invalid body: {e}")))?,
+            Ok(_) => return Err(invalid("the body must be a JSON object".into())),
+            Err(e) => return Err(invalid(format!("invalid body: {e}"))),
+        }
     };
     Ok(Json(api(&s).update_bank(&bank, update).await?))
 }
