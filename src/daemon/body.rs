@@ -40,7 +40,8 @@ pub(super) async fn bound(State(limits): State<BodyLimits>, req: Request, next: 
         );
         return closing(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message).into_response());
     }
-    if declared == Some(0) {
+    // Nothing to wait for (most GETs): no timer.
+    if declared == Some(0) || http_body::Body::is_end_stream(req.body()) {
         return next.run(req).await;
     }
     let expired = Arc::new(AtomicBool::new(false));

@@ -209,7 +209,6 @@ impl ServerHandler for MemoryTools {
     }
 }
 
-/// The tower service to nest at `/mcp`.
 /// What a POST to `/mcp` must be before the MCP library sees it: a JSON-RPC 2.0 message in a
 /// JSON body. The library answers anything else with a bare 415; a client is owed a 400 saying
 /// which of JSON-RPC's errors it is, a parse error (-32700) or an invalid request (-32600), in
@@ -275,6 +274,7 @@ pub async fn check_message(
     next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
+/// The tower service to nest at `/mcp`.
 pub fn service(sessions: Sessions, stop: CancellationToken) -> StreamableHttpService<MemoryTools, LocalSessionManager> {
     StreamableHttpService::new(
         move || Ok(MemoryTools::new(sessions.clone())),
