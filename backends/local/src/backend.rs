@@ -291,7 +291,7 @@ impl MemoryBackend for LocalBackend {
             .write(move |s| {
                 let mut n = 0;
                 for (bank, items) in &groups {
-                    n += s.retain(bank, items)?;
+                    n += s.import(bank, items)?;
                 }
                 Ok(n)
             })

@@ -11,8 +11,20 @@ use crate::passages;
 use crate::rows::{encode_tags, merge_tags};
 use crate::store::{Changes, INDEX_NEW_PASSAGES};
 
+/// What a batch's document ids do to the passages a document already has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Documents {
+    /// A retain: the batch is the document now; its stored memories not in the batch go.
+    Replace,
+    /// An import: the memories join their document, whose stored memories stay (an export is
+    /// read back in pages, and a document's memories may fall across two of them).
+    Join,
+}
+
 /// What a write needs besides the transaction.
 pub(crate) struct Writing<'a> {
+    /// What document ids do.
+    pub(crate) documents: Documents,
     pub(crate) contents: &'a mut ContentIndex,
     pub(crate) last_passage: &'a mut HashMap<(String, String), i64>,
     /// This batch's changes (kept only if it commits).
@@ -30,7 +42,10 @@ pub(crate) fn retain_one(
     let mut new_pids = None;
     let mut tails: HashMap<(String, String), i64> = HashMap::new();
     {
-        let documents: BTreeSet<&str> = items.iter().filter_map(|i| i.document_id.as_deref()).collect();
+        let documents: BTreeSet<&str> = match w.documents {
+            Documents::Replace => items.iter().filter_map(|i| i.document_id.as_deref()).collect(),
+            Documents::Join => BTreeSet::new(),
+        };
         for doc in documents {
             let keep: Vec<&str> =
                 items.iter().filter(|i| i.document_id.as_deref() == Some(doc)).map(|i| i.id.as_str()).collect();

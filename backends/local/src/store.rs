@@ -13,7 +13,7 @@ use crate::error::OpenError;
 use crate::fts;
 use crate::passages;
 use crate::recall::PassageCount;
-use crate::retain::{retain_one, Writing};
+use crate::retain::{retain_one, Documents, Writing};
 use crate::rows::{push_tag_filter, recalled, stored_memory};
 use crate::thesaurus::Thesaurus;
 
@@ -222,8 +222,24 @@ impl Store {
         &mut self,
         batches: &[(&str, &[MemoryItem])],
     ) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
+        self.write_batches(batches, Documents::Replace)
+    }
+
+    /// Stores imported memories in one transaction, as [`Store::retain`] does except that a
+    /// memory with a document id joins its document: the document's stored memories stay, so a
+    /// document read back across several pages (or files) arrives whole.
+    pub fn import(&mut self, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {
+        let mut results = self.write_batches(&[(bank, items)], Documents::Join)?;
+        results.pop().expect("one result per batch")
+    }
+
+    fn write_batches(
+        &mut self,
+        batches: &[(&str, &[MemoryItem])],
+        documents: Documents,
+    ) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
         self.passage_count.reset();
-        let results = self.retain_in_transaction(batches);
+        let results = self.retain_in_transaction(batches, documents);
         if !matches!(&results, Ok(r) if r.iter().all(Result::is_ok)) {
             // Something rolled back: rows the map no longer lists may exist again.
             self.contents.invalidate();
@@ -235,6 +251,7 @@ impl Store {
     fn retain_in_transaction(
         &mut self,
         batches: &[(&str, &[MemoryItem])],
+        documents: Documents,
     ) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
         let Store { conn, contents, last_passage, changes, .. } = self;
         // IMMEDIATE: the write lock is taken before the dedupe map is checked against other
@@ -243,7 +260,7 @@ impl Store {
         if contents.refresh(&tx)? {
             last_passage.clear(); // another connection wrote: look sessions up afresh
         }
-        let mut w = Writing { contents, last_passage, changes: Changes::default() };
+        let mut w = Writing { documents, contents, last_passage, changes: Changes::default() };
         if let [(bank, items)] = batches {
             // Alone, the batch is the transaction: no savepoint needed.
             let n = retain_one(&tx, &mut w, bank, items);

@@ -84,6 +84,38 @@ async fn a_document_id_replaces_the_previous_version() {
 }
 
 #[tokio::test]
+async fn an_imported_document_arrives_whole_across_imports() {
+    let (_d, b) = open();
+    let stored = |id: &str, text: &str| StoredMemory {
+        id: id.into(),
+        bank: "bank".into(),
+        content: text.into(),
+        context: None,
+        tags: vec![],
+        metadata: Default::default(),
+        document_id: Some("notes".into()),
+        kind: MemoryType::Experience,
+        created_at: "2026-01-01T00:00:00Z".into(),
+    };
+    let (first, second) =
+        (stored("n1", "design notes part one on queues"), stored("n2", "design notes part two on queues"));
+    // An export read back in pages: the document's memories fall across two imports.
+    assert_eq!(b.import(&[first.clone()]).await.unwrap(), Some(1));
+    assert_eq!(b.import(&[second.clone()]).await.unwrap(), Some(1));
+    assert_eq!(b.status().await.memories, Some(2), "the second part did not replace the first");
+    // Importing again stores nothing twice.
+    assert_eq!(b.import(&[first, second]).await.unwrap(), Some(0));
+    assert_eq!(b.status().await.memories, Some(2));
+    // A retain of the document still replaces it.
+    let v2 = RetainBatch {
+        id: "c".into(),
+        items: vec![item("n3", "design notes rewritten", &[], MemoryType::Experience, Some("notes"))],
+    };
+    b.retain(&scope("bank"), &v2).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(1));
+}
+
+#[tokio::test]
 async fn recall_accepts_any_text() {
     let (_d, b) = open();
     let batch = RetainBatch {
