@@ -86,6 +86,12 @@ impl From<BackendError> for ApiError {
                 format!("memory backend unavailable: {e}"),
             )
             .retry_after(retry_after.map_or(SPOOL_RETRY_AFTER_SECS, |d| d.as_secs().max(1))),
+            BackendError::Unreachable { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "backend_unavailable",
+                format!("memory backend unavailable: {e}"),
+            )
+            .retry_after(SPOOL_RETRY_AFTER_SECS),
             BackendError::StorageFull { .. } => ApiError::new(
                 StatusCode::INSUFFICIENT_STORAGE,
                 "storage_full",

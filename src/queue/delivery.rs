@@ -115,7 +115,9 @@ impl Inner {
                 Err(_) => attempts_before + 1,
             }
         };
-        if attempts >= settings.max_attempts {
+        // An unreachable backend (nothing answers) retries for as long as the outage lasts:
+        // everything is delivered once it is back, nothing dead-lettered meanwhile.
+        if attempts >= settings.max_attempts && !error.is_unreachable() {
             let reason = format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)");
             self.dead_letter(session, batch_id, n, &reason, backend).await;
             return true;

@@ -15,6 +15,8 @@ use crate::state::Current;
 enum Mode {
     Ok,
     Transient,
+    /// Nothing answers (connection refused).
+    Unreachable,
     Permanent,
     /// Fails transiently after storing (a lost reply): the resend must not store twice.
     StoreThenFail,
@@ -90,6 +92,7 @@ impl MemoryBackend for TestBackend {
             }
             Mode::Transient | Mode::HangTransient => Err(BackendError::transient("connection refused")),
             Mode::Permanent => Err(BackendError::permanent("400 bad request")),
+            Mode::Unreachable => Err(BackendError::Unreachable { reason: "connection refused".into() }),
         }
     }
     async fn recall(&self, _: &Scope, _: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
@@ -348,6 +351,33 @@ async fn running_out_of_attempts_dead_letters() {
     let notices = r.notices.after(0, 10).await.unwrap();
     assert_eq!(notices.len(), 2);
     assert!(notices[1].message.contains("gave up after 3 attempts"), "{}", notices[1].message);
+}
+
+#[tokio::test]
+async fn an_outage_longer_than_the_attempts_dead_letters_nothing() {
+    let b = TestBackend::new(&[Mode::Unreachable]);
+    let mut s = settings();
+    s.max_attempts = 3;
+    s.retry_max = Duration::from_secs(60);
+    let r = rig(b.clone(), s);
+    for session in ["s1", "s2"] {
+        r.queue.enqueue(session, &scope(), items(session, 2)).await.unwrap();
+        r.queue.flush(session).await;
+    }
+    // Far more tries than max_attempts (1 s doubling to 60 s over 10 minutes).
+    for _ in 0..20 {
+        r.advance(30_000).await;
+    }
+    assert_eq!(r.queue.depths().await.dead, 0, "an outage is not the batches' fault");
+    assert_eq!(r.queue.depths().await.spooled, 4);
+    b.set(Mode::Ok);
+    r.advance(61_000).await;
+    let mut got = b.delivered();
+    got.sort();
+    assert_eq!(got, vec!["s10", "s11", "s20", "s21"]);
+    let notices = r.notices.after(0, 10).await.unwrap();
+    let levels: Vec<&str> = notices.iter().map(|n| n.level.as_str()).collect();
+    assert_eq!(levels, vec!["warning", "info"], "one notice for the outage, one for its end: {notices:?}");
 }
 
 #[tokio::test]

@@ -13,6 +13,14 @@ pub enum BackendError {
         /// How long the server asked us to wait (`Retry-After`), if it said.
         retry_after: Option<Duration>,
     },
+    /// No answer at all: the connection was refused or the host is unreachable. Worth retrying,
+    /// and like a full disk it does not use up a batch's attempts: an outage is not the batch's
+    /// fault, however long it lasts, so it moves nothing to the dead letters.
+    #[error("{reason}")]
+    Unreachable {
+        /// Human-readable cause.
+        reason: String,
+    },
     /// Retrying will not help: bad request, authentication, a bank id the server rejects.
     #[error("{reason}")]
     Permanent {
@@ -51,7 +59,12 @@ impl BackendError {
 
     /// Whether a retry may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Transient { .. } | Self::StorageFull { .. })
+        matches!(self, Self::Transient { .. } | Self::StorageFull { .. } | Self::Unreachable { .. })
+    }
+
+    /// Whether the backend gave no answer at all (see [`BackendError::Unreachable`]).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Unreachable { .. })
     }
 
     /// Whether the store's disk is full.

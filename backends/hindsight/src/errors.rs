@@ -9,10 +9,15 @@ use serde_json::Value;
 
 /// A reqwest failure before any answer. Never includes headers (so never the token).
 pub fn from_transport(what: &str, url: &str, e: &reqwest::Error) -> BackendError {
+    if e.is_connect() && !e.is_timeout() {
+        // Nothing listens (or no route): an outage, which uses up no attempts.
+        let reason = format!("{what}: cannot reach Hindsight at {url}: connection refused or unreachable");
+        return BackendError::Unreachable { reason };
+    }
+    // A timeout counts as an attempt: a server that accepted and never answered may be choking
+    // on this very batch, which must not be retried for ever.
     let why = if e.is_timeout() {
         "timed out".to_owned()
-    } else if e.is_connect() {
-        "connection refused or unreachable".to_owned()
     } else {
         // reqwest's Display names the URL, not headers.
         e.without_url_ref().to_string()
