@@ -99,6 +99,26 @@ async fn a_synchronous_retain_is_stored_when_answered_and_a_document_replaces_it
     let texts: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["text"].as_str().unwrap()).collect();
     assert!(texts.iter().any(|t| t.contains("rustfmt")), "{texts:?}");
     assert!(!texts.iter().any(|t| t.contains("clippy")), "the document's old version is gone: {texts:?}");
+
+    // Items sharing a document in one request form the document, whatever their tags.
+    let items = json!({"items": [
+        {"content": "Alice works at Google", "document_id": "doc1", "tags": ["a"]},
+        {"content": "Bob went hiking yesterday", "document_id": "doc1", "tags": ["b"]},
+    ]});
+    let (status, v) = d.post(&bank_path("hs4", "/memories"), items).await;
+    assert_eq!((status, &v["items_count"]), (200, &json!(2)), "{v}");
+    let (_, v) = d.get("/v1/export?bank=hs4").await;
+    let mut kept: Vec<(String, Value)> = v["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["content"].as_str().unwrap().to_owned(), m["tags"].clone()))
+        .collect();
+    kept.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        kept,
+        [("Alice works at Google".to_owned(), json!(["a"])), ("Bob went hiking yesterday".to_owned(), json!(["b"]))]
+    );
 }
 
 #[tokio::test]

@@ -90,12 +90,12 @@ impl Spool {
             ))?;
             let mut rows: Vec<Spooled> =
                 stmt.query_map(params![session_id, max as i64], read_item)?.collect::<Result<_, _>>()?;
-            // One delivery goes to one scope: cut at the first item of another bank or tag set.
+            // One delivery goes to one bank: cut at the first item of another. Tags may differ
+            // (every backend stores each item's own), and must not cut: a batch is what replaces
+            // a document, so a document's items in one request, tagged differently, would
+            // otherwise arrive in two batches and the second would replace the first.
             if let Some(first) = rows.first().cloned() {
-                let cut = rows
-                    .iter()
-                    .position(|r| r.bank != first.bank || r.item.tags != first.item.tags)
-                    .unwrap_or(rows.len());
+                let cut = rows.iter().position(|r| r.bank != first.bank).unwrap_or(rows.len());
                 rows.truncate(cut);
             }
             let batch = crate::ids::new_id();
