@@ -365,3 +365,45 @@ fn install_writes_the_mcp_server_and_quotes_the_binary_path() {
     assert_eq!(headers["Authorization"], "Bearer t0k3n-for-the-headers-helper-0123456789");
     assert_eq!(headers["X-Mneme-Cwd"], project.display().to_string());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transcript_longer_than_a_request_is_sent_without_its_start_and_the_turn_kept() {
+    // A 64 KiB body limit and a ~600 KB transcript: the hooks send the newest messages that fit.
+    let d = Daemon::start("[server]\nmax_body_bytes = 65536\n[queue]\nflush_interval = \"50ms\"\n");
+    let project = tempfile::tempdir().unwrap();
+    let cwd = project.path().join("puffin").display().to_string();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let tpath = project.path().join("long.jsonl");
+    let padding = "the puffin parser keeps its tokens in a ring buffer ".repeat(50);
+    let mut lines = Vec::new();
+    for i in 0..120 {
+        lines.push(json!({"type": "user", "message": {"role": "user", "content": format!("prompt {i}: {padding}")}}));
+        lines.push(json!({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": format!("reply {i}: {padding}")}]}}));
+    }
+    std::fs::write(&tpath, lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n") + "\n").unwrap();
+    assert!(std::fs::metadata(&tpath).unwrap().len() > 600_000);
+    let event = |name: &str, extra: Value| {
+        let mut e = json!({"session_id": "cc-long", "transcript_path": tpath, "cwd": cwd, "hook_event_name": name});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        e
+    };
+    hook(&d, &event("SessionStart", json!({"source": "startup"})));
+    hook(&d, &event("UserPromptSubmit", json!({"prompt": "prompt 119"})));
+    hook(
+        &d,
+        &event("Stop", json!({"last_assistant_message": format!("reply 119: {padding}"), "stop_hook_active": false})),
+    );
+    d.post("/v1/flush", json!({})).await;
+    let memories = stored(&d).await;
+    assert_eq!(memories.len(), 1, "the turn was retained: {memories:?}");
+    let text = memories[0]["content"].as_str().unwrap();
+    assert!(text.contains("reply 119:") && !text.contains("prompt 0:"), "the newest turns, not the start");
+    let document = memories[0]["document_id"].as_str().unwrap();
+    assert!(document.starts_with("cc-long#from-turn-"), "a document of its own, not the session's: {document}");
+    // The next turn counts from where the omitted turns left off: nothing is retained twice.
+    hook(&d, &event("SessionEnd", json!({"reason": "other"})));
+    d.post("/v1/flush", json!({})).await;
+    assert_eq!(stored(&d).await.len(), 1, "no new turn since: nothing more");
+}

@@ -32,7 +32,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 pub use install::{install, mcp_headers, Install, EVENTS};
-pub use transcript::read_transcript;
+pub use transcript::{read_transcript, tail_within};
 
 use super::commands::load_settings;
 use super::{CliError, Client};
@@ -196,6 +196,9 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         .map(str::to_owned)
         .unwrap_or_else(|| std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()));
     let transcript = event["transcript_path"].as_str().map(PathBuf::from);
+    // The messages sent stay within half the daemon's body limit (the rest is room for the
+    // prompt or reply): a longer transcript goes without its start instead of being refused.
+    let budget = settings.server.max_body_bytes / 2;
     let tools = tools_in(Path::new(&cwd), dirs_home().as_deref());
     let hook = Hook {
         client: Client::connect(settings).await?,
@@ -211,12 +214,12 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
     };
     match name {
         "SessionStart" => {
+            let messages = || tail_within(read_transcript(transcript.as_deref()), budget).0;
             hook.start().await?;
             let v: Instructions = hook.get("/instructions").await?;
             let mut text = v.markdown.unwrap_or_default();
             if event["source"] == "compact" {
-                let messages = read_transcript(transcript.as_deref());
-                let v: CompactionContext = hook.post("/compaction", &Messages::new(messages)).await?;
+                let v: CompactionContext = hook.post("/compaction", &Messages::new(messages())).await?;
                 if let Some(c) = v.context {
                     text.push_str(&format!("\n\nMemories relevant to the conversation before compaction:\n{c}\n"));
                 }
@@ -225,7 +228,7 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         }
         "UserPromptSubmit" => {
             let prompt = event["prompt"].as_str().unwrap_or_default().to_owned();
-            let messages = read_transcript(transcript.as_deref());
+            let (messages, _) = tail_within(read_transcript(transcript.as_deref()), budget);
             let turn = TurnInfo { agent: Some(AGENT.into()), request: None };
             let v: Inject = hook.post("/agent-start", &AgentStart { prompt, messages, turn }).await?;
             Ok(context(name, v.inject))
@@ -236,16 +239,16 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
             Ok(Answer::Nothing)
         }
         "Stop" => {
-            let messages = read_transcript(transcript.as_deref());
+            let (messages, omitted_user_turns) = tail_within(read_transcript(transcript.as_deref()), budget);
             let reply = event["last_assistant_message"].as_str().map(str::to_owned);
-            let body = Messages { reply, wait: false, ..claude_turn(messages) };
+            let body = Messages { reply, wait: false, omitted_user_turns, ..claude_turn(messages) };
             let _: AgentEnded = hook.post("/agent-end", &body).await?;
             Ok(Answer::Json(json!({})))
         }
         "SessionEnd" => {
             // The transcript is complete by now: whatever the cadence left is retained.
-            let messages = read_transcript(transcript.as_deref());
-            let body = Messages { ends_session: true, wait: false, ..claude_turn(messages) };
+            let (messages, omitted_user_turns) = tail_within(read_transcript(transcript.as_deref()), budget);
+            let body = Messages { ends_session: true, wait: false, omitted_user_turns, ..claude_turn(messages) };
             unless_gone(hook.client.post::<AgentEnded, _>(&format!("{}/agent-end", hook.base), &body).await)?;
             unless_gone(hook.client.send::<Ignored>(Method::DELETE, &format!("{}?wait=false", hook.base)).await)?;
             Ok(Answer::Json(json!({})))

@@ -221,12 +221,24 @@ pub struct Messages {
     /// yet (a transcript written after the hook runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// agent-end: user turns the client left out before `messages` (a transcript too long for
+    /// one request is sent without its start); they count as there when telling new turns from
+    /// retained ones.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_user_turns: usize,
 }
 
 impl Messages {
     /// A body of `messages` with the defaults (a work turn, the session goes on, wait).
     pub fn new(messages: Vec<Message>) -> Self {
-        Messages { messages, turn: TurnInfo::default(), ends_session: false, wait: true, reply: None }
+        Messages {
+            messages,
+            turn: TurnInfo::default(),
+            ends_session: false,
+            wait: true,
+            reply: None,
+            omitted_user_turns: 0,
+        }
     }
 }
 

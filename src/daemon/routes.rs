@@ -153,7 +153,12 @@ pub async fn agent_start(State(s): St, Path(id): Path<String>, Body(b): Body<Age
 
 pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messages>) -> AppResult<Json<AgentEnded>> {
     let turn = turn_of(&s, &b.turn);
-    let end = TurnEnd { last: b.ends_session, delivery: delivery(b.wait), reply: b.reply };
+    let end = TurnEnd {
+        last: b.ends_session,
+        delivery: delivery(b.wait),
+        reply: b.reply,
+        omitted_user_turns: b.omitted_user_turns,
+    };
     let (retained, flushed) = s.sessions.agent_end(&id, &b.messages, turn, end).await?;
     Ok(Json(AgentEnded { retained, flushed: flushed.into() }))
 }

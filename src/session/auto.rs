@@ -24,11 +24,14 @@ pub struct TurnEnd {
     /// messages (Claude Code's `last_assistant_message`): the turn is retained with it, and with
     /// the prompt agent-start saw, even if the messages do not hold them yet.
     pub reply: Option<String>,
+    /// User turns before the messages that the client left out (a transcript too long to send
+    /// whole): counted as there, so what is already retained is told from what is new.
+    pub omitted_user_turns: usize,
 }
 
 impl Default for TurnEnd {
     fn default() -> Self {
-        TurnEnd { last: false, delivery: Delivery::Wait, reply: None }
+        TurnEnd { last: false, delivery: Delivery::Wait, reply: None, omitted_user_turns: 0 }
     }
 }
 
@@ -110,9 +113,9 @@ impl Sessions {
                 // A client that passes the reply apart knows its messages may lag behind.
                 Some(reply) => {
                     let messages = with_current_turn(messages, session.last_prompt.as_deref(), reply, &settings);
-                    self.retain_turns(&session, &settings, &messages, end.last).await?
+                    self.retain_turns(&session, &settings, &messages, &end).await?
                 }
-                None => self.retain_turns(&session, &settings, messages, end.last).await?,
+                None => self.retain_turns(&session, &settings, messages, &end).await?,
             };
         }
         let flushed = self.flush(session.queue_id(), end.delivery).await;
@@ -125,10 +128,12 @@ impl Sessions {
         session: &Session,
         settings: &Settings,
         messages: &[Message],
-        last: bool,
+        end: &TurnEnd,
     ) -> Result<usize, SessionError> {
+        let last = end.last;
         let history = conversation(messages);
-        let user_turns = history.iter().filter(|m| m.role == "user").count() as i64;
+        let omitted = end.omitted_user_turns as i64;
+        let user_turns = history.iter().filter(|m| m.role == "user").count() as i64 + omitted;
         let new_turns = user_turns - session.retained_turns;
         if new_turns <= 0 {
             return Ok(0);
@@ -141,6 +146,9 @@ impl Sessions {
             .collect();
         let every_n = settings.retain.every_n_turns;
         let (target, document_id) = match settings.retain.mode {
+            // A transcript sent without its start is a document of its own: replacing the
+            // session's document with it would lose the start stored before.
+            RetainMode::FullSession if omitted > 0 => (&history[..], format!("{}#from-turn-{omitted}", session.id)),
             RetainMode::FullSession => (&history[..], session.id.clone()),
             RetainMode::LastTurn => {
                 let turns = new_turns.max(every_n) + settings.retain.overlap_turns;

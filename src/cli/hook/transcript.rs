@@ -37,6 +37,35 @@ pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
     text.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()).filter_map(|v| message(&v)).collect()
 }
 
+/// The newest messages whose JSON fits in `max_bytes`, and how many user turns were left out
+/// before them (counted as the daemon counts them: user messages with substance). A transcript
+/// too long for one request is sent without its start, so that the turn is still retained;
+/// the newest message alone over the bound keeps its end.
+pub fn tail_within(mut messages: Vec<Message>, max_bytes: usize) -> (Vec<Message>, usize) {
+    let json_len = |m: &Message| serde_json::to_string(m).map_or(m.content.len(), |s| s.len()) + 1;
+    let (mut start, mut size) = (messages.len(), 0usize);
+    while start > 0 && size + json_len(&messages[start - 1]) <= max_bytes {
+        size += json_len(&messages[start - 1]);
+        start -= 1;
+    }
+    if start == messages.len() && start > 0 {
+        start -= 1;
+        let last = &mut messages[start];
+        // Escaping can double a text's length: a quarter of the bound is always enough room.
+        let keep = max_bytes / 4;
+        if last.content.len() > keep {
+            let mut cut = last.content.len() - keep;
+            while !last.content.is_char_boundary(cut) {
+                cut += 1;
+            }
+            last.content = last.content[cut..].to_owned();
+        }
+    }
+    let omitted =
+        messages[..start].iter().filter(|m| m.role == "user" && mneme_core::text::has_substance(&m.content)).count();
+    (messages.split_off(start), omitted)
+}
+
 fn message(v: &Value) -> Option<Message> {
     if !matches!(v["type"].as_str(), Some("user" | "assistant")) || NOT_THE_USERS.iter().any(|f| v[*f] == true) {
         return None;
@@ -62,6 +91,21 @@ fn message(v: &Value) -> Option<Message> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_tail_that_fits_and_the_user_turns_left_out() {
+        let m = |role: &str, text: &str| Message::new(role.to_owned(), text.to_owned());
+        let all = vec![m("user", "one"), m("assistant", "two"), m("user", "three"), m("assistant", "four")];
+        let size = |m: &Message| serde_json::to_string(m).unwrap().len() + 1;
+        assert_eq!(tail_within(all.clone(), 10_000), (all.clone(), 0));
+        let (tail, omitted) = tail_within(all.clone(), size(&all[2]) + size(&all[3]));
+        assert_eq!((tail, omitted), (all[2..].to_vec(), 1));
+        // The newest alone over the bound: its end.
+        let (tail, omitted) = tail_within(vec![m("user", "x"), m("assistant", &"é".repeat(1000))], 400);
+        assert_eq!(omitted, 1);
+        assert_eq!(tail.len(), 1);
+        assert!(tail[0].content.len() <= 100 && tail[0].content.chars().all(|c| c == 'é'), "{}", tail[0].content);
+    }
     use super::*;
 
     #[test]
