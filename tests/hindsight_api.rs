@@ -253,6 +253,13 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
     assert_eq!(v["source_query"], "what does the user prefer?", "{v}");
     let (_, v) = d.get("/hindsight/v1/default/banks").await;
     assert_eq!(v["banks"][0]["bank_id"], "omp", "{v}");
+    assert_eq!((&v["total"], &v["limit"], &v["offset"]), (&json!(1), &json!(100), &json!(0)), "{v}");
+    let (_, v) = d.get("/hindsight/v1/default/banks?q=OM&limit=5").await;
+    assert_eq!((v["banks"].as_array().unwrap().len(), &v["total"], &v["limit"]), (1, &json!(1), &json!(5)), "{v}");
+    let (_, v) = d.get("/hindsight/v1/default/banks?q=nothing-like-it").await;
+    assert_eq!((v["banks"].as_array().unwrap().len(), &v["total"]), (0, &json!(0)), "{v}");
+    let (status, v) = d.get("/hindsight/v1/default/banks?limit=-1").await;
+    assert_eq!(status, 422, "{v}");
 
     // A refresh sees what was retained since.
     d.post(

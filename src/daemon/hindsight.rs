@@ -118,7 +118,8 @@ impl From<JsonRejection> for HindsightError {
 
 impl From<QueryRejection> for HindsightError {
     fn from(r: QueryRejection) -> Self {
-        HindsightError(r.into())
+        // A query parameter of the wrong type: FastAPI's validation answer, 422.
+        HindsightError(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", r.body_text()))
     }
 }
 
@@ -143,8 +144,9 @@ async fn version() -> Json<VersionAnswer> {
     })
 }
 
-async fn list_banks(State(s): St) -> Answer<BankList> {
-    Ok(Json(api(&s).banks().await?))
+async fn list_banks(State(s): St, q: Result<Query<BankListQuery>, QueryRejection>) -> Answer<BankList> {
+    let Query(q) = q?;
+    Ok(Json(api(&s).banks(q.q.as_deref(), q.limit.unwrap_or(100), q.offset.unwrap_or(0)).await?))
 }
 
 async fn put_bank(State(s): St, Path(bank): Path<String>, body: axum::body::Bytes) -> Answer<BankProfile> {

@@ -276,12 +276,25 @@ impl HindsightApi {
         }))
     }
 
-    /// Every bank with a profile.
-    pub async fn banks(&self) -> Result<BankList, CompatError> {
+    /// One page of the banks with a profile whose id or name holds `q` (any case), by id.
+    pub async fn banks(&self, q: Option<&str>, limit: usize, offset: usize) -> Result<BankList, CompatError> {
         let stored = self.spool.records(BANK_RECORD, "").await?;
-        let banks = stored
+        let wanted = q.map(str::to_lowercase).filter(|q| !q.is_empty());
+        let mut profiles: Vec<BankProfile> = stored
             .into_iter()
             .filter_map(|(_, v)| serde_json::from_str::<BankProfile>(&v).ok())
+            .filter(|p| {
+                wanted
+                    .as_ref()
+                    .is_none_or(|q| p.bank_id.to_lowercase().contains(q) || p.name.to_lowercase().contains(q))
+            })
+            .collect();
+        profiles.sort_by(|a, b| a.bank_id.cmp(&b.bank_id));
+        let total = profiles.len();
+        let banks = profiles
+            .into_iter()
+            .skip(offset)
+            .take(limit)
             .map(|p| BankListItem {
                 bank_id: p.bank_id,
                 name: Some(p.name),
@@ -291,7 +304,7 @@ impl HindsightApi {
                 updated_at: None,
             })
             .collect();
-        Ok(BankList { banks })
+        Ok(BankList { banks, total, limit, offset })
     }
 }
 

@@ -245,8 +245,28 @@ pub struct BankProfile {
 /// `GET /v1/default/banks`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BankList {
-    /// Banks with a profile.
+    /// Banks with a profile, one page.
     pub banks: Vec<BankListItem>,
+    /// How many match, whatever the page.
+    pub total: usize,
+    /// Page size.
+    pub limit: usize,
+    /// Page start.
+    pub offset: usize,
+}
+
+/// The query string of `GET /v1/default/banks`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct BankListQuery {
+    /// Case-insensitive substring of the id or name.
+    #[serde(default)]
+    pub q: Option<String>,
+    /// Page size (default 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Page start.
+    #[serde(default)]
+    pub offset: Option<usize>,
 }
 
 /// One bank in a list.
