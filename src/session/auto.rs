@@ -7,7 +7,7 @@ use mneme_core::text::{self, Message};
 use mneme_core::{MemoryType, Recalled};
 
 use super::clean::{clean, conversation};
-use super::tools::format_results;
+use super::tools::{chars, fit_results, format_results};
 use super::{Delivery, PendingRetain, Session, SessionError, Sessions, Turn};
 use crate::config::{RetainMode, Settings};
 use crate::queue::{FlushReport, NewItem};
@@ -265,34 +265,6 @@ pub fn memory_block(settings: &Settings, results: &[Recalled]) -> String {
     head.push('\n');
     const TAIL: &str = "\n</memories>";
     let budget = settings.recall.max_tokens.saturating_mul(4);
-    let mut room = budget.saturating_sub(chars(&head) + chars(TAIL));
-    let mut kept: Vec<Recalled> = Vec::new();
-    for r in results {
-        let separator = if kept.is_empty() { 0 } else { 2 };
-        let len = chars(&format_results(std::slice::from_ref(r))) + separator;
-        if len <= room {
-            room -= len;
-            kept.push(r.clone());
-        } else if kept.is_empty() {
-            let overhead = len - chars(&r.text);
-            let text = cut_at_word(&r.text, room.saturating_sub(overhead));
-            kept.push(Recalled { text, ..r.clone() });
-            break;
-        }
-    }
+    let kept = fit_results(results, budget.saturating_sub(chars(&head) + chars(TAIL)));
     format!("{head}{}{TAIL}", format_results(&kept))
-}
-
-fn chars(s: &str) -> usize {
-    s.chars().count()
-}
-
-/// `text` in at most `max` characters, cut at a word and marked with `…`.
-fn cut_at_word(text: &str, max: usize) -> String {
-    if chars(text) <= max {
-        return text.to_owned();
-    }
-    let keep: String = text.chars().take(max.saturating_sub(2)).collect();
-    let at = keep.rfind(char::is_whitespace).filter(|i| *i > keep.len() / 2).unwrap_or(keep.len());
-    format!("{} …", keep[..at].trim_end())
 }

@@ -149,4 +149,20 @@ async fn the_first_turn_block_stays_within_the_budget() {
     assert!(block.starts_with("<memories>") && block.ends_with("</memories>"), "{block}");
     assert!(block.contains("otter nightly builds go"), "{block}");
     assert!(block.chars().count() <= 1200, "{} characters: {block}", block.chars().count());
+
+    // The recall tool's answer is held to the same bound, heading and formatting included.
+    for i in 0..12 {
+        let fact = format!("otter nightly build note {i}: {}", "the archive keeps every build for a week ".repeat(3));
+        s.retain("next", vec![(fact, None)]).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let answer = s.recall("next", "otter nightly builds archive").await.unwrap();
+    assert!(answer.message.starts_with("Found "), "{}", answer.message);
+    assert!(
+        answer.message.chars().count() <= 1200,
+        "{} characters: {}",
+        answer.message.chars().count(),
+        answer.message
+    );
+    assert!(answer.message.contains(&format!("Found {} relevant", answer.results.len())), "{}", answer.message);
 }

@@ -71,16 +71,17 @@ impl Sessions {
         let (scope, _) = self.route(id)?;
         let query = recall_text(&self.settings(), query).map_err(SessionError::Invalid)?;
         let results = self.recall_scope(&scope, &query).await?;
-        let message = if results.is_empty() {
-            "No relevant memories found.".to_owned()
-        } else {
-            format!(
-                "Found {} relevant memories (as of {} UTC):\n\n{}",
-                results.len(),
-                mneme_core::time::prompt_time(SystemTime::now()),
-                format_results(&results)
-            )
+        if results.is_empty() {
+            return Ok(RecallAnswer { results, message: "No relevant memories found.".to_owned() });
+        }
+        // The message is what the agent reads: within `recall.max_tokens` × 4 characters, its
+        // heading and each result's formatting included, like the first-turn block.
+        let heading = |n: usize| {
+            format!("Found {n} relevant memories (as of {} UTC):\n\n", mneme_core::time::prompt_time(SystemTime::now()))
         };
+        let budget = self.settings().recall.max_tokens.saturating_mul(4);
+        let results = fit_results(&results, budget.saturating_sub(chars(&heading(results.len()))));
+        let message = format!("{}{}", heading(results.len()), format_results(&results));
         Ok(RecallAnswer { results, message })
     }
 
@@ -156,6 +157,42 @@ pub fn retained_message(queued: usize, skipped: usize) -> String {
         n => message.push_str(&format!(" {n} items held only <private> or recalled text and were not stored.")),
     }
     message
+}
+
+/// The results that fit in `room` characters as [`format_results`] shows them, best first:
+/// one that does not fit is left out for shorter ones after it; a first result too long for the
+/// room is cut at a word.
+pub(super) fn fit_results(results: &[Recalled], room: usize) -> Vec<Recalled> {
+    let mut room = room;
+    let mut kept: Vec<Recalled> = Vec::new();
+    for r in results {
+        let separator = if kept.is_empty() { 0 } else { 2 };
+        let len = chars(&format_results(std::slice::from_ref(r))) + separator;
+        if len <= room {
+            room -= len;
+            kept.push(r.clone());
+        } else if kept.is_empty() {
+            let overhead = len - chars(&r.text);
+            let text = cut_at_word(&r.text, room.saturating_sub(overhead));
+            kept.push(Recalled { text, ..r.clone() });
+            break;
+        }
+    }
+    kept
+}
+
+pub(super) fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `text` in at most `max` characters, cut at a word and marked with `…`.
+fn cut_at_word(text: &str, max: usize) -> String {
+    if chars(text) <= max {
+        return text.to_owned();
+    }
+    let keep: String = text.chars().take(max.saturating_sub(2)).collect();
+    let at = keep.rfind(char::is_whitespace).filter(|i| *i > keep.len() / 2).unwrap_or(keep.len());
+    format!("{} …", keep[..at].trim_end())
 }
 
 /// Results as the formatter shows them: `- text [type] (mentioned_at)`.
