@@ -151,7 +151,11 @@ impl Reloader {
             tracing::error!("cannot save re-scoped sessions: {e}");
         }
         if swap {
-            let message = format!("memory backend switched from {} to {}", old.memory.backend, new.memory.backend);
+            let message = if old.memory.backend == new.memory.backend {
+                format!("the {} backend's settings changed; it was reopened with them", new.memory.backend)
+            } else {
+                format!("memory backend switched from {} to {}", old.memory.backend, new.memory.backend)
+            };
             self.notices.emit(Level::Info, "config", None, message).await;
             // Whatever is still spooled goes to the new backend now.
             let queue = self.queue.clone();

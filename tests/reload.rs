@@ -71,6 +71,11 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(spooled, 0, "the new batch_size applied");
+    // A local setting reopens the same backend, and the notice says so.
+    std::fs::write(d.config_path(), "[local]\nthesaurus = false\n").unwrap();
+    let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!((&v["backend"], &v["changed"]), (&json!("local"), &json!(true)), "{v}");
+    wait_for_notice(&d, "the local backend's settings changed; it was reopened with them").await;
     std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 9999\n").unwrap();
     let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
     assert_eq!(v["restart_needed"], json!(["server"]));
