@@ -401,7 +401,8 @@ async fn a_transcript_longer_than_a_request_is_sent_without_its_start_and_the_tu
     let text = memories[0]["content"].as_str().unwrap();
     assert!(text.contains("reply 119:") && !text.contains("prompt 0:"), "the newest turns, not the start");
     let document = memories[0]["document_id"].as_str().unwrap();
-    assert!(document.starts_with("cc-long#from-turn-"), "a document of its own, not the session's: {document}");
+    assert!(document.starts_with("cc-long-"), "the new turns, a document of their own, not the session's: {document}");
+    assert!(text.len() < 40_000, "the new turns, not the whole window sent: {} characters", text.len());
     // The next turn counts from where the omitted turns left off: nothing is retained twice.
     hook(&d, &event("SessionEnd", json!({"reason": "other"})));
     d.post("/v1/flush", json!({})).await;

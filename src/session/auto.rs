@@ -145,12 +145,13 @@ impl Sessions {
             .filter_map(|m| clean(settings, &m.content).map(|c| Message::new(m.role.clone(), c)))
             .collect();
         let every_n = settings.retain.every_n_turns;
+        // A transcript sent without its start (too long for one request) cannot replace the
+        // session's document, which holds that start: its new turns are kept as last-turn mode
+        // keeps them, a document of their own each time, and the session's document stays.
+        let whole_session = settings.retain.mode == RetainMode::FullSession && omitted == 0;
         let (target, document_id) = match settings.retain.mode {
-            // A transcript sent without its start is a document of its own: replacing the
-            // session's document with it would lose the start stored before.
-            RetainMode::FullSession if omitted > 0 => (&history[..], format!("{}#from-turn-{omitted}", session.id)),
-            RetainMode::FullSession => (&history[..], session.id.clone()),
-            RetainMode::LastTurn => {
+            RetainMode::FullSession if whole_session => (&history[..], session.id.clone()),
+            RetainMode::FullSession | RetainMode::LastTurn => {
                 let turns = new_turns.max(every_n) + settings.retain.overlap_turns;
                 let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
                 (text::slice_last_turns(&history, turns), format!("{}-{ms}", session.id))
