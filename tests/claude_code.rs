@@ -194,6 +194,15 @@ fn lagging_transcript(path: &std::path::Path, turns: usize, asked: Option<&str>)
     std::fs::write(path, lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n") + "\n").unwrap();
 }
 
+/// A hook event of session `session` in `cwd` with its transcript at `tpath`, plus `extra`.
+fn event_of(session: &str, tpath: &std::path::Path, cwd: &str, name: &str, extra: Value) -> Value {
+    let mut e = json!({"session_id": session, "transcript_path": tpath, "cwd": cwd, "hook_event_name": name});
+    for (k, v) in extra.as_object().unwrap() {
+        e[k] = v.clone();
+    }
+    e
+}
+
 async fn stored(d: &Daemon) -> Vec<Value> {
     let (_, v) = d.get("/v1/export").await;
     v["memories"].as_array().cloned().unwrap_or_default()
@@ -209,13 +218,7 @@ async fn every_turn_is_retained_once_whatever_the_transcript_holds() {
     let cwd = project.path().join("puffin").display().to_string();
     std::fs::create_dir_all(&cwd).unwrap();
     let tpath = project.path().join("t.jsonl");
-    let event = |name: &str, extra: Value| {
-        let mut e = json!({"session_id": "cc-p", "transcript_path": tpath, "cwd": cwd, "hook_event_name": name});
-        for (k, v) in extra.as_object().unwrap() {
-            e[k] = v.clone();
-        }
-        e
-    };
+    let event = |name: &str, extra: Value| event_of("cc-p", &tpath, &cwd, name, extra);
     // `claude -p`: the transcript does not exist at SessionStart and UserPromptSubmit.
     hook(&d, &event("SessionStart", json!({"source": "startup"})));
     hook(&d, &event("UserPromptSubmit", json!({"prompt": "prompt 0 about the puffin parser"})));
@@ -237,13 +240,7 @@ async fn every_turn_is_retained_once_whatever_the_transcript_holds() {
     // Interactive: four turns, each Stop racing the transcript; the first three are retained at
     // the cadence, the fourth when the session ends.
     let tpath2 = project.path().join("t2.jsonl");
-    let event2 = |name: &str, extra: Value| {
-        let mut e = json!({"session_id": "cc-tui", "transcript_path": tpath2, "cwd": cwd, "hook_event_name": name});
-        for (k, v) in extra.as_object().unwrap() {
-            e[k] = v.clone();
-        }
-        e
-    };
+    let event2 = |name: &str, extra: Value| event_of("cc-tui", &tpath2, &cwd, name, extra);
     hook(&d, &event2("SessionStart", json!({"source": "startup"})));
     for turn in 0..4 {
         let prompt = format!("prompt {turn} about the puffin parser");
@@ -382,13 +379,7 @@ async fn a_transcript_longer_than_a_request_is_sent_without_its_start_and_the_tu
     }
     std::fs::write(&tpath, lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n") + "\n").unwrap();
     assert!(std::fs::metadata(&tpath).unwrap().len() > 600_000);
-    let event = |name: &str, extra: Value| {
-        let mut e = json!({"session_id": "cc-long", "transcript_path": tpath, "cwd": cwd, "hook_event_name": name});
-        for (k, v) in extra.as_object().unwrap() {
-            e[k] = v.clone();
-        }
-        e
-    };
+    let event = |name: &str, extra: Value| event_of("cc-long", &tpath, &cwd, name, extra);
     hook(&d, &event("SessionStart", json!({"source": "startup"})));
     hook(&d, &event("UserPromptSubmit", json!({"prompt": "prompt 119"})));
     hook(
