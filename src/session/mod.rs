@@ -328,17 +328,16 @@ impl Sessions {
         }
         // An alias's parent is a session of its own: naming an alias names its parent, and a
         // session never becomes the alias of its own alias (no cycles, one level).
-        let parent = match req.parent_session_id.as_deref().filter(|p| !p.is_empty() && *p != req.session_id) {
-            Some(p) => match self.get(p).ok() {
-                Some(named) => match named.parent.clone() {
-                    Some(root) => self.get(&root).ok(),
-                    None => Some(named),
-                },
-                None => None,
-            },
-            None => None,
-        }
-        .filter(|p| p.id != req.session_id);
+        let parent = req
+            .parent_session_id
+            .as_deref()
+            .filter(|p| !p.is_empty() && *p != req.session_id)
+            .and_then(|p| self.get(p).ok())
+            .and_then(|named| match &named.parent {
+                Some(root) => self.get(root).ok(),
+                None => Some(named),
+            })
+            .filter(|p| p.id != req.session_id);
         let (scope, project) = match &parent {
             Some(p) => (p.scope.clone(), p.project.clone()),
             None => {

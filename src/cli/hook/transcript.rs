@@ -44,8 +44,12 @@ pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
 pub fn tail_within(mut messages: Vec<Message>, max_bytes: usize) -> (Vec<Message>, usize) {
     let json_len = |m: &Message| serde_json::to_string(m).map_or(m.content.len(), |s| s.len()) + 1;
     let (mut start, mut size) = (messages.len(), 0usize);
-    while start > 0 && size + json_len(&messages[start - 1]) <= max_bytes {
-        size += json_len(&messages[start - 1]);
+    while start > 0 {
+        let len = json_len(&messages[start - 1]);
+        if size + len > max_bytes {
+            break;
+        }
+        size += len;
         start -= 1;
     }
     if start == messages.len() && start > 0 {
