@@ -231,6 +231,41 @@ async fn automatic_retain_every_n_turns_keeps_the_session_as_one_document() {
 }
 
 #[tokio::test]
+async fn a_transcript_without_its_start_keeps_every_turn_once() {
+    // A client whose transcript outgrew a request sends only its newest messages and says how
+    // many user turns it left out. The pending first turn (below the cadence) holds a turn the
+    // later transcripts lack: it is queued, then each new turn as a document of its own.
+    let (d, _proj) = widget_session().await;
+    let turn = |i: usize| {
+        vec![
+            json!({"role": "user", "content": format!("TAILMARK-{i} question about the frobnicator")}),
+            json!({"role": "assistant", "content": format!("answer {i}")}),
+        ]
+    };
+    let (_, v) = d.post("/v1/sessions/s1/agent-end", json!({"messages": turn(1)})).await;
+    assert_eq!(v["retained"], 0, "below the cadence: pending");
+    for i in 2..=4 {
+        let body = json!({"messages": turn(i), "omitted_user_turns": i - 1});
+        let (_, v) = d.post("/v1/sessions/s1/agent-end", body).await;
+        assert_eq!(v["retained"], if i == 2 { 2 } else { 1 }, "turn {i}: {v}");
+    }
+    // The same tail again is nothing new.
+    let (_, v) = d.post("/v1/sessions/s1/agent-end", json!({"messages": turn(4), "omitted_user_turns": 3})).await;
+    assert_eq!(v["retained"], 0);
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/export").await;
+    let memories = v["memories"].as_array().unwrap();
+    for i in 1..=4 {
+        let framed = format!("[role: user]\nTAILMARK-{i} question");
+        let holding: Vec<&Value> =
+            memories.iter().filter(|m| m["content"].as_str().unwrap().contains(&framed)).collect();
+        assert_eq!(holding.len(), 1, "turn {i} once: {memories:?}");
+        let document = holding[0]["document_id"].as_str().unwrap();
+        assert_eq!(document == "s1", i == 1, "only the first turn is in the session's document: {document}");
+    }
+}
+
+#[tokio::test]
 async fn compaction_flushes_then_recalls_for_the_last_user_message() {
     let (d, _proj) = widget_with_facts().await;
     let (_, v) = d

@@ -346,6 +346,20 @@ fn opencode_serve_every_turn_and_the_deleted_session() {
             "{prompt} once (the last turn retained when the session was deleted): {text}"
         );
     }
+    // A session longer than the daemon's 64 KiB body limit: the plugin sent its newest turns, and
+    // every turn was retained once (the later ones as documents of their own).
+    let long = std::fs::read_to_string(r.out.join("logs/long-session-id")).unwrap().trim().to_owned();
+    let docs: Vec<String> = r
+        .memories()
+        .into_iter()
+        .filter(|m| m["document_id"].as_str().is_some_and(|d| d.starts_with(&long)))
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    for i in 1..=3 {
+        let framed = format!("[role: user]\nLGMARK-{i} lorem ipsum");
+        let times: usize = docs.iter().map(|d| d.matches(&framed).count()).sum();
+        assert_eq!(times, 1, "turn {i} of the long session retained once: {} documents", docs.len());
+    }
 }
 
 #[test]

@@ -10,6 +10,9 @@
 // - session.deleted      → end the session: the turns not retained yet are retained
 // - tools mneme_retain / mneme_recall
 //
+// A session is sent as its newest messages within half the daemon's body limit, with the number
+// of user turns left out, so a long session is not refused (413) and no turn is lost.
+//
 // It fails open and stays quick: every hook gives up within its bound in total (automatic
 // recall MNEME_TIMEOUT_MS, default 3000; every other hook MNEME_HOOK_TIMEOUT_MS, default 1000),
 // and once a call has timed out the plugin leaves the daemon alone for MNEME_COOLDOWN_MS
@@ -134,6 +137,44 @@ const HANDLED = new Set(["session.created", "session.idle", "session.deleted"])
 
 type Msg = { role: string; content: string }
 
+/** The largest body the daemon takes (its session start says; 4 MiB, its default, until then). */
+let maxBody = 4 * 1024 * 1024
+
+/** A user message the daemon counts as a turn (it skips those with no letter or digit). */
+const hasSubstance = (text: string) => /[\p{L}\p{N}]/u.test(text)
+
+/**
+ * The newest messages whose JSON fits in `maxBytes`, and how many user turns were left out before
+ * them: a session too long for one request goes without its start rather than be refused (413),
+ * which would lose every later turn. The newest message alone over the bound keeps its end.
+ */
+function tail(messages: Msg[], maxBytes: number): { messages: Msg[]; omitted: number } {
+  let start = messages.length
+  let size = 0
+  while (start > 0) {
+    const len = Buffer.byteLength(JSON.stringify(messages[start - 1])) + 1
+    if (size + len > maxBytes) break
+    size += len
+    start -= 1
+  }
+  const kept = messages.slice(start)
+  if (kept.length === 0 && messages.length > 0) {
+    start = messages.length - 1
+    const last = messages[start]
+    // Escaping can double a text's length: a quarter of the bound always fits.
+    const keep = Math.floor(maxBytes / 4)
+    let content = last.content
+    if (Buffer.byteLength(content) > keep) {
+      // A UTF-16 unit is at most 3 bytes of UTF-8; a surrogate pair is not cut in half.
+      content = content.slice(content.length - Math.floor(keep / 3))
+      if (/^[\uDC00-\uDFFF]/.test(content)) content = content.slice(1)
+    }
+    kept.push({ role: last.role, content })
+  }
+  const omitted = messages.slice(0, start).filter((m) => m.role === "user" && hasSubstance(m.content)).length
+  return { messages: kept, omitted }
+}
+
 /** opencode messages → `[{role, content}]`, text parts only. */
 function flatten(messages: any[] | undefined): Msg[] {
   return (messages ?? [])
@@ -156,15 +197,19 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
   async function ensure(budget: Budget, id: string, parent?: string) {
     if (started.has(id)) return
     const body = { session_id: id, cwd: directory, agent: "opencode", parent_session_id: parent, tools: TOOLS }
-    if (await call(budget, "POST", "/v1/sessions", body)) started.add(id)
+    const res = await call(budget, "POST", "/v1/sessions", body)
+    if (!res) return
+    started.add(id)
+    if (Number(res.max_body_bytes) > 0) maxBody = Number(res.max_body_bytes)
   }
 
-  async function history(id: string): Promise<Msg[]> {
+  /** The session's messages that fit in half a request (the rest is room for the prompt). */
+  async function history(id: string): Promise<{ messages: Msg[]; omitted: number }> {
     try {
       const res: any = await client.session.messages({ path: { id } })
-      return flatten(res?.data ?? res)
+      return tail(flatten(res?.data ?? res), Math.floor(maxBody / 2))
     } catch {
-      return []
+      return { messages: [], omitted: 0 }
     }
   }
 
@@ -192,7 +237,8 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
       if (event.type === "session.created") await ensure(budget, id, info?.parentID)
       if (event.type === "session.idle") {
         await ensure(budget, id)
-        const body = { messages: await history(id), agent: "opencode", wait: false }
+        const { messages, omitted } = await history(id)
+        const body = { messages, omitted_user_turns: omitted, agent: "opencode", wait: false }
         await call(budget, "POST", `/v1/sessions/${sid(id)}/agent-end`, body)
       }
       if (event.type === "session.deleted") {
@@ -209,7 +255,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
       // The block is cached by the daemon and comes back with the instructions below.
       await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/agent-start`, {
         prompt,
-        messages: await history(input.sessionID),
+        messages: (await history(input.sessionID)).messages,
         agent: input.agent ?? "opencode",
       })
     }),
@@ -227,7 +273,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
       if (!input?.sessionID) return
       const budget = new Budget(RECALL_MS)
       const res = await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/compaction`, {
-        messages: await history(input.sessionID),
+        messages: (await history(input.sessionID)).messages,
       })
       if (res?.context) output.context.push(res.context)
     }),

@@ -95,6 +95,10 @@ pub struct SessionStarted {
     pub project: String,
     /// The parent, when this is an alias.
     pub alias_of: Option<String>,
+    /// The largest request body the daemon accepts (`server.max_body_bytes`): a plugin sends a
+    /// transcript's newest messages within it rather than have the whole refused.
+    #[serde(default)]
+    pub max_body_bytes: usize,
 }
 
 /// One item of a retain.

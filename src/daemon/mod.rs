@@ -58,6 +58,8 @@ pub struct AppState {
     config_path: PathBuf,
     config_exists: bool,
     storage_dir: PathBuf,
+    /// `server.max_body_bytes` as the router was built with (server settings need a restart).
+    max_body_bytes: usize,
     stopping: CancellationToken,
     ui: ui::UiAuth,
 }

@@ -89,6 +89,7 @@ pub async fn start_session(State(s): St, Body(b): Body<StartSession>) -> AppResu
         scope: session.scope,
         project: session.project,
         alias_of: session.parent,
+        max_body_bytes: s.max_body_bytes,
     }))
 }
 

@@ -160,6 +160,7 @@ impl Daemon {
             config_path: self.config_path.clone(),
             config_exists: self.config_exists,
             storage_dir: self.settings.storage.dir.clone(),
+            max_body_bytes: self.settings.server.max_body_bytes,
             stopping: CancellationToken::new(),
             ui: super::ui::UiAuth::default(),
         })

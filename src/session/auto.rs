@@ -134,27 +134,20 @@ impl Sessions {
         let history = conversation(messages);
         let omitted = end.omitted_user_turns as i64;
         let user_turns = history.iter().filter(|m| m.role == "user").count() as i64 + omitted;
+        if omitted > 0 {
+            return self.retain_tail(session, settings, &history, user_turns).await;
+        }
         let new_turns = user_turns - session.retained_turns;
         if new_turns <= 0 {
             return Ok(0);
         }
-        // Each message is cleaned on its own, so an unclosed <private> hides the rest of that
-        // message only, not every later one.
-        let history: Vec<Message> = history
-            .iter()
-            .filter_map(|m| clean(settings, &m.content).map(|c| Message::new(m.role.clone(), c)))
-            .collect();
+        let history = cleaned(settings, &history);
         let every_n = settings.retain.every_n_turns;
-        // A transcript sent without its start (too long for one request) cannot replace the
-        // session's document, which holds that start: its new turns are kept as last-turn mode
-        // keeps them, a document of their own each time, and the session's document stays.
-        let whole_session = settings.retain.mode == RetainMode::FullSession && omitted == 0;
         let (target, document_id) = match settings.retain.mode {
-            RetainMode::FullSession if whole_session => (&history[..], session.id.clone()),
-            RetainMode::FullSession | RetainMode::LastTurn => {
+            RetainMode::FullSession => (&history[..], session.id.clone()),
+            RetainMode::LastTurn => {
                 let turns = new_turns.max(every_n) + settings.retain.overlap_turns;
-                let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-                (text::slice_last_turns(&history, turns), format!("{}-{ms}", session.id))
+                (text::slice_last_turns(&history, turns), turn_document(session))
             }
         };
         let content = text::retention_transcript(target, true).text.and_then(|t| clean(settings, &t));
@@ -176,6 +169,42 @@ impl Sessions {
             }
             Ok(0)
         }
+    }
+
+    /// The new turns of a transcript sent without its start (too long for one request): it
+    /// cannot replace the session's document, which holds that start, nor wait on the cadence
+    /// (the next transcript lacks these turns as well), so the pending tail, whose turns this
+    /// one may lack, is queued first, and then the new turns, as a document of their own.
+    async fn retain_tail(
+        &self,
+        session: &Session,
+        settings: &Settings,
+        history: &[Message],
+        user_turns: i64,
+    ) -> Result<usize, SessionError> {
+        let mut retained_turns = session.retained_turns;
+        let mut queued = 0;
+        if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > retained_turns) {
+            self.queue_pending(session, pending).await?;
+            retained_turns = pending.user_turns;
+            queued += 1;
+        }
+        let new_turns = user_turns - retained_turns;
+        if new_turns <= 0 {
+            return Ok(queued);
+        }
+        let history = cleaned(settings, history);
+        let target = text::slice_last_turns(&history, new_turns);
+        let content = text::retention_transcript(target, true).text.and_then(|t| clean(settings, &t));
+        match content {
+            Some(content) => {
+                let pending = PendingRetain { content, document_id: turn_document(session), user_turns };
+                self.queue_pending(session, &pending).await?;
+                queued += 1;
+            }
+            None => self.mark_retained(&session.id, user_turns).await?,
+        }
+        Ok(queued)
     }
 
     /// Queues a prepared transcript and records its turns as retained.
@@ -226,6 +255,18 @@ impl Sessions {
             Err(_) => Ok(None),
         }
     }
+}
+
+/// Each message cleaned on its own, so an unclosed <private> hides the rest of that message
+/// only, not every later one.
+fn cleaned(settings: &Settings, history: &[Message]) -> Vec<Message> {
+    history.iter().filter_map(|m| clean(settings, &m.content).map(|c| Message::new(m.role.clone(), c))).collect()
+}
+
+/// A document of its own for some of a session's turns: `{session}-{ms}`.
+fn turn_document(session: &Session) -> String {
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    format!("{}-{ms}", session.id)
 }
 
 /// The messages with the current turn whole: a transcript that lags behind (it lacks the latest

@@ -2,12 +2,14 @@
 # check-opencode-serve.sh OUT : `opencode serve` driven over its HTTP API as tests/real_clients.rs
 # checks it, in a fresh loopback-only namespace (run it through netns.sh): three turns in one
 # session, a compaction (POST /session/{id}/summarize), one more turn, then DELETE /session/{id}
-# (session.deleted). Each step appends {step, ms, http} to OUT/steps.jsonl.
+# (session.deleted). Then a second session whose turns outgrow the daemon's body limit (64 KiB
+# here): three turns of ~30 KB each. Each step appends {step, ms, http} to OUT/steps.jsonl.
 set -u
 . "$(dirname "$0")/lib.sh"
 out=$1
 mc_begin "$out"
 mc_start_stub || exit 1
+sed -i '/^\[server\]/a max_body_bytes = 65536' "$MC_RUN/mneme.toml"
 mc_start_daemon || exit 1
 mc_opencode_project
 OC_PORT=${MC_OPENCODE_PORT:-4096}
@@ -37,6 +39,14 @@ api compact POST "/session/$sid/summarize" '{"providerID":"stub","modelID":"stub
 api turn-4 POST "/session/$sid/message" "{$model,\"parts\":[{\"type\":\"text\",\"text\":\"after compaction SVMARK-4\"}]}" > /dev/null
 sleep 1
 api delete DELETE "/session/$sid" > /dev/null
+long=$(api long-new POST /session '{}' | "$MC_PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+echo "$long" > "$MC_RUN/logs/long-session-id"
+pad=$("$MC_PY" -c 'print("lorem ipsum dolor sit amet " * 1000)')
+for i in 1 2 3; do
+  api "long-turn-$i" POST "/session/$long/message" "{$model,\"parts\":[{\"type\":\"text\",\"text\":\"LGMARK-$i $pad\"}]}" > /dev/null
+done
+sleep 1
+api long-delete DELETE "/session/$long" > /dev/null
 sleep 2
 mc_mneme flush >/dev/null 2>&1
 mc_mneme export > "$MC_RUN/logs/export.jsonl" 2>/dev/null
