@@ -100,8 +100,8 @@ async fn an_imported_document_arrives_whole_across_imports() {
     let (first, second) =
         (stored("n1", "design notes part one on queues"), stored("n2", "design notes part two on queues"));
     // An export read back in pages: the document's memories fall across two imports.
-    assert_eq!(b.import(&[first.clone()]).await.unwrap(), Some(1));
-    assert_eq!(b.import(&[second.clone()]).await.unwrap(), Some(1));
+    assert_eq!(b.import(std::slice::from_ref(&first)).await.unwrap(), Some(1));
+    assert_eq!(b.import(std::slice::from_ref(&second)).await.unwrap(), Some(1));
     assert_eq!(b.status().await.memories, Some(2), "the second part did not replace the first");
     // Importing again stores nothing twice.
     assert_eq!(b.import(&[first, second]).await.unwrap(), Some(0));
