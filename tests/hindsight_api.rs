@@ -418,6 +418,43 @@ fn shape_diff(path: &str, peer: &Value, ours: &Value, out: &mut Vec<String>) {
 /// codes and answers of the same shape, field by field. (Reflect is left out: the local store
 /// has no LLM, and says so with a 422.)
 #[tokio::test]
+async fn an_append_adds_to_its_document_and_a_plain_retain_replaces_it() {
+    let d = Daemon::start(LEXICAL);
+    let retain = |text: &str, mode: Option<&str>| {
+        let mut item = json!({"content": text, "document_id": "notes"});
+        if let Some(mode) = mode {
+            item["update_mode"] = json!(mode);
+        }
+        json!({"items": [item]})
+    };
+    let texts = |v: &Value| -> Vec<String> {
+        let mut t: Vec<String> =
+            v["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap().to_owned()).collect();
+        t.sort();
+        t
+    };
+    for (text, mode) in [("walrus deploys on Fridays", None), ("narwhal tests run on bun", Some("append"))] {
+        let (status, v) = d.post(&bank_path("app", "/memories"), retain(text, mode)).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let (_, v) = d.get("/v1/export?bank=app").await;
+    assert_eq!(texts(&v), ["narwhal tests run on bun", "walrus deploys on Fridays"], "appended: {v}");
+    let (_, v) = d.post(&bank_path("app", "/memories"), retain("beluga warms the cache", Some("replace"))).await;
+    assert_eq!(v["items_count"], 1, "{v}");
+    let (_, v) = d.get("/v1/export?bank=app").await;
+    assert_eq!(texts(&v), ["beluga warms the cache"], "replaced: {v}");
+    // An append names its document; a mode Hindsight does not know is refused.
+    let (status, v) =
+        d.post(&bank_path("app", "/memories"), json!({"items": [{"content": "x", "update_mode": "append"}]})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["detail"].as_str().unwrap_or_default().contains("document_id"), "{v}");
+    let (status, v) = d.post(&bank_path("app", "/memories"), retain("x", Some("merge"))).await;
+    assert_eq!(status, 422, "{v}");
+    let (_, v) = d.get("/v1/export?bank=app").await;
+    assert_eq!(texts(&v), ["beluga warms the cache"], "nothing stored by the refused requests");
+}
+
+#[tokio::test]
 async fn answers_match_the_real_hindsight_server_field_by_field() {
     let Some(peer) = common::hindsight_peer() else { return };
     let d = Daemon::start(LEXICAL);
@@ -448,6 +485,19 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
             "/memories".into(),
             Some(json!({"items": [{"content": "The user prefers short commit messages.", "context": "chat",
                         "document_id": "doc-1", "tags": ["project:x"]}], "document_tags": ["team:core"]})),
+        ),
+        (
+            "append",
+            "POST",
+            "/memories".into(),
+            Some(json!({"items": [{"content": "The user prefers squash merges.", "document_id": "doc-1",
+                        "update_mode": "append"}]})),
+        ),
+        (
+            "append without a document",
+            "POST",
+            "/memories".into(),
+            Some(json!({"items": [{"content": "x", "update_mode": "append"}]})),
         ),
         ("no items", "POST", "/memories".into(), Some(json!({"items": []}))),
         ("blank item", "POST", "/memories".into(), Some(json!({"items": [{"content": "  "}]}))),

@@ -102,6 +102,7 @@ impl From<CompatError> for HindsightError {
     fn from(e: CompatError) -> Self {
         HindsightError(match e {
             CompatError::Invalid(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", m),
+            CompatError::Refused(m) => ApiError::new(StatusCode::BAD_REQUEST, "bad_request", m),
             CompatError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, "not_found", m),
             CompatError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
             CompatError::Backend(b) => b.into(),

@@ -31,9 +31,12 @@ pub use models::MODEL_STALE_AFTER;
 /// Why a Hindsight API request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CompatError {
-    /// The request is malformed (400).
+    /// A field is invalid (422).
     #[error("{0}")]
     Invalid(String),
+    /// The fields are valid but do not go together (400, as Hindsight answers its own checks).
+    #[error("{0}")]
+    Refused(String),
     /// No such bank object (404).
     #[error("{0}")]
     NotFound(String),
@@ -74,6 +77,13 @@ impl HindsightApi {
         check_bank(bank)?;
         if let Some(i) = req.items.iter().position(|i| i.content.trim().is_empty()) {
             return Err(CompatError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
+        }
+        let appends = |i: &MemoryItemIn| i.update_mode == Some(UpdateMode::Append);
+        if let Some(i) = req.items.iter().position(|i| appends(i) && i.document_id.as_deref().is_none_or(str::is_empty))
+        {
+            return Err(CompatError::Refused(format!(
+                "items[{i}].update_mode \"append\" adds to a document: it needs a document_id; nothing was stored"
+            )));
         }
         let mut timestamps = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
@@ -126,6 +136,7 @@ impl HindsightApi {
                     // A document is a transcript (oh-my-pi's and mneme's own automatic retains):
                     // an experience; a bare item is a fact about the world.
                     kind: if document_id.is_some() { MemoryType::Experience } else { MemoryType::World },
+                    append: appends(item) && document_id.is_some(),
                     document_id,
                     tags: Some(tags),
                     metadata,

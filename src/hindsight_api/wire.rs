@@ -40,6 +40,19 @@ pub struct MemoryItemIn {
     /// Its tags.
     #[serde(default)]
     pub tags: Option<Vec<String>>,
+    /// What it does to a stored document with its id: `replace` (the default) or `append`.
+    #[serde(default)]
+    pub update_mode: Option<UpdateMode>,
+}
+
+/// How a retain treats a stored document with the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpdateMode {
+    /// The retain is the document now.
+    Replace,
+    /// The retain adds to the document.
+    Append,
 }
 
 /// The answer to a retain.

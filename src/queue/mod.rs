@@ -61,6 +61,8 @@ pub struct NewItem {
     pub metadata: BTreeMap<String, String>,
     /// When it happened (RFC 3339) instead of now.
     pub timestamp: Option<String>,
+    /// Adds to its document instead of replacing it.
+    pub append: bool,
 }
 
 /// What a flush achieved.
@@ -215,6 +217,7 @@ impl Queue {
                     tags: i.tags.unwrap_or_else(|| scope.tags.clone()),
                     document_id: i.document_id,
                     kind: i.kind,
+                    append: i.append,
                 }
             })
             .collect();

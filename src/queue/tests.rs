@@ -325,7 +325,10 @@ async fn an_outage_across_sessions_is_one_notice_and_nothing_is_duplicated() {
 async fn permanent_failures_dead_letter_and_retry_brings_them_back() {
     let b = TestBackend::new(&[Mode::Permanent]);
     let r = rig(b.clone(), settings());
-    r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
+    let mut two = items("a", 2);
+    // An append keeps its mode through the spool, the dead letters and back.
+    two[1] = NewItem { document_id: Some("d".into()), append: true, ..two[1].clone() };
+    r.queue.enqueue("s", &scope(), two).await.unwrap();
     let report = r.queue.flush("s").await;
     assert_eq!(report, FlushReport { delivered: 0, failed: 2 });
     assert_eq!(r.queue.depths().await, Depths { pending: 0, in_flight: 0, spooled: 0, dead: 2 });
@@ -335,6 +338,8 @@ async fn permanent_failures_dead_letter_and_retry_brings_them_back() {
     assert_eq!(r.queue.retry_dead().await.unwrap(), 2);
     r.advance(100).await;
     assert_eq!(b.delivered(), vec!["a0", "a1"]);
+    let last = b.batches.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last.items.iter().map(|i| i.append).collect::<Vec<_>>(), [false, true]);
     assert_eq!(r.queue.depths().await.dead, 0);
 }
 

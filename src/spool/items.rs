@@ -11,7 +11,7 @@ use super::writer::{Message, Removal};
 use super::{Spool, SpoolCounts, SpoolError};
 
 const ITEM_COLUMNS: &str =
-    "seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, batch_id, attempts";
+    "seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, batch_id, attempts, append";
 
 /// An item waiting in the spool.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,8 +38,8 @@ impl Spool {
         let one = items.len() == 1;
         let append = move |t: &Transaction<'_>| {
             let mut stmt = t.prepare_cached(
-                "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, append)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?;
             for item in &items {
                 stmt.execute(params![
@@ -54,6 +54,7 @@ impl Spool {
                     item.document_id,
                     json(&item.metadata),
                     item.timestamp,
+                    item.append,
                 ])?;
             }
             Ok(())
@@ -154,9 +155,9 @@ impl Spool {
         self.call(move |t| {
             t.execute(
                 "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
-                     enqueued_at, batch_id, attempts, last_error, failed_at)
+                     enqueued_at, batch_id, attempts, last_error, failed_at, append)
                  SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
-                     enqueued_at, batch_id, attempts, ?, ? FROM items WHERE session_id = ? AND batch_id = ?",
+                     enqueued_at, batch_id, attempts, ?, ?, append FROM items WHERE session_id = ? AND batch_id = ?",
                 params![reason, now, session_id, batch_id],
             )?;
             t.execute("DELETE FROM items WHERE session_id = ? AND batch_id = ?", [&session_id, &batch_id]).map(|_| ())
@@ -170,9 +171,9 @@ impl Spool {
         self.call(|t| {
             let n = t.execute(
                 "INSERT OR IGNORE INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
-                     enqueued_at, batch_id, attempts, last_error)
+                     enqueued_at, batch_id, attempts, last_error, append)
                  SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
-                     enqueued_at, batch_id, 0, last_error FROM dead_letters ORDER BY seq",
+                     enqueued_at, batch_id, 0, last_error, append FROM dead_letters ORDER BY seq",
                 [],
             )?;
             let sessions = distinct_sessions(t, "dead_letters")?;
@@ -272,6 +273,7 @@ fn read_item(r: &rusqlite::Row<'_>) -> rusqlite::Result<Spooled> {
             tags: serde_json::from_str(&tags).map_err(|e| bad(4, e.to_string()))?,
             document_id: r.get(8)?,
             kind: kind.parse::<MemoryType>().map_err(|e| bad(7, e))?,
+            append: r.get(13)?,
         },
         batch_id: r.get(11)?,
         attempts: r.get::<_, i64>(12)? as u32,

@@ -60,4 +60,9 @@ CREATE TABLE records (
     PRIMARY KEY (kind, key)
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- 1 when the item adds to its document instead of replacing it (update_mode "append").
+ALTER TABLE items ADD COLUMN append INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE dead_letters ADD COLUMN append INTEGER NOT NULL DEFAULT 0;
+"#,
 ];

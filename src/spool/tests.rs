@@ -42,3 +42,28 @@ async fn a_failing_job_fails_alone_in_the_transaction_it_shares() {
     let counts = spool.commit_counts();
     assert!(counts.commits >= 2 && counts.jobs == 6, "{counts:?}");
 }
+
+#[tokio::test]
+async fn a_spool_of_the_previous_schema_keeps_its_items_after_the_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spool.db");
+    {
+        // The spool as mneme wrote it before items could append (schema version 2).
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in &SCHEMA[..2] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.execute(
+            "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at)
+             VALUES (1, 'i1', 's', 'b', '[]', 'kept across the upgrade', NULL, 'world', 'doc', '{}', '2026-01-01T00:00:00Z')",
+            [],
+        )
+        .unwrap();
+    }
+    let spool = Spool::open(&path).unwrap();
+    let batch = spool.next_batch("s", 10).await.unwrap();
+    assert_eq!(batch.len(), 1);
+    assert_eq!(batch[0].item.content, "kept across the upgrade");
+    assert!(!batch[0].item.append, "an item from before replaces its document, as it did");
+}

@@ -173,6 +173,9 @@ pub struct MemoryItem {
     pub document_id: Option<String>,
     /// World fact or experience.
     pub kind: MemoryType,
+    /// Adds to its document instead of replacing it (Hindsight's `update_mode: "append"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub append: bool,
 }
 
 impl MemoryItem {
@@ -187,6 +190,7 @@ impl MemoryItem {
             metadata: BTreeMap::new(),
             tags: Vec::new(),
             document_id: None,
+            append: false,
             kind: MemoryType::World,
         }
     }

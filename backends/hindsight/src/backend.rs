@@ -253,6 +253,7 @@ impl MemoryBackend for HindsightBackend {
                 metadata: &i.metadata,
                 tags: &i.tags,
                 document_id: i.document_id.as_deref(),
+                update_mode: i.append.then_some("append"),
             })
             .collect();
         let body = RetainRequest { items, is_async: true, operation_id: operation_id(&batch.id) };
@@ -379,6 +380,7 @@ impl MemoryBackend for HindsightBackend {
                     metadata: &m.metadata,
                     tags: &m.tags,
                     document_id: Some(m.document_id.as_deref().unwrap_or(&m.id)),
+                    update_mode: None,
                 })
                 .collect();
             let body = RetainRequest {

@@ -22,6 +22,9 @@ pub struct RetainItem<'a> {
     /// Replaces the document with this id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub document_id: Option<&'a str>,
+    /// `"append"` adds to the document instead (absent: the server's default, replace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update_mode: Option<&'static str>,
 }
 
 /// `POST …/memories`

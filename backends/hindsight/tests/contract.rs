@@ -253,3 +253,40 @@ async fn one_export_imports_into_two_banks_and_again_into_the_same_one() {
     assert_eq!(wait_for_count(&url, &one, 1).await, ["The kestrel job runs at dawn"]);
     assert_eq!(wait_for_count(&url, &two, 1).await, ["The kestrel job runs at dawn"]);
 }
+
+#[tokio::test]
+async fn an_append_adds_to_its_document_and_a_plain_retain_replaces_it() {
+    let Some(url) = peer_url() else { return };
+    let bank = fresh_bank("contract-append");
+    chunk_bank(&url, &bank).await;
+    let b = backend(&url);
+    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let first = item("1", "The walrus service deploys on Fridays", &[], Some("doc-w"));
+    b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items: vec![first] }).await.unwrap();
+    wait_for_document(&url, &bank, "doc-w", &["walrus"]).await;
+    let more = MemoryItem { append: true, ..item("2", "The narwhal tests run on bun", &[], Some("doc-w")) };
+    b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items: vec![more] }).await.unwrap();
+    let text = wait_for_document(&url, &bank, "doc-w", &["walrus", "narwhal"]).await;
+    assert!(text.contains("walrus") && text.contains("narwhal"), "{text}");
+    let replacing = item("3", "The beluga cache is warmed at start", &[], Some("doc-w"));
+    b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items: vec![replacing] }).await.unwrap();
+    let text = wait_for_document(&url, &bank, "doc-w", &["beluga"]).await;
+    assert!(!text.contains("walrus") && !text.contains("narwhal"), "replaced: {text}");
+}
+
+/// The document's text once it holds every one of `needles` (retains are asynchronous).
+async fn wait_for_document(url: &str, bank: &str, id: &str, needles: &[&str]) -> String {
+    let mut text = String::new();
+    for _ in 0..120 {
+        let res = reqwest::get(format!("{url}/v1/default/banks/{bank}/documents/{id}")).await.unwrap();
+        if res.status().is_success() {
+            let v: serde_json::Value = res.json().await.unwrap();
+            text = v["original_text"].as_str().unwrap_or_default().to_owned();
+            if needles.iter().all(|n| text.contains(n)) {
+                return text;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    panic!("document {id} never held {needles:?}: {text:?}");
+}

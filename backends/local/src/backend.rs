@@ -281,6 +281,7 @@ impl MemoryBackend for LocalBackend {
                 tags: m.tags.clone(),
                 document_id: m.document_id.clone(),
                 kind: m.kind,
+                append: false,
             };
             match groups.last_mut() {
                 Some((bank, items)) if *bank == m.bank => items.push(item),

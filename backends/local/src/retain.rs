@@ -14,7 +14,8 @@ use crate::store::{Changes, INDEX_NEW_PASSAGES};
 /// What a batch's document ids do to the passages a document already has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Documents {
-    /// A retain: the batch is the document now; its stored memories not in the batch go.
+    /// A retain: the batch is the document now; its stored memories not in the batch go
+    /// (unless every item of that document in the batch is an append).
     Replace,
     /// An import: the memories join their document, whose stored memories stay (an export is
     /// read back in pages, and a document's memories may fall across two of them).
@@ -43,7 +44,7 @@ pub(crate) fn retain_one(
     let mut tails: HashMap<(String, String), i64> = HashMap::new();
     {
         let documents: BTreeSet<&str> = match w.documents {
-            Documents::Replace => items.iter().filter_map(|i| i.document_id.as_deref()).collect(),
+            Documents::Replace => items.iter().filter(|i| !i.append).filter_map(|i| i.document_id.as_deref()).collect(),
             Documents::Join => BTreeSet::new(),
         };
         for doc in documents {
