@@ -165,3 +165,39 @@ async fn doctor_says_what_is_wrong_and_what_to_do() {
     assert_eq!(v["ok"], false);
     assert!(v["checks"].as_array().unwrap().iter().any(|c| c["check"].as_str().unwrap().contains("not running")));
 }
+
+#[tokio::test]
+async fn migrate_keeps_a_document_whole_across_pages_and_requests() {
+    // 190 memories, then a document of 20 (one /hindsight retain): the document runs across
+    // migrate's page of 200 and the backend's request of 100. Hindsight stores a document as what
+    // one request holds of it, so a split document would keep only its last part.
+    let Some(url) = common::hindsight_peer() else { return };
+    let bank = common::fresh("migrate-doc");
+    common::chunk_bank(&url, &bank).await;
+    let d = Daemon::start(&format!("[memory]\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n"));
+    seed(&d, 190 - 1).await;
+    let parts: Vec<Value> = (0..20)
+        .map(|i| json!({"content": format!("okapi runbook part {i} of the deploy"), "document_id": "runbook"}))
+        .collect();
+    let (status, v) = d.post(&format!("/hindsight/v1/default/banks/{bank}/memories"), json!({"items": parts})).await;
+    assert_eq!(status, 200, "{v}");
+    let out = d.cli().args(["migrate", "--from", "local", "--to", "hindsight"]).output().unwrap();
+    let said = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(said.trim(), "Copied 210 memories from local to hindsight; done.");
+    let http = reqwest::Client::new();
+    let mut text = String::new();
+    for _ in 0..240 {
+        let res = http.get(format!("{url}/v1/default/banks/{bank}/documents/runbook")).send().await.unwrap();
+        if res.status().is_success() {
+            let v: Value = res.json().await.unwrap();
+            text = v["original_text"].as_str().unwrap_or_default().to_owned();
+            if text.contains("part 19 of") {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    for i in 0..20 {
+        assert!(text.contains(&format!("okapi runbook part {i} of the deploy")), "part {i} kept: {text:?}");
+    }
+}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use mneme_core::BackendId;
+use mneme_core::{BackendError, BackendId, ExportPage, MemoryBackend};
 use serde::{Deserialize, Serialize};
 
 use super::commands::load_settings;
@@ -29,6 +29,33 @@ struct Progress {
     cursor: Option<String>,
     copied: u64,
     bank: Option<String>,
+}
+
+/// A page of `want` memories, and the pages after it while a document runs on into them: a
+/// backend stores a document as what one request holds of it (Hindsight replaces the rest), so
+/// a document is never cut in two by a page boundary.
+async fn read_whole_documents(
+    source: &dyn MemoryBackend,
+    bank: Option<&str>,
+    cursor: Option<&str>,
+    want: usize,
+) -> Result<ExportPage, BackendError> {
+    let mut page = source.export(bank, cursor, want).await?;
+    while let (Some(next), Some(last)) = (page.next.clone(), page.memories.last()) {
+        let Some(document) = last.document_id.clone() else { break };
+        let bank_of_last = last.bank.clone();
+        let more = source.export(bank, Some(&next), PAGE).await?;
+        let continues = more
+            .memories
+            .first()
+            .is_some_and(|m| m.bank == bank_of_last && m.document_id.as_deref() == Some(document.as_str()));
+        if !continues {
+            break;
+        }
+        page.memories.extend(more.memories);
+        page.next = more.next;
+    }
+    Ok(page)
 }
 
 fn state_path(dir: &Path, plan: &Plan) -> PathBuf {
@@ -77,8 +104,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
             break;
         }
         let want = plan.limit.map_or(PAGE, |l| PAGE.min((l - this_run) as usize));
-        let page = source
-            .export(bank.as_deref(), progress.cursor.as_deref(), want)
+        let page = read_whole_documents(source.as_ref(), bank.as_deref(), progress.cursor.as_deref(), want)
             .await
             .map_err(|e| CliError::Other(format!("reading from {}: {e}", plan.from)))?;
         if page.memories.is_empty() {

@@ -138,7 +138,8 @@ pub enum Command {
         /// Only this bank (a Hindsight source: default the configured bank).
         #[arg(long, value_name = "BANK")]
         bank: Option<String>,
-        /// Copy at most this many memories in this run (run again to continue).
+        /// Copy about this many memories in this run (run again to continue): a document is
+        /// never cut, so its last memories may go over.
         #[arg(long, value_name = "N")]
         limit: Option<u64>,
     },

@@ -76,7 +76,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     }
     let client = Client::connect(&load_settings(config)?.settings).await?;
     let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
-    for chunk in chunks_of_whole_documents(memories, IMPORT_CHUNK) {
+    for chunk in mneme_core::transfer::chunks_of_whole_documents(memories, IMPORT_CHUNK) {
         let answer: Imported = client.post("/v1/import", &ImportBody { memories: chunk }).await?;
         total.received += answer.received;
         total.skipped += answer.skipped;
@@ -97,34 +97,6 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     Ok(ExitCode::SUCCESS)
 }
 
-/// The memories in requests of about `size`, a document's memories always in the same one (a
-/// backend may store a document as what one request holds of it), in the file's order otherwise.
-fn chunks_of_whole_documents(memories: Vec<StoredMemory>, size: usize) -> Vec<Vec<StoredMemory>> {
-    // Units: a memory alone, or every memory of one (bank, document), at its first appearance.
-    let mut units: Vec<Vec<StoredMemory>> = Vec::new();
-    let mut document_unit: std::collections::HashMap<(String, String), usize> = Default::default();
-    for m in memories {
-        match m.document_id.clone() {
-            Some(doc) => match document_unit.entry((m.bank.clone(), doc)) {
-                std::collections::hash_map::Entry::Occupied(e) => units[*e.get()].push(m),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(units.len());
-                    units.push(vec![m]);
-                }
-            },
-            None => units.push(vec![m]),
-        }
-    }
-    let mut chunks: Vec<Vec<StoredMemory>> = Vec::new();
-    for unit in units {
-        match chunks.last_mut() {
-            Some(chunk) if chunk.len() + unit.len() <= size => chunk.extend(unit),
-            _ => chunks.push(unit),
-        }
-    }
-    chunks
-}
-
 /// Percent-encodes a query value.
 fn encode(s: &str) -> String {
     s.bytes()
@@ -133,35 +105,4 @@ fn encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn memory(id: &str, doc: Option<&str>) -> StoredMemory {
-        serde_json::from_value(serde_json::json!({"id": id, "bank": "b", "content": id, "document_id": doc,
-            "created_at": "2026-01-01T00:00:00Z"}))
-        .unwrap()
-    }
-
-    #[test]
-    fn a_document_is_never_split_across_requests() {
-        let file = vec![
-            memory("a", None),
-            memory("d1", Some("doc")),
-            memory("b", None),
-            memory("d2", Some("doc")),
-            memory("c", None),
-            memory("d3", Some("doc")),
-        ];
-        let ids = |chunks: Vec<Vec<StoredMemory>>| -> Vec<Vec<String>> {
-            chunks.into_iter().map(|c| c.into_iter().map(|m| m.id).collect()).collect()
-        };
-        assert_eq!(
-            ids(chunks_of_whole_documents(file.clone(), 2)),
-            [vec!["a"], vec!["d1", "d2", "d3"], vec!["b", "c"]]
-        );
-        assert_eq!(ids(chunks_of_whole_documents(file, 500)), [vec!["a", "d1", "d2", "d3", "b", "c"]]);
-    }
 }

@@ -187,6 +187,28 @@ async fn flushes_at_batch_size() {
 }
 
 #[tokio::test]
+async fn a_delivery_holds_one_requests_version_of_a_document() {
+    // Spooled while nothing was delivered (an outage, say): two transcripts of one session, then
+    // a request whose two items form one document, then an append to it.
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    let doc = |content: &str, document: &str, append: bool| NewItem {
+        content: content.into(),
+        document_id: Some(document.into()),
+        append,
+        ..NewItem::default()
+    };
+    r.queue.enqueue("s", &scope(), vec![doc("transcript v1", "t", false)]).await.unwrap();
+    r.queue.enqueue("s", &scope(), vec![doc("transcript v2", "t", false)]).await.unwrap();
+    r.queue.enqueue("s", &scope(), vec![doc("part 1", "d", false), doc("part 2", "d", false)]).await.unwrap();
+    r.queue.enqueue("s", &scope(), vec![doc("part 3", "d", true)]).await.unwrap();
+    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 5, failed: 0 });
+    let batches: Vec<Vec<String>> =
+        b.batches.lock().unwrap().iter().map(|b| b.items.iter().map(|i| i.content.clone()).collect()).collect();
+    assert_eq!(batches, [vec!["transcript v1"], vec!["transcript v2", "part 1", "part 2", "part 3"]]);
+}
+
+#[tokio::test]
 async fn a_steady_stream_goes_out_in_full_batches() {
     // While a size flush delivers, a few more items arrive: they wait for their own trigger
     // instead of following at once in a batch of their own.

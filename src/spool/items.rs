@@ -11,7 +11,8 @@ use super::writer::{Message, Removal};
 use super::{Spool, SpoolCounts, SpoolError};
 
 const ITEM_COLUMNS: &str =
-    "seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, batch_id, attempts, append";
+    "seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, batch_id, attempts, append,
+     coalesce(request, seq)";
 
 /// An item waiting in the spool.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +29,8 @@ pub struct Spooled {
     pub batch_id: Option<String>,
     /// Failed deliveries so far.
     pub attempts: u32,
+    /// The seq of the first item of the request it came in.
+    pub request: i64,
 }
 
 impl Spool {
@@ -38,12 +41,15 @@ impl Spool {
         let one = items.len() == 1;
         let append = move |t: &Transaction<'_>| {
             let mut stmt = t.prepare_cached(
-                "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, append)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, append, request)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?;
+            let mut request = None;
             for item in &items {
+                let seq = next_seq.fetch_add(1, Ordering::Relaxed);
+                let request = *request.get_or_insert(seq);
                 stmt.execute(params![
-                    next_seq.fetch_add(1, Ordering::Relaxed),
+                    seq,
                     item.id,
                     session_id,
                     bank,
@@ -55,6 +61,7 @@ impl Spool {
                     json(&item.metadata),
                     item.timestamp,
                     item.append,
+                    request,
                 ])?;
             }
             Ok(())
@@ -91,14 +98,7 @@ impl Spool {
             ))?;
             let mut rows: Vec<Spooled> =
                 stmt.query_map(params![session_id, max as i64], read_item)?.collect::<Result<_, _>>()?;
-            // One delivery goes to one bank: cut at the first item of another. Tags may differ
-            // (every backend stores each item's own), and must not cut: a batch is what replaces
-            // a document, so a document's items in one request, tagged differently, would
-            // otherwise arrive in two batches and the second would replace the first.
-            if let Some(first) = rows.first().cloned() {
-                let cut = rows.iter().position(|r| r.bank != first.bank).unwrap_or(rows.len());
-                rows.truncate(cut);
-            }
+            rows.truncate(one_delivery(&rows));
             let batch = crate::ids::new_id();
             if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
                 // The rows are consecutive in this session's queue: one ranged update marks them.
@@ -155,9 +155,9 @@ impl Spool {
         self.call(move |t| {
             t.execute(
                 "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
-                     enqueued_at, batch_id, attempts, last_error, failed_at, append)
+                     enqueued_at, batch_id, attempts, last_error, failed_at, append, request)
                  SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
-                     enqueued_at, batch_id, attempts, ?, ?, append FROM items WHERE session_id = ? AND batch_id = ?",
+                     enqueued_at, batch_id, attempts, ?, ?, append, request FROM items WHERE session_id = ? AND batch_id = ?",
                 params![reason, now, session_id, batch_id],
             )?;
             t.execute("DELETE FROM items WHERE session_id = ? AND batch_id = ?", [&session_id, &batch_id]).map(|_| ())
@@ -171,9 +171,9 @@ impl Spool {
         self.call(|t| {
             let n = t.execute(
                 "INSERT OR IGNORE INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
-                     enqueued_at, batch_id, attempts, last_error, append)
+                     enqueued_at, batch_id, attempts, last_error, append, request)
                  SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
-                     enqueued_at, batch_id, 0, last_error, append FROM dead_letters ORDER BY seq",
+                     enqueued_at, batch_id, 0, last_error, append, request FROM dead_letters ORDER BY seq",
                 [],
             )?;
             let sessions = distinct_sessions(t, "dead_letters")?;
@@ -251,6 +251,35 @@ fn distinct_sessions(t: &Transaction<'_>, table: &str) -> rusqlite::Result<Vec<S
     rows.collect()
 }
 
+/// How many of the oldest unbatched rows go in one delivery. A batch is what replaces a
+/// document, so:
+/// - it goes to one bank: it is cut at the first item of another;
+/// - it holds one request's version of a document: it is cut before an item that replaces a
+///   document an earlier request in the batch has (two transcripts of a session spooled during
+///   an outage go in two deliveries, the later replacing the earlier, instead of being stored
+///   side by side); appends to it stay;
+/// - tags may differ (every backend stores each item's own) and do not cut: a document's items
+///   in one request, tagged differently, would otherwise arrive in two batches and the second
+///   would replace the first.
+fn one_delivery(rows: &[Spooled]) -> usize {
+    let Some(first) = rows.first() else { return 0 };
+    let mut documents: std::collections::HashMap<&str, i64> = std::collections::HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if r.bank != first.bank {
+            return i;
+        }
+        let Some(document) = r.item.document_id.as_deref() else { continue };
+        match documents.get(document) {
+            Some(&request) if request != r.request && !r.item.append => return i,
+            Some(_) => {}
+            None => {
+                documents.insert(document, r.request);
+            }
+        }
+    }
+    rows.len()
+}
+
 fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("plain data serializes")
 }
@@ -277,5 +306,6 @@ fn read_item(r: &rusqlite::Row<'_>) -> rusqlite::Result<Spooled> {
         },
         batch_id: r.get(11)?,
         attempts: r.get::<_, i64>(12)? as u32,
+        request: r.get(14)?,
     })
 }

@@ -64,5 +64,9 @@ CREATE TABLE records (
 -- 1 when the item adds to its document instead of replacing it (update_mode "append").
 ALTER TABLE items ADD COLUMN append INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE dead_letters ADD COLUMN append INTEGER NOT NULL DEFAULT 0;
+-- The seq of the first item of the request it came in (NULL before: its own seq), so that a
+-- delivery never holds two requests' versions of one document.
+ALTER TABLE items ADD COLUMN request INTEGER;
+ALTER TABLE dead_letters ADD COLUMN request INTEGER;
 "#,
 ];

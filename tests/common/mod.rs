@@ -69,7 +69,13 @@ impl Daemon {
         let pid_path = dir.path().join("data/mneme.pid");
         let addr = spawn::wait_for_addr(&mut child, &pid_path, Duration::from_secs(20), Duration::from_millis(20));
         let token = std::fs::read_to_string(dir.path().join("data/token")).unwrap().trim().to_owned();
-        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        // The daemon closes a keep-alive connection idle for server.header_timeout (10 s): the
+        // client lets go of it first, so a request never races that close.
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .pool_idle_timeout(std::time::Duration::from_secs(5))
+            .build()
+            .unwrap();
         Daemon { dir, child: Some(child), addr, token, http }
     }
 

@@ -7,6 +7,7 @@
 //! - [`text`]: the text utilities (memory-tag stripping, recall queries, retention transcripts).
 //! - [`off`]: the `off` backend, which stores nothing.
 //! - [`time`]: the few timestamp formats the contract fixes.
+//! - [`transfer`]: how an import is cut into requests, a document never split.
 //! - [`secret`]: [`Secret`], a string that never shows in logs or `Debug` output.
 
 pub mod backend;
@@ -16,6 +17,7 @@ pub mod off;
 pub mod secret;
 pub mod text;
 pub mod time;
+pub mod transfer;
 pub mod types;
 
 pub use backend::MemoryBackend;

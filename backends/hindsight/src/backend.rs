@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use mneme_core::transfer::chunks_of_whole_documents;
 use mneme_core::*;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, RETRY_AFTER};
 use reqwest::{Method, StatusCode, Url};
@@ -256,7 +257,7 @@ impl MemoryBackend for HindsightBackend {
                 update_mode: i.append.then_some("append"),
             })
             .collect();
-        let body = RetainRequest { items, is_async: true, operation_id: operation_id(&batch.id) };
+        let body = RetainRequest::new(items, operation_id(&batch.id));
         let url = self.bank_url(&scope.bank, &["memories"]);
         let answer: Option<serde_json::Value> =
             self.send("retain", Method::POST, url, Some(&body), self.config.retain_timeout).await?;
@@ -361,40 +362,38 @@ impl MemoryBackend for HindsightBackend {
     async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
         // Each memory is its own document (its id unless it has one), so a re-import replaces
         // instead of duplicating; each chunk's operation id derives from its bank and its memories' ids.
-        let mut start = 0;
-        while start < memories.len() {
-            let bank = &memories[start].bank;
-            let end = memories[start..]
-                .iter()
-                .position(|m| &m.bank != bank)
-                .map_or(memories.len(), |p| start + p)
-                .min(start + IMPORT_CHUNK);
-            let chunk = &memories[start..end];
-            let ids: Vec<&str> = chunk.iter().map(|m| m.id.as_str()).collect();
-            let items = chunk
-                .iter()
-                .map(|m| RetainItem {
-                    content: &m.content,
-                    context: m.context.as_deref(),
-                    timestamp: &m.created_at,
-                    metadata: &m.metadata,
-                    tags: &m.tags,
-                    document_id: Some(m.document_id.as_deref().unwrap_or(&m.id)),
-                    update_mode: None,
-                })
-                .collect();
-            let body = RetainRequest {
-                items,
-                is_async: true,
+        // A request holds one bank, and a document's memories go in one request: the server
+        // stores a document as what one request holds of it, replacing what it had.
+        let mut banks: Vec<(&str, Vec<&StoredMemory>)> = Vec::new();
+        for m in memories {
+            match banks.iter_mut().find(|(bank, _)| *bank == m.bank) {
+                Some((_, of_bank)) => of_bank.push(m),
+                None => banks.push((&m.bank, vec![m])),
+            }
+        }
+        for (bank, of_bank) in banks {
+            for chunk in chunks_of_whole_documents(of_bank, IMPORT_CHUNK) {
+                let ids: Vec<&str> = chunk.iter().map(|m| m.id.as_str()).collect();
+                let items = chunk
+                    .iter()
+                    .map(|m| RetainItem {
+                        content: &m.content,
+                        context: m.context.as_deref(),
+                        timestamp: &m.created_at,
+                        metadata: &m.metadata,
+                        tags: &m.tags,
+                        document_id: Some(m.document_id.as_deref().unwrap_or(&m.id)),
+                        update_mode: None,
+                    })
+                    .collect();
                 // Hindsight's operation ids are global, not per bank: the bank is part of it, or
                 // importing the same export into a second bank is refused (409).
-                operation_id: operation_id(&format!("import:{bank}:{}", ids.join(","))),
-            };
-            self.ensure_bank(bank).await;
-            let url = self.bank_url(bank, &["memories"]);
-            let _: Option<serde_json::Value> =
-                self.send("import", Method::POST, url, Some(&body), self.config.retain_timeout).await?;
-            start = end;
+                let body = RetainRequest::new(items, operation_id(&format!("import:{bank}:{}", ids.join(","))));
+                self.ensure_bank(bank).await;
+                let url = self.bank_url(bank, &["memories"]);
+                let _: Option<serde_json::Value> =
+                    self.send("import", Method::POST, url, Some(&body), self.config.retain_timeout).await?;
+            }
         }
         Ok(None)
     }

@@ -32,11 +32,22 @@ pub struct RetainItem<'a> {
 pub struct RetainRequest<'a> {
     /// The batch.
     pub items: Vec<RetainItem<'a>>,
-    /// Always true: the server answers once the operation is queued.
+    /// Whether the server answers once the operation is queued (see [`RetainRequest::new`]).
     #[serde(rename = "async")]
     pub is_async: bool,
     /// Stable across resends of the same batch (a UUID).
     pub operation_id: String,
+}
+
+impl<'a> RetainRequest<'a> {
+    /// An asynchronous retain, unless two items share a document: the server refuses that in an
+    /// asynchronous batch (its workers would race) and folds them into one document in a
+    /// synchronous one, which answers once they are stored.
+    pub fn new(items: Vec<RetainItem<'a>>, operation_id: String) -> Self {
+        let mut documents = std::collections::HashSet::new();
+        let shared = items.iter().filter_map(|i| i.document_id).any(|d| !documents.insert(d));
+        RetainRequest { items, is_async: !shared, operation_id }
+    }
 }
 
 /// `POST …/memories/recall`
