@@ -100,6 +100,11 @@ async fn bad_requests_get_json_4xx() {
         (404, send_raw("/v1/nowhere", "{}", "application/json").await.unwrap()),
         (405, d.http.get(d.url("/v1/flush")).bearer_auth(&d.token).send().await.unwrap()),
         (400, send_raw("/v1/sessions", "{\"session_id\": \"\", \"cwd\": \"/x\"}", "application/json").await.unwrap()),
+        // A relative cwd would be read from the daemon's own directory.
+        (
+            400,
+            send_raw("/v1/sessions", "{\"session_id\": \"s9\", \"cwd\": \"proj\"}", "application/json").await.unwrap(),
+        ),
         (400, send_raw("/v1/clear", "{}", "application/json").await.unwrap()),
     ];
     for (want, resp) in cases {

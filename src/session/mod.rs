@@ -312,6 +312,14 @@ impl Sessions {
         if text::has_private_tag(&req.cwd) {
             return Err(SessionError::Invalid("cwd may not contain <private> tags".into()));
         }
+        // The project is found from the cwd's folders: a relative path would be read from the
+        // daemon's own working directory and name some other project.
+        if !std::path::Path::new(&req.cwd).is_absolute() {
+            return Err(SessionError::Invalid(format!(
+                "cwd must be an absolute path (the agent's working directory), not {:?}",
+                req.cwd
+            )));
+        }
         if let Some(tools) = &req.tools {
             if [&tools.recall, &tools.retain, &tools.reflect]
                 .iter()

@@ -71,11 +71,8 @@ impl Daemon {
         let token = std::fs::read_to_string(dir.path().join("data/token")).unwrap().trim().to_owned();
         // The daemon closes a keep-alive connection idle for server.header_timeout (10 s): the
         // client lets go of it first, so a request never races that close.
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .pool_idle_timeout(std::time::Duration::from_secs(5))
-            .build()
-            .unwrap();
+        let http =
+            reqwest::Client::builder().no_proxy().pool_idle_timeout(std::time::Duration::from_secs(5)).build().unwrap();
         Daemon { dir, child: Some(child), addr, token, http }
     }
 
