@@ -228,3 +228,36 @@ async fn the_log_is_plain_text_off_a_terminal_and_json_when_asked() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("MNEME_LOG_FORMAT"), "{out:?}");
 }
+
+#[test]
+fn a_daemon_that_takes_connections_but_never_answers_is_one_clear_line_and_exit_3() {
+    // A listener that accepts and says nothing, like a daemon stopped with SIGSTOP.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for stream in listener.incoming().take(3) {
+            open.push(stream);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
+    for args in [vec!["status"], vec!["recall", "x"], vec!["notices"]] {
+        let started = std::time::Instant::now();
+        let out = assert_cmd::Command::new(common::bin())
+            .env("MNEME_CONFIG", &config)
+            .env("MNEME_STORAGE__DIR", dir.path().join("data"))
+            .args(&args)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("does not answer"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(15), "{args:?} took {:?}", started.elapsed());
+    }
+    drop(held);
+}

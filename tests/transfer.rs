@@ -159,6 +159,15 @@ async fn doctor_says_what_is_wrong_and_what_to_do() {
     let out = d.cli().arg("doctor").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("FAIL token") && stdout(&out).contains("chmod 600"), "{}", stdout(&out));
+    // Stopped (SIGSTOP): it holds its storage and does not answer. Doctor says so, leaves the
+    // spool it holds alone, and does not hang.
+    let pid = d.child.as_ref().unwrap().id();
+    common::unsafe_kill(pid, "STOP");
+    let out = d.cli().arg("doctor").timeout(std::time::Duration::from_secs(30)).output().unwrap();
+    common::unsafe_kill(pid, "CONT");
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains(&format!("kill -CONT {pid}")), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("FAIL spool"), "{}", stdout(&out));
     d.stop();
     let out = d.cli().args(["--json", "doctor"]).output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -14,6 +14,11 @@ use crate::daemon::api::{ErrorAnswer, Health, PROTOCOL};
 
 use super::CliError;
 
+/// How long the daemon has to answer its health check: it does no work.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request may wait for the daemon's next bytes.
+const READ_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// A connection to a running daemon.
 pub struct Client {
     http: reqwest::Client,
@@ -39,16 +44,29 @@ impl Client {
         let base = format!("http://{addr}");
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
+            // A daemon that stops answering mid-request (stopped, or wedged) fails the command
+            // instead of hanging it; a long flush or an event stream keeps sending (keep-alives).
+            .read_timeout(READ_TIMEOUT)
             .no_proxy()
             .build()
             .map_err(|e| CliError::Other(format!("cannot build an HTTP client: {e}")))?;
         let not_running =
             || CliError::NotRunning(format!("the mneme daemon is not running at {addr} (start it with `mneme serve`)"));
-        let health: Health = match http.get(format!("{base}/v1/health")).send().await {
-            Ok(r) => r
-                .json()
-                .await
-                .map_err(|e| CliError::Other(format!("{addr} did not answer like a mneme daemon: {e}")))?,
+        let hung = || {
+            CliError::NotRunning(format!(
+                "the mneme daemon at {addr} takes connections but does not answer within {HEALTH_TIMEOUT:?} (is it stopped or overloaded? `mneme doctor` and its log say more)"
+            ))
+        };
+        let health = http.get(format!("{base}/v1/health")).timeout(HEALTH_TIMEOUT).send().await;
+        let health: Health = match health {
+            Err(e) if e.is_timeout() && !e.is_connect() => return Err(hung()),
+            Ok(r) => r.json().await.map_err(|e| {
+                if e.is_timeout() {
+                    hung()
+                } else {
+                    CliError::Other(format!("{addr} did not answer like a mneme daemon: {e}"))
+                }
+            })?,
             Err(e) if e.is_connect() || e.is_timeout() => return Err(not_running()),
             Err(e) => return Err(CliError::Other(format!("cannot reach the daemon at {addr}: {e}"))),
         };
@@ -102,10 +120,9 @@ impl Client {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = req.send().await.map_err(|e| CliError::Other(format!("request to the daemon failed: {e}")))?;
+        let resp = req.send().await.map_err(|e| failed("request to the daemon failed", e))?;
         let status = resp.status();
-        let text =
-            resp.text().await.map_err(|e| CliError::Other(format!("reading the daemon's answer failed: {e}")))?;
+        let text = resp.text().await.map_err(|e| failed("reading the daemon's answer failed", e))?;
         if !status.is_success() {
             let message = serde_json::from_str::<ErrorAnswer>(&text).map_or(text, |e| e.error.message);
             return Err(CliError::Daemon { status: status.as_u16(), message });
@@ -121,7 +138,7 @@ impl Client {
             .bearer_auth(&self.token)
             .send()
             .await
-            .map_err(|e| CliError::Other(format!("request to the daemon failed: {e}")))?;
+            .map_err(|e| failed("request to the daemon failed", e))?;
         if !resp.status().is_success() {
             return Err(CliError::Daemon {
                 status: resp.status().as_u16(),
@@ -130,4 +147,14 @@ impl Client {
         }
         Ok(resp)
     }
+}
+
+/// A request that failed on the way: a daemon gone silent is told apart from other failures.
+fn failed(what: &str, e: reqwest::Error) -> CliError {
+    if e.is_timeout() {
+        return CliError::Other(format!(
+            "the daemon sent nothing for {READ_TIMEOUT:?}; what it was asked may still be going on there (see `mneme status` and `mneme notices`)"
+        ));
+    }
+    CliError::Other(format!("{what}: {e}"))
 }

@@ -75,11 +75,16 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             _ => r.problem(format!("no token at {}", token.display()), "start the daemon once: `mneme serve`".into()),
         }
         let daemon = Client::connect(settings).await;
+        // A daemon that holds its storage but does not answer (stopped, or wedged).
+        let silent = daemon.as_ref().err().and(running_pid(&settings.pid_path()));
         let spool = settings.spool_path();
         match (&daemon, spool.exists()) {
             (_, false) => r.ok(format!("spool {} is not created yet", spool.display())),
             // The running daemon holds the spool exclusively; it opened it, so it is sound.
             (Ok(_), true) => r.ok(format!("spool {} is open in the running daemon", spool.display())),
+            (Err(_), true) if silent.is_some() => {
+                r.ok(format!("spool {} is held by the daemon (not checked while it holds it)", spool.display()))
+            }
             (Err(_), true) => match Spool::check(&spool) {
                 Ok(c) => r.ok(format!("spool {} is sound ({} waiting, {} dead)", spool.display(), c.spooled, c.dead)),
                 Err(e) => r.file_problem(files::spool_problem(&spool, e)),
@@ -130,7 +135,13 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                     r.problem(format!("the daemon refused the status request: {e}"), "check the token file".into())
                 }
             },
-            Err(CliError::NotRunning(m)) => r.problem(m, "start it: `mneme serve`".into()),
+            Err(CliError::NotRunning(m)) => match silent {
+                Some(pid) => r.problem(
+                    format!("{m}; its process {pid} holds the storage"),
+                    format!("if it was stopped (Ctrl-Z, SIGSTOP): `kill -CONT {pid}`; else read its log and restart it: `kill {pid}`, then `mneme serve` (what is spooled is kept)"),
+                ),
+                None => r.problem(m, "start it: `mneme serve`".into()),
+            },
             Err(e) => r.problem(e.to_string(), "restart the daemon with this mneme version".into()),
         }
     }
@@ -149,4 +160,17 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
         println!("{}", if all_well { "All is well." } else { "Some checks failed." });
     }
     Ok(if all_well { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The pid of a daemon that holds the storage's pidfile lock, if one does (it may not answer).
+fn running_pid(pid_path: &Path) -> Option<u32> {
+    let file = std::fs::File::open(pid_path).ok()?;
+    match file.try_lock() {
+        // Nobody holds it: no daemon (the lock goes with the file when it is dropped).
+        Ok(()) => None,
+        Err(std::fs::TryLockError::WouldBlock) => {
+            std::fs::read_to_string(pid_path).ok()?.lines().next()?.trim().parse().ok()
+        }
+        Err(_) => None,
+    }
 }

@@ -154,7 +154,8 @@ pub fn env_for(dir: &Path) -> Vec<(String, String)> {
     ]
 }
 
-fn unsafe_kill(pid: u32, signal: &str) {
+/// Sends `signal` (TERM, KILL, STOP, CONT …) to a process with kill(1).
+pub fn unsafe_kill(pid: u32, signal: &str) {
     let _ = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
 }
 
