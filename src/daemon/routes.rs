@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream, StreamExt};
 use serde::de::DeserializeOwned;
-use tokio_stream::wrappers::BroadcastStream;
 
 use super::api::*;
 use super::error::ApiError;
@@ -299,7 +298,7 @@ pub async fn notice_stream(
     let Query(q) = q?;
     let after = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).or(q.after);
     // Subscribe before reading history so nothing falls between the two.
-    let live = BroadcastStream::new(s.notices.subscribe());
+    let receiver = s.notices.subscribe();
     let history = match after {
         Some(after) => s.notices.after(after, 1000).await?,
         None => Vec::new(),
@@ -314,15 +313,57 @@ pub async fn notice_stream(
         Ok::<_, Infallible>(event.event("notice").json_data(to_wire(n)).expect("notice serializes"))
     };
     let replay = stream::iter(history.into_iter().map(event));
-    let live = live.filter_map(move |r| {
-        let out = match r {
-            Ok(n) if n.id > last || n.id == 0 => Some(event(n)),
-            _ => None,
-        };
-        async move { out }
-    });
+    let live = live_notices(s.notices.clone(), receiver, last).map(event);
     Ok(Sse::new(replay.chain(live).take_until(s.stopping.clone().cancelled_owned()))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// The notices after `last` as they are raised. A reader too slow for the live channel (it keeps
+/// the newest notices only) is caught up from the spool, where every notice is stored, instead
+/// of silently missing the ones it fell behind on.
+fn live_notices(
+    notices: crate::notices::Notices,
+    receiver: tokio::sync::broadcast::Receiver<NoticeRow>,
+    last: i64,
+) -> impl Stream<Item = NoticeRow> {
+    use tokio::sync::broadcast::error::RecvError;
+    /// Notices read from the spool at a time while catching up.
+    const PAGE: usize = 1000;
+    struct Reader {
+        receiver: tokio::sync::broadcast::Receiver<NoticeRow>,
+        last: i64,
+        stored: std::collections::VecDeque<NoticeRow>,
+        catching_up: bool,
+    }
+    let reader = Reader { receiver, last, stored: Default::default(), catching_up: false };
+    stream::unfold(reader, move |mut r| {
+        let notices = notices.clone();
+        async move {
+            loop {
+                if let Some(n) = r.stored.pop_front() {
+                    r.last = r.last.max(n.id);
+                    return Some((n, r));
+                }
+                if r.catching_up {
+                    // Unreadable: end the stream, and the client resumes with Last-Event-ID.
+                    let rows = notices.after(r.last, PAGE).await.ok()?;
+                    r.catching_up = rows.len() == PAGE;
+                    r.stored.extend(rows);
+                    continue;
+                }
+                match r.receiver.recv().await {
+                    Ok(n) if n.id == 0 => return Some((n, r)),
+                    Ok(n) if n.id > r.last => {
+                        r.last = n.id;
+                        return Some((n, r));
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => r.catching_up = true,
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        }
+    })
 }
 
 pub async fn metrics(State(s): St) -> Response {
@@ -364,4 +405,27 @@ pub async fn metrics(State(s): St) -> Response {
 
 pub async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route; see the API table in the README")
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::live_notices;
+    use crate::notices::{Level, Notices};
+    use crate::spool::Spool;
+
+    #[tokio::test]
+    async fn a_reader_that_falls_behind_the_live_channel_is_caught_up_from_the_spool() {
+        let dir = tempfile::tempdir().unwrap();
+        let notices = Notices::new(Spool::open(&dir.path().join("spool.db")).unwrap());
+        let receiver = notices.subscribe();
+        // More than the live channel keeps (256), none read meanwhile.
+        for i in 0..900 {
+            notices.emit(Level::Info, "test", None, format!("notice {i}")).await;
+        }
+        let read = live_notices(notices.clone(), receiver, 0).take(900).map(|n| n.id).collect::<Vec<i64>>();
+        let ids = tokio::time::timeout(std::time::Duration::from_secs(10), read).await.expect("all 900 arrive");
+        assert_eq!(ids, (1..=900).collect::<Vec<i64>>());
+    }
 }
