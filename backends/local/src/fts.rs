@@ -14,8 +14,9 @@ use std::sync::OnceLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-/// At most this many terms are looked up per query.
-const MAX_TERMS: usize = 16;
+/// At most this many terms are looked up per query (a long prompt's first 16 used to be all of
+/// it, so a question after a paragraph of context found nothing by its words).
+const MAX_TERMS: usize = 32;
 /// Terms are added, rarest first, while the memories they match stay under this many.
 const POSTINGS_BUDGET: u64 = 4000;
 /// ... and at most this many terms are used.
@@ -92,7 +93,9 @@ pub fn index_terms(text: &str) -> String {
     })
 }
 
-/// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left.
+/// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left. Past
+/// [`MAX_TERMS`] the longest are kept, in the query's order, wherever they stand in it: a long
+/// word is usually a rare one, and the words that matter are not always the first.
 pub fn query_terms(text: &str) -> Vec<String> {
     let all: Vec<String> = words(text).collect();
     let content: Vec<&String> = all.iter().filter(|w| !STOPWORDS.contains(&w.as_str())).collect();
@@ -103,9 +106,16 @@ pub fn query_terms(text: &str) -> Vec<String> {
         if !terms.contains(&t) {
             terms.push(t);
         }
-        if terms.len() == MAX_TERMS {
-            break;
+    }
+    if terms.len() > MAX_TERMS {
+        let mut by_length: Vec<usize> = (0..terms.len()).collect();
+        by_length.sort_by_key(|&i| std::cmp::Reverse(terms[i].chars().count()));
+        let mut keep = vec![false; terms.len()];
+        for &i in &by_length[..MAX_TERMS] {
+            keep[i] = true;
         }
+        let mut kept = keep.iter();
+        terms.retain(|_| *kept.next().unwrap_or(&false));
     }
     terms
 }
@@ -169,6 +179,12 @@ mod tests {
         assert_eq!(index_terms("Deploys (fast) AND café!"), "deploy fast and café");
         assert_eq!(query_terms("how do we deploy the \"services\" AND -x*"), vec!["deploy", "servic", "x"]);
         assert_eq!(query_terms("the"), vec!["the"]);
+        // Past 32 distinct terms the longest stay, wherever they are.
+        let filler: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
+        let long = format!("{} which bucket holds invoices", filler.join(" "));
+        let terms = query_terms(&long);
+        assert_eq!(terms.len(), 32);
+        assert!(terms.ends_with(&["bucket".to_owned(), "hold".to_owned(), "invoic".to_owned()]), "{terms:?}");
         assert!(query_terms("*** () -").is_empty());
         assert_eq!(or_expression(&query_terms("a b")), Some(r#""b""#.into()));
     }

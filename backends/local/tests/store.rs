@@ -131,6 +131,24 @@ async fn recall_accepts_any_text() {
 }
 
 #[tokio::test]
+async fn a_question_after_a_paragraph_of_context_is_found_by_its_words() {
+    // The words that find the memory come after twenty others: they used to be past the query
+    // terms looked up (the first 16), so nothing was found.
+    let (_d, b) = open();
+    let items = vec![
+        item("1", "The invoices bucket is s3://acme-billing-invoices", &[], MemoryType::World, None),
+        item("2", "Deploys go out on Thursdays after the standup", &[], MemoryType::World, None),
+    ];
+    b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
+    let context = "yesterday afternoon during our long planning meeting several teammates discussed \
+        quarterly roadmap priorities including onboarding improvements dashboard latency reporting \
+        accuracy customer feedback triage hiring plans budget reviews vendor contracts";
+    let q = format!("{context}; which bucket holds invoices?");
+    let found = texts(&b, "bank", query(&q, &[], TagsMatch::Any)).await;
+    assert!(found.iter().any(|t| t.contains("invoices bucket")), "{found:?}");
+}
+
+#[tokio::test]
 async fn tag_match_modes_follow_hindsight() {
     let (_d, b) = open();
     let batch = RetainBatch {
