@@ -40,7 +40,7 @@ pub async fn forget(client: &Client, target: ForgetTarget, json_out: bool) -> Re
     if json_out {
         println!("{}", serde_json::to_string_pretty(&done).expect("serializes"));
     } else {
-        println!("{}", done.message);
+        println!("{}", super::terminal_safe(&done.message));
     }
     Ok(ExitCode::SUCCESS)
 }

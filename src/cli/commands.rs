@@ -198,7 +198,8 @@ fn print_notice(n: &Notice, as_json: bool) {
         return;
     }
     let session = n.session_id.as_deref().map(|s| format!(" (session {s})")).unwrap_or_default();
-    println!("#{} {} {:<7} [{}]{session} {}", n.id, n.at, n.level, n.source, n.message);
+    let line = format!("#{} {} {:<7} [{}]{session} {}", n.id, n.at, n.level, n.source, n.message);
+    println!("{}", super::terminal_safe(&line));
 }
 
 fn noun(n: u64) -> &'static str {
@@ -293,6 +294,6 @@ fn show<T: serde::Serialize>(as_json: bool, answer: &T, human: String) {
     if as_json {
         println!("{}", serde_json::to_string(answer).expect("plain data serializes"));
     } else {
-        println!("{human}");
+        println!("{}", super::terminal_safe(&human));
     }
 }
