@@ -40,9 +40,11 @@ fn main() -> ExitCode {
 
 /// Crates whose output carries what clients send (memories before they are cleaned, bearer
 /// tokens, an MCP client's self-description), with the most each may log unless `MNEME_LOG`
-/// names them itself: rmcp logs the client's `initialize` at info.
+/// names them itself: rmcp logs the client's `initialize` at info, and a request it refuses at
+/// warn with the JSON-RPC id the client chose (which may hold private text; mneme answers and
+/// counts those refusals itself).
 const CHATTY: [(&str, &str); 6] = [
-    ("rmcp", "warn"),
+    ("rmcp", "error"),
     ("hyper", "info"),
     ("hyper_util", "info"),
     ("h2", "info"),

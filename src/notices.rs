@@ -70,10 +70,12 @@ impl Notices {
             session_id: session_id.map(str::to_owned),
             message: message.into(),
         };
+        // A notice may quote an id a client chose: a newline in it must not forge a log line.
+        let logged = mneme_core::text::escape_controls_in_line(&row.message);
         match level {
-            Level::Info => tracing::info!(source, session_id, "notice: {}", row.message),
-            Level::Warning => tracing::warn!(source, session_id, "notice: {}", row.message),
-            Level::Error => tracing::error!(source, session_id, "notice: {}", row.message),
+            Level::Info => tracing::info!(source, session_id, "notice: {logged}"),
+            Level::Warning => tracing::warn!(source, session_id, "notice: {logged}"),
+            Level::Error => tracing::error!(source, session_id, "notice: {logged}"),
         }
         self.store_unsaved().await;
         let row = match self.spool.add_notice(row.clone(), KEEP).await {

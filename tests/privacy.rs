@@ -340,3 +340,51 @@ async fn an_imported_memory_needs_a_real_date() {
         assert_eq!((status, &v["imported"]), (200, &json!(1)), "{at}: {v}");
     }
 }
+
+#[tokio::test]
+async fn ids_a_client_chose_cannot_forge_log_lines_or_leak_into_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("daemon.log");
+    let d = Daemon::start_logged(dir, "", &[("MNEME_LOG", "debug")], Some(&log));
+    // A memory whose id holds a line break and an escape sequence, forgotten: the notice quotes it.
+    let id = "forge\nERROR FORGED-LINE \u{1b}[2J";
+    let memory =
+        json!({"id": id, "bank": "mneme", "content": "a note to forget", "created_at": "2026-01-01T00:00:00Z"});
+    let (status, v) = d.post("/v1/import", json!({"memories": [memory]})).await;
+    assert_eq!(status, 200, "{v}");
+    let path = format!("/v1/memories/{}", urlencoding(id));
+    let (status, v) = d.req(reqwest::Method::DELETE, &path, None).await;
+    assert_eq!(status, 200, "{v}");
+    // An MCP request whose JSON-RPC id holds private text, refused by the MCP library.
+    let mcp = |body: serde_json::Value, session: Option<&str>| {
+        let mut r = d
+            .http
+            .post(d.url("/mcp"))
+            .bearer_auth(&d.token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r.send()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = mcp(init, None).await.unwrap();
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let _ = r.text().await;
+    let _ = mcp(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), Some(&session)).await.unwrap();
+    let odd = json!({"jsonrpc": "2.0", "id": "<private>SECRET-RPCID</private>", "method": "no/such/method"});
+    let _ = mcp(odd, Some(&session)).await.unwrap().text().await;
+    let mut d = d;
+    d.stop();
+    let log = String::from_utf8_lossy(&std::fs::read(&log).unwrap()).into_owned();
+    assert!(log.contains("FORGED-LINE"), "the notice was logged");
+    assert!(!log.lines().any(|l| l.starts_with("ERROR FORGED-LINE")), "a forged line: {log}");
+    assert!(!log.contains('\u{1b}'), "an escape sequence reached the log");
+    assert!(!log.contains("SECRET-RPCID"), "the JSON-RPC id reached the log");
+}
+
+fn urlencoding(s: &str) -> String {
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}

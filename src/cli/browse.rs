@@ -40,7 +40,7 @@ pub async fn forget(client: &Client, target: ForgetTarget, json_out: bool) -> Re
     if json_out {
         println!("{}", serde_json::to_string_pretty(&done).expect("serializes"));
     } else {
-        println!("{}", super::terminal_safe(&done.message));
+        println!("{}", mneme_core::text::escape_controls(&done.message));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -199,7 +199,7 @@ fn print_notice(n: &Notice, as_json: bool) {
     }
     let session = n.session_id.as_deref().map(|s| format!(" (session {s})")).unwrap_or_default();
     let line = format!("#{} {} {:<7} [{}]{session} {}", n.id, n.at, n.level, n.source, n.message);
-    println!("{}", super::terminal_safe(&line));
+    println!("{}", mneme_core::text::escape_controls(&line));
 }
 
 fn noun(n: u64) -> &'static str {
@@ -294,6 +294,6 @@ fn show<T: serde::Serialize>(as_json: bool, answer: &T, human: String) {
     if as_json {
         println!("{}", serde_json::to_string(answer).expect("plain data serializes"));
     } else {
-        println!("{}", super::terminal_safe(&human));
+        println!("{}", mneme_core::text::escape_controls(&human));
     }
 }

@@ -262,27 +262,8 @@ pub fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mneme: {}", terminal_safe(&e.to_string()));
+            eprintln!("mneme: {}", mneme_core::text::escape_controls(&e.to_string()));
             e.exit_code()
         }
-    }
-}
-
-/// Text for a terminal: control characters other than newline and tab (a memory or an id may
-/// hold ESC sequences that would clear the screen or retitle the window) are shown escaped.
-pub(crate) fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    text.chars().map(|c| if unsafe_char(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
-}
-
-#[cfg(test)]
-mod terminal_tests {
-    #[test]
-    fn control_characters_are_shown_escaped() {
-        assert_eq!(super::terminal_safe("plain\ttext\nnext"), "plain\ttext\nnext");
-        assert_eq!(super::terminal_safe("a\u{1b}[2Jb\u{7}"), "a\\u{1b}[2Jb\\u{7}");
     }
 }

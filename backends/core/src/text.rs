@@ -304,6 +304,25 @@ pub fn has_substance(text: &str) -> bool {
     text.chars().any(char::is_alphanumeric)
 }
 
+/// `text` with its control characters other than newline and tab shown escaped (`\u{1b}`), for
+/// a terminal or a log line: a memory or an id may hold ESC sequences or a line break.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    escape_controls_but(text, &['\n', '\t'])
+}
+
+/// [`escape_controls`] with newlines escaped as well: for one log line.
+pub fn escape_controls_in_line(text: &str) -> std::borrow::Cow<'_, str> {
+    escape_controls_but(text, &['\t'])
+}
+
+fn escape_controls_but<'a>(text: &'a str, kept: &[char]) -> std::borrow::Cow<'a, str> {
+    let escaped = |c: char| c.is_control() && !kept.contains(&c);
+    if !text.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars().map(|c| if escaped(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
 /// Length in Unicode scalar values.
 pub fn char_len(s: &str) -> usize {
     s.chars().count()
@@ -320,6 +339,13 @@ pub fn take_chars(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert_eq!(escape_controls("plain\ttext\nnext"), "plain\ttext\nnext");
+        assert_eq!(escape_controls("a\u{1b}[2Jb\u{7}"), "a\\u{1b}[2Jb\\u{7}");
+        assert_eq!(escape_controls_in_line("id\nERROR forged"), "id\\u{a}ERROR forged");
+    }
 
     #[test]
     fn strips_shortest_blocks_and_leaves_unclosed() {
