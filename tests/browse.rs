@@ -129,6 +129,21 @@ async fn a_memory_shows_its_passages_and_forgetting_it_removes_it_from_recall_wi
     // The CLI says which flag the bank is.
     let out = d.cli().args(["forget", "--document", "doc"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bank"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Ids with a URL's own characters reach the daemon as they are; "." and ".." cannot be put
+    // in a URL path at all, so they are not taken.
+    let memory = |id: &str| json!({"id": id, "bank": "mneme", "content": format!("odd id {id}"), "created_at": "2026-01-01T00:00:00Z"});
+    for id in [".", ".."] {
+        let (status, v) = d.post("/v1/import", json!({"memories": [memory(id)]})).await;
+        assert_eq!(status, 400, "{v}");
+    }
+    let (status, v) = d.post("/v1/import", json!({"memories": [memory("a/b"), memory("?#"), memory("%2E")]})).await;
+    assert_eq!(status, 200, "{v}");
+    for id in ["a/b", "?#", "%2E"] {
+        let out = d.cli().args(["forget", id]).output().unwrap();
+        assert!(out.status.success(), "{id}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = d.cli().args(["forget", ""]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give the id"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use mneme_core::Forgotten;
-use reqwest::{Method, Url};
+use reqwest::Method;
 
 use super::client::Client;
 use super::CliError;
@@ -21,19 +21,35 @@ pub struct ForgetTarget {
 
 /// `/{segments…}?bank=…`, each segment percent-encoded (ids may hold any character).
 pub(super) fn api_path(segments: &[&str], bank: Option<&str>) -> String {
-    let mut url = Url::parse("http://mneme/").expect("static URL");
-    url.path_segments_mut().expect("http URL has a path").pop_if_empty().extend(segments);
+    let mut path = String::new();
+    for segment in segments {
+        path.push('/');
+        path.push_str(&encode(segment));
+    }
     if let Some(bank) = bank {
-        url.query_pairs_mut().append_pair("bank", bank);
+        path.push_str("?bank=");
+        path.push_str(&encode(bank));
     }
-    match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_owned(),
-    }
+    path
+}
+
+/// Percent-encodes a path segment or a query value: everything but RFC 3986's unreserved bytes.
+pub(super) fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// Deletes a memory or a document through `DELETE /v1/memories/{id}` or `/v1/documents/{id}`.
 pub async fn forget(client: &Client, target: ForgetTarget, json_out: bool) -> Result<ExitCode, CliError> {
+    if target.id.trim().is_empty() {
+        return Err(CliError::Other(
+            "give the id of what to forget (`mneme export` and the web view show memories' ids)".into(),
+        ));
+    }
     let kind = if target.document { "documents" } else { "memories" };
     let path = api_path(&["v1", kind, &target.id], target.bank.as_deref());
     let done: Forgotten = client.send(Method::DELETE, &path).await?;

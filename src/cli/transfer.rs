@@ -32,10 +32,10 @@ pub(super) async fn export(
     loop {
         let mut path = String::from("/v1/export?limit=1000");
         if let Some(b) = &bank {
-            path.push_str(&format!("&bank={}", encode(b)));
+            path.push_str(&format!("&bank={}", super::browse::encode(b)));
         }
         if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={}", encode(c)));
+            path.push_str(&format!("&cursor={}", super::browse::encode(c)));
         }
         let page: ExportAnswer = client.call(Method::GET, &path, None).await?;
         for m in &page.memories {
@@ -95,14 +95,4 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         println!("Sent {received} memories to the backend{skipped_note}.");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Percent-encodes a query value.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

@@ -250,6 +250,13 @@ pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<I
                 "memories[{i}]: id and bank may not contain <private> tags (they are stored as they are)"
             )));
         }
+        // A URL path reads "." and ".." as its own steps: such a memory could not be shown or
+        // forgotten (`/v1/memories/{id}`).
+        if matches!(m.id.as_str(), "." | "..") {
+            return Err(ApiError::invalid(format!(
+                "memories[{i}].id may not be \".\" or \"..\" (a URL cannot name it)"
+            )));
+        }
         // A Hindsight server may give a memory no date (exported as ""); any other value must be
         // a date-time, or it would be stored as one.
         if !m.created_at.is_empty() && crate::hindsight_api::time::normalize(&m.created_at).is_none() {
