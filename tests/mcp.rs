@@ -168,6 +168,8 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
         (r#"[{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}]"#, "invalid_request", -32600),
         (r#"{"jsonrpc": "1.0", "id": 1, "method": "initialize"}"#, "invalid_request", -32600),
         ("42", "invalid_request", -32600),
+        (r#"{"jsonrpc": "2.0", "id": null, "method": "initialize", "params": {}}"#, "invalid_request", -32600),
+        (r#"{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}"#, "invalid_request", -32600),
     ] {
         let r = post(body, "application/json").await.unwrap();
         assert_eq!(r.status(), 400, "{body}");
@@ -180,4 +182,22 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
     assert_eq!(r.status(), 415);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "unsupported_media_type", "{v}");
+    // A message after initialize without its session, or with one that is gone, says so.
+    let r = post(r#"{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}"#, "application/json").await.unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("Mcp-Session-Id"), "{v}");
+    let r = d
+        .http
+        .post(d.url("/mcp"))
+        .bearer_auth(&d.token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", "no-such-session")
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "unknown_session", "{v}");
 }

@@ -261,17 +261,34 @@ pub async fn check_message(
             "error": {"code": code, "message": message, "data": {"jsonrpc_code": rpc_code}}});
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
-    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+    let initialize = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Err(e) => return refused("invalid_json", -32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
             if m.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0")
-                && (m.contains_key("method") || m.contains_key("id")) => {}
+                && (m.contains_key("method") || m.contains_key("id")) =>
+        {
+            if m.get("id").is_some_and(|id| !(id.is_string() || id.is_number())) {
+                return refused("invalid_request", -32600, "Invalid Request: the id must be a string or a number");
+            }
+            m.get("method").and_then(|v| v.as_str()) == Some("initialize")
+        }
         Ok(_) => {
             let why = "Invalid Request: a request is one JSON-RPC 2.0 message, an object with \"jsonrpc\": \"2.0\"";
             return refused("invalid_request", -32600, why);
         }
+    };
+    let session = parts.headers.contains_key("mcp-session-id");
+    if !initialize && !session {
+        let why = "every message but initialize names its session: send the Mcp-Session-Id header that initialize answered with";
+        return super::ApiError::invalid(why).into_response();
     }
-    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
+    let response = next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await;
+    if session && response.status() == StatusCode::NOT_FOUND {
+        let why =
+            "no such MCP session: it ended (a session idle for 5 minutes is closed) or never was; initialize again";
+        return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", why).into_response();
+    }
+    response
 }
 
 /// The tower service to nest at `/mcp`.
