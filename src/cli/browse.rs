@@ -109,6 +109,6 @@ mod tests {
     fn ids_are_encoded_in_paths() {
         assert_eq!(super::api_path(&["v1", "memories", "a/b c?"], None), "/v1/memories/a%2Fb%20c%3F");
         assert_eq!(super::api_path(&["v1", "sessions", "a%b#c", "recall"], None), "/v1/sessions/a%25b%23c/recall");
-        assert_eq!(super::api_path(&["v1", "documents", "d"], Some("my bank")), "/v1/documents/d?bank=my+bank");
+        assert_eq!(super::api_path(&["v1", "documents", "d"], Some("my bank")), "/v1/documents/d?bank=my%20bank");
     }
 }
