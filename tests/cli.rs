@@ -32,6 +32,10 @@ fn retain_flush_recall_status_and_clear() {
     let out = d.cli().current_dir(work.path()).args(["recall", "how do we ship?"]).output().unwrap();
     assert!(out.status.success());
     assert!(stdout(&out).contains("- We ship with cargo-dist [world]"), "{}", stdout(&out));
+    // `-` reads the question from standard input, as retain reads the memory.
+    let out =
+        d.cli().current_dir(work.path()).args(["recall", "-"]).write_stdin("which release branch?\n").output().unwrap();
+    assert!(stdout(&out).contains("- The release branch is trunk"), "{}", stdout(&out));
     let out = d.cli().arg("status").output().unwrap();
     let text = stdout(&out);
     assert!(text.contains("backend:  local (healthy), 2 memories"), "{text}");

@@ -95,6 +95,13 @@ async fn bad_requests_get_json_4xx() {
         (422, send_raw("/v1/sessions/s1/retain", "{\"items\": 3}", "application/json").await.unwrap()),
         (415, send_raw("/v1/sessions/s1/retain", "{}", "text/plain").await.unwrap()),
         (400, send_raw("/v1/sessions/s1/retain", "{\"items\": []}", "application/json").await.unwrap()),
+        // Content that shows nothing (a NUL, zero-width spaces) is blank too.
+        (
+            400,
+            send_raw("/v1/sessions/s1/retain", r#"{"items": [{"content": "\u0000\u200b\ufeff"}]}"#, "application/json")
+                .await
+                .unwrap(),
+        ),
         (400, send_raw("/v1/sessions/s1/recall", "{\"query\": \"  \"}", "application/json").await.unwrap()),
         (404, send_raw("/v1/sessions/nobody/recall", "{\"query\": \"x\"}", "application/json").await.unwrap()),
         (404, send_raw("/v1/nowhere", "{}", "application/json").await.unwrap()),

@@ -74,21 +74,14 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             }
         }
         Command::Retain { session, context, text } => {
-            let text = if text == "-" {
-                let mut buf = String::new();
-                std::io::stdin()
-                    .read_to_string(&mut buf)
-                    .map_err(|e| CliError::Other(format!("cannot read standard input: {e}")))?;
-                buf
-            } else {
-                text
-            };
+            let text = or_stdin(text)?;
             let id = cli_session(&client, session).await?;
             let body = Retain { items: vec![RetainItem { content: text, context }] };
             let v: Queued = client.post(&session_path(&id, "retain"), &body).await?;
             show(as_json, &v, v.message.clone());
         }
         Command::Recall { session, query } => {
+            let query = or_stdin(query)?;
             let id = cli_session(&client, session).await?;
             let v: RecallAnswer = client.post(&session_path(&id, "recall"), &Recall { query }).await?;
             show(as_json, &v, v.message.clone());
@@ -287,6 +280,18 @@ fn human_status(s: &Status) -> String {
 /// character).
 fn session_path(id: &str, tail: &str) -> String {
     super::browse::api_path(&["v1", "sessions", id, tail], None)
+}
+
+/// The argument, or standard input when it is `-`.
+fn or_stdin(arg: String) -> Result<String, CliError> {
+    if arg != "-" {
+        return Ok(arg);
+    }
+    let mut buf = String::new();
+    std::io::stdin()
+        .read_to_string(&mut buf)
+        .map_err(|e| CliError::Other(format!("cannot read standard input: {e}")))?;
+    Ok(buf)
 }
 
 /// An answer as one line of JSON (`--json`), or the line for a person.

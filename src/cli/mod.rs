@@ -61,7 +61,7 @@ pub enum Command {
         /// Session whose scope to search (default: a "cli" session in the current directory).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
-        /// What to look for.
+        /// What to look for (`-`: standard input).
         query: String,
     },
     /// Show notices (failed deliveries, dead letters, config problems).

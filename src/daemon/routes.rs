@@ -240,7 +240,11 @@ pub async fn export(
 
 pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<Imported>> {
     for (i, m) in b.memories.iter().enumerate() {
-        if m.id.trim().is_empty() || m.bank.trim().is_empty() || m.bank.contains('/') || m.content.trim().is_empty() {
+        if m.id.trim().is_empty()
+            || m.bank.trim().is_empty()
+            || m.bank.contains('/')
+            || mneme_core::text::is_blank(&m.content)
+        {
             return Err(ApiError::invalid(format!(
                 "memories[{i}]: id, bank (without '/') and content must be non-empty"
             )));

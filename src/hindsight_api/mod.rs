@@ -75,7 +75,7 @@ impl HindsightApi {
     /// also delivered (or left spooled for a retry when the backend is down).
     pub async fn retain(&self, bank: &str, req: RetainRequest) -> Result<RetainResponse, CompatError> {
         check_bank(bank)?;
-        if let Some(i) = req.items.iter().position(|i| i.content.trim().is_empty()) {
+        if let Some(i) = req.items.iter().position(|i| text::is_blank(&i.content)) {
             return Err(CompatError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
         }
         let appends = |i: &MemoryItemIn| i.update_mode == Some(UpdateMode::Append);

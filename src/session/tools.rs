@@ -43,7 +43,7 @@ impl Sessions {
         if items.is_empty() {
             return Err(SessionError::Invalid("items must hold at least one {content}".into()));
         }
-        if let Some(i) = items.iter().position(|(content, _)| content.trim().is_empty()) {
+        if let Some(i) = items.iter().position(|(content, _)| mneme_core::text::is_blank(content)) {
             return Err(SessionError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
         }
         if !self.backend().capabilities().stores {
@@ -131,7 +131,7 @@ impl Sessions {
 /// logs what it is asked, so it is cleaned like a retain. An error for a person when nothing is
 /// left.
 pub fn recall_text(settings: &Settings, query: &str) -> Result<String, String> {
-    if query.trim().is_empty() {
+    if mneme_core::text::is_blank(query) {
         return Err("query must not be empty".into());
     }
     super::clean_text(settings, query)

@@ -299,6 +299,17 @@ pub fn retention_transcript(messages: &[Message], full_window: bool) -> Transcri
     Transcript { text: Some(text), message_count: frames.len() }
 }
 
+/// Whether a text shows nothing: only white space, control characters and the invisible format
+/// characters (zero-width spaces and joiners, direction marks, the byte-order mark, soft hyphens).
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(|c| {
+        c.is_whitespace()
+            || c.is_control()
+            || matches!(c, '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}')
+    })
+}
+
 /// Whether a message carries anything worth reading: a letter or a digit.
 pub fn has_substance(text: &str) -> bool {
     text.chars().any(char::is_alphanumeric)
@@ -339,6 +350,16 @@ pub fn take_chars(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blank_is_what_shows_nothing() {
+        for blank in ["", "  \n\t", "\u{0}", "\u{200b}\u{feff}", "\u{200d} \u{2060}"] {
+            assert!(is_blank(blank), "{blank:?}");
+        }
+        for shown in ["x", "👍", "-", "\u{200b}a"] {
+            assert!(!is_blank(shown), "{shown:?}");
+        }
+    }
 
     #[test]
     fn control_characters_are_shown_escaped() {
