@@ -28,8 +28,23 @@ pub struct Client {
 
 /// The address a running daemon recorded in its pidfile (second line), if any.
 pub fn recorded_addr(pid_path: &Path) -> Option<String> {
+    pidfile_line(pid_path, 1)
+}
+
+/// The pid of a daemon that holds the pidfile's lock (first line), if one does: it may not
+/// answer (stopped, or wedged).
+pub fn locked_pid(pid_path: &Path) -> Option<u32> {
+    let file = std::fs::File::open(pid_path).ok()?;
+    match file.try_lock() {
+        // Nobody holds it: no daemon (the lock goes with the file when it is dropped).
+        Ok(()) | Err(std::fs::TryLockError::Error(_)) => None,
+        Err(std::fs::TryLockError::WouldBlock) => pidfile_line(pid_path, 0)?.parse().ok(),
+    }
+}
+
+fn pidfile_line(pid_path: &Path, n: usize) -> Option<String> {
     let text = std::fs::read_to_string(pid_path).ok()?;
-    text.lines().nth(1).map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned)
+    text.lines().nth(n).map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned)
 }
 
 impl Client {

@@ -76,7 +76,7 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
         }
         let daemon = Client::connect(settings).await;
         // A daemon that holds its storage but does not answer (stopped, or wedged).
-        let silent = daemon.as_ref().err().and(running_pid(&settings.pid_path()));
+        let silent = daemon.as_ref().err().and(super::client::locked_pid(&settings.pid_path()));
         let spool = settings.spool_path();
         match (&daemon, spool.exists()) {
             (_, false) => r.ok(format!("spool {} is not created yet", spool.display())),
@@ -160,17 +160,4 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
         println!("{}", if all_well { "All is well." } else { "Some checks failed." });
     }
     Ok(if all_well { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-/// The pid of a daemon that holds the storage's pidfile lock, if one does (it may not answer).
-fn running_pid(pid_path: &Path) -> Option<u32> {
-    let file = std::fs::File::open(pid_path).ok()?;
-    match file.try_lock() {
-        // Nobody holds it: no daemon (the lock goes with the file when it is dropped).
-        Ok(()) => None,
-        Err(std::fs::TryLockError::WouldBlock) => {
-            std::fs::read_to_string(pid_path).ok()?.lines().next()?.trim().parse().ok()
-        }
-        Err(_) => None,
-    }
 }

@@ -33,14 +33,20 @@ struct Progress {
 
 /// A page of `want` memories, and the pages after it while a document runs on into them: a
 /// backend stores a document as what one request holds of it (Hindsight replaces the rest), so
-/// a document is never cut in two by a page boundary.
+/// a document is never cut in two by a page boundary. A page read ahead that does not continue
+/// the document is kept in `ahead`: it is the next call's page (read again only if it is larger
+/// than that call wants).
 async fn read_whole_documents(
     source: &dyn MemoryBackend,
     bank: Option<&str>,
     cursor: Option<&str>,
     want: usize,
+    ahead: &mut Option<ExportPage>,
 ) -> Result<ExportPage, BackendError> {
-    let mut page = source.export(bank, cursor, want).await?;
+    let mut page = match ahead.take() {
+        Some(page) if page.memories.len() <= want => page,
+        _ => source.export(bank, cursor, want).await?,
+    };
     while let (Some(next), Some(last)) = (page.next.clone(), page.memories.last()) {
         let Some(document) = last.document_id.clone() else { break };
         let bank_of_last = last.bank.clone();
@@ -50,6 +56,7 @@ async fn read_whole_documents(
             .first()
             .is_some_and(|m| m.bank == bank_of_last && m.document_id.as_deref() == Some(document.as_str()));
         if !continues {
+            *ahead = Some(more);
             break;
         }
         page.memories.extend(more.memories);
@@ -99,12 +106,13 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     bar.set_position(progress.copied);
     let mut this_run = 0u64;
     let mut finished = false;
+    let mut ahead = None;
     loop {
         if plan.limit.is_some_and(|l| this_run >= l) {
             break;
         }
         let want = plan.limit.map_or(PAGE, |l| PAGE.min((l - this_run) as usize));
-        let page = read_whole_documents(source.as_ref(), bank.as_deref(), progress.cursor.as_deref(), want)
+        let page = read_whole_documents(source.as_ref(), bank.as_deref(), progress.cursor.as_deref(), want, &mut ahead)
             .await
             .map_err(|e| CliError::Other(format!("reading from {}: {e}", plan.from)))?;
         if page.memories.is_empty() {

@@ -150,7 +150,7 @@ impl Sessions {
                 (text::slice_last_turns(&history, turns), turn_document(session))
             }
         };
-        let content = text::retention_transcript(target, true).text.and_then(|t| clean(settings, &t));
+        let content = transcript(settings, target);
         let due = new_turns >= every_n || last;
         let Some(content) = content else {
             // Nothing worth keeping in these turns.
@@ -195,7 +195,7 @@ impl Sessions {
         }
         let history = cleaned(settings, history);
         let target = text::slice_last_turns(&history, new_turns);
-        let content = text::retention_transcript(target, true).text.and_then(|t| clean(settings, &t));
+        let content = transcript(settings, target);
         match content {
             Some(content) => {
                 let pending = PendingRetain { content, document_id: turn_document(session), user_turns };
@@ -261,6 +261,11 @@ impl Sessions {
 /// only, not every later one.
 fn cleaned(settings: &Settings, history: &[Message]) -> Vec<Message> {
     history.iter().filter_map(|m| clean(settings, &m.content).map(|c| Message::new(m.role.clone(), c))).collect()
+}
+
+/// The stored text of some turns, cleaned; `None` when nothing is worth keeping.
+fn transcript(settings: &Settings, turns: &[Message]) -> Option<String> {
+    text::retention_transcript(turns, true).text.and_then(|t| clean(settings, &t))
 }
 
 /// A document of its own for some of a session's turns: `{session}-{ms}`.
