@@ -164,6 +164,10 @@ async fn forgetting_a_document_removes_every_memory_of_it() {
     assert_eq!(detail["document_memories"], 2, "{detail}");
     let (status, v) = d.get("/v1/memories/m1?bank=other").await;
     assert_eq!(status, 404, "ids are looked up in the bank named: {v}");
+    let (status, v) = d.get("/v1/memories/m1?bank=").await;
+    assert_eq!(status, 200, "an empty bank names none, as in /v1/search: {v}");
+    let (_, v) = d.get("/v1/memories?bank=%20").await;
+    assert_eq!(v["memories"].as_array().unwrap().len(), 3, "{v}");
     let out = d.cli().args(["forget", "--document", "design", "--bank", "b", "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -20,8 +20,9 @@ type AppResult<T> = Result<T, ApiError>;
 type St = State<Arc<AppState>>;
 
 /// The bank a request names, or where the backend lists one bank at a time (Hindsight) the
-/// configured one.
+/// configured one. An empty `?bank=` names no bank, as in `POST /v1/search`.
 pub(super) fn bank_or_default(s: &AppState, bank: Option<String>) -> Option<String> {
+    let bank = bank.map(|b| b.trim().to_owned()).filter(|b| !b.is_empty());
     bank.or_else(|| (!s.queue.backend().capabilities().lists_every_bank).then(|| s.sessions.settings().base_bank()))
 }
 
