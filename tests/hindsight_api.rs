@@ -32,7 +32,10 @@ async fn a_hindsight_retain_is_recalled_by_mneme_sessions_and_the_other_way_roun
     assert_eq!(v["bank_id"], "mneme");
     assert_eq!(v["items_count"], 1);
     assert_eq!(v["async"], true);
-    assert!(v["operation_id"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
+    let uuid_form = |s: &str| {
+        s.split('-').map(str::len).eq([8, 4, 4, 4, 12]) && s.chars().all(|c| c == '-' || c.is_ascii_hexdigit())
+    };
+    assert!(v["operation_id"].as_str().is_some_and(uuid_form), "written as Hindsight writes its ids: {v}");
     for key in ["operation_ids", "usage"] {
         assert!(v.as_object().unwrap().contains_key(key) && v[key].is_null(), "{key}: {v}");
     }
@@ -356,6 +359,68 @@ async fn an_acknowledged_retain_survives_the_daemon_being_killed() {
     assert_eq!(v["results"][0]["text"], "Kill-proof fact about sqlite.", "{v}");
 }
 
+/// An asynchronous retain with the client's `operation_id` is stored once, however often it is
+/// sent (a retry after a lost answer), across a restart too; the id on another bank is a 409.
+/// Content blocks are joined text, an image is refused whole, and `unset` is a timestamp.
+#[tokio::test]
+async fn a_retain_with_a_client_operation_id_is_stored_once_and_blocks_are_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start_in(dir, LEXICAL);
+    let id = "8F14E45F-CEEA-467A-9575-4E1A8B1C2D3E";
+    let first =
+        json!({"items": [{"content": "The release train leaves on Thursdays."}], "async": true, "operation_id": id});
+    let (status, v) = d.post(&bank_path("ops", "/memories"), first.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["operation_id"], id.to_ascii_lowercase(), "the id is the client's, as Hindsight writes it: {v}");
+    d.kill();
+    let d = Daemon::start_in(d.into_dir(), "");
+    let again = json!({"items": [{"content": "A retry that carries other text."}], "async": true, "operation_id": format!("{{{id}}}")});
+    for body in [first, again] {
+        let (status, v) = d.post(&bank_path("ops", "/memories"), body).await;
+        assert_eq!(
+            (status, &v["operation_id"], &v["items_count"]),
+            (200, &json!(id.to_ascii_lowercase()), &json!(1)),
+            "{v}"
+        );
+    }
+    let (status, v) = d
+        .post(&bank_path("other", "/memories"), json!({"items": [{"content": "x"}], "async": true, "operation_id": id}))
+        .await;
+    assert_eq!(status, 409, "{v}");
+    assert!(v["detail"].as_str().unwrap_or_default().contains("already in use"), "{v}");
+    let (status, v) =
+        d.post(&bank_path("ops", "/memories"), json!({"items": [{"content": "x"}], "operation_id": "nope"})).await;
+    assert_eq!(status, 422, "{v}");
+
+    let blocks = json!({"items": [{"content": [{"type": "text", "text": "Click Deploy, "}, {"type": "text", "text": "then wait for green."}],
+                                   "timestamp": "unset"}]});
+    let (status, v) = d.post(&bank_path("ops", "/memories"), blocks).await;
+    assert_eq!(status, 200, "{v}");
+    let image = json!({"items": [{"content": [{"type": "text", "text": "The button:"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]});
+    let (status, v) = d.post(&bank_path("ops", "/memories"), image).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["detail"].as_str().unwrap_or_default().contains("\"image\""), "{v}");
+    for bad in [
+        json!([]),
+        json!([{"type": "video", "text": "x"}]),
+        json!([{"type": "text"}]),
+        json!({"type": "text", "text": "x"}),
+    ] {
+        let (status, v) = d.post(&bank_path("ops", "/memories"), json!({"items": [{"content": bad}]})).await;
+        assert_eq!(status, 422, "{bad}: {v}");
+    }
+
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/export?bank=ops").await;
+    let mut kept: Vec<&str> =
+        v["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    kept.sort();
+    assert_eq!(kept, ["Click Deploy, then wait for green.", "The release train leaves on Thursdays."]);
+    let (_, v) = d.get("/v1/export?bank=other").await;
+    assert_eq!(v["memories"], json!([]), "a refused id stores nothing: {v}");
+}
+
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -460,6 +525,9 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
     let d = Daemon::start(LEXICAL);
     let bank = common::fresh("contract-api");
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    // A fresh id each run: the peer keeps it, and refuses it on another bank.
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let operation = format!("{:08x}-0000-4000-8000-{:012x}", std::process::id(), nanos & 0xffff_ffff_ffff);
     let model = json!({"id": "prefs", "name": "Preferences", "source_query": "what does the user prefer?",
                        "tags": ["project:x"], "max_tokens": 500, "trigger": {"refresh_after_consolidation": true}});
     let steps: Vec<(&str, &str, String, Option<Value>)> = vec![
@@ -499,6 +567,29 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
             "/memories".into(),
             Some(json!({"items": [{"content": "x", "update_mode": "append"}]})),
         ),
+        (
+            "async retain with the client's id",
+            "POST",
+            "/memories".into(),
+            Some(json!({"items": [{"content": "The user prefers rebase."}], "async": true, "operation_id": operation})),
+        ),
+        (
+            "the same id again",
+            "POST",
+            "/memories".into(),
+            Some(json!({"items": [{"content": "Other text."}], "async": true, "operation_id": operation})),
+        ),
+        ("not a uuid", "POST", "/memories".into(), Some(json!({"items": [{"content": "x"}], "operation_id": "nope"}))),
+        (
+            "text blocks, undated",
+            "POST",
+            "/memories".into(),
+            Some(
+                json!({"items": [{"content": [{"type": "text", "text": "The user prefers "}, {"type": "text", "text": "dark mode."}],
+                        "timestamp": "unset"}]}),
+            ),
+        ),
+        ("no blocks", "POST", "/memories".into(), Some(json!({"items": [{"content": []}]}))),
         ("no items", "POST", "/memories".into(), Some(json!({"items": []}))),
         ("blank item", "POST", "/memories".into(), Some(json!({"items": [{"content": "  "}]}))),
         (

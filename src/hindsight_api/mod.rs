@@ -16,14 +16,16 @@ pub(crate) mod time;
 pub mod wire;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use mneme_core::{text, BackendError, Budget, MemoryType, RecallQuery, ReflectQuery, Scope, TagsMatch};
 
 use crate::config::Settings;
 use crate::queue::{NewItem, Queue};
 use crate::session::Sessions;
-use crate::spool::{Spool, SpoolError};
+use crate::spool::{OnceRecord, Spool, SpoolError};
 use wire::*;
 
 pub use models::MODEL_STALE_AFTER;
@@ -59,24 +61,62 @@ pub struct HindsightApi {
     spool: Spool,
     /// Banks whose stale mental models are being recomputed (one task a bank at a time).
     refreshing: Arc<Mutex<HashSet<String>>>,
+    /// Client operation ids kept since the last sweep of old ones.
+    operations_kept: Arc<AtomicU64>,
 }
+
+/// The spool's record kind of a client's operation id.
+const OPERATION: &str = "hindsight_operation";
+/// How long a client's operation id is remembered (a retry comes within minutes).
+pub const OPERATION_KEPT_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Old operation ids are swept after this many new ones.
+const SWEEP_OPERATIONS_EVERY: u64 = 256;
 
 impl HindsightApi {
     /// Serves through `queue` (and its active backend) with the settings `sessions` holds.
     pub fn new(sessions: Sessions, queue: Queue, spool: Spool) -> Self {
-        HindsightApi { sessions, queue, spool, refreshing: Arc::default() }
+        HindsightApi { sessions, queue, spool, refreshing: Arc::default(), operations_kept: Arc::default() }
     }
 
     fn settings(&self) -> Arc<Settings> {
         self.sessions.settings()
     }
 
+    /// Now and then, forgets operation ids older than [`OPERATION_KEPT_FOR`] (in the background).
+    fn forget_old_operations(&self) {
+        if !self.operations_kept.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP_OPERATIONS_EVERY) {
+            return;
+        }
+        let spool = self.spool.clone();
+        let before = unix_now().saturating_sub(OPERATION_KEPT_FOR.as_secs());
+        tokio::spawn(async move {
+            if let Err(e) = spool.forget_records_older_than(OPERATION, before).await {
+                tracing::warn!("forgetting old Hindsight operation ids: {e}");
+            }
+        });
+    }
+
     /// Retains items into `bank`: spooled (durable) before this answers; with `async: false`
     /// also delivered (or left spooled for a retry when the backend is down).
     pub async fn retain(&self, bank: &str, req: RetainRequest) -> Result<RetainResponse, CompatError> {
         check_bank(bank)?;
-        if let Some(i) = req.items.iter().position(|i| text::is_blank(&i.content)) {
-            return Err(CompatError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
+        let operation_id = match req.operation_id.as_deref() {
+            Some(id) => Some(canonical_uuid(id).ok_or_else(|| {
+                CompatError::Invalid(format!("operation_id {id:?} is not a UUID; nothing was stored"))
+            })?),
+            None => None,
+        };
+        let mut contents = Vec::with_capacity(req.items.len());
+        for (i, item) in req.items.iter().enumerate() {
+            let content = item.content.text().map_err(|(b, kind)| {
+                CompatError::Refused(format!(
+                    "items[{i}].content[{b}] is {kind:?} content: mneme keeps text only (as Hindsight with a text-only model, it refuses rather than drop it); nothing was stored"
+                ))
+            })?;
+            if text::is_blank(&content) {
+                return Err(CompatError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
+            }
+            contents.push(content);
         }
         let appends = |i: &MemoryItemIn| i.update_mode == Some(UpdateMode::Append);
         if let Some(i) = req.items.iter().position(|i| appends(i) && i.document_id.as_deref().is_none_or(str::is_empty))
@@ -88,7 +128,8 @@ impl HindsightApi {
         let mut timestamps = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
             timestamps.push(match item.timestamp.as_deref().map(str::trim) {
-                None | Some("") => None,
+                // `unset`: Hindsight's "no date"; every mneme memory is dated, at its retain.
+                None | Some("" | "unset") => None,
                 Some(t) => Some(time::normalize(t).ok_or_else(|| {
                     CompatError::Invalid(format!(
                         "items[{i}].timestamp {t:?} is not an ISO 8601 date-time (e.g. 2026-01-02T03:04:05Z)"
@@ -96,7 +137,9 @@ impl HindsightApi {
                 })?),
             });
         }
-        let operation_id = crate::ids::new_id();
+        // The client's id names an asynchronous retain; a synchronous one ignores it.
+        let client_operation = operation_id.filter(|_| req.is_async);
+        let operation_id = client_operation.clone().unwrap_or_else(new_operation_id);
         let answer = |count: usize| RetainResponse {
             success: true,
             bank_id: bank.to_owned(),
@@ -115,9 +158,10 @@ impl HindsightApi {
         let items: Vec<NewItem> = req
             .items
             .iter()
+            .zip(contents)
             .zip(timestamps)
-            .filter_map(|(item, timestamp)| {
-                let content = crate::session::clean_text(&settings, &item.content)?;
+            .filter_map(|((item, content), timestamp)| {
+                let content = crate::session::clean_text(&settings, &content)?;
                 let mut metadata = item.metadata.clone().unwrap_or_default();
                 if settings.retain.strip_private {
                     text::strip_private_map(&mut metadata);
@@ -144,7 +188,7 @@ impl HindsightApi {
                 })
             })
             .collect();
-        if items.is_empty() {
+        if items.is_empty() && client_operation.is_none() {
             return Ok(answer(0));
         }
         // One queue per client session (batched and debounced like a mneme session's), or per
@@ -154,7 +198,23 @@ impl HindsightApi {
             None => format!("hindsight:{bank}"),
         };
         let scope = Scope { bank: bank.to_owned(), tags: Vec::new() };
-        let n = self.queue.enqueue(&queue_id, &scope, items).await?;
+        let n = items.len();
+        if let Some(id) = client_operation {
+            // Kept with the items, in one transaction: a retry after a lost answer finds it,
+            // and stores nothing again.
+            let record = serde_json::json!({"bank": bank, "items_count": n, "at": unix_now()}).to_string();
+            let once = OnceRecord { kind: OPERATION, key: id.clone(), record };
+            if let Some(kept) = self.queue.enqueue_once(&queue_id, &scope, items, once).await? {
+                let kept: serde_json::Value = serde_json::from_str(&kept).unwrap_or_default();
+                if kept["bank"].as_str() != Some(bank) {
+                    return Err(CompatError::Conflict(format!("operation_id {id} is already in use")));
+                }
+                return Ok(answer(kept["items_count"].as_u64().unwrap_or_default() as usize));
+            }
+            self.forget_old_operations();
+            return Ok(answer(n));
+        }
+        self.queue.enqueue(&queue_id, &scope, items).await?;
         if !req.is_async {
             // Hindsight answers a synchronous retain once it is stored. What fails here stays
             // spooled and is retried; the answer is still success: it is on disk.
@@ -322,6 +382,32 @@ impl HindsightApi {
 const BANK_RECORD: &str = "hindsight_bank";
 
 /// A bank id must be usable as a path segment and as mneme's bank name.
+/// An operation id of mneme's own, written as Hindsight writes its ids (a UUID's form).
+fn new_operation_id() -> String {
+    let id = crate::ids::new_id();
+    canonical_uuid(&id).unwrap_or(id)
+}
+
+/// Seconds since the epoch.
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+}
+
+/// A UUID as Hindsight reads one (Python's `uuid.UUID`: 32 hex digits, with or without hyphens,
+/// braces or a `urn:uuid:` prefix, any case), in its canonical form; `None` if it is not one.
+fn canonical_uuid(s: &str) -> Option<String> {
+    let s = s.trim();
+    let s = s.strip_prefix("urn:").unwrap_or(s);
+    let s = s.strip_prefix("uuid:").unwrap_or(s);
+    let s = s.trim_start_matches('{').trim_end_matches('}');
+    let hex: String = s.chars().filter(|&c| c != '-').collect();
+    if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let hex = hex.to_ascii_lowercase();
+    Some(format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]))
+}
+
 fn check_bank(bank: &str) -> Result<(), CompatError> {
     if bank.trim().is_empty() || bank.contains('/') || bank.len() > 200 || bank.chars().any(char::is_control) {
         return Err(CompatError::Invalid(
@@ -363,6 +449,29 @@ fn stable_id(text: &str, at: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuids_are_read_as_python_reads_them() {
+        let canonical = Some("8f14e45f-ceea-467a-9575-4e1a8b1c2d3e".to_owned());
+        for id in [
+            "8f14e45f-ceea-467a-9575-4e1a8b1c2d3e",
+            "8F14E45F-CEEA-467A-9575-4E1A8B1C2D3E",
+            "{8f14e45f-ceea-467a-9575-4e1a8b1c2d3e}",
+            "8f14e45fceea467a95754e1a8b1c2d3e",
+            "urn:uuid:8f14e45f-ceea-467a-9575-4e1a8b1c2d3e",
+        ] {
+            assert_eq!(canonical_uuid(id), canonical, "{id}");
+        }
+        for id in [
+            "",
+            "nope",
+            "8f14e45f-ceea-467a-9575-4e1a8b1c2d3",
+            "8f14e45f-ceea-467a-9575-4e1a8b1c2d3g",
+            "ü8f14e45fceea467a95754e1a8b1c2d3",
+        ] {
+            assert_eq!(canonical_uuid(id), None, "{id}");
+        }
+    }
 
     #[test]
     fn bank_ids_are_checked() {

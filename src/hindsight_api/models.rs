@@ -87,7 +87,7 @@ impl HindsightApi {
         };
         self.compute(&mut model).await;
         self.save_model(&model).await?;
-        Ok(OperationAnswer { mental_model_id: Some(id), operation_id: crate::ids::new_id() })
+        Ok(OperationAnswer { mental_model_id: Some(id), operation_id: super::new_operation_id() })
     }
 
     /// Changes a model's name, query, tags, bound or trigger; a new query or tags recompute it.
@@ -144,7 +144,7 @@ impl HindsightApi {
         let mut model = self.stored_model(bank, id).await?;
         self.compute(&mut model).await;
         self.save_model(&model).await?;
-        Ok(RefreshAnswer { operation_id: crate::ids::new_id(), status: "completed".into() })
+        Ok(RefreshAnswer { operation_id: super::new_operation_id(), status: "completed".into() })
     }
 
     async fn stored_models(&self, bank: &str) -> Result<Vec<MentalModel>, CompatError> {

@@ -18,14 +18,19 @@ pub struct RetainRequest {
     /// Tags added to every item.
     #[serde(default)]
     pub document_tags: Option<Vec<String>>,
+    /// The client's id for an asynchronous retain (a UUID): sent again, the retain is answered
+    /// as the first time and stored once. Ignored for a synchronous retain, as Hindsight does.
+    #[serde(default)]
+    pub operation_id: Option<String>,
 }
 
 /// One item of a retain.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct MemoryItemIn {
-    /// The text.
-    pub content: String,
-    /// When it happened (ISO 8601, with or without an offset).
+    /// The text, or Hindsight's content blocks.
+    pub content: Content,
+    /// When it happened (ISO 8601, with or without an offset), or `unset` (dated at its retain:
+    /// every mneme memory has a date).
     #[serde(default)]
     pub timestamp: Option<String>,
     /// What it is about.
@@ -43,6 +48,71 @@ pub struct MemoryItemIn {
     /// What it does to a stored document with its id: `replace` (the default) or `append`.
     #[serde(default)]
     pub update_mode: Option<UpdateMode>,
+}
+
+/// An item's content: a string, or Hindsight's ordered content blocks. mneme keeps text: a text
+/// block's text is the content (blocks joined as the server joins them); an image or file block
+/// is refused when retained (as Hindsight refuses them with a text-only model), never dropped.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// The plain string form.
+    Text(String),
+    /// The block form, each block as sent (its `type` checked).
+    Blocks(Vec<serde_json::Value>),
+}
+
+impl Content {
+    /// The text to retain, or which block cannot be retained (its index and type).
+    pub fn text(&self) -> Result<std::borrow::Cow<'_, str>, (usize, &str)> {
+        match self {
+            Content::Text(s) => Ok(s.as_str().into()),
+            Content::Blocks(blocks) => {
+                let mut text = String::new();
+                for (i, block) in blocks.iter().enumerate() {
+                    match block_type(block) {
+                        Some("text") => text.push_str(block["text"].as_str().unwrap_or_default()),
+                        other => return Err((i, other.unwrap_or("unknown"))),
+                    }
+                }
+                Ok(text.into())
+            }
+        }
+    }
+}
+
+fn block_type(block: &serde_json::Value) -> Option<&str> {
+    block.get("type").and_then(serde_json::Value::as_str)
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Ok(Content::Text(s)),
+            serde_json::Value::Array(blocks) => {
+                for (i, block) in blocks.iter().enumerate() {
+                    match block_type(block) {
+                        Some("text") if block.get("text").is_some_and(serde_json::Value::is_string) => {}
+                        Some("text") => {
+                            return Err(D::Error::custom(format!("content block {i} is a text block without its text")))
+                        }
+                        Some("image" | "file") => {}
+                        Some(t) => {
+                            return Err(D::Error::custom(format!(
+                                "content block {i} has type {t:?}: expected \"text\", \"image\" or \"file\""
+                            )))
+                        }
+                        None => {
+                            return Err(D::Error::custom(format!("content block {i} is not an object with a type")))
+                        }
+                    }
+                }
+                Ok(Content::Blocks(blocks))
+            }
+            _ => Err(D::Error::custom("content is a string or a list of content blocks")),
+        }
+    }
 }
 
 /// How a retain treats a stored document with the same id.

@@ -41,7 +41,7 @@ use crate::config::QueueSettings;
 use crate::lock::MutexExt;
 use crate::metrics::Metrics;
 use crate::notices::{Level, Notices};
-use crate::spool::{CommitCounts, Spool, SpoolError};
+use crate::spool::{CommitCounts, OnceRecord, Spool, SpoolError};
 use crate::state::DaemonState;
 
 /// An item as the session layer hands it over.
@@ -198,42 +198,56 @@ impl Queue {
 
     /// Spools items for a session under `scope`; returns once they are on disk.
     pub async fn enqueue(&self, session_id: &str, scope: &Scope, items: Vec<NewItem>) -> Result<usize, SpoolError> {
-        let now = SystemTime::now();
         let n = items.len();
         if n == 0 {
             return Ok(0);
         }
-        let items: Vec<MemoryItem> = items
-            .into_iter()
-            .map(|i| {
-                let mut metadata = i.metadata;
-                metadata.entry("session_id".to_owned()).or_insert_with(|| session_id.to_owned());
-                MemoryItem {
-                    id: crate::ids::new_id(),
-                    content: i.content,
-                    context: i.context,
-                    timestamp: i.timestamp.unwrap_or_else(|| mneme_core::time::rfc3339_millis(now)),
-                    metadata,
-                    tags: i.tags.unwrap_or_else(|| scope.tags.clone()),
-                    document_id: i.document_id,
-                    kind: i.kind,
-                    append: i.append,
-                }
-            })
-            .collect();
-        if let Err(e) = self.inner.spool.append(session_id, &scope.bank, items).await {
+        let items = stamped(session_id, scope, items);
+        self.accepted(session_id, self.inner.spool.append(session_id, &scope.bank, items).await).await?;
+        self.arrived(session_id, n);
+        Ok(n)
+    }
+
+    /// Spools items as [`Queue::enqueue`] does, with `once` in the same transaction, unless a
+    /// record of its kind and key is kept: then nothing is spooled and that record is the answer
+    /// (a client's retry of a retain it has an id for).
+    pub async fn enqueue_once(
+        &self,
+        session_id: &str,
+        scope: &Scope,
+        items: Vec<NewItem>,
+        once: OnceRecord,
+    ) -> Result<Option<String>, SpoolError> {
+        let n = items.len();
+        let items = stamped(session_id, scope, items);
+        let spooled = self.inner.spool.append_once(session_id, &scope.bank, items, once).await;
+        let kept = self.accepted(session_id, spooled).await?;
+        if kept.is_none() && n > 0 {
+            self.arrived(session_id, n);
+        }
+        Ok(kept)
+    }
+
+    /// Passes on what the spool answered, raising (once) that the disk is full or has room again.
+    async fn accepted<T>(&self, session_id: &str, spooled: Result<T, SpoolError>) -> Result<T, SpoolError> {
+        if let Err(e) = &spooled {
             if e.is_full() && !self.inner.spool_full.swap(true, Ordering::Relaxed) {
                 let message = format!(
                     "The disk holding the spool is full: retains are refused (nothing is acknowledged that is not on disk) until there is room again. {e}"
                 );
                 self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
             }
-            return Err(e);
+            return spooled;
         }
         if self.inner.spool_full.swap(false, Ordering::Relaxed) {
             let message = "There is room on the disk again: retains are accepted.";
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
         }
+        spooled
+    }
+
+    /// Counts `n` items spooled for a session and arms its debounce (or flushes a full batch).
+    fn arrived(&self, session_id: &str, n: usize) {
         self.inner.metrics.items_enqueued.fetch_add(n as u64, Ordering::Relaxed);
         let rules = self.inner.rules();
         let now = self.inner.clock.now();
@@ -244,7 +258,6 @@ impl Queue {
         if arrival.size_flush {
             self.inner.spawn_flush(session_id.to_owned(), Trigger::Size);
         }
-        Ok(n)
     }
 
     /// Delivers everything pending for a session now and waits.
@@ -444,6 +457,30 @@ impl Inner {
             self.timers_changed.notify_one();
         }
     }
+}
+
+/// A request's items as the spool keeps them: each with its id, its date (now when it has
+/// none), its session in its metadata and the scope's tags when it names none.
+fn stamped(session_id: &str, scope: &Scope, items: Vec<NewItem>) -> Vec<MemoryItem> {
+    let now = SystemTime::now();
+    items
+        .into_iter()
+        .map(|i| {
+            let mut metadata = i.metadata;
+            metadata.entry("session_id".to_owned()).or_insert_with(|| session_id.to_owned());
+            MemoryItem {
+                id: crate::ids::new_id(),
+                content: i.content,
+                context: i.context,
+                timestamp: i.timestamp.unwrap_or_else(|| mneme_core::time::rfc3339_millis(now)),
+                metadata,
+                tags: i.tags.unwrap_or_else(|| scope.tags.clone()),
+                document_id: i.document_id,
+                kind: i.kind,
+                append: i.append,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -10,6 +10,17 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use super::writer::{Message, Removal};
 use super::{Spool, SpoolCounts, SpoolError};
 
+/// A record kept with the items it came with ([`Spool::append_once`]).
+#[derive(Debug, Clone)]
+pub struct OnceRecord {
+    /// Its kind, as in [`Spool::save_record`].
+    pub kind: &'static str,
+    /// Its key.
+    pub key: String,
+    /// Its JSON.
+    pub record: String,
+}
+
 const ITEM_COLUMNS: &str =
     "seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, batch_id, attempts, append,
      coalesce(request, seq)";
@@ -39,38 +50,42 @@ impl Spool {
         let (session_id, bank) = (session_id.to_owned(), bank.to_owned());
         let next_seq = self.next_seq.clone();
         let one = items.len() == 1;
-        let append = move |t: &Transaction<'_>| {
-            let mut stmt = t.prepare_cached(
-                "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, append, request)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )?;
-            let mut request = None;
-            for item in &items {
-                let seq = next_seq.fetch_add(1, Ordering::Relaxed);
-                let request = *request.get_or_insert(seq);
-                stmt.execute(params![
-                    seq,
-                    item.id,
-                    session_id,
-                    bank,
-                    json(&item.tags),
-                    item.content,
-                    item.context,
-                    item.kind.as_str(),
-                    item.document_id,
-                    json(&item.metadata),
-                    item.timestamp,
-                    item.append,
-                    request,
-                ])?;
-            }
-            Ok(())
-        };
+        let append = move |t: &Transaction<'_>| insert_items(t, &next_seq, &session_id, &bank, &items);
         if one {
             self.call_one_statement(append).await
         } else {
             self.call(append).await
         }
+    }
+
+    /// Appends items as [`Spool::append`] does, and with them, in the same transaction, `once`:
+    /// unless a record of its kind and key is kept already. Then nothing is appended and that
+    /// record is the answer.
+    pub async fn append_once(
+        &self,
+        session_id: &str,
+        bank: &str,
+        items: Vec<MemoryItem>,
+        once: OnceRecord,
+    ) -> Result<Option<String>, SpoolError> {
+        let (session_id, bank) = (session_id.to_owned(), bank.to_owned());
+        let next_seq = self.next_seq.clone();
+        self.call(move |t| {
+            let kept: Option<String> = t
+                .prepare_cached("SELECT record FROM records WHERE kind = ? AND key = ?")?
+                .query_row(params![once.kind, once.key], |r| r.get(0))
+                .optional()?;
+            if kept.is_some() {
+                return Ok(kept);
+            }
+            t.execute(
+                "INSERT INTO records (kind, key, record) VALUES (?, ?, ?)",
+                params![once.kind, once.key, once.record],
+            )?;
+            insert_items(t, &next_seq, &session_id, &bank, &items)?;
+            Ok(None)
+        })
+        .await
     }
 
     /// The next delivery of a session: the batch already attempted, if any, else up to `max`
@@ -308,4 +323,39 @@ fn read_item(r: &rusqlite::Row<'_>) -> rusqlite::Result<Spooled> {
         attempts: r.get::<_, i64>(12)? as u32,
         request: r.get(14)?,
     })
+}
+
+/// Inserts a request's items in order (the first item's seq is the request's).
+fn insert_items(
+    t: &Transaction<'_>,
+    next_seq: &std::sync::atomic::AtomicI64,
+    session_id: &str,
+    bank: &str,
+    items: &[MemoryItem],
+) -> rusqlite::Result<()> {
+    let mut stmt = t.prepare_cached(
+        "INSERT INTO items (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata, enqueued_at, append, request)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )?;
+    let mut request = None;
+    for item in items {
+        let seq = next_seq.fetch_add(1, Ordering::Relaxed);
+        let request = *request.get_or_insert(seq);
+        stmt.execute(params![
+            seq,
+            item.id,
+            session_id,
+            bank,
+            json(&item.tags),
+            item.content,
+            item.context,
+            item.kind.as_str(),
+            item.document_id,
+            json(&item.metadata),
+            item.timestamp,
+            item.append,
+            request,
+        ])?;
+    }
+    Ok(())
 }

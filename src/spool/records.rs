@@ -68,6 +68,18 @@ impl Spool {
         .await
     }
 
+    /// Deletes the records of `kind` whose JSON `at` (seconds since the epoch) is before `before`;
+    /// how many.
+    pub async fn forget_records_older_than(&self, kind: &'static str, before: u64) -> Result<usize, SpoolError> {
+        self.call(move |t| {
+            t.execute(
+                "DELETE FROM records WHERE kind = ? AND json_extract(record, '$.at') < ?",
+                params![kind, before as i64],
+            )
+        })
+        .await
+    }
+
     /// Every saved session record.
     pub async fn sessions(&self) -> Result<Vec<(String, String)>, SpoolError> {
         self.call(|t| {

@@ -67,3 +67,20 @@ async fn a_spool_of_the_previous_schema_keeps_its_items_after_the_upgrade() {
     assert_eq!(batch[0].item.content, "kept across the upgrade");
     assert!(!batch[0].item.append, "an item from before replaces its document, as it did");
 }
+
+#[tokio::test]
+async fn items_kept_once_are_appended_with_their_record_and_not_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let item = |text: &str| mneme_core::MemoryItem::new(text, text, "2026-01-01T00:00:00.000Z");
+    let once = |at: u64| OnceRecord { kind: "op", key: "k1".into(), record: format!("{{\"at\": {at}}}") };
+    let first = spool.append_once("s", "b", vec![item("one"), item("two")], once(100)).await.unwrap();
+    assert_eq!(first, None);
+    let again = spool.append_once("s", "b", vec![item("three")], once(200)).await.unwrap();
+    assert_eq!(again.as_deref(), Some("{\"at\": 100}"), "the first record answers");
+    let kept: Vec<String> = spool.next_batch("s", 10).await.unwrap().into_iter().map(|s| s.item.content).collect();
+    assert_eq!(kept, ["one", "two"]);
+    assert_eq!(spool.forget_records_older_than("op", 100).await.unwrap(), 0);
+    assert_eq!(spool.forget_records_older_than("op", 101).await.unwrap(), 1);
+    assert_eq!(spool.record("op", "k1").await.unwrap(), None);
+}
