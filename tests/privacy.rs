@@ -18,13 +18,16 @@ fn secret(path: &str) -> String {
     format!("SECRET-{path}-{}", "q7x".repeat(3))
 }
 
-const PATHS: [&str; 12] = [
+const PATHS: [&str; 15] = [
     "content",
     "context",
     "unclosed",
     "upper",
     "transcript",
     "transcript-unclosed",
+    "crossing-open",
+    "crossing-between",
+    "crossing-close",
     "mcp",
     "cli",
     "import-content",
@@ -83,6 +86,16 @@ async fn private_spans_reach_no_file_and_no_log() {
     let (status, v) = d.post("/v1/sessions/s/agent-end", json!({"messages": messages})).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["retained"], 1, "{v}");
+    // A span opened in one message and closed in a later one hides what lies between.
+    d.start_session("c", "/p/privy").await;
+    let messages = json!([
+        {"role": "user", "content": format!("rotate the key <private>{}", secret("crossing-open"))},
+        {"role": "assistant", "content": secret("crossing-between")},
+        {"role": "user", "content": format!("{}</private> and say when it is rotated", secret("crossing-close"))},
+        {"role": "assistant", "content": "Rotated: the crossing reply."},
+    ]);
+    let (status, v) = d.post("/v1/sessions/c/agent-end", json!({"messages": messages})).await;
+    assert_eq!((status, &v["retained"]), (200, &json!(1)), "{v}");
 
     // MCP.
     let transport = StreamableHttpClientTransport::from_config(
@@ -125,6 +138,9 @@ async fn private_spans_reach_no_file_and_no_log() {
     assert!(v["message"].as_str().unwrap().contains("the build uses bazel  remotely"), "{v}");
     let (_, v) = d.post("/v1/sessions/s/recall", json!({"query": "tests pass"})).await;
     assert!(v["message"].as_str().unwrap().contains("thanks, the tests pass now"), "{v}");
+    let (_, v) = d.post("/v1/sessions/c/recall", json!({"query": "rotated crossing reply"})).await;
+    let message = v["message"].as_str().unwrap();
+    assert!(message.contains("rotate the key") && message.contains("and say when it is rotated"), "{v}");
 
     // While the daemon runs (WAL files as they are) and after it stopped.
     let data = d.data();

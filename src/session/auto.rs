@@ -258,9 +258,33 @@ impl Sessions {
 }
 
 /// Each message cleaned on its own, so an unclosed <private> hides the rest of that message
-/// only, not every later one.
+/// only, not every later one — unless a later message closes it: then the span runs across
+/// the messages between (hidden whole) to that close (fail closed: a span opened in a prompt
+/// and closed in the reply hides the reply's start too).
 fn cleaned(settings: &Settings, history: &[Message]) -> Vec<Message> {
-    history.iter().filter_map(|m| clean(settings, &m.content).map(|c| Message::new(m.role.clone(), c))).collect()
+    let cleaned = |m: &Message, content: &str| clean(settings, content).map(|c| Message::new(m.role.clone(), c));
+    if !settings.retain.strip_private {
+        return history.iter().filter_map(|m| cleaned(m, &m.content)).collect();
+    }
+    let edges: Vec<text::PrivateEdges> = history.iter().map(|m| text::private_edges(&m.content)).collect();
+    let mut out = Vec::with_capacity(history.len());
+    let mut inside = false; // in a span an earlier message opened and a later one closes
+    for (i, m) in history.iter().enumerate() {
+        let content = if inside {
+            if !edges[i].closes_earlier {
+                continue;
+            }
+            inside = false;
+            std::borrow::Cow::Owned(format!("<private>{}", m.content))
+        } else {
+            std::borrow::Cow::Borrowed(m.content.as_str())
+        };
+        if text::private_edges(&content).left_open && edges[i + 1..].iter().any(|e| e.closes_earlier) {
+            inside = true;
+        }
+        out.extend(cleaned(m, &content));
+    }
+    out
 }
 
 /// The stored text of some turns, cleaned; `None` when nothing is worth keeping.

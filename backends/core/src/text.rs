@@ -104,6 +104,50 @@ pub fn strip_private(text: &str) -> String {
     out
 }
 
+/// How a text meets `<private>` spans that cross its edges, read as [`strip_private`] reads
+/// tags: a message of a transcript may close a span an earlier one opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PrivateEdges {
+    /// It closes a span it did not open (one begun before it).
+    pub closes_earlier: bool,
+    /// It leaves a span open at its end.
+    pub left_open: bool,
+}
+
+/// Where `text`'s `<private>` spans cross its edges (see [`PrivateEdges`]).
+pub fn private_edges(text: &str) -> PrivateEdges {
+    let mut edges = PrivateEdges::default();
+    if !has_private_tag(text) {
+        return edges;
+    }
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0usize;
+    while i < bytes.len() {
+        if bytes[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        match private_tag_at(bytes, i) {
+            Some((PrivateTag::Open, end)) => {
+                depth += 1;
+                i = end;
+            }
+            Some((PrivateTag::Close, end)) => {
+                if depth == 0 {
+                    edges.closes_earlier = true;
+                } else {
+                    depth -= 1;
+                }
+                i = end;
+            }
+            None => i += 1,
+        }
+    }
+    edges.left_open = depth > 0;
+    edges
+}
+
 /// Whether `text` holds a `<private>` or `</private>` tag, matched as [`strip_private`] matches
 /// them (any case, with attributes). Identifiers (session ids, bank names, memory ids) are
 /// stored and shown as they are, so one holding a tag is refused rather than cut.
@@ -374,6 +418,16 @@ mod tests {
         assert_eq!(strip_memory_tags("<memories>1</memories>-<memories>2</memories>"), "-");
         assert_eq!(strip_memory_tags("<MEMORIES>up</MEMORIES>"), "<MEMORIES>up</MEMORIES>");
         assert_eq!(strip_private("keep <private>secret\nline</private> this"), "keep  this");
+    }
+
+    #[test]
+    fn a_span_crossing_a_text_edge_is_seen() {
+        assert_eq!(private_edges("plain"), PrivateEdges::default());
+        assert_eq!(private_edges("a <private>b</private> c"), PrivateEdges::default());
+        assert_eq!(private_edges("hello <private>secret"), PrivateEdges { closes_earlier: false, left_open: true });
+        assert_eq!(private_edges("secret</PRIVATE> ok"), PrivateEdges { closes_earlier: true, left_open: false });
+        assert_eq!(private_edges("x</private> <private>y"), PrivateEdges { closes_earlier: true, left_open: true });
+        assert_eq!(private_edges("<privateer> and </privately>"), PrivateEdges::default());
     }
 
     #[test]
