@@ -306,6 +306,31 @@ async fn private_text_in_identifiers_is_refused_and_reaches_no_file_and_no_log()
         assert!(!v.to_string().contains("SECRET-"), "{method} {path}: {v}");
     }
 
+    // Looking up, listing or forgetting by such a name: refused, the name not repeated.
+    let id = format!("m%3Cprivate%3E{}%3C%2Fprivate%3E", secret("lookup"));
+    for (method, path, body) in [
+        (reqwest::Method::GET, format!("/v1/memories/{id}"), None),
+        (reqwest::Method::DELETE, format!("/v1/memories/{id}"), None),
+        (reqwest::Method::DELETE, format!("/v1/documents/{id}?bank=mneme"), None),
+        (reqwest::Method::GET, format!("/v1/memories?bank={id}"), None),
+        (reqwest::Method::GET, format!("/v1/export?bank={id}"), None),
+        (
+            reqwest::Method::POST,
+            "/v1/search".to_owned(),
+            Some(json!({"query": "q", "bank": format!("b<private>{}", secret("lookup"))})),
+        ),
+    ] {
+        let (status, v) = d.req(method.clone(), &path, body).await;
+        assert_eq!(status, 400, "{method} {path}: {v}");
+        assert!(refused(&v) && !v.to_string().contains("SECRET-"), "{method} {path}: {v}");
+    }
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let path = format!("/hindsight/v1/default/banks/hb/mental-models/{id}");
+        let (status, v) = d.req(method.clone(), &path, None).await;
+        assert_eq!(status, 404, "{method} {path}: {v}");
+        assert!(!v.to_string().contains("SECRET-"), "{method} {path}: {v}");
+    }
+
     // MCP: the client's name (rmcp logs the client's `initialize`) and a session header.
     let headers = std::collections::HashMap::from([(
         reqwest::header::HeaderName::from_static("x-mneme-session"),

@@ -20,10 +20,26 @@ type AppResult<T> = Result<T, ApiError>;
 type St = State<Arc<AppState>>;
 
 /// The bank a request names, or where the backend lists one bank at a time (Hindsight) the
-/// configured one. An empty `?bank=` names no bank, as in `POST /v1/search`.
-pub(super) fn bank_or_default(s: &AppState, bank: Option<String>) -> Option<String> {
+/// configured one. An empty `?bank=` names no bank, as in `POST /v1/search`; one holding a
+/// `<private>` tag names none that can exist (banks are stored as they are) and is refused
+/// without being repeated.
+pub(super) fn bank_or_default(s: &AppState, bank: Option<String>) -> AppResult<Option<String>> {
     let bank = bank.map(|b| b.trim().to_owned()).filter(|b| !b.is_empty());
-    bank.or_else(|| (!s.queue.backend().capabilities().lists_every_bank).then(|| s.sessions.settings().base_bank()))
+    if let Some(bank) = &bank {
+        no_private_tag("bank", bank)?;
+    }
+    Ok(bank.or_else(|| (!s.queue.backend().capabilities().lists_every_bank).then(|| s.sessions.settings().base_bank())))
+}
+
+/// Refuses an id or bank holding a `<private>` tag (400), without repeating it: nothing is
+/// stored under such a name, and an error naming it would carry the private text to the logs.
+fn no_private_tag(what: &str, name: &str) -> AppResult<()> {
+    if mneme_core::text::has_private_tag(name) {
+        return Err(ApiError::invalid(format!(
+            "the {what} holds a <private> tag: nothing is stored under such a name (names are kept as they are)"
+        )));
+    }
+    Ok(())
 }
 
 pub async fn banks(State(s): St) -> AppResult<Json<BankList>> {
@@ -34,7 +50,7 @@ pub async fn browse(State(s): St, q: Result<Query<BrowseParams>, QueryRejection>
     let Query(q) = q?;
     let tags = q.tags.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned);
     let query = BrowseQuery {
-        bank: bank_or_default(&s, q.bank),
+        bank: bank_or_default(&s, q.bank)?,
         tags: tags.collect(),
         cursor: q.cursor.filter(|c| !c.is_empty()),
         limit: q.limit.unwrap_or(50).clamp(1, 1000),
@@ -63,7 +79,8 @@ pub async fn memory(
     q: Result<Query<BankParam>, QueryRejection>,
 ) -> AppResult<Json<MemoryDetail>> {
     let Query(q) = q?;
-    let bank = bank_or_default(&s, q.bank);
+    no_private_tag("memory id", &id)?;
+    let bank = bank_or_default(&s, q.bank)?;
     Ok(Json(s.queue.backend().memory(&id, bank.as_deref()).await?))
 }
 
@@ -73,7 +90,8 @@ pub async fn forget_memory(
     q: Result<Query<BankParam>, QueryRejection>,
 ) -> AppResult<Json<Forgotten>> {
     let Query(q) = q?;
-    let what = Forget::Memory { id, bank: bank_or_default(&s, q.bank) };
+    no_private_tag("memory id", &id)?;
+    let what = Forget::Memory { id, bank: bank_or_default(&s, q.bank)? };
     forget(&s, what).await
 }
 
@@ -83,7 +101,8 @@ pub async fn forget_document(
     q: Result<Query<BankParam>, QueryRejection>,
 ) -> AppResult<Json<Forgotten>> {
     let Query(q) = q?;
-    let bank = bank_or_default(&s, q.bank).ok_or_else(|| {
+    no_private_tag("document id", &id)?;
+    let bank = bank_or_default(&s, q.bank)?.ok_or_else(|| {
         ApiError::invalid(
             "forgetting a document needs its bank: add ?bank=<bank> (mneme forget --document: --bank <bank>)",
         )
@@ -111,6 +130,7 @@ pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<Searc
     let settings = s.sessions.settings();
     let query = crate::session::recall_text(&settings, &b.query).map_err(ApiError::invalid)?;
     let bank = b.bank.map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).unwrap_or_else(|| settings.base_bank());
+    no_private_tag("bank", &bank)?;
     if bank.contains('/') {
         return Err(ApiError::invalid("bank must not contain '/'"));
     }

@@ -264,6 +264,10 @@ fn is_stale(model: &MentalModel) -> bool {
 }
 
 fn not_found(bank: &str, id: &str) -> CompatError {
+    if mneme_core::text::has_private_tag(id) {
+        // Never stored (create refuses it), and not repeated: it would reach the logs.
+        return CompatError::NotFound(format!("mental model (an id with <private> text) not found in bank {bank:?}"));
+    }
     CompatError::NotFound(format!("mental model {id:?} not found in bank {bank:?}"))
 }
 
