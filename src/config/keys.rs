@@ -102,6 +102,17 @@ fn at_least(v: i64, min: i64) -> Result<i64, String> {
     }
 }
 
+/// The largest `recall.max_tokens`: the bound `POST /v1/search` allows.
+const MAX_RECALL_TOKENS: i64 = 100_000;
+
+fn within(v: i64, min: i64, max: i64) -> Result<i64, String> {
+    if v > max {
+        Err(format!("must be at most {max}, found {v}"))
+    } else {
+        at_least(v, min)
+    }
+}
+
 fn one_of<T: Copy>(text: &str, choices: &[(&str, T)]) -> Result<T, String> {
     choices.iter().find(|(name, _)| *name == text).map(|(_, v)| *v).ok_or_else(|| {
         let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
@@ -167,7 +178,7 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("recall", "max_query_chars", ["HINDSIGHT_RECALL_MAX_QUERY_CHARS"], |s, v, c| s.recall.max_query_chars =
         at_least(v.integer()?, 0)?),
     key!("recall", "max_tokens", ["HINDSIGHT_RECALL_MAX_TOKENS"], |s, v, c| s.recall.max_tokens =
-        at_least(v.integer()?, 1)? as usize),
+        within(v.integer()?, 1, MAX_RECALL_TOKENS)? as usize),
     key!("recall", "budget", ["HINDSIGHT_RECALL_BUDGET"], |s, v, c| s.recall.budget = one_of(
         &v.string()?,
         &[("low", mneme_core::Budget::Low), ("mid", mneme_core::Budget::Mid), ("high", mneme_core::Budget::High)]

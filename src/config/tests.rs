@@ -150,3 +150,11 @@ fn an_override_that_names_no_key_is_warned_about() {
     assert!(warnings[0].starts_with("ignoring MNEME_QUEUE__NOPE: no config key"), "{warnings:?}");
     assert!(warnings[1].starts_with("ignoring MNEME_X__Y"), "{warnings:?}");
 }
+
+#[test]
+fn the_recall_budget_is_bounded_as_search_bounds_it() {
+    let errors = load::parse("[recall]\nmax_tokens = 99999999999\n", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("recall.max_tokens", Some(2)));
+    assert!(errors[0].message.contains("at most 100000"), "{}", errors[0].message);
+    assert_eq!(load::parse("[recall]\nmax_tokens = 100000\n", None).unwrap().recall.max_tokens, 100_000);
+}

@@ -79,7 +79,7 @@ impl Sessions {
                 return Ok(None);
             }
         };
-        let block = (!results.is_empty()).then(|| memory_block(&settings, &results));
+        let block = memory_block(&settings, &results);
         let updated = self.update(id, |s| {
             s.recalled = true;
             s.block = block.clone();
@@ -246,8 +246,7 @@ impl Sessions {
             return Ok(None);
         };
         match tokio::time::timeout(settings.recall.timeout, self.recall_scope(&session.scope, &query)).await {
-            Ok(Ok(results)) if !results.is_empty() => Ok(Some(memory_block(&settings, &results))),
-            Ok(Ok(_)) => Ok(None),
+            Ok(Ok(results)) => Ok(memory_block(&settings, &results)),
             Ok(Err(e)) => {
                 tracing::warn!(session = id, "compaction recall failed: {e}");
                 Ok(None)
@@ -326,9 +325,10 @@ fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> Option<S
 }
 
 /// The recalled block injected into the prompt: within `recall.max_tokens` × 4 characters,
-/// preamble and formatting included (as long as the preamble alone fits). Results that do not
-/// fit are left out for shorter ones; a first result too long for the room left is cut.
-pub fn memory_block(settings: &Settings, results: &[Recalled]) -> String {
+/// preamble and formatting included. Results that do not fit are left out for shorter ones; a
+/// first result too long for the room left is cut. `None` when no result fits (or there is
+/// none): the bound holds, and a block of no memories tells the agent nothing.
+pub fn memory_block(settings: &Settings, results: &[Recalled]) -> Option<String> {
     let mut head = format!("<memories>\n{}\n", settings.recall.preamble);
     if settings.recall.include_time {
         head.push_str(&format!("Current time: {} UTC\n", mneme_core::time::prompt_time(SystemTime::now())));
@@ -336,6 +336,7 @@ pub fn memory_block(settings: &Settings, results: &[Recalled]) -> String {
     head.push('\n');
     const TAIL: &str = "\n</memories>";
     let budget = settings.recall.max_tokens.saturating_mul(4);
-    let kept = fit_results(results, budget.saturating_sub(chars(&head) + chars(TAIL)));
-    format!("{head}{}{TAIL}", format_results(&kept))
+    let frame = chars(&head) + chars(TAIL);
+    let kept = if frame < budget { fit_results(results, budget - frame) } else { Vec::new() };
+    (!kept.is_empty()).then(|| format!("{head}{}{TAIL}", format_results(&kept)))
 }

@@ -81,6 +81,11 @@ impl Sessions {
         };
         let budget = self.settings().recall.max_tokens.saturating_mul(4);
         let results = fit_results(&results, budget.saturating_sub(chars(&heading(results.len()))));
+        if results.is_empty() {
+            // Not even one result fits: the bound holds, and says so when the words fit in it.
+            let message = if chars(NOTHING_FITS) <= budget { NOTHING_FITS } else { "" };
+            return Ok(RecallAnswer { results, message: message.to_owned() });
+        }
         let message = format!("{}{}", heading(results.len()), format_results(&results));
         Ok(RecallAnswer { results, message })
     }
@@ -126,6 +131,9 @@ impl Sessions {
     }
 }
 
+/// The recall tool's message when no result fits in `recall.max_tokens`.
+const NOTHING_FITS: &str = "No memory fits in recall.max_tokens.";
+
 /// What a recall query asks once `<private>` spans (when `retain.strip_private`) and recalled
 /// memory blocks are removed: a query goes to the backend, which may be a server that keeps or
 /// logs what it is asked, so it is cleaned like a retain. An error for a person when nothing is
@@ -161,7 +169,7 @@ pub fn retained_message(queued: usize, skipped: usize) -> String {
 
 /// The results that fit in `room` characters as [`format_results`] shows them, best first:
 /// one that does not fit is left out for shorter ones after it; a first result too long for the
-/// room is cut at a word.
+/// room is cut at a word, or left out when less than [`MIN_CUT_CHARS`] of it would show.
 pub(super) fn fit_results(results: &[Recalled], room: usize) -> Vec<Recalled> {
     let mut room = room;
     let mut kept: Vec<Recalled> = Vec::new();
@@ -173,13 +181,18 @@ pub(super) fn fit_results(results: &[Recalled], room: usize) -> Vec<Recalled> {
             kept.push(r.clone());
         } else if kept.is_empty() {
             let overhead = len - chars(&r.text);
-            let text = cut_at_word(&r.text, room.saturating_sub(overhead));
-            kept.push(Recalled { text, ..r.clone() });
+            let text_room = room.saturating_sub(overhead);
+            if text_room >= MIN_CUT_CHARS {
+                kept.push(Recalled { text: cut_at_word(&r.text, text_room), ..r.clone() });
+            }
             break;
         }
     }
     kept
 }
+
+/// The least of a result's text worth showing cut: below this, nothing is shown.
+const MIN_CUT_CHARS: usize = 24;
 
 pub(super) fn chars(s: &str) -> usize {
     s.chars().count()
