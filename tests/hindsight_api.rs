@@ -146,6 +146,15 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
     check_422(&v);
     let (status, v) = d.post(&bank_path("b", "/memories/recall"), json!({"query": "x", "types": ["dream"]})).await;
     assert_eq!(status, 422, "{v}");
+    // A huge bad value: still both shapes (the body was empty past 64 KiB), its echo cut short.
+    for body in
+        [json!({"query": "x", "budget": "x".repeat(60_000)}), json!({"query": "x", "tags": "y".repeat(100_000)})]
+    {
+        let (status, v) = d.post(&bank_path("b", "/memories/recall"), body).await;
+        assert_eq!(status, 422, "{v}");
+        check_422(&v);
+        assert!(v.to_string().len() < 5_000, "{} bytes", v.to_string().len());
+    }
     // As Hindsight: no items is not an error, and stores nothing.
     let (status, v) = d.post(&bank_path("b", "/memories"), json!({"items": []})).await;
     assert_eq!((status, v["items_count"].clone()), (200, json!(0)), "{v}");

@@ -131,18 +131,30 @@ impl From<JsonRejection> for ApiError {
             StatusCode::UNPROCESSABLE_ENTITY => "invalid_field",
             _ => "invalid_json",
         };
-        ApiError::new(status, code, r.body_text())
+        ApiError::new(status, code, bounded(r.body_text()))
+    }
+}
+
+/// The longest message an error repeats from the request (serde's messages quote the value).
+const MAX_MESSAGE_CHARS: usize = 1_000;
+
+/// A rejection's message, cut to [`MAX_MESSAGE_CHARS`]: a 100 KB bad value is not worth
+/// sending back (twice, under `/hindsight`).
+fn bounded(message: String) -> String {
+    match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((at, _)) => format!("{}…", &message[..at]),
+        None => message,
     }
 }
 
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> Self {
-        ApiError::invalid(r.body_text())
+        ApiError::invalid(bounded(r.body_text()))
     }
 }
 
 impl From<PathRejection> for ApiError {
     fn from(r: PathRejection) -> Self {
-        ApiError::invalid(r.body_text())
+        ApiError::invalid(bounded(r.body_text()))
     }
 }

@@ -59,6 +59,10 @@ impl HindsightErrorBody {
     }
 }
 
+/// Marks a response that has Hindsight's `detail` already ([`with_detail`] leaves it alone).
+#[derive(Debug, Clone, Copy)]
+struct HasDetail;
+
 /// An error in both shapes: `{"detail": …, "error": {"code", "message"}}`. A request Hindsight
 /// would refuse as invalid is a 422 whose `detail` is a list, as FastAPI answers.
 #[derive(Debug)]
@@ -69,6 +73,7 @@ impl IntoResponse for HindsightError {
         let e = self.0;
         let body = HindsightErrorBody::of(&e);
         let mut response = (e.status, Json(body)).into_response();
+        response.extensions_mut().insert(HasDetail);
         if let Some(secs) = e.retry_after {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.into());
         }
@@ -80,10 +85,17 @@ impl IntoResponse for HindsightError {
 /// for the prefix itself) the `detail` Hindsight's clients read, beside the API's `error`.
 pub async fn with_detail(response: Response) -> Response {
     const MOST: usize = 64 * 1024;
+    if response.extensions().get::<HasDetail>().is_some() {
+        return response;
+    }
     let (mut parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MOST).await else {
+        // Not an error body of ours (they are small): answer the status in both shapes.
+        let e =
+            ApiError::new(parts.status, "request_failed", parts.status.canonical_reason().unwrap_or("request failed"));
         parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-        return Response::from_parts(parts, axum::body::Body::empty());
+        let body = serde_json::to_vec(&HindsightErrorBody::of(&e)).expect("plain data serializes");
+        return Response::from_parts(parts, axum::body::Body::from(body));
     };
     let mut value: serde_json::Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
@@ -120,7 +132,7 @@ impl From<JsonRejection> for HindsightError {
 impl From<QueryRejection> for HindsightError {
     fn from(r: QueryRejection) -> Self {
         // A query parameter of the wrong type: FastAPI's validation answer, 422.
-        HindsightError(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", r.body_text()))
+        HindsightError(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", ApiError::from(r).message))
     }
 }
 
