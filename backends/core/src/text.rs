@@ -66,42 +66,51 @@ pub fn strip_private(text: &str) -> String {
     if !has_private_tag(text) {
         return text.to_owned();
     }
-    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut depth = 0usize;
     let mut kept_from = 0usize; // start of the text being kept, when depth == 0
-    let mut i = 0usize;
-    while i < bytes.len() {
-        if bytes[i] != b'<' {
-            i += 1;
-            continue;
-        }
-        match private_tag_at(bytes, i) {
-            Some((PrivateTag::Open, end)) => {
+    for (tag, start, end) in private_tags(text.as_bytes()) {
+        match tag {
+            PrivateTag::Open => {
                 if depth == 0 {
-                    out.push_str(&text[kept_from..i]);
+                    out.push_str(&text[kept_from..start]);
                 }
                 depth += 1;
-                i = end;
             }
-            Some((PrivateTag::Close, end)) => {
+            PrivateTag::Close => {
                 if depth == 0 {
-                    out.push_str(&text[kept_from..i]); // a stray close tag: drop just the tag
+                    out.push_str(&text[kept_from..start]); // a stray close tag: drop just the tag
                 } else {
                     depth -= 1;
                 }
-                i = end;
                 if depth == 0 {
-                    kept_from = i;
+                    kept_from = end;
                 }
             }
-            None => i += 1,
         }
     }
     if depth == 0 {
         out.push_str(&text[kept_from..]);
     }
     out
+}
+
+/// The `<private>` tags of a text in order, as (tag, where it starts, where it ends).
+fn private_tags(bytes: &[u8]) -> impl Iterator<Item = (PrivateTag, usize, usize)> + '_ {
+    let mut i = 0usize;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            if bytes[i] == b'<' {
+                if let Some((tag, end)) = private_tag_at(bytes, i) {
+                    let start = i;
+                    i = end;
+                    return Some((tag, start, end));
+                }
+            }
+            i += 1;
+        }
+        None
+    })
 }
 
 /// How a text meets `<private>` spans that cross its edges, read as [`strip_private`] reads
@@ -120,28 +129,12 @@ pub fn private_edges(text: &str) -> PrivateEdges {
     if !has_private_tag(text) {
         return edges;
     }
-    let bytes = text.as_bytes();
     let mut depth = 0usize;
-    let mut i = 0usize;
-    while i < bytes.len() {
-        if bytes[i] != b'<' {
-            i += 1;
-            continue;
-        }
-        match private_tag_at(bytes, i) {
-            Some((PrivateTag::Open, end)) => {
-                depth += 1;
-                i = end;
-            }
-            Some((PrivateTag::Close, end)) => {
-                if depth == 0 {
-                    edges.closes_earlier = true;
-                } else {
-                    depth -= 1;
-                }
-                i = end;
-            }
-            None => i += 1,
+    for (tag, _, _) in private_tags(text.as_bytes()) {
+        match tag {
+            PrivateTag::Open => depth += 1,
+            PrivateTag::Close if depth == 0 => edges.closes_earlier = true,
+            PrivateTag::Close => depth -= 1,
         }
     }
     edges.left_open = depth > 0;
