@@ -17,8 +17,8 @@ use rusqlite::Connection;
 pub(crate) struct ContentIndex {
     /// The first row of each key (almost every key has one).
     first: HashMap<u64, i64>,
-    /// Further rows of a key: true duplicates across banks share no key, so only hash collisions
-    /// and stale entries land here.
+    /// Further rows of a key: the same content in other documents of the bank (each document
+    /// owns its rows), hash collisions and stale entries.
     more: HashMap<u64, Vec<i64>>,
     /// `data_version` when the map was last made current; `None`: build it before use.
     data_version: Option<i64>,

@@ -66,7 +66,7 @@ pub(crate) fn retain_one(
             w.changes.removed.extend(removed);
         }
         let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
-        let mut candidate = tx.prepare_cached("SELECT bank, content, tags FROM memories WHERE seq = ?")?;
+        let mut candidate = tx.prepare_cached("SELECT bank, content, tags, document_id FROM memories WHERE seq = ?")?;
         let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
         let mut insert = tx.prepare_cached(
             "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
@@ -80,14 +80,19 @@ pub(crate) fn retain_one(
             }
             let hash = dedupe::content_hash(&item.content);
             let key = dedupe::key(bank, hash);
+            // A duplicate is the same content in the same document (or outside any): a row is
+            // owned by its document, and a new version of one document must not take away what
+            // another (or a fact retained on its own) holds.
             let mut dup = None;
             for seq in w.contents.candidates(key) {
-                let row: Option<(String, String, String)> =
-                    candidate.query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
+                let row: Option<(String, String, String, Option<String>)> =
+                    candidate.query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).optional()?;
                 match row {
-                    Some((b, content, tags)) if b == bank && content == item.content => {
-                        dup = Some((seq, tags));
-                        break;
+                    Some((b, content, tags, doc)) if b == bank && content == item.content => {
+                        if doc == item.document_id {
+                            dup = Some((seq, tags));
+                            break;
+                        }
                     }
                     _ => w.contents.remove(key, seq), // gone, or a hash collision
                 }

@@ -207,7 +207,8 @@ impl Store {
     }
 
     /// Stores a batch in one transaction. Items whose id is already stored are skipped; identical
-    /// content in the same bank is stored once (its tags merged); items carrying a document id
+    /// content in the same bank and document (or outside any) is stored once (its tags merged);
+    /// items carrying a document id
     /// replace the stored rows of that document that are not part of this batch.
     /// Returns how many rows were inserted.
     pub fn retain(&mut self, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {

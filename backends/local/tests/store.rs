@@ -65,6 +65,40 @@ async fn resending_a_batch_and_identical_content_store_once() {
     assert_eq!(texts(&b, "bank", query("parser", &["x"], TagsMatch::AnyStrict)).await, vec!["the parser uses pest"]);
 }
 
+/// A row belongs to its document: the same text in another document, or retained on its own,
+/// is that one's, and a new version of the first document leaves it.
+#[tokio::test]
+async fn identical_content_in_other_documents_survives_a_new_version_of_one() {
+    let (_d, b) = open();
+    let batch = |id: &str, items: Vec<MemoryItem>| RetainBatch { id: id.into(), items };
+    let w = MemoryType::World;
+    b.retain(&scope("bank"), &batch("1", vec![item("a1", "Use pnpm, not npm.", &[], w, Some("notes-A"))]))
+        .await
+        .unwrap();
+    b.retain(&scope("bank"), &batch("2", vec![item("b1", "Use pnpm, not npm.", &[], w, Some("notes-B"))]))
+        .await
+        .unwrap();
+    b.retain(&scope("bank"), &batch("3", vec![item("f1", "Use pnpm, not npm.", &[], w, None)])).await.unwrap();
+    b.retain(&scope("bank"), &batch("4", vec![item("f2", "Use pnpm, not npm.", &["x"], w, None)])).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(3), "once per document, and once outside any");
+    b.retain(&scope("bank"), &batch("5", vec![item("a2", "notes A v2: switched to bun", &[], w, Some("notes-A"))]))
+        .await
+        .unwrap();
+    let kept: Vec<(String, Option<String>)> = b
+        .export(Some("bank"), None, 100)
+        .await
+        .unwrap()
+        .memories
+        .into_iter()
+        .map(|m| (m.content, m.document_id))
+        .collect();
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    for doc in [Some("notes-B"), None] {
+        assert!(kept.contains(&("Use pnpm, not npm.".into(), doc.map(str::to_owned))), "{doc:?}: {kept:?}");
+    }
+    assert!(kept.contains(&("notes A v2: switched to bun".into(), Some("notes-A".into()))), "{kept:?}");
+}
+
 #[tokio::test]
 async fn a_document_id_replaces_the_previous_version() {
     let (_d, b) = open();
