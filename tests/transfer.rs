@@ -86,6 +86,36 @@ async fn export_then_import_is_lossless_and_idempotent() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl:2"));
 }
 
+/// `mneme import` keeps each request within the daemon's body limit: memories that fit one by
+/// one are all imported, and one that cannot fit is named (file and line) before anything is sent.
+#[tokio::test]
+async fn import_requests_stay_within_the_body_limit() {
+    let d = Daemon::start("[server]\nmax_body_bytes = 65536\n[local]\nembedder = \"off\"\n");
+    let memory = |i: usize, size: usize| {
+        json!({"id": format!("big-{i}"), "bank": "mneme", "content": format!("note {i}: {}", "lemur ".repeat(size / 6)),
+               "created_at": "2026-01-01T00:00:00Z"})
+    };
+    let file = d.dir.path().join("big.jsonl");
+    let lines: Vec<String> = (0..5).map(|i| memory(i, 27_000).to_string()).collect();
+    // An editor's byte-order mark before the first line is not part of it.
+    std::fs::write(&file, format!("\u{feff}{}\n", lines.join("\n"))).unwrap();
+    let out = d.cli().arg("import").arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout(&out).trim(), "Imported 5 of 5 memories (0 already there).");
+
+    let too_big = d.dir.path().join("too-big.jsonl");
+    std::fs::write(&too_big, format!("{}\n{}\n", memory(7, 1_000), memory(8, 70_000))).unwrap();
+    let out = d.cli().arg("import").arg(&too_big).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("too-big.jsonl: the memory on line 2") && err.contains("server.max_body_bytes = 65536"),
+        "{err}"
+    );
+    let (_, v) = d.get("/v1/memories/big-7").await;
+    assert_eq!(v["error"]["code"], "not_found", "nothing was imported: {v}");
+}
+
 #[tokio::test]
 async fn migrate_local_to_hindsight_resumes_and_stores_nothing_twice() {
     let Some(url) = common::hindsight_peer() else { return };

@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use mneme_core::transfer::{chunks_of_whole_documents, json_size, ChunkLimit};
 use mneme_core::StoredMemory;
 use reqwest::Method;
 
@@ -11,8 +12,20 @@ use super::commands::load_settings;
 use super::{CliError, Client};
 use crate::daemon::api::{ExportAnswer, ImportBody, Imported};
 
-/// Memories sent per import request (well under the default body limit).
+/// Memories sent per import request at most (each request also within the body limit).
 const IMPORT_CHUNK: usize = 500;
+
+/// A memory of an import file and the line it is on.
+struct Line {
+    number: usize,
+    memory: StoredMemory,
+}
+
+impl std::borrow::Borrow<StoredMemory> for Line {
+    fn borrow(&self) -> &StoredMemory {
+        &self.memory
+    }
+}
 
 pub(super) async fn export(
     config: Option<&Path>,
@@ -67,17 +80,42 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     let mut memories = Vec::new();
     for (i, line) in reader.lines().enumerate() {
         let line = line.map_err(|e| CliError::Other(format!("cannot read {}: {e}", file.display())))?;
+        // A file saved by an editor that marks UTF-8 may open with a byte-order mark.
+        let line = if i == 0 { line.trim_start_matches('\u{feff}') } else { &line };
         if line.trim().is_empty() {
             continue;
         }
-        let m: StoredMemory = serde_json::from_str(&line)
+        let memory: StoredMemory = serde_json::from_str(line)
             .map_err(|e| CliError::Other(format!("{}:{}: not a memory line: {e}", file.display(), i + 1)))?;
-        memories.push(m);
+        memories.push(Line { number: i + 1, memory });
     }
-    let client = Client::connect(&load_settings(config)?.settings).await?;
+    let settings = load_settings(config)?.settings;
+    // Each request within the daemon's body limit, less the request's own JSON around the memories.
+    let most = settings.server.max_body_bytes.saturating_sub(64);
+    let limit = ChunkLimit { items: IMPORT_CHUNK, bytes: Some(most) };
+    let chunks = chunks_of_whole_documents(memories, limit);
+    for chunk in &chunks {
+        let size: usize = chunk.iter().map(|l| json_size(&l.memory)).sum();
+        if size > most {
+            let first = &chunk[0];
+            let what = match &first.memory.document_id {
+                Some(doc) if chunk.len() > 1 => {
+                    format!("document {doc:?} (from line {}, {} memories)", first.number, chunk.len())
+                }
+                _ => format!("the memory on line {}", first.number),
+            };
+            return Err(CliError::Other(format!(
+                "{}: {what} is {size} bytes, more than the daemon takes in one request (server.max_body_bytes = {}); raise it and restart the daemon. Nothing was imported.",
+                file.display(),
+                settings.server.max_body_bytes
+            )));
+        }
+    }
+    let client = Client::connect(&settings).await?;
     let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
-    for chunk in mneme_core::transfer::chunks_of_whole_documents(memories, IMPORT_CHUNK) {
-        let answer: Imported = client.post("/v1/import", &ImportBody { memories: chunk }).await?;
+    for chunk in chunks {
+        let memories = chunk.into_iter().map(|l| l.memory).collect();
+        let answer: Imported = client.post("/v1/import", &ImportBody { memories }).await?;
         total.received += answer.received;
         total.skipped += answer.skipped;
         total.imported = total.imported.zip(answer.imported).map(|(a, b)| a + b);

@@ -5,35 +5,66 @@ use std::collections::hash_map::{Entry, HashMap};
 
 use crate::StoredMemory;
 
-/// The memories in chunks of about `size`, a document's memories always in the same chunk (a
+/// How large a chunk of [`chunks_of_whole_documents`] may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkLimit {
+    /// Memories in a chunk.
+    pub items: usize,
+    /// The chunk's memories as JSON, in bytes (a request body's limit), when it has one.
+    pub bytes: Option<usize>,
+}
+
+impl ChunkLimit {
+    /// At most `items` memories a chunk, whatever their size.
+    pub fn items(items: usize) -> Self {
+        ChunkLimit { items, bytes: None }
+    }
+}
+
+/// A memory's size as a chunk's JSON holds it (its comma included).
+pub fn json_size(m: &StoredMemory) -> usize {
+    serde_json::to_vec(m).map_or(0, |v| v.len()) + 1
+}
+
+/// The memories in chunks within `limit`, a document's memories always in the same chunk (a
 /// backend may store a document as what one request holds of it, replacing what it had), in
-/// their order otherwise. A document larger than `size` is a chunk of its own.
+/// their order otherwise. A document (or a memory) larger than the limit is a chunk of its own.
 pub fn chunks_of_whole_documents<M: Borrow<StoredMemory>>(
     memories: impl IntoIterator<Item = M>,
-    size: usize,
+    limit: ChunkLimit,
 ) -> Vec<Vec<M>> {
     // Units: a memory alone, or every memory of one (bank, document), at its first appearance.
-    let mut units: Vec<Vec<M>> = Vec::new();
+    let mut units: Vec<(Vec<M>, usize)> = Vec::new();
     let mut document_unit: HashMap<(String, String), usize> = HashMap::new();
     for m in memories {
+        let size = if limit.bytes.is_some() { json_size(m.borrow()) } else { 0 };
         let key = m.borrow().document_id.clone().map(|doc| (m.borrow().bank.clone(), doc));
         match key.map(|k| document_unit.entry(k)) {
-            Some(Entry::Occupied(e)) => units[*e.get()].push(m),
+            Some(Entry::Occupied(e)) => {
+                let unit = &mut units[*e.get()];
+                unit.0.push(m);
+                unit.1 += size;
+            }
             Some(Entry::Vacant(e)) => {
                 e.insert(units.len());
-                units.push(vec![m]);
+                units.push((vec![m], size));
             }
-            None => units.push(vec![m]),
+            None => units.push((vec![m], size)),
         }
     }
-    let mut chunks: Vec<Vec<M>> = Vec::new();
-    for unit in units {
+    let mut chunks: Vec<(Vec<M>, usize)> = Vec::new();
+    for (unit, size) in units {
         match chunks.last_mut() {
-            Some(chunk) if chunk.len() + unit.len() <= size => chunk.extend(unit),
-            _ => chunks.push(unit),
+            Some((chunk, bytes))
+                if chunk.len() + unit.len() <= limit.items && limit.bytes.is_none_or(|most| *bytes + size <= most) =>
+            {
+                chunk.extend(unit);
+                *bytes += size;
+            }
+            _ => chunks.push((unit, size)),
         }
     }
-    chunks
+    chunks.into_iter().map(|(chunk, _)| chunk).collect()
 }
 
 #[cfg(test)]
@@ -59,9 +90,29 @@ mod tests {
         let ids = |chunks: Vec<Vec<&StoredMemory>>| -> Vec<Vec<String>> {
             chunks.into_iter().map(|c| c.into_iter().map(|m| m.id.clone()).collect()).collect()
         };
-        assert_eq!(ids(chunks_of_whole_documents(&file, 2)), [vec!["a"], vec!["d1", "d2", "d3"], vec!["b", "c"]]);
-        assert_eq!(ids(chunks_of_whole_documents(&file, 500)), [vec!["a", "d1", "d2", "d3", "b", "c"]]);
-        let owned = chunks_of_whole_documents(file.clone(), 3);
+        let items = ChunkLimit::items;
+        assert_eq!(
+            ids(chunks_of_whole_documents(&file, items(2))),
+            [vec!["a"], vec!["d1", "d2", "d3"], vec!["b", "c"]]
+        );
+        assert_eq!(ids(chunks_of_whole_documents(&file, items(500))), [vec!["a", "d1", "d2", "d3", "b", "c"]]);
+        let owned = chunks_of_whole_documents(file.clone(), items(3));
         assert_eq!(owned.iter().map(Vec::len).collect::<Vec<_>>(), [1, 3, 2]);
+    }
+
+    #[test]
+    fn chunks_hold_to_a_size_in_bytes_too() {
+        let file = vec![
+            memory("a", None),
+            memory("b", None),
+            memory("c", None),
+            memory("d", Some("doc")),
+            memory("e", Some("doc")),
+        ];
+        let one = json_size(&file[0]);
+        let limit = ChunkLimit { items: 500, bytes: Some(2 * one + 1) };
+        let sizes: Vec<usize> = chunks_of_whole_documents(&file, limit).iter().map(Vec::len).collect();
+        // Two memories fit; a document of two (with a longer document id each) is a chunk of its own.
+        assert_eq!(sizes, [2, 1, 2]);
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use mneme_core::transfer::chunks_of_whole_documents;
+use mneme_core::transfer::{chunks_of_whole_documents, ChunkLimit};
 use mneme_core::*;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, RETRY_AFTER};
 use reqwest::{Method, StatusCode, Url};
@@ -372,7 +372,7 @@ impl MemoryBackend for HindsightBackend {
             }
         }
         for (bank, of_bank) in banks {
-            for chunk in chunks_of_whole_documents(of_bank, IMPORT_CHUNK) {
+            for chunk in chunks_of_whole_documents(of_bank, ChunkLimit::items(IMPORT_CHUNK)) {
                 let ids: Vec<&str> = chunk.iter().map(|m| m.id.as_str()).collect();
                 let items = chunk
                     .iter()
