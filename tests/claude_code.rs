@@ -278,8 +278,11 @@ async fn a_hung_daemon_costs_one_timeout_then_the_hooks_skip_it() {
     std::fs::create_dir_all(dir.path().join("data")).unwrap();
     let config = dir.path().join("c.toml");
     std::fs::write(&config, format!("[server]\nlisten = \"{addr}\"\n[recall]\ntimeout = \"3s\"\n")).unwrap();
-    let run = |event: Value| {
-        let (config, data) = (config.clone(), dir.path().join("data"));
+    let recall_first = dir.path().join("recall-first.toml");
+    // A recall budget past the CLI's health check (5 s): the check gives up first, and counts.
+    std::fs::write(&recall_first, format!("[server]\nlisten = \"{addr}\"\n[recall]\ntimeout = \"8s\"\n")).unwrap();
+    let run_with = |config: &std::path::Path, data: std::path::PathBuf, event: Value| {
+        let config = config.to_owned();
         tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let out = assert_cmd::Command::new(common::bin())
@@ -294,7 +297,16 @@ async fn a_hung_daemon_costs_one_timeout_then_the_hooks_skip_it() {
             (started.elapsed(), String::from_utf8_lossy(&out.stdout).trim().to_owned())
         })
     };
+    let run = |event: Value| run_with(&config, dir.path().join("data"), event);
     let ev = |name: &str| json!({"session_id": "x", "cwd": "/", "hook_event_name": name, "prompt": "hi"});
+    // The recall hook first, its budget past the health check's 5 s: one wait, then the breaker.
+    let other_data = dir.path().join("other-data");
+    std::fs::create_dir_all(&other_data).unwrap();
+    let (took, out) = run_with(&recall_first, other_data.clone(), ev("UserPromptSubmit")).await.unwrap();
+    assert_eq!(out, "{}");
+    assert!(took < Duration::from_millis(7500), "{took:?}");
+    let (took, _) = run_with(&recall_first, other_data, ev("UserPromptSubmit")).await.unwrap();
+    assert!(took < Duration::from_millis(700), "the second prompt skips the daemon: {took:?}");
     // SessionStart gives up after hooks.timeout (1 s), not recall.timeout.
     let (took, out) = run(ev("SessionStart")).await.unwrap();
     assert_eq!(out, "{}");

@@ -68,7 +68,7 @@ impl Client {
         let not_running =
             || CliError::NotRunning(format!("the mneme daemon is not running at {addr} (start it with `mneme serve`)"));
         let hung = || {
-            CliError::NotRunning(format!(
+            CliError::Silent(format!(
                 "the mneme daemon at {addr} takes connections but does not answer within {HEALTH_TIMEOUT:?} (is it stopped or overloaded? `mneme doctor` and its log say more)"
             ))
         };

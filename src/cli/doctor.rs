@@ -135,7 +135,7 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                     r.problem(format!("the daemon refused the status request: {e}"), "check the token file".into())
                 }
             },
-            Err(CliError::NotRunning(m)) => match silent {
+            Err(CliError::NotRunning(m) | CliError::Silent(m)) => match silent {
                 Some(pid) => r.problem(
                     format!("{m}; its process {pid} holds the storage"),
                     format!("if it was stopped (Ctrl-Z, SIGSTOP): `kill -CONT {pid}`; else read its log and restart it: `kill {pid}`, then `mneme serve` (what is spooled is kept)"),

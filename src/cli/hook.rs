@@ -103,6 +103,12 @@ pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
             breaker.close();
             answer
         }
+        Ok(Err(e @ CliError::Silent(_))) => {
+            // As good as a timeout: the next hooks would wait as long.
+            breaker.trip();
+            eprintln!("mneme hook: {e}; going on without memory (hooks skip it for {:?})", settings.hooks.cooldown);
+            Answer::empty_for(&name)
+        }
         Ok(Err(e)) => {
             eprintln!("mneme hook: {e}");
             Answer::empty_for(&name)

@@ -196,6 +196,9 @@ pub enum CliError {
     /// No daemon answers (exit 3).
     #[error("{0}")]
     NotRunning(String),
+    /// A daemon takes connections but does not answer (exit 3): stopped, or wedged.
+    #[error("{0}")]
+    Silent(String),
     /// The daemon refused (exit 1).
     #[error("{message}")]
     Daemon {
@@ -215,7 +218,7 @@ pub enum CliError {
 impl CliError {
     fn exit_code(&self) -> ExitCode {
         match self {
-            CliError::NotRunning(_) => ExitCode::from(3),
+            CliError::NotRunning(_) | CliError::Silent(_) => ExitCode::from(3),
             CliError::Config(_) => ExitCode::from(2),
             CliError::Daemon { .. } | CliError::Other(_) => ExitCode::from(1),
         }
