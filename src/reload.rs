@@ -208,21 +208,31 @@ impl Reloader {
         }
         tracing::info!("watching {} for changes", self.path.display());
         let mut folders = vec![dir];
-        let mut watch_thesaurus = move |settings: &Settings| {
-            let Some(file) = &settings.local.thesaurus_file else { return };
-            let (Some(folder), Some(name)) = (file.path.parent(), file.path.file_name()) else { return };
-            let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
-            if !names.iter().any(|n| n == name) {
-                names.push(name.to_owned());
+        // Beside the config: the thesaurus it names, and what either is a symlink to (dotfile
+        // managers keep configs as links; an edit changes the target, in another folder). Looked
+        // up again after each reload: a link may have been pointed elsewhere.
+        let config = self.path.clone();
+        let mut watch_more = move |settings: &Settings| {
+            let mut files: Vec<PathBuf> = Vec::new();
+            if let Some(file) = &settings.local.thesaurus_file {
+                files.push(file.path.clone());
             }
-            if !folders.iter().any(|f| f == folder) {
-                match watcher.watch(folder, RecursiveMode::NonRecursive) {
-                    Ok(()) => folders.push(folder.to_owned()),
-                    Err(e) => tracing::warn!("cannot watch {}: {e} (mneme reload still works)", folder.display()),
+            files.extend(files.clone().iter().chain([&config]).filter_map(|f| std::fs::canonicalize(f).ok()));
+            for file in files {
+                let (Some(folder), Some(name)) = (file.parent(), file.file_name()) else { continue };
+                let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
+                if !names.iter().any(|n| n == name) {
+                    names.push(name.to_owned());
+                }
+                if !folders.iter().any(|f| f == folder) {
+                    match watcher.watch(folder, RecursiveMode::NonRecursive) {
+                        Ok(()) => folders.push(folder.to_owned()),
+                        Err(e) => tracing::warn!("cannot watch {}: {e} (mneme reload still works)", folder.display()),
+                    }
                 }
             }
         };
-        watch_thesaurus(&self.settings());
+        watch_more(&self.settings());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -240,7 +250,7 @@ impl Reloader {
                 if let Err(e) = self.reload().await {
                     tracing::warn!("config change not applied: {e}");
                 }
-                watch_thesaurus(&self.settings());
+                watch_more(&self.settings());
             }
         });
     }

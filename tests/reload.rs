@@ -281,3 +281,20 @@ async fn an_edit_of_the_thesaurus_file_applies_like_one_of_the_config() {
     }
     panic!("the edit of {} was not applied: {:?}", words.display(), notices(&d).await);
 }
+
+/// A config kept as a symlink (as dotfile managers keep it): an edit to the file it points at is
+/// applied like any other.
+#[tokio::test]
+async fn an_edit_through_a_symlinked_config_is_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = dir.path().join("dotfiles");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let target = elsewhere.join("mneme.toml");
+    std::fs::write(&target, "[queue]\nbatch_size = 16\n").unwrap();
+    std::os::unix::fs::symlink(&target, dir.path().join("config.toml")).unwrap();
+    let d = Daemon::start_in(dir, "");
+    std::fs::write(&target, "[queue]\nbatch_size = 16\n[memory]\nbackend = \"off\"\n").unwrap();
+    wait_for_notice(&d, "memory backend switched from local to off").await;
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(st["backend"]["backend"], "off", "{st}");
+}
