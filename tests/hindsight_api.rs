@@ -239,8 +239,9 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
         )
         .await;
     assert_eq!(status, 422, "{v}");
-    // A blank or all-private name or query is refused as on create, and nothing changes.
-    for patch in [json!({"source_query": ""}), json!({"source_query": "<private>x</private>"}), json!({"name": "  "})] {
+    // A blank or all-private query is refused as on create, and nothing changes (a name may be
+    // empty, as Hindsight takes it).
+    for patch in [json!({"source_query": ""}), json!({"source_query": "<private>x</private>"})] {
         let path = bank_path("omp", "/mental-models/user-preferences");
         let (status, v) = d.req(reqwest::Method::PATCH, &path, Some(patch.clone())).await;
         assert_eq!(status, 422, "{patch}: {v}");
@@ -615,6 +616,21 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
                         "budget": "mid", "tags": ["project:x"], "tags_match": "any"})),
         ),
         ("blank recall", "POST", "/memories/recall".into(), Some(json!({"query": ""}))),
+        (
+            "recall, exact tags",
+            "POST",
+            "/memories/recall".into(),
+            Some(json!({"query": "what does the user prefer", "tags": ["project:x"], "tags_match": "exact"})),
+        ),
+        ("recall, types empty", "POST", "/memories/recall".into(), Some(json!({"query": "prefer", "types": []}))),
+        ("recall, no room", "POST", "/memories/recall".into(), Some(json!({"query": "prefer", "max_tokens": 0}))),
+        ("patch mission", "PATCH", String::new(), Some(json!({"mission": "Keep it short"}))),
+        (
+            "model without a name",
+            "POST",
+            "/mental-models".into(),
+            Some(json!({"id": "unnamed", "name": "", "source_query": "what does the user prefer?"})),
+        ),
         ("models with content", "GET", "/mental-models?detail=content".into(), None),
         ("models", "GET", "/mental-models".into(), None),
         ("one model", "GET", "/mental-models/prefs".into(), None),
@@ -654,6 +670,12 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
         if name == "recall" {
             assert!(o_body["results"].as_array().is_some_and(|r| !r.is_empty()), "{o_body}");
             assert!(p_body["results"].as_array().is_some_and(|r| !r.is_empty()), "{p_body}");
+        }
+        if name.starts_with("recall, no") {
+            assert_eq!((&p_body["results"], &o_body["results"]), (&json!([]), &json!([])), "{name}");
+        }
+        if name == "patch mission" {
+            assert_eq!((&o_body["mission"], &o_body["background"]), (&p_body["mission"], &p_body["background"]));
         }
     }
     assert!(diffs.is_empty(), "mneme's Hindsight API differs from the server's:\n{}", diffs.join("\n"));

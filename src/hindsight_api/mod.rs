@@ -227,6 +227,10 @@ impl HindsightApi {
     pub async fn recall(&self, bank: &str, req: RecallRequest) -> Result<RecallResponse, CompatError> {
         check_bank(bank)?;
         let query = crate::session::recall_text(&self.settings(), &req.query).map_err(CompatError::Invalid)?;
+        if req.max_tokens == Some(0) {
+            // As the server answers: no room is nothing.
+            return Ok(RecallResponse::default());
+        }
         let q = RecallQuery {
             query,
             budget: req.budget.unwrap_or_default(),
@@ -312,11 +316,10 @@ impl HindsightApi {
         if let Some(name) = keep(update.name) {
             profile.name = name;
         }
-        if let Some(mission) = keep(update.mission) {
-            profile.mission = mission;
-        }
-        if let Some(background) = keep(update.background) {
-            profile.background = Some(background);
+        // Hindsight 1.1 keeps one text under both names: setting either sets both.
+        for text in [keep(update.mission), keep(update.background)].into_iter().flatten() {
+            profile.mission = text.clone();
+            profile.background = Some(text);
         }
         if let Some(d) = update.disposition {
             if [d.skepticism, d.literalism, d.empathy].iter().any(|v| !(1..=5).contains(v)) {

@@ -59,8 +59,8 @@ impl HindsightApi {
     ) -> Result<OperationAnswer, CompatError> {
         check_bank(bank)?;
         let settings = self.settings();
-        let name = crate::session::clean_text(&settings, &req.name)
-            .ok_or_else(|| CompatError::Invalid("name must not be empty".into()))?;
+        // Hindsight takes any name, an empty one too.
+        let name = crate::session::clean_text(&settings, &req.name).unwrap_or_default();
         let source_query = crate::session::clean_text(&settings, &req.source_query)
             .ok_or_else(|| CompatError::Invalid("source_query must not be empty".into()))?;
         let id = match req.id.as_deref().map(str::trim) {
@@ -101,10 +101,10 @@ impl HindsightApi {
         let mut model = self.stored_model(bank, id).await?;
         let settings = self.settings();
         let recompute = req.source_query.is_some() || req.tags.is_some() || req.max_tokens.is_some();
-        // As on create: a name or query given blank (or all private) is refused, not skipped.
+        // As on create: a query given blank (or all private) is refused, not skipped; a name may
+        // be empty.
         if let Some(name) = req.name.as_deref() {
-            model.name = crate::session::clean_text(&settings, name)
-                .ok_or_else(|| CompatError::Invalid("name must not be empty".into()))?;
+            model.name = crate::session::clean_text(&settings, name).unwrap_or_default();
         }
         if let Some(q) = req.source_query.as_deref() {
             model.source_query = Some(

@@ -168,7 +168,7 @@ pub struct RecallRequest {
 }
 
 /// The answer to a recall.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RecallResponse {
     /// Best first.
     pub results: Vec<RecallResult>,

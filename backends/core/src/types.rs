@@ -79,6 +79,8 @@ pub enum TagsMatch {
     AnyStrict,
     /// Every tag; untagged memories excluded.
     AllStrict,
+    /// Exactly these tags, as a set; with none, only untagged memories.
+    Exact,
 }
 
 impl TagsMatch {
@@ -89,11 +91,17 @@ impl TagsMatch {
             TagsMatch::All => "all",
             TagsMatch::AnyStrict => "any_strict",
             TagsMatch::AllStrict => "all_strict",
+            TagsMatch::Exact => "exact",
         }
     }
 
-    /// Whether a memory carrying `memory_tags` passes a filter on `wanted` (empty `wanted` = no filter).
+    /// Whether a memory carrying `memory_tags` passes a filter on `wanted` (empty `wanted` = no
+    /// filter, but for [`TagsMatch::Exact`], where it asks for untagged memories).
     pub fn matches(self, wanted: &[String], memory_tags: &[String]) -> bool {
+        if self == TagsMatch::Exact {
+            let set = |tags: &[String]| tags.iter().cloned().collect::<std::collections::BTreeSet<_>>();
+            return set(wanted) == set(memory_tags);
+        }
         if wanted.is_empty() {
             return true;
         }
@@ -102,7 +110,7 @@ impl TagsMatch {
         }
         match self {
             TagsMatch::Any | TagsMatch::AnyStrict => wanted.iter().any(|t| memory_tags.contains(t)),
-            TagsMatch::All | TagsMatch::AllStrict => wanted.iter().all(|t| memory_tags.contains(t)),
+            TagsMatch::All | TagsMatch::AllStrict | TagsMatch::Exact => wanted.iter().all(|t| memory_tags.contains(t)),
         }
     }
 }

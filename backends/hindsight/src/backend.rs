@@ -223,8 +223,10 @@ impl HindsightBackend {
     }
 }
 
+/// The mode sent with a recall: none without tags (no filter), but for `exact`, where no tags
+/// asks for untagged memories.
 fn tags_match(tags: &[String], mode: TagsMatch) -> Option<&'static str> {
-    (!tags.is_empty()).then(|| mode.as_str())
+    (!tags.is_empty() || mode == TagsMatch::Exact).then(|| mode.as_str())
 }
 
 #[async_trait]

@@ -33,24 +33,43 @@ pub(crate) fn push_type_filter(sql: &mut String, args: &mut Vec<String>, types: 
 
 /// Appends Hindsight's tag-match semantics as SQL over the encoded `tags` column.
 pub(crate) fn push_tag_filter(sql: &mut String, args: &mut Vec<String>, tags: &[String], mode: TagsMatch) {
+    // Exact: the set of tags, compared as its members and its size (a row's tags are distinct,
+    // in no set order), and no tags at all when none are asked for.
+    let tags: Vec<&String> = match mode {
+        TagsMatch::Exact => tags.iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
+        _ => tags.iter().collect(),
+    };
     if tags.is_empty() {
+        if mode == TagsMatch::Exact {
+            sql.push_str(" AND m.tags = ''");
+        }
         return;
     }
     let start = args.len() + 1;
     let tests: Vec<String> = (0..tags.len()).map(|i| format!("instr(m.tags, ?{}) > 0", start + i)).collect();
     let joined = match mode {
         TagsMatch::Any | TagsMatch::AnyStrict => tests.join(" OR "),
-        TagsMatch::All | TagsMatch::AllStrict => tests.join(" AND "),
+        TagsMatch::All | TagsMatch::AllStrict | TagsMatch::Exact => tests.join(" AND "),
     };
     match mode {
         TagsMatch::Any | TagsMatch::All => sql.push_str(&format!(" AND (m.tags = '' OR ({joined}))")),
         TagsMatch::AnyStrict | TagsMatch::AllStrict => sql.push_str(&format!(" AND ({joined})")),
+        TagsMatch::Exact => sql.push_str(&format!(
+            " AND ({joined}) AND length(m.tags) - length(replace(m.tags, char(31), '')) = {}",
+            tags.len() + 1
+        )),
     }
     args.extend(tags.iter().map(|t| format!("{SEP}{t}{SEP}")));
 }
 
 pub(crate) fn encode_tags(tags: &[String]) -> String {
-    let clean: Vec<&str> = tags.iter().map(|t| t.as_str()).filter(|t| !t.is_empty() && !t.contains(SEP)).collect();
+    let mut clean: Vec<&str> = Vec::with_capacity(tags.len());
+    for t in tags.iter().map(String::as_str).filter(|t| !t.is_empty() && !t.contains(SEP)) {
+        // Distinct: a tag set (exact matching counts them).
+        if !clean.contains(&t) {
+            clean.push(t);
+        }
+    }
     if clean.is_empty() {
         return String::new();
     }

@@ -434,3 +434,21 @@ async fn a_word_written_after_a_recall_is_found_by_the_next() {
     assert_eq!(recall("narwhal").await, ["the narwhal cache is warmed at boot"]);
     assert_eq!(recall("narwhal build").await[0], "the narwhal cache is warmed at boot");
 }
+
+#[tokio::test]
+async fn exact_tags_match_the_whole_set_and_none_means_untagged() {
+    let (_d, b) = open();
+    let w = MemoryType::World;
+    let items = vec![
+        item("1", "the otter build runs on arm", &["a"], w, None),
+        item("2", "the otter build runs on x86", &["a", "b", "a"], w, None),
+        item("3", "the otter build runs on riscv", &[], w, None),
+    ];
+    b.retain(&scope("bank"), &RetainBatch { id: "e".into(), items }).await.unwrap();
+    let exact = |tags: &'static [&'static str]| query("otter build runs", tags, TagsMatch::Exact);
+    assert_eq!(texts(&b, "bank", exact(&["a"])).await, vec!["the otter build runs on arm"]);
+    assert_eq!(texts(&b, "bank", exact(&["b", "a"])).await, vec!["the otter build runs on x86"]);
+    assert_eq!(texts(&b, "bank", exact(&[])).await, vec!["the otter build runs on riscv"]);
+    assert!(TagsMatch::Exact.matches(&["b".into(), "a".into()], &["a".into(), "b".into()]));
+    assert!(!TagsMatch::Exact.matches(&["a".into()], &["a".into(), "b".into()]));
+}
