@@ -101,6 +101,7 @@ impl Inner {
         let reason = error.to_string();
         let noun = if n == 1 { "memory" } else { "memories" };
         if !error.is_transient() {
+            let reason = format!("{reason} (retrying will not help; once it is fixed, `mneme retry` re-queues it)");
             self.dead_letter(session, batch_id, n, &reason, backend).await;
             return true;
         }

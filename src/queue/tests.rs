@@ -355,7 +355,10 @@ async fn permanent_failures_dead_letter_and_retry_brings_them_back() {
     assert_eq!(report, FlushReport { delivered: 0, failed: 2 });
     assert_eq!(r.queue.depths().await, Depths { pending: 0, in_flight: 0, spooled: 0, dead: 2 });
     let notices = r.notices.after(0, 10).await.unwrap();
-    assert_eq!(notices[0].message, "Memory retention failed for 2 memories: 400 bad request");
+    assert_eq!(
+        notices[0].message,
+        "Memory retention failed for 2 memories: 400 bad request (retrying will not help; once it is fixed, `mneme retry` re-queues it)"
+    );
     b.set(Mode::Ok);
     assert_eq!(r.queue.retry_dead().await.unwrap(), 2);
     r.advance(100).await;

@@ -181,14 +181,16 @@ impl HindsightBackend {
         if !status.is_success() {
             return Err(errors::from_status(what, status, retry_after.as_deref(), &text));
         }
+        // An answer that is not what Hindsight sends (a proxy's page, a server mid-restart) is
+        // worth retrying: a retain carries its operation id, so a resend stores nothing twice.
         if text.trim().is_empty() {
             return serde_json::from_str("null").map(Some).map_err(|_| {
-                BackendError::permanent(format!("{what}: Hindsight answered {status} with an empty body"))
+                BackendError::transient(format!("{what}: Hindsight answered {status} with an empty body"))
             });
         }
         serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| BackendError::permanent(format!("{what}: unexpected answer from Hindsight: {e}")))
+            .map_err(|e| BackendError::transient(format!("{what}: unexpected answer from Hindsight: {e}")))
     }
 
     fn log(&self, what: &str, method: &Method, url: &str, status: Option<StatusCode>, started: Instant) {

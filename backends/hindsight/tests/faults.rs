@@ -58,6 +58,21 @@ async fn server_errors_are_transient_with_their_reason() {
     assert!(e.to_string().contains("500") && e.to_string().contains("database is restarting"), "{e}");
 }
 
+/// A 200 that is not Hindsight's JSON (a proxy's page, a server mid-restart) is retried, not
+/// dead-lettered at once: the batch's operation id makes a resend safe.
+#[tokio::test]
+async fn an_answer_that_is_not_hindsights_json_is_transient() {
+    for body in ["<html>502 from the proxy</html>", "{\"success\": tru"] {
+        let url = serve(
+            Router::new().route("/v1/default/banks/b/memories", post(move || async move { (StatusCode::OK, body) })),
+        )
+        .await;
+        let e =
+            HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+        assert!(e.is_transient(), "{body:?}: {e}");
+    }
+}
+
 #[tokio::test]
 async fn a_slow_server_past_the_timeout_is_transient() {
     let url = serve(Router::new().route(
