@@ -114,6 +114,18 @@ async fn import_requests_stay_within_the_body_limit() {
     );
     let (_, v) = d.get("/v1/memories/big-7").await;
     assert_eq!(v["error"]["code"], "not_found", "nothing was imported: {v}");
+
+    // What the daemon would refuse is named by its line, before anything is sent.
+    let bad_date = d.dir.path().join("bad-date.jsonl");
+    let mut late = memory(9, 100);
+    late["created_at"] = json!("yesterday");
+    std::fs::write(&bad_date, format!("{}\n{}\n{late}\n", memory(10, 100), memory(11, 100))).unwrap();
+    let out = d.cli().arg("import").arg(&bad_date).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("bad-date.jsonl:3: created_at must be an RFC 3339 date-time"), "{err}");
+    let (_, v) = d.get("/v1/memories/big-10").await;
+    assert_eq!(v["error"]["code"], "not_found", "nothing was imported: {v}");
 }
 
 #[tokio::test]

@@ -87,6 +87,11 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         }
         let memory: StoredMemory = serde_json::from_str(line)
             .map_err(|e| CliError::Other(format!("{}:{}: not a memory line: {e}", file.display(), i + 1)))?;
+        // What the daemon would refuse, refused here with its line, before anything is sent.
+        if let Some(problem) = crate::daemon::import_problem(&memory) {
+            let problem = problem.trim_start_matches([':', '.', ' ']);
+            return Err(CliError::Other(format!("{}:{}: {problem}; nothing was imported", file.display(), i + 1)));
+        }
         memories.push(Line { number: i + 1, memory });
     }
     let settings = load_settings(config)?.settings;

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use auth::is_loopback_host;
 pub use error::{error_body, ApiError};
+pub use routes::import_problem;
 pub use startup::{Daemon, StartError};
 
 use crate::config::ServerSettings;

@@ -240,34 +240,8 @@ pub async fn export(
 
 pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<Imported>> {
     for (i, m) in b.memories.iter().enumerate() {
-        if m.id.trim().is_empty()
-            || m.bank.trim().is_empty()
-            || m.bank.contains('/')
-            || mneme_core::text::is_blank(&m.content)
-        {
-            return Err(ApiError::invalid(format!(
-                "memories[{i}]: id, bank (without '/') and content must be non-empty"
-            )));
-        }
-        if mneme_core::text::has_private_tag(&m.id) || mneme_core::text::has_private_tag(&m.bank) {
-            return Err(ApiError::invalid(format!(
-                "memories[{i}]: id and bank may not contain <private> tags (they are stored as they are)"
-            )));
-        }
-        // A URL path reads "." and ".." as its own steps: such a memory could not be shown or
-        // forgotten (`/v1/memories/{id}`).
-        if matches!(m.id.as_str(), "." | "..") {
-            return Err(ApiError::invalid(format!(
-                "memories[{i}].id may not be \".\" or \"..\" (a URL cannot name it)"
-            )));
-        }
-        // A Hindsight server may give a memory no date (exported as ""); any other value must be
-        // a date-time, or it would be stored as one.
-        if !m.created_at.is_empty() && crate::hindsight_api::time::normalize(&m.created_at).is_none() {
-            return Err(ApiError::invalid(format!(
-                "memories[{i}].created_at must be an RFC 3339 date-time (like 2026-01-02T03:04:05Z), found {:?}",
-                mneme_core::text::strip_private(&m.created_at)
-            )));
+        if let Some(problem) = import_problem(m) {
+            return Err(ApiError::invalid(format!("memories[{i}]{problem}")));
         }
     }
     let received = b.memories.len();
@@ -280,6 +254,35 @@ pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<I
     let skipped = received - memories.len();
     let imported = s.queue.backend().import(&memories).await?;
     Ok(Json(Imported { received, imported, skipped }))
+}
+
+/// What makes a memory unfit to import, said after where it is (`memories[3]` or `file:4`):
+/// `None` when it is fit. The CLI checks a file with it before sending anything.
+pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<String> {
+    if m.id.trim().is_empty()
+        || m.bank.trim().is_empty()
+        || m.bank.contains('/')
+        || mneme_core::text::is_blank(&m.content)
+    {
+        return Some(": id, bank (without '/') and content must be non-empty".into());
+    }
+    if mneme_core::text::has_private_tag(&m.id) || mneme_core::text::has_private_tag(&m.bank) {
+        return Some(": id and bank may not contain <private> tags (they are stored as they are)".into());
+    }
+    // A URL path reads "." and ".." as its own steps: such a memory could not be shown or
+    // forgotten (`/v1/memories/{id}`).
+    if matches!(m.id.as_str(), "." | "..") {
+        return Some(".id may not be \".\" or \"..\" (a URL cannot name it)".into());
+    }
+    // A Hindsight server may give a memory no date (exported as ""); any other value must be a
+    // date-time, or it would be stored as one.
+    if !m.created_at.is_empty() && crate::hindsight_api::time::normalize(&m.created_at).is_none() {
+        return Some(format!(
+            ".created_at must be an RFC 3339 date-time (like 2026-01-02T03:04:05Z), found {:?}",
+            mneme_core::text::strip_private(&m.created_at)
+        ));
+    }
+    None
 }
 
 pub async fn retry(State(s): St) -> AppResult<Json<Requeued>> {
