@@ -265,3 +265,13 @@ fn a_daemon_that_takes_connections_but_never_answers_is_one_clear_line_and_exit_
     }
     drop(held);
 }
+
+#[test]
+fn migrate_names_the_backends_it_can_copy_between() {
+    for args in [["--from", "local", "--to", "nowhere"], ["--from", "off", "--to", "local"]] {
+        let out = assert_cmd::Command::new(common::bin()).arg("migrate").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("local or hindsight") && !err.contains("\"off\", "), "{err}");
+    }
+}

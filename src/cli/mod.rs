@@ -130,10 +130,10 @@ pub enum Command {
     /// Copy memories from one store to another; resumable and idempotent.
     Migrate {
         /// Source backend: local or hindsight.
-        #[arg(long, value_name = "BACKEND")]
+        #[arg(long, value_name = "BACKEND", value_parser = storing_backend)]
         from: mneme_core::BackendId,
         /// Target backend: local or hindsight.
-        #[arg(long, value_name = "BACKEND")]
+        #[arg(long, value_name = "BACKEND", value_parser = storing_backend)]
         to: mneme_core::BackendId,
         /// Only this bank (a Hindsight source: default the configured bank).
         #[arg(long, value_name = "BANK")]
@@ -213,6 +213,16 @@ pub enum CliError {
     /// Anything else (exit 1).
     #[error("{0}")]
     Other(String),
+}
+
+/// A backend that keeps memories (`local` or `hindsight`), for migrate.
+fn storing_backend(s: &str) -> Result<mneme_core::BackendId, String> {
+    match s.parse::<mneme_core::BackendId>() {
+        Ok(mneme_core::BackendId::Off) | Err(_) => {
+            Err(format!("{s:?} is not a backend that keeps memories: local or hindsight"))
+        }
+        Ok(id) => Ok(id),
+    }
 }
 
 impl CliError {
