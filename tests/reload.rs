@@ -87,6 +87,7 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
     assert_eq!((status, &v["backend"]), (200, &json!("off")), "{v}");
     wait_for_notice(&d, "is gone; the running configuration stays").await;
+    assert_eq!(d.get("/v1/status").await.1["config_exists"], false, "the status says what is there now");
 }
 
 /// Streams retains from a client while the test edits the config; returns the acknowledged ones.

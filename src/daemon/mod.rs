@@ -57,7 +57,6 @@ pub struct AppState {
     started: Instant,
     listen: SocketAddr,
     config_path: PathBuf,
-    config_exists: bool,
     storage_dir: PathBuf,
     /// `server.max_body_bytes` as the router was built with (server settings need a restart).
     max_body_bytes: usize,
@@ -191,13 +190,14 @@ impl Daemon {
                 format!("refusing to serve on non-loopback {addr}: set server.allow_remote = true to allow it"),
             ));
         }
-        self.record_addr(addr);
         let state = self.state(addr);
         let stopping = state.stopping.clone();
         let queue = state.queue.clone();
         let app = router(state, &self.settings.server);
-        tracing::info!(%addr, backend = %queue.backend().id(), "mneme listening");
         self.reloader.clone().watch(stopping.clone());
+        // Announced once the config is watched: an edit right after the start is seen.
+        self.record_addr(addr);
+        tracing::info!(%addr, backend = %queue.backend().id(), "mneme listening");
         let stop = stopping.clone();
         tokio::spawn(async move {
             shutdown.await;

@@ -57,7 +57,8 @@ pub async fn status(State(s): St) -> Json<Status> {
         uptime_seconds: s.started.elapsed().as_secs(),
         listen: s.listen.to_string(),
         config_path: s.config_path.display().to_string(),
-        config_exists: s.config_exists,
+        // As it is now: the file may have been deleted (or created) since the start.
+        config_exists: s.config_path.exists(),
         storage_dir: s.storage_dir.display().to_string(),
         thesaurus: Some(s.sessions.settings()).filter(|c| c.memory.backend == mneme_core::BackendId::Local).map(|c| {
             ThesaurusInfo {

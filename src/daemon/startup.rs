@@ -75,7 +75,6 @@ pub struct Daemon {
     pub(super) reloader: Arc<Reloader>,
     token: String,
     config_path: PathBuf,
-    config_exists: bool,
     /// Held for the daemon's life: the single-instance lock.
     _lock: File,
 }
@@ -125,7 +124,6 @@ impl Daemon {
             reloader,
             token,
             config_path: loaded.path,
-            config_exists: loaded.exists,
             _lock: lock,
         })
     }
@@ -158,7 +156,6 @@ impl Daemon {
             started: Instant::now(),
             listen,
             config_path: self.config_path.clone(),
-            config_exists: self.config_exists,
             storage_dir: self.settings.storage.dir.clone(),
             max_body_bytes: self.settings.server.max_body_bytes,
             stopping: CancellationToken::new(),
