@@ -118,7 +118,9 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Settings, Vec<ConfigErro
             let line = e.span().map(|s| line_of(text, s.start));
             // The scan finds assignments in text TOML cannot parse, so the error names its key.
             let key = line.and_then(|l| LineIndex::new(text).key_at(l)).unwrap_or_default();
-            return Err(vec![ConfigError { key, line, message: e.message().trim().to_owned() }]);
+            // One line: toml's message may run over several.
+            let message = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+            return Err(vec![ConfigError { key, line, message }]);
         }
     };
     let lines = LineIndex::new(text);
@@ -295,6 +297,11 @@ impl LineIndex {
             let (section, name) = match (current.is_empty(), path.as_slice()) {
                 (true, [s, k]) => (s.clone(), k.clone()),
                 (false, [k]) => (current.clone(), k.clone()),
+                // `memory = 3`: a section given a value; its error names this line.
+                (true, [s]) => {
+                    sections.entry(s.clone()).or_insert(i + 1);
+                    continue;
+                }
                 _ => continue,
             };
             sections.entry(section.clone()).or_insert(i + 1);

@@ -158,3 +158,13 @@ fn the_recall_budget_is_bounded_as_search_bounds_it() {
     assert!(errors[0].message.contains("at most 100000"), "{}", errors[0].message);
     assert_eq!(load::parse("[recall]\nmax_tokens = 100000\n", None).unwrap().recall.max_tokens, 100_000);
 }
+
+#[test]
+fn a_section_given_a_value_and_a_broken_file_are_one_line_each() {
+    let errors = load::parse("[queue]\nbatch_size = 2\nmemory = 3\n", None).unwrap_err();
+    assert!(errors.iter().all(|e| !e.message.contains('\n')), "{errors:?}");
+    let errors = load::parse("memory = 3\n", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("memory", Some(1)), "{errors:?}");
+    let errors = load::parse("[queue]\nbatch_size = 2\n[queue]\nbatch_size = 3\n", None).unwrap_err();
+    assert!(!errors[0].to_string().contains('\n'), "{}", errors[0]);
+}
