@@ -17,7 +17,8 @@
 //! - `score = c · bm25 + (1 − c) · cosine`;
 //! - the dense side's best passage is seated at most third, and a passage found by the dense
 //!   side alone must be similar enough to be worth showing ([`DENSE_FLOOR`]), stand out, or be
-//!   among the dense side's first [`FOLLOWERS`] when its best is shown.
+//!   among the dense side's first [`FOLLOWERS`] when its best is shown; where the lexical match
+//!   explains the whole question (`c = 1`) only the dense best comes along (the rest weigh 0).
 
 use std::collections::HashMap;
 
@@ -88,10 +89,13 @@ pub(crate) fn fuse(lexical: &Lexical, dense: Option<&DenseScores>) -> Vec<(i64, 
     let best_shown = dense.top.first().is_some_and(|t| t.2 >= DENSE_FLOOR || dense_best_stands_out >= STANDS_OUT);
     for (i, (pid, smoothed, own)) in dense.top.iter().enumerate() {
         let shown = *own >= DENSE_FLOOR || standing(dense, *smoothed) >= STANDS_OUT || (best_shown && i < FOLLOWERS);
-        if scored.contains_key(pid) || !shown {
+        let score = (1.0 - c) * nd(*smoothed);
+        // Where the lexical side explains the whole question (c = 1), what only the dense side
+        // found weighs nothing: its best may still be seated, the rest would only fill the budget.
+        if scored.contains_key(pid) || !shown || (score <= 0.0 && i > 0) {
             continue;
         }
-        scored.insert(*pid, ((1.0 - c) * nd(*smoothed), lexical_len + i));
+        scored.insert(*pid, (score, lexical_len + i));
     }
     let mut order: Vec<(i64, f64, usize)> = scored.into_iter().map(|(pid, (s, r))| (pid, s, r)).collect();
     // Ties keep the lexical order, then the dense one.
@@ -244,6 +248,16 @@ mod tests {
         let mut over = top.clone();
         over[0].2 = 0.4;
         assert_eq!(shown(&dense_in_bank(&over, &[], 10_000)), (10..10 + FOLLOWERS as i64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_whole_lexical_match_brings_only_the_dense_best() {
+        // The lexical match explains the whole question: the passages only the dense side found
+        // weigh nothing, and only its best (which may be seated) comes along.
+        let whole = Lexical { pool: vec![(1, 10.0)], idf_mass: 10.0 };
+        let top: Vec<(i64, f32, f32)> = (0..8).map(|i| (10 + i, 0.3 - 0.01 * i as f32, 0.4)).collect();
+        let ids: Vec<i64> = fuse(&whole, Some(&dense_in_bank(&top, &[], 10_000))).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(ids, [1, 10]);
     }
 
     #[test]
