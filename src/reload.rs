@@ -213,12 +213,10 @@ impl Reloader {
         // up again after each reload: a link may have been pointed elsewhere.
         let config = self.path.clone();
         let mut watch_more = move |settings: &Settings| {
-            let mut files: Vec<PathBuf> = Vec::new();
-            if let Some(file) = &settings.local.thesaurus_file {
-                files.push(file.path.clone());
-            }
-            files.extend(files.clone().iter().chain([&config]).filter_map(|f| std::fs::canonicalize(f).ok()));
-            for file in files {
+            let mut files = vec![config.clone()];
+            files.extend(settings.local.thesaurus_file.as_ref().map(|f| f.path.clone()));
+            let targets: Vec<PathBuf> = files.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
+            for file in files.into_iter().chain(targets) {
                 let (Some(folder), Some(name)) = (file.parent(), file.file_name()) else { continue };
                 let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
                 if !names.iter().any(|n| n == name) {

@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mneme_core::transfer::{chunks_of_whole_documents, json_size, ChunkLimit};
+use mneme_core::transfer::{sized_chunks_of_whole_documents, ChunkLimit};
 use mneme_core::StoredMemory;
 use reqwest::Method;
 
@@ -89,7 +89,6 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
             .map_err(|e| CliError::Other(format!("{}:{}: not a memory line: {e}", file.display(), i + 1)))?;
         // What the daemon would refuse, refused here with its line, before anything is sent.
         if let Some(problem) = crate::daemon::import_problem(&memory) {
-            let problem = problem.trim_start_matches([':', '.', ' ']);
             return Err(CliError::Other(format!("{}:{}: {problem}; nothing was imported", file.display(), i + 1)));
         }
         memories.push(Line { number: i + 1, memory });
@@ -98,15 +97,14 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     // Each request within the daemon's body limit, less the request's own JSON around the memories.
     let most = settings.server.max_body_bytes.saturating_sub(64);
     let limit = ChunkLimit { items: IMPORT_CHUNK, bytes: Some(most) };
-    let chunks = chunks_of_whole_documents(memories, limit);
+    let chunks = sized_chunks_of_whole_documents(memories, limit);
     for chunk in &chunks {
-        let size: usize = chunk.iter().map(|l| json_size(&l.memory)).sum();
+        let size = chunk.bytes;
         if size > most {
-            let first = &chunk[0];
+            let first = &chunk.memories[0];
+            let n = chunk.memories.len();
             let what = match &first.memory.document_id {
-                Some(doc) if chunk.len() > 1 => {
-                    format!("document {doc:?} (from line {}, {} memories)", first.number, chunk.len())
-                }
+                Some(doc) if n > 1 => format!("document {doc:?} (from line {}, {n} memories)", first.number),
                 _ => format!("the memory on line {}", first.number),
             };
             return Err(CliError::Other(format!(
@@ -119,7 +117,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     let client = Client::connect(&settings).await?;
     let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
     for chunk in chunks {
-        let memories = chunk.into_iter().map(|l| l.memory).collect();
+        let memories = chunk.memories.into_iter().map(|l| l.memory).collect();
         let answer: Imported = client.post("/v1/import", &ImportBody { memories }).await?;
         total.received += answer.received;
         total.skipped += answer.skipped;

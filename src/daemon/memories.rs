@@ -24,11 +24,17 @@ type St = State<Arc<AppState>>;
 /// `<private>` tag names none that can exist (banks are stored as they are) and is refused
 /// without being repeated.
 pub(super) fn bank_or_default(s: &AppState, bank: Option<String>) -> AppResult<Option<String>> {
+    let bank = named_bank(bank)?;
+    Ok(bank.or_else(|| (!s.queue.backend().capabilities().lists_every_bank).then(|| s.sessions.settings().base_bank())))
+}
+
+/// The bank a request names: trimmed, none when empty, refused when it holds a `<private>` tag.
+fn named_bank(bank: Option<String>) -> AppResult<Option<String>> {
     let bank = bank.map(|b| b.trim().to_owned()).filter(|b| !b.is_empty());
     if let Some(bank) = &bank {
         no_private_tag("bank", bank)?;
     }
-    Ok(bank.or_else(|| (!s.queue.backend().capabilities().lists_every_bank).then(|| s.sessions.settings().base_bank())))
+    Ok(bank)
 }
 
 /// Refuses an id or bank holding a `<private>` tag (400), without repeating it: nothing is
@@ -129,8 +135,7 @@ const MAX_SEARCH_TOKENS: usize = 100_000;
 pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<SearchAnswer>> {
     let settings = s.sessions.settings();
     let query = crate::session::recall_text(&settings, &b.query).map_err(ApiError::invalid)?;
-    let bank = b.bank.map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).unwrap_or_else(|| settings.base_bank());
-    no_private_tag("bank", &bank)?;
+    let bank = named_bank(b.bank)?.unwrap_or_else(|| settings.base_bank());
     if bank.contains('/') {
         return Err(ApiError::invalid("bank must not contain '/'"));
     }

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use auth::is_loopback_host;
 pub use error::{error_body, ApiError};
-pub use routes::import_problem;
+pub use routes::{import_problem, ImportProblem};
 pub use startup::{Daemon, StartError};
 
 use crate::config::ServerSettings;

@@ -242,7 +242,7 @@ pub async fn export(
 pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<Imported>> {
     for (i, m) in b.memories.iter().enumerate() {
         if let Some(problem) = import_problem(m) {
-            return Err(ApiError::invalid(format!("memories[{i}]{problem}")));
+            return Err(ApiError::invalid(problem.in_request(i)));
         }
     }
     let received = b.memories.len();
@@ -257,31 +257,62 @@ pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<I
     Ok(Json(Imported { received, imported, skipped }))
 }
 
-/// What makes a memory unfit to import, said after where it is (`memories[3]` or `file:4`):
-/// `None` when it is fit. The CLI checks a file with it before sending anything.
-pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<String> {
+/// What makes a memory unfit to import: the field at fault, where one is, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportProblem {
+    field: Option<&'static str>,
+    message: String,
+}
+
+impl ImportProblem {
+    /// Said of the `i`th memory of a request: `memories[2].created_at must be …`.
+    fn in_request(&self, i: usize) -> String {
+        match self.field {
+            Some(field) => format!("memories[{i}].{field} {}", self.message),
+            None => format!("memories[{i}]: {}", self.message),
+        }
+    }
+}
+
+/// `created_at must be …`, for a place the caller names (the CLI: a file and its line).
+impl std::fmt::Display for ImportProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.field {
+            Some(field) => write!(f, "{field} {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// What makes a memory unfit to import; `None` when it is fit. The CLI checks a file with it
+/// before sending anything.
+pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<ImportProblem> {
+    let problem = |field, message: String| Some(ImportProblem { field, message });
     if m.id.trim().is_empty()
         || m.bank.trim().is_empty()
         || m.bank.contains('/')
         || mneme_core::text::is_blank(&m.content)
     {
-        return Some(": id, bank (without '/') and content must be non-empty".into());
+        return problem(None, "id, bank (without '/') and content must be non-empty".into());
     }
     if mneme_core::text::has_private_tag(&m.id) || mneme_core::text::has_private_tag(&m.bank) {
-        return Some(": id and bank may not contain <private> tags (they are stored as they are)".into());
+        return problem(None, "id and bank may not contain <private> tags (they are stored as they are)".into());
     }
     // A URL path reads "." and ".." as its own steps: such a memory could not be shown or
     // forgotten (`/v1/memories/{id}`).
     if matches!(m.id.as_str(), "." | "..") {
-        return Some(".id may not be \".\" or \"..\" (a URL cannot name it)".into());
+        return problem(Some("id"), "may not be \".\" or \"..\" (a URL cannot name it)".into());
     }
     // A Hindsight server may give a memory no date (exported as ""); any other value must be a
     // date-time, or it would be stored as one.
     if !m.created_at.is_empty() && crate::hindsight_api::time::normalize(&m.created_at).is_none() {
-        return Some(format!(
-            ".created_at must be an RFC 3339 date-time (like 2026-01-02T03:04:05Z), found {:?}",
-            mneme_core::text::strip_private(&m.created_at)
-        ));
+        return problem(
+            Some("created_at"),
+            format!(
+                "must be an RFC 3339 date-time (like 2026-01-02T03:04:05Z), found {:?}",
+                mneme_core::text::strip_private(&m.created_at)
+            ),
+        );
     }
     None
 }

@@ -88,7 +88,7 @@ impl HindsightApi {
             return;
         }
         let spool = self.spool.clone();
-        let before = unix_now().saturating_sub(OPERATION_KEPT_FOR.as_secs());
+        let before = mneme_core::time::unix_seconds(SystemTime::now()).saturating_sub(OPERATION_KEPT_FOR.as_secs());
         tokio::spawn(async move {
             if let Err(e) = spool.forget_records_older_than(OPERATION, before).await {
                 tracing::warn!("forgetting old Hindsight operation ids: {e}");
@@ -202,7 +202,7 @@ impl HindsightApi {
         if let Some(id) = client_operation {
             // Kept with the items, in one transaction: a retry after a lost answer finds it,
             // and stores nothing again.
-            let record = serde_json::json!({"bank": bank, "items_count": n, "at": unix_now()}).to_string();
+            let record = serde_json::json!({"bank": bank, "items_count": n, "at": mneme_core::time::unix_seconds(SystemTime::now())}).to_string();
             let once = OnceRecord { kind: OPERATION, key: id.clone(), record };
             if let Some(kept) = self.queue.enqueue_once(&queue_id, &scope, items, once).await? {
                 let kept: serde_json::Value = serde_json::from_str(&kept).unwrap_or_default();
@@ -389,11 +389,6 @@ const BANK_RECORD: &str = "hindsight_bank";
 fn new_operation_id() -> String {
     let id = crate::ids::new_id();
     canonical_uuid(&id).unwrap_or(id)
-}
-
-/// Seconds since the epoch.
-fn unix_now() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
 }
 
 /// A UUID as Hindsight reads one (Python's `uuid.UUID`: 32 hex digits, with or without hyphens,

@@ -19,7 +19,7 @@ mod tools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use mneme_core::{text, BackendError, Scope};
 use serde::{Deserialize, Serialize};
@@ -143,7 +143,7 @@ impl Session {
 pub const SESSION_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    mneme_core::time::unix_seconds(SystemTime::now())
 }
 
 /// What a turn is, as far as memory is concerned.

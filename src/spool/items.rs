@@ -71,10 +71,7 @@ impl Spool {
         let (session_id, bank) = (session_id.to_owned(), bank.to_owned());
         let next_seq = self.next_seq.clone();
         self.call(move |t| {
-            let kept: Option<String> = t
-                .prepare_cached("SELECT record FROM records WHERE kind = ? AND key = ?")?
-                .query_row(params![once.kind, once.key], |r| r.get(0))
-                .optional()?;
+            let kept = super::records::record_in(t, once.kind, &once.key)?;
             if kept.is_some() {
                 return Ok(kept);
             }

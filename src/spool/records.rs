@@ -1,7 +1,7 @@
 //! What other layers keep in the spool as JSON: sessions (the session layer) and records by
 //! kind and key (the Hindsight API's bank profiles and mental models).
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, OptionalExtension, Transaction};
 
 use super::{Spool, SpoolError};
 
@@ -47,12 +47,7 @@ impl Spool {
     /// The record of `kind` under exactly `key`, if any.
     pub async fn record(&self, kind: &'static str, key: &str) -> Result<Option<String>, SpoolError> {
         let key = key.to_owned();
-        self.call(move |t| {
-            t.prepare_cached("SELECT record FROM records WHERE kind = ? AND key = ?")?
-                .query_row(params![kind, key], |r| r.get(0))
-                .optional()
-        })
-        .await
+        self.call(move |t| record_in(t, kind, &key)).await
     }
 
     /// The records of `kind` whose key starts with `prefix`, by key.
@@ -89,4 +84,11 @@ impl Spool {
         })
         .await
     }
+}
+
+/// The record of `kind` under `key`, read inside a job's transaction.
+pub(super) fn record_in(t: &Transaction<'_>, kind: &str, key: &str) -> rusqlite::Result<Option<String>> {
+    t.prepare_cached("SELECT record FROM records WHERE kind = ? AND key = ?")?
+        .query_row(params![kind, key], |r| r.get(0))
+        .optional()
 }

@@ -18,6 +18,11 @@ pub fn prompt_time(at: SystemTime) -> String {
     format!("{} {}", &s[..10], &s[11..16])
 }
 
+/// Whole seconds since the Unix epoch (0 for a clock before it).
+pub fn unix_seconds(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// Parses an RFC 3339 timestamp.
 pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     humantime::parse_rfc3339_weak(s.trim_end_matches('Z')).ok().or_else(|| humantime::parse_rfc3339(s).ok())

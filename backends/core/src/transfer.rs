@@ -33,38 +33,57 @@ pub fn chunks_of_whole_documents<M: Borrow<StoredMemory>>(
     memories: impl IntoIterator<Item = M>,
     limit: ChunkLimit,
 ) -> Vec<Vec<M>> {
+    sized_chunks_of_whole_documents(memories, limit).into_iter().map(|c| c.memories).collect()
+}
+
+/// A chunk of [`sized_chunks_of_whole_documents`].
+#[derive(Debug)]
+pub struct SizedChunk<M> {
+    /// Its memories.
+    pub memories: Vec<M>,
+    /// Their size as JSON ([`json_size`]); 0 when the limit has no size in bytes.
+    pub bytes: usize,
+}
+
+/// [`chunks_of_whole_documents`], each chunk with its size: one over `limit.bytes` is a single
+/// memory or document that cannot fit.
+pub fn sized_chunks_of_whole_documents<M: Borrow<StoredMemory>>(
+    memories: impl IntoIterator<Item = M>,
+    limit: ChunkLimit,
+) -> Vec<SizedChunk<M>> {
     // Units: a memory alone, or every memory of one (bank, document), at its first appearance.
-    let mut units: Vec<(Vec<M>, usize)> = Vec::new();
+    let mut units: Vec<SizedChunk<M>> = Vec::new();
     let mut document_unit: HashMap<(String, String), usize> = HashMap::new();
     for m in memories {
-        let size = if limit.bytes.is_some() { json_size(m.borrow()) } else { 0 };
+        let bytes = if limit.bytes.is_some() { json_size(m.borrow()) } else { 0 };
         let key = m.borrow().document_id.clone().map(|doc| (m.borrow().bank.clone(), doc));
         match key.map(|k| document_unit.entry(k)) {
             Some(Entry::Occupied(e)) => {
                 let unit = &mut units[*e.get()];
-                unit.0.push(m);
-                unit.1 += size;
+                unit.memories.push(m);
+                unit.bytes += bytes;
             }
             Some(Entry::Vacant(e)) => {
                 e.insert(units.len());
-                units.push((vec![m], size));
+                units.push(SizedChunk { memories: vec![m], bytes });
             }
-            None => units.push((vec![m], size)),
+            None => units.push(SizedChunk { memories: vec![m], bytes }),
         }
     }
-    let mut chunks: Vec<(Vec<M>, usize)> = Vec::new();
-    for (unit, size) in units {
+    let mut chunks: Vec<SizedChunk<M>> = Vec::new();
+    for unit in units {
         match chunks.last_mut() {
-            Some((chunk, bytes))
-                if chunk.len() + unit.len() <= limit.items && limit.bytes.is_none_or(|most| *bytes + size <= most) =>
+            Some(chunk)
+                if chunk.memories.len() + unit.memories.len() <= limit.items
+                    && limit.bytes.is_none_or(|most| chunk.bytes + unit.bytes <= most) =>
             {
-                chunk.extend(unit);
-                *bytes += size;
+                chunk.memories.extend(unit.memories);
+                chunk.bytes += unit.bytes;
             }
-            _ => chunks.push((unit, size)),
+            _ => chunks.push(unit),
         }
     }
-    chunks.into_iter().map(|(chunk, _)| chunk).collect()
+    chunks
 }
 
 #[cfg(test)]
