@@ -94,6 +94,30 @@ class Budget {
 
 /** One request to the daemon; any failure (down, slow, refused) is `null`, never a throw. */
 async function call(budget: Budget, method: string, path: string, body?: unknown): Promise<any | null> {
+  const res = await send(budget, method, path, body)
+  return res?.ok ? res.json : null
+}
+
+const UNAVAILABLE = "Memory is unavailable right now (is `mneme serve` running?)."
+
+/**
+ * A tool's call: the daemon's answer, or why it refused the request (too long, bad input), so
+ * the agent is not told memory is down when it was its own input.
+ */
+async function toolCall(budget: Budget, path: string, body: unknown): Promise<string> {
+  const res = await send(budget, "POST", path, body)
+  if (res?.ok && typeof res.json?.message === "string") return res.json.message
+  const refused = res?.json?.error?.message
+  return typeof refused === "string" ? `mneme refused this: ${refused}` : UNAVAILABLE
+}
+
+/** One request and its JSON answer (null when it had none); `null` when it did not get one. */
+async function send(
+  budget: Budget,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ ok: boolean; json: any } | null> {
   const left = budget.left()
   if (left <= 0 || Date.now() < skipUntil) return null
   if (tripped && breakerOpen()) return null
@@ -105,7 +129,7 @@ async function call(budget: Budget, method: string, path: string, body?: unknown
       signal: AbortSignal.timeout(left),
     })
     closeBreaker()
-    return res.ok ? await res.json() : null
+    return { ok: res.ok, json: await res.json().catch(() => null) }
   } catch (e: any) {
     // Only a daemon that does not answer trips the breaker; one that is down fails at once.
     if (e?.name === "TimeoutError" || e?.name === "AbortError") {
@@ -285,10 +309,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         async execute(args: { content: string }, ctx: any) {
           const budget = new Budget(HOOK_MS)
           await ensure(budget, ctx.sessionID)
-          const res = await call(budget, "POST", `/v1/sessions/${sid(ctx.sessionID)}/retain`, {
-            items: [{ content: args.content }],
-          })
-          return res?.message ?? "Memory is unavailable right now (is `mneme serve` running?)."
+          return toolCall(budget, `/v1/sessions/${sid(ctx.sessionID)}/retain`, { items: [{ content: args.content }] })
         },
       }),
       mneme_recall: tool({
@@ -297,8 +318,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         async execute(args: { query: string }, ctx: any) {
           const budget = new Budget(RECALL_MS)
           await ensure(budget, ctx.sessionID)
-          const res = await call(budget, "POST", `/v1/sessions/${sid(ctx.sessionID)}/recall`, { query: args.query })
-          return res?.message ?? "Memory is unavailable right now (is `mneme serve` running?)."
+          return toolCall(budget, `/v1/sessions/${sid(ctx.sessionID)}/recall`, { query: args.query })
         },
       }),
     },

@@ -33,7 +33,15 @@ test("with a live daemon the instructions reach the system prompt", { skip: !pro
   await hooks.event({ event: { type: "session.created", properties: { info: { id: "oc-1" } } } })
   const said = await hooks.tool.mneme_retain.execute({ content: "opencode smoke memory" }, { sessionID: "oc-1" })
   assert.equal(said, "1 memory queued.")
-  const system = { system: [] as string[] }
+  // What the daemon refuses is said as such, not as memory being down.
+  const refused = await hooks.tool.mneme_recall.execute({ query: " " }, { sessionID: "oc-1" })
+  assert.match(refused, /^mneme refused this: .*query/)
+  // The agent's own system prompt (long, as opencode's is); a title generator's short one is not.
+  const prompt = "You are opencode, an agent that helps with software engineering tasks. ".repeat(10)
+  const system = { system: [prompt] }
   await hooks["experimental.chat.system.transform"]({ sessionID: "oc-1" }, system)
-  assert.match(system.system[0], /# Memory/)
+  assert.match(system.system[1], /# Memory/)
+  const title = { system: ["Generate a title for this conversation."] }
+  await hooks["experimental.chat.system.transform"]({ sessionID: "oc-1" }, title)
+  assert.equal(title.system.length, 1)
 })
