@@ -1,7 +1,7 @@
 //! `mneme hook claude-code`: a Claude Code hook. Reads the event's JSON on stdin, talks to the
 //! daemon, writes the hook's answer on stdout. It never blocks the agent: a daemon that is down,
 //! slow or confused means an empty answer, exit code 0, within the hook's budget — automatic
-//! recall waits `recall.timeout`, every other hook `hooks.timeout` (1 s) — and once a hook timed
+//! recall waits `recall.timeout` plus `hooks.timeout`, every other hook `hooks.timeout` (1 s) — and once a hook timed
 //! out, every hook skips the daemon for `hooks.cooldown` (see [`breaker`]).
 //!
 //! | event | what mneme does | answer |
@@ -96,8 +96,7 @@ pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
         Answer::empty_for(&name).print();
         return ExitCode::SUCCESS;
     }
-    // Only automatic recall needs a budget in seconds; everything else is quick or can wait.
-    let budget = if name == "UserPromptSubmit" { settings.recall.timeout } else { settings.hooks.timeout };
+    let budget = hook_budget(&name, &settings);
     let answer = match tokio::time::timeout(budget, handle(&settings, &name, &event)).await {
         Ok(Ok(answer)) => {
             breaker.close();
@@ -311,13 +310,34 @@ fn tools_in(cwd: &Path, home: Option<&Path>) -> ToolNames {
 /// How long the hooks installed for each event may run, as Claude Code's `timeout` (seconds):
 /// the hook's own budget and a margin.
 fn event_timeout(event: &str, settings: &Settings) -> u64 {
-    let budget: Duration = if event == "UserPromptSubmit" { settings.recall.timeout } else { settings.hooks.timeout };
-    budget.as_secs() + 5
+    hook_budget(event, settings).as_secs() + 5
+}
+
+/// How long a hook waits for the daemon. Only automatic recall needs seconds; everything else
+/// is quick or can wait. The daemon bounds its recall by `recall.timeout` and answers without
+/// memories then, so the prompt's hook waits that and a usual hook's bound on top: a daemon that
+/// gave up on a slow backend answers in time, and does not trip the breaker, which would skip
+/// the turn's retains.
+fn hook_budget(event: &str, settings: &Settings) -> Duration {
+    if event == "UserPromptSubmit" {
+        settings.recall.timeout + settings.hooks.timeout
+    } else {
+        settings.hooks.timeout
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prompt_hook_outlasts_the_daemons_own_recall_bound() {
+        let settings = Settings::default();
+        let prompt = hook_budget("UserPromptSubmit", &settings);
+        assert!(prompt > settings.recall.timeout, "{prompt:?}: the daemon's answer at its bound would be lost");
+        assert_eq!(hook_budget("Stop", &settings), settings.hooks.timeout);
+        assert!(event_timeout("UserPromptSubmit", &settings) > prompt.as_secs());
+    }
 
     #[test]
     fn tools_follow_the_mcp_configuration() {

@@ -1,6 +1,7 @@
 //! What happens without the model asking: first-turn recall, automatic retain on its cadence,
 //! the tail a session leaves (retained when it ends or goes idle), and compaction context.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mneme_core::text::{self, Message};
@@ -44,12 +45,19 @@ impl Sessions {
         messages: &[Message],
         turn: Turn,
     ) -> Result<Option<String>, SessionError> {
+        let _turn = self.inner.turns.lock(id).await;
         let mut session = self.get(id)?;
         let settings = self.settings();
         if turn == Turn::Work {
             let cleaned = clean(&settings, prompt);
-            if cleaned.is_some() && cleaned != session.last_prompt {
-                if let Some(s) = self.update(id, |s| s.last_prompt = cleaned) {
+            let left_private = settings.retain.strip_private && text::private_edges(prompt).left_open;
+            let changed = cleaned != session.last_prompt || left_private != session.last_prompt_left_private;
+            if cleaned.is_some() && changed {
+                let updated = self.update(id, |s| {
+                    s.last_prompt = cleaned;
+                    s.last_prompt_left_private = left_private;
+                });
+                if let Some(s) = updated {
                     self.save(&s).await?;
                     session = s;
                 }
@@ -101,6 +109,7 @@ impl Sessions {
         turn: Turn,
         end: TurnEnd,
     ) -> Result<(usize, FlushReport), SessionError> {
+        let turn_lock = self.inner.turns.lock(id).await;
         let session = self.get(id)?;
         let settings = self.settings();
         let mut retained = 0;
@@ -112,12 +121,14 @@ impl Sessions {
             retained = match end.reply.as_deref() {
                 // A client that passes the reply apart knows its messages may lag behind.
                 Some(reply) => {
-                    let messages = with_current_turn(messages, session.last_prompt.as_deref(), reply, &settings);
+                    let prompt = session.last_prompt.as_deref().map(|p| (p, session.last_prompt_left_private));
+                    let messages = with_current_turn(messages, prompt, reply, &settings);
                     self.retain_turns(&session, &settings, &messages, &end).await?
                 }
                 None => self.retain_turns(&session, &settings, messages, &end).await?,
             };
         }
+        drop(turn_lock);
         let flushed = self.flush(session.queue_id(), end.delivery).await;
         Ok((retained, flushed))
     }
@@ -132,25 +143,38 @@ impl Sessions {
     ) -> Result<usize, SessionError> {
         let last = end.last;
         let history = conversation(messages);
-        let omitted = end.omitted_user_turns as i64;
-        let user_turns = history.iter().filter(|m| m.role == "user").count() as i64 + omitted;
+        let omitted = i64::try_from(end.omitted_user_turns).unwrap_or(i64::MAX);
+        let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
         if omitted > 0 {
             return self.retain_tail(session, settings, &history, user_turns).await;
         }
+        let history = cleaned(settings, &history);
+        let first_turn = history.iter().find(|m| m.role == "user").map(|m| fingerprint(&m.content));
+        let starts_over = session.retained_turns > 0
+            && (user_turns < session.retained_turns
+                || session.first_turn.is_some_and(|f| first_turn.is_some_and(|n| n != f)));
+        let session = if starts_over {
+            self.next_part(session, first_turn).await?
+        } else {
+            if session.first_turn.is_none() && first_turn.is_some() {
+                self.update(&session.id, |s| s.first_turn = first_turn);
+            }
+            session.clone()
+        };
+        let session = &session;
         let new_turns = user_turns - session.retained_turns;
         if new_turns <= 0 {
             return Ok(0);
         }
-        let history = cleaned(settings, &history);
         let every_n = settings.retain.every_n_turns;
         let (target, document_id) = match settings.retain.mode {
-            RetainMode::FullSession => (&history[..], session.id.clone()),
+            RetainMode::FullSession => (&history[..], part_document(session)),
             RetainMode::LastTurn => {
                 let turns = new_turns.max(every_n) + settings.retain.overlap_turns;
                 (text::slice_last_turns(&history, turns), turn_document(session))
             }
         };
-        let content = transcript(settings, target);
+        let content = transcript(target);
         let due = new_turns >= every_n || last;
         let Some(content) = content else {
             // Nothing worth keeping in these turns.
@@ -195,7 +219,7 @@ impl Sessions {
         }
         let history = cleaned(settings, history);
         let target = text::slice_last_turns(&history, new_turns);
-        let content = transcript(settings, target);
+        let content = transcript(target);
         match content {
             Some(content) => {
                 let pending = PendingRetain { content, document_id: turn_document(session), user_turns };
@@ -205,6 +229,28 @@ impl Sessions {
             None => self.mark_retained(&session.id, user_turns).await?,
         }
         Ok(queued)
+    }
+
+    /// A history that starts over (compacted, or a client that sends a turn at a time): the
+    /// pending tail of the part before is queued, and what follows is counted afresh into a
+    /// document of its own, so it never replaces the turns retained before.
+    async fn next_part(&self, session: &Session, first_turn: Option<u64>) -> Result<Session, SessionError> {
+        if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
+            self.queue_pending(session, pending).await?;
+        }
+        let updated = self.update(&session.id, |s| {
+            s.part = s.part.saturating_add(1);
+            s.retained_turns = 0;
+            s.pending = None;
+            s.first_turn = first_turn;
+        });
+        match updated {
+            Some(s) => {
+                self.save(&s).await?;
+                Ok(s)
+            }
+            None => Err(SessionError::NotFound(super::shown_id(&session.id))),
+        }
     }
 
     /// Queues a prepared transcript and records its turns as retained.
@@ -261,9 +307,14 @@ impl Sessions {
 /// the messages between (hidden whole) to that close (fail closed: a span opened in a prompt
 /// and closed in the reply hides the reply's start too).
 fn cleaned(settings: &Settings, history: &[Message]) -> Vec<Message> {
+    cleaned_each(settings, history).into_iter().flatten().collect()
+}
+
+/// [`cleaned`], message by message: `None` where nothing is left of one.
+fn cleaned_each(settings: &Settings, history: &[Message]) -> Vec<Option<Message>> {
     let cleaned = |m: &Message, content: &str| clean(settings, content).map(|c| Message::new(m.role.clone(), c));
     if !settings.retain.strip_private {
-        return history.iter().filter_map(|m| cleaned(m, &m.content)).collect();
+        return history.iter().map(|m| cleaned(m, &m.content)).collect();
     }
     let edges: Vec<text::PrivateEdges> = history.iter().map(|m| text::private_edges(&m.content)).collect();
     let mut out = Vec::with_capacity(history.len());
@@ -271,6 +322,7 @@ fn cleaned(settings: &Settings, history: &[Message]) -> Vec<Message> {
     for (i, m) in history.iter().enumerate() {
         let content = if inside {
             if !edges[i].closes_earlier {
+                out.push(None);
                 continue;
             }
             inside = false;
@@ -281,36 +333,63 @@ fn cleaned(settings: &Settings, history: &[Message]) -> Vec<Message> {
         if text::private_edges(&content).left_open && edges[i + 1..].iter().any(|e| e.closes_earlier) {
             inside = true;
         }
-        out.extend(cleaned(m, &content));
+        out.push(cleaned(m, &content));
     }
     out
 }
 
-/// The stored text of some turns, cleaned; `None` when nothing is worth keeping.
-fn transcript(settings: &Settings, turns: &[Message]) -> Option<String> {
-    text::retention_transcript(turns, true).text.and_then(|t| clean(settings, &t))
+/// The stored text of some turns (each already [`cleaned`]); `None` when nothing is worth
+/// keeping. Memory tags are stripped message by message (SPEC §4), never across two messages.
+fn transcript(turns: &[Message]) -> Option<String> {
+    text::retention_transcript(turns, true).text
 }
 
-/// A document of its own for some of a session's turns: `{session}-{ms}`.
+/// A document of its own for some of a session's turns: `{session}-{ms}-{n}`, `n` counting
+/// within the process, so two slices queued in the same millisecond never replace each other.
 fn turn_document(session: &Session) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    format!("{}-{ms}", session.id)
+    format!("{}-{ms}-{}", session.id, NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The document a `full-session` transcript replaces: the session's id for its first part,
+/// `{session}-part{n}` for the parts after a history started over.
+fn part_document(session: &Session) -> String {
+    match session.part {
+        0 => session.id.clone(),
+        n => format!("{}-part{}", session.id, n + 1),
+    }
+}
+
+/// A stable fingerprint of a text (FNV-1a, 64 bits): the same on every run and build, unlike
+/// the standard library's hasher, since it is saved with the session.
+fn fingerprint(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// The messages with the current turn whole: a transcript that lags behind (it lacks the latest
 /// prompt, or the reply to it) gets them appended. Compared after cleaning, as they are stored.
-fn with_current_turn(messages: &[Message], prompt: Option<&str>, reply: &str, settings: &Settings) -> Vec<Message> {
+/// The reply goes in as it came: a `<private>` span the prompt left open and the reply closes is
+/// then hidden across the two ([`cleaned`]); a prompt known only cleaned that left one open
+/// carries the opening tag again for that.
+fn with_current_turn(
+    messages: &[Message],
+    prompt: Option<(&str, bool)>,
+    reply: &str,
+    settings: &Settings,
+) -> Vec<Message> {
     let mut messages = conversation(messages);
     let same = |m: &Message, text: &str| clean(settings, &m.content).as_deref() == Some(text);
-    if let Some(prompt) = prompt {
+    if let Some((prompt, left_private)) = prompt {
         let last_user = messages.iter().rev().find(|m| m.role == "user");
         if !last_user.is_some_and(|m| same(m, prompt)) {
+            let prompt = if left_private { format!("{prompt} <private>") } else { prompt.to_owned() };
             messages.push(Message::new("user", prompt));
         }
     }
-    if let Some(reply) = clean(settings, reply) {
+    if let Some(cleaned_reply) = clean(settings, reply) {
         let after_user = messages.iter().rposition(|m| m.role == "user").map_or(0, |i| i + 1);
-        if !messages[after_user..].iter().any(|m| m.role == "assistant" && same(m, &reply)) {
+        if !messages[after_user..].iter().any(|m| m.role == "assistant" && same(m, &cleaned_reply)) {
             messages.push(Message::new("assistant", reply));
         }
     }
@@ -319,9 +398,23 @@ fn with_current_turn(messages: &[Message], prompt: Option<&str>, reply: &str, se
 
 /// The recall query for the latest prompt with its prior context, cut to the configured length
 /// and cleaned as a retain is (see [`super::recall_text`]); `None` when nothing is left.
-fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> Option<String> {
-    let composed = text::compose_recall_query(latest, history, settings.recall.context_turns);
-    clean(settings, &text::truncate_recall_query(&composed, latest, settings.recall.max_query_chars))
+/// Each message is cleaned on its own first (as [`cleaned`] does for a transcript, so a private
+/// span crossing messages is hidden across them), never the composed text: a memory tag in one
+/// line and its close in another would take the lines between with them.
+pub(super) fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> Option<String> {
+    let each = cleaned_each(settings, history);
+    // The latest prompt as it stands in the history (a span an earlier message opened may hide
+    // its start), else on its own.
+    let at = history.iter().rposition(|m| m.role == "user" && m.content == latest);
+    let latest = match at {
+        Some(i) => each[i].as_ref()?.content.clone(),
+        None => clean(settings, latest)?,
+    };
+    let history: Vec<Message> = each.into_iter().flatten().collect();
+    let composed = text::compose_recall_query(&latest, &history, settings.recall.context_turns);
+    let query = text::truncate_recall_query(&composed, &latest, settings.recall.max_query_chars);
+    let query = query.trim();
+    (!query.is_empty()).then(|| query.to_owned())
 }
 
 /// The recalled block injected into the prompt: within `recall.max_tokens` × 4 characters,

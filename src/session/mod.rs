@@ -129,6 +129,19 @@ pub struct Session {
     /// Code's) still has the turn retained whole.
     #[serde(default)]
     pub last_prompt: Option<String>,
+    /// The latest prompt left a `<private>` span open: a reply that closes it is hidden up to the
+    /// close even when the transcript lacks the prompt (only its cleaned text is kept).
+    #[serde(default)]
+    pub last_prompt_left_private: bool,
+    /// Which part of the conversation automatic retain is in: a client whose history starts
+    /// over (compacted, or sent a turn at a time) begins a new part, so the transcript it
+    /// retains next is a document of its own and never replaces the turns retained before.
+    #[serde(default)]
+    pub part: u32,
+    /// A fingerprint of the current part's first user message (cleaned), to tell a history that
+    /// goes on from one that starts over.
+    #[serde(default)]
+    pub first_turn: Option<u64>,
 }
 
 impl Session {
@@ -193,6 +206,26 @@ struct Inner {
     metrics: Arc<Metrics>,
     notices: Notices,
     map: Mutex<HashMap<String, Session>>,
+    turns: TurnLocks,
+}
+
+/// A session's automatic work (first-turn recall, automatic retain, its end) runs one call at a
+/// time: two concurrent calls would each read what is recalled or retained and both act on it
+/// (two blocks injected, turns sliced from the same count). Striped by the session id's hash: a
+/// session only ever waits for itself or a rare namesake, and the locks take no bookkeeping.
+struct TurnLocks(Vec<tokio::sync::Mutex<()>>);
+
+impl TurnLocks {
+    fn new() -> Self {
+        TurnLocks((0..64).map(|_| tokio::sync::Mutex::new(())).collect())
+    }
+
+    async fn lock(&self, id: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        id.hash(&mut h);
+        self.0[(h.finish() % self.0.len() as u64) as usize].lock().await
+    }
 }
 
 impl Sessions {
@@ -217,8 +250,17 @@ impl Sessions {
                 Err(e) => tracing::warn!(session = id, "ignoring an unreadable saved session: {e}"),
             }
         }
-        let sessions =
-            Sessions { inner: Arc::new(Inner { state, queue, spool, metrics, notices, map: Mutex::new(map) }) };
+        let sessions = Sessions {
+            inner: Arc::new(Inner {
+                state,
+                queue,
+                spool,
+                metrics,
+                notices,
+                map: Mutex::new(map),
+                turns: TurnLocks::new(),
+            }),
+        };
         for s in expired {
             tracing::info!(
                 session = s.id,
@@ -372,6 +414,9 @@ impl Sessions {
                 tools: None,
                 pending: None,
                 last_prompt: None,
+                last_prompt_left_private: false,
+                part: 0,
+                first_turn: None,
             });
             if s.scope != scope {
                 // A new cwd (or parent) re-scopes: what was recalled for the old scope no longer applies.
@@ -402,10 +447,14 @@ impl Sessions {
     /// Ends a session: queues the tail of its conversation not retained yet, flushes its queue
     /// and forgets it.
     pub async fn end(&self, id: &str, delivery: Delivery) -> Result<FlushReport, SessionError> {
-        let session = self.get(id)?;
-        if let Some(pending) = &session.pending {
-            self.queue_pending(&session, pending).await?;
-        }
+        let session = {
+            let _turn = self.inner.turns.lock(id).await;
+            let session = self.get(id)?;
+            if let Some(pending) = &session.pending {
+                self.queue_pending(&session, pending).await?;
+            }
+            session
+        };
         let flushed = self.flush(session.queue_id(), delivery).await;
         self.inner.map.locked().remove(id);
         self.inner.spool.delete_session(id).await?;

@@ -22,6 +22,9 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         tools: None,
         pending,
         last_prompt: None,
+        last_prompt_left_private: false,
+        part: 0,
+        first_turn: None,
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -192,5 +195,155 @@ async fn a_budget_too_small_for_one_memory_gives_none_and_stays_within_it() {
         let answer = s.recall("b", "deploy otter service cargo-dist").await.unwrap();
         assert!(answer.message.chars().count() <= budget, "{max_tokens}: {:?}", answer.message);
         assert!(answer.results.iter().all(|r| r.text.chars().any(char::is_alphanumeric)), "{answer:?}");
+    }
+}
+
+fn start(id: &str) -> StartRequest {
+    StartRequest { session_id: id.into(), cwd: "/p/otters".into(), ..StartRequest::default() }
+}
+
+/// Every stored memory's content, in one text.
+async fn stored(r: &Rig) -> String {
+    let page = r.local.export(None, None, 10_000).await.unwrap();
+    page.memories.iter().map(|m| m.content.clone()).collect::<Vec<_>>().join("\n----\n")
+}
+
+#[tokio::test]
+async fn a_private_span_the_prompt_opens_and_the_reply_closes_is_hidden_across_them() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.retain.every_n_turns = 1;
+    let s = sessions(&r, settings).await;
+    let last = TurnEnd {
+        last: true,
+        reply: Some("S2-SECRET still private </private> public part".into()),
+        ..TurnEnd::default()
+    };
+    // The transcript holds the prompt.
+    s.start(start("a")).await.unwrap();
+    let prompt = [Message::new("user", "question <private>S1-SECRET")];
+    s.agent_end("a", &prompt, Turn::Work, last.clone()).await.unwrap();
+    // The transcript lags: only the prompt agent-start saw (kept cleaned) is known.
+    s.start(start("b")).await.unwrap();
+    s.agent_start("b", "another question <private>S1-SECRET", &[], Turn::Work).await.unwrap();
+    s.agent_end("b", &[], Turn::Work, last).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("SECRET"), "{text}");
+    assert!(text.contains("public part") && text.contains("another question"), "{text}");
+}
+
+#[tokio::test]
+async fn memory_tags_are_stripped_message_by_message() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.retain.every_n_turns = 1;
+    let s = sessions(&r, settings).await;
+    s.start(start("a")).await.unwrap();
+    let messages = [
+        Message::new("user", "Here is the tag name we use: <memories> (literal)"),
+        Message::new("assistant", "Noted."),
+        Message::new("user", "and the closing one is </memories> ok"),
+        Message::new("assistant", "We decided to use Postgres 16."),
+    ];
+    s.agent_end("a", &messages, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(text.contains("Noted.") && text.contains("(literal)") && text.contains("closing one"), "{text}");
+    // The recall query keeps every line as well.
+    let mut with_context = Settings::default();
+    with_context.recall.context_turns = 3;
+    let q = super::auto::query_for(&with_context, "and the closing one is </memories> ok", &messages[..3]);
+    assert!(q.as_deref().is_some_and(|q| q.contains("Noted.")), "{q:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_turn_ends_on_one_session_lose_no_turn() {
+    for _ in 0..5 {
+        concurrent_turn_ends_once().await;
+    }
+}
+
+async fn concurrent_turn_ends_once() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.retain.mode = crate::config::RetainMode::LastTurn;
+    settings.retain.every_n_turns = 2;
+    settings.retain.overlap_turns = 1;
+    let s = sessions(&r, settings).await;
+    s.start(start("a")).await.unwrap();
+    let calls: Vec<_> = (1..=8)
+        .map(|k| {
+            let s = s.clone();
+            tokio::spawn(async move { s.agent_end("a", &turns(2 * k), Turn::Work, TurnEnd::default()).await.unwrap() })
+        })
+        .collect();
+    for c in calls {
+        c.await.unwrap();
+    }
+    s.end("a", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 0..16 {
+        assert!(text.contains(&format!("question {i} about otters")), "turn {i} lost: {text}");
+    }
+}
+
+#[tokio::test]
+async fn concurrent_first_turns_inject_one_block() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    s.start(start("w")).await.unwrap();
+    s.retain("w", vec![("The otters deploy with cargo-dist.".to_owned(), None)]).await.unwrap();
+    r.queue.flush_all().await;
+    s.start(start("a")).await.unwrap();
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move { s.agent_start("a", "how do the otters deploy?", &[], Turn::Work).await.unwrap() })
+        })
+        .collect();
+    let mut blocks = 0;
+    for c in calls {
+        blocks += usize::from(c.await.unwrap().is_some());
+    }
+    assert_eq!(blocks, 1);
+}
+
+#[tokio::test]
+async fn a_history_that_starts_over_never_replaces_what_was_retained() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.retain.every_n_turns = 1;
+    let s = sessions(&r, settings).await; // full-session
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(9), Turn::Work, TurnEnd::default()).await.unwrap();
+    // Compacted: a summary and new turns, fewer user turns than were retained.
+    for n in [3, 6, 12] {
+        let mut compacted = vec![Message::new("user", "Summary of the conversation so far: otters.")];
+        compacted.extend((0..n).flat_map(|i| {
+            [Message::new("user", format!("later {i} on beavers")), Message::new("assistant", format!("reply {i}"))]
+        }));
+        s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    s.end("a", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 0..9 {
+        assert!(text.contains(&format!("question {i} about otters")), "turn {i} lost: {text}");
+    }
+    for i in 0..12 {
+        assert!(text.contains(&format!("later {i} on beavers")), "later turn {i} lost: {text}");
+    }
+    // A client sending one turn at a time has every turn kept too.
+    s.start(start("b")).await.unwrap();
+    for i in 0..3 {
+        let one = [Message::new("user", format!("single {i} question")), Message::new("assistant", "ok")];
+        s.agent_end("b", &one, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 0..3 {
+        assert!(text.contains(&format!("single {i} question")), "{text}");
     }
 }

@@ -200,7 +200,7 @@ mod tests {
         for e in EVENTS {
             let ours = &s["hooks"][e][s["hooks"][e].as_array().unwrap().len() - 1]["hooks"][0];
             assert_eq!(ours["command"], "mneme hook claude-code");
-            let want = if e == "UserPromptSubmit" { 10 } else { 6 };
+            let want = if e == "UserPromptSubmit" { 11 } else { 6 };
             assert_eq!(ours["timeout"], want, "{e}");
         }
     }

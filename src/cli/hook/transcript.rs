@@ -22,6 +22,10 @@ const COMMAND_ECHOES: [&str; 3] = ["<command-name>", "<local-command-stdout>", "
 /// The conversation in the transcript at `path` (none when there is no file yet).
 pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
     let Some(path) = path else { return Vec::new() };
+    // Only a regular file: opening a FIFO would wait for a writer, and the agent with it.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Vec::new();
+    }
     let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let skip = len.saturating_sub(MAX_TRANSCRIPT_BYTES);
@@ -135,5 +139,10 @@ mod tests {
         let want = [("user", "fix the build"), ("assistant", "Fixed."), ("user", "and now the tests")];
         assert_eq!(got, want.map(|(r, c)| (r.to_owned(), c.to_owned())));
         assert!(read_transcript(Some(&dir.path().join("missing.jsonl"))).is_empty());
+        // A FIFO (nothing ever writes it) and a folder are no transcript, and do not block.
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(read_transcript(Some(&fifo)).is_empty());
+        assert!(read_transcript(Some(dir.path())).is_empty());
     }
 }
