@@ -287,6 +287,26 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
     let (status, v) = d.get(&bank_path("omp", "/mental-models/user-preferences/history")).await;
     assert_eq!((status, v), (200, json!([])));
 
+    // A forgotten memory leaves the model at once, and a clear leaves it empty: a model never
+    // goes on serving what the user took out.
+    let (_, v) = d.get("/v1/memories?bank=omp").await;
+    let id = v["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["content"].as_str().unwrap().contains("commit"))
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .expect("the memory is listed");
+    let (status, v) = d.req(reqwest::Method::DELETE, &format!("/v1/memories/{id}?bank=omp"), None).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = d.get(&bank_path("omp", "/mental-models/user-preferences?detail=content")).await;
+    let content = v["content"].as_str().unwrap();
+    assert!(!content.contains("commit messages") && content.contains("tabs"), "{v}");
+    let (status, v) = d.post("/v1/clear", json!({"all": true})).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = d.get(&bank_path("omp", "/mental-models/user-preferences?detail=content")).await;
+    assert_eq!(v["content"], "", "{v}");
+
     let (status, _) = d.req(reqwest::Method::DELETE, &bank_path("omp", "/mental-models/user-preferences"), None).await;
     assert_eq!(status, 200);
     let (status, v) = d.get(&bank_path("omp", "/mental-models/user-preferences")).await;

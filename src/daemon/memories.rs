@@ -120,10 +120,11 @@ pub async fn forget_document(
 /// notices should see.
 async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
     let done = s.queue.backend().forget(&what).await?;
-    let (noun, id) = match &what {
-        Forget::Memory { id, .. } => ("memory", id),
-        Forget::Document { id, .. } => ("document", id),
+    let (noun, id, bank) = match &what {
+        Forget::Memory { id, bank } => ("memory", id, bank.as_deref()),
+        Forget::Document { id, bank } => ("document", id, Some(bank.as_str())),
     };
+    s.hindsight.recompute_after_forget(bank).await;
     let message = format!("Forgot {noun} {id}: {}", done.message);
     s.notices.emit(Level::Info, "forget", None, message).await;
     Ok(Json(done))

@@ -204,7 +204,9 @@ pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<Flushed>> {
 
 pub async fn clear(State(s): St, body: Bytes) -> AppResult<Json<Cleared>> {
     let b: Clear = optional_body(&body)?;
-    Ok(Json(s.sessions.clear(ClearRequest { session_id: b.session_id, all: b.all, remote: b.remote }).await?.into()))
+    let cleared = s.sessions.clear(ClearRequest { session_id: b.session_id, all: b.all, remote: b.remote }).await?;
+    s.hindsight.recompute_after_forget(None).await;
+    Ok(Json(cleared.into()))
 }
 
 pub async fn reload(State(s): St) -> Response {

@@ -147,6 +147,28 @@ impl HindsightApi {
         Ok(RefreshAnswer { operation_id: super::new_operation_id(), status: "completed".into() })
     }
 
+    /// After a forget or a clear: every model of `bank` (of every bank: `None`) is computed
+    /// again now, so none goes on serving what was forgotten; one whose recall fails is left
+    /// empty rather than as it was.
+    pub async fn recompute_after_forget(&self, bank: Option<&str>) {
+        let prefix = bank.map(|b| key(b, "")).unwrap_or_default();
+        let records = match self.spool.records(MODEL_RECORD, &prefix).await {
+            Ok(records) => records,
+            Err(e) => {
+                tracing::warn!("cannot recompute the mental models after a forget: {e}");
+                return;
+            }
+        };
+        for (_, record) in records {
+            let Ok(mut model) = serde_json::from_str::<MentalModel>(&record) else { continue };
+            model.content = Some(String::new());
+            self.compute(&mut model).await;
+            if let Err(e) = self.save_model(&model).await {
+                tracing::warn!(bank = model.bank_id, model = model.id, "cannot save a recomputed mental model: {e}");
+            }
+        }
+    }
+
     async fn stored_models(&self, bank: &str) -> Result<Vec<MentalModel>, CompatError> {
         let prefix = key(bank, "");
         Ok(self

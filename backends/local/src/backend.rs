@@ -247,9 +247,9 @@ impl MemoryBackend for LocalBackend {
     async fn clear(&self, scope: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError> {
         let scope = scope.clone();
         let deleted = match what {
-            ClearWhat::All => self.write(|s| s.clear_all()).await?,
+            ClearWhat::All => self.write(|s| erased(s, Store::clear_all)).await?,
             ClearWhat::Scope | ClearWhat::Remote => {
-                self.write(move |s| s.clear_scope(&scope.bank, &scope.tags)).await?
+                self.write(move |s| erased(s, |s| s.clear_scope(&scope.bank, &scope.tags))).await?
             }
         };
         let noun = if deleted == 1 { "memory" } else { "memories" };
@@ -331,11 +331,11 @@ impl MemoryBackend for LocalBackend {
         let (deleted, missing) = match what.clone() {
             Forget::Memory { id, bank } => {
                 let missing = format!("no memory {id:?} in the local store");
-                (self.write(move |s| s.forget_memory(&id, bank.as_deref())).await?, missing)
+                (self.write(move |s| erased(s, |s| s.forget_memory(&id, bank.as_deref()))).await?, missing)
             }
             Forget::Document { id, bank } => {
                 let missing = format!("no document {id:?} in bank {bank:?} of the local store");
-                (self.write(move |s| s.forget_document(&bank, &id)).await?, missing)
+                (self.write(move |s| erased(s, |s| s.forget_document(&bank, &id))).await?, missing)
             }
         };
         if deleted == 0 {
@@ -362,4 +362,14 @@ impl MemoryBackend for LocalBackend {
             },
         }
     }
+}
+
+/// A deletion the user asked for (forget, clear), then its traces on disk erased when it deleted
+/// anything (see [`Store::erase_traces`]).
+fn erased(store: &mut Store, delete: impl FnOnce(&mut Store) -> rusqlite::Result<u64>) -> rusqlite::Result<u64> {
+    let deleted = delete(store)?;
+    if deleted > 0 {
+        store.erase_traces()?;
+    }
+    Ok(deleted)
 }
