@@ -126,6 +126,15 @@ async fn a_memory_shows_its_passages_and_forgetting_it_removes_it_from_recall_wi
     }
     let (status, v) = d.post("/v1/search", json!({"query": "deploy key", "max_tokens": 100_000})).await;
     assert_eq!(status, 200, "{v}");
+    // Too many tags to filter on is the client's mistake (it was a 503 from SQLite's depth limit).
+    let many: Vec<String> = (0..1000).map(|i| format!("t{i}")).collect();
+    let (status, v) = d.post("/v1/search", json!({"query": "deploy key", "tags": many})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("at most 100"), "{v}");
+    let (status, v) = d.get(&format!("/v1/memories?tags={}", many[..200].join(","))).await;
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = d.post("/v1/search", json!({"query": "deploy key", "tags": many[..100]})).await;
+    assert_eq!(status, 200, "{v}");
     // The CLI says which flag the bank is.
     let out = d.cli().args(["forget", "--document", "doc"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bank"), "{}", String::from_utf8_lossy(&out.stderr));

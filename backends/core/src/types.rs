@@ -428,3 +428,19 @@ pub struct ExportPage {
     /// Where the next page starts; `None` at the end.
     pub next: Option<String>,
 }
+
+/// Most tags a recall, listing or clear may filter on: a filter is one SQL condition a tag, and
+/// SQLite refuses an expression deeper than 1,000 (a client's mistake then looked like a failing
+/// store, 503).
+pub const MAX_FILTER_TAGS: usize = 100;
+
+/// A tag filter within [`MAX_FILTER_TAGS`], or the client's error.
+pub fn check_tag_filter(tags: &[String]) -> Result<(), crate::BackendError> {
+    if tags.len() > MAX_FILTER_TAGS {
+        return Err(crate::BackendError::Invalid(format!(
+            "{} tags to filter on; at most {MAX_FILTER_TAGS} are accepted",
+            tags.len()
+        )));
+    }
+    Ok(())
+}

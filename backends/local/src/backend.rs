@@ -112,6 +112,8 @@ impl LocalBackend {
         q: &RecallQuery,
         mode: RecallMode,
     ) -> Result<Vec<Recalled>, BackendError> {
+        check_tag_filter(&q.tags)?;
+        check_tag_filter(&scope.tags)?;
         let bank = scope.bank.clone();
         let q = q.clone();
         // The query's vector is computed and scanned while the lexical side runs.
@@ -245,6 +247,7 @@ impl MemoryBackend for LocalBackend {
     }
 
     async fn clear(&self, scope: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError> {
+        check_tag_filter(&scope.tags)?;
         let scope = scope.clone();
         let deleted = match what {
             ClearWhat::All => self.write(|s| erased(s, Store::clear_all)).await?,
@@ -301,6 +304,7 @@ impl MemoryBackend for LocalBackend {
     }
 
     async fn browse(&self, query: &BrowseQuery) -> Result<BrowsePage, BackendError> {
+        check_tag_filter(&query.tags)?;
         let before =
             match &query.cursor {
                 Some(c) => Some(c.parse::<i64>().map_err(|_| {
