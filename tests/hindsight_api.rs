@@ -139,6 +139,15 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
         d.post(&bank_path("b", "/memories"), json!({"items": [{"content": "x", "timestamp": "yesterday"}]})).await;
     assert_eq!(status, 422, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("items[0].timestamp"), "{v}");
+    // A value refused is not repeated when it holds a private span.
+    for bad in [
+        json!({"items": [{"content": "x", "timestamp": "<private>S3CRET</private>"}]}),
+        json!({"items": [{"content": "x"}], "operation_id": "<private>S3CRET</private>"}),
+    ] {
+        let (status, v) = d.post(&bank_path("b", "/memories"), bad).await;
+        assert_eq!(status, 422, "{v}");
+        assert!(!v.to_string().contains("S3CRET"), "{v}");
+    }
     let (status, v) = d.post(&bank_path("b", "/memories"), json!({"items": "nope"})).await;
     assert_eq!(status, 422, "{v}");
     let (status, v) = d.post(&bank_path("b", "/memories/recall"), json!({"query": "  "})).await;

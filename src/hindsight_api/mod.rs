@@ -102,7 +102,8 @@ impl HindsightApi {
         check_bank(bank)?;
         let operation_id = match req.operation_id.as_deref() {
             Some(id) => Some(canonical_uuid(id).ok_or_else(|| {
-                CompatError::Invalid(format!("operation_id {id:?} is not a UUID; nothing was stored"))
+                let id = mneme_core::text::quoted_unless_private(id);
+                CompatError::Invalid(format!("operation_id {id} is not a UUID; nothing was stored"))
             })?),
             None => None,
         };
@@ -131,8 +132,9 @@ impl HindsightApi {
                 // `unset`: Hindsight's "no date"; every mneme memory is dated, at its retain.
                 None | Some("" | "unset") => None,
                 Some(t) => Some(time::normalize(t).ok_or_else(|| {
+                    let t = mneme_core::text::quoted_unless_private(t);
                     CompatError::Invalid(format!(
-                        "items[{i}].timestamp {t:?} is not an ISO 8601 date-time (e.g. 2026-01-02T03:04:05Z)"
+                        "items[{i}].timestamp {t} is not an ISO 8601 date-time (e.g. 2026-01-02T03:04:05Z)"
                     ))
                 })?),
             });

@@ -123,6 +123,16 @@ pub struct PrivateEdges {
     pub left_open: bool,
 }
 
+/// A value as an error message quotes it (`"…"`), unless it holds a `<private>` tag: then it is
+/// not repeated, since error messages reach clients and logs.
+pub fn quoted_unless_private(value: &str) -> String {
+    if has_private_tag(value) {
+        "(a value with <private> text)".to_owned()
+    } else {
+        format!("{value:?}")
+    }
+}
+
 /// Where `text`'s `<private>` spans cross its edges (see [`PrivateEdges`]).
 pub fn private_edges(text: &str) -> PrivateEdges {
     let mut edges = PrivateEdges::default();
