@@ -289,7 +289,7 @@ impl MemoryBackend for HindsightBackend {
             self.send("recall", Method::POST, url, Some(&body), self.config.recall_timeout).await?;
         // A bank that does not exist yet holds no memories.
         let Some(answer) = answer else { return Ok(Vec::new()) };
-        Ok(answer
+        let results = answer
             .results
             .into_iter()
             .map(|r| Recalled {
@@ -303,7 +303,8 @@ impl MemoryBackend for HindsightBackend {
                 context: r.context.filter(|c| !c.is_empty()),
                 metadata: r.metadata.unwrap_or_default(),
             })
-            .collect())
+            .collect();
+        Ok(within_chars(results, q.max_tokens.saturating_mul(4)))
     }
 
     async fn reflect(&self, scope: &Scope, q: &ReflectQuery) -> Result<String, BackendError> {
@@ -444,8 +445,50 @@ impl MemoryBackend for HindsightBackend {
     }
 }
 
+/// The server's results within `max_chars` of text in all, best first: the server counts
+/// `max_tokens` in its tokenizer's tokens, mneme as 4 characters each (a hard bound for every
+/// backend). A result that does not fit is left out for shorter ones after it; a first one too
+/// long for the bound is cut, marked with `…`.
+fn within_chars(results: Vec<Recalled>, max_chars: usize) -> Vec<Recalled> {
+    let mut room = max_chars;
+    let mut kept: Vec<Recalled> = Vec::new();
+    for r in results {
+        let len = r.text.chars().count();
+        if len <= room {
+            room -= len;
+            kept.push(r);
+        } else if kept.is_empty() && room > 1 {
+            let text: String = r.text.chars().take(room - 1).collect();
+            kept.push(Recalled { text: format!("{}…", text.trim_end()), ..r });
+            break;
+        }
+    }
+    kept
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn results_are_held_to_four_characters_a_token() {
+        let r = |text: &str| Recalled {
+            text: text.into(),
+            kind: String::new(),
+            mentioned_at: String::new(),
+            tags: vec![],
+            score: None,
+            id: None,
+            document_id: None,
+            context: None,
+            metadata: Default::default(),
+        };
+        let long = "x".repeat(7_000);
+        let kept = super::within_chars(vec![r(&long), r("short one")], 4);
+        assert_eq!(kept.len(), 1);
+        assert!(kept[0].text.chars().count() <= 4, "{:?}", kept[0].text);
+        let kept = super::within_chars(vec![r("abcdef"), r(&long), r("gh")], 10);
+        assert_eq!(kept.iter().map(|k| k.text.as_str()).collect::<Vec<_>>(), ["abcdef", "gh"]);
+    }
+
     use super::*;
 
     #[test]
