@@ -74,6 +74,7 @@ async fn an_mcp_client_retains_recalls_and_reflects() {
         .await;
     let shown = format!("{r:?}");
     assert!(shown.contains("hindsight"), "{shown}");
+    assert!(shown.contains("-32600"), "the caller's to know, not an internal error: {shown}");
     // An unknown session is a clear error.
     let r = client
         .call_tool(
@@ -170,6 +171,24 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
         ("42", "invalid_request", -32600),
         (r#"{"jsonrpc": "2.0", "id": null, "method": "initialize", "params": {}}"#, "invalid_request", -32600),
         (r#"{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}"#, "invalid_request", -32600),
+        // What the library answered with a bare 415 or 400, or "method not found".
+        (r#"{"jsonrpc": "2.0", "id": 2.5, "method": "ping"}"#, "invalid_request", -32600),
+        (r#"{"jsonrpc": "2.0", "id": 1180591620717411303424, "method": "ping"}"#, "invalid_request", -32600),
+        (r#"{"jsonrpc": "2.0", "id": 3, "method": 5}"#, "invalid_request", -32600),
+        (r#"{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": []}"#, "invalid_params", -32602),
+        (r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize"}"#, "invalid_params", -32602),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 5}}"#,
+            "invalid_params",
+            -32602,
+        ),
+        (r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call"}"#, "invalid_params", -32602),
+        (r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": 7}}"#, "invalid_params", -32602),
+        (
+            r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "recall", "arguments": [1]}}"#,
+            "invalid_params",
+            -32602,
+        ),
     ] {
         let r = post(body, "application/json").await.unwrap();
         assert_eq!(r.status(), 400, "{body}");
@@ -177,6 +196,17 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
         assert_eq!((&v["jsonrpc"], &v["error"]["code"]), (&json!("2.0"), &json!(code)), "{body}: {v}");
         assert_eq!(v["error"]["data"]["jsonrpc_code"], rpc_code, "{body}: {v}");
         assert!(v["error"]["message"].is_string(), "{body}: {v}");
+    }
+    // A client that accepts anything is answered (the library refused it with 406).
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    for accept in [Some("*/*"), None] {
+        let mut req = d.http.post(d.url("/mcp")).bearer_auth(&d.token).json(&init);
+        if let Some(a) = accept {
+            req = req.header("accept", a);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 200, "{accept:?}: {}", r.text().await.unwrap());
     }
     let r = post(r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}"#, "text/plain").await.unwrap();
     assert_eq!(r.status(), 415);

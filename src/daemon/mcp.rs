@@ -128,6 +128,10 @@ pub struct MemoryTools {
 fn tool_error(e: SessionError) -> ErrorData {
     match e {
         SessionError::NotFound(_) | SessionError::Invalid(_) => ErrorData::invalid_params(e.to_string(), None),
+        // What the backend cannot do at all (reflect on the local store) is the caller's to know.
+        SessionError::Backend(mneme_core::BackendError::Unsupported(_)) => {
+            ErrorData::invalid_request(e.to_string(), None)
+        }
         other => ErrorData::internal_error(other.to_string(), None),
     }
 }
@@ -267,8 +271,15 @@ pub async fn check_message(
             if m.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0")
                 && (m.contains_key("method") || m.contains_key("id")) =>
         {
-            if m.get("id").is_some_and(|id| !(id.is_string() || id.is_number())) {
-                return refused("invalid_request", -32600, "Invalid Request: the id must be a string or a number");
+            // The library takes a string or a 64-bit integer; anything else it answered with 415.
+            if m.get("id").is_some_and(|id| !(id.is_string() || id.is_i64())) {
+                return refused("invalid_request", -32600, "Invalid Request: the id must be a string or an integer");
+            }
+            if m.get("method").is_some_and(|v| !v.is_string()) {
+                return refused("invalid_request", -32600, "Invalid Request: the method must be a string");
+            }
+            if let Some(why) = params_problem(&m) {
+                return refused("invalid_params", -32602, &format!("Invalid params: {why}"));
             }
             m.get("method").and_then(|v| v.as_str()) == Some("initialize")
         }
@@ -277,6 +288,8 @@ pub async fn check_message(
             return refused("invalid_request", -32600, why);
         }
     };
+    let mut parts = parts;
+    accept_both(&mut parts.headers);
     let session = parts.headers.contains_key("mcp-session-id");
     if !initialize && !session {
         let why = "every message but initialize names its session: send the Mcp-Session-Id header that initialize answered with";
@@ -289,6 +302,42 @@ pub async fn check_message(
         return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", why).into_response();
     }
     response
+}
+
+/// What is wrong with a request's `params`, for the methods whose params the library would
+/// otherwise refuse without saying (a bare 400 or 415, or "method not found" for a bad
+/// `tools/call`): params are an object; `initialize` names its protocol version; `tools/call`
+/// names its tool and passes its arguments as an object.
+fn params_problem(m: &serde_json::Map<String, serde_json::Value>) -> Option<&'static str> {
+    let params = m.get("params");
+    if params.is_some_and(|p| !p.is_object() && !p.is_null()) {
+        return Some("params must be an object");
+    }
+    let field = |name: &str| params.and_then(|p| p.get(name));
+    match m.get("method").and_then(|v| v.as_str()) {
+        Some("initialize") if !field("protocolVersion").is_some_and(|v| v.is_string()) => {
+            Some("initialize needs params.protocolVersion, a string such as \"2025-06-18\"")
+        }
+        Some("tools/call") if !field("name").is_some_and(|v| v.is_string()) => {
+            Some("tools/call needs params.name, the tool's name")
+        }
+        Some("tools/call") if field("arguments").is_some_and(|a| !a.is_object() && !a.is_null()) => {
+            Some("tools/call's params.arguments must be an object")
+        }
+        _ => None,
+    }
+}
+
+/// A client that accepts anything (`*/*`, or no Accept at all) is answered as one that named
+/// both of streamable HTTP's types; the library refused it with 406.
+fn accept_both(headers: &mut axum::http::HeaderMap) {
+    use axum::http::header::ACCEPT;
+    let any = headers.get_all(ACCEPT).iter().all(|v| {
+        v.to_str().is_ok_and(|v| v.split(',').any(|t| t.split(';').next().is_some_and(|t| t.trim() == "*/*")))
+    });
+    if any {
+        headers.insert(ACCEPT, axum::http::HeaderValue::from_static("application/json, text/event-stream"));
+    }
 }
 
 /// The tower service to nest at `/mcp`.

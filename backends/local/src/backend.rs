@@ -114,6 +114,9 @@ impl LocalBackend {
     ) -> Result<Vec<Recalled>, BackendError> {
         check_tag_filter(&q.tags)?;
         check_tag_filter(&scope.tags)?;
+        if !crate::fts::asks_about_something(&q.query) {
+            return Ok(Vec::new());
+        }
         let bank = scope.bank.clone();
         let q = q.clone();
         // The query's vector is computed and scanned while the lexical side runs.

@@ -225,7 +225,17 @@ impl Semantic {
             if lock(&self.wake).stop {
                 return Ok(());
             }
-            let batch = reader.unembedded(&self.model, after, BATCH).map_err(|e| e.to_string())?;
+            // The store failing (its disk full, a busy file) is an outage like the embedder's:
+            // retried with the same pauses, never the end of semantic recall until a restart.
+            let batch = match reader.unembedded(&self.model, after, BATCH) {
+                Ok(batch) => batch,
+                Err(e) => {
+                    self.unavailable(format!("cannot read the passages to embed: {e}"));
+                    self.sleep(pause);
+                    pause = (pause * 2).min(RETRY_MAX);
+                    continue;
+                }
+            };
             if batch.is_empty() {
                 if lock(&self.health).error.is_some() {
                     // Nothing to embed, but recall's queries wait for a sign of life.
@@ -247,10 +257,19 @@ impl Semantic {
             let texts: Vec<&str> = batch.iter().map(Unembedded::embedding_text).collect();
             match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
                 Ok(vectors) => {
-                    pause = RETRY_FIRST;
-                    self.available();
-                    after = batch.last().map_or(after, |p| p.pid);
-                    self.store(writer, batch, vectors)?;
+                    let last = batch.last().map_or(after, |p| p.pid);
+                    match self.store(writer, batch, vectors) {
+                        Ok(()) => {
+                            pause = RETRY_FIRST;
+                            self.available();
+                            after = last;
+                        }
+                        Err(e) => {
+                            self.unavailable(format!("cannot store the vectors: {e}"));
+                            self.sleep(pause);
+                            pause = (pause * 2).min(RETRY_MAX);
+                        }
+                    }
                 }
                 Err(e) => {
                     self.unavailable(e.to_string());

@@ -93,6 +93,13 @@ pub fn index_terms(text: &str) -> String {
     })
 }
 
+/// Whether a query holds a word that is not a stopword: one of only "what is it" or "the a of"
+/// asks about nothing, and recall answers it with nothing (it used to bring up most of a bank:
+/// the stopwords matched everywhere, and the vectors of such a question resemble any short note).
+pub fn asks_about_something(text: &str) -> bool {
+    words(text).any(|w| !STOPWORDS.contains(&w.as_str()))
+}
+
 /// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left. Past
 /// [`MAX_TERMS`] the longest are kept, in the query's order, wherever they stand in it: a long
 /// word is usually a rare one, and the words that matter are not always the first.

@@ -252,3 +252,15 @@ fn turns_retained_as_facts_know_the_turn_before_them() {
     assert_eq!(fts_rows(&store, "sunris"), Vec::<i64>::new(), "a forgotten turn's words are in no context");
     assert_eq!(link(&store, "Caroline: It was").1, None);
 }
+
+#[tokio::test]
+async fn a_question_of_only_stopwords_recalls_nothing() {
+    let (_d, b) = open().await;
+    let facts = ["The build uses sccache.", "We deploy on Fridays.", "It is what it is, and the tests are slow."];
+    let items: Vec<MemoryItem> = facts.iter().enumerate().map(|(i, f)| item(&format!("f{i}"), f, None)).collect();
+    b.retain(&scope(), &RetainBatch { id: "batch".into(), items }).await.unwrap();
+    for q in ["the a of and to is", "what is it", "Is it?", "   "] {
+        assert_eq!(b.recall(&scope(), &query(q, 1000)).await.unwrap(), vec![], "{q:?}");
+    }
+    assert_eq!(b.recall(&scope(), &query("what are the tests like", 1000)).await.unwrap().len(), 1);
+}

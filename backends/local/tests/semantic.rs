@@ -408,6 +408,29 @@ async fn an_endpoint_that_is_down_never_fails_anything_and_is_caught_up_with() {
     assert_eq!(dense.first().map(String::as_str), Some("note 12 about walrus12 and the harbour"));
 }
 
+/// The store refusing the vectors (its disk full, its file locked) is an outage like the
+/// embedder's: semantic recall comes back once the store takes writes again, without a restart
+/// (the embedding thread used to stop for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_refuses_the_vectors_for_a_while_is_caught_up_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let mut stub = Stub::start();
+    stub.stop();
+    let b = openai(&path, &stub, "hash-64", Duration::from_secs(2));
+    retain(&b, numbered(0, 10)).await;
+    refused_with(&b, "cannot connect").await;
+    // Another process holds the store's write lock past the writer's 5 s busy timeout.
+    let locker = rusqlite::Connection::open(&path).unwrap();
+    locker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    stub.restart();
+    let e = refused_with(&b, "cannot store the vectors").await;
+    assert!(e.error.as_deref().is_some_and(|m| m.contains("cannot store the vectors")), "{e:?}");
+    locker.execute_batch("ROLLBACK").unwrap();
+    let e = embedded(&b, Duration::from_secs(90)).await;
+    assert_eq!(e.embedded, 10);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_endpoint_or_a_wrong_length_leaves_recall_to_bm25() {
     let dir = tempfile::tempdir().unwrap();
