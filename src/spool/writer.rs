@@ -56,6 +56,7 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
     let mut removals: Vec<(Removal, OwnedSemaphorePermit)> = Vec::new();
     // After a transaction could not begin, removals alone are retried less eagerly.
     let mut removal_wait = REMOVAL_WAIT;
+    let mut failures = FailureLog::default();
     loop {
         let first = if removals.is_empty() {
             rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
@@ -86,7 +87,7 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             Err(e) => {
                 // The writer never gives up: every job hears why, and the next message tries
                 // again (a full disk that has room again, a transient I/O error).
-                tracing::error!("spool: cannot begin a transaction: {e}");
+                failures.log(format_args!("spool: cannot begin a transaction: {e}"));
                 for (job, _place) in group {
                     job(Err(e.clone()));
                 }
@@ -119,9 +120,10 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
         let commit = tx.commit().map_err(SpoolError::from);
         if commit.is_ok() {
             counters.committed(places.len());
+            failures.recovered();
         }
         if let Err(e) = &commit {
-            tracing::error!("spool: commit failed: {e}");
+            failures.log(format_args!("spool: commit failed: {e}"));
             // A failed COMMIT (a full disk) can leave the transaction open: close it, so the
             // next one can begin.
             if !conn.is_autocommit() {
@@ -144,4 +146,55 @@ fn begin(conn: &mut Connection) -> Result<Transaction<'_>, SpoolError> {
         let _ = conn.execute_batch("ROLLBACK");
     }
     Ok(conn.transaction()?)
+}
+
+/// The spool's write failures as the log shows them: the first of an episode, then at most one a
+/// minute with how many were left out (a full disk refuses every retain, and logging each one
+/// twice wrote thousands of lines), and a line when commits succeed again.
+#[derive(Default)]
+struct FailureLog {
+    last: Option<std::time::Instant>,
+    left_out: u64,
+}
+
+impl FailureLog {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+    fn log(&mut self, what: std::fmt::Arguments<'_>) {
+        if self.last.is_some_and(|t| t.elapsed() < Self::EVERY) {
+            self.left_out += 1;
+            return;
+        }
+        match self.left_out {
+            0 => tracing::error!("{what}"),
+            n => tracing::error!("{what} ({n} more failures in the last minute not logged)"),
+        }
+        self.last = Some(std::time::Instant::now());
+        self.left_out = 0;
+    }
+
+    fn recovered(&mut self) {
+        if self.last.take().is_some() {
+            tracing::info!("spool: commits succeed again");
+            self.left_out = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FailureLog;
+
+    #[test]
+    fn an_episode_of_failures_is_logged_once_a_minute() {
+        let mut log = FailureLog::default();
+        for _ in 0..1000 {
+            log.log(format_args!("disk full"));
+        }
+        assert_eq!(log.left_out, 999, "one line, the rest counted");
+        log.recovered();
+        assert!(log.last.is_none() && log.left_out == 0);
+        log.log(format_args!("disk full again"));
+        assert_eq!(log.left_out, 0, "a new episode is logged at once");
+    }
 }
