@@ -68,6 +68,8 @@ struct Inner {
     /// `None` when `local.embedder` is off.
     semantic: Option<Arc<Semantic>>,
     events: Mutex<Option<UnboundedReceiver<BackendEvent>>>,
+    /// What the integrity check found wrong with the file, once it has.
+    damage: Arc<Mutex<Option<String>>>,
 }
 
 impl Drop for Inner {
@@ -87,6 +89,8 @@ impl LocalBackend {
                 .map_err(|e| BackendError::permanent(format!("cannot create its folder {}: {e}", dir.display())))?;
         }
         let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+        let damage = Arc::new(Mutex::new(None));
+        check_in_background(config.path.clone(), damage.clone(), events_tx.clone());
         let semantic = Semantic::new(&config.embedder, events_tx);
         let writer = Writer::start(&config.path, semantic.clone())?;
         if let Some(s) = &semantic {
@@ -101,6 +105,7 @@ impl LocalBackend {
             thesaurus: config.thesaurus.clone(),
             semantic,
             events: Mutex::new(Some(events)),
+            damage,
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -353,6 +358,10 @@ impl MemoryBackend for LocalBackend {
     }
 
     async fn status(&self) -> BackendStatus {
+        let damage = self.inner.damage.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(damage) = damage {
+            return BackendStatus { healthy: false, detail: Some(damage), ..BackendStatus::healthy(BackendId::Local) };
+        }
         match self.read(|s| s.stats()).await {
             Ok(stats) => BackendStatus {
                 memories: Some(stats.memories),
@@ -368,6 +377,31 @@ impl MemoryBackend for LocalBackend {
                 ..BackendStatus::healthy(BackendId::Local)
             },
         }
+    }
+}
+
+/// Checks the store file once, in the background at the lowest priority (SQLite's
+/// `quick_check` reads every page: too long to make the start wait): a damaged file is told as
+/// a notice and in the status, so it is not found by failing recalls alone.
+fn check_in_background(
+    path: PathBuf,
+    damage: Arc<Mutex<Option<String>>>,
+    events: tokio::sync::mpsc::UnboundedSender<BackendEvent>,
+) {
+    let spawned = std::thread::Builder::new().name("mneme-check".into()).spawn(move || {
+        crate::writer::lower_priority();
+        if let Err(crate::OpenError::Damaged(verdict)) = crate::check(&path) {
+            let message = format!(
+                "the local store {} is damaged ({verdict}): recalls and deliveries may fail; stop mneme and run `mneme doctor`",
+                path.display()
+            );
+            tracing::error!("{message}");
+            *damage.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
+            let _ = events.send(BackendEvent { problem: true, message });
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start the store's integrity check: {e}");
     }
 }
 

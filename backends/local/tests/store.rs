@@ -452,3 +452,42 @@ async fn exact_tags_match_the_whole_set_and_none_means_untagged() {
     assert!(TagsMatch::Exact.matches(&["b".into(), "a".into()], &["a".into(), "b".into()]));
     assert!(!TagsMatch::Exact.matches(&["a".into()], &["a".into(), "b".into()]));
 }
+
+/// A damaged file is found by the integrity check that runs after the start, and told: a notice
+/// naming the file and an unhealthy status (it was found only by recalls failing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_store_is_told_after_the_start() {
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    {
+        let b = LocalBackend::open(&LocalConfig::lexical(&path)).unwrap();
+        let items: Vec<MemoryItem> = (0..300)
+            .map(|i| {
+                item(&format!("m{i}"), &format!("note {i} about the harbour crane {i}"), &[], MemoryType::World, None)
+            })
+            .collect();
+        b.retain(&scope("b"), &RetainBatch { id: "x".into(), items }).await.unwrap();
+        let mut events = b.take_events().unwrap();
+        assert!(b.status().await.healthy);
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        assert!(events.try_recv().is_err(), "a sound file raises nothing");
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+    let page: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+    drop(conn);
+    let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    for n in 2..6 {
+        // The headers of a few b-tree pages.
+        file.seek(SeekFrom::Start(n * page)).unwrap();
+        file.write_all(&[0xff; 64]).unwrap();
+    }
+    drop(file);
+    let b = LocalBackend::open(&LocalConfig::lexical(&path)).unwrap();
+    let mut events = b.take_events().unwrap();
+    let told = tokio::time::timeout(std::time::Duration::from_secs(30), events.recv()).await.unwrap().unwrap();
+    assert!(told.problem && told.message.contains("damaged") && told.message.contains("m.db"), "{told:?}");
+    let status = b.status().await;
+    assert!(!status.healthy && status.detail.unwrap().contains("damaged"));
+}
