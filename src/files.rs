@@ -41,8 +41,25 @@ fn aside(path: &Path) -> PathBuf {
     path.with_file_name(format!("{name}.broken"))
 }
 
-/// The advice for a damaged database file: move it aside (keeping it) and start again.
-fn move_aside(path: &Path, lost: &str) -> String {
+/// The advice for a database file that cannot be opened, by why: a full or read-only disk and a
+/// newer mneme's file are not damage, and moving the file aside would lose what it holds; only
+/// for anything else, move it aside (keeping it) and start again.
+fn advice(path: &Path, reason: &str, lost: &str) -> String {
+    let lower = reason.to_lowercase();
+    let dir = quoted(path.parent().unwrap_or(Path::new(".")));
+    if ["no space", "disk is full", "disk i/o error"].iter().any(|s| lower.contains(s)) {
+        return format!(
+            "Its disk may be full or failing: free some space (`df -h {dir}`) and start mneme again. Keep the file where it is ({lost} if it were moved)"
+        );
+    }
+    if lower.contains("readonly") || lower.contains("read-only") {
+        return format!(
+            "mneme must write it: check the folder's owner and mode (`ls -ld {dir}`) and that its file system is not mounted read-only"
+        );
+    }
+    if lower.contains("newer mneme") || lower.contains("newer than this mneme") {
+        return "It was written by a newer mneme: run that version (or a later one) on it".into();
+    }
     format!(
         "If it is damaged, move it aside (`mv {} {}`; {lost}) and start mneme again; `mneme doctor` checks every storage file",
         quoted(path),
@@ -56,25 +73,19 @@ pub fn spool_problem(path: &Path, reason: impl fmt::Display) -> FileProblem {
     FileProblem {
         what: "spool",
         path: path.to_owned(),
+        fix: advice(path, &reason, "retains still queued in it would not be delivered"),
         reason: reason.strip_prefix("spool: ").unwrap_or(&reason).to_owned(),
-        fix: move_aside(path, "retains still queued in it would not be delivered"),
     }
 }
 
 /// The local store could not be opened.
 pub fn local_store_problem(path: &Path, reason: impl fmt::Display) -> FileProblem {
-    FileProblem {
-        what: "local memory store",
-        path: path.to_owned(),
-        reason: reason.to_string(),
-        fix: move_aside(
-            path,
-            &format!(
-                "the memories in it are then no longer recalled; `sqlite3 {} .recover` may save them",
-                quoted(&aside(path))
-            ),
-        ),
-    }
+    let reason = reason.to_string();
+    let lost = format!(
+        "the memories in it are then no longer recalled; `sqlite3 {} .recover` may save them",
+        quoted(&aside(path))
+    );
+    FileProblem { what: "local memory store", path: path.to_owned(), fix: advice(path, &reason, &lost), reason }
 }
 
 /// The token file exists but cannot be read, or holds something that is not a token.
@@ -118,4 +129,24 @@ pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {
         return Err(token_problem(path, "it does not hold a token (16 or more visible ASCII characters)"));
     }
     Ok(Some(token.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_advice_fits_the_reason() {
+        let spool = Path::new("/data/mneme/spool.db");
+        let full = spool_problem(spool, "spool: disk I/O error");
+        assert!(full.fix.contains("df -h /data/mneme") && !full.fix.contains("mv "), "{full}");
+        let ro = local_store_problem(spool, "attempt to write a readonly database");
+        assert!(ro.fix.contains("read-only") && !ro.fix.contains("mv "), "{ro}");
+        let newer = spool_problem(spool, "spool: schema version 99 was written by a newer mneme (this one knows 7)");
+        assert!(newer.fix.contains("newer mneme") && !newer.fix.contains("mv "), "{newer}");
+        let newer = local_store_problem(spool, "database schema version 9 is newer than this mneme supports (8)");
+        assert!(newer.fix.contains("newer mneme"), "{newer}");
+        let damaged = spool_problem(spool, "spool: file is not a database");
+        assert!(damaged.fix.contains("mv /data/mneme/spool.db /data/mneme/spool.db.broken"), "{damaged}");
+    }
 }
