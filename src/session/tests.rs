@@ -202,6 +202,13 @@ fn start(id: &str) -> StartRequest {
     StartRequest { session_id: id.into(), cwd: "/p/otters".into(), ..StartRequest::default() }
 }
 
+/// The default settings, retaining every turn.
+fn every_turn() -> Settings {
+    let mut settings = Settings::default();
+    settings.retain.every_n_turns = 1;
+    settings
+}
+
 /// Every stored memory's content, in one text.
 async fn stored(r: &Rig) -> String {
     let page = r.local.export(None, None, 10_000).await.unwrap();
@@ -211,9 +218,7 @@ async fn stored(r: &Rig) -> String {
 #[tokio::test]
 async fn a_private_span_the_prompt_opens_and_the_reply_closes_is_hidden_across_them() {
     let r = rig();
-    let mut settings = Settings::default();
-    settings.retain.every_n_turns = 1;
-    let s = sessions(&r, settings).await;
+    let s = sessions(&r, every_turn()).await;
     let last = TurnEnd {
         last: true,
         reply: Some("S2-SECRET still private </private> public part".into()),
@@ -236,9 +241,7 @@ async fn a_private_span_the_prompt_opens_and_the_reply_closes_is_hidden_across_t
 #[tokio::test]
 async fn memory_tags_are_stripped_message_by_message() {
     let r = rig();
-    let mut settings = Settings::default();
-    settings.retain.every_n_turns = 1;
-    let s = sessions(&r, settings).await;
+    let s = sessions(&r, every_turn()).await;
     s.start(start("a")).await.unwrap();
     let messages = [
         Message::new("user", "Here is the tag name we use: <memories> (literal)"),
@@ -313,9 +316,7 @@ async fn concurrent_first_turns_inject_one_block() {
 #[tokio::test]
 async fn a_history_that_starts_over_never_replaces_what_was_retained() {
     let r = rig();
-    let mut settings = Settings::default();
-    settings.retain.every_n_turns = 1;
-    let s = sessions(&r, settings).await; // full-session
+    let s = sessions(&r, every_turn()).await; // full-session
     s.start(start("a")).await.unwrap();
     s.agent_end("a", &turns(9), Turn::Work, TurnEnd::default()).await.unwrap();
     // Compacted: a summary and new turns, fewer user turns than were retained.

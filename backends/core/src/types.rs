@@ -288,6 +288,24 @@ pub struct Recalled {
     pub metadata: BTreeMap<String, String>,
 }
 
+impl Recalled {
+    /// A result that is only its text (no type, time, tags or score): what a test or a plain
+    /// list of texts needs.
+    pub fn of_text(text: impl Into<String>) -> Self {
+        Recalled {
+            text: text.into(),
+            kind: String::new(),
+            mentioned_at: String::new(),
+            tags: Vec::new(),
+            score: None,
+            id: None,
+            document_id: None,
+            context: None,
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
 /// A reflect request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReflectQuery {

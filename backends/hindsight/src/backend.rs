@@ -470,17 +470,7 @@ fn within_chars(results: Vec<Recalled>, max_chars: usize) -> Vec<Recalled> {
 mod tests {
     #[test]
     fn results_are_held_to_four_characters_a_token() {
-        let r = |text: &str| Recalled {
-            text: text.into(),
-            kind: String::new(),
-            mentioned_at: String::new(),
-            tags: vec![],
-            score: None,
-            id: None,
-            document_id: None,
-            context: None,
-            metadata: Default::default(),
-        };
+        let r = |text: &str| Recalled::of_text(text);
         let long = "x".repeat(7_000);
         let kept = super::within_chars(vec![r(&long), r("short one")], 4);
         assert_eq!(kept.len(), 1);
