@@ -73,6 +73,7 @@ pub async fn browse(State(s): St, q: Result<Query<BrowseParams>, QueryRejection>
 /// Cuts `text` to at most `max` characters, ending it in `…`.
 fn cut(text: &mut String, max: usize) {
     let kept = mneme_core::text::take_chars(text, max).len();
+    let kept = mneme_core::text::shown_char_boundary(text, kept);
     if kept < text.len() {
         text.truncate(kept);
         text.push('…');

@@ -205,6 +205,8 @@ fn cut_at_word(text: &str, max: usize) -> String {
     }
     let keep: String = text.chars().take(max.saturating_sub(2)).collect();
     let at = keep.rfind(char::is_whitespace).filter(|i| *i > keep.len() / 2).unwrap_or(keep.len());
+    // `keep` is the start of `text`: the same offsets, and `text` knows what follows the cut.
+    let at = mneme_core::text::shown_char_boundary(text, at);
     format!("{} …", keep[..at].trim_end())
 }
 

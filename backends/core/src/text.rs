@@ -386,6 +386,41 @@ pub fn char_len(s: &str) -> usize {
     s.chars().count()
 }
 
+/// Whether `c` belongs to the character before it as it is shown: a combining mark, a variation
+/// selector, an emoji modifier or tag, or a zero-width joiner. A cut just before it splits one
+/// shown character in two.
+pub fn continues_previous(c: char) -> bool {
+    matches!(c as u32,
+        0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F // combining marks
+        | 0xFE00..=0xFE0F | 0xE0100..=0xE01EF // variation selectors
+        | 0x200D // zero-width joiner
+        | 0x1F3FB..=0x1F3FF // skin tones
+        | 0xE0020..=0xE007F) // tags (subdivision flags)
+}
+
+/// Whether a cut between `before` and `after` splits one shown character (see
+/// [`continues_previous`]; a zero-width joiner binds what follows it too).
+pub fn splits_shown_char(before: char, after: char) -> bool {
+    continues_previous(after) || before == '\u{200D}'
+}
+
+/// A byte offset at or before `at` (a char boundary of `text`) where a cut splits no shown
+/// character: moved back over joined emoji and combining marks, at most 32 chars (a longer run
+/// is cut where it was asked).
+pub fn shown_char_boundary(text: &str, at: usize) -> usize {
+    let mut cut = at;
+    for _ in 0..32 {
+        let (Some(before), Some(after)) = (text[..cut].chars().next_back(), text[cut..].chars().next()) else {
+            return cut;
+        };
+        if !splits_shown_char(before, after) {
+            return cut;
+        }
+        cut -= before.len_utf8();
+    }
+    at
+}
+
 /// The first `n` chars of `s`.
 pub fn take_chars(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
@@ -397,6 +432,20 @@ pub fn take_chars(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cuts_keep_joined_emoji_and_accents_whole() {
+        let family = "deploy 👨\u{200D}👩\u{200D}👧 done";
+        for at in (0..=family.len()).filter(|&i| family.is_char_boundary(i)) {
+            let cut = shown_char_boundary(family, at);
+            let (head, tail) = family.split_at(cut);
+            let split = head.chars().next_back().zip(tail.chars().next()).is_some_and(|(b, a)| splits_shown_char(b, a));
+            assert!(!split, "{at} → {cut}: {head:?} | {tail:?}");
+        }
+        let accent = "cafe\u{301}s";
+        assert_eq!(shown_char_boundary(accent, 4), 3, "not between the e and its accent");
+        assert_eq!(shown_char_boundary("plain", 3), 3);
+    }
 
     #[test]
     fn blank_is_what_shows_nothing() {

@@ -458,8 +458,9 @@ fn within_chars(results: Vec<Recalled>, max_chars: usize) -> Vec<Recalled> {
             room -= len;
             kept.push(r);
         } else if kept.is_empty() && room > 1 {
-            let text: String = r.text.chars().take(room - 1).collect();
-            kept.push(Recalled { text: format!("{}…", text.trim_end()), ..r });
+            let head = mneme_core::text::take_chars(&r.text, room - 1);
+            let head = &head[..mneme_core::text::shown_char_boundary(&r.text, head.len())];
+            kept.push(Recalled { text: format!("{}…", head.trim_end()), ..r });
             break;
         }
     }

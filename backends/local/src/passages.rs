@@ -62,7 +62,7 @@ fn cut_long<'a>(unit: &'a str, out: &mut Vec<&'a str>) {
             .or_else(|| head.rfind(". ").map(|i| i + 1))
             .or_else(|| head.rfind(' '))
             .filter(|&i| i > limit / 3)
-            .unwrap_or(limit);
+            .unwrap_or_else(|| mneme_core::text::shown_char_boundary(rest, limit));
         out.push(rest[..at].trim());
         rest = rest[at..].trim_start();
     }
@@ -161,7 +161,16 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_chars: usize) 
             }
         }
     }
-    let to = (from + room).min(cs.len());
+    let mut to = (from + room).min(cs.len());
+    // Neither end splits a character as shown (a joined emoji, a letter and its accent).
+    let splits = |at: usize| at > 0 && at < cs.len() && mneme_core::text::splits_shown_char(cs[at - 1], cs[at]);
+    while from < to && splits(from) {
+        from += 1;
+    }
+    let widest = to;
+    while to > from && splits(to) && widest - to < 32 {
+        to -= 1;
+    }
     let mut out = String::new();
     if from > 0 {
         out.push_str("… ");
@@ -176,6 +185,29 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_chars: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No piece of `pieces` starts or ends inside a shown character.
+    fn whole(pieces: &[&str]) {
+        for p in pieces {
+            let p = p.trim_start_matches("… ").trim_end_matches(" …");
+            let (first, last) = (p.chars().next().unwrap(), p.chars().next_back().unwrap());
+            assert!(!mneme_core::text::continues_previous(first) && last != '\u{200D}', "{p:?}");
+        }
+    }
+
+    #[test]
+    fn passages_and_windows_keep_joined_emoji_whole() {
+        let family = "👨\u{200D}👩\u{200D}👧\u{200D}👦";
+        let long = family.repeat(2_000);
+        let parts = split(&long);
+        assert!(parts.len() > 1);
+        whole(&parts.iter().map(String::as_str).collect::<Vec<_>>());
+        let text = format!("deploy {} deploy", family.repeat(50));
+        let thesaurus = Thesaurus::builtin();
+        for max in 8..60 {
+            whole(&[window(&text, "deploy", &thesaurus, max).as_str()]);
+        }
+    }
 
     fn transcript(turns: usize) -> String {
         (0..turns)
