@@ -148,19 +148,33 @@ impl Sessions {
         if omitted > 0 {
             return self.retain_tail(session, settings, &history, user_turns).await;
         }
-        let history = cleaned(settings, &history);
-        let first_turn = history.iter().find(|m| m.role == "user").map(|m| fingerprint(&m.content));
-        let starts_over = session.retained_turns > 0
-            && (user_turns < session.retained_turns
-                || session.first_turn.is_some_and(|f| first_turn.is_some_and(|n| n != f)));
-        let session = if starts_over {
-            self.next_part(session, first_turn).await?
-        } else {
-            if session.first_turn.is_none() && first_turn.is_some() {
-                self.update(&session.id, |s| s.first_turn = first_turn);
+        let each = cleaned_each(settings, &history);
+        let seen: Vec<u64> = history
+            .iter()
+            .zip(&each)
+            .filter(|(m, _)| m.role == "user")
+            .map(|(_, c)| c.as_ref().map_or(0, |c| fingerprint(&c.content)))
+            .collect();
+        let session = match place_in_part(&session.turn_prints, &seen) {
+            Placement::Continues => {
+                if seen.len() > session.turn_prints.len() {
+                    self.update(&session.id, |s| s.turn_prints = seen);
+                }
+                session.clone()
             }
-            session.clone()
+            Placement::Window(k) => {
+                // The client sent the part without its start (a transcript read from its end):
+                // as if it had said how many turns it left out.
+                let mut prints = session.turn_prints[..k].to_vec();
+                prints.extend(&seen);
+                if prints.len() > session.turn_prints.len() {
+                    self.update(&session.id, |s| s.turn_prints = prints);
+                }
+                return self.retain_tail(session, settings, &history, k as i64 + user_turns).await;
+            }
+            Placement::StartsOver => self.next_part(session, seen).await?,
         };
+        let history: Vec<Message> = each.into_iter().flatten().collect();
         let session = &session;
         let new_turns = user_turns - session.retained_turns;
         if new_turns <= 0 {
@@ -234,7 +248,7 @@ impl Sessions {
     /// A history that starts over (compacted, or a client that sends a turn at a time): the
     /// pending tail of the part before is queued, and what follows is counted afresh into a
     /// document of its own, so it never replaces the turns retained before.
-    async fn next_part(&self, session: &Session, first_turn: Option<u64>) -> Result<Session, SessionError> {
+    async fn next_part(&self, session: &Session, turn_prints: Vec<u64>) -> Result<Session, SessionError> {
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
         }
@@ -242,7 +256,7 @@ impl Sessions {
             s.part = s.part.saturating_add(1);
             s.retained_turns = 0;
             s.pending = None;
-            s.first_turn = first_turn;
+            s.turn_prints = turn_prints;
         });
         match updated {
             Some(s) => {
@@ -361,6 +375,35 @@ fn part_document(session: &Session) -> String {
     }
 }
 
+/// Where the user turns a client sent stand in the session's current part.
+#[derive(Debug, PartialEq, Eq)]
+enum Placement {
+    /// From the part's start, agreeing with what was seen before (longer, as long, or a shorter
+    /// copy sent late): the turns past the retained ones are new.
+    Continues,
+    /// Agreeing with the part from its `k`-th user turn on: the start was left out.
+    Window(usize),
+    /// Agreeing with nothing seen (compacted, rewound, another conversation): a new part.
+    StartsOver,
+}
+
+/// Places the user turns `seen` (their fingerprints) against those `known` of the part: where
+/// they agree with it, from its start or from a later turn, wherever they overlap.
+fn place_in_part(known: &[u64], seen: &[u64]) -> Placement {
+    if known.is_empty() || seen.is_empty() {
+        return Placement::Continues;
+    }
+    let agrees_from = |k: usize| {
+        let overlap = seen.len().min(known.len() - k);
+        seen[..overlap] == known[k..k + overlap]
+    };
+    match (0..known.len()).find(|&k| known[k] == seen[0] && agrees_from(k)) {
+        Some(0) => Placement::Continues,
+        Some(k) => Placement::Window(k),
+        None => Placement::StartsOver,
+    }
+}
+
 /// A stable fingerprint of a text (FNV-1a, 64 bits): the same on every run and build, unlike
 /// the standard library's hasher, since it is saved with the session.
 fn fingerprint(text: &str) -> u64 {
@@ -430,38 +473,27 @@ pub fn memory_block(settings: &Settings, results: &[Recalled]) -> Option<String>
     const TAIL: &str = "\n</memories>";
     let budget = settings.recall.max_tokens.saturating_mul(4);
     let frame = chars(&head) + chars(TAIL);
-    let results: Vec<Recalled> =
-        results.iter().map(|r| Recalled { text: tags_defused(&r.text), ..r.clone() }).collect();
-    let kept = if frame < budget { fit_results(&results, budget - frame) } else { Vec::new() };
+    let kept = if frame < budget { fit_results(results, budget - frame) } else { Vec::new() };
     (!kept.is_empty()).then(|| format!("{head}{}{TAIL}", format_results(&kept)))
-}
-
-/// A memory's text with the block's own tags made inert (`<` → `‹`, the same length): a stored
-/// `</memories>` would otherwise close the block early and put what follows it outside the
-/// frame that tells the agent to read it as background only.
-fn tags_defused(text: &str) -> String {
-    if !text.contains('<') {
-        return text.to_owned();
-    }
-    let lower = text.to_ascii_lowercase();
-    let mut out = String::with_capacity(text.len());
-    let mut last = 0;
-    for (at, _) in lower.match_indices('<') {
-        let rest = &lower[at + 1..];
-        let rest = rest.strip_prefix('/').unwrap_or(rest);
-        if rest.starts_with("memories") {
-            out.push_str(&text[last..at]);
-            out.push('‹');
-            last = at + 1;
-        }
-    }
-    out.push_str(&text[last..]);
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn turns_are_placed_in_their_part() {
+        let known = [1, 2, 3, 4, 5];
+        assert_eq!(place_in_part(&[], &[9, 9]), Placement::Continues, "the first turns of a part");
+        assert_eq!(place_in_part(&known, &[1, 2, 3, 4, 5, 6]), Placement::Continues, "it grew");
+        assert_eq!(place_in_part(&known, &[1, 2, 3]), Placement::Continues, "a late, shorter copy");
+        assert_eq!(place_in_part(&known, &[3, 4, 5, 6, 7]), Placement::Window(2), "its start left out");
+        assert_eq!(place_in_part(&known, &[4]), Placement::Window(3));
+        assert_eq!(place_in_part(&known, &[8, 6, 7]), Placement::StartsOver, "compacted");
+        assert_eq!(place_in_part(&known, &[1, 2, 9]), Placement::StartsOver, "rewound and retold");
+        // A repeated prompt ("continue") is placed where the turns after it agree too.
+        assert_eq!(place_in_part(&[7, 1, 2, 7, 3], &[7, 3, 4]), Placement::Window(3));
+    }
 
     #[test]
     fn a_memory_cannot_close_the_block() {

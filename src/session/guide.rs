@@ -63,7 +63,7 @@ impl Sessions {
         match backend.instructions(&session.scope).await {
             Ok(Some(extra)) => {
                 md.push('\n');
-                md.push_str(&extra);
+                md.push_str(&mneme_core::text::defuse_memory_tags(&extra));
             }
             Ok(None) => {}
             Err(e) => tracing::warn!(session = id, "backend instructions unavailable: {e}"),

@@ -138,10 +138,11 @@ pub struct Session {
     /// retains next is a document of its own and never replaces the turns retained before.
     #[serde(default)]
     pub part: u32,
-    /// A fingerprint of the current part's first user message (cleaned), to tell a history that
-    /// goes on from one that starts over.
-    #[serde(default)]
-    pub first_turn: Option<u64>,
+    /// Fingerprints of the current part's user messages (cleaned; 0 for one wholly private), as
+    /// far as the client has sent them: to tell a history that goes on, or comes without its
+    /// start, from one that starts over.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turn_prints: Vec<u64>,
 }
 
 impl Session {
@@ -416,7 +417,7 @@ impl Sessions {
                 last_prompt: None,
                 last_prompt_left_private: false,
                 part: 0,
-                first_turn: None,
+                turn_prints: Vec::new(),
             });
             if s.scope != scope {
                 // A new cwd (or parent) re-scopes: what was recalled for the old scope no longer applies.

@@ -24,7 +24,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         last_prompt: None,
         last_prompt_left_private: false,
         part: 0,
-        first_turn: None,
+        turn_prints: Vec::new(),
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -346,5 +346,37 @@ async fn a_history_that_starts_over_never_replaces_what_was_retained() {
     let text = stored(&r).await;
     for i in 0..3 {
         assert!(text.contains(&format!("single {i} question")), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn late_copies_and_windows_of_a_history_store_each_turn_once() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    let all = turns(12);
+    // Out of order, as concurrent or retried requests arrive: shorter copies come late.
+    for n in [3, 6, 3, 9, 6, 12] {
+        s.agent_end("a", &all[..2 * n], Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    let calls: Vec<_> = (1..=12)
+        .rev()
+        .map(|n| {
+            let (s, part) = (s.clone(), all[..2 * n].to_vec());
+            tokio::spawn(async move { s.agent_end("a", &part, Turn::Work, TurnEnd::default()).await.unwrap() })
+        })
+        .collect();
+    for c in calls {
+        c.await.unwrap();
+    }
+    // A transcript read from its end (its first turns left out, not counted): the new turns.
+    let more = turns(16);
+    s.agent_end("a", &more[8..], Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 0..16 {
+        let n = text.matches(&format!("question {i} about otters\n")).count();
+        assert_eq!(n, 1, "turn {i} stored {n} times: {text}");
     }
 }

@@ -216,5 +216,6 @@ pub(super) fn format_results(results: &[Recalled]) -> String {
         .iter()
         .map(|r| mneme_core::text::MemoryLine { text: &r.text, kind: &r.kind, mentioned_at: &r.mentioned_at })
         .collect();
-    mneme_core::text::format_memories(&lines)
+    // Shown inside a `<memories>` block, or beside one: never able to close it.
+    mneme_core::text::defuse_memory_tags(&mneme_core::text::format_memories(&lines)).into_owned()
 }

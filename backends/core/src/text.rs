@@ -421,6 +421,29 @@ pub fn shown_char_boundary(text: &str, at: usize) -> usize {
     at
 }
 
+/// A memory's text with the memory block's own tags made inert (`<` → `‹`, the same length): a
+/// stored `</memories>` would otherwise close a recalled block early and put what follows it
+/// outside the frame that tells the agent to read it as background only.
+pub fn defuse_memory_tags(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('<') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (at, _) in lower.match_indices('<') {
+        let rest = &lower[at + 1..];
+        let rest = rest.strip_prefix('/').unwrap_or(rest);
+        if rest.starts_with("memories") {
+            out.push_str(&text[last..at]);
+            out.push('‹');
+            last = at + 1;
+        }
+    }
+    out.push_str(&text[last..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// The first `n` chars of `s`.
 pub fn take_chars(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {

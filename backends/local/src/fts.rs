@@ -97,8 +97,17 @@ pub fn index_terms(text: &str) -> String {
 /// asks about nothing, and recall answers it with nothing (it used to bring up most of a bank:
 /// the stopwords matched everywhere, and the vectors of such a question resemble any short note).
 pub fn asks_about_something(text: &str) -> bool {
-    words(text).any(|w| !STOPWORDS.contains(&w.as_str()))
+    words(text).any(|w| !STOPWORDS.contains(&w.as_str()) && !FUNCTION_WORDS.contains(&w.as_str()))
 }
+
+/// Words that ask about nothing either, beyond the ranking's [`STOPWORDS`] (which stay as they
+/// are: they were measured), and the pieces contractions leave ("isn't" → "isn", "t").
+const FUNCTION_WORDS: &[&str] = &[
+    "about", "all", "also", "am", "any", "been", "being", "both", "d", "didn", "doesn", "don", "each", "hello", "here",
+    "hey", "hi", "isn", "just", "ll", "m", "more", "most", "no", "nor", "not", "now", "ok", "okay", "only", "other",
+    "please", "re", "s", "same", "some", "such", "t", "than", "thanks", "those", "too", "ve", "very", "wasn", "yeah",
+    "yes",
+];
 
 /// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left. Past
 /// [`MAX_TERMS`] the longest are kept, in the query's order, wherever they stand in it: a long

@@ -259,7 +259,16 @@ async fn a_question_of_only_stopwords_recalls_nothing() {
     let facts = ["The build uses sccache.", "We deploy on Fridays.", "It is what it is, and the tests are slow."];
     let items: Vec<MemoryItem> = facts.iter().enumerate().map(|(i, f)| item(&format!("f{i}"), f, None)).collect();
     b.retain(&scope(), &RetainBatch { id: "batch".into(), items }).await.unwrap();
-    for q in ["the a of and to is", "what is it", "Is it?", "   "] {
+    for q in [
+        "the a of and to is",
+        "what is it",
+        "Is it?",
+        "   ",
+        "what's it about?",
+        "isn't it?",
+        "all of those",
+        "I'm here",
+    ] {
         assert_eq!(b.recall(&scope(), &query(q, 1000)).await.unwrap(), vec![], "{q:?}");
     }
     assert_eq!(b.recall(&scope(), &query("what are the tests like", 1000)).await.unwrap().len(), 1);
