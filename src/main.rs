@@ -8,6 +8,15 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = mneme::cli::Cli::parse();
+    if !matches!(cli.command, mneme::cli::Command::Serve) {
+        // A command whose reader goes away (`mneme export | head`) ends quietly, as Unix tools
+        // do, instead of panicking on the failed write. The daemon keeps ignoring SIGPIPE: a
+        // client that hangs up must never stop it.
+        // SAFETY: setting a signal's disposition to its default before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let default_level = match cli.command {
         mneme::cli::Command::Serve => "info",
         // A hook's stderr is shown to the user by the agent: only real errors.

@@ -78,14 +78,34 @@ impl Reloader {
     pub async fn reload(&self) -> Result<Reloaded, ReloadError> {
         let _one_at_a_time = self.serial.lock().await;
         let old = self.settings();
-        if !self.path.exists() {
-            // A file that disappears (deleted, or mid-save by an editor) is not a request for
-            // the defaults: keep what runs.
-            let message = format!("{} is gone; the running configuration stays", self.path.display());
+        let path = self.path.clone();
+        // Off the async worker: a config on a hung file system must not stop the daemon.
+        let read = tokio::task::spawn_blocking(move || {
+            let regular = std::fs::metadata(&path).is_ok_and(|m| m.is_file());
+            match regular.then(|| std::fs::read_to_string(&path)) {
+                Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => None,
+                // Empty: an editor truncates the file before it writes it again.
+                Some(Ok(text)) if text.trim().is_empty() => None,
+                // Missing: no metadata, and load says what else is wrong (not a regular file).
+                None if !path.exists() => None,
+                _ => Some(config::load_from_env(&path)),
+            }
+        });
+        let loaded = match read.await {
+            Ok(loaded) => loaded,
+            Err(e) => Some(Err(config::ConfigErrors::unreadable(&self.path, e))),
+        };
+        let Some(loaded) = loaded else {
+            // A file that disappears or is emptied (deleted, or mid-save by an editor) is not a
+            // request for the defaults: keep what runs. (Defaults: a file with only a comment.)
+            let message = format!(
+                "{} is gone or empty; the running configuration stays (a file holding only a comment means all defaults)",
+                self.path.display()
+            );
             self.notices.emit(Level::Warning, "config", None, message).await;
             return Ok(Reloaded { backend: old.memory.backend, changed: false, restart_needed: Vec::new() });
-        }
-        let mut new = match config::load_from_env(&self.path) {
+        };
+        let mut new = match loaded {
             Ok(loaded) => loaded.settings,
             Err(e) => {
                 let message = format!("Config change not applied, the running configuration stays. {e}");

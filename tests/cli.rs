@@ -184,9 +184,30 @@ fn notices_follow_streams_new_notices() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     d.cli().args(["clear", "--all", "--yes"]).assert().success();
     let line = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("a streamed notice");
-    let _ = child.kill();
-    let _ = child.wait();
     assert!(line.starts_with("#1 ") && line.contains("info") && line.contains("Deleted 0 memories"), "{line}");
+    // The daemon stopping ends the stream: said, and exit 1 (it was a silent exit 0).
+    let mut d = d;
+    d.stop();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+}
+
+#[tokio::test]
+async fn a_reader_that_goes_away_ends_a_command_quietly() {
+    let d = Daemon::start("");
+    d.start_session("s", "/p/pipe").await;
+    let items: Vec<serde_json::Value> =
+        (0..300).map(|i| serde_json::json!({"content": format!("note {i} {}", "x".repeat(1000))})).collect();
+    d.post("/v1/sessions/s/retain", serde_json::json!({"items": items})).await;
+    d.post("/v1/flush", serde_json::json!({})).await;
+    let out = std::process::Command::new("sh")
+        .args(["-c", &format!("'{}' export | head -c 1 >/dev/null", common::bin())])
+        .env("MNEME_CONFIG", d.config_path())
+        .envs(common::env_for(d.dir.path()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
 }
 
 #[test]
@@ -274,4 +295,14 @@ fn migrate_names_the_backends_it_can_copy_between() {
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("local or hindsight") && !err.contains("\"off\", "), "{err}");
     }
+}
+
+#[test]
+fn a_daemon_whose_address_changed_in_the_config_is_still_reached() {
+    let d = Daemon::start("");
+    // The config now names another port than the daemon started on: a restart would apply it,
+    // and until then the CLI reaches the daemon where its pidfile says it listens.
+    let out = d.cli().env("MNEME_SERVER__LISTEN", "127.0.0.1:9").arg("reload").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Reloaded"), "{}", String::from_utf8_lossy(&out.stdout));
 }

@@ -51,6 +51,15 @@ async fn an_invalid_edit_is_reported_and_the_daemon_keeps_serving() {
     let out = d.cli().arg("reload").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 5: memory.backend"));
+    // The other commands, and the hooks, still reach the daemon (it runs on its last good
+    // config), telling the problem: a hook that gave up would lose the turn.
+    let out = d.cli().arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 5: memory.backend"));
+    let event = json!({"hook_event_name": "SessionStart", "session_id": "hk", "cwd": "/p/x", "source": "startup"});
+    let out = d.cli().args(["hook", "claude-code"]).write_stdin(event.to_string()).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("additionalContext"), "{out:?}");
 }
 
 #[tokio::test]
@@ -86,8 +95,24 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     std::fs::remove_file(d.config_path()).unwrap();
     let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
     assert_eq!((status, &v["backend"]), (200, &json!("off")), "{v}");
-    wait_for_notice(&d, "is gone; the running configuration stays").await;
+    wait_for_notice(&d, "is gone or empty; the running configuration stays").await;
     assert_eq!(d.get("/v1/status").await.1["config_exists"], false, "the status says what is there now");
+    // Nor does one emptied by an editor before it writes it again.
+    std::fs::write(d.config_path(), "").unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!((status, &v["backend"]), (200, &json!("off")), "{v}");
+    // A config that is a FIFO (nothing writes it) is refused, and the daemon goes on answering.
+    std::fs::remove_file(d.config_path()).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(d.config_path()).status().unwrap();
+    assert!(made.success());
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("not a regular file"), "{v}");
+    assert_eq!(d.get("/v1/health").await.0, 200);
+    // A comment alone means all defaults.
+    std::fs::remove_file(d.config_path()).unwrap();
+    std::fs::write(d.config_path(), "# defaults\n").unwrap();
+    assert_eq!(d.req(reqwest::Method::POST, "/v1/reload", None).await.1["backend"], "local");
 }
 
 /// Streams retains from a client while the test edits the config; returns the acknowledged ones.

@@ -51,8 +51,12 @@ impl Client {
     /// Connects to the daemon the settings point at and checks it speaks our protocol.
     pub async fn connect(settings: &Settings) -> Result<Client, CliError> {
         let listen = settings.server.listen;
-        let addr = match recorded_addr(&settings.pid_path()) {
+        let pid_path = settings.pid_path();
+        let addr = match recorded_addr(&pid_path) {
             Some(a) if listen.port() == 0 || a.ends_with(&format!(":{}", listen.port())) => a,
+            // The daemon on this storage dir listens where it started: the config's address
+            // changed since (a restart applies it), and `mneme reload` must still reach it to say so.
+            Some(a) if locked_pid(&pid_path).is_some() => a,
             _ if listen.ip().is_unspecified() => format!("127.0.0.1:{}", listen.port()),
             _ => listen.to_string(),
         };

@@ -21,6 +21,17 @@ pub(super) fn load_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
     config::load_from_env(&path).map_err(|e| CliError::Config(e.to_string()))
 }
 
+/// The settings a command that talks to the daemon needs: with a problem in the file, those of
+/// its sections that reach the daemon (see [`config::load_for_client`]), the problem told on stderr.
+pub(super) fn load_client_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
+    let path = config::config_path(flag);
+    let (loaded, problem) = config::load_for_client(&path).map_err(|e| CliError::Config(e.to_string()))?;
+    if let Some(problem) = problem {
+        eprintln!("mneme: {problem}\nmneme: going on with its [server] and [storage]: the daemon keeps its last good configuration (`mneme notices` says what it did with this one)");
+    }
+    Ok(loaded)
+}
+
 pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -> Result<ExitCode, CliError> {
     match action {
         ConfigAction::Example => print!("{}", config::EXAMPLE),
@@ -55,7 +66,7 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
 }
 
 pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool) -> Result<ExitCode, CliError> {
-    let settings = load_settings(flag)?.settings;
+    let settings = load_client_settings(flag)?.settings;
     let client = Client::connect(&settings).await?;
     match command {
         Command::Status => {
@@ -182,7 +193,8 @@ async fn follow_notices(client: &Client, after: i64, as_json: bool) -> Result<()
             }
         }
     }
-    Ok(())
+    // The stream never ends while the daemon runs: it stopped (or restarted).
+    Err(CliError::Other("the daemon closed the notice stream: it stopped or restarted".into()))
 }
 
 fn print_notice(n: &Notice, as_json: bool) {

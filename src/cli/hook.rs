@@ -34,7 +34,7 @@ use serde_json::{json, Value};
 pub use install::{install, mcp_headers, Install, EVENTS};
 pub use transcript::{read_transcript, tail_within};
 
-use super::commands::load_settings;
+use super::commands::load_client_settings;
 use super::{CliError, Client};
 use crate::config::Settings;
 use crate::daemon::api::{
@@ -82,7 +82,8 @@ pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
         }
     };
     let name = event["hook_event_name"].as_str().unwrap_or_default().to_owned();
-    let settings = match load_settings(config) {
+    // A problem in the file does not cost the turn: the daemon runs on its last good config.
+    let settings = match load_client_settings(config) {
         Ok(loaded) => loaded.settings,
         Err(e) => {
             eprintln!("mneme hook: {e}");

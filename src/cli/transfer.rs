@@ -8,7 +8,7 @@ use mneme_core::transfer::{sized_chunks_of_whole_documents, ChunkLimit};
 use mneme_core::StoredMemory;
 use reqwest::Method;
 
-use super::commands::load_settings;
+use super::commands::{load_client_settings, load_settings};
 use super::{CliError, Client};
 use crate::daemon::api::{ExportAnswer, ImportBody, Imported};
 
@@ -32,7 +32,7 @@ pub(super) async fn export(
     bank: Option<String>,
     output: Option<PathBuf>,
 ) -> Result<ExitCode, CliError> {
-    let client = Client::connect(&load_settings(config)?.settings).await?;
+    let client = Client::connect(&load_client_settings(config)?.settings).await?;
     let mut out: Box<dyn Write> = match &output {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path)

@@ -67,8 +67,22 @@ impl fmt::Display for ConfigErrors {
 
 impl std::error::Error for ConfigErrors {}
 
+impl ConfigErrors {
+    /// The file could not be read at all.
+    pub fn unreadable(path: &Path, why: impl fmt::Display) -> Self {
+        ConfigErrors {
+            path: path.to_owned(),
+            errors: vec![ConfigError { key: String::new(), line: None, message: format!("cannot read: {why}") }],
+        }
+    }
+}
+
 /// Loads `path` (missing = defaults) and applies the environment given by `env`.
 pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigErrors> {
+    // Only a regular file is read: a FIFO would wait for a writer, and the caller with it.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(ConfigErrors::unreadable(path, "it is not a regular file"));
+    }
     let (text, exists) = match std::fs::read_to_string(path) {
         Ok(t) => (t, true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
@@ -96,6 +110,34 @@ pub fn load_from_env(path: &Path) -> Result<Loaded, ConfigErrors> {
     let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
     loaded.warnings.extend(unknown_env_keys(names));
     Ok(loaded)
+}
+
+/// For a client of the daemon (a hook, a CLI command that talks to it): the file's settings, or,
+/// when it has a problem, those of its sections that say how to reach the daemon and how long to
+/// wait for it, with the problem beside (to be told). The daemon keeps its last good
+/// configuration through a bad edit; a hook that gave up on the file would lose the turn. `Err`
+/// when even those sections cannot be read (a syntax error, a bad `[server]`).
+pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), ConfigErrors> {
+    let problem = match load_from_env(path) {
+        Ok(loaded) => return Ok((loaded, None)),
+        Err(problem) => problem,
+    };
+    let text = std::fs::metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .and_then(|_| std::fs::read_to_string(path).ok())
+        .ok_or_else(|| problem.clone())?;
+    let table: toml::Table = text.parse().map_err(|_| problem.clone())?;
+    for sections in [&["server", "storage", "hooks", "recall"][..], &["server", "storage"][..]] {
+        let kept: toml::Table =
+            table.iter().filter(|(k, _)| sections.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Ok(mut settings) = parse(&kept.to_string(), path.parent()) {
+            let warnings = apply_env(&mut settings, &|k| std::env::var(k).ok(), path.parent());
+            let loaded = Loaded { settings, path: path.to_owned(), exists: true, warnings };
+            return Ok((loaded, Some(problem)));
+        }
+    }
+    Err(problem)
 }
 
 /// Warnings for the `MNEME_<SECTION>__<KEY>` names among `names` that are no config key.
