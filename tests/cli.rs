@@ -95,6 +95,8 @@ fn config_check_example_and_path() {
     };
     let out = run(&["config", "path"]);
     assert_eq!(stdout(&out).trim(), config.display().to_string());
+    let v: Value = serde_json::from_slice(&run(&["--json", "config", "path"]).stdout).unwrap();
+    assert_eq!(v["path"], config.display().to_string());
     let out = run(&["config", "check"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("does not exist; the defaults apply"));

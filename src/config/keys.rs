@@ -120,6 +120,15 @@ fn one_of<T: Copy>(text: &str, choices: &[(&str, T)]) -> Result<T, String> {
     })
 }
 
+/// A path that names something: an empty one would put the files in the config's own folder.
+fn not_blank(s: String) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err("must name a folder or file, not be empty".into())
+    } else {
+        Ok(s)
+    }
+}
+
 fn nonzero(d: Duration) -> Result<Duration, String> {
     if d.is_zero() {
         Err("must be longer than 0s".into())
@@ -162,7 +171,7 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("server", "max_connections", [], |s, v, c| s.server.max_connections = at_least(v.integer()?, 1)? as usize),
     key!("server", "header_timeout", [], |s, v, c| s.server.header_timeout = nonzero(v.duration()?)?),
     key!("server", "body_timeout", [], |s, v, c| s.server.body_timeout = nonzero(v.duration()?)?),
-    key!("storage", "dir", [], |s, v, c| s.storage.dir = resolve(&v.string()?, c.base)),
+    key!("storage", "dir", [], |s, v, c| s.storage.dir = resolve(&not_blank(v.string()?)?, c.base)),
     key!("queue", "batch_size", [], |s, v, c| s.queue.batch_size = at_least(v.integer()?, 1)? as usize),
     key!("queue", "flush_interval", [], |s, v, c| s.queue.flush_interval = nonzero(v.duration()?)?),
     key!("queue", "max_batch", [], |s, v, c| s.queue.max_batch = at_least(v.integer()?, 1)? as usize),
@@ -197,7 +206,7 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("retain", "context", [], |s, v, c| s.retain.context = v.string()?),
     key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),
     key!("retain", "idle_after", [], |s, v, c| s.retain.idle_after = nonzero(v.duration()?)?),
-    key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&v.string()?, c.base))),
+    key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&not_blank(v.string()?)?, c.base))),
     key!("local", "embedder", [], |s, v, c| s.local.embedder = one_of(
         &v.string()?,
         &[

@@ -86,12 +86,7 @@ pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
     let (text, exists) = match std::fs::read_to_string(path) {
         Ok(t) => (t, true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
-        Err(e) => {
-            return Err(ConfigErrors {
-                path: path.to_owned(),
-                errors: vec![ConfigError { key: String::new(), line: None, message: format!("cannot read: {e}") }],
-            })
-        }
+        Err(e) => return Err(ConfigErrors::unreadable(path, e)),
     };
     let mut settings = parse(&text, path.parent()).map_err(|errors| ConfigErrors { path: path.to_owned(), errors })?;
     let warnings = apply_env(&mut settings, env, path.parent());

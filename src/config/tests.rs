@@ -46,6 +46,13 @@ fn syntax_errors_name_the_line() {
 }
 
 #[test]
+fn an_empty_path_is_refused_naming_its_key_and_line() {
+    let errors = load::parse("[storage]\ndir = \"\"\n[local]\npath = \" \"\n", None).unwrap_err();
+    let found: Vec<(String, Option<usize>)> = errors.iter().map(|e| (e.key.clone(), e.line)).collect();
+    assert_eq!(found, vec![("storage.dir".to_owned(), Some(2)), ("local.path".to_owned(), Some(4))], "{errors:?}");
+}
+
+#[test]
 fn legacy_memories_enabled() {
     assert_eq!(load::parse("[memories]\nenabled = false\n", None).unwrap().memory.backend, BackendId::Off);
     assert_eq!(load::parse("[memories]\nenabled = true\n", None).unwrap().memory.backend, BackendId::Local);

@@ -374,11 +374,18 @@ pub fn escape_controls_in_line(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 fn escape_controls_but<'a>(text: &'a str, kept: &[char]) -> std::borrow::Cow<'a, str> {
-    let escaped = |c: char| c.is_control() && !kept.contains(&c);
+    let escaped = |c: char| (c.is_control() || disguises(c)) && !kept.contains(&c);
     if !text.chars().any(escaped) {
         return std::borrow::Cow::Borrowed(text);
     }
     text.chars().map(|c| if escaped(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
+/// Characters that are not controls but change how the text around them reads: the
+/// bidirectional overrides and isolates (U+202E shows "exe.txt" as "txt.exe"), the marks, and
+/// the invisible zero-width space and byte-order mark. (The zero-width joiner stays: emoji need it.)
+fn disguises(c: char) -> bool {
+    matches!(c, '\u{200B}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// Length in Unicode scalar values.
@@ -455,6 +462,14 @@ pub fn take_chars(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_that_disguises_itself_is_escaped() {
+        assert_eq!(escape_controls("invoice\u{202E}txt.exe"), "invoice\\u{202e}txt.exe");
+        assert_eq!(escape_controls("a\u{200B}b\nc"), "a\\u{200b}b\nc");
+        let family = "👨\u{200D}👩";
+        assert_eq!(escape_controls(family), family, "emoji keep their joiner");
+    }
 
     #[test]
     fn cuts_keep_joined_emoji_and_accents_whole() {
