@@ -94,6 +94,21 @@ pub struct PendingRetain {
     pub user_turns: i64,
 }
 
+/// What automatic retain knows of a session that ended, kept [`SESSION_TTL`] in case the
+/// agent starts it again under the same id (a resumed conversation): its part and its turns'
+/// fingerprints, so its next transcript goes on where it stopped instead of replacing the part
+/// it retained first. No text: fingerprints only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Ended {
+    /// When it ended (unix seconds), for forgetting it.
+    at: u64,
+    part: u32,
+    retained_turns: i64,
+    turn_prints: Vec<u64>,
+}
+
+const ENDED_RECORD: &str = "ended_session";
+
 /// A session as persisted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
@@ -251,6 +266,10 @@ impl Sessions {
                 Err(e) => tracing::warn!(session = id, "ignoring an unreadable saved session: {e}"),
             }
         }
+        let before = unix_now().saturating_sub(SESSION_TTL.as_secs());
+        if let Err(e) = spool.forget_records_older_than(ENDED_RECORD, before).await {
+            tracing::warn!("cannot forget old ended sessions: {e}");
+        }
         let sessions = Sessions {
             inner: Arc::new(Inner {
                 state,
@@ -399,6 +418,13 @@ impl Sessions {
                     .map_err(|e| SessionError::Invalid(format!("cannot work out the project of cwd: {e}")))?
             }
         };
+        // A session started again under the id of one that ended goes on where it stopped.
+        let ended: Ended = match self.get(&req.session_id) {
+            Ok(_) => Ended::default(),
+            Err(_) => (self.inner.spool.record(ENDED_RECORD, &req.session_id).await?)
+                .and_then(|r| serde_json::from_str(&r).ok())
+                .unwrap_or_default(),
+        };
         let session = {
             let mut map = self.inner.map.locked();
             let s = map.entry(req.session_id.clone()).or_insert_with(|| Session {
@@ -410,14 +436,14 @@ impl Sessions {
                 project: project.clone(),
                 recalled: false,
                 block: None,
-                retained_turns: 0,
+                retained_turns: ended.retained_turns,
                 last_seen: 0,
                 tools: None,
                 pending: None,
                 last_prompt: None,
                 last_prompt_left_private: false,
-                part: 0,
-                turn_prints: Vec::new(),
+                part: ended.part,
+                turn_prints: ended.turn_prints.clone(),
             });
             if s.scope != scope {
                 // A new cwd (or parent) re-scopes: what was recalled for the old scope no longer applies.
@@ -453,6 +479,16 @@ impl Sessions {
             let session = self.get(id)?;
             if let Some(pending) = &session.pending {
                 self.queue_pending(&session, pending).await?;
+            }
+            if session.retained_turns > 0 || session.part > 0 {
+                let ended = Ended {
+                    at: unix_now(),
+                    part: session.part,
+                    retained_turns: session.retained_turns.max(session.pending.as_ref().map_or(0, |p| p.user_turns)),
+                    turn_prints: session.turn_prints.clone(),
+                };
+                let record = serde_json::to_string(&ended).expect("plain data serializes");
+                self.inner.spool.save_record(ENDED_RECORD, id, record).await?;
             }
             session
         };

@@ -380,3 +380,27 @@ async fn late_copies_and_windows_of_a_history_store_each_turn_once() {
         assert_eq!(n, 1, "turn {i} stored {n} times: {text}");
     }
 }
+
+#[tokio::test]
+async fn a_session_started_again_under_its_id_goes_on_where_it_stopped() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(6), Turn::Work, TurnEnd::default()).await.unwrap();
+    // Compacted: a new part.
+    let mut compacted = vec![Message::new("user", "Summary of the conversation so far: otters.")];
+    compacted.extend(turns(9)[12..].iter().cloned());
+    s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    // Resumed under the same id with the compacted history and more turns.
+    s.start(start("a")).await.unwrap();
+    compacted.extend(turns(12)[18..].iter().cloned());
+    s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 0..12 {
+        let n = text.matches(&format!("question {i} about otters\n")).count();
+        assert_eq!(n, 1, "turn {i} stored {n} times: {text}");
+    }
+}
