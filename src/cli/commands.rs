@@ -27,7 +27,8 @@ pub(super) fn load_client_settings(flag: Option<&Path>) -> Result<Loaded, CliErr
     let path = config::config_path(flag);
     let (loaded, problem) = config::load_for_client(&path).map_err(|e| CliError::Config(e.to_string()))?;
     if let Some(problem) = problem {
-        eprintln!("mneme: {problem}\nmneme: going on with its [server] and [storage]: the daemon keeps its last good configuration (`mneme notices` says what it did with this one)");
+        let problem = mneme_core::text::escape_controls(&problem.to_string()).into_owned();
+        eprintln!("mneme: {problem}\nmneme: going on with its [server] and [storage]: the daemon keeps its last good configuration");
     }
     Ok(loaded)
 }
@@ -36,7 +37,9 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
     match action {
         ConfigAction::Example => print!("{}", config::EXAMPLE),
         ConfigAction::Path if as_json => println!("{}", json!({"path": config::config_path(flag)})),
-        ConfigAction::Path => println!("{}", config::config_path(flag).display()),
+        ConfigAction::Path => {
+            println!("{}", mneme_core::text::escape_controls(&config::config_path(flag).display().to_string()))
+        }
         ConfigAction::Check => {
             let path = config::config_path(flag);
             match config::load_from_env(&path) {

@@ -181,15 +181,18 @@ impl Sessions {
             return Ok(0);
         }
         let every_n = settings.retain.every_n_turns;
+        let due = new_turns >= every_n || last;
         let (target, document_id) = match settings.retain.mode {
             RetainMode::FullSession => (&history[..], part_document(session)),
             RetainMode::LastTurn => {
-                let turns = new_turns.max(every_n) + settings.retain.overlap_turns;
-                (text::slice_last_turns(&history, turns), turn_document(session))
+                // On the cadence, the last every_n turns (SPEC) or more after a gap; a tail kept
+                // for later (or retained as the session ends) only its new turns: the ones before
+                // are retained already. Both with the configured overlap.
+                let turns = if new_turns >= every_n { new_turns.max(every_n) } else { new_turns };
+                (text::slice_last_turns(&history, turns + settings.retain.overlap_turns), turn_document(session))
             }
         };
         let content = transcript(target);
-        let due = new_turns >= every_n || last;
         let Some(content) = content else {
             // Nothing worth keeping in these turns.
             if due {

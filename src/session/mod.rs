@@ -480,11 +480,13 @@ impl Sessions {
             if let Some(pending) = &session.pending {
                 self.queue_pending(&session, pending).await?;
             }
-            if session.retained_turns > 0 || session.part > 0 {
+            // What is retained now: the turns before, and the tail just queued.
+            let retained_turns = session.retained_turns.max(session.pending.as_ref().map_or(0, |p| p.user_turns));
+            if retained_turns > 0 || session.part > 0 {
                 let ended = Ended {
                     at: unix_now(),
                     part: session.part,
-                    retained_turns: session.retained_turns.max(session.pending.as_ref().map_or(0, |p| p.user_turns)),
+                    retained_turns,
                     turn_prints: session.turn_prints.clone(),
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");

@@ -404,3 +404,28 @@ async fn a_session_started_again_under_its_id_goes_on_where_it_stopped() {
         assert_eq!(n, 1, "turn {i} stored {n} times: {text}");
     }
 }
+
+#[tokio::test]
+async fn a_last_turn_tail_holds_only_its_new_turns_even_across_a_resume() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.retain.mode = crate::config::RetainMode::LastTurn;
+    settings.retain.overlap_turns = 0;
+    settings.retain.every_n_turns = 2;
+    let s = sessions(&r, settings).await;
+    s.start(start("a")).await.unwrap();
+    for n in 1..=3 {
+        s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    s.end("a", Delivery::Wait).await.unwrap(); // turn 3 is the tail
+                                               // Resumed: the whole history again, one turn more, then the end.
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 0..4 {
+        let n = text.matches(&format!("question {i} about otters\n")).count();
+        assert_eq!(n, 1, "turn {i} stored {n} times: {text}");
+    }
+}
