@@ -209,6 +209,16 @@ fn every_turn() -> Settings {
     settings
 }
 
+/// Turns 0..n (of [`turns`]) are each stored exactly once, once the queue is delivered.
+async fn each_turn_stored_once(r: &Rig, n: usize) {
+    r.queue.flush_all().await;
+    let text = stored(r).await;
+    for i in 0..n {
+        let found = text.matches(&format!("question {i} about otters\n")).count();
+        assert_eq!(found, 1, "turn {i} stored {found} times: {text}");
+    }
+}
+
 /// Every stored memory's content, in one text.
 async fn stored(r: &Rig) -> String {
     let page = r.local.export(None, None, 10_000).await.unwrap();
@@ -373,12 +383,7 @@ async fn late_copies_and_windows_of_a_history_store_each_turn_once() {
     let more = turns(16);
     s.agent_end("a", &more[8..], Turn::Work, TurnEnd::default()).await.unwrap();
     s.end("a", Delivery::Wait).await.unwrap();
-    r.queue.flush_all().await;
-    let text = stored(&r).await;
-    for i in 0..16 {
-        let n = text.matches(&format!("question {i} about otters\n")).count();
-        assert_eq!(n, 1, "turn {i} stored {n} times: {text}");
-    }
+    each_turn_stored_once(&r, 16).await;
 }
 
 #[tokio::test]
@@ -397,12 +402,7 @@ async fn a_session_started_again_under_its_id_goes_on_where_it_stopped() {
     compacted.extend(turns(12)[18..].iter().cloned());
     s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
     s.end("a", Delivery::Wait).await.unwrap();
-    r.queue.flush_all().await;
-    let text = stored(&r).await;
-    for i in 0..12 {
-        let n = text.matches(&format!("question {i} about otters\n")).count();
-        assert_eq!(n, 1, "turn {i} stored {n} times: {text}");
-    }
+    each_turn_stored_once(&r, 12).await;
 }
 
 #[tokio::test]
@@ -422,10 +422,5 @@ async fn a_last_turn_tail_holds_only_its_new_turns_even_across_a_resume() {
     s.start(start("a")).await.unwrap();
     s.agent_end("a", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap();
     s.end("a", Delivery::Wait).await.unwrap();
-    r.queue.flush_all().await;
-    let text = stored(&r).await;
-    for i in 0..4 {
-        let n = text.matches(&format!("question {i} about otters\n")).count();
-        assert_eq!(n, 1, "turn {i} stored {n} times: {text}");
-    }
+    each_turn_stored_once(&r, 4).await;
 }
