@@ -209,6 +209,15 @@ fn every_turn() -> Settings {
     settings
 }
 
+/// `last-turn` retain every `every_n` turns with `overlap` turns before them.
+fn last_turn(every_n: i64, overlap: i64) -> Settings {
+    let mut settings = Settings::default();
+    settings.retain.mode = crate::config::RetainMode::LastTurn;
+    settings.retain.every_n_turns = every_n;
+    settings.retain.overlap_turns = overlap;
+    settings
+}
+
 /// Turns 0..n (of [`turns`]) are each stored exactly once, once the queue is delivered.
 async fn each_turn_stored_once(r: &Rig, n: usize) {
     r.queue.flush_all().await;
@@ -279,11 +288,7 @@ async fn concurrent_turn_ends_on_one_session_lose_no_turn() {
 
 async fn concurrent_turn_ends_once() {
     let r = rig();
-    let mut settings = Settings::default();
-    settings.retain.mode = crate::config::RetainMode::LastTurn;
-    settings.retain.every_n_turns = 2;
-    settings.retain.overlap_turns = 1;
-    let s = sessions(&r, settings).await;
+    let s = sessions(&r, last_turn(2, 1)).await;
     s.start(start("a")).await.unwrap();
     let calls: Vec<_> = (1..=8)
         .map(|k| {
@@ -408,11 +413,7 @@ async fn a_session_started_again_under_its_id_goes_on_where_it_stopped() {
 #[tokio::test]
 async fn a_last_turn_tail_holds_only_its_new_turns_even_across_a_resume() {
     let r = rig();
-    let mut settings = Settings::default();
-    settings.retain.mode = crate::config::RetainMode::LastTurn;
-    settings.retain.overlap_turns = 0;
-    settings.retain.every_n_turns = 2;
-    let s = sessions(&r, settings).await;
+    let s = sessions(&r, last_turn(2, 0)).await;
     s.start(start("a")).await.unwrap();
     for n in 1..=3 {
         s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
