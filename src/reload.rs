@@ -238,14 +238,26 @@ impl Reloader {
             let targets: Vec<PathBuf> = files.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
             for file in files.into_iter().chain(targets) {
                 let (Some(folder), Some(name)) = (file.parent(), file.file_name()) else { continue };
-                let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
-                if !names.iter().any(|n| n == name) {
-                    names.push(name.to_owned());
+                {
+                    // The file, and its folder as its parent sees it: a folder replaced whole
+                    // (`rm -rf` and a copy, a dotfile manager) is seen from there.
+                    let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
+                    for name in [Some(name), folder.file_name()].into_iter().flatten() {
+                        if !names.iter().any(|n| n == name) {
+                            names.push(name.to_owned());
+                        }
+                    }
                 }
-                if !folders.iter().any(|f| f == folder) {
-                    match watcher.watch(folder, RecursiveMode::NonRecursive) {
-                        Ok(()) => folders.push(folder.to_owned()),
-                        Err(e) => tracing::warn!("cannot watch {}: {e} (mneme reload still works)", folder.display()),
+                // The folder is watched again each time: one replaced whole is a new folder at
+                // the same path, and the old one's watch went with it.
+                match watcher.watch(folder, RecursiveMode::NonRecursive) {
+                    Ok(()) if !folders.iter().any(|f| f == folder) => folders.push(folder.to_owned()),
+                    Ok(()) => {}
+                    Err(e) => tracing::debug!("cannot watch {} now: {e} (mneme reload still works)", folder.display()),
+                }
+                if let Some(parent) = folder.parent().filter(|p| !folders.iter().any(|f| f == p)) {
+                    if watcher.watch(parent, RecursiveMode::NonRecursive).is_ok() {
+                        folders.push(parent.to_owned());
                     }
                 }
             }

@@ -324,3 +324,24 @@ async fn an_edit_through_a_symlinked_config_is_applied() {
     let (_, st) = d.get("/v1/status").await;
     assert_eq!(st["backend"]["backend"], "off", "{st}");
 }
+
+#[tokio::test]
+async fn a_config_folder_replaced_whole_is_watched_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let dotfiles = dir.path().join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    std::fs::write(dotfiles.join("mneme.toml"), "[queue]\nbatch_size = 16\n").unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("mneme.toml"), dir.path().join("config.toml")).unwrap();
+    let d = Daemon::start_in(dir, "");
+    let root = d.dir.path().to_owned();
+    // A dotfile manager (or `rm -rf` and a copy) replaces the folder the config lives in.
+    std::fs::rename(root.join("dotfiles"), root.join("dotfiles.old")).unwrap();
+    std::fs::create_dir_all(root.join("dotfiles")).unwrap();
+    std::fs::write(root.join("dotfiles/mneme.toml"), "[queue]\nbatch_size = 16\n[memory]\nbackend = \"off\"\n")
+        .unwrap();
+    wait_for_notice(&d, "memory backend switched from local to off").await;
+    // And edits in the new folder keep applying.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::fs::write(root.join("dotfiles/mneme.toml"), "[queue]\nbatch_size = 16\n").unwrap();
+    wait_for_notice(&d, "memory backend switched from off to local").await;
+}
