@@ -80,16 +80,12 @@ impl Reloader {
         let old = self.settings();
         let path = self.path.clone();
         // Off the async worker: a config on a hung file system must not stop the daemon.
-        let read = tokio::task::spawn_blocking(move || {
-            let regular = std::fs::metadata(&path).is_ok_and(|m| m.is_file());
-            match regular.then(|| std::fs::read_to_string(&path)) {
-                Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => None,
-                // Empty: an editor truncates the file before it writes it again.
-                Some(Ok(text)) if text.trim().is_empty() => None,
-                // Missing: no metadata, and load says what else is wrong (not a regular file).
-                None if !path.exists() => None,
-                _ => Some(config::load_from_env(&path)),
-            }
+        let read = tokio::task::spawn_blocking(move || match config::read(&path) {
+            // Empty: an editor truncates the file before it writes it again.
+            Ok(None) => None,
+            Ok(Some(text)) if text.trim().is_empty() => None,
+            Ok(text) => Some(config::load_text_from_env(&path, text)),
+            Err(e) => Some(Err(e)),
         });
         let loaded = match read.await {
             Ok(loaded) => loaded,

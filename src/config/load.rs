@@ -79,15 +79,26 @@ impl ConfigErrors {
 
 /// Loads `path` (missing = defaults) and applies the environment given by `env`.
 pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigErrors> {
-    // Only a regular file is read: a FIFO would wait for a writer, and the caller with it.
+    load_text(path, read(path)?, env)
+}
+
+/// The text of the config file, `None` when there is none. Only a regular file is read: a FIFO
+/// would wait for a writer, and the caller with it.
+pub fn read(path: &Path) -> Result<Option<String>, ConfigErrors> {
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         return Err(ConfigErrors::unreadable(path, "it is not a regular file"));
     }
-    let (text, exists) = match std::fs::read_to_string(path) {
-        Ok(t) => (t, true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
-        Err(e) => return Err(ConfigErrors::unreadable(path, e)),
-    };
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ConfigErrors::unreadable(path, e)),
+    }
+}
+
+/// [`load`] of a text already [`read`] from `path`.
+fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigErrors> {
+    let exists = text.is_some();
+    let text = text.unwrap_or_default();
     let mut settings = parse(&text, path.parent()).map_err(|errors| ConfigErrors { path: path.to_owned(), errors })?;
     let warnings = apply_env(&mut settings, env, path.parent());
     let errors = cross_checks(&settings, &LineIndex::new(""));
@@ -101,7 +112,12 @@ pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
 /// [`load`] with this process's environment, warning also about `MNEME_<SECTION>__<KEY>`
 /// variables that name no key (a misspelt override would otherwise be ignored without a word).
 pub fn load_from_env(path: &Path) -> Result<Loaded, ConfigErrors> {
-    let mut loaded = load(path, &|k| std::env::var(k).ok())?;
+    load_text_from_env(path, read(path)?)
+}
+
+/// [`load_from_env`] of a text already [`read`] from `path`.
+pub fn load_text_from_env(path: &Path, text: Option<String>) -> Result<Loaded, ConfigErrors> {
+    let mut loaded = load_text(path, text, &|k| std::env::var(k).ok())?;
     let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
     loaded.warnings.extend(unknown_env_keys(names));
     Ok(loaded)
@@ -113,16 +129,12 @@ pub fn load_from_env(path: &Path) -> Result<Loaded, ConfigErrors> {
 /// configuration through a bad edit; a hook that gave up on the file would lose the turn. `Err`
 /// when even those sections cannot be read (a syntax error, a bad `[server]`).
 pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), ConfigErrors> {
-    let problem = match load_from_env(path) {
+    let text = read(path)?;
+    let problem = match load_text_from_env(path, text.clone()) {
         Ok(loaded) => return Ok((loaded, None)),
         Err(problem) => problem,
     };
-    let text = std::fs::metadata(path)
-        .ok()
-        .filter(std::fs::Metadata::is_file)
-        .and_then(|_| std::fs::read_to_string(path).ok())
-        .ok_or_else(|| problem.clone())?;
-    let table: toml::Table = text.parse().map_err(|_| problem.clone())?;
+    let table: toml::Table = text.unwrap_or_default().parse().map_err(|_| problem.clone())?;
     for sections in [&["server", "storage", "hooks", "recall"][..], &["server", "storage"][..]] {
         let kept: toml::Table =
             table.iter().filter(|(k, _)| sections.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();

@@ -16,7 +16,9 @@ use std::time::Duration;
 use mneme_core::{BackendId, Budget, MemoryType};
 pub use mneme_hindsight::{HindsightConfig, Secret};
 
-pub use load::{load, load_for_client, load_from_env, unknown_env_keys, ConfigError, ConfigErrors, Loaded};
+pub use load::{
+    load, load_for_client, load_from_env, load_text_from_env, read, unknown_env_keys, ConfigError, ConfigErrors, Loaded,
+};
 pub use paths::{config_path, default_storage_dir};
 
 /// The example configuration shipped with mneme (`mneme config example`).

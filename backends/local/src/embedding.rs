@@ -230,9 +230,7 @@ impl Semantic {
             let batch = match reader.unembedded(&self.model, after, BATCH) {
                 Ok(batch) => batch,
                 Err(e) => {
-                    self.unavailable(format!("cannot read the passages to embed: {e}"));
-                    self.sleep(pause);
-                    pause = (pause * 2).min(RETRY_MAX);
+                    self.back_off(format!("cannot read the passages to embed: {e}"), &mut pause);
                     continue;
                 }
             };
@@ -242,9 +240,7 @@ impl Semantic {
                     match embedder.embed(&["ping"]) {
                         Ok(_) => self.available(),
                         Err(e) => {
-                            self.unavailable(e.to_string());
-                            self.sleep(pause);
-                            pause = (pause * 2).min(RETRY_MAX);
+                            self.back_off(e.to_string(), &mut pause);
                             continue;
                         }
                     }
@@ -264,20 +260,20 @@ impl Semantic {
                             self.available();
                             after = last;
                         }
-                        Err(e) => {
-                            self.unavailable(format!("cannot store the vectors: {e}"));
-                            self.sleep(pause);
-                            pause = (pause * 2).min(RETRY_MAX);
-                        }
+                        Err(e) => self.back_off(format!("cannot store the vectors: {e}"), &mut pause),
                     }
                 }
-                Err(e) => {
-                    self.unavailable(e.to_string());
-                    self.sleep(pause);
-                    pause = (pause * 2).min(RETRY_MAX);
-                }
+                Err(e) => self.back_off(e.to_string(), &mut pause),
             }
         }
+    }
+
+    /// An outage (the embedder's or the store's): told, then a pause that doubles up to
+    /// [`RETRY_MAX`] while it lasts.
+    fn back_off(&self, reason: String, pause: &mut Duration) {
+        self.unavailable(reason);
+        self.sleep(*pause);
+        *pause = (*pause * 2).min(RETRY_MAX);
     }
 
     /// Loads every stored vector of the model into the index. Vectors of another length than
