@@ -114,6 +114,20 @@ async fn bad_requests_get_json_4xx() {
         ),
         (400, send_raw("/v1/clear", "{}", "application/json").await.unwrap()),
     ];
+    // A compressed body is not guessed at: 415, saying which coding is accepted.
+    let gzipped = d
+        .http
+        .post(d.url("/v1/sessions/s1/retain"))
+        .bearer_auth(&d.token)
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(vec![0x1f_u8, 0x8b, 0x08, 0x00])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gzipped.headers()["accept-encoding"], "identity");
+    let mut cases = cases;
+    cases.push((415, gzipped));
     for (want, resp) in cases {
         let url = resp.url().to_string();
         assert_eq!(resp.status().as_u16(), want, "{url}");

@@ -230,4 +230,14 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
     assert_eq!(r.status(), 404);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "unknown_session", "{v}");
+    // A session ends once: the second DELETE names a session that is no longer open.
+    let r = d.http.post(d.url("/mcp")).bearer_auth(&d.token).json(&init).send().await.unwrap();
+    let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let delete = || d.http.delete(d.url("/mcp")).bearer_auth(&d.token).header("mcp-session-id", &id).send();
+    let first = delete().await.unwrap();
+    assert!(first.status().is_success(), "{}", first.status());
+    let again = delete().await.unwrap();
+    assert_eq!(again.status(), 404);
+    let v: Value = again.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "unknown_session", "{v}");
 }

@@ -40,6 +40,17 @@ pub(super) async fn bound(State(limits): State<BodyLimits>, req: Request, next: 
         );
         return closing(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message).into_response());
     }
+    if let Some(coding) = encoded(&req) {
+        // Read as it is, a gzip body is "not JSON" (400), which sends the client looking in the wrong place.
+        let message = format!(
+            "request bodies are read as sent: Content-Encoding \"{coding}\" is not supported; send the body uncompressed"
+        );
+        let mut response =
+            ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_content_encoding", message).into_response();
+        // RFC 7694: a 415 for a content coding says which codings are accepted.
+        response.headers_mut().insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        return closing(response);
+    }
     // Nothing to wait for (most GETs): no timer.
     if declared == Some(0) || http_body::Body::is_end_stream(req.body()) {
         return next.run(req).await;
@@ -55,6 +66,24 @@ pub(super) async fn bound(State(limits): State<BodyLimits>, req: Request, next: 
         return closing(ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", message).into_response());
     }
     response
+}
+
+/// The content coding a request's body declares, other than `identity`, shown as sent
+/// (control characters escaped, at most 40 characters).
+fn encoded(req: &Request) -> Option<String> {
+    let codings: Vec<&str> = req
+        .headers()
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+        .collect();
+    if codings.is_empty() {
+        return None;
+    }
+    let shown: String = codings.join(", ").chars().take(40).flat_map(char::escape_default).collect();
+    Some(shown)
 }
 
 /// The connection closes after this answer: the rest of the body is not read.

@@ -213,17 +213,34 @@ impl ServerHandler for MemoryTools {
     }
 }
 
+/// What a request naming an MCP session that is not open is told.
+const UNKNOWN_SESSION: &str =
+    "no such MCP session: it ended (a session idle for 5 minutes is closed) or never was; initialize again";
+
 /// What a POST to `/mcp` must be before the MCP library sees it: a JSON-RPC 2.0 message in a
 /// JSON body. The library answers anything else with a bare 415; a client is owed a 400 saying
 /// which of JSON-RPC's errors it is, a parse error (-32700) or an invalid request (-32600), in
 /// the API's error shape (`{"error": {"code", "message"}}`, JSON-RPC's number in `data`).
+///
+/// A DELETE of a session that is not open (ended, closed when idle, or never opened) is a 404,
+/// as MCP says of any request naming such a session; the library answered 202 as if it had
+/// ended one.
 pub async fn check_message(
-    axum::extract::State(max_body): axum::extract::State<usize>,
+    axum::extract::State(Checks { max_body, open }): axum::extract::State<Checks>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::http::{header, Method, StatusCode};
     use axum::response::IntoResponse;
+    use rmcp::transport::streamable_http_server::session::SessionManager;
+    if req.method() == Method::DELETE {
+        let named = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(|s| s.to_owned().into());
+        if let Some(id) = named {
+            if !open.has_session(&id).await.unwrap_or(true) {
+                return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
+            }
+        }
+    }
     if req.method() != Method::POST {
         return next.run(req).await;
     }
@@ -297,9 +314,7 @@ pub async fn check_message(
     }
     let response = next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await;
     if session && response.status() == StatusCode::NOT_FOUND {
-        let why =
-            "no such MCP session: it ended (a session idle for 5 minutes is closed) or never was; initialize again";
-        return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", why).into_response();
+        return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
     }
     response
 }
@@ -340,11 +355,22 @@ fn accept_both(headers: &mut axum::http::HeaderMap) {
     }
 }
 
-/// The tower service to nest at `/mcp`.
-pub fn service(sessions: Sessions, stop: CancellationToken) -> StreamableHttpService<MemoryTools, LocalSessionManager> {
-    StreamableHttpService::new(
+/// The router to nest at `/mcp`: the library's service behind [`check_message`].
+pub fn router(sessions: Sessions, stop: CancellationToken, max_body: usize) -> axum::Router {
+    let open = Arc::new(LocalSessionManager::default());
+    let service = StreamableHttpService::new(
         move || Ok(MemoryTools::new(sessions.clone())),
-        Arc::new(LocalSessionManager::default()),
+        open.clone(),
         StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
-    )
+    );
+    axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn_with_state(Checks { max_body, open }, check_message))
+}
+
+/// What [`check_message`] needs: the body bound and the open sessions.
+#[derive(Clone)]
+pub struct Checks {
+    max_body: usize,
+    open: Arc<LocalSessionManager>,
 }

@@ -110,12 +110,7 @@ fn router(state: Arc<AppState>, server: &ServerSettings) -> Router {
         .route("/ui/logout", post(ui::logout))
         .route("/metrics", get(routes::metrics))
         .nest(hindsight::PREFIX, hindsight::routes())
-        .nest_service(
-            "/mcp",
-            Router::new()
-                .fallback_service(mcp::service(state.sessions.clone(), state.stopping.clone()))
-                .layer(middleware::from_fn_with_state(server.max_body_bytes, mcp::check_message)),
-        )
+        .nest_service("/mcp", mcp::router(state.sessions.clone(), state.stopping.clone(), server.max_body_bytes))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
         .layer(middleware::from_fn_with_state(body, body::bound))
