@@ -241,3 +241,53 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
     let v: Value = again.json().await.unwrap();
     assert_eq!(v["error"]["code"], "unknown_session", "{v}");
 }
+
+/// Claude Code 2.1 speaks MCP 2026-07-28, stateless: no initialize and no session, the version
+/// in a header and in each message's `_meta` (what tests/clients/FINDINGS.md §4 recorded).
+#[tokio::test]
+async fn a_stateless_client_is_answered_without_a_session() {
+    let d = Daemon::start("");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.332"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let send = |id: u64, method: &str, mut params: Value| {
+        params["_meta"] = meta.clone();
+        let name = params["name"].as_str().unwrap_or_default().to_owned();
+        d.http
+            .post(d.url("/mcp"))
+            .header("mcp-name", name)
+            .bearer_auth(&d.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .send()
+    };
+    let listed = send(1, "tools/list", json!({})).await.unwrap();
+    let status = listed.status();
+    let body = listed.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"retain\"") && body.contains("\"recall\""), "{body}");
+    let called = send(
+        2,
+        "tools/call",
+        json!({"name": "retain", "arguments": {"content": "The build uses cargo-nextest STATELESS-1", "context": "build"}}),
+    )
+    .await
+    .unwrap();
+    let status = called.status();
+    let body = called.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("1 memory queued.") && body.contains("\"isError\":false"), "{body}");
+    // A message of an earlier revision without its session is still told what it lacks.
+    let legacy = d
+        .http
+        .post(d.url("/mcp"))
+        .bearer_auth(&d.token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(legacy.status(), 400);
+}

@@ -282,6 +282,7 @@ pub async fn check_message(
             "error": {"code": code, "message": message, "data": {"jsonrpc_code": rpc_code}}});
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
+    let mut stateless = false;
     let initialize = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Err(e) => return refused("invalid_json", -32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
@@ -298,6 +299,7 @@ pub async fn check_message(
             if let Some(why) = params_problem(&m) {
                 return refused("invalid_params", -32602, &format!("Invalid params: {why}"));
             }
+            stateless = is_stateless(&m, &parts.headers);
             m.get("method").and_then(|v| v.as_str()) == Some("initialize")
         }
         Ok(_) => {
@@ -308,8 +310,8 @@ pub async fn check_message(
     let mut parts = parts;
     accept_both(&mut parts.headers);
     let session = parts.headers.contains_key("mcp-session-id");
-    if !initialize && !session {
-        let why = "every message but initialize names its session: send the Mcp-Session-Id header that initialize answered with";
+    if !initialize && !session && !stateless {
+        let why = "before MCP 2026-07-28 every message but initialize names its session: send the Mcp-Session-Id header that initialize answered with (or speak 2026-07-28, which needs none)";
         return super::ApiError::invalid(why).into_response();
     }
     let response = next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await;
@@ -317,6 +319,22 @@ pub async fn check_message(
         return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
     }
     response
+}
+
+/// Whether a message is of MCP's stateless revisions (2026-07-28 on: no `initialize`, no
+/// session), as the library decides it: the version in the message's `_meta`, else in the
+/// `MCP-Protocol-Version` header. Claude Code 2.1 speaks it; only the earlier revisions name a
+/// session in every message.
+fn is_stateless(m: &serde_json::Map<String, serde_json::Value>, headers: &axum::http::HeaderMap) -> bool {
+    const FIRST_STATELESS: &str = "2026-07-28";
+    let in_meta = m
+        .get("params")
+        .and_then(|p| p.get("_meta"))
+        .and_then(|meta| meta.get("io.modelcontextprotocol/protocolVersion"))
+        .and_then(|v| v.as_str());
+    let in_header = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok());
+    // Versions are dates, so they compare as strings.
+    in_meta.or(in_header).is_some_and(|v| v.trim() >= FIRST_STATELESS)
 }
 
 /// What is wrong with a request's `params`, for the methods whose params the library would

@@ -155,9 +155,9 @@ impl Store {
         rows.collect()
     }
 
-    /// The passages of `order` that pass the filter, in order, at most [`PER_MEMORY`] per memory,
-    /// within `filter.max_chars` (a hard bound: a first result longer than it is cut to its best
-    /// window; later ones that do not fit are skipped for shorter ones).
+    /// The passages of `order` that pass the filter, in order, at most [`PER_MEMORY`] per memory
+    /// and each text once, within `filter.max_chars` (a hard bound: a first result longer than it
+    /// is cut to its best window; later ones that do not fit are skipped for shorter ones).
     fn answer(
         &self,
         query: &str,
@@ -181,6 +181,9 @@ impl Store {
         let mut out = Vec::new();
         let mut used = 0;
         let mut per_memory: HashMap<i64, usize> = HashMap::new();
+        // The same text stored under two documents (a note retained twice, a fact repeated in
+        // a transcript) is shown once, at its best rank: a copy adds nothing but spends budget.
+        let mut shown: std::collections::HashSet<String> = std::collections::HashSet::new();
         for chunk in order.chunks(FETCH_CHUNK) {
             let missing: Vec<(i64, f64)> = chunk.iter().filter(|(pid, _)| !rows.contains_key(pid)).copied().collect();
             for (pid, seq, r) in self.fetch(&missing, filter)? {
@@ -190,7 +193,7 @@ impl Store {
                 let Some((seq, r)) = rows.get(pid) else { continue }; // filtered out, or gone
                 let (seq, mut r) = (*seq, Recalled { score: Some(*score), ..r.clone() });
                 let n = per_memory.entry(seq).or_default();
-                if *n == PER_MEMORY {
+                if *n == PER_MEMORY || shown.contains(r.text.trim()) {
                     continue;
                 }
                 let len = r.text.chars().count();
@@ -201,6 +204,7 @@ impl Store {
                     continue;
                 }
                 *n += 1;
+                shown.insert(r.text.trim().to_owned());
                 used += r.text.chars().count();
                 out.push(r);
                 if out.len() == RECALL_ROW_LIMIT || used >= filter.max_chars {

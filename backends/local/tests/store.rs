@@ -66,7 +66,7 @@ async fn resending_a_batch_and_identical_content_store_once() {
 }
 
 /// A row belongs to its document: the same text in another document, or retained on its own,
-/// is that one's, and a new version of the first document leaves it.
+/// is that one's, and a new version of the first document leaves it. Recall shows it once.
 #[tokio::test]
 async fn identical_content_in_other_documents_survives_a_new_version_of_one() {
     let (_d, b) = open();
@@ -81,6 +81,8 @@ async fn identical_content_in_other_documents_survives_a_new_version_of_one() {
     b.retain(&scope("bank"), &batch("3", vec![item("f1", "Use pnpm, not npm.", &[], w, None)])).await.unwrap();
     b.retain(&scope("bank"), &batch("4", vec![item("f2", "Use pnpm, not npm.", &["x"], w, None)])).await.unwrap();
     assert_eq!(b.status().await.memories, Some(3), "once per document, and once outside any");
+    // Recall shows the text once: the copies would only spend the agent's budget.
+    assert_eq!(texts(&b, "bank", query("pnpm", &[], TagsMatch::Any)).await, vec!["Use pnpm, not npm."]);
     b.retain(&scope("bank"), &batch("5", vec![item("a2", "notes A v2: switched to bun", &[], w, Some("notes-A"))]))
         .await
         .unwrap();
