@@ -282,8 +282,7 @@ pub async fn check_message(
             "error": {"code": code, "message": message, "data": {"jsonrpc_code": rpc_code}}});
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
-    let mut stateless = false;
-    let initialize = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+    let (initialize, stateless) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Err(e) => return refused("invalid_json", -32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
             if m.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0")
@@ -299,8 +298,7 @@ pub async fn check_message(
             if let Some(why) = params_problem(&m) {
                 return refused("invalid_params", -32602, &format!("Invalid params: {why}"));
             }
-            stateless = is_stateless(&m, &parts.headers);
-            m.get("method").and_then(|v| v.as_str()) == Some("initialize")
+            (m.get("method").and_then(|v| v.as_str()) == Some("initialize"), is_stateless(&m, &parts.headers))
         }
         Ok(_) => {
             let why = "Invalid Request: a request is one JSON-RPC 2.0 message, an object with \"jsonrpc\": \"2.0\"";
