@@ -308,3 +308,36 @@ fn a_daemon_whose_address_changed_in_the_config_is_still_reached() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Reloaded"), "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// Two projects' CLI calls at once keep to their own projects: each directory has its own
+/// default session (one shared "cli" session, scoped again by every call, mixed them up).
+#[test]
+fn concurrent_cli_calls_from_two_projects_keep_their_own_scope() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+    let root = tempfile::tempdir().unwrap();
+    let (alpha, beta) = (root.path().join("alpha"), root.path().join("beta"));
+    std::fs::create_dir_all(&alpha).unwrap();
+    std::fs::create_dir_all(&beta).unwrap();
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            for (dir, name) in [(&alpha, "alpha"), (&beta, "beta")] {
+                let d = &d;
+                s.spawn(move || {
+                    d.cli().current_dir(dir).args(["retain", &format!("{name} fact number {i}")]).assert().success();
+                });
+            }
+        }
+    });
+    d.cli().arg("flush").assert().success();
+    let out = d.cli().arg("export").output().unwrap();
+    let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 16, "{}", stdout(&out));
+    for m in &lines {
+        let content = m["content"].as_str().unwrap();
+        let project = if content.starts_with("alpha") { "project:alpha" } else { "project:beta" };
+        assert_eq!(m["tags"], serde_json::json!([project]), "{m}");
+    }
+    // ... and a recall in one project never shows the other's.
+    let out = d.cli().current_dir(&alpha).args(["recall", "beta fact number"]).output().unwrap();
+    assert!(!stdout(&out).contains("beta fact"), "{}", stdout(&out));
+}

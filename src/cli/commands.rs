@@ -162,21 +162,24 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
     Ok(ExitCode::SUCCESS)
 }
 
-/// The session the CLI works in: the one given, or a "cli" session in the current directory.
+/// The session the CLI works in: the one given, or the current directory's "cli" session
+/// (`cli-<hash of the directory>`: one shared id, scoped again by each call, let a retain from one
+/// project land in another's scope when two ran at once).
 async fn cli_session(client: &Client, session: Option<String>) -> Result<String, CliError> {
     if let Some(id) = session {
         return Ok(id);
     }
     let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into());
+    let id = crate::ids::directory_session("cli", &cwd);
     let body = StartSession {
-        session_id: "cli".into(),
+        session_id: id.clone(),
         cwd,
         agent: Some("mneme-cli".into()),
         parent_session_id: None,
         tools: None,
     };
     let _: SessionStarted = client.post("/v1/sessions", &body).await?;
-    Ok("cli".into())
+    Ok(id)
 }
 
 async fn follow_notices(client: &Client, after: i64, as_json: bool) -> Result<(), CliError> {

@@ -20,14 +20,6 @@ use crate::session::{SessionError, Sessions, StartRequest};
 /// The session MCP calls use when they name none.
 const DEFAULT_SESSION: &str = "mcp";
 
-/// The default session of calls from `cwd`: one per directory, so two projects' clients never
-/// re-scope each other's session between a call and the next.
-fn default_session(cwd: &str) -> String {
-    // FNV-1a: stable across runs and builds (the id is kept with the session).
-    let hash = cwd.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    format!("{DEFAULT_SESSION}-{hash:016x}")
-}
-
 /// Which session a tool call works in. Optional arguments are plain optional properties (no
 /// `null` type): strict tool-schema dialects (Gemini's) reject `["string", "null"]`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -149,7 +141,7 @@ impl MemoryTools {
             return Ok(id);
         }
         let cwd = target.cwd.filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "/".into());
-        let id = default_session(&cwd);
+        let id = crate::ids::directory_session(DEFAULT_SESSION, &cwd);
         if self.sessions.get(&id).is_ok() {
             return Ok(id);
         }
