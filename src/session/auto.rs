@@ -113,20 +113,20 @@ impl Sessions {
         let session = self.get(id)?;
         let settings = self.settings();
         let mut retained = 0;
-        if turn == Turn::Work
-            && settings.retain.auto
-            && session.parent.is_none()
-            && self.backend().capabilities().stores
-        {
-            retained = match end.reply.as_deref() {
-                // A client that passes the reply apart knows its messages may lag behind.
+        if turn == Turn::Work && session.parent.is_none() {
+            // A client that passes the reply apart knows its messages may lag behind.
+            let messages = match end.reply.as_deref() {
                 Some(reply) => {
                     let prompt = session.last_prompt.as_deref().map(|p| (p, session.last_prompt_left_private));
-                    let messages = with_current_turn(messages, prompt, reply, &settings);
-                    self.retain_turns(&session, &settings, &messages, &end).await?
+                    std::borrow::Cow::Owned(with_current_turn(messages, prompt, reply, &settings))
                 }
-                None => self.retain_turns(&session, &settings, messages, &end).await?,
+                None => std::borrow::Cow::Borrowed(messages),
             };
+            if settings.retain.auto && self.backend().capabilities().stores {
+                retained = self.retain_turns(&session, &settings, &messages, &end).await?;
+            } else {
+                self.pass_over_turns(&session, &settings, &messages, &end).await?;
+            }
         }
         drop(turn_lock);
         let flushed = self.flush(session.queue_id(), end.delivery).await;
@@ -149,12 +149,7 @@ impl Sessions {
             return self.retain_tail(session, settings, &history, user_turns).await;
         }
         let each = cleaned_each(settings, &history);
-        let seen: Vec<u64> = history
-            .iter()
-            .zip(&each)
-            .filter(|(m, _)| m.role == "user")
-            .map(|(_, c)| c.as_ref().map_or(0, |c| fingerprint(&c.content)))
-            .collect();
+        let seen = user_prints(&each, &history);
         let session = match place_in_part(&session.turn_prints, &seen) {
             Placement::Continues => {
                 if seen.len() > session.turn_prints.len() {
@@ -174,8 +169,11 @@ impl Sessions {
             }
             Placement::StartsOver => self.next_part(session, seen).await?,
         };
-        let history: Vec<Message> = each.into_iter().flatten().collect();
         let session = &session;
+        // The part's turns: those before `first_turn` were had while memory was off.
+        let from = first_message_of_turn(&history, session.first_turn);
+        let history: Vec<Message> = each.into_iter().skip(from).flatten().collect();
+        let part_turns = user_turns - session.first_turn.min(user_turns);
         let new_turns = user_turns - session.retained_turns;
         if new_turns <= 0 {
             return Ok(0);
@@ -189,7 +187,8 @@ impl Sessions {
                 // for later (or retained as the session ends) only its new turns: the ones before
                 // are retained already. Both with the configured overlap.
                 let turns = if new_turns >= every_n { new_turns.max(every_n) } else { new_turns };
-                (text::slice_last_turns(&history, turns + settings.retain.overlap_turns), turn_document(session))
+                let with_overlap = (turns + settings.retain.overlap_turns).min(part_turns);
+                (text::slice_last_turns(&history, with_overlap), turn_document(session))
             }
         };
         let content = transcript(target);
@@ -210,6 +209,49 @@ impl Sessions {
             }
             Ok(0)
         }
+    }
+
+    /// Turns had while automatic retain keeps nothing (memory `off`, or `retain.auto = false`)
+    /// are never retained, not when memory is on again either: the part goes on after them (a
+    /// new part when it holds turns already, so its document keeps them). The tail kept before
+    /// them was had with memory on: it is queued, and held until a backend stores it.
+    async fn pass_over_turns(
+        &self,
+        session: &Session,
+        settings: &Settings,
+        messages: &[Message],
+        end: &TurnEnd,
+    ) -> Result<(), SessionError> {
+        let history = conversation(messages);
+        let omitted = i64::try_from(end.omitted_user_turns).unwrap_or(i64::MAX);
+        let sent = history.iter().filter(|m| m.role == "user").count() as i64;
+        let seen = user_prints(&cleaned_each(settings, &history), &history);
+        let known = &session.turn_prints;
+        let (prints, user_turns) = match place_in_part(known, &seen) {
+            // Counted from where the client says it starts; what was seen stays as it was.
+            _ if omitted > 0 => (known.clone(), sent.saturating_add(omitted)),
+            Placement::Continues if seen.len() > known.len() => (seen, sent),
+            Placement::Continues => (known.clone(), sent.max(known.len() as i64)),
+            Placement::Window(k) => ([&known[..k], &seen[..]].concat(), k as i64 + sent),
+            Placement::StartsOver => (seen, sent),
+        };
+        if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
+            self.queue_pending(session, pending).await?;
+        }
+        let updated = self.update(&session.id, |s| {
+            let holds_turns = s.retained_turns > s.first_turn || s.pending.is_some();
+            if holds_turns || user_turns < s.first_turn {
+                s.part = s.part.saturating_add(1);
+            }
+            s.first_turn = user_turns;
+            s.retained_turns = user_turns;
+            s.pending = None;
+            s.turn_prints = prints;
+        });
+        if let Some(s) = updated {
+            self.save(&s).await?;
+        }
+        Ok(())
     }
 
     /// The new turns of a transcript sent without its start (too long for one request): it
@@ -405,6 +447,35 @@ fn place_in_part(known: &[u64], seen: &[u64]) -> Placement {
         Some(k) => Placement::Window(k),
         None => Placement::StartsOver,
     }
+}
+
+/// The fingerprints of a history's user messages, cleaned (`each`, message by message): 0 for
+/// one wholly private.
+fn user_prints(each: &[Option<Message>], history: &[Message]) -> Vec<u64> {
+    history
+        .iter()
+        .zip(each)
+        .filter(|(m, _)| m.role == "user")
+        .map(|(_, c)| c.as_ref().map_or(0, |c| fingerprint(&c.content)))
+        .collect()
+}
+
+/// Where a history's user turn `n` (counted from 0) begins: after the messages of the turns
+/// before it. Past its end, the history's length.
+fn first_message_of_turn(history: &[Message], n: i64) -> usize {
+    if n <= 0 {
+        return 0;
+    }
+    let mut users = 0;
+    for (i, m) in history.iter().enumerate() {
+        if m.role == "user" {
+            if users == n {
+                return i;
+            }
+            users += 1;
+        }
+    }
+    history.len()
 }
 
 /// A stable fingerprint of a text (FNV-1a, 64 bits): the same on every run and build, unlike

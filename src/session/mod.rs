@@ -105,6 +105,8 @@ struct Ended {
     part: u32,
     retained_turns: i64,
     turn_prints: Vec<u64>,
+    #[serde(default)]
+    first_turn: i64,
 }
 
 const ENDED_RECORD: &str = "ended_session";
@@ -158,6 +160,14 @@ pub struct Session {
     /// start, from one that starts over.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turn_prints: Vec<u64>,
+    /// The first user turn of the part that is retained (counted in the client's history from
+    /// 0): the turns before it were had while memory was off, and are never retained.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_turn: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 impl Session {
@@ -444,6 +454,7 @@ impl Sessions {
                 last_prompt_left_private: false,
                 part: ended.part,
                 turn_prints: ended.turn_prints.clone(),
+                first_turn: ended.first_turn,
             });
             if s.scope != scope {
                 // A new cwd (or parent) re-scopes: what was recalled for the old scope no longer applies.
@@ -488,6 +499,7 @@ impl Sessions {
                     part: session.part,
                     retained_turns,
                     turn_prints: session.turn_prints.clone(),
+                    first_turn: session.first_turn,
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

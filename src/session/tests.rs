@@ -25,6 +25,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         last_prompt_left_private: false,
         part: 0,
         turn_prints: Vec::new(),
+        first_turn: 0,
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -424,4 +425,43 @@ async fn a_last_turn_tail_holds_only_its_new_turns_even_across_a_resume() {
     s.agent_end("a", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap();
     s.end("a", Delivery::Wait).await.unwrap();
     each_turn_stored_once(&r, 4).await;
+}
+
+/// Turns had while memory was off are never stored, not when it is on again either (nor as the
+/// overlap of a turn after them); the turns before and after them each are, once.
+#[tokio::test]
+async fn turns_had_while_memory_was_off_are_never_retained() {
+    for settings in [every_turn(), last_turn(1, 1), last_turn(2, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        let on = r.state.backend();
+        let switch = |backend: Arc<dyn mneme_core::MemoryBackend>| {
+            r.state.replace(Current { settings: Arc::new(settings.clone()), backend })
+        };
+        s.start(start("a")).await.unwrap();
+        for n in 1..=2 {
+            s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        switch(Arc::new(mneme_core::OffBackend));
+        for n in 3..=4 {
+            s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        switch(on.clone());
+        for n in 5..=6 {
+            s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        s.end("a", Delivery::Wait).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for i in [0, 1, 4, 5] {
+            let found = text.matches(&format!("question {i} about otters\n")).count();
+            // With an overlap, a turn is also the next one's context.
+            let once = found == 1 || (settings.retain.overlap_turns > 0 && found > 1);
+            assert!(once, "{:?}: turn {i} stored {found} times: {text}", settings.retain.mode);
+        }
+        for i in [2, 3] {
+            let off = format!("question {i} about");
+            assert!(!text.contains(&off), "{:?}: off turn {i} stored: {text}", settings.retain.mode);
+        }
+    }
 }
