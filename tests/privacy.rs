@@ -429,3 +429,34 @@ async fn ids_a_client_chose_cannot_forge_log_lines_or_leak_into_the_log() {
 fn urlencoding(s: &str) -> String {
     s.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
+
+/// What is forgotten or cleared leaves no readable trace in any of the daemon's files: the
+/// store's and the spool's logs included (the spool's kept the delivered text in old frames).
+#[tokio::test]
+async fn forgotten_and_cleared_text_is_in_no_file() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+    d.start_session("s", "/tmp/forgetful").await;
+    let retain = |text: &'static str| d.post("/v1/sessions/s/retain", json!({"items": [{"content": text}]}));
+    let (status, _) = retain("the door code is FORGOTTEN-7731").await;
+    assert_eq!(status, 202);
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["delivered"], 1, "{v}");
+    let (_, listed) = d.get("/v1/memories?limit=10").await;
+    let id = listed["memories"][0]["id"].as_str().unwrap().to_owned();
+    let gone = d.http.delete(d.url(&format!("/v1/memories/{id}"))).bearer_auth(&d.token).send().await.unwrap();
+    assert_eq!(gone.status(), 200);
+    for (path, bytes) in files(&d.data()) {
+        assert!(!contains(&bytes, "FORGOTTEN-7731"), "forgotten text is in {path}");
+    }
+    // Cleared: delivered and still queued alike.
+    retain("the vault code is CLEARED-4412").await;
+    d.post("/v1/flush", json!({})).await;
+    retain("the safe code is QUEUED-9905").await;
+    let (status, v) = d.post("/v1/clear", json!({"all": true})).await;
+    assert_eq!(status, 200, "{v}");
+    for (path, bytes) in files(&d.data()) {
+        for text in ["CLEARED-4412", "QUEUED-9905"] {
+            assert!(!contains(&bytes, text), "cleared text {text} is in {path}");
+        }
+    }
+}

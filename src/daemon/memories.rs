@@ -126,6 +126,7 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
         Forget::Document { id, bank } => ("document", id, Some(bank.as_str())),
     };
     s.hindsight.recompute_after_forget(bank).await;
+    s.queue.erase_traces().await;
     let message = format!("Forgot {noun} {id}: {}", done.message);
     s.notices.emit(Level::Info, "forget", None, message).await;
     Ok(Json(done))

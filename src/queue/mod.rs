@@ -311,6 +311,14 @@ impl Queue {
         Ok(n)
     }
 
+    /// Leaves no text of delivered or discarded items readable in the spool's files (after a
+    /// forget or a clear). A failure is logged: what was asked for is done already.
+    pub async fn erase_traces(&self) {
+        if let Err(e) = self.inner.spool.erase_traces().await {
+            tracing::warn!("cannot empty the spool's log after a deletion: {e}");
+        }
+    }
+
     /// Drops what is spooled for a session (or all), e.g. on `clear`. Returns how many items.
     pub async fn discard(&self, session_id: Option<&str>) -> Result<u64, SpoolError> {
         let n = self.inner.spool.discard(session_id).await?;

@@ -66,6 +66,7 @@ impl Sessions {
         for s in touched {
             self.save(&s).await?;
         }
+        self.inner.queue.erase_traces().await;
         let mut message = report.message;
         if discarded > 0 {
             message.push_str(&format!(

@@ -142,7 +142,8 @@ impl Spool {
         conn.pragma_update(None, "synchronous", sync.pragma())?;
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         // A delivered or replaced row's bytes are zeroed where that costs no extra write (its
-        // page is written anyway): what was retained does not linger in the spool once delivered.
+        // page is written anyway); older log frames keep them until the log is overwritten, or
+        // emptied at once after a forget or a clear (`erase_traces`).
         conn.pragma_update(None, "secure_delete", "FAST")?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > SCHEMA.len() {
@@ -233,6 +234,19 @@ impl Spool {
         f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, SpoolError> {
         self.submit(move |t| f(t).map_err(SpoolError::from)).await
+    }
+
+    /// Empties the spool's log into its file (`wal_checkpoint(TRUNCATE)`): after a forget or a
+    /// clear, so the text of rows delivered or discarded before is not left readable in old log
+    /// frames (the rows themselves are zeroed, `secure_delete`).
+    pub async fn erase_traces(&self) -> Result<(), SpoolError> {
+        let (tx, rx) = oneshot::channel();
+        let done: Finish = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        let place = self.place().await?;
+        self.jobs.send(Message::Checkpoint(done, place)).map_err(|_| SpoolError::Stopped)?;
+        rx.await.map_err(|_| SpoolError::Stopped)?
     }
 
     async fn submit<T: Send + 'static>(

@@ -17,6 +17,9 @@ pub(super) enum Message {
     /// Remove a delivered batch, answering no one: done at the start of the next transaction
     /// (which runs before any later job), or alone after [`REMOVAL_WAIT`] without one.
     Remove(Removal, OwnedSemaphorePermit),
+    /// Copy the log into the database and empty it (after the next transaction): the frames of
+    /// rows deleted since would otherwise keep their text readable until overwritten.
+    Checkpoint(Finish, OwnedSemaphorePermit),
 }
 
 pub(super) struct Removal {
@@ -64,9 +67,11 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             rx.recv_timeout(removal_wait)
         };
         let mut group = Vec::new();
+        let mut checkpoints = Vec::new();
         let mut closed = false;
         match first {
             Ok(Message::Job(job, place)) => group.push((job, place)),
+            Ok(Message::Checkpoint(done, place)) => checkpoints.push((done, place)),
             Ok(Message::Remove(r, place)) => {
                 removals.push((r, place));
                 continue; // wait a little for a job to ride on
@@ -79,6 +84,7 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             match rx.try_recv() {
                 Ok(Message::Job(job, place)) => group.push((job, place)),
                 Ok(Message::Remove(r, place)) => removals.push((r, place)),
+                Ok(Message::Checkpoint(done, place)) => checkpoints.push((done, place)),
                 Err(_) => break,
             }
         }
@@ -90,6 +96,9 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
                 failures.log(format_args!("spool: cannot begin a transaction: {e}"));
                 for (job, _place) in group {
                     job(Err(e.clone()));
+                }
+                for (done, _place) in checkpoints {
+                    done(Err(e.clone()));
                 }
                 if closed {
                     return; // nobody sends any more: the removals are resent after a restart
@@ -134,6 +143,9 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             finish(commit.clone());
         }
         drop(places);
+        for (done, _place) in checkpoints {
+            done(conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").map_err(SpoolError::from));
+        }
         if closed {
             return;
         }
