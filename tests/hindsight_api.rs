@@ -345,7 +345,8 @@ async fn private_spans_in_any_field_never_reach_the_disk() {
         .post(
             &bank_path("priv", "/mental-models"),
             json!({"name": format!("m {}", p("model")), "source_query": "visible fact",
-                   "trigger": {"refresh_cron": p("trigger"), "fact_types": [p("trigger")]}}),
+                   "trigger": {"refresh_cron": p("trigger"), "fact_types": [p("trigger")],
+                               "nested": {p("trigger"): {p("trigger"): "v"}}}}),
         )
         .await;
     assert_eq!(status, 200, "{v}");

@@ -275,7 +275,16 @@ fn strip_private_strings(v: &mut Value) {
     match v {
         Value::String(s) => *s = mneme_core::text::strip_private(s),
         Value::Array(items) => items.iter_mut().for_each(strip_private_strings),
-        Value::Object(map) => map.values_mut().for_each(strip_private_strings),
+        Value::Object(map) => {
+            // Keys at every depth too: a key is stored and served as much as a value is.
+            *map = std::mem::take(map)
+                .into_iter()
+                .map(|(key, mut value)| {
+                    strip_private_strings(&mut value);
+                    (mneme_core::text::strip_private(&key), value)
+                })
+                .collect();
+        }
         _ => {}
     }
 }
