@@ -266,6 +266,10 @@ fn http_url(s: String) -> Result<String, String> {
     let rest = t.strip_prefix("http://").or_else(|| t.strip_prefix("https://"));
     match rest {
         Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(t.to_owned()),
+        // A URL with an @ may carry a password: not repeated.
+        _ if s.contains('@') => {
+            Err("expected an http:// or https:// URL (the value is not shown: it holds an @)".into())
+        }
         _ => Err(format!("expected an http:// or https:// URL, found {s:?}")),
     }
 }

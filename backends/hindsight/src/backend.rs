@@ -74,14 +74,27 @@ impl HindsightConfig {
 pub struct HindsightBackend {
     config: HindsightConfig,
     base: Url,
+    /// `base` as messages and the status show it: a password in it replaced by `****`.
+    shown: String,
     http: reqwest::Client,
     limiter: DefaultDirectRateLimiter,
     ensured: Mutex<HashSet<String>>,
 }
 
+/// A URL as it may be shown: user and password (userinfo) replaced, never repeated.
+pub fn shown_url(url: &Url) -> String {
+    if url.username().is_empty() && url.password().is_none() {
+        return url.as_str().to_owned();
+    }
+    let mut shown = url.clone();
+    let _ = shown.set_username("****");
+    let _ = shown.set_password(None);
+    shown.as_str().to_owned()
+}
+
 impl fmt::Debug for HindsightBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HindsightBackend").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("HindsightBackend").field("api_url", &self.shown).finish_non_exhaustive()
     }
 }
 
@@ -108,8 +121,15 @@ impl HindsightBackend {
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
             .ok_or_else(|| {
-                BackendError::permanent(format!("hindsight.api_url {:?} is not an http(s) URL", config.api_url))
+                // It may hold a password: shown only when it cannot.
+                let shown = if config.api_url.contains('@') {
+                    "(not shown: it holds an @)".to_owned()
+                } else {
+                    format!("{:?}", config.api_url)
+                };
+                BackendError::permanent(format!("hindsight.api_url {shown} is not an http(s) URL"))
             })?;
+        let shown = shown_url(&base);
         let mut headers = HeaderMap::new();
         if let Some(token) = &config.api_token {
             let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
@@ -126,7 +146,7 @@ impl HindsightBackend {
         let rps = NonZeroU32::new(config.requests_per_second.max(1)).expect("at least 1");
         let burst = NonZeroU32::new(config.burst.max(1)).expect("at least 1");
         let limiter = RateLimiter::direct(Quota::per_second(rps).allow_burst(burst));
-        Ok(Self { config, base, http, limiter, ensured: Mutex::new(HashSet::new()) })
+        Ok(Self { config, base, shown, http, limiter, ensured: Mutex::new(HashSet::new()) })
     }
 
     /// `{api_url}/{segments…}`, each segment percent-encoded.
@@ -168,7 +188,7 @@ impl HindsightBackend {
             Ok(r) => r,
             Err(e) => {
                 self.log(what, &method, &shown, None, started);
-                return Err(errors::from_transport(what, self.base.as_str(), &e));
+                return Err(errors::from_transport(what, &self.shown, &e));
             }
         };
         let status = resp.status();
@@ -177,7 +197,7 @@ impl HindsightBackend {
             return Ok(None);
         }
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let text = resp.text().await.map_err(|e| errors::from_transport(what, self.base.as_str(), &e))?;
+        let text = resp.text().await.map_err(|e| errors::from_transport(what, &self.shown, &e))?;
         if !status.is_success() {
             return Err(errors::from_status(what, status, retry_after.as_deref(), &text));
         }
@@ -424,7 +444,7 @@ impl MemoryBackend for HindsightBackend {
         let health =
             self.send::<serde_json::Value>("health", Method::GET, self.url(&["health"]), None::<&()>, quick).await;
         let mut status = BackendStatus::healthy(BackendId::Hindsight);
-        status.detail = Some(self.base.as_str().trim_end_matches('/').to_owned());
+        status.detail = Some(self.shown.trim_end_matches('/').to_owned());
         match health {
             Ok(Some(_)) => {
                 let version = self
@@ -434,7 +454,7 @@ impl MemoryBackend for HindsightBackend {
             }
             Ok(None) => {
                 status.healthy = false;
-                status.detail = Some(format!("{} has no /health: is hindsight.api_url right?", self.base));
+                status.detail = Some(format!("{} has no /health: is hindsight.api_url right?", self.shown));
             }
             Err(e) => {
                 status.healthy = false;

@@ -134,3 +134,18 @@ async fn the_rate_limit_waits_instead_of_dropping() {
     assert_eq!(hits.load(Ordering::SeqCst), 4);
     assert!(started.elapsed() >= Duration::from_millis(550), "{:?}", started.elapsed());
 }
+
+/// A password in `api_url` is never shown: not in an error an agent sees, nor in the status.
+#[tokio::test]
+async fn credentials_in_the_url_are_never_shown() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener); // nothing listens there
+    let url = format!("http://alice:S3CRETPW@127.0.0.1:{port}");
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    let e = b.retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.to_string().contains("cannot reach Hindsight at http://****@127.0.0.1"), "{e}");
+    let status = b.status().await;
+    let shown = format!("{status:?} {b:?} {e:?}");
+    assert!(!shown.contains("S3CRETPW") && !shown.contains("alice"), "{shown}");
+}
