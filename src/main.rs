@@ -23,8 +23,24 @@ fn main() -> ExitCode {
         mneme::cli::Command::Hook { .. } => "error",
         _ => "warn",
     };
-    let directives = std::env::var("MNEME_LOG").unwrap_or_else(|_| default_level.to_owned());
-    let filter = EnvFilter::try_new(quiet_dependencies(&directives)).unwrap_or_else(|_| EnvFilter::new(default_level));
+    let directives = match std::env::var("MNEME_LOG") {
+        Ok(asked) => match not_a_level(&asked) {
+            // A word that is not a level reads as a module to log, and silences everything else.
+            Some(word) => {
+                eprintln!(
+                    "mneme: MNEME_LOG names {:?}, which is not a level (trace, debug, info, warn, error, off) nor a mneme module: logging at {default_level}",
+                    mneme_core::text::escape_controls(word)
+                );
+                default_level.to_owned()
+            }
+            None => asked,
+        },
+        Err(_) => default_level.to_owned(),
+    };
+    let filter = EnvFilter::try_new(quiet_dependencies(&directives)).unwrap_or_else(|_| {
+        eprintln!("mneme: MNEME_LOG is not a log filter: logging at {default_level}");
+        EnvFilter::new(default_level)
+    });
     match std::env::var("MNEME_LOG_FORMAT").as_deref().map(str::trim) {
         // One JSON object a line, for service managers and log shippers.
         Ok("json") => tracing_subscriber::fmt()
@@ -52,14 +68,32 @@ fn main() -> ExitCode {
 /// names them itself: rmcp logs the client's `initialize` at info, and a request it refuses at
 /// warn with the JSON-RPC id the client chose (which may hold private text; mneme answers and
 /// counts those refusals itself).
-const CHATTY: [(&str, &str); 6] = [
+///
+/// At trace, `notify` logs each change it sees, which a log file beside the config makes a loop
+/// (each line a change, each change a line), and `tokenizers` logs every text it normalizes, a
+/// character a line.
+const CHATTY: [(&str, &str); 9] = [
     ("rmcp", "error"),
+    ("notify", "info"),
+    ("tokenizers", "info"),
+    ("mio", "info"),
     ("hyper", "info"),
     ("hyper_util", "info"),
     ("h2", "info"),
     ("reqwest", "info"),
     ("tower_http", "info"),
 ];
+
+/// The first directive of `MNEME_LOG` that is a bare word but neither a level nor one of
+/// mneme's modules (`verbose`, `info;x`): read as a module to log, it would hide every line.
+fn not_a_level(directives: &str) -> Option<&str> {
+    const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+    directives.split(',').map(str::trim).filter(|d| !d.is_empty() && !d.contains('=')).find(|d| {
+        !LEVELS.iter().any(|l| d.eq_ignore_ascii_case(l))
+            && !d.starts_with("mneme")
+            && !CHATTY.iter().any(|(k, _)| d == k)
+    })
+}
 
 fn quiet_dependencies(directives: &str) -> String {
     let mut out = directives.to_owned();

@@ -250,6 +250,32 @@ async fn the_log_is_plain_text_off_a_terminal_and_json_when_asked() {
     assert!(listening["addr"].as_str().is_some_and(|a| a.starts_with("127.0.0.1:")), "{listening}");
     assert!(listening["timestamp"].as_str().is_some(), "{listening}");
 
+    // A word that is not a level is said, and the default level kept (it silenced everything).
+    let dir = d.into_dir();
+    let log = dir.path().join("verbose.log");
+    let mut d = common::Daemon::start_logged(dir, "", &[("MNEME_LOG", "verbose")], Some(&log));
+    d.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("MNEME_LOG names \"verbose\", which is not a level"), "{text}");
+    assert!(text.contains("mneme listening"), "{text}");
+
+    // At trace, with the log beside the config: no line from the config watcher or the tokenizer
+    // (each of the watcher's lines was a change it saw, a loop; the tokenizer logs a character a line).
+    let dir = d.into_dir();
+    let log = dir.path().join("trace.log");
+    let mut d = common::Daemon::start_logged(dir, "", &[("MNEME_LOG", "trace")], Some(&log));
+    d.post("/v1/search", serde_json::json!({"query": "anything at all"})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    d.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    for chatty in [" notify", " tokenizers"] {
+        assert!(
+            !text.lines().any(|l| l.contains(&format!("TRACE{chatty}"))),
+            "{chatty} logs at trace: {}",
+            &text[..text.len().min(3000)]
+        );
+    }
+
     let out =
         std::process::Command::new(common::bin()).args(["status"]).env("MNEME_LOG_FORMAT", "xml").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
