@@ -13,15 +13,16 @@ fn xdg(var: &str, fallback: &str) -> PathBuf {
     }
 }
 
-/// `--config`, else `MNEME_CONFIG`, else `$XDG_CONFIG_HOME/mneme/config.toml`.
+/// `--config`, else `MNEME_CONFIG`, else `$XDG_CONFIG_HOME/mneme/config.toml`; absolute (from
+/// the current directory): a bare `c.toml` has no folder to watch, so a daemon started with one
+/// never saw an edit.
 pub fn config_path(flag: Option<&Path>) -> PathBuf {
-    if let Some(p) = flag {
-        return p.to_path_buf();
-    }
-    match std::env::var_os("MNEME_CONFIG") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
+    let path = match (flag, std::env::var_os("MNEME_CONFIG")) {
+        (Some(p), _) => p.to_path_buf(),
+        (None, Some(p)) if !p.is_empty() => PathBuf::from(p),
         _ => xdg("XDG_CONFIG_HOME", ".config").join("mneme").join("config.toml"),
-    }
+    };
+    std::path::absolute(&path).unwrap_or(path)
 }
 
 /// `$XDG_DATA_HOME/mneme` (`~/.local/share/mneme`).

@@ -175,3 +175,12 @@ fn a_section_given_a_value_and_a_broken_file_are_one_line_each() {
     let errors = load::parse("[queue]\nbatch_size = 2\n[queue]\nbatch_size = 3\n", None).unwrap_err();
     assert!(!errors[0].to_string().contains('\n'), "{}", errors[0]);
 }
+
+/// A config named by a bare file name is made absolute, so its folder can be watched.
+#[test]
+fn a_relative_config_path_is_made_absolute() {
+    let p = super::paths::config_path(Some(std::path::Path::new("c.toml")));
+    assert!(p.is_absolute(), "{}", p.display());
+    assert_eq!(p, std::env::current_dir().unwrap().join("c.toml"));
+    assert!(p.parent().is_some_and(|d| d.is_dir()), "{}", p.display());
+}
