@@ -97,7 +97,7 @@ pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
         Answer::empty_for(&name).print();
         return ExitCode::SUCCESS;
     }
-    let budget = hook_budget(&name, &settings);
+    let budget = hook_budget(&name, &event, &settings);
     let answer = match tokio::time::timeout(budget, handle(&settings, &name, &event)).await {
         Ok(Ok(answer)) => {
             breaker.close();
@@ -311,16 +311,20 @@ fn tools_in(cwd: &Path, home: Option<&Path>) -> ToolNames {
 /// How long the hooks installed for each event may run, as Claude Code's `timeout` (seconds):
 /// the hook's own budget and a margin.
 fn event_timeout(event: &str, settings: &Settings) -> u64 {
-    hook_budget(event, settings).as_secs() + 5
+    // Claude Code's timeout is per event: SessionStart's covers the one after a compaction.
+    let recalling = json!({"hook_event_name": event, "source": "compact"});
+    hook_budget(event, &recalling, settings).as_secs() + 5
 }
 
 /// How long a hook waits for the daemon. Only automatic recall needs seconds; everything else
 /// is quick or can wait. The daemon bounds its recall by `recall.timeout` and answers without
 /// memories then, so the prompt's hook waits that and a usual hook's bound on top: a daemon that
 /// gave up on a slow backend answers in time, and does not trip the breaker, which would skip
-/// the turn's retains.
-fn hook_budget(event: &str, settings: &Settings) -> Duration {
-    if event == "UserPromptSubmit" {
+/// the turn's retains. The SessionStart after a compaction recalls too (the compaction context),
+/// after a flush.
+fn hook_budget(event: &str, payload: &Value, settings: &Settings) -> Duration {
+    let recalls = event == "UserPromptSubmit" || (event == "SessionStart" && payload["source"] == "compact");
+    if recalls {
         settings.recall.timeout + settings.hooks.timeout
     } else {
         settings.hooks.timeout
@@ -334,10 +338,15 @@ mod tests {
     #[test]
     fn the_prompt_hook_outlasts_the_daemons_own_recall_bound() {
         let settings = Settings::default();
-        let prompt = hook_budget("UserPromptSubmit", &settings);
+        let budget = |event: &str, source: &str| hook_budget(event, &json!({"source": source}), &settings);
+        let prompt = budget("UserPromptSubmit", "");
         assert!(prompt > settings.recall.timeout, "{prompt:?}: the daemon's answer at its bound would be lost");
-        assert_eq!(hook_budget("Stop", &settings), settings.hooks.timeout);
+        assert_eq!(budget("Stop", ""), settings.hooks.timeout);
         assert!(event_timeout("UserPromptSubmit", &settings) > prompt.as_secs());
+        // The compaction context is a recall too.
+        assert_eq!(budget("SessionStart", "compact"), prompt);
+        assert_eq!(budget("SessionStart", "startup"), settings.hooks.timeout);
+        assert!(event_timeout("SessionStart", &settings) > prompt.as_secs());
     }
 
     #[test]
