@@ -806,3 +806,36 @@ async fn the_mental_model_list_filters_by_tags_and_pages() {
         assert!(v["detail"].to_string().contains(name), "{bad}: {v}");
     }
 }
+
+/// A memory carries at most 100 tags, a mental model too: more is the client's error (150,000
+/// held the daemon for minutes), said at once, and nothing is stored.
+#[tokio::test]
+async fn too_many_tags_are_refused() {
+    let d = Daemon::start(LEXICAL);
+    let tags: Vec<String> = (0..101).map(|i| format!("t{i}")).collect();
+    let (status, v) =
+        d.post(&bank_path("tagged", "/memories"), json!({"items": [{"content": "a fact", "tags": tags}]})).await;
+    assert_eq!(status, 422, "as Hindsight answers a bad request: {v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("at most 100"), "{v}");
+    let (status, v) = d
+        .post(
+            &bank_path("tagged", "/memories"),
+            json!({"items": [{"content": "a fact", "tags": &tags[..60]}], "document_tags": &tags[60..]}),
+        )
+        .await;
+    assert_eq!(status, 422, "document tags count too: {v}");
+    let (status, v) = d
+        .post(&bank_path("tagged", "/mental-models"), json!({"name": "m", "source_query": "facts", "tags": tags}))
+        .await;
+    assert_eq!(status, 422, "{v}");
+    let memory = json!({"id": "m1", "bank": "tagged", "content": "a fact", "tags": tags,
+        "created_at": "2026-01-01T00:00:00Z"});
+    let (status, v) = d.post("/v1/import", json!({"memories": [memory]})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("memories[0].tags"), "{v}");
+    // 100 are fine.
+    let (status, v) = d
+        .post(&bank_path("tagged", "/memories"), json!({"items": [{"content": "a fact", "tags": &tags[..100]}]}))
+        .await;
+    assert_eq!(status, 200, "{v}");
+}

@@ -297,6 +297,9 @@ pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<ImportProblem> {
     {
         return problem(None, "id, bank (without '/') and content must be non-empty".into());
     }
+    if let Some(why) = mneme_core::too_many_tags(m.tags.len()) {
+        return problem(Some("tags"), why.replacen("has ", "holds ", 1));
+    }
     if mneme_core::text::has_private_tag(&m.id) || mneme_core::text::has_private_tag(&m.bank) {
         return problem(None, "id and bank may not contain <private> tags (they are stored as they are)".into());
     }

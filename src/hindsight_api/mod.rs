@@ -117,6 +117,10 @@ impl HindsightApi {
             if text::is_blank(&content) {
                 return Err(CompatError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
             }
+            let tags = item.tags.as_ref().map_or(0, Vec::len) + req.document_tags.as_ref().map_or(0, Vec::len);
+            if let Some(why) = mneme_core::too_many_tags(tags) {
+                return Err(CompatError::Invalid(format!("items[{i}] (with document_tags) {why}; nothing was stored")));
+            }
             contents.push(content);
         }
         let appends = |i: &MemoryItemIn| i.update_mode == Some(UpdateMode::Append);
@@ -424,15 +428,11 @@ fn check_bank(bank: &str) -> Result<(), CompatError> {
 
 /// Strings with private spans removed, blanks dropped, order kept, duplicates dropped.
 fn clean_list(settings: &Settings, list: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(list.len());
-    for item in list {
-        if let Some(t) = crate::session::clean_text(settings, item) {
-            if !out.contains(&t) {
-                out.push(t);
-            }
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::with_capacity(list.len());
+    list.iter()
+        .filter_map(|item| crate::session::clean_text(settings, item))
+        .filter(|t| seen.insert(t.clone()))
+        .collect()
 }
 
 /// A stable id for a recalled memory a backend gave without one.

@@ -79,7 +79,7 @@ impl HindsightApi {
             name,
             source_query: Some(source_query),
             content: Some(String::new()),
-            tags: super::clean_list(&settings, &req.tags),
+            tags: model_tags(&settings, &req.tags)?,
             max_tokens: Some(model_tokens(req.max_tokens)?),
             trigger: Some(full_trigger(req.trigger)),
             created_at: Some(mneme_core::time::rfc3339_millis(SystemTime::now())),
@@ -113,7 +113,7 @@ impl HindsightApi {
             );
         }
         if let Some(tags) = req.tags {
-            model.tags = super::clean_list(&settings, &tags);
+            model.tags = model_tags(&settings, &tags)?;
         }
         if let Some(n) = req.max_tokens {
             model.max_tokens = Some(model_tokens(n)?);
@@ -269,6 +269,19 @@ fn full_trigger(sent: Option<Value>) -> Value {
     }
     strip_private_strings(&mut trigger);
     trigger
+}
+
+/// A model's tags, cleaned; at most [`mneme_core::MAX_FILTER_TAGS`]: they filter its recall,
+/// which refuses more (the model was then never computed, and said so nowhere).
+fn model_tags(settings: &crate::config::Settings, tags: &[String]) -> Result<Vec<String>, CompatError> {
+    if tags.len() > mneme_core::MAX_FILTER_TAGS {
+        return Err(CompatError::Invalid(format!(
+            "a mental model has at most {} tags (they filter its recall); {} were given",
+            mneme_core::MAX_FILTER_TAGS,
+            tags.len()
+        )));
+    }
+    Ok(super::clean_list(settings, tags))
 }
 
 fn strip_private_strings(v: &mut Value) {

@@ -452,6 +452,15 @@ pub struct ExportPage {
 /// store, 503).
 pub const MAX_FILTER_TAGS: usize = 100;
 
+/// Most tags one memory may carry (a mental model's too: its tags are a recall's filter). Tags
+/// are a small set; 150,000 of them in one request held the daemon for minutes.
+pub const MAX_MEMORY_TAGS: usize = 100;
+
+/// `None` when `n` tags are within [`MAX_MEMORY_TAGS`], else why not.
+pub fn too_many_tags(n: usize) -> Option<String> {
+    (n > MAX_MEMORY_TAGS).then(|| format!("has {n} tags; a memory carries at most {MAX_MEMORY_TAGS}"))
+}
+
 /// A tag filter within [`MAX_FILTER_TAGS`], or the client's error.
 pub fn check_tag_filter(tags: &[String]) -> Result<(), crate::BackendError> {
     if tags.len() > MAX_FILTER_TAGS {

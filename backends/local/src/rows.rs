@@ -63,13 +63,10 @@ pub(crate) fn push_tag_filter(sql: &mut String, args: &mut Vec<String>, tags: &[
 }
 
 pub(crate) fn encode_tags(tags: &[String]) -> String {
-    let mut clean: Vec<&str> = Vec::with_capacity(tags.len());
-    for t in tags.iter().map(String::as_str).filter(|t| !t.is_empty() && !t.contains(SEP)) {
-        // Distinct: a tag set (exact matching counts them).
-        if !clean.contains(&t) {
-            clean.push(t);
-        }
-    }
+    let mut seen = std::collections::HashSet::with_capacity(tags.len());
+    // Distinct: a tag set (exact matching counts them).
+    let clean: Vec<&str> =
+        tags.iter().map(String::as_str).filter(|t| !t.is_empty() && !t.contains(SEP) && seen.insert(*t)).collect();
     if clean.is_empty() {
         return String::new();
     }
@@ -100,10 +97,6 @@ fn decode_tags(encoded: &str) -> Vec<String> {
 
 pub(crate) fn merge_tags(encoded: &str, more: &[String]) -> String {
     let mut tags = decode_tags(encoded);
-    for t in more {
-        if !tags.contains(t) {
-            tags.push(t.clone());
-        }
-    }
-    encode_tags(&tags)
+    tags.extend(more.iter().cloned());
+    encode_tags(&tags) // drops the repeats
 }
