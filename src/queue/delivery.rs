@@ -63,6 +63,9 @@ impl Inner {
         self.metrics.delivery_seconds.observe(started.elapsed());
         let last = LastDelivery::new(n, started.elapsed(), result.as_ref().err());
         self.batcher.locked().answered(session, n);
+        if !result.as_ref().is_err_and(BackendError::is_unreachable) {
+            self.unreachable_tries.store(0, Ordering::Relaxed); // it answered: the outage is over
+        }
         self.with_shell(session, |q| q.last_delivery = Some(last));
         match result {
             Ok(()) => {
@@ -105,8 +108,12 @@ impl Inner {
             self.dead_letter(session, batch_id, n, &reason, backend).await;
             return true;
         }
-        // A full disk does not use up attempts: waiting for room is not the batch's fault.
-        let attempts = if error.is_storage_full() {
+        // A full disk does not use up attempts: waiting for room is not the batch's fault; nor
+        // does an unreachable backend (nothing answers): an outage is retried as long as it
+        // lasts, and the batch still has all its attempts for the answers after it (a server
+        // warming up that answers 503 at first).
+        let unreachable = error.is_unreachable();
+        let attempts = if error.is_storage_full() || unreachable {
             attempts_before
         } else {
             match self.spool.failed(session, batch_id, &reason).await {
@@ -118,12 +125,17 @@ impl Inner {
         };
         // An unreachable backend (nothing answers) retries for as long as the outage lasts:
         // everything is delivered once it is back, nothing dead-lettered meanwhile.
-        if attempts >= settings.max_attempts && !error.is_unreachable() {
+        if attempts >= settings.max_attempts && !unreachable {
             let reason = format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)");
             self.dead_letter(session, batch_id, n, &reason, backend).await;
             return true;
         }
-        let delay = retry::backoff(settings, attempts, error);
+        let delay = if unreachable {
+            let tries = self.unreachable_tries.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+            retry::backoff(settings, tries, error)
+        } else {
+            retry::backoff(settings, attempts, error)
+        };
         self.batcher.locked().retry_later(session, n, self.clock.now(), delay);
         self.timers_changed.notify_one();
         if !self.backend_down.swap(true, Ordering::Relaxed) {

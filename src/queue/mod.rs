@@ -145,6 +145,9 @@ struct Inner {
     /// Set by the first transient failure, cleared by the next success: one notice per outage,
     /// not one per batch.
     backend_down: AtomicBool,
+    /// Deliveries in a row that found the backend unreachable: their backoff grows with it,
+    /// while the batches' attempts (which lead to the dead letters) do not count them.
+    unreachable_tries: std::sync::atomic::AtomicU32,
     /// Set when the spool's disk is full (retains are refused), cleared by the next append that
     /// succeeds: one notice per episode.
     spool_full: AtomicBool,
@@ -179,6 +182,7 @@ impl Queue {
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
             backend_down: AtomicBool::new(false),
+            unreachable_tries: std::sync::atomic::AtomicU32::new(0),
             spool_full: AtomicBool::new(false),
         });
         inner.tasks.spawn(inner.clone().run_timers());
@@ -288,6 +292,7 @@ impl Queue {
     /// one's (its first failure gets a notice of its own).
     pub fn backend_switched(&self) {
         self.inner.backend_down.store(false, Ordering::Relaxed);
+        self.inner.unreachable_tries.store(0, Ordering::Relaxed);
     }
 
     /// The backend deliveries go to.

@@ -410,6 +410,29 @@ async fn an_outage_longer_than_the_attempts_dead_letters_nothing() {
     assert_eq!(levels, vec!["warning", "info"], "one notice for the outage, one for its end: {notices:?}");
 }
 
+/// After an outage the batch still has all its attempts: a server that answers 503 while it
+/// warms up does not dead-letter what waited out the outage.
+#[tokio::test]
+async fn an_outage_uses_up_no_attempts_of_the_answers_after_it() {
+    let b = TestBackend::new(&[Mode::Unreachable]);
+    let mut s = settings();
+    s.max_attempts = 3;
+    s.retry_max = Duration::from_secs(60);
+    let r = rig(b.clone(), s);
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    r.queue.flush("s").await;
+    for _ in 0..10 {
+        r.advance(30_000).await;
+    }
+    // Back, but failing twice before it stores: within the 3 attempts.
+    *b.modes.lock().unwrap() = vec![Mode::Transient, Mode::Transient, Mode::Ok];
+    for _ in 0..10 {
+        r.advance(61_000).await;
+    }
+    assert_eq!(r.queue.depths().await.dead, 0, "the outage's tries were counted as attempts");
+    assert_eq!(b.delivered(), vec!["a0"]);
+}
+
 #[tokio::test]
 async fn spooled_items_are_delivered_after_a_restart() {
     let b = TestBackend::new(&[Mode::Transient]);
