@@ -421,8 +421,13 @@ impl Inner {
     }
 
     /// Boxed because a flush may start another flush's task.
+    /// Runs on a task of its own, so a caller that stops waiting (a backend switch's drain past
+    /// its grace, a client that hung up on `/v1/flush`) never cuts a delivery between the
+    /// backend's answer and the spool's record of it: cut there, the batch stayed spooled and
+    /// went to the next backend too, and the in-flight count stayed up for good.
     fn flush_session(self: Arc<Self>, session: String, trigger: Trigger) -> BoxFuture<FlushReport> {
-        Box::pin(async move { self.run_flush(&session, trigger).await })
+        let task = tokio::spawn(async move { self.run_flush(&session, trigger).await });
+        Box::pin(async move { task.await.unwrap_or_default() })
     }
 
     async fn run_flush(self: &Arc<Self>, session: &str, trigger: Trigger) -> FlushReport {

@@ -272,6 +272,25 @@ async fn flushes_never_overlap_and_strand_nothing() {
     assert_eq!(r.queue.depths().await, Depths::default());
 }
 
+/// A caller that stops waiting for a flush (a backend switch's drain past its grace) does not
+/// cut its delivery short: the backend's answer is recorded, so the batch is neither resent to
+/// the next backend nor counted in flight for good.
+#[tokio::test]
+async fn a_flush_its_caller_stops_waiting_for_still_records_its_delivery() {
+    let old = TestBackend::new(&[Mode::Hang]);
+    let r = rig(old.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    let gave_up = tokio::time::timeout(Duration::from_millis(50), r.queue.flush_all()).await;
+    assert!(gave_up.is_err(), "the delivery hangs");
+    let new = TestBackend::new(&[Mode::Ok]);
+    r.state.replace(crate::state::Current { settings: r.state.settings(), backend: new.clone() });
+    old.release.notify_one(); // the old backend answers: stored
+    until(|| async { r.queue.depths().await == Depths::default() }).await;
+    r.queue.flush_all().await;
+    assert_eq!(old.delivered(), vec!["a0"]);
+    assert!(new.delivered().is_empty(), "stored twice: {:?}", new.delivered());
+}
+
 #[tokio::test]
 async fn max_batch_splits_a_flush() {
     let b = TestBackend::new(&[Mode::Ok]);
