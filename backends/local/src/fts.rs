@@ -17,6 +17,8 @@ use rust_stemmers::{Algorithm, Stemmer};
 /// At most this many terms are looked up per query (a long prompt's first 16 used to be all of
 /// it, so a question after a paragraph of context found nothing by its words).
 const MAX_TERMS: usize = 32;
+/// ... chosen from at most this many, the longest, by which the index holds (see [`known_first`]).
+const LOOKUP_TERMS: usize = 128;
 /// Terms are added, rarest first, while the memories they match stay under this many.
 const POSTINGS_BUDGET: u64 = 4000;
 /// ... and at most this many terms are used.
@@ -113,6 +115,35 @@ const FUNCTION_WORDS: &[&str] = &[
 /// [`MAX_TERMS`] the longest are kept, in the query's order, wherever they stand in it: a long
 /// word is usually a rare one, and the words that matter are not always the first.
 pub fn query_terms(text: &str) -> Vec<String> {
+    longest_in_order(distinct_terms(text), MAX_TERMS)
+}
+
+/// [`query_terms`] up to [`LOOKUP_TERMS`], for [`known_first`] to choose from once the index
+/// has said which it holds.
+pub fn query_terms_to_look_up(text: &str) -> Vec<String> {
+    longest_in_order(distinct_terms(text), LOOKUP_TERMS)
+}
+
+/// At most [`MAX_TERMS`] of looked-up terms, in the query's order: the longest the index holds
+/// (or may: a `None` frequency), then, if room is left, the longest it does not. A pasted stack
+/// trace is full of long identifiers no memory holds; kept for their length, they crowded the
+/// question's own words out, and recall found nothing.
+pub fn known_first(terms: Vec<(String, Option<u64>)>) -> Vec<(String, Option<u64>)> {
+    if terms.len() <= MAX_TERMS {
+        return terms;
+    }
+    let mut order: Vec<usize> = (0..terms.len()).collect();
+    order.sort_by_key(|&i| (terms[i].1 == Some(0), std::cmp::Reverse(terms[i].0.chars().count())));
+    let mut keep = vec![false; terms.len()];
+    for &i in &order[..MAX_TERMS] {
+        keep[i] = true;
+    }
+    let mut kept = keep.iter();
+    terms.into_iter().filter(|_| *kept.next().unwrap_or(&false)).collect()
+}
+
+/// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left.
+fn distinct_terms(text: &str) -> Vec<String> {
     let all: Vec<String> = words(text).collect();
     let content: Vec<&String> = all.iter().filter(|w| !STOPWORDS.contains(&w.as_str())).collect();
     let chosen: Vec<&String> = if content.is_empty() { all.iter().collect() } else { content };
@@ -123,11 +154,16 @@ pub fn query_terms(text: &str) -> Vec<String> {
             terms.push(t);
         }
     }
-    if terms.len() > MAX_TERMS {
+    terms
+}
+
+/// At most `max` of `terms`, the longest, in their order (ties: the earlier).
+fn longest_in_order(mut terms: Vec<String>, max: usize) -> Vec<String> {
+    if terms.len() > max {
         let mut by_length: Vec<usize> = (0..terms.len()).collect();
         by_length.sort_by_key(|&i| std::cmp::Reverse(terms[i].chars().count()));
         let mut keep = vec![false; terms.len()];
-        for &i in &by_length[..MAX_TERMS] {
+        for &i in &by_length[..max] {
             keep[i] = true;
         }
         let mut kept = keep.iter();
@@ -202,6 +238,19 @@ mod tests {
         assert_eq!(terms.len(), 32);
         assert!(terms.ends_with(&["bucket".to_owned(), "hold".to_owned(), "invoic".to_owned()]), "{terms:?}");
         assert!(query_terms("*** () -").is_empty());
+        // Terms the index holds come first, however long the others.
+        let frames: Vec<String> = (0..60).map(|i| format!("dispatcherinvoke{i}")).collect();
+        let trace = format!("{} which environment variable turns on the flags?", frames.join(" "));
+        let looked_up = query_terms_to_look_up(&trace);
+        assert_eq!(looked_up.len(), 64);
+        let known = ["environ", "variabl", "turn", "flag"];
+        let with_df = looked_up.into_iter().map(|t| {
+            let df = if known.contains(&t.as_str()) { Some(3) } else { Some(0) };
+            (t, df)
+        });
+        let chosen: Vec<String> = known_first(with_df.collect()).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(chosen.len(), 32);
+        assert!(chosen.ends_with(&known.map(str::to_owned)), "{chosen:?}");
         assert_eq!(or_expression(&query_terms("a b")), Some(r#""b""#.into()));
     }
 

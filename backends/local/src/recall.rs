@@ -278,9 +278,10 @@ impl Store {
         Ok(terms.iter().map(|(_, df)| fusion::idf(n, df.unwrap_or(0))).sum())
     }
 
-    /// The query's terms with their document frequencies (`None`: unknown).
+    /// The query's terms with their document frequencies (`None`: unknown): those the index
+    /// holds first (see [`fts::known_first`]).
     fn query_terms(&self, query: &str) -> rusqlite::Result<Vec<(String, Option<u64>)>> {
-        self.document_frequencies(fts::query_terms(query))
+        Ok(fts::known_first(self.document_frequencies(fts::query_terms_to_look_up(query))?))
     }
 
     /// Terms with their document frequencies (`None`: unknown).

@@ -182,6 +182,13 @@ async fn a_question_after_a_paragraph_of_context_is_found_by_its_words() {
     let q = format!("{context}; which bucket holds invoices?");
     let found = texts(&b, "bank", query(&q, &[], TagsMatch::Any)).await;
     assert!(found.iter().any(|t| t.contains("invoices bucket")), "{found:?}");
+    // After a pasted stack trace: its long identifiers are in no memory, and no longer crowd
+    // the question's words out of the terms recall ranks on (it found nothing).
+    let frames: Vec<String> =
+        (0..60).map(|i| format!("  at com.example.Dispatcher.invoke{i}(Dispatcher.java:{i})")).collect();
+    let q = format!("{}\nwhich bucket holds invoices?", frames.join("\n"));
+    let found = texts(&b, "bank", query(&q, &[], TagsMatch::Any)).await;
+    assert!(found.iter().any(|t| t.contains("invoices bucket")), "{found:?}");
 }
 
 #[tokio::test]
