@@ -109,6 +109,17 @@ async fn a_full_disk_refuses_clearly_and_loses_nothing() {
     }
 
     fill(&d.data().join("filler"));
+    // A session's start is refused as a retain is, and raises the notice (the CLI and the hooks
+    // start one before each retain: they were refused with no notice).
+    let (status, v) = d.post("/v1/sessions", json!({"session_id": "s2", "cwd": "/p/other"})).await;
+    if status == 507 {
+        assert_eq!(v["error"]["code"], "storage_full", "{v}");
+        let raised = Instant::now();
+        while !notices.lock().unwrap().iter().any(|n| n["message"].as_str().unwrap().contains("spool is full")) {
+            assert!(raised.elapsed() < Duration::from_secs(5), "no notice for a session refused on a full disk");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     let mut refused = 0;
     for i in 0..30 {
         let text = content("during", i);

@@ -110,3 +110,32 @@ async fn three_sigkills_mid_stream_lose_no_acknowledged_retain() {
         acked.len()
     );
 }
+
+/// A spool file deleted under the running daemon: retains are refused (503, a notice), since
+/// what it acknowledged now would be in a file no start reads; what it acknowledged before is
+/// delivered from the open file.
+#[tokio::test]
+async fn a_spool_deleted_under_the_daemon_refuses_retains_and_delivers_what_it_held() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+    d.start_session("s", "/p/gone").await;
+    let (status, _) =
+        d.post("/v1/sessions/s/retain", json!({"items": [{"content": "acknowledged before GONE-1"}]})).await;
+    assert_eq!(status, 202);
+    for name in ["spool.db", "spool.db-wal", "spool.db-shm"] {
+        let _ = std::fs::remove_file(d.data().join(name));
+    }
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "after GONE-2"}]})).await;
+    assert_eq!(status, 503, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("was deleted"), "{v}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, found) = d.post("/v1/search", json!({"query": "acknowledged before GONE-1"})).await;
+        if found.to_string().contains("GONE-1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "what was acknowledged is not delivered: {found}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, notices) = d.get("/v1/notices?after=0").await;
+    assert!(notices.to_string().contains("spool file") && notices.to_string().contains("was deleted"), "{notices}");
+}

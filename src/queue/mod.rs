@@ -145,6 +145,8 @@ struct Inner {
     /// Set by the first transient failure, cleared by the next success: one notice per outage,
     /// not one per batch.
     backend_down: AtomicBool,
+    /// The spool's file was found deleted or replaced (told once).
+    spool_gone: AtomicBool,
     /// Deliveries in a row that found the backend unreachable: their backoff grows with it,
     /// while the batches' attempts (which lead to the dead letters) do not count them.
     unreachable_tries: std::sync::atomic::AtomicU32,
@@ -182,6 +184,7 @@ impl Queue {
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
             backend_down: AtomicBool::new(false),
+            spool_gone: AtomicBool::new(false),
             unreachable_tries: std::sync::atomic::AtomicU32::new(0),
             spool_full: AtomicBool::new(false),
         });
@@ -207,7 +210,11 @@ impl Queue {
             return Ok(0);
         }
         let items = stamped(session_id, scope, items);
-        self.accepted(session_id, self.inner.spool.append(session_id, &scope.bank, items).await).await?;
+        let spooled = match self.inner.spool.still_there() {
+            Ok(()) => self.inner.spool.append(session_id, &scope.bank, items).await,
+            Err(gone) => Err(gone),
+        };
+        self.accepted(session_id, spooled).await?;
         self.arrived(session_id, n);
         Ok(n)
     }
@@ -224,7 +231,10 @@ impl Queue {
     ) -> Result<Option<String>, SpoolError> {
         let n = items.len();
         let items = stamped(session_id, scope, items);
-        let spooled = self.inner.spool.append_once(session_id, &scope.bank, items, once).await;
+        let spooled = match self.inner.spool.still_there() {
+            Ok(()) => self.inner.spool.append_once(session_id, &scope.bank, items, once).await,
+            Err(gone) => Err(gone),
+        };
         let kept = self.accepted(session_id, spooled).await?;
         if kept.is_none() && n > 0 {
             self.arrived(session_id, n);
@@ -233,7 +243,19 @@ impl Queue {
     }
 
     /// Passes on what the spool answered, raising (once) that the disk is full or has room again.
-    async fn accepted<T>(&self, session_id: &str, spooled: Result<T, SpoolError>) -> Result<T, SpoolError> {
+    /// Every write a client waits on goes through it (a session's start too: the CLI and the
+    /// hooks start one before each retain, and a full disk refused them with no notice).
+    pub(crate) async fn accepted<T>(&self, session_id: &str, spooled: Result<T, SpoolError>) -> Result<T, SpoolError> {
+        if let Err(e @ SpoolError::Gone { .. }) = &spooled {
+            if !self.inner.spool_gone.swap(true, Ordering::Relaxed) {
+                let message = format!("Retains are refused: {e}.");
+                self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
+                // What was acknowledged before is in the open file only: deliver it now.
+                let queue = self.clone();
+                tokio::spawn(async move { queue.flush_all().await });
+            }
+            return spooled;
+        }
         if let Err(e) = &spooled {
             if e.is_full() && !self.inner.spool_full.swap(true, Ordering::Relaxed) {
                 let message = format!(

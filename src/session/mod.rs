@@ -568,7 +568,9 @@ impl Sessions {
         if let Some(live) = self.inner.map.locked().get_mut(&s.id) {
             live.last_seen = record.last_seen;
         }
-        self.inner.spool.save_session(&s.id, serde_json::to_string(&record).expect("session serializes")).await
+        let saved =
+            self.inner.spool.save_session(&s.id, serde_json::to_string(&record).expect("session serializes")).await;
+        self.inner.queue.accepted(&s.id, saved).await
     }
 }
 

@@ -63,6 +63,14 @@ pub enum SpoolError {
     /// The writer thread is gone (the daemon is stopping).
     #[error("spool: the writer thread stopped")]
     Stopped,
+    /// The file was deleted or replaced while the daemon had it open.
+    #[error("the spool file {} {what} while mneme had it open: restart mneme (what it acknowledged before is being delivered)", path.display())]
+    Gone {
+        /// The spool's path.
+        path: std::path::PathBuf,
+        /// "was deleted", "was replaced by another file".
+        what: &'static str,
+    },
 }
 
 impl SpoolError {
@@ -123,6 +131,34 @@ pub struct Spool {
     next_seq: Arc<AtomicI64>,
     /// Updated by the writer after each commit.
     commit_counters: Arc<CommitCounters>,
+    /// The file as it was opened, to tell it was deleted or replaced under the daemon.
+    file: Arc<OpenedFile>,
+}
+
+/// A file's path and identity (device and inode) when it was opened.
+#[derive(Debug)]
+struct OpenedFile {
+    path: std::path::PathBuf,
+    identity: Option<(u64, u64)>,
+}
+
+impl OpenedFile {
+    fn of(path: &Path) -> OpenedFile {
+        use std::os::unix::fs::MetadataExt;
+        let identity = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        OpenedFile { path: path.to_owned(), identity }
+    }
+
+    /// What became of the file since it was opened, when it is no longer there under its path.
+    fn gone(&self) -> Option<&'static str> {
+        use std::os::unix::fs::MetadataExt;
+        let opened = self.identity?;
+        match std::fs::metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("was deleted"),
+            Ok(m) if (m.dev(), m.ino()) != opened => Some("was replaced by another file"),
+            _ => None,
+        }
+    }
 }
 
 impl Spool {
@@ -173,7 +209,17 @@ impl Spool {
             places: Arc::new(Semaphore::new(MAX_WAITING)),
             next_seq: Arc::new(AtomicI64::new(max_seq + 1)),
             commit_counters,
+            file: Arc::new(OpenedFile::of(path)),
         })
+    }
+
+    /// `Err` when the spool's file was deleted or replaced under the daemon: what it would
+    /// acknowledge now is written to a file no later start reads (a retain is refused instead).
+    pub fn still_there(&self) -> Result<(), SpoolError> {
+        match self.file.gone() {
+            Some(what) => Err(SpoolError::Gone { path: self.file.path.clone(), what }),
+            None => Ok(()),
+        }
     }
 
     /// Checks a spool file that no daemon has open: that it is a spool database this mneme can
