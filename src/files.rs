@@ -115,6 +115,16 @@ pub fn storage_dir_problem(path: &Path, reason: impl fmt::Display) -> FileProble
 /// Reads a token file: `Ok(None)` when there is none yet (or it is empty), a problem when it
 /// cannot be read or does not hold a token.
 pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        // Whoever placed a link, or a file of theirs, there chose the token clients are asked for.
+        if m.file_type().is_symlink() {
+            return Err(token_problem(path, "it is a symbolic link; the token is a file of its own"));
+        }
+        if m.uid() != effective_uid() {
+            return Err(token_problem(path, format!("it belongs to another user (uid {})", m.uid())));
+        }
+    }
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -129,6 +139,12 @@ pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {
         return Err(token_problem(path, "it does not hold a token (16 or more visible ASCII characters)"));
     }
     Ok(Some(token.to_owned()))
+}
+
+/// The user this process runs as.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 #[cfg(test)]

@@ -74,6 +74,31 @@ fn a_token_that_cannot_be_read_is_named_with_what_to_do() {
     std::fs::remove_file(&token).unwrap();
     std::fs::create_dir(&token).unwrap(); // a folder where the token should be
     refused(dir.path(), &token, &["Is a directory", "rm "]);
+    // A token someone else could have chosen: a link (here to a world-readable file) ...
+    std::fs::remove_dir(&token).unwrap();
+    let planted = dir.path().join("planted");
+    std::fs::write(&planted, "attacker-chosen-token-1234").unwrap();
+    std::os::unix::fs::symlink(&planted, &token).unwrap();
+    refused(dir.path(), &token, &["symbolic link", "rm "]);
+    // ... or a file of another user's (as root only: nobody else may give a file away).
+    std::fs::remove_file(&token).unwrap();
+    std::fs::write(&token, "attacker-chosen-token-1234").unwrap();
+    if std::os::unix::fs::chown(&token, Some(65534), Some(65534)).is_ok() {
+        refused(dir.path(), &token, &["another user (uid 65534)", "rm "]);
+    }
+}
+
+#[test]
+fn a_storage_dir_others_may_write_in_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = data_dir();
+    let data = dir.path().join("data");
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let serve = run(dir.path(), &["serve"]);
+    let out = text(&serve);
+    assert_eq!(serve.status.code(), Some(1), "{out}");
+    assert!(out.contains(&data.display().to_string()) && out.contains("others may write in it (mode 777)"), "{out}");
+    assert!(!data.join("token").exists(), "nothing was written there");
 }
 
 #[test]
