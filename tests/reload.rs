@@ -345,3 +345,27 @@ async fn a_config_folder_replaced_whole_is_watched_again() {
     std::fs::write(root.join("dotfiles/mneme.toml"), "[queue]\nbatch_size = 16\n").unwrap();
     wait_for_notice(&d, "memory backend switched from off to local").await;
 }
+
+/// `hindsight.api_url` pointed at this daemon's own `/hindsight` (a tempting mistake after
+/// setting up a Hindsight client against mneme): every retain went round for ever. Now it is a
+/// delivery the backend refuses, said once, and the status says why.
+#[tokio::test]
+async fn a_hindsight_backend_pointed_at_its_own_daemon_says_so_and_loops_not() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\nmax_attempts = 2\n");
+    let own = d.url("/hindsight");
+    std::fs::write(
+        d.config_path(),
+        format!("[queue]\nflush_interval = \"1h\"\nmax_attempts = 2\n[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{own}\"\n"),
+    )
+    .unwrap();
+    wait_for_notice(&d, "memory backend switched from local to hindsight").await;
+    d.start_session("s", "/p/loop").await;
+    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "round and round"}]})).await;
+    assert_eq!(status, 202);
+    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(flushed["failed"], 1, "{flushed}");
+    wait_for_notice(&d, "is this mneme's own /hindsight API").await;
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["queue"]["dead"], 1, "{status}");
+    assert!(status.to_string().contains("own /hindsight API"), "{status}");
+}

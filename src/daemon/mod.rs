@@ -152,6 +152,8 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     if hindsight_route && (status.is_client_error() || status.is_server_error()) {
         response = hindsight::with_detail(response).await;
     }
+    // So a Hindsight backend pointed at this daemon's own /hindsight knows it (a loop).
+    response.headers_mut().insert(mneme_core::INSTANCE_HEADER, HeaderValue::from_static(mneme_core::instance_id()));
     let route = route_label(matched.as_ref().map(MatchedPath::as_str));
     let took = started.elapsed();
     // The route pattern, never the path or a body: nothing here can hold a memory or a token.

@@ -20,6 +20,21 @@ pub mod time;
 pub mod transfer;
 pub mod types;
 
+/// The header every answer of a mneme daemon carries, naming its process: a backend that finds
+/// its own daemon's value in a server's answer is talking to itself.
+pub const INSTANCE_HEADER: &str = "x-mneme-instance";
+
+/// This process's instance id (random, 16 hex digits), for [`INSTANCE_HEADER`].
+pub fn instance_id() -> &'static str {
+    use std::hash::{BuildHasher, Hasher};
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        format!("{:016x}", h.finish())
+    })
+}
+
 pub use backend::MemoryBackend;
 pub use browse::{BankCount, BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail};
 pub use error::BackendError;

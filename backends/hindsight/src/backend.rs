@@ -182,7 +182,7 @@ impl HindsightBackend {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let shown = url.as_str().to_owned();
+        let shown = shown_url(&url);
         let result = req.send().await;
         let resp = match result {
             Ok(r) => r,
@@ -193,6 +193,12 @@ impl HindsightBackend {
         };
         let status = resp.status();
         self.log(what, &method, &shown, Some(status), started);
+        if resp.headers().get(mneme_core::INSTANCE_HEADER).is_some_and(|v| v == mneme_core::instance_id()) {
+            return Err(BackendError::permanent(format!(
+                "hindsight.api_url ({}) is this mneme's own /hindsight API: everything retained would go round for ever; point it at a Hindsight server",
+                self.shown
+            )));
+        }
         if status == StatusCode::NOT_FOUND {
             return Ok(None);
         }
