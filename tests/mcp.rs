@@ -27,6 +27,11 @@ async fn an_mcp_client_retains_recalls_and_reflects() {
     let client = ClientConfig::default().serve(transport).await.expect("initialize");
     let info = client.peer_info().expect("server info");
     assert!(serde_json::to_string(&*info).unwrap().contains("long-term memory"), "instructions carry the memory guide");
+    assert_eq!(
+        info.server_info.as_ref().map(|s| s.name.as_str()),
+        Some("mneme"),
+        "the server names itself, not its library"
+    );
 
     let tools = client.list_all_tools().await.unwrap();
     let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();

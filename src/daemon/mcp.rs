@@ -201,7 +201,11 @@ impl MemoryTools {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for MemoryTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(crate::session::GUIDE)
+        // The library's default names the library ("rmcp").
+        let me = rmcp::model::Implementation::new("mneme", env!("CARGO_PKG_VERSION")).with_title("mneme memory");
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(me)
+            .with_instructions(crate::session::GUIDE)
     }
 }
 
