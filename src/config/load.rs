@@ -127,17 +127,28 @@ pub fn load_text_from_env(path: &Path, text: Option<String>) -> Result<Loaded, C
 /// when it has a problem, those of its sections that say how to reach the daemon and how long to
 /// wait for it, with the problem beside (to be told). The daemon keeps its last good
 /// configuration through a bad edit; a hook that gave up on the file would lose the turn. `Err`
-/// when even those sections cannot be read (a syntax error, a bad `[server]`).
+/// when even those sections cannot be read (a syntax error in them, a bad `[server]`).
 pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), ConfigErrors> {
     let text = read(path)?;
     let problem = match load_text_from_env(path, text.clone()) {
         Ok(loaded) => return Ok((loaded, None)),
         Err(problem) => problem,
     };
-    let table: toml::Table = text.unwrap_or_default().parse().map_err(|_| problem.clone())?;
+    let text = text.unwrap_or_default();
+    let whole: Option<toml::Table> = text.parse().ok();
     for sections in [&["server", "storage", "hooks", "recall"][..], &["server", "storage"][..]] {
-        let kept: toml::Table =
-            table.iter().filter(|(k, _)| sections.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let kept: toml::Table = match &whole {
+            Some(table) => table
+                .iter()
+                .filter(|(k, _)| sections.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            // A syntax error elsewhere (an edit in progress) leaves these sections readable alone.
+            None => match sections_text(&text, sections).parse() {
+                Ok(table) => table,
+                Err(_) => continue,
+            },
+        };
         if let Ok(mut settings) = parse(&kept.to_string(), path.parent()) {
             let warnings = apply_env(&mut settings, &|k| std::env::var(k).ok(), path.parent());
             let loaded = Loaded { settings, path: path.to_owned(), exists: true, warnings };
@@ -145,6 +156,25 @@ pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), Co
         }
     }
     Err(problem)
+}
+
+/// The lines of the named top-level sections (`[server]` to the next header), headers included.
+/// For text TOML cannot parse whole: a client still finds the daemon.
+fn sections_text(text: &str, names: &[&str]) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            let header = trimmed.trim_start_matches('[').split(']').next().unwrap_or_default().trim();
+            inside = names.contains(&header);
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// Warnings for the `MNEME_<SECTION>__<KEY>` names among `names` that are no config key.

@@ -184,3 +184,18 @@ fn a_relative_config_path_is_made_absolute() {
     assert_eq!(p, std::env::current_dir().unwrap().join("c.toml"));
     assert!(p.parent().is_some_and(|d| d.is_dir()), "{}", p.display());
 }
+
+/// A syntax error outside `[server]` and `[storage]` (an edit in progress) still lets a client
+/// find the daemon, with the problem beside; one inside them does not.
+#[test]
+fn a_client_reads_its_sections_past_a_syntax_error_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:7777\"\n\n[recall]\ntimeout = \"2s\nmax_tokens = 10\n")
+        .unwrap();
+    let (loaded, problem) = load_for_client(&path).expect("the daemon's address is readable");
+    assert_eq!(loaded.settings.server.listen.port(), 7777);
+    assert!(problem.is_some_and(|p| p.to_string().contains("line 5")));
+    std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:7777\n[recall]\n").unwrap();
+    assert!(load_for_client(&path).is_err());
+}
