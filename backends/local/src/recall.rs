@@ -165,7 +165,9 @@ impl Store {
         filter: &RecallFilter<'_>,
         rows: &mut HashMap<i64, (i64, Recalled)>,
     ) -> rusqlite::Result<Vec<Recalled>> {
-        Ok(self.answer_bounded(query, order, filter, rows)?.0)
+        let mut out = self.answer_bounded(query, order, filter, rows)?.0;
+        non_increasing(&mut out);
+        Ok(out)
     }
 
     /// [`Store::answer`], and whether the budget or the row limit cut it (rather than `order`
@@ -312,6 +314,19 @@ impl Store {
         let n: i64 = self.conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0))?;
         self.passage_count.0.set(Some((version, n as u64)));
         Ok(n as u64)
+    }
+}
+
+/// Scores that never rise down the list: the fusion seats a passage above better-scored ones
+/// (the dense side's best, in the top few), and a client that sorts by score would undo it.
+/// Such a passage takes the score of the one after it.
+fn non_increasing(results: &mut [Recalled]) {
+    let mut floor = f64::NEG_INFINITY;
+    for r in results.iter_mut().rev() {
+        if let Some(score) = r.score.as_mut() {
+            *score = score.max(floor);
+            floor = *score;
+        }
     }
 }
 
