@@ -117,9 +117,12 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         }
         Command::Clear { session, all, remote, yes } => {
             if !yes {
-                return Err(CliError::Other(
-                    "clear deletes memories and cannot be undone; add --yes to confirm".into(),
-                ));
+                let what = if remote {
+                    "clear --remote deletes the server's whole bank, every project's memories in it (Hindsight cannot delete by tag), and cannot be undone; add --yes to confirm"
+                } else {
+                    "clear deletes memories and cannot be undone; add --yes to confirm"
+                };
+                return Err(CliError::Other(what.into()));
             }
             let v: Cleared = client.post("/v1/clear", &Clear { session_id: session, all, remote }).await?;
             show(as_json, &v, v.message.clone());

@@ -81,7 +81,8 @@ pub enum Command {
         /// Everything.
         #[arg(long)]
         all: bool,
-        /// Also delete the server's memories (hindsight).
+        /// Also delete the server's memories (hindsight): the whole bank, every project's memories
+        /// in it, even with --session (Hindsight cannot delete by tag).
         #[arg(long)]
         remote: bool,
         /// Confirm: clearing cannot be undone.
