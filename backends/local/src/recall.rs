@@ -343,3 +343,19 @@ fn capped(ranked: impl Iterator<Item = (i64, i64, f64)>) -> Vec<(i64, f64)> {
         .take(POOL)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_never_rise_down_the_list() {
+        let scored = |s: &[f64]| -> Vec<Recalled> {
+            s.iter().map(|&x| Recalled { score: Some(x), ..Recalled::of_text("t") }).collect()
+        };
+        let mut r = scored(&[0.87, 0.71, 0.17, 0.47, 0.3]);
+        non_increasing(&mut r);
+        let got: Vec<f64> = r.iter().map(|x| x.score.unwrap()).collect();
+        assert_eq!(got, vec![0.87, 0.71, 0.47, 0.47, 0.3]);
+    }
+}
