@@ -286,6 +286,22 @@ async fn private_text_in_identifiers_is_refused_and_reaches_no_file_and_no_log()
         assert!(refused(&v), "import {what}: {v}");
     }
 
+    // Values a client's error would have repeated: an enum's, a cursor.
+    let (status, v) = d
+        .post(
+            "/hindsight/v1/default/banks/hb/memories/recall",
+            json!({"query": "x", "budget": format!("<private>{}</private>", secret("budget"))}),
+        )
+        .await;
+    assert!((400..500).contains(&status) && !v.to_string().contains("SECRET-"), "budget: {v}");
+    let memory = json!({"id": "imp-3", "bank": "mneme", "content": "c", "created_at": "2026-01-01T00:00:00Z",
+        "type": format!("<private>{}</private>", secret("import-type"))});
+    let (status, v) = d.post("/v1/import", json!({"memories": [memory]})).await;
+    assert!((400..500).contains(&status) && !v.to_string().contains("SECRET-"), "type: {v}");
+    let cursor = format!("%3Cprivate%3E{}", secret("cursor"));
+    let (status, v) = d.get(&format!("/v1/export?cursor={cursor}")).await;
+    assert!((400..500).contains(&status) && !v.to_string().contains("SECRET-"), "cursor: {v}");
+
     // The Hindsight API: a bank id in the path, a mental model's id.
     let bank = format!("bk%3Cprivate%3E{}", secret("hs-bank"));
     for (method, path, body) in [

@@ -140,7 +140,15 @@ const MAX_MESSAGE_CHARS: usize = 1_000;
 
 /// A rejection's message, cut to [`MAX_MESSAGE_CHARS`]: a 100 KB bad value is not worth
 /// sending back (twice, under `/hindsight`).
+///
+/// One that quotes a `<private>` span (serde repeats a bad value) says what is wrong without it:
+/// private text is never sent back, as it is never logged.
 fn bounded(message: String) -> String {
+    let message = if mneme_core::text::has_private_tag(&message) {
+        format!("{} (a <private> span in the value is not repeated)", mneme_core::text::strip_private(&message))
+    } else {
+        message
+    };
     match message.char_indices().nth(MAX_MESSAGE_CHARS) {
         Some((at, _)) => format!("{}…", &message[..at]),
         None => message,

@@ -269,7 +269,9 @@ impl MemoryBackend for LocalBackend {
 
     async fn export(&self, bank: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<ExportPage, BackendError> {
         let after = match cursor {
-            Some(c) => c.parse::<i64>().map_err(|_| BackendError::Invalid(format!("bad export cursor {c:?}")))?,
+            Some(c) => c.parse::<i64>().map_err(|_| {
+                BackendError::Invalid(format!("bad export cursor {}", mneme_core::text::quoted_unless_private(c)))
+            })?,
             None => 0,
         };
         let bank = bank.map(str::to_owned);
@@ -313,13 +315,15 @@ impl MemoryBackend for LocalBackend {
 
     async fn browse(&self, query: &BrowseQuery) -> Result<BrowsePage, BackendError> {
         check_tag_filter(&query.tags)?;
-        let before =
-            match &query.cursor {
-                Some(c) => Some(c.parse::<i64>().map_err(|_| {
-                    BackendError::Invalid(format!("bad cursor {c:?}: use the `next` of the page before"))
-                })?),
-                None => None,
-            };
+        let before = match &query.cursor {
+            Some(c) => Some(c.parse::<i64>().map_err(|_| {
+                BackendError::Invalid(format!(
+                    "bad cursor {}: use the `next` of the page before",
+                    mneme_core::text::quoted_unless_private(c)
+                ))
+            })?),
+            None => None,
+        };
         let (bank, tags, limit) = (query.bank.clone(), query.tags.clone(), query.limit.clamp(1, 1000));
         let rows = self.read(move |s| s.browse(bank.as_deref(), &tags, before, limit)).await?;
         let next = (rows.len() == limit).then(|| rows.last().map(|(seq, _)| seq.to_string())).flatten();
