@@ -84,6 +84,16 @@ fn a_stopped_daemon_is_one_clear_line_and_exit_3() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains("not running at 127.0.0.1:9") && err.contains("mneme serve"), "{err}");
     }
+    // With --json, standard output says it too, as JSON.
+    let out = assert_cmd::Command::new(common::bin())
+        .env("MNEME_CONFIG", &config)
+        .env("MNEME_STORAGE__DIR", dir.path().join("data"))
+        .args(["--json", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "not_running", "{v}");
 }
 
 #[test]

@@ -216,6 +216,19 @@ pub enum CliError {
     Other(String),
 }
 
+impl CliError {
+    /// A short name of the kind of failure, for `--json`.
+    fn code(&self) -> &'static str {
+        match self {
+            CliError::NotRunning(_) => "not_running",
+            CliError::Silent(_) => "not_answering",
+            CliError::Daemon { .. } => "refused",
+            CliError::Config(_) => "invalid_config",
+            CliError::Other(_) => "failed",
+        }
+    }
+}
+
 /// A backend that keeps memories (`local` or `hindsight`), for migrate.
 fn storing_backend(s: &str) -> Result<mneme_core::BackendId, String> {
     match s.parse::<mneme_core::BackendId>() {
@@ -253,6 +266,7 @@ pub fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let json = cli.json;
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve => serve::serve(cli.config.as_deref()).await,
@@ -277,6 +291,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("mneme: {}", mneme_core::text::escape_controls(&e.to_string()));
+            if json {
+                // A script reading standard output gets the failure as JSON too.
+                println!("{}", serde_json::json!({"error": {"code": e.code(), "message": e.to_string()}}));
+            }
             e.exit_code()
         }
     }
