@@ -40,13 +40,65 @@ fn stemmer() -> &'static Stemmer {
     STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
 }
 
-/// The runs of letters and digits, as they are written.
+/// The runs of letters and digits, as they are written; in Chinese and Japanese, which write
+/// no spaces, each ideograph or kana is a word of its own (and a Latin word written against one,
+/// "RedisではなくMemcached", is a word apart): a run of them was one term, so no word in it
+/// could be found.
 fn raw_words(text: &str) -> impl Iterator<Item = &str> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).flat_map(|w| CjkPieces { rest: w })
+}
+
+/// A run of letters and digits cut at each ideograph or kana (see [`raw_words`]).
+struct CjkPieces<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for CjkPieces<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let first = self.rest.chars().next()?;
+        let end = if self.rest.is_ascii() {
+            self.rest.len()
+        } else if is_cjk(first) {
+            first.len_utf8()
+        } else {
+            self.rest.find(is_cjk).unwrap_or(self.rest.len())
+        };
+        let (piece, rest) = self.rest.split_at(end);
+        self.rest = rest;
+        Some(piece)
+    }
+}
+
+/// Han ideographs and kana: scripts written without spaces between words. (Hangul is written
+/// with them: a Korean word stays whole.)
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x30FF | 0x31F0..=0x31FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x3134F)
+}
+
+/// Whether a text is split into other terms than before ideographs and kana were words of
+/// their own and full-width forms were folded (the index is made again for such passages).
+pub fn split_differs(text: &str) -> bool {
+    !text.is_ascii() && text.chars().any(|c| is_cjk(c) || full_width(c).is_some())
+}
+
+/// The ASCII letter or digit a full-width form stands for (what an input method types: `ＱＳ`).
+fn full_width(c: char) -> Option<char> {
+    let folded = char::from_u32((c as u32).checked_sub(0xFEE0)?)?;
+    (matches!(c as u32, 0xFF01..=0xFF5E) && folded.is_ascii_alphanumeric()).then_some(folded)
+}
+
+/// A word lowercased, full-width forms folded to ASCII.
+fn lowered(word: &str) -> String {
+    if word.is_ascii() {
+        return word.to_ascii_lowercase();
+    }
+    word.chars().map(|c| full_width(c).unwrap_or(c)).flat_map(char::to_lowercase).collect()
 }
 
 fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    raw_words(text).map(str::to_lowercase)
+    raw_words(text).map(lowered)
 }
 
 /// Stems remembered per thread, at most this many (then forgotten all at once): the store's
@@ -73,7 +125,7 @@ pub fn index_terms(text: &str) -> String {
                 ascii.make_ascii_lowercase();
                 &ascii
             } else {
-                owned = word.to_lowercase();
+                owned = lowered(word);
                 &owned
             };
             if !out.is_empty() {
@@ -205,11 +257,22 @@ pub fn select_terms(mut terms: Vec<(String, Option<u64>)>) -> Vec<String> {
 /// never crowded out by its alternatives).
 pub fn select_terms_and_alternatives(
     terms: Vec<(String, Option<u64>)>,
-    mut alternatives: Vec<(String, Option<u64>)>,
+    alternatives: Vec<(String, Option<u64>)>,
 ) -> Vec<String> {
+    let (mut chosen, alternatives) = select_terms_and_alternatives_apart(terms, alternatives);
+    chosen.extend(alternatives);
+    chosen
+}
+
+/// [`select_terms_and_alternatives`], the question's own terms apart from the alternatives.
+pub fn select_terms_and_alternatives_apart(
+    terms: Vec<(String, Option<u64>)>,
+    mut alternatives: Vec<(String, Option<u64>)>,
+) -> (Vec<String>, Vec<String>) {
     alternatives.retain(|(_, df)| *df != Some(0));
     alternatives.sort_by_key(|(_, df)| df.unwrap_or(1));
-    let mut chosen = select_terms(terms);
+    let own = select_terms(terms);
+    let mut chosen = Vec::new();
     let mut postings = 0u64;
     for (term, df) in alternatives.into_iter().take(MAX_ALTERNATIVES) {
         let df = df.unwrap_or(1);
@@ -217,9 +280,11 @@ pub fn select_terms_and_alternatives(
             break;
         }
         postings += df;
-        chosen.push(term);
+        if !own.contains(&term) {
+            chosen.push(term);
+        }
     }
-    chosen
+    (own, chosen)
 }
 
 #[cfg(test)]
@@ -252,6 +317,15 @@ mod tests {
         assert_eq!(chosen.len(), 32);
         assert!(chosen.ends_with(&known.map(str::to_owned)), "{chosen:?}");
         assert_eq!(or_expression(&query_terms("a b")), Some(r#""b""#.into()));
+    }
+
+    #[test]
+    fn ideographs_and_kana_are_words_of_their_own() {
+        assert_eq!(index_terms("キャッシュはRedisではなくMemcached"), "キ ャ ッ シ ュ は redi で は な く memcach");
+        assert_eq!(index_terms("数据库用PostgreSQL"), "数 据 库 用 postgresql");
+        assert_eq!(index_terms("데이터베이스 설정"), "데이터베이스 설정", "Korean words stay whole");
+        assert_eq!(index_terms("ＱＳ＿ＦＥＡＴＵＲＥＳ ｍａｋｅ"), "qs featur make", "full-width forms fold");
+        assert!(split_differs("数据") && split_differs("ｍａｋｅ") && !split_differs("café") && !split_differs("make"));
     }
 
     #[test]

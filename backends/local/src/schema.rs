@@ -97,6 +97,18 @@ DROP TABLE memories_fts;
 -- neighbourhood.rs), so a restart need not measure every bank again; NULL: not measured.
 ALTER TABLE passage_vectors ADD COLUMN crowding REAL;
 "#,
+    r#"
+-- Ideographs and kana became words of their own, and full-width forms fold to ASCII: the
+-- passages whose text (or whose context, the passage before) holds them are indexed again.
+CREATE TEMP TABLE reindexed AS
+    SELECT p.pid FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid
+    WHERE mneme_split_differs(p.text) OR mneme_split_differs(q.text);
+DELETE FROM passages_fts WHERE rowid IN (SELECT pid FROM reindexed);
+INSERT INTO passages_fts (rowid, terms, ctx)
+    SELECT p.pid, mneme_own_terms(p.text, CASE WHEN q.memory_seq = p.memory_seq THEN q.text END), mneme_terms(q.text)
+    FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid WHERE p.pid IN (SELECT pid FROM reindexed);
+DROP TABLE reindexed;
+"#,
 ];
 
 /// The newest schema version.

@@ -511,6 +511,12 @@ pub fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
         |ctx| Ok(ctx.get::<Option<String>>(0)?.map_or_else(String::new, |t| fts::index_terms(&t))),
     )?;
     conn.create_scalar_function(
+        "mneme_split_differs",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| Ok(ctx.get::<Option<String>>(0)?.is_some_and(|t| fts::split_differs(&t))),
+    )?;
+    conn.create_scalar_function(
         "mneme_own_terms",
         2,
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,

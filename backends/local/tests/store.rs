@@ -393,6 +393,31 @@ async fn a_question_in_other_words_is_found_through_the_thesaurus() {
     assert_eq!(ranked("lunch").await, vec![notes[3].to_owned()]);
 }
 
+/// A note with the question's own word comes before one with only its alternatives, however
+/// many of them it has (at full weight, "release" twice and "publish" outranked "deploy").
+#[tokio::test]
+async fn the_question_s_own_word_outranks_its_alternatives() {
+    let (_d, b) = open();
+    let notes = [
+        "Release checklist: bump the version, tag the release, and the workflow publishes the crate.",
+        "We deploy to staging with fly; production deploys need an approval.",
+        "Lunch is at noon on Fridays.",
+    ];
+    let items = notes.iter().enumerate().map(|(i, t)| item(&i.to_string(), t, &[], MemoryType::World, None)).collect();
+    b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
+    for q in ["deploy", "how do we deploy?"] {
+        let found: Vec<String> = b
+            .recall(&scope("bank"), &query(q, &[], TagsMatch::Any))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.text)
+            .collect();
+        assert_eq!(found.first(), Some(&notes[1].to_owned()), "{q}: {found:?}");
+        assert!(found.contains(&notes[0].to_owned()), "the alternatives still find the other: {found:?}");
+    }
+}
+
 #[tokio::test]
 async fn the_thesaurus_can_be_turned_off_or_extended() {
     let notes = ["We deploy with cargo-dist.", "The storefront runs on three kubernetes nodes."];
@@ -499,4 +524,53 @@ async fn a_damaged_store_is_told_after_the_start() {
     assert!(told.problem && told.message.contains("damaged") && told.message.contains("m.db"), "{told:?}");
     let status = b.status().await;
     assert!(!status.healthy && status.detail.unwrap().contains("damaged"));
+}
+
+/// Chinese and Japanese write no spaces: each ideograph or kana is a word, so a word inside a
+/// sentence (a Latin one against it too) is found; a store indexed before is indexed again.
+#[tokio::test]
+async fn words_in_chinese_and_japanese_text_are_found_also_in_a_store_indexed_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let notes =
+        ["キャッシュサーバーはRedisではなくMemcachedを使っています。", "数据库备份每天晚上进行。", "Lunch is at noon."];
+    let found = |b: &LocalBackend, q: &'static str| {
+        let b = b.clone();
+        async move { texts(&b, "bank", query(q, &[], TagsMatch::Any)).await }
+    };
+    {
+        let b = LocalBackend::open(&LocalConfig::lexical(path.clone())).unwrap();
+        let items =
+            notes.iter().enumerate().map(|(i, t)| item(&i.to_string(), t, &[], MemoryType::World, None)).collect();
+        b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
+        assert_eq!(found(&b, "Memcached").await, vec![notes[0].to_owned()]);
+        assert_eq!(found(&b, "数据库").await, vec![notes[1].to_owned()]);
+        assert_eq!(found(&b, "ｍｅｍｃａｃｈｅｄ").await, vec![notes[0].to_owned()], "full-width folds");
+    }
+    {
+        // As the previous schema indexed them: a run of letters one term, whatever its script.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let rows: Vec<(i64, String)> = conn
+            .prepare("SELECT pid, text FROM passages")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for (pid, text) in rows {
+            let old: Vec<String> =
+                text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+            conn.execute("DELETE FROM passages_fts WHERE rowid = ?1", [pid]).unwrap();
+            conn.execute(
+                "INSERT INTO passages_fts (rowid, terms, ctx) VALUES (?1, ?2, '')",
+                rusqlite::params![pid, old.join(" ")],
+            )
+            .unwrap();
+        }
+        conn.pragma_update(None, "user_version", (mneme_local::schema::VERSION - 1) as i64).unwrap();
+    }
+    let b = LocalBackend::open(&LocalConfig::lexical(path.clone())).unwrap();
+    assert_eq!(found(&b, "Memcached").await, vec![notes[0].to_owned()]);
+    assert_eq!(found(&b, "数据库").await, vec![notes[1].to_owned()]);
+    assert_eq!(found(&b, "lunch").await, vec![notes[2].to_owned()], "the others are as they were");
 }
