@@ -300,6 +300,7 @@ impl Sessions {
         let updated = self.update(&session.id, |s| {
             s.part = s.part.saturating_add(1);
             s.retained_turns = 0;
+            s.first_turn = 0; // a history of its own: none of its turns were had while off
             s.pending = None;
             s.turn_prints = turn_prints;
         });

@@ -465,3 +465,30 @@ async fn turns_had_while_memory_was_off_are_never_retained() {
         }
     }
 }
+
+/// A history that starts over after turns had while memory was off is a history of its own:
+/// its turns are retained from its start.
+#[tokio::test]
+async fn a_history_that_starts_over_after_memory_was_off_is_retained_whole() {
+    let r = rig();
+    let settings = every_turn();
+    let s = sessions(&r, settings.clone()).await;
+    let on = r.state.backend();
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    r.state.replace(Current { settings: Arc::new(settings.clone()), backend: Arc::new(mneme_core::OffBackend) });
+    s.agent_end("a", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap();
+    r.state.replace(Current { settings: Arc::new(settings.clone()), backend: on });
+    // Compacted: two of its three turns come after the summary.
+    let mut compacted = vec![Message::new("user", "Summary of the conversation so far: otters.")];
+    compacted.extend(turns(7)[10..].iter().cloned());
+    s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [0, 1, 5, 6] {
+        assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+    assert!(text.contains("Summary of the conversation so far"), "{text}");
+    assert!(!text.contains("question 2 about") && !text.contains("question 3 about"), "{text}");
+}
