@@ -210,11 +210,11 @@ impl Queue {
             return Ok(0);
         }
         let items = stamped(session_id, scope, items);
-        let spooled = match self.inner.spool.still_there() {
-            Ok(()) => self.inner.spool.append(session_id, &scope.bank, items).await,
-            Err(gone) => Err(gone),
+        let spooled = async {
+            self.inner.spool.still_there()?;
+            self.inner.spool.append(session_id, &scope.bank, items).await
         };
-        self.accepted(session_id, spooled).await?;
+        self.accepted(session_id, spooled.await).await?;
         self.arrived(session_id, n);
         Ok(n)
     }
@@ -231,11 +231,11 @@ impl Queue {
     ) -> Result<Option<String>, SpoolError> {
         let n = items.len();
         let items = stamped(session_id, scope, items);
-        let spooled = match self.inner.spool.still_there() {
-            Ok(()) => self.inner.spool.append_once(session_id, &scope.bank, items, once).await,
-            Err(gone) => Err(gone),
+        let spooled = async {
+            self.inner.spool.still_there()?;
+            self.inner.spool.append_once(session_id, &scope.bank, items, once).await
         };
-        let kept = self.accepted(session_id, spooled).await?;
+        let kept = self.accepted(session_id, spooled.await).await?;
         if kept.is_none() && n > 0 {
             self.arrived(session_id, n);
         }

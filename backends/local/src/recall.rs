@@ -297,17 +297,12 @@ impl Store {
         }
     }
 
-    /// The MATCH expression recall ranks on: the query's rarest terms (see
-    /// [`fts::select_terms`]), then the rarest of their alternatives (see [`crate::thesaurus`]).
-    /// BM25 is a sum over terms, so a passage that says "deploy" scores for a question that says
-    /// "ship" as if it had asked for "deploy" too.
+    /// The MATCH expression of every term recall ranks on: the query's rarest terms (see
+    /// [`fts::select_terms`]), then the rarest of their alternatives (see [`crate::thesaurus`]),
+    /// which recall weighs at [`ALTERNATIVE_WEIGHT`]: a passage that says "deploy" is found for a
+    /// question that says "ship".
     pub fn ranking_expression(&self, query: &str) -> rusqlite::Result<Option<String>> {
-        self.expression(self.query_terms(query)?)
-    }
-
-    /// [`Store::ranking_expression`] for terms already looked up.
-    fn expression(&self, terms: Vec<(String, Option<u64>)>) -> rusqlite::Result<Option<String>> {
-        Ok(self.ranking_terms(terms)?.expression())
+        Ok(self.ranking_terms(self.query_terms(query)?)?.expression())
     }
 
     /// The terms recall ranks on, for terms already looked up: the question's own, and their
