@@ -257,22 +257,11 @@ pub fn select_terms(mut terms: Vec<(String, Option<u64>)>) -> Vec<String> {
 /// never crowded out by its alternatives).
 pub fn select_terms_and_alternatives(
     terms: Vec<(String, Option<u64>)>,
-    alternatives: Vec<(String, Option<u64>)>,
-) -> Vec<String> {
-    let (mut chosen, alternatives) = select_terms_and_alternatives_apart(terms, alternatives);
-    chosen.extend(alternatives);
-    chosen
-}
-
-/// [`select_terms_and_alternatives`], the question's own terms apart from the alternatives.
-pub fn select_terms_and_alternatives_apart(
-    terms: Vec<(String, Option<u64>)>,
     mut alternatives: Vec<(String, Option<u64>)>,
-) -> (Vec<String>, Vec<String>) {
+) -> Vec<String> {
     alternatives.retain(|(_, df)| *df != Some(0));
     alternatives.sort_by_key(|(_, df)| df.unwrap_or(1));
-    let own = select_terms(terms);
-    let mut chosen = Vec::new();
+    let mut chosen = select_terms(terms);
     let mut postings = 0u64;
     for (term, df) in alternatives.into_iter().take(MAX_ALTERNATIVES) {
         let df = df.unwrap_or(1);
@@ -280,11 +269,9 @@ pub fn select_terms_and_alternatives_apart(
             break;
         }
         postings += df;
-        if !own.contains(&term) {
-            chosen.push(term);
-        }
+        chosen.push(term);
     }
-    (own, chosen)
+    chosen
 }
 
 #[cfg(test)]

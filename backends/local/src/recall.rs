@@ -39,22 +39,6 @@ const FETCH_CHUNK: usize = 25;
 pub(crate) const RANKED_POOL: &str =
     "SELECT rowid, rank FROM passages_fts WHERE passages_fts MATCH ?1 ORDER BY rank LIMIT 200";
 
-/// How much a match on one of a question word's alternatives counts against one on the word.
-const ALTERNATIVE_WEIGHT: f64 = 0.5;
-
-/// The terms a recall ranks on: the question's own, and their alternatives (the thesaurus's).
-struct RankingTerms {
-    own: Vec<String>,
-    alternatives: Vec<String>,
-}
-
-impl RankingTerms {
-    /// The MATCH expression of all of them (what every match is), `None` when there are none.
-    fn expression(&self) -> Option<String> {
-        fts::or_expression(&[&self.own[..], &self.alternatives[..]].concat())
-    }
-}
-
 /// One query's lexical side, with the rows it fetched (the answer reuses them).
 struct LexicalSide {
     lexical: Lexical,
@@ -77,9 +61,8 @@ impl Store {
     /// pool is needed for a fusion: FTS5's ranking is fetched a chunk at a time until the
     /// budget is filled (usually the first chunk fills it).
     pub fn recall(&self, query: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
-        let terms = self.ranking_terms(self.query_terms(query)?)?;
-        let Some(expr) = terms.expression() else { return Ok(Vec::new()) };
-        let ranked = self.weighted_pool(&terms)?;
+        let Some(expr) = self.ranking_expression(query)? else { return Ok(Vec::new()) };
+        let ranked = self.ranked_pool(&expr)?;
         let mut rows = HashMap::new();
         let (out, full) = self.answer_bounded(query, &ranked, filter, &mut rows)?;
         if ranked.len() == RANKED_POOL_SIZE && !full {
@@ -88,26 +71,6 @@ impl Store {
             return self.answer(query, &pool, filter, &mut rows);
         }
         Ok(out)
-    }
-
-    /// FTS5's best for the question's own terms, and for their alternatives at
-    /// [`ALTERNATIVE_WEIGHT`]: (pid, score, higher is better), best first. BM25 is a sum over
-    /// terms, so the two rankings add up to the one of both; an alternative at full weight let a
-    /// note that says "release" twice outrank one that says the question's "deploy" three times.
-    fn weighted_pool(&self, terms: &RankingTerms) -> rusqlite::Result<Vec<(i64, f64)>> {
-        let own = match fts::or_expression(&terms.own) {
-            Some(expr) => self.ranked_pool(&expr)?,
-            None => Vec::new(),
-        };
-        let Some(alternatives) = fts::or_expression(&terms.alternatives) else { return Ok(own) };
-        let mut scores: HashMap<i64, f64> = own.into_iter().collect();
-        for (pid, score) in self.ranked_pool(&alternatives)? {
-            *scores.entry(pid).or_default() += ALTERNATIVE_WEIGHT * score;
-        }
-        let mut ranked: Vec<(i64, f64)> = scores.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        ranked.truncate(RANKED_POOL_SIZE);
-        Ok(ranked)
     }
 
     /// FTS5's best [`RANKED_POOL_SIZE`] for an expression: (pid, rank, lower is better).
@@ -147,9 +110,8 @@ impl Store {
         let terms = self.query_terms(query)?;
         let idf_mass = self.idf_mass(&terms)?;
         let mut side = LexicalSide { lexical: Lexical { pool: Vec::new(), idf_mass }, rows: HashMap::new() };
-        let terms = self.ranking_terms(terms)?;
-        let Some(expr) = terms.expression() else { return Ok(side) };
-        let ranked = self.weighted_pool(&terms)?;
+        let Some(expr) = self.expression(terms)? else { return Ok(side) };
+        let ranked = self.ranked_pool(&expr)?;
         let mut per_memory: HashMap<i64, usize> = HashMap::new();
         for chunk in ranked.chunks(POOL) {
             for (pid, seq, r) in self.fetch(chunk, filter)? {
@@ -297,21 +259,19 @@ impl Store {
         }
     }
 
-    /// The MATCH expression of every term recall ranks on: the query's rarest terms (see
-    /// [`fts::select_terms`]), then the rarest of their alternatives (see [`crate::thesaurus`]),
-    /// which recall weighs at [`ALTERNATIVE_WEIGHT`]: a passage that says "deploy" is found for a
-    /// question that says "ship".
+    /// The MATCH expression recall ranks on: the query's rarest terms (see
+    /// [`fts::select_terms`]), then the rarest of their alternatives (see [`crate::thesaurus`]).
+    /// BM25 is a sum over terms, so a passage that says "deploy" scores for a question that says
+    /// "ship" as if it had asked for "deploy" too.
     pub fn ranking_expression(&self, query: &str) -> rusqlite::Result<Option<String>> {
-        Ok(self.ranking_terms(self.query_terms(query)?)?.expression())
+        self.expression(self.query_terms(query)?)
     }
 
-    /// The terms recall ranks on, for terms already looked up: the question's own, and their
-    /// alternatives.
-    fn ranking_terms(&self, terms: Vec<(String, Option<u64>)>) -> rusqlite::Result<RankingTerms> {
+    /// [`Store::ranking_expression`] for terms already looked up.
+    fn expression(&self, terms: Vec<(String, Option<u64>)>) -> rusqlite::Result<Option<String>> {
         let words: Vec<String> = terms.iter().map(|(t, _)| t.clone()).collect();
         let alternatives = self.document_frequencies(self.thesaurus.alternatives(&words))?;
-        let (own, alternatives) = fts::select_terms_and_alternatives_apart(terms, alternatives);
-        Ok(RankingTerms { own, alternatives })
+        Ok(fts::or_expression(&fts::select_terms_and_alternatives(terms, alternatives)))
     }
 
     /// Σ idf over every query term (a term in no passage counts with the highest idf).

@@ -393,31 +393,6 @@ async fn a_question_in_other_words_is_found_through_the_thesaurus() {
     assert_eq!(ranked("lunch").await, vec![notes[3].to_owned()]);
 }
 
-/// A note with the question's own word comes before one with only its alternatives, however
-/// many of them it has (at full weight, "release" twice and "publish" outranked "deploy").
-#[tokio::test]
-async fn the_question_s_own_word_outranks_its_alternatives() {
-    let (_d, b) = open();
-    let notes = [
-        "Release checklist: bump the version, tag the release, and the workflow publishes the crate.",
-        "We deploy to staging with fly; production deploys need an approval.",
-        "Lunch is at noon on Fridays.",
-    ];
-    let items = notes.iter().enumerate().map(|(i, t)| item(&i.to_string(), t, &[], MemoryType::World, None)).collect();
-    b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
-    for q in ["deploy", "how do we deploy?"] {
-        let found: Vec<String> = b
-            .recall(&scope("bank"), &query(q, &[], TagsMatch::Any))
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| r.text)
-            .collect();
-        assert_eq!(found.first(), Some(&notes[1].to_owned()), "{q}: {found:?}");
-        assert!(found.contains(&notes[0].to_owned()), "the alternatives still find the other: {found:?}");
-    }
-}
-
 #[tokio::test]
 async fn the_thesaurus_can_be_turned_off_or_extended() {
     let notes = ["We deploy with cargo-dist.", "The storefront runs on three kubernetes nodes."];
