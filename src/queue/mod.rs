@@ -446,9 +446,12 @@ impl Inner {
     /// Runs on a task of its own, so a caller that stops waiting (a backend switch's drain past
     /// its grace, a client that hung up on `/v1/flush`) never cuts a delivery between the
     /// backend's answer and the spool's record of it: cut there, the batch stayed spooled and
-    /// went to the next backend too, and the in-flight count stayed up for good.
+    /// went to the next backend too, and the in-flight count stayed up for good. The task is
+    /// tracked, so that a shutdown waits for the delivery to be recorded (and the spool to be let
+    /// go) as it does for the timers' flushes.
     fn flush_session(self: Arc<Self>, session: String, trigger: Trigger) -> BoxFuture<FlushReport> {
-        let task = tokio::spawn(async move { self.run_flush(&session, trigger).await });
+        let tasks = self.tasks.clone();
+        let task = tasks.spawn(async move { self.run_flush(&session, trigger).await });
         Box::pin(async move { task.await.unwrap_or_default() })
     }
 

@@ -21,6 +21,8 @@ enum Mode {
     /// Fails transiently after storing (a lost reply): the resend must not store twice.
     StoreThenFail,
     Hang,
+    /// Stores after 200 ms of real time.
+    Slow,
     /// Hangs until released, then fails transiently.
     HangTransient,
 }
@@ -77,9 +79,12 @@ impl MemoryBackend for TestBackend {
         if matches!(mode, Mode::Hang | Mode::HangTransient) {
             self.release.notified().await;
         }
+        if mode == Mode::Slow {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         self.running.fetch_sub(1, Ordering::SeqCst);
         match mode {
-            Mode::Ok | Mode::Hang => {
+            Mode::Ok | Mode::Hang | Mode::Slow => {
                 self.batches.lock().unwrap().push(batch.clone());
                 Ok(())
             }
@@ -582,4 +587,26 @@ async fn a_failure_after_a_clear_removed_the_batch_retries_nothing() {
     r.advance(10_000).await;
     assert_eq!(b.batch_sizes(), Vec::<usize>::new(), "nothing was retried");
     assert_eq!(r.queue.depths().await, Depths::default());
+}
+
+#[test]
+fn a_shutdown_waits_for_the_running_delivery_and_lets_go_of_the_spool() {
+    // On one thread, as the queue's property test restarts it: a delivery left running after
+    // the shutdown kept the spool (and its lock) open, and the next open, blocking that thread,
+    // kept it from ever ending ("database is locked" after the busy timeout).
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let b = TestBackend::new(&[Mode::Slow]);
+        let r = rig(b.clone(), QueueSettings { batch_size: 2, ..settings() });
+        r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
+        while b.running.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        r.queue.shutdown(Duration::ZERO).await;
+        assert_eq!(b.delivered().len(), 2, "the running delivery ended before the shutdown did");
+        let Rig { _dir, path, queue, notices, .. } = r;
+        drop((queue, notices));
+        let spool = Spool::open(&path).expect("the previous queue let go of the spool");
+        assert_eq!(spool.counts().await.unwrap().spooled, 0, "its delivery was recorded");
+    });
 }
