@@ -28,7 +28,7 @@ pub use overview::{LastDelivery, QueueOverview, SessionDepths};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -149,7 +149,7 @@ struct Inner {
     spool_gone: AtomicBool,
     /// Deliveries in a row that found the backend unreachable: their backoff grows with it,
     /// while the batches' attempts (which lead to the dead letters) do not count them.
-    unreachable_tries: std::sync::atomic::AtomicU32,
+    unreachable_tries: AtomicU32,
     /// Set when the spool's disk is full (retains are refused), cleared by the next append that
     /// succeeds: one notice per episode.
     spool_full: AtomicBool,
@@ -185,7 +185,7 @@ impl Queue {
             cancel: CancellationToken::new(),
             backend_down: AtomicBool::new(false),
             spool_gone: AtomicBool::new(false),
-            unreachable_tries: std::sync::atomic::AtomicU32::new(0),
+            unreachable_tries: AtomicU32::new(0),
             spool_full: AtomicBool::new(false),
         });
         inner.tasks.spawn(inner.clone().run_timers());
@@ -251,8 +251,9 @@ impl Queue {
                 let message = format!("Retains are refused: {e}.");
                 self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
                 // What was acknowledged before is in the open file only: deliver it now.
+                // Tracked, so that a shutdown waits for it as for any flush.
                 let queue = self.clone();
-                tokio::spawn(async move { queue.flush_all().await });
+                self.inner.tasks.spawn(async move { queue.flush_all().await });
             }
             return spooled;
         }

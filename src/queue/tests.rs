@@ -407,13 +407,15 @@ async fn running_out_of_attempts_dead_letters() {
     assert!(notices[1].message.contains("gave up after 3 attempts"), "{}", notices[1].message);
 }
 
+/// Three attempts a batch, and backoffs that grow up to a minute.
+fn outage_settings() -> QueueSettings {
+    QueueSettings { max_attempts: 3, retry_max: Duration::from_secs(60), ..settings() }
+}
+
 #[tokio::test]
 async fn an_outage_longer_than_the_attempts_dead_letters_nothing() {
     let b = TestBackend::new(&[Mode::Unreachable]);
-    let mut s = settings();
-    s.max_attempts = 3;
-    s.retry_max = Duration::from_secs(60);
-    let r = rig(b.clone(), s);
+    let r = rig(b.clone(), outage_settings());
     for session in ["s1", "s2"] {
         r.queue.enqueue(session, &scope(), items(session, 2)).await.unwrap();
         r.queue.flush(session).await;
@@ -439,10 +441,7 @@ async fn an_outage_longer_than_the_attempts_dead_letters_nothing() {
 #[tokio::test]
 async fn an_outage_uses_up_no_attempts_of_the_answers_after_it() {
     let b = TestBackend::new(&[Mode::Unreachable]);
-    let mut s = settings();
-    s.max_attempts = 3;
-    s.retry_max = Duration::from_secs(60);
-    let r = rig(b.clone(), s);
+    let r = rig(b.clone(), outage_settings());
     r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
     r.queue.flush("s").await;
     for _ in 0..10 {
