@@ -743,8 +743,8 @@ async fn with_the_hindsight_backend_retains_go_through_the_queue_to_the_server()
     let (status, v) = d.post(&bank_path(&bank, "/reflect"), json!({"query": "when do we release?"})).await;
     assert_eq!(status, 200, "{v}");
     assert!(v["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
-    // Two items of one document: the server refuses them in an asynchronous batch, so they go in
-    // a synchronous one and form the document (they were dead-lettered with a 400).
+    // Two items of one document: the server refuses them in one asynchronous retain, so they go
+    // in two, the second an append, and form the document (they were dead-lettered with a 400).
     let items = json!({"items": [
         {"content": "Runbook step one: drain the walrus queue.", "document_id": "runbook"},
         {"content": "Runbook step two: restart the narwhal workers.", "document_id": "runbook"},
@@ -753,10 +753,8 @@ async fn with_the_hindsight_backend_retains_go_through_the_queue_to_the_server()
     assert_eq!(status, 200, "{v}");
     let (_, v) = d.post("/v1/flush", json!({})).await;
     assert_eq!(v, json!({"delivered": 2, "failed": 0}));
-    let res = reqwest::get(format!("{peer}/v1/default/banks/{bank}/documents/runbook")).await.unwrap();
-    let v: Value = res.json().await.unwrap();
-    let text = v["original_text"].as_str().unwrap_or_default();
-    assert!(text.contains("walrus") && text.contains("narwhal"), "{v}");
+    let text = common::wait_for_document(&peer, &bank, "runbook", &["walrus", "narwhal"]).await;
+    assert!(text.find("walrus") < text.find("narwhal"), "{text:?}");
     let (_, v) = d.get("/v1/queue").await;
     assert_eq!(v["totals"]["dead"], 0, "{v}");
 }

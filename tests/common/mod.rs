@@ -171,7 +171,7 @@ mod peer;
 
 // Not every test binary uses every helper.
 #[allow(unused_imports)]
-pub use peer::{chunk_bank, fresh_bank as fresh, peer_url as hindsight_peer};
+pub use peer::{chunk_bank, fresh_bank as fresh, peer_url as hindsight_peer, wait_for_document};
 
 /// Every memory text in a Hindsight bank, sorted.
 pub async fn bank_texts(url: &str, bank: &str) -> Vec<String> {

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::errors;
+use crate::parts;
 use crate::wire::*;
 
 /// Memories sent in one import request.
@@ -274,31 +275,22 @@ impl MemoryBackend for HindsightBackend {
 
     async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
         self.ensure_bank(&scope.bank).await;
-        let items = batch
-            .items
-            .iter()
-            .map(|i| RetainItem {
-                content: &i.content,
-                context: i.context.as_deref(),
-                timestamp: &i.timestamp,
-                metadata: &i.metadata,
-                tags: &i.tags,
-                document_id: i.document_id.as_deref(),
-                update_mode: i.append.then_some("append"),
-            })
-            .collect();
-        let body = RetainRequest::new(items, operation_id(&batch.id));
         let url = self.bank_url(&scope.bank, &["memories"]);
-        let answer: Option<serde_json::Value> =
-            self.send("retain", Method::POST, url, Some(&body), self.config.retain_timeout).await?;
-        match answer {
-            Some(_) => Ok(()),
-            // Writing creates banks, so a 404 here means a wrong api_url or bank id.
-            None => Err(BackendError::permanent(format!(
-                "retain: Hindsight answered 404 for bank {:?}; check hindsight.api_url and memory.bank_id",
-                scope.bank
-            ))),
+        // One request per part (see `parts`), in order: a resend after any failure sends them all
+        // again, and those the server already has are answered from their operation ids.
+        for (n, items) in parts::parts(&batch.items).into_iter().enumerate() {
+            let body = RetainRequest::asynchronous(items, parts::part_operation_id(&batch.id, n));
+            let answer: Option<serde_json::Value> =
+                self.send("retain", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
+            if answer.is_none() {
+                // Writing creates banks, so a 404 here means a wrong api_url or bank id.
+                return Err(BackendError::permanent(format!(
+                    "retain: Hindsight answered 404 for bank {:?}; check hindsight.api_url and memory.bank_id",
+                    scope.bank
+                )));
+            }
         }
+        Ok(())
     }
 
     async fn recall(&self, scope: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {

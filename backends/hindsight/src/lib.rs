@@ -6,10 +6,13 @@
 //! - `browse`: listing a bank, one memory unit, deleting a document (the web view, `mneme forget`).
 //! - [`errors`]: HTTP outcomes → transient or permanent [`mneme_core::BackendError`] with a readable reason.
 //! - [`wire`]: the request and response bodies of the calls mneme makes.
+//! - `parts`: a delivery cut into retains Hindsight runs in order and answers once (one document
+//!   each, all asynchronous, each with a stable operation id).
 
 mod backend;
 mod browse;
 pub mod errors;
+mod parts;
 pub mod wire;
 
 pub use backend::{operation_id, HindsightBackend, HindsightConfig, Secret};

@@ -84,6 +84,23 @@ pub async fn wait_for_count(url: &str, bank: &str, n: usize) -> Vec<String> {
     list_texts(url, bank).await
 }
 
+/// The document's text once it holds every one of `needles` (retains are asynchronous).
+pub async fn wait_for_document(url: &str, bank: &str, id: &str, needles: &[&str]) -> String {
+    let mut text = String::new();
+    for _ in 0..120 {
+        let res = reqwest::get(format!("{url}/v1/default/banks/{bank}/documents/{id}")).await.unwrap();
+        if res.status().is_success() {
+            let v: serde_json::Value = res.json().await.unwrap();
+            text = v["original_text"].as_str().unwrap_or_default().to_owned();
+            if needles.iter().all(|n| text.contains(n)) {
+                return text;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    panic!("document {id} never held {needles:?}: {text:?}");
+}
+
 /// A batch id no other run used: Hindsight keeps operation ids across banks and restarts.
 pub fn fresh_batch_id() -> String {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -274,19 +274,68 @@ async fn an_append_adds_to_its_document_and_a_plain_retain_replaces_it() {
     assert!(!text.contains("walrus") && !text.contains("narwhal"), "replaced: {text}");
 }
 
-/// The document's text once it holds every one of `needles` (retains are asynchronous).
-async fn wait_for_document(url: &str, bank: &str, id: &str, needles: &[&str]) -> String {
-    let mut text = String::new();
-    for _ in 0..120 {
-        let res = reqwest::get(format!("{url}/v1/default/banks/{bank}/documents/{id}")).await.unwrap();
-        if res.status().is_success() {
-            let v: serde_json::Value = res.json().await.unwrap();
-            text = v["original_text"].as_str().unwrap_or_default().to_owned();
-            if needles.iter().all(|n| text.contains(n)) {
-                return text;
-            }
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+/// A delivery naming a document more than once (one request's document of two items and a later
+/// append to it) beside a loose item and another document: stored in order, and once when the
+/// batch is resent after a lost reply. Sent synchronously, as before, the resend stored the
+/// append and the loose item again; sent as one asynchronous retain, the other document's
+/// retain raced the appends and wiped them.
+#[tokio::test]
+async fn a_batch_naming_a_document_twice_is_stored_in_order_and_once_when_resent() {
+    let Some(url) = peer_url() else { return };
+    let bank = fresh_bank("contract-shared");
+    chunk_bank(&url, &bank).await;
+    let b = backend(&url);
+    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let contents = [
+        "The walrus service deploys on Fridays",
+        "The narwhal tests run on bun",
+        "Quokka builds use musl",
+        "The zebrafish pipeline runs nightly",
+        "The beluga cache is warmed at start",
+    ];
+    let batch = RetainBatch {
+        id: fresh_batch_id(),
+        items: vec![
+            item("1", contents[0], &[], Some("doc-x")),
+            item("2", contents[1], &[], Some("doc-x")),
+            item("3", contents[2], &[], None),
+            item("4", contents[3], &[], Some("doc-y")),
+            MemoryItem { append: true, ..item("5", contents[4], &[], Some("doc-x")) },
+        ],
+    };
+    b.retain(&scope, &batch).await.unwrap();
+    b.retain(&scope, &batch).await.unwrap(); // a resend after a lost reply
+    let mut texts = wait_for_count(&url, &bank, contents.len()).await;
+    texts.sort();
+    let mut want: Vec<String> = contents.iter().map(|c| c.to_string()).collect();
+    want.sort();
+    assert_eq!(texts, want, "every item once");
+    let text = wait_for_document(&url, &bank, "doc-x", &["walrus", "narwhal", "beluga"]).await;
+    let at = |needle: &str| text.find(needle).unwrap();
+    assert!(at("walrus") < at("narwhal") && at("narwhal") < at("beluga"), "in the batch's order: {text:?}");
+    for needle in ["walrus", "narwhal", "beluga"] {
+        assert_eq!(text.matches(needle).count(), 1, "{needle} once: {text:?}");
     }
-    panic!("document {id} never held {needles:?}: {text:?}");
+}
+
+/// An append delivered right after a delivery that replaced its document beside another one
+/// lands after that replace. Sent as one retain naming both documents, the replace was not put
+/// in line with the append and, run after it, wiped it.
+#[tokio::test]
+async fn an_append_right_after_a_two_document_delivery_is_kept() {
+    let Some(url) = peer_url() else { return };
+    let bank = fresh_bank("contract-order");
+    chunk_bank(&url, &bank).await;
+    let b = backend(&url);
+    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let first = vec![
+        item("1", "The walrus service deploys on Fridays", &[], Some("doc-x")),
+        item("2", "The zebrafish pipeline runs nightly", &[], Some("doc-y")),
+    ];
+    b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items: first }).await.unwrap();
+    let more = MemoryItem { append: true, ..item("3", "The narwhal tests run on bun", &[], Some("doc-x")) };
+    b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items: vec![more] }).await.unwrap();
+    wait_for_count(&url, &bank, 3).await;
+    let text = wait_for_document(&url, &bank, "doc-x", &["walrus", "narwhal"]).await;
+    assert!(text.find("walrus") < text.find("narwhal"), "{text:?}");
 }

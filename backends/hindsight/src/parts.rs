@@ -1,0 +1,125 @@
+//! How one delivery is cut into the retain requests Hindsight can take safely.
+//!
+//! Hindsight runs each asynchronous retain as queued work. Its workers take the retains of one
+//! document strictly in the order they were submitted, but only for a retain that names exactly
+//! one document; one that names several is claimable at once and races the others (measured on
+//! the 1.1.0 peer: a replace in a two-document retain, sent before two appends to the same
+//! document, ran beside them and wiped them). And an asynchronous retain may not name a
+//! document twice. The synchronous form folds such items itself, but a synchronous retain
+//! carries no operation id: resent after a timeout whose reply was lost, its appends and its
+//! items without a document are stored twice, and one slower than the timeout is cancelled on
+//! every attempt.
+//!
+//! So every part is asynchronous and carries its own stable operation id:
+//! - the items without a document, together (each becomes a document of its own);
+//! - then each item that names a document, alone, in the batch's order. An item of a document
+//!   an earlier item of the batch already holds is sent as an append: the document is what the
+//!   batch's items of it add up to, as the synchronous form stored it.
+
+use mneme_core::MemoryItem;
+
+use crate::wire::RetainItem;
+
+/// The parts of a batch, in the order they must be sent; never empty for a non-empty batch.
+pub fn parts(items: &[MemoryItem]) -> Vec<Vec<RetainItem<'_>>> {
+    let mut out = Vec::new();
+    let loose: Vec<RetainItem<'_>> = items.iter().filter(|i| i.document_id.is_none()).map(|i| wire(i, false)).collect();
+    if !loose.is_empty() {
+        out.push(loose);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for item in items {
+        let Some(document) = item.document_id.as_deref() else { continue };
+        let held = !seen.insert(document);
+        out.push(vec![wire(item, item.append || held)]);
+    }
+    out
+}
+
+/// The operation id of part `n` of batch `batch_id`: the first part's is the batch's own, so a
+/// batch of one part is sent exactly as before parts existed.
+pub fn part_operation_id(batch_id: &str, n: usize) -> String {
+    if n == 0 {
+        crate::operation_id(batch_id)
+    } else {
+        crate::operation_id(&format!("{batch_id}/part-{n}"))
+    }
+}
+
+fn wire(i: &MemoryItem, append: bool) -> RetainItem<'_> {
+    RetainItem {
+        content: &i.content,
+        context: i.context.as_deref(),
+        timestamp: &i.timestamp,
+        metadata: &i.metadata,
+        tags: &i.tags,
+        document_id: i.document_id.as_deref(),
+        update_mode: append.then_some("append"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(content: &str, document: Option<&str>, append: bool) -> MemoryItem {
+        MemoryItem {
+            document_id: document.map(str::to_owned),
+            append,
+            ..MemoryItem::new(content, content, "2026-01-02T03:04:05.000Z")
+        }
+    }
+
+    fn shape(parts: &[Vec<RetainItem<'_>>]) -> Vec<Vec<(String, Option<&'static str>)>> {
+        parts.iter().map(|p| p.iter().map(|i| (i.content.to_owned(), i.update_mode)).collect()).collect()
+    }
+
+    #[test]
+    fn loose_items_go_together_and_each_document_alone_in_order() {
+        let items = [
+            item("x1", Some("x"), false),
+            item("a", None, false),
+            item("y1", Some("y"), false),
+            item("x2", Some("x"), false),
+            item("b", None, false),
+            item("x3", Some("x"), true),
+        ];
+        let got = shape(&parts(&items));
+        let s = |c: &str, m: Option<&'static str>| (c.to_owned(), m);
+        assert_eq!(
+            got,
+            vec![
+                vec![s("a", None), s("b", None)],
+                vec![s("x1", None)],
+                vec![s("y1", None)],
+                vec![s("x2", Some("append"))],
+                vec![s("x3", Some("append"))],
+            ]
+        );
+        for p in parts(&items) {
+            let mut documents = std::collections::HashSet::new();
+            assert!(p.iter().filter_map(|i| i.document_id).all(|d| documents.insert(d)), "a document twice in a part");
+            assert!(documents.len() <= 1, "a part names one document at most");
+        }
+    }
+
+    #[test]
+    fn a_batch_of_one_part_keeps_the_batchs_operation_id() {
+        assert_eq!(parts(&[item("a", None, false), item("b", None, false)]).len(), 1);
+        assert_eq!(
+            part_operation_id("0192f4a1b2c3d4e5f60718293a4b5c6d", 0),
+            crate::operation_id("0192f4a1b2c3d4e5f60718293a4b5c6d")
+        );
+        let ids: std::collections::HashSet<String> =
+            (0..20).map(|n| part_operation_id("0192f4a1b2c3d4e5f60718293a4b5c6d", n)).collect();
+        assert_eq!(ids.len(), 20, "every part its own id");
+        assert_eq!(part_operation_id("b", 3), part_operation_id("b", 3), "stable across resends");
+    }
+
+    #[test]
+    fn an_append_stays_an_append_and_an_empty_batch_has_no_parts() {
+        assert!(parts(&[]).is_empty());
+        let got = shape(&parts(&[item("x1", Some("x"), true)]));
+        assert_eq!(got, vec![vec![("x1".to_owned(), Some("append"))]]);
+    }
+}
