@@ -180,6 +180,54 @@ fn install_prints_and_merges_the_hooks() {
     assert_eq!(merged["hooks"]["Stop"].as_array().unwrap().len(), 1, "writing twice adds nothing");
 }
 
+/// `--install --write` refuses a settings or `.mcp.json` key of the wrong shape, naming the file
+/// and the key, and leaves both files as they were (it used to replace the key with its own);
+/// `--no-mcp` leaves the user's approved MCP servers alone (it used to drop the whole list).
+#[test]
+fn install_refuses_a_malformed_key_and_touches_nothing() {
+    let install = |dir: &std::path::Path, extra: &[&str]| {
+        assert_cmd::Command::new(common::bin())
+            .args(["hook", "claude-code", "--install", "--write"])
+            .args(extra)
+            .current_dir(dir)
+            .output()
+            .unwrap()
+    };
+    let project = tempfile::tempdir().unwrap();
+    let settings = project.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let mine = r#"{"hooks": {"Stop": "my-own-script.sh"}, "enabledMcpjsonServers": ["github"]}"#;
+    std::fs::write(&settings, mine).unwrap();
+    let out = install(project.path(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(".claude/settings.json") && err.contains("hooks.Stop") && err.contains("a string"), "{err}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), mine, "the settings are untouched");
+    assert!(!project.path().join(".mcp.json").exists(), "nothing written");
+
+    let fixed = r#"{"hooks": {"Stop": []}, "enabledMcpjsonServers": ["github"]}"#;
+    std::fs::write(&settings, fixed).unwrap();
+    let mcp = project.path().join(".mcp.json");
+    std::fs::write(&mcp, r#"{"mcpServers": ["github"]}"#).unwrap();
+    let out = install(project.path(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(".mcp.json") && err.contains("mcpServers"), "{err}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), fixed, "neither file is written when one is refused");
+
+    let out = install(project.path(), &["--no-mcp"]);
+    assert!(out.status.success(), "{out:?}");
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(merged["enabledMcpjsonServers"], json!(["github"]), "the user's approvals are kept");
+    assert_eq!(merged["hooks"]["Stop"].as_array().unwrap().len(), 1);
+    std::fs::write(&mcp, r#"{"mcpServers": {"github": {"type": "http", "url": "https://example.invalid"}}}"#).unwrap();
+    assert!(install(project.path(), &[]).status.success());
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(merged["enabledMcpjsonServers"], json!(["github", "mneme"]));
+    let servers: Value = serde_json::from_str(&std::fs::read_to_string(&mcp).unwrap()).unwrap();
+    assert!(servers["mcpServers"]["github"].is_object() && servers["mcpServers"]["mneme"].is_object(), "{servers}");
+}
+
 /// A transcript as Claude Code has it when a hook runs: `turns` complete turns, then (when
 /// `asked` is set) a prompt whose reply is not written yet.
 fn lagging_transcript(path: &std::path::Path, turns: usize, asked: Option<&str>) {

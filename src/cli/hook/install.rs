@@ -49,38 +49,63 @@ pub fn hooks_config(command: &str, settings: &Settings) -> Value {
     json!({ "hooks": hooks, "enabledMcpjsonServers": ["mneme"] })
 }
 
-/// Merges our hooks (and the approval of the `mneme` MCP server) into an existing settings
-/// object, keeping everything else; idempotent.
-pub fn merge_hooks(existing: &mut Value, command: &str, settings: &Settings) {
-    if !existing.is_object() {
-        *existing = json!({});
-    }
+/// Merges our hooks into an existing settings object, keeping everything else; idempotent. A key
+/// of the wrong shape (`hooks` not an object, an event's hooks not a list …) is the user's to
+/// mend: refused with its name, never replaced.
+pub fn merge_hooks(existing: &mut Value, command: &str, settings: &Settings) -> Result<(), String> {
     let ours = hooks_config(command, settings);
-    let root = existing.as_object_mut().expect("object");
+    // Merged on a copy, so a refusal half-way leaves `existing` as it was.
+    let mut merged = existing.clone();
+    let root = merged.as_object_mut().ok_or("the file is not a JSON object")?;
     let hooks = root.entry("hooks").or_insert_with(|| json!({}));
-    if !hooks.is_object() {
-        *hooks = json!({});
-    }
+    let shown = kind(hooks);
+    let hooks = hooks.as_object_mut().ok_or_else(|| format!("\"hooks\" is {shown}, not an object"))?;
     for event in EVENTS {
-        let list = hooks.as_object_mut().expect("object").entry(event).or_insert_with(|| json!([]));
-        if !list.is_array() {
-            *list = json!([]);
-        }
-        let present = list.as_array().expect("array").iter().any(|group| {
+        let list = hooks.entry(event).or_insert_with(|| json!([]));
+        let shown = kind(list);
+        let list = list.as_array_mut().ok_or_else(|| format!("\"hooks.{event}\" is {shown}, not a list"))?;
+        let present = list.iter().any(|group| {
             group["hooks"].as_array().is_some_and(|hs| hs.iter().any(|h| h["command"].as_str() == Some(command)))
         });
         if !present {
-            list.as_array_mut().expect("array").extend(ours["hooks"][event].as_array().expect("array").iter().cloned());
+            list.extend(ours["hooks"][event].as_array().expect("array").iter().cloned());
         }
     }
+    *existing = merged;
+    Ok(())
+}
+
+/// Adds the `mneme` MCP server (from `.mcp.json`) to the settings' approved servers, keeping the
+/// others; idempotent; refuses a list of the wrong shape as [`merge_hooks`] does.
+pub fn approve_mcp_server(existing: &mut Value) -> Result<(), String> {
+    let root = existing.as_object_mut().ok_or("the file is not a JSON object")?;
     let enabled = root.entry("enabledMcpjsonServers").or_insert_with(|| json!([]));
-    if !enabled.is_array() {
-        *enabled = json!([]);
-    }
-    let enabled = enabled.as_array_mut().expect("array");
+    let shown = kind(enabled);
+    let enabled = enabled.as_array_mut().ok_or_else(|| format!("\"enabledMcpjsonServers\" is {shown}, not a list"))?;
     if !enabled.iter().any(|s| s == "mneme") {
         enabled.push(json!("mneme"));
     }
+    Ok(())
+}
+
+/// What a JSON value is, for a message.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A file's JSON the user must mend before `--install --write` touches it.
+fn refused(path: &Path, why: &str) -> CliError {
+    CliError::Other(format!(
+        "{}: {why}; not touching it (mend it, or run --install without --write to see what to add)",
+        path.display()
+    ))
 }
 
 /// mneme's MCP server for `.mcp.json`.
@@ -120,26 +145,23 @@ pub fn install(config: Option<&Path>, what: Install, as_json: bool) -> Result<Ex
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // Both files are read and merged before either is written: one refused leaves both as they were.
     let settings_path = PathBuf::from(".claude/settings.json");
     let mut claude = read_json(&settings_path)?;
-    merge_hooks(&mut claude, &hook, &settings);
-    if !what.mcp {
-        claude.as_object_mut().expect("object").remove("enabledMcpjsonServers");
-    }
-    std::fs::create_dir_all(".claude").map_err(|e| CliError::Other(format!("cannot create .claude: {e}")))?;
-    write_json(&settings_path, &claude)?;
-    let mut written = vec![settings_path];
+    merge_hooks(&mut claude, &hook, &settings).map_err(|why| refused(&settings_path, &why))?;
+    let mut files = vec![(settings_path, claude)];
     if what.mcp {
+        approve_mcp_server(&mut files[0].1).map_err(|why| refused(&files[0].0, &why))?;
         let mcp_path = PathBuf::from(".mcp.json");
         let mut mcp = read_json(&mcp_path)?;
-        let root = mcp.as_object_mut().expect("object");
-        let servers = root.entry("mcpServers").or_insert_with(|| json!({}));
-        if !servers.is_object() {
-            *servers = json!({});
-        }
-        servers["mneme"] = server["mcpServers"]["mneme"].clone();
-        write_json(&mcp_path, &mcp)?;
-        written.push(mcp_path);
+        add_mcp_server(&mut mcp, &server["mcpServers"]["mneme"]).map_err(|why| refused(&mcp_path, &why))?;
+        files.push((mcp_path, mcp));
+    }
+    std::fs::create_dir_all(".claude").map_err(|e| CliError::Other(format!("cannot create .claude: {e}")))?;
+    let mut written = Vec::new();
+    for (path, v) in files {
+        write_json(&path, &v)?;
+        written.push(path);
     }
     if as_json {
         println!("{}", json!({"written": written, "events": EVENTS}));
@@ -148,6 +170,16 @@ pub fn install(config: Option<&Path>, what: Install, as_json: bool) -> Result<Ex
         println!("Wrote the mneme hooks ({}) into {}.", EVENTS.join(", "), files.join(" and "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Puts mneme's entry under `mcpServers` (replacing an older one of ours), keeping the others.
+fn add_mcp_server(mcp: &mut Value, ours: &Value) -> Result<(), String> {
+    let root = mcp.as_object_mut().ok_or("the file is not a JSON object")?;
+    let servers = root.entry("mcpServers").or_insert_with(|| json!({}));
+    let shown = kind(servers);
+    let servers = servers.as_object_mut().ok_or_else(|| format!("\"mcpServers\" is {shown}, not an object"))?;
+    servers.insert("mneme".to_owned(), ours.clone());
+    Ok(())
 }
 
 /// `--mcp-headers`: Claude Code's `headersHelper` for the MCP server: the bearer token and the
@@ -168,11 +200,7 @@ pub fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
 
 fn read_json(path: &Path) -> Result<Value, CliError> {
     match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let v: Value = serde_json::from_str(&text)
-                .map_err(|e| CliError::Other(format!("{} is not valid JSON ({e}); not touching it", path.display())))?;
-            Ok(if v.is_object() { v } else { json!({}) })
-        }
+        Ok(text) => serde_json::from_str(&text).map_err(|e| refused(path, &format!("not valid JSON ({e})"))),
         Err(_) => Ok(json!({})),
     }
 }
@@ -192,8 +220,10 @@ mod tests {
     fn merging_keeps_other_settings_and_is_idempotent() {
         let settings = Settings::default();
         let mut s = json!({"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "other"}]}]}});
-        merge_hooks(&mut s, "mneme hook claude-code", &settings);
-        merge_hooks(&mut s, "mneme hook claude-code", &settings);
+        for _ in 0..2 {
+            merge_hooks(&mut s, "mneme hook claude-code", &settings).unwrap();
+            approve_mcp_server(&mut s).unwrap();
+        }
         assert_eq!(s["model"], "opus");
         assert_eq!(s["hooks"]["Stop"].as_array().unwrap().len(), 2);
         assert_eq!(s["enabledMcpjsonServers"], json!(["mneme"]));
@@ -204,6 +234,26 @@ mod tests {
             let want = if e == "UserPromptSubmit" || e == "SessionStart" { 11 } else { 6 };
             assert_eq!(ours["timeout"], want, "{e}");
         }
+    }
+
+    #[test]
+    fn a_key_of_the_wrong_shape_is_refused_by_name() {
+        let settings = Settings::default();
+        let refused = |mut v: Value, merge: &dyn Fn(&mut Value) -> Result<(), String>| {
+            let before = v.clone();
+            let why = merge(&mut v).unwrap_err();
+            assert_eq!(v, before, "left as it was");
+            why
+        };
+        let hooks = |v: &mut Value| merge_hooks(v, "m", &settings);
+        assert_eq!(refused(json!([1]), &hooks), "the file is not a JSON object");
+        assert_eq!(refused(json!({"hooks": []}), &hooks), "\"hooks\" is a list, not an object");
+        let late = json!({"hooks": {"PreCompact": {"x": 1}}}); // after two events are merged
+        assert_eq!(refused(late, &hooks), "\"hooks.PreCompact\" is an object, not a list");
+        let approvals = json!({"enabledMcpjsonServers": "mneme"});
+        assert_eq!(refused(approvals, &approve_mcp_server), "\"enabledMcpjsonServers\" is a string, not a list");
+        let servers = |v: &mut Value| add_mcp_server(v, &json!({}));
+        assert_eq!(refused(json!({"mcpServers": null}), &servers), "\"mcpServers\" is null, not an object");
     }
 
     #[test]
