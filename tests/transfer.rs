@@ -252,3 +252,24 @@ async fn migrate_keeps_a_document_whole_across_pages_and_requests() {
         assert!(text.contains(&format!("okapi runbook part {i} of the deploy")), "part {i} kept: {text:?}");
     }
 }
+
+/// Another mneme (another storage dir) on the port this config names: doctor says so, and checks
+/// this config's spool itself instead of calling it "open in the running daemon".
+#[tokio::test]
+async fn doctor_tells_another_configs_daemon_on_the_port_from_this_ones() {
+    let other = Daemon::start("");
+    let mut mine = Daemon::start("");
+    mine.stop(); // its spool exists; its daemon is gone
+    let out = mine.cli().env("MNEME_SERVER__LISTEN", &other.addr).arg("doctor").output().unwrap();
+    let said = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("FAIL a daemon answers on {}, but none runs on this config's storage dir", other.addr)),
+        "{said}"
+    );
+    assert!(said.contains("server.listen of its own"), "{said}");
+    assert!(said.contains("spool") && said.contains("is sound"), "its own spool is checked: {said}");
+    assert!(!said.contains("open in the running daemon"), "{said}");
+    let out = other.cli().arg("doctor").output().unwrap();
+    assert!(out.status.success() && stdout(&out).contains("open in the running daemon"), "{}", stdout(&out));
+}

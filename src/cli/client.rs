@@ -48,6 +48,11 @@ fn pidfile_line(pid_path: &Path, n: usize) -> Option<String> {
 }
 
 impl Client {
+    /// The address it talks to (`host:port`).
+    pub fn addr(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
     /// Connects to the daemon the settings point at and checks it speaks our protocol.
     pub async fn connect(settings: &Settings) -> Result<Client, CliError> {
         let listen = settings.server.listen;

@@ -75,17 +75,22 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             _ => r.problem(format!("no token at {}", token.display()), "start the daemon once: `mneme serve`".into()),
         }
         let daemon = Client::connect(settings).await;
+        // The daemon that holds this storage dir, answering or not.
+        let holder = super::client::locked_pid(&settings.pid_path());
         // A daemon that holds its storage but does not answer (stopped, or wedged).
-        let silent = daemon.as_ref().err().and(super::client::locked_pid(&settings.pid_path()));
+        let silent = daemon.as_ref().err().and(holder);
+        // One answers on the address, but none holds this storage dir: another mneme's (another
+        // config, the same port). Nothing it says is about this configuration.
+        let foreign = daemon.is_ok() && holder.is_none();
         let spool = settings.spool_path();
         match (&daemon, spool.exists()) {
             (_, false) => r.ok(format!("spool {} is not created yet", spool.display())),
             // The running daemon holds the spool exclusively; it opened it, so it is sound.
-            (Ok(_), true) => r.ok(format!("spool {} is open in the running daemon", spool.display())),
+            (Ok(_), true) if !foreign => r.ok(format!("spool {} is open in the running daemon", spool.display())),
             (Err(_), true) if silent.is_some() => {
                 r.ok(format!("spool {} is held by the daemon (not checked while it holds it)", spool.display()))
             }
-            (Err(_), true) => match Spool::check(&spool) {
+            (_, true) => match Spool::check(&spool) {
                 Ok(c) => r.ok(format!("spool {} is sound ({} waiting, {} dead)", spool.display(), c.spooled, c.dead)),
                 Err(e) => r.file_problem(files::spool_problem(&spool, e)),
             },
@@ -102,6 +107,14 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             }
         }
         match daemon {
+            Ok(client) if foreign => r.problem(
+                format!(
+                    "a daemon answers on {}, but none runs on this config's storage dir {}: it is another mneme's",
+                    client.addr(),
+                    settings.storage.dir.display()
+                ),
+                "stop that one, or give this config a server.listen of its own; then `mneme serve`".into(),
+            ),
             Ok(client) => match client.call::<Status>(Method::GET, "/v1/status", None).await {
                 Ok(s) => {
                     r.ok(format!(
