@@ -138,7 +138,10 @@ fn nonzero(d: Duration) -> Result<Duration, String> {
 }
 
 fn bank_part(s: String) -> Result<String, String> {
-    if s.contains('/') {
+    if mneme_core::text::has_private_tag(&s) {
+        // A bank's name is stored and sent as it is, so private text in it would be written.
+        Err("may not hold a <private> tag: a bank id is stored and sent as it is".into())
+    } else if s.contains('/') {
         Err(format!("may not contain '/' (Hindsight answers 404 for such banks), found {s:?}"))
     } else {
         Ok(s)

@@ -289,10 +289,20 @@ fn apply_env(settings: &mut Settings, env: &dyn Fn(&str) -> Option<String>, base
         let mut candidate = settings.clone();
         match (key.apply)(&mut candidate, Raw::Env(&value), &ctx) {
             Ok(()) => *settings = candidate,
-            Err(e) => warnings.push(format!("ignoring {name}={value:?} ({}.{}): {e}", key.section, key.name)),
+            Err(e) => warnings.push(format!("ignoring {name}={} ({}.{}): {e}", shown(&value), key.section, key.name)),
         }
     }
     warnings
+}
+
+/// An override's value as a warning repeats it: warnings are logged and shown, so not a value that
+/// may carry a password (a URL's `user:password@`) or private text.
+fn shown(value: &str) -> String {
+    if value.contains('@') {
+        "(a value with an @, not shown)".to_owned()
+    } else {
+        mneme_core::text::quoted_unless_private(value)
+    }
 }
 
 /// Checks that involve more than one key, or the build.

@@ -108,6 +108,31 @@ fn remote_listen_needs_allow_remote_and_banks_refuse_slashes() {
 }
 
 #[test]
+fn a_bank_id_holding_private_text_is_refused_without_repeating_it() {
+    let file = "[memory]\nbank_id = \"team<private>hunter2</private>\"\nbank_id_prefix = \"p<PRIVATE reason='x'>\"\n";
+    let errors = load::parse(file, None).unwrap_err();
+    let found: Vec<(&str, Option<usize>)> = errors.iter().map(|e| (e.key.as_str(), e.line)).collect();
+    assert_eq!(found, [("memory.bank_id", Some(2)), ("memory.bank_id_prefix", Some(3))]);
+    for e in &errors {
+        assert!(e.message.contains("<private>") && !e.message.contains("hunter2"), "{}", e.message);
+    }
+    // From the environment (an alias too) it is warned about and ignored, as any bad override.
+    let dir = tempfile::tempdir().unwrap();
+    let loaded = load(&dir.path().join("none.toml"), &env_of(&[("HINDSIGHT_BANK_ID", "x<private>hunter2")])).unwrap();
+    assert_eq!(loaded.settings.memory.bank_id, Settings::default().memory.bank_id);
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(!loaded.warnings[0].contains("hunter2"), "{}", loaded.warnings[0]);
+    // Nor is a URL that may carry a password repeated.
+    let loaded = load(&dir.path().join("none.toml"), &env_of(&[("HINDSIGHT_API_URL", "ftp://me:hunter2@h")])).unwrap();
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(
+        loaded.warnings[0].contains("HINDSIGHT_API_URL") && !loaded.warnings[0].contains("hunter2"),
+        "{:?}",
+        loaded.warnings
+    );
+}
+
+#[test]
 fn a_thesaurus_file_is_read_and_checked_with_the_config() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("words.txt"), "# ours\nk8s kubernetes cluster\nshop > orchard\n").unwrap();
