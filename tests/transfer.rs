@@ -273,3 +273,95 @@ async fn doctor_tells_another_configs_daemon_on_the_port_from_this_ones() {
     let out = other.cli().arg("doctor").output().unwrap();
     assert!(out.status.success() && stdout(&out).contains("open in the running daemon"), "{}", stdout(&out));
 }
+
+/// Forwards every request to the Hindsight peer at `peer`; the first time a bank list is asked
+/// for from offset 200, it first deletes `doomed` documents (ones the copy has read): the bank
+/// changing under a copy, at a moment the real server cannot be made to pick.
+async fn changing_proxy(peer: String, bank: String, doomed: Vec<String>) -> String {
+    use axum::body::Bytes;
+    use axum::http::{HeaderMap, Method, StatusCode, Uri};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let fired = Arc::new(AtomicBool::new(false));
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let handler = move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+        let (peer, bank, doomed, fired, http) =
+            (peer.clone(), bank.clone(), doomed.clone(), fired.clone(), http.clone());
+        async move {
+            let query = uri.query().unwrap_or_default();
+            if uri.path().ends_with("/memories/list")
+                && query.split('&').any(|p| p == "offset=200")
+                && !fired.swap(true, Ordering::SeqCst)
+            {
+                for doc in &doomed {
+                    let url = format!("{peer}/v1/default/banks/{bank}/documents/{doc}");
+                    assert!(http.delete(url).send().await.unwrap().status().is_success());
+                }
+            }
+            let mut req = http.request(method, format!("{peer}{uri}")).body(body);
+            if let Some(t) = headers.get("content-type") {
+                req = req.header("content-type", t);
+            }
+            let res = req.send().await.unwrap();
+            let status = StatusCode::from_u16(res.status().as_u16()).unwrap();
+            (status, [("content-type", "application/json")], res.bytes().await.unwrap())
+        }
+    };
+    let app = axum::Router::new().fallback(handler);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// Hindsight lists a bank by offset, newest first. Memories deleted from the part a copy has read
+/// move the rest forward, and the next page skips as many; the copy reads the bank again and
+/// copies what it skipped (before, 5 of 450 were silently left behind).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_from_hindsight_copies_what_a_change_during_the_copy_made_it_skip() {
+    let Some(url) = common::hindsight_peer() else { return };
+    let bank = common::fresh("migrate-shift");
+    common::chunk_bank(&url, &bank).await;
+    // 450 memories, each its own document, dated a second apart: the list is newest first.
+    let items: Vec<Value> = (0..450)
+        .map(|i| {
+            json!({"content": format!("shifting memory number {i} about the kestrel build"), "document_id": format!("d{i:03}"),
+                   "timestamp": format!("2026-01-01T{:02}:{:02}:{:02}Z", i / 3600, i / 60 % 60, i % 60)})
+        })
+        .collect();
+    let res = reqwest::Client::new()
+        .post(format!("{url}/v1/default/banks/{bank}/memories"))
+        .json(&json!({"items": items, "async": false}))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.text().await.unwrap());
+    assert_eq!(common::bank_texts(&url, &bank).await.len(), 450);
+    // The five newest are on the first page the copy reads; they go before it reads the second.
+    let doomed: Vec<String> = (445..450).map(|i| format!("d{i:03}")).collect();
+    let proxy = changing_proxy(url.clone(), bank.clone(), doomed).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[memory]\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{proxy}\"\n")).unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        assert_cmd::Command::new(common::bin())
+            .args(["migrate", "--from", "hindsight", "--to", "local"])
+            .env("MNEME_CONFIG", &config)
+            .env("MNEME_STORAGE__DIR", config.parent().unwrap().join("data"))
+            .env("MNEME_LOG", "error")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let said = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{said}");
+    assert_eq!(
+        said.trim(),
+        "Copied 445 memories from hindsight to local, and 5 more the bank's list had moved past while it changed (found by reading it again); done."
+    );
+    let conn = rusqlite::Connection::open(dir.path().join("data/memories.db")).unwrap();
+    let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 450, "every memory the bank held when the copy began");
+}

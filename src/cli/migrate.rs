@@ -1,8 +1,11 @@
 //! `mneme migrate --from A --to B`: copies memories between stores in this process (the daemon
 //! may keep running). Resumable: progress is saved after every page in
 //! `<storage.dir>/migrate-A-to-B.json`, and a second run continues from there. Idempotent: the
-//! local store keys memories by id, Hindsight replaces a memory's document on a re-send.
+//! local store keys memories by id, Hindsight replaces a memory's document on a re-send. Hindsight
+//! lists a bank by offset, so a copy from it ends by reading the bank again for what a change
+//! during the copy made the first reading skip.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -15,6 +18,12 @@ use super::CliError;
 
 /// Memories read per page.
 const PAGE: usize = 200;
+
+/// Memories read per page when the source is read again (see [`sweep`]).
+const SWEEP_PAGE: usize = 1000;
+
+/// How often the source is read again at most.
+const SWEEPS: usize = 3;
 
 /// What to copy.
 pub(super) struct Plan {
@@ -65,6 +74,43 @@ async fn read_whole_documents(
     Ok(page)
 }
 
+/// Hindsight lists a bank by offset, newest first: a memory deleted during the copy (a document
+/// replaced by a new retain, a consolidation) moves every later one a place forward, and the next
+/// page skips as many as went. So once the copy is through, the bank is read again and whatever
+/// this run has not seen is copied; again, up to [`SWEEPS`] times, until a reading finds nothing
+/// new. Returns how many of those the target did not have yet (what the first pass had skipped,
+/// or what arrived meanwhile; a resumed run sees again what an earlier run copied, and the
+/// target, which keys memories by id, stores none of it twice).
+async fn sweep(
+    source: &dyn MemoryBackend,
+    target: &dyn MemoryBackend,
+    bank: Option<&str>,
+    seen: &mut HashSet<String>,
+) -> Result<u64, BackendError> {
+    let mut stored = 0;
+    for _ in 0..SWEEPS {
+        let mut found = 0;
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = source.export(bank, cursor.as_deref(), SWEEP_PAGE).await?;
+            let mut unseen = page.memories;
+            unseen.retain(|m| seen.insert(m.id.clone()));
+            if !unseen.is_empty() {
+                found += unseen.len();
+                stored += target.import(&unseen).await?.unwrap_or(unseen.len() as u64);
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        if found == 0 {
+            break;
+        }
+    }
+    Ok(stored)
+}
+
 fn state_path(dir: &Path, plan: &Plan) -> PathBuf {
     dir.join(format!("migrate-{}-to-{}.json", plan.from, plan.to))
 }
@@ -107,6 +153,9 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     let mut this_run = 0u64;
     let mut finished = false;
     let mut ahead = None;
+    // What this run read, when the source is read again at the end (see `sweep`).
+    let sweeps = plan.from == BackendId::Hindsight;
+    let mut seen = HashSet::new();
     loop {
         if plan.limit.is_some_and(|l| this_run >= l) {
             break;
@@ -125,6 +174,9 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
                 plan.to
             ))
         })?;
+        if sweeps {
+            seen.extend(page.memories.iter().map(|m| m.id.clone()));
+        }
         let n = page.memories.len() as u64;
         this_run += n;
         progress.copied += n;
@@ -137,12 +189,26 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
             break;
         }
     }
+    let mut found_again = 0;
+    if finished && sweeps {
+        found_again = sweep(source.as_ref(), target.as_ref(), bank.as_deref(), &mut seen).await.map_err(|e| {
+            CliError::Other(format!(
+                "reading {} again for what changed during the copy (everything read once is copied; run the same command again to copy all again): {e}",
+                plan.from
+            ))
+        })?;
+    }
     bar.finish_and_clear();
     let resumed = if resumed_at > 0 { format!(" (resumed after {resumed_at})") } else { String::new() };
     if finished {
         let _ = std::fs::remove_file(&state_file);
     }
-    let summary = if finished {
+    let summary = if finished && found_again > 0 {
+        format!(
+            "Copied {this_run} memories from {} to {}{resumed}, and {found_again} more the bank's list had moved past while it changed (found by reading it again); done.",
+            plan.from, plan.to
+        )
+    } else if finished {
         format!("Copied {} memories from {} to {}{resumed}; done.", this_run, plan.from, plan.to)
     } else {
         format!(
@@ -151,7 +217,10 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
         )
     };
     if as_json {
-        println!("{}", serde_json::json!({"copied": this_run, "total_copied": progress.copied, "finished": finished}));
+        println!(
+            "{}",
+            serde_json::json!({"copied": this_run, "total_copied": progress.copied, "finished": finished, "found_again": found_again})
+        );
     } else {
         println!("{summary}");
     }
