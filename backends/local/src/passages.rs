@@ -162,6 +162,15 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_chars: usize) 
         }
     }
     let mut to = (from + room).min(cs.len());
+    // End after a word, not inside one (a word of 20 characters or more is cut).
+    if to < cs.len() && cs[to].is_alphanumeric() && cs[to - 1].is_alphanumeric() {
+        if let Some(gap) = (to.saturating_sub(20).max(from + 1)..to).rev().find(|&i| !cs[i].is_alphanumeric()) {
+            to = gap;
+        }
+    }
+    while to < cs.len() && to > from + 1 && cs[to - 1].is_whitespace() {
+        to -= 1;
+    }
     // Neither end splits a character as shown (a joined emoji, a letter and its accent).
     let splits = |at: usize| at > 0 && at < cs.len() && mneme_core::text::splits_shown_char(cs[at - 1], cs[at]);
     while from < to && splits(from) {
@@ -268,5 +277,26 @@ mod tests {
         let text = format!("{} we deploy with cargo-dist {}", "filler ".repeat(300), "padding ".repeat(300));
         let w = window(&text, "how do we ship a release?", &Thesaurus::builtin(), 200);
         assert!(w.contains("we deploy with cargo-dist"), "{w}");
+    }
+
+    #[test]
+    fn a_window_ends_after_a_word() {
+        let text = format!("{}the release is built with cargo-dist {}", "alpha ".repeat(300), "betamax ".repeat(300));
+        for budget in 60..140 {
+            let w = window(&text, "how is the release built?", &Thesaurus::builtin(), budget);
+            assert!(chars(&w) <= budget, "{budget}: {}", chars(&w));
+            let body = w.trim_start_matches("… ").trim_end_matches(" …");
+            assert!(text.contains(body), "{budget}: {w:?}");
+            let last = body.split(' ').next_back().unwrap();
+            assert!(
+                ["alpha", "betamax", "the", "release", "is", "built", "with", "cargo-dist"].contains(&last),
+                "{budget}: {w:?}"
+            );
+            let first = body.split(' ').next().unwrap();
+            assert!(
+                ["alpha", "betamax", "the", "release", "is", "built", "with", "cargo-dist"].contains(&first),
+                "{budget}: {w:?}"
+            );
+        }
     }
 }
