@@ -227,3 +227,59 @@ async fn a_body_declared_too_large_is_refused_before_it_is_sent() {
     assert_eq!(body["error"]["code"], "payload_too_large", "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("2048"), "{body}");
 }
+
+/// What hyper answers itself, before a request reaches the router (bytes that are not HTTP,
+/// headers larger than it reads, a bad Content-Length), has the API's JSON error body too (it
+/// was empty), and the connection after a good request is unaffected.
+#[tokio::test]
+async fn what_is_not_http_gets_a_json_error_too() {
+    let d = Daemon::start("");
+    let addr = d.addr.clone();
+    let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+        (b"GARBAGE\r\n\r\n".to_vec(), "400", "bad_request"),
+        (b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nContent-Length: abc\r\n\r\n".to_vec(), "400", "bad_request"),
+        (
+            [b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nX-Big: ".as_slice(), &[b'a'; 500_000], b"\r\n\r\n"]
+                .concat(),
+            "431",
+            "headers_too_large",
+        ),
+        (
+            [
+                b"GET /v1/health HTTP/1.1\r\n".to_vec(),
+                (0..200).flat_map(|i| format!("X-H{i}: v\r\n").into_bytes()).collect(),
+                b"Host: localhost\r\n\r\n".to_vec(),
+            ]
+            .concat(),
+            "431",
+            "headers_too_large",
+        ),
+    ];
+    let answers = tokio::task::spawn_blocking(move || {
+        let mut answers = Vec::new();
+        for (request, status, code) in cases {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            let _ = s.write_all(&request); // the daemon may answer and close before it has read all
+            let (answer, closed) = read_until_closed(&mut s, Duration::from_secs(5));
+            answers.push((answer, closed, status, code));
+        }
+        // A good request on a kept-alive connection, then another: answered as before.
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+        (answers, read_until_closed(&mut s, Duration::from_secs(5)))
+    })
+    .await
+    .unwrap();
+    let (answers, (twice, _)) = answers;
+    for (answer, closed, status, code) in answers {
+        assert!(closed, "{answer}");
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{answer}");
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{head}");
+        let body: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer}"));
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(!body["error"]["message"].as_str().unwrap().is_empty(), "{body}");
+    }
+    assert_eq!(twice.matches("HTTP/1.1 200 OK").count(), 2, "{twice}");
+    assert_eq!(twice.matches("\"status\":\"ok\"").count(), 2, "{twice}");
+}

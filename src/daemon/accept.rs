@@ -1,7 +1,8 @@
 //! The accept loop, after mini-redis's `server::run`: a semaphore caps open connections, so a
 //! flood of half-open ones cannot exhaust file descriptors or memory, and hyper closes a
 //! connection whose request headers do not arrive in time (also between keep-alive requests).
-//! On shutdown it stops accepting and lets the requests in progress finish.
+//! On shutdown it stops accepting and lets the requests in progress finish. What hyper answers
+//! itself (bytes that are not HTTP, headers too large) gets the API's JSON error body too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,7 +66,8 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
         // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
         let _ = tcp.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(tcp), service));
+        let io = TokioIo::new(super::parse_errors::JsonParseErrors::new(tcp));
+        let connection = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("connection ended: {e}");

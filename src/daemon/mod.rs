@@ -11,6 +11,7 @@ mod error;
 mod hindsight;
 mod mcp;
 mod memories;
+mod parse_errors;
 mod routes;
 mod startup;
 mod ui;
