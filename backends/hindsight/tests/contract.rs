@@ -16,6 +16,24 @@ fn item(id: &str, content: &str, tags: &[&str], doc: Option<&str>) -> MemoryItem
     }
 }
 
+/// A fresh bank on the peer that stores content as chunks, a backend for it and its scope.
+struct Peer {
+    url: String,
+    bank: String,
+    b: mneme_hindsight::HindsightBackend,
+    scope: Scope,
+}
+
+/// [`Peer`] for a bank named after `prefix`; `None` (the test skips) without a peer.
+async fn peer_bank(prefix: &str) -> Option<Peer> {
+    let url = peer_url()?;
+    let bank = fresh_bank(prefix);
+    chunk_bank(&url, &bank).await;
+    let b = backend(&url);
+    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    Some(Peer { url, bank, b, scope })
+}
+
 fn query(q: &str, tags: &[&str], mode: TagsMatch, types: &[MemoryType]) -> RecallQuery {
     RecallQuery {
         query: q.into(),
@@ -29,11 +47,7 @@ fn query(q: &str, tags: &[&str], mode: TagsMatch, types: &[MemoryType]) -> Recal
 
 #[tokio::test]
 async fn a_resent_batch_is_stored_once() {
-    let Some(url) = peer_url() else { return };
-    let bank = fresh_bank("contract-resend");
-    chunk_bank(&url, &bank).await;
-    let b = backend(&url);
-    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-resend").await else { return };
     let batch = RetainBatch {
         id: fresh_batch_id(),
         items: vec![
@@ -50,11 +64,7 @@ async fn a_resent_batch_is_stored_once() {
 
 #[tokio::test]
 async fn recall_filters_on_tags_match_and_types() {
-    let Some(url) = peer_url() else { return };
-    let bank = fresh_bank("contract-tags");
-    chunk_bank(&url, &bank).await;
-    let b = backend(&url);
-    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-tags").await else { return };
     let batch = RetainBatch {
         id: fresh_batch_id(),
         items: vec![
@@ -125,11 +135,7 @@ async fn a_422_becomes_a_readable_permanent_reason() {
 
 #[tokio::test]
 async fn clear_remote_deletes_the_banks_memories() {
-    let Some(url) = peer_url() else { return };
-    let bank = fresh_bank("contract-clear");
-    chunk_bank(&url, &bank).await;
-    let b = backend(&url);
-    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-clear").await else { return };
     b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items: vec![item("1", "ephemeral ocelot", &[], Some("d"))] })
         .await
         .unwrap();
@@ -181,11 +187,7 @@ async fn missions_are_set_on_the_bank_once() {
 
 #[tokio::test]
 async fn a_bank_is_browsed_shown_and_its_documents_forgotten() {
-    let Some(url) = peer_url() else { return };
-    let bank = fresh_bank("contract-browse");
-    chunk_bank(&url, &bank).await;
-    let b = backend(&url);
-    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-browse").await else { return };
     let items = vec![
         item("1", "The okapi service owns billing exports", &["project:zoo"], Some("doc-okapi")),
         item("2", "The tapir job compacts logs hourly", &["project:zoo"], Some("doc-tapir")),
@@ -256,11 +258,7 @@ async fn one_export_imports_into_two_banks_and_again_into_the_same_one() {
 
 #[tokio::test]
 async fn an_append_adds_to_its_document_and_a_plain_retain_replaces_it() {
-    let Some(url) = peer_url() else { return };
-    let bank = fresh_bank("contract-append");
-    chunk_bank(&url, &bank).await;
-    let b = backend(&url);
-    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-append").await else { return };
     let first = item("1", "The walrus service deploys on Fridays", &[], Some("doc-w"));
     b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items: vec![first] }).await.unwrap();
     wait_for_document(&url, &bank, "doc-w", &["walrus"]).await;
@@ -281,11 +279,7 @@ async fn an_append_adds_to_its_document_and_a_plain_retain_replaces_it() {
 /// retain raced the appends and wiped them.
 #[tokio::test]
 async fn a_batch_naming_a_document_twice_is_stored_in_order_and_once_when_resent() {
-    let Some(url) = peer_url() else { return };
-    let bank = fresh_bank("contract-shared");
-    chunk_bank(&url, &bank).await;
-    let b = backend(&url);
-    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-shared").await else { return };
     let contents = [
         "The walrus service deploys on Fridays",
         "The narwhal tests run on bun",
@@ -323,11 +317,7 @@ async fn a_batch_naming_a_document_twice_is_stored_in_order_and_once_when_resent
 /// in line with the append and, run after it, wiped it.
 #[tokio::test]
 async fn an_append_right_after_a_two_document_delivery_is_kept() {
-    let Some(url) = peer_url() else { return };
-    let bank = fresh_bank("contract-order");
-    chunk_bank(&url, &bank).await;
-    let b = backend(&url);
-    let scope = Scope { bank: bank.clone(), tags: vec![] };
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-order").await else { return };
     let first = vec![
         item("1", "The walrus service deploys on Fridays", &[], Some("doc-x")),
         item("2", "The zebrafish pipeline runs nightly", &[], Some("doc-y")),
