@@ -74,14 +74,23 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             (Ok(_), Ok(Some(_))) => r.ok(format!("token {} has mode 600", token.display())),
             _ => r.problem(format!("no token at {}", token.display()), "start the daemon once: `mneme serve`".into()),
         }
-        let daemon = Client::connect(settings).await;
+        // The daemon on the configured address, with its answer to a status request.
+        let daemon = match Client::connect(settings).await {
+            Ok(client) => {
+                let status = client.call::<Status>(Method::GET, "/v1/status", None).await;
+                Ok((client, status))
+            }
+            Err(e) => Err(e),
+        };
         // The daemon that holds this storage dir, answering or not.
         let holder = super::client::locked_pid(&settings.pid_path());
         // A daemon that holds its storage but does not answer (stopped, or wedged).
         let silent = daemon.as_ref().err().and(holder);
-        // One answers on the address, but none holds this storage dir: another mneme's (another
-        // config, the same port). Nothing it says is about this configuration.
-        let foreign = daemon.is_ok() && holder.is_none();
+        // One answers on the address, but none holds this storage dir (and it does not say it
+        // runs on it, where the pidfile cannot be locked): another mneme's, of another config on
+        // the same port. Nothing it says is about this configuration.
+        let says_ours = matches!(&daemon, Ok((_, Ok(s))) if same_dir(Path::new(&s.storage_dir), &settings.storage.dir));
+        let foreign = daemon.is_ok() && holder.is_none() && !says_ours;
         let spool = settings.spool_path();
         match (&daemon, spool.exists()) {
             (_, false) => r.ok(format!("spool {} is not created yet", spool.display())),
@@ -107,7 +116,7 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             }
         }
         match daemon {
-            Ok(client) if foreign => r.problem(
+            Ok((client, _)) if foreign => r.problem(
                 format!(
                     "a daemon answers on {}, but none runs on this config's storage dir {}: it is another mneme's",
                     client.addr(),
@@ -115,7 +124,7 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                 ),
                 "stop that one, or give this config a server.listen of its own; then `mneme serve`".into(),
             ),
-            Ok(client) => match client.call::<Status>(Method::GET, "/v1/status", None).await {
+            Ok((_, status)) => match status {
                 Ok(s) => {
                     r.ok(format!(
                         "daemon {} (pid {}) answers on {} and speaks protocol {}",
@@ -173,4 +182,12 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
         println!("{}", if all_well { "All is well." } else { "Some checks failed." });
     }
     Ok(if all_well { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Whether two paths name the same directory (compared as they resolve, when they do).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }

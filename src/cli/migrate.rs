@@ -193,7 +193,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     if finished && sweeps {
         found_again = sweep(source.as_ref(), target.as_ref(), bank.as_deref(), &mut seen).await.map_err(|e| {
             CliError::Other(format!(
-                "reading {} again for what changed during the copy (everything read once is copied; run the same command again to copy all again): {e}",
+                "reading {} again for what changed during the copy (all it read once is copied; run the same command again to finish): {e}",
                 plan.from
             ))
         })?;
