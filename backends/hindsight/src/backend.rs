@@ -385,8 +385,9 @@ impl MemoryBackend for HindsightBackend {
     async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
         // Each memory is its own document (its id unless it has one), so a re-import replaces
         // instead of duplicating; each chunk's operation id derives from its bank and its memories' ids.
-        // A request holds one bank, and a document's memories go in one request: the server
-        // stores a document as what one request holds of it, replacing what it had.
+        // A request holds one bank, and a document's memories go in one chunk: the server stores
+        // a document as what one retain holds of it, replacing what it had, so one that has more
+        // than one memory is sent as a replace and appends, in order (see `parts::import_parts`).
         let mut banks: Vec<(&str, Vec<&StoredMemory>)> = Vec::new();
         for m in memories {
             match banks.iter_mut().find(|(bank, _)| *bank == m.bank) {
@@ -411,11 +412,14 @@ impl MemoryBackend for HindsightBackend {
                     .collect();
                 // Hindsight's operation ids are global, not per bank: the bank is part of it, or
                 // importing the same export into a second bank is refused (409).
-                let body = RetainRequest::new(items, operation_id(&format!("import:{bank}:{}", ids.join(","))));
+                let chunk_id = format!("import:{bank}:{}", ids.join(","));
                 self.ensure_bank(bank).await;
                 let url = self.bank_url(bank, &["memories"]);
-                let _: Option<serde_json::Value> =
-                    self.send("import", Method::POST, url, Some(&body), self.config.retain_timeout).await?;
+                for (n, items) in parts::import_parts(items).into_iter().enumerate() {
+                    let body = RetainRequest::asynchronous(items, parts::part_operation_id(&chunk_id, n));
+                    let _: Option<serde_json::Value> =
+                        self.send("import", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
+                }
             }
         }
         Ok(None)

@@ -36,6 +36,31 @@ pub fn parts(items: &[MemoryItem]) -> Vec<Vec<RetainItem<'_>>> {
     out
 }
 
+/// An import chunk's parts (every item names its document, and no other chunk of the import
+/// names it): the items of documents the chunk names once, together; then each item of a document
+/// it names more than once, alone and in order, the first replacing the document and the rest
+/// appended to it. Sent synchronously instead, as the server would fold them, such a chunk
+/// slower than the timeout would be cancelled by the server on every attempt.
+pub fn import_parts(items: Vec<RetainItem<'_>>) -> Vec<Vec<RetainItem<'_>>> {
+    let mut count = std::collections::HashMap::new();
+    for i in &items {
+        *count.entry(i.document_id).or_insert(0usize) += 1;
+    }
+    let (once, shared): (Vec<_>, Vec<_>) = items.into_iter().partition(|i| count[&i.document_id] == 1);
+    let mut out = Vec::new();
+    if !once.is_empty() {
+        out.push(once);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for mut item in shared {
+        if !seen.insert(item.document_id) {
+            item.update_mode = Some("append");
+        }
+        out.push(vec![item]);
+    }
+    out
+}
+
 /// The operation id of part `n` of batch `batch_id`: the first part's is the batch's own, so a
 /// batch of one part is sent exactly as before parts existed.
 pub fn part_operation_id(batch_id: &str, n: usize) -> String {
@@ -114,6 +139,29 @@ mod tests {
             (0..20).map(|n| part_operation_id("0192f4a1b2c3d4e5f60718293a4b5c6d", n)).collect();
         assert_eq!(ids.len(), 20, "every part its own id");
         assert_eq!(part_operation_id("b", 3), part_operation_id("b", 3), "stable across resends");
+    }
+
+    #[test]
+    fn an_import_chunk_sends_its_single_documents_together_and_a_shared_one_item_by_item() {
+        let stored = [
+            item("a", Some("a"), false),
+            item("d1", Some("d"), false),
+            item("b", Some("b"), false),
+            item("d2", Some("d"), false),
+            item("d3", Some("d"), false),
+        ];
+        let got = shape(&import_parts(stored.iter().map(|i| wire(i, false)).collect()));
+        let s = |c: &str, m: Option<&'static str>| (c.to_owned(), m);
+        assert_eq!(
+            got,
+            vec![
+                vec![s("a", None), s("b", None)],
+                vec![s("d1", None)],
+                vec![s("d2", Some("append"))],
+                vec![s("d3", Some("append"))],
+            ]
+        );
+        assert!(import_parts(Vec::new()).is_empty());
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub struct RetainItem<'a> {
 pub struct RetainRequest<'a> {
     /// The batch.
     pub items: Vec<RetainItem<'a>>,
-    /// Whether the server answers once the operation is queued (see [`RetainRequest::new`]).
+    /// Whether the server answers once the operation is queued: always (see [`RetainRequest::asynchronous`]).
     #[serde(rename = "async")]
     pub is_async: bool,
     /// Stable across resends of the same batch (a UUID).
@@ -43,20 +43,9 @@ impl<'a> RetainRequest<'a> {
     /// An asynchronous retain: the server answers once the work is queued, and a resend with the
     /// same operation id is answered from the first without storing anything again. At most one
     /// item may name a given document (the server refuses more); the queue's batches are cut
-    /// into such parts by `parts`.
+    /// into such parts by `parts`, an import's chunks by `import_parts`.
     pub fn asynchronous(items: Vec<RetainItem<'a>>, operation_id: String) -> Self {
         RetainRequest { items, is_async: true, operation_id }
-    }
-
-    /// An asynchronous retain, unless two items share a document: the server refuses that in an
-    /// asynchronous batch (its workers would race) and folds them into one document in a
-    /// synchronous one, which answers once they are stored. Only for items that all replace
-    /// their documents (an import): a synchronous retain ignores its operation id, and resending
-    /// one whose answer was lost is harmless only when every item replaces what it had.
-    pub fn new(items: Vec<RetainItem<'a>>, operation_id: String) -> Self {
-        let mut documents = std::collections::HashSet::new();
-        let shared = items.iter().filter_map(|i| i.document_id).any(|d| !documents.insert(d));
-        RetainRequest { items, is_async: !shared, operation_id }
     }
 }
 

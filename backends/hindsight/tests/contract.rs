@@ -256,6 +256,44 @@ async fn one_export_imports_into_two_banks_and_again_into_the_same_one() {
     assert_eq!(wait_for_count(&url, &two, 1).await, ["The kestrel job runs at dawn"]);
 }
 
+/// An import whose chunk holds a document of three memories beside two memories of their own:
+/// sent asynchronously (the document as a replace and two appends, in order, so no retain names
+/// it twice), stored once however often it is imported.
+#[tokio::test]
+async fn a_document_of_several_memories_imports_whole_in_order_and_once() {
+    let Some(Peer { url, bank, b, .. }) = peer_bank("contract-import-doc").await else { return };
+    let memory = |id: &str, content: &str, doc: Option<&str>| StoredMemory {
+        id: id.into(),
+        bank: bank.clone(),
+        content: content.into(),
+        context: None,
+        tags: vec![],
+        metadata: BTreeMap::new(),
+        document_id: doc.map(str::to_owned),
+        kind: MemoryType::World,
+        created_at: "2026-01-02T03:04:05Z".into(),
+    };
+    let export = vec![
+        memory("r1", "Runbook: drain the walrus queue", Some("runbook")),
+        memory("k", "The kestrel job runs at dawn", None),
+        memory("r2", "Runbook: restart the narwhal workers", Some("runbook")),
+        memory("o", "The osprey cache holds a day", Some("osprey")),
+        memory("r3", "Runbook: page the beluga on-call", Some("runbook")),
+    ];
+    for _ in 0..2 {
+        b.import(&export).await.unwrap();
+    }
+    let mut texts = wait_for_count(&url, &bank, export.len()).await;
+    texts.sort();
+    let mut want: Vec<String> = export.iter().map(|m| m.content.clone()).collect();
+    want.sort();
+    assert_eq!(texts, want, "every memory once");
+    let text = wait_for_document(&url, &bank, "runbook", &["walrus", "narwhal", "beluga"]).await;
+    let at = |needle: &str| text.find(needle).unwrap();
+    assert!(at("walrus") < at("narwhal") && at("narwhal") < at("beluga"), "in order: {text:?}");
+    assert_eq!(text.matches("Runbook:").count(), 3, "{text:?}");
+}
+
 #[tokio::test]
 async fn an_append_adds_to_its_document_and_a_plain_retain_replaces_it() {
     let Some(Peer { url, bank, b, scope }) = peer_bank("contract-append").await else { return };

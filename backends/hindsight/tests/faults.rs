@@ -149,3 +149,68 @@ async fn credentials_in_the_url_are_never_shown() {
     let shown = format!("{status:?} {b:?} {e:?}");
     assert!(!shown.contains("S3CRETPW") && !shown.contains("alice"), "{shown}");
 }
+
+/// A server with an LLM answers a synchronous retain only once its extraction is done, which may
+/// take longer than `retain_timeout`, and it cancels the retain when the client gives up: such a
+/// retain would fail on every attempt. Here synchronous retains outlast the timeout and
+/// asynchronous ones are queued at once: a delivery and an import that name a document more than
+/// once go through, every request asynchronous and naming a document once at most.
+#[tokio::test]
+async fn documents_named_more_than_once_never_wait_for_a_slow_synchronous_retain() {
+    let bodies = Arc::new(std::sync::Mutex::new(Vec::<serde_json::Value>::new()));
+    let seen = bodies.clone();
+    let url = serve(Router::new().route(
+        "/v1/default/banks/b/memories",
+        post(move |axum::Json(body): axum::Json<serde_json::Value>| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push(body.clone());
+                if body["async"] != true {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                axum::Json(serde_json::json!({"success": true, "items_count": 1}))
+            }
+        }),
+    ))
+    .await;
+    let config =
+        mneme_hindsight::HindsightConfig { retain_timeout: Duration::from_millis(800), ..common::config(&url, None) };
+    let b = HindsightBackend::new(config).unwrap();
+    let in_doc = |id: &str, doc: &str| MemoryItem {
+        document_id: Some(doc.into()),
+        ..MemoryItem::new(id, id, "2026-01-01T00:00:00Z")
+    };
+    let delivery = RetainBatch {
+        id: "0192f4a1b2c3d4e5f60718293a4b5c6d".into(),
+        items: vec![in_doc("a", "d"), in_doc("b", "d"), MemoryItem::new("c", "c", "2026-01-01T00:00:00Z")],
+    };
+    b.retain(&scope(), &delivery).await.expect("a delivery naming a document twice");
+    let stored = |id: &str, doc: &str| StoredMemory {
+        id: id.into(),
+        bank: "b".into(),
+        content: id.into(),
+        context: None,
+        tags: vec![],
+        metadata: Default::default(),
+        document_id: Some(doc.into()),
+        kind: MemoryType::World,
+        created_at: "2026-01-01T00:00:00Z".into(),
+    };
+    b.import(&[stored("x1", "x"), stored("y", "y"), stored("x2", "x")])
+        .await
+        .expect("an import naming a document twice");
+    let bodies = bodies.lock().unwrap();
+    assert_eq!(
+        bodies.len(),
+        3 + 3,
+        "the loose item and each item of the document; the single document and each of the other {bodies:?}"
+    );
+    for body in bodies.iter() {
+        assert_eq!(body["async"], true, "{body}");
+        let docs: Vec<&str> =
+            body["items"].as_array().unwrap().iter().filter_map(|i| i["document_id"].as_str()).collect();
+        let unique: std::collections::HashSet<&&str> = docs.iter().collect();
+        assert_eq!(unique.len(), docs.len(), "a document named twice in one request: {body}");
+        assert!(body["operation_id"].as_str().is_some_and(|id| id.len() == 36), "{body}");
+    }
+}
