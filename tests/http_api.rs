@@ -83,6 +83,20 @@ async fn non_loopback_origin_and_host_are_refused() {
     assert!(answers[1].contains("forbidden_origin"), "{answers:?}");
 }
 
+/// A session's start tells a plugin the body limit and how long an automatic recall may take
+/// (`recall.timeout`, as it is now: it applies without a restart).
+#[tokio::test]
+async fn a_session_start_says_the_limits_a_plugin_keeps_to() {
+    let d = Daemon::start("[server]\nmax_body_bytes = 65536\n[recall]\ntimeout = \"4s\"\n");
+    let v = d.start_session("s1", "/tmp/proj").await;
+    assert_eq!((v["max_body_bytes"].as_u64(), v["recall_timeout_ms"].as_u64()), (Some(65536), Some(4000)), "{v}");
+    std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 65536\n[recall]\ntimeout = \"2500ms\"\n").unwrap();
+    let (status, _) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200);
+    let v = d.start_session("s2", "/tmp/proj").await;
+    assert_eq!(v["recall_timeout_ms"], 2500, "{v}");
+}
+
 #[tokio::test]
 async fn bad_requests_get_json_4xx() {
     let d = Daemon::start("[server]\nmax_body_bytes = 2048\n");

@@ -13,9 +13,11 @@
 // A session is sent as its newest messages within half the daemon's body limit, with the number
 // of user turns left out, so a long session is not refused (413) and no turn is lost.
 //
-// It fails open and stays quick: every hook gives up within its bound in total (automatic
-// recall MNEME_TIMEOUT_MS, default 3000; every other hook MNEME_HOOK_TIMEOUT_MS, default 1000),
-// and once a call has timed out the plugin leaves the daemon alone for MNEME_COOLDOWN_MS
+// It fails open and stays quick: every hook gives up within its bound in total (every hook
+// MNEME_HOOK_TIMEOUT_MS, default 1000; automatic recall MNEME_TIMEOUT_MS, by default the daemon's
+// `recall.timeout` (which its session start says) plus the hook bound, 6000 with the defaults, as
+// mneme's Claude Code hooks wait: a daemon that gave up on a slow backend answers without
+// memories in time, instead of being taken for a hung one), and once a call has timed out the plugin leaves the daemon alone for MNEME_COOLDOWN_MS
 // (default 30000), so a hung daemon costs one timeout, not one per hook. The breaker is the file
 // `hooks-breaker` beside the token, which mneme's Claude Code hooks share: a second opencode
 // process (the next `opencode run`) skips a hung daemon too.
@@ -29,8 +31,10 @@ import { homedir } from "node:os"
 import { dirname, join } from "node:path"
 
 const BASE = (process.env.MNEME_URL ?? "http://127.0.0.1:6366").replace(/\/$/, "")
-const RECALL_MS = Number(process.env.MNEME_TIMEOUT_MS ?? 3000)
 const HOOK_MS = Number(process.env.MNEME_HOOK_TIMEOUT_MS ?? 1000)
+/** The bound of a hook that recalls: set, or the daemon's recall.timeout plus HOOK_MS once known. */
+const RECALL_SET = process.env.MNEME_TIMEOUT_MS
+let recallMs = Number(RECALL_SET ?? 5000 + HOOK_MS)
 const COOLDOWN_MS = Number(process.env.MNEME_COOLDOWN_MS ?? 30000)
 const TOOLS = { recall: "mneme_recall", retain: "mneme_retain" }
 
@@ -225,6 +229,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
     if (!res) return
     started.add(id)
     if (Number(res.max_body_bytes) > 0) maxBody = Number(res.max_body_bytes)
+    if (RECALL_SET === undefined && Number(res.recall_timeout_ms) > 0) recallMs = Number(res.recall_timeout_ms) + HOOK_MS
   }
 
   /** The session's messages that fit in half a request (the rest is room for the prompt). */
@@ -274,7 +279,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
     "chat.message": (input: any, output: any) => timed("chat.message", true, async () => {
       const prompt = (output?.parts ?? []).filter((p: any) => p?.type === "text").map((p: any) => p.text).join("\n")
       if (!input?.sessionID || !prompt.trim()) return
-      const budget = new Budget(RECALL_MS)
+      const budget = new Budget(recallMs)
       await ensure(budget, input.sessionID)
       // The block is cached by the daemon and comes back with the instructions below.
       await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/agent-start`, {
@@ -295,7 +300,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
 
     "experimental.session.compacting": (input: any, output: any) => timed("session.compacting", true, async () => {
       if (!input?.sessionID) return
-      const budget = new Budget(RECALL_MS)
+      const budget = new Budget(recallMs)
       const res = await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/compaction`, {
         messages: (await history(input.sessionID)).messages,
       })
@@ -316,7 +321,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         description: "Search long-term memory for what earlier sessions learned about the current work.",
         args: { query: tool.schema.string().describe("What to look for") },
         async execute(args: { query: string }, ctx: any) {
-          const budget = new Budget(RECALL_MS)
+          const budget = new Budget(recallMs)
           await ensure(budget, ctx.sessionID)
           return toolCall(budget, `/v1/sessions/${sid(ctx.sessionID)}/recall`, { query: args.query })
         },

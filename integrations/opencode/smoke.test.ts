@@ -45,3 +45,46 @@ test("with a live daemon the instructions reach the system prompt", { skip: !pro
   await hooks["experimental.chat.system.transform"]({ sessionID: "oc-1" }, title)
   assert.equal(title.system.length, 1)
 })
+
+test("a recall waits for a daemon that gives a slow backend its recall.timeout", async () => {
+  // A daemon whose recall.timeout is 3.5 s answers the prompt's recall after 3.4 s (its backend
+  // was slow). The plugin waits that (the timeout the session start said, plus the hook bound)
+  // instead of giving up at a fixed 3 s and taking the daemon for a hung one (the breaker file,
+  // which would skip the next hooks and the turn's retains with them).
+  const { createServer } = await import("node:http")
+  const { existsSync, mkdtempSync } = await import("node:fs")
+  const { tmpdir } = await import("node:os")
+  const { join } = await import("node:path")
+  const server = createServer((req: any, res: any) => {
+    req.resume()
+    req.on("end", () => {
+      const answer = (o: object) => {
+        res.setHeader("content-type", "application/json")
+        res.end(JSON.stringify(o))
+      }
+      if (req.url === "/v1/sessions") answer({ session_id: "slow", max_body_bytes: 4194304, recall_timeout_ms: 3500 })
+      else if (String(req.url).endsWith("/agent-start")) setTimeout(() => answer({ inject: null }), 3400)
+      else answer({})
+    })
+  })
+  await new Promise<void>((ready) => server.listen(0, "127.0.0.1", () => ready()))
+  const saved = { ...process.env }
+  const dir = mkdtempSync(join(tmpdir(), "mneme-breaker-"))
+  try {
+    process.env.MNEME_URL = `http://127.0.0.1:${(server.address() as any).port}`
+    process.env.MNEME_TOKEN = "t"
+    process.env.MNEME_TOKEN_FILE = join(dir, "token")
+    delete process.env.MNEME_TIMEOUT_MS
+    const { MnemePlugin } = await import(MODULE + "?slow")
+    const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+    await hooks.event({ event: { type: "session.created", properties: { info: { id: "slow" } } } })
+    const started = Date.now()
+    await hooks["chat.message"]({ sessionID: "slow" }, { parts: [{ type: "text", text: "hi" }] })
+    assert.ok(Date.now() - started >= 3300, "it waited for the answer")
+    assert.ok(!existsSync(join(dir, "hooks-breaker")), "the daemon was not taken for a hung one")
+  } finally {
+    server.close()
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
+    Object.assign(process.env, saved)
+  }
+})

@@ -99,6 +99,11 @@ pub struct SessionStarted {
     /// transcript's newest messages within it rather than have the whole refused.
     #[serde(default)]
     pub max_body_bytes: usize,
+    /// How long the daemon gives an automatic recall (`recall.timeout`) before it answers without
+    /// memories: a plugin waits that and its own bound on top, so a slow backend is not taken for
+    /// a hung daemon.
+    #[serde(default)]
+    pub recall_timeout_ms: u64,
 }
 
 /// One item of a retain.
