@@ -381,13 +381,14 @@ fn mcp_inspector_lists_and_calls_the_tools() {
 
 /// The opencode plugin's own smoke test (fails open when the daemon is down; its tools answer,
 /// and say what the daemon refused; the instructions reach the agent's system prompt and not a
-/// title generator's), run by the bun inside the pinned opencode.
+/// title generator's; a recall waits out the daemon's recall.timeout), run by the bun inside the
+/// pinned opencode.
 #[test]
 fn opencode_plugin_smoke_test() {
     let Some(r) = run("check-opencode-plugin.sh") else { return };
     let out = std::fs::read_to_string(r.out.join("logs/plugin-smoke.txt")).unwrap();
     assert_eq!(r.step("smoke")["rc"], 0, "{out}");
-    assert!(out.contains(" 2 pass") && out.contains(" 0 fail"), "{out}");
+    assert!(out.contains(" 3 pass") && out.contains(" 0 fail"), "{out}");
 }
 
 #[test]
