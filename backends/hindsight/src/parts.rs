@@ -95,8 +95,11 @@ mod tests {
         }
     }
 
-    fn shape(parts: &[Vec<RetainItem<'_>>]) -> Vec<Vec<(String, Option<&'static str>)>> {
-        parts.iter().map(|p| p.iter().map(|i| (i.content.to_owned(), i.update_mode)).collect()).collect()
+    /// Each part's contents, an append marked `+`.
+    fn shape(parts: &[Vec<RetainItem<'_>>]) -> Vec<Vec<String>> {
+        let shown =
+            |i: &RetainItem<'_>| format!("{}{}", if i.update_mode == Some("append") { "+" } else { "" }, i.content);
+        parts.iter().map(|p| p.iter().map(shown).collect()).collect()
     }
 
     #[test]
@@ -109,18 +112,7 @@ mod tests {
             item("b", None, false),
             item("x3", Some("x"), true),
         ];
-        let got = shape(&parts(&items));
-        let s = |c: &str, m: Option<&'static str>| (c.to_owned(), m);
-        assert_eq!(
-            got,
-            vec![
-                vec![s("a", None), s("b", None)],
-                vec![s("x1", None)],
-                vec![s("y1", None)],
-                vec![s("x2", Some("append"))],
-                vec![s("x3", Some("append"))],
-            ]
-        );
+        assert_eq!(shape(&parts(&items)), [&["a", "b"][..], &["x1"], &["y1"], &["+x2"], &["+x3"]]);
         for p in parts(&items) {
             let mut documents = std::collections::HashSet::new();
             assert!(p.iter().filter_map(|i| i.document_id).all(|d| documents.insert(d)), "a document twice in a part");
@@ -151,23 +143,13 @@ mod tests {
             item("d3", Some("d"), false),
         ];
         let got = shape(&import_parts(stored.iter().map(|i| wire(i, false)).collect()));
-        let s = |c: &str, m: Option<&'static str>| (c.to_owned(), m);
-        assert_eq!(
-            got,
-            vec![
-                vec![s("a", None), s("b", None)],
-                vec![s("d1", None)],
-                vec![s("d2", Some("append"))],
-                vec![s("d3", Some("append"))],
-            ]
-        );
+        assert_eq!(got, [&["a", "b"][..], &["d1"], &["+d2"], &["+d3"]]);
         assert!(import_parts(Vec::new()).is_empty());
     }
 
     #[test]
     fn an_append_stays_an_append_and_an_empty_batch_has_no_parts() {
         assert!(parts(&[]).is_empty());
-        let got = shape(&parts(&[item("x1", Some("x"), true)]));
-        assert_eq!(got, vec![vec![("x1".to_owned(), Some("append"))]]);
+        assert_eq!(shape(&parts(&[item("x1", Some("x"), true)])), [["+x1"]]);
     }
 }
