@@ -22,6 +22,9 @@ use crate::config::ServerSettings;
 const DRAIN: Duration = Duration::from_secs(5);
 /// Pause after a failed accept (out of file descriptors), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// The most bytes a request's line and headers may take; more is answered 431. Agents send a
+/// few hundred.
+const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// Connection limits.
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +49,10 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
     // wait for a connection's first bytes with no timeout at all.
     let mut builder = http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    // Without a set size, hyper refuses headers only once its read buffer (~400 KiB) fills before
+    // they end, so whether half a megabyte of headers got through depended on how the bytes were
+    // split across reads.
+    builder.max_header_size(MAX_HEADER_BYTES);
     let graceful = GracefulShutdown::new();
     loop {
         let place = tokio::select! {
