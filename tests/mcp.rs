@@ -273,6 +273,26 @@ async fn a_stateless_client_is_answered_without_a_session() {
     let body = listed.text().await.unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"retain\"") && body.contains("\"recall\""), "{body}");
+    // Every loopback name the daemon's guard takes is taken here too (the library's own list
+    // refused these with 403 on this route alone).
+    let port = d.addr.rsplit_once(':').unwrap().1.to_owned();
+    for host in [format!("app.localhost:{port}"), format!("localhost.:{port}"), format!("127.0.0.2:{port}")] {
+        let listed = d
+            .http
+            .post(d.url("/mcp"))
+            .header("host", &host)
+            .bearer_auth(&d.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/list")
+            .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": meta}}))
+            .send()
+            .await
+            .unwrap();
+        let status = listed.status();
+        let body = listed.text().await.unwrap();
+        assert_eq!(status, 200, "{host}: {body}");
+    }
     let called = send(
         2,
         "tools/call",

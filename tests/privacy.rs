@@ -476,3 +476,41 @@ async fn forgotten_and_cleared_text_is_in_no_file() {
         }
     }
 }
+
+/// A value refused for its type or form is not repeated when it holds a `<private>` span, on
+/// every route that quotes what it refuses; also when the quoting escapes the tag (serde writes a
+/// tab as `\t`, and `<private\tx>` no longer read as a tag in the message).
+#[tokio::test]
+async fn refused_values_holding_private_spans_are_not_repeated() {
+    let d = Daemon::start("");
+    d.start_session("s", "/p/refused").await;
+    let hidden = |n: usize| format!("<private>{}</private>", secret(&format!("refused-{n}")));
+    let cases: Vec<(reqwest::Method, String, Option<serde_json::Value>)> = vec![
+        (reqwest::Method::POST, "/v1/flush".into(), Some(json!({"wait": hidden(1)}))),
+        (reqwest::Method::POST, "/v1/clear".into(), Some(json!({"all": hidden(2)}))),
+        (reqwest::Method::POST, "/v1/sessions/s/retain".into(), Some(json!({"items": hidden(3)}))),
+        (
+            reqwest::Method::POST,
+            "/v1/sessions/s/retain".into(),
+            Some(json!({"items": format!("<private\tx>{}</private>", secret("refused-tab"))})),
+        ),
+        (
+            reqwest::Method::POST,
+            "/v1/search".into(),
+            Some(json!({"query": "x", "max_tokens": format!("<private\nx>{}", secret("refused-newline"))})),
+        ),
+        (reqwest::Method::PUT, "/hindsight/v1/default/banks/b".into(), Some(json!({"disposition": hidden(4)}))),
+        (
+            reqwest::Method::GET,
+            format!("/hindsight/v1/default/banks/b/mental-models?detail={}", urlencoding(&hidden(5))),
+            None,
+        ),
+    ];
+    for (method, path, body) in cases {
+        let (status, v) = d.req(method, &path, body).await;
+        assert!((400..500).contains(&status), "{path}: {status} {v}");
+        let message = v["error"]["message"].as_str().unwrap_or_else(|| panic!("{path}: {v}"));
+        assert!(!v.to_string().contains("SECRET-"), "{path}: {v}");
+        assert!(message.contains("not repeated"), "{path}: {message}");
+    }
+}

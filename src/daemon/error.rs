@@ -131,21 +131,34 @@ impl From<JsonRejection> for ApiError {
             StatusCode::UNPROCESSABLE_ENTITY => "invalid_field",
             _ => "invalid_json",
         };
-        ApiError::new(status, code, bounded(r.body_text()))
+        ApiError::new(status, code, quoting_input(r.body_text()))
     }
 }
 
 /// The longest message an error repeats from the request (serde's messages quote the value).
 const MAX_MESSAGE_CHARS: usize = 1_000;
 
-/// A rejection's message, cut to [`MAX_MESSAGE_CHARS`]: a 100 KB bad value is not worth
-/// sending back (twice, under `/hindsight`).
+/// A message that quotes the request (serde's repeat a bad value), cut to
+/// [`MAX_MESSAGE_CHARS`]: a 100 KB bad value is not worth sending back (twice, under
+/// `/hindsight`).
 ///
-/// One that quotes a `<private>` span (serde repeats a bad value) says what is wrong without it:
-/// private text is never sent back, as it is never logged.
-fn bounded(message: String) -> String {
-    let message = if mneme_core::text::has_private_tag(&message) {
-        format!("{} (a <private> span in the value is not repeated)", mneme_core::text::strip_private(&message))
+/// One that holds a `<private>` tag says what is wrong without the quoted value: private text is
+/// never sent back, as it is never logged. The quoted part goes whole, from the first quote to the
+/// last, because the quoting escapes the value (`\t` for a tab), so the tags in it can no longer
+/// be told apart from text.
+pub(crate) fn quoting_input(message: String) -> String {
+    use mneme_core::text::has_private_tag;
+    let message = if has_private_tag(&message) {
+        let is_quote = |c: char| c == '"' || c == '`';
+        let unquoted = match (message.find(is_quote), message.rfind(is_quote)) {
+            (Some(first), Some(last)) if first < last => format!("{}…{}", &message[..first], &message[last + 1..]),
+            _ => message,
+        };
+        if has_private_tag(&unquoted) {
+            "the request is not valid, and its value holds a <private> span, which is not repeated".to_owned()
+        } else {
+            format!("{unquoted} (a value holding a <private> span is not repeated)")
+        }
     } else {
         message
     };
@@ -157,12 +170,32 @@ fn bounded(message: String) -> String {
 
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> Self {
-        ApiError::invalid(bounded(r.body_text()))
+        ApiError::invalid(quoting_input(r.body_text()))
     }
 }
 
 impl From<PathRejection> for ApiError {
     fn from(r: PathRejection) -> Self {
-        ApiError::invalid(bounded(r.body_text()))
+        ApiError::invalid(quoting_input(r.body_text()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quoting_input;
+
+    #[test]
+    fn a_quoted_value_with_a_private_tag_is_left_out_whole() {
+        let escaped = r#"invalid type: string "<private\tx>S3CRET</private>", expected a sequence"#;
+        assert_eq!(
+            quoting_input(escaped.into()),
+            "invalid type: string …, expected a sequence (a value holding a <private> span is not repeated)"
+        );
+        // A backtick inside the value does not end the cut early.
+        let variant = "unknown variant `a`<private>S3CRET`, expected `x` or `y`";
+        assert!(!quoting_input(variant.into()).contains("S3CRET"));
+        // Unquoted: nothing of the message is kept.
+        assert!(!quoting_input("bad <private>S3CRET".into()).contains("S3CRET"));
+        assert_eq!(quoting_input("expected a boolean".into()), "expected a boolean");
     }
 }

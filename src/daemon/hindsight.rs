@@ -11,7 +11,7 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 
 use super::api::ErrorDetail;
-use super::error::ApiError;
+use super::error::{quoting_input, ApiError};
 use super::AppState;
 use crate::hindsight_api::wire::*;
 use crate::hindsight_api::{CompatError, HindsightApi};
@@ -167,8 +167,9 @@ async fn put_bank(State(s): St, Path(bank): Path<String>, body: axum::body::Byte
     let update: BankUpdate = if body.iter().all(u8::is_ascii_whitespace) {
         BankUpdate::default()
     } else {
-        let invalid =
-            |message: String| HindsightError(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", message));
+        let invalid = |message: String| {
+            HindsightError(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", quoting_input(message)))
+        };
         // An object: serde would also read a struct from an array (`[]`).
         match serde_json::from_slice::<serde_json::Value>(&body) {
             Ok(v) if v.is_object() => serde_json::from_value(v).map_err(|e| invalid(format!("invalid body: {e}")))?,
@@ -200,7 +201,7 @@ async fn list_models(
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Answer<MentalModelList> {
     let Query(pairs) = q?;
-    let query = ModelListQuery::parse(&pairs).map_err(CompatError::Invalid)?;
+    let query = ModelListQuery::parse(&pairs).map_err(|m| CompatError::Invalid(quoting_input(m)))?;
     Ok(Json(api(&s).mental_models(&bank, &query).await?))
 }
 

@@ -373,7 +373,10 @@ pub fn router(sessions: Sessions, stop: CancellationToken, max_body: usize) -> a
     let service = StreamableHttpService::new(
         move || Ok(MemoryTools::new(sessions.clone())),
         open.clone(),
-        StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
+        // The daemon's guard checks every request's Host already (loopback names, or any with
+        // `server.allow_remote`); the library's own list refused other loopback names
+        // (`app.localhost`, `127.0.0.2`) and every remote host, on this route alone.
+        StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(stop.child_token()),
     );
     axum::Router::new()
         .fallback_service(service)

@@ -140,6 +140,8 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
             StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
             StatusCode::REQUEST_TIMEOUT => "request_timeout",
             StatusCode::URI_TOO_LONG => "uri_too_long",
+            StatusCode::UNAUTHORIZED => "unauthorized",
+            StatusCode::FORBIDDEN => "forbidden",
             s if s.is_server_error() => "internal",
             _ => "bad_request",
         };

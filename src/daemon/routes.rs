@@ -14,7 +14,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::de::DeserializeOwned;
 
 use super::api::*;
-use super::error::ApiError;
+use super::error::{quoting_input, ApiError};
 use super::AppState;
 use crate::classify;
 use crate::session::{ClearRequest, Delivery, StartRequest, Turn, TurnEnd};
@@ -35,13 +35,15 @@ pub(super) fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> App
     }
     // A body that is not JSON is a 400 like every route's; JSON of the wrong shape (an array
     // where an object goes, a wrong type) a 422.
-    let value: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", format!("the body is not JSON: {e}")))?;
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", quoting_input(format!("the body is not JSON: {e}")))
+    })?;
     if !value.is_object() {
         return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", "the body must be a JSON object"));
     }
-    serde_json::from_value(value)
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", format!("invalid body: {e}")))
+    serde_json::from_value(value).map_err(|e| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", quoting_input(format!("invalid body: {e}")))
+    })
 }
 
 pub async fn health() -> Json<Health> {
