@@ -48,13 +48,16 @@ impl Sessions {
         let _turn = self.inner.turns.lock(id).await;
         let mut session = self.get(id)?;
         let settings = self.settings();
-        if turn == Turn::Work {
-            let cleaned = clean(&settings, prompt);
+        if turn == Turn::Work && !prompt.trim().is_empty() {
+            // A prompt of which nothing is kept (wholly private) is known as "": the turn's, so
+            // the prompt of a turn before is never taken for it.
+            let cleaned = clean(&settings, prompt).unwrap_or_default();
             let left_private = settings.retain.strip_private && text::private_edges(prompt).left_open;
-            let changed = cleaned != session.last_prompt || left_private != session.last_prompt_left_private;
-            if cleaned.is_some() && changed {
+            let changed = session.last_prompt.as_deref() != Some(cleaned.as_str())
+                || left_private != session.last_prompt_left_private;
+            if changed {
                 let updated = self.update(id, |s| {
-                    s.last_prompt = cleaned;
+                    s.last_prompt = Some(cleaned);
                     s.last_prompt_left_private = left_private;
                 });
                 if let Some(s) = updated {
@@ -118,7 +121,15 @@ impl Sessions {
             let messages = match end.reply.as_deref() {
                 Some(reply) => {
                     let prompt = session.last_prompt.as_deref().map(|p| (p, session.last_prompt_left_private));
-                    std::borrow::Cow::Owned(with_current_turn(messages, prompt, reply, &settings))
+                    let messages = with_current_turn(messages, prompt, reply, &settings);
+                    // The turn has ended: its prompt is not the next turn's, whose agent-start
+                    // may never arrive (a hook that timed out).
+                    if prompt.is_some() {
+                        if let Some(s) = self.update(id, |s| s.last_prompt = None) {
+                            self.save(&s).await?;
+                        }
+                    }
+                    std::borrow::Cow::Owned(messages)
                 }
                 None => std::borrow::Cow::Borrowed(messages),
             };
@@ -497,11 +508,18 @@ fn with_current_turn(
     settings: &Settings,
 ) -> Vec<Message> {
     let mut messages = conversation(messages);
-    let same = |m: &Message, text: &str| clean(settings, &m.content).as_deref() == Some(text);
+    // Cleaned to nothing compares as "", as a wholly private prompt is known.
+    let same = |m: &Message, text: &str| clean(settings, &m.content).unwrap_or_default() == text;
     if let Some((prompt, left_private)) = prompt {
         let last_user = messages.iter().rev().find(|m| m.role == "user");
         if !last_user.is_some_and(|m| same(m, prompt)) {
-            let prompt = if left_private { format!("{prompt} <private>") } else { prompt.to_owned() };
+            // A wholly private prompt goes in as a turn of which nothing is kept.
+            let prompt = match (prompt.is_empty(), left_private) {
+                (true, true) => "<private>".to_owned(),
+                (true, false) => "<private></private>".to_owned(),
+                (false, true) => format!("{prompt} <private>"),
+                (false, false) => prompt.to_owned(),
+            };
             messages.push(Message::new("user", prompt));
         }
     }

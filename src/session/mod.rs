@@ -142,8 +142,9 @@ pub struct Session {
     /// The not yet retained tail of the conversation.
     #[serde(default)]
     pub pending: Option<PendingRetain>,
-    /// The latest prompt of a work turn (cleaned): a client whose transcript lags behind (Claude
-    /// Code's) still has the turn retained whole.
+    /// The prompt of the work turn under way (cleaned; "" when nothing of it is kept): a client
+    /// whose transcript lags behind (Claude Code's) still has the turn retained whole. Taken
+    /// when the turn ends.
     #[serde(default)]
     pub last_prompt: Option<String>,
     /// The latest prompt left a `<private>` span open: a reply that closes it is hidden up to the

@@ -492,3 +492,39 @@ async fn a_history_that_starts_over_after_memory_was_off_is_retained_whole() {
     assert!(text.contains("Summary of the conversation so far"), "{text}");
     assert!(!text.contains("question 2 about") && !text.contains("question 3 about"), "{text}");
 }
+
+/// A wholly private prompt, or a turn whose agent-start never arrived, leaves no stale prompt
+/// behind: the turn before's prompt was once appended as a made-up turn to such a transcript, and
+/// the next transcript, agreeing with none of that, was retained whole again as a new part.
+#[tokio::test]
+async fn a_stale_prompt_makes_up_no_turn_and_nothing_is_stored_twice() {
+    for missed_start in [true, false] {
+        let r = rig();
+        let s = sessions(&r, Settings::default()).await; // full-session, every 3 turns
+        s.start(start("a")).await.unwrap();
+        let prompt = |i: usize| match i {
+            4 if !missed_start => format!("<private>{}</private>", "KEY-SECRET"),
+            _ => format!("question {i} about otters"),
+        };
+        let mut history: Vec<Message> = Vec::new();
+        for i in 0..8 {
+            // As the Claude Code hooks send them: the prompt, then the transcript and the reply.
+            if !(missed_start && i == 4) {
+                s.agent_start("a", &prompt(i), &history, Turn::Work).await.unwrap();
+            }
+            history.push(Message::new("user", prompt(i)));
+            let reply = format!("answer {i}");
+            history.push(Message::new("assistant", reply.clone()));
+            let end = TurnEnd { reply: Some(reply), ..TurnEnd::default() };
+            s.agent_end("a", &history, Turn::Work, end).await.unwrap();
+        }
+        s.end("a", Delivery::Wait).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("KEY-SECRET"), "{text}");
+        for i in (0..8).filter(|&i| i != 4 || missed_start) {
+            let found = text.matches(&format!("question {i} about otters\n")).count();
+            assert_eq!(found, 1, "missed start {missed_start}: turn {i} stored {found} times: {text}");
+        }
+    }
+}
