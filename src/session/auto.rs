@@ -183,7 +183,7 @@ impl Sessions {
         let session = &session;
         // The part's turns: those before `first_turn` were had while memory was off.
         let from = first_message_of_turn(&history, session.first_turn);
-        let history: Vec<Message> = each.into_iter().skip(from).flatten().collect();
+        let (part, part_each) = (&history[from..], &each[from..]);
         let part_turns = user_turns - session.first_turn.min(user_turns);
         let new_turns = user_turns - session.retained_turns;
         if new_turns <= 0 {
@@ -192,17 +192,17 @@ impl Sessions {
         let every_n = settings.retain.every_n_turns;
         let due = new_turns >= every_n || last;
         let (target, document_id) = match settings.retain.mode {
-            RetainMode::FullSession => (&history[..], part_document(session)),
+            RetainMode::FullSession => (part_each.iter().flatten().cloned().collect(), part_document(session)),
             RetainMode::LastTurn => {
                 // On the cadence, the last every_n turns (SPEC) or more after a gap; a tail kept
                 // for later (or retained as the session ends) only its new turns: the ones before
                 // are retained already. Both with the configured overlap.
                 let turns = if new_turns >= every_n { new_turns.max(every_n) } else { new_turns };
                 let with_overlap = (turns + settings.retain.overlap_turns).min(part_turns);
-                (text::slice_last_turns(&history, with_overlap), turn_document(session))
+                (last_turns_cleaned(part_each, part, with_overlap), turn_document(session))
             }
         };
-        let content = transcript(target);
+        let content = transcript(&target);
         let Some(content) = content else {
             // Nothing worth keeping in these turns.
             if due {
@@ -287,9 +287,8 @@ impl Sessions {
         if new_turns <= 0 {
             return Ok(queued);
         }
-        let history = cleaned(settings, history);
-        let target = text::slice_last_turns(&history, new_turns);
-        let content = transcript(target);
+        let target = last_turns_cleaned(&cleaned_each(settings, history), history, new_turns);
+        let content = transcript(&target);
         match content {
             Some(content) => {
                 let pending = PendingRetain { content, document_id: turn_document(session), user_turns };
@@ -376,12 +375,7 @@ impl Sessions {
 /// Each message cleaned on its own, so an unclosed <private> hides the rest of that message
 /// only, not every later one — unless a later message closes it: then the span runs across
 /// the messages between (hidden whole) to that close (fail closed: a span opened in a prompt
-/// and closed in the reply hides the reply's start too).
-fn cleaned(settings: &Settings, history: &[Message]) -> Vec<Message> {
-    cleaned_each(settings, history).into_iter().flatten().collect()
-}
-
-/// [`cleaned`], message by message: `None` where nothing is left of one.
+/// and closed in the reply hides the reply's start too). `None` where nothing is left of one.
 fn cleaned_each(settings: &Settings, history: &[Message]) -> Vec<Option<Message>> {
     let cleaned = |m: &Message, content: &str| clean(settings, content).map(|c| Message::new(m.role.clone(), c));
     if !settings.retain.strip_private {
@@ -409,7 +403,16 @@ fn cleaned_each(settings: &Settings, history: &[Message]) -> Vec<Option<Message>
     out
 }
 
-/// The stored text of some turns (each already [`cleaned`]); `None` when nothing is worth
+/// The cleaned messages (`each`, see [`cleaned_each`]) of a history's last `turns` user turns,
+/// counted as the history was sent: a wholly private turn counts, though nothing of it is kept
+/// (counted after cleaning, the slice reached a turn further back for each: a turn retained
+/// already, or one had while memory was off).
+fn last_turns_cleaned(each: &[Option<Message>], history: &[Message], turns: i64) -> Vec<Message> {
+    let from = history.len() - text::slice_last_turns(history, turns).len();
+    each[from..].iter().flatten().cloned().collect()
+}
+
+/// The stored text of some turns (each already cleaned, see [`cleaned_each`]); `None` when nothing is worth
 /// keeping. Memory tags are stripped message by message (SPEC §4), never across two messages.
 fn transcript(turns: &[Message]) -> Option<String> {
     text::retention_transcript(turns, true).text
@@ -499,7 +502,7 @@ fn fingerprint(text: &str) -> u64 {
 /// The messages with the current turn whole: a transcript that lags behind (it lacks the latest
 /// prompt, or the reply to it) gets them appended. Compared after cleaning, as they are stored.
 /// The reply goes in as it came: a `<private>` span the prompt left open and the reply closes is
-/// then hidden across the two ([`cleaned`]); a prompt known only cleaned that left one open
+/// then hidden across the two ([`cleaned_each`]); a prompt known only cleaned that left one open
 /// carries the opening tag again for that.
 fn with_current_turn(
     messages: &[Message],
@@ -534,7 +537,7 @@ fn with_current_turn(
 
 /// The recall query for the latest prompt with its prior context, cut to the configured length
 /// and cleaned as a retain is (see [`super::recall_text`]); `None` when nothing is left.
-/// Each message is cleaned on its own first (as [`cleaned`] does for a transcript, so a private
+/// Each message is cleaned on its own first (as [`cleaned_each`] does for a transcript, so a private
 /// span crossing messages is hidden across them), never the composed text: a memory tag in one
 /// line and its close in another would take the lines between with them.
 pub(super) fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> Option<String> {

@@ -528,3 +528,55 @@ async fn a_stale_prompt_makes_up_no_turn_and_nothing_is_stored_twice() {
         }
     }
 }
+
+/// Turns are counted as they were sent when a transcript's last turns are cut out of it: a
+/// wholly private turn, counted after cleaning, made the cut reach a turn further back, one
+/// retained already (stored twice) or one had while memory was off (stored).
+#[tokio::test]
+async fn a_wholly_private_turn_does_not_widen_a_slice_of_the_last_turns() {
+    let history = |n: usize| -> Vec<Message> {
+        (0..n)
+            .flat_map(|i| {
+                let prompt = match i {
+                    4 => "<private>KEY-SECRET</private>".to_owned(),
+                    _ => format!("question {i} about otters"),
+                };
+                [Message::new("user", prompt), Message::new("assistant", format!("answer {i}"))]
+            })
+            .collect()
+    };
+    // last-turn, every turn, no overlap: each turn once.
+    let r = rig();
+    let s = sessions(&r, last_turn(1, 0)).await;
+    s.start(start("a")).await.unwrap();
+    for n in 1..=6 {
+        s.agent_end("a", &history(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [0, 1, 2, 3, 5] {
+        let found = text.matches(&format!("question {i} about otters\n")).count();
+        assert_eq!(found, 1, "turn {i} stored {found} times: {text}");
+    }
+    // A transcript sent without its start, after turns had while memory was off.
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    let on = r.state.backend();
+    let switch = |backend: Arc<dyn mneme_core::MemoryBackend>| {
+        r.state.replace(Current { settings: Arc::new(every_turn()), backend })
+    };
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &history(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    switch(Arc::new(mneme_core::OffBackend));
+    s.agent_end("a", &history(4), Turn::Work, TurnEnd::default()).await.unwrap();
+    switch(on);
+    let sent = history(5)[4..].to_vec(); // turns 2, 3 (off) and 4 (private), the first 2 left out
+    let end = TurnEnd { omitted_user_turns: 2, last: true, ..TurnEnd::default() };
+    s.agent_end("a", &sent, Turn::Work, end).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [2, 3] {
+        assert!(!text.contains(&format!("question {i} about")), "off turn {i} stored: {text}");
+    }
+    assert!(!text.contains("KEY-SECRET") && text.contains("answer 4"), "{text}");
+}
