@@ -191,6 +191,14 @@ impl Sessions {
         }
         let every_n = settings.retain.every_n_turns;
         let due = new_turns >= every_n || last;
+        if let Some(kept) = session.pending.as_ref().filter(|p| p.user_turns >= user_turns) {
+            // A shorter copy sent late: the tail kept already holds its turns, and more.
+            if due {
+                self.queue_pending(session, kept).await?;
+                return Ok(1);
+            }
+            return Ok(0);
+        }
         let (target, document_id) = match settings.retain.mode {
             RetainMode::FullSession => (part_each.iter().flatten().cloned().collect(), part_document(session)),
             RetainMode::LastTurn => {

@@ -580,3 +580,19 @@ async fn a_wholly_private_turn_does_not_widen_a_slice_of_the_last_turns() {
     }
     assert!(!text.contains("KEY-SECRET") && text.contains("answer 4"), "{text}");
 }
+
+/// A shorter copy of the transcript sent late (a retried or slow hook) never shrinks the tail
+/// kept for later: the turns only the longer one held were lost when the session ended.
+#[tokio::test]
+async fn a_late_shorter_transcript_does_not_shrink_the_kept_tail() {
+    for late_ends_session in [true, false] {
+        let r = rig();
+        let s = sessions(&r, Settings::default()).await; // full-session, every 3 turns
+        s.start(start("a")).await.unwrap();
+        s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+        let late = TurnEnd { last: late_ends_session, ..TurnEnd::default() };
+        s.agent_end("a", &turns(1), Turn::Work, late).await.unwrap();
+        s.end("a", Delivery::Wait).await.unwrap();
+        each_turn_stored_once(&r, 2).await;
+    }
+}
