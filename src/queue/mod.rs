@@ -532,4 +532,4 @@ mod manual_clock;
 #[cfg(test)]
 mod prop_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

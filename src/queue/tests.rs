@@ -12,7 +12,7 @@ use super::*;
 use crate::state::Current;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
+pub(crate) enum Mode {
     Ok,
     Transient,
     /// Nothing answers (connection refused).
@@ -27,16 +27,17 @@ enum Mode {
     HangTransient,
 }
 
-struct TestBackend {
+/// A backend that stores, fails or hangs on cue (also for the session layer's tests).
+pub(crate) struct TestBackend {
     modes: Mutex<Vec<Mode>>, // consumed front to back; the last one sticks
     batches: Mutex<Vec<RetainBatch>>,
     running: AtomicUsize,
     max_running: AtomicUsize,
-    release: tokio::sync::Notify,
+    pub(crate) release: tokio::sync::Notify,
 }
 
 impl TestBackend {
-    fn new(modes: &[Mode]) -> Arc<Self> {
+    pub(crate) fn new(modes: &[Mode]) -> Arc<Self> {
         Arc::new(Self {
             modes: Mutex::new(modes.to_vec()),
             batches: Mutex::new(Vec::new()),
@@ -56,7 +57,7 @@ impl TestBackend {
     fn set(&self, mode: Mode) {
         *self.modes.lock().unwrap() = vec![mode];
     }
-    fn delivered(&self) -> Vec<String> {
+    pub(crate) fn delivered(&self) -> Vec<String> {
         self.batches.lock().unwrap().iter().flat_map(|b| b.items.iter().map(|i| i.content.clone())).collect()
     }
     fn batch_sizes(&self) -> Vec<usize> {

@@ -505,12 +505,14 @@ impl Sessions {
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;
             }
+            // Forgotten before the lock is let go: a call that comes in while the queue
+            // delivers (a resumed session's start, a late turn) finds the session ended, not a
+            // session about to be deleted under it.
+            self.inner.map.locked().remove(id);
+            self.inner.spool.delete_session(id).await?;
             session
         };
-        let flushed = self.flush(session.queue_id(), delivery).await;
-        self.inner.map.locked().remove(id);
-        self.inner.spool.delete_session(id).await?;
-        Ok(flushed)
+        Ok(self.flush(session.queue_id(), delivery).await)
     }
 
     /// Queues the pending tail of every session idle for `idle` or longer; returns how many.
@@ -518,16 +520,15 @@ impl Sessions {
     /// still has its last turns retained.
     pub async fn retain_idle(&self, idle: Duration) -> usize {
         let cutoff = unix_now().saturating_sub(idle.as_secs());
-        let idle_sessions: Vec<Session> = self
-            .inner
-            .map
-            .locked()
-            .values()
-            .filter(|s| s.pending.is_some() && s.last_seen <= cutoff)
-            .cloned()
-            .collect();
+        let is_idle = |s: &Session| s.pending.is_some() && s.last_seen <= cutoff;
+        let idle_sessions: Vec<String> =
+            self.inner.map.locked().values().filter(|s| is_idle(s)).map(|s| s.id.clone()).collect();
         let mut n = 0;
-        for s in idle_sessions {
+        for id in idle_sessions {
+            // Under the session's turn lock, looked at again: a turn that ended meanwhile has
+            // queued or replaced the tail, which this would queue a second time or wipe.
+            let _turn = self.inner.turns.lock(&id).await;
+            let Some(s) = self.get(&id).ok().filter(is_idle) else { continue };
             let Some(pending) = &s.pending else { continue };
             match self.queue_pending(&s, pending).await {
                 Ok(()) => {

@@ -596,3 +596,53 @@ async fn a_late_shorter_transcript_does_not_shrink_the_kept_tail() {
         each_turn_stored_once(&r, 2).await;
     }
 }
+
+/// A session started again while its end waits for the queue to deliver is kept: the end
+/// forgot the session only once the delivery was over, and so deleted the new one.
+#[tokio::test]
+async fn a_session_started_again_while_its_end_delivers_is_kept() {
+    use crate::queue::tests::{Mode, TestBackend};
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    let hung = TestBackend::new(&[Mode::Hang, Mode::Ok]);
+    r.state.replace(Current { settings: Arc::new(every_turn()), backend: hung.clone() });
+    s.start(start("a")).await.unwrap();
+    let background = TurnEnd { delivery: Delivery::Background, ..TurnEnd::default() };
+    s.agent_end("a", &turns(1), Turn::Work, background).await.unwrap();
+    let ending = tokio::spawn({
+        let s = s.clone();
+        async move { s.end("a", Delivery::Wait).await.unwrap() }
+    });
+    // The end is waiting for the delivery (at most 2 s for the session to be forgotten).
+    for _ in 0..200 {
+        if s.get("a").is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    s.start(start("a")).await.unwrap();
+    hung.release.notify_waiters();
+    ending.await.unwrap();
+    assert!(s.get("a").is_ok(), "the session started again was forgotten");
+    assert_eq!(hung.delivered().len(), 1);
+}
+
+/// The sweep for idle sessions waits for a turn under way on the session (it queued the tail a
+/// turn was replacing or queuing at the same time).
+#[tokio::test]
+async fn the_idle_sweep_waits_for_a_turn_under_way() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await; // every 3 turns: one turn is a tail
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(1), Turn::Work, TurnEnd::default()).await.unwrap();
+    let turn = s.inner.turns.lock("a").await;
+    let sweep = tokio::spawn({
+        let s = s.clone();
+        async move { s.retain_idle(Duration::ZERO).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!sweep.is_finished(), "the sweep went ahead during a turn");
+    drop(turn);
+    assert_eq!(sweep.await.unwrap(), 1);
+    each_turn_stored_once(&r, 1).await;
+}
