@@ -393,6 +393,37 @@ async fn permanent_failures_dead_letter_and_retry_brings_them_back() {
     assert_eq!(r.queue.depths().await.dead, 0);
 }
 
+/// A dead letter whose document a later delivery has replaced is not brought back by a retry:
+/// an older transcript of a session would replace the newer one. Its appends go with it (the
+/// replace wiped them in order too); a dead letter of another document or bank stays.
+#[tokio::test]
+async fn a_retry_does_not_bring_back_a_document_replaced_since() {
+    let b = TestBackend::new(&[Mode::Permanent]);
+    let r = rig(b.clone(), settings());
+    let doc = |content: &str, document: &str, append: bool| NewItem {
+        content: content.into(),
+        document_id: Some(document.into()),
+        append,
+        ..NewItem::default()
+    };
+    let dead = vec![doc("v1", "d", false), doc("v1 more", "d", true), doc("other", "e", false)];
+    r.queue.enqueue("s", &scope(), dead).await.unwrap();
+    r.queue.enqueue("t", &Scope { bank: "elsewhere".into(), ..scope() }, vec![doc("v1", "d", false)]).await.unwrap();
+    assert_eq!(r.queue.flush("s").await.failed, 3);
+    assert_eq!(r.queue.flush("t").await.failed, 1);
+    b.set(Mode::Ok);
+    r.queue.enqueue("s", &scope(), vec![doc("v2", "d", false)]).await.unwrap();
+    assert_eq!(r.queue.flush("s").await.delivered, 1);
+    r.queue.flush_all().await; // the removal rides on a later transaction
+    until(|| async { r.queue.depths().await.dead == 2 }).await;
+    assert_eq!(r.queue.retry_dead().await.unwrap(), 2);
+    r.advance(100).await;
+    r.queue.flush_all().await;
+    let mut delivered = b.delivered();
+    delivered.sort();
+    assert_eq!(delivered, vec!["other", "v1", "v2"], "v1 only in the other bank");
+}
+
 #[tokio::test]
 async fn running_out_of_attempts_dead_letters() {
     let b = TestBackend::new(&[Mode::Transient]);

@@ -109,6 +109,7 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
         };
         removal_wait = REMOVAL_WAIT;
         for (r, _place) in removals.drain(..) {
+            supersede_dead_letters(&tx, &r);
             // One statement: it needs no savepoint to fail alone.
             let removed = tx
                 .prepare_cached("DELETE FROM items WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id = ?")
@@ -149,6 +150,28 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
         if closed {
             return;
         }
+    }
+}
+
+/// Drops the dead letters of a document that a delivered batch has since replaced (an item of
+/// the same bank and document, not an append, queued after them): put back by `mneme retry`, an
+/// older transcript of a session would replace the newer one. One statement, as the removal.
+fn supersede_dead_letters(tx: &Transaction<'_>, r: &Removal) {
+    let superseded = tx
+        .prepare_cached(
+            "DELETE FROM dead_letters WHERE document_id IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM items i WHERE i.session_id = ? AND i.seq BETWEEN ? AND ? AND i.batch_id = ?
+                     AND i.append = 0 AND i.document_id = dead_letters.document_id
+                     AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)",
+        )
+        .and_then(|mut s| s.execute(params![r.session_id, r.seqs.start(), r.seqs.end(), r.batch_id]));
+    match superseded {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::info!(session = r.session_id, "{n} dead letters replaced by a newer version of their document")
+        }
+        // They stay dead letters: `mneme retry` can still put them back.
+        Err(e) => tracing::warn!(session = r.session_id, "cannot drop superseded dead letters: {e}"),
     }
 }
 
