@@ -316,3 +316,45 @@ async fn a_stateless_client_is_answered_without_a_session() {
         .unwrap();
     assert_eq!(legacy.status(), 400);
 }
+
+/// A tool call the daemon's shutdown cuts short is a 503 to try again, not the library's 500.
+#[tokio::test]
+async fn a_call_cut_short_by_shutdown_is_a_503() {
+    // A Hindsight server that takes connections and never answers: the recall is in progress.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n"));
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.332"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let call = d
+        .http
+        .post(d.url("/mcp"))
+        .bearer_auth(&d.token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "recall")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "recall", "arguments": {"query": "where is the deploy key"}, "_meta": meta}}))
+        .send();
+    let pid = d.child.as_ref().unwrap().id();
+    let stop = async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        common::unsafe_kill(pid, "TERM");
+    };
+    let (answer, ()) = tokio::join!(call, stop);
+    let answer = answer.unwrap();
+    let status = answer.status();
+    let retry_after = answer.headers().get("retry-after").cloned();
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "stopping", "{body}");
+    assert!(retry_after.is_some());
+}

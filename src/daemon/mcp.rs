@@ -222,7 +222,7 @@ const UNKNOWN_SESSION: &str =
 /// as MCP says of any request naming such a session; the library answered 202 as if it had
 /// ended one.
 pub async fn check_message(
-    axum::extract::State(Checks { max_body, open }): axum::extract::State<Checks>,
+    axum::extract::State(Checks { max_body, open, stop }): axum::extract::State<Checks>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -312,6 +312,11 @@ pub async fn check_message(
     if session && response.status() == StatusCode::NOT_FOUND {
         return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
     }
+    // The library answers a call it cut short at shutdown with a 500 ("empty response").
+    if response.status() == StatusCode::INTERNAL_SERVER_ERROR && stop.is_cancelled() {
+        let why = "mneme is stopping and cut this call short: try again once it is back";
+        return super::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "stopping", why).retry_after(1).into_response();
+    }
     response
 }
 
@@ -380,12 +385,14 @@ pub fn router(sessions: Sessions, stop: CancellationToken, max_body: usize) -> a
     );
     axum::Router::new()
         .fallback_service(service)
-        .layer(axum::middleware::from_fn_with_state(Checks { max_body, open }, check_message))
+        .layer(axum::middleware::from_fn_with_state(Checks { max_body, open, stop }, check_message))
 }
 
-/// What [`check_message`] needs: the body bound and the open sessions.
+/// What [`check_message`] needs: the body bound, the open sessions and the daemon's shutdown.
 #[derive(Clone)]
 pub struct Checks {
     max_body: usize,
     open: Arc<LocalSessionManager>,
+    /// The daemon's shutdown: the library cuts the calls in progress short then.
+    stop: CancellationToken,
 }
