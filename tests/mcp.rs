@@ -304,6 +304,30 @@ async fn a_stateless_client_is_answered_without_a_session() {
     let body = called.text().await.unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("1 memory queued.") && body.contains("\"isError\":false"), "{body}");
+    // What the library refuses itself has the API's error shape too (a string code, JSON-RPC's
+    // number in data): a header that disagrees with the message, a method it does not know.
+    for (method_header, method, status, code, rpc_code) in [
+        ("tools/list", "tools/call", 400, "header_mismatch", -32020),
+        ("no/such", "no/such", 404, "method_not_found", -32601),
+    ] {
+        let refused = d
+            .http
+            .post(d.url("/mcp"))
+            .bearer_auth(&d.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method_header)
+            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"name": "recall", "_meta": meta}}))
+            .send()
+            .await
+            .unwrap();
+        let got = refused.status();
+        let v: Value = refused.json().await.unwrap();
+        assert_eq!(got, status, "{method}: {v}");
+        assert_eq!(v["error"]["code"], code, "{method}: {v}");
+        assert_eq!(v["error"]["data"]["jsonrpc_code"], rpc_code, "{method}: {v}");
+        assert!(v["error"]["message"].is_string(), "{method}: {v}");
+    }
     // A message of an earlier revision without its session is still told what it lacks.
     let legacy = d
         .http

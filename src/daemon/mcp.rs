@@ -312,12 +312,52 @@ pub async fn check_message(
     if session && response.status() == StatusCode::NOT_FOUND {
         return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
     }
+    if response.status().is_client_error() {
+        return with_string_code(response).await;
+    }
     // The library answers a call it cut short at shutdown with a 500 ("empty response").
     if response.status() == StatusCode::INTERNAL_SERVER_ERROR && stop.is_cancelled() {
         let why = "mneme is stopping and cut this call short: try again once it is back";
         return super::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "stopping", why).retry_after(1).into_response();
     }
     response
+}
+
+/// The API's error shape for a JSON-RPC error the library answered with a 4xx itself (a
+/// header that disagrees with the message, a method a stateless request cannot call): a string
+/// `code`, JSON-RPC's number in `data.jsonrpc_code`, as [`check_message`]'s own refusals.
+async fn with_string_code(response: axum::response::Response) -> axum::response::Response {
+    /// A JSON-RPC error is small; a larger body is passed on as it is.
+    const MAX_ERROR_BODY: usize = 64 * 1024;
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_ERROR_BODY).await else {
+        let refused = super::ApiError::new(parts.status, "bad_request", "the MCP request was refused");
+        return axum::response::IntoResponse::into_response(refused);
+    };
+    let mut value: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(_) => return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes)),
+    };
+    let Some(number) = value.pointer("/error/code").and_then(serde_json::Value::as_i64) else {
+        return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    let code = match number {
+        -32700 => "invalid_json",
+        -32600 => "invalid_request",
+        -32601 => "method_not_found",
+        -32602 => "invalid_params",
+        -32020 => "header_mismatch", // MCP's: a header disagrees with the message
+        _ => "bad_request",
+    };
+    let error = &mut value["error"];
+    error["code"] = code.into();
+    if !error["data"].is_object() {
+        error["data"] = serde_json::json!({});
+    }
+    error["data"]["jsonrpc_code"] = number.into();
+    let mut parts = parts;
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    axum::response::Response::from_parts(parts, axum::body::Body::from(value.to_string()))
 }
 
 /// Whether a message is of MCP's stateless revisions (2026-07-28 on: no `initialize`, no
