@@ -292,10 +292,17 @@ async fn a_transcript_without_its_start_keeps_every_turn_once() {
     // The same tail again is nothing new.
     let (_, v) = d.post("/v1/sessions/s1/agent-end", json!({"messages": turn(4), "omitted_user_turns": 3})).await;
     assert_eq!(v["retained"], 0);
+    // A count no conversation reaches is a client's bug: refused, or every later turn would
+    // count as retained already.
+    let (status, v) =
+        d.post("/v1/sessions/s1/agent-end", json!({"messages": turn(5), "omitted_user_turns": 1u64 << 62})).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_request")), "{v}");
+    let (_, v) = d.post("/v1/sessions/s1/agent-end", json!({"messages": turn(5), "omitted_user_turns": 4})).await;
+    assert_eq!(v["retained"], 1, "the next turn is retained: {v}");
     d.post("/v1/flush", json!({})).await;
     let (_, v) = d.get("/v1/export").await;
     let memories = v["memories"].as_array().unwrap();
-    for i in 1..=4 {
+    for i in 1..=5 {
         let framed = format!("[role: user]\nTAILMARK-{i} question");
         let holding: Vec<&Value> =
             memories.iter().filter(|m| m["content"].as_str().unwrap().contains(&framed)).collect();

@@ -155,7 +155,17 @@ pub async fn agent_start(State(s): St, Path(id): Path<String>, Body(b): Body<Age
     Ok(Json(Inject { inject: s.sessions.agent_start(&id, &b.prompt, &b.messages, turn).await? }))
 }
 
+/// More user turns than any conversation holds: a client's count past it is a bug, which would
+/// count every later turn as retained already.
+const MAX_OMITTED_USER_TURNS: usize = 1_000_000;
+
 pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messages>) -> AppResult<Json<AgentEnded>> {
+    if b.omitted_user_turns > MAX_OMITTED_USER_TURNS {
+        return Err(ApiError::invalid(format!(
+            "omitted_user_turns is {}: at most {MAX_OMITTED_USER_TURNS} (the user turns left out before messages)",
+            b.omitted_user_turns
+        )));
+    }
     let turn = turn_of(&s, &b.turn);
     let end = TurnEnd {
         last: b.ends_session,
