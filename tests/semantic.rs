@@ -26,6 +26,20 @@ async fn wait_embedded(d: &Daemon) -> Value {
     }
 }
 
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 async fn metrics(d: &Daemon) -> String {
     d.http.get(d.url("/metrics")).bearer_auth(&d.token).send().await.unwrap().text().await.unwrap()
 }
@@ -74,7 +88,7 @@ async fn an_unreachable_embedder_leaves_recall_to_bm25_with_one_notice() {
     // A port nothing listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let d = Daemon::start(&format!(
-        "[local]\nembedder = \"openai\"\nembedding_url = \"http://{closed}/v1\"\nembedding_model = \"nomic-embed-text\"\nembedding_api_key = \"sk-very-secret\"\n"
+        "[local]\nembedder = \"openai\"\nembedding_url = \"http://bob:hunter2@{closed}/v1\"\nembedding_model = \"nomic-embed-text\"\nembedding_api_key = \"sk-very-secret\"\n"
     ));
     let cwd = tempfile::tempdir().unwrap();
     d.start_session("s1", cwd.path().to_str().unwrap()).await;
@@ -113,6 +127,18 @@ async fn an_unreachable_embedder_leaves_recall_to_bm25_with_one_notice() {
     assert_eq!(about[0]["level"], "warning");
     assert!(!v.to_string().contains("sk-very-secret"));
     assert!(metrics(&d).await.lines().any(|l| l == "mneme_embedding_ready 0"));
+    // Neither the key nor a password in the URL is shown or stored (the model id is stored).
+    let (_, status) = d.get("/v1/status").await;
+    let cli = d.cli().arg("status").output().unwrap();
+    let shown = format!("{v}{status}{}", String::from_utf8_lossy(&cli.stdout));
+    assert!(shown.contains(&format!("http://{closed}/v1/embeddings")), "{shown}");
+    for secret in ["hunter2", "bob", "sk-very-secret"] {
+        assert!(!shown.contains(secret), "{secret} shown: {shown}");
+    }
+    for entry in walk(d.dir.path()).into_iter().filter(|p| !p.ends_with("config.toml")) {
+        let bytes = std::fs::read(&entry).unwrap();
+        assert!(!bytes.windows(7).any(|w| w == b"hunter2"), "the password is in {}", entry.display());
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::vector::normalize;
 use crate::{EmbedError, Embedder};
 
 /// Where the endpoint is and how to talk to it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct OpenAiConfig {
     /// Base URL up to and including `/v1`, e.g. `http://localhost:11434/v1` (Ollama).
     pub url: String,
@@ -25,11 +25,37 @@ pub struct OpenAiConfig {
     pub dim: Option<usize>,
 }
 
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("url", &shown(&self.url))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .field("timeout", &self.timeout)
+            .field("dim", &self.dim)
+            .finish()
+    }
+}
+
+/// A URL as it may be shown (in errors, the status, the log and the stored model id): a user and
+/// password in it (`http://user:pass@host/v1`) left out, as the key is.
+pub fn shown(url: &str) -> String {
+    let url = url.trim_end_matches('/');
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else { return url.to_owned() };
+    let authority_end = url[scheme_end..].find(['/', '?', '#']).map_or(url.len(), |i| scheme_end + i);
+    match url[scheme_end..authority_end].rfind('@') {
+        Some(at) => format!("{}{}", &url[..scheme_end], &url[scheme_end + at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
 /// A client of one endpoint and model.
 pub struct OpenAi {
     config: OpenAiConfig,
     http: reqwest::blocking::Client,
     id: String,
+    /// `{url}/embeddings` as errors show it (see [`shown`]).
+    shown_endpoint: String,
     dim: std::sync::OnceLock<usize>,
 }
 
@@ -58,14 +84,15 @@ impl OpenAi {
         if let Some(d) = config.dim {
             let _ = dim.set(d);
         }
-        Ok(OpenAi { config, http, id, dim })
+        let shown_endpoint = format!("{}/embeddings", shown(&config.url));
+        Ok(OpenAi { config, http, id, shown_endpoint, dim })
     }
 }
 
 impl OpenAi {
     /// The id vectors of this endpoint and model are stored under.
     pub fn model_id_for(config: &OpenAiConfig) -> String {
-        format!("openai:{}@{}", config.model, config.url.trim_end_matches('/'))
+        format!("openai:{}@{}", config.model, shown(&config.url))
     }
 }
 
@@ -83,8 +110,9 @@ impl Embedder for OpenAi {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let url = format!("{}/embeddings", self.config.url.trim_end_matches('/'));
-        let mut req = self.http.post(&url).json(&serde_json::json!({"model": self.config.model, "input": texts}));
+        let endpoint = format!("{}/embeddings", self.config.url.trim_end_matches('/'));
+        let url = &self.shown_endpoint;
+        let mut req = self.http.post(&endpoint).json(&serde_json::json!({"model": self.config.model, "input": texts}));
         if let Some(key) = &self.config.api_key {
             req = req.bearer_auth(key.expose());
         }
@@ -100,9 +128,9 @@ impl Embedder for OpenAi {
             let body: String = resp.text().unwrap_or_default().chars().take(200).collect();
             return Err(EmbedError::Invalid(format!("{url} answered {status}: {body}")));
         }
-        let answer: Answer = resp
-            .json()
-            .map_err(|e| EmbedError::Invalid(format!("{url} answered something else than embeddings: {e}")))?;
+        let answer: Answer = resp.json().map_err(|e| {
+            EmbedError::Invalid(format!("{url} answered something else than embeddings: {}", e.without_url()))
+        })?;
         if answer.data.len() != texts.len() {
             return Err(EmbedError::Invalid(format!(
                 "{url} gave {} vectors for {} texts",
