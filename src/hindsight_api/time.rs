@@ -16,8 +16,14 @@ pub fn normalize(s: &str) -> Option<String> {
     } else {
         at.checked_add(Duration::from_secs(offset.unsigned_abs()))?
     };
-    Some(mneme_core::time::rfc3339_millis(at))
+    // Moved by its offset, a time may leave what RFC 3339 UTC (and the formatter, which
+    // panics) can write: before 1970 or past year 9999.
+    let since_epoch = at.duration_since(std::time::UNIX_EPOCH).ok()?;
+    (since_epoch <= LATEST).then(|| mneme_core::time::rfc3339_millis(at))
 }
+
+/// The latest instant written: 9999-12-31T23:59:59.999Z.
+const LATEST: Duration = Duration::from_millis(253_402_300_799_999);
 
 /// The local part and the offset east of UTC in seconds.
 fn split_offset(s: &str) -> Option<(&str, i64)> {
@@ -61,7 +67,19 @@ mod tests {
         assert_eq!(normalize("2026-01-02T03:04:05").as_deref(), Some("2026-01-02T03:04:05.000Z"));
         assert_eq!(normalize("2026-01-02").as_deref(), Some("2026-01-02T00:00:00.000Z"));
         assert_eq!(normalize("2026-01-02T03:04:05+0530").as_deref(), Some("2026-01-01T21:34:05.000Z"));
-        for bad in ["yesterday", "2026-13-01T00:00:00Z", "2026-01-02T03:04:05+25:00", "", "12:00"] {
+        // The ends of what can be written, and past them once the offset is applied (these
+        // panicked in the formatter).
+        assert_eq!(normalize("1970-01-01T00:00:00Z").as_deref(), Some("1970-01-01T00:00:00.000Z"));
+        assert_eq!(normalize("9999-12-31T23:59:59.999Z").as_deref(), Some("9999-12-31T23:59:59.999Z"));
+        for bad in [
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+            "2026-01-02T03:04:05+25:00",
+            "",
+            "12:00",
+            "1970-01-01T00:00:00+01:00",
+            "9999-12-31T23:00:00-02:00",
+        ] {
             assert_eq!(normalize(bad), None, "{bad:?}");
         }
     }
