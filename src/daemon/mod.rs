@@ -26,9 +26,10 @@ use axum::body::Body as HttpBody;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
+use futures_util::FutureExt;
 use mneme_core::BackendStatus;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -127,7 +128,16 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     let matched = req.extensions().get::<MatchedPath>().cloned();
     let method = req.method().clone();
     let hindsight_route = req.uri().path().starts_with(hindsight::PREFIX);
-    let mut response = next.run(req).await;
+    // A panic in a handler is a bug; caught here, it is answered (a 500 in the API's shape,
+    // counted and logged) instead of dropping the connection with no answer.
+    let mut response = match std::panic::AssertUnwindSafe(next.run(req)).catch_unwind().await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::error!(%method, "a request's handler panicked (a bug): answered 500");
+            let body = error_body("internal", "mneme failed on this request (a bug; the log says where)");
+            (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()
+        }
+    };
     let status = response.status();
     let is_json =
         response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
