@@ -62,6 +62,7 @@ pub(crate) fn retain_one(
                 .query_map(params_from_iter(args.iter()), |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             tx.execute(&sql, params_from_iter(args))?;
+            crate::store::untail(tx, &removed, w.last_passage)?;
             crate::store::unlink_context(tx, &removed)?;
             w.changes.removed.extend(removed);
         }

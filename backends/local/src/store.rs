@@ -55,6 +55,26 @@ pub(crate) const INDEX_NEW_PASSAGES: &str = "INSERT INTO passages_fts(rowid, ter
      SELECT p.pid, mneme_own_terms(p.text, CASE WHEN q.memory_seq = p.memory_seq THEN q.text END), mneme_terms(q.text)
      FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid WHERE p.pid BETWEEN ?1 AND ?2";
 
+/// Forgets the sessions' last passages among `removed`, on disk and in `last_passage`: such a
+/// session's next turn then has no context rather than a passage that is gone (or the pid a
+/// later passage is given, SQLite reusing the largest).
+pub(crate) fn untail(
+    tx: &Connection,
+    removed: &[i64],
+    last_passage: &mut HashMap<(String, String), i64>,
+) -> rusqlite::Result<()> {
+    if removed.is_empty() {
+        return Ok(());
+    }
+    let mut untail = tx.prepare_cached("DELETE FROM session_tails WHERE pid = ?1")?;
+    for pid in removed {
+        untail.execute([pid])?;
+    }
+    let gone: HashSet<i64> = removed.iter().copied().collect();
+    last_passage.retain(|_, pid| !gone.contains(pid));
+    Ok(())
+}
+
 /// Removed passages stop being the context of the passages after them, in the index too (those
 /// are indexed again without it): a forgotten memory's words must not find its neighbour.
 pub(crate) fn unlink_context(tx: &Connection, removed: &[i64]) -> rusqlite::Result<()> {
@@ -331,16 +351,11 @@ impl Store {
             .query_map(args, |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         let n = tx.execute(&format!("DELETE FROM memories AS m WHERE {filter}"), args)? as u64;
-        {
-            let mut untail = tx.prepare("DELETE FROM session_tails WHERE pid = ?1")?;
-            for pid in &removed {
-                untail.execute([pid])?;
-            }
-        }
+        let mut last_passage = self.last_passage.clone();
+        untail(&tx, &removed, &mut last_passage)?;
         unlink_context(&tx, &removed)?;
         tx.commit()?;
-        let gone: HashSet<i64> = removed.iter().copied().collect();
-        self.last_passage.retain(|_, pid| !gone.contains(pid));
+        self.last_passage = last_passage;
         self.changes.merge(Changes { removed, ..Changes::default() });
         Ok(n)
     }

@@ -180,6 +180,40 @@ fn the_repeated_opening_is_indexed_as_context_only() {
     }
 }
 
+/// A session's transcript retained again as a new version of its document starts with no
+/// context: the session's last passage was the old version's, deleted by the replace, and the
+/// new version's first passage took it (the pid its own later passage then reused) as the
+/// passage before it, indexed with that passage's words. The same after a restart.
+#[test]
+fn a_new_version_of_a_sessions_document_starts_without_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let version = |turns: usize| {
+        let text = (0..turns)
+            .map(|i| {
+                format!("[role: user]\n{} word{i}x\n[user:end]", "the deploy failed again on the runner ".repeat(4))
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        item(&format!("v{turns}"), &text, Some("s1"))
+    };
+    let first_link = |store: &mneme_local::store::Store| {
+        let all = store.unembedded("any-model", 0, 1000).unwrap();
+        let first = all.iter().min_by_key(|p| p.pid).unwrap();
+        (first.prev_pid, all.len())
+    };
+    let mut store = mneme_local::store::Store::open(&path).unwrap();
+    store.retain("b", &[version(10)]).unwrap();
+    store.retain("b", &[version(20)]).unwrap();
+    let (before, passages) = first_link(&store);
+    assert!(passages > 3, "{passages}");
+    assert_eq!(before, None, "the new version's first passage has no passage before it");
+    drop(store);
+    let mut store = mneme_local::store::Store::open(&path).unwrap();
+    store.retain("b", &[version(30)]).unwrap();
+    assert_eq!(first_link(&store).0, None, "after a restart too");
+}
+
 /// Facts that read as a conversation's turns ("Name: …", by another speaker than the one before)
 /// know the turn before them: in their session, or in their bank when retained without one (a
 /// conversation fed turn by turn through the `retain` tool or Hindsight's API arrives as facts).
