@@ -74,8 +74,14 @@ impl Raw<'_> {
             Raw::Toml(v) => return Err(format!("expected a duration string like \"5s\", found {}", type_name(v))),
             Raw::Env(s) => s.to_owned(),
         };
-        humantime::parse_duration(text.trim())
-            .map_err(|e| format!("expected a duration like \"5s\" or \"2m\", found {text:?} ({e})"))
+        let d = humantime::parse_duration(text.trim())
+            .map_err(|e| format!("expected a duration like \"5s\" or \"2m\", found {text:?} ({e})"))?;
+        // Past this no setting means anything, and a time that far ahead overflows (the queue
+        // panicked adding a flush interval of "500000000000years" to now).
+        if d > MAX_DURATION {
+            return Err(format!("must be at most 365 days, found {text:?}"));
+        }
+        Ok(d)
     }
 
     fn string_list(self) -> Result<Vec<String>, String> {
@@ -93,6 +99,9 @@ impl Raw<'_> {
         }
     }
 }
+
+/// The longest duration any setting takes.
+const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 fn at_least(v: i64, min: i64) -> Result<i64, String> {
     if v < min {
@@ -137,6 +146,16 @@ fn nonzero(d: Duration) -> Result<Duration, String> {
     }
 }
 
+/// A text stored or sent as it is (the context every retained transcript carries, a bank's
+/// missions): private text in it would be written.
+fn stored_text(s: String) -> Result<String, String> {
+    if mneme_core::text::has_private_tag(&s) {
+        Err("may not hold a <private> tag: it is stored and sent as it is".into())
+    } else {
+        Ok(s)
+    }
+}
+
 fn bank_part(s: String) -> Result<String, String> {
     if mneme_core::text::has_private_tag(&s) {
         // A bank's name is stored and sent as it is, so private text in it would be written.
@@ -178,7 +197,8 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("queue", "batch_size", [], |s, v, c| s.queue.batch_size = at_least(v.integer()?, 1)? as usize),
     key!("queue", "flush_interval", [], |s, v, c| s.queue.flush_interval = nonzero(v.duration()?)?),
     key!("queue", "max_batch", [], |s, v, c| s.queue.max_batch = at_least(v.integer()?, 1)? as usize),
-    key!("queue", "max_attempts", [], |s, v, c| s.queue.max_attempts = at_least(v.integer()?, 1)? as u32),
+    key!("queue", "max_attempts", [], |s, v, c| s.queue.max_attempts =
+        within(v.integer()?, 1, u32::MAX.into())? as u32),
     key!("queue", "retry_initial", [], |s, v, c| s.queue.retry_initial = nonzero(v.duration()?)?),
     key!("queue", "retry_max", [], |s, v, c| s.queue.retry_max = nonzero(v.duration()?)?),
     key!("queue", "shutdown_grace", [], |s, v, c| s.queue.shutdown_grace = v.duration()?),
@@ -206,7 +226,7 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("retain", "every_n_turns", ["HINDSIGHT_RETAIN_EVERY_N_TURNS"], |s, v, c| s.retain.every_n_turns =
         at_least(v.integer()?, 1)?),
     key!("retain", "overlap_turns", [], |s, v, c| s.retain.overlap_turns = at_least(v.integer()?, 0)?),
-    key!("retain", "context", [], |s, v, c| s.retain.context = v.string()?),
+    key!("retain", "context", [], |s, v, c| s.retain.context = stored_text(v.string()?)?),
     key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),
     key!("retain", "idle_after", [], |s, v, c| s.retain.idle_after = nonzero(v.duration()?)?),
     key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&not_blank(v.string()?)?, c.base))),
@@ -233,11 +253,12 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("hindsight", "api_url", ["HINDSIGHT_API_URL"], |s, v, c| s.hindsight.api_url = http_url(v.string()?)?),
     key!("hindsight", "api_token", ["HINDSIGHT_API_TOKEN"], |s, v, c| s.hindsight.api_token =
         Some(v.string()?).filter(|t| !t.trim().is_empty()).map(|t| super::Secret::new(t.trim()))),
-    key!("hindsight", "bank_mission", ["HINDSIGHT_BANK_MISSION"], |s, v, c| s.hindsight.bank_mission = v.string()?),
-    key!("hindsight", "retain_mission", [], |s, v, c| s.hindsight.retain_mission = v.string()?),
+    key!("hindsight", "bank_mission", ["HINDSIGHT_BANK_MISSION"], |s, v, c| s.hindsight.bank_mission =
+        stored_text(v.string()?)?),
+    key!("hindsight", "retain_mission", [], |s, v, c| s.hindsight.retain_mission = stored_text(v.string()?)?),
     key!("hindsight", "requests_per_second", [], |s, v, c| s.hindsight.requests_per_second =
-        at_least(v.integer()?, 1)? as u32),
-    key!("hindsight", "burst", [], |s, v, c| s.hindsight.burst = at_least(v.integer()?, 1)? as u32),
+        within(v.integer()?, 1, u32::MAX.into())? as u32),
+    key!("hindsight", "burst", [], |s, v, c| s.hindsight.burst = within(v.integer()?, 1, u32::MAX.into())? as u32),
     key!("hindsight", "timeout", [], |s, v, c| s.hindsight.timeout = nonzero(v.duration()?)?),
     key!("hindsight", "recall_timeout", [], |s, v, c| s.hindsight.recall_timeout = nonzero(v.duration()?)?),
     key!("hindsight", "retain_timeout", [], |s, v, c| s.hindsight.retain_timeout = nonzero(v.duration()?)?),
@@ -267,8 +288,10 @@ pub(super) const REGISTRY: &[Key] = &[
 fn http_url(s: String) -> Result<String, String> {
     let t = s.trim();
     let rest = t.strip_prefix("http://").or_else(|| t.strip_prefix("https://"));
+    // Parsed as the backends will (a bad port or host was found only when the daemon started).
+    let parses = || url::Url::parse(t).is_ok_and(|u| u.host().is_some());
     match rest {
-        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(t.to_owned()),
+        Some(host) if !host.is_empty() && !host.starts_with('/') && parses() => Ok(t.to_owned()),
         // A URL with an @ may carry a password: not repeated.
         _ if s.contains('@') => {
             Err("expected an http:// or https:// URL (the value is not shown: it holds an @)".into())

@@ -224,3 +224,34 @@ fn a_client_reads_its_sections_past_a_syntax_error_elsewhere() {
     std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:7777\n[recall]\n").unwrap();
     assert!(load_for_client(&path).is_err());
 }
+
+/// Values the daemon could not use are refused naming their key and line: a duration that
+/// overflowed the queue's clock (it panicked), a count past what the setting holds (truncated to
+/// 0), a URL the backend cannot parse (found only when the daemon started), and private text in
+/// what is stored or sent as it is.
+#[test]
+fn values_the_daemon_cannot_use_are_refused_with_key_and_line() {
+    let text = "[queue]\nflush_interval = \"500000000000years\"\nmax_attempts = 4294967296\n\
+                [hindsight]\napi_url = \"http://[::1\"\nburst = 4294967296\nbank_mission = \"a <private>hunter2</private>\"\n\
+                [retain]\ncontext = \"team <private>hunter2</private>\"\n\
+                [local]\nembedding_url = \"http://u:hunter2@host:99999/v1\"\n";
+    let errors = load::parse(text, None).unwrap_err();
+    let got: Vec<(&str, Option<usize>)> = errors.iter().map(|e| (e.key.as_str(), e.line)).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("queue.flush_interval", Some(2)),
+            ("queue.max_attempts", Some(3)),
+            ("hindsight.api_url", Some(5)),
+            ("hindsight.burst", Some(6)),
+            ("hindsight.bank_mission", Some(7)),
+            ("retain.context", Some(9)),
+            ("local.embedding_url", Some(11)),
+        ],
+        "{errors:?}"
+    );
+    assert!(errors.iter().all(|e| !e.message.contains("hunter2")), "{errors:?}");
+    let ok = "[queue]\nflush_interval = \"365days\"\nmax_attempts = 4294967295\n[hindsight]\napi_url = \"http://[::1]:8888\"\n";
+    let parsed = load::parse(ok, None).unwrap();
+    assert_eq!((parsed.queue.max_attempts, parsed.queue.flush_interval.as_secs()), (u32::MAX, 365 * 24 * 3600));
+}
