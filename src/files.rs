@@ -141,6 +141,15 @@ pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {
     Ok(Some(token.to_owned()))
 }
 
+/// Makes every file and directory this process creates from now on private to its user (the
+/// storage dir, the spool, the memories and their WAL files), whatever the shell's umask.
+pub fn create_private() {
+    // SAFETY: umask only changes this process's file-creation mask; it cannot fail.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
 /// The user this process runs as.
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -205,6 +205,14 @@ fn install_refuses_a_malformed_key_and_touches_nothing() {
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), mine, "the settings are untouched");
     assert!(!project.path().join(".mcp.json").exists(), "nothing written");
 
+    // A file that is not UTF-8 cannot be read: refused, not replaced by mneme's keys alone.
+    let latin1 = b"{\"model\": \"opus\", \"note\": \"caf\xe9\"}".to_vec();
+    std::fs::write(&settings, &latin1).unwrap();
+    let out = install(project.path(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be read"), "{out:?}");
+    assert_eq!(std::fs::read(&settings).unwrap(), latin1, "the settings are untouched");
+
     let fixed = r#"{"hooks": {"Stop": []}, "enabledMcpjsonServers": ["github"]}"#;
     std::fs::write(&settings, fixed).unwrap();
     let mcp = project.path().join(".mcp.json");

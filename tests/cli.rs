@@ -335,6 +335,38 @@ fn migrate_names_the_backends_it_can_copy_between() {
     }
 }
 
+/// What migrate creates (the storage dir, the local store and its log) is private to the user,
+/// as the daemon makes them, whatever the shell's umask (they were 0755 and 0644 under 022).
+#[test]
+fn migrate_creates_the_storage_privately() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[hindsight]\napi_url = \"http://{closed}\"\n")).unwrap();
+    let mut cmd = std::process::Command::new(common::bin());
+    cmd.args(["migrate", "--from", "local", "--to", "hindsight"])
+        .env("MNEME_CONFIG", &config)
+        .env("MNEME_STORAGE__DIR", &data)
+        .env("MNEME_LOG", "error");
+    // SAFETY: umask in the child before exec; it cannot fail.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::umask(0o022);
+            Ok(())
+        });
+    }
+    let _ = cmd.output().unwrap(); // the target does not answer: what matters is what was made
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700, "the storage dir");
+    let made: Vec<_> = std::fs::read_dir(&data).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(made.iter().any(|p| p.ends_with("memories.db")), "{made:?}");
+    for path in made {
+        assert_eq!(mode(&path) & 0o077, 0, "{} is {:o}", path.display(), mode(&path));
+    }
+}
+
 #[test]
 fn a_daemon_whose_address_changed_in_the_config_is_still_reached() {
     let d = Daemon::start("");

@@ -116,6 +116,8 @@ fn state_path(dir: &Path, plan: &Plan) -> PathBuf {
 }
 
 pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) -> Result<ExitCode, CliError> {
+    // It may create the storage dir and the memories' store: as private as the daemon makes them.
+    crate::files::create_private();
     if plan.from == plan.to {
         return Err(CliError::Other("--from and --to name the same backend".into()));
     }

@@ -10,11 +10,7 @@ use super::CliError;
 use crate::daemon::{shutdown_signal, Daemon};
 
 pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
-    // Everything the daemon creates (token, spool, memories, their WAL files) is private.
-    // SAFETY: umask only changes this process's file-creation mask; it cannot fail.
-    unsafe {
-        libc::umask(0o077);
-    }
+    crate::files::create_private();
     let loaded = load_settings(config)?;
     for w in &loaded.warnings {
         tracing::warn!("{w}");

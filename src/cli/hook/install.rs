@@ -201,7 +201,9 @@ pub fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
 fn read_json(path: &Path) -> Result<Value, CliError> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| refused(path, &format!("not valid JSON ({e})"))),
-        Err(_) => Ok(json!({})),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(json!({})),
+        // Not UTF-8, unreadable: what cannot be read is never replaced.
+        Err(e) => Err(refused(path, &format!("cannot be read ({e})"))),
     }
 }
 
