@@ -841,3 +841,47 @@ async fn too_many_tags_are_refused() {
         .await;
     assert_eq!(status, 200, "{v}");
 }
+
+/// A Hindsight server whose recall takes `delay` (and answers nothing).
+async fn slow_recall_server(delay: Duration) -> String {
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| async move {
+        if uri.path().ends_with("/recall") {
+            tokio::time::sleep(delay).await;
+        }
+        axum::Json(if uri.path().ends_with("/recall") { json!({"results": []}) } else { json!({}) })
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// A mental model's recompute takes a recall's time; what happens to the model meanwhile wins:
+/// a delete is not undone by a refresh finishing after it, and of two creates of one id, one is
+/// a conflict (both got 200, the second replacing the first).
+#[tokio::test]
+async fn a_model_deleted_during_its_refresh_stays_deleted() {
+    let url = slow_recall_server(Duration::from_millis(600)).await;
+    let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n"));
+    let model = json!({"id": "m1", "name": "Prefs", "source_query": "what does the user prefer?"});
+    let (models, refresh, one) = (
+        bank_path("b", "/mental-models"),
+        bank_path("b", "/mental-models/m1/refresh"),
+        bank_path("b", "/mental-models/m1"),
+    );
+    let (first, second) = tokio::join!(d.post(&models, model.clone()), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        d.post(&models, model.clone()).await
+    });
+    let mut statuses = [first.0, second.0];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{first:?} {second:?}");
+    let (refreshed, deleted) = tokio::join!(d.post(&refresh, json!({})), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        d.req(reqwest::Method::DELETE, &one, None).await
+    });
+    assert_eq!(deleted.0, 200, "{deleted:?}");
+    assert_eq!(refreshed.0, 200, "{refreshed:?}");
+    let (status, v) = d.get(&one).await;
+    assert_eq!(status, 404, "brought back: {v}");
+}

@@ -63,6 +63,9 @@ pub struct HindsightApi {
     refreshing: Arc<Mutex<HashSet<String>>>,
     /// Client operation ids kept since the last sweep of old ones.
     operations_kept: Arc<AtomicU64>,
+    /// Mental models are written one at a time, each write looking at the model as it stands
+    /// (a recompute that took a recall's time lands only on a model still there and unchanged).
+    model_writes: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The spool's record kind of a client's operation id.
@@ -75,7 +78,14 @@ const SWEEP_OPERATIONS_EVERY: u64 = 256;
 impl HindsightApi {
     /// Serves through `queue` (and its active backend) with the settings `sessions` holds.
     pub fn new(sessions: Sessions, queue: Queue, spool: Spool) -> Self {
-        HindsightApi { sessions, queue, spool, refreshing: Arc::default(), operations_kept: Arc::default() }
+        HindsightApi {
+            sessions,
+            queue,
+            spool,
+            refreshing: Arc::default(),
+            operations_kept: Arc::default(),
+            model_writes: Arc::default(),
+        }
     }
 
     fn settings(&self) -> Arc<Settings> {

@@ -70,8 +70,9 @@ impl HindsightApi {
             }
             _ => crate::ids::new_id(),
         };
-        if self.spool.record(MODEL_RECORD, &key(bank, &id)).await?.is_some() {
-            return Err(CompatError::Conflict(format!("mental model {id:?} already exists in bank {bank:?}")));
+        let conflict = || CompatError::Conflict(format!("mental model {id:?} already exists in bank {bank:?}"));
+        if self.model_exists(bank, &id).await? {
+            return Err(conflict());
         }
         let mut model = MentalModel {
             id: id.clone(),
@@ -86,7 +87,14 @@ impl HindsightApi {
             ..MentalModel::default()
         };
         self.compute(&mut model).await;
-        self.save_model(&model).await?;
+        {
+            // Another create of this id may have landed during the recall.
+            let _write = self.model_writes.lock().await;
+            if self.model_exists(bank, &id).await? {
+                return Err(conflict());
+            }
+            self.save_model(&model).await?;
+        }
         Ok(OperationAnswer { mental_model_id: Some(id), operation_id: super::new_operation_id() })
     }
 
@@ -124,13 +132,19 @@ impl HindsightApi {
         if recompute {
             self.compute(&mut model).await;
         }
-        self.save_model(&model).await?;
+        {
+            // Deleted during the recall: not brought back.
+            let _write = self.model_writes.lock().await;
+            self.stored_model(bank, id).await?;
+            self.save_model(&model).await?;
+        }
         Ok(shown(&model, Detail::Full))
     }
 
     /// Deletes a model.
     pub async fn delete_mental_model(&self, bank: &str, id: &str) -> Result<(), CompatError> {
         check_bank(bank)?;
+        let _write = self.model_writes.lock().await;
         if self.spool.delete_record(MODEL_RECORD, &key(bank, id)).await? {
             Ok(())
         } else {
@@ -143,7 +157,7 @@ impl HindsightApi {
         check_bank(bank)?;
         let mut model = self.stored_model(bank, id).await?;
         self.compute(&mut model).await;
-        self.save_model(&model).await?;
+        self.save_computed(&model).await?;
         Ok(RefreshAnswer { operation_id: super::new_operation_id(), status: "completed".into() })
     }
 
@@ -163,7 +177,7 @@ impl HindsightApi {
             let Ok(mut model) = serde_json::from_str::<MentalModel>(&record) else { continue };
             model.content = Some(String::new());
             self.compute(&mut model).await;
-            if let Err(e) = self.save_model(&model).await {
+            if let Err(e) = self.save_computed(&model).await {
                 tracing::warn!(bank = model.bank_id, model = model.id, "cannot save a recomputed mental model: {e}");
             }
         }
@@ -188,9 +202,31 @@ impl HindsightApi {
             .ok_or_else(|| not_found(bank, id))
     }
 
+    async fn model_exists(&self, bank: &str, id: &str) -> Result<bool, CompatError> {
+        Ok(self.spool.record(MODEL_RECORD, &key(bank, id)).await?.is_some())
+    }
+
     async fn save_model(&self, model: &MentalModel) -> Result<(), CompatError> {
         let record = serde_json::to_string(model).expect("plain data serializes");
         Ok(self.spool.save_record(MODEL_RECORD, &key(&model.bank_id, &model.id), record).await?)
+    }
+
+    /// Saves what [`Self::compute`] found onto the model as it stands now: not when it was
+    /// deleted meanwhile (it was brought back), nor when its query, tags or bound changed (its
+    /// update computed its own content; this one answered the old query).
+    async fn save_computed(&self, computed: &MentalModel) -> Result<(), CompatError> {
+        let _write = self.model_writes.lock().await;
+        let Ok(mut model) = self.stored_model(&computed.bank_id, &computed.id).await else { return Ok(()) };
+        let same_inputs = (&model.source_query, &model.tags, model.max_tokens)
+            == (&computed.source_query, &computed.tags, computed.max_tokens);
+        if !same_inputs {
+            return Ok(());
+        }
+        model.content = computed.content.clone();
+        model.last_refreshed_at = computed.last_refreshed_at.clone();
+        model.last_full_refreshed_at = computed.last_full_refreshed_at.clone();
+        model.last_refresh_failed_at = computed.last_refresh_failed_at.clone();
+        self.save_model(&model).await
     }
 
     /// Sets the content to what recall answers for the source query now. A backend that fails
@@ -241,7 +277,7 @@ impl HindsightApi {
                 // Deleted meanwhile: nothing to refresh.
                 if let Ok(mut model) = api.stored_model(&bank, &id).await {
                     api.compute(&mut model).await;
-                    if let Err(e) = api.save_model(&model).await {
+                    if let Err(e) = api.save_computed(&model).await {
                         tracing::debug!(bank, model = id, "cannot save a refreshed mental model: {e}");
                     }
                 }
