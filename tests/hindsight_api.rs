@@ -152,6 +152,22 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
         assert_eq!(status, 422, "{v}");
         assert!(!v.to_string().contains("S3CRET"), "{v}");
     }
+    // A body that is not JSON, or none: FastAPI's 422 with a list, as for any invalid body.
+    for body in ["{\"query\":", ""] {
+        let r = d
+            .http
+            .post(d.url(&bank_path("b", "/memories/recall")))
+            .bearer_auth(&d.token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(status, 422, "{body:?}: {v}");
+        check_422(&v);
+    }
     let (status, v) = d.post(&bank_path("b", "/memories"), json!({"items": "nope"})).await;
     assert_eq!(status, 422, "{v}");
     let (status, v) = d.post(&bank_path("b", "/memories/recall"), json!({"query": "  "})).await;
@@ -710,6 +726,24 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
         }
         if name == "patch mission" {
             assert_eq!((&o_body["mission"], &o_body["background"]), (&p_body["mission"], &p_body["background"]));
+        }
+    }
+    // Bodies that are not JSON, or none.
+    for raw in ["{\"query\":", ""] {
+        let send = |url: String, token: Option<&str>| {
+            let mut r = http.post(url).header("content-type", "application/json").body(raw);
+            if let Some(t) = token {
+                r = r.bearer_auth(t);
+            }
+            r.send()
+        };
+        let p = send(format!("{peer}/v1/default/banks/{bank}/memories/recall"), None).await.unwrap();
+        let (p_status, p_body) = (p.status().as_u16(), p.json::<Value>().await.unwrap_or(Value::Null));
+        let o = send(d.url(&bank_path(&bank, "/memories/recall")), Some(&d.token)).await.unwrap();
+        let (o_status, o_body) = (o.status().as_u16(), o.json::<Value>().await.unwrap_or(Value::Null));
+        println!("raw body {raw:?}: Hindsight {p_status} {p_body}, mneme {o_status}");
+        if p_status != o_status || p_body["detail"].is_array() != o_body["detail"].is_array() {
+            diffs.push(format!("raw body {raw:?}: Hindsight {p_status} {p_body}, mneme {o_status} {o_body}"));
         }
     }
     assert!(diffs.is_empty(), "mneme's Hindsight API differs from the server's:\n{}", diffs.join("\n"));

@@ -125,7 +125,12 @@ impl From<CompatError> for HindsightError {
 
 impl From<JsonRejection> for HindsightError {
     fn from(r: JsonRejection) -> Self {
-        HindsightError(r.into())
+        let mut e: ApiError = r.into();
+        // FastAPI answers a body that is not JSON (or none) as any invalid body: 422 with a list.
+        if e.status == StatusCode::BAD_REQUEST {
+            e.status = StatusCode::UNPROCESSABLE_ENTITY;
+        }
+        HindsightError(e)
     }
 }
 
