@@ -137,10 +137,16 @@ impl Reloader {
         let new = Arc::new(new);
         let mut backend = self.state.backend();
         if swap {
-            backend = match crate::backends::build(&new) {
+            // Opening a store (SQLite, its migrations) blocks: off the async workers.
+            let opened = tokio::task::spawn_blocking({
+                let new = new.clone();
+                move || crate::backends::build(&new).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("opening it failed: {e}")));
+            backend = match opened {
                 Ok(b) => b,
-                Err(e) => {
-                    let reason = e.to_string();
+                Err(reason) => {
                     let message = format!(
                         "Cannot switch to the {} backend: {reason}; staying on {}",
                         new.memory.backend, old.memory.backend
