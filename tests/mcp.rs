@@ -247,26 +247,35 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
     assert_eq!(v["error"]["code"], "unknown_session", "{v}");
 }
 
+/// What Claude Code 2.1 puts in each message's `_meta` (MCP 2026-07-28, stateless).
+fn stateless_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.332"},
+        "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+/// A stateless (2026-07-28) request: `method` in the `Mcp-Method` header, the body's own method
+/// in `message`, the `_meta` added to its params.
+fn stateless(d: &Daemon, method: &str, mut message: Value) -> reqwest::RequestBuilder {
+    message["params"]["_meta"] = stateless_meta();
+    let name = message["params"]["name"].as_str().unwrap_or_default().to_owned();
+    d.http
+        .post(d.url("/mcp"))
+        .bearer_auth(&d.token)
+        .header("mcp-name", name)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .json(&message)
+}
+
 /// Claude Code 2.1 speaks MCP 2026-07-28, stateless: no initialize and no session, the version
 /// in a header and in each message's `_meta` (what tests/clients/FINDINGS.md §4 recorded).
 #[tokio::test]
 async fn a_stateless_client_is_answered_without_a_session() {
     let d = Daemon::start("");
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.332"},
-        "io.modelcontextprotocol/clientCapabilities": {}});
-    let send = |id: u64, method: &str, mut params: Value| {
-        params["_meta"] = meta.clone();
-        let name = params["name"].as_str().unwrap_or_default().to_owned();
-        d.http
-            .post(d.url("/mcp"))
-            .header("mcp-name", name)
-            .bearer_auth(&d.token)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", method)
-            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .send()
+    let send = |id: u64, method: &str, params: Value| {
+        stateless(&d, method, json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).send()
     };
     let listed = send(1, "tools/list", json!({})).await.unwrap();
     let status = listed.status();
@@ -277,18 +286,8 @@ async fn a_stateless_client_is_answered_without_a_session() {
     // refused these with 403 on this route alone).
     let port = d.addr.rsplit_once(':').unwrap().1.to_owned();
     for host in [format!("app.localhost:{port}"), format!("localhost.:{port}"), format!("127.0.0.2:{port}")] {
-        let listed = d
-            .http
-            .post(d.url("/mcp"))
-            .header("host", &host)
-            .bearer_auth(&d.token)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/list")
-            .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": meta}}))
-            .send()
-            .await
-            .unwrap();
+        let message = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {}});
+        let listed = stateless(&d, "tools/list", message).header("host", &host).send().await.unwrap();
         let status = listed.status();
         let body = listed.text().await.unwrap();
         assert_eq!(status, 200, "{host}: {body}");
@@ -310,17 +309,8 @@ async fn a_stateless_client_is_answered_without_a_session() {
         ("tools/list", "tools/call", 400, "header_mismatch", -32020),
         ("no/such", "no/such", 404, "method_not_found", -32601),
     ] {
-        let refused = d
-            .http
-            .post(d.url("/mcp"))
-            .bearer_auth(&d.token)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", method_header)
-            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"name": "recall", "_meta": meta}}))
-            .send()
-            .await
-            .unwrap();
+        let message = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"name": "recall"}});
+        let refused = stateless(&d, method_header, message).send().await.unwrap();
         let got = refused.status();
         let v: Value = refused.json().await.unwrap();
         assert_eq!(got, status, "{method}: {v}");
@@ -354,20 +344,13 @@ async fn a_call_cut_short_by_shutdown_is_a_503() {
         }
     });
     let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n"));
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.332"},
-        "io.modelcontextprotocol/clientCapabilities": {}});
-    let call = d
-        .http
-        .post(d.url("/mcp"))
-        .bearer_auth(&d.token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "recall")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "recall", "arguments": {"query": "where is the deploy key"}, "_meta": meta}}))
-        .send();
+    let call = stateless(
+        &d,
+        "tools/call",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "recall", "arguments": {"query": "where is the deploy key"}}}),
+    )
+    .send();
     let pid = d.child.as_ref().unwrap().id();
     let stop = async {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;

@@ -154,6 +154,11 @@ fn rig(backend: Arc<dyn MemoryBackend>, s: QueueSettings) -> Rig {
     Rig { _dir: dir, path, queue, notices, state, clock }
 }
 
+/// An item of `document`, replacing it or (`append`) adding to it.
+fn doc(content: &str, document: &str, append: bool) -> NewItem {
+    NewItem { content: content.into(), document_id: Some(document.into()), append, ..NewItem::default() }
+}
+
 fn scope() -> Scope {
     Scope { bank: "b".into(), tags: vec!["project:x".into()] }
 }
@@ -198,12 +203,6 @@ async fn a_delivery_holds_one_requests_version_of_a_document() {
     // a request whose two items form one document, then an append to it.
     let b = TestBackend::new(&[Mode::Ok]);
     let r = rig(b.clone(), settings());
-    let doc = |content: &str, document: &str, append: bool| NewItem {
-        content: content.into(),
-        document_id: Some(document.into()),
-        append,
-        ..NewItem::default()
-    };
     r.queue.enqueue("s", &scope(), vec![doc("transcript v1", "t", false)]).await.unwrap();
     r.queue.enqueue("s", &scope(), vec![doc("transcript v2", "t", false)]).await.unwrap();
     r.queue.enqueue("s", &scope(), vec![doc("part 1", "d", false), doc("part 2", "d", false)]).await.unwrap();
@@ -400,12 +399,6 @@ async fn permanent_failures_dead_letter_and_retry_brings_them_back() {
 async fn a_retry_does_not_bring_back_a_document_replaced_since() {
     let b = TestBackend::new(&[Mode::Permanent]);
     let r = rig(b.clone(), settings());
-    let doc = |content: &str, document: &str, append: bool| NewItem {
-        content: content.into(),
-        document_id: Some(document.into()),
-        append,
-        ..NewItem::default()
-    };
     let dead = vec![doc("v1", "d", false), doc("v1 more", "d", true), doc("other", "e", false)];
     r.queue.enqueue("s", &scope(), dead).await.unwrap();
     r.queue.enqueue("t", &Scope { bank: "elsewhere".into(), ..scope() }, vec![doc("v1", "d", false)]).await.unwrap();
