@@ -191,8 +191,9 @@ impl Sessions {
         }
         let every_n = settings.retain.every_n_turns;
         let due = new_turns >= every_n || last;
-        if let Some(kept) = session.pending.as_ref().filter(|p| p.user_turns >= user_turns) {
-            // A shorter copy sent late: the tail kept already holds its turns, and more.
+        if let Some(kept) = session.pending.as_ref().filter(|p| p.user_turns > user_turns) {
+            // A shorter copy sent late: the tail kept already holds its turns, and more. (One as
+            // long replaces it: it may hold the turn's reply the kept one lacked.)
             if due {
                 self.queue_pending(session, kept).await?;
                 return Ok(1);
@@ -420,8 +421,9 @@ fn last_turns_cleaned(each: &[Option<Message>], history: &[Message], turns: i64)
     each[from..].iter().flatten().cloned().collect()
 }
 
-/// The stored text of some turns (each already cleaned, see [`cleaned_each`]); `None` when nothing is worth
-/// keeping. Memory tags are stripped message by message (SPEC §4), never across two messages.
+/// The stored text of some turns (each already cleaned, see [`cleaned_each`]); `None` when
+/// nothing is worth keeping. Memory tags are stripped message by message (SPEC §4), never across
+/// two messages.
 fn transcript(turns: &[Message]) -> Option<String> {
     text::retention_transcript(turns, true).text
 }

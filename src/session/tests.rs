@@ -595,6 +595,16 @@ async fn a_late_shorter_transcript_does_not_shrink_the_kept_tail() {
         s.end("a", Delivery::Wait).await.unwrap();
         each_turn_stored_once(&r, 2).await;
     }
+    // One as long replaces the kept tail: it may hold the reply the kept one lacked.
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    s.start(start("a")).await.unwrap();
+    let asked = &turns(1)[..1];
+    s.agent_end("a", asked, Turn::Work, TurnEnd::default()).await.unwrap();
+    s.agent_end("a", &turns(1), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    assert!(stored(&r).await.contains("answer 0"), "{}", stored(&r).await);
 }
 
 /// A session started again while its end waits for the queue to deliver is kept: the end
