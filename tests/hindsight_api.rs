@@ -915,7 +915,8 @@ async fn a_model_deleted_during_its_refresh_stays_deleted() {
         d.req(reqwest::Method::DELETE, &one, None).await
     });
     assert_eq!(deleted.0, 200, "{deleted:?}");
-    assert_eq!(refreshed.0, 200, "{refreshed:?}");
+    // 404 when a slow machine let the delete in before the refresh read the model.
+    assert!([200, 404].contains(&refreshed.0), "{refreshed:?}");
     let (status, v) = d.get(&one).await;
     assert_eq!(status, 404, "brought back: {v}");
 }

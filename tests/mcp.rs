@@ -353,7 +353,8 @@ async fn a_call_cut_short_by_shutdown_is_a_503() {
     .send();
     let pid = d.child.as_ref().unwrap().id();
     let stop = async {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        // Well within the 5 s a recall may take, and long enough for the call to be under way.
+        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
         common::unsafe_kill(pid, "TERM");
     };
     let (answer, ()) = tokio::join!(call, stop);
