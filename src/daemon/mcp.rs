@@ -273,32 +273,32 @@ pub async fn check_message(
     };
     // The API's error shape (a string code), in a JSON-RPC response whose error carries
     // JSON-RPC's number in `data`.
-    let refused = |code: &str, rpc_code: i64, message: &str| {
+    let refused = |rpc_code: i64, message: &str| {
         let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
-            "error": {"code": code, "message": message, "data": {"jsonrpc_code": rpc_code}}});
+            "error": {"code": rpc_code_name(rpc_code), "message": message, "data": {"jsonrpc_code": rpc_code}}});
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
     let (initialize, stateless) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Err(e) => return refused("invalid_json", -32700, &format!("Parse error: the body is not JSON ({e})")),
+        Err(e) => return refused(-32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
             if m.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0")
                 && (m.contains_key("method") || m.contains_key("id")) =>
         {
             // The library takes a string or a 64-bit integer; anything else it answered with 415.
             if m.get("id").is_some_and(|id| !(id.is_string() || id.is_i64())) {
-                return refused("invalid_request", -32600, "Invalid Request: the id must be a string or an integer");
+                return refused(-32600, "Invalid Request: the id must be a string or an integer");
             }
             if m.get("method").is_some_and(|v| !v.is_string()) {
-                return refused("invalid_request", -32600, "Invalid Request: the method must be a string");
+                return refused(-32600, "Invalid Request: the method must be a string");
             }
             if let Some(why) = params_problem(&m) {
-                return refused("invalid_params", -32602, &format!("Invalid params: {why}"));
+                return refused(-32602, &format!("Invalid params: {why}"));
             }
             (m.get("method").and_then(|v| v.as_str()) == Some("initialize"), is_stateless(&m, &parts.headers))
         }
         Ok(_) => {
             let why = "Invalid Request: a request is one JSON-RPC 2.0 message, an object with \"jsonrpc\": \"2.0\"";
-            return refused("invalid_request", -32600, why);
+            return refused(-32600, why);
         }
     };
     let mut parts = parts;
@@ -323,6 +323,18 @@ pub async fn check_message(
     response
 }
 
+/// The API's string code for a JSON-RPC error number.
+fn rpc_code_name(number: i64) -> &'static str {
+    match number {
+        -32700 => "invalid_json",
+        -32600 => "invalid_request",
+        -32601 => "method_not_found",
+        -32602 => "invalid_params",
+        -32020 => "header_mismatch", // MCP's: a header disagrees with the message
+        _ => "bad_request",
+    }
+}
+
 /// The API's error shape for a JSON-RPC error the library answered with a 4xx itself (a
 /// header that disagrees with the message, a method a stateless request cannot call): a string
 /// `code`, JSON-RPC's number in `data.jsonrpc_code`, as [`check_message`]'s own refusals.
@@ -341,16 +353,8 @@ async fn with_string_code(response: axum::response::Response) -> axum::response:
     let Some(number) = value.pointer("/error/code").and_then(serde_json::Value::as_i64) else {
         return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
     };
-    let code = match number {
-        -32700 => "invalid_json",
-        -32600 => "invalid_request",
-        -32601 => "method_not_found",
-        -32602 => "invalid_params",
-        -32020 => "header_mismatch", // MCP's: a header disagrees with the message
-        _ => "bad_request",
-    };
     let error = &mut value["error"];
-    error["code"] = code.into();
+    error["code"] = rpc_code_name(number).into();
     if !error["data"].is_object() {
         error["data"] = serde_json::json!({});
     }
