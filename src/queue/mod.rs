@@ -210,13 +210,28 @@ impl Queue {
             return Ok(0);
         }
         let items = stamped(session_id, scope, items);
-        let spooled = async {
-            self.inner.spool.still_there()?;
-            self.inner.spool.append(session_id, &scope.bank, items).await
-        };
-        self.accepted(session_id, spooled.await).await?;
-        self.arrived(session_id, n);
-        Ok(n)
+        let (queue, session, bank) = (self.clone(), session_id.to_owned(), scope.bank.clone());
+        self.to_the_end(async move {
+            let spooled = async {
+                queue.inner.spool.still_there()?;
+                queue.inner.spool.append(&session, &bank, items).await
+            };
+            queue.accepted(&session, spooled.await).await?;
+            queue.arrived(&session, n);
+            Ok(n)
+        })
+        .await
+    }
+
+    /// Runs a write and the counting of what it spooled on a task of their own. A client that
+    /// hangs up while its retain is being written has the handler dropped (hyper drops it), and
+    /// dropped between the two, the items were on disk but never counted or timed: nothing sent
+    /// them until something else flushed the session, or the daemon restarted.
+    async fn to_the_end<T: Send + 'static>(
+        &self,
+        write: impl Future<Output = Result<T, SpoolError>> + Send + 'static,
+    ) -> Result<T, SpoolError> {
+        self.inner.tasks.spawn(write).await.unwrap_or(Err(SpoolError::Stopped))
     }
 
     /// Spools items as [`Queue::enqueue`] does, with `once` in the same transaction, unless a
@@ -231,15 +246,19 @@ impl Queue {
     ) -> Result<Option<String>, SpoolError> {
         let n = items.len();
         let items = stamped(session_id, scope, items);
-        let spooled = async {
-            self.inner.spool.still_there()?;
-            self.inner.spool.append_once(session_id, &scope.bank, items, once).await
-        };
-        let kept = self.accepted(session_id, spooled.await).await?;
-        if kept.is_none() && n > 0 {
-            self.arrived(session_id, n);
-        }
-        Ok(kept)
+        let (queue, session, bank) = (self.clone(), session_id.to_owned(), scope.bank.clone());
+        self.to_the_end(async move {
+            let spooled = async {
+                queue.inner.spool.still_there()?;
+                queue.inner.spool.append_once(&session, &bank, items, once).await
+            };
+            let kept = queue.accepted(&session, spooled.await).await?;
+            if kept.is_none() && n > 0 {
+                queue.arrived(&session, n);
+            }
+            Ok(kept)
+        })
+        .await
     }
 
     /// Passes on what the spool answered, raising (once) that the disk is full or has room again.

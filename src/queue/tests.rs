@@ -197,6 +197,36 @@ async fn flushes_at_batch_size() {
     assert_eq!(r.queue.depths().await.spooled, 0);
 }
 
+/// A client that hangs up while its retain is being written (hyper drops the handler's future)
+/// leaves the items spooled *and* scheduled: they go out on the session's timer, not only at
+/// the next restart or at some later flush of the session.
+#[tokio::test]
+async fn a_retain_dropped_while_it_is_written_is_still_delivered_on_time() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    // The spool's writer is kept busy a while, so the retain's write is certain to wait.
+    let spool = r.queue.inner.spool.clone();
+    let busy = tokio::spawn(async move {
+        spool
+            .call(|_| {
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(())
+            })
+            .await
+            .unwrap();
+    });
+    let scope = scope();
+    let mut retain = Box::pin(r.queue.enqueue("s", &scope, items("a", 1)));
+    // Polled once (the write is under way), then given up once it is committed.
+    assert!(tokio::time::timeout(Duration::ZERO, &mut retain).await.is_err());
+    busy.await.unwrap();
+    until(|| async { r.queue.depths().await.spooled == 1 }).await;
+    drop(retain);
+    r.advance(5100).await;
+    until(|| async { b.delivered() == ["a0"] }).await;
+    assert_eq!(r.queue.depths().await, Depths::default());
+}
+
 #[tokio::test]
 async fn a_delivery_holds_one_requests_version_of_a_document() {
     // Spooled while nothing was delivered (an outage, say): two transcripts of one session, then
