@@ -21,6 +21,13 @@ const COMMAND_ECHOES: [&str; 3] = ["<command-name>", "<local-command-stdout>", "
 
 /// The conversation in the transcript at `path` (none when there is no file yet).
 pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
+    read_tail(path, MAX_TRANSCRIPT_BYTES)
+}
+
+/// The messages of the last `max_bytes` of the transcript. Read as bytes and parsed a line at a
+/// time: the cut, or a line a crash left half written, can fall inside a character, and read as
+/// one string the whole read failed on it (every hook of the session then saw no messages).
+fn read_tail(path: Option<&Path>, max_bytes: u64) -> Vec<Message> {
     let Some(path) = path else { return Vec::new() };
     // Only a regular file: opening a FIFO would wait for a writer, and the agent with it.
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
@@ -28,17 +35,17 @@ pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
     }
     let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let skip = len.saturating_sub(MAX_TRANSCRIPT_BYTES);
+    let skip = len.saturating_sub(max_bytes);
     if file.seek(SeekFrom::Start(skip)).is_err() {
         return Vec::new();
     }
-    let mut text = String::new();
-    let _ = file.take(MAX_TRANSCRIPT_BYTES).read_to_string(&mut text);
+    let mut bytes = Vec::new();
+    let _ = file.take(max_bytes).read_to_end(&mut bytes);
+    let mut lines = bytes.split(|b| *b == b'\n');
     if skip > 0 {
-        // Drop the partial first line.
-        text = text.split_once('\n').map(|(_, rest)| rest.to_owned()).unwrap_or_default();
+        lines.next(); // the partial first line
     }
-    text.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()).filter_map(|v| message(&v)).collect()
+    lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()).filter_map(|v| message(&v)).collect()
 }
 
 /// The newest messages whose JSON fits in `max_bytes`, and how many user turns were left out
@@ -56,6 +63,7 @@ pub fn tail_within(mut messages: Vec<Message>, max_bytes: usize) -> (Vec<Message
         size += len;
         start -= 1;
     }
+    let mut cut_off = None;
     if start == messages.len() && start > 0 {
         start -= 1;
         let last = &mut messages[start];
@@ -66,12 +74,33 @@ pub fn tail_within(mut messages: Vec<Message>, max_bytes: usize) -> (Vec<Message
             while !last.content.is_char_boundary(cut) {
                 cut += 1;
             }
-            last.content = last.content[cut..].to_owned();
+            let kept = last.content.split_off(cut);
+            cut_off = Some(std::mem::replace(&mut last.content, kept));
         }
     }
     let omitted =
         messages[..start].iter().filter(|m| m.role == "user" && mneme_core::text::has_substance(&m.content)).count();
-    (messages.split_off(start), omitted)
+    let opened_before = left_open(&messages[..start], cut_off.as_deref());
+    let mut tail = messages.split_off(start);
+    if opened_before {
+        // What is kept begins inside a span the cut-off part opened: it stays private (the
+        // daemon sees only the kept part, and would take its close tag for a stray one).
+        if let Some(first) = tail.first_mut() {
+            first.content.insert_str(0, "<private>");
+        }
+    }
+    (tail, omitted)
+}
+
+/// Whether the text left out (whole messages, then the cut-off start of the first one kept)
+/// leaves a `<private>` span open.
+fn left_open(dropped: &[Message], cut_off: Option<&str>) -> bool {
+    let texts = dropped.iter().map(|m| m.content.as_str()).chain(cut_off);
+    if !texts.clone().any(mneme_core::text::has_private_tag) {
+        return false;
+    }
+    let joined: Vec<&str> = texts.collect();
+    mneme_core::text::private_edges(&joined.join("\n")).left_open
 }
 
 fn message(v: &Value) -> Option<Message> {
@@ -115,6 +144,44 @@ mod tests {
         assert!(tail[0].content.len() <= 100 && tail[0].content.chars().all(|c| c == 'é'), "{}", tail[0].content);
     }
     use super::*;
+
+    #[test]
+    fn a_private_span_the_cut_opened_stays_private() {
+        let m = |role: &str, text: &str| Message::new(role.to_owned(), text.to_owned());
+        let hidden = |tail: &[Message]| tail.iter().any(|m| text::strip_private(&m.content).contains("SECRET"));
+        use mneme_core::text;
+        // The newest message alone over the bound, its opening tag in the part cut off.
+        let long = format!("<private>{}SECRET</private> ok", "x".repeat(3000));
+        let (tail, _) = tail_within(vec![m("user", &long)], 1000);
+        assert!(!hidden(&tail), "{:?}", tail[0].content);
+        assert!(text::strip_private(&tail[0].content).ends_with(" ok"));
+        // A span an older, left-out message opened and a kept one closes.
+        let all = vec![m("user", &format!("<private>{}", "y".repeat(2000))), m("assistant", "SECRET</private> done")];
+        let (tail, omitted) = tail_within(all, 200);
+        assert_eq!((tail.len(), omitted), (1, 1));
+        assert!(!hidden(&tail) && text::strip_private(&tail[0].content) == " done", "{:?}", tail[0].content);
+        // Spans closed before the cut change nothing.
+        let all = vec![m("user", &format!("<private>a</private>{}", "z".repeat(2000))), m("assistant", "fine")];
+        assert_eq!(tail_within(all, 200).0[0].content, "fine");
+    }
+
+    #[test]
+    fn a_cut_or_a_broken_line_inside_a_character_costs_only_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let first = r#"{"type":"user","message":{"role":"user","content":"é"}}"#;
+        let last = r#"{"type":"user","message":{"role":"user","content":"the newest"}}"#;
+        let mut bytes = first.as_bytes().to_vec();
+        bytes.push(b'\n');
+        bytes.extend_from_slice(&[b'{', 0xc3, b'\n']); // a line a crash left with half a character
+        bytes.extend_from_slice(last.as_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let contents = |max| read_tail(Some(&path), max).into_iter().map(|m| m.content).collect::<Vec<_>>();
+        assert_eq!(contents(1 << 20), ["é", "the newest"]);
+        // A cut in the middle of the first line's "é".
+        let at = bytes.len() - first.find('é').unwrap() - 1;
+        assert_eq!(contents(at as u64), ["the newest"]);
+    }
 
     #[test]
     fn only_the_users_and_the_assistants_words() {
