@@ -186,21 +186,41 @@ function tail(messages: Msg[], maxBytes: number): { messages: Msg[]; omitted: nu
     start -= 1
   }
   const kept = messages.slice(start)
+  let left: string[]
   if (kept.length === 0 && messages.length > 0) {
     start = messages.length - 1
     const last = messages[start]
     // Escaping can double a text's length: a quarter of the bound always fits.
     const keep = Math.floor(maxBytes / 4)
     let content = last.content
+    let cutOff = ""
     if (Buffer.byteLength(content) > keep) {
       // A UTF-16 unit is at most 3 bytes of UTF-8; a surrogate pair is not cut in half.
-      content = content.slice(content.length - Math.floor(keep / 3))
-      if (/^[\uDC00-\uDFFF]/.test(content)) content = content.slice(1)
+      let at = content.length - Math.floor(keep / 3)
+      if (/^[\uDC00-\uDFFF]/.test(content.slice(at))) at += 1
+      cutOff = content.slice(0, at)
+      content = content.slice(at)
     }
     kept.push({ role: last.role, content })
+    left = messages.slice(0, start).map((m) => m.content).concat(cutOff)
+  } else {
+    left = messages.slice(0, start).map((m) => m.content)
   }
+  // What is kept may begin inside a span the left-out part opened: it stays private (the daemon
+  // sees only the kept part, and would take its close tag for a stray one).
+  if (kept.length > 0 && leavesPrivateOpen(left.join("\n"))) kept[0] = { ...kept[0], content: "<private>" + kept[0].content }
   const omitted = messages.slice(0, start).filter((m) => m.role === "user" && hasSubstance(m.content)).length
   return { messages: kept, omitted }
+}
+
+/** A `<private>` or `</private>` tag as the daemon reads one: any case, attributes allowed. */
+const PRIVATE_TAG = /<(\/?)private(?:$|>|[\s/][^>]*(?:>|$))/gi
+
+/** Whether `text` ends inside a `<private>` span. */
+function leavesPrivateOpen(text: string): boolean {
+  let depth = 0
+  for (const tag of text.matchAll(PRIVATE_TAG)) depth = tag[1] ? Math.max(0, depth - 1) : depth + 1
+  return depth > 0
 }
 
 /** opencode messages → `[{role, content}]`, text parts only. */
@@ -222,14 +242,52 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
   const kinds = new Map<string, string>()
   const sid = (id: string) => encodeURIComponent(id)
 
+  /** Sessions' parents, as `session.created` told them (a subagent's session has one). */
+  const parents = new Map<string, string>()
+  /** Session starts under way: a second hook for the same session waits for the first's. */
+  const starting = new Map<string, Promise<void>>()
+
+  /**
+   * Starts the session with the daemon once. opencode does not wait for its event hooks, so a
+   * subagent's first `chat.message` can come before its `session.created`: the parent is then
+   * asked of opencode, since a start without it would make the subagent a session of its own
+   * (its own recall, its transcript retained apart).
+   */
   async function ensure(budget: Budget, id: string, parent?: string) {
+    if (parent) parents.set(id, parent)
     if (started.has(id)) return
-    const body = { session_id: id, cwd: directory, agent: "opencode", parent_session_id: parent, tools: TOOLS }
-    const res = await call(budget, "POST", "/v1/sessions", body)
-    if (!res) return
-    started.add(id)
-    if (Number(res.max_body_bytes) > 0) maxBody = Number(res.max_body_bytes)
-    if (RECALL_SET === undefined && Number(res.recall_timeout_ms) > 0) recallMs = Number(res.recall_timeout_ms) + HOOK_MS
+    const running = starting.get(id)
+    if (running) return running
+    const start = (async () => {
+      const parentId = parents.get(id) ?? (await parentOf(id))
+      const body = { session_id: id, cwd: directory, agent: "opencode", parent_session_id: parentId, tools: TOOLS }
+      const res = await call(budget, "POST", "/v1/sessions", body)
+      if (!res) return
+      started.add(id)
+      if (Number(res.max_body_bytes) > 0) maxBody = Number(res.max_body_bytes)
+      if (RECALL_SET === undefined && Number(res.recall_timeout_ms) > 0) recallMs = Number(res.recall_timeout_ms) + HOOK_MS
+    })()
+    starting.set(id, start)
+    try {
+      await start
+    } finally {
+      starting.delete(id)
+    }
+  }
+
+  /** The session's parent as opencode has it (none when it cannot say). */
+  async function parentOf(id: string): Promise<string | undefined> {
+    try {
+      const res: any = await client.session.get({ path: { id } })
+      const parent = (res?.data ?? res)?.parentID
+      if (typeof parent === "string" && parent !== "") {
+        parents.set(id, parent)
+        return parent
+      }
+    } catch {
+      // An older opencode, or none to ask: the session starts as its own.
+    }
+    return undefined
   }
 
   /** The session's messages that fit in half a request (the rest is room for the prompt). */
@@ -265,26 +323,35 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
       const budget = new Budget(HOOK_MS)
       if (event.type === "session.created") await ensure(budget, id, info?.parentID)
       if (event.type === "session.idle") {
-        await ensure(budget, id)
+        // The bound is for the daemon: reading opencode's own history does not use it up (on a
+        // long session it did, and the daemon was then taken for a hung one).
         const { messages, omitted } = await history(id)
+        const budget = new Budget(HOOK_MS)
+        await ensure(budget, id)
         const body = { messages, omitted_user_turns: omitted, agent: "opencode", wait: false }
         await call(budget, "POST", `/v1/sessions/${sid(id)}/agent-end`, body)
       }
       if (event.type === "session.deleted") {
         await call(budget, "DELETE", `/v1/sessions/${sid(id)}?wait=false`)
         started.delete(id)
+        parents.delete(id)
       }
     }),
 
     "chat.message": (input: any, output: any) => timed("chat.message", true, async () => {
-      const prompt = (output?.parts ?? []).filter((p: any) => p?.type === "text").map((p: any) => p.text).join("\n")
+      // The user's words: not the parts opencode adds (an attached file's whole text).
+      const prompt = (output?.parts ?? [])
+        .filter((p: any) => p?.type === "text" && !p?.synthetic)
+        .map((p: any) => p.text)
+        .join("\n")
       if (!input?.sessionID || !prompt.trim()) return
+      const messages = (await history(input.sessionID)).messages
       const budget = new Budget(recallMs)
       await ensure(budget, input.sessionID)
       // The block is cached by the daemon and comes back with the instructions below.
       await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/agent-start`, {
         prompt,
-        messages: (await history(input.sessionID)).messages,
+        messages,
         agent: input.agent ?? "opencode",
       })
     }),
@@ -300,10 +367,9 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
 
     "experimental.session.compacting": (input: any, output: any) => timed("session.compacting", true, async () => {
       if (!input?.sessionID) return
+      const messages = (await history(input.sessionID)).messages
       const budget = new Budget(recallMs)
-      const res = await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/compaction`, {
-        messages: (await history(input.sessionID)).messages,
-      })
+      const res = await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/compaction`, { messages })
       if (res?.context) output.context.push(res.context)
     }),
 

@@ -88,3 +88,65 @@ test("a recall waits for a daemon that gives a slow backend its recall.timeout",
     Object.assign(process.env, saved)
   }
 })
+
+test("what the plugin sends: the parent asked of opencode, the user's words only, private spans kept closed, history off the budget", async () => {
+  const { createServer } = await import("node:http")
+  const { existsSync, mkdtempSync } = await import("node:fs")
+  const { tmpdir } = await import("node:os")
+  const { join } = await import("node:path")
+  const bodies: { url: string; body: any }[] = []
+  const server = createServer((req: any, res: any) => {
+    let data = ""
+    req.on("data", (c: any) => (data += c))
+    req.on("end", () => {
+      bodies.push({ url: String(req.url), body: data ? JSON.parse(data) : null })
+      res.setHeader("content-type", "application/json")
+      // A small body limit, so the session below is cut.
+      if (req.url === "/v1/sessions") res.end(JSON.stringify({ max_body_bytes: 4000, recall_timeout_ms: 100 }))
+      else res.end(JSON.stringify({}))
+    })
+  })
+  await new Promise<void>((ready) => server.listen(0, "127.0.0.1", () => ready()))
+  const secret = "<private>" + "x".repeat(3000) + "SECRET</private> and the rest"
+  const client = {
+    session: {
+      // opencode's own history, slow to read (a long session): longer than the hook's bound.
+      messages: async () => {
+        await new Promise((done) => setTimeout(done, 1200))
+        return { data: [{ info: { role: "user" }, parts: [{ type: "text", text: secret }] }] }
+      },
+      get: async ({ path }: any) => ({ data: { id: path.id, parentID: path.id === "child" ? "parent" : undefined } }),
+    },
+  }
+  const saved = { ...process.env }
+  const dir = mkdtempSync(join(tmpdir(), "mneme-plugin-"))
+  try {
+    process.env.MNEME_URL = `http://127.0.0.1:${(server.address() as any).port}`
+    process.env.MNEME_TOKEN = "t"
+    process.env.MNEME_TOKEN_FILE = join(dir, "token")
+    delete process.env.MNEME_TIMEOUT_MS
+    delete process.env.MNEME_HOOK_TIMEOUT_MS
+    const { MnemePlugin } = await import(MODULE + "?sends")
+    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
+    // A subagent's first message before its session.created (opencode does not wait for events).
+    const parts = [{ type: "text", text: "what next?" }, { type: "text", text: "FILE BODY", synthetic: true }]
+    const prompt = hooks["chat.message"]({ sessionID: "child" }, { parts })
+    await hooks.event({ event: { type: "session.created", properties: { info: { id: "child", parentID: "parent" } } } })
+    await prompt
+    const starts = bodies.filter((b) => b.url === "/v1/sessions")
+    assert.ok(starts.length >= 1)
+    for (const s of starts) assert.equal(s.body.parent_session_id, "parent", JSON.stringify(s.body))
+    const start = bodies.find((b) => b.url.endsWith("/agent-start"))
+    assert.equal(start?.body.prompt, "what next?")
+    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "child" } } })
+    const end = bodies.find((b) => b.url.endsWith("/agent-end"))
+    assert.ok(end, "the turn reached the daemon although reading the history took longer than the bound")
+    assert.ok(!existsSync(join(dir, "hooks-breaker")), "the daemon was not taken for a hung one")
+    const kept = end.body.messages[0].content as string
+    assert.ok(kept.startsWith("<private>") && kept.endsWith("SECRET</private> and the rest"), kept.slice(0, 40))
+  } finally {
+    server.close()
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
+    Object.assign(process.env, saved)
+  }
+})
