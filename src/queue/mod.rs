@@ -373,6 +373,29 @@ impl Queue {
         Ok(n)
     }
 
+    /// [`Queue::discard`], then `delete` (the backend's deletion), with no delivery running: the
+    /// ones under way are waited for first, and none starts until `delete` is done. A delivery
+    /// that finished after the deletion brought back memories the user had just cleared.
+    /// Returns how many items were dropped and what `delete` returned.
+    pub async fn discard_then<T>(
+        &self,
+        session_id: Option<&str>,
+        delete: impl Future<Output = T>,
+    ) -> Result<(u64, T), SpoolError> {
+        let mut locks: Vec<(String, Arc<tokio::sync::Mutex<()>>)> =
+            self.inner.sessions.locked().iter().map(|(id, shell)| (id.clone(), shell.lock.clone())).collect();
+        // Always taken in one order, so two clears cannot each wait for the other.
+        locks.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut held = Vec::with_capacity(locks.len());
+        for (_, lock) in locks {
+            held.push(lock.lock_owned().await);
+        }
+        let n = self.discard(session_id).await?;
+        let deleted = delete.await;
+        drop(held);
+        Ok((n, deleted))
+    }
+
     /// The spool's group commit so far (see [`CommitCounts`]).
     pub fn spool_commits(&self) -> CommitCounts {
         self.inner.spool.commit_counts()

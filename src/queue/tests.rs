@@ -227,6 +227,28 @@ async fn a_retain_dropped_while_it_is_written_is_still_delivered_on_time() {
     assert_eq!(r.queue.depths().await, Depths::default());
 }
 
+/// A clear waits for a delivery under way before the backend deletes: finishing after the
+/// deletion, it brought back memories the user had just cleared.
+#[tokio::test]
+async fn a_clear_deletes_after_the_delivery_under_way() {
+    let b = TestBackend::new(&[Mode::Hang]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    let q = r.queue.clone();
+    let flush = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    assert_eq!(b.running.load(Ordering::SeqCst), 1);
+    let (q, seen) = (r.queue.clone(), b.clone());
+    let clear = tokio::spawn(async move { q.discard_then(Some("s"), async move { seen.delivered() }).await });
+    r.advance(50).await;
+    assert!(!clear.is_finished(), "the deletion did not wait for the delivery");
+    b.release.notify_one();
+    let (discarded, stored_before_the_deletion) = clear.await.unwrap().unwrap();
+    assert_eq!(flush.await.unwrap().delivered, 1);
+    assert_eq!((discarded, stored_before_the_deletion), (0, vec!["a0".to_owned()]));
+    assert_eq!(r.queue.depths().await, Depths::default());
+}
+
 #[tokio::test]
 async fn a_delivery_holds_one_requests_version_of_a_document() {
     // Spooled while nothing was delivered (an outage, say): two transcripts of one session, then

@@ -49,8 +49,9 @@ impl Sessions {
         };
         // `remote` only means something where there is a server.
         let what = if req.remote && backend.capabilities().clears_remotely { ClearWhat::Remote } else { what };
-        let discarded = self.inner.queue.discard(discard_for.as_deref()).await?;
-        let report = backend.clear(&scope, what).await?;
+        let (discarded, report) =
+            self.inner.queue.discard_then(discard_for.as_deref(), backend.clear(&scope, what)).await?;
+        let report = report?;
         let touched: Vec<Session> = {
             let mut map = self.inner.map.locked();
             map.values_mut()
