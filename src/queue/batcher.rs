@@ -165,11 +165,6 @@ impl Batcher {
         q.retry_at = Some(now + delay);
     }
 
-    /// `n` items could not be set aside (the spool failed): they are still pending.
-    pub fn kept(&mut self, id: &str, n: u64) {
-        self.entry(id).pending += n;
-    }
-
     /// After an outage ends, the other sessions backing off with items pending stop waiting:
     /// returns them, to be flushed now.
     pub fn end_backoffs(&mut self, except: &str) -> Vec<String> {

@@ -105,8 +105,10 @@ impl Inner {
         let noun = if n == 1 { "memory" } else { "memories" };
         if !error.is_transient() {
             let reason = format!("{reason} (retrying will not help; once it is fixed, `mneme retry` re-queues it)");
-            self.dead_letter(session, batch_id, n, &reason, backend).await;
-            return true;
+            if self.dead_letter(session, batch_id, n, &reason, backend).await {
+                return true;
+            }
+            return self.set_aside_later(session, n, retry::backoff(settings, attempts_before + 1, error));
         }
         // A full disk does not use up attempts: waiting for room is not the batch's fault; nor
         // does an unreachable backend (nothing answers): an outage is retried as long as it
@@ -127,8 +129,10 @@ impl Inner {
         // everything is delivered once it is back, nothing dead-lettered meanwhile.
         if attempts >= settings.max_attempts && !unreachable {
             let reason = format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)");
-            self.dead_letter(session, batch_id, n, &reason, backend).await;
-            return true;
+            if self.dead_letter(session, batch_id, n, &reason, backend).await {
+                return true;
+            }
+            return self.set_aside_later(session, n, retry::backoff(settings, attempts, error));
         }
         let delay = if unreachable {
             let tries = self.unreachable_tries.fetch_add(1, Ordering::Relaxed).saturating_add(1);
@@ -155,15 +159,26 @@ impl Inner {
         }
     }
 
-    async fn dead_letter(&self, session: &str, batch_id: &str, n: u64, reason: &str, backend: BackendId) {
+    /// Moves a batch to the dead letters, with its notice; `false` when the spool could not.
+    async fn dead_letter(&self, session: &str, batch_id: &str, n: u64, reason: &str, backend: BackendId) -> bool {
         if let Err(e) = self.spool.dead_letter(session, batch_id, reason).await {
             tracing::error!(session, "cannot move batch {batch_id} to the dead letters: {e}");
-            self.batcher.locked().kept(session, n);
-            return;
+            return false;
         }
         self.metrics.items_dead.fetch_add(n, Ordering::Relaxed);
         let noun = if n == 1 { "memory" } else { "memories" };
         let message = format!("Memory retention failed for {n} {noun}: {reason}");
         self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
+        true
+    }
+
+    /// A batch that could not be moved to the dead letters (the spool failed: a full disk) stays
+    /// pending and is tried again after `delay`; the flush stops. Going on, it fetched the same
+    /// batch at once and sent it again, in a loop as fast as the backend answered, for as long
+    /// as the spool failed (and an explicit flush never returned).
+    fn set_aside_later(&self, session: &str, n: u64, delay: std::time::Duration) -> bool {
+        self.batcher.locked().retry_later(session, n, self.clock.now(), delay);
+        self.timers_changed.notify_one();
+        false
     }
 }

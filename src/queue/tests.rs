@@ -249,6 +249,23 @@ async fn a_clear_deletes_after_the_delivery_under_way() {
     assert_eq!(r.queue.depths().await, Depths::default());
 }
 
+/// A batch the spool cannot move to the dead letters (its disk full) is tried again later; the
+/// flush ends. It was fetched and sent again at once, in a loop, and the flush never returned.
+#[tokio::test]
+async fn a_dead_letter_the_spool_cannot_write_is_tried_later_not_in_a_loop() {
+    let b = TestBackend::new(&[Mode::Permanent]);
+    let r = rig(b.clone(), settings());
+    let refuse = "CREATE TEMP TRIGGER refuse BEFORE INSERT ON dead_letters BEGIN SELECT RAISE(ABORT, 'disk full'); END";
+    r.queue.inner.spool.call(move |t| t.execute_batch(refuse)).await.unwrap();
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    let flushed = tokio::time::timeout(Duration::from_secs(5), r.queue.flush("s")).await;
+    assert_eq!(flushed.expect("the flush ended"), FlushReport { delivered: 0, failed: 1 });
+    assert_eq!(r.queue.depths().await.dead, 0);
+    r.queue.inner.spool.call(|t| t.execute_batch("DROP TRIGGER refuse")).await.unwrap();
+    r.advance(1100).await;
+    until(|| async { r.queue.depths().await == Depths { dead: 1, ..Depths::default() } }).await;
+}
+
 #[tokio::test]
 async fn a_delivery_holds_one_requests_version_of_a_document() {
     // Spooled while nothing was delivered (an outage, say): two transcripts of one session, then
