@@ -330,6 +330,17 @@ async fn the_web_views_cookie_opens_its_routes_only_and_only_from_its_own_origin
     assert_eq!(r.status(), 204);
     let r = b.req(&d, Method::GET, "/v1/memories").send().await.unwrap();
     assert_eq!(r.status(), 401);
+    let cleared = |r: &reqwest::Response| {
+        r.headers()
+            .get(header::SET_COOKIE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("mneme_ui=;") && v.contains("Max-Age=0"))
+    };
+    assert!(cleared(&r), "the ended session's cookie is cleared: {:?}", r.headers());
+    // Logging out again (a second tab) clears the cookie, without an error.
+    let r = b.req(&d, Method::POST, "/ui/logout").header("origin", &b.origin).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    assert!(cleared(&r), "{:?}", r.headers());
     let r = b.req(&d, Method::GET, "/ui/session").send().await.unwrap();
     assert_eq!(r.json::<Value>().await.unwrap()["logged_in"], false);
     // A made-up cookie opens nothing either.

@@ -119,6 +119,7 @@ fn logging_in_through_the_one_time_url_sets_a_strict_http_only_cookie() {
     let logout = r.step("logout");
     assert_eq!(logout["cookies"], serde_json::json!([]), "logging out clears the cookie: {logout}");
     assert_eq!(logout["anonymous_status"], 401);
+    assert_eq!(r.step("session-ended")["login_shown"], true, "an ended session shows the login");
 }
 
 #[test]
@@ -140,6 +141,9 @@ fn retained_memories_appear_newest_first_paged_and_filtered_by_project() {
     let text = detail["text"].as_str().unwrap();
     assert!(text.contains("design-notes (2 memories)") && text.contains("experience"), "{text}");
     assert_eq!(r.step("escape-closes-detail")["hidden"], true);
+    let late = r.step("late-detail");
+    assert_eq!(late["shown"], late["chosen"], "a late answer replaced the memory chosen after it: {late}");
+    assert_eq!(late["pressed"], serde_json::json!([late["chosen"]]), "{late}");
 }
 
 #[test]

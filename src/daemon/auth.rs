@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -83,12 +83,19 @@ pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next)
                     "the web view's session cannot use this route: send the bearer token",
                 )
                 .into_response(),
-                None => ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
-                    "the web view's session has ended: run `mneme ui` to log in again",
-                )
-                .into_response(),
+                // Logging out of a session that has ended already only clears the cookie.
+                None if req.method() == Method::POST && path == "/ui/logout" => next.run(req).await,
+                None => {
+                    let mut r = ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        "unauthorized",
+                        "the web view's session has ended: run `mneme ui` to log in again",
+                    )
+                    .into_response();
+                    // The dead cookie goes, instead of being sent until its Max-Age.
+                    r.headers_mut().insert(header::SET_COOKIE, ui::clearing_cookie());
+                    r
+                }
             };
         }
     }

@@ -415,6 +415,24 @@ def run_view(d, b, scope, fact_id, delete_id):
     b.keys("\ue00c")  # Escape closes it
     step("escape-closes-detail", hidden=b.wait("return document.getElementById('detail').hidden", "closing"))
 
+    # A slow answer for one memory does not replace the one chosen after it (whose delete
+    # button would then have deleted the slow one).
+    other = b.js("return [...document.querySelectorAll('#list .item')].map(e => e.dataset.id)"
+                 ".find(id => id !== 'design-1')")
+    b.js("const f = window.fetch; window.__slow = '/v1/memories/design-1';"
+         "window.fetch = (u, o) => window.__slow && String(u).includes(window.__slow)"
+         " ? new Promise((r) => setTimeout(r, 800)).then(() => f(u, o)) : f(u, o);")
+    b.click('#list .item[data-id="design-1"]')
+    b.click(f'#list .item[data-id="{other}"]')
+    b.wait(f"return document.getElementById('detail').dataset.id === '{other}'", "the second memory's detail")
+    time.sleep(1.5)  # the first memory's answer arrives meanwhile
+    step("late-detail", chosen=other, shown=b.js("return document.getElementById('detail').dataset.id"),
+         pressed=b.js("return [...document.querySelectorAll('#list .item[aria-pressed=\"true\"]')]"
+                      ".map(e => e.dataset.id)"))
+    b.js("window.__slow = null")
+    b.keys("\ue00c")
+    b.wait("return document.getElementById('detail').hidden", "closing")
+
     # Search by meaning, from the keyboard: "/" focuses the box, Enter searches.
     b.js("document.activeElement && document.activeElement.blur()")
     b.keys("/")
@@ -568,6 +586,14 @@ def run_logout(d, b):
     b.go(d.url + "/ui/")
     b.wait("return !document.getElementById('login').hidden", "the login hint after logout")
     step("logout", cookies=[c["name"] for c in b.call("GET", "/cookie")], anonymous_status=status)
+
+    # A session that ends while the page is open (a restarted daemon has forgotten it): the page
+    # shows the login within a poll, instead of "reconnecting" for good.
+    b.go(d.cli("ui", "--no-open").stdout.strip())
+    b.wait("return document.body.dataset.listRendered", "the list, logged in again")
+    b.call("DELETE", "/cookie")
+    step("session-ended", login_shown=b.wait("return !document.getElementById('login').hidden",
+                                             "the login after the session ended", 10))
 
 
 if __name__ == "__main__":

@@ -151,12 +151,22 @@ pub async fn logout(State(s): St, headers: HeaderMap) -> Response {
     if let Some(id) = auth::session_cookie(&headers) {
         s.ui.end(id);
     }
-    let clear = format!("{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0", auth::COOKIE);
-    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, clear)]).into_response()
+    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, clearing_cookie())]).into_response()
+}
+
+/// A `Set-Cookie` value that removes the session cookie ([`auth::COOKIE`]).
+pub fn clearing_cookie() -> HeaderValue {
+    HeaderValue::from_static("mneme_ui=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_clearing_cookie_names_the_session_cookie() {
+        let clearing = super::clearing_cookie();
+        assert!(clearing.to_str().unwrap().starts_with(&format!("{}=;", super::auth::COOKIE)));
+    }
+
     #[test]
     fn the_login_url_names_an_address_a_browser_can_open() {
         let addr = |s: &str| super::browser_addr(s.parse().unwrap()).to_string();

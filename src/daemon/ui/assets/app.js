@@ -20,12 +20,18 @@ const state = {
   loggedOut: false,
   reconnecting: false, // the notice stream dropped and is reconnecting
   version: 0,       // bumped on every render of the list (tests wait on it)
+  listAsked: 0,     // the latest list or search asked for: an older answer arriving late is dropped
+  detailAsked: 0,   // the same for the detail pane
 };
 
 // ---------- helpers ----------
 
-/** Calls the daemon. Changes carry the session's CSRF value; errors carry the API's message. */
-async function api(method, path, body) {
+/**
+ * Calls the daemon. Changes carry the session's CSRF value; errors carry the API's message. A
+ * change refused for its CSRF value (the view was logged into again in another tab, which gave
+ * the cookie a new session) fetches the session's value and is tried once more.
+ */
+async function api(method, path, body, retried) {
   const headers = { Accept: 'application/json' };
   if (method !== 'GET') headers['X-Mneme-CSRF'] = state.csrf;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -37,11 +43,27 @@ async function api(method, path, body) {
   let v = null;
   try { v = text ? JSON.parse(text) : null; } catch (_) { v = null; }
   if (!r.ok) {
+    const code = v && v.error && v.error.code;
+    if (method !== 'GET' && !retried && code === 'forbidden_cross_site' && await refreshCsrf()) {
+      return api(method, path, body, true);
+    }
     const e = new Error((v && v.error && v.error.message) || `${r.status} ${r.statusText}`);
     e.status = r.status;
     throw e;
   }
   return v;
+}
+
+/** Takes the session's current CSRF value; false when there is none or it did not change. */
+async function refreshCsrf() {
+  try {
+    const session = await api('GET', '/ui/session');
+    if (!session.logged_in || !session.csrf || session.csrf === state.csrf) return false;
+    state.csrf = session.csrf;
+    return true;
+  } catch (_) {
+    return false;
+  }
 }
 
 /** An element with attributes and children (strings become text nodes). */
@@ -87,6 +109,11 @@ function toast(message) {
 function fail(e) {
   if (e && e.status === 401) { showLogin(); return; }
   toast(e && e.message ? e.message : String(e));
+}
+
+/** For background refreshes: silent, except that an ended session shows the login. */
+function quiet(e) {
+  if (e && e.status === 401) showLogin();
 }
 
 /** Asks before deleting; resolves true on "Delete". */
@@ -163,7 +190,9 @@ async function loadList(cursor) {
   if (state.bank) p.set('bank', state.bank);
   if (state.tags) p.set('tags', state.tags);
   if (cursor) p.set('cursor', cursor);
+  const asked = (state.listAsked += 1);
   const page = await api('GET', `/v1/memories?${p}`);
+  if (asked !== state.listAsked) return; // a later list or search was asked for
   state.cursor = cursor || null;
   state.next = page.next;
   const items = page.memories.map((m) => memoryItem({
@@ -191,7 +220,9 @@ async function search(query) {
   const tags = state.tags ? state.tags.split(',').map((t) => t.trim()).filter(Boolean) : [];
   const body = { query, tags };
   if (state.bank) body.bank = state.bank;
+  const asked = (state.listAsked += 1);
   const answer = await api('POST', '/v1/search', body);
+  if (asked !== state.listAsked) return;
   const items = answer.results.map((r, i) => memoryItem({
     id: r.id, bank: answer.bank, text: r.text, kind: r.type, tags: r.tags, at: r.mentioned_at, doc: r.document_id,
   }, h('span', { class: 'score' }, `#${i + 1}${typeof r.score === 'number' ? ` · score ${r.score.toFixed(3)}` : ''}`)));
@@ -210,7 +241,11 @@ async function showDetail(id, bank) {
   state.selected = { id, bank };
   document.querySelectorAll('.item').forEach((b) => b.setAttribute('aria-pressed', b.dataset.id === id ? 'true' : 'false'));
   const q = bank ? `?bank=${encodeURIComponent(bank)}` : '';
+  const asked = (state.detailAsked += 1);
   const d = await api('GET', `/v1/memories/${encodeURIComponent(id)}${q}`);
+  // Another memory was chosen, or the pane closed, meanwhile: this answer is not shown (its
+  // delete button would have deleted a memory other than the one highlighted).
+  if (asked !== state.detailAsked) return;
   const m = d.memory;
   const dl = h('dl', { class: 'facts' });
   facts(dl, [
@@ -234,13 +269,14 @@ async function showDetail(id, bank) {
 }
 
 function closeDetail() {
+  state.detailAsked += 1;
   $('detail').hidden = true;
   state.selected = null;
   document.querySelectorAll('.item[aria-pressed="true"]').forEach((b) => b.setAttribute('aria-pressed', 'false'));
 }
 
 async function forgetMemory(m) {
-  if (!await confirmDelete(`Delete this memory from ${m.bank}? Recall will no longer find it.`)) return;
+  if (!await confirmDelete(`Delete memory ${m.id} from ${m.bank}? Recall will no longer find it.`)) return;
   const done = await api('DELETE', `/v1/memories/${encodeURIComponent(m.id)}?bank=${encodeURIComponent(m.bank)}`);
   toast(done.message);
   closeDetail();
@@ -304,13 +340,19 @@ function badge() {
   b.textContent = String(state.unseenProblems);
 }
 
-function startNotices(lastId) {
-  const after = Math.max(0, (lastId || 0) - 100);
+/**
+ * Streams the notices after `from` (by default the last 100 before `lastId`, the newest when the
+ * page loaded; newer ones count as unseen problems).
+ */
+function startNotices(lastId, from) {
+  const after = from === undefined ? Math.max(0, (lastId || 0) - 100) : from;
+  let seen = after;
   const es = new EventSource(`/v1/notices/stream?after=${after}`);
   state.events = es;
   es.addEventListener('notice', (ev) => {
     let n;
     try { n = JSON.parse(ev.data); } catch (_) { return; }
+    if (typeof n.id === 'number') seen = Math.max(seen, n.id);
     const li = h('li', { class: `notice ${n.level}`, dataset: { id: n.id, level: n.level } },
       h('div', { class: 'meta' }, h('span', {}, when(n.at)), h('span', { class: 'chip' }, n.level),
         h('span', {}, n.source), n.session_id ? h('span', {}, n.session_id) : null),
@@ -321,10 +363,22 @@ function startNotices(lastId) {
       badge();
     }
   });
-  es.addEventListener('error', () => { state.reconnecting = true; $('health').textContent = 'reconnecting to the daemon…'; });
+  es.addEventListener('error', () => {
+    state.reconnecting = true;
+    $('health').textContent = 'reconnecting to the daemon…';
+    // A refused stream (the session ended: a daemon restarted forgets its sessions) is not
+    // retried by the browser: log in again, or stream again once the daemon is back.
+    if (es.readyState !== EventSource.CLOSED) return;
+    setTimeout(() => {
+      if (state.loggedOut || state.events !== es) return;
+      api('GET', '/ui/session')
+        .then((session) => { if (!session.logged_in) showLogin(); else startNotices(lastId, seen); })
+        .catch(() => { state.events = null; setTimeout(() => { if (!state.events && !state.loggedOut) startNotices(lastId, seen); }, 3000); });
+    }, 3000);
+  });
   // Back after a drop: the health line says so again (the first open needs nothing: boot loaded it).
   es.addEventListener('open', () => {
-    if (state.reconnecting) { state.reconnecting = false; loadStatus().catch(() => {}); }
+    if (state.reconnecting) { state.reconnecting = false; loadStatus().catch(quiet); }
   });
 }
 
@@ -393,8 +447,8 @@ function wire() {
   });
   setInterval(() => {
     if (document.hidden || state.loggedOut) return;
-    if (state.view === 'queue') loadQueue().catch(() => {});
-    else loadStatus().catch(() => {});
+    if (state.view === 'queue') loadQueue().catch(quiet);
+    else loadStatus().catch(quiet);
   }, 2000);
 }
 
