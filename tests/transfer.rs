@@ -35,8 +35,23 @@ async fn export_then_import_is_lossless_and_idempotent() {
     let a = Daemon::start("");
     seed(&a, 20).await;
     let file = a.dir.path().join("export.jsonl");
+    // An export that fails leaves an earlier file of that name as it was (it was emptied first).
+    std::fs::write(&file, "an earlier backup\n").unwrap();
+    let out = a.cli().args(["export", "--bank", "<private>x</private>", "--output"]).arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "an earlier backup\n");
+    assert_eq!(
+        std::fs::read_dir(a.dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains("partial"))
+            .count(),
+        0
+    );
     let out = a.cli().args(["export", "--output"]).arg(&file).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "memories are private: {mode:o}");
     let exported = std::fs::read_to_string(&file).unwrap();
     let lines: Vec<Value> = exported.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 21);
@@ -232,9 +247,17 @@ async fn migrate_keeps_a_document_whole_across_pages_and_requests() {
         .collect();
     let (status, v) = d.post(&format!("/hindsight/v1/default/banks/{bank}/memories"), json!({"items": parts})).await;
     assert_eq!(status, 200, "{v}");
+    // 250 memories later, a part appended to it: the store keeps it with the document, far from
+    // the rest by sequence (sent apart, the part alone replaced the 20 on the server).
+    let loose: Vec<Value> = (0..250).map(|i| json!({"content": format!("unrelated note {i} about lunch")})).collect();
+    let (status, v) = d.post(&format!("/hindsight/v1/default/banks/{bank}/memories"), json!({"items": loose})).await;
+    assert_eq!(status, 200, "{v}");
+    let appended = json!({"items": [{"content": "okapi runbook part 20 of the deploy", "document_id": "runbook", "update_mode": "append"}]});
+    let (status, v) = d.post(&format!("/hindsight/v1/default/banks/{bank}/memories"), appended).await;
+    assert_eq!(status, 200, "{v}");
     let out = d.cli().args(["migrate", "--from", "local", "--to", "hindsight"]).output().unwrap();
     let said = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(said.trim(), "Copied 210 memories from local to hindsight; done.");
+    assert_eq!(said.trim(), "Copied 461 memories from local to hindsight; done.");
     let http = reqwest::Client::new();
     let mut text = String::new();
     for _ in 0..240 {
@@ -242,13 +265,13 @@ async fn migrate_keeps_a_document_whole_across_pages_and_requests() {
         if res.status().is_success() {
             let v: Value = res.json().await.unwrap();
             text = v["original_text"].as_str().unwrap_or_default().to_owned();
-            if text.contains("part 19 of") {
+            if text.contains("part 19 of") && text.contains("part 20 of") {
                 break;
             }
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    for i in 0..20 {
+    for i in 0..=20 {
         assert!(text.contains(&format!("okapi runbook part {i} of the deploy")), "part {i} kept: {text:?}");
     }
 }

@@ -33,13 +33,54 @@ pub(super) async fn export(
     output: Option<PathBuf>,
 ) -> Result<ExitCode, CliError> {
     let client = Client::connect(&load_client_settings(config)?.settings).await?;
-    let mut out: Box<dyn Write> = match &output {
+    // A file is written beside its name and renamed over it once whole: an export that fails
+    // part-way leaves an earlier backup of that name as it was, not a truncated one. Private,
+    // as the store it copies.
+    let partial = output.as_ref().map(|path| partial_path(path));
+    let mut out: Box<dyn Write> = match &partial {
         Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path)
-                .map_err(|e| CliError::Other(format!("cannot write {}: {e}", path.display())))?,
+            create_private_file(path).map_err(|e| CliError::Other(format!("cannot write {}: {e}", path.display())))?,
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
+    let written = write_export(&client, bank, &mut out).await;
+    drop(out);
+    let n = match (written, &partial, &output) {
+        (Ok(n), Some(partial), Some(path)) => {
+            std::fs::rename(partial, path).map_err(|e| {
+                CliError::Other(format!("cannot rename {} to {}: {e}", partial.display(), path.display()))
+            })?;
+            n
+        }
+        (Ok(n), _, _) => n,
+        (Err(e), partial, _) => {
+            if let Some(partial) = partial {
+                let _ = std::fs::remove_file(partial);
+            }
+            return Err(e);
+        }
+    };
+    if let Some(path) = output {
+        eprintln!("Exported {n} {} to {}.", if n == 1 { "memory" } else { "memories" }, path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where an export to `path` is written until it is whole.
+fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+/// Creates (or empties) a file only its owner may read.
+fn create_private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)
+}
+
+/// Writes every page of the export as JSON lines; returns how many memories.
+async fn write_export(client: &Client, bank: Option<String>, out: &mut dyn Write) -> Result<u64, CliError> {
     let mut cursor: Option<String> = None;
     let mut n = 0u64;
     loop {
@@ -62,10 +103,7 @@ pub(super) async fn export(
         }
     }
     out.flush().map_err(|e| CliError::Other(format!("cannot write: {e}")))?;
-    if let Some(path) = output {
-        eprintln!("Exported {n} {} to {}.", if n == 1 { "memory" } else { "memories" }, path.display());
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(n)
 }
 
 pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) -> Result<ExitCode, CliError> {

@@ -276,9 +276,8 @@ impl MemoryBackend for LocalBackend {
         };
         let bank = bank.map(str::to_owned);
         let limit = limit.max(1);
-        let rows = self.read(move |s| s.export(bank.as_deref(), after, limit)).await?;
-        let next = (rows.len() == limit).then(|| rows.last().map(|(seq, _)| seq.to_string())).flatten();
-        Ok(ExportPage { memories: rows.into_iter().map(|(_, m)| m).collect(), next })
+        let page = self.read(move |s| s.export(bank.as_deref(), after, limit)).await?;
+        Ok(ExportPage { memories: page.memories, next: page.next.map(|seq| seq.to_string()) })
     }
 
     async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {

@@ -43,10 +43,28 @@ pub struct Stats {
     pub passages: u64,
 }
 
-/// A page of an export. `LIMIT ?3 + 0`: an expression, so the bound value does not force a
+/// The memories an export page leads with: those after `?1` that are their document's first (or
+/// have none), oldest first. `LIMIT ?3 + 0`: an expression, so the bound value does not force a
 /// re-prepare either.
-const EXPORT_PAGE: &str = "SELECT seq, id, bank, content, context, kind, tags, metadata, document_id, created_at
-     FROM memories WHERE seq > ?1 AND (?2 IS NULL OR bank = ?2) ORDER BY seq LIMIT ?3 + 0";
+const EXPORT_LEADS: &str = "SELECT seq, id, bank, content, context, kind, tags, metadata, document_id, created_at
+     FROM memories m WHERE seq > ?1 AND (?2 IS NULL OR bank = ?2)
+         AND (document_id IS NULL OR NOT EXISTS (
+             SELECT 1 FROM memories d WHERE d.bank = m.bank AND d.document_id = m.document_id AND d.seq < m.seq))
+     ORDER BY seq LIMIT ?3 + 0";
+
+/// The rest of a document, after its first memory, oldest first.
+const EXPORT_REST_OF_DOCUMENT: &str =
+    "SELECT seq, id, bank, content, context, kind, tags, metadata, document_id, created_at
+     FROM memories WHERE bank = ?1 AND document_id = ?2 AND seq > ?3 ORDER BY seq";
+
+/// A page of an export (see [`Store::export`]).
+#[derive(Debug, Default)]
+pub struct ExportRows {
+    /// The memories, a document's together.
+    pub memories: Vec<StoredMemory>,
+    /// Where the next page starts (the last leading memory's sequence), when there may be one.
+    pub next: Option<i64>,
+}
 
 /// Indexes a batch's new passages in one statement, so FTS5 writes one segment per batch: their
 /// own terms (without the opening a passage repeats from the one before it in its memory, whose
@@ -492,11 +510,38 @@ impl Store {
         rows.collect()
     }
 
-    /// Up to `limit` memories after sequence `after`, oldest first, optionally of one bank.
-    pub fn export(&self, bank: Option<&str>, after: i64, limit: usize) -> rusqlite::Result<Vec<(i64, StoredMemory)>> {
-        let mut stmt = self.conn.prepare_cached(EXPORT_PAGE)?;
-        let rows = stmt.query_map(params![after, bank, limit as i64], |r| Ok((r.get(0)?, stored_memory(r)?)))?;
-        rows.collect()
+    /// Up to `limit` memories after sequence `after`, optionally of one bank, oldest first and a
+    /// document's together: each document follows its first memory whole (one larger than
+    /// `limit` is a page of its own). A document's later memories (appends) are not next to its
+    /// first by sequence, and a target that stores a document as what one request holds of it
+    /// (Hindsight) kept only the last part sent.
+    pub fn export(&self, bank: Option<&str>, after: i64, limit: usize) -> rusqlite::Result<ExportRows> {
+        let mut leads = self.conn.prepare_cached(EXPORT_LEADS)?;
+        let mut rest_of = self.conn.prepare_cached(EXPORT_REST_OF_DOCUMENT)?;
+        let mut page = ExportRows::default();
+        let mut led = 0;
+        let rows =
+            leads.query_map(params![after, bank, limit as i64], |r| Ok((r.get::<_, i64>(0)?, stored_memory(r)?)))?;
+        for row in rows {
+            let (seq, first) = row?;
+            let rest: Vec<StoredMemory> = match &first.document_id {
+                Some(document) => {
+                    rest_of.query_map(params![first.bank, document, seq], stored_memory)?.collect::<Result<_, _>>()?
+                }
+                None => Vec::new(),
+            };
+            if !page.memories.is_empty() && page.memories.len() + 1 + rest.len() > limit {
+                return Ok(page); // `next` stays at the last document shown whole
+            }
+            page.memories.push(first);
+            page.memories.extend(rest);
+            page.next = Some(seq);
+            led += 1;
+        }
+        if led < limit {
+            page.next = None; // no memory leads after these
+        }
+        Ok(page)
     }
 
     /// Memory count and size on disk.
@@ -638,6 +683,42 @@ mod tests {
         assert_eq!(count(&a, "the build uses sccache"), 1);
     }
 
+    /// A document's later memories (appends) follow its first in an export, on the same page:
+    /// Hindsight keeps of a document what one request holds, and parts sent apart replaced each
+    /// other (a migration kept only the last).
+    #[test]
+    fn an_export_keeps_a_documents_memories_together_across_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("m.db")).unwrap();
+        store.retain("b", &[item(1, "runbook part one", Some("runbook"))]).unwrap();
+        for i in 2..6 {
+            store.retain("b", &[item(i, &format!("loose note {i}"), None)]).unwrap();
+        }
+        let append = MemoryItem { append: true, ..item(6, "runbook part two", Some("runbook")) };
+        store.retain("b", &[append]).unwrap();
+        store.retain("b", &[item(7, "loose note 7", None)]).unwrap();
+        let ids = |rows: &ExportRows| rows.memories.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+        let all = store.export(None, 0, 100).unwrap();
+        assert_eq!(ids(&all), ["item-1", "item-6", "item-2", "item-3", "item-4", "item-5", "item-7"]);
+        assert_eq!(all.next, None);
+        // Paged two at a time: the document is one page; nothing is left out or repeated.
+        let (mut seen, mut after, mut pages) = (Vec::new(), 0, 0);
+        loop {
+            let page = store.export(None, after, 2).unwrap();
+            assert!(page.memories.len() <= 2);
+            seen.extend(ids(&page));
+            pages += 1;
+            match page.next {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        assert_eq!(seen, ids(&all), "in {pages} pages");
+        // A document larger than the page is a page of its own.
+        let page = store.export(None, 0, 1).unwrap();
+        assert_eq!((ids(&page), page.next), (vec!["item-1".to_owned(), "item-6".to_owned()], Some(1)));
+    }
+
     #[test]
     fn a_forgotten_memory_leaves_nothing_readable_on_disk() {
         let dir = tempfile::tempdir().unwrap();
@@ -676,7 +757,7 @@ mod tests {
         }
         store.export(None, 0, 2).unwrap();
         store.export(None, 2, 3).unwrap();
-        for sql in [RANKED_POOL, INDEX_NEW_PASSAGES, EXPORT_PAGE] {
+        for sql in [RANKED_POOL, INDEX_NEW_PASSAGES, EXPORT_LEADS, EXPORT_REST_OF_DOCUMENT] {
             let stmt = store.conn.prepare_cached(sql).unwrap();
             assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0, "{sql}");
         }
