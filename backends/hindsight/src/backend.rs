@@ -104,15 +104,32 @@ impl fmt::Debug for HindsightBackend {
 pub fn operation_id(batch_id: &str) -> String {
     let mut hex: String = batch_id.chars().filter(|c| c.is_ascii_hexdigit()).map(|c| c.to_ascii_lowercase()).collect();
     if hex.len() != 32 {
-        // Not our id format: hash it (FNV-1a twice, seeded differently) into 128 bits.
-        let h = |seed: u64| batch_id.bytes().fold(seed, |acc, b| (acc ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-        hex = format!("{:016x}{:016x}", h(0xcbf2_9ce4_8422_2325), h(0x8422_2325_cbf2_9ce4));
+        hex = hash128(batch_id); // not our id format
     }
     let mut b: Vec<char> = hex.chars().collect();
     b[12] = '4'; // version 4 layout
     b[16] = ['8', '9', 'a', 'b'][b[16].to_digit(16).unwrap_or(0) as usize % 4]; // RFC 4122 variant
     let s: String = b.into_iter().collect();
     format!("{}-{}-{}-{}-{}", &s[0..8], &s[8..12], &s[12..16], &s[16..20], &s[20..32])
+}
+
+/// 128 bits of `text` as 32 hex digits (FNV-1a twice, seeded differently): an id, not a secret.
+fn hash128(text: &str) -> String {
+    let h = |seed: u64| text.bytes().fold(seed, |acc, b| (acc ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{:016x}{:016x}", h(0xcbf2_9ce4_8422_2325), h(0x8422_2325_cbf2_9ce4))
+}
+
+/// The id of an import chunk: of its bank and its memories whole. The server answers an
+/// operation id it has seen with what it did then, and refuses it (409) with another body: from
+/// the ids alone, importing an edited export failed, and a chunk of one memory (its id 32 hex
+/// digits) had the memory's id whatever the bank, so importing it into a second bank did too.
+fn import_chunk_id(bank: &str, chunk: &[&StoredMemory]) -> String {
+    let mut key = format!("import:{bank}");
+    for m in chunk {
+        key.push('\n');
+        key.push_str(&serde_json::to_string(m).unwrap_or_else(|_| m.id.clone()));
+    }
+    hash128(&key)
 }
 
 impl HindsightBackend {
@@ -397,7 +414,7 @@ impl MemoryBackend for HindsightBackend {
         }
         for (bank, of_bank) in banks {
             for chunk in chunks_of_whole_documents(of_bank, ChunkLimit::items(IMPORT_CHUNK)) {
-                let ids: Vec<&str> = chunk.iter().map(|m| m.id.as_str()).collect();
+                let chunk_id = import_chunk_id(bank, &chunk);
                 let items = chunk
                     .iter()
                     .map(|m| RetainItem {
@@ -410,9 +427,6 @@ impl MemoryBackend for HindsightBackend {
                         update_mode: None,
                     })
                     .collect();
-                // Hindsight's operation ids are global, not per bank: the bank is part of it, or
-                // importing the same export into a second bank is refused (409).
-                let chunk_id = format!("import:{bank}:{}", ids.join(","));
                 self.ensure_bank(bank).await;
                 let url = self.bank_url(bank, &["memories"]);
                 for (n, items) in parts::import_parts(items).into_iter().enumerate() {
@@ -503,6 +517,27 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn an_import_chunks_id_is_of_its_bank_and_its_memories_whole() {
+        let m = StoredMemory {
+            id: "0192f4a1b2c3d4e5f60718293a4b5c6d".into(),
+            bank: "work".into(),
+            content: "the build uses sccache".into(),
+            context: None,
+            tags: vec![],
+            metadata: Default::default(),
+            document_id: None,
+            kind: Default::default(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+        };
+        let id = |bank: &str, m: &StoredMemory| operation_id(&import_chunk_id(bank, &[m]));
+        assert_eq!(id("work", &m), id("work", &m), "a resend is the same operation");
+        assert_ne!(id("work", &m), id("tools", &m), "another bank is another operation");
+        let edited = StoredMemory { content: "the build uses ccache".into(), ..m.clone() };
+        assert_ne!(id("work", &m), id("work", &edited), "an edited memory is another operation");
+        assert_ne!(id("work", &m), operation_id(&m.id));
+    }
 
     #[test]
     fn operation_ids_are_stable_uuids() {
