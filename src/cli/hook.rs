@@ -246,7 +246,7 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         }
         "Stop" => {
             let (messages, omitted_user_turns) = tail_within(read_transcript(transcript.as_deref()), budget);
-            let reply = event["last_assistant_message"].as_str().map(str::to_owned);
+            let reply = event["last_assistant_message"].as_str().map(|r| bounded_reply(r, budget));
             let body = Messages { reply, wait: false, omitted_user_turns, ..claude_turn(messages) };
             let _: AgentEnded = hook.post("/agent-end", &body).await?;
             Ok(Answer::Json(json!({})))
@@ -261,6 +261,14 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         }
         _ => Ok(Answer::empty_for(name)),
     }
+}
+
+/// The reply as it is sent beside the transcript's tail (which takes up to `budget`, half the
+/// body limit): within half of the rest, its end kept as a long message's is (an unbounded reply
+/// of a few megabytes made the request too large, and the turn was not retained).
+fn bounded_reply(reply: &str, budget: usize) -> String {
+    let (mut kept, _) = tail_within(vec![Message::new("assistant", reply)], budget / 2);
+    kept.pop().map(|m| m.content).unwrap_or_default()
 }
 
 fn dirs_home() -> Option<PathBuf> {
@@ -333,6 +341,18 @@ fn hook_budget(event: &str, payload: &Value, settings: &Settings) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_long_reply_fits_beside_the_transcript_and_keeps_its_private_span_closed() {
+        let budget = 2 * 1024 * 1024;
+        let short = "Done: the tests pass.";
+        assert_eq!(super::bounded_reply(short, budget), short);
+        let long = format!("<private>{}SECRET</private> and {}", "x".repeat(3 << 20), "y".repeat(100));
+        let kept = super::bounded_reply(&long, budget);
+        assert!(serde_json::to_string(&kept).unwrap().len() <= budget / 2, "{}", kept.len());
+        assert!(kept.ends_with(&"y".repeat(100)));
+        assert!(!mneme_core::text::strip_private(&kept).contains("SECRET"));
+    }
+
     use super::*;
 
     #[test]
