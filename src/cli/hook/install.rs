@@ -64,8 +64,23 @@ pub fn merge_hooks(existing: &mut Value, command: &str, settings: &Settings) -> 
         let list = hooks.entry(event).or_insert_with(|| json!([]));
         let shown = kind(list);
         let list = list.as_array_mut().ok_or_else(|| format!("\"hooks.{event}\" is {shown}, not a list"))?;
-        let present = list.iter().any(|group| {
-            group["hooks"].as_array().is_some_and(|hs| hs.iter().any(|h| h["command"].as_str() == Some(command)))
+        let our_hook = &ours["hooks"][event][0]["hooks"][0];
+        let mut present = false;
+        list.retain_mut(|group| {
+            let Some(hooks) = group.get_mut("hooks").and_then(Value::as_array_mut) else { return true };
+            let before = hooks.len();
+            hooks.retain_mut(|h| {
+                if !h["command"].as_str().is_some_and(|c| is_ours(c, command)) {
+                    return true;
+                }
+                if present {
+                    return false; // a second of ours (an older path): it would run the hook twice
+                }
+                present = true;
+                *h = our_hook.clone(); // this mneme's path and config, and today's timeout
+                true
+            });
+            hooks.len() == before || !hooks.is_empty()
         });
         if !present {
             list.extend(ours["hooks"][event].as_array().expect("array").iter().cloned());
@@ -73,6 +88,13 @@ pub fn merge_hooks(existing: &mut Value, command: &str, settings: &Settings) -> 
     }
     *existing = merged;
     Ok(())
+}
+
+/// Whether a hook's command is one `--install` wrote: this command, or an earlier one (another
+/// path to mneme, another config). Kept as it was, an older entry ran the hook twice (or failed
+/// each time, its path gone), and its timeout stayed whatever `recall.timeout` was then.
+fn is_ours(hook_command: &str, command: &str) -> bool {
+    hook_command == command || hook_command.trim_end().ends_with(" hook claude-code")
 }
 
 /// Adds the `mneme` MCP server (from `.mcp.json`) to the settings' approved servers, keeping the
@@ -236,6 +258,27 @@ mod tests {
             let want = if e == "UserPromptSubmit" || e == "SessionStart" { 11 } else { 6 };
             assert_eq!(ours["timeout"], want, "{e}");
         }
+    }
+
+    #[test]
+    fn installing_again_updates_our_entry_and_drops_older_ones() {
+        let mut slow = Settings::default();
+        slow.recall.timeout = std::time::Duration::from_secs(20);
+        let other = json!({"type": "command", "command": "other"});
+        let old = |path: &str| json!({"type": "command", "command": format!("{path} hook claude-code"), "timeout": 11});
+        let mut s = json!({"hooks": {"UserPromptSubmit": [
+            {"hooks": [other.clone(), old("/nix/store/aaa-mneme/bin/mneme")]},
+            {"hooks": [old("/usr/local/bin/mneme --config /x.toml")]},
+        ]}});
+        merge_hooks(&mut s, "/opt/mneme hook claude-code", &slow).unwrap();
+        let groups = s["hooks"]["UserPromptSubmit"].as_array().unwrap();
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        let hooks = groups[0]["hooks"].as_array().unwrap();
+        assert_eq!(hooks[0], other);
+        assert_eq!(hooks[1]["command"], "/opt/mneme hook claude-code");
+        assert_eq!(hooks[1]["timeout"], event_timeout("UserPromptSubmit", &slow));
+        assert_eq!(hooks.len(), 2);
+        assert_eq!(s["hooks"]["Stop"].as_array().unwrap().len(), 1);
     }
 
     #[test]
