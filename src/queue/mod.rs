@@ -311,9 +311,18 @@ impl Queue {
         self.inner.clone().flush_session(session_id.to_owned(), Trigger::Explicit).await
     }
 
-    /// Flushes every session concurrently and waits.
+    /// Flushes every session with something spooled or being delivered, concurrently, and waits.
+    /// (Not every session known since the start: each flush costs a spool transaction, and a
+    /// long-running daemon knows thousands that have nothing left.)
     pub async fn flush_all(&self) -> FlushReport {
-        let mut sessions: Vec<String> = self.inner.batcher.locked().sessions().map(|(id, _)| id.clone()).collect();
+        let mut sessions: Vec<String> = self
+            .inner
+            .batcher
+            .locked()
+            .sessions()
+            .filter(|(_, q)| q.pending > 0 || q.in_flight > 0)
+            .map(|(id, _)| id.clone())
+            .collect();
         if let Ok(waiting) = self.inner.spool.waiting().await {
             for s in waiting.into_keys() {
                 if !sessions.contains(&s) {

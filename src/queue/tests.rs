@@ -266,6 +266,24 @@ async fn a_dead_letter_the_spool_cannot_write_is_tried_later_not_in_a_loop() {
     until(|| async { r.queue.depths().await == Depths { dead: 1, ..Depths::default() } }).await;
 }
 
+/// Flushing everything (a shutdown, a reload) touches the sessions with something left, not
+/// every session delivered since the start.
+#[tokio::test]
+async fn flushing_all_skips_the_sessions_with_nothing_left() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    for i in 0..40 {
+        r.queue.enqueue(&format!("s{i}"), &scope(), items("a", 1)).await.unwrap();
+    }
+    assert_eq!(r.queue.flush_all().await.delivered, 40);
+    r.queue.enqueue("late", &scope(), items("b", 1)).await.unwrap();
+    let before = r.queue.spool_commits().jobs;
+    assert_eq!(r.queue.flush_all().await.delivered, 1);
+    until(|| async { r.queue.inner.spool.idle() }).await;
+    let spent = r.queue.spool_commits().jobs - before;
+    assert!(spent < 15, "{spent} spool jobs to flush one session");
+}
+
 #[tokio::test]
 async fn a_delivery_holds_one_requests_version_of_a_document() {
     // Spooled while nothing was delivered (an outage, say): two transcripts of one session, then
