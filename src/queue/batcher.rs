@@ -125,6 +125,15 @@ impl Batcher {
         q.pending >= rules.batch_size
     }
 
+    /// How much of the session's backoff is left at `now` (none when it is not backing off).
+    pub fn backoff_left(&self, id: &str, now: Instant) -> Option<Duration> {
+        self.sessions
+            .get(id)
+            .and_then(|q| q.backoff_until)
+            .and_then(|t| t.checked_duration_since(now))
+            .filter(|d| !d.is_zero())
+    }
+
     /// Whether a flush of `trigger` must stop before sending (more): debounce flushes wait out
     /// a backoff.
     pub fn holds_back(&self, id: &str, trigger: Trigger, now: Instant) -> bool {

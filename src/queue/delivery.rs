@@ -32,6 +32,9 @@ struct FailedDelivery<'a> {
     items: u64,
     /// Attempts made before this one.
     attempts_before: u32,
+    /// What was left of the session's backoff when this one was sent (an explicit flush does not
+    /// wait it out).
+    early_by: Option<std::time::Duration>,
     error: &'a BackendError,
     backend: BackendId,
 }
@@ -57,6 +60,7 @@ impl Inner {
         let scope = Scope { bank: batch[0].bank.clone(), tags: batch[0].item.tags.clone() };
         let attempts_before = batch[0].attempts;
         let seqs = batch[0].seq..=batch[batch.len() - 1].seq;
+        let early_by = self.batcher.locked().backoff_left(session, self.clock.now());
         let delivery = RetainBatch { id: batch_id.clone(), items: batch.into_iter().map(|s| s.item).collect() };
         let started = Instant::now();
         let result = backend.retain(&scope, &delivery).await;
@@ -87,6 +91,7 @@ impl Inner {
                     batch_id: &batch_id,
                     items: n,
                     attempts_before,
+                    early_by,
                     error: &e,
                     backend: backend.id(),
                 };
@@ -100,7 +105,7 @@ impl Inner {
     /// outage), a permanent one or the last attempt makes a dead letter. Returns whether the
     /// flush may go on with the next batch.
     async fn delivery_failed(self: &Arc<Self>, f: FailedDelivery<'_>, settings: &QueueSettings) -> bool {
-        let FailedDelivery { session, batch_id, items: n, attempts_before, error, backend } = f;
+        let FailedDelivery { session, batch_id, items: n, attempts_before, early_by, error, backend } = f;
         let reason = error.to_string();
         let noun = if n == 1 { "memory" } else { "memories" };
         if !error.is_transient() {
@@ -109,6 +114,13 @@ impl Inner {
                 return true;
             }
             return self.set_aside_later(session, n, retry::backoff(settings, attempts_before + 1, error));
+        }
+        if let Some(left) = early_by {
+            // Sent before its backoff ran out (an agent's turn ended, a flush was asked for): it
+            // uses up no attempt, and the backoff stands. Counted, a busy agent sent a batch to
+            // the dead letters within seconds of an outage, in as many turns as it had attempts.
+            tracing::warn!(session, "delivery failed again during its backoff: {reason}");
+            return self.set_aside_later(session, n, left);
         }
         // A full disk does not use up attempts: waiting for room is not the batch's fault; nor
         // does an unreachable backend (nothing answers): an outage is retried as long as it

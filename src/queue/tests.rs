@@ -504,6 +504,21 @@ async fn a_retry_does_not_bring_back_a_document_replaced_since() {
     assert_eq!(delivered, vec!["other", "v1", "v2"], "v1 only in the other bank");
 }
 
+/// Flushes asked for during a backoff (an agent's turns) use up no attempts: the batch goes to
+/// the dead letters after `max_attempts` tries on the backoff's schedule, not after as many turns.
+#[tokio::test]
+async fn flushes_during_a_backoff_use_up_no_attempts() {
+    let b = TestBackend::new(&[Mode::Transient]);
+    let r = rig(b.clone(), QueueSettings { max_attempts: 3, ..settings() });
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    for _ in 0..5 {
+        assert_eq!(r.queue.flush("s").await.failed, 1);
+    }
+    assert_eq!(r.queue.depths().await.dead, 0, "dead-lettered within one backoff");
+    r.advance(60_000).await;
+    assert_eq!(r.queue.depths().await.dead, 1, "the backoff's own retries still give up");
+}
+
 #[tokio::test]
 async fn running_out_of_attempts_dead_letters() {
     let b = TestBackend::new(&[Mode::Transient]);
