@@ -349,6 +349,31 @@ async fn the_web_views_cookie_opens_its_routes_only_and_only_from_its_own_origin
     assert_eq!(r.status(), 401);
 }
 
+/// With `server.allow_remote`, the view opened at the daemon's network address may change things
+/// (its origin is the request's own host); another origin still may not.
+#[tokio::test]
+async fn with_allow_remote_the_view_at_the_network_address_can_delete() {
+    let d = Daemon::start(&format!("{NO_EMBEDDER}[server]\nallow_remote = true\n"));
+    let cwd = tempfile::tempdir().unwrap();
+    retain(&d, "s", cwd.path().to_str().unwrap(), &["a fact to delete remotely"]).await;
+    let b = Browser::login(&d).await;
+    let host = "192.168.1.5:6366";
+    let from = |origin: &str, method: Method, path: &str| {
+        b.req(&d, method, path)
+            .header(header::HOST, host)
+            .header("origin", origin)
+            .header("sec-fetch-site", "same-origin")
+    };
+    let r = from(&format!("http://{host}"), Method::GET, "/ui/session").send().await.unwrap();
+    let csrf = r.json::<Value>().await.unwrap()["csrf"].as_str().unwrap().to_owned();
+    let (_, v) = d.get("/v1/memories").await;
+    let path = format!("/v1/memories/{}", v["memories"][0]["id"].as_str().unwrap());
+    let r = from("http://192.168.1.9:6366", Method::DELETE, &path).header("x-mneme-csrf", &csrf).send().await.unwrap();
+    assert_eq!(r.status(), 403, "another origin");
+    let r = from(&format!("http://{host}"), Method::DELETE, &path).header("x-mneme-csrf", &csrf).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+}
+
 #[tokio::test]
 async fn a_login_code_request_is_checked_not_clamped() {
     let d = Daemon::start(NO_EMBEDDER);

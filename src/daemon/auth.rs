@@ -30,6 +30,15 @@ fn origin_is_loopback(origin: &str) -> bool {
     matches!(scheme, "http" | "https") && is_loopback_host(rest.split('/').next().unwrap_or(""))
 }
 
+/// Whether `origin` is the host the request was sent to (its one `Host` header): the daemon's own
+/// page, wherever it was opened from.
+fn is_own_origin(origin: &str, headers: &axum::http::HeaderMap) -> bool {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let (Some(host), None) = (hosts.next(), hosts.next()) else { return false };
+    let Some((scheme, authority)) = origin.split_once("://") else { return false };
+    matches!(scheme, "http" | "https") && host.to_str().is_ok_and(|h| h.eq_ignore_ascii_case(authority))
+}
+
 /// Compares without leaking where the first difference is.
 pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -41,7 +50,14 @@ pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     // Every value counts, not the first: a second Host or Origin must not slip past the check.
-    if headers.get_all(header::ORIGIN).iter().any(|origin| !origin.to_str().is_ok_and(origin_is_loopback)) {
+    // With `allow_remote`, the view is also opened at the daemon's own address on the network:
+    // its origin is then the request's own host (the cookie's CSRF and origin checks still hold).
+    let own_origin = |origin: &str| state.allow_remote && is_own_origin(origin, headers);
+    if headers
+        .get_all(header::ORIGIN)
+        .iter()
+        .any(|origin| !origin.to_str().is_ok_and(|o| origin_is_loopback(o) || own_origin(o)))
+    {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden_origin",
