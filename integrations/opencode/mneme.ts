@@ -57,7 +57,9 @@ const BREAKER = join(dirname(tokenFile()), "hooks-breaker")
 
 function breakerOpen(): boolean {
   try {
-    return Date.now() - Number(readFileSync(BREAKER, "utf8").trim()) < COOLDOWN_MS
+    // A trip in the future (the clock was set back since) is not believed.
+    const since = Date.now() - Number(readFileSync(BREAKER, "utf8").trim())
+    return since >= 0 && since < COOLDOWN_MS
   } catch {
     return false
   }

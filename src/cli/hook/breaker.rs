@@ -22,7 +22,9 @@ impl Breaker {
     /// How long hooks still skip the daemon, if they do.
     pub fn open(&self) -> Option<Duration> {
         let tripped: u128 = std::fs::read_to_string(&self.path).ok()?.trim().parse().ok()?;
-        let since = now_ms().saturating_sub(tripped);
+        // A trip in the future (the clock was set back since) is not believed: counted as just
+        // now, hooks skipped a healthy daemon until the clock caught up, hours perhaps.
+        let since = now_ms().checked_sub(tripped)?;
         let cooldown = self.cooldown.as_millis();
         (since < cooldown).then(|| Duration::from_millis((cooldown - since) as u64))
     }
@@ -68,6 +70,8 @@ mod tests {
         short.trip();
         std::thread::sleep(Duration::from_millis(5));
         assert!(short.open().is_none(), "the cooldown passed");
+        std::fs::write(dir.path().join("hooks-breaker"), (now_ms() + 3_600_000).to_string()).unwrap();
+        assert!(b.open().is_none(), "a trip an hour ahead (the clock was set back) is not believed");
         let off = Breaker::new(dir.path(), Duration::ZERO);
         off.trip();
         assert!(off.open().is_none());
