@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use mneme_core::{BackendError, BackendId, ExportPage, MemoryBackend};
+use mneme_core::{BackendError, BackendId, ExportPage, MemoryBackend, StoredMemory};
 use serde::{Deserialize, Serialize};
 
 use super::commands::load_settings;
@@ -86,6 +86,7 @@ async fn sweep(
     target: &dyn MemoryBackend,
     bank: Option<&str>,
     seen: &mut HashSet<String>,
+    settings: &crate::config::Settings,
 ) -> Result<u64, BackendError> {
     let mut stored = 0;
     for _ in 0..SWEEPS {
@@ -97,7 +98,8 @@ async fn sweep(
             unseen.retain(|m| seen.insert(m.id.clone()));
             if !unseen.is_empty() {
                 found += unseen.len();
-                stored += target.import(&unseen).await?.unwrap_or(unseen.len() as u64);
+                let (fit, _) = fit_to_import(settings, unseen);
+                stored += target.import(&fit).await?.unwrap_or(fit.len() as u64);
             }
             match page.next {
                 Some(next) => cursor = Some(next),
@@ -109,6 +111,20 @@ async fn sweep(
         }
     }
     Ok(stored)
+}
+
+/// A page as the target is given it: each memory checked and cleaned as `/v1/import` does (a
+/// Hindsight server holds what other clients wrote: private spans, blank or odd ids and dates).
+/// Returns the memories to copy and how many were left out.
+fn fit_to_import(settings: &crate::config::Settings, memories: Vec<StoredMemory>) -> (Vec<StoredMemory>, u64) {
+    let read = memories.len() as u64;
+    let fit: Vec<StoredMemory> = memories
+        .into_iter()
+        .filter(|m| crate::daemon::import_problem(m).is_none())
+        .filter_map(|mut m| crate::session::clean_imported(settings, &mut m).then_some(m))
+        .collect();
+    let left_out = read - fit.len() as u64;
+    (fit, left_out)
 }
 
 fn state_path(dir: &Path, plan: &Plan) -> PathBuf {
@@ -155,6 +171,8 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     let mut this_run = 0u64;
     let mut finished = false;
     let mut ahead = None;
+    // Read but not copied: what `/v1/import` would refuse or clean away (see `fit_to_import`).
+    let mut skipped = 0u64;
     // What this run read, when the source is read again at the end (see `sweep`).
     let sweeps = plan.from == BackendId::Hindsight;
     let mut seen = HashSet::new();
@@ -170,7 +188,10 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
             finished = true;
             break;
         }
-        target.import(&page.memories).await.map_err(|e| {
+        let n = page.memories.len() as u64;
+        let (fit, unfit) = fit_to_import(&settings, page.memories.clone());
+        skipped += unfit;
+        target.import(&fit).await.map_err(|e| {
             CliError::Other(format!(
                 "writing to {} (progress is saved; run the same command again to resume): {e}",
                 plan.to
@@ -179,7 +200,6 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
         if sweeps {
             seen.extend(page.memories.iter().map(|m| m.id.clone()));
         }
-        let n = page.memories.len() as u64;
         this_run += n;
         progress.copied += n;
         bar.inc(n);
@@ -193,7 +213,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     }
     let mut found_again = 0;
     if finished && sweeps {
-        found_again = sweep(source.as_ref(), target.as_ref(), bank.as_deref(), &mut seen).await.map_err(|e| {
+        found_again = sweep(source.as_ref(), target.as_ref(), bank.as_deref(), &mut seen, &settings).await.map_err(|e| {
             CliError::Other(format!(
                 "reading {} again for what changed during the copy (all it read once is copied; run the same command again to finish): {e}",
                 plan.from
@@ -201,7 +221,12 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
         })?;
     }
     bar.finish_and_clear();
-    let resumed = if resumed_at > 0 { format!(" (resumed after {resumed_at})") } else { String::new() };
+    let mut resumed = if resumed_at > 0 { format!(" (resumed after {resumed_at})") } else { String::new() };
+    if skipped > 0 {
+        resumed.push_str(&format!(
+            " ({skipped} of them left out, as an import would: blank or private only, or an id or date it refuses)"
+        ));
+    }
     if finished {
         let _ = std::fs::remove_file(&state_file);
     }
@@ -221,7 +246,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     if as_json {
         println!(
             "{}",
-            serde_json::json!({"copied": this_run, "total_copied": progress.copied, "finished": finished, "found_again": found_again})
+            serde_json::json!({"copied": this_run, "total_copied": progress.copied, "finished": finished, "found_again": found_again, "skipped": skipped})
         );
     } else {
         println!("{summary}");
@@ -234,4 +259,35 @@ fn save(path: &Path, p: &Progress) -> Result<(), CliError> {
     std::fs::write(&tmp, serde_json::to_string(p).expect("progress serializes"))
         .and_then(|_| std::fs::rename(&tmp, path))
         .map_err(|e| CliError::Other(format!("cannot save progress to {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_checks_and_cleans_as_an_import_does() {
+        let m = |id: &str, content: &str| StoredMemory {
+            id: id.into(),
+            bank: "b".into(),
+            content: content.into(),
+            context: Some("<private>why</private>".into()),
+            tags: vec![],
+            metadata: Default::default(),
+            document_id: None,
+            kind: Default::default(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+        };
+        let page = vec![
+            m("1", "kept <private>the key is hunter2</private>as it is"),
+            m("2", "<private>nothing but this</private>"),
+            m("..", "an id no URL can name"),
+            StoredMemory { created_at: "yesterday".into(), ..m("4", "a date it refuses") },
+        ];
+        let (fit, left_out) = fit_to_import(&crate::config::Settings::default(), page);
+        assert_eq!(left_out, 3);
+        assert_eq!(fit.len(), 1);
+        assert!(!fit[0].content.contains("hunter2") && fit[0].content.starts_with("kept"), "{}", fit[0].content);
+        assert_eq!(fit[0].context, None);
+    }
 }
