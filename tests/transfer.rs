@@ -99,6 +99,14 @@ async fn export_then_import_is_lossless_and_idempotent() {
     let out = b.cli().arg("import").arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl:2"));
+    // A line that is not UTF-8 is named too.
+    let mut bytes = format!("{}\n", exported.lines().next().unwrap()).into_bytes();
+    bytes.extend_from_slice(b"{\"id\": \"\xff\"}\n");
+    std::fs::write(&bad, bytes).unwrap();
+    let out = b.cli().arg("import").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("bad.jsonl:2: not UTF-8"), "{said}");
 }
 
 /// `mneme import` keeps each request within the daemon's body limit: memories that fit one by

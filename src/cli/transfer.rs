@@ -117,7 +117,12 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     // Read and check every line before sending anything: a bad file imports nothing.
     let mut memories = Vec::new();
     for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| CliError::Other(format!("cannot read {}: {e}", file.display())))?;
+        let line = line.map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => {
+                CliError::Other(format!("{}:{}: not UTF-8 text; nothing was imported", file.display(), i + 1))
+            }
+            _ => CliError::Other(format!("cannot read {}: {e}", file.display())),
+        })?;
         // A file saved by an editor that marks UTF-8 may open with a byte-order mark.
         let line = if i == 0 { line.trim_start_matches('\u{feff}') } else { &line };
         if line.trim().is_empty() {
