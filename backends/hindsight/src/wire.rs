@@ -191,9 +191,24 @@ pub struct ListedMemory {
     /// Tags.
     #[serde(default)]
     pub tags: Option<Vec<String>>,
-    /// Metadata.
-    #[serde(default)]
+    /// Metadata. The server allows any JSON value in a listed memory's metadata: a value other
+    /// than a string is kept as its JSON text (one number in one memory's metadata made the
+    /// whole page unreadable, and an export or a migration stop there).
+    #[serde(default, deserialize_with = "metadata_as_text")]
     pub metadata: Option<BTreeMap<String, String>>,
+}
+
+fn metadata_as_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    let map: Option<BTreeMap<String, serde_json::Value>> = Deserialize::deserialize(d)?;
+    Ok(map.map(|m| {
+        m.into_iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => (k, s),
+                other => (k, other.to_string()),
+            })
+            .collect()
+    }))
 }
 
 impl ListedMemory {
@@ -236,4 +251,24 @@ pub struct DocumentDeleted {
     /// Memory units deleted with it.
     #[serde(default)]
     pub memory_units_deleted: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_memorys_metadata_may_hold_any_json() {
+        let listed: ListedMemory = serde_json::from_str(
+            r#"{"id": "m", "text": "t", "metadata": {"session_id": "s", "turn": 3, "ok": true, "gone": null}}"#,
+        )
+        .unwrap();
+        let m = listed.metadata.unwrap();
+        assert_eq!(m.get("session_id").map(String::as_str), Some("s"));
+        assert_eq!(m.get("turn").map(String::as_str), Some("3"));
+        assert_eq!(m.get("ok").map(String::as_str), Some("true"));
+        assert!(!m.contains_key("gone"));
+        let none: ListedMemory = serde_json::from_str(r#"{"id": "m", "text": "t", "metadata": null}"#).unwrap();
+        assert_eq!(none.metadata, None);
+    }
 }
