@@ -46,35 +46,65 @@ test("with a live daemon the instructions reach the system prompt", { skip: !pro
   assert.equal(title.system.length, 1)
 })
 
-test("a recall waits for a daemon that gives a slow backend its recall.timeout", async () => {
-  // A daemon whose recall.timeout is 3.5 s answers the prompt's recall after 3.4 s (its backend
-  // was slow). The plugin waits that (the timeout the session start said, plus the hook bound)
-  // instead of giving up at a fixed 3 s and taking the daemon for a hung one (the breaker file,
-  // which would skip the next hooks and the turn's retains with them).
+/** A request the fake daemon got: its path and its JSON body. */
+type Got = { url: string; body: any }
+
+/**
+ * Runs `body` with the plugin's settings pointed at a fake daemon on 127.0.0.1 (`answer` says what
+ * it answers, `null` for `{}`, after `delayMs`) and a fresh token folder; restores the environment.
+ */
+async function withFakeDaemon(
+  answer: (got: Got) => { json: object; delayMs?: number } | null,
+  body: (dir: string, got: Got[]) => Promise<void>,
+) {
   const { createServer } = await import("node:http")
-  const { existsSync, mkdtempSync } = await import("node:fs")
+  const { mkdtempSync } = await import("node:fs")
   const { tmpdir } = await import("node:os")
   const { join } = await import("node:path")
+  const got: Got[] = []
   const server = createServer((req: any, res: any) => {
-    req.resume()
+    let data = ""
+    req.on("data", (c: any) => (data += c))
     req.on("end", () => {
-      const answer = (o: object) => {
+      const request = { url: String(req.url), body: data ? JSON.parse(data) : null }
+      got.push(request)
+      const reply = answer(request) ?? { json: {} }
+      setTimeout(() => {
         res.setHeader("content-type", "application/json")
-        res.end(JSON.stringify(o))
-      }
-      if (req.url === "/v1/sessions") answer({ session_id: "slow", max_body_bytes: 4194304, recall_timeout_ms: 3500 })
-      else if (String(req.url).endsWith("/agent-start")) setTimeout(() => answer({ inject: null }), 3400)
-      else answer({})
+        res.end(JSON.stringify(reply.json))
+      }, reply.delayMs ?? 0)
     })
   })
   await new Promise<void>((ready) => server.listen(0, "127.0.0.1", () => ready()))
   const saved = { ...process.env }
-  const dir = mkdtempSync(join(tmpdir(), "mneme-breaker-"))
+  const dir = mkdtempSync(join(tmpdir(), "mneme-plugin-"))
   try {
     process.env.MNEME_URL = `http://127.0.0.1:${(server.address() as any).port}`
     process.env.MNEME_TOKEN = "t"
     process.env.MNEME_TOKEN_FILE = join(dir, "token")
     delete process.env.MNEME_TIMEOUT_MS
+    delete process.env.MNEME_HOOK_TIMEOUT_MS
+    await body(dir, got)
+  } finally {
+    server.close()
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
+    Object.assign(process.env, saved)
+  }
+}
+
+test("a recall waits for a daemon that gives a slow backend its recall.timeout", async () => {
+  // A daemon whose recall.timeout is 3.5 s answers the prompt's recall after 3.4 s (its backend
+  // was slow). The plugin waits that (the timeout the session start said, plus the hook bound)
+  // instead of giving up at a fixed 3 s and taking the daemon for a hung one (the breaker file,
+  // which would skip the next hooks and the turn's retains with them).
+  const { existsSync } = await import("node:fs")
+  const { join } = await import("node:path")
+  const answer = (got: Got) => {
+    if (got.url === "/v1/sessions") return { json: { session_id: "slow", max_body_bytes: 4194304, recall_timeout_ms: 3500 } }
+    if (got.url.endsWith("/agent-start")) return { json: { inject: null }, delayMs: 3400 }
+    return null
+  }
+  await withFakeDaemon(answer, async (dir) => {
     const { MnemePlugin } = await import(MODULE + "?slow")
     const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
     await hooks.event({ event: { type: "session.created", properties: { info: { id: "slow" } } } })
@@ -82,31 +112,12 @@ test("a recall waits for a daemon that gives a slow backend its recall.timeout",
     await hooks["chat.message"]({ sessionID: "slow" }, { parts: [{ type: "text", text: "hi" }] })
     assert.ok(Date.now() - started >= 3300, "it waited for the answer")
     assert.ok(!existsSync(join(dir, "hooks-breaker")), "the daemon was not taken for a hung one")
-  } finally {
-    server.close()
-    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
-    Object.assign(process.env, saved)
-  }
+  })
 })
 
 test("what the plugin sends: the parent asked of opencode, the user's words only, private spans kept closed, history off the budget", async () => {
-  const { createServer } = await import("node:http")
-  const { existsSync, mkdtempSync } = await import("node:fs")
-  const { tmpdir } = await import("node:os")
+  const { existsSync, readFileSync, writeFileSync } = await import("node:fs")
   const { join } = await import("node:path")
-  const bodies: { url: string; body: any }[] = []
-  const server = createServer((req: any, res: any) => {
-    let data = ""
-    req.on("data", (c: any) => (data += c))
-    req.on("end", () => {
-      bodies.push({ url: String(req.url), body: data ? JSON.parse(data) : null })
-      res.setHeader("content-type", "application/json")
-      // A small body limit, so the session below is cut.
-      if (req.url === "/v1/sessions") res.end(JSON.stringify({ max_body_bytes: 4000, recall_timeout_ms: 100 }))
-      else res.end(JSON.stringify({}))
-    })
-  })
-  await new Promise<void>((ready) => server.listen(0, "127.0.0.1", () => ready()))
   const secret = "<private>" + "x".repeat(3000) + "SECRET</private> and the rest"
   const client = {
     session: {
@@ -118,16 +129,10 @@ test("what the plugin sends: the parent asked of opencode, the user's words only
       get: async ({ path }: any) => ({ data: { id: path.id, parentID: path.id === "child" ? "parent" : undefined } }),
     },
   }
-  const saved = { ...process.env }
-  const dir = mkdtempSync(join(tmpdir(), "mneme-plugin-"))
-  try {
-    process.env.MNEME_URL = `http://127.0.0.1:${(server.address() as any).port}`
-    process.env.MNEME_TOKEN = "t"
-    process.env.MNEME_TOKEN_FILE = join(dir, "token")
-    delete process.env.MNEME_TIMEOUT_MS
-    delete process.env.MNEME_HOOK_TIMEOUT_MS
+  // A small body limit, so the session below is cut.
+  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 4000, recall_timeout_ms: 100 } } : null)
+  await withFakeDaemon(answer, async (dir, bodies) => {
     // A breaker tripped "an hour from now" (the clock was set back since) is not believed.
-    const { readFileSync, writeFileSync } = await import("node:fs")
     const future = String(Date.now() + 3600000)
     writeFileSync(join(dir, "hooks-breaker"), future)
     const { MnemePlugin } = await import(MODULE + "?sends")
@@ -149,9 +154,5 @@ test("what the plugin sends: the parent asked of opencode, the user's words only
     assert.ok(!existsSync(breaker) || readFileSync(breaker, "utf8") === future, "the daemon was not taken for a hung one")
     const kept = end.body.messages[0].content as string
     assert.ok(kept.startsWith("<private>") && kept.endsWith("SECRET</private> and the rest"), kept.slice(0, 40))
-  } finally {
-    server.close()
-    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
-    Object.assign(process.env, saved)
-  }
+  })
 })
