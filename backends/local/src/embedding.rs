@@ -95,6 +95,8 @@ struct Health {
 struct Wake {
     /// New passages from this pid on.
     from: Option<i64>,
+    /// The embedder failed a query: the idle thread looks whether it answers again.
+    probe: bool,
     stop: bool,
 }
 
@@ -250,19 +252,21 @@ impl Semantic {
                 continue;
             }
             self.defer_to_retains();
+            let last = batch.last().map_or(after, |p| p.pid);
             let texts: Vec<&str> = batch.iter().map(Unembedded::embedding_text).collect();
-            match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
-                Ok(vectors) => {
-                    let last = batch.last().map_or(after, |p| p.pid);
-                    match self.store(writer, batch, vectors) {
-                        Ok(()) => {
-                            pause = RETRY_FIRST;
-                            self.available();
-                            after = last;
-                        }
-                        Err(e) => self.back_off(format!("cannot store the vectors: {e}"), &mut pause),
+            let embedded = match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
+                Err(EmbedError::Invalid(reason)) if batch.len() > 1 => one_by_one(&*embedder, batch, reason),
+                other => other.map(|vectors| (batch, vectors)),
+            };
+            match embedded {
+                Ok((batch, vectors)) => match self.store(writer, batch, vectors) {
+                    Ok(()) => {
+                        pause = RETRY_FIRST;
+                        self.available();
+                        after = last;
                     }
-                }
+                    Err(e) => self.back_off(format!("cannot store the vectors: {e}"), &mut pause),
+                },
                 Err(e) => self.back_off(e.to_string(), &mut pause),
             }
         }
@@ -414,12 +418,13 @@ impl Semantic {
         lock(&self.wake).from.take()
     }
 
-    /// Until new passages arrive or the backend stops.
+    /// Until new passages arrive, a query found the embedder failing, or the backend stops.
     fn wait(&self) {
         let mut wake = lock(&self.wake);
-        while wake.from.is_none() && !wake.stop {
+        while wake.from.is_none() && !wake.probe && !wake.stop {
             wake = self.woken.wait(wake).unwrap_or_else(|p| p.into_inner());
         }
+        wake.probe = false;
     }
 
     /// For `pause`, or until the backend stops.
@@ -440,8 +445,16 @@ impl Semantic {
             drop(h);
             self.event(true, format!("semantic recall is unavailable ({reason}); recall uses BM25 until the embedder answers, and the passages stored meanwhile are embedded then"));
         } else if first {
+            drop(h);
             tracing::warn!("embedder unavailable again: {reason}");
+        } else {
+            drop(h);
         }
+        // An idle embedding thread finds out when it answers again (it pings while the error
+        // stands). Left asleep, a failed query kept recall without vectors until the next retain.
+        let mut wake = lock(&self.wake);
+        wake.probe = true;
+        self.woken.notify_all();
     }
 
     fn available(&self) {
@@ -478,6 +491,36 @@ fn idle_priority() {
             tracing::debug!("cannot make the embedding thread idle-priority: {}", std::io::Error::last_os_error());
         }
     }
+}
+
+/// A batch the embedder refused, embedded a text at a time: one text it refuses (an endpoint's
+/// input limit, say) is left out, with a warning, instead of holding up every later passage for
+/// good. Refusing them all is the endpoint's fault, not the texts': `Err`, retried as an outage.
+fn one_by_one(
+    embedder: &dyn Embedder,
+    batch: Vec<Unembedded>,
+    reason: String,
+) -> Result<(Vec<Unembedded>, Vec<Vec<f32>>), EmbedError> {
+    let mut kept = Vec::with_capacity(batch.len());
+    let mut vectors = Vec::with_capacity(batch.len());
+    let mut refused = Vec::new();
+    for passage in batch {
+        match embedder.embed(&[passage.embedding_text()]).and_then(|v| check_dims(v, 1)) {
+            Ok(mut v) => {
+                vectors.push(v.remove(0));
+                kept.push(passage);
+            }
+            Err(EmbedError::Invalid(why)) => refused.push((passage.pid, why)),
+            Err(unavailable) => return Err(unavailable),
+        }
+    }
+    if kept.is_empty() {
+        return Err(EmbedError::Invalid(reason));
+    }
+    for (pid, why) in refused {
+        tracing::warn!(pid, "the embedder refuses this passage, which recall finds by its words only: {why}");
+    }
+    Ok((kept, vectors))
 }
 
 fn check_dims(vectors: Vec<Vec<f32>>, n: usize) -> Result<Vec<Vec<f32>>, EmbedError> {

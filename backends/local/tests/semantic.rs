@@ -331,6 +331,17 @@ fn handle(stream: TcpStream, answer: u64) {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let mut stream = stream;
+    // A text the endpoint refuses (as llama.cpp's server refuses one over its batch size).
+    if request["input"].as_array().unwrap().iter().any(|t| t.as_str().unwrap().contains("POISON")) {
+        let out = r#"{"error": {"message": "input is too large to process"}}"#;
+        let _ = write!(
+            stream,
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
+            out.len()
+        );
+        return;
+    }
     if answer >= 4 {
         std::thread::sleep(Duration::from_millis(answer - 4));
     }
@@ -352,7 +363,6 @@ fn handle(stream: TcpStream, answer: u64) {
         .map(|(i, t)| serde_json::json!({"index": i, "embedding": embedding(t.as_str().unwrap())}))
         .collect();
     let out = serde_json::json!({"object": "list", "data": data, "model": request["model"]}).to_string();
-    let mut stream = stream;
     let _ = write!(
         stream,
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
@@ -429,6 +439,45 @@ async fn a_store_that_refuses_the_vectors_for_a_while_is_caught_up_with() {
     locker.execute_batch("ROLLBACK").unwrap();
     let e = embedded(&b, Duration::from_secs(90)).await;
     assert_eq!(e.embedded, 10);
+}
+
+/// A text the endpoint refuses is left to BM25; the passages around it, and after it, get their
+/// vectors (the whole batch was retried for good, and nothing later was ever embedded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_the_endpoint_refuses_holds_up_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let stub = Stub::start();
+    let b = openai(&dir.path().join("m.db"), &stub, "hash-64", Duration::from_secs(2));
+    let mut items = numbered(0, 5);
+    items.insert(2, item("poison", "POISON: a passage too large for the endpoint", "sp"));
+    retain(&b, items).await;
+    retain(&b, numbered(5, 5)).await;
+    let until = Instant::now() + Duration::from_secs(60);
+    let e = loop {
+        let e = b.embedding_status().await.unwrap();
+        if e.embedded == 10 || Instant::now() > until {
+            break e;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!((e.embedded, e.passages), (10, 11), "{e:?}");
+    assert_eq!(recall(&b, "POISON passage", RecallMode::Hybrid).await.len(), 1, "found by its words");
+}
+
+/// A query the embedder was too slow for leaves recall to BM25 only until the embedder answers
+/// again, found out by the idle embedding thread: not until the next retain woke it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semantic_recall_comes_back_after_a_slow_query_without_a_retain() {
+    let dir = tempfile::tempdir().unwrap();
+    let stub = Stub::start();
+    let b = openai(&dir.path().join("m.db"), &stub, "hash-64", Duration::from_millis(300));
+    retain(&b, numbered(0, 10)).await;
+    embedded(&b, Duration::from_secs(30)).await;
+    stub.set(Answer::Slow(3000));
+    assert!(!recall(&b, "walrus4", RecallMode::Hybrid).await.is_empty());
+    assert_eq!(b.embedding_status().await.unwrap().state, "unavailable");
+    stub.set(Answer::Vectors);
+    assert_eq!(embedded(&b, Duration::from_secs(30)).await.state, "ready");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
