@@ -108,13 +108,14 @@ async fn the_mcp_endpoint_needs_the_token() {
 async fn optional_arguments_are_plain_and_the_cwd_header_picks_the_project() {
     let d = Daemon::start("");
     let project = tempfile::tempdir().unwrap();
-    let cwd = project.path().join("Otter");
+    let cwd = project.path().join("Otter-Café");
     std::fs::create_dir_all(&cwd).unwrap();
     let cwd = cwd.display().to_string();
-    // Like Claude Code with `"X-Mneme-Cwd": "${PWD}"` in .mcp.json: no cwd in the arguments.
+    // Like Claude Code with `"X-Mneme-Cwd": "${PWD}"` in .mcp.json: no cwd in the arguments. Sent
+    // as the path's UTF-8 bytes (not visible ASCII only: it was taken for no header at all).
     let headers = std::collections::HashMap::from([(
         reqwest::header::HeaderName::from_static("x-mneme-cwd"),
-        reqwest::header::HeaderValue::from_str(&cwd).unwrap(),
+        reqwest::header::HeaderValue::from_bytes(cwd.as_bytes()).unwrap(),
     )]);
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(d.url("/mcp"))
@@ -146,7 +147,7 @@ async fn optional_arguments_are_plain_and_the_cwd_header_picks_the_project() {
     d.post("/v1/flush", json!({})).await;
     let (_, v) = d.post("/v1/sessions/hooks/recall", json!({"query": "otters sleeping"})).await;
     assert!(v["message"].as_str().unwrap().contains("otters hold hands"), "{v}");
-    assert_eq!(v["results"][0]["tags"], json!(["project:otter"]), "{v}");
+    assert_eq!(v["results"][0]["tags"], json!(["project:otter-café"]), "{v}");
     let r = client
         .call_tool(CallToolRequestParams::new("recall").with_arguments(args(json!({"query": "otters rocks"}))))
         .await

@@ -111,6 +111,10 @@ fn at_least(v: i64, min: i64) -> Result<i64, String> {
     }
 }
 
+/// The most turns `retain.every_n_turns` and `retain.overlap_turns` may name (as many as an
+/// agent-end may say it left out): more would overflow the turn counts they are added to.
+const MAX_TURNS: i64 = 1_000_000;
+
 /// The largest `recall.max_tokens`: the bound `POST /v1/search` allows.
 const MAX_RECALL_TOKENS: i64 = 100_000;
 
@@ -224,8 +228,8 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("retain", "mode", ["HINDSIGHT_RETAIN_MODE"], |s, v, c| s.retain.mode =
         one_of(&v.string()?, &[("full-session", RetainMode::FullSession), ("last-turn", RetainMode::LastTurn)])?),
     key!("retain", "every_n_turns", ["HINDSIGHT_RETAIN_EVERY_N_TURNS"], |s, v, c| s.retain.every_n_turns =
-        at_least(v.integer()?, 1)?),
-    key!("retain", "overlap_turns", [], |s, v, c| s.retain.overlap_turns = at_least(v.integer()?, 0)?),
+        within(v.integer()?, 1, MAX_TURNS)?),
+    key!("retain", "overlap_turns", [], |s, v, c| s.retain.overlap_turns = within(v.integer()?, 0, MAX_TURNS)?),
     key!("retain", "context", [], |s, v, c| s.retain.context = stored_text(v.string()?)?),
     key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),
     key!("retain", "idle_after", [], |s, v, c| s.retain.idle_after = nonzero(v.duration()?)?),

@@ -233,7 +233,7 @@ fn a_client_reads_its_sections_past_a_syntax_error_elsewhere() {
 fn values_the_daemon_cannot_use_are_refused_with_key_and_line() {
     let text = "[queue]\nflush_interval = \"500000000000years\"\nmax_attempts = 4294967296\n\
                 [hindsight]\napi_url = \"http://[::1\"\nburst = 4294967296\nbank_mission = \"a <private>hunter2</private>\"\n\
-                [retain]\ncontext = \"team <private>hunter2</private>\"\n\
+                [retain]\ncontext = \"team <private>hunter2</private>\"\noverlap_turns = 9223372036854775807\n\
                 [local]\nembedding_url = \"http://u:hunter2@host:99999/v1\"\n";
     let errors = load::parse(text, None).unwrap_err();
     let got: Vec<(&str, Option<usize>)> = errors.iter().map(|e| (e.key.as_str(), e.line)).collect();
@@ -246,7 +246,8 @@ fn values_the_daemon_cannot_use_are_refused_with_key_and_line() {
             ("hindsight.burst", Some(6)),
             ("hindsight.bank_mission", Some(7)),
             ("retain.context", Some(9)),
-            ("local.embedding_url", Some(11)),
+            ("retain.overlap_turns", Some(10)),
+            ("local.embedding_url", Some(12)),
         ],
         "{errors:?}"
     );

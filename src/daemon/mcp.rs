@@ -54,11 +54,13 @@ const SESSION_HEADER: &str = "x-mneme-session";
 impl Target {
     /// Arguments win; the request's headers fill in what they leave out.
     fn or_headers(mut self, parts: &Parts) -> Self {
+        // Decoded as UTF-8, not as `to_str` (visible ASCII only): a project path like
+        // `/home/josé/app` came to nothing, and its memories went to the "/" session and scope.
         let header = |name: &str| {
             parts
                 .headers
                 .get(name)
-                .and_then(|v| v.to_str().ok())
+                .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
                 .map(str::trim)
                 .filter(|v| !v.is_empty())
                 .map(str::to_owned)

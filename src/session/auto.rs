@@ -76,8 +76,11 @@ impl Sessions {
         }
         let mut history = conversation(messages);
         history.push(Message::new("user", prompt));
-        // Nothing left once cleaned: recall_scope asks nothing and finds nothing.
-        let query = query_for(&settings, prompt, &history).unwrap_or_default();
+        // Nothing left once cleaned (a wholly private prompt): nothing is asked, and the session's
+        // one automatic recall is kept for its next prompt (used up, the session never had one).
+        let Some(query) = query_for(&settings, prompt, &history).filter(|q| !q.trim().is_empty()) else {
+            return Ok(None);
+        };
         let recall = self.recall_scope(&session.scope, &query);
         let results = match tokio::time::timeout(settings.recall.timeout, recall).await {
             Ok(Ok(r)) => r,
@@ -207,7 +210,7 @@ impl Sessions {
                 // for later (or retained as the session ends) only its new turns: the ones before
                 // are retained already. Both with the configured overlap.
                 let turns = if new_turns >= every_n { new_turns.max(every_n) } else { new_turns };
-                let with_overlap = (turns + settings.retain.overlap_turns).min(part_turns);
+                let with_overlap = turns.saturating_add(settings.retain.overlap_turns).min(part_turns);
                 (last_turns_cleaned(part_each, part, with_overlap), turn_document(session))
             }
         };

@@ -308,6 +308,22 @@ async fn concurrent_turn_ends_once() {
     }
 }
 
+/// A wholly private first prompt asks nothing and leaves the session's automatic recall for
+/// the next one (it was used up, and the session had none).
+#[tokio::test]
+async fn a_wholly_private_first_prompt_keeps_the_automatic_recall() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    s.start(start("w")).await.unwrap();
+    s.retain("w", vec![("The otters deploy with cargo-dist.".to_owned(), None)]).await.unwrap();
+    r.queue.flush_all().await;
+    s.start(start("a")).await.unwrap();
+    let private = s.agent_start("a", "<private>the staging password</private>", &[], Turn::Work).await.unwrap();
+    assert_eq!(private, None);
+    let block = s.agent_start("a", "how do the otters deploy?", &[], Turn::Work).await.unwrap();
+    assert!(block.is_some_and(|b| b.contains("cargo-dist")));
+}
+
 #[tokio::test]
 async fn concurrent_first_turns_inject_one_block() {
     let r = rig();
