@@ -127,6 +127,8 @@ async fn bad_requests_get_json_4xx() {
             send_raw("/v1/sessions", "{\"session_id\": \"s9\", \"cwd\": \"proj\"}", "application/json").await.unwrap(),
         ),
         (400, send_raw("/v1/clear", "{}", "application/json").await.unwrap()),
+        // A URL reads ".." as a step up: such a session could never be named again.
+        (400, send_raw("/v1/sessions", "{\"session_id\": \"..\", \"cwd\": \"/x\"}", "application/json").await.unwrap()),
     ];
     // A compressed body is not guessed at: 415, saying which coding is accepted.
     let gzipped = d

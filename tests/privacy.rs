@@ -514,3 +514,31 @@ async fn refused_values_holding_private_spans_are_not_repeated() {
         assert!(message.contains("not repeated"), "{path}: {message}");
     }
 }
+
+/// A filter tag holding a private span is refused, not sent to the backend (a server that may
+/// log what it is asked), on every route that filters by tags.
+#[tokio::test]
+async fn filter_tags_holding_private_spans_are_refused() {
+    let d = Daemon::start("");
+    let tag = format!("<private>{}</private>", secret("filter-tag"));
+    let cases: Vec<(reqwest::Method, String, Option<serde_json::Value>)> = vec![
+        (reqwest::Method::POST, "/v1/search".into(), Some(json!({"query": "deploy", "tags": [tag]}))),
+        (reqwest::Method::GET, format!("/v1/memories?tags={}", urlencoding(&tag)), None),
+        (
+            reqwest::Method::POST,
+            "/hindsight/v1/default/banks/b/memories/recall".into(),
+            Some(json!({"query": "deploy", "tags": [tag]})),
+        ),
+        (
+            reqwest::Method::POST,
+            "/hindsight/v1/default/banks/b/reflect".into(),
+            Some(json!({"query": "deploy", "tags": [tag]})),
+        ),
+    ];
+    for (method, path, body) in cases {
+        let (status, v) = d.req(method, &path, body).await;
+        assert!((400..500).contains(&status), "{path}: {status} {v}");
+        assert!(v["error"]["message"].as_str().is_some_and(|m| m.contains("tags")), "{path}: {v}");
+        assert!(!v.to_string().contains("SECRET-"), "{path}: {v}");
+    }
+}

@@ -98,8 +98,11 @@ impl From<BackendError> for ApiError {
                 format!("the memory store's disk is full: {e}"),
             )
             .retry_after(SPOOL_RETRY_AFTER_SECS),
+            // A 503 always says when to ask again (the README's promise): the server may be
+            // mended meanwhile (a token, a mission).
             BackendError::Permanent { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "backend_error", format!("memory backend refused: {e}"))
+                    .retry_after(SPOOL_RETRY_AFTER_SECS)
             }
         }
     }
@@ -183,6 +186,15 @@ impl From<PathRejection> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::quoting_input;
+
+    #[test]
+    fn every_503_says_when_to_ask_again() {
+        use axum::response::IntoResponse;
+        let refused: super::ApiError = mneme_core::BackendError::permanent("401 unauthorized").into();
+        let r = refused.into_response();
+        assert_eq!(r.status(), 503);
+        assert!(r.headers().contains_key(axum::http::header::RETRY_AFTER));
+    }
 
     #[test]
     fn a_quoted_value_with_a_private_tag_is_left_out_whole() {

@@ -54,10 +54,19 @@ pub async fn banks(State(s): St) -> AppResult<Json<BankList>> {
 
 pub async fn browse(State(s): St, q: Result<Query<BrowseParams>, QueryRejection>) -> AppResult<Json<BrowsePage>> {
     let Query(q) = q?;
-    let tags = q.tags.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned);
+    let tags: Vec<String> = q
+        .tags
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    crate::session::filter_tags(&tags).map_err(ApiError::invalid)?;
     let query = BrowseQuery {
         bank: bank_or_default(&s, q.bank)?,
-        tags: tags.collect(),
+        tags,
         cursor: q.cursor.filter(|c| !c.is_empty()),
         limit: q.limit.unwrap_or(50).clamp(1, 1000),
     };
@@ -138,6 +147,7 @@ const MAX_SEARCH_TOKENS: usize = 100_000;
 pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<SearchAnswer>> {
     let settings = s.sessions.settings();
     let query = crate::session::recall_text(&settings, &b.query).map_err(ApiError::invalid)?;
+    crate::session::filter_tags(&b.tags).map_err(ApiError::invalid)?;
     let bank = named_bank(b.bank)?.unwrap_or_else(|| settings.base_bank());
     if bank.contains('/') {
         return Err(ApiError::invalid("bank must not contain '/'"));

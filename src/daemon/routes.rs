@@ -439,7 +439,13 @@ pub async fn metrics(State(s): St) -> Response {
         ("mneme_sessions", "Known sessions.", s.sessions.count() as f64),
         ("mneme_uptime_seconds", "Seconds since the daemon started.", s.started.elapsed().as_secs_f64()),
     ];
-    if let Some(e) = s.sessions_backend_status().await.embedding {
+    // Only the local store has embedding figures: another backend's status is a round trip to
+    // its server (two requests a scrape, waiting behind the deliveries' rate limit).
+    let embedding = match s.queue.backend().id() {
+        mneme_core::BackendId::Local => s.sessions_backend_status().await.embedding,
+        _ => None,
+    };
+    if let Some(e) = embedding {
         gauges.extend([
             ("mneme_embedding_passages", "Passages in the local store (what recall ranks).", e.passages as f64),
             ("mneme_embedding_embedded", "Passages with a vector of the current model.", e.embedded as f64),

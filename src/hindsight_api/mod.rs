@@ -243,6 +243,7 @@ impl HindsightApi {
     pub async fn recall(&self, bank: &str, req: RecallRequest) -> Result<RecallResponse, CompatError> {
         check_bank(bank)?;
         let query = crate::session::recall_text(&self.settings(), &req.query).map_err(CompatError::Invalid)?;
+        crate::session::filter_tags(req.tags.as_deref().unwrap_or_default()).map_err(CompatError::Invalid)?;
         if req.max_tokens == Some(0) {
             // As the server answers: no room is nothing.
             return Ok(RecallResponse::default());
@@ -301,6 +302,7 @@ impl HindsightApi {
         check_bank(bank)?;
         let settings = self.settings();
         let query = crate::session::recall_text(&settings, &req.query).map_err(CompatError::Invalid)?;
+        crate::session::filter_tags(req.tags.as_deref().unwrap_or_default()).map_err(CompatError::Invalid)?;
         let backend = self.queue.backend();
         if !backend.capabilities().stores {
             return Err(BackendError::Unsupported("memory.backend is \"off\": nothing is remembered".into()).into());

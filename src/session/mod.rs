@@ -37,7 +37,7 @@ pub use clean::{clean as clean_text, clean_imported};
 pub use clear::{ClearOutcome, ClearRequest};
 pub use guide::{guide, GUIDE};
 pub use scope::{project_label, scope_for};
-pub use tools::{queued_message, recall_text, retained_message, RecallAnswer, Retained, OFF_MESSAGE};
+pub use tools::{filter_tags, queued_message, recall_text, retained_message, RecallAnswer, Retained, OFF_MESSAGE};
 
 /// Longest accepted session id.
 const MAX_ID_LEN: usize = 256;
@@ -590,6 +590,10 @@ fn validate_id(field: &str, id: &str) -> Result<(), SessionError> {
     }
     if id.chars().any(char::is_control) || id.contains('/') {
         return Err(SessionError::Invalid(format!("{field} may not contain control characters or '/'")));
+    }
+    // A URL reads "." and ".." as its own steps: `/v1/sessions/../retain` is `/v1/retain`.
+    if matches!(id, "." | "..") {
+        return Err(SessionError::Invalid(format!("{field} may not be \".\" or \"..\" (a URL cannot name it)")));
     }
     Ok(())
 }

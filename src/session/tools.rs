@@ -146,6 +146,15 @@ pub fn recall_text(settings: &Settings, query: &str) -> Result<String, String> {
         .ok_or_else(|| "query must hold more than <private> text or recalled memories: nothing was asked".into())
 }
 
+/// Refuses filter tags holding a `<private>` tag: a filter goes to the backend as it is (cut, it
+/// would filter by something else), and the backend may be a server that logs what it is asked.
+pub fn filter_tags(tags: &[String]) -> Result<(), String> {
+    match tags.iter().any(|t| mneme_core::text::has_private_tag(t)) {
+        true => Err("tags may not contain <private> tags: a filter is sent to the backend as it is".into()),
+        false => Ok(()),
+    }
+}
+
 /// `"1 memory queued."` / `"N memories queued."`
 pub fn queued_message(n: usize) -> String {
     if n == 1 {

@@ -385,7 +385,9 @@ impl MemoryBackend for HindsightBackend {
     async fn export(&self, bank: Option<&str>, cursor: Option<&str>, limit: usize) -> Result<ExportPage, BackendError> {
         let bank = bank.ok_or_else(|| BackendError::permanent("exporting from Hindsight needs a bank (--bank)"))?;
         let offset: usize = match cursor {
-            Some(c) => c.parse().map_err(|_| BackendError::Invalid(format!("bad export cursor {c:?}")))?,
+            Some(c) => c.parse().map_err(|_| {
+                BackendError::Invalid(format!("bad export cursor {}", mneme_core::text::quoted_unless_private(c)))
+            })?,
             None => 0,
         };
         let limit = limit.clamp(1, 1000);

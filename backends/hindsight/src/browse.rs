@@ -16,9 +16,12 @@ fn need_bank(bank: Option<&str>) -> Result<&str, BackendError> {
 pub(crate) async fn browse(b: &HindsightBackend, q: &BrowseQuery) -> Result<BrowsePage, BackendError> {
     let bank = need_bank(q.bank.as_deref())?;
     let offset: usize = match &q.cursor {
-        Some(c) => c
-            .parse()
-            .map_err(|_| BackendError::Invalid(format!("bad cursor {c:?}: use the `next` of the page before")))?,
+        Some(c) => c.parse().map_err(|_| {
+            BackendError::Invalid(format!(
+                "bad cursor {}: use the `next` of the page before",
+                mneme_core::text::quoted_unless_private(c)
+            ))
+        })?,
         None => 0,
     };
     let limit = q.limit.clamp(1, 1000);
