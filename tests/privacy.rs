@@ -396,6 +396,12 @@ async fn an_imported_memory_needs_a_real_date() {
         let (status, v) = d.post("/v1/import", json!({"memories": [m]})).await;
         assert_eq!((status, &v["imported"]), (200, &json!(1)), "{at}: {v}");
     }
+    // Stored as every date is: RFC 3339 UTC with milliseconds; none is the time of the import.
+    let (_, v) = d.get("/v1/memories/d-ok-0?bank=mneme").await;
+    assert_eq!(v["memory"]["created_at"], "2026-01-02T02:04:05.123Z", "{v}");
+    let (_, v) = d.get("/v1/memories/d-ok-1?bank=mneme").await;
+    let at = v["memory"]["created_at"].as_str().unwrap_or_default().to_owned();
+    assert!(at.starts_with("20") && at.ends_with('Z') && at.len() == 24, "{v}");
 }
 
 #[tokio::test]

@@ -25,6 +25,11 @@ pub(super) fn conversation(messages: &[Message]) -> Vec<Message> {
 /// Cleans a memory that arrives whole (an import) like a retain: private spans are removed from
 /// every text field. `false` when no content is left (the memory is not stored).
 pub fn clean_imported(settings: &Settings, m: &mut mneme_core::StoredMemory) -> bool {
+    // Stored as every date is, RFC 3339 UTC with milliseconds (`+05:30`, a date alone, a space
+    // for the `T` were kept as sent, and sorted and shown as such); none (a Hindsight memory
+    // without one) is now.
+    m.created_at = crate::hindsight_api::time::normalize(&m.created_at)
+        .unwrap_or_else(|| mneme_core::time::rfc3339_millis(std::time::SystemTime::now()));
     if settings.retain.strip_private {
         m.context = m.context.as_deref().map(text::strip_private).filter(|c| !c.trim().is_empty());
         m.document_id = m.document_id.as_deref().map(text::strip_private).filter(|d| !d.trim().is_empty());
