@@ -364,11 +364,14 @@ impl Sessions {
         self.inner.map.locked().get(id).cloned().ok_or_else(|| SessionError::NotFound(shown_id(id)))
     }
 
-    /// The scope and queue of a session, without copying the rest (the retain path is hot).
+    /// The scope and queue of a session, without copying the rest (the retain path is hot). An
+    /// alias has its parent's scope as it is now: the parent started again in another folder
+    /// moves its subagents with it (their copy, taken when they started, named the old project).
     fn route(&self, id: &str) -> Result<(Scope, String), SessionError> {
         let map = self.inner.map.locked();
         let s = map.get(id).ok_or_else(|| SessionError::NotFound(shown_id(id)))?;
-        Ok((s.scope.clone(), s.queue_id().to_owned()))
+        let scope = s.parent.as_deref().and_then(|p| map.get(p)).map_or(&s.scope, |parent| &parent.scope);
+        Ok((scope.clone(), s.queue_id().to_owned()))
     }
 
     /// Starts (or re-scopes) a session. Idempotent.

@@ -324,6 +324,30 @@ async fn a_wholly_private_first_prompt_keeps_the_automatic_recall() {
     assert!(block.is_some_and(|b| b.contains("cargo-dist")));
 }
 
+/// A subagent's retains go where its parent is now: started again in another folder, the parent
+/// takes its subagents along (their retains were tagged with the old project).
+#[tokio::test]
+async fn a_subagent_retains_under_its_parents_scope_as_it_is_now() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    s.start(StartRequest { session_id: "p".into(), cwd: "/p/otters".into(), ..StartRequest::default() }).await.unwrap();
+    let sub = StartRequest {
+        session_id: "sub".into(),
+        cwd: "/p/otters".into(),
+        parent_session_id: Some("p".into()),
+        ..StartRequest::default()
+    };
+    s.start(sub).await.unwrap();
+    s.start(StartRequest { session_id: "p".into(), cwd: "/p/beavers".into(), ..StartRequest::default() })
+        .await
+        .unwrap();
+    s.retain("sub", vec![("beavers build dams at night".to_owned(), None)]).await.unwrap();
+    r.queue.flush_all().await;
+    let page = r.local.export(None, None, 10_000).await.unwrap();
+    let m = page.memories.iter().find(|m| m.content.contains("dams")).expect("stored");
+    assert_eq!(m.tags, ["project:beavers"], "{m:?}");
+}
+
 #[tokio::test]
 async fn concurrent_first_turns_inject_one_block() {
     let r = rig();
