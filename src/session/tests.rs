@@ -308,16 +308,22 @@ async fn concurrent_turn_ends_once() {
     }
 }
 
-/// A wholly private first prompt asks nothing and leaves the session's automatic recall for
-/// the next one (it was used up, and the session had none).
-#[tokio::test]
-async fn a_wholly_private_first_prompt_keeps_the_automatic_recall() {
+/// A store holding one fact about the otters' deploys, and a new session "a" in their project.
+async fn one_fact_and_a_new_session() -> (Rig, Sessions) {
     let r = rig();
     let s = sessions(&r, Settings::default()).await;
     s.start(start("w")).await.unwrap();
     s.retain("w", vec![("The otters deploy with cargo-dist.".to_owned(), None)]).await.unwrap();
     r.queue.flush_all().await;
     s.start(start("a")).await.unwrap();
+    (r, s)
+}
+
+/// A wholly private first prompt asks nothing and leaves the session's automatic recall for
+/// the next one (it was used up, and the session had none).
+#[tokio::test]
+async fn a_wholly_private_first_prompt_keeps_the_automatic_recall() {
+    let (r, s) = one_fact_and_a_new_session().await;
     let private = s.agent_start("a", "<private>the staging password</private>", &[], Turn::Work).await.unwrap();
     assert_eq!(private, None);
     let block = s.agent_start("a", "how do the otters deploy?", &[], Turn::Work).await.unwrap();
@@ -350,12 +356,7 @@ async fn a_subagent_retains_under_its_parents_scope_as_it_is_now() {
 
 #[tokio::test]
 async fn concurrent_first_turns_inject_one_block() {
-    let r = rig();
-    let s = sessions(&r, Settings::default()).await;
-    s.start(start("w")).await.unwrap();
-    s.retain("w", vec![("The otters deploy with cargo-dist.".to_owned(), None)]).await.unwrap();
-    r.queue.flush_all().await;
-    s.start(start("a")).await.unwrap();
+    let (r, s) = one_fact_and_a_new_session().await;
     let calls: Vec<_> = (0..4)
         .map(|_| {
             let s = s.clone();
