@@ -323,7 +323,7 @@ async fn one_fact_and_a_new_session() -> (Rig, Sessions) {
 /// the next one (it was used up, and the session had none).
 #[tokio::test]
 async fn a_wholly_private_first_prompt_keeps_the_automatic_recall() {
-    let (r, s) = one_fact_and_a_new_session().await;
+    let (_rig, s) = one_fact_and_a_new_session().await;
     let private = s.agent_start("a", "<private>the staging password</private>", &[], Turn::Work).await.unwrap();
     assert_eq!(private, None);
     let block = s.agent_start("a", "how do the otters deploy?", &[], Turn::Work).await.unwrap();
@@ -356,7 +356,7 @@ async fn a_subagent_retains_under_its_parents_scope_as_it_is_now() {
 
 #[tokio::test]
 async fn concurrent_first_turns_inject_one_block() {
-    let (r, s) = one_fact_and_a_new_session().await;
+    let (_rig, s) = one_fact_and_a_new_session().await;
     let calls: Vec<_> = (0..4)
         .map(|_| {
             let s = s.clone();
