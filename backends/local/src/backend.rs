@@ -14,6 +14,7 @@ use crate::error::sql_error;
 use crate::recall::RecallMode;
 use crate::store::{RecallFilter, Store};
 use crate::thesaurus::Thesaurus;
+use crate::vectors::DenseFilter;
 use crate::writer::Writer;
 
 /// How many recent memories the instructions list, and how many characters they may take.
@@ -129,8 +130,13 @@ impl LocalBackend {
         let (scan_tx, scan) = std::sync::mpsc::sync_channel(1);
         if let Some(s) = semantic.clone().filter(|_| mode != RecallMode::Lexical) {
             let (query, bank, thesaurus) = (q.query.clone(), bank.clone(), self.inner.thesaurus.clone());
+            let filter = DenseFilter {
+                tags: q.tags.clone(),
+                tags_match: q.tags_match,
+                types: q.types.iter().map(|t| t.as_str().to_owned()).collect(),
+            };
             tokio::task::spawn_blocking(move || {
-                let _ = scan_tx.send(s.scan(&bank, &thesaurus.dense_query(&query), crate::recall::POOL));
+                let _ = scan_tx.send(s.scan(&bank, &thesaurus.dense_query(&query), crate::recall::POOL, &filter));
             });
         }
         self.read(move |s| {

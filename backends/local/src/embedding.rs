@@ -11,6 +11,7 @@
 //! An embedder that fails or is slow never fails anything: recall answers with BM25 while it is
 //! unavailable, the thread retries with a growing pause, and the user hears once per outage.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use mneme_embed::{EmbedError, Embedder, MiniLm, OpenAi, OpenAiConfig};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::store::{Changes, NewStoredVector, Store, Unembedded};
-use crate::vectors::{DenseScan, DenseScores, NewVector, VectorIndex};
+use crate::vectors::{DenseFilter, DenseScan, DenseScores, Label, NewVector, VectorIndex};
 use crate::writer::Writer;
 
 /// Passages embedded per call.
@@ -80,6 +81,9 @@ pub(crate) struct Semantic {
     events: Mutex<Option<UnboundedSender<BackendEvent>>>,
     /// When the writer last stored new passages.
     last_write: Mutex<Option<Instant>>,
+    /// While the stored vectors load: memories retagged meanwhile, applied to the loaded index
+    /// when it is swapped in (its pages may have been read before the change).
+    retagged_in_load: Mutex<Option<HashMap<i64, String>>>,
 }
 
 #[derive(Default)]
@@ -113,6 +117,7 @@ impl Semantic {
             woken: Condvar::new(),
             events: Mutex::new(Some(events)),
             last_write: Mutex::new(None),
+            retagged_in_load: Mutex::new(None),
         }))
     }
 
@@ -143,6 +148,12 @@ impl Semantic {
             write(&self.index).clear();
         } else if !changes.removed.is_empty() {
             write(&self.index).remove(&changes.removed);
+        }
+        if !changes.retagged.is_empty() {
+            if let Some(pending) = lock(&self.retagged_in_load).as_mut() {
+                pending.extend(changes.retagged.iter().map(|(seq, tags)| (*seq, tags.clone())));
+            }
+            write(&self.index).retag(&changes.retagged);
         }
         if let Some(first) = changes.first_added {
             *lock(&self.last_write) = Some(Instant::now());
@@ -176,9 +187,9 @@ impl Semantic {
 
     /// The query's vector scored against the bank's passages (the `k` best), when the embedder
     /// is loaded and answering. Blocks.
-    pub(crate) fn scan(&self, bank: &str, query: &str, k: usize) -> Option<DenseScan> {
+    pub(crate) fn scan(&self, bank: &str, query: &str, k: usize, filter: &DenseFilter) -> Option<DenseScan> {
         let vector = self.query_vector(query)?;
-        read(&self.index).scan(bank, &vector, k)
+        read(&self.index).scan(bank, &vector, k, filter)
     }
 
     /// A scan completed with the scores of the lexical pool's passages.
@@ -283,6 +294,7 @@ impl Semantic {
     /// Loads every stored vector of the model into the index. Vectors of another length than
     /// the index's are deleted, to be computed again.
     fn load_index(self: &Arc<Self>, reader: &Store, writer: &Writer, dim: usize) -> Result<(), String> {
+        *lock(&self.retagged_in_load) = Some(HashMap::new());
         let mut index = VectorIndex::new(dim);
         let mut refused = Vec::new();
         let mut after = 0;
@@ -293,7 +305,9 @@ impl Semantic {
             for v in page {
                 let pid = v.pid;
                 let vector = mneme_embed::vector::Quantized { scale: v.scale, q: v.data };
-                let new = NewVector { pid, memory_seq: v.memory_seq, bank: v.bank, prev_pid: v.prev_pid, vector };
+                let label = Label { kind: v.kind, tags: v.tags };
+                let new =
+                    NewVector { pid, memory_seq: v.memory_seq, bank: v.bank, prev_pid: v.prev_pid, label, vector };
                 if !index.add_loaded(new, v.crowding) {
                     refused.push(pid);
                 }
@@ -307,6 +321,9 @@ impl Semantic {
             .run(move |store| {
                 let gone = store.missing_passages(&index.pids()).map_err(crate::error::sql_error)?;
                 index.remove(&gone);
+                if let Some(retagged) = lock(&me.retagged_in_load).take() {
+                    index.retag(&retagged);
+                }
                 store.drop_vectors(&refused).map_err(crate::error::sql_error)?;
                 *write(&me.index) = index;
                 Ok(())
@@ -381,13 +398,14 @@ impl Semantic {
                     .collect();
                 let stored = store.put_vectors(&me.model, &rows).map_err(crate::error::sql_error)?;
                 let mut index = write(&me.index);
-                for (((p, q), ok), crowding) in batch.into_iter().zip(quantized).zip(stored).zip(crowding) {
-                    if ok {
+                for (((p, q), tags), crowding) in batch.into_iter().zip(quantized).zip(stored).zip(crowding) {
+                    if let Some(tags) = tags {
                         let v = NewVector {
                             pid: p.pid,
                             memory_seq: p.memory_seq,
                             bank: p.bank,
                             prev_pid: p.prev_pid,
+                            label: Label { kind: p.kind, tags },
                             vector: q,
                         };
                         index.add_measured(v, crowding);

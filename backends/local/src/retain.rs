@@ -102,6 +102,7 @@ pub(crate) fn retain_one(
                 let merged = merge_tags(&tags, &item.tags);
                 if merged != tags {
                     merge.execute(params![merged, seq])?;
+                    w.changes.retagged.insert(seq, merged);
                 }
                 continue;
             }

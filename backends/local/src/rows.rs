@@ -62,6 +62,26 @@ pub(crate) fn push_tag_filter(sql: &mut String, args: &mut Vec<String>, tags: &[
     args.extend(tags.iter().map(|t| format!("{SEP}{t}{SEP}")));
 }
 
+/// Whether a memory's encoded `tags` pass the filter: [`push_tag_filter`]'s SQL, in Rust (the
+/// vector index filters by it; a test holds the two to the same answers).
+pub(crate) fn tags_pass(encoded: &str, tags: &[String], mode: TagsMatch) -> bool {
+    let tags: Vec<&String> = match mode {
+        TagsMatch::Exact => tags.iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
+        _ => tags.iter().collect(),
+    };
+    if tags.is_empty() {
+        return mode != TagsMatch::Exact || encoded.is_empty();
+    }
+    let has = |t: &&String| encoded.contains(&format!("{SEP}{t}{SEP}"));
+    match mode {
+        TagsMatch::Any => encoded.is_empty() || tags.iter().any(has),
+        TagsMatch::All => encoded.is_empty() || tags.iter().all(has),
+        TagsMatch::AnyStrict => tags.iter().any(has),
+        TagsMatch::AllStrict => tags.iter().all(has),
+        TagsMatch::Exact => tags.iter().all(has) && encoded.matches(SEP).count() == tags.len() + 1,
+    }
+}
+
 pub(crate) fn encode_tags(tags: &[String]) -> String {
     let mut seen = std::collections::HashSet::with_capacity(tags.len());
     // Distinct: a tag set (exact matching counts them).
@@ -99,4 +119,46 @@ pub(crate) fn merge_tags(encoded: &str, more: &[String]) -> String {
     let mut tags = decode_tags(encoded);
     tags.extend(more.iter().cloned());
     encode_tags(&tags) // drops the repeats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector index's tag filter answers as the SQL one does, for every mode over tag sets
+    /// with and without the asked tags (and untagged).
+    #[test]
+    fn tags_pass_agrees_with_the_sql_filter() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let sets: Vec<Vec<&str>> = vec![
+            vec![],
+            vec!["a"],
+            vec!["b"],
+            vec!["a", "b"],
+            vec!["b", "a"],
+            vec!["a", "b", "c"],
+            vec!["ab"],
+            vec!["c"],
+        ];
+        let asks: Vec<Vec<&str>> =
+            vec![vec![], vec!["a"], vec!["a", "b"], vec!["b", "a", "a"], vec!["x"], vec!["a", "x"]];
+        let modes = [TagsMatch::Any, TagsMatch::All, TagsMatch::AnyStrict, TagsMatch::AllStrict, TagsMatch::Exact];
+        let mut checked = 0;
+        for set in &sets {
+            let encoded = encode_tags(&set.iter().map(|t| t.to_string()).collect::<Vec<_>>());
+            for ask in &asks {
+                let ask: Vec<String> = ask.iter().map(|t| t.to_string()).collect();
+                for mode in modes {
+                    let mut sql = "SELECT count(*) FROM (SELECT ?1 AS tags) m WHERE 1".to_owned();
+                    let mut args = vec![encoded.clone()];
+                    push_tag_filter(&mut sql, &mut args, &ask, mode);
+                    let by_sql: i64 =
+                        conn.query_row(&sql, rusqlite::params_from_iter(args.iter()), |r| r.get(0)).unwrap();
+                    assert_eq!(tags_pass(&encoded, &ask, mode), by_sql == 1, "{set:?} asked {ask:?} {mode:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, sets.len() * asks.len() * modes.len());
+    }
 }

@@ -138,6 +138,9 @@ pub struct Changes {
     pub removed: Vec<i64>,
     /// Every passage was removed.
     pub removed_all: bool,
+    /// Memories whose tags changed (a retain of the same text merged its tags): seq → the
+    /// encoded tags they have now.
+    pub retagged: HashMap<i64, String>,
 }
 
 impl Changes {
@@ -148,6 +151,7 @@ impl Changes {
         };
         self.removed.extend(other.removed);
         self.removed_all |= other.removed_all;
+        self.retagged.extend(other.retagged);
     }
 }
 
@@ -157,6 +161,9 @@ pub struct Unembedded {
     pub pid: i64,
     pub memory_seq: i64,
     pub bank: String,
+    /// Its memory's kind and encoded tags (what recall's filters look at).
+    pub kind: String,
+    pub tags: String,
     pub prev_pid: Option<i64>,
     pub text: String,
     /// The text of the passage before it in its memory (none for a memory's first).
@@ -186,6 +193,9 @@ pub struct StoredVector {
     pub pid: i64,
     pub memory_seq: i64,
     pub bank: String,
+    /// Its memory's kind and encoded tags (what recall's filters look at).
+    pub kind: String,
+    pub tags: String,
     pub prev_pid: Option<i64>,
     pub scale: f32,
     pub data: Vec<i8>,
@@ -408,7 +418,7 @@ impl Store {
     /// Up to `limit` passages after `after` without a vector of `model`, in pid order.
     pub fn unembedded(&self, model: &str, after: i64, limit: usize) -> rusqlite::Result<Vec<Unembedded>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT p.pid, m.bank, p.prev_pid, p.text, p.memory_seq, q.text
+            "SELECT p.pid, m.bank, p.prev_pid, p.text, p.memory_seq, q.text, m.kind, m.tags
              FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
              LEFT JOIN passages q ON q.pid = p.prev_pid AND q.memory_seq = p.memory_seq
              WHERE p.pid > ?1 AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.pid = p.pid AND v.model = ?2)
@@ -422,14 +432,17 @@ impl Store {
                 text: r.get(3)?,
                 memory_seq: r.get(4)?,
                 previous: r.get(5)?,
+                kind: r.get(6)?,
+                tags: r.get(7)?,
             })
         })?;
         rows.collect()
     }
 
     /// Stores vectors of `model` for passages that still hold the text they were computed from.
-    /// Returns, for each, whether it was stored.
-    pub fn put_vectors(&mut self, model: &str, vectors: &[NewStoredVector]) -> rusqlite::Result<Vec<bool>> {
+    /// Returns, for each stored, its memory's encoded tags as they are now (they may have
+    /// changed since the passage was read); `None` for one not stored.
+    pub fn put_vectors(&mut self, model: &str, vectors: &[NewStoredVector]) -> rusqlite::Result<Vec<Option<String>>> {
         let tx = self.conn.transaction()?;
         let mut stored = Vec::with_capacity(vectors.len());
         {
@@ -437,13 +450,15 @@ impl Store {
                 "INSERT OR REPLACE INTO passage_vectors (pid, model, dim, scale, data, crowding)
                  SELECT ?1, ?2, length(?4), ?3, ?4, ?6 WHERE EXISTS (SELECT 1 FROM passages WHERE pid = ?1 AND text = ?5)",
             )?;
+            let mut tags = tx.prepare_cached(
+                "SELECT m.tags FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq WHERE p.pid = ?1",
+            )?;
             for v in vectors {
                 let bytes: Vec<u8> = v.data.iter().map(|x| *x as u8).collect();
                 let crowding = v.crowding.map(f64::from);
-                stored.push(
-                    put.execute(params![v.passage.pid, model, f64::from(v.scale), bytes, v.passage.text, crowding])?
-                        == 1,
-                );
+                let put =
+                    put.execute(params![v.passage.pid, model, f64::from(v.scale), bytes, v.passage.text, crowding])?;
+                stored.push(if put == 1 { Some(tags.query_row([v.passage.pid], |r| r.get(0))?) } else { None });
             }
         }
         tx.commit()?;
@@ -491,7 +506,7 @@ impl Store {
     /// Every stored vector of `model`, a page at a time after pid `after`.
     pub fn vectors(&self, model: &str, after: i64, limit: usize) -> rusqlite::Result<Vec<StoredVector>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT v.pid, m.bank, p.prev_pid, v.scale, v.data, p.memory_seq, v.crowding FROM passage_vectors v
+            "SELECT v.pid, m.bank, p.prev_pid, v.scale, v.data, p.memory_seq, v.crowding, m.kind, m.tags FROM passage_vectors v
              CROSS JOIN passages p ON p.pid = v.pid CROSS JOIN memories m ON m.seq = p.memory_seq
              WHERE v.pid > ?1 AND v.model = ?2 ORDER BY v.pid LIMIT ?3 + 0",
         )?;
@@ -505,6 +520,8 @@ impl Store {
                 scale: r.get::<_, f64>(3)? as f32,
                 data: bytes.into_iter().map(|b| b as i8).collect(),
                 crowding: r.get::<_, Option<f64>>(6)?.map(|c| c as f32),
+                kind: r.get(7)?,
+                tags: r.get(8)?,
             })
         })?;
         rows.collect()

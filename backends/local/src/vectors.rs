@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use mneme_core::TagsMatch;
 use mneme_embed::vector::{dot_i8, dot_i8_rows, quantize, Quantized};
 
 use crate::neighbourhood::{self, crowding, Reference};
@@ -31,7 +32,40 @@ pub(crate) struct NewVector {
     pub memory_seq: i64,
     pub bank: String,
     pub prev_pid: Option<i64>,
+    /// What recall's filters look at.
+    pub label: Label,
     pub vector: Quantized,
+}
+
+/// What a recall's filters look at in a passage's memory: its kind and its tags (encoded as the
+/// store keeps them). The index keeps each distinct one once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Label {
+    pub kind: String,
+    pub tags: String,
+}
+
+/// The filters of a recall, which the dense side applies before it ranks, as the lexical side
+/// does: without them a project's passages found by meaning were crowded out of the best by
+/// other projects' sharing its bank (the default scoping tags memories by project).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DenseFilter {
+    pub tags: Vec<String>,
+    pub tags_match: TagsMatch,
+    /// Memory kinds, as their wire spelling (empty: all).
+    pub types: Vec<String>,
+}
+
+impl DenseFilter {
+    /// Whether it lets every passage through.
+    fn is_open(&self) -> bool {
+        self.tags.is_empty() && self.tags_match != TagsMatch::Exact && self.types.is_empty()
+    }
+
+    fn passes(&self, label: &Label) -> bool {
+        (self.types.is_empty() || self.types.contains(&label.kind))
+            && crate::rows::tags_pass(&label.tags, &self.tags, self.tags_match)
+    }
 }
 
 /// The dense side of one query.
@@ -76,6 +110,9 @@ pub(crate) struct VectorIndex {
     bank_of: HashMap<String, usize>,
     /// pid → (bank, position).
     place: HashMap<i64, (usize, u32)>,
+    /// Each distinct label once; positions refer to them by index.
+    labels: Vec<Label>,
+    label_of: HashMap<Label, u32>,
 }
 
 #[derive(Default)]
@@ -83,6 +120,8 @@ struct Bank {
     /// -1 where the passage was removed (skipped, compacted away later).
     pids: Vec<i64>,
     memories: Vec<i64>,
+    /// Index into [`VectorIndex::labels`].
+    labels: Vec<u32>,
     prev: Vec<u32>,
     scales: Vec<f32>,
     data: Vec<i8>,
@@ -217,10 +256,12 @@ impl VectorIndex {
             }
         };
         let prev = v.prev_pid.and_then(|p| self.place.get(&p)).filter(|(pb, _)| *pb == b).map_or(NONE, |(_, i)| *i);
+        let label = self.intern(v.label);
         let bank = &mut self.banks[b];
         let pos = bank.pids.len() as u32;
         bank.pids.push(v.pid);
         bank.memories.push(v.memory_seq);
+        bank.labels.push(label);
         bank.prev.push(prev);
         bank.scales.push(v.vector.scale);
         bank.data.extend_from_slice(&v.vector.q);
@@ -232,6 +273,31 @@ impl VectorIndex {
         bank.crowding.push(crowding);
         self.place.insert(v.pid, (b, pos));
         true
+    }
+
+    fn intern(&mut self, label: Label) -> u32 {
+        if let Some(&i) = self.label_of.get(&label) {
+            return i;
+        }
+        self.labels.push(label.clone());
+        self.label_of.insert(label, self.labels.len() as u32 - 1);
+        self.labels.len() as u32 - 1
+    }
+
+    /// Gives the passages of these memories (memory seq → encoded tags) their tags as they are
+    /// now (a retain of the same text merged its tags into the memory's).
+    pub(crate) fn retag(&mut self, retagged: &HashMap<i64, String>) {
+        if retagged.is_empty() {
+            return;
+        }
+        for b in 0..self.banks.len() {
+            for pos in 0..self.banks[b].pids.len() {
+                let Some(tags) = retagged.get(&self.banks[b].memories[pos]) else { continue };
+                let kind = self.labels[self.banks[b].labels[pos] as usize].kind.clone();
+                let label = self.intern(Label { kind, tags: tags.clone() });
+                self.banks[b].labels[pos] = label;
+            }
+        }
     }
 
     /// Adds a stored vector with the crowding stored with it, while loading the index; then
@@ -370,17 +436,21 @@ impl VectorIndex {
     /// scores of the passages in `wanted`.
     #[cfg(test)]
     pub(crate) fn search(&self, bank: &str, query: &[f32], k: usize, wanted: &[i64]) -> Option<DenseScores> {
-        self.scan(bank, query, k).map(|scan| self.finish(scan, wanted))
+        self.scan(bank, query, k, &DenseFilter::default()).map(|scan| self.finish(scan, wanted))
     }
 
     /// The scan of [`VectorIndex::search`], before the lexical pool is known (recall runs it
-    /// beside the lexical side).
-    pub(crate) fn scan(&self, bank: &str, query: &[f32], k: usize) -> Option<DenseScan> {
+    /// beside the lexical side), over the passages that pass `filter` (the best, and what
+    /// chance gives among them).
+    pub(crate) fn scan(&self, bank: &str, query: &[f32], k: usize, filter: &DenseFilter) -> Option<DenseScan> {
         let b = *self.bank_of.get(bank)?;
         let bank = &self.banks[b];
         if query.len() != self.dim || bank.pids.len() == bank.dead {
             return None;
         }
+        let allowed: Option<Vec<bool>> =
+            (!filter.is_open()).then(|| self.labels.iter().map(|l| filter.passes(l)).collect());
+        let counts = |i: usize| bank.pids[i] >= 0 && allowed.as_ref().is_none_or(|a| a[bank.labels[i] as usize]);
         let q = quantize(query);
         let mut dots = Vec::with_capacity(bank.pids.len());
         dot_i8_rows(&q.q, &bank.data, &mut dots);
@@ -395,7 +465,7 @@ impl VectorIndex {
             let p = bank.prev[i];
             let prev = if p != NONE && bank.pids[p as usize] >= 0 { own[p as usize] } else { *s };
             let v = (s + SMOOTH * prev) / (1.0 + SMOOTH);
-            if bank.pids[i] >= 0 {
+            if counts(i) {
                 min = min.min(v);
                 max = max.max(v);
                 sum += f64::from(v);
@@ -403,7 +473,11 @@ impl VectorIndex {
             }
             smoothed.push(v);
         }
-        let mut order: Vec<u32> = (0..own.len() as u32).filter(|&i| bank.pids[i as usize] >= 0).collect();
+        let mut order: Vec<u32> = (0..own.len() as u32).filter(|&i| counts(i as usize)).collect();
+        if order.is_empty() {
+            return None;
+        }
+        let order_len = order.len();
         let by_score = |a: &u32, b: &u32| smoothed[*b as usize].total_cmp(&smoothed[*a as usize]);
         // Enough candidates that k remain after the per-memory cap, almost always.
         let wide = k * 4;
@@ -423,7 +497,7 @@ impl VectorIndex {
             .take(k)
             .map(|&i| (bank.pids[i as usize], smoothed[i as usize], cosine(i as usize)))
             .collect();
-        let live = bank.live();
+        let live = order_len;
         let mean = sum / live.max(1) as f64;
         let sd = (sumsq / live.max(1) as f64 - mean * mean).max(0.0).sqrt();
         let (mean, sd) = (mean as f32, sd as f32);
@@ -461,6 +535,7 @@ impl VectorIndex {
             new_pos[i] = bank.pids.len() as u32;
             bank.pids.push(*pid);
             bank.memories.push(old.memories[i]);
+            bank.labels.push(old.labels[i]);
             bank.prev.push(old.prev[i]);
             bank.scales.push(old.scales[i]);
             bank.data.extend_from_slice(&old.data[i * dim..(i + 1) * dim]);

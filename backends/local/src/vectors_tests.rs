@@ -11,7 +11,14 @@ fn unit(seed: usize) -> Vec<f32> {
 }
 
 fn add(index: &mut VectorIndex, pid: i64, bank: &str, prev: Option<i64>, v: &[f32]) {
-    assert!(index.add(NewVector { pid, memory_seq: pid, bank: bank.into(), prev_pid: prev, vector: quantize(v) }));
+    assert!(index.add(NewVector {
+        pid,
+        memory_seq: pid,
+        bank: bank.into(),
+        prev_pid: prev,
+        label: Label::default(),
+        vector: quantize(v)
+    }));
 }
 
 #[test]
@@ -22,6 +29,7 @@ fn a_bank_loaded_with_its_crowding_is_measured_and_one_without_is_not() {
         memory_seq: pid,
         bank: bank.into(),
         prev_pid: None,
+        label: Label::default(),
         vector: quantize(&[x, 1.0 - x]),
     };
     assert!(index.add_loaded(v(1, "whole", 0.1), Some(0.25)));
@@ -54,7 +62,14 @@ fn finds_the_nearest_in_the_bank_only() {
     assert!(hits.of.contains_key(&1) && !hits.of.contains_key(&100), "the other bank's passage is not scored");
     assert!(hits.min <= hits.max);
     assert!(index.search("nobody", &unit(7), 3, &[]).is_none());
-    let short = NewVector { pid: 5, memory_seq: 5, bank: "a".into(), prev_pid: None, vector: quantize(&[1.0, 0.0]) };
+    let short = NewVector {
+        pid: 5,
+        memory_seq: 5,
+        bank: "a".into(),
+        prev_pid: None,
+        label: Label::default(),
+        vector: quantize(&[1.0, 0.0]),
+    };
     assert!(!index.add(short));
 }
 
@@ -107,7 +122,14 @@ fn a_crowded_passage_yields_to_one_that_stands_alone() {
     let measured = index.crowding_for("a", &centre).unwrap();
     assert!(measured > 0.9, "{measured}");
     assert_eq!(index.crowding_for("nobody", &centre), None);
-    let v = |pid| NewVector { pid, memory_seq: pid, bank: "a".into(), prev_pid: None, vector: centre.clone() };
+    let v = |pid| NewVector {
+        pid,
+        memory_seq: pid,
+        bank: "a".into(),
+        prev_pid: None,
+        label: Label::default(),
+        vector: centre.clone(),
+    };
     assert!(index.add_measured(v(3), Some(measured)) && index.add(v(4)));
     let later = index.search("a", &q, 4, &[]).unwrap();
     let at = |pid| later.top.iter().position(|t| t.0 == pid);
@@ -148,4 +170,63 @@ fn a_passage_is_smoothed_with_its_predecessor_and_removal_survives_compaction() 
     assert!((again.top[1].1 - hits.top[1].1).abs() < 1e-6, "links re-pointed");
     index.clear();
     assert_eq!(index.len(), 0);
+}
+
+fn labelled(index: &mut VectorIndex, pid: i64, kind: &str, tags: &[&str], v: &[f32]) {
+    let tags = crate::rows::encode_tags(&tags.iter().map(|t| t.to_string()).collect::<Vec<_>>());
+    let label = Label { kind: kind.into(), tags };
+    assert!(index.add(NewVector {
+        pid,
+        memory_seq: pid,
+        bank: "b".into(),
+        prev_pid: None,
+        label,
+        vector: quantize(v)
+    }));
+}
+
+fn filter(tags: &[&str], tags_match: TagsMatch, types: &[&str]) -> DenseFilter {
+    DenseFilter {
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        tags_match,
+        types: types.iter().map(|t| t.to_string()).collect(),
+    }
+}
+
+fn top(index: &VectorIndex, f: &DenseFilter) -> Vec<i64> {
+    index.scan("b", &unit(7), 5, f).map(|s| index.finish(s, &[]).top.iter().map(|t| t.0).collect()).unwrap_or_default()
+}
+
+#[test]
+fn a_filtered_scan_ranks_only_the_passages_that_pass_its_filter() {
+    let mut index = VectorIndex::new(16);
+    // Another project's 200 passages are all nearer the query than this project's one.
+    for pid in 0..200 {
+        labelled(&mut index, pid, "world", &["project:other"], &unit(7));
+    }
+    labelled(&mut index, 1000, "world", &["project:mine"], &unit(8));
+    labelled(&mut index, 1001, "experience", &[], &unit(9));
+    assert!(
+        top(&index, &DenseFilter::default()).iter().all(|pid| *pid < 200),
+        "unfiltered, the other project fills the best"
+    );
+    // Any: the project's passage and the untagged one, ranked among themselves only.
+    let mine = filter(&["project:mine"], TagsMatch::Any, &[]);
+    let mut found = top(&index, &mine);
+    found.sort();
+    assert_eq!(found, vec![1000, 1001]);
+    let scan = index.scan("b", &unit(7), 5, &mine).unwrap();
+    assert_eq!(index.finish(scan, &[]).live, 2, "what chance gives is measured among the passages that pass");
+    assert_eq!(top(&index, &filter(&["project:mine"], TagsMatch::AnyStrict, &[])), vec![1000]);
+    assert_eq!(top(&index, &filter(&["project:mine"], TagsMatch::Any, &["experience"])), vec![1001]);
+    assert_eq!(top(&index, &filter(&[], TagsMatch::Exact, &[])), vec![1001], "exact with no tags: untagged only");
+    assert!(top(&index, &filter(&["nobody"], TagsMatch::AnyStrict, &[])).is_empty());
+    // A retain of the same text from this project gives one of the other's memories its tag.
+    let mut retagged = HashMap::new();
+    retagged.insert(5, crate::rows::encode_tags(&["project:other".into(), "project:mine".into()]));
+    index.retag(&retagged);
+    assert_eq!(top(&index, &filter(&["project:mine"], TagsMatch::AnyStrict, &[]))[0], 5);
+    // Compaction keeps each passage's label.
+    index.remove(&(100..200).collect::<Vec<_>>());
+    assert_eq!(top(&index, &filter(&["project:mine"], TagsMatch::AnyStrict, &[])).len(), 2);
 }

@@ -134,6 +134,96 @@ async fn the_built_in_model_finds_a_paraphrase() {
     assert!(none.len() <= 1, "{none:?}");
 }
 
+/// The default scoping keeps every project in one bank, tagged: the vectors are ranked among
+/// the project's passages (and untagged ones), not the whole bank's, so another project's many
+/// near passages do not crowd a project's one out of the best.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projects_passage_found_by_meaning_is_not_crowded_out_by_another_projects() {
+    const FACT: &str = "We deploy with cargo-dist.";
+    let dir = tempfile::tempdir().unwrap();
+    let b = LocalBackend::open(&LocalConfig::new(dir.path().join("m.db"))).unwrap();
+    let tagged = |id: String, text: &str, project: &str| MemoryItem {
+        tags: vec![format!("project:{project}")],
+        ..item(&id, text, &id)
+    };
+    // Ways to ship a release, each worded its own way (a crowd of near copies would lose its
+    // score to its crowding, as the index means it to).
+    let how = [
+        "How do we ship a release? Tag it and push",
+        "Shipping a new release means bumping the version in",
+        "To cut a release we run the release script from",
+        "Releases are shipped by the CI pipeline once",
+        "We publish each release to the registry with",
+        "A release ships after QA signs off on",
+        "Our release process: freeze, test, then ship from",
+        "We roll out releases gradually, starting with",
+        "Before shipping a release, update the changelog in",
+        "The release manager ships the build from",
+        "How we ship a release: the bot merges and deploys",
+        "Each release is shipped as a tarball built on",
+        "Ship releases only after the smoke tests pass on",
+        "The weekly release goes out from",
+        "We ship a release candidate first, built from",
+        "Hotfix releases ship straight from",
+    ];
+    let what = [
+        "the main branch",
+        "a release branch",
+        "GitHub Actions",
+        "the staging server",
+        "Jenkins",
+        "the monorepo",
+        "our laptop",
+        "the build farm",
+        "a signed tag",
+        "the canary fleet",
+        "Friday's build",
+        "the docs repo",
+        "the release train",
+        "a clean checkout",
+        "the nightly job",
+        "version control",
+        "the ops channel",
+        "a tagged commit",
+        "the packaging VM",
+        "Buildkite",
+        "the deploy queue",
+        "the mirror",
+        "a fresh clone",
+        "the QA sign-off",
+    ];
+    let mut items: Vec<MemoryItem> = how
+        .iter()
+        .flat_map(|h| what.iter().map(move |w| format!("{h} {w}.")))
+        .enumerate()
+        .map(|(i, t)| tagged(format!("o{i}"), &t, "other"))
+        .collect();
+    items.extend(DISTRACTORS.iter().enumerate().map(|(i, t)| tagged(format!("d{i}"), t, "mine")));
+    items.push(tagged("fact".into(), FACT, "mine"));
+    retain(&b, items).await;
+    embedded(&b, Duration::from_secs(120)).await;
+    let ask = |tags: &[&str], tags_match: TagsMatch| RecallQuery {
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        tags_match,
+        ..query("how do we ship a release?")
+    };
+    let texts = |r: Vec<Recalled>| r.into_iter().map(|r| r.text).collect::<Vec<_>>();
+    let whole = texts(b.recall_with(&scope(), &ask(&[], TagsMatch::Any), RecallMode::Dense).await.unwrap());
+    assert!(
+        !whole.iter().any(|t| t == FACT),
+        "premise: in the whole bank the other project's fill the best: {whole:?}"
+    );
+    for tags_match in [TagsMatch::Any, TagsMatch::AnyStrict, TagsMatch::AllStrict] {
+        let mine =
+            texts(b.recall_with(&scope(), &ask(&["project:mine"], tags_match), RecallMode::Dense).await.unwrap());
+        assert!(mine.iter().take(3).any(|t| t == FACT), "{tags_match:?}: {mine:?}");
+        assert!(!mine.iter().any(|t| t.contains("other app")), "{tags_match:?}: {mine:?}");
+    }
+    let hybrid =
+        texts(b.recall_with(&scope(), &ask(&["project:mine"], TagsMatch::Any), RecallMode::Hybrid).await.unwrap());
+    assert_eq!(hybrid.first().map(String::as_str), Some(FACT), "{hybrid:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_of_the_previous_schema_is_backfilled() {
     let dir = tempfile::tempdir().unwrap();
