@@ -245,10 +245,11 @@ impl HindsightApi {
         match self.recall_query(&model.bank_id, &q).await {
             Ok(results) => {
                 let budget = max_tokens.saturating_mul(4);
-                let mut content = String::new();
+                let (mut content, mut used) = (String::new(), 0);
                 for r in results {
                     let line = format!("- {}\n", r.text.trim());
-                    if content.len() + line.len() > budget {
+                    used += mneme_core::text::budget_units(&line);
+                    if used > budget {
                         break;
                     }
                     content.push_str(&line);

@@ -8,7 +8,7 @@ use mneme_core::text::{self, Message};
 use mneme_core::{MemoryType, Recalled};
 
 use super::clean::{clean, conversation};
-use super::tools::{chars, fit_results, format_results};
+use super::tools::{fit_results, format_results, units};
 use super::{Delivery, PendingRetain, Session, SessionError, Sessions, Turn};
 use crate::config::{RetainMode, Settings};
 use crate::queue::{FlushReport, NewItem};
@@ -569,8 +569,9 @@ pub(super) fn query_for(settings: &Settings, latest: &str, history: &[Message]) 
     (!query.is_empty()).then(|| query.to_owned())
 }
 
-/// The recalled block injected into the prompt: within `recall.max_tokens` × 4 characters,
-/// preamble and formatting included. Results that do not fit are left out for shorter ones; a
+/// The recalled block injected into the prompt: within `recall.max_tokens` (× 4 quarter tokens,
+/// as [`mneme_core::text::budget_units`] counts them: a CJK character is a token), preamble and
+/// formatting included. Results that do not fit are left out for shorter ones; a
 /// first result too long for the room left is cut. `None` when no result fits (or there is
 /// none): the bound holds, and a block of no memories tells the agent nothing.
 pub fn memory_block(settings: &Settings, results: &[Recalled]) -> Option<String> {
@@ -581,7 +582,7 @@ pub fn memory_block(settings: &Settings, results: &[Recalled]) -> Option<String>
     head.push('\n');
     const TAIL: &str = "\n</memories>";
     let budget = settings.recall.max_tokens.saturating_mul(4);
-    let frame = chars(&head) + chars(TAIL);
+    let frame = units(&head) + units(TAIL);
     let kept = if frame < budget { fit_results(results, budget - frame) } else { Vec::new() };
     (!kept.is_empty()).then(|| format!("{head}{}{TAIL}", format_results(&kept)))
 }
@@ -602,6 +603,16 @@ mod tests {
         assert_eq!(place_in_part(&known, &[1, 2, 9]), Placement::StartsOver, "rewound and retold");
         // A repeated prompt ("continue") is placed where the turns after it agree too.
         assert_eq!(place_in_part(&[7, 1, 2, 7, 3], &[7, 3, 4]), Placement::Window(3));
+    }
+
+    #[test]
+    fn the_block_counts_a_cjk_character_as_a_token() {
+        let mut settings = Settings::default();
+        settings.recall.max_tokens = 100;
+        let r = Recalled::of_text("我们每周五部署服务，然后检查日志。".repeat(30));
+        let block = memory_block(&settings, &[r.clone(), r]).unwrap();
+        assert!(block.contains("部署"), "{block}");
+        assert!(mneme_core::text::budget_units(&block) <= 400, "{block}");
     }
 
     #[test]

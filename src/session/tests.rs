@@ -199,6 +199,36 @@ async fn a_budget_too_small_for_one_memory_gives_none_and_stays_within_it() {
     }
 }
 
+/// A token of Chinese is about one character, not four: the block and the recall tool's answer
+/// stay within `max_tokens` counted so (they ran to about 4 times it).
+#[tokio::test]
+async fn the_budget_counts_a_cjk_character_as_a_token() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.recall.max_tokens = 150;
+    let s = sessions(&r, settings).await;
+    s.start(start("a")).await.unwrap();
+    for i in 0..6 {
+        let fact = format!("otter cargo-dist {i}: {}", "我们每周五用这个工具部署服务，然后检查日志。".repeat(4));
+        s.retain("a", vec![(fact, None)]).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let budget = 150 * 4;
+    s.start(start("b")).await.unwrap();
+    let block = s.agent_start("b", "otter cargo-dist", &[], Turn::Work).await.unwrap().expect("a block");
+    assert!(block.contains("部署"), "{block}");
+    assert!(
+        mneme_core::text::budget_units(&block) <= budget,
+        "{} units: {block}",
+        mneme_core::text::budget_units(&block)
+    );
+    let answer = s.recall("b", "otter cargo-dist").await.unwrap();
+    assert!(answer.message.contains("部署"), "{}", answer.message);
+    let used = mneme_core::text::budget_units(&answer.message);
+    assert!(used <= budget, "{used} units: {}", answer.message);
+    assert!(answer.message.chars().count() <= 150 + 150 / 2, "{}", answer.message);
+}
+
 fn start(id: &str) -> StartRequest {
     StartRequest { session_id: id.into(), cwd: "/p/otters".into(), ..StartRequest::default() }
 }

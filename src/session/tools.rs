@@ -74,16 +74,16 @@ impl Sessions {
         if results.is_empty() {
             return Ok(RecallAnswer { results, message: "No relevant memories found.".to_owned() });
         }
-        // The message is what the agent reads: within `recall.max_tokens` × 4 characters, its
+        // The message is what the agent reads: within `recall.max_tokens` (in quarter tokens), its
         // heading and each result's formatting included, like the first-turn block.
         let heading = |n: usize| {
             format!("Found {n} relevant memories (as of {} UTC):\n\n", mneme_core::time::prompt_time(SystemTime::now()))
         };
         let budget = self.settings().recall.max_tokens.saturating_mul(4);
-        let results = fit_results(&results, budget.saturating_sub(chars(&heading(results.len()))));
+        let results = fit_results(&results, budget.saturating_sub(units(&heading(results.len()))));
         if results.is_empty() {
             // Not even one result fits: the bound holds, and says so when the words fit in it.
-            let message = if chars(NOTHING_FITS) <= budget { NOTHING_FITS } else { "" };
+            let message = if units(NOTHING_FITS) <= budget { NOTHING_FITS } else { "" };
             return Ok(RecallAnswer { results, message: message.to_owned() });
         }
         let message = format!("{}{}", heading(results.len()), format_results(&results));
@@ -184,12 +184,12 @@ pub(super) fn fit_results(results: &[Recalled], room: usize) -> Vec<Recalled> {
     let mut kept: Vec<Recalled> = Vec::new();
     for r in results {
         let separator = if kept.is_empty() { 0 } else { 2 };
-        let len = chars(&format_results(std::slice::from_ref(r))) + separator;
+        let len = units(&format_results(std::slice::from_ref(r))) + separator;
         if len <= room {
             room -= len;
             kept.push(r.clone());
         } else if kept.is_empty() {
-            let overhead = len - chars(&r.text);
+            let overhead = len - units(&r.text);
             let text_room = room.saturating_sub(overhead);
             if text_room >= MIN_CUT_CHARS {
                 kept.push(Recalled { text: cut_at_word(&r.text, text_room), ..r.clone() });
@@ -203,16 +203,18 @@ pub(super) fn fit_results(results: &[Recalled], room: usize) -> Vec<Recalled> {
 /// The least of a result's text worth showing cut: below this, nothing is shown.
 const MIN_CUT_CHARS: usize = 24;
 
-pub(super) fn chars(s: &str) -> usize {
-    s.chars().count()
+/// What `s` costs against the recall budget, in quarter tokens
+/// ([`mneme_core::text::budget_units`]).
+pub(super) fn units(s: &str) -> usize {
+    mneme_core::text::budget_units(s)
 }
 
-/// `text` in at most `max` characters, cut at a word and marked with `…`.
+/// `text` costing at most `max` (quarter tokens), cut at a word and marked with `…`.
 fn cut_at_word(text: &str, max: usize) -> String {
-    if chars(text) <= max {
+    if units(text) <= max {
         return text.to_owned();
     }
-    let keep: String = text.chars().take(max.saturating_sub(2)).collect();
+    let keep = mneme_core::text::take_units(text, max.saturating_sub(2));
     let at = keep.rfind(char::is_whitespace).filter(|i| *i > keep.len() / 2).unwrap_or(keep.len());
     // `keep` is the start of `text`: the same offsets, and `text` knows what follows the cut.
     let at = mneme_core::text::shown_char_boundary(text, at);

@@ -451,6 +451,49 @@ pub fn defuse_memory_tags(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// What `s` costs against a recall budget, in quarter tokens: recall's answers, the first-turn
+/// block and the recall tool's message stay within `max_tokens` × 4 of these (see
+/// [`budget_units_of`]).
+pub fn budget_units(s: &str) -> usize {
+    s.chars().map(budget_units_of).sum()
+}
+
+/// What one character costs against a recall budget, in quarter tokens. Agents' tokenizers take
+/// about 4 characters of English a token, about one character of Chinese, Japanese or Korean (or
+/// an emoji) a token, and 2 to 3 characters of other scripts (Cyrillic, Greek, Arabic,
+/// Devanagari …): counted as a quarter token each, a CJK answer ran to about 4 times its budget.
+pub fn budget_units_of(c: char) -> usize {
+    match c as u32 {
+        // ASCII, Latin, and the general punctuation Latin text uses (… – “ ”).
+        0..=0x024F | 0x2000..=0x206F => 1,
+        // Hangul Jamo, CJK radicals to unified ideographs (with kana, bopomofo, CJK symbols and
+        // punctuation), Hangul, compatibility ideographs and forms, full-width forms, emoji and
+        // pictographs, and the supplementary ideographs.
+        0x1100..=0x11FF
+        | 0x2E80..=0x9FFF
+        | 0xA960..=0xA97F
+        | 0xAC00..=0xD7FF
+        | 0xF900..=0xFAFF
+        | 0xFE30..=0xFE4F
+        | 0xFF00..=0xFFEF
+        | 0x1F000..=0x1FAFF
+        | 0x20000..=0x3FFFF => 4,
+        _ => 2,
+    }
+}
+
+/// The longest start of `s` that costs at most `units` (see [`budget_units`]).
+pub fn take_units(s: &str, units: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in s.char_indices() {
+        used += budget_units_of(c);
+        if used > units {
+            return &s[..i];
+        }
+    }
+    s
+}
+
 /// The first `n` chars of `s`.
 pub fn take_chars(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
@@ -462,6 +505,20 @@ pub fn take_chars(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_budget_counts_cjk_as_a_token_a_character() {
+        assert_eq!(budget_units("We deploy… “now”"), 16, "English: a quarter token a character");
+        assert_eq!(budget_units("我们用"), 12, "Chinese: a token a character");
+        assert_eq!(budget_units("デプロイ"), 16);
+        assert_eq!(budget_units("배포"), 8);
+        assert_eq!(budget_units("🚀"), 4);
+        assert_eq!(budget_units("деплой"), 12, "other scripts: half a token a character");
+        assert_eq!(take_units("ab我们", 5), "ab", "a character that does not fit whole is left out");
+        assert_eq!(take_units("ab我们", 6), "ab我");
+        assert_eq!(take_units("ab", 0), "");
+        assert_eq!(take_units("ab", 9), "ab");
+    }
 
     #[test]
     fn text_that_disguises_itself_is_escaped() {

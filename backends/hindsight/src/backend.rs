@@ -483,20 +483,21 @@ impl MemoryBackend for HindsightBackend {
     }
 }
 
-/// The server's results within `max_chars` of text in all, best first: the server counts
-/// `max_tokens` in its tokenizer's tokens, mneme as 4 characters each (a hard bound for every
-/// backend). A result that does not fit is left out for shorter ones after it; a first one too
-/// long for the bound is cut, marked with `…`.
-fn within_chars(results: Vec<Recalled>, max_chars: usize) -> Vec<Recalled> {
-    let mut room = max_chars;
+/// The server's results within `max_units` of text in all, best first: the server counts
+/// `max_tokens` in its tokenizer's tokens, mneme in quarter tokens as
+/// [`mneme_core::text::budget_units`] counts them (a hard bound for every backend). A result
+/// that does not fit is left out for shorter ones after it; a first one too long for the bound
+/// is cut, marked with `…`.
+fn within_chars(results: Vec<Recalled>, max_units: usize) -> Vec<Recalled> {
+    let mut room = max_units;
     let mut kept: Vec<Recalled> = Vec::new();
     for r in results {
-        let len = r.text.chars().count();
+        let len = mneme_core::text::budget_units(&r.text);
         if len <= room {
             room -= len;
             kept.push(r);
         } else if kept.is_empty() && room > 1 {
-            let head = mneme_core::text::take_chars(&r.text, room - 1);
+            let head = mneme_core::text::take_units(&r.text, room - 1);
             let head = &head[..mneme_core::text::shown_char_boundary(&r.text, head.len())];
             kept.push(Recalled { text: format!("{}…", head.trim_end()), ..r });
             break;
@@ -516,6 +517,11 @@ mod tests {
         assert!(kept[0].text.chars().count() <= 4, "{:?}", kept[0].text);
         let kept = super::within_chars(vec![r("abcdef"), r(&long), r("gh")], 10);
         assert_eq!(kept.iter().map(|k| k.text.as_str()).collect::<Vec<_>>(), ["abcdef", "gh"]);
+        // A CJK character is a token, not a quarter of one.
+        let kept = super::within_chars(vec![r(&"部署".repeat(100)), r("gh")], 40);
+        assert_eq!(kept.len(), 1);
+        assert!(mneme_core::text::budget_units(&kept[0].text) <= 40, "{:?}", kept[0].text);
+        assert_eq!(kept[0].text.chars().count(), 10, "9 characters and the mark: {:?}", kept[0].text);
     }
 
     use super::*;

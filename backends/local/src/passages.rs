@@ -3,6 +3,8 @@
 //! characters, each after the first starting with a little of the one before. And the window of a
 //! text that fits a budget, around where the query's words are.
 
+use mneme_core::text::{budget_units, budget_units_of, take_units};
+
 use crate::fts;
 use crate::thesaurus::Thesaurus;
 
@@ -104,16 +106,17 @@ fn overlap(passage: &str) -> String {
     }
 }
 
-/// `text` cut to at most `max_chars` characters around the part that holds most of the query's
-/// words (stemmed as the index stems them) or their alternatives (see [`crate::thesaurus`]: the
-/// words a passage may have been found by), marked with `…` where it was cut. A text that fits is
-/// returned as it is.
-pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_chars: usize) -> String {
-    if chars(text) <= max_chars {
+/// `text` cut to cost at most `max_units` (quarter tokens, as [`budget_units`] counts them)
+/// around the part that holds most of the query's words (stemmed as the index stems them) or
+/// their alternatives (see [`crate::thesaurus`]: the words a passage may have been found by),
+/// marked with `…` where it was cut. A text that fits is returned as it is.
+pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) -> String {
+    let units = budget_units(text);
+    if units <= max_units {
         return text.to_owned();
     }
-    if max_chars < 8 {
-        return text.chars().take(max_chars).collect();
+    if max_units < 8 {
+        return take_units(text, max_units).to_owned();
     }
     let mut wanted = fts::query_terms(query);
     wanted.extend(thesaurus.alternatives(&wanted));
@@ -137,8 +140,10 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_chars: usize) 
         let w: String = cs[start..].iter().collect();
         words.push((start, wanted.contains(&fts::index_terms(&w))));
     }
-    let room = max_chars - 4; // for the two "… " marks
-                              // The window starting at a wanted word that holds the most wanted words, centred on them.
+    let room_units = max_units - 4; // for the two "… " marks
+                                    // The window's length in characters, as the text costs on average (then cut to the bound).
+    let room = (room_units as f64 * cs.len() as f64 / units as f64) as usize;
+    // The window starting at a wanted word that holds the most wanted words, centred on them.
     let (mut best, mut best_hits, mut hits, mut j) = ((0usize, 0usize), 0usize, 0usize, 0usize);
     for i in 0..words.len() {
         while j < words.len() && words[j].0 < words[i].0 + room {
@@ -162,6 +167,11 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_chars: usize) 
         }
     }
     let mut to = (from + room).min(cs.len());
+    let mut cost: usize = cs[from..to].iter().map(|c| budget_units_of(*c)).sum();
+    while cost > room_units {
+        to -= 1;
+        cost -= budget_units_of(cs[to]);
+    }
     // End after a word, not inside one (a word of 20 characters or more is cut).
     if to < cs.len() && cs[to].is_alphanumeric() && cs[to - 1].is_alphanumeric() {
         if let Some(gap) = (to.saturating_sub(20).max(from + 1)..to).rev().find(|&i| !cs[i].is_alphanumeric()) {
@@ -215,6 +225,20 @@ mod tests {
         let thesaurus = Thesaurus::builtin();
         for max in 8..60 {
             whole(&[window(&text, "deploy", &thesaurus, max).as_str()]);
+        }
+    }
+
+    #[test]
+    fn a_window_of_cjk_text_counts_a_character_as_a_token() {
+        let text =
+            format!("{} otter cargo-dist 部署 {}", "我们每周五部署服务。".repeat(40), "然后检查日志。".repeat(40));
+        let thesaurus = Thesaurus::builtin();
+        for max in [8, 9, 40, 41, 100, 400] {
+            let w = window(&text, "otter cargo-dist", &thesaurus, max);
+            assert!(budget_units(&w) <= max, "{max}: {} units: {w}", budget_units(&w));
+            if max >= 100 {
+                assert!(w.contains("otter cargo-dist"), "{max}: {w}");
+            }
         }
     }
 

@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 
+use mneme_core::text::budget_units;
 use mneme_core::Recalled;
 use rusqlite::{params_from_iter, OptionalExtension};
 
@@ -198,7 +199,7 @@ impl Store {
                 if *n == PER_MEMORY || shown.contains(r.text.trim()) {
                     continue;
                 }
-                let len = r.text.chars().count();
+                let len = budget_units(&r.text);
                 if out.is_empty() && len > filter.max_chars {
                     r.text = passages::window(&r.text, query, &self.thesaurus, filter.max_chars);
                 } else if used + len > filter.max_chars {
@@ -207,7 +208,7 @@ impl Store {
                 }
                 *n += 1;
                 shown.insert(r.text.trim().to_owned());
-                used += r.text.chars().count();
+                used += budget_units(&r.text);
                 out.push(r);
                 if out.len() == RECALL_ROW_LIMIT || used >= filter.max_chars {
                     return Ok((out, true));

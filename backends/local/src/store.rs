@@ -28,7 +28,8 @@ pub struct RecallFilter<'a> {
     pub tags_match: TagsMatch,
     /// Memory types (empty = all), as their wire spelling.
     pub types: &'a [&'a str],
-    /// Stop adding results once their text passes this many characters.
+    /// Stop adding results once their text costs this much: quarter tokens, as
+    /// [`mneme_core::text::budget_units`] counts them (`max_tokens` × 4).
     pub max_chars: usize,
 }
 
