@@ -47,13 +47,18 @@ impl Inner {
             return Step::Nothing; // held for the next storing backend
         }
         let batch = match self.spool.next_batch(session, settings.max_batch).await {
-            Ok(b) if b.is_empty() => return Step::Nothing,
-            Ok(b) => b,
+            Ok(next) => {
+                self.set_aside(session, &next.set_aside, backend.id()).await;
+                next.items
+            }
             Err(e) => {
                 tracing::error!(session, "cannot read the spool: {e}");
                 return Step::Nothing;
             }
         };
+        if batch.is_empty() {
+            return Step::Nothing;
+        }
         let n = batch.len() as u64;
         self.batcher.locked().taken(session, n);
         let batch_id = batch[0].batch_id.clone().expect("next_batch assigns a batch id");
@@ -182,6 +187,24 @@ impl Inner {
         let message = format!("Memory retention failed for {n} {noun}: {reason}");
         self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
         true
+    }
+
+    /// Spooled rows this mneme could not read were moved to the dead letters (`why` each): they
+    /// leave the session's count, with a notice.
+    async fn set_aside(&self, session: &str, why: &[String], backend: BackendId) {
+        let Some(first) = why.first() else { return };
+        let n = why.len() as u64;
+        {
+            let mut batcher = self.batcher.locked();
+            batcher.taken(session, n);
+            batcher.answered(session, n);
+        }
+        self.metrics.items_dead.fetch_add(n, Ordering::Relaxed);
+        let noun = if n == 1 { "memory" } else { "memories" };
+        let message = format!(
+            "{n} spooled {noun} moved to the dead letters: {first} (`mneme retry` re-queues them once a mneme that reads them runs)"
+        );
+        self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
     }
 
     /// A batch that could not be moved to the dead letters (the spool failed: a full disk) stays

@@ -266,6 +266,40 @@ async fn a_dead_letter_the_spool_cannot_write_is_tried_later_not_in_a_loop() {
     until(|| async { r.queue.depths().await == Depths { dead: 1, ..Depths::default() } }).await;
 }
 
+/// A spooled row this mneme cannot read (a kind it does not know, metadata that is not JSON) is
+/// moved to the dead letters with why, and a notice: it held up every later item of its session
+/// for good, silently.
+#[tokio::test]
+async fn a_row_this_mneme_cannot_read_is_set_aside_and_the_rest_delivered() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 4)).await.unwrap();
+    let spoil = "UPDATE items SET kind = 'from-the-future' WHERE content = 'a1';
+                 UPDATE items SET metadata = 'not json' WHERE content = 'a2';";
+    r.queue.inner.spool.call(move |t| t.execute_batch(spoil)).await.unwrap();
+    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 2, failed: 0 });
+    assert_eq!(b.delivered(), vec!["a0", "a3"]);
+    assert_eq!(r.queue.depths().await, Depths { pending: 0, in_flight: 0, spooled: 0, dead: 2 });
+    let notices = r.notices.after(0, 10).await.unwrap();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(
+        notices[0].message.starts_with("2 spooled memories moved to the dead letters: this mneme cannot read it ("),
+        "{}",
+        notices[0].message
+    );
+    let why: Vec<String> = r
+        .queue
+        .inner
+        .spool
+        .call(|t| t.prepare("SELECT last_error FROM dead_letters ORDER BY seq")?.query_map([], |r| r.get(0))?.collect())
+        .await
+        .unwrap();
+    assert!(why[0].contains("from-the-future") && why[1].contains("set aside"), "{why:?}");
+    // Later items of the session go out as ever.
+    r.queue.enqueue("s", &scope(), items("b", 1)).await.unwrap();
+    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 1, failed: 0 });
+}
+
 /// Flushing everything (a shutdown, a reload) touches the sessions with something left, not
 /// every session delivered since the start.
 #[tokio::test]
@@ -683,11 +717,11 @@ async fn a_delivered_batch_is_gone_for_every_later_call_and_after_a_stop() {
     let spool = Spool::open(&path).unwrap();
     let item = |id: &str| MemoryItem::new(id, id, "2026-01-01T00:00:00.000Z");
     spool.append("s", "b", vec![item("a"), item("b")]).await.unwrap();
-    let batch = spool.next_batch("s", 1).await.unwrap();
+    let batch = spool.next_batch("s", 1).await.unwrap().items;
     assert_eq!(batch.len(), 1);
     // The removal rides on the next transaction, which runs before this call's job.
     spool.delivered("s", batch[0].batch_id.as_deref().unwrap(), batch[0].seq..=batch[0].seq).await;
-    let next = spool.next_batch("s", 1).await.unwrap();
+    let next = spool.next_batch("s", 1).await.unwrap().items;
     assert_eq!(next[0].item.id, "b", "the delivered batch came back");
     // With no transaction to ride on, it is committed when the writer stops.
     spool.delivered("s", next[0].batch_id.as_deref().unwrap(), next[0].seq..=next[0].seq).await;

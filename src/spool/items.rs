@@ -87,40 +87,34 @@ impl Spool {
 
     /// The next delivery of a session: the batch already attempted, if any, else up to `max`
     /// oldest items of one scope, which get a new batch id. Empty when nothing waits.
-    pub async fn next_batch(&self, session_id: &str, max: usize) -> Result<Vec<Spooled>, SpoolError> {
+    ///
+    /// A row this mneme cannot read (written by another version, or edited by hand) is moved to
+    /// the dead letters with why, and said in [`NextBatch::set_aside`]: left in place, it held
+    /// up every later item of its session for good, silently.
+    pub async fn next_batch(&self, session_id: &str, max: usize) -> Result<NextBatch, SpoolError> {
         let session_id = session_id.to_owned();
+        let now = mneme_core::time::rfc3339(std::time::SystemTime::now());
         self.call(move |t| {
-            // Batches are assigned oldest first, so an attempted batch is always at the front.
-            let existing: Option<String> = t
-                .prepare_cached("SELECT batch_id FROM items WHERE session_id = ? ORDER BY seq LIMIT 1")?
-                .query_row([&session_id], |r| r.get(0))
-                .optional()?
-                .flatten();
-            if let Some(batch) = existing {
-                let mut stmt = t.prepare_cached(&format!(
-                    "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id = ? ORDER BY seq"
-                ))?;
-                let rows = stmt.query_map([&session_id, &batch], read_item)?;
-                return rows.collect();
+            let mut set_aside = Vec::new();
+            loop {
+                let (items, unreadable) = next_rows(t, &session_id, max)?;
+                if unreadable.is_empty() {
+                    return Ok(NextBatch { items, set_aside });
+                }
+                for (seq, why) in &unreadable {
+                    let why = format!("this mneme cannot read it ({why}); it was set aside");
+                    t.execute(
+                        "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id,
+                             metadata, enqueued_at, batch_id, attempts, last_error, failed_at, append, request)
+                         SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
+                             enqueued_at, batch_id, attempts, ?, ?, append, request FROM items WHERE session_id = ? AND seq = ?",
+                        params![why, now, session_id, seq],
+                    )?;
+                    t.execute("DELETE FROM items WHERE session_id = ? AND seq = ?", params![session_id, seq])?;
+                    set_aside.push(why);
+                }
+                // The readable rows are read again: a new batch takes the rows after them.
             }
-            // `LIMIT ? + 0`: a bare bound LIMIT makes SQLite (built with STAT4) re-prepare the
-            // statement on every run.
-            let mut stmt = t.prepare_cached(&format!(
-                "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id IS NULL ORDER BY seq LIMIT ? + 0"
-            ))?;
-            let mut rows: Vec<Spooled> =
-                stmt.query_map(params![session_id, max as i64], read_item)?.collect::<Result<_, _>>()?;
-            rows.truncate(one_delivery(&rows));
-            let batch = crate::ids::new_id();
-            if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
-                // The rows are consecutive in this session's queue: one ranged update marks them.
-                t.prepare_cached("UPDATE items SET batch_id = ? WHERE session_id = ? AND seq BETWEEN ? AND ?")?
-                    .execute(params![batch, session_id, first.seq, last.seq])?;
-            }
-            for r in &mut rows {
-                r.batch_id = Some(batch.clone());
-            }
-            Ok(rows)
         })
         .await
     }
@@ -294,6 +288,73 @@ fn one_delivery(rows: &[Spooled]) -> usize {
 
 fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("plain data serializes")
+}
+
+/// A session's next delivery, as [`Spool::next_batch`] hands it out.
+#[derive(Debug, Default)]
+pub struct NextBatch {
+    /// The items to send, in order (empty: nothing waits).
+    pub items: Vec<Spooled>,
+    /// Why each row that could not be read was moved to the dead letters instead.
+    pub set_aside: Vec<String>,
+}
+
+/// Rows read: the items, and (seq, why) of each row that could not be read.
+type ReadRows = (Vec<Spooled>, Vec<(i64, String)>);
+
+/// The session's next delivery's rows (see [`Spool::next_batch`]), and the rows among them that
+/// cannot be read: (seq, why). When there are any, no batch id is given out.
+fn next_rows(t: &Transaction<'_>, session_id: &str, max: usize) -> rusqlite::Result<ReadRows> {
+    // Batches are assigned oldest first, so an attempted batch is always at the front.
+    let existing: Option<String> = t
+        .prepare_cached("SELECT batch_id FROM items WHERE session_id = ? ORDER BY seq LIMIT 1")?
+        .query_row([session_id], |r| r.get(0))
+        .optional()?
+        .flatten();
+    if let Some(batch) = existing {
+        let mut stmt = t.prepare_cached(&format!(
+            "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id = ? ORDER BY seq"
+        ))?;
+        return read_rows(stmt.query(params![session_id, batch])?);
+    }
+    // `LIMIT ? + 0`: a bare bound LIMIT makes SQLite (built with STAT4) re-prepare the
+    // statement on every run.
+    let mut stmt = t.prepare_cached(&format!(
+        "SELECT {ITEM_COLUMNS} FROM items WHERE session_id = ? AND batch_id IS NULL ORDER BY seq LIMIT ? + 0"
+    ))?;
+    let (mut rows, unreadable) = read_rows(stmt.query(params![session_id, max as i64])?)?;
+    if !unreadable.is_empty() {
+        return Ok((rows, unreadable));
+    }
+    rows.truncate(one_delivery(&rows));
+    let batch = crate::ids::new_id();
+    if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+        // The rows are consecutive in this session's queue: one ranged update marks them.
+        t.prepare_cached("UPDATE items SET batch_id = ? WHERE session_id = ? AND seq BETWEEN ? AND ?")?
+            .execute(params![batch, session_id, first.seq, last.seq])?;
+    }
+    for r in &mut rows {
+        r.batch_id = Some(batch.clone());
+    }
+    Ok((rows, unreadable))
+}
+
+/// Items from rows of [`ITEM_COLUMNS`], and the rows that hold what this mneme cannot read (a
+/// kind, tags or metadata it does not know, a value of another type): (seq, why).
+fn read_rows(mut rows: rusqlite::Rows<'_>) -> rusqlite::Result<ReadRows> {
+    let (mut items, mut unreadable) = (Vec::new(), Vec::new());
+    while let Some(r) = rows.next()? {
+        match read_item(r) {
+            Ok(item) => items.push(item),
+            Err(
+                e @ (rusqlite::Error::FromSqlConversionFailure(..)
+                | rusqlite::Error::InvalidColumnType(..)
+                | rusqlite::Error::IntegralValueOutOfRange(..)),
+            ) => unreadable.push((r.get(0)?, e.to_string())),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((items, unreadable))
 }
 
 fn read_item(r: &rusqlite::Row<'_>) -> rusqlite::Result<Spooled> {

@@ -62,7 +62,7 @@ async fn a_spool_of_the_previous_schema_keeps_its_items_after_the_upgrade() {
         .unwrap();
     }
     let spool = Spool::open(&path).unwrap();
-    let batch = spool.next_batch("s", 10).await.unwrap();
+    let batch = spool.next_batch("s", 10).await.unwrap().items;
     assert_eq!(batch.len(), 1);
     assert_eq!(batch[0].item.content, "kept across the upgrade");
     assert!(!batch[0].item.append, "an item from before replaces its document, as it did");
@@ -78,7 +78,8 @@ async fn items_kept_once_are_appended_with_their_record_and_not_again() {
     assert_eq!(first, None);
     let again = spool.append_once("s", "b", vec![item("three")], once(200)).await.unwrap();
     assert_eq!(again.as_deref(), Some("{\"at\": 100}"), "the first record answers");
-    let kept: Vec<String> = spool.next_batch("s", 10).await.unwrap().into_iter().map(|s| s.item.content).collect();
+    let kept: Vec<String> =
+        spool.next_batch("s", 10).await.unwrap().items.into_iter().map(|s| s.item.content).collect();
     assert_eq!(kept, ["one", "two"]);
     assert_eq!(spool.forget_records_older_than("op", 100).await.unwrap(), 0);
     assert_eq!(spool.forget_records_older_than("op", 101).await.unwrap(), 1);
