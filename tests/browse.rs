@@ -177,6 +177,11 @@ async fn forgetting_a_document_removes_every_memory_of_it() {
     assert_eq!(status, 200, "an empty bank names none, as in /v1/search: {v}");
     let (_, v) = d.get("/v1/memories?bank=%20").await;
     assert_eq!(v["memories"].as_array().unwrap().len(), 3, "{v}");
+    // A URL takes . and .. for steps in a path: on Hindsight they would name another bank.
+    for dot in [".", ".."] {
+        let (status, v) = d.get(&format!("/v1/memories?bank={dot}")).await;
+        assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_request")), "{dot}: {v}");
+    }
     let out = d.cli().args(["forget", "--document", "design", "--bank", "b", "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -166,6 +166,8 @@ fn bank_part(s: String) -> Result<String, String> {
         Err("may not hold a <private> tag: a bank id is stored and sent as it is".into())
     } else if s.contains('/') {
         Err(format!("may not contain '/' (Hindsight answers 404 for such banks), found {s:?}"))
+    } else if matches!(s.trim(), "." | "..") {
+        Err(format!("may not be {:?}: in a URL it is a step in the path, not a bank", s.trim()))
     } else {
         Ok(s)
     }

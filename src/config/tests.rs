@@ -105,6 +105,11 @@ fn remote_listen_needs_allow_remote_and_banks_refuse_slashes() {
     assert!(load::parse("[server]\nlisten = \"0.0.0.0:6366\"\nallow_remote = true\n", None).is_ok());
     let errors = load::parse("[memory]\nbank_id = \"a/b\"\n", None).unwrap_err();
     assert_eq!(errors[0].key, "memory.bank_id");
+    // A URL takes . and .. for steps in its path: `…/banks/./memories` is the bank "memories".
+    for dot in [".", ".."] {
+        let errors = load::parse(&format!("[memory]\nscoping = \"global\"\nbank_id = \"{dot}\"\n"), None).unwrap_err();
+        assert_eq!((errors[0].key.as_str(), errors[0].line), ("memory.bank_id", Some(3)), "{dot}");
+    }
 }
 
 #[test]

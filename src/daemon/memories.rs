@@ -33,6 +33,12 @@ fn named_bank(bank: Option<String>) -> AppResult<Option<String>> {
     let bank = bank.map(|b| b.trim().to_owned()).filter(|b| !b.is_empty());
     if let Some(bank) = &bank {
         no_private_tag("bank", bank)?;
+        if matches!(bank.as_str(), "." | "..") {
+            // A URL takes it for a step in its path: on Hindsight it would name another bank.
+            return Err(ApiError::invalid(format!(
+                "bank {bank:?} is not a bank name: in a URL it is a step in the path"
+            )));
+        }
     }
     Ok(bank)
 }

@@ -425,9 +425,14 @@ fn canonical_uuid(s: &str) -> Option<String> {
 }
 
 fn check_bank(bank: &str) -> Result<(), CompatError> {
-    if bank.trim().is_empty() || bank.contains('/') || bank.len() > 200 || bank.chars().any(char::is_control) {
+    if bank.trim().is_empty()
+        || bank.contains('/')
+        || matches!(bank, "." | "..")
+        || bank.len() > 200
+        || bank.chars().any(char::is_control)
+    {
         return Err(CompatError::Invalid(
-            "bank_id must be 1 to 200 characters without '/' or control characters".into(),
+            "bank_id must be 1 to 200 characters without '/' or control characters, and not . or ..".into(),
         ));
     }
     if mneme_core::text::has_private_tag(bank) {
@@ -461,6 +466,16 @@ fn stable_id(text: &str, at: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bank_named_as_a_step_in_a_path_is_refused() {
+        for bank in [".", "..", "a/b", "", "  "] {
+            assert!(matches!(check_bank(bank), Err(CompatError::Invalid(_))), "{bank:?}");
+        }
+        for bank in ["...", ".a", "work"] {
+            assert!(check_bank(bank).is_ok(), "{bank:?}");
+        }
+    }
 
     #[test]
     fn uuids_are_read_as_python_reads_them() {

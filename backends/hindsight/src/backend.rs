@@ -179,10 +179,18 @@ impl HindsightBackend {
         self.config.timeout
     }
 
-    pub(crate) fn bank_url(&self, bank: &str, tail: &[&str]) -> Url {
+    /// `{api_url}/v1/default/banks/{bank}/{tail…}`. A bank or id of `.` or `..` is refused: a URL
+    /// takes it for a step in the path and drops it, so `DELETE …/banks/./memories` would reach
+    /// (and clear) the bank named `memories`.
+    pub(crate) fn bank_url(&self, bank: &str, tail: &[&str]) -> Result<Url, BackendError> {
+        if let Some(dot) = std::iter::once(&bank).chain(tail).find(|s| matches!(**s, "." | "..")) {
+            return Err(BackendError::Invalid(format!(
+                "{dot:?} cannot name a Hindsight bank, memory or document: a URL takes it for a step in its path"
+            )));
+        }
         let mut segments = vec!["v1", "default", "banks", bank];
         segments.extend_from_slice(tail);
-        self.url(&segments)
+        Ok(self.url(&segments))
     }
 
     /// One request: waits for the rate limiter, sends, maps failures. `Ok(None)` for a 404.
@@ -259,7 +267,7 @@ impl HindsightBackend {
             reflect_mission: self.config.bank_mission.trim(),
             retain_mission: Some(self.config.retain_mission.trim()).filter(|m| !m.is_empty()),
         };
-        let url = self.bank_url(bank, &[]);
+        let Ok(url) = self.bank_url(bank, &[]) else { return };
         match self.send::<serde_json::Value>("ensure bank", Method::PUT, url, Some(&body), self.config.timeout).await {
             Ok(_) => {
                 self.ensured.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(bank.to_owned());
@@ -292,7 +300,7 @@ impl MemoryBackend for HindsightBackend {
 
     async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
         self.ensure_bank(&scope.bank).await;
-        let url = self.bank_url(&scope.bank, &["memories"]);
+        let url = self.bank_url(&scope.bank, &["memories"])?;
         // One request per part (see `parts`), in order: a resend after any failure sends them all
         // again, and those the server already has are answered from their operation ids.
         for (n, items) in parts::parts(&batch.items).into_iter().enumerate() {
@@ -319,7 +327,7 @@ impl MemoryBackend for HindsightBackend {
             tags: &q.tags,
             tags_match: tags_match(&q.tags, q.tags_match),
         };
-        let url = self.bank_url(&scope.bank, &["memories", "recall"]);
+        let url = self.bank_url(&scope.bank, &["memories", "recall"])?;
         let answer: Option<RecallResponse> =
             self.send("recall", Method::POST, url, Some(&body), self.config.recall_timeout).await?;
         // A bank that does not exist yet holds no memories.
@@ -350,7 +358,7 @@ impl MemoryBackend for HindsightBackend {
             tags: &q.tags,
             tags_match: tags_match(&q.tags, q.tags_match),
         };
-        let url = self.bank_url(&scope.bank, &["reflect"]);
+        let url = self.bank_url(&scope.bank, &["reflect"])?;
         let answer: Option<ReflectResponse> =
             self.send("reflect", Method::POST, url, Some(&body), self.config.reflect_timeout).await?;
         Ok(answer.map(|a| a.text).unwrap_or_default())
@@ -363,7 +371,7 @@ impl MemoryBackend for HindsightBackend {
     async fn clear(&self, scope: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError> {
         match what {
             ClearWhat::Remote => {
-                let url = self.bank_url(&scope.bank, &["memories"]);
+                let url = self.bank_url(&scope.bank, &["memories"])?;
                 let answer: Option<serde_json::Value> =
                     self.send("clear", Method::DELETE, url, None::<&()>, self.config.timeout).await?;
                 let message = match answer {
@@ -391,7 +399,7 @@ impl MemoryBackend for HindsightBackend {
             None => 0,
         };
         let limit = limit.clamp(1, 1000);
-        let mut url = self.bank_url(bank, &["memories", "list"]);
+        let mut url = self.bank_url(bank, &["memories", "list"])?;
         url.query_pairs_mut().append_pair("limit", &limit.to_string()).append_pair("offset", &offset.to_string());
         let page: Option<ListResponse> =
             self.send("export", Method::GET, url, None::<&()>, self.config.timeout).await?;
@@ -430,7 +438,7 @@ impl MemoryBackend for HindsightBackend {
                     })
                     .collect();
                 self.ensure_bank(bank).await;
-                let url = self.bank_url(bank, &["memories"]);
+                let url = self.bank_url(bank, &["memories"])?;
                 for (n, items) in parts::import_parts(items).into_iter().enumerate() {
                     let body = RetainRequest::asynchronous(items, parts::part_operation_id(&chunk_id, n));
                     let _: Option<serde_json::Value> =
@@ -572,8 +580,13 @@ mod tests {
     fn bank_ids_are_path_encoded() {
         let b = HindsightBackend::new(HindsightConfig::new("http://h:1/prefix/")).unwrap();
         assert_eq!(
-            b.bank_url("my bank?", &["memories"]).as_str(),
+            b.bank_url("my bank?", &["memories"]).unwrap().as_str(),
             "http://h:1/prefix/v1/default/banks/my%20bank%3F/memories"
         );
+        for dot in [".", ".."] {
+            assert!(matches!(b.bank_url(dot, &["memories"]), Err(BackendError::Invalid(_))), "{dot}");
+            assert!(matches!(b.bank_url("work", &["documents", dot]), Err(BackendError::Invalid(_))), "{dot}");
+        }
+        assert!(b.bank_url("...", &["documents", ".a"]).is_ok(), "only a whole . or .. is a step");
     }
 }

@@ -25,7 +25,7 @@ pub(crate) async fn browse(b: &HindsightBackend, q: &BrowseQuery) -> Result<Brow
         None => 0,
     };
     let limit = q.limit.clamp(1, 1000);
-    let mut url = b.bank_url(bank, &["memories", "list"]);
+    let mut url = b.bank_url(bank, &["memories", "list"])?;
     {
         let mut pairs = url.query_pairs_mut();
         pairs.append_pair("limit", &limit.to_string()).append_pair("offset", &offset.to_string());
@@ -58,7 +58,7 @@ pub(crate) async fn banks(b: &HindsightBackend) -> Result<Vec<BankCount>, Backen
 /// One memory unit. Hindsight keeps no passages of its own facts: `passages` is empty.
 pub(crate) async fn memory(b: &HindsightBackend, id: &str, bank: Option<&str>) -> Result<MemoryDetail, BackendError> {
     let bank = need_bank(bank)?;
-    let url = b.bank_url(bank, &["memories", id]);
+    let url = b.bank_url(bank, &["memories", id])?;
     let unit: Option<ListedMemory> = b.send("get memory", Method::GET, url, None::<&()>, b.timeout()).await?;
     let memory = unit
         .ok_or_else(|| BackendError::NotFound(format!("no memory {id:?} in Hindsight bank {bank:?}")))?
@@ -76,7 +76,7 @@ pub(crate) async fn forget(b: &HindsightBackend, what: &Forget) -> Result<Forgot
         }
         Forget::Document { id, bank } => (id, bank),
     };
-    let url = b.bank_url(bank, &["documents", id]);
+    let url = b.bank_url(bank, &["documents", id])?;
     let done: Option<DocumentDeleted> =
         b.send("delete document", Method::DELETE, url, None::<&()>, b.timeout()).await?;
     let Some(done) = done else {
