@@ -51,6 +51,9 @@ pub enum ReloadError {
         /// Why.
         reason: String,
     },
+    /// The daemon stopped before the reload ended.
+    #[error("the daemon is stopping")]
+    Stopped,
 }
 
 /// Re-reads the config file and applies it.
@@ -74,8 +77,20 @@ impl Reloader {
         self.state.settings()
     }
 
-    /// Reads the file and applies it; one reload at a time.
-    pub async fn reload(&self) -> Result<Reloaded, ReloadError> {
+    /// Reads the file and applies it; one reload at a time. It runs to its end on a task of its
+    /// own: a caller that stops waiting (a client that hangs up has its handler dropped) left a
+    /// switch half done, the old backend drained and the new one dropped, or the new one in
+    /// force with the sessions not moved to it and its notice never sent.
+    pub async fn reload(self: &Arc<Self>) -> Result<Reloaded, ReloadError> {
+        let me = self.clone();
+        match tokio::spawn(async move { me.read_and_apply().await }).await {
+            Ok(reloaded) => reloaded,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(ReloadError::Stopped),
+        }
+    }
+
+    async fn read_and_apply(&self) -> Result<Reloaded, ReloadError> {
         let _one_at_a_time = self.serial.lock().await;
         let old = self.settings();
         let path = self.path.clone();

@@ -188,23 +188,32 @@ async fn cli_session(client: &Client, session: Option<String>) -> Result<String,
 async fn follow_notices(client: &Client, after: i64, as_json: bool) -> Result<(), CliError> {
     let resp = client.stream(&format!("/v1/notices/stream?after={after}")).await?;
     let mut body = resp.bytes_stream();
-    let mut buf = String::new();
+    let mut buf: Vec<u8> = Vec::new();
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| CliError::Other(format!("notice stream ended: {e}")))?;
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buf.find("\n\n") {
-            let event: String = buf.drain(..end + 2).collect();
-            for line in event.lines() {
-                if let Some(data) = line.strip_prefix("data:") {
-                    if let Ok(n) = serde_json::from_str::<Notice>(data.trim()) {
-                        print_notice(&n, as_json);
-                    }
-                }
-            }
+        buf.extend_from_slice(&chunk);
+        for n in whole_events(&mut buf) {
+            print_notice(&n, as_json);
         }
     }
     // The stream never ends while the daemon runs: it stopped (or restarted).
     Err(CliError::Other("the daemon closed the notice stream: it stopped or restarted".into()))
+}
+
+/// The notices of the whole events at the start of `buf`, taken out of it. Events are cut from
+/// the bytes before they are decoded: a character split between two chunks was decoded as two
+/// replacement characters.
+fn whole_events(buf: &mut Vec<u8>) -> Vec<Notice> {
+    let mut notices = Vec::new();
+    while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+        let event: Vec<u8> = buf.drain(..end + 2).collect();
+        for line in String::from_utf8_lossy(&event).lines() {
+            if let Some(n) = line.strip_prefix("data:").and_then(|d| serde_json::from_str::<Notice>(d.trim()).ok()) {
+                notices.push(n);
+            }
+        }
+    }
+    notices
 }
 
 fn print_notice(n: &Notice, as_json: bool) {
@@ -322,5 +331,26 @@ fn show<T: serde::Serialize>(as_json: bool, answer: &T, human: String) {
         println!("{}", serde_json::to_string(answer).expect("plain data serializes"));
     } else {
         println!("{}", mneme_core::text::escape_controls(&human));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_split_between_chunks_is_read_whole() {
+        let event = "id: 7\ndata: {\"id\":7,\"at\":\"2026-01-01T00:00:00Z\",\"level\":\"info\",\"source\":\"local\",\"message\":\"déployé ✓ 部署\"}\n\n";
+        let bytes = event.as_bytes();
+        // Cut inside every character in turn: each cut must read the same message.
+        for cut in 1..bytes.len() {
+            let mut buf = bytes[..cut].to_vec();
+            let mut got = whole_events(&mut buf);
+            buf.extend_from_slice(&bytes[cut..]);
+            got.extend(whole_events(&mut buf));
+            assert_eq!(got.len(), 1, "cut at {cut}");
+            assert_eq!(got[0].message, "déployé ✓ 部署", "cut at {cut}");
+            assert!(buf.is_empty());
+        }
     }
 }

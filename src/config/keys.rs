@@ -196,7 +196,9 @@ pub(super) const REGISTRY: &[Key] = &[
         v.string()?.parse::<SocketAddr>().map_err(|_| "expected an address like \"127.0.0.1:6366\"".to_string())?),
     key!("server", "allow_remote", [], |s, v, c| s.server.allow_remote = v.boolean()?),
     key!("server", "max_body_bytes", [], |s, v, c| s.server.max_body_bytes = at_least(v.integer()?, 1024)? as usize),
-    key!("server", "max_connections", [], |s, v, c| s.server.max_connections = at_least(v.integer()?, 1)? as usize),
+    // Bounded: tokio's semaphore panics above usize::MAX >> 3 permits, after the daemon announced itself.
+    key!("server", "max_connections", [], |s, v, c| s.server.max_connections =
+        within(v.integer()?, 1, 1_000_000)? as usize),
     key!("server", "header_timeout", [], |s, v, c| s.server.header_timeout = nonzero(v.duration()?)?),
     key!("server", "body_timeout", [], |s, v, c| s.server.body_timeout = nonzero(v.duration()?)?),
     key!("storage", "dir", [], |s, v, c| s.storage.dir = resolve(&not_blank(v.string()?)?, c.base)),

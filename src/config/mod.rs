@@ -258,9 +258,25 @@ impl std::fmt::Debug for ThesaurusFile {
     }
 }
 
+/// The largest `local.thesaurus_file` read (16 MiB: the built-in list is 20 KiB).
+pub const THESAURUS_FILE_MAX: u64 = 16 << 20;
+
 impl ThesaurusFile {
     /// Reads and checks the file at `path`; the error names the path (and the line at fault).
+    /// Only a regular file of at most [`THESAURUS_FILE_MAX`] bytes is read: a FIFO would wait for
+    /// a writer, and the daemon's start (or every reload after) with it; `/dev/zero` never ends.
     pub fn read(path: PathBuf) -> Result<Self, String> {
+        let meta = std::fs::metadata(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if !meta.is_file() {
+            return Err(format!("cannot read {}: it is not a regular file", path.display()));
+        }
+        if meta.len() > THESAURUS_FILE_MAX {
+            return Err(format!(
+                "cannot read {}: it holds {} bytes, more than the {THESAURUS_FILE_MAX} a thesaurus may",
+                path.display(),
+                meta.len()
+            ));
+        }
         let lines = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         mneme_local::Thesaurus::check(&lines).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Self { path, lines: lines.into() })

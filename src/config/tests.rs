@@ -169,6 +169,28 @@ fn a_thesaurus_file_is_read_and_checked_with_the_config() {
     let errors = load::load(&config, &env_of(&[])).unwrap_err().errors;
     assert!(errors[0].message.starts_with("cannot read "), "{}", errors[0].message);
     assert!(errors[0].message.contains("nowhere.txt"), "{}", errors[0].message);
+    // A FIFO is not read (it would wait for a writer, and the daemon with it), nor is a device.
+    let fifo = dir.path().join("words.fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for (name, shown) in [(fifo.display().to_string(), "words.fifo"), ("/dev/zero".to_owned(), "/dev/zero")] {
+        std::fs::write(&config, format!("[local]\nthesaurus_file = \"{name}\"\n")).unwrap();
+        let errors = load::load(&config, &env_of(&[])).unwrap_err().errors;
+        assert_eq!(errors[0].key, "local.thesaurus_file");
+        assert!(
+            errors[0].message.contains("it is not a regular file") && errors[0].message.contains(shown),
+            "{}",
+            errors[0].message
+        );
+    }
+}
+
+#[test]
+fn max_connections_is_bounded_where_the_daemon_can_honour_it() {
+    // tokio's semaphore panics above usize::MAX >> 3 permits: after the daemon announced itself.
+    let errors = load::parse("[server]\nmax_connections = 9223372036854775807\n", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("server.max_connections", Some(2)));
+    assert!(errors[0].message.contains("at most 1000000"), "{}", errors[0].message);
+    assert!(load::parse("[server]\nmax_connections = 1000000\n", None).is_ok());
 }
 
 #[test]

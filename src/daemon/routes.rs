@@ -240,6 +240,9 @@ pub async fn reload(State(s): St) -> Response {
         Err(e @ ReloadError::Backend { .. }) => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "backend_unavailable", e.to_string()).into_response()
         }
+        Err(e @ ReloadError::Stopped) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", e.to_string())
+            .retry_after(5)
+            .into_response(),
     }
 }
 

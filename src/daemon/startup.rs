@@ -51,9 +51,6 @@ pub enum StartError {
     /// The operating system gave no randomness for a new token.
     #[error("cannot generate a token: {0}")]
     Token(#[source] std::io::Error),
-    /// The sessions kept in the spool could not be read.
-    #[error("cannot load the sessions kept in the spool: {0}")]
-    Sessions(#[source] crate::spool::SpoolError),
     /// The backend could not be opened.
     #[error("cannot open the {backend} memory backend: {reason}")]
     Backend {
@@ -102,7 +99,7 @@ impl Daemon {
         let queue = Queue::new(spool.clone(), state.clone(), notices.clone(), metrics.clone());
         let sessions = Sessions::load(state.clone(), queue.clone(), spool.clone(), notices.clone(), metrics.clone())
             .await
-            .map_err(StartError::Sessions)?;
+            .map_err(|e| files::spool_problem(&spool_path, format!("cannot load the sessions kept in it: {e}")))?;
         for warning in &loaded.warnings {
             notices.emit(Level::Warning, "config", None, warning.clone()).await;
         }
