@@ -82,6 +82,10 @@ impl Drop for Inner {
     }
 }
 
+/// The most of a recall's query the store reads (characters): a question, or a prompt with its
+/// recent turns, fits many times over.
+pub const MAX_QUERY_CHARS: usize = 16_384;
+
 impl LocalBackend {
     /// Opens (creating and migrating if needed) the database.
     pub fn open(config: &LocalConfig) -> Result<Self, BackendError> {
@@ -124,7 +128,12 @@ impl LocalBackend {
             return Ok(Vec::new());
         }
         let bank = scope.bank.clone();
-        let q = q.clone();
+        let mut q = q.clone();
+        // Bounded work whatever a client sends: the query's start (its words are what ranks),
+        // and each type once (a list of 32,766 "world" ran SQLite out of parameters: a 503).
+        q.query = mneme_core::text::take_chars(&q.query, MAX_QUERY_CHARS).to_owned();
+        let mut seen = std::collections::HashSet::new();
+        q.types.retain(|t| seen.insert(*t));
         // The query's vector is computed and scanned while the lexical side runs.
         let semantic = self.inner.semantic.clone();
         let (scan_tx, scan) = std::sync::mpsc::sync_channel(1);

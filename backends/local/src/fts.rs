@@ -73,7 +73,7 @@ impl<'a> Iterator for CjkPieces<'a> {
 
 /// Han ideographs and kana: scripts written without spaces between words. (Hangul is written
 /// with them: a Korean word stays whole.)
-fn is_cjk(c: char) -> bool {
+pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3040..=0x30FF | 0x31F0..=0x31FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x3134F)
 }
 
@@ -200,9 +200,11 @@ fn distinct_terms(text: &str) -> Vec<String> {
     let content: Vec<&String> = all.iter().filter(|w| !STOPWORDS.contains(&w.as_str())).collect();
     let chosen: Vec<&String> = if content.is_empty() { all.iter().collect() } else { content };
     let mut terms: Vec<String> = Vec::new();
+    // A set beside the list: a long query's distinct words made a scan of the list quadratic.
+    let mut seen = std::collections::HashSet::new();
     for w in chosen {
         let t = stemmer().stem(w).into_owned();
-        if !terms.contains(&t) {
+        if seen.insert(t.clone()) {
             terms.push(t);
         }
     }

@@ -120,19 +120,27 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     }
     let mut wanted = fts::query_terms(query);
     wanted.extend(thesaurus.alternatives(&wanted));
-    // Word starts (char offsets) and whether each word is one the query asks for.
+    // Word starts (char offsets) and whether each word is one the query asks for. An ideograph
+    // or kana is a word of its own, as the index has it (a run of them was one word, which no
+    // query term equals: the window of Chinese or Japanese text ignored the question).
     let mut words: Vec<(usize, bool)> = Vec::new();
     let mut in_word = false;
     let mut start = 0;
     let cs: Vec<char> = text.chars().collect();
     for (i, c) in cs.iter().enumerate() {
         let alnum = c.is_alphanumeric();
-        if alnum && !in_word {
-            start = i;
-        }
-        if !alnum && in_word {
+        let alone = fts::is_cjk(*c);
+        if in_word && (!alnum || alone) {
             let w: String = cs[start..i].iter().collect();
             words.push((start, wanted.contains(&fts::index_terms(&w))));
+        }
+        if alone {
+            words.push((i, wanted.contains(&fts::index_terms(&c.to_string()))));
+            in_word = false;
+            continue;
+        }
+        if alnum && !in_word {
+            start = i;
         }
         in_word = alnum;
     }
@@ -239,6 +247,13 @@ mod tests {
             if max >= 100 {
                 assert!(w.contains("otter cargo-dist"), "{max}: {w}");
             }
+        }
+        // A question in Chinese: the window holds the fact, not the text's start.
+        let text =
+            format!("{}我们的数据库用PostgreSQL。{}", "今天天气很好。".repeat(100), "今天天气很好。".repeat(100));
+        for query in ["PostgreSQL", "数据库"] {
+            let w = window(&text, query, &thesaurus, 200);
+            assert!(w.contains("数据库用PostgreSQL"), "{query}: {w}");
         }
     }
 

@@ -164,6 +164,12 @@ async fn recall_accepts_any_text() {
         assert!(r.is_ok(), "query {q:?} failed: {r:?}");
     }
     assert_eq!(texts(&b, "bank", query("cafe", &[], TagsMatch::Any)).await.len(), 1, "diacritics folded");
+    // A type list of any length (each type once: SQLite allows 32,766 parameters), and a query of
+    // 4 MB of distinct words (read from its start, each word once: it was quadratic).
+    let many = RecallQuery { types: vec![MemoryType::World; 40_000], ..query("cafe", &[], TagsMatch::Any) };
+    assert_eq!(b.recall(&scope("bank"), &many).await.unwrap().len(), 1);
+    let long: String = (0..500_000).map(|i| format!("w{i} ")).collect::<String>() + "cafe";
+    b.recall(&scope("bank"), &query(&long, &[], TagsMatch::Any)).await.unwrap();
 }
 
 #[tokio::test]
