@@ -1,5 +1,6 @@
 //! `mneme export` and `mneme import`: JSON lines through the running daemon, a page at a time.
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -80,19 +81,52 @@ fn create_private_file(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Writes every page of the export as JSON lines; returns how many memories.
+///
+/// A Hindsight server's pages are offsets into a list: a memory deleted before the offset
+/// between two pages (an agent's session replacing its transcript meanwhile) shifts the rest
+/// forward, and the next page skips as many. So from such a backend the bank is read again once
+/// the export is through, and what this export has not written yet is written; again, up to
+/// [`SWEEPS`] times, until a reading finds nothing new (as `mneme migrate` does). The local
+/// store's cursor is a sequence number: nothing is skipped, and it is read once.
 async fn write_export(client: &Client, bank: Option<String>, out: &mut dyn Write) -> Result<u64, CliError> {
+    let status: crate::daemon::api::Status = client.get("/v1/status").await?;
+    let sweeps = if status.backend.backend == mneme_core::BackendId::Hindsight { SWEEPS } else { 0 };
+    let mut written: HashSet<String> = HashSet::new();
+    let mut n = export_pass(client, bank.as_deref(), out, &mut written).await?;
+    for _ in 0..sweeps {
+        let found = export_pass(client, bank.as_deref(), out, &mut written).await?;
+        if found == 0 {
+            break;
+        }
+        n += found;
+    }
+    out.flush().map_err(|e| CliError::Other(format!("cannot write: {e}")))?;
+    Ok(n)
+}
+
+/// Readings of the bank after the first in [`write_export`], at most.
+const SWEEPS: usize = 3;
+
+/// One reading of the export: writes the memories not in `written` (and adds them); returns how
+/// many.
+async fn export_pass(
+    client: &Client,
+    bank: Option<&str>,
+    out: &mut dyn Write,
+    written: &mut HashSet<String>,
+) -> Result<u64, CliError> {
     let mut cursor: Option<String> = None;
     let mut n = 0u64;
     loop {
         let mut path = String::from("/v1/export?limit=1000");
-        if let Some(b) = &bank {
+        if let Some(b) = bank {
             path.push_str(&format!("&bank={}", super::browse::encode(b)));
         }
         if let Some(c) = &cursor {
             path.push_str(&format!("&cursor={}", super::browse::encode(c)));
         }
         let page: ExportAnswer = client.call(Method::GET, &path, None).await?;
-        for m in &page.memories {
+        for m in page.memories.iter().filter(|m| written.insert(m.id.clone())) {
             let line = serde_json::to_string(m).expect("memory serializes");
             writeln!(out, "{line}").map_err(|e| CliError::Other(format!("cannot write: {e}")))?;
             n += 1;
@@ -102,7 +136,6 @@ async fn write_export(client: &Client, bank: Option<String>, out: &mut dyn Write
             _ => break,
         }
     }
-    out.flush().map_err(|e| CliError::Other(format!("cannot write: {e}")))?;
     Ok(n)
 }
 
