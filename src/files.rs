@@ -101,6 +101,23 @@ pub fn token_problem(path: &Path, reason: impl fmt::Display) -> FileProblem {
     }
 }
 
+/// Why the daemon refuses an existing storage dir, if it does: another user who owns the
+/// folder, or may write in it, could plant the token clients send (and read every memory), so
+/// it must be this user's alone; and it must be a folder. `mneme doctor` asks the same.
+pub fn storage_dir_refusal(dir: &Path, m: &std::fs::Metadata) -> Option<FileProblem> {
+    use std::os::unix::fs::MetadataExt;
+    let reason = if !m.is_dir() {
+        "it is not a folder".to_owned()
+    } else if m.uid() != effective_uid() {
+        format!("it belongs to another user (uid {}); mneme keeps its token and memories only in a folder of its own user's", m.uid())
+    } else if m.mode() & 0o022 != 0 {
+        format!("others may write in it (mode {:o}): `chmod 700` it, as mneme makes it", m.mode() & 0o7777)
+    } else {
+        return None;
+    };
+    Some(storage_dir_problem(dir, reason))
+}
+
 /// The storage dir is not a usable folder.
 pub fn storage_dir_problem(path: &Path, reason: impl fmt::Display) -> FileProblem {
     FileProblem {

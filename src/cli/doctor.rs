@@ -49,7 +49,11 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
     };
     if let Some(settings) = &settings {
         let dir = &settings.storage.dir;
-        match std::fs::metadata(dir) {
+        let metadata = std::fs::metadata(dir);
+        // What the daemon refuses to start with, said as it says it.
+        let refused = metadata.as_ref().ok().and_then(|m| files::storage_dir_refusal(dir, m));
+        match metadata {
+            Ok(_) if refused.is_some() => r.file_problem(refused.expect("just matched")),
             Ok(m) if m.permissions().mode() & 0o077 != 0 => r.problem(
                 format!(
                     "storage dir {} is readable by others (mode {:o})",

@@ -166,22 +166,11 @@ fn storage_error(what: &'static str, path: &Path, source: std::io::Error) -> Sta
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), StartError> {
-    use std::os::unix::fs::MetadataExt;
     match std::fs::metadata(dir) {
-        // Another user who owns the folder, or may write in it, could plant the token clients
-        // send (and read every memory): it must be this user's alone.
-        Ok(m) if m.is_dir() && m.uid() != files::effective_uid() => Err(files::storage_dir_problem(
-            dir,
-            format!("it belongs to another user (uid {}); mneme keeps its token and memories only in a folder of its own user's", m.uid()),
-        )
-        .into()),
-        Ok(m) if m.is_dir() && m.mode() & 0o022 != 0 => Err(files::storage_dir_problem(
-            dir,
-            format!("others may write in it (mode {:o}): `chmod 700` it, as mneme makes it", m.mode() & 0o7777),
-        )
-        .into()),
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(files::storage_dir_problem(dir, "it is not a folder").into()),
+        Ok(m) => match files::storage_dir_refusal(dir, &m) {
+            Some(problem) => Err(problem.into()),
+            None => Ok(()),
+        },
         Err(_) => {
             std::fs::create_dir_all(dir)
                 .map_err(|e| files::storage_dir_problem(dir, format!("cannot create it: {e}")))?;
