@@ -174,13 +174,16 @@ pub fn normalize(body: &Value) -> Normalized {
         Some(v @ Value::Array(_)) => content_text(v),
         _ => String::new(),
     };
+    // OpenAI's `developer` role is its `system` for newer models (the AI SDK sends it so): a
+    // system prompt either way, in Chat Completions `messages` and in Responses `input`.
+    let is_system = |role: &str| role == "system" || role == "developer";
     let mut messages = Vec::new();
+    let mut system_parts = Vec::new();
     if let Some(list) = body.get("messages").and_then(Value::as_array) {
-        let mut system_parts = Vec::new();
         for m in list {
             let role = role_of(m);
             let text = content_text(m.get("content").unwrap_or(&Value::Null));
-            if role == "system" {
+            if is_system(&role) {
                 if let Some(s) = m.get("content").and_then(Value::as_str) {
                     system_parts.push(s.to_owned());
                 }
@@ -188,24 +191,24 @@ pub fn normalize(body: &Value) -> Normalized {
                 messages.push((role, text));
             }
         }
-        if system.is_empty() && !system_parts.is_empty() {
-            system = system_parts.join("\n\n");
-        }
     }
     match body.get("input") {
         Some(Value::String(s)) => messages.push(("user".into(), s.clone())),
         Some(Value::Array(items)) => {
             for item in items {
                 let role = role_of(item);
-                if role != "system" {
-                    messages.push((
-                        if role.is_empty() { "user".into() } else { role },
-                        content_text(item.get("content").unwrap_or(&Value::Null)),
-                    ));
+                let text = content_text(item.get("content").unwrap_or(&Value::Null));
+                if is_system(&role) {
+                    system_parts.push(text);
+                } else {
+                    messages.push((if role.is_empty() { "user".into() } else { role }, text));
                 }
             }
         }
         _ => {}
+    }
+    if system.is_empty() && !system_parts.is_empty() {
+        system = system_parts.join("\n\n");
     }
     if system.is_empty() {
         if let Some(s) = body.get("instructions").and_then(Value::as_str) {

@@ -134,6 +134,20 @@ fn body_shapes_normalize() {
     );
     assert_eq!(responses_list.messages.len(), 2);
     assert_eq!(responses_list.max_tokens, 4096);
+    // OpenAI's `developer` role is a system prompt, in Chat Completions and in Responses `input`
+    // (where a `system` item was dropped and a `developer` one counted as a message).
+    let developer = normalize(&json!({
+        "messages": [{"role": "developer", "content": "You are a title generator."}, {"role": "user", "content": "q"}]
+    }));
+    assert_eq!((developer.system.as_str(), developer.messages.len()), ("You are a title generator.", 1));
+    let responses_system = normalize(&json!({
+        "input": [{"role": "system", "content": "one"}, {"role": "developer", "content": [{"type": "input_text", "text": "two"}]},
+                  {"role": "user", "content": "q"}]
+    }));
+    assert_eq!(
+        (responses_system.system.as_str(), responses_system.messages),
+        ("one\n\ntwo", vec![("user".to_owned(), "q".to_owned())])
+    );
     // max_tokens wins over the others.
     assert_eq!(normalize(&json!({"max_tokens": 1, "max_output_tokens": 2, "max_completion_tokens": 3})).max_tokens, 1);
     assert_eq!(normalize(&json!({"max_output_tokens": 2, "max_completion_tokens": 3})).max_tokens, 2);
