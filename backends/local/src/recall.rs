@@ -33,6 +33,8 @@ pub(crate) const POOL: usize = 50;
 /// FTS5 ranks this many on its own before the bank and filters are applied; when they leave
 /// fewer than [`POOL`] of a full pool, every match is ranked with the filters instead.
 pub(crate) const RANKED_POOL_SIZE: usize = POOL * 4;
+/// The most matches [`Store::capped_matches`] reads to fill its pool.
+const MAX_MATCHES_READ: usize = RANKED_POOL_SIZE * 4 * 64;
 /// Passages fetched per statement while filling the budget.
 const FETCH_CHUNK: usize = 25;
 
@@ -68,7 +70,7 @@ impl Store {
         let (out, full) = self.answer_bounded(query, &ranked, filter, &mut rows)?;
         if ranked.len() == RANKED_POOL_SIZE && !full {
             // The bank and filters left too few of FTS5's best: rank every match with them.
-            let pool = capped(self.all_matches(&expr, filter, RANKED_POOL_SIZE * 4)?.into_iter());
+            let pool = self.capped_matches(&expr, filter)?;
             return self.answer(query, &pool, filter, &mut rows);
         }
         Ok(out)
@@ -128,12 +130,29 @@ impl Store {
             }
         }
         if ranked.len() == RANKED_POOL_SIZE {
-            side.lexical.pool = capped(self.all_matches(&expr, filter, RANKED_POOL_SIZE * 4)?.into_iter());
+            side.lexical.pool = self.capped_matches(&expr, filter)?;
         }
         Ok(side)
     }
 
-    /// Every match ranked with the filters applied, best first (the slow, complete path):
+    /// The best [`POOL`] matches with the filters applied, at most [`PER_MEMORY`] of one memory
+    /// (the slow, complete path). The matches are read best first, a few hundred at a time and
+    /// more when those hold too few memories: a few long transcripts can fill the first
+    /// hundreds, two passages of each counting, and a fact ranked below them was lost.
+    fn capped_matches(&self, expr: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<(i64, f64)>> {
+        let mut limit = RANKED_POOL_SIZE * 4;
+        loop {
+            let matches = self.all_matches(expr, filter, limit)?;
+            let more = matches.len() == limit;
+            let pool = capped(matches.into_iter());
+            if pool.len() == POOL || !more || limit >= MAX_MATCHES_READ {
+                return Ok(pool);
+            }
+            limit *= 8;
+        }
+    }
+
+    /// Every match ranked with the filters applied, best first, at most `limit`:
     /// (pid, memory seq, score).
     fn all_matches(
         &self,
@@ -253,7 +272,7 @@ impl Store {
     pub fn recall_exhaustive(&self, query: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
         match fts::match_expression(query) {
             Some(expr) => {
-                let pool = capped(self.all_matches(&expr, filter, RANKED_POOL_SIZE * 4)?.into_iter());
+                let pool = self.capped_matches(&expr, filter)?;
                 self.answer(query, &pool, filter, &mut HashMap::new())
             }
             None => Ok(Vec::new()),

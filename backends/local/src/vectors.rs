@@ -473,30 +473,38 @@ impl VectorIndex {
             }
             smoothed.push(v);
         }
-        let mut order: Vec<u32> = (0..own.len() as u32).filter(|&i| counts(i as usize)).collect();
+        let order: Vec<u32> = (0..own.len() as u32).filter(|&i| counts(i as usize)).collect();
         if order.is_empty() {
             return None;
         }
         let order_len = order.len();
         let by_score = |a: &u32, b: &u32| smoothed[*b as usize].total_cmp(&smoothed[*a as usize]);
-        // Enough candidates that k remain after the per-memory cap, almost always.
-        let wide = k * 4;
-        if order.len() > wide {
-            order.select_nth_unstable_by(wide, by_score);
-            order.truncate(wide);
-        }
-        order.sort_by(by_score);
-        let mut per_memory: HashMap<i64, usize> = HashMap::new();
-        let top = order
-            .iter()
-            .filter(|&&i| {
-                let n = per_memory.entry(bank.memories[i as usize]).or_default();
-                *n += 1;
-                *n <= PER_MEMORY
-            })
-            .take(k)
-            .map(|&i| (bank.pids[i as usize], smoothed[i as usize], cosine(i as usize)))
-            .collect();
+        // Enough candidates that k remain after the per-memory cap, almost always; more when
+        // a few long transcripts fill them (two passages of each count).
+        let mut wide = k * 4;
+        let top = loop {
+            let mut best = order.clone();
+            if best.len() > wide {
+                best.select_nth_unstable_by(wide, by_score);
+                best.truncate(wide);
+            }
+            best.sort_by(by_score);
+            let mut per_memory: HashMap<i64, usize> = HashMap::new();
+            let top: Vec<(i64, f32, f32)> = best
+                .iter()
+                .filter(|&&i| {
+                    let n = per_memory.entry(bank.memories[i as usize]).or_default();
+                    *n += 1;
+                    *n <= PER_MEMORY
+                })
+                .take(k)
+                .map(|&i| (bank.pids[i as usize], smoothed[i as usize], cosine(i as usize)))
+                .collect();
+            if top.len() == k || best.len() == order.len() {
+                break top;
+            }
+            wide *= 8;
+        };
         let live = order_len;
         let mean = sum / live.max(1) as f64;
         let sd = (sumsq / live.max(1) as f64 - mean * mean).max(0.0).sqrt();

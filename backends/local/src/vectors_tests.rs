@@ -230,3 +230,24 @@ fn a_filtered_scan_ranks_only_the_passages_that_pass_its_filter() {
     index.remove(&(100..200).collect::<Vec<_>>());
     assert_eq!(top(&index, &filter(&["project:mine"], TagsMatch::AnyStrict, &[])).len(), 2);
 }
+
+#[test]
+fn a_few_long_memories_do_not_crowd_a_short_one_out_of_the_best() {
+    let mut index = VectorIndex::new(16);
+    // Three transcripts of 100 passages each, all nearer the query than the fact.
+    for pid in 0..300 {
+        let v = NewVector {
+            pid,
+            memory_seq: 1000 + pid / 100,
+            bank: "b".into(),
+            prev_pid: None,
+            label: Label::default(),
+            vector: quantize(&unit(7)),
+        };
+        assert!(index.add(v));
+    }
+    add(&mut index, 500, "b", None, &unit(8));
+    let top: Vec<i64> = index.search("b", &unit(7), 10, &[]).unwrap().top.iter().map(|t| t.0).collect();
+    assert_eq!(top.len(), 7, "two of each transcript and the fact: {top:?}");
+    assert!(top.contains(&500), "{top:?}");
+}

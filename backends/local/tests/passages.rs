@@ -307,3 +307,25 @@ async fn a_question_of_only_stopwords_recalls_nothing() {
     }
     assert_eq!(b.recall(&scope(), &query("what are the tests like", 1000)).await.unwrap().len(), 1);
 }
+
+/// A short fact is found however many passages of a few long transcripts outrank it: each
+/// transcript gives at most two passages, so the pool must reach past the passages it holds
+/// back (ranked first and capped after, a fact below the 800th passage was lost).
+#[tokio::test]
+async fn many_passages_of_a_few_transcripts_do_not_crowd_out_a_fact() {
+    let (_d, b) = open().await;
+    let turn = |i: usize| {
+        format!(
+            "[role: user]\nturn {i}: the zebra enclosure again, zebra zebra zebra\n[user:end]\n\n[role: assistant]\nThe zebra keepers checked turn {i} and the zebra is fine. {}\n[assistant:end]",
+            "Nothing else changed in the paddock today. ".repeat(8)
+        )
+    };
+    let transcript = (0..100).map(turn).collect::<Vec<_>>().join("\n\n");
+    let mut items: Vec<MemoryItem> = (0..10)
+        .map(|t| item(&format!("t{t}"), &transcript.replace("turn", &format!("session {t} turn")), None))
+        .collect();
+    items.push(MemoryItem { kind: MemoryType::World, ..item("fact", "Zebra feed is in shed 3.", None) });
+    b.retain(&scope(), &RetainBatch { id: "1".into(), items }).await.unwrap();
+    let found = b.recall(&scope(), &query("zebra", 100_000)).await.unwrap();
+    assert!(found.iter().any(|r| r.text == "Zebra feed is in shed 3."), "{} results, no fact", found.len());
+}
