@@ -240,8 +240,10 @@ impl Daemon {
     }
 }
 
-/// Every so often, the sessions idle past `retain.idle_after` have their last turns retained.
+/// Every so often, the sessions idle past `retain.idle_after` have their last turns retained;
+/// every hour, those idle past [`crate::session::SESSION_TTL`] are forgotten.
 async fn sweep_idle_sessions(sessions: Sessions, stop: CancellationToken) {
+    let mut expired_at = std::time::Instant::now();
     loop {
         let idle = sessions.settings().retain.idle_after;
         let every = (idle / 4).clamp(std::time::Duration::from_secs(1), std::time::Duration::from_secs(60));
@@ -252,6 +254,13 @@ async fn sweep_idle_sessions(sessions: Sessions, stop: CancellationToken) {
         let n = sessions.retain_idle(idle).await;
         if n > 0 {
             tracing::info!("retained the last turns of {n} idle sessions");
+        }
+        if expired_at.elapsed() >= std::time::Duration::from_secs(3600) {
+            expired_at = std::time::Instant::now();
+            let n = sessions.forget_expired().await;
+            if n > 0 {
+                tracing::info!("forgot {n} sessions idle for more than 30 days");
+            }
         }
     }
 }

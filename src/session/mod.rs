@@ -518,6 +518,36 @@ impl Sessions {
         Ok(self.flush(session.queue_id(), delivery).await)
     }
 
+    /// Forgets the sessions idle past [`SESSION_TTL`] (their pending tail queued first) and the
+    /// records of sessions ended that long ago, as a start does; returns how many sessions. Run
+    /// periodically: a daemon that ran for months kept every session it had seen.
+    pub async fn forget_expired(&self) -> usize {
+        let cutoff = unix_now().saturating_sub(SESSION_TTL.as_secs());
+        let expired = |s: &Session| s.last_seen != 0 && s.last_seen < cutoff;
+        let ids: Vec<String> = self.inner.map.locked().values().filter(|s| expired(s)).map(|s| s.id.clone()).collect();
+        let mut n = 0;
+        for id in ids {
+            // Under the session's turn lock, looked at again: it may have come back meanwhile.
+            let _turn = self.inner.turns.lock(&id).await;
+            let Some(s) = self.get(&id).ok().filter(expired) else { continue };
+            if let Some(pending) = &s.pending {
+                if let Err(e) = self.queue_pending(&s, pending).await {
+                    tracing::warn!(session = s.id, "cannot retain an expired session's last turns: {e}");
+                    continue;
+                }
+            }
+            self.inner.map.locked().remove(&id);
+            if let Err(e) = self.inner.spool.delete_session(&id).await {
+                tracing::warn!(session = id, "cannot forget an expired session: {e}");
+            }
+            n += 1;
+        }
+        if let Err(e) = self.inner.spool.forget_records_older_than(ENDED_RECORD, cutoff).await {
+            tracing::warn!("cannot forget old ended sessions: {e}");
+        }
+        n
+    }
+
     /// Queues the pending tail of every session idle for `idle` or longer; returns how many.
     /// Run periodically and at shutdown: an agent that stops without saying so (closed, crashed)
     /// still has its last turns retained.

@@ -84,6 +84,28 @@ async fn idle_sessions_are_forgotten_at_start_and_their_tail_retained() {
     assert_eq!(r.queue.flush("old").await.delivered, 1, "the forgotten session's tail was queued");
 }
 
+/// A running daemon forgets them too (it kept every session it had seen until its next start).
+#[tokio::test]
+async fn idle_sessions_are_forgotten_while_the_daemon_runs() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    for id in ["old", "recent"] {
+        s.start(StartRequest { session_id: id.into(), cwd: "/p/otters".into(), ..StartRequest::default() })
+            .await
+            .unwrap();
+    }
+    let old = unix_now() - SESSION_TTL.as_secs() - 60;
+    let tail = PendingRetain { content: "the tail of an old session".into(), document_id: "old".into(), user_turns: 1 };
+    s.inner.map.locked().get_mut("old").unwrap().last_seen = old;
+    s.inner.map.locked().get_mut("old").unwrap().pending = Some(tail);
+    assert_eq!(s.forget_expired().await, 1);
+    assert!(s.get("old").is_err() && s.get("recent").is_ok());
+    let kept: Vec<String> = r.spool.sessions().await.unwrap().into_iter().map(|(id, _)| id).collect();
+    assert!(!kept.contains(&"old".to_string()) && kept.contains(&"recent".to_string()), "{kept:?}");
+    assert_eq!(r.queue.flush("old").await.delivered, 1, "the forgotten session's tail was queued");
+    assert_eq!(s.forget_expired().await, 0);
+}
+
 #[tokio::test]
 async fn a_tail_below_the_cadence_is_retained_when_the_session_ends() {
     let r = rig();
