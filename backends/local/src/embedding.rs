@@ -189,7 +189,15 @@ impl Semantic {
     /// is loaded and answering. Blocks.
     pub(crate) fn scan(&self, bank: &str, query: &str, k: usize, filter: &DenseFilter) -> Option<DenseScan> {
         let vector = self.query_vector(query)?;
-        read(&self.index).scan(bank, &vector, k, filter)
+        let index = read(&self.index);
+        if index.dim() != 0 && vector.len() != index.dim() {
+            // The embedder's vectors changed length: the embedding thread starts over.
+            drop(index);
+            lock(&self.wake).probe = true;
+            self.woken.notify_all();
+            return None;
+        }
+        index.scan(bank, &vector, k, filter)
     }
 
     /// A scan completed with the scores of the lexical pool's passages.
@@ -237,6 +245,18 @@ impl Semantic {
             }
             if lock(&self.wake).stop {
                 return Ok(());
+            }
+            // An endpoint whose vectors changed length (another model served under the same
+            // name, with `embedding_dim` unset) makes every stored vector incomparable: they are
+            // computed again, as for a model change. Unnoticed, recall lost its dense side.
+            let (now, was) = (embedder.dim(), read(&self.index).dim());
+            if now != 0 && was != 0 && now != was {
+                if let Err(e) = self.start_over(writer, now) {
+                    self.back_off(format!("cannot drop the vectors of the old length: {e}"), &mut pause);
+                    continue;
+                }
+                tracing::warn!(model = %self.model, "the embedder's vectors are now {now} long, the stored ones {was}: every passage is embedded again");
+                after = 0;
             }
             // The store failing (its disk full, a busy file) is an outage like the embedder's:
             // retried with the same pauses, never the end of semantic recall until a restart.
@@ -289,6 +309,19 @@ impl Semantic {
         self.unavailable(reason);
         self.sleep(*pause);
         *pause = (*pause * 2).min(RETRY_MAX);
+    }
+
+    /// Drops every stored vector of the model not `dim` long, and empties the index for vectors
+    /// of that length (on the writer: no write lands in between).
+    fn start_over(self: &Arc<Self>, writer: &Writer, dim: usize) -> Result<(), String> {
+        let (me, model) = (self.clone(), self.model.clone());
+        writer
+            .run(move |store| {
+                store.drop_vectors_of_other_length(&model, dim).map_err(crate::error::sql_error)?;
+                *write(&me.index) = VectorIndex::new(dim);
+                Ok(())
+            })
+            .map_err(|e| e.to_string())
     }
 
     /// Loads every stored vector of the model into the index. Vectors of another length than

@@ -492,6 +492,11 @@ impl Store {
         rows.collect()
     }
 
+    /// Deletes the vectors of `model` that are not `dim` long (to be computed again).
+    pub fn drop_vectors_of_other_length(&mut self, model: &str, dim: usize) -> rusqlite::Result<usize> {
+        self.conn.execute("DELETE FROM passage_vectors WHERE model = ?1 AND dim != ?2", params![model, dim as i64])
+    }
+
     /// Deletes the vectors of these passages (to be computed again).
     pub fn drop_vectors(&mut self, pids: &[i64]) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;

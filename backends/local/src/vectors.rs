@@ -222,6 +222,11 @@ impl VectorIndex {
         Self { dim, ..Default::default() }
     }
 
+    /// The length of its vectors (0 until the first is added).
+    pub(crate) fn dim(&self) -> usize {
+        self.dim
+    }
+
     /// How many vectors it holds.
     pub(crate) fn len(&self) -> usize {
         self.place.len()

@@ -644,3 +644,41 @@ async fn a_model_change_re_embeds_every_passage() {
         .collect();
     assert_eq!(by_model, vec![(format!("openai:model-b@{}", stub.url()), 30)]);
 }
+
+/// An endpoint that serves vectors of another length under the same model name after a restart
+/// (another model behind it, `embedding_dim` unset): every passage is embedded again at the new
+/// length, and recall has its dense side back (the stored vectors could no longer be compared
+/// with a question's, and recall went on with BM25 alone, silently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_of_a_new_length_after_a_restart_are_computed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let stub = Stub::start();
+    {
+        let b = openai(&path, &stub, "hash-64", Duration::from_secs(5));
+        retain(&b, numbered(0, 10)).await;
+        assert_eq!(embedded(&b, Duration::from_secs(30)).await.embedded, 10);
+        assert!(!recall(&b, "walrus4", RecallMode::Dense).await.is_empty());
+    }
+    stub.set(Answer::WrongLength); // from now on the endpoint's vectors are half as long
+    let b = openai(&path, &stub, "hash-64", Duration::from_secs(5));
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let dense = recall(&b, "walrus4", RecallMode::Dense).await;
+        if dense.first().map(String::as_str) == Some("note 4 about walrus4 and the harbour") {
+            break;
+        }
+        assert!(Instant::now() < until, "no dense recall at the new length: {dense:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(embedded(&b, Duration::from_secs(30)).await.embedded, 10);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let lengths: Vec<i64> = conn
+        .prepare("SELECT DISTINCT dim FROM passage_vectors")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(lengths, [DIM as i64 / 2]);
+}
