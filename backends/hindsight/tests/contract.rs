@@ -34,6 +34,21 @@ async fn peer_bank(prefix: &str) -> Option<Peer> {
     Some(Peer { url, bank, b, scope })
 }
 
+/// A memory as an export holds it: a world fact of its own, undocumented.
+fn exported(id: &str, bank: &str, content: &str) -> StoredMemory {
+    StoredMemory {
+        id: id.into(),
+        bank: bank.into(),
+        content: content.into(),
+        context: None,
+        tags: vec![],
+        metadata: BTreeMap::new(),
+        document_id: None,
+        kind: MemoryType::World,
+        created_at: "2026-01-02T03:04:05Z".into(),
+    }
+}
+
 fn query(q: &str, tags: &[&str], mode: TagsMatch, types: &[MemoryType]) -> RecallQuery {
     RecallQuery {
         query: q.into(),
@@ -236,19 +251,7 @@ async fn one_export_imports_into_two_banks_and_again_into_the_same_one() {
     let (one, two) = (fresh_bank("contract-import-a"), fresh_bank("contract-import-b"));
     chunk_bank(&url, &one).await;
     chunk_bank(&url, &two).await;
-    let export = |bank: &str| {
-        vec![StoredMemory {
-            id: "same-id-in-every-export".into(),
-            bank: bank.into(),
-            content: "The kestrel job runs at dawn".into(),
-            context: None,
-            tags: vec![],
-            metadata: BTreeMap::new(),
-            document_id: None,
-            kind: MemoryType::World,
-            created_at: "2026-01-02T03:04:05Z".into(),
-        }]
-    };
+    let export = |bank: &str| vec![exported("same-id-in-every-export", bank, "The kestrel job runs at dawn")];
     b.import(&export(&one)).await.unwrap();
     b.import(&export(&two)).await.expect("operation ids are global on Hindsight: the bank must be part of it");
     b.import(&export(&one)).await.expect("a re-import is idempotent");
@@ -262,17 +265,7 @@ async fn one_export_imports_into_two_banks_and_again_into_the_same_one() {
 #[tokio::test]
 async fn a_backup_imported_again_restores_and_a_404_is_not_success() {
     let Some(Peer { url, bank, b, scope }) = peer_bank("contract-restore").await else { return };
-    let backup = vec![StoredMemory {
-        id: "restored-memory".into(),
-        bank: bank.clone(),
-        content: "The heron cache is warmed at noon".into(),
-        context: None,
-        tags: vec![],
-        metadata: BTreeMap::new(),
-        document_id: None,
-        kind: MemoryType::World,
-        created_at: "2026-01-02T03:04:05Z".into(),
-    }];
+    let backup = vec![exported("restored-memory", &bank, "The heron cache is warmed at noon")];
     b.import(&backup).await.unwrap();
     assert_eq!(wait_for_count(&url, &bank, 1).await, ["The heron cache is warmed at noon"]);
     b.clear(&scope, ClearWhat::Remote).await.unwrap();
