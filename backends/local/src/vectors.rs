@@ -482,7 +482,6 @@ impl VectorIndex {
         if order.is_empty() {
             return None;
         }
-        let order_len = order.len();
         let by_score = |a: &u32, b: &u32| smoothed[*b as usize].total_cmp(&smoothed[*a as usize]);
         // Enough candidates that k remain after the per-memory cap, almost always; more when
         // a few long transcripts fill them (two passages of each count).
@@ -510,7 +509,7 @@ impl VectorIndex {
             }
             wide *= 8;
         };
-        let live = order_len;
+        let live = order.len();
         let mean = sum / live.max(1) as f64;
         let sd = (sumsq / live.max(1) as f64 - mean * mean).max(0.0).sqrt();
         let (mean, sd) = (mean as f32, sd as f32);
