@@ -246,7 +246,7 @@ pub(super) const REGISTRY: &[Key] = &[
             ("off", super::EmbedderKind::Off)
         ]
     )?),
-    key!("local", "embedding_url", [], |s, v, c| s.local.embedding_url = Some(http_url(v.string()?)?)),
+    key!("local", "embedding_url", [], |s, v, c| s.local.embedding_url = Some(base_url(v.string()?)?)),
     key!("local", "embedding_model", [], |s, v, c| s.local.embedding_model =
         Some(v.string()?).filter(|m| !m.trim().is_empty()).map(|m| m.trim().to_owned())),
     key!("local", "embedding_api_key", [], |s, v, c| s.local.embedding_api_key =
@@ -306,6 +306,17 @@ fn http_url(s: String) -> Result<String, String> {
         }
         _ => Err(format!("expected an http:// or https:// URL, found {s:?}")),
     }
+}
+
+/// An http(s) URL that paths are added to (`{url}/embeddings`): a query or fragment would take
+/// the path in (and a key in it would be shown with the endpoint's errors), so it is refused, and
+/// not repeated.
+fn base_url(s: String) -> Result<String, String> {
+    let t = http_url(s)?;
+    if t.contains(['?', '#']) {
+        return Err("expected a base URL without a query or fragment (the value is not shown: it may hold a key; use embedding_api_key)".into());
+    }
+    Ok(t)
 }
 
 /// The entry for `section.name`.

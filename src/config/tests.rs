@@ -185,6 +185,14 @@ fn a_thesaurus_file_is_read_and_checked_with_the_config() {
 }
 
 #[test]
+fn an_embedding_url_with_a_query_is_refused_without_repeating_it() {
+    let errors = load::parse("[local]\nembedding_url = \"https://gw.example/v1?key=S3CRET\"\n", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("local.embedding_url", Some(2)));
+    assert!(!errors[0].to_string().contains("S3CRET"), "{}", errors[0]);
+    assert!(load::parse("[local]\nembedding_url = \"http://127.0.0.1:11434/v1\"\n", None).is_ok());
+}
+
+#[test]
 fn max_connections_is_bounded_where_the_daemon_can_honour_it() {
     // tokio's semaphore panics above usize::MAX >> 3 permits: after the daemon announced itself.
     let errors = load::parse("[server]\nmax_connections = 9223372036854775807\n", None).unwrap_err();

@@ -102,8 +102,15 @@ pub fn linear_q8(p: &Product<'_>, out: &mut [f32], threads: usize) {
 /// tests compare them).
 pub fn linear_q8_on(kernel: Kernel, p: &Product<'_>, out: &mut [f32], threads: usize) {
     let Product { x, q, scales, b, n, k, outs } = *p;
+    // Products checked, not wrapped: a wrapped one passed the check and the kernels read past the
+    // slices (a safe function must not, whatever the shapes say).
+    let holds = |len: usize, rows: usize, cols: usize| rows.checked_mul(cols).is_some_and(|need| len >= need);
     assert!(
-        x.len() >= n * k && q.len() >= outs * k && scales.len() >= outs && b.len() >= outs && out.len() >= n * outs
+        holds(x.len(), n, k)
+            && holds(q.len(), outs, k)
+            && scales.len() >= outs
+            && b.len() >= outs
+            && holds(out.len(), n, outs)
     );
     assert!(kernel.runs_here(), "the {} kernel does not run here", kernel.name());
     let kernel = kernel.for_rows(k);
@@ -355,6 +362,16 @@ impl SharedOut {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Shapes whose products wrap are refused before any kernel reads (they passed the check).
+    #[test]
+    fn a_shape_whose_size_wraps_is_refused() {
+        let p = Product { x: &[], q: &[], scales: &[1.0; 2], b: &[0.0; 2], n: 2, k: 1 << 63, outs: 2 };
+        let mut out = [0.0f32; 4];
+        let refused =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| linear_q8_on(Kernel::Portable, &p, &mut out, 1)));
+        assert!(refused.is_err());
+    }
 
     /// Every kernel this processor runs against a plain loop over the dequantized weights: whole
     /// blocks of tokens and last blocks of every smaller size, outputs in whole blocks and left

@@ -2,6 +2,7 @@
 //! answered with `{data: [{index, embedding}]}` — what OpenAI, Ollama, llama.cpp's server and LM
 //! Studio all speak. The key is a [`Secret`]: never logged, never in an error.
 
+use std::io::Read;
 use std::time::Duration;
 
 use mneme_core::Secret;
@@ -47,6 +48,16 @@ pub fn shown(url: &str) -> String {
         Some(at) => format!("{}{}", &url[..scheme_end], &url[scheme_end + at + 1..]),
         None => url.to_owned(),
     }
+}
+
+/// The longest vector taken (OpenAI's largest model gives 3,072; an int8 dot product of more
+/// than ~130,000 would overflow its sum).
+pub const MAX_DIM: usize = 65_536;
+
+/// The most of an answer read: a text's vector written as JSON numbers of up to 24 characters
+/// each, at [`MAX_DIM`]; an error's body is read to 4 KiB. Past that it is not an answer.
+fn answer_limit(texts: usize) -> u64 {
+    (texts as u64).saturating_mul(MAX_DIM as u64 * 24).saturating_add(64 << 10)
 }
 
 /// A client of one endpoint and model.
@@ -125,25 +136,41 @@ impl Embedder for OpenAi {
             return Err(EmbedError::Unavailable(format!("{url} answered {status}")));
         }
         if !status.is_success() {
-            let body: String = resp.text().unwrap_or_default().chars().take(200).collect();
+            let mut body = Vec::new();
+            let _ = resp.take(4096).read_to_end(&mut body);
+            let body: String = String::from_utf8_lossy(&body).chars().take(200).collect();
             return Err(EmbedError::Invalid(format!("{url} answered {status}: {body}")));
         }
-        let answer: Answer = resp.json().map_err(|e| {
-            EmbedError::Invalid(format!("{url} answered something else than embeddings: {}", e.without_url()))
-        })?;
-        if answer.data.len() != texts.len() {
+        // Read whole before it is parsed, and bounded: a timeout or a connection broken while
+        // the answer is read is the endpoint being unavailable (it was taken for a bad answer,
+        // and the passages were left out for good), and an endless answer is not read to the end.
+        let limit = answer_limit(texts.len());
+        let mut body = Vec::new();
+        resp.take(limit + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| EmbedError::Unavailable(format!("{url} broke off its answer: {e}")))?;
+        if body.len() as u64 > limit {
             return Err(EmbedError::Invalid(format!(
-                "{url} gave {} vectors for {} texts",
-                answer.data.len(),
+                "{url} answered more than {limit} bytes for {} texts",
                 texts.len()
             )));
         }
-        let mut data = answer.data;
-        data.sort_by_key(|d| d.index.unwrap_or(0));
-        let want = *self.dim.get_or_init(|| data[0].embedding.len());
+        let answer: Answer = serde_json::from_slice(&body)
+            .map_err(|e| EmbedError::Invalid(format!("{url} answered something else than embeddings: {e}")))?;
+        let data = in_order(answer.data, texts.len()).map_err(|why| EmbedError::Invalid(format!("{url} {why}")))?;
+        // The length is learned from an answer that holds up, never from a broken one (a first
+        // answer of empty vectors fixed the length at 0, refusing everything after it).
+        let first = data[0].embedding.len();
+        if first == 0 || first > MAX_DIM || data.iter().any(|d| d.embedding.len() != first) {
+            return Err(EmbedError::Invalid(format!(
+                "{url} gave vectors of {} dimensions",
+                data.iter().map(|d| d.embedding.len().to_string()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let want = *self.dim.get_or_init(|| first);
         let mut out = Vec::with_capacity(data.len());
         for d in data {
-            if d.embedding.len() != want || want == 0 {
+            if d.embedding.len() != want {
                 return Err(EmbedError::Invalid(format!(
                     "{url} gave a vector of {} dimensions, expected {want}",
                     d.embedding.len()
@@ -162,5 +189,52 @@ impl Embedder for OpenAi {
             out.push(v);
         }
         Ok(out)
+    }
+}
+
+/// The answer's vectors in the order of the texts: by their `index` when every one has one (each
+/// of `0..n` once), as sent when none has. Sorting by an index trusted as it came gave a text
+/// another's vector when a proxy numbered the halves of a batch on their own (`0, 1, 0, 1`).
+fn in_order(data: Vec<Datum>, n: usize) -> Result<Vec<Datum>, String> {
+    if data.len() != n {
+        return Err(format!("gave {} vectors for {n} texts", data.len()));
+    }
+    let indexed = data.iter().filter(|d| d.index.is_some()).count();
+    if indexed == 0 {
+        return Ok(data);
+    }
+    if indexed != n {
+        return Err(format!("numbered {indexed} of its {n} vectors"));
+    }
+    let mut slots: Vec<Option<Datum>> = (0..n).map(|_| None).collect();
+    for d in data {
+        let i = d.index.unwrap_or(usize::MAX);
+        match slots.get_mut(i) {
+            Some(slot @ None) => *slot = Some(d),
+            _ => return Err(format!("numbered its vectors other than 0 to {} once each", n - 1)),
+        }
+    }
+    Ok(slots.into_iter().flatten().collect())
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    fn datum(index: Option<usize>, x: f32) -> Datum {
+        Datum { index, embedding: vec![x] }
+    }
+
+    #[test]
+    fn vectors_are_put_in_the_texts_order_by_an_index_that_holds_up() {
+        let firsts = |r: Result<Vec<Datum>, String>| r.map(|d| d.iter().map(|d| d.embedding[0]).collect::<Vec<_>>());
+        assert_eq!(firsts(in_order(vec![datum(Some(1), 1.0), datum(Some(0), 0.0)], 2)), Ok(vec![0.0, 1.0]));
+        assert_eq!(firsts(in_order(vec![datum(None, 0.0), datum(None, 1.0)], 2)), Ok(vec![0.0, 1.0]));
+        // A proxy numbering the halves of a batch on their own, an index past the end, a mix.
+        let halves = vec![datum(Some(0), 0.0), datum(Some(1), 1.0), datum(Some(0), 2.0), datum(Some(1), 3.0)];
+        assert!(in_order(halves, 4).is_err());
+        assert!(in_order(vec![datum(Some(0), 0.0), datum(Some(2), 1.0)], 2).is_err());
+        assert!(in_order(vec![datum(Some(0), 0.0), datum(None, 1.0)], 2).is_err());
+        assert!(in_order(vec![datum(None, 0.0)], 2).is_err());
     }
 }

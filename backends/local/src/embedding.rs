@@ -172,6 +172,13 @@ impl Semantic {
         let embedder = read(&self.embedder).clone()?;
         match embedder.embed(&[query]) {
             Ok(mut v) => v.pop(),
+            // This question refused (too long for the endpoint, say): it is answered by its
+            // words. Taken for an outage, one such question left every later one without vectors
+            // until the embedding thread found the endpoint answering.
+            Err(EmbedError::Invalid(why)) => {
+                tracing::debug!("the embedder refuses a question, answered by its words only: {why}");
+                None
+            }
             Err(e) => {
                 self.unavailable(e.to_string());
                 None
@@ -286,7 +293,7 @@ impl Semantic {
             let last = batch.last().map_or(after, |p| p.pid);
             let texts: Vec<&str> = batch.iter().map(Unembedded::embedding_text).collect();
             let embedded = match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
-                Err(EmbedError::Invalid(reason)) if batch.len() > 1 => one_by_one(&*embedder, batch, reason),
+                Err(EmbedError::Invalid(reason)) => one_by_one(&*embedder, batch, reason),
                 other => other.map(|vectors| (batch, vectors)),
             };
             match embedded {
@@ -546,7 +553,8 @@ fn idle_priority() {
 
 /// A batch the embedder refused, embedded a text at a time: one text it refuses (an endpoint's
 /// input limit, say) is left out, with a warning, instead of holding up every later passage for
-/// good. Refusing them all is the endpoint's fault, not the texts': `Err`, retried as an outage.
+/// good. Refusing them all and a plain word too is the endpoint's fault, not the texts': `Err`,
+/// retried as an outage.
 fn one_by_one(
     embedder: &dyn Embedder,
     batch: Vec<Unembedded>,
@@ -565,7 +573,10 @@ fn one_by_one(
             Err(unavailable) => return Err(unavailable),
         }
     }
-    if kept.is_empty() {
+    // Every text refused: the endpoint refuses everything (an outage), unless it embeds a plain
+    // word, when these passages are what it refuses (a batch of one stopped semantic recall
+    // for every question until another passage came).
+    if kept.is_empty() && embedder.embed(&["ping"]).and_then(|v| check_dims(v, 1)).is_err() {
         return Err(EmbedError::Invalid(reason));
     }
     for (pid, why) in refused {

@@ -308,7 +308,11 @@ enum Answer {
     Overflowing,
     /// Vectors of zeros.
     Zeros,
+    /// The answer's headers, then half its body, and the connection closed.
+    BrokenOff,
 }
+
+const BROKEN_OFF: u64 = 1_000_000;
 
 /// An OpenAI-compatible `/v1/embeddings` server on 127.0.0.1: a word-hashing embedder of 64
 /// dimensions (texts sharing words are near). It can be stopped (the port refuses connections)
@@ -348,6 +352,7 @@ impl Stub {
             Answer::WrongLength => 1,
             Answer::Overflowing => 2,
             Answer::Zeros => 3,
+            Answer::BrokenOff => BROKEN_OFF,
             Answer::Slow(ms) => 4 + ms,
         };
         self.answer.store(code, Ordering::SeqCst);
@@ -432,7 +437,7 @@ fn handle(stream: TcpStream, answer: u64) {
         );
         return;
     }
-    if answer >= 4 {
+    if (4..BROKEN_OFF).contains(&answer) {
         std::thread::sleep(Duration::from_millis(answer - 4));
     }
     let dim = if answer == 1 { DIM / 2 } else { DIM };
@@ -453,6 +458,15 @@ fn handle(stream: TcpStream, answer: u64) {
         .map(|(i, t)| serde_json::json!({"index": i, "embedding": embedding(t.as_str().unwrap())}))
         .collect();
     let out = serde_json::json!({"object": "list", "data": data, "model": request["model"]}).to_string();
+    if answer == BROKEN_OFF {
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            out.len(),
+            &out[..out.len() / 2]
+        );
+        return;
+    }
     let _ = write!(
         stream,
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
@@ -552,6 +566,17 @@ async fn a_text_the_endpoint_refuses_holds_up_no_other() {
     };
     assert_eq!((e.embedded, e.passages), (10, 11), "{e:?}");
     assert_eq!(recall(&b, "POISON passage", RecallMode::Hybrid).await.len(), 1, "found by its words");
+    // Alone in its batch (the last passage retained), it is left out the same way: the endpoint
+    // still embeds a plain word, so semantic recall is not taken for down (it was, for every
+    // question, until another passage came).
+    retain(&b, vec![item("poison-2", "POISON again, on its own", "sp2")]).await;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let e = b.embedding_status().await.unwrap();
+        assert_eq!((e.state.as_str(), e.error.as_deref()), ("ready", None), "{e:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!recall(&b, "walrus3", RecallMode::Dense).await.is_empty(), "the dense side answers");
 }
 
 /// A query the embedder was too slow for leaves recall to BM25 only until the embedder answers
@@ -602,6 +627,12 @@ async fn a_slow_endpoint_or_a_wrong_length_leaves_recall_to_bm25() {
     );
     // Values past f32's range, or zeros: refused the same way, never stored as vectors that
     // match nothing.
+    // An answer broken off is the endpoint being unavailable, not a bad answer (which would leave
+    // the passages out for good when some of a batch came through).
+    stub.set(Answer::BrokenOff);
+    let e = refused_with(&b, "broke off its answer").await;
+    assert_eq!((e.state.as_str(), e.embedded, e.passages), ("unavailable", 10, 15), "{e:?}");
+    assert!(e.error.as_deref().is_some_and(|m| m.contains("broke off its answer")), "{e:?}");
     for (answer, says) in [(Answer::Overflowing, "beyond a 32-bit float"), (Answer::Zeros, "vector of zeros")] {
         stub.set(answer);
         let e = refused_with(&b, says).await;
