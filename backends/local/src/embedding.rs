@@ -240,7 +240,10 @@ impl Semantic {
             EmbedderChoice::Off => return Ok(()),
         };
         let reader = Store::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        self.load_index(&reader, writer, embedder.dim()).map_err(|e| format!("cannot load the stored vectors: {e}"))?;
+        if let Err(e) = self.load_index(&reader, writer, embedder.dim()) {
+            lock(&self.retagged_in_load).take(); // nothing will take them
+            return Err(format!("cannot load the stored vectors: {e}"));
+        }
         *write(&self.embedder) = Some(embedder.clone());
         self.ready.store(true, Ordering::Release);
         tracing::debug!(model = %self.model, vectors = read(&self.index).len(), "semantic recall ready");
