@@ -119,27 +119,21 @@ fn hash128(text: &str) -> String {
     format!("{:016x}{:016x}", h(0xcbf2_9ce4_8422_2325), h(0x8422_2325_cbf2_9ce4))
 }
 
-/// The id of an import chunk: of the import (`run`), its bank and its memories whole. The
-/// server answers an operation id it has seen with what it did then, and refuses it (409) with
-/// another body: from the ids alone, importing an edited export failed, and a chunk of one memory
-/// (its id 32 hex digits) had the memory's id whatever the bank, so importing it into a second
-/// bank did too. And from the content alone, importing a backup again (to restore what was
-/// forgotten or cleared since) was answered as the first time and stored nothing. A resend within
-/// one import keeps its ids; every memory names its document, so an import sent twice replaces.
-fn import_chunk_id(run: &str, bank: &str, chunk: &[&StoredMemory]) -> String {
-    let mut key = format!("import:{run}:{bank}");
+/// The id of an import chunk: of its bank and its memories whole. The server answers an
+/// operation id it has seen with what it did then, and refuses it (409) with another body: from
+/// the ids alone, importing an edited export failed, and a chunk of one memory (its id 32 hex
+/// digits) had the memory's id whatever the bank, so importing it into a second bank did too.
+/// (Ids of each import run were tried: a second import of a document of several memories then
+/// raced the server's asynchronous work on the first, and the document kept only its first part.
+/// So a backup imported again after a forget or clear stores nothing; it must be edited, or
+/// imported into a new bank.)
+fn import_chunk_id(bank: &str, chunk: &[&StoredMemory]) -> String {
+    let mut key = format!("import:{bank}");
     for m in chunk {
         key.push('\n');
         key.push_str(&serde_json::to_string(m).unwrap_or_else(|_| m.id.clone()));
     }
     hash128(&key)
-}
-
-/// What tells one import from another in its operation ids: the time and a count in this process.
-fn import_run() -> String {
-    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{:?}/{}/{n}", std::time::SystemTime::now(), std::process::id())
 }
 
 impl HindsightBackend {
@@ -421,8 +415,8 @@ impl MemoryBackend for HindsightBackend {
 
     async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
         // Each memory is its own document (its id unless it has one), so a re-import replaces
-        // instead of duplicating; each chunk's operation id derives from this import, its bank
-        // and its memories (see `import_chunk_id`).
+        // instead of duplicating; each chunk's operation id derives from its bank and its
+        // memories (see `import_chunk_id`).
         // A request holds one bank, and a document's memories go in one chunk: the server stores
         // a document as what one retain holds of it, replacing what it had, so one that has more
         // than one memory is sent as a replace and appends, in order (see `parts::import_parts`).
@@ -433,10 +427,9 @@ impl MemoryBackend for HindsightBackend {
                 None => banks.push((&m.bank, vec![m])),
             }
         }
-        let run = import_run();
         for (bank, of_bank) in banks {
             for chunk in chunks_of_whole_documents(of_bank, ChunkLimit::items(IMPORT_CHUNK)) {
-                let chunk_id = import_chunk_id(&run, bank, &chunk);
+                let chunk_id = import_chunk_id(bank, &chunk);
                 let items = chunk
                     .iter()
                     .map(|m| RetainItem {
@@ -566,19 +559,12 @@ mod tests {
             kind: Default::default(),
             created_at: "2026-01-01T00:00:00Z".into(),
         };
-        let run = import_run();
-        let id = |bank: &str, m: &StoredMemory| operation_id(&import_chunk_id(&run, bank, &[m]));
+        let id = |bank: &str, m: &StoredMemory| operation_id(&import_chunk_id(bank, &[m]));
         assert_eq!(id("work", &m), id("work", &m), "a resend is the same operation");
         assert_ne!(id("work", &m), id("tools", &m), "another bank is another operation");
         let edited = StoredMemory { content: "the build uses ccache".into(), ..m.clone() };
         assert_ne!(id("work", &m), id("work", &edited), "an edited memory is another operation");
         assert_ne!(id("work", &m), operation_id(&m.id));
-        let again = import_run();
-        assert_ne!(
-            operation_id(&import_chunk_id(&again, "work", &[&m])),
-            id("work", &m),
-            "importing a backup again (to restore it) is another operation"
-        );
     }
 
     #[test]
