@@ -377,6 +377,12 @@ async fn with_allow_remote_the_view_at_the_network_address_can_delete() {
     assert_eq!(r.status(), 403, "another origin");
     let r = from(&format!("http://{host}"), Method::DELETE, &path).header("x-mneme-csrf", &csrf).send().await.unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    // A caller without the token is not told where the owner keeps it (their home, their name).
+    let r = d.http.get(d.url("/v1/status")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let v: Value = r.json().await.unwrap();
+    let data = d.data().display().to_string();
+    assert!(!v["error"]["message"].as_str().unwrap().contains(&data), "{v}");
 }
 
 #[tokio::test]
@@ -409,4 +415,34 @@ async fn a_login_code_request_is_checked_not_clamped() {
     let out = d.cli().args(["ui", "--no-open", "--valid-for", "0s"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--valid-for must be from 1m to 30days"));
+}
+
+/// On a desktop, `mneme ui` gives the browser a private page that sends it on, never the URL:
+/// a command's arguments are readable by every user (/proc/*/cmdline), and whoever uses the
+/// one-time code first gets the view's session.
+#[tokio::test]
+async fn the_login_code_is_not_in_the_openers_arguments() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Daemon::start(NO_EMBEDDER);
+    let bin = tempfile::tempdir().unwrap();
+    let said = bin.path().join("args");
+    let opener = bin.path().join("xdg-open");
+    std::fs::write(&opener, format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > {}.part && mv {0}.part {0}\n", said.display()))
+        .unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let out = d.cli().arg("ui").env("DISPLAY", ":99").env("PATH", path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let url = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !said.exists() {
+        assert!(std::time::Instant::now() < until, "the opener did not run");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let args = std::fs::read_to_string(&said).unwrap();
+    assert!(!args.contains("code="), "the code is in the opener's arguments: {args}");
+    let page = std::path::PathBuf::from(args.trim());
+    assert_eq!(page, d.data().join("ui-login.html"));
+    assert_eq!(std::fs::metadata(&page).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(std::fs::read_to_string(&page).unwrap().contains(&url), "the page sends the browser to {url}");
 }

@@ -67,6 +67,8 @@ pub struct UiOptions {
     pub valid_for: Option<std::time::Duration>,
     /// Print the URL only, even when a desktop is there.
     pub no_open: bool,
+    /// Where the page that sends the browser on is written (the daemon's storage dir).
+    pub storage_dir: std::path::PathBuf,
 }
 
 /// Prints a one-time login URL for the web view and, on a desktop, opens it.
@@ -89,8 +91,21 @@ pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<Exit
     let desktop = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
     if desktop && !opts.no_open {
         let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
+        // The browser is given a private page that sends it on, not the URL: a command's
+        // arguments are readable by every user (/proc/*/cmdline), and whoever uses the code
+        // first gets the session.
+        let page = match login_page(&opts.storage_dir, &code.url) {
+            Ok(page) => page,
+            Err(e) => {
+                eprintln!(
+                    "Could not write the login page in {} ({e}): open the URL yourself.",
+                    opts.storage_dir.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+        };
         match std::process::Command::new(opener)
-            .arg(&code.url)
+            .arg(&page)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -101,6 +116,22 @@ pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<Exit
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `ui-login.html` in `dir`, readable by its owner only, which sends the browser to `url`;
+/// returns its path. Replaced by the next `mneme ui`; the code in it works once, for a minute.
+fn login_page(dir: &std::path::Path, url: &str) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("ui-login.html");
+    let _ = std::fs::remove_file(&path); // a file of another mode (or a link) is not written through
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+    let url = url.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
+    writeln!(
+        file,
+        "<!doctype html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0; url={url}\"><title>mneme</title><a href=\"{url}\">Open the mneme view</a>"
+    )?;
+    Ok(path)
 }
 
 #[cfg(test)]

@@ -131,7 +131,8 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             return super::browse::forget(&client, super::browse::ForgetTarget { id, bank, document }, as_json).await;
         }
         Command::Ui { valid_for, no_open } => {
-            return super::browse::ui(&client, super::browse::UiOptions { valid_for, no_open }, as_json).await;
+            let opts = super::browse::UiOptions { valid_for, no_open, storage_dir: settings.storage.dir.clone() };
+            return super::browse::ui(&client, opts, as_json).await;
         }
         Command::Retry => {
             let v: Requeued = client.send(Method::POST, "/v1/retry").await?;

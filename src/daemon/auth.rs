@@ -121,10 +121,16 @@ pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next)
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
     if !presented.is_some_and(|t| constant_time_eq(t.as_bytes(), state.token.as_bytes())) {
-        let message = format!(
-            "missing or wrong bearer token: send `Authorization: Bearer <token>` with the token from {}",
-            state.token_path.display()
-        );
+        // Where the token is helps a user of this machine; a remote caller (with
+        // `server.allow_remote`) is not told the owner's home and storage dir.
+        let message = if state.allow_remote {
+            "missing or wrong bearer token: send `Authorization: Bearer <token>` (`mneme doctor` on the daemon's machine shows where the token is)".to_owned()
+        } else {
+            format!(
+                "missing or wrong bearer token: send `Authorization: Bearer <token>` with the token from {}",
+                state.token_path.display()
+            )
+        };
         return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
     }
     next.run(req).await
