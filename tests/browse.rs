@@ -446,3 +446,34 @@ async fn the_login_code_is_not_in_the_openers_arguments() {
     assert_eq!(std::fs::metadata(&page).unwrap().permissions().mode() & 0o777, 0o600);
     assert!(std::fs::read_to_string(&page).unwrap().contains(&url), "the page sends the browser to {url}");
 }
+
+/// A notice stream the web view opened ends with its session: it went on delivering notices
+/// after a logout (or the session's time up) until the daemon stopped.
+#[tokio::test]
+async fn the_views_notice_stream_ends_with_its_session() {
+    let d = Daemon::start(NO_EMBEDDER);
+    let b = Browser::login(&d).await;
+    let session = b.req(&d, Method::GET, "/ui/session").send().await.unwrap();
+    let csrf = session.json::<Value>().await.unwrap()["csrf"].as_str().unwrap().to_owned();
+    let mut stream = b.req(&d, Method::GET, "/v1/notices/stream").send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    let r = b
+        .req(&d, Method::POST, "/ui/logout")
+        .header("origin", &b.origin)
+        .header("x-mneme-csrf", &csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // Within the stream's check (2 s) and well before its 15 s keep-alive.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while stream.chunk().await.unwrap_or(None).is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream outlived its session");
+    // The token's stream is not tied to any view session.
+    let mut tokened = d.http.get(d.url("/v1/notices/stream")).bearer_auth(&d.token).send().await.unwrap();
+    assert_eq!(tokened.status(), 200);
+    let open = tokio::time::timeout(std::time::Duration::from_secs(3), tokened.chunk()).await;
+    assert!(open.is_err(), "still open: {open:?}");
+}

@@ -47,7 +47,7 @@ pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// Refuses non-loopback `Host`/`Origin` (403) and, except on `/v1/health` and the web view's
 /// assets, a missing or wrong token (401). A request without a token but with the web view's
 /// session cookie may use the view's routes, from the view's own origin (see [`ui::auth`]).
-pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     // Every value counts, not the first: a second Host or Origin must not slip past the check.
     // With `allow_remote`, the view is also opened at the daemon's own address on the network:
@@ -86,10 +86,15 @@ pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next)
     let bearer = headers.get(header::AUTHORIZATION);
     if bearer.is_none() {
         if let Some(id) = ui::auth::session_cookie(headers) {
-            return match state.ui.session(id) {
+            let id = id.to_owned();
+            return match state.ui.session(&id) {
                 Some(live) if ui::cookie_may(req.method(), path) => {
-                    match ui::auth::cross_site_refusal(headers, req.method(), &live.csrf) {
-                        None => next.run(req).await,
+                    match ui::auth::cross_site_refusal(req.headers(), req.method(), &live.csrf) {
+                        None => {
+                            // What the request runs on, for a route that outlives it (a stream).
+                            req.extensions_mut().insert(ui::auth::ViewSession(id));
+                            next.run(req).await
+                        }
                         Some(why) => ApiError::new(StatusCode::FORBIDDEN, "forbidden_cross_site", why).into_response(),
                     }
                 }

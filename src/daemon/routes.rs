@@ -359,6 +359,7 @@ pub async fn notices(
 /// Server-Sent Events: history after `?after=` (or `Last-Event-ID`), then live notices.
 pub async fn notice_stream(
     State(s): St,
+    view: Option<axum::Extension<super::ui::auth::ViewSession>>,
     headers: HeaderMap,
     q: Result<Query<NoticesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> AppResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
@@ -381,9 +382,25 @@ pub async fn notice_stream(
     };
     let replay = stream::iter(history.into_iter().map(event));
     let live = live_notices(s.notices.clone(), receiver, last).map(event);
-    Ok(Sse::new(replay.chain(live).take_until(s.stopping.clone().cancelled_owned()))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    // The stream ends when the daemon stops, and, opened by the web view, when its session
+    // ends (a logout, or its time up): it went on delivering notices until the daemon stopped.
+    let state = s.clone();
+    let ends = async move {
+        let Some(axum::Extension(super::ui::auth::ViewSession(id))) = view else {
+            return state.stopping.cancelled().await;
+        };
+        while state.ui.session(&id).is_some() {
+            tokio::select! {
+                _ = state.stopping.cancelled() => return,
+                _ = tokio::time::sleep(SESSION_CHECK) => {}
+            }
+        }
+    };
+    Ok(Sse::new(replay.chain(live).take_until(ends)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
+
+/// How often a notice stream opened by the web view checks that its session still holds.
+const SESSION_CHECK: Duration = Duration::from_secs(2);
 
 /// The notices after `last` as they are raised. A reader too slow for the live channel (it keeps
 /// the newest notices only) is caught up from the spool, where every notice is stored, instead

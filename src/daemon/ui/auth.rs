@@ -30,6 +30,10 @@ pub(super) const LONGEST_SESSION: Duration = Duration::from_secs(30 * 24 * 3600)
 /// Codes not yet used (a bound, so a token holder looping cannot grow memory without end).
 const MAX_CODES: usize = 64;
 
+/// The web view's session a request was let in on (a request extension; none with the token).
+#[derive(Debug, Clone)]
+pub struct ViewSession(pub String);
+
 /// The daemon's browser sessions, in memory only.
 #[derive(Default)]
 pub struct UiAuth {
