@@ -238,6 +238,16 @@ impl Browser {
     fn req(&self, d: &Daemon, method: Method, path: &str) -> reqwest::RequestBuilder {
         self.http.request(method, d.url(path)).header(header::COOKIE, &self.cookie)
     }
+
+    /// Logs out from the view's own origin with the session's CSRF value.
+    async fn logout(&self, d: &Daemon, csrf: &str) -> reqwest::Response {
+        self.req(d, Method::POST, "/ui/logout")
+            .header("origin", &self.origin)
+            .header("x-mneme-csrf", csrf)
+            .send()
+            .await
+            .unwrap()
+    }
 }
 
 #[tokio::test]
@@ -325,14 +335,7 @@ async fn the_web_views_cookie_opens_its_routes_only_and_only_from_its_own_origin
     assert_eq!(status, 404, "forgotten");
 
     // Logging out ends the session.
-    let r = b
-        .req(&d, Method::POST, "/ui/logout")
-        .header("origin", &b.origin)
-        .header("x-mneme-csrf", &csrf)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    assert_eq!(b.logout(&d, &csrf).await.status(), 204);
     let r = b.req(&d, Method::GET, "/v1/memories").send().await.unwrap();
     assert_eq!(r.status(), 401);
     let cleared = |r: &reqwest::Response| {
@@ -457,14 +460,7 @@ async fn the_views_notice_stream_ends_with_its_session() {
     let csrf = session.json::<Value>().await.unwrap()["csrf"].as_str().unwrap().to_owned();
     let mut stream = b.req(&d, Method::GET, "/v1/notices/stream").send().await.unwrap();
     assert_eq!(stream.status(), 200);
-    let r = b
-        .req(&d, Method::POST, "/ui/logout")
-        .header("origin", &b.origin)
-        .header("x-mneme-csrf", &csrf)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    assert_eq!(b.logout(&d, &csrf).await.status(), 204);
     // Within the stream's check (2 s) and well before its 15 s keep-alive.
     let ended = tokio::time::timeout(std::time::Duration::from_secs(10), async {
         while stream.chunk().await.unwrap_or(None).is_some() {}

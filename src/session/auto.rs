@@ -8,11 +8,12 @@ use mneme_core::text::{self, Message};
 use mneme_core::{MemoryType, Recalled};
 
 use super::clean::{clean, conversation};
-use super::tools::{fit_results, format_results, units};
+use super::tools::{fit_results, format_results};
 use super::{Delivery, PendingRetain, Session, SessionError, Sessions, Turn};
 use crate::config::{RetainMode, Settings};
 use crate::queue::{FlushReport, NewItem};
 use crate::spool::SpoolError;
+use mneme_core::text::budget_units;
 
 /// How a turn ends (agent-end).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -582,7 +583,7 @@ pub fn memory_block(settings: &Settings, results: &[Recalled]) -> Option<String>
     head.push('\n');
     const TAIL: &str = "\n</memories>";
     let budget = settings.recall.max_tokens.saturating_mul(4);
-    let frame = units(&head) + units(TAIL);
+    let frame = budget_units(&head) + budget_units(TAIL);
     let kept = if frame < budget { fit_results(results, budget - frame) } else { Vec::new() };
     (!kept.is_empty()).then(|| format!("{head}{}{TAIL}", format_results(&kept)))
 }

@@ -2,6 +2,7 @@
 
 use std::time::{Instant, SystemTime};
 
+use mneme_core::text::budget_units;
 use mneme_core::{BackendError, MemoryType, RecallQuery, Recalled, ReflectQuery, Scope, TagsMatch};
 
 use super::clean::clean;
@@ -80,10 +81,10 @@ impl Sessions {
             format!("Found {n} relevant memories (as of {} UTC):\n\n", mneme_core::time::prompt_time(SystemTime::now()))
         };
         let budget = self.settings().recall.max_tokens.saturating_mul(4);
-        let results = fit_results(&results, budget.saturating_sub(units(&heading(results.len()))));
+        let results = fit_results(&results, budget.saturating_sub(budget_units(&heading(results.len()))));
         if results.is_empty() {
             // Not even one result fits: the bound holds, and says so when the words fit in it.
-            let message = if units(NOTHING_FITS) <= budget { NOTHING_FITS } else { "" };
+            let message = if budget_units(NOTHING_FITS) <= budget { NOTHING_FITS } else { "" };
             return Ok(RecallAnswer { results, message: message.to_owned() });
         }
         let message = format!("{}{}", heading(results.len()), format_results(&results));
@@ -184,12 +185,12 @@ pub(super) fn fit_results(results: &[Recalled], room: usize) -> Vec<Recalled> {
     let mut kept: Vec<Recalled> = Vec::new();
     for r in results {
         let separator = if kept.is_empty() { 0 } else { 2 };
-        let len = units(&format_results(std::slice::from_ref(r))) + separator;
+        let len = budget_units(&format_results(std::slice::from_ref(r))) + separator;
         if len <= room {
             room -= len;
             kept.push(r.clone());
         } else if kept.is_empty() {
-            let overhead = len - units(&r.text);
+            let overhead = len - budget_units(&r.text);
             let text_room = room.saturating_sub(overhead);
             if text_room >= MIN_CUT_CHARS {
                 kept.push(Recalled { text: cut_at_word(&r.text, text_room), ..r.clone() });
@@ -203,15 +204,9 @@ pub(super) fn fit_results(results: &[Recalled], room: usize) -> Vec<Recalled> {
 /// The least of a result's text worth showing cut: below this, nothing is shown.
 const MIN_CUT_CHARS: usize = 24;
 
-/// What `s` costs against the recall budget, in quarter tokens
-/// ([`mneme_core::text::budget_units`]).
-pub(super) fn units(s: &str) -> usize {
-    mneme_core::text::budget_units(s)
-}
-
 /// `text` costing at most `max` (quarter tokens), cut at a word and marked with `…`.
 fn cut_at_word(text: &str, max: usize) -> String {
-    if units(text) <= max {
+    if budget_units(text) <= max {
         return text.to_owned();
     }
     let keep = mneme_core::text::take_units(text, max.saturating_sub(2));
