@@ -18,7 +18,7 @@ fn secret(path: &str) -> String {
     format!("SECRET-{path}-{}", "q7x".repeat(3))
 }
 
-const PATHS: [&str; 15] = [
+const PATHS: [&str; 20] = [
     "content",
     "context",
     "unclosed",
@@ -34,6 +34,11 @@ const PATHS: [&str; 15] = [
     "import-context",
     "import-metadata",
     "import-tag",
+    "split-item",
+    "prompt-split",
+    "nested-inner",
+    "nested-outer",
+    "cut-tag",
 ];
 
 /// Every file under `dir`, with its raw bytes.
@@ -97,6 +102,30 @@ async fn private_spans_reach_no_file_and_no_log() {
     let (status, v) = d.post("/v1/sessions/c/agent-end", json!({"messages": messages})).await;
     assert_eq!((status, &v["retained"]), (200, &json!(1)), "{v}");
 
+    // A close tag whose opening tag was lost hides what precedes it: a span split across the
+    // items of a document (the Hindsight API), a prompt sent apart from the message that opened
+    // its span, a message cut through its opening tag; nested spans carried across messages.
+    let split = json!({"items": [
+        {"content": "notes <private>the key is", "document_id": "split-doc"},
+        {"content": format!("{}</private> rotate monthly", secret("split-item")), "document_id": "split-doc",
+         "update_mode": "append"},
+    ]});
+    let (status, v) = d.post("/hindsight/v1/default/banks/mneme/memories", split).await;
+    assert!(status < 300, "{status} {v}");
+    d.start_session("p", "/p/privy").await;
+    let opened = json!([{"role": "user", "content": "my db password is <private>"}]);
+    let prompt = format!("{}</private> now migrate", secret("prompt-split"));
+    let (status, v) = d.post("/v1/sessions/p/agent-start", json!({"prompt": prompt, "messages": opened})).await;
+    assert_eq!(status, 200, "{v}");
+    let messages = json!([
+        {"role": "user", "content": "<private> a <private> b"},
+        {"role": "assistant", "content": format!("{} </private> {} </private> nested done",
+            secret("nested-inner"), secret("nested-outer"))},
+        {"role": "user", "content": format!("vate>{}</private> after the cut", secret("cut-tag"))},
+    ]);
+    let (status, v) = d.post("/v1/sessions/p/agent-end", json!({"messages": messages})).await;
+    assert_eq!((status, &v["retained"]), (200, &json!(1)), "{v}");
+
     // MCP.
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(d.url("/mcp")).auth_header(d.token.clone()),
@@ -136,11 +165,20 @@ async fn private_spans_reach_no_file_and_no_log() {
     // What is kept is still there: only the spans went.
     let (_, v) = d.post("/v1/sessions/s/recall", json!({"query": "bazel remotely"})).await;
     assert!(v["message"].as_str().unwrap().contains("the build uses bazel  remotely"), "{v}");
-    let (_, v) = d.post("/v1/sessions/s/recall", json!({"query": "tests pass"})).await;
-    assert!(v["message"].as_str().unwrap().contains("thanks, the tests pass now"), "{v}");
+    let (_, v) = d.post("/v1/sessions/s/recall", json!({"query": "fix the tests pass"})).await;
+    let message = v["message"].as_str().unwrap();
+    assert!(message.contains("my key is , now fix the tests"), "{v}");
+    // The assistant left its span open: the conversation after it stays hidden (fail closed).
+    assert!(!message.contains("thanks, the tests pass now"), "{v}");
     let (_, v) = d.post("/v1/sessions/c/recall", json!({"query": "rotated crossing reply"})).await;
     let message = v["message"].as_str().unwrap();
     assert!(message.contains("rotate the key") && message.contains("and say when it is rotated"), "{v}");
+
+    let (_, v) = d.post("/v1/sessions/p/recall", json!({"query": "nested done after the cut"})).await;
+    let message = v["message"].as_str().unwrap();
+    assert!(message.contains("nested done") && message.contains("after the cut"), "{v}");
+    let (_, v) = d.post("/v1/sessions/p/recall", json!({"query": "notes rotate monthly"})).await;
+    assert!(v["message"].as_str().unwrap().contains("rotate monthly"), "{v}");
 
     // While the daemon runs (WAL files as they are) and after it stopped.
     let data = d.data();
@@ -179,7 +217,9 @@ async fn recording_hindsight() -> (String, std::sync::Arc<std::sync::Mutex<Vec<S
             kept.lock().unwrap().push(format!("{uri} {}", String::from_utf8_lossy(&body)));
             let path = uri.path().to_owned();
             axum::Json(if path.ends_with("/recall") {
-                json!({"results": []})
+                // What another client of the server stored with its private span.
+                json!({"results": [{"id": "held-1", "type": "world",
+                    "text": format!("the deploy key is kept in the vault <private>{}</private> by ops", secret("server-held"))}]})
             } else if path.ends_with("/reflect") {
                 json!({"text": "nothing to say"})
             } else {
@@ -199,8 +239,11 @@ async fn recall_and_reflect_queries_reach_no_backend_with_private_spans() {
     let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n"));
     d.start_session("s", "/p/privy").await;
     let ask = |path: &str| format!("where is the deploy key <private>{}</private> kept", secret(path));
-    let (status, _) = d.post("/v1/sessions/s/recall", json!({"query": ask("recall-tool")})).await;
+    let (status, v) = d.post("/v1/sessions/s/recall", json!({"query": ask("recall-tool")})).await;
     assert_eq!(status, 200);
+    // A private span the server holds is not passed on: the rest of the memory is.
+    assert!(v["message"].as_str().unwrap().contains("kept in the vault  by ops"), "{v}");
+    assert!(!v.to_string().contains(&secret("server-held")), "{v}");
     let (status, _) = d
         .post(
             "/v1/sessions/s/reflect",
@@ -208,8 +251,9 @@ async fn recall_and_reflect_queries_reach_no_backend_with_private_spans() {
         )
         .await;
     assert_eq!(status, 200);
-    let (status, _) = d.post("/v1/sessions/s/agent-start", json!({"prompt": ask("first-turn")})).await;
+    let (status, v) = d.post("/v1/sessions/s/agent-start", json!({"prompt": ask("first-turn")})).await;
     assert_eq!(status, 200);
+    assert!(!v.to_string().contains(&secret("server-held")), "{v}");
     let (status, _) = d.post("/v1/search", json!({"query": ask("search")})).await;
     assert_eq!(status, 200);
     let (status, _) =
@@ -236,7 +280,9 @@ async fn recall_and_reflect_queries_reach_no_backend_with_private_spans() {
     // Nor are they kept here (the first turn's prompt waits in the session for its reply).
     d.post("/v1/flush", json!({})).await;
     for (file, bytes) in files(d.dir.path()) {
-        for path in ["recall-tool", "reflect-tool", "reflect-context", "first-turn", "search", "api-recall"] {
+        for path in
+            ["recall-tool", "reflect-tool", "reflect-context", "first-turn", "search", "api-recall", "server-held"]
+        {
             assert!(!contains(&bytes, &secret(path)), "{path} was written to {file}");
         }
     }

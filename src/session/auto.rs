@@ -385,35 +385,28 @@ impl Sessions {
     }
 }
 
-/// Each message cleaned on its own, so an unclosed <private> hides the rest of that message
-/// only, not every later one — unless a later message closes it: then the span runs across
-/// the messages between (hidden whole) to that close (fail closed: a span opened in a prompt
-/// and closed in the reply hides the reply's start too). `None` where nothing is left of one.
+/// Each message cleaned as [`text::strip_private`] reads one text, with the spans earlier
+/// messages left open carried into it: a `<private>` left unclosed hides the later messages,
+/// whole, up to the one that closes it (fail closed: a reply may repeat what the prompt hid, and a
+/// retain may run before the close arrives), and a close with no opening tag before it hides what
+/// precedes it in its message. `None` where nothing is left of one.
 fn cleaned_each(settings: &Settings, history: &[Message]) -> Vec<Option<Message>> {
     let cleaned = |m: &Message, content: &str| clean(settings, content).map(|c| Message::new(m.role.clone(), c));
     if !settings.retain.strip_private {
         return history.iter().map(|m| cleaned(m, &m.content)).collect();
     }
-    let edges: Vec<text::PrivateEdges> = history.iter().map(|m| text::private_edges(&m.content)).collect();
-    let mut out = Vec::with_capacity(history.len());
-    let mut inside = false; // in a span an earlier message opened and a later one closes
-    for (i, m) in history.iter().enumerate() {
-        let content = if inside {
-            if !edges[i].closes_earlier {
-                out.push(None);
-                continue;
-            }
-            inside = false;
-            std::borrow::Cow::Owned(format!("<private>{}", m.content))
-        } else {
-            std::borrow::Cow::Borrowed(m.content.as_str())
-        };
-        if text::private_edges(&content).left_open && edges[i + 1..].iter().any(|e| e.closes_earlier) {
-            inside = true;
-        }
-        out.push(cleaned(m, &content));
-    }
-    out
+    let mut open = 0usize; // spans earlier messages left open
+    history
+        .iter()
+        .map(|m| {
+            let content = match open {
+                0 => std::borrow::Cow::Borrowed(m.content.as_str()),
+                n => std::borrow::Cow::Owned(format!("{}{}", "<private>".repeat(n), m.content)),
+            };
+            open = text::private_edges(&content).open_at_end;
+            cleaned(m, &content)
+        })
+        .collect()
 }
 
 /// The cleaned messages (`each`, see [`cleaned_each`]) of a history's last `turns` user turns,

@@ -61,7 +61,9 @@ pub fn strip_memory_tags(text: &str) -> String {
 ///
 /// Unlike the memory tags this fails closed: the tag matches in any case (`<PRIVATE>`), with
 /// attributes (`<private reason="x">`), nested spans end at their outermost close, and an unclosed
-/// `<private>` hides everything after it. A stray close tag is removed.
+/// `<private>` hides everything after it. A stray close tag (one no `<private>` before it opened)
+/// hides everything before it: its opening tag was lost on the way (a span split across the items
+/// of a document, a message cut to fit a request), so what precedes it may be the secret.
 pub fn strip_private(text: &str) -> String {
     if !has_private_tag(text) {
         return text.to_owned();
@@ -79,7 +81,7 @@ pub fn strip_private(text: &str) -> String {
             }
             PrivateTag::Close => {
                 if depth == 0 {
-                    out.push_str(&text[kept_from..start]); // a stray close tag: drop just the tag
+                    out.clear(); // a stray close tag: everything before it may be private
                 } else {
                     depth -= 1;
                 }
@@ -121,6 +123,9 @@ pub struct PrivateEdges {
     pub closes_earlier: bool,
     /// It leaves a span open at its end.
     pub left_open: bool,
+    /// How many spans it leaves open at its end (nested ones each count): the later text needs
+    /// as many close tags before anything shows again.
+    pub open_at_end: usize,
 }
 
 /// A value as an error message quotes it (`"…"`), unless it holds a `<private>` tag: then it is
@@ -148,6 +153,7 @@ pub fn private_edges(text: &str) -> PrivateEdges {
         }
     }
     edges.left_open = depth > 0;
+    edges.open_at_end = depth;
     edges
 }
 
@@ -571,9 +577,13 @@ mod tests {
     fn a_span_crossing_a_text_edge_is_seen() {
         assert_eq!(private_edges("plain"), PrivateEdges::default());
         assert_eq!(private_edges("a <private>b</private> c"), PrivateEdges::default());
-        assert_eq!(private_edges("hello <private>secret"), PrivateEdges { closes_earlier: false, left_open: true });
-        assert_eq!(private_edges("secret</PRIVATE> ok"), PrivateEdges { closes_earlier: true, left_open: false });
-        assert_eq!(private_edges("x</private> <private>y"), PrivateEdges { closes_earlier: true, left_open: true });
+        let edges =
+            |closes_earlier, open_at_end| PrivateEdges { closes_earlier, left_open: open_at_end > 0, open_at_end };
+        assert_eq!(private_edges("hello <private>secret"), edges(false, 1));
+        assert_eq!(private_edges("secret</PRIVATE> ok"), edges(true, 0));
+        assert_eq!(private_edges("x</private> <private>y"), edges(true, 1));
+        assert_eq!(private_edges("<private>a <private>b</private> c"), edges(false, 1));
+        assert_eq!(private_edges("<private>a <private>b"), edges(false, 2));
         assert_eq!(private_edges("<privateer> and </privately>"), PrivateEdges::default());
     }
 
@@ -585,7 +595,11 @@ mod tests {
         assert_eq!(strip_private("a <private>x <private>y</private> z</private> b"), "a  b");
         assert_eq!(strip_private("a <private>never closed\nsecret"), "a ");
         assert_eq!(strip_private("a <private"), "a ");
-        assert_eq!(strip_private("stray </private> close"), "stray  close");
+        // A close tag whose opening tag was lost (split off, cut off) hides what came before it.
+        assert_eq!(strip_private("the key is sk-123</private> rotate monthly"), " rotate monthly");
+        assert_eq!(strip_private("vate>SECRET</private> tail"), " tail", "a cut through the opening tag");
+        assert_eq!(strip_private("<private>s3 </private> s4 </private> done"), " done", "one level short");
+        assert_eq!(strip_private("a </private> b <private>c</private> d"), " b  d");
         assert_eq!(strip_private("<privateer> ahoy"), "<privateer> ahoy");
         assert_eq!(strip_private("é<private>ü</private>ß"), "éß");
         let mut m = std::collections::BTreeMap::from([("k".to_owned(), "v<private>s</private>".to_owned())]);

@@ -336,19 +336,14 @@ impl MemoryBackend for HindsightBackend {
             self.send("recall", Method::POST, url, Some(&body), self.config.recall_timeout).await?;
         // A bank that does not exist yet holds no memories.
         let Some(answer) = answer else { return Ok(Vec::new()) };
+        // The server may hold what other clients marked private: it is never passed on (nor
+        // cached in a session's recall block or a mental model).
         let results = answer
             .results
             .into_iter()
-            .map(|r| Recalled {
-                text: r.text,
-                kind: r.kind.unwrap_or_default(),
-                mentioned_at: r.mentioned_at.unwrap_or_default(),
-                tags: r.tags.unwrap_or_default(),
-                score: r.scores.and_then(|s| s.final_score),
-                id: r.id,
-                document_id: r.document_id,
-                context: r.context.filter(|c| !c.is_empty()),
-                metadata: r.metadata.unwrap_or_default(),
+            .filter_map(|r| {
+                let text = mneme_core::text::strip_private(&r.text);
+                (!text.trim().is_empty()).then_some(hindsight_result(r, text))
             })
             .collect();
         Ok(within_chars(results, q.max_tokens.saturating_mul(4)))
@@ -500,6 +495,21 @@ impl MemoryBackend for HindsightBackend {
             }
         }
         status
+    }
+}
+
+/// A recall result as the trait returns it, with its text (cleaned of private spans).
+fn hindsight_result(r: RecallResult, text: String) -> Recalled {
+    Recalled {
+        text,
+        kind: r.kind.unwrap_or_default(),
+        mentioned_at: r.mentioned_at.unwrap_or_default(),
+        tags: r.tags.unwrap_or_default(),
+        score: r.scores.and_then(|s| s.final_score),
+        id: r.id,
+        document_id: r.document_id,
+        context: r.context.filter(|c| !c.is_empty()),
+        metadata: r.metadata.unwrap_or_default(),
     }
 }
 

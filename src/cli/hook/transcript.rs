@@ -82,25 +82,25 @@ pub fn tail_within(mut messages: Vec<Message>, max_bytes: usize) -> (Vec<Message
         messages[..start].iter().filter(|m| m.role == "user" && mneme_core::text::has_substance(&m.content)).count();
     let opened_before = left_open(&messages[..start], cut_off.as_deref());
     let mut tail = messages.split_off(start);
-    if opened_before {
-        // What is kept begins inside a span the cut-off part opened: it stays private (the
-        // daemon sees only the kept part, and would take its close tag for a stray one).
+    if opened_before > 0 {
+        // What is kept begins inside spans the cut-off part opened: it stays private (the
+        // daemon sees only the kept part, and would take their close tags for stray ones).
         if let Some(first) = tail.first_mut() {
-            first.content.insert_str(0, "<private>");
+            first.content.insert_str(0, &"<private>".repeat(opened_before));
         }
     }
     (tail, omitted)
 }
 
-/// Whether the text left out (whole messages, then the cut-off start of the first one kept)
-/// leaves a `<private>` span open.
-fn left_open(dropped: &[Message], cut_off: Option<&str>) -> bool {
+/// How many `<private>` spans the text left out (whole messages, then the cut-off start of the
+/// first one kept) leaves open.
+fn left_open(dropped: &[Message], cut_off: Option<&str>) -> usize {
     let texts = dropped.iter().map(|m| m.content.as_str()).chain(cut_off);
     if !texts.clone().any(mneme_core::text::has_private_tag) {
-        return false;
+        return 0;
     }
     let joined: Vec<&str> = texts.collect();
-    mneme_core::text::private_edges(&joined.join("\n")).left_open
+    mneme_core::text::private_edges(&joined.join("\n")).open_at_end
 }
 
 fn message(v: &Value) -> Option<Message> {
