@@ -7,7 +7,18 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = mneme::cli::Cli::parse();
+    // An agent reads a hook's exit status 2 as "block": the prompt is refused, a stop or a
+    // compaction undone. A hook command this build cannot parse (an agent's settings written for
+    // another version) fails with 1, which agents show and go on past.
+    let hook = std::env::args_os().nth(1).is_some_and(|a| a == "hook");
+    let cli = match mneme::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if hook && e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::FAILURE;
+        }
+        Err(e) => e.exit(),
+    };
     if !matches!(cli.command, mneme::cli::Command::Serve) {
         // A command whose reader goes away (`mneme export | head`) ends quietly, as Unix tools
         // do, instead of panicking on the failed write. The daemon keeps ignoring SIGPIPE: a
@@ -57,7 +68,11 @@ fn main() -> ExitCode {
         }
         Ok(other) => {
             eprintln!("mneme: MNEME_LOG_FORMAT={other:?} is not a log format: use \"text\" (the default) or \"json\"");
-            return ExitCode::from(2);
+            if !hook {
+                return ExitCode::from(2);
+            }
+            // A hook inherits the agent's environment: it logs as text rather than block.
+            tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
         }
     }
     mneme::cli::run(cli)

@@ -467,3 +467,28 @@ async fn a_transcript_longer_than_a_request_is_sent_without_its_start_and_the_tu
     d.post("/v1/flush", json!({})).await;
     assert_eq!(stored(&d).await.len(), 1, "no new turn since: nothing more");
 }
+
+/// Claude Code reads a hook's exit status 2 as "block" (the prompt refused, the stop undone): a
+/// log format the hook does not know, or arguments this build cannot parse, never give it.
+#[tokio::test]
+async fn a_hook_never_exits_with_the_status_that_blocks_the_agent() {
+    let d = Daemon::start("");
+    let event = json!({"hook_event_name": "UserPromptSubmit", "session_id": "cc-exit", "cwd": "/p/exit",
+        "prompt": "which linter do we use?"});
+    let out = d
+        .cli()
+        .args(["hook", "claude-code"])
+        .env("MNEME_LOG_FORMAT", "JSON")
+        .write_stdin(event.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MNEME_LOG_FORMAT"), "{out:?}");
+    let out = d.cli().args(["hook", "claude-code", "--a-flag-of-a-later-version"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let out = d.cli().args(["hook", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Any other command still refuses a bad log format as a usage error.
+    let out = d.cli().args(["status"]).env("MNEME_LOG_FORMAT", "JSON").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}

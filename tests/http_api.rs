@@ -496,3 +496,31 @@ async fn classify_and_meta_turns_are_neither_recalled_nor_retained() {
     let (_, v) = d.post("/v1/sessions/s/agent-end", json!({"messages": messages})).await;
     assert_eq!(v["retained"], 1);
 }
+
+/// A compaction waits a moment for the session's queue, not for a backend that never answers:
+/// the agent's hook would run out of time and the compaction lose its memories.
+#[tokio::test]
+async fn compaction_does_not_wait_on_a_backend_that_never_answers() {
+    // A "Hindsight server" that accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let d = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{addr}\"\n[recall]\ntimeout = \"1s\"\n"
+    ));
+    d.start_session("s1", "/p/hung").await;
+    let (status, v) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "we deploy on fridays"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    let started = std::time::Instant::now();
+    let (status, v) = d
+        .post("/v1/sessions/s1/compaction", json!({"messages": [{"role": "user", "content": "how do we deploy?"}]}))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{v}");
+    assert!(took < std::time::Duration::from_secs(4), "the compaction took {took:?}: {v}");
+}

@@ -361,11 +361,12 @@ impl Sessions {
         }
     }
 
-    /// Flushes the session, then recalls for the last user message: the block to splice into a
-    /// compaction summary, or `None`.
+    /// Flushes the session (waiting [`COMPACTION_FLUSH_WAIT`] at most), then recalls for the
+    /// last user message: the block to splice into a compaction summary, or `None`.
     pub async fn compaction(&self, id: &str, messages: &[Message]) -> Result<Option<String>, SessionError> {
         let session = self.get(id)?;
-        self.inner.queue.flush(session.queue_id()).await;
+        // The flush goes on on its own task if the wait ends first.
+        let _ = tokio::time::timeout(COMPACTION_FLUSH_WAIT, self.inner.queue.flush(session.queue_id())).await;
         let settings = self.settings();
         let history = conversation(messages);
         let Some(latest) = history.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()) else {
@@ -384,6 +385,11 @@ impl Sessions {
         }
     }
 }
+
+/// How long a compaction waits for the session's queue to be delivered before it recalls: long
+/// enough for a local store, short enough that a slow or unreachable Hindsight server does not
+/// take the agent's hook past its own time limit (the compaction would lose its memories).
+const COMPACTION_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Each message cleaned as [`text::strip_private`] reads one text, with the spans earlier
 /// messages left open carried into it: a `<private>` left unclosed hides the later messages,
