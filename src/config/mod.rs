@@ -111,6 +111,23 @@ pub struct ServerSettings {
     pub body_timeout: Duration,
 }
 
+impl ServerSettings {
+    /// Where a client on this machine reaches the daemon: a wildcard bind (`0.0.0.0`, `[::]`,
+    /// with `allow_remote`) is not an address to connect to, so loopback on the same port.
+    pub fn local_addr(&self) -> SocketAddr {
+        local_addr(self.listen)
+    }
+}
+
+/// [`ServerSettings::local_addr`] for a daemon listening at `listen`.
+pub fn local_addr(listen: SocketAddr) -> SocketAddr {
+    match listen.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => (std::net::Ipv4Addr::LOCALHOST, listen.port()).into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => (std::net::Ipv6Addr::LOCALHOST, listen.port()).into(),
+        _ => listen,
+    }
+}
+
 /// `[storage]`
 #[derive(Debug, Clone, PartialEq)]
 pub struct StorageSettings {

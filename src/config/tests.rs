@@ -291,3 +291,12 @@ fn values_the_daemon_cannot_use_are_refused_with_key_and_line() {
     let parsed = load::parse(ok, None).unwrap();
     assert_eq!((parsed.queue.max_attempts, parsed.queue.flush_interval.as_secs()), (u32::MAX, 365 * 24 * 3600));
 }
+
+#[test]
+fn a_wildcard_bind_is_reached_on_loopback() {
+    let addr = |s: &str| super::local_addr(s.parse().unwrap()).to_string();
+    assert_eq!(addr("0.0.0.0:6366"), "127.0.0.1:6366");
+    assert_eq!(addr("[::]:6366"), "[::1]:6366");
+    assert_eq!(addr("127.0.0.1:7000"), "127.0.0.1:7000");
+    assert_eq!(addr("[::1]:7000"), "[::1]:7000", "an IPv6 host in brackets, as a URL writes it");
+}

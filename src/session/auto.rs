@@ -386,6 +386,14 @@ impl Sessions {
     }
 }
 
+/// A prompt that runs one of the agent's commands: `/name`, then arguments or nothing.
+pub(super) fn is_slash_command(prompt: &str) -> bool {
+    let Some(rest) = prompt.trim_start().strip_prefix('/') else { return false };
+    let name = rest.split(char::is_whitespace).next().unwrap_or_default();
+    // A path (`/usr/bin …`) is not a command name.
+    !name.is_empty() && !name.contains('/') && name.chars().all(|c| c.is_alphanumeric() || "-_:.".contains(c))
+}
+
 /// How long a compaction waits for the session's queue to be delivered before it recalls: long
 /// enough for a local store, short enough that a slow or unreachable Hindsight server does not
 /// take the agent's hook past its own time limit (the compaction would lose its memories).
@@ -516,7 +524,9 @@ fn fingerprint(text: &str) -> u64 {
 /// prompt, or the reply to it) gets them appended. Compared after cleaning, as they are stored.
 /// The reply goes in as it came: a `<private>` span the prompt left open and the reply closes is
 /// then hidden across the two ([`cleaned_each`]); a prompt known only cleaned that left one open
-/// carries the opening tag again for that.
+/// carries the opening tag again for that. A slash command (`/fix 123`) is not appended: the
+/// agent writes it to its transcript in a form of its own (Claude Code: `<command-name>` lines),
+/// so the next transcript would never hold it and the session would look rewritten.
 fn with_current_turn(
     messages: &[Message],
     prompt: Option<(&str, bool)>,
@@ -526,7 +536,7 @@ fn with_current_turn(
     let mut messages = conversation(messages);
     // Cleaned to nothing compares as "", as a wholly private prompt is known.
     let same = |m: &Message, text: &str| clean(settings, &m.content).unwrap_or_default() == text;
-    if let Some((prompt, left_private)) = prompt {
+    if let Some((prompt, left_private)) = prompt.filter(|(p, _)| !is_slash_command(p)) {
         let last_user = messages.iter().rev().find(|m| m.role == "user");
         if !last_user.is_some_and(|m| same(m, prompt)) {
             // A wholly private prompt goes in as a turn of which nothing is kept.

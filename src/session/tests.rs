@@ -749,3 +749,24 @@ async fn the_idle_sweep_waits_for_a_turn_under_way() {
     assert_eq!(sweep.await.unwrap(), 1);
     each_turn_stored_once(&r, 1).await;
 }
+
+/// A slash command's prompt (`/fix 123`) never appears in the transcript as it was typed (Claude
+/// Code writes `<command-name>` lines, which the hook leaves out): the session does not take the
+/// next transcript for a rewritten one and store every earlier turn again.
+#[tokio::test]
+async fn a_slash_command_does_not_store_the_conversation_again() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.agent_start("a", "/fix 123", &turns(3), Turn::Work).await.unwrap();
+    let reply = TurnEnd { reply: Some("Fixed the otter importer.".into()), ..TurnEnd::default() };
+    s.agent_end("a", &turns(3), Turn::Work, reply).await.unwrap();
+    for n in [4, 5] {
+        s.agent_start("a", &format!("question {} about otters", n - 1), &turns(n - 1), Turn::Work).await.unwrap();
+        s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    each_turn_stored_once(&r, 5).await;
+    assert!(super::auto::is_slash_command("/fix 123") && super::auto::is_slash_command(" /review"));
+    assert!(!super::auto::is_slash_command("/usr/bin holds it") && !super::auto::is_slash_command("/ alone"));
+}

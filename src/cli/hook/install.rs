@@ -132,9 +132,9 @@ fn refused(path: &Path, why: &str) -> CliError {
 
 /// mneme's MCP server for `.mcp.json`.
 fn mcp_server(settings: &Settings, headers_helper: &str) -> Value {
-    let listen = settings.server.listen;
-    let host = if listen.ip().is_unspecified() { "127.0.0.1".to_owned() } else { listen.ip().to_string() };
-    json!({"type": "http", "url": format!("http://{host}:{}/mcp", listen.port()), "headersHelper": headers_helper})
+    // A `SocketAddr` writes an IPv6 host in brackets, as a URL needs it.
+    let addr = settings.server.local_addr();
+    json!({"type": "http", "url": format!("http://{addr}/mcp"), "headersHelper": headers_helper})
 }
 
 /// What `--install` does.
@@ -239,6 +239,19 @@ fn write_json(path: &Path, v: &Value) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mcp_url_is_one_a_client_can_open() {
+        let mut settings = Settings::default();
+        for (listen, url) in [
+            ("127.0.0.1:6366", "http://127.0.0.1:6366/mcp"),
+            ("[::1]:6366", "http://[::1]:6366/mcp"),
+            ("0.0.0.0:7000", "http://127.0.0.1:7000/mcp"),
+        ] {
+            settings.server.listen = listen.parse().unwrap();
+            assert_eq!(mcp_server(&settings, "h")["url"], url);
+        }
+    }
 
     #[test]
     fn merging_keeps_other_settings_and_is_idempotent() {

@@ -17,7 +17,8 @@ const NOT_THE_USERS: [&str; 5] =
     ["isSidechain", "isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "repeatsCompactSummary"];
 
 /// Texts that open lines a slash command leaves behind.
-const COMMAND_ECHOES: [&str; 3] = ["<command-name>", "<local-command-stdout>", "<local-command-caveat>"];
+const COMMAND_ECHOES: [&str; 4] =
+    ["<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-caveat>"];
 
 /// The conversation in the transcript at `path` (none when there is no file yet).
 pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
@@ -195,6 +196,7 @@ mod tests {
             r#"{"type":"user","isCompactSummary":true,"isVisibleInTranscriptOnly":true,"message":{"role":"user","content":"This session is being continued"}}"#,
             r#"{"type":"user","isMeta":true,"message":{"content":"<local-command-caveat>Caveat</local-command-caveat>"}}"#,
             r#"{"type":"user","message":{"content":"<command-name>/compact</command-name>"}}"#,
+            r#"{"type":"user","message":{"content":"<command-message>fix is running…</command-message>\n<command-name>/fix</command-name>\n<command-args>123</command-args>"}}"#,
             r#"{"type":"user","message":{"content":"<local-command-stdout>\u001b[2mCompacted</local-command-stdout>"}}"#,
             r#"not json"#,
             r#"{"type":"user","message":{"role":"user","content":"and now the tests"}}"#,

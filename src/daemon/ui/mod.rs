@@ -82,20 +82,10 @@ pub async fn new_code(State(s): St, body: axum::body::Bytes) -> Result<Json<UiCo
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("cannot make a login code: {e}"))
     })?;
     Ok(Json(UiCode {
-        url: format!("http://{}/ui/login?code={}", browser_addr(s.listen), issued.code),
+        url: format!("http://{}/ui/login?code={}", crate::config::local_addr(s.listen), issued.code),
         code_expires_in_seconds: auth::CODE_LIFETIME.as_secs(),
         valid_for_seconds: issued.valid_for.as_secs(),
     }))
-}
-
-/// Where a browser on this machine reaches the daemon: a wildcard bind (`0.0.0.0`, `[::]`, with
-/// `server.allow_remote`) is not an address a browser may open, so loopback on the same port.
-fn browser_addr(listen: std::net::SocketAddr) -> std::net::SocketAddr {
-    match listen.ip() {
-        std::net::IpAddr::V4(ip) if ip.is_unspecified() => (std::net::Ipv4Addr::LOCALHOST, listen.port()).into(),
-        std::net::IpAddr::V6(ip) if ip.is_unspecified() => (std::net::Ipv6Addr::LOCALHOST, listen.port()).into(),
-        _ => listen,
-    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -165,14 +155,5 @@ mod tests {
     fn the_clearing_cookie_names_the_session_cookie() {
         let clearing = super::clearing_cookie();
         assert!(clearing.to_str().unwrap().starts_with(&format!("{}=;", super::auth::COOKIE)));
-    }
-
-    #[test]
-    fn the_login_url_names_an_address_a_browser_can_open() {
-        let addr = |s: &str| super::browser_addr(s.parse().unwrap()).to_string();
-        assert_eq!(addr("0.0.0.0:6366"), "127.0.0.1:6366");
-        assert_eq!(addr("[::]:6366"), "[::1]:6366");
-        assert_eq!(addr("127.0.0.1:7000"), "127.0.0.1:7000");
-        assert_eq!(addr("[::1]:7000"), "[::1]:7000");
     }
 }
