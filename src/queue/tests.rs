@@ -770,3 +770,43 @@ fn a_shutdown_waits_for_the_running_delivery_and_lets_go_of_the_spool() {
         assert_eq!(spool.counts().await.unwrap().spooled, 0, "its delivery was recorded");
     });
 }
+
+/// A batch cut at `max_batch` inside a request whose items make up one document: the items left
+/// for the next batch add to the document instead of replacing it (with the real local store,
+/// which replaces a document with what one batch holds of it).
+#[tokio::test]
+async fn a_request_cut_by_max_batch_keeps_every_item_of_its_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
+    let mut s = settings();
+    s.batch_size = 1000;
+    s.max_batch = 16;
+    let r = rig(Arc::new(local.clone()), s);
+    r.queue.enqueue("s", &scope(), items("loose", 12)).await.unwrap();
+    // 10 items of one document: 4 go in the first batch, 6 in the second.
+    let design: Vec<NewItem> =
+        (0..10).map(|i| doc(&format!("part {i} of the design notes"), "design", false)).collect();
+    r.queue.enqueue("s", &scope(), design).await.unwrap();
+    let report = r.queue.flush("s").await;
+    assert_eq!(report, FlushReport { delivered: 22, failed: 0 });
+    let page = local.export(None, None, 100).await.unwrap();
+    let mut parts: Vec<&str> = page
+        .memories
+        .iter()
+        .filter(|m| m.document_id.as_deref() == Some("design"))
+        .map(|m| m.content.as_str())
+        .collect();
+    parts.sort();
+    assert_eq!(parts.len(), 10, "{parts:?}");
+    // A later request still replaces the document whole.
+    r.queue.enqueue("s", &scope(), vec![doc("the design, rewritten", "design", false)]).await.unwrap();
+    r.queue.flush("s").await;
+    let page = local.export(None, None, 100).await.unwrap();
+    let parts: Vec<&str> = page
+        .memories
+        .iter()
+        .filter(|m| m.document_id.as_deref() == Some("design"))
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(parts, vec!["the design, rewritten"]);
+}

@@ -326,17 +326,43 @@ fn next_rows(t: &Transaction<'_>, session_id: &str, max: usize) -> rusqlite::Res
     if !unreadable.is_empty() {
         return Ok((rows, unreadable));
     }
+    let read = rows.len();
     rows.truncate(one_delivery(&rows));
+    if rows.len() == max && read == max {
+        continue_cut_request(t, session_id, &rows)?;
+    }
     let batch = crate::ids::new_id();
     if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
-        // The rows are consecutive in this session's queue: one ranged update marks them.
-        t.prepare_cached("UPDATE items SET batch_id = ? WHERE session_id = ? AND seq BETWEEN ? AND ?")?
-            .execute(params![batch, session_id, first.seq, last.seq])?;
+        // The rows are consecutive among this session's unbatched ones: one ranged update marks
+        // them (a requeued dead letter may sit before an attempted batch: that one keeps its id).
+        t.prepare_cached(
+            "UPDATE items SET batch_id = ? WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id IS NULL",
+        )?
+        .execute(params![batch, session_id, first.seq, last.seq])?;
     }
     for r in &mut rows {
         r.batch_id = Some(batch.clone());
     }
     Ok((rows, unreadable))
+}
+
+/// A batch cut at `queue.max_batch` may end inside a request. Each document the request has in
+/// the batch is then continued, not replaced, by its items left for the next batch: they become
+/// appends (kept in the spool, so a restart resends them so too). Sent as they were, the next
+/// batch would replace the document with its later items alone, and the first ones, delivered
+/// and acknowledged, would be gone.
+fn continue_cut_request(t: &Transaction<'_>, session_id: &str, rows: &[Spooled]) -> rusqlite::Result<()> {
+    let Some(last) = rows.last() else { return Ok(()) };
+    let documents: std::collections::BTreeSet<&str> =
+        rows.iter().filter(|r| r.request == last.request).filter_map(|r| r.item.document_id.as_deref()).collect();
+    let mut stmt = t.prepare_cached(
+        "UPDATE items SET append = 1 WHERE session_id = ? AND seq > ? AND request = ? AND document_id = ?
+             AND batch_id IS NULL",
+    )?;
+    for document in documents {
+        stmt.execute(params![session_id, last.seq, last.request, document])?;
+    }
+    Ok(())
 }
 
 /// Items from rows of [`ITEM_COLUMNS`], and the rows that hold what this mneme cannot read (a
