@@ -97,16 +97,19 @@ impl Daemon {
         crate::backends::forward_events(&backend, &notices);
         let state = DaemonState::new(settings.clone(), backend);
         let queue = Queue::new(spool.clone(), state.clone(), notices.clone(), metrics.clone());
+        // What the spool holds is counted before the sessions load: loading queues the pending
+        // tail of each session idle too long, which `enqueue` counts itself (counted by both,
+        // it stayed pending for good and its timer fired every flush interval).
+        match queue.recover().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("delivering {n} items spooled by a previous run"),
+            Err(e) => tracing::error!("cannot read the spool: {e}"),
+        }
         let sessions = Sessions::load(state.clone(), queue.clone(), spool.clone(), notices.clone(), metrics.clone())
             .await
             .map_err(|e| files::spool_problem(&spool_path, format!("cannot load the sessions kept in it: {e}")))?;
         for warning in &loaded.warnings {
             notices.emit(Level::Warning, "config", None, warning.clone()).await;
-        }
-        match queue.recover().await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!("delivering {n} items spooled by a previous run"),
-            Err(e) => tracing::error!("cannot read the spool: {e}"),
         }
         let hindsight = HindsightApi::new(sessions.clone(), queue.clone(), spool);
         let reloader =

@@ -351,20 +351,26 @@ impl Queue {
         self.inner.backend()
     }
 
-    /// Puts dead letters back and delivers them now. Returns how many.
+    /// Puts dead letters back and delivers them now. Returns how many. Runs to the end on a
+    /// task of its own: a client that hangs up once they are back in the queue does not leave
+    /// them there uncounted and unflushed until some later flush or a restart.
     pub async fn retry_dead(&self) -> Result<u64, SpoolError> {
-        let (requeued, n) = self.inner.spool.requeue_dead().await?;
-        let waiting = self.inner.spool.waiting().await?;
-        {
-            let mut batcher = self.inner.batcher.locked();
-            for (s, n) in &waiting {
-                batcher.requeued(s, *n);
+        let queue = self.clone();
+        self.to_the_end(async move {
+            let (requeued, n) = queue.inner.spool.requeue_dead().await?;
+            let waiting = queue.inner.spool.waiting().await?;
+            {
+                let mut batcher = queue.inner.batcher.locked();
+                for (s, n) in &waiting {
+                    batcher.requeued(s, *n);
+                }
             }
-        }
-        for s in requeued {
-            self.inner.spawn_flush(s, Trigger::Explicit);
-        }
-        Ok(n)
+            for s in requeued {
+                queue.inner.spawn_flush(s, Trigger::Explicit);
+            }
+            Ok(n)
+        })
+        .await
     }
 
     /// Leaves no text of delivered or discarded items readable in the spool's files (after a

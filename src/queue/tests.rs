@@ -810,3 +810,19 @@ async fn a_request_cut_by_max_batch_keeps_every_item_of_its_document() {
         .collect();
     assert_eq!(parts, vec!["the design, rewritten"]);
 }
+
+/// A retry whose caller hangs up (the client timed out) as soon as it began still counts and
+/// delivers what it put back, instead of leaving it in the queue until some later flush.
+#[tokio::test]
+async fn a_retry_its_caller_stops_waiting_for_still_delivers() {
+    let b = TestBackend::new(&[Mode::Permanent]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
+    assert_eq!(r.queue.flush("s").await.failed, 2);
+    b.set(Mode::Ok);
+    // Polled once, then dropped (on the old code the dead letters were back in the queue, and
+    // nothing counted or flushed them).
+    let _ = tokio::time::timeout(Duration::ZERO, r.queue.retry_dead()).await;
+    until(|| async { b.delivered().len() == 2 }).await;
+    until(|| async { r.queue.depths().await == Depths::default() }).await;
+}
