@@ -251,6 +251,12 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
     assert!(v["operation_id"].as_str().is_some(), "{v}");
     let (status, v) = d.post(&bank_path("omp", "/mental-models"), model).await;
     assert_eq!(status, 409, "{v}");
+    // An id a URL reads as a step of its path could never be read or deleted.
+    for id in [".", ".."] {
+        let bad = json!({"id": id, "name": "Dots", "source_query": "anything?"});
+        let (status, v) = d.post(&bank_path("omp", "/mental-models"), bad).await;
+        assert_eq!(status, 422, "{v}");
+    }
     // Hindsight's bounds on the content's size: outside them, a clear 422 and nothing stored.
     for n in [0, 255, 8193] {
         let bad = json!({"id": format!("bad-{n}"), "name": "Bad", "source_query": "anything?", "max_tokens": n});

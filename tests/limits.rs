@@ -290,3 +290,20 @@ async fn what_is_not_http_gets_a_json_error_too() {
     assert_eq!(twice.matches("HTTP/1.1 200 OK").count(), 2, "{twice}");
     assert_eq!(twice.matches("\"status\":\"ok\"").count(), 2, "{twice}");
 }
+
+/// A session's `cwd` is a path: one longer than any the system opens is refused before its
+/// folders are looked at for the project (each a copy of the path so far: time in its length
+/// squared), and never kept.
+#[tokio::test]
+async fn a_cwd_longer_than_a_path_is_refused() {
+    let d = Daemon::start("");
+    let long = format!("/{}", "a/".repeat(200_000));
+    let (status, v) = d.post("/v1/sessions", json!({"session_id": "s-long", "cwd": long})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("PATH_MAX"), "{v}");
+    let (_, st) = d.get("/v1/status").await;
+    assert!(!st.to_string().contains("s-long"), "{st}");
+    let (status, _) =
+        d.post("/v1/sessions", json!({"session_id": "s-ok", "cwd": format!("/{}", "b/".repeat(2000))})).await;
+    assert_eq!(status, 200);
+}

@@ -181,6 +181,13 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
         (r#"{"jsonrpc": "2.0", "id": 2.5, "method": "ping"}"#, "invalid_request", -32600),
         (r#"{"jsonrpc": "2.0", "id": 1180591620717411303424, "method": "ping"}"#, "invalid_request", -32600),
         (r#"{"jsonrpc": "2.0", "id": 3, "method": 5}"#, "invalid_request", -32600),
+        (r#"{"jsonrpc": "2.0", "id": 1}"#, "invalid_request", -32600),
+        (r#"{"jsonrpc": "2.0", "id": 1, "method": "ping", "result": {}}"#, "invalid_request", -32600),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": 1, "message": "x"}}"#,
+            "invalid_request",
+            -32600,
+        ),
         (r#"{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": []}"#, "invalid_params", -32602),
         (r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize"}"#, "invalid_params", -32602),
         (

@@ -293,6 +293,16 @@ pub async fn check_message(
             if m.get("method").is_some_and(|v| !v.is_string()) {
                 return refused(-32600, "Invalid Request: the method must be a string");
             }
+            // The shapes the library tells apart; any other it answered with a bare 415.
+            let (result, error) = (m.contains_key("result"), m.contains_key("error"));
+            let known_shape =
+                if m.contains_key("method") { !result && !error } else { m.contains_key("id") && result != error };
+            if !known_shape {
+                return refused(
+                    -32600,
+                    "Invalid Request: a message is a request (method and id), a notification (method) or a response (id with result or error)",
+                );
+            }
             if let Some(why) = params_problem(&m) {
                 return refused(-32602, &format!("Invalid params: {why}"));
             }

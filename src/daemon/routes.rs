@@ -324,6 +324,15 @@ pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<ImportProblem> {
     if matches!(m.id.as_str(), "." | "..") {
         return problem(Some("id"), "may not be \".\" or \"..\" (a URL cannot name it)".into());
     }
+    // As every route that names a bank takes it (`?bank=`, the Hindsight API): stored under
+    // another name, its memories could not be listed or forgotten.
+    if matches!(m.bank.as_str(), "." | "..") || m.bank.len() > 200 || m.bank.chars().any(char::is_control) {
+        return problem(
+            Some("bank"),
+            "must be at most 200 bytes without control characters, and not \".\" or \"..\" (a URL cannot name it)"
+                .into(),
+        );
+    }
     // A Hindsight server may give a memory no date (exported as ""); any other value must be a
     // date-time, or it would be stored as one.
     if !m.created_at.is_empty() && crate::hindsight_api::time::normalize(&m.created_at).is_none() {
@@ -500,6 +509,26 @@ pub async fn not_found() -> ApiError {
 #[cfg(test)]
 mod tests {
     use futures_util::StreamExt;
+
+    #[test]
+    fn an_import_names_its_bank_as_every_route_takes_one() {
+        let memory = |bank: &str| mneme_core::StoredMemory {
+            id: "m1".into(),
+            bank: bank.into(),
+            content: "a fact".into(),
+            context: None,
+            tags: Vec::new(),
+            metadata: Default::default(),
+            document_id: None,
+            kind: mneme_core::MemoryType::World,
+            created_at: String::new(),
+        };
+        assert!(super::import_problem(&memory("work")).is_none());
+        for bank in [".", "..", "a\u{7}b", &"b".repeat(201)] {
+            let problem = super::import_problem(&memory(bank)).expect(bank);
+            assert_eq!(problem.field, Some("bank"), "{bank:?}");
+        }
+    }
 
     use super::live_notices;
     use crate::notices::{Level, Notices};

@@ -353,8 +353,11 @@ fn not_found(bank: &str, id: &str) -> CompatError {
 }
 
 fn check_model_id(id: &str) -> Result<(), CompatError> {
-    if id.contains('/') || id.len() > 200 || id.chars().any(char::is_control) {
-        return Err(CompatError::Invalid("id must be at most 200 characters without '/' or control characters".into()));
+    if id.contains('/') || matches!(id, "." | "..") || id.len() > 200 || id.chars().any(char::is_control) {
+        return Err(CompatError::Invalid(
+            "id must be at most 200 bytes without '/' or control characters, and not . or .. (a URL cannot name it)"
+                .into(),
+        ));
     }
     if mneme_core::text::has_private_tag(id) {
         return Err(CompatError::Invalid("id may not contain <private> tags: ids are stored as they are".into()));

@@ -413,11 +413,8 @@ fn cleaned_each(settings: &Settings, history: &[Message]) -> Vec<Option<Message>
     history
         .iter()
         .map(|m| {
-            let content = match open {
-                0 => std::borrow::Cow::Borrowed(m.content.as_str()),
-                n => std::borrow::Cow::Owned(format!("{}{}", "<private>".repeat(n), m.content)),
-            };
-            open = text::private_edges(&content).open_at_end;
+            let (content, open_after) = text::strip_private_within(&m.content, open);
+            open = open_after;
             cleaned(m, &content)
         })
         .collect()

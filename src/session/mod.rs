@@ -255,6 +255,9 @@ impl TurnLocks {
     }
 }
 
+/// The longest `cwd` a session takes, in bytes: Linux's `PATH_MAX`.
+const MAX_CWD_BYTES: usize = 4096;
+
 impl Sessions {
     /// Sessions over a queue; loads the sessions a previous run saved. Sessions idle past
     /// [`SESSION_TTL`] are forgotten, their pending tail retained first.
@@ -382,6 +385,14 @@ impl Sessions {
         }
         if req.cwd.trim().is_empty() {
             return Err(SessionError::Invalid("cwd must be a non-empty path".into()));
+        }
+        // Each of its folders is looked at for the project: a path longer than any the system
+        // opens would cost time in its length squared, and be kept with the session.
+        if req.cwd.len() > MAX_CWD_BYTES {
+            return Err(SessionError::Invalid(format!(
+                "cwd is {} bytes long: a path is at most {MAX_CWD_BYTES} (PATH_MAX)",
+                req.cwd.len()
+            )));
         }
         // The cwd names the project (and its tag), and tool names are told back to the agent:
         // neither may carry private text, and cutting it out would change what they name.

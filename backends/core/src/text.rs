@@ -65,11 +65,18 @@ pub fn strip_memory_tags(text: &str) -> String {
 /// hides everything before it: its opening tag was lost on the way (a span split across the items
 /// of a document, a message cut to fit a request), so what precedes it may be the secret.
 pub fn strip_private(text: &str) -> String {
+    strip_private_within(text, 0).0
+}
+
+/// [`strip_private`] of a text that begins inside `open_before` spans an earlier text opened (a
+/// message of a transcript), and how many it leaves open at its end. The same as stripping the
+/// text behind `open_before` opening tags, in time linear in the text alone.
+pub fn strip_private_within(text: &str, open_before: usize) -> (String, usize) {
     if !has_private_tag(text) {
-        return text.to_owned();
+        return if open_before == 0 { (text.to_owned(), 0) } else { (String::new(), open_before) };
     }
     let mut out = String::with_capacity(text.len());
-    let mut depth = 0usize;
+    let mut depth = open_before;
     let mut kept_from = 0usize; // start of the text being kept, when depth == 0
     for (tag, start, end) in private_tags(text.as_bytes()) {
         match tag {
@@ -94,7 +101,7 @@ pub fn strip_private(text: &str) -> String {
     if depth == 0 {
         out.push_str(&text[kept_from..]);
     }
-    out
+    (out, depth)
 }
 
 /// The `<private>` tags of a text in order, as (tag, where it starts, where it ends).
@@ -585,6 +592,22 @@ mod tests {
         assert_eq!(private_edges("<private>a <private>b</private> c"), edges(false, 1));
         assert_eq!(private_edges("<private>a <private>b"), edges(false, 2));
         assert_eq!(private_edges("<privateer> and </privately>"), PrivateEdges::default());
+    }
+
+    #[test]
+    fn a_text_begun_inside_spans_is_stripped_as_behind_their_opening_tags() {
+        for (text, open) in [
+            ("plain", 2),
+            ("a </private> b", 1),
+            ("a </private> b </private> c", 2),
+            ("a </private> b </private> c", 1),
+            ("x <private> y", 0),
+            ("</private></private></private> z <private>", 2),
+        ] {
+            let behind = format!("{}{text}", "<private>".repeat(open));
+            let want = (strip_private(&behind), private_edges(&behind).open_at_end);
+            assert_eq!(strip_private_within(text, open), want, "{text:?} inside {open}");
+        }
     }
 
     #[test]
