@@ -224,6 +224,17 @@ async fn recall_says_what_it_found_and_the_instructions_list_recent_memories() {
     let (_, v) = d.get("/v1/sessions/s1/instructions").await;
     let md = v["markdown"].as_str().unwrap();
     assert!(md.contains("# Memory") && md.contains("widget uses tabs"), "{md}");
+    // The same from one model call to the next (the agent's prompt cache), though more is stored.
+    d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "widget releases go out on mondays"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    let (_, again) = d.get("/v1/sessions/s1/instructions").await;
+    assert_eq!(again["markdown"], v["markdown"]);
+    // A clear takes what it deleted out of them.
+    let (status, _) = d.post("/v1/clear", json!({"session_id": "s1"})).await;
+    assert_eq!(status, 200);
+    let (_, v) = d.get("/v1/sessions/s1/instructions").await;
+    let md = v["markdown"].as_str().unwrap();
+    assert!(md.contains("# Memory") && !md.contains("widget uses tabs"), "{md}");
 }
 
 #[tokio::test]

@@ -60,6 +60,15 @@ impl Sessions {
                     s.block = None;
                     s.recalled = false;
                     s.pending = None;
+                    s.instructions = None;
+                    // The conversation so far was cleared with the rest: automatic retain goes on
+                    // from the next turn, in a document of its own, instead of storing it again.
+                    let seen = (s.turn_prints.len() as i64).max(s.retained_turns);
+                    if s.retained_turns > s.first_turn {
+                        s.part = s.part.saturating_add(1);
+                    }
+                    s.first_turn = seen;
+                    s.retained_turns = seen;
                     s.clone()
                 })
                 .collect()

@@ -60,13 +60,35 @@ impl Sessions {
             return Ok(None);
         }
         let mut md = guide(session.tools.as_ref());
-        match backend.instructions(&session.scope).await {
-            Ok(Some(extra)) => {
-                md.push('\n');
-                md.push_str(&mneme_core::text::defuse_memory_tags(&extra));
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(session = id, "backend instructions unavailable: {e}"),
+        // Asked once a session (see `Session::instructions`): an agent sends its instructions
+        // with every model call, and a change there costs it its prompt cache.
+        let extra = match session.instructions {
+            Some(kept) => Some(kept),
+            None => match backend.instructions(&session.scope).await {
+                Ok(extra) => {
+                    let kept = extra.map(|e| mneme_core::text::defuse_memory_tags(&e).into_owned()).unwrap_or_default();
+                    let scope = session.scope.clone();
+                    let updated = self.update(id, |s| {
+                        // Not if the session was re-scoped meanwhile: what was asked is another scope's.
+                        if s.scope == scope {
+                            s.instructions = Some(kept.clone());
+                        }
+                    });
+                    if let Some(s) = updated {
+                        self.save(&s).await?;
+                    }
+                    Some(kept)
+                }
+                Err(e) => {
+                    // Asked again next time.
+                    tracing::warn!(session = id, "backend instructions unavailable: {e}");
+                    None
+                }
+            },
+        };
+        if let Some(extra) = extra.filter(|e| !e.is_empty()) {
+            md.push('\n');
+            md.push_str(&extra);
         }
         if let Some(block) = &session.block {
             md.push('\n');

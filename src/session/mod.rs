@@ -165,6 +165,11 @@ pub struct Session {
     /// 0): the turns before it were had while memory was off, and are never retained.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub first_turn: i64,
+    /// What the backend adds to the session's instructions (the local store: its most recent
+    /// memories), as first asked: the instructions then stay the same from one model call to
+    /// the next, and the agent's prompt cache warm. Asked again after a re-scope or a clear.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -346,6 +351,7 @@ impl Sessions {
                         s.project = project;
                         s.recalled = false;
                         s.block = None;
+                        s.instructions = None;
                         s.clone()
                     })
                 })
@@ -470,11 +476,13 @@ impl Sessions {
                 part: ended.part,
                 turn_prints: ended.turn_prints.clone(),
                 first_turn: ended.first_turn,
+                instructions: None,
             });
             if s.scope != scope {
                 // A new cwd (or parent) re-scopes: what was recalled for the old scope no longer applies.
                 s.recalled = false;
                 s.block = None;
+                s.instructions = None;
             }
             s.cwd = req.cwd.clone();
             s.agent = req.agent.clone().or(s.agent.take());

@@ -26,6 +26,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         part: 0,
         turn_prints: Vec::new(),
         first_turn: 0,
+        instructions: None,
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -769,4 +770,26 @@ async fn a_slash_command_does_not_store_the_conversation_again() {
     each_turn_stored_once(&r, 5).await;
     assert!(super::auto::is_slash_command("/fix 123") && super::auto::is_slash_command(" /review"));
     assert!(!super::auto::is_slash_command("/usr/bin holds it") && !super::auto::is_slash_command("/ alone"));
+}
+
+/// A clear deletes the session's conversation with the rest: automatic retain goes on from the
+/// next turn instead of storing the turns before the clear again.
+#[tokio::test]
+async fn a_clear_is_not_undone_by_the_next_automatic_retain() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    assert!(stored(&r).await.contains("question 2 about otters"));
+    let req = super::clear::ClearRequest { session_id: Some("a".into()), ..Default::default() };
+    s.clear(req).await.unwrap();
+    assert_eq!(stored(&r).await, "");
+    s.agent_end("a", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(text.contains("question 3 about otters"), "{text}");
+    for i in 0..3 {
+        assert!(!text.contains(&format!("question {i} about otters")), "turn {i} came back: {text}");
+    }
 }
