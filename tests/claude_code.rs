@@ -492,3 +492,28 @@ async fn a_hook_never_exits_with_the_status_that_blocks_the_agent() {
     let out = d.cli().args(["status"]).env("MNEME_LOG_FORMAT", "JSON").output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+/// The event's `cwd` follows Claude Code's shell (`cd frontend`): the session stays with the
+/// project Claude Code started in, which it names to its hooks as `CLAUDE_PROJECT_DIR`.
+#[tokio::test]
+async fn the_session_keeps_the_project_claude_code_started_in() {
+    let d = Daemon::start("");
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("alpha");
+    let moved_to = project.join("frontend");
+    std::fs::create_dir_all(&moved_to).unwrap();
+    let event = json!({"hook_event_name": "SessionStart", "source": "startup", "session_id": "cc-dir",
+        "cwd": moved_to.display().to_string()});
+    let out = d
+        .cli()
+        .args(["hook", "claude-code"])
+        .env("CLAUDE_PROJECT_DIR", &project)
+        .write_stdin(event.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    d.post("/v1/sessions/cc-dir/retain", json!({"items": [{"content": "alpha builds with make"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.post("/v1/sessions/cc-dir/recall", json!({"query": "alpha builds"})).await;
+    assert_eq!(v["results"][0]["tags"], json!(["project:alpha"]), "{v}");
+}

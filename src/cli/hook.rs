@@ -192,15 +192,23 @@ fn claude_turn(messages: Vec<Message>) -> Messages {
 /// The agent name the hook reports.
 const AGENT: &str = "claude-code";
 
+/// The session's project folder: `CLAUDE_PROJECT_DIR`, which Claude Code sets for its hooks to
+/// the folder it started in, else the event's `cwd`. The `cwd` follows the agent's shell (`cd
+/// frontend`, a worktree it entered), and would re-scope the session to whatever project that is.
+fn project_dir(event: &Value) -> String {
+    std::env::var("CLAUDE_PROJECT_DIR")
+        .ok()
+        .filter(|dir| Path::new(dir).is_absolute())
+        .or_else(|| event["cwd"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()))
+}
+
 async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer, CliError> {
     let session = event["session_id"].as_str().unwrap_or_default();
     if session.is_empty() || !EVENTS.contains(&name) {
         return Ok(Answer::empty_for(name));
     }
-    let cwd = event["cwd"]
-        .as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()));
+    let cwd = project_dir(event);
     let transcript = event["transcript_path"].as_str().map(PathBuf::from);
     // The messages sent stay within half the daemon's body limit (the rest is room for the
     // prompt or reply): a longer transcript goes without its start instead of being refused.
