@@ -535,3 +535,17 @@ async fn compaction_does_not_wait_on_a_backend_that_never_answers() {
     assert_eq!(status, 200, "{v}");
     assert!(took < std::time::Duration::from_secs(4), "the compaction took {took:?}: {v}");
 }
+
+/// The local store cannot reflect: its instructions do not send the agent to a tool that only
+/// answers with an error.
+#[tokio::test]
+async fn the_instructions_name_reflect_only_where_the_backend_reflects() {
+    let d = Daemon::start("");
+    let tools =
+        json!({"recall": "mcp__mneme__recall", "retain": "mcp__mneme__retain", "reflect": "mcp__mneme__reflect"});
+    let (status, v) = d.post("/v1/sessions", json!({"session_id": "s", "cwd": "/p/tools", "tools": tools})).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = d.get("/v1/sessions/s/instructions").await;
+    let md = v["markdown"].as_str().unwrap();
+    assert!(md.contains("mcp__mneme__recall") && !md.contains("reflect"), "{md}");
+}

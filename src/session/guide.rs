@@ -59,7 +59,15 @@ impl Sessions {
         if !backend.capabilities().stores {
             return Ok(None);
         }
-        let mut md = guide(session.tools.as_ref());
+        // A tool the backend only answers with an error is not offered (the local store cannot
+        // reflect: the agent would spend calls on it).
+        let tools = session.tools.clone().map(|mut t| {
+            if !backend.capabilities().reflects {
+                t.reflect = None;
+            }
+            t
+        });
+        let mut md = guide(tools.as_ref());
         // Asked once a session (see `Session::instructions`): an agent sends its instructions
         // with every model call, and a change there costs it its prompt cache.
         let extra = match session.instructions {

@@ -59,11 +59,14 @@ pub struct Capabilities {
     pub lists_every_bank: bool,
     /// A clear can delete the server's memories too (`remote`), not only mneme's.
     pub clears_remotely: bool,
+    /// It answers `reflect` (it has a model to reason with): the guide names the tool only then.
+    pub reflects: bool,
 }
 
 impl Capabilities {
     /// A store mneme owns: it stores, lists every bank, and a clear is always local.
-    pub const LOCAL_STORE: Capabilities = Capabilities { stores: true, lists_every_bank: true, clears_remotely: false };
+    pub const LOCAL_STORE: Capabilities =
+        Capabilities { stores: true, lists_every_bank: true, clears_remotely: false, reflects: false };
 }
 
 /// How recall matches tags (Hindsight's meaning).

@@ -294,7 +294,7 @@ impl MemoryBackend for HindsightBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { stores: true, lists_every_bank: false, clears_remotely: true }
+        Capabilities { stores: true, lists_every_bank: false, clears_remotely: true, reflects: true }
     }
 
     async fn start(&self, scope: &Scope) -> Result<(), BackendError> {
