@@ -517,3 +517,40 @@ async fn the_session_keeps_the_project_claude_code_started_in() {
     let (_, v) = d.post("/v1/sessions/cc-dir/recall", json!({"query": "alpha builds"})).await;
     assert_eq!(v["results"][0]["tags"], json!(["project:alpha"]), "{v}");
 }
+
+/// A transcript longer than the hook reads (32 MiB: big tool results) whose text is also cut to
+/// fit a request: the turns in the unread start cannot be counted, so the hook does not tell the
+/// daemon a count too small, which made it take every new turn for one retained already.
+#[tokio::test]
+async fn turns_after_a_transcript_outgrew_what_the_hook_reads_are_retained() {
+    let d = Daemon::start("[retain]\nevery_n_turns = 1\n[server]\nmax_body_bytes = 65536\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.jsonl");
+    let write = |turns: usize| {
+        let tool_output = "o".repeat(4 << 20);
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for i in 0..turns {
+            for line in [
+                json!({"type": "user", "message": {"role": "user", "content": format!("question {i} about gannets")}}),
+                json!({"type": "assistant", "message": {"role": "assistant", "content": format!("answer {i} {}", "x".repeat(5000))}}),
+                json!({"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": tool_output}]}}),
+            ] {
+                use std::io::Write;
+                writeln!(file, "{line}").unwrap();
+            }
+        }
+    };
+    let stop = json!({"hook_event_name": "Stop", "session_id": "cc-long", "cwd": "/p/gannet",
+        "transcript_path": path.display().to_string(), "stop_hook_active": false});
+    d.start_session("cc-long", "/p/gannet").await;
+    for turns in [6, 12] {
+        write(turns);
+        hook(&d, &stop);
+        d.post("/v1/flush", json!({})).await;
+    }
+    let (_, v) = d.get("/v1/memories?limit=100").await;
+    let all = v.to_string();
+    for i in 0..12 {
+        assert!(all.contains(&format!("question {i} about gannets")), "turn {i} was never retained");
+    }
+}

@@ -32,7 +32,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 pub use install::{install, mcp_headers, Install, EVENTS};
-pub use transcript::{read_transcript, tail_within};
+pub use transcript::{read_transcript, tail_within, turns_within};
 
 use super::commands::load_client_settings;
 use super::{CliError, Client};
@@ -253,7 +253,7 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
             Ok(Answer::Nothing)
         }
         "Stop" => {
-            let (messages, omitted_user_turns) = tail_within(read_transcript(transcript.as_deref()), budget);
+            let (messages, omitted_user_turns) = turns_within(transcript.as_deref(), budget);
             let reply = event["last_assistant_message"].as_str().map(|r| bounded_reply(r, budget));
             let body = Messages { reply, wait: false, omitted_user_turns, ..claude_turn(messages) };
             let _: AgentEnded = hook.post("/agent-end", &body).await?;
@@ -261,7 +261,7 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         }
         "SessionEnd" => {
             // The transcript is complete by now: whatever the cadence left is retained.
-            let (messages, omitted_user_turns) = tail_within(read_transcript(transcript.as_deref()), budget);
+            let (messages, omitted_user_turns) = turns_within(transcript.as_deref(), budget);
             let body = Messages { ends_session: true, wait: false, omitted_user_turns, ..claude_turn(messages) };
             unless_gone(hook.client.post::<AgentEnded, _>(&format!("{}/agent-end", hook.base), &body).await)?;
             unless_gone(hook.client.send::<Ignored>(Method::DELETE, &format!("{}?wait=false", hook.base)).await)?;

@@ -22,23 +22,35 @@ const COMMAND_ECHOES: [&str; 4] =
 
 /// The conversation in the transcript at `path` (none when there is no file yet).
 pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
-    read_tail(path, MAX_TRANSCRIPT_BYTES)
+    read_tail(path, MAX_TRANSCRIPT_BYTES).0
+}
+
+/// The newest messages of the transcript at `path` that fit in `max_bytes` of a request, and how
+/// many user turns were left out before them: 0 (unknown) when the file itself was too long to
+/// read whole, since the turns in its unread start cannot be counted. Told a count too small,
+/// the daemon would take every later turn for one it had retained already; told none, it places
+/// the messages among the turns it has seen by their fingerprints.
+pub fn turns_within(path: Option<&Path>, max_bytes: usize) -> (Vec<Message>, usize) {
+    let (messages, cut) = read_tail(path, MAX_TRANSCRIPT_BYTES);
+    let (messages, omitted) = tail_within(messages, max_bytes);
+    (messages, if cut { 0 } else { omitted })
 }
 
 /// The messages of the last `max_bytes` of the transcript. Read as bytes and parsed a line at a
 /// time: the cut, or a line a crash left half written, can fall inside a character, and read as
 /// one string the whole read failed on it (every hook of the session then saw no messages).
-fn read_tail(path: Option<&Path>, max_bytes: u64) -> Vec<Message> {
-    let Some(path) = path else { return Vec::new() };
+/// Also whether the file's start was left unread.
+fn read_tail(path: Option<&Path>, max_bytes: u64) -> (Vec<Message>, bool) {
+    let Some(path) = path else { return (Vec::new(), false) };
     // Only a regular file: opening a FIFO would wait for a writer, and the agent with it.
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return Vec::new();
+        return (Vec::new(), false);
     }
-    let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
+    let Ok(mut file) = std::fs::File::open(path) else { return (Vec::new(), false) };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let skip = len.saturating_sub(max_bytes);
     if file.seek(SeekFrom::Start(skip)).is_err() {
-        return Vec::new();
+        return (Vec::new(), false);
     }
     let mut bytes = Vec::new();
     let _ = file.take(max_bytes).read_to_end(&mut bytes);
@@ -46,7 +58,9 @@ fn read_tail(path: Option<&Path>, max_bytes: u64) -> Vec<Message> {
     if skip > 0 {
         lines.next(); // the partial first line
     }
-    lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()).filter_map(|v| message(&v)).collect()
+    let messages =
+        lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()).filter_map(|v| message(&v)).collect();
+    (messages, skip > 0)
 }
 
 /// The newest messages whose JSON fits in `max_bytes`, and how many user turns were left out
@@ -177,11 +191,13 @@ mod tests {
         bytes.extend_from_slice(&[b'{', 0xc3, b'\n']); // a line a crash left with half a character
         bytes.extend_from_slice(last.as_bytes());
         std::fs::write(&path, &bytes).unwrap();
-        let contents = |max| read_tail(Some(&path), max).into_iter().map(|m| m.content).collect::<Vec<_>>();
+        let contents = |max| read_tail(Some(&path), max).0.into_iter().map(|m| m.content).collect::<Vec<_>>();
         assert_eq!(contents(1 << 20), ["é", "the newest"]);
+        assert!(!read_tail(Some(&path), 1 << 20).1, "read whole");
         // A cut in the middle of the first line's "é".
         let at = bytes.len() - first.find('é').unwrap() - 1;
         assert_eq!(contents(at as u64), ["the newest"]);
+        assert!(read_tail(Some(&path), at as u64).1, "its start unread: the turns left out are not known");
     }
 
     #[test]
