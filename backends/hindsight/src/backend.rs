@@ -307,8 +307,8 @@ impl MemoryBackend for HindsightBackend {
         let url = self.bank_url(&scope.bank, &["memories"])?;
         // One request per part (see `parts`), in order: a resend after any failure sends them all
         // again, and those the server already has are answered from their operation ids.
-        for (n, items) in parts::parts(&batch.items).into_iter().enumerate() {
-            let body = RetainRequest::asynchronous(items, parts::part_operation_id(&batch.id, n));
+        for part in parts::parts(&batch.id, &batch.items) {
+            let body = RetainRequest::asynchronous(part.items, part.operation_id);
             let answer: Option<serde_json::Value> =
                 self.send("retain", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
             if answer.is_none() {

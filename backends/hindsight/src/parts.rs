@@ -20,18 +20,38 @@ use mneme_core::MemoryItem;
 
 use crate::wire::RetainItem;
 
+/// One retain request of a batch: its items, and the operation id it is sent under.
+pub struct Part<'a> {
+    /// What it sends.
+    pub items: Vec<RetainItem<'a>>,
+    /// Named by the batch and by the items it sends (each with its mode), not by its place in the
+    /// batch: items leave a batch between its attempts (a dead letter a newer version of its
+    /// document superseded, a row set aside), and a part that took the place of another under
+    /// that one's id would be answered as the other was, and never stored.
+    pub operation_id: String,
+}
+
 /// The parts of a batch, in the order they must be sent; never empty for a non-empty batch.
-pub fn parts(items: &[MemoryItem]) -> Vec<Vec<RetainItem<'_>>> {
+pub fn parts<'a>(batch_id: &str, items: &'a [MemoryItem]) -> Vec<Part<'a>> {
+    let part = |sent: Vec<(&'a MemoryItem, bool)>| {
+        let key: Vec<String> =
+            sent.iter().map(|(i, append)| if *append { format!("+{}", i.id) } else { i.id.clone() }).collect();
+        Part {
+            operation_id: crate::operation_id(&format!("{batch_id}/{}", key.join(","))),
+            items: sent.into_iter().map(|(i, append)| wire(i, append)).collect(),
+        }
+    };
     let mut out = Vec::new();
-    let loose: Vec<RetainItem<'_>> = items.iter().filter(|i| i.document_id.is_none()).map(|i| wire(i, false)).collect();
+    let loose: Vec<(&MemoryItem, bool)> =
+        items.iter().filter(|i| i.document_id.is_none()).map(|i| (i, false)).collect();
     if !loose.is_empty() {
-        out.push(loose);
+        out.push(part(loose));
     }
     let mut seen = std::collections::HashSet::new();
     for item in items {
         let Some(document) = item.document_id.as_deref() else { continue };
         let held = !seen.insert(document);
-        out.push(vec![wire(item, item.append || held)]);
+        out.push(part(vec![(item, item.append || held)]));
     }
     out
 }
@@ -61,8 +81,8 @@ pub fn import_parts(items: Vec<RetainItem<'_>>) -> Vec<Vec<RetainItem<'_>>> {
     out
 }
 
-/// The operation id of part `n` of batch `batch_id`: the first part's is the batch's own, so a
-/// batch of one part is sent exactly as before parts existed.
+/// The operation id of part `n` of import chunk `batch_id` (whose parts are fixed by its
+/// content): the first part's is the chunk's own.
 pub fn part_operation_id(batch_id: &str, n: usize) -> String {
     if n == 0 {
         crate::operation_id(batch_id)
@@ -112,8 +132,9 @@ mod tests {
             item("b", None, false),
             item("x3", Some("x"), true),
         ];
-        assert_eq!(shape(&parts(&items)), [&["a", "b"][..], &["x1"], &["y1"], &["+x2"], &["+x3"]]);
-        for p in parts(&items) {
+        let sent: Vec<Vec<RetainItem<'_>>> = parts("b", &items).into_iter().map(|p| p.items).collect();
+        assert_eq!(shape(&sent), [&["a", "b"][..], &["x1"], &["y1"], &["+x2"], &["+x3"]]);
+        for p in sent {
             let mut documents = std::collections::HashSet::new();
             assert!(p.iter().filter_map(|i| i.document_id).all(|d| documents.insert(d)), "a document twice in a part");
             assert!(documents.len() <= 1, "a part names one document at most");
@@ -121,8 +142,26 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_of_one_part_keeps_the_batchs_operation_id() {
-        assert_eq!(parts(&[item("a", None, false), item("b", None, false)]).len(), 1);
+    fn a_part_is_named_by_its_items_not_its_place() {
+        let (d1, e) = (item("d1", Some("d"), false), item("e", Some("e"), false));
+        let before = parts("batch", std::slice::from_ref(&d1)).remove(0).operation_id;
+        let both = [d1.clone(), e.clone()];
+        let first = parts("batch", &both);
+        assert_eq!(first[0].operation_id, before, "stable across resends");
+        // d1 left the batch (superseded): e, first now, is not answered as d1 was.
+        let after = parts("batch", std::slice::from_ref(&e));
+        assert_eq!(after[0].operation_id, first[1].operation_id);
+        assert_ne!(after[0].operation_id, first[0].operation_id);
+        // The same item as an append is another request.
+        let e_appended = [item("e", Some("e"), true)];
+        let appended = parts("batch", &e_appended);
+        assert_ne!(appended[0].operation_id, after[0].operation_id);
+        assert_ne!(parts("other", std::slice::from_ref(&e))[0].operation_id, after[0].operation_id);
+    }
+
+    #[test]
+    fn an_import_chunks_parts_have_ids_of_their_own() {
+        assert_eq!(parts("b", &[item("a", None, false), item("b", None, false)]).len(), 1);
         assert_eq!(
             part_operation_id("0192f4a1b2c3d4e5f60718293a4b5c6d", 0),
             crate::operation_id("0192f4a1b2c3d4e5f60718293a4b5c6d")
@@ -149,7 +188,9 @@ mod tests {
 
     #[test]
     fn an_append_stays_an_append_and_an_empty_batch_has_no_parts() {
-        assert!(parts(&[]).is_empty());
-        assert_eq!(shape(&parts(&[item("x1", Some("x"), true)])), [["+x1"]]);
+        assert!(parts("b", &[]).is_empty());
+        let appended = [item("x1", Some("x"), true)];
+        let sent: Vec<Vec<RetainItem<'_>>> = parts("b", &appended).into_iter().map(|p| p.items).collect();
+        assert_eq!(shape(&sent), [["+x1"]]);
     }
 }
