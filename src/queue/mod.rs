@@ -153,6 +153,10 @@ struct Inner {
     /// Set when the spool's disk is full (retains are refused), cleared by the next append that
     /// succeeds: one notice per episode.
     spool_full: AtomicBool,
+    /// Held for reading by every flush and for writing by a clear ([`Queue::discard_then`]):
+    /// a clear waits for the deliveries under way, and none starts until its deletion is done,
+    /// however new its session (a session's own lock exists only once it has flushed).
+    clearing: tokio::sync::RwLock<()>,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -187,6 +191,7 @@ impl Queue {
             spool_gone: AtomicBool::new(false),
             unreachable_tries: AtomicU32::new(0),
             spool_full: AtomicBool::new(false),
+            clearing: tokio::sync::RwLock::new(()),
         });
         inner.tasks.spawn(inner.clone().run_timers());
         Queue { inner }
@@ -397,17 +402,10 @@ impl Queue {
         session_id: Option<&str>,
         delete: impl Future<Output = T>,
     ) -> Result<(u64, T), SpoolError> {
-        let mut locks: Vec<(String, Arc<tokio::sync::Mutex<()>>)> =
-            self.inner.sessions.locked().iter().map(|(id, shell)| (id.clone(), shell.lock.clone())).collect();
-        // Always taken in one order, so two clears cannot each wait for the other.
-        locks.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut held = Vec::with_capacity(locks.len());
-        for (_, lock) in locks {
-            held.push(lock.lock_owned().await);
-        }
+        // Tokio's lock is fair: once a clear waits, flushes that start after it wait for it.
+        let _no_delivery = self.inner.clearing.write().await;
         let n = self.discard(session_id).await?;
         let deleted = delete.await;
-        drop(held);
         Ok((n, deleted))
     }
 
@@ -514,6 +512,7 @@ impl Inner {
     }
 
     async fn run_flush(self: &Arc<Self>, session: &str, trigger: Trigger) -> FlushReport {
+        let _not_clearing = self.clearing.read().await;
         let lock = self.with_shell(session, |q| q.lock.clone());
         let _serial = lock.lock().await;
         let settings = self.settings();

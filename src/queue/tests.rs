@@ -249,6 +249,33 @@ async fn a_clear_deletes_after_the_delivery_under_way() {
     assert_eq!(r.queue.depths().await, Depths::default());
 }
 
+/// A session's first flush, started while a clear waits for another session's delivery, does
+/// not deliver beside the deletion: finishing after it, it brought back what was just cleared.
+#[tokio::test]
+async fn a_clear_holds_back_the_first_flush_of_a_session_new_since_it_began() {
+    let b = TestBackend::new(&[Mode::Hang, Mode::Hang, Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    let q = r.queue.clone();
+    let flush = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    let q = r.queue.clone();
+    let clear = tokio::spawn(async move { q.discard_then(None, async {}).await });
+    r.advance(10).await;
+    // A session that never flushed before the clear began.
+    r.queue.enqueue("t", &scope(), items("b", 1)).await.unwrap();
+    let q = r.queue.clone();
+    let late = tokio::spawn(async move { q.flush("t").await });
+    r.advance(10).await;
+    b.release.notify_one(); // the delivery under way ends; the clear goes on
+    clear.await.unwrap().unwrap();
+    b.release.notify_one(); // a delivery that started beside the clear would end now
+    flush.await.unwrap();
+    late.await.unwrap();
+    assert!(!b.delivered().contains(&"b0".to_owned()), "delivered beside the clear: {:?}", b.delivered());
+    assert_eq!(r.queue.depths().await, Depths::default());
+}
+
 /// A batch the spool cannot move to the dead letters (its disk full) is tried again later; the
 /// flush ends. It was fetched and sent again at once, in a loop, and the flush never returned.
 #[tokio::test]
