@@ -471,15 +471,39 @@ fn place_in_part(known: &[u64], seen: &[u64]) -> Placement {
     if known.is_empty() || seen.is_empty() {
         return Placement::Continues;
     }
-    let agrees_from = |k: usize| {
-        let overlap = seen.len().min(known.len() - k);
-        seen[..overlap] == known[k..k + overlap]
-    };
-    match (0..known.len()).find(|&k| known[k] == seen[0] && agrees_from(k)) {
+    // How far `seen` agrees with `known` from each turn of it, for all turns at once (the
+    // Z-algorithm): comparing from each turn in turn took time in the product of the two
+    // lengths, seconds on a worker for a client repeating one prompt a hundred thousand times.
+    let agreeing = common_prefixes(seen, known);
+    let agrees_from = |k: usize| agreeing[k] >= seen.len().min(known.len() - k);
+    match (0..known.len()).find(|&k| agrees_from(k)) {
         Some(0) => Placement::Continues,
         Some(k) => Placement::Window(k),
         None => Placement::StartsOver,
     }
+}
+
+/// For each position k of `text`, how long a start of `pattern` `text[k..]` begins with, in time
+/// linear in both (the Z-function of `pattern`, a separator, then `text`).
+fn common_prefixes(pattern: &[u64], text: &[u64]) -> Vec<usize> {
+    let s: Vec<Option<u64>> =
+        pattern.iter().map(|p| Some(*p)).chain(std::iter::once(None)).chain(text.iter().map(|t| Some(*t))).collect();
+    let n = s.len();
+    let mut z = vec![0usize; n];
+    let (mut left, mut right) = (0usize, 0usize);
+    for i in 1..n {
+        if i < right {
+            z[i] = (right - i).min(z[i - left]);
+        }
+        // The separator matches nothing, so no run crosses it.
+        while i + z[i] < n && s[z[i]].is_some() && s[z[i]] == s[i + z[i]] {
+            z[i] += 1;
+        }
+        if i + z[i] > right {
+            (left, right) = (i, i + z[i]);
+        }
+    }
+    z.split_off(pattern.len() + 1)
 }
 
 /// The fingerprints of a history's user messages, cleaned (`each`, message by message): 0 for
@@ -597,6 +621,39 @@ pub fn memory_block(settings: &Settings, results: &[Recalled]) -> Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn turns_are_placed_as_by_comparing_from_each_turn() {
+        let naive = |known: &[u64], seen: &[u64]| {
+            let agrees_from = |k: usize| {
+                let overlap = seen.len().min(known.len() - k);
+                seen[..overlap] == known[k..k + overlap]
+            };
+            match (0..known.len()).find(|&k| agrees_from(k)) {
+                Some(0) => Placement::Continues,
+                Some(k) => Placement::Window(k),
+                None => Placement::StartsOver,
+            }
+        };
+        // Small alphabets, so that turns repeat and partial agreements are common.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..5000 {
+            let known: Vec<u64> = (0..1 + next(12)).map(|_| next(3)).collect();
+            let seen: Vec<u64> = (0..1 + next(12)).map(|_| next(3)).collect();
+            assert_eq!(place_in_part(&known, &seen), naive(&known, &seen), "{known:?} {seen:?}");
+        }
+        // One prompt repeated: linear now.
+        let known = vec![7u64; 200_000];
+        let mut seen = vec![7u64; 100_000];
+        seen.push(8);
+        assert_eq!(place_in_part(&known, &seen), Placement::Window(100_000));
+    }
 
     #[test]
     fn turns_are_placed_in_their_part() {
