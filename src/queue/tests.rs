@@ -853,3 +853,23 @@ async fn a_retry_its_caller_stops_waiting_for_still_delivers() {
     until(|| async { b.delivered().len() == 2 }).await;
     until(|| async { r.queue.depths().await == Depths::default() }).await;
 }
+
+/// A batch cut before a request's item that replaces a document an earlier request in the batch
+/// has: the request's other document, begun in that batch, is continued in the next one.
+#[tokio::test]
+async fn a_request_cut_before_its_replace_keeps_every_item_of_its_other_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
+    let mut s = settings();
+    s.batch_size = 1000;
+    let r = rig(Arc::new(local.clone()), s);
+    r.queue.enqueue("s", &scope(), vec![doc("d, first version", "d", false)]).await.unwrap();
+    let second =
+        vec![doc("e, part one", "e", false), doc("d, second version", "d", false), doc("e, part two", "e", false)];
+    r.queue.enqueue("s", &scope(), second).await.unwrap();
+    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 4, failed: 0 });
+    let page = local.export(None, None, 100).await.unwrap();
+    let mut kept: Vec<&str> = page.memories.iter().map(|m| m.content.as_str()).collect();
+    kept.sort();
+    assert_eq!(kept, ["d, second version", "e, part one", "e, part two"]);
+}

@@ -326,11 +326,8 @@ fn next_rows(t: &Transaction<'_>, session_id: &str, max: usize) -> rusqlite::Res
     if !unreadable.is_empty() {
         return Ok((rows, unreadable));
     }
-    let read = rows.len();
     rows.truncate(one_delivery(&rows));
-    if rows.len() == max && read == max {
-        continue_cut_request(t, session_id, &rows)?;
-    }
+    continue_cut_request(t, session_id, &rows)?;
     let batch = crate::ids::new_id();
     if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
         // The rows are consecutive among this session's unbatched ones: one ranged update marks
@@ -346,11 +343,12 @@ fn next_rows(t: &Transaction<'_>, session_id: &str, max: usize) -> rusqlite::Res
     Ok((rows, unreadable))
 }
 
-/// A batch cut at `queue.max_batch` may end inside a request. Each document the request has in
-/// the batch is then continued, not replaced, by its items left for the next batch: they become
-/// appends (kept in the spool, so a restart resends them so too). Sent as they were, the next
-/// batch would replace the document with its later items alone, and the first ones, delivered
-/// and acknowledged, would be gone.
+/// A batch may end inside a request: cut at `queue.max_batch`, or before an item of the request
+/// that replaces a document an earlier request in the batch has. Each document the request has
+/// in the batch is then continued, not replaced, by its items left for the next batch: they
+/// become appends (kept in the spool, so a restart resends them so too). Sent as they were, the
+/// next batch would replace the document with its later items alone, and the first ones,
+/// delivered and acknowledged, would be gone.
 fn continue_cut_request(t: &Transaction<'_>, session_id: &str, rows: &[Spooled]) -> rusqlite::Result<()> {
     let Some(last) = rows.last() else { return Ok(()) };
     let documents: std::collections::BTreeSet<&str> =
