@@ -124,14 +124,7 @@ fn a_daemon_that_is_down_never_blocks_the_agent() {
 #[tokio::test]
 async fn a_slow_daemon_gives_an_empty_answer_within_the_recall_timeout() {
     // A "daemon" that accepts connections and never answers.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = listener.accept().await {
-            held.push(s);
-        }
-    });
+    let addr = common::never_answering().await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("c.toml");
     std::fs::write(&config, format!("[server]\nlisten = \"{addr}\"\n[recall]\ntimeout = \"1s\"\n")).unwrap();
@@ -322,14 +315,7 @@ async fn every_turn_is_retained_once_whatever_the_transcript_holds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_daemon_costs_one_timeout_then_the_hooks_skip_it() {
     // A "daemon" that accepts connections and never answers.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = listener.accept().await {
-            held.push(s);
-        }
-    });
+    let addr = common::never_answering().await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("data")).unwrap();
     let config = dir.path().join("c.toml");

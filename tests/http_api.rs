@@ -513,14 +513,7 @@ async fn classify_and_meta_turns_are_neither_recalled_nor_retained() {
 #[tokio::test]
 async fn compaction_does_not_wait_on_a_backend_that_never_answers() {
     // A "Hindsight server" that accepts connections and never answers.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = listener.accept().await {
-            held.push(s);
-        }
-    });
+    let addr = common::never_answering().await;
     let d = Daemon::start(&format!(
         "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{addr}\"\n[recall]\ntimeout = \"1s\"\n"
     ));

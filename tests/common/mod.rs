@@ -187,3 +187,17 @@ pub async fn wait_bank(url: &str, bank: &str, n: usize) -> Vec<String> {
     texts.sort();
     texts
 }
+
+/// An address that takes connections and never answers (a hung daemon or server), kept open
+/// while the test runs.
+pub async fn never_answering() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    addr
+}
