@@ -409,6 +409,31 @@ impl Queue {
         Ok((n, deleted))
     }
 
+    /// As [`Queue::discard_then`], for what is queued for `scope` by any session (see
+    /// [`crate::spool::Spool::discard_scope`]): another session of the same project, or a Hindsight-API client
+    /// writing to its bank, had items queued that were delivered after the clear of the scope.
+    pub async fn discard_scope_then<T>(
+        &self,
+        scope: &Scope,
+        delete: impl Future<Output = T>,
+    ) -> Result<(u64, T), SpoolError> {
+        let _no_delivery = self.inner.clearing.write().await;
+        let (n, sessions) = self.inner.spool.discard_scope(&scope.bank, &scope.tags).await?;
+        // What each of those sessions still holds (items of another scope) stays counted.
+        let waiting = self.inner.spool.waiting().await?;
+        {
+            let mut batcher = self.inner.batcher.locked();
+            for s in &sessions {
+                batcher.discarded(Some(s));
+                if let Some(left) = waiting.get(s) {
+                    batcher.requeued(s, *left);
+                }
+            }
+        }
+        let deleted = delete.await;
+        Ok((n, deleted))
+    }
+
     /// The spool's group commit so far (see [`CommitCounts`]).
     pub fn spool_commits(&self) -> CommitCounts {
         self.inner.spool.commit_counts()

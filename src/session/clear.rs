@@ -33,24 +33,24 @@ impl Sessions {
     /// Deletes memories: one session's scope, or everything; spooled items go too.
     pub async fn clear(&self, req: ClearRequest) -> Result<ClearOutcome, SessionError> {
         let backend = self.backend();
-        let (scope, what, discard_for) = match (&req.session_id, req.all) {
+        let (scope, what, one_scope) = match (&req.session_id, req.all) {
             (Some(_), true) => return Err(SessionError::Invalid("give either session_id or all, not both".into())),
             (None, false) => {
                 return Err(SessionError::Invalid(
                     "say what to clear: session_id for one session's scope, or all: true".into(),
                 ))
             }
-            (Some(id), false) => {
-                let s = self.get(id)?;
-                let queue_id = s.queue_id().to_owned();
-                (s.scope, ClearWhat::Scope, Some(queue_id))
-            }
-            (None, true) => (Scope { bank: self.settings().base_bank(), tags: vec![] }, ClearWhat::All, None),
+            (Some(id), false) => (self.get(id)?.scope, ClearWhat::Scope, true),
+            (None, true) => (Scope { bank: self.settings().base_bank(), tags: vec![] }, ClearWhat::All, false),
         };
         // `remote` only means something where there is a server.
         let what = if req.remote && backend.capabilities().clears_remotely { ClearWhat::Remote } else { what };
-        let (discarded, report) =
-            self.inner.queue.discard_then(discard_for.as_deref(), backend.clear(&scope, what)).await?;
+        let queue = &self.inner.queue;
+        let (discarded, report) = if one_scope {
+            queue.discard_scope_then(&scope, backend.clear(&scope, what)).await?
+        } else {
+            queue.discard_then(None, backend.clear(&scope, what)).await?
+        };
         let report = report?;
         let touched: Vec<Session> = {
             let mut map = self.inner.map.locked();

@@ -793,3 +793,30 @@ async fn a_clear_is_not_undone_by_the_next_automatic_retain() {
         assert!(!text.contains(&format!("question {i} about otters")), "turn {i} came back: {text}");
     }
 }
+
+/// A clear of a session's scope drops what any session queued for that scope (another session
+/// of the same project), not only its own queue, and leaves other scopes' items alone.
+#[tokio::test]
+async fn a_clear_drops_what_other_sessions_queued_for_its_scope() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    s.start(start("a")).await.unwrap();
+    s.start(start("b")).await.unwrap(); // the same project: the same scope
+    s.start(StartRequest { session_id: "c".into(), cwd: "/p/beavers".into(), ..StartRequest::default() })
+        .await
+        .unwrap();
+    for (id, text) in [("b", "otters queued by the other session"), ("c", "beavers queued elsewhere")] {
+        let scope = s.get(id).unwrap().scope;
+        r.queue
+            .enqueue(id, &scope, vec![crate::queue::NewItem { content: text.into(), ..Default::default() }])
+            .await
+            .unwrap();
+    }
+    let req = super::clear::ClearRequest { session_id: Some("a".into()), ..Default::default() };
+    let outcome = s.clear(req).await.unwrap();
+    assert_eq!(outcome.discarded, 1, "{}", outcome.message);
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("otters queued"), "brought back after the clear: {text}");
+    assert!(text.contains("beavers queued elsewhere"), "{text}");
+}

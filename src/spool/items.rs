@@ -240,6 +240,26 @@ impl Spool {
         .await
     }
 
+    /// Drops the items and dead letters of a scope, whichever session queued them: those of
+    /// `bank` holding any of `tags` (every one of the bank when `tags` is empty), as a clear of
+    /// that scope deletes stored memories. Returns how many items went and the sessions they
+    /// were queued by.
+    pub async fn discard_scope(&self, bank: &str, tags: &[String]) -> Result<(u64, Vec<String>), SpoolError> {
+        let (bank, tags) = (bank.to_owned(), json(&tags));
+        self.call(move |t| {
+            const IN_SCOPE: &str = "bank = ?1 AND (json_array_length(?2) = 0 OR EXISTS (
+                SELECT 1 FROM json_each(tags) AS held WHERE held.value IN (SELECT value FROM json_each(?2))))";
+            let sessions: Vec<String> = t
+                .prepare(&format!("SELECT DISTINCT session_id FROM items WHERE {IN_SCOPE}"))?
+                .query_map(params![bank, tags], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            t.execute(&format!("DELETE FROM dead_letters WHERE {IN_SCOPE}"), params![bank, tags])?;
+            let n = t.execute(&format!("DELETE FROM items WHERE {IN_SCOPE}"), params![bank, tags])?;
+            Ok((n as u64, sessions))
+        })
+        .await
+    }
+
     /// Totals for status.
     pub async fn counts(&self) -> Result<SpoolCounts, SpoolError> {
         self.call(|t| {
