@@ -183,6 +183,9 @@ impl Reloader {
         self.state.replace(Current { settings: new.clone(), backend });
         if swap {
             self.queue.backend_switched();
+            if let Err(e) = self.sessions.backend_switched().await {
+                tracing::error!("cannot save the sessions after the backend switch: {e}");
+            }
         }
         if let Err(e) = self.sessions.rescope().await {
             tracing::error!("cannot save re-scoped sessions: {e}");

@@ -369,3 +369,21 @@ async fn a_hindsight_backend_pointed_at_its_own_daemon_says_so_and_loops_not() {
     assert_eq!(status["queue"]["dead"], 1, "{status}");
     assert!(status.to_string().contains("own /hindsight API"), "{status}");
 }
+
+/// A session keeps its instructions' recent memories (the agent's prompt cache) until the
+/// backend is switched: then the new one's are asked, not the old one's shown on.
+#[tokio::test]
+async fn the_instructions_follow_a_switch_to_another_store() {
+    let d = Daemon::start("");
+    d.start_session("s", "/p/switch").await;
+    d.post("/v1/sessions/s/retain", json!({"items": [{"content": "the old store holds this"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/sessions/s/instructions").await;
+    assert!(v["markdown"].as_str().unwrap().contains("the old store holds this"), "{v}");
+    let other = d.dir.path().join("other.db");
+    std::fs::write(d.config_path(), format!("[local]\npath = {:?}\n", other.display().to_string())).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!((status, &v["changed"]), (200, &json!(true)), "{v}");
+    let (_, v) = d.get("/v1/sessions/s/instructions").await;
+    assert!(!v["markdown"].as_str().unwrap().contains("the old store holds this"), "{v}");
+}

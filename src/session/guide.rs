@@ -2,6 +2,7 @@
 //! client really offers, what the backend adds (recent memories), and the cached recalled block.
 
 use super::{SessionError, Sessions, ToolNames};
+use crate::lock::MutexExt;
 
 /// The guide for a client with tools called `recall` and `retain` (the MCP server's own
 /// instructions, and sessions that did not name their tools).
@@ -52,6 +53,25 @@ wrap anything private in <private>…</private> and it will not be stored.\n"
 }
 
 impl Sessions {
+    /// The backend was switched (or reopened with other settings): what the old one added to
+    /// each session's instructions (its recent memories) is asked of the new one next time.
+    pub async fn backend_switched(&self) -> Result<(), crate::spool::SpoolError> {
+        let changed: Vec<super::Session> = {
+            let mut map = self.inner.map.locked();
+            map.values_mut()
+                .filter(|s| s.instructions.is_some())
+                .map(|s| {
+                    s.instructions = None;
+                    s.clone()
+                })
+                .collect()
+        };
+        for s in changed {
+            self.save(&s).await?;
+        }
+        Ok(())
+    }
+
     /// Developer instructions: the guide, what the backend adds, and the cached recalled block.
     pub async fn instructions(&self, id: &str) -> Result<Option<String>, SessionError> {
         let session = self.get(id)?;
