@@ -212,7 +212,7 @@ async fn retains_are_counted_private_items_skipped_and_a_flush_delivers_them() {
 
 #[tokio::test]
 async fn recall_says_what_it_found_and_the_instructions_list_recent_memories() {
-    let (d, _proj) = widget_with_facts().await;
+    let (d, proj) = widget_with_facts().await;
     let (_, v) = d.post("/v1/sessions/s1/recall", json!({"query": "how do deploys work?"})).await;
     let msg = v["message"].as_str().unwrap();
     assert!(msg.starts_with("Found 1 relevant memories (as of "), "{msg}");
@@ -229,6 +229,12 @@ async fn recall_says_what_it_found_and_the_instructions_list_recent_memories() {
     d.post("/v1/flush", json!({})).await;
     let (_, again) = d.get("/v1/sessions/s1/instructions").await;
     assert_eq!(again["markdown"], v["markdown"]);
+    // A start (a new context for the agent: a new process, a compaction) asks afresh.
+    let cwd = proj.path().join("Widget").display().to_string();
+    let (status, _) = d.post("/v1/sessions", json!({"session_id": "s1", "cwd": cwd})).await;
+    assert_eq!(status, 200);
+    let (_, fresh) = d.get("/v1/sessions/s1/instructions").await;
+    assert!(fresh["markdown"].as_str().unwrap().contains("widget releases go out on mondays"), "{fresh}");
     // A clear takes what it deleted out of them.
     let (status, _) = d.post("/v1/clear", json!({"session_id": "s1"})).await;
     assert_eq!(status, 200);

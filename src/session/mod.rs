@@ -484,6 +484,9 @@ impl Sessions {
                 s.block = None;
                 s.instructions = None;
             }
+            // A start begins a new context for the agent (a new process, a compaction, a
+            // resume): its prompt cache starts over, so its instructions are asked afresh.
+            s.instructions = None;
             s.cwd = req.cwd.clone();
             s.agent = req.agent.clone().or(s.agent.take());
             s.parent = parent.as_ref().map(|p| p.id.clone());
