@@ -3,8 +3,7 @@
 use mneme_core::{ClearWhat, Scope};
 use serde::Serialize;
 
-use super::{Session, SessionError, Sessions};
-use crate::lock::MutexExt;
+use super::{SessionError, Sessions};
 use crate::notices::Level;
 
 /// What `clear` touches.
@@ -52,30 +51,25 @@ impl Sessions {
             queue.discard_then(None, backend.clear(&scope, what)).await?
         };
         let report = report?;
-        let touched: Vec<Session> = {
-            let mut map = self.inner.map.locked();
-            map.values_mut()
-                .filter(|s| req.all || s.scope == scope)
-                .map(|s| {
-                    s.block = None;
-                    s.recalled = false;
-                    s.pending = None;
-                    s.instructions = None;
-                    // The conversation so far was cleared with the rest: automatic retain goes on
-                    // from the next turn, in a document of its own, instead of storing it again.
-                    let seen = (s.turn_prints.len() as i64).max(s.retained_turns);
-                    if s.retained_turns > s.first_turn {
-                        s.part = s.part.saturating_add(1);
-                    }
-                    s.first_turn = seen;
-                    s.retained_turns = seen;
-                    s.clone()
-                })
-                .collect()
-        };
-        for s in touched {
-            self.save(&s).await?;
-        }
+        self.update_each(|s| {
+            if !(req.all || s.scope == scope) {
+                return false;
+            }
+            s.block = None;
+            s.recalled = false;
+            s.pending = None;
+            s.instructions = None;
+            // The conversation so far was cleared with the rest: automatic retain goes on from
+            // the next turn, in a document of its own, instead of storing it again.
+            let seen = (s.turn_prints.len() as i64).max(s.retained_turns);
+            if s.retained_turns > s.first_turn {
+                s.part = s.part.saturating_add(1);
+            }
+            s.first_turn = seen;
+            s.retained_turns = seen;
+            true
+        })
+        .await?;
         self.inner.queue.erase_traces().await;
         let mut message = report.message;
         if discarded > 0 {

@@ -2,7 +2,6 @@
 //! client really offers, what the backend adds (recent memories), and the cached recalled block.
 
 use super::{SessionError, Sessions, ToolNames};
-use crate::lock::MutexExt;
 
 /// The guide for a client with tools called `recall` and `retain` (the MCP server's own
 /// instructions, and sessions that did not name their tools).
@@ -56,20 +55,7 @@ impl Sessions {
     /// The backend was switched (or reopened with other settings): what the old one added to
     /// each session's instructions (its recent memories) is asked of the new one next time.
     pub async fn backend_switched(&self) -> Result<(), crate::spool::SpoolError> {
-        let changed: Vec<super::Session> = {
-            let mut map = self.inner.map.locked();
-            map.values_mut()
-                .filter(|s| s.instructions.is_some())
-                .map(|s| {
-                    s.instructions = None;
-                    s.clone()
-                })
-                .collect()
-        };
-        for s in changed {
-            self.save(&s).await?;
-        }
-        Ok(())
+        self.update_each(|s| s.instructions.take().is_some()).await
     }
 
     /// Developer instructions: the guide, what the backend adds, and the cached recalled block.

@@ -340,23 +340,26 @@ impl Sessions {
         })
         .await
         .unwrap_or_default();
-        let changed: Vec<Session> = {
-            let mut map = self.inner.map.locked();
-            map.values_mut()
-                .filter_map(|s| {
-                    let key = s.parent.as_deref().unwrap_or(&s.id);
-                    let (scope, project) = parents.get(key).cloned()?;
-                    (scope != s.scope).then(|| {
-                        s.scope = scope;
-                        s.project = project;
-                        s.recalled = false;
-                        s.block = None;
-                        s.instructions = None;
-                        s.clone()
-                    })
-                })
-                .collect()
-        };
+        self.update_each(|s| {
+            let key = s.parent.as_deref().unwrap_or(&s.id);
+            let Some((scope, project)) = parents.get(key).cloned() else { return false };
+            if scope == s.scope {
+                return false;
+            }
+            s.scope = scope;
+            s.project = project;
+            s.recalled = false;
+            s.block = None;
+            s.instructions = None;
+            true
+        })
+        .await
+    }
+
+    /// Applies `change` to every session, and saves those it says it changed.
+    pub(super) async fn update_each(&self, mut change: impl FnMut(&mut Session) -> bool) -> Result<(), SpoolError> {
+        let changed: Vec<Session> =
+            self.inner.map.locked().values_mut().filter_map(|s| change(s).then(|| s.clone())).collect();
         for s in changed {
             self.save(&s).await?;
         }
