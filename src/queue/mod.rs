@@ -402,36 +402,46 @@ impl Queue {
         session_id: Option<&str>,
         delete: impl Future<Output = T>,
     ) -> Result<(u64, T), SpoolError> {
-        // Tokio's lock is fair: once a clear waits, flushes that start after it wait for it.
-        let _no_delivery = self.inner.clearing.write().await;
-        let n = self.discard(session_id).await?;
-        let deleted = delete.await;
-        Ok((n, deleted))
+        self.with_no_delivery(self.discard(session_id), delete).await
     }
 
     /// As [`Queue::discard_then`], for what is queued for `scope` by any session (see
-    /// [`crate::spool::Spool::discard_scope`]): another session of the same project, or a Hindsight-API client
-    /// writing to its bank, had items queued that were delivered after the clear of the scope.
+    /// [`crate::spool::Spool::discard_scope`]): another session of the same project, or a
+    /// Hindsight-API client writing to its bank, had items queued that were delivered after the
+    /// clear of the scope.
     pub async fn discard_scope_then<T>(
         &self,
         scope: &Scope,
         delete: impl Future<Output = T>,
     ) -> Result<(u64, T), SpoolError> {
-        let _no_delivery = self.inner.clearing.write().await;
+        self.with_no_delivery(self.discard_scope(scope), delete).await
+    }
+
+    /// Drops what is queued for `scope` by any session; what those sessions still hold (items
+    /// of another scope) stays counted.
+    async fn discard_scope(&self, scope: &Scope) -> Result<u64, SpoolError> {
         let (n, sessions) = self.inner.spool.discard_scope(&scope.bank, &scope.tags).await?;
-        // What each of those sessions still holds (items of another scope) stays counted.
         let waiting = self.inner.spool.waiting().await?;
-        {
-            let mut batcher = self.inner.batcher.locked();
-            for s in &sessions {
-                batcher.discarded(Some(s));
-                if let Some(left) = waiting.get(s) {
-                    batcher.requeued(s, *left);
-                }
+        let mut batcher = self.inner.batcher.locked();
+        for s in &sessions {
+            batcher.discarded(Some(s));
+            if let Some(left) = waiting.get(s) {
+                batcher.requeued(s, *left);
             }
         }
-        let deleted = delete.await;
-        Ok((n, deleted))
+        Ok(n)
+    }
+
+    /// Runs `discard`, then `delete`, with no delivery running (see [`Queue::discard_then`]).
+    async fn with_no_delivery<T>(
+        &self,
+        discard: impl Future<Output = Result<u64, SpoolError>>,
+        delete: impl Future<Output = T>,
+    ) -> Result<(u64, T), SpoolError> {
+        // Tokio's lock is fair: once a clear waits, flushes that start after it wait for it.
+        let _no_delivery = self.inner.clearing.write().await;
+        let n = discard.await?;
+        Ok((n, delete.await))
     }
 
     /// The spool's group commit so far (see [`CommitCounts`]).

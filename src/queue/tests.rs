@@ -174,6 +174,24 @@ fn items(prefix: &str, n: usize) -> Vec<NewItem> {
         .collect()
 }
 
+/// The real local store, lexical only, in `dir` (a document is replaced by what one batch holds).
+fn local_store(dir: &std::path::Path) -> mneme_local::LocalBackend {
+    mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.join("m.db"))).unwrap()
+}
+
+/// What `local` holds of `document` (or of every document, for `None`), sorted.
+async fn stored_of(local: &mneme_local::LocalBackend, document: Option<&str>) -> Vec<String> {
+    let page = local.export(None, None, 100).await.unwrap();
+    let mut kept: Vec<String> = page
+        .memories
+        .into_iter()
+        .filter(|m| document.is_none() || m.document_id.as_deref() == document)
+        .map(|m| m.content)
+        .collect();
+    kept.sort();
+    kept
+}
+
 /// Waits (for at most 10 s) until `done` holds: for work on another thread the queue's
 /// settling cannot see, such as the local store's writer.
 async fn until<F: std::future::Future<Output = bool>>(mut done: impl FnMut() -> F) {
@@ -711,7 +729,7 @@ async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
+    let local = local_store(dir.path());
     let r = rig(Arc::new(LoseFirstReply(local.clone(), AtomicUsize::new(0))), settings());
     r.queue.enqueue("s", &scope(), items("distinct memory ", 5)).await.unwrap();
     r.queue.flush("s").await;
@@ -804,7 +822,7 @@ fn a_shutdown_waits_for_the_running_delivery_and_lets_go_of_the_spool() {
 #[tokio::test]
 async fn a_request_cut_by_max_batch_keeps_every_item_of_its_document() {
     let dir = tempfile::tempdir().unwrap();
-    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
+    let local = local_store(dir.path());
     let mut s = settings();
     s.batch_size = 1000;
     s.max_batch = 16;
@@ -816,26 +834,12 @@ async fn a_request_cut_by_max_batch_keeps_every_item_of_its_document() {
     r.queue.enqueue("s", &scope(), design).await.unwrap();
     let report = r.queue.flush("s").await;
     assert_eq!(report, FlushReport { delivered: 22, failed: 0 });
-    let page = local.export(None, None, 100).await.unwrap();
-    let mut parts: Vec<&str> = page
-        .memories
-        .iter()
-        .filter(|m| m.document_id.as_deref() == Some("design"))
-        .map(|m| m.content.as_str())
-        .collect();
-    parts.sort();
+    let parts = stored_of(&local, Some("design")).await;
     assert_eq!(parts.len(), 10, "{parts:?}");
     // A later request still replaces the document whole.
     r.queue.enqueue("s", &scope(), vec![doc("the design, rewritten", "design", false)]).await.unwrap();
     r.queue.flush("s").await;
-    let page = local.export(None, None, 100).await.unwrap();
-    let parts: Vec<&str> = page
-        .memories
-        .iter()
-        .filter(|m| m.document_id.as_deref() == Some("design"))
-        .map(|m| m.content.as_str())
-        .collect();
-    assert_eq!(parts, vec!["the design, rewritten"]);
+    assert_eq!(stored_of(&local, Some("design")).await, vec!["the design, rewritten"]);
 }
 
 /// A retry whose caller hangs up (the client timed out) as soon as it began still counts and
@@ -859,7 +863,7 @@ async fn a_retry_its_caller_stops_waiting_for_still_delivers() {
 #[tokio::test]
 async fn a_request_cut_before_its_replace_keeps_every_item_of_its_other_document() {
     let dir = tempfile::tempdir().unwrap();
-    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
+    let local = local_store(dir.path());
     let mut s = settings();
     s.batch_size = 1000;
     let r = rig(Arc::new(local.clone()), s);
@@ -868,8 +872,5 @@ async fn a_request_cut_before_its_replace_keeps_every_item_of_its_other_document
         vec![doc("e, part one", "e", false), doc("d, second version", "d", false), doc("e, part two", "e", false)];
     r.queue.enqueue("s", &scope(), second).await.unwrap();
     assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 4, failed: 0 });
-    let page = local.export(None, None, 100).await.unwrap();
-    let mut kept: Vec<&str> = page.memories.iter().map(|m| m.content.as_str()).collect();
-    kept.sort();
-    assert_eq!(kept, ["d, second version", "e, part one", "e, part two"]);
+    assert_eq!(stored_of(&local, None).await, ["d, second version", "e, part one", "e, part two"]);
 }
