@@ -374,3 +374,44 @@ async fn a_call_cut_short_by_shutdown_is_a_503() {
     assert_eq!(body["error"]["code"], "stopping", "{body}");
     assert!(retry_after.is_some());
 }
+
+/// Memory failing to do its part is the tool's own failure: a result marked `isError` that the
+/// model is shown, saying what the HTTP route says and when to try again, not a JSON-RPC
+/// internal error a client shows as a broken tool.
+#[tokio::test]
+async fn a_backend_that_is_down_is_a_tool_result_saying_when_to_try_again() {
+    // A Hindsight server that is not there: connections are refused.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+    let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{closed}\"\n"));
+    let answer = stateless(
+        &d,
+        "tools/call",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "recall", "arguments": {"query": "where is the deploy key", "cwd": "/p/down"}}}),
+    )
+    .send()
+    .await
+    .unwrap();
+    let status = answer.status();
+    let body = answer.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    // One event of the stream the client accepted.
+    let json = body.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or(&body);
+    let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert!(v.get("error").is_none(), "a tool result, not a JSON-RPC error: {v}");
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    let text = v["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("memory backend unavailable") && text.contains("try again in"), "{text}");
+    // A call the model got wrong stays a JSON-RPC error.
+    let wrong = stateless(
+        &d,
+        "tools/call",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "recall", "arguments": {"query": "x", "session_id": "nope"}}}),
+    )
+    .send()
+    .await
+    .unwrap();
+    let body = wrong.text().await.unwrap();
+    assert!(body.contains("unknown session") && !body.contains("\"isError\":true"), "{body}");
+}

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{ServerCapabilities, ServerConfig};
+use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
@@ -130,6 +130,24 @@ fn tool_error(e: SessionError) -> ErrorData {
     }
 }
 
+/// A tool's answer. A call the model got wrong (an unknown session, an unusable argument, a tool
+/// the backend lacks) is a JSON-RPC error; memory failing to do its part (a backend down, a full
+/// disk, a spool that cannot write) is a tool result marked `isError`, as MCP asks of a tool's
+/// own failures, so the model is shown it, with what the HTTP route says and when to try again.
+fn tool_answer(answer: Result<String, SessionError>) -> Result<CallToolResult, ErrorData> {
+    let e = match answer {
+        Ok(text) => return Ok(CallToolResult::success(vec![ContentBlock::text(text)])),
+        Err(e @ (SessionError::NotFound(_) | SessionError::Invalid(_))) => return Err(tool_error(e)),
+        Err(e @ SessionError::Backend(mneme_core::BackendError::Unsupported(_))) => return Err(tool_error(e)),
+        Err(e) => super::ApiError::from(e),
+    };
+    let text = match e.retry_after {
+        Some(secs) => format!("{} (try again in {secs} s)", e.message),
+        None => e.message,
+    };
+    Ok(CallToolResult::error(vec![ContentBlock::text(text)]))
+}
+
 impl MemoryTools {
     /// Tools over the daemon's sessions.
     pub fn new(sessions: Sessions) -> Self {
@@ -138,7 +156,7 @@ impl MemoryTools {
 
     /// The named session, or the default MCP session of `cwd` when none is named (started when
     /// it is missing).
-    async fn session(&self, target: Target) -> Result<String, ErrorData> {
+    async fn session(&self, target: Target) -> Result<String, SessionError> {
         if let Some(id) = target.session_id {
             return Ok(id);
         }
@@ -154,7 +172,7 @@ impl MemoryTools {
             parent_session_id: None,
             tools: None,
         };
-        self.sessions.start(req).await.map_err(tool_error)?;
+        self.sessions.start(req).await?;
         Ok(id)
     }
 }
@@ -169,10 +187,14 @@ impl MemoryTools {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<RetainArgs>,
-    ) -> Result<String, ErrorData> {
-        let id = self.session(a.target.or_headers(&parts)).await?;
-        let message = self.sessions.retain(&id, vec![(a.content, a.context)]).await.map_err(tool_error)?.message;
-        Ok(message)
+    ) -> Result<CallToolResult, ErrorData> {
+        tool_answer(
+            async {
+                let id = self.session(a.target.or_headers(&parts)).await?;
+                Ok(self.sessions.retain(&id, vec![(a.content, a.context)]).await?.message)
+            }
+            .await,
+        )
     }
 
     /// Same answer as `POST /v1/sessions/{id}/recall`.
@@ -183,9 +205,14 @@ impl MemoryTools {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<RecallArgs>,
-    ) -> Result<String, ErrorData> {
-        let id = self.session(a.target.or_headers(&parts)).await?;
-        Ok(self.sessions.recall(&id, &a.query).await.map_err(tool_error)?.message)
+    ) -> Result<CallToolResult, ErrorData> {
+        tool_answer(
+            async {
+                let id = self.session(a.target.or_headers(&parts)).await?;
+                Ok(self.sessions.recall(&id, &a.query).await?.message)
+            }
+            .await,
+        )
     }
 
     /// Same answer as `POST /v1/sessions/{id}/reflect`.
@@ -194,9 +221,14 @@ impl MemoryTools {
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ReflectArgs>,
-    ) -> Result<String, ErrorData> {
-        let id = self.session(a.target.or_headers(&parts)).await?;
-        self.sessions.reflect(&id, &a.query, a.context).await.map_err(tool_error)
+    ) -> Result<CallToolResult, ErrorData> {
+        tool_answer(
+            async {
+                let id = self.session(a.target.or_headers(&parts)).await?;
+                self.sessions.reflect(&id, &a.query, a.context).await
+            }
+            .await,
+        )
     }
 }
 
