@@ -10,7 +10,7 @@ fn main() -> ExitCode {
     // An agent reads a hook's exit status 2 as "block": the prompt is refused, a stop or a
     // compaction undone. A hook command this build cannot parse (an agent's settings written for
     // another version) fails with 1, which agents show and go on past.
-    let hook = std::env::args_os().nth(1).is_some_and(|a| a == "hook");
+    let hook = is_hook(std::env::args_os().skip(1));
     let cli = match mneme::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if hook && e.use_stderr() => {
@@ -118,4 +118,20 @@ fn quiet_dependencies(directives: &str) -> String {
         }
     }
     out
+}
+
+/// Whether the command is `hook`: its subcommand is the first word after the global options
+/// (`mneme --config FILE hook claude-code`, as `--install` writes it, is a hook too).
+fn is_hook(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    let mut args = args;
+    while let Some(a) = args.next() {
+        match a.to_str() {
+            Some("--config") => {
+                args.next();
+            }
+            Some(s) if s.starts_with("--config=") || s == "--json" => {}
+            _ => return a == "hook",
+        }
+    }
+    false
 }

@@ -472,6 +472,19 @@ async fn a_hook_never_exits_with_the_status_that_blocks_the_agent() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("MNEME_LOG_FORMAT"), "{out:?}");
     let out = d.cli().args(["hook", "claude-code", "--a-flag-of-a-later-version"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // As `--install --config FILE` writes the command: the global option first.
+    let config = d.config_path().display().to_string();
+    let out =
+        d.cli().args(["--config", &config, "hook", "claude-code", "--a-flag-of-a-later-version"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let out = d
+        .cli()
+        .args(["--config", &config, "hook", "claude-code"])
+        .env("MNEME_LOG_FORMAT", "JSON")
+        .write_stdin(event.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let out = d.cli().args(["hook", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     // Any other command still refuses a bad log format as a usage error.
