@@ -9,9 +9,16 @@ use serde_json::Value;
 
 /// A reqwest failure before any answer. Never includes headers (so never the token).
 pub fn from_transport(what: &str, url: &str, e: &reqwest::Error) -> BackendError {
-    if e.is_connect() && !e.is_timeout() {
-        // Nothing listens (or no route): an outage, which uses up no attempts.
-        let reason = format!("{what}: cannot reach Hindsight at {url}: connection refused or unreachable");
+    if e.is_connect() {
+        // No connection was made, so the server never saw the batch: an outage, which uses up no
+        // attempts. Nothing listens, no route, or (a host that is off, a VPN that is down, a
+        // firewall dropping packets) the connection attempt timed out.
+        let why = if e.is_timeout() {
+            "the connection attempt timed out".to_owned()
+        } else {
+            format!("connection refused or unreachable ({})", innermost_cause(e))
+        };
+        let reason = format!("{what}: cannot reach Hindsight at {url}: {why}");
         return BackendError::Unreachable { reason };
     }
     // A timeout counts as an attempt: a server that accepted and never answered may be choking
@@ -23,6 +30,16 @@ pub fn from_transport(what: &str, url: &str, e: &reqwest::Error) -> BackendError
         e.without_url_ref().to_string()
     };
     BackendError::transient(format!("{what}: cannot reach Hindsight at {url}: {why}"))
+}
+
+/// The error at the end of `e`'s chain (the OS's "Connection refused", a certificate the TLS
+/// layer refused), which reqwest's own message ("error sending request") leaves out.
+fn innermost_cause(e: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 trait WithoutUrl {

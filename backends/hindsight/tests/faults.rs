@@ -98,11 +98,37 @@ async fn connection_refused_is_transient_and_status_says_unreachable() {
     drop(listener);
     let b = HindsightBackend::new(common::config(&url, Some("sekrit-token"))).unwrap();
     let e = b.retain(&scope(), &batch()).await.unwrap_err();
-    assert!(e.is_transient() && e.to_string().contains("connection refused"), "{e}");
+    assert!(e.is_transient() && e.is_unreachable() && e.to_string().contains("connection refused"), "{e}");
+    assert!(e.to_string().contains("Connection refused"), "the OS's own reason: {e}");
     assert!(!e.to_string().contains("sekrit"));
     let status = b.status().await;
     assert!(!status.healthy);
     assert!(status.detail.unwrap().contains("unreachable"));
+}
+
+/// A host that is off or a firewall dropping packets: the connection attempt times out. The
+/// server never saw the batch, so it is an outage like a refused connection, which uses up no
+/// attempts (an outage of any length dead-letters nothing).
+#[tokio::test]
+async fn a_connection_attempt_that_times_out_is_an_outage() {
+    // A listener that never accepts, its queue full: the kernel drops later connection attempts.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        match tokio::time::timeout(Duration::from_millis(300), tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => held.push(s),
+            _ => break,
+        }
+    }
+    let mut config = common::config(&format!("http://{addr}"), None);
+    config.timeout = Duration::from_millis(300);
+    let e = HindsightBackend::new(config).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.is_unreachable(), "an outage, not an attempt: {e:?}");
+    assert!(e.to_string().contains("timed out"), "{e}");
+    drop((held, listener));
 }
 
 #[tokio::test]
