@@ -19,6 +19,22 @@ use crate::errors;
 use crate::parts;
 use crate::wire::*;
 
+/// Whether a retain or an import was taken. Writing creates banks, so a 404 is a wrong api_url
+/// or bank id (once taken for success: a migration "copied" nothing). An answer that says it
+/// did not succeed, or that is not a retain's answer at all (an empty 200 from a proxy), is
+/// retried: the resend carries the same operation id, so nothing is stored twice.
+fn accepted(what: &str, answer: Option<RetainResponse>, bank: &str) -> Result<(), BackendError> {
+    match answer {
+        None => Err(BackendError::permanent(format!(
+            "{what}: Hindsight answered 404 for bank {bank:?}; check hindsight.api_url and memory.bank_id"
+        ))),
+        Some(RetainResponse { success: false }) => {
+            Err(BackendError::transient(format!("{what}: Hindsight answered that it did not store the items")))
+        }
+        Some(RetainResponse { success: true }) => Ok(()),
+    }
+}
+
 /// Memories sent in one import request.
 const IMPORT_CHUNK: usize = 100;
 
@@ -309,15 +325,9 @@ impl MemoryBackend for HindsightBackend {
         // again, and those the server already has are answered from their operation ids.
         for part in parts::parts(&batch.id, &batch.items) {
             let body = RetainRequest::asynchronous(part.items, part.operation_id);
-            let answer: Option<serde_json::Value> =
+            let answer =
                 self.send("retain", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
-            if answer.is_none() {
-                // Writing creates banks, so a 404 here means a wrong api_url or bank id.
-                return Err(BackendError::permanent(format!(
-                    "retain: Hindsight answered 404 for bank {:?}; check hindsight.api_url and memory.bank_id",
-                    scope.bank
-                )));
-            }
+            accepted("retain", answer, &scope.bank)?;
         }
         Ok(())
     }
@@ -441,15 +451,9 @@ impl MemoryBackend for HindsightBackend {
                 let url = self.bank_url(bank, &["memories"])?;
                 for (n, items) in parts::import_parts(items).into_iter().enumerate() {
                     let body = RetainRequest::asynchronous(items, parts::part_operation_id(&chunk_id, n));
-                    let answer: Option<serde_json::Value> =
+                    let answer =
                         self.send("import", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
-                    if answer.is_none() {
-                        // As for a retain: writing creates banks, so a 404 is a wrong api_url
-                        // (it was taken for success, and a migration "copied" nothing).
-                        return Err(BackendError::permanent(format!(
-                            "import: Hindsight answered 404 for bank {bank:?}; check hindsight.api_url"
-                        )));
-                    }
+                    accepted("import", answer, bank)?;
                 }
             }
         }

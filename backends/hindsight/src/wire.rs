@@ -108,6 +108,13 @@ pub struct Scores {
     pub final_score: Option<f64>,
 }
 
+/// The answer to a retain (or an import): whether the server took it; the rest is not used.
+#[derive(Debug, Deserialize)]
+pub struct RetainResponse {
+    /// `true` once the items are stored (or, asynchronously, queued) under the operation id.
+    pub success: bool,
+}
+
 /// The answer to a recall.
 #[derive(Debug, Deserialize)]
 pub struct RecallResponse {

@@ -62,7 +62,9 @@ async fn server_errors_are_transient_with_their_reason() {
 /// dead-lettered at once: the batch's operation id makes a resend safe.
 #[tokio::test]
 async fn an_answer_that_is_not_hindsights_json_is_transient() {
-    for body in ["<html>502 from the proxy</html>", "{\"success\": tru"] {
+    // A proxy's page, a cut answer, an empty 200, JSON that is not a retain's answer, or one
+    // saying nothing was stored: none of them may count as delivered.
+    for body in ["<html>502 from the proxy</html>", "{\"success\": tru", "", "{}", "{\"success\": false}"] {
         let url = serve(
             Router::new().route("/v1/default/banks/b/memories", post(move || async move { (StatusCode::OK, body) })),
         )
