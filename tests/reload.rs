@@ -60,6 +60,16 @@ async fn an_invalid_edit_is_reported_and_the_daemon_keeps_serving() {
     let out = d.cli().args(["hook", "claude-code"]).write_stdin(event.to_string()).output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("additionalContext"), "{out:?}");
+    // So do the MCP server's headers (without them the agent loses mneme's tools) and an import.
+    let out = d.cli().args(["hook", "claude-code", "--mcp-headers"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("Bearer {}", d.token)), "{out:?}");
+    let file = d.dir.path().join("import.jsonl");
+    let line = json!({"id": "imported-1", "bank": "mneme", "content": "imported on a bad config", "tags": [],
+        "kind": "world", "created_at": "2026-01-01T00:00:00Z", "metadata": {}});
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    let out = d.cli().arg("import").arg(&file).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
 }
 
 #[tokio::test]

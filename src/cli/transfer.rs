@@ -9,7 +9,7 @@ use mneme_core::transfer::{sized_chunks_of_whole_documents, ChunkLimit};
 use mneme_core::StoredMemory;
 use reqwest::Method;
 
-use super::commands::{load_client_settings, load_settings};
+use super::commands::load_client_settings;
 use super::{CliError, Client};
 use crate::daemon::api::{ExportAnswer, ImportBody, Imported};
 
@@ -169,7 +169,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         }
         memories.push(Line { number: i + 1, memory });
     }
-    let settings = load_settings(config)?.settings;
+    let settings = load_client_settings(config)?.settings;
     // Each request within the daemon's body limit, less the request's own JSON around the memories.
     let most = settings.server.max_body_bytes.saturating_sub(64);
     let limit = ChunkLimit { items: IMPORT_CHUNK, bytes: Some(most) };

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use serde_json::{json, Value};
 
 use super::event_timeout;
-use crate::cli::commands::load_settings;
+use crate::cli::commands::{load_client_settings, load_settings};
 use crate::cli::CliError;
 use crate::config::Settings;
 
@@ -207,7 +207,9 @@ fn add_mcp_server(mcp: &mut Value, ours: &Value) -> Result<(), String> {
 /// `--mcp-headers`: Claude Code's `headersHelper` for the MCP server: the bearer token and the
 /// project's directory (`CLAUDE_PROJECT_DIR`, else the current one), as a JSON object.
 pub fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
-    let settings = load_settings(config)?.settings;
+    // As the hooks: a config the daemon refused leaves it running on its last good one, and a
+    // helper that gave up would take mneme's tools away from the agent.
+    let settings = load_client_settings(config)?.settings;
     let token_path = settings.token_path();
     let token = std::fs::read_to_string(&token_path)
         .map_err(|e| CliError::Other(format!("cannot read the token {}: {e}", token_path.display())))?;
