@@ -209,17 +209,19 @@ impl Reloader {
     /// Watches the config file (and the thesaurus file it names, `local.thesaurus_file`) until
     /// `stop`; each change (debounced) triggers a reload.
     pub fn watch(self: Arc<Self>, stop: CancellationToken) {
-        let Some(dir) = self.path.parent().map(Path::to_path_buf).filter(|d| d.is_dir()) else {
+        // A first run has no config folder yet: the nearest folder that exists is watched until
+        // the missing ones appear (each is then watched as it comes, below).
+        let Some(dir) = self.path.ancestors().skip(1).find(|d| d.is_dir()).map(Path::to_path_buf) else {
             tracing::info!(
-                "not watching {}: its folder does not exist (POST /v1/reload still works)",
+                "not watching {}: no folder of its path exists (POST /v1/reload still works)",
                 self.path.display()
             );
             return;
         };
         // The names of the files watched (a same-named file in a watched folder costs a reload
-        // that changes nothing).
-        let names: Arc<std::sync::Mutex<Vec<OsString>>> =
-            Arc::new(std::sync::Mutex::new(self.path.file_name().map(OsString::from).into_iter().collect()));
+        // that changes nothing): the config's, and those of its folders that do not exist yet.
+        let missing = self.path.strip_prefix(&dir).map(|p| p.iter().map(OsString::from).collect()).unwrap_or_default();
+        let names: Arc<std::sync::Mutex<Vec<OsString>>> = Arc::new(std::sync::Mutex::new(missing));
         // One pending event is enough: the reload reads the file as it is by then.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         // Watch the folder, not the file: editors replace files by renaming over them.
@@ -253,6 +255,18 @@ impl Reloader {
         // up again after each reload: a link may have been pointed elsewhere.
         let config = self.path.clone();
         let mut watch_more = move |settings: &Settings| {
+            // The config's folder and the missing ones above it, as far as they exist now.
+            let unwatched: Vec<PathBuf> = config
+                .ancestors()
+                .skip(1)
+                .take_while(|f| !folders.iter().any(|w| w == f))
+                .map(Path::to_path_buf)
+                .collect();
+            for folder in unwatched {
+                if folder.is_dir() && watcher.watch(&folder, RecursiveMode::NonRecursive).is_ok() {
+                    folders.push(folder);
+                }
+            }
             let mut files = vec![config.clone()];
             files.extend(settings.local.thesaurus_file.as_ref().map(|f| f.path.clone()));
             let targets: Vec<PathBuf> = files.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();

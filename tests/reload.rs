@@ -397,3 +397,24 @@ async fn the_instructions_follow_a_switch_to_another_store() {
     let (_, v) = d.get("/v1/sessions/s/instructions").await;
     assert!(!v["markdown"].as_str().unwrap().contains("the old store holds this"), "{v}");
 }
+
+/// A first run has no config folder: creating it and the file later is picked up as any edit
+/// (the README: "Edit the config file: the daemon watches it").
+#[tokio::test]
+async fn a_config_whose_folder_is_made_after_the_start_is_watched() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("home/.config/mneme/config.toml");
+    let d = Daemon::serve(dir, &config, &[], None);
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(st["backend"]["backend"], "local");
+    // Give the watcher a moment to be set up, then make the folders one at a time.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let home = d.dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::write(&config, "[memory]\nbackend = \"off\"\n").unwrap();
+    let n = wait_for_notice(&d, "memory backend switched").await;
+    assert!(n["message"].as_str().unwrap().contains("from local to off"), "{n}");
+}

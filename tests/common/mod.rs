@@ -53,9 +53,14 @@ impl Daemon {
         if !config.exists() || !extra.is_empty() {
             std::fs::write(&config, extra).unwrap();
         }
+        Self::serve(dir, &config, env, log)
+    }
+
+    /// Starts a daemon on `dir` whose config file is `config` (which need not exist).
+    pub fn serve(dir: tempfile::TempDir, config: &Path, env: &[(&str, &str)], log: Option<&Path>) -> Daemon {
         let mut child = Command::new(bin())
             .args(["serve", "--config"])
-            .arg(&config)
+            .arg(config)
             .envs(env_for(dir.path()))
             .env("MNEME_LOG", "error")
             .envs(env.iter().copied())
