@@ -548,3 +548,44 @@ async fn the_instructions_name_reflect_only_where_the_backend_reflects() {
     let md = v["markdown"].as_str().unwrap();
     assert!(md.contains("mcp__mneme__recall") && !md.contains("reflect"), "{md}");
 }
+
+/// A session's first-turn recall never waits for another session's: each waits only for its
+/// own calls. (Sessions shared 64 locks by hash, so one whose id hashed alike waited out the
+/// other's slow recall, outside its own timeout, and the agent's hook gave up.)
+#[tokio::test]
+async fn a_sessions_recall_never_waits_for_anothers() {
+    // A Hindsight server whose recall takes 3 s for one question and answers the rest at once.
+    let app = axum::Router::new().fallback(|uri: axum::http::Uri, body: String| async move {
+        if uri.path().ends_with("/recall") && body.contains("slowly") {
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        }
+        axum::Json(if uri.path().ends_with("/recall") { json!({"results": []}) } else { json!({}) })
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let d = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n[recall]\ntimeout = \"5s\"\n"
+    ));
+    // Two ids that shared a lock before (the same stripe of 64 by the standard hasher).
+    let stripe = |id: &str| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        id.hash(&mut h);
+        h.finish() % 64
+    };
+    let other = (0..).map(|i| format!("fast-{i}")).find(|id| stripe(id) == stripe("slow")).unwrap();
+    d.start_session("slow", "/p/one").await;
+    d.start_session(&other, "/p/two").await;
+    let slow = d.post("/v1/sessions/slow/agent-start", json!({"prompt": "answer this slowly please"}));
+    let fast = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        let answer = d.post(&format!("/v1/sessions/{other}/agent-start"), json!({"prompt": "how do we deploy?"})).await;
+        (answer, started.elapsed())
+    };
+    let ((status, v), ((fast_status, fast_v), took)) = tokio::join!(slow, fast);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(fast_status, 200, "{fast_v}");
+    assert!(took < std::time::Duration::from_secs(2), "the other session waited {took:?}");
+}

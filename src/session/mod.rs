@@ -243,20 +243,26 @@ struct Inner {
 
 /// A session's automatic work (first-turn recall, automatic retain, its end) runs one call at a
 /// time: two concurrent calls would each read what is recalled or retained and both act on it
-/// (two blocks injected, turns sliced from the same count). Striped by the session id's hash: a
-/// session only ever waits for itself or a rare namesake, and the locks take no bookkeeping.
-struct TurnLocks(Vec<tokio::sync::Mutex<()>>);
+/// (two blocks injected, turns sliced from the same count). One lock per session id: a session
+/// only ever waits for itself. (Locks shared by hash made an unrelated session wait out another's
+/// recall, outside its own timeout, until the agent's hook gave up and tripped its breaker.)
+#[derive(Default)]
+struct TurnLocks(std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
 
 impl TurnLocks {
-    fn new() -> Self {
-        TurnLocks((0..64).map(|_| tokio::sync::Mutex::new(())).collect())
-    }
+    /// Locks no call holds or waits for are dropped once there are this many.
+    const PRUNE_AT: usize = 256;
 
-    async fn lock(&self, id: &str) -> tokio::sync::MutexGuard<'_, ()> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        id.hash(&mut h);
-        self.0[(h.finish() % self.0.len() as u64) as usize].lock().await
+    async fn lock(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if locks.len() >= Self::PRUNE_AT {
+                // Held or awaited, a lock has a clone outside the map.
+                locks.retain(|_, l| Arc::strong_count(l) > 1);
+            }
+            locks.entry(id.to_owned()).or_default().clone()
+        };
+        lock.lock_owned().await
     }
 }
 
@@ -297,7 +303,7 @@ impl Sessions {
                 metrics,
                 notices,
                 map: Mutex::new(map),
-                turns: TurnLocks::new(),
+                turns: TurnLocks::default(),
             }),
         };
         for s in expired {
