@@ -372,6 +372,17 @@ async fn subagents_alias_their_parent_and_cwd_changes_rescope() {
     assert_eq!(v["inject"], Value::Null, "aliases get no automatic recall");
     let v = d.start_session("parent", "/work/beta").await;
     assert_eq!(v["scope"]["tags"], json!(["project:beta"]));
+    // The alias moved with it: clearing through it clears beta, not the alpha it started in.
+    d.start_session("beta-peer", "/work/beta").await;
+    d.post("/v1/sessions/beta-peer/retain", json!({"items": [{"content": "beta note about widgets"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    let (status, v) = d.post("/v1/clear", json!({"session_id": "child"})).await;
+    assert_eq!((status, &v["deleted"]), (200, &json!(1)), "{v}");
+    d.start_session("alpha-peer", "/work/alpha").await;
+    let (_, v) = d.post("/v1/sessions/alpha-peer/recall", json!({"query": "gadgets"})).await;
+    assert!(v["message"].as_str().unwrap().contains("alias note about gadgets"), "alpha's memory was kept: {v}");
+    let (_, v) = d.post("/v1/sessions/beta-peer/recall", json!({"query": "widgets"})).await;
+    assert!(!v["message"].as_str().unwrap().contains("beta note"), "beta's was cleared: {v}");
     // An alias of an alias is an alias of its parent, and a parent named as its alias's alias
     // stays a session of its own (no cycle).
     let (_, v) = d

@@ -465,7 +465,7 @@ impl Sessions {
                 .and_then(|r| serde_json::from_str(&r).ok())
                 .unwrap_or_default(),
         };
-        let session = {
+        let (session, rescoped) = {
             let mut map = self.inner.map.locked();
             let s = map.entry(req.session_id.clone()).or_insert_with(|| Session {
                 id: req.session_id.clone(),
@@ -487,7 +487,8 @@ impl Sessions {
                 first_turn: ended.first_turn,
                 instructions: None,
             });
-            if s.scope != scope {
+            let rescoped = s.scope != scope;
+            if rescoped {
                 // A new cwd (or parent) re-scopes: what was recalled for the old scope no longer applies.
                 s.recalled = false;
                 s.block = None;
@@ -504,9 +505,26 @@ impl Sessions {
             if req.tools.is_some() {
                 s.tools = req.tools.clone();
             }
-            s.clone()
+            (s.clone(), rescoped)
         };
         self.save(&session).await?;
+        if rescoped && session.parent.is_none() {
+            // Its subagents move with it (their retains already do, see `route`): a clear, a
+            // compaction or the instructions of one would otherwise name the old project.
+            let (id, scope, project) = (&session.id, &session.scope, &session.project);
+            self.update_each(|s| {
+                if s.parent.as_ref() != Some(id) || s.scope == *scope {
+                    return false;
+                }
+                s.scope = scope.clone();
+                s.project = project.clone();
+                s.recalled = false;
+                s.block = None;
+                s.instructions = None;
+                true
+            })
+            .await?;
+        }
         // Preparing the scope (e.g. a bank's mission) may wait on a server: never on the agent.
         let (backend, scope, id) = (self.backend(), session.scope.clone(), session.id.clone());
         tokio::spawn(async move {
