@@ -365,7 +365,11 @@ async fn a_hindsight_backend_pointed_at_its_own_daemon_says_so_and_loops_not() {
     let own = d.url("/hindsight");
     std::fs::write(
         d.config_path(),
-        format!("[queue]\nflush_interval = \"1h\"\nmax_attempts = 2\n[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{own}\"\n"),
+        // With its own token (through HINDSIGHT_API_TOKEN, say), so the loop gets past the guard.
+        format!(
+            "[queue]\nflush_interval = \"1h\"\nmax_attempts = 2\n[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{own}\"\napi_token = \"{}\"\n",
+            d.token
+        ),
     )
     .unwrap();
     wait_for_notice(&d, "memory backend switched from local to hindsight").await;
@@ -377,7 +381,12 @@ async fn a_hindsight_backend_pointed_at_its_own_daemon_says_so_and_loops_not() {
     wait_for_notice(&d, "is this mneme's own /hindsight API").await;
     let (_, status) = d.get("/v1/status").await;
     assert_eq!(status["queue"]["dead"], 1, "{status}");
+    assert_eq!(status["queue"]["spooled"], 0, "nothing went round into its own spool: {status}");
     assert!(status.to_string().contains("own /hindsight API"), "{status}");
+    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(flushed["failed"], 0, "{flushed}");
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["queue"]["dead"], 1, "one dead letter, not one more every flush: {status}");
 }
 
 /// A session keeps its instructions' recent memories (the agent's prompt cache) until the

@@ -49,6 +49,18 @@ pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// session cookie may use the view's routes, from the view's own origin (see [`ui::auth`]).
 pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
+    // This daemon's own Hindsight backend, pointed at its /hindsight API (with its token, which
+    // gets past the checks below): refused before anything is spooled, or each delivery would
+    // queue its items again, for ever. The answer carries this instance's header too, which the
+    // backend reads as the loop it is (one dead letter, a notice naming hindsight.api_url).
+    if headers.get(mneme_core::INSTANCE_HEADER).is_some_and(|v| v == mneme_core::instance_id()) {
+        return ApiError::new(
+            StatusCode::CONFLICT,
+            "loop",
+            "this request came from this mneme's own Hindsight backend: hindsight.api_url names this daemon",
+        )
+        .into_response();
+    }
     // Every value counts, not the first: a second Host or Origin must not slip past the check.
     // With `allow_remote`, the view is also opened at the daemon's own address on the network:
     // its origin is then the request's own host (the cookie's CSRF and origin checks still hold).

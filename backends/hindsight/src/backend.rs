@@ -169,6 +169,9 @@ impl HindsightBackend {
             })?;
         let shown = shown_url(&base);
         let mut headers = HeaderMap::new();
+        // Who is asking: a mneme whose api_url names its own /hindsight API refuses the request
+        // before spooling it (the answer's same header then tells this client of the loop).
+        headers.insert(mneme_core::INSTANCE_HEADER, HeaderValue::from_static(mneme_core::instance_id()));
         if let Some(token) = &config.api_token {
             let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
                 .map_err(|_| BackendError::permanent("hindsight.api_token holds characters a header cannot carry"))?;
