@@ -137,6 +137,13 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
     check_422(&v);
     // Not a date-time, or one that its offset moves out of what can be written (these two
     // panicked the handler: the connection dropped with no answer).
+    // A document no URL can name (its delete would be a request for another path).
+    for document in [".", ".."] {
+        let (status, v) =
+            d.post(&bank_path("b", "/memories"), json!({"items": [{"content": "x", "document_id": document}]})).await;
+        assert_eq!(status, 422, "{document}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("items[0].document_id"), "{v}");
+    }
     for timestamp in ["yesterday", "1970-01-01T00:00:00+01:00", "9999-12-31T23:00:00-02:00"] {
         let (status, v) =
             d.post(&bank_path("b", "/memories"), json!({"items": [{"content": "x", "timestamp": timestamp}]})).await;

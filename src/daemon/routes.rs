@@ -324,6 +324,10 @@ pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<ImportProblem> {
     if matches!(m.id.as_str(), "." | "..") {
         return problem(Some("id"), "may not be \".\" or \"..\" (a URL cannot name it)".into());
     }
+    // Nor its document (`DELETE /v1/documents/{id}`, the web view's "Delete document").
+    if matches!(m.document_id.as_deref(), Some("." | "..")) {
+        return problem(Some("document_id"), "may not be \".\" or \"..\" (a URL cannot name it)".into());
+    }
     // As every route that names a bank takes it (`?bank=`, the Hindsight API): stored under
     // another name, its memories could not be listed or forgotten.
     if matches!(m.bank.as_str(), "." | "..") || m.bank.len() > 200 || m.bank.chars().any(char::is_control) {
@@ -527,6 +531,11 @@ mod tests {
         for bank in [".", "..", "a\u{7}b", &"b".repeat(201)] {
             let problem = super::import_problem(&memory(bank)).expect(bank);
             assert_eq!(problem.field, Some("bank"), "{bank:?}");
+        }
+        // Nor a document no URL can name (the web view's "Delete document" would miss it).
+        for document in [".", ".."] {
+            let m = mneme_core::StoredMemory { document_id: Some(document.into()), ..memory("work") };
+            assert_eq!(super::import_problem(&m).expect(document).field, Some("document_id"));
         }
     }
 

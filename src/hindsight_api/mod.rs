@@ -127,6 +127,12 @@ impl HindsightApi {
             if text::is_blank(&content) {
                 return Err(CompatError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
             }
+            // A URL reads "." and ".." as its own steps: the document could not be deleted.
+            if matches!(item.document_id.as_deref(), Some("." | "..")) {
+                return Err(CompatError::Invalid(format!(
+                    "items[{i}].document_id may not be \".\" or \"..\" (a URL cannot name it); nothing was stored"
+                )));
+            }
             let tags = item.tags.as_ref().map_or(0, Vec::len) + req.document_tags.as_ref().map_or(0, Vec::len);
             if let Some(why) = mneme_core::too_many_tags(tags) {
                 return Err(CompatError::Invalid(format!("items[{i}] (with document_tags) {why}; nothing was stored")));
