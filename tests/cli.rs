@@ -84,6 +84,15 @@ fn a_stopped_daemon_is_one_clear_line_and_exit_3() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains("not running at 127.0.0.1:9") && err.contains("mneme serve"), "{err}");
     }
+    // A clear not confirmed is told so, daemon or not.
+    let out = assert_cmd::Command::new(common::bin())
+        .env("MNEME_CONFIG", &config)
+        .env("MNEME_STORAGE__DIR", dir.path().join("data"))
+        .args(["clear", "--all"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"), "{out:?}");
     // With --json, standard output says it too, as JSON.
     let out = assert_cmd::Command::new(common::bin())
         .env("MNEME_CONFIG", &config)

@@ -47,6 +47,18 @@ async fn export_then_import_is_lossless_and_idempotent() {
             .count(),
         0
     );
+    // Nor does one whose output names a folder: the whole copy is not left beside it.
+    let folder = a.dir.path().join("backups");
+    std::fs::create_dir(&folder).unwrap();
+    let out = a.cli().args(["export", "--output"]).arg(&folder).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let partials = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains("partial"))
+            .count()
+    };
+    assert_eq!(partials(a.dir.path()), 0);
     let out = a.cli().args(["export", "--output"]).arg(&file).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     use std::os::unix::fs::PermissionsExt;

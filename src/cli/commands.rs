@@ -70,6 +70,15 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
 }
 
 pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool) -> Result<ExitCode, CliError> {
+    // A clear not confirmed is refused first, whether or not a daemon runs.
+    if let Command::Clear { remote, yes: false, .. } = command {
+        let what = if remote {
+            "clear --remote deletes the server's whole bank, every project's memories in it (Hindsight cannot delete by tag), and cannot be undone; add --yes to confirm"
+        } else {
+            "clear deletes memories and cannot be undone; add --yes to confirm"
+        };
+        return Err(CliError::Other(what.into()));
+    }
     let settings = load_client_settings(flag)?.settings;
     let client = Client::connect(&settings).await?;
     match command {
@@ -115,15 +124,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
                 follow_notices(&client, last, as_json).await?;
             }
         }
-        Command::Clear { session, all, remote, yes } => {
-            if !yes {
-                let what = if remote {
-                    "clear --remote deletes the server's whole bank, every project's memories in it (Hindsight cannot delete by tag), and cannot be undone; add --yes to confirm"
-                } else {
-                    "clear deletes memories and cannot be undone; add --yes to confirm"
-                };
-                return Err(CliError::Other(what.into()));
-            }
+        Command::Clear { session, all, remote, yes: _ } => {
             let v: Cleared = client.post("/v1/clear", &Clear { session_id: session, all, remote }).await?;
             show(as_json, &v, v.message.clone());
         }

@@ -49,6 +49,8 @@ pub(super) async fn export(
     let n = match (written, &partial, &output) {
         (Ok(n), Some(partial), Some(path)) => {
             std::fs::rename(partial, path).map_err(|e| {
+                // A whole copy of every memory is not left lying beside it (`-o` naming a folder).
+                let _ = std::fs::remove_file(partial);
                 CliError::Other(format!("cannot rename {} to {}: {e}", partial.display(), path.display()))
             })?;
             n
