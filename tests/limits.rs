@@ -307,3 +307,36 @@ async fn a_cwd_longer_than_a_path_is_refused() {
         d.post("/v1/sessions", json!({"session_id": "s-ok", "cwd": format!("/{}", "b/".repeat(2000))})).await;
     assert_eq!(status, 200);
 }
+
+/// A client that sends requests and never reads the answers (thousands pipelined in one write)
+/// would leave hyper waiting to write with no timer running, holding a place for ever: the
+/// connection is closed once it has read nothing for `server.header_timeout`.
+#[tokio::test]
+async fn a_client_that_never_reads_its_answers_loses_its_place() {
+    let d = Daemon::start("[server]\nmax_connections = 1\nheader_timeout = \"1s\"\n");
+    let addr: std::net::SocketAddr = d.addr.parse().unwrap();
+    // A small receive buffer, so the answers back up quickly.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(addr).await.unwrap();
+    let mut stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    let requests = "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".repeat(50_000);
+    let writer = std::thread::spawn(move || {
+        // It may be cut off part-way once the daemon closes the connection.
+        let _ = stream.write_all(requests.as_bytes());
+        stream
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The one place is the stalled connection's until its timeout frees it.
+    let answered = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(6))
+        .build()
+        .unwrap()
+        .get(d.url("/v1/health"))
+        .send()
+        .await;
+    assert!(answered.is_ok_and(|r| r.status() == 200), "the place was never given back");
+    drop(writer.join().unwrap());
+}

@@ -1,6 +1,7 @@
 //! The accept loop, after mini-redis's `server::run`: a semaphore caps open connections, so a
 //! flood of half-open ones cannot exhaust file descriptors or memory, and hyper closes a
 //! connection whose request headers do not arrive in time (also between keep-alive requests).
+//! A client that stops reading its answers is closed after the same timeout (`write_stall`).
 //! On shutdown it stops accepting and lets the requests in progress finish. What hyper answers
 //! itself (bytes that are not HTTP, headers too large) gets the API's JSON error body too.
 
@@ -31,8 +32,8 @@ const MAX_HEADER_BYTES: usize = 64 * 1024;
 pub struct Limits {
     /// Open connections at most; more wait in the kernel's backlog.
     pub max_connections: usize,
-    /// A request's headers must arrive within this, and an idle keep-alive connection is closed
-    /// after it.
+    /// A request's headers must arrive within this, and an idle keep-alive connection (or one
+    /// whose client reads nothing of its answer) is closed after it.
     pub header_timeout: Duration,
 }
 
@@ -73,6 +74,7 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
         // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
         let _ = tcp.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
+        let tcp = super::write_stall::WriteStall::new(tcp, limits.header_timeout);
         let io = TokioIo::new(super::parse_errors::JsonParseErrors::new(tcp));
         let connection = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {

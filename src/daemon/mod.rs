@@ -15,6 +15,7 @@ mod parse_errors;
 mod routes;
 mod startup;
 mod ui;
+mod write_stall;
 
 use std::future::Future;
 use std::net::SocketAddr;
