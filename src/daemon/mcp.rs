@@ -119,17 +119,6 @@ pub struct MemoryTools {
     tool_router: ToolRouter<Self>,
 }
 
-fn tool_error(e: SessionError) -> ErrorData {
-    match e {
-        SessionError::NotFound(_) | SessionError::Invalid(_) => ErrorData::invalid_params(e.to_string(), None),
-        // What the backend cannot do at all (reflect on the local store) is the caller's to know.
-        SessionError::Backend(mneme_core::BackendError::Unsupported(_)) => {
-            ErrorData::invalid_request(e.to_string(), None)
-        }
-        other => ErrorData::internal_error(other.to_string(), None),
-    }
-}
-
 /// A tool's answer. A call the model got wrong (an unknown session, an unusable argument, a tool
 /// the backend lacks) is a JSON-RPC error; memory failing to do its part (a backend down, a full
 /// disk, a spool that cannot write) is a tool result marked `isError`, as MCP asks of a tool's
@@ -137,8 +126,13 @@ fn tool_error(e: SessionError) -> ErrorData {
 fn tool_answer(answer: Result<String, SessionError>) -> Result<CallToolResult, ErrorData> {
     let e = match answer {
         Ok(text) => return Ok(CallToolResult::success(vec![ContentBlock::text(text)])),
-        Err(e @ (SessionError::NotFound(_) | SessionError::Invalid(_))) => return Err(tool_error(e)),
-        Err(e @ SessionError::Backend(mneme_core::BackendError::Unsupported(_))) => return Err(tool_error(e)),
+        Err(e @ (SessionError::NotFound(_) | SessionError::Invalid(_))) => {
+            return Err(ErrorData::invalid_params(e.to_string(), None))
+        }
+        // What the backend cannot do at all (reflect on the local store) is the caller's to know.
+        Err(e @ SessionError::Backend(mneme_core::BackendError::Unsupported(_))) => {
+            return Err(ErrorData::invalid_request(e.to_string(), None))
+        }
         Err(e) => super::ApiError::from(e),
     };
     let text = match e.retry_after {
