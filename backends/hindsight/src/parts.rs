@@ -11,7 +11,9 @@
 //! every attempt.
 //!
 //! So every part is asynchronous and carries its own stable operation id:
-//! - the items without a document, together (each becomes a document of its own);
+//! - the items without a document, together, each named as a document of its own by its item
+//!   id (a retain naming no document puts all its items in one generated document, which
+//!   Hindsight 1.1 deletes whole: forgetting one memory would take the rest of its batch);
 //! - then each item that names a document, alone, in the batch's order. An item of a document
 //!   an earlier item of the batch already holds is sent as an append: the document is what the
 //!   batch's items of it add up to, as the synchronous form stored it.
@@ -45,7 +47,12 @@ pub fn parts<'a>(batch_id: &str, items: &'a [MemoryItem]) -> Vec<Part<'a>> {
     let loose: Vec<(&MemoryItem, bool)> =
         items.iter().filter(|i| i.document_id.is_none()).map(|i| (i, false)).collect();
     if !loose.is_empty() {
-        out.push(part(loose));
+        let mut sent = part(loose);
+        let ids = items.iter().filter(|i| i.document_id.is_none()).map(|i| i.id.as_str());
+        for (item, id) in sent.items.iter_mut().zip(ids) {
+            item.document_id = Some(id);
+        }
+        out.push(sent);
     }
     let mut seen = std::collections::HashSet::new();
     for item in items {
@@ -134,10 +141,14 @@ mod tests {
         ];
         let sent: Vec<Vec<RetainItem<'_>>> = parts("b", &items).into_iter().map(|p| p.items).collect();
         assert_eq!(shape(&sent), [&["a", "b"][..], &["x1"], &["y1"], &["+x2"], &["+x3"]]);
-        for p in sent {
+        // Each loose item is a document of its own, named by its id (deleting one's document
+        // deletes it alone).
+        let loose: Vec<&str> = sent[0].iter().map(|i| i.document_id.unwrap()).collect();
+        assert_eq!(loose, [items[1].id.as_str(), items[4].id.as_str()]);
+        for p in &sent[1..] {
             let mut documents = std::collections::HashSet::new();
             assert!(p.iter().filter_map(|i| i.document_id).all(|d| documents.insert(d)), "a document twice in a part");
-            assert!(documents.len() <= 1, "a part names one document at most");
+            assert!(documents.len() <= 1, "a part of a document's items names that document alone");
         }
     }
 

@@ -380,3 +380,23 @@ async fn an_append_right_after_a_two_document_delivery_is_kept() {
     let text = wait_for_document(&url, &bank, "doc-x", &["walrus", "narwhal"]).await;
     assert!(text.find("walrus") < text.find("narwhal"), "{text:?}");
 }
+
+/// Items retained without a document (the retain tool's facts) are each a document of their
+/// own: Hindsight 1.1 forgets by document, and one shared by a whole delivery would take the
+/// rest of the batch with the memory forgotten.
+#[tokio::test]
+async fn a_fact_retained_with_others_is_forgotten_alone() {
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-loose").await else { return };
+    let items = vec![
+        item("1", "The wombat queue drains every minute", &[], None),
+        item("2", "The numbat cache holds sessions for a day", &[], None),
+    ];
+    b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items }).await.unwrap();
+    wait_for_count(&url, &bank, 2).await;
+    let all = b.browse(&BrowseQuery { bank: Some(bank.clone()), limit: 10, ..BrowseQuery::default() }).await.unwrap();
+    let wombat = all.memories.iter().find(|m| m.content.contains("wombat")).unwrap();
+    let document = wombat.document_id.clone().expect("a document of its own");
+    let done = b.forget(&Forget::Document { id: document, bank: bank.clone() }).await.unwrap();
+    assert_eq!(done.deleted, Some(1), "{done:?}");
+    assert_eq!(list_texts(&url, &bank).await, ["The numbat cache holds sessions for a day"]);
+}
