@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use mneme_core::transfer::{chunks_of_whole_documents, ChunkLimit};
 use mneme_core::*;
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, LOCATION, RETRY_AFTER};
 use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -182,6 +182,7 @@ impl HindsightBackend {
             .user_agent(concat!("mneme/", env!("CARGO_PKG_VERSION")))
             .default_headers(headers)
             .connect_timeout(Duration::from_secs(5).min(config.timeout))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| BackendError::permanent(format!("cannot build the HTTP client: {e}")))?;
         let rps = NonZeroU32::new(config.requests_per_second.max(1)).expect("at least 1");
@@ -250,6 +251,10 @@ impl HindsightBackend {
         }
         if status == StatusCode::NOT_FOUND {
             return Ok(None);
+        }
+        if status.is_redirection() {
+            let location = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok());
+            return Err(errors::redirected(what, status, location));
         }
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let text = resp.text().await.map_err(|e| errors::from_transport(what, &self.shown, &e))?;

@@ -68,10 +68,24 @@ pub fn from_status(what: &str, status: StatusCode, retry_after: Option<&str>, bo
             "{what}: Hindsight refused the API token (401 Unauthorized); check hindsight.api_token (or HINDSIGHT_API_TOKEN)"
         )),
         403 => BackendError::permanent(format!("{reason}; check hindsight.api_token")),
+        // A server's Retry-After is honoured where HTTP gives it: 429 and 503.
+        429 | 503 => BackendError::Transient { reason, retry_after: retry_after.and_then(parse_retry_after) },
         408 | 500..=599 => BackendError::Transient { reason, retry_after: None },
-        429 => BackendError::Transient { reason, retry_after: retry_after.and_then(parse_retry_after) },
         _ => BackendError::permanent(reason),
     }
+}
+
+/// A redirect, which mneme does not follow: a POST would arrive as a GET (a 301 or 302), or the
+/// memories go to whatever host the answer names. Permanent, naming where it points, so the
+/// user sets `hindsight.api_url` to it.
+pub fn redirected(what: &str, status: StatusCode, location: Option<&str>) -> BackendError {
+    let to = match location {
+        Some(l) => format!("to {}", mneme_core::text::quoted_unless_private(l)),
+        None => "without saying where".to_owned(),
+    };
+    BackendError::permanent(format!(
+        "{what}: Hindsight answered {status}, redirecting {to}; set hindsight.api_url to where it points (mneme does not follow redirects)"
+    ))
 }
 
 /// `Retry-After` as seconds (an HTTP date is treated as "soon": 1 s).
@@ -130,6 +144,8 @@ mod tests {
         assert!(from_status("retain", StatusCode::REQUEST_TIMEOUT, None, "").is_transient());
         let e = from_status("retain", StatusCode::TOO_MANY_REQUESTS, Some("7"), "");
         assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
+        let e = from_status("retain", StatusCode::SERVICE_UNAVAILABLE, Some("4"), "");
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(4)), "a 503's Retry-After too");
         assert!(!from_status("retain", StatusCode::UNPROCESSABLE_ENTITY, None, "{}").is_transient());
         let e = from_status("recall", StatusCode::UNAUTHORIZED, None, "");
         assert!(!e.is_transient() && e.to_string().contains("hindsight.api_token"));

@@ -133,6 +133,37 @@ async fn a_connection_attempt_that_times_out_is_an_outage() {
     drop((held, listener));
 }
 
+/// An ingress that redirects (http to https, another path): a 301 or 302 would turn the POST
+/// into a GET (then a 405, read as the server refusing every batch), a 307 would send the
+/// memories to whatever host it names. Not followed: a permanent error naming where it points.
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_names_where_it_points() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let elsewhere = serve(Router::new().fallback(move || {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            r#"{"success": true, "bank_id": "b", "items_count": 1, "async": true}"#
+        }
+    }))
+    .await;
+    for status in [StatusCode::MOVED_PERMANENTLY, StatusCode::TEMPORARY_REDIRECT] {
+        let target = format!("{elsewhere}/v1/default/banks/b/memories");
+        let url =
+            serve(Router::new().route(
+                "/v1/default/banks/b/memories",
+                post(move || async move { (status, [("location", target)], "") }),
+            ))
+            .await;
+        let e =
+            HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+        assert!(!e.is_transient(), "{status}: {e}");
+        assert!(e.to_string().contains(&elsewhere) && e.to_string().contains("hindsight.api_url"), "{e}");
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing was sent where the redirect pointed");
+}
+
 #[tokio::test]
 async fn the_rate_limit_waits_instead_of_dropping() {
     let hits = Arc::new(AtomicUsize::new(0));
