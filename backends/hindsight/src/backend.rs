@@ -35,6 +35,26 @@ fn accepted(what: &str, answer: Option<RetainResponse>, bank: &str) -> Result<()
     }
 }
 
+/// The longest answer read from the server: its largest (a list of 1,000 memories, a recall
+/// within its token budget) take a few MiB; a proxy or a server gone wrong may send without end.
+const MAX_ANSWER_BYTES: usize = 64 << 20;
+
+/// An answer's body as text, refused once it passes [`MAX_ANSWER_BYTES`] (worth retrying, like
+/// any answer that is not Hindsight's).
+async fn read_answer(what: &str, shown: &str, mut resp: reqwest::Response) -> Result<String, BackendError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| errors::from_transport(what, shown, &e))? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(BackendError::transient(format!(
+                "{what}: Hindsight's answer is longer than {} MiB; not read",
+                MAX_ANSWER_BYTES >> 20
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
 /// Memories sent in one import request.
 const IMPORT_CHUNK: usize = 100;
 
@@ -257,7 +277,7 @@ impl HindsightBackend {
             return Err(errors::redirected(what, status, location));
         }
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let text = resp.text().await.map_err(|e| errors::from_transport(what, &self.shown, &e))?;
+        let text = read_answer(what, &self.shown, resp).await?;
         if !status.is_success() {
             return Err(errors::from_status(what, status, retry_after.as_deref(), &text));
         }

@@ -164,6 +164,32 @@ async fn a_redirect_is_not_followed_and_names_where_it_points() {
     assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing was sent where the redirect pointed");
 }
 
+/// A server (or a proxy) that answers without end: what is read is bounded, and the retain is
+/// worth retrying, not taken as delivered.
+#[tokio::test]
+async fn an_answer_without_end_is_refused_past_its_bound() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 65536];
+                let _ = s.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                if s.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = format!("100000\r\n{}\r\n", " ".repeat(1 << 20));
+                // Until the client hangs up.
+                while s.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
+    let e = HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.is_transient() && e.to_string().contains("longer than"), "{e}");
+}
+
 #[tokio::test]
 async fn the_rate_limit_waits_instead_of_dropping() {
     let hits = Arc::new(AtomicUsize::new(0));
