@@ -31,8 +31,10 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 pub struct Reloaded {
     /// The backend now in force.
     pub backend: BackendId,
-    /// Whether the backend was switched.
+    /// Whether the backend was switched (or reopened with other settings).
     pub changed: bool,
+    /// The backend in force before.
+    pub previous: BackendId,
     /// Keys that changed but only apply after a restart.
     pub restart_needed: Vec<String>,
 }
@@ -114,7 +116,8 @@ impl Reloader {
                 self.path.display()
             );
             self.notices.emit(Level::Warning, "config", None, message).await;
-            return Ok(Reloaded { backend: old.memory.backend, changed: false, restart_needed: Vec::new() });
+            let backend = old.memory.backend;
+            return Ok(Reloaded { backend, changed: false, previous: backend, restart_needed: Vec::new() });
         };
         let mut new = match loaded {
             Ok(loaded) => loaded.settings,
@@ -203,7 +206,7 @@ impl Reloader {
         } else if *new != *old {
             tracing::info!("configuration reloaded from {}", self.path.display());
         }
-        Ok(Reloaded { backend: new.memory.backend, changed: swap, restart_needed })
+        Ok(Reloaded { backend: new.memory.backend, changed: swap, previous: old.memory.backend, restart_needed })
     }
 
     /// Watches the config file (and the thesaurus file it names, `local.thesaurus_file`) until

@@ -77,7 +77,10 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     let d = Daemon::start("");
     std::fs::write(d.config_path(), "[queue]\nbatch_size = 2\n[recall]\nmax_tokens = 64\n").unwrap();
     let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
-    assert_eq!((status, &v), (200, &json!({"backend": "local", "changed": false, "restart_needed": []})));
+    assert_eq!(
+        (status, &v),
+        (200, &json!({"backend": "local", "changed": false, "previous_backend": "local", "restart_needed": []}))
+    );
     // batch_size 2 now: two retains flush at once.
     d.start_session("s", "/p/y").await;
     d.post("/v1/sessions/s/retain", json!({"items": [{"content": "one"}, {"content": "two"}]})).await;
@@ -401,8 +404,10 @@ async fn the_instructions_follow_a_switch_to_another_store() {
     assert!(v["markdown"].as_str().unwrap().contains("the old store holds this"), "{v}");
     let other = d.dir.path().join("other.db");
     std::fs::write(d.config_path(), format!("[local]\npath = {:?}\n", other.display().to_string())).unwrap();
-    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
-    assert_eq!((status, &v["changed"]), (200, &json!(true)), "{v}");
+    // The CLI says what the reload did: the same backend, reopened (not "switched").
+    let out = d.cli().arg("reload").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Reopened the local backend with its new settings.\n");
     let (_, v) = d.get("/v1/sessions/s/instructions").await;
     assert!(!v["markdown"].as_str().unwrap().contains("the old store holds this"), "{v}");
 }

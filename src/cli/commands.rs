@@ -143,10 +143,13 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         Command::Reload => match client.send::<Reloaded>(Method::POST, "/v1/reload").await {
             Ok(v) => {
                 let backend = v.backend;
-                let mut human = if v.changed {
-                    format!("Switched the memory backend to {backend}.")
-                } else {
-                    format!("Reloaded the configuration (backend {backend}, unchanged).")
+                let mut human = match v.previous_backend {
+                    _ if !v.changed => format!("Reloaded the configuration (backend {backend}, unchanged)."),
+                    Some(previous) if previous == backend => {
+                        format!("Reopened the {backend} backend with its new settings.")
+                    }
+                    Some(previous) => format!("Switched the memory backend from {previous} to {backend}."),
+                    None => format!("Switched the memory backend to {backend}."),
                 };
                 if !v.restart_needed.is_empty() {
                     human.push_str(&format!(" Restart mneme to apply {}.", v.restart_needed.join(", ")));

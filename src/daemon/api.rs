@@ -445,8 +445,12 @@ fn is_zero(n: &usize) -> bool {
 pub struct Reloaded {
     /// The backend now in force.
     pub backend: mneme_core::BackendId,
-    /// Whether the backend was switched.
+    /// Whether the backend was switched, or reopened with other settings (see
+    /// `previous_backend`).
     pub changed: bool,
+    /// The backend in force before the reload (absent from daemons before it was added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_backend: Option<mneme_core::BackendId>,
     /// Changed keys that only apply after a restart.
     pub restart_needed: Vec<String>,
 }

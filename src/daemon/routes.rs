@@ -226,7 +226,14 @@ pub async fn reload(State(s): St) -> Response {
     use crate::reload::ReloadError;
     match s.reloader.reload().await {
         Ok(r) => {
-            Json(Reloaded { backend: r.backend, changed: r.changed, restart_needed: r.restart_needed }).into_response()
+            let previous_backend = Some(r.previous);
+            Json(Reloaded {
+                backend: r.backend,
+                changed: r.changed,
+                previous_backend,
+                restart_needed: r.restart_needed,
+            })
+            .into_response()
         }
         Err(ReloadError::Invalid(e)) => {
             let errors = e
