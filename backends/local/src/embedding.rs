@@ -299,6 +299,16 @@ impl Semantic {
                 Err(EmbedError::Invalid(reason)) => one_by_one(&*embedder, batch, reason),
                 other => other.map(|vectors| (batch, vectors)),
             };
+            // The endpoint's length became known with this very batch (its first answer since a
+            // start) and differs from the stored vectors': the loop starts over above, and this
+            // batch is embedded again with the rest (stored now, the index would refuse it and
+            // the start-over keep it, so it would never be found).
+            let index_dim = read(&self.index).dim();
+            if let Ok((_, vectors)) = &embedded {
+                if index_dim != 0 && vectors.first().is_some_and(|v| v.len() != index_dim) {
+                    continue;
+                }
+            }
             match embedded {
                 Ok((batch, vectors)) => match self.store(writer, batch, vectors) {
                     Ok(()) => {

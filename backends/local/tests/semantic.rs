@@ -713,3 +713,36 @@ async fn vectors_of_a_new_length_after_a_restart_are_computed_again() {
         .collect();
     assert_eq!(lengths, [DIM as i64 / 2]);
 }
+
+/// Passages left to embed at a restart after which the endpoint's vectors changed length: the
+/// first batch is embedded before anything shows the change, and must be found by meaning
+/// afterwards too (it was stored, refused by the index, and kept by the start-over, so never
+/// loaded until the next restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passages_left_to_embed_when_the_length_changes_are_found_by_meaning() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let mut stub = Stub::start();
+    {
+        let b = openai(&path, &stub, "hash-64", Duration::from_secs(5));
+        retain(&b, numbered(0, 10)).await;
+        assert_eq!(embedded(&b, Duration::from_secs(30)).await.embedded, 10);
+    }
+    stub.stop();
+    {
+        // The endpoint down: these wait to be embedded.
+        let b = openai(&path, &stub, "hash-64", Duration::from_secs(1));
+        retain(&b, numbered(10, 5)).await;
+    }
+    stub.restart();
+    stub.set(Answer::WrongLength); // from now on the endpoint's vectors are half as long
+    let b = openai(&path, &stub, "hash-64", Duration::from_secs(5));
+    assert_eq!(embedded(&b, Duration::from_secs(30)).await.embedded, 15);
+    for i in [2, 12] {
+        let dense = recall(&b, &format!("note {i} about walrus{i}"), RecallMode::Dense).await;
+        assert_eq!(
+            dense.first().map(String::as_str),
+            Some(format!("note {i} about walrus{i} and the harbour").as_str())
+        );
+    }
+}
