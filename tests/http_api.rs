@@ -600,3 +600,24 @@ async fn a_sessions_recall_never_waits_for_anothers() {
     assert_eq!(fast_status, 200, "{fast_v}");
     assert!(took < std::time::Duration::from_secs(2), "the other session waited {took:?}");
 }
+
+/// The same fact retained in two projects is stored once, carrying both projects' tags:
+/// clearing one project's scope leaves it to the other instead of deleting it from under it.
+#[tokio::test]
+async fn clearing_a_project_keeps_what_another_project_also_retained() {
+    let d = Daemon::start("");
+    d.start_session("a", "/p/one").await;
+    d.start_session("b", "/p/two").await;
+    let shared = "we deploy with cargo-dist";
+    d.post("/v1/sessions/a/retain", json!({"items": [{"content": shared}, {"content": "one's own fact"}]})).await;
+    d.post("/v1/sessions/b/retain", json!({"items": [{"content": shared}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/status").await;
+    assert_eq!(v["backend"]["memories"], 2, "stored once: {v}");
+    let (status, v) = d.post("/v1/clear", json!({"session_id": "a"})).await;
+    assert_eq!((status, &v["deleted"]), (200, &json!(1)), "{v}");
+    let (_, v) = d.post("/v1/sessions/b/recall", json!({"query": "how do we deploy"})).await;
+    assert!(v["message"].as_str().unwrap().contains(shared), "the other project keeps it: {v}");
+    let (_, v) = d.post("/v1/sessions/a/recall", json!({"query": "how do we deploy"})).await;
+    assert!(!v["message"].as_str().unwrap().contains(shared), "no longer the cleared project's: {v}");
+}

@@ -13,7 +13,9 @@ pub fn scope_for(settings: &Settings, cwd: &str) -> (Scope, String) {
     let scope = match settings.memory.scoping {
         Scoping::Global => Scope { bank: base, tags: vec![] },
         Scoping::PerProject => Scope { bank: format!("{base}-{label}"), tags: vec![] },
-        Scoping::PerProjectTagged => Scope { bank: base, tags: vec![format!("project:{label}")] },
+        Scoping::PerProjectTagged => {
+            Scope { bank: base, tags: vec![format!("{}{label}", mneme_core::PROJECT_TAG_PREFIX)] }
+        }
     };
     (scope, label)
 }

@@ -20,6 +20,9 @@ pub mod time;
 pub mod transfer;
 pub mod types;
 
+/// What a project's tag starts with (`memory.scoping = "per-project-tagged"`: `project:<label>`).
+pub const PROJECT_TAG_PREFIX: &str = "project:";
+
 /// The header every answer of a mneme daemon carries, naming its process: a backend that finds
 /// its own daemon's value in a server's answer is talking to itself.
 pub const INSTANCE_HEADER: &str = "x-mneme-instance";

@@ -111,7 +111,7 @@ pub(crate) fn stored_memory(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMem
     })
 }
 
-fn decode_tags(encoded: &str) -> Vec<String> {
+pub(crate) fn decode_tags(encoded: &str) -> Vec<String> {
     encoded.split(SEP).filter(|t| !t.is_empty()).map(str::to_owned).collect()
 }
 

@@ -14,7 +14,7 @@ use crate::fts;
 use crate::passages;
 use crate::recall::PassageCount;
 use crate::retain::{retain_one, Documents, Writing};
-use crate::rows::{push_tag_filter, recalled, stored_memory};
+use crate::rows::{decode_tags, encode_tags, push_tag_filter, recalled, stored_memory};
 use crate::thesaurus::Thesaurus;
 
 /// Filters and bounds for [`Store::recall`].
@@ -358,13 +358,40 @@ impl Store {
         rows.collect()
     }
 
-    /// Deletes a bank's memories; with tags, only those carrying one of them. Returns the count.
+    /// Deletes a bank's memories; with tags, only those carrying one of them. A memory another
+    /// project holds too (the same text retained there is stored once, its tags merged) loses
+    /// the cleared tags instead, and stays that project's. Returns how many were deleted.
     pub fn clear_scope(&mut self, bank: &str, tags: &[String]) -> rusqlite::Result<u64> {
         let mut filter = String::from("m.bank = ?1");
         let mut args = vec![bank.to_owned()];
         push_tag_filter(&mut filter, &mut args, tags, TagsMatch::AnyStrict);
         let args: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
+        if !tags.is_empty() {
+            // Untagged, they no longer match the filter the deletion uses.
+            self.untag_shared(&filter, &args, tags)?;
+        }
         self.delete_memories(&filter, &args)
+    }
+
+    /// Takes `tags` off the memories `WHERE filter` that another project's tag keeps.
+    fn untag_shared(&mut self, filter: &str, args: &[&dyn rusqlite::ToSql], tags: &[String]) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        let matched: Vec<(i64, String)> = tx
+            .prepare(&format!("SELECT m.seq, m.tags FROM memories AS m WHERE {filter}"))?
+            .query_map(args, |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut retagged = HashMap::new();
+        for (seq, encoded) in matched {
+            let left: Vec<String> = decode_tags(&encoded).into_iter().filter(|t| !tags.contains(t)).collect();
+            if left.iter().any(|t| t.starts_with(mneme_core::PROJECT_TAG_PREFIX)) {
+                let encoded = encode_tags(&left);
+                tx.execute("UPDATE memories SET tags = ?1 WHERE seq = ?2", params![encoded, seq])?;
+                retagged.insert(seq, encoded);
+            }
+        }
+        tx.commit()?;
+        self.changes.merge(Changes { retagged, ..Changes::default() });
+        Ok(())
     }
 
     /// Deletes the memories `WHERE filter` (over `memories AS m`, with `args`) and what hangs off
