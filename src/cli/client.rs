@@ -35,7 +35,8 @@ pub fn recorded_addr(pid_path: &Path) -> Option<String> {
 /// answer (stopped, or wedged).
 pub fn locked_pid(pid_path: &Path) -> Option<u32> {
     let file = std::fs::File::open(pid_path).ok()?;
-    match file.try_lock() {
+    // Shared: two commands looking at once do not take each other for a daemon.
+    match file.try_lock_shared() {
         // Nobody holds it: no daemon (the lock goes with the file when it is dropped).
         Ok(()) | Err(std::fs::TryLockError::Error(_)) => None,
         Err(std::fs::TryLockError::WouldBlock) => pidfile_line(pid_path, 0)?.parse().ok(),

@@ -194,7 +194,7 @@ fn lock_storage(pid_path: &Path, dir: &Path) -> Result<File, StartError> {
         .mode(0o600)
         .open(pid_path)
         .map_err(|e| storage_error("open", pid_path, e))?;
-    if let Err(e) = file.try_lock() {
+    if let Err(e) = lock_soon(&file) {
         return match e {
             std::fs::TryLockError::WouldBlock => {
                 let mut text = String::new();
@@ -210,6 +210,23 @@ fn lock_storage(pid_path: &Path, dir: &Path) -> Result<File, StartError> {
     file.set_len(0).map_err(|e| storage_error("write", pid_path, e))?;
     writeln!(file, "{}", std::process::id()).map_err(|e| storage_error("write", pid_path, e))?;
     Ok(file)
+}
+
+/// How long a start waits for the pidfile's lock before taking it for another daemon's: a CLI
+/// command that looks for a daemon holds it for a moment (`cli::client::locked_pid`).
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The pidfile's exclusive lock, tried again for [`LOCK_PATIENCE`] while someone holds it.
+fn lock_soon(file: &File) -> Result<(), std::fs::TryLockError> {
+    let started = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_PATIENCE => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Reads the token, or generates one (mode 0600) on first start. A token file others can read
@@ -239,5 +256,29 @@ fn load_or_create_token(path: &Path) -> Result<String, StartError> {
             std::fs::rename(&tmp, path).map_err(|e| storage_error("write", path, e))?;
             Ok(token)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A CLI command looking for a daemon holds the pidfile's lock for a moment: a daemon
+    /// starting just then waits it out instead of refusing as if another daemon ran.
+    #[test]
+    fn a_start_waits_out_a_lock_held_for_a_moment() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_path = dir.path().join("mneme.pid");
+        std::fs::write(&pid_path, "").unwrap();
+        let probe = std::fs::File::open(&pid_path).unwrap();
+        probe.lock_shared().unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(probe);
+        });
+        let held = super::lock_storage(&pid_path, dir.path());
+        assert!(held.is_ok(), "{:?}", held.err().map(|e| e.to_string()));
+        release.join().unwrap();
+        // A daemon that holds it is still told apart.
+        let second = super::lock_storage(&pid_path, dir.path());
+        assert!(matches!(second, Err(super::StartError::AlreadyRunning { .. })));
     }
 }
