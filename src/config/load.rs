@@ -370,8 +370,18 @@ impl LineIndex {
         let mut sections = HashMap::new();
         let mut keys = HashMap::new();
         let mut current = String::new();
+        // The closing quotes of a multi-line string the scan is inside: its lines are text,
+        // whatever they look like (a `[heading]` in a preamble is no section).
+        let mut in_string: Option<&str> = None;
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
+            if let Some(quotes) = in_string {
+                if raw.matches(quotes).count() % 2 == 1 {
+                    in_string = None;
+                }
+                continue;
+            }
+            in_string = ["\"\"\"", "'''"].into_iter().find(|q| line.matches(q).count() % 2 == 1);
             if let Some(header) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
                 current = header.trim().trim_matches('"').to_owned();
                 sections.entry(current.clone()).or_insert(i + 1);

@@ -39,6 +39,16 @@ fn every_problem_is_reported_with_key_and_line() {
     assert!(errors[0].message.contains("\"off\", \"local\", \"hindsight\""), "{}", errors[0].message);
 }
 
+/// A multi-line string's lines are text: one that looks like a section heading does not move
+/// the lines errors name.
+#[test]
+fn lines_inside_a_multi_line_string_are_not_read_as_sections() {
+    let text = "[recall]\npreamble = \"\"\"\nWhat we know:\n[background]\n\"\"\"\nmax_tokens = \"lots\"\n";
+    let errors = load::parse(text, None).unwrap_err();
+    let got: Vec<(String, Option<usize>)> = errors.iter().map(|e| (e.key.clone(), e.line)).collect();
+    assert_eq!(got, vec![("recall.max_tokens".into(), Some(6))]);
+}
+
 #[test]
 fn syntax_errors_name_the_line() {
     let errors = load::parse("[queue]\nbatch_size = = 3\n", None).unwrap_err();
