@@ -475,8 +475,13 @@ impl Store {
         let mut stored = Vec::with_capacity(vectors.len());
         {
             let mut put = tx.prepare_cached(
+                // Only onto the passage that was read: a passage deleted meanwhile whose pid a new
+                // one took (SQLite reuses the highest) may hold the same text in another memory,
+                // even another bank, and the index would file the vector under the old one's.
                 "INSERT OR REPLACE INTO passage_vectors (pid, model, dim, scale, data, crowding)
-                 SELECT ?1, ?2, length(?4), ?3, ?4, ?6 WHERE EXISTS (SELECT 1 FROM passages WHERE pid = ?1 AND text = ?5)",
+                 SELECT ?1, ?2, length(?4), ?3, ?4, ?6 WHERE EXISTS (
+                     SELECT 1 FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
+                     WHERE p.pid = ?1 AND p.text = ?5 AND p.memory_seq = ?7 AND m.bank = ?8)",
             )?;
             let mut tags = tx.prepare_cached(
                 "SELECT m.tags FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq WHERE p.pid = ?1",
@@ -484,8 +489,17 @@ impl Store {
             for v in vectors {
                 let bytes: Vec<u8> = v.data.iter().map(|x| *x as u8).collect();
                 let crowding = v.crowding.map(f64::from);
-                let put =
-                    put.execute(params![v.passage.pid, model, f64::from(v.scale), bytes, v.passage.text, crowding])?;
+                let p = v.passage;
+                let put = put.execute(params![
+                    p.pid,
+                    model,
+                    f64::from(v.scale),
+                    bytes,
+                    p.text,
+                    crowding,
+                    p.memory_seq,
+                    p.bank
+                ])?;
                 stored.push(if put == 1 { Some(tags.query_row([v.passage.pid], |r| r.get(0))?) } else { None });
             }
         }
@@ -670,6 +684,24 @@ mod tests {
         let sync: i64 = store.conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
         let journal: String = store.conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
         assert_eq!((sync, journal.as_str()), (2, "wal"), "FULL is 2");
+    }
+
+    /// A vector is stored onto the passage that was read for it, not onto one that took its
+    /// pid with the same text in another memory or bank (it would be filed under the old one's).
+    #[test]
+    fn a_vector_is_stored_only_onto_the_passage_it_was_computed_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("m.db")).unwrap();
+        assert_eq!(store.retain("b", &[item(1, "the heron cache expires hourly", None)]).unwrap(), 1);
+        let read = store.unembedded("m", 0, 10).unwrap().remove(0);
+        fn vector(p: &Unembedded) -> NewStoredVector<'_> {
+            NewStoredVector { passage: p, scale: 1.0, data: &[1, 2, 3], crowding: None }
+        }
+        for (memory_seq, bank) in [(read.memory_seq + 1, read.bank.clone()), (read.memory_seq, "other".to_owned())] {
+            let moved = Unembedded { memory_seq, bank, ..read.clone() };
+            assert_eq!(store.put_vectors("m", &[vector(&moved)]).unwrap(), vec![None], "{moved:?}");
+        }
+        assert!(store.put_vectors("m", &[vector(&read)]).unwrap()[0].is_some());
     }
 
     #[test]
