@@ -127,6 +127,8 @@ fn within(v: i64, min: i64, max: i64) -> Result<i64, String> {
 }
 
 fn one_of<T: Copy>(text: &str, choices: &[(&str, T)]) -> Result<T, String> {
+    // Trimmed, as numbers, booleans and durations are (`HINDSIGHT_RETAIN_MODE="last-turn "`).
+    let text = text.trim();
     choices.iter().find(|(name, _)| *name == text).map(|(_, v)| *v).ok_or_else(|| {
         let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
         format!("must be one of {}, found {text:?}", names.join(", "))

@@ -82,7 +82,7 @@ fn environment_overrides_and_aliases() {
         ("MNEME_QUEUE__FLUSH_INTERVAL", "250ms"),
         ("MNEME_RETAIN__STRIP_PRIVATE", "YES"),
         ("MNEME_RECALL__TYPES", "world, observation"),
-        ("MNEME_QUEUE__SYNC", "normal"),
+        ("MNEME_QUEUE__SYNC", "normal "),
     ]);
     let loaded = load(&path, &env).unwrap();
     assert!(loaded.exists);
@@ -93,7 +93,7 @@ fn environment_overrides_and_aliases() {
     assert_eq!(s.queue.flush_interval, Duration::from_millis(250));
     assert!(s.retain.strip_private);
     assert_eq!(s.recall.types, vec![MemoryType::World, MemoryType::Observation]);
-    assert_eq!(s.queue.sync, SpoolSync::Normal);
+    assert_eq!(s.queue.sync, SpoolSync::Normal, "a choice is trimmed as a number is");
     assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
     assert!(loaded.warnings[0].contains("HINDSIGHT_RECALL_MAX_TOKENS"));
 }
