@@ -432,3 +432,19 @@ async fn a_config_whose_folder_is_made_after_the_start_is_watched() {
     let n = wait_for_notice(&d, "memory backend switched").await;
     assert!(n["message"].as_str().unwrap().contains("from local to off"), "{n}");
 }
+
+/// A valid file whose backend will not open is the daemon refusing (exit 1), not an invalid
+/// config (exit 2): the file needs no mending.
+#[tokio::test]
+async fn a_backend_that_will_not_open_is_not_an_invalid_config() {
+    let d = Daemon::start("");
+    // A folder where the store's file would be: the file is valid, the store cannot open.
+    let folder = d.dir.path().join("a-folder");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(d.config_path(), format!("[local]\npath = {:?}\n", folder.display().to_string())).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (422, Some("backend_unavailable")), "{v}");
+    let out = d.cli().arg("reload").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("invalid config"), "{out:?}");
+}

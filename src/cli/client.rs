@@ -149,8 +149,11 @@ impl Client {
         let status = resp.status();
         let text = resp.text().await.map_err(|e| failed("reading the daemon's answer failed", e))?;
         if !status.is_success() {
-            let message = serde_json::from_str::<ErrorAnswer>(&text).map_or(text, |e| e.error.message);
-            return Err(CliError::Daemon { status: status.as_u16(), message });
+            let (code, message) = match serde_json::from_str::<ErrorAnswer>(&text) {
+                Ok(e) => (e.error.code, e.error.message),
+                Err(_) => (String::new(), text),
+            };
+            return Err(CliError::Daemon { status: status.as_u16(), code, message });
         }
         serde_json::from_str(&text).map_err(|e| CliError::Other(format!("unexpected answer from the daemon: {e}")))
     }
@@ -167,6 +170,7 @@ impl Client {
         if !resp.status().is_success() {
             return Err(CliError::Daemon {
                 status: resp.status().as_u16(),
+                code: String::new(),
                 message: resp.text().await.unwrap_or_default(),
             });
         }

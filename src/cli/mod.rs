@@ -205,6 +205,9 @@ pub enum CliError {
     Daemon {
         /// HTTP status.
         status: u16,
+        /// The answer's error code (`invalid_config`, `backend_unavailable`, …); empty when the
+        /// answer had none.
+        code: String,
         /// Its message.
         message: String,
     },
