@@ -317,8 +317,12 @@ impl HindsightBackend {
         };
         let Ok(url) = self.bank_url(bank, &[]) else { return };
         match self.send::<serde_json::Value>("ensure bank", Method::PUT, url, Some(&body), self.config.timeout).await {
-            Ok(_) => {
+            Ok(Some(_)) => {
                 self.ensured.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(bank.to_owned());
+            }
+            // Not set: a wrong api_url (writing a bank creates it), tried again next time.
+            Ok(None) => {
+                tracing::warn!(bank, "could not set the bank's mission: Hindsight answered 404 (will try again)")
             }
             Err(e) => tracing::warn!(bank, "could not set the bank's mission (will try again): {e}"),
         }

@@ -190,6 +190,38 @@ async fn an_answer_without_end_is_refused_past_its_bound() {
     assert!(e.is_transient() && e.to_string().contains("longer than"), "{e}");
 }
 
+/// A bank's mission the server answered 404 for was not set: it is asked again at the next
+/// retain, not taken as done for the rest of the run.
+#[tokio::test]
+async fn a_mission_answered_404_is_set_again_later() {
+    let puts = Arc::new(AtomicUsize::new(0));
+    let counted = puts.clone();
+    let url = serve(
+        Router::new()
+            .route(
+                "/v1/default/banks/b",
+                axum::routing::put(move || {
+                    let counted = counted.clone();
+                    async move {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        StatusCode::NOT_FOUND
+                    }
+                }),
+            )
+            .route(
+                "/v1/default/banks/b/memories",
+                post(|| async { r#"{"success": true, "bank_id": "b", "items_count": 1, "async": true}"# }),
+            ),
+    )
+    .await;
+    let mut config = common::config(&url, None);
+    config.bank_mission = "Remember how the team builds and ships.".into();
+    let b = HindsightBackend::new(config).unwrap();
+    b.retain(&scope(), &batch()).await.unwrap();
+    b.retain(&scope(), &batch()).await.unwrap();
+    assert_eq!(puts.load(Ordering::SeqCst), 2, "asked again after the 404");
+}
+
 #[tokio::test]
 async fn the_rate_limit_waits_instead_of_dropping() {
     let hits = Arc::new(AtomicUsize::new(0));
