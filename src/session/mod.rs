@@ -181,6 +181,20 @@ impl Session {
     pub fn queue_id(&self) -> &str {
         self.parent.as_deref().unwrap_or(&self.id)
     }
+
+    /// Moves it to another scope: what was recalled for the old one (the block, the cached
+    /// instructions) no longer applies. Whether it moved.
+    fn move_to(&mut self, scope: &Scope, project: &str) -> bool {
+        if self.scope == *scope {
+            return false;
+        }
+        self.scope = scope.clone();
+        self.project = project.to_owned();
+        self.recalled = false;
+        self.block = None;
+        self.instructions = None;
+        true
+    }
 }
 
 /// Sessions idle this long are forgotten at the next start (their spooled items are kept, and
@@ -348,16 +362,7 @@ impl Sessions {
         .unwrap_or_default();
         self.update_each(|s| {
             let key = s.parent.as_deref().unwrap_or(&s.id);
-            let Some((scope, project)) = parents.get(key).cloned() else { return false };
-            if scope == s.scope {
-                return false;
-            }
-            s.scope = scope;
-            s.project = project;
-            s.recalled = false;
-            s.block = None;
-            s.instructions = None;
-            true
+            parents.get(key).is_some_and(|(scope, project)| s.move_to(scope, project))
         })
         .await
     }
@@ -487,20 +492,14 @@ impl Sessions {
                 first_turn: ended.first_turn,
                 instructions: None,
             });
-            let rescoped = s.scope != scope;
-            if rescoped {
-                // A new cwd (or parent) re-scopes: what was recalled for the old scope no longer applies.
-                s.recalled = false;
-                s.block = None;
-                s.instructions = None;
-            }
+            // A new cwd (or parent) re-scopes.
+            let rescoped = s.move_to(&scope, &project);
             // A start begins a new context for the agent (a new process, a compaction, a
             // resume): its prompt cache starts over, so its instructions are asked afresh.
             s.instructions = None;
             s.cwd = req.cwd.clone();
             s.agent = req.agent.clone().or(s.agent.take());
             s.parent = parent.as_ref().map(|p| p.id.clone());
-            s.scope = scope;
             s.project = project;
             if req.tools.is_some() {
                 s.tools = req.tools.clone();
@@ -512,18 +511,7 @@ impl Sessions {
             // Its subagents move with it (their retains already do, see `route`): a clear, a
             // compaction or the instructions of one would otherwise name the old project.
             let (id, scope, project) = (&session.id, &session.scope, &session.project);
-            self.update_each(|s| {
-                if s.parent.as_ref() != Some(id) || s.scope == *scope {
-                    return false;
-                }
-                s.scope = scope.clone();
-                s.project = project.clone();
-                s.recalled = false;
-                s.block = None;
-                s.instructions = None;
-                true
-            })
-            .await?;
+            self.update_each(|s| s.parent.as_ref() == Some(id) && s.move_to(scope, project)).await?;
         }
         // Preparing the scope (e.g. a bank's mission) may wait on a server: never on the agent.
         let (backend, scope, id) = (self.backend(), session.scope.clone(), session.id.clone());
