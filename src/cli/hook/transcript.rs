@@ -53,14 +53,49 @@ fn read_tail(path: Option<&Path>, max_bytes: u64) -> (Vec<Message>, bool) {
         return (Vec::new(), false);
     }
     let mut bytes = Vec::new();
-    let _ = file.take(max_bytes).read_to_end(&mut bytes);
+    let _ = (&mut file).take(max_bytes).read_to_end(&mut bytes);
     let mut lines = bytes.split(|b| *b == b'\n');
     if skip > 0 {
         lines.next(); // the partial first line
     }
-    let messages =
+    let mut messages: Vec<Message> =
         lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()).filter_map(|v| message(&v)).collect();
+    if skip > 0 {
+        // What is read begins inside the spans the unread start left open: it stays private.
+        let open = open_in_unread_start(&mut file, skip);
+        if let Some(first) = messages.first_mut().filter(|_| open > 0) {
+            first.content.insert_str(0, &"<private>".repeat(open));
+        }
+    }
     (messages, skip > 0)
+}
+
+/// How many `<private>` spans the messages on the lines left unread leave open: those starting
+/// before `skip`, and the one starting there, which the read drops as the partial first line.
+/// Read a line at a time, and only a line that holds the word parsed, so a transcript of
+/// hundreds of megabytes costs one pass over its bytes. Unreadable: none found.
+fn open_in_unread_start(file: &mut std::fs::File, skip: u64) -> usize {
+    use std::io::BufRead;
+    if file.seek(SeekFrom::Start(0)).is_err() {
+        return 0;
+    }
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let (mut at, mut line) = (0u64, Vec::new());
+    let mut texts = Vec::new();
+    while at <= skip {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => at += n as u64,
+        }
+        if !line.windows(7).any(|w| w.eq_ignore_ascii_case(b"private")) {
+            continue;
+        }
+        if let Some(m) = serde_json::from_slice::<Value>(&line).ok().and_then(|v| message(&v)) {
+            texts.push(m.content);
+        }
+    }
+    mneme_core::text::private_edges(&texts.join("\n")).open_at_end
 }
 
 /// The newest messages whose JSON fits in `max_bytes`, and how many user turns were left out
@@ -143,6 +178,7 @@ fn message(v: &Value) -> Option<Message> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
 
     #[test]
     fn the_tail_that_fits_and_the_user_turns_left_out() {
@@ -198,6 +234,44 @@ mod tests {
         let at = bytes.len() - first.find('é').unwrap() - 1;
         assert_eq!(contents(at as u64), ["the newest"]);
         assert!(read_tail(Some(&path), at as u64).1, "its start unread: the turns left out are not known");
+    }
+
+    #[test]
+    fn a_private_span_the_unread_start_opened_stays_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let line =
+            |role: &str, text: &str| json!({"type": role, "message": {"role": role, "content": text}}).to_string();
+        let mut lines = vec![
+            line("user", "<private><private> everything below is confidential"),
+            line("assistant", "noted"),
+            line("user", "</private> still inside the outer span"),
+        ];
+        lines.extend((0..4).map(|i| line("assistant", &format!("padding {i} {}", "p".repeat(4000)))));
+        lines.push(line("user", "SECRET-7 is the deploy key"));
+        lines.push(line("assistant", "</private> and now in the open"));
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        // The tail read starts inside the padding: both opening tags are in the unread start.
+        let (messages, cut) = read_tail(Some(&path), 9000);
+        assert!(cut);
+        // Each message cleaned as the daemon cleans a transcript: with the spans before it open.
+        let mut open = 0;
+        let shown: Vec<String> = messages
+            .iter()
+            .map(|m| {
+                let (shown, open_after) = mneme_core::text::strip_private_within(&m.content, open);
+                open = open_after;
+                shown
+            })
+            .collect();
+        let shown = shown.join("\n");
+        assert!(!shown.contains("SECRET-7"), "{shown}");
+        assert!(shown.contains("and now in the open"), "{shown}");
+        // Spans closed in the unread start leave the tail alone.
+        lines[2] = line("user", "</private></private> closed again");
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let (messages, _) = read_tail(Some(&path), 9000);
+        assert!(!messages[0].content.contains("<private>"), "{:?}", messages[0].content);
     }
 
     #[test]
