@@ -526,13 +526,16 @@ async fn classify_and_meta_turns_are_neither_recalled_nor_retained() {
 }
 
 /// A compaction waits a moment for the session's queue, not for a backend that never answers:
-/// the agent's hook would run out of time and the compaction lose its memories.
+/// the agent's hook would run out of time and the compaction lose its memories. The flush and
+/// the recall share `recall.timeout`, which is what the hook and the plugin wait for the daemon
+/// (with a second of their own): a flush's wait on top of it outlasted them, and they tripped the
+/// breaker that skips the daemon for the turns after.
 #[tokio::test]
 async fn compaction_does_not_wait_on_a_backend_that_never_answers() {
     // A "Hindsight server" that accepts connections and never answers.
     let addr = common::never_answering().await;
     let d = Daemon::start(&format!(
-        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{addr}\"\n[recall]\ntimeout = \"1s\"\n"
+        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{addr}\"\n[recall]\ntimeout = \"2s\"\n"
     ));
     d.start_session("s1", "/p/hung").await;
     let (status, v) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "we deploy on fridays"}]})).await;
@@ -543,7 +546,8 @@ async fn compaction_does_not_wait_on_a_backend_that_never_answers() {
         .await;
     let took = started.elapsed();
     assert_eq!(status, 200, "{v}");
-    assert!(took < std::time::Duration::from_secs(4), "the compaction took {took:?}: {v}");
+    // 2 s, and the 1 s flush wait on top of it before.
+    assert!(took < std::time::Duration::from_millis(2800), "the compaction took {took:?}: {v}");
 }
 
 /// The local store cannot reflect: its instructions do not send the agent to a tool that only

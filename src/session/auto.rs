@@ -365,9 +365,13 @@ impl Sessions {
     /// last user message: the block to splice into a compaction summary, or `None`.
     pub async fn compaction(&self, id: &str, messages: &[Message]) -> Result<Option<String>, SessionError> {
         let session = self.get(id)?;
-        // The flush goes on on its own task if the wait ends first.
-        let _ = tokio::time::timeout(COMPACTION_FLUSH_WAIT, self.inner.queue.flush(session.queue_id())).await;
         let settings = self.settings();
+        // The flush and the recall share `recall.timeout`: the hook and the plugin wait that and
+        // their own bound, and a daemon answering later trips their breaker. The flush goes on
+        // on its own task if its wait ends first.
+        let deadline = tokio::time::Instant::now() + settings.recall.timeout;
+        let flush_wait = COMPACTION_FLUSH_WAIT.min(settings.recall.timeout / 4);
+        let _ = tokio::time::timeout(flush_wait, self.inner.queue.flush(session.queue_id())).await;
         let history = conversation(messages);
         let Some(latest) = history.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()) else {
             return Ok(None);
@@ -375,7 +379,7 @@ impl Sessions {
         let Some(query) = query_for(&settings, &latest, &history) else {
             return Ok(None);
         };
-        match tokio::time::timeout(settings.recall.timeout, self.recall_scope(&session.scope, &query)).await {
+        match tokio::time::timeout_at(deadline, self.recall_scope(&session.scope, &query)).await {
             Ok(Ok(results)) => Ok(memory_block(&settings, &results)),
             Ok(Err(e)) => {
                 tracing::warn!(session = id, "compaction recall failed: {e}");
@@ -394,8 +398,8 @@ pub(super) fn is_slash_command(prompt: &str) -> bool {
     !name.is_empty() && !name.contains('/') && name.chars().all(|c| c.is_alphanumeric() || "-_:.".contains(c))
 }
 
-/// How long a compaction waits for the session's queue to be delivered before it recalls: long
-/// enough for a local store, short enough that a slow or unreachable Hindsight server does not
+/// How long a compaction waits at most for the session's queue to be delivered before it recalls
+/// (a quarter of `recall.timeout` if that is less): long enough for a local store, short enough that a slow or unreachable Hindsight server does not
 /// take the agent's hook past its own time limit (the compaction would lose its memories).
 const COMPACTION_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
