@@ -88,7 +88,7 @@ fn open_in_unread_start(file: &mut std::fs::File, skip: u64) -> usize {
             Ok(0) | Err(_) => break,
             Ok(n) => at += n as u64,
         }
-        if !line.windows(7).any(|w| w.eq_ignore_ascii_case(b"private")) {
+        if !mentions_private(&line) {
             continue;
         }
         if let Some(m) = serde_json::from_slice::<Value>(&line).ok().and_then(|v| message(&v)) {
@@ -151,6 +151,13 @@ fn left_open(dropped: &[Message], cut_off: Option<&str>) -> usize {
     }
     let joined: Vec<&str> = texts.collect();
     mneme_core::text::private_edges(&joined.join("\n")).open_at_end
+}
+
+/// Whether a line holds the word "private" in any case (a tag's name; escaping in JSON leaves
+/// letters alone). Looked for from each `p`: most lines of a transcript's size are tool output.
+fn mentions_private(line: &[u8]) -> bool {
+    memchr::memchr2_iter(b'p', b'P', line)
+        .any(|at| line.get(at..at + 7).is_some_and(|w| w.eq_ignore_ascii_case(b"private")))
 }
 
 fn message(v: &Value) -> Option<Message> {
