@@ -125,6 +125,14 @@ async fn private_spans_reach_no_file_and_no_log() {
     ]);
     let (status, v) = d.post("/v1/sessions/p/agent-end", json!({"messages": messages})).await;
     assert_eq!((status, &v["retained"]), (200, &json!(1)), "{v}");
+    // A prompt inside a span its history left open: the session keeps it until the turn ends
+    // (in the spool), and a client without replies (opencode) never ends it.
+    d.start_session("q", "/p/privy").await;
+    let opened =
+        json!([{"role": "user", "content": "my creds follow <private>"}, {"role": "assistant", "content": "ok"}]);
+    let prompt = format!("password={}", secret("prompt-inside"));
+    let (status, v) = d.post("/v1/sessions/q/agent-start", json!({"prompt": prompt, "messages": opened})).await;
+    assert_eq!(status, 200, "{v}");
 
     // MCP.
     let transport = StreamableHttpClientTransport::from_config(

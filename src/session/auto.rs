@@ -52,8 +52,7 @@ impl Sessions {
         if turn == Turn::Work && !prompt.trim().is_empty() {
             // A prompt of which nothing is kept (wholly private) is known as "": the turn's, so
             // the prompt of a turn before is never taken for it.
-            let cleaned = clean(&settings, prompt).unwrap_or_default();
-            let left_private = settings.retain.strip_private && text::private_edges(prompt).left_open;
+            let (cleaned, left_private) = prompt_in_context(&settings, messages, prompt);
             let changed = session.last_prompt.as_deref() != Some(cleaned.as_str())
                 || left_private != session.last_prompt_left_private;
             if changed {
@@ -562,8 +561,12 @@ fn with_current_turn(
     // Cleaned to nothing compares as "", as a wholly private prompt is known.
     let same = |m: &Message, text: &str| clean(settings, &m.content).unwrap_or_default() == text;
     if let Some((prompt, left_private)) = prompt.filter(|(p, _)| !is_slash_command(p)) {
-        let last_user = messages.iter().rev().find(|m| m.role == "user");
-        if !last_user.is_some_and(|m| same(m, prompt)) {
+        // The prompt is known as it was cleaned in its history: compared so.
+        let last_user = messages.iter().rposition(|m| m.role == "user").map(|i| {
+            let (before, last) = messages.split_at(i);
+            prompt_in_context(settings, before, &last[0].content).0
+        });
+        if last_user.as_deref() != Some(prompt) {
             // A wholly private prompt goes in as a turn of which nothing is kept.
             let prompt = match (prompt.is_empty(), left_private) {
                 (true, true) => "<private>".to_owned(),
@@ -581,6 +584,21 @@ fn with_current_turn(
         }
     }
     messages
+}
+
+/// A prompt as the session keeps it until its turn ends: cleaned with the spans its history
+/// left open carried into it (a prompt inside a span an earlier message opened is private, and
+/// kept in the spool as ""), and whether it leaves a span open itself.
+fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str) -> (String, bool) {
+    if !settings.retain.strip_private {
+        return (clean(settings, prompt).unwrap_or_default(), false);
+    }
+    let open = conversation(history)
+        .iter()
+        .filter(|m| text::has_private_tag(&m.content))
+        .fold(0, |open, m| text::strip_private_within(&m.content, open).1);
+    let (shown, open_after) = text::strip_private_within(prompt, open);
+    (clean(settings, &shown).unwrap_or_default(), open_after > 0)
 }
 
 /// The recall query for the latest prompt with its prior context, cut to the configured length
