@@ -159,11 +159,21 @@ impl Sessions {
         let history = conversation(messages);
         let omitted = i64::try_from(end.omitted_user_turns).unwrap_or(i64::MAX);
         let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
-        if omitted > 0 {
-            return self.retain_tail(session, settings, &history, user_turns).await;
-        }
         let each = cleaned_each(settings, &history);
         let seen = user_prints(&each, &history);
+        if omitted > 0 {
+            // The turns' fingerprints are kept in step, so a later transcript sent without a
+            // count (read from its end) is placed among them, not taken for a new part.
+            let omitted = end.omitted_user_turns;
+            let known = &session.turn_prints;
+            let mut prints = known[..omitted.min(known.len())].to_vec();
+            prints.resize(omitted, UNKNOWN_TURN);
+            prints.extend(&seen);
+            if prints.len() > known.len() {
+                self.update(&session.id, |s| s.turn_prints = prints);
+            }
+            return self.retain_tail(session, &history, &each, user_turns).await;
+        }
         let session = match place_in_part(&session.turn_prints, &seen) {
             Placement::Continues => {
                 if seen.len() > session.turn_prints.len() {
@@ -179,7 +189,7 @@ impl Sessions {
                 if prints.len() > session.turn_prints.len() {
                     self.update(&session.id, |s| s.turn_prints = prints);
                 }
-                return self.retain_tail(session, settings, &history, k as i64 + user_turns).await;
+                return self.retain_tail(session, &history, &each, k as i64 + user_turns).await;
             }
             Placement::StartsOver => self.next_part(session, seen).await?,
         };
@@ -284,8 +294,8 @@ impl Sessions {
     async fn retain_tail(
         &self,
         session: &Session,
-        settings: &Settings,
         history: &[Message],
+        each: &[Option<Message>],
         user_turns: i64,
     ) -> Result<usize, SessionError> {
         let mut retained_turns = session.retained_turns;
@@ -299,7 +309,7 @@ impl Sessions {
         if new_turns <= 0 {
             return Ok(queued);
         }
-        let target = last_turns_cleaned(&cleaned_each(settings, history), history, new_turns);
+        let target = last_turns_cleaned(each, history, new_turns);
         let content = transcript(&target);
         match content {
             Some(content) => {
@@ -508,6 +518,9 @@ fn common_prefixes(pattern: &[u64], text: &[u64]) -> Vec<usize> {
     }
     z.split_off(pattern.len() + 1)
 }
+
+/// The fingerprint of a turn left out of every transcript sent: it agrees with no turn.
+const UNKNOWN_TURN: u64 = u64::MAX;
 
 /// The fingerprints of a history's user messages, cleaned (`each`, message by message): 0 for
 /// one wholly private.

@@ -675,6 +675,22 @@ async fn a_wholly_private_turn_does_not_widen_a_slice_of_the_last_turns() {
     assert!(!text.contains("KEY-SECRET") && text.contains("answer 4"), "{text}");
 }
 
+/// A transcript too long for one request is sent without its start and a count of the turns
+/// left out; when it outgrows what the hook reads it is sent without the count (its start
+/// unread). The turns' fingerprints are kept in step through the first, so the second is placed
+/// among them: it was taken for a new part, and turns retained already were stored again.
+#[tokio::test]
+async fn turns_sent_with_a_count_left_out_are_known_when_the_count_is_gone() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(10), Turn::Work, TurnEnd::default()).await.unwrap();
+    let counted = TurnEnd { omitted_user_turns: 8, ..TurnEnd::default() };
+    s.agent_end("a", &turns(20)[16..], Turn::Work, counted).await.unwrap();
+    s.agent_end("a", &turns(21)[30..], Turn::Work, TurnEnd::default()).await.unwrap();
+    each_turn_stored_once(&r, 21).await;
+}
+
 /// A shorter copy of the transcript sent late (a retried or slow hook) never shrinks the tail
 /// kept for later: the turns only the longer one held were lost when the session ended.
 #[tokio::test]
