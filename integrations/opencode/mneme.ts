@@ -210,7 +210,8 @@ function tail(messages: Msg[], maxBytes: number): { messages: Msg[]; omitted: nu
   }
   // What is kept may begin inside a span the left-out part opened: it stays private (the daemon
   // sees only the kept part, and would take its close tag for a stray one).
-  if (kept.length > 0 && leavesPrivateOpen(left.join("\n"))) kept[0] = { ...kept[0], content: "<private>" + kept[0].content }
+  const open = privateDepth(left.join("\n"))
+  if (kept.length > 0 && open > 0) kept[0] = { ...kept[0], content: "<private>".repeat(open) + kept[0].content }
   const omitted = messages.slice(0, start).filter((m) => m.role === "user" && hasSubstance(m.content)).length
   return { messages: kept, omitted }
 }
@@ -218,16 +219,21 @@ function tail(messages: Msg[], maxBytes: number): { messages: Msg[]; omitted: nu
 /** A `<private>` or `</private>` tag as the daemon reads one: any case, attributes allowed. */
 const PRIVATE_TAG = /<(\/?)private(?:$|>|[\s/][^>]*(?:>|$))/gi
 
-/** Whether `text` ends inside a `<private>` span. */
-function leavesPrivateOpen(text: string): boolean {
+/** How many `<private>` spans `text` leaves open at its end (nested ones each count). */
+function privateDepth(text: string): number {
   let depth = 0
   for (const tag of text.matchAll(PRIVATE_TAG)) depth = tag[1] ? Math.max(0, depth - 1) : depth + 1
-  return depth > 0
+  return depth
 }
 
-/** opencode messages → `[{role, content}]`, text parts only. */
+/**
+ * opencode messages → `[{role, content}]`, text parts only. A compaction's summary (an assistant
+ * message marked `summary`) is left out: it restates the conversation before it, which is stored
+ * already, and may restate what `<private>` spans hid there without the tags.
+ */
 function flatten(messages: any[] | undefined): Msg[] {
   return (messages ?? [])
+    .filter((m: any) => !(m?.info?.role === "assistant" && (m?.info?.summary === true || m?.info?.mode === "compaction")))
     .map((m: any) => ({
       role: m?.info?.role ?? "",
       content: (m?.parts ?? [])

@@ -156,3 +156,27 @@ test("what the plugin sends: the parent asked of opencode, the user's words only
     assert.ok(kept.startsWith("<private>") && kept.endsWith("SECRET</private> and the rest"), kept.slice(0, 40))
   })
 })
+
+test("a compaction's summary is not retained, and nested spans the cut left open stay open", async () => {
+  const history = [
+    { info: { role: "user" }, parts: [{ type: "text", text: "<private><private>" + "x".repeat(5000) }] },
+    { info: { role: "assistant" }, parts: [{ type: "text", text: "inner</private> OUTER-SECRET" }] },
+    { info: { role: "user" }, parts: [{ type: "text", text: "b</private> public" }] },
+    { info: { role: "assistant", summary: true, mode: "compaction" }, parts: [{ type: "text", text: "SUMMARY-MARK of it all" }] },
+    { info: { role: "user" }, parts: [{ type: "text", text: "and now?" }] },
+  ]
+  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
+  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 4000, recall_timeout_ms: 100 } } : null)
+  await withFakeDaemon(answer, async (_dir, bodies) => {
+    const { MnemePlugin } = await import(MODULE + "?summary")
+    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
+    await hooks.event({ event: { type: "session.created", properties: { info: { id: "sum" } } } })
+    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "sum" } } })
+    const end = bodies.find((b) => b.url.endsWith("/agent-end"))
+    assert.ok(end, "the turn reached the daemon")
+    const sent = JSON.stringify(end.body.messages)
+    assert.ok(!sent.includes("SUMMARY-MARK"), sent.slice(0, 200))
+    const first = end.body.messages[0].content as string
+    assert.ok(first.startsWith("<private><private>inner</private>"), first.slice(0, 60))
+  })
+})
