@@ -933,3 +933,45 @@ async fn a_model_deleted_during_its_refresh_stays_deleted() {
     let (status, v) = d.get(&one).await;
     assert_eq!(status, 404, "brought back: {v}");
 }
+
+/// A model's refresh that recalled a memory before it was forgotten, and finished after the
+/// forget's own recompute, is not saved over it: the forgotten text came back in the model (in
+/// the spool and in every client's prompt) until it was next computed.
+#[tokio::test]
+async fn a_refresh_that_recalled_a_forgotten_memory_does_not_bring_it_back() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let recalls = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = recalls.clone();
+    // The second recall (the refresh) is slow and finds the memory; every other finds nothing.
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let counted = counted.clone();
+        async move {
+            if !uri.path().ends_with("/recall") {
+                return axum::Json(json!({"success": true}));
+            }
+            if counted.fetch_add(1, Ordering::SeqCst) + 1 != 2 {
+                return axum::Json(json!({"results": []}));
+            }
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            axum::Json(json!({"results": [{"id": "x", "text": "the deploy key is hunter2", "type": "world"}]}))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n"));
+    let model = json!({"id": "m1", "name": "Keys", "source_query": "what is the deploy key?"});
+    let (status, v) = d.post(&bank_path("b", "/mental-models"), model).await;
+    assert_eq!(status, 200, "{v}");
+    let refresh = bank_path("b", "/mental-models/m1/refresh");
+    let (refreshed, forgot) = tokio::join!(d.post(&refresh, json!({})), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        d.req(reqwest::Method::DELETE, "/v1/documents/d?bank=b", None).await
+    });
+    assert_eq!(refreshed.0, 200, "{refreshed:?}");
+    assert_eq!(forgot.0, 200, "{forgot:?}");
+    assert!(recalls.load(Ordering::SeqCst) >= 3, "the forget recomputed the model");
+    let (status, v) = d.get(&bank_path("b", "/mental-models/m1?detail=full")).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(!v.to_string().contains("hunter2"), "the forgotten text came back: {v}");
+}

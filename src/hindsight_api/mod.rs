@@ -66,6 +66,9 @@ pub struct HindsightApi {
     /// Mental models are written one at a time, each write looking at the model as it stands
     /// (a recompute that took a recall's time lands only on a model still there and unchanged).
     model_writes: Arc<tokio::sync::Mutex<()>>,
+    /// Forgets and clears so far: a model computed across one is not saved (its recall may
+    /// have found what was forgotten), as the recompute after the forget saves its own.
+    forgets: Arc<AtomicU64>,
 }
 
 /// The spool's record kind of a client's operation id.
@@ -85,6 +88,7 @@ impl HindsightApi {
             refreshing: Arc::default(),
             operations_kept: Arc::default(),
             model_writes: Arc::default(),
+            forgets: Arc::default(),
         }
     }
 

@@ -3,6 +3,7 @@
 //! the model's `max_tokens`, computed when the model is created or refreshed, and again in the
 //! background when a client reads a model older than [`MODEL_STALE_AFTER`].
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use mneme_core::{RecallQuery, TagsMatch};
@@ -86,14 +87,18 @@ impl HindsightApi {
             created_at: Some(mneme_core::time::rfc3339_millis(SystemTime::now())),
             ..MentalModel::default()
         };
-        self.compute(&mut model).await;
-        {
+        for attempt in 1.. {
+            let computed = self.compute(&mut model).await;
             // Another create of this id may have landed during the recall.
             let _write = self.model_writes.lock().await;
             if self.model_exists(bank, &id).await? {
                 return Err(conflict());
             }
+            if self.forgot_since(computed) && !emptied_after_attempts(&mut model, attempt) {
+                continue;
+            }
             self.save_model(&model).await?;
+            break;
         }
         Ok(OperationAnswer { mental_model_id: Some(id), operation_id: super::new_operation_id() })
     }
@@ -129,14 +134,16 @@ impl HindsightApi {
         if req.trigger.is_some() {
             model.trigger = Some(full_trigger(req.trigger));
         }
-        if recompute {
-            self.compute(&mut model).await;
-        }
-        {
+        for attempt in 1.. {
+            let computed = if recompute { Some(self.compute(&mut model).await) } else { None };
             // Deleted during the recall: not brought back.
             let _write = self.model_writes.lock().await;
             self.stored_model(bank, id).await?;
+            if computed.is_some_and(|c| self.forgot_since(c)) && !emptied_after_attempts(&mut model, attempt) {
+                continue;
+            }
             self.save_model(&model).await?;
+            break;
         }
         Ok(shown(&model, Detail::Full))
     }
@@ -156,8 +163,8 @@ impl HindsightApi {
     pub async fn refresh_mental_model(&self, bank: &str, id: &str) -> Result<RefreshAnswer, CompatError> {
         check_bank(bank)?;
         let mut model = self.stored_model(bank, id).await?;
-        self.compute(&mut model).await;
-        self.save_computed(&model).await?;
+        let computed = self.compute(&mut model).await;
+        self.save_computed(&model, computed).await?;
         Ok(RefreshAnswer { operation_id: super::new_operation_id(), status: "completed".into() })
     }
 
@@ -165,6 +172,9 @@ impl HindsightApi {
     /// again now, so none goes on serving what was forgotten; one whose recall fails is left
     /// empty rather than as it was.
     pub async fn recompute_after_forget(&self, bank: Option<&str>) {
+        // Called once the forget is done: a computation that began before this was counted
+        // may have recalled what it removed, and is not saved.
+        self.forgets.fetch_add(1, Ordering::SeqCst);
         let prefix = bank.map(|b| key(b, "")).unwrap_or_default();
         let records = match self.spool.records(MODEL_RECORD, &prefix).await {
             Ok(records) => records,
@@ -176,8 +186,8 @@ impl HindsightApi {
         for (_, record) in records {
             let Ok(mut model) = serde_json::from_str::<MentalModel>(&record) else { continue };
             model.content = Some(String::new());
-            self.compute(&mut model).await;
-            if let Err(e) = self.save_computed(&model).await {
+            let computed = self.compute(&mut model).await;
+            if let Err(e) = self.save_computed(&model, computed).await {
                 tracing::warn!(bank = model.bank_id, model = model.id, "cannot save a recomputed mental model: {e}");
             }
         }
@@ -213,9 +223,13 @@ impl HindsightApi {
 
     /// Saves what [`Self::compute`] found onto the model as it stands now: not when it was
     /// deleted meanwhile (it was brought back), nor when its query, tags or bound changed (its
-    /// update computed its own content; this one answered the old query).
-    async fn save_computed(&self, computed: &MentalModel) -> Result<(), CompatError> {
+    /// update computed its own content; this one answered the old query), nor when something
+    /// was forgotten since it began (the recompute after the forget saves its own).
+    async fn save_computed(&self, computed: &MentalModel, began: Computed) -> Result<(), CompatError> {
         let _write = self.model_writes.lock().await;
+        if self.forgot_since(began) {
+            return Ok(());
+        }
         let Ok(mut model) = self.stored_model(&computed.bank_id, &computed.id).await else { return Ok(()) };
         let same_inputs = (&model.source_query, &model.tags, model.max_tokens)
             == (&computed.source_query, &computed.tags, computed.max_tokens);
@@ -229,9 +243,20 @@ impl HindsightApi {
         self.save_model(&model).await
     }
 
+    /// Whether a forget or a clear was done since a computation began.
+    fn forgot_since(&self, began: Computed) -> bool {
+        self.forgets.load(Ordering::SeqCst) != began.forgets
+    }
+
     /// Sets the content to what recall answers for the source query now. A backend that fails
     /// leaves the content as it was (clients render nothing for an empty model).
-    async fn compute(&self, model: &mut MentalModel) {
+    async fn compute(&self, model: &mut MentalModel) -> Computed {
+        let began = Computed { forgets: self.forgets.load(Ordering::SeqCst) };
+        self.compute_content(model).await;
+        began
+    }
+
+    async fn compute_content(&self, model: &mut MentalModel) {
         let Some(query) = model.source_query.clone() else { return };
         let max_tokens = model.max_tokens.unwrap_or(2048);
         let q = RecallQuery {
@@ -277,8 +302,8 @@ impl HindsightApi {
             for id in stale {
                 // Deleted meanwhile: nothing to refresh.
                 if let Ok(mut model) = api.stored_model(&bank, &id).await {
-                    api.compute(&mut model).await;
-                    if let Err(e) = api.save_computed(&model).await {
+                    let computed = api.compute(&mut model).await;
+                    if let Err(e) = api.save_computed(&model, computed).await {
                         tracing::debug!(bank, model = id, "cannot save a refreshed mental model: {e}");
                     }
                 }
@@ -286,6 +311,27 @@ impl HindsightApi {
             api.refreshing.lock().unwrap_or_else(|e| e.into_inner()).remove(&bank);
         });
     }
+}
+
+/// A model computed across a forget (its recall may have found what was forgotten) is computed
+/// again; after [`COMPUTE_ATTEMPTS`] such, it is saved empty and stale, to be computed when next
+/// read. Whether it is to be saved now.
+fn emptied_after_attempts(model: &mut MentalModel, attempt: usize) -> bool {
+    if attempt < COMPUTE_ATTEMPTS {
+        return false;
+    }
+    model.content = Some(String::new());
+    model.last_refreshed_at = None;
+    true
+}
+
+/// How many times a create or an update computes a model that forgets keep overtaking.
+const COMPUTE_ATTEMPTS: usize = 3;
+
+/// When a model's content was computed: how many forgets had been done when it began.
+#[derive(Clone, Copy)]
+struct Computed {
+    forgets: u64,
 }
 
 /// A trigger as Hindsight answers it: every field, the defaults under what was sent, with
