@@ -446,7 +446,7 @@ impl MemoryBackend for HindsightBackend {
             self.send("export", Method::GET, url, None::<&()>, self.config.timeout).await?;
         let Some(page) = page else { return Ok(ExportPage::default()) };
         let n = page.items.len();
-        let memories = page.items.into_iter().map(|m| m.into_stored(bank)).collect();
+        let memories = page.items.into_iter().filter_map(|m| exported(m.into_stored(bank))).collect();
         Ok(ExportPage { memories, next: (n == limit).then(|| (offset + n).to_string()) })
     }
 
@@ -534,19 +534,50 @@ impl MemoryBackend for HindsightBackend {
     }
 }
 
-/// A recall result as the trait returns it, with its text (cleaned of private spans).
+/// A recall result as the trait returns it, with its text (cleaned of private spans) and every
+/// other field it shows cleaned too.
 fn hindsight_result(r: RecallResult, text: String) -> Recalled {
+    let mut metadata = r.metadata.unwrap_or_default();
+    mneme_core::text::strip_private_map(&mut metadata);
     Recalled {
         text,
         kind: r.kind.unwrap_or_default(),
         mentioned_at: r.mentioned_at.unwrap_or_default(),
-        tags: r.tags.unwrap_or_default(),
+        tags: without_private_tags(r.tags.unwrap_or_default()),
         score: r.scores.and_then(|s| s.final_score),
         id: r.id,
-        document_id: r.document_id,
-        context: r.context.filter(|c| !c.is_empty()),
-        metadata: r.metadata.unwrap_or_default(),
+        document_id: r.document_id.filter(|d| !mneme_core::text::has_private_tag(d)),
+        context: r.context.map(|c| mneme_core::text::strip_private(&c)).filter(|c| !c.trim().is_empty()),
+        metadata,
     }
+}
+
+/// A memory the server holds, as an export writes it: what other clients marked private is
+/// left out of every field, and a memory of which no text is left, whole.
+fn exported(m: StoredMemory) -> Option<StoredMemory> {
+    use mneme_core::text::{has_private_tag, strip_private};
+    let content = strip_private(&m.content);
+    if content.trim().is_empty() {
+        return None;
+    }
+    let mut metadata = m.metadata;
+    mneme_core::text::strip_private_map(&mut metadata);
+    Some(StoredMemory {
+        content,
+        context: m.context.map(|c| strip_private(&c)).filter(|c| !c.trim().is_empty()),
+        tags: without_private_tags(m.tags),
+        metadata,
+        document_id: m.document_id.filter(|d| !has_private_tag(d)),
+        ..m
+    })
+}
+
+/// Tags cleaned of private spans; a tag of which nothing is left is dropped.
+fn without_private_tags(tags: Vec<String>) -> Vec<String> {
+    tags.into_iter()
+        .map(|t| if mneme_core::text::has_private_tag(&t) { mneme_core::text::strip_private(&t) } else { t })
+        .filter(|t| !t.trim().is_empty())
+        .collect()
 }
 
 /// The server's results within `max_units` of text in all, best first: the server counts

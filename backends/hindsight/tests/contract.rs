@@ -400,3 +400,37 @@ async fn a_fact_retained_with_others_is_forgotten_alone() {
     assert_eq!(done.deleted, Some(1), "{done:?}");
     assert_eq!(list_texts(&url, &bank).await, ["The numbat cache holds sessions for a day"]);
 }
+
+/// What another client of the server stored inside `<private>` spans is passed on by neither
+/// recall nor export, in any field: recall cleaned only the text, and export nothing (a file
+/// then held what the README says no file holds).
+#[tokio::test]
+async fn what_another_client_marked_private_is_neither_recalled_nor_exported() {
+    let Some(p) = peer_bank("contract-private").await else { return };
+    let items = serde_json::json!({"async": false, "items": [
+        {"content": "The deploy key is <private>hunter2-content</private> and rotates monthly",
+         "context": "ops notes <private>hunter2-context</private>",
+         "tags": ["ops", "<private>hunter2-tag</private>"],
+         "metadata": {"note": "kept <private>hunter2-metadata</private>"},
+         "document_id": "deploy-notes"},
+        {"content": "<private>hunter2-whole</private>", "document_id": "all-private"},
+    ]});
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/default/banks/{}/memories", p.url, p.bank))
+        .json(&items)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let listed = wait_for_count(&p.url, &p.bank, 2).await;
+    assert!(listed.iter().any(|t| t.contains("hunter2-content")), "the server holds it as sent: {listed:?}");
+
+    let page = p.b.export(Some(&p.bank), None, 100).await.unwrap();
+    let exported = format!("{:?}", page.memories);
+    assert!(!exported.contains("hunter2"), "{exported}");
+    assert!(exported.contains("rotates monthly"), "{exported}");
+    let results = p.b.recall(&p.scope, &query("deploy key rotates monthly", &[], TagsMatch::Any, &[])).await.unwrap();
+    let recalled = format!("{results:?}");
+    assert!(!recalled.contains("hunter2"), "{recalled}");
+    assert!(recalled.contains("rotates monthly"), "{recalled}");
+}
