@@ -145,6 +145,18 @@ async fn a_memory_shows_its_passages_and_forgetting_it_removes_it_from_recall_wi
         let (status, v) = d.post("/v1/import", json!({"memories": [memory(id)]})).await;
         assert_eq!(status, 400, "{v}");
     }
+    // Nor a bank with spaces at its ends (every `?bank=` is trimmed: it could not be named).
+    let mut spaced = memory("spaced");
+    spaced["bank"] = json!(" mneme");
+    let (status, v) = d.post("/v1/import", json!({"memories": [spaced]})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v.to_string().contains("bank"), "{v}");
+    // Nor a document that is ".." once its private span is removed, as it would be stored.
+    let mut in_document = memory("dotted");
+    in_document["document_id"] = json!("..<private>s</private>");
+    let (status, v) = d.post("/v1/import", json!({"memories": [in_document]})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v.to_string().contains("document_id"), "{v}");
     let (status, v) = d.post("/v1/import", json!({"memories": [memory("a/b"), memory("?#"), memory("%2E")]})).await;
     assert_eq!(status, 200, "{v}");
     for id in ["a/b", "?#", "%2E"] {

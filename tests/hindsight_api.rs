@@ -138,7 +138,13 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
     // Not a date-time, or one that its offset moves out of what can be written (these two
     // panicked the handler: the connection dropped with no answer).
     // A document no URL can name (its delete would be a request for another path).
-    for document in [".", ".."] {
+    // A bank with spaces at its ends: every `?bank=` is trimmed, so it could not be named again.
+    for bank in ["%20b", "b%20"] {
+        let (status, v) = d.post(&bank_path(bank, "/memories"), json!({"items": [{"content": "x"}]})).await;
+        assert!((400..500).contains(&status), "{bank}: {status} {v}");
+        assert!(v.to_string().contains("bank_id"), "{v}");
+    }
+    for document in [".", "..", " .. ", "..<private>s</private>"] {
         let (status, v) =
             d.post(&bank_path("b", "/memories"), json!({"items": [{"content": "x", "document_id": document}]})).await;
         assert_eq!(status, 422, "{document}: {v}");

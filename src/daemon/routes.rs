@@ -331,16 +331,22 @@ pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<ImportProblem> {
     if matches!(m.id.as_str(), "." | "..") {
         return problem(Some("id"), "may not be \".\" or \"..\" (a URL cannot name it)".into());
     }
-    // Nor its document (`DELETE /v1/documents/{id}`, the web view's "Delete document").
-    if matches!(m.document_id.as_deref(), Some("." | "..")) {
+    // Nor its document (`DELETE /v1/documents/{id}`, the web view's "Delete document"), as it
+    // is stored: without its private spans.
+    let stored_document = m.document_id.as_deref().map(mneme_core::text::strip_private);
+    if matches!(m.document_id.as_deref(), Some("." | "..")) || matches!(stored_document.as_deref(), Some("." | "..")) {
         return problem(Some("document_id"), "may not be \".\" or \"..\" (a URL cannot name it)".into());
     }
     // As every route that names a bank takes it (`?bank=`, the Hindsight API): stored under
     // another name, its memories could not be listed or forgotten.
-    if matches!(m.bank.as_str(), "." | "..") || m.bank.len() > 200 || m.bank.chars().any(char::is_control) {
+    if matches!(m.bank.as_str(), "." | "..")
+        || m.bank.len() > 200
+        || m.bank.chars().any(char::is_control)
+        || m.bank.trim() != m.bank
+    {
         return problem(
             Some("bank"),
-            "must be at most 200 bytes without control characters, and not \".\" or \"..\" (a URL cannot name it)"
+            "must be at most 200 bytes without control characters or spaces at its ends, and not \".\" or \"..\" (a URL cannot name it)"
                 .into(),
         );
     }

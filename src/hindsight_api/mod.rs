@@ -121,6 +121,7 @@ impl HindsightApi {
             })?),
             None => None,
         };
+        let settings = self.settings();
         let mut contents = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
             let content = item.content.text().map_err(|(b, kind)| {
@@ -131,8 +132,12 @@ impl HindsightApi {
             if text::is_blank(&content) {
                 return Err(CompatError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
             }
-            // A URL reads "." and ".." as its own steps: the document could not be deleted.
-            if matches!(item.document_id.as_deref(), Some("." | "..")) {
+            // A URL reads "." and ".." as its own steps: the document could not be deleted. As
+            // it is stored: cleaned (" .. ", "..<private>x</private>").
+            let document = item.document_id.as_deref().and_then(|d| crate::session::clean_text(&settings, d));
+            if matches!(item.document_id.as_deref(), Some("." | ".."))
+                || matches!(document.as_deref(), Some("." | ".."))
+            {
                 return Err(CompatError::Invalid(format!(
                     "items[{i}].document_id may not be \".\" or \"..\" (a URL cannot name it); nothing was stored"
                 )));
@@ -178,7 +183,6 @@ impl HindsightApi {
         if !self.queue.backend().capabilities().stores {
             return Ok(answer(0));
         }
-        let settings = self.settings();
         let document_tags = clean_list(&settings, req.document_tags.as_deref().unwrap_or_default());
         let mut session = None;
         let items: Vec<NewItem> = req
@@ -435,14 +439,16 @@ fn canonical_uuid(s: &str) -> Option<String> {
 }
 
 fn check_bank(bank: &str) -> Result<(), CompatError> {
+    // Every route that names a bank by `?bank=` trims it: " b" could not be named again.
     if bank.trim().is_empty()
+        || bank.trim() != bank
         || bank.contains('/')
         || matches!(bank, "." | "..")
         || bank.len() > 200
         || bank.chars().any(char::is_control)
     {
         return Err(CompatError::Invalid(
-            "bank_id must be 1 to 200 characters without '/' or control characters, and not . or ..".into(),
+            "bank_id must be 1 to 200 characters without '/', control characters or spaces at its ends, and not . or ..".into(),
         ));
     }
     if mneme_core::text::has_private_tag(bank) {
