@@ -209,6 +209,12 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
         assert_eq!((&v["jsonrpc"], &v["error"]["code"]), (&json!("2.0"), &json!(code)), "{body}: {v}");
         assert_eq!(v["error"]["data"]["jsonrpc_code"], rpc_code, "{body}: {v}");
         assert!(v["error"]["message"].is_string(), "{body}: {v}");
+        // The request's id, once it could be read (a valid one, in an object): null otherwise.
+        let sent: Value = serde_json::from_str(body).unwrap_or_default();
+        let readable = sent["id"].is_string() || sent["id"].is_i64();
+        let id =
+            if sent.is_object() && sent["jsonrpc"] == "2.0" && readable { sent["id"].clone() } else { Value::Null };
+        assert_eq!(v["id"], id, "{body}: {v}");
     }
     // A client that accepts anything is answered (the library refused it with 406).
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",

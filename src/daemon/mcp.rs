@@ -300,12 +300,14 @@ pub async fn check_message(
         }
     };
     // The API's error shape (a string code), in a JSON-RPC response whose error carries
-    // JSON-RPC's number in `data`.
-    let refused = |rpc_code: i64, message: &str| {
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
+    // JSON-RPC's number in `data`, and the request's id once it could be read (JSON-RPC: null
+    // only when it could not), so that the client can tell which of its requests failed.
+    let refused_request = |id: serde_json::Value, rpc_code: i64, message: &str| {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id,
             "error": {"code": rpc_code_name(rpc_code), "message": message, "data": {"jsonrpc_code": rpc_code}}});
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
+    let refused = |rpc_code: i64, message: &str| refused_request(serde_json::Value::Null, rpc_code, message);
     let (initialize, stateless) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Err(e) => return refused(-32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
@@ -316,21 +318,23 @@ pub async fn check_message(
             if m.get("id").is_some_and(|id| !(id.is_string() || id.is_i64())) {
                 return refused(-32600, "Invalid Request: the id must be a string or an integer");
             }
+            let id = m.get("id").cloned().unwrap_or_default();
             if m.get("method").is_some_and(|v| !v.is_string()) {
-                return refused(-32600, "Invalid Request: the method must be a string");
+                return refused_request(id, -32600, "Invalid Request: the method must be a string");
             }
             // The shapes the library tells apart; any other it answered with a bare 415.
             let (result, error) = (m.contains_key("result"), m.contains_key("error"));
             let known_shape =
                 if m.contains_key("method") { !result && !error } else { m.contains_key("id") && result != error };
             if !known_shape {
-                return refused(
+                return refused_request(
+                    id,
                     -32600,
                     "Invalid Request: a message is a request (method and id), a notification (method) or a response (id with result or error)",
                 );
             }
             if let Some(why) = params_problem(&m) {
-                return refused(-32602, &format!("Invalid params: {why}"));
+                return refused_request(id, -32602, &format!("Invalid params: {why}"));
             }
             (m.get("method").and_then(|v| v.as_str()) == Some("initialize"), is_stateless(&m, &parts.headers))
         }
