@@ -52,11 +52,21 @@ pub(super) struct SessionState {
     size_flush_queued: bool,
     /// Until when debounce flushes hold back after a failure (cleared by a success).
     backoff_until: Option<Instant>,
+    /// Items a delivery read from the spool before their arrival was counted (a flush and a
+    /// retain of the session in one spool commit): their arrival is not counted as pending.
+    taken_early: u64,
 }
 
 impl SessionState {
     fn backing_off(&self, now: Instant) -> bool {
         self.backoff_until.is_some_and(|t| t > now)
+    }
+
+    /// Counts `n` spooled items as pending, but for those a delivery took already.
+    fn add_pending(&mut self, n: u64) {
+        let taken = n.min(self.taken_early);
+        self.taken_early -= taken;
+        self.pending += n - taken;
     }
 }
 
@@ -81,10 +91,10 @@ impl Batcher {
     /// asks for a size flush when the batch is full (unless backing off or one is queued).
     pub fn arrived(&mut self, id: &str, n: u64, now: Instant, rules: Rules) -> Arrival {
         let q = self.entry(id);
-        q.pending += n;
+        q.add_pending(n);
         let size_flush = q.pending >= rules.batch_size && !q.size_flush_queued && !q.backing_off(now);
         q.size_flush_queued |= size_flush;
-        let timer_armed = q.flush_at.is_none() && q.retry_at.is_none();
+        let timer_armed = q.pending > 0 && q.flush_at.is_none() && q.retry_at.is_none();
         if timer_armed {
             q.flush_at = Some(now + rules.flush_interval);
         }
@@ -93,7 +103,7 @@ impl Batcher {
 
     /// A previous run left `n` items spooled for a session.
     pub fn recovered(&mut self, id: &str, n: u64) {
-        self.entry(id).pending += n;
+        self.entry(id).add_pending(n);
     }
 
     /// The timers due by `now`, disarmed: each is a flush to run, in no particular order.
@@ -147,11 +157,19 @@ impl Batcher {
         trigger.is_debounce() && self.sessions.get(id).is_none_or(|q| q.pending < rules.batch_size)
     }
 
-    /// `n` items were read from the spool for a delivery.
+    /// `n` items were read from the spool for a delivery. Those beyond the pending count had
+    /// not been counted yet: their arrival, when it is, adds nothing (counted then, they stayed
+    /// pending for good, and every later size flush went out that many items short). A queue
+    /// taken empty disarms its timer: the next item starts its own.
     pub fn taken(&mut self, id: &str, n: u64) {
         let q = self.entry(id);
-        q.pending = q.pending.saturating_sub(n);
+        let counted = n.min(q.pending);
+        q.pending -= counted;
+        q.taken_early += n - counted;
         q.in_flight += n;
+        if q.pending == 0 {
+            q.flush_at = None;
+        }
     }
 
     /// The backend answered a delivery of `n` items (either way).
@@ -160,9 +178,13 @@ impl Batcher {
         q.in_flight = q.in_flight.saturating_sub(n);
     }
 
-    /// A delivery succeeded: the session stops backing off.
+    /// A delivery succeeded: the session stops backing off, and its retry is disarmed (left
+    /// armed, it kept what arrived next from arming a timer until the retry fired, up to
+    /// `queue.retry_max` or a server's Retry-After later).
     pub fn succeeded(&mut self, id: &str) {
-        self.entry(id).backoff_until = None;
+        let q = self.entry(id);
+        q.backoff_until = None;
+        q.retry_at = None;
     }
 
     /// A delivery of `n` items failed for now: they are pending again, and the session backs
@@ -182,6 +204,7 @@ impl Batcher {
             .filter(|(id, q)| id.as_str() != except && q.backoff_until.is_some() && q.pending > 0)
             .map(|(id, q)| {
                 q.backoff_until = None;
+                q.retry_at = None;
                 id.clone()
             })
             .collect()
@@ -192,6 +215,7 @@ impl Batcher {
     pub fn requeued(&mut self, id: &str, spooled: u64) {
         let q = self.entry(id);
         q.pending = spooled.saturating_sub(q.in_flight);
+        q.taken_early = 0;
         q.backoff_until = None;
     }
 

@@ -95,6 +95,68 @@ fn what_a_flush_leaves_gets_a_timer_unless_one_is_due_or_a_size_flush_is_queued(
     assert!(!b.flush_ended("s", at(t0, 10_000), RULES), "nothing is pending");
 }
 
+/// A retry left armed by an outage that a flush of another kind ended kept the next items
+/// from arming a timer: they waited for the retry (up to `queue.retry_max`, or an hour of
+/// Retry-After) instead of the flush interval.
+#[test]
+fn a_success_disarms_the_retry_so_the_next_items_get_a_timer() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    b.arrived("s", 1, t0, RULES);
+    b.taken("s", 1);
+    b.answered("s", 1);
+    b.retry_later("s", 1, t0, Duration::from_secs(300));
+    // An explicit flush (an agent's turn end) delivers it.
+    b.taken("s", 1);
+    b.answered("s", 1);
+    b.succeeded("s");
+    b.flush_ended("s", at(t0, 1000), RULES);
+    assert!(b.arrived("s", 1, at(t0, 2000), RULES).timer_armed);
+    assert_eq!(b.next_deadline(), Some(at(t0, 7000)));
+    // Woken at the end of an outage another session's success ended: the same.
+    let mut b = Batcher::default();
+    b.arrived("s", 1, t0, RULES);
+    b.taken("s", 1);
+    b.answered("s", 1);
+    b.retry_later("s", 1, t0, Duration::from_secs(300));
+    assert_eq!(b.end_backoffs("other"), ["s"]);
+    assert_eq!(b.session("s").retry_at, None);
+}
+
+/// The timer is armed by the first item of a queue that was empty: one left from items a size
+/// or explicit flush took sent the next item early, alone.
+#[test]
+fn a_queue_taken_empty_disarms_its_timer() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    assert!(b.arrived("s", 4, t0, RULES).size_flush);
+    assert!(b.size_flush_starting("s", RULES));
+    b.taken("s", 4);
+    b.answered("s", 4);
+    b.succeeded("s");
+    b.flush_ended("s", at(t0, 100), RULES);
+    assert_eq!(b.next_deadline(), None);
+    assert!(b.arrived("s", 1, at(t0, 4000), RULES).timer_armed);
+    assert_eq!(b.next_deadline(), Some(at(t0, 9000)));
+}
+
+/// A delivery that read items from the spool before their arrival was counted (a flush and a
+/// retain sharing one spool commit) leaves the count right: counted after, they stayed pending
+/// for good, and every later size flush went out that many items short.
+#[test]
+fn items_taken_before_their_arrival_was_counted_are_not_pending_after_it() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    b.know("s");
+    b.taken("s", 1);
+    b.answered("s", 1);
+    b.succeeded("s");
+    assert!(!b.arrived("s", 1, t0, RULES).timer_armed, "nothing is pending");
+    assert_eq!(b.session("s").pending, 0);
+    assert!(!b.arrived("s", 3, t0, RULES).size_flush);
+    assert!(b.arrived("s", 1, t0, RULES).size_flush, "the fourth item fills the batch");
+}
+
 #[derive(Debug, Clone)]
 enum Event {
     Arrive(usize, u64),
