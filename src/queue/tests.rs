@@ -874,3 +874,27 @@ async fn a_request_cut_before_its_replace_keeps_every_item_of_its_other_document
     assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 4, failed: 0 });
     assert_eq!(stored_of(&local, None).await, ["d, second version", "e, part one", "e, part two"]);
 }
+
+/// A clear of one project keeps what is queued for another too, without the cleared tag, as
+/// the local store keeps a stored memory both hold: the spool dropped it, so the outcome
+/// depended on whether the clear came before its delivery or after.
+#[tokio::test]
+async fn a_clear_keeps_queued_items_another_project_holds_too() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    let tagged = |content: &str, tags: &[&str]| NewItem {
+        content: content.into(),
+        tags: Some(tags.iter().map(|t| t.to_string()).collect()),
+        ..NewItem::default()
+    };
+    let bank = Scope { bank: "b".into(), tags: vec![] };
+    let queued = vec![tagged("shared", &["project:a", "project:b", "ops"]), tagged("only a", &["project:a"])];
+    r.queue.enqueue("h", &bank, queued).await.unwrap();
+    let cleared = Scope { bank: "b".into(), tags: vec!["project:a".into()] };
+    let (n, ()) = r.queue.discard_scope_then(&cleared, async {}).await.unwrap();
+    assert_eq!(n, 1);
+    r.queue.flush("h").await;
+    assert_eq!(b.delivered(), ["shared"]);
+    let delivered = b.batches.lock().unwrap()[0].items[0].tags.clone();
+    assert_eq!(delivered, ["project:b", "ops"]);
+}

@@ -242,17 +242,30 @@ impl Spool {
 
     /// Drops the items and dead letters of a scope, whichever session queued them: those of
     /// `bank` holding any of `tags` (every one of the bank when `tags` is empty), as a clear of
-    /// that scope deletes stored memories. Returns how many items went and the sessions they
-    /// were queued by.
+    /// that scope deletes stored memories. One that also holds another project's tag is kept
+    /// for that project, without the cleared tags, as the local store keeps such a memory.
+    /// Returns how many items went and the sessions whose items were dropped or changed.
     pub async fn discard_scope(&self, bank: &str, tags: &[String]) -> Result<(u64, Vec<String>), SpoolError> {
         let (bank, tags) = (bank.to_owned(), json(&tags));
+        let project = mneme_core::PROJECT_TAG_PREFIX;
         self.call(move |t| {
             const IN_SCOPE: &str = "bank = ?1 AND (json_array_length(?2) = 0 OR EXISTS (
                 SELECT 1 FROM json_each(tags) AS held WHERE held.value IN (SELECT value FROM json_each(?2))))";
+            // Another project's tag, not among those cleared (none is when the whole bank is).
+            const SHARED: &str = "json_array_length(?2) > 0 AND EXISTS (SELECT 1 FROM json_each(tags) AS other
+                WHERE substr(other.value, 1, length(?3)) = ?3 AND other.value NOT IN (SELECT value FROM json_each(?2)))";
+            const UNTAGGED: &str = "(SELECT json_group_array(kept.value) FROM json_each(tags) AS kept
+                WHERE kept.value NOT IN (SELECT value FROM json_each(?2)))";
             let sessions: Vec<String> = t
                 .prepare(&format!("SELECT DISTINCT session_id FROM items WHERE {IN_SCOPE}"))?
                 .query_map(params![bank, tags], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
+            for table in ["dead_letters", "items"] {
+                t.execute(
+                    &format!("UPDATE {table} SET tags = {UNTAGGED} WHERE {IN_SCOPE} AND {SHARED}"),
+                    params![bank, tags, project],
+                )?;
+            }
             t.execute(&format!("DELETE FROM dead_letters WHERE {IN_SCOPE}"), params![bank, tags])?;
             let n = t.execute(&format!("DELETE FROM items WHERE {IN_SCOPE}"), params![bank, tags])?;
             Ok((n as u64, sessions))
