@@ -583,6 +583,34 @@ async fn a_retry_does_not_bring_back_a_document_replaced_since() {
     assert_eq!(delivered, vec!["other", "v1", "v2"], "v1 only in the other bank");
 }
 
+/// A dead replace of a document that a later delivery added to is put back by a retry as an
+/// append: as a replace it wiped the delivered append (of another request, or the rest of its
+/// own request, which a batch bound cut into appends).
+#[tokio::test]
+async fn a_retried_replace_does_not_wipe_an_append_delivered_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_store(dir.path());
+    let b = TestBackend::new(&[Mode::Permanent]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), vec![doc("v1", "d", false)]).await.unwrap();
+    assert_eq!(r.queue.flush("s").await.failed, 1);
+    b.set(Mode::Ok);
+    r.queue.enqueue("s", &scope(), vec![doc("more", "d", true)]).await.unwrap();
+    assert_eq!(r.queue.flush("s").await.delivered, 1);
+    r.queue.flush_all().await; // the removal rides on a later transaction
+    assert_eq!(r.queue.retry_dead().await.unwrap(), 1);
+    r.advance(100).await;
+    r.queue.flush_all().await;
+    let batches = b.batches.lock().unwrap().clone();
+    let retried = &batches.last().unwrap().items[0];
+    assert_eq!((retried.content.as_str(), retried.append), ("v1", true));
+    // Into the real store in that order: the document keeps both.
+    for batch in &batches[batches.len() - 2..] {
+        local.retain(&scope(), batch).await.unwrap();
+    }
+    assert_eq!(stored_of(&local, Some("d")).await, ["more", "v1"]);
+}
+
 /// Flushes asked for during a backoff (an agent's turns) use up no attempts: the batch goes to
 /// the dead letters after `max_attempts` tries on the backoff's schedule, not after as many turns.
 #[tokio::test]

@@ -155,7 +155,8 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
 
 /// Drops the dead letters of a document that a delivered batch has since replaced (an item of
 /// the same bank and document, not an append, queued after them): put back by `mneme retry`, an
-/// older transcript of a session would replace the newer one. One statement, as the removal.
+/// older transcript of a session would replace the newer one. A dead letter replacing a document
+/// the batch added to becomes an append. One statement each, as the removal.
 fn supersede_dead_letters(tx: &Transaction<'_>, r: &Removal) {
     let superseded = tx
         .prepare_cached(
@@ -172,6 +173,19 @@ fn supersede_dead_letters(tx: &Transaction<'_>, r: &Removal) {
         }
         // They stay dead letters: `mneme retry` can still put them back.
         Err(e) => tracing::warn!(session = r.session_id, "cannot drop superseded dead letters: {e}"),
+    }
+    // A dead replace of a document the batch added to since: put back, it would wipe what was
+    // added. It adds to the document too, then.
+    let appended = tx
+        .prepare_cached(
+            "UPDATE dead_letters SET append = 1 WHERE document_id IS NOT NULL AND append = 0 AND EXISTS (
+                 SELECT 1 FROM items i WHERE i.session_id = ? AND i.seq BETWEEN ? AND ? AND i.batch_id = ?
+                     AND i.append = 1 AND i.document_id = dead_letters.document_id
+                     AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)",
+        )
+        .and_then(|mut s| s.execute(params![r.session_id, r.seqs.start(), r.seqs.end(), r.batch_id]));
+    if let Err(e) = appended {
+        tracing::warn!(session = r.session_id, "cannot turn dead replaces into appends: {e}");
     }
 }
 
