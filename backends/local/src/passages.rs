@@ -59,11 +59,13 @@ fn cut_long<'a>(unit: &'a str, out: &mut Vec<&'a str>) {
     while chars(rest) > MAX_PASSAGE {
         let limit = rest.char_indices().nth(TARGET).map_or(rest.len(), |(i, _)| i);
         let head = &rest[..limit];
-        let at = head
-            .rfind('\n')
-            .or_else(|| head.rfind(". ").map(|i| i + 1))
-            .or_else(|| head.rfind(' '))
-            .filter(|&i| i > limit / 3)
+        // The latest line end past the head's first third, else sentence end, else word end:
+        // each kind looked for on its own (a line end early in the head is no reason to cut
+        // through a word).
+        let at = [head.rfind('\n'), head.rfind(". ").map(|i| i + 1), head.rfind(' ')]
+            .into_iter()
+            .flatten()
+            .find(|&i| i > limit / 3)
             .unwrap_or_else(|| mneme_core::text::shown_char_boundary(rest, limit));
         out.push(rest[..at].trim());
         rest = rest[at..].trim_start();
@@ -219,6 +221,23 @@ mod tests {
             let p = p.trim_start_matches("… ").trim_end_matches(" …");
             let (first, last) = (p.chars().next().unwrap(), p.chars().next_back().unwrap());
             assert!(!mneme_core::text::continues_previous(first) && last != '\u{200D}', "{p:?}");
+        }
+    }
+
+    /// A long paragraph after a short first line (a transcript's turn frame, a heading) is cut
+    /// at word ends: the line end early in it made every cut fall through a word, whose halves
+    /// BM25 then indexed as two words.
+    #[test]
+    fn a_long_paragraph_after_a_short_line_is_cut_between_words() {
+        for opening in ["[role: user]\n", "Deploys. ", ""] {
+            let text = format!("{opening}{}", "deployment ".repeat(200));
+            let parts = split(&text);
+            assert!(parts.len() > 1);
+            for p in &parts {
+                let own = p.trim_start_matches("… ");
+                let words = own.split_whitespace().filter(|w| w.trim_end_matches('.').starts_with("deploy"));
+                assert!(words.clone().all(|w| w.trim_end_matches('.') == "deployment"), "{opening:?}: {own:?}");
+            }
         }
     }
 
