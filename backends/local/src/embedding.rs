@@ -37,6 +37,8 @@ const STORE_CROWDING_ROWS: usize = 4096;
 /// Pauses between attempts while the embedder fails: from the first to the last, doubling.
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(60);
+/// An idle embedding thread looks for passages to embed at least this often.
+const LOOK_AGAIN: Duration = Duration::from_secs(10);
 /// An outage notice at most this often (an endpoint that comes and goes is one problem).
 const NOTICE_EVERY: Duration = Duration::from_secs(600);
 /// A batch waits until retains have paused this long (their deliveries and the daemon's request
@@ -281,7 +283,11 @@ impl Semantic {
                 if lock(&self.health).error.is_some() {
                     // Nothing to embed, but recall's queries wait for a sign of life.
                     match embedder.embed(&["ping"]) {
-                        Ok(_) => self.available(),
+                        Ok(_) => {
+                            // The next outage's first retry comes after the first pause again.
+                            pause = RETRY_FIRST;
+                            self.available();
+                        }
                         Err(e) => {
                             self.back_off(e.to_string(), &mut pause);
                             continue;
@@ -489,12 +495,15 @@ impl Semantic {
         lock(&self.wake).from.take()
     }
 
-    /// Until new passages arrive, a query found the embedder failing, or the backend stops.
+    /// Until new passages arrive, a query found the embedder failing, or the backend stops; at
+    /// most [`LOOK_AGAIN`]: another process (`mneme migrate --to local` while the daemon runs)
+    /// writes passages this one's writer never hears of.
     fn wait(&self) {
-        let mut wake = lock(&self.wake);
-        while wake.from.is_none() && !wake.probe && !wake.stop {
-            wake = self.woken.wait(wake).unwrap_or_else(|p| p.into_inner());
-        }
+        let wake = lock(&self.wake);
+        let (mut wake, _) = self
+            .woken
+            .wait_timeout_while(wake, LOOK_AGAIN, |w| w.from.is_none() && !w.probe && !w.stop)
+            .unwrap_or_else(|p| p.into_inner());
         wake.probe = false;
     }
 

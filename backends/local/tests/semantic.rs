@@ -746,3 +746,20 @@ async fn passages_left_to_embed_when_the_length_changes_are_found_by_meaning() {
         );
     }
 }
+
+/// Passages another process writes (`mneme migrate --to local` while the daemon runs) are
+/// embedded without a retain through this one: its idle embedding thread waited only for its
+/// own writer's word, and they stayed without vectors until the next retain or a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passages_another_process_writes_are_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let stub = Stub::start();
+    let b = openai(&path, &stub, "hash-64", Duration::from_secs(2));
+    retain(&b, numbered(0, 5)).await;
+    assert_eq!(embedded(&b, Duration::from_secs(30)).await.embedded, 5);
+    let other = LocalBackend::open(&LocalConfig::lexical(&path)).unwrap();
+    retain(&other, numbered(5, 5)).await;
+    let e = embedded(&b, Duration::from_secs(30)).await;
+    assert_eq!((e.embedded, e.passages), (10, 10));
+}
