@@ -103,6 +103,9 @@ struct Wake {
     from: Option<i64>,
     /// The embedder failed a query: the idle thread looks whether it answers again.
     probe: bool,
+    /// The embedder refused a question: the idle thread looks whether it refuses everything
+    /// (a revoked key, a model removed), which is an outage.
+    refused_question: bool,
     stop: bool,
 }
 
@@ -179,6 +182,9 @@ impl Semantic {
             // until the embedding thread found the endpoint answering.
             Err(EmbedError::Invalid(why)) => {
                 tracing::debug!("the embedder refuses a question, answered by its words only: {why}");
+                let mut wake = lock(&self.wake);
+                wake.refused_question = true;
+                self.woken.notify_all();
                 None
             }
             Err(e) => {
@@ -280,7 +286,8 @@ impl Semantic {
                 }
             };
             if batch.is_empty() {
-                if lock(&self.health).error.is_some() {
+                let refused_question = std::mem::take(&mut lock(&self.wake).refused_question);
+                if refused_question || lock(&self.health).error.is_some() {
                     // Nothing to embed, but recall's queries wait for a sign of life.
                     match embedder.embed(&["ping"]) {
                         Ok(_) => {
@@ -502,7 +509,7 @@ impl Semantic {
         let wake = lock(&self.wake);
         let (mut wake, _) = self
             .woken
-            .wait_timeout_while(wake, LOOK_AGAIN, |w| w.from.is_none() && !w.probe && !w.stop)
+            .wait_timeout_while(wake, LOOK_AGAIN, |w| w.from.is_none() && !w.probe && !w.refused_question && !w.stop)
             .unwrap_or_else(|p| p.into_inner());
         wake.probe = false;
     }

@@ -308,11 +308,14 @@ enum Answer {
     Overflowing,
     /// Vectors of zeros.
     Zeros,
+    /// 401 to everything (a revoked key).
+    Unauthorized,
     /// The answer's headers, then half its body, and the connection closed.
     BrokenOff,
 }
 
 const BROKEN_OFF: u64 = 1_000_000;
+const UNAUTHORIZED: u64 = 1_000_001;
 
 /// An OpenAI-compatible `/v1/embeddings` server on 127.0.0.1: a word-hashing embedder of 64
 /// dimensions (texts sharing words are near). It can be stopped (the port refuses connections)
@@ -353,6 +356,7 @@ impl Stub {
             Answer::Overflowing => 2,
             Answer::Zeros => 3,
             Answer::BrokenOff => BROKEN_OFF,
+            Answer::Unauthorized => UNAUTHORIZED,
             Answer::Slow(ms) => 4 + ms,
         };
         self.answer.store(code, Ordering::SeqCst);
@@ -433,6 +437,15 @@ fn handle(stream: TcpStream, answer: u64) {
         let _ = write!(
             stream,
             "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
+            out.len()
+        );
+        return;
+    }
+    if answer == UNAUTHORIZED {
+        let out = r#"{"error": {"message": "Incorrect API key provided"}}"#;
+        let _ = write!(
+            stream,
+            "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
             out.len()
         );
         return;
@@ -762,4 +775,23 @@ async fn passages_another_process_writes_are_embedded() {
     retain(&other, numbered(5, 5)).await;
     let e = embedded(&b, Duration::from_secs(30)).await;
     assert_eq!((e.embedded, e.passages), (10, 10));
+}
+
+/// An endpoint that starts refusing everything (a revoked key: 401) once the store is embedded
+/// is an outage, told once: only questions met it, and each refused question was taken for that
+/// question's own fault, so recall fell back to BM25 with no notice and status said "ready".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_refusing_every_question_is_an_outage() {
+    let dir = tempfile::tempdir().unwrap();
+    let stub = Stub::start();
+    let b = openai(&dir.path().join("m.db"), &stub, "hash-64", Duration::from_secs(2));
+    let mut events = b.take_events().expect("the local backend raises events");
+    retain(&b, numbered(0, 5)).await;
+    embedded(&b, Duration::from_secs(30)).await;
+    stub.set(Answer::Unauthorized);
+    assert!(!recall(&b, "walrus3 harbour", RecallMode::Hybrid).await.is_empty(), "BM25 answers");
+    let e = refused_with(&b, "401").await;
+    assert_eq!(e.state, "unavailable", "{e:?}");
+    let outage = tokio::time::timeout(Duration::from_secs(30), events.recv()).await.unwrap().unwrap();
+    assert!(outage.problem && outage.message.contains("401"), "{outage:?}");
 }
