@@ -127,8 +127,42 @@ pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<(), OpenError>
     for (version, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
+        if version + 1 == PASSAGES_VERSION {
+            split_long_memories(&tx)?;
+        }
         tx.pragma_update(None, "user_version", (version + 1) as i64)?;
         tx.commit()?;
+    }
+    Ok(())
+}
+
+/// The schema that brought passages: its SQL makes each stored memory one passage.
+const PASSAGES_VERSION: usize = 4;
+
+/// A memory stored before passages and too long for one (a session's transcript) is split into
+/// passages as a retain splits it now: one passage of 20,000 characters was embedded only in
+/// its first 256 tokens, and never fitted a recall's budget but as its first result.
+fn split_long_memories(tx: &rusqlite::Transaction<'_>) -> Result<(), OpenError> {
+    let long: Vec<(i64, i64, String)> = tx
+        .prepare("SELECT pid, memory_seq, text FROM passages WHERE length(text) > ?1 ORDER BY pid")?
+        .query_map([crate::passages::MAX_PASSAGE as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut delete = tx.prepare("DELETE FROM passages WHERE pid = ?1")?;
+    let mut insert = tx.prepare("INSERT INTO passages (memory_seq, ord, text, prev_pid) VALUES (?1, ?2, ?3, ?4)")?;
+    let mut added: Option<(i64, i64)> = None;
+    for (pid, memory, text) in long {
+        delete.execute([pid])?;
+        let mut prev: Option<i64> = None;
+        for (ord, passage) in crate::passages::split(&text).into_iter().enumerate() {
+            insert.execute(rusqlite::params![memory, ord as i64, passage, prev])?;
+            let pid = tx.last_insert_rowid();
+            added = Some(added.map_or((pid, pid), |(first, _)| (first, pid)));
+            prev = Some(pid);
+        }
+    }
+    if let Some((first, last)) = added {
+        // New passages take pids above every older one: one range holds them all.
+        tx.execute(crate::store::INDEX_NEW_PASSAGES, [first, last])?;
     }
     Ok(())
 }

@@ -242,13 +242,32 @@ async fn a_store_of_the_previous_schema_is_backfilled() {
         for (i, t) in DISTRACTORS.iter().chain(["We deploy with cargo-dist."].iter()).enumerate() {
             insert.execute(rusqlite::params![format!("m{i}"), t]).unwrap();
         }
+        // A session's transcript, stored whole then: a word in its tail only.
+        let turns: Vec<String> = (0..40)
+            .map(|i| format!("[role: user]\nturn {i} asks about the harbour crane schedule\n[user:end]"))
+            .chain(["[role: assistant]\nthe zanzibarine ferry leaves at noon\n[assistant:end]".to_owned()])
+            .collect();
+        insert.execute(rusqlite::params!["transcript", turns.join("\n\n")]).unwrap();
         conn.execute("INSERT INTO memories_fts(rowid, terms) SELECT seq, mneme_terms(content) FROM memories", [])
             .unwrap();
     }
     let b = LocalBackend::open(&LocalConfig::new(&path)).unwrap();
     assert_eq!(recall(&b, "cargo-dist", RecallMode::Lexical).await, vec!["We deploy with cargo-dist.".to_owned()]);
+    // The transcript is passages now, as a retain splits one: its tail is found as a passage.
+    let tail = recall(&b, "zanzibarine ferry", RecallMode::Lexical).await;
+    assert!(tail[0].contains("zanzibarine") && tail[0].len() < 1500, "{tail:?}");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let split: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM passages p JOIN memories m ON m.seq = p.memory_seq WHERE m.id = 'transcript'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(split > 1, "{split}");
     let e = embedded(&b, Duration::from_secs(60)).await;
-    assert_eq!((e.embedded, e.passages), (DISTRACTORS.len() as u64 + 1, DISTRACTORS.len() as u64 + 1));
+    let passages = DISTRACTORS.len() as u64 + 1 + split as u64;
+    assert_eq!((e.embedded, e.passages), (passages, passages));
     let hybrid = recall(&b, "how do we ship a release?", RecallMode::Hybrid).await;
     assert!(hybrid.iter().take(3).any(|t| t == "We deploy with cargo-dist."), "{hybrid:?}");
 }
