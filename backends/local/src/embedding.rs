@@ -448,12 +448,22 @@ impl Semantic {
     fn store(self: &Arc<Self>, writer: &Writer, batch: Vec<Unembedded>, vectors: Vec<Vec<f32>>) -> Result<(), String> {
         let me = self.clone();
         let quantized: Vec<_> = vectors.iter().map(|v| quantize(v)).collect();
-        // Measured here, under the read lock: the writer then holds the write lock only to add.
-        // (A replaced passage's old vector may count as its own neighbour; one of many.)
-        let crowding: Vec<Option<f32>> = {
-            let index = read(&self.index);
-            batch.iter().zip(&quantized).map(|(p, q)| index.crowding_for(&p.bank, q)).collect()
-        };
+        // Measured here, against each bank's reference copied under the read lock and let go
+        // (this thread runs only when nothing else wants the CPU: computed under the lock, a
+        // busy machine held the writer and every recall behind it for seconds). The writer then
+        // holds the write lock only to add. (A replaced passage's old vector may count as its
+        // own neighbour; one of many.)
+        let mut references: HashMap<&str, Option<crate::vectors::ReferenceCopy>> = HashMap::new();
+        let crowding: Vec<Option<f32>> = batch
+            .iter()
+            .zip(&quantized)
+            .map(|(p, q)| {
+                let reference =
+                    references.entry(p.bank.as_str()).or_insert_with(|| read(&self.index).reference_copy(&p.bank));
+                reference.as_ref().and_then(|r| r.crowding_for(q))
+            })
+            .collect();
+        drop(references);
         writer
             .run(move |store| {
                 let rows: Vec<_> = batch

@@ -175,6 +175,26 @@ impl Bank {
     }
 }
 
+/// A bank's reference, copied (see [`VectorIndex::reference_copy`]).
+pub(crate) struct ReferenceCopy {
+    rows: Vec<i8>,
+    scales: Vec<f32>,
+    k: usize,
+    dim: usize,
+}
+
+impl ReferenceCopy {
+    /// How crowded the neighbourhood of `v` would be in the bank, against its reference.
+    pub(crate) fn crowding_for(&self, v: &Quantized) -> Option<f32> {
+        if v.q.len() != self.dim || self.dim == 0 {
+            return None;
+        }
+        let cosines =
+            self.rows.chunks_exact(self.dim).zip(&self.scales).map(|(row, s)| dot_i8(&v.q, row) as f32 * v.scale * s);
+        Some(crowding(cosines, self.k))
+    }
+}
+
 /// A bank's neighbourhoods to measure, off the index's lock: its reference's rows, copied.
 pub(crate) struct NeighbourhoodJob {
     bank: usize,
@@ -243,7 +263,7 @@ impl VectorIndex {
     }
 
     /// [`VectorIndex::add`], with the crowding of its neighbourhood when it was measured beforehand
-    /// ([`VectorIndex::crowding_for`], under a read lock, so the write lock is held for less).
+    /// ([`ReferenceCopy::crowding_for`], off the lock, so the write lock is held for less).
     pub(crate) fn add_measured(&mut self, v: NewVector, crowding: Option<f32>) -> bool {
         if self.dim == 0 {
             self.dim = v.vector.q.len();
@@ -345,12 +365,29 @@ impl VectorIndex {
 
     /// How crowded the neighbourhood of `v` would be in `bank`, against its reference; `None`
     /// while the bank has none (never measured).
+    #[cfg(test)]
     pub(crate) fn crowding_for(&self, bank: &str, v: &Quantized) -> Option<f32> {
+        self.reference_copy(bank)?.crowding_for(v)
+    }
+
+    /// `bank`'s reference rows, copied, to measure new vectors against without holding the
+    /// index's lock: the embedding thread runs at the lowest priority, and a busy machine could
+    /// keep it from finishing a measure for seconds while the store's writer (every delivery)
+    /// and every recall waited for the lock. `None` while the bank has no reference.
+    pub(crate) fn reference_copy(&self, bank: &str) -> Option<ReferenceCopy> {
         let bank = &self.banks[*self.bank_of.get(bank)?];
-        if bank.measured_at == 0 || v.q.len() != self.dim {
+        if bank.measured_at == 0 {
             return None;
         }
-        Some(bank.crowding_against(&v.q, v.scale, None, self.dim))
+        let live =
+            bank.reference.positions.iter().map(|&p| p as usize).filter(|&p| p < bank.pids.len() && bank.pids[p] >= 0);
+        let mut rows = Vec::with_capacity(bank.reference.positions.len() * self.dim);
+        let mut scales = Vec::with_capacity(bank.reference.positions.len());
+        for p in live {
+            rows.extend_from_slice(bank.row(p, self.dim));
+            scales.push(bank.scales[p]);
+        }
+        Some(ReferenceCopy { rows, scales, k: bank.reference.k, dim: self.dim })
     }
 
     /// Banks whose neighbourhoods are due to be measured.

@@ -130,6 +130,13 @@ fn a_crowded_passage_yields_to_one_that_stands_alone() {
         label: Label::default(),
         vector: centre.clone(),
     };
+    // Measured on a copy of the reference, taken and let go: the index may change meanwhile
+    // (the embedding thread measures off the lock), and the copy measures as the index did.
+    let copy = index.reference_copy("a").unwrap();
+    index.add(NewVector { pid: 99, ..v(99) });
+    index.remove(&[99]);
+    assert_eq!(copy.crowding_for(&centre), Some(measured));
+    assert!(index.reference_copy("nobody").is_none());
     assert!(index.add_measured(v(3), Some(measured)) && index.add(v(4)));
     let later = index.search("a", &q, 4, &[]).unwrap();
     let at = |pid| later.top.iter().position(|t| t.0 == pid);
