@@ -144,6 +144,15 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
         assert!((400..500).contains(&status), "{bank}: {status} {v}");
         assert!(v.to_string().contains("bank_id"), "{v}");
     }
+    // A disposition trait out of its range, in the flat form Hindsight 1.1 still takes too.
+    for body in [
+        json!({"disposition_literalism": 9}),
+        json!({"disposition_empathy": 0}),
+        json!({"disposition": {"skepticism": 6, "literalism": 3, "empathy": 3}}),
+    ] {
+        let (status, v) = d.req(reqwest::Method::PATCH, &bank_path("b", ""), Some(body.clone())).await;
+        assert_eq!(status, 422, "{body}: {v}");
+    }
     for document in [".", "..", " .. ", "..<private>s</private>"] {
         let (status, v) =
             d.post(&bank_path("b", "/memories"), json!({"items": [{"content": "x", "document_id": document}]})).await;
@@ -695,6 +704,12 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
         ("recall, no room", "POST", "/memories/recall".into(), Some(json!({"query": "prefer", "max_tokens": 0}))),
         ("patch mission", "PATCH", String::new(), Some(json!({"mission": "Keep it short"}))),
         (
+            "flat disposition",
+            "PATCH",
+            String::new(),
+            Some(json!({"disposition_skepticism": 5, "disposition_empathy": 1})),
+        ),
+        (
             "model without a name",
             "POST",
             "/mental-models".into(),
@@ -745,6 +760,10 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
         }
         if name == "patch mission" {
             assert_eq!((&o_body["mission"], &o_body["background"]), (&p_body["mission"], &p_body["background"]));
+        }
+        if name == "flat disposition" {
+            assert_eq!(o_body["disposition"], p_body["disposition"], "{o_body}");
+            assert_eq!(o_body["disposition"]["skepticism"], 5, "{o_body}");
         }
     }
     // Bodies that are not JSON, or none.

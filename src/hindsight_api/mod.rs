@@ -359,6 +359,19 @@ impl HindsightApi {
             }
             profile.disposition = d;
         }
+        // The flat form, each trait on its own, as Hindsight 1.1 still takes it.
+        let d = &mut profile.disposition;
+        for (name, value, slot) in [
+            ("disposition_skepticism", update.disposition_skepticism, &mut d.skepticism),
+            ("disposition_literalism", update.disposition_literalism, &mut d.literalism),
+            ("disposition_empathy", update.disposition_empathy, &mut d.empathy),
+        ] {
+            let Some(value) = value else { continue };
+            *slot = u8::try_from(value)
+                .ok()
+                .filter(|v| (1..=5).contains(v))
+                .ok_or_else(|| CompatError::Invalid(format!("{name} must be between 1 and 5")))?;
+        }
         if let Some(m) = keep(update.reflect_mission) {
             // Hindsight 1.1 keeps the reflect mission as the bank's mission (and background).
             // The retain mission steers its LLM's fact extraction, which mneme does not do.

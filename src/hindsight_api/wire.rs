@@ -285,6 +285,15 @@ pub struct BankUpdate {
     /// Disposition traits (1–5 each).
     #[serde(default)]
     pub disposition: Option<Disposition>,
+    /// One trait on its own (Hindsight 1.1's flat, deprecated form), over `disposition`'s.
+    #[serde(default)]
+    pub disposition_skepticism: Option<i64>,
+    /// See `disposition_skepticism`.
+    #[serde(default)]
+    pub disposition_literalism: Option<i64>,
+    /// See `disposition_skepticism`.
+    #[serde(default)]
+    pub disposition_empathy: Option<i64>,
     /// What reflect is for.
     #[serde(default)]
     pub reflect_mission: Option<String>,
