@@ -252,6 +252,20 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Settings, Vec<ConfigErro
         }
         for (name, v) in entries {
             let line = lines.key(section, name).or(section_line);
+            // DESIGN.md's example names the bank and its scoping under [hindsight]; SPEC.md, and
+            // mneme, under [memory] (they scope the local store too). Either is taken; [memory]'s
+            // wins when both are set.
+            if section == "hindsight" && HINDSIGHT_SYNONYMS.contains(&name.as_str()) {
+                let in_memory =
+                    table.get("memory").and_then(toml::Value::as_table).is_some_and(|m| m.contains_key(name));
+                let key = keys::find("memory", name).expect("a [memory] key");
+                if !in_memory {
+                    if let Err(message) = (key.apply)(&mut settings, Raw::Toml(v), &ctx) {
+                        errors.push(ConfigError { key: format!("{section}.{name}"), line, message });
+                    }
+                }
+                continue;
+            }
             let Some(key) = keys::find(section, name) else {
                 errors.push(ConfigError {
                     key: format!("{section}.{name}"),
@@ -277,6 +291,9 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Settings, Vec<ConfigErro
         Err(errors)
     }
 }
+
+/// `[memory]` keys also taken under `[hindsight]`, as DESIGN.md's example file has them.
+const HINDSIGHT_SYNONYMS: [&str; 3] = ["bank_id", "bank_id_prefix", "scoping"];
 
 /// Applies `MNEME_<SECTION>__<KEY>` and the `HINDSIGHT_*` aliases. Bad values are ignored with a warning.
 fn apply_env(settings: &mut Settings, env: &dyn Fn(&str) -> Option<String>, base: Option<&Path>) -> Vec<String> {

@@ -62,6 +62,39 @@ fn an_empty_path_is_refused_naming_its_key_and_line() {
     assert_eq!(found, vec![("storage.dir".to_owned(), Some(2)), ("local.path".to_owned(), Some(4))], "{errors:?}");
 }
 
+/// DESIGN.md's example file, as it is written there: the bank and its scoping under
+/// [hindsight] (SPEC.md and mneme keep them under [memory]). It was refused (unknown keys).
+#[test]
+fn the_design_documents_example_file_is_taken() {
+    let design = r#"
+[memory]
+backend = "local"            # "off" | "local" | "hindsight"   (the one switch)
+
+[server]
+listen = "127.0.0.1:6366"    # loopback only unless allow_remote = true
+
+[queue]
+batch_size = 16              # flush a session's queue when it holds this many items
+flush_interval = "5s"        # ... or this long after it became non-empty (not reset by later items)
+
+[local]
+# path = "<storage.dir>/memories.db"
+
+[hindsight]
+api_url = "http://localhost:8888"
+# api_token = "..."          # or env HINDSIGHT_API_TOKEN
+bank_id = "team"
+scoping = "per-project"   # "global" | "per-project" | "per-project-tagged"
+"#;
+    let s = load::parse(design, None).unwrap();
+    assert_eq!((s.memory.bank_id.as_str(), s.memory.scoping), ("team", crate::config::Scoping::PerProject));
+    // [memory]'s own wins; a bad value is named where it was written.
+    let both = "[memory]\nbank_id = \"mine\"\n[hindsight]\nbank_id = \"theirs\"\n";
+    assert_eq!(load::parse(both, None).unwrap().memory.bank_id, "mine");
+    let errors = load::parse("[hindsight]\nscoping = \"sideways\"\n", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("hindsight.scoping", Some(2)), "{errors:?}");
+}
+
 #[test]
 fn legacy_memories_enabled() {
     assert_eq!(load::parse("[memories]\nenabled = false\n", None).unwrap().memory.backend, BackendId::Off);
