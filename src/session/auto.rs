@@ -197,7 +197,6 @@ impl Sessions {
         // The part's turns: those before `first_turn` were had while memory was off.
         let from = first_message_of_turn(&history, session.first_turn);
         let (part, part_each) = (&history[from..], &each[from..]);
-        let part_turns = user_turns - session.first_turn.min(user_turns);
         let new_turns = user_turns - session.retained_turns;
         if new_turns <= 0 {
             return Ok(0);
@@ -220,7 +219,9 @@ impl Sessions {
                 // for later (or retained as the session ends) only its new turns: the ones before
                 // are retained already. Both with the configured overlap.
                 let turns = if new_turns >= every_n { new_turns.max(every_n) } else { new_turns };
-                let with_overlap = turns.saturating_add(settings.retain.overlap_turns).min(part_turns);
+                // More turns than the part holds: all of it, as SPEC's slice gives the whole
+                // history (an assistant's opening before the first prompt too).
+                let with_overlap = turns.saturating_add(settings.retain.overlap_turns);
                 (last_turns_cleaned(part_each, part, with_overlap), turn_document(session))
             }
         };
@@ -449,12 +450,19 @@ fn transcript(turns: &[Message]) -> Option<String> {
     text::retention_transcript(turns, true).text
 }
 
-/// A document of its own for some of a session's turns: `{session}-{ms}-{n}`, `n` counting
-/// within the process, so two slices queued in the same millisecond never replace each other.
+/// A document of its own for some of a session's turns: `{session}-{unix_ms}` (SPEC §6), the
+/// milliseconds taken past the last ones given in this process, so two slices queued in the same
+/// millisecond never replace each other.
 fn turn_document(session: &Session) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    format!("{}-{ms}-{}", session.id, NEXT.fetch_add(1, Ordering::Relaxed))
+    turn_document_of(&session.id)
+}
+
+pub(super) fn turn_document_of(id: &str) -> String {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let previous = LAST.fetch_max(now, Ordering::Relaxed);
+    let ms = if previous >= now { LAST.fetch_add(1, Ordering::Relaxed) + 1 } else { now };
+    format!("{id}-{ms}")
 }
 
 /// The document a `full-session` transcript replaces: the session's id for its first part,

@@ -836,3 +836,26 @@ async fn a_clear_drops_what_other_sessions_queued_for_its_scope() {
     assert!(!text.contains("otters queued"), "brought back after the clear: {text}");
     assert!(text.contains("beavers queued elsewhere"), "{text}");
 }
+
+/// `last-turn` retain slices the last `every_n + overlap` turns as SPEC does: a history with
+/// fewer holds all of it, an assistant's opening before the first prompt too; and each slice
+/// is its own document `{session_id}-{unix_ms}` (SPEC §6), two in one millisecond apart.
+#[tokio::test]
+async fn last_turn_slices_as_spec_says_into_documents_named_as_it_says() {
+    let r = rig();
+    let s = sessions(&r, last_turn(3, 2)).await;
+    s.start(start("a")).await.unwrap();
+    let mut history = vec![Message::new("assistant", "Hello! Ask me about the otters.")];
+    history.extend(turns(3));
+    s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(text.contains("Ask me about the otters"), "{text}");
+    let page = r.local.export(None, None, 100).await.unwrap();
+    let ids: Vec<String> = page.memories.iter().filter_map(|m| m.document_id.clone()).collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let ms = ids[0].strip_prefix("a-").expect("{session}-{ms}");
+    assert!(ms.len() >= 13 && ms.chars().all(|c| c.is_ascii_digit()), "{ids:?}");
+    let (one, two) = (super::auto::turn_document_of("s"), super::auto::turn_document_of("s"));
+    assert_ne!(one, two);
+}
