@@ -408,3 +408,78 @@ async fn migrate_from_hindsight_copies_what_a_change_during_the_copy_made_it_ski
     let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
     assert_eq!(n, 450, "every memory the bank held when the copy began");
 }
+
+/// Memories another client of the Hindsight server wrote wholly inside `<private>` spans are
+/// left out of a migrate and an export, and counted: a page of them came back empty and ended
+/// the copy there, with the rest of the bank unread.
+#[tokio::test]
+async fn a_page_of_private_memories_does_not_end_a_migrate_or_an_export() {
+    let Some(url) = common::hindsight_peer() else { return };
+    let bank = common::fresh("migrate-private");
+    common::chunk_bank(&url, &bank).await;
+    // The newest 250 (a page and more of the copy's 200) are private; the 10 oldest are not.
+    let items: Vec<Value> = (0..260)
+        .map(|i| {
+            let content = if i < 10 {
+                format!("plain memory {i} about the heron release")
+            } else {
+                format!("<private>hunter2 secret {i}</private>")
+            };
+            json!({"content": content, "document_id": format!("p{i:03}"),
+                   "timestamp": format!("2026-01-01T{:02}:{:02}:{:02}Z", i / 3600, i / 60 % 60, i % 60)})
+        })
+        .collect();
+    let res = reqwest::Client::new()
+        .post(format!("{url}/v1/default/banks/{bank}/memories"))
+        .json(&json!({"items": items, "async": false}))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.text().await.unwrap());
+    assert_eq!(common::bank_texts(&url, &bank).await.len(), 260);
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[memory]\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n")).unwrap();
+    let run = |args: &'static [&'static str]| {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            assert_cmd::Command::new(common::bin())
+                .args(args)
+                .env("MNEME_CONFIG", &config)
+                .env("MNEME_STORAGE__DIR", config.parent().unwrap().join("data"))
+                .env("MNEME_LOG", "error")
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(&["--json", "migrate", "--from", "hindsight", "--to", "local"]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["copied"].as_u64(), v["skipped"].as_u64(), v["finished"].as_bool()),
+        (Some(260), Some(250), Some(true)),
+        "{v}"
+    );
+    let conn = rusqlite::Connection::open(dir.path().join("data/memories.db")).unwrap();
+    let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 10);
+    let all: Vec<String> = conn
+        .prepare("SELECT content FROM memories")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(all.iter().all(|c| c.contains("heron")), "{all:?}");
+    // An export through a daemon on that bank writes the ten, and nothing private.
+    let d = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n"
+    ));
+    let file = d.dir.path().join("export.jsonl");
+    let out = d.cli().args(["export", "--bank", &bank, "-o"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(written.lines().count(), 10, "{written}");
+    assert!(!written.contains("hunter2"), "{written}");
+}

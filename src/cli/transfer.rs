@@ -128,7 +128,10 @@ async fn export_pass(
             path.push_str(&format!("&cursor={}", super::browse::encode(c)));
         }
         let page: ExportAnswer = client.call(Method::GET, &path, None).await?;
-        for m in page.memories.iter().filter(|m| written.insert(m.id.clone())) {
+        // A memory of which nothing is left once private spans are removed (one another client
+        // of a Hindsight server wrote) is not written: an import would refuse it.
+        let kept = page.memories.iter().filter(|m| !mneme_core::text::is_blank(&m.content));
+        for m in kept.filter(|m| written.insert(m.id.clone())) {
             let line = serde_json::to_string(m).expect("memory serializes");
             writeln!(out, "{line}").map_err(|e| CliError::Other(format!("cannot write: {e}")))?;
             n += 1;

@@ -446,7 +446,7 @@ impl MemoryBackend for HindsightBackend {
             self.send("export", Method::GET, url, None::<&()>, self.config.timeout).await?;
         let Some(page) = page else { return Ok(ExportPage::default()) };
         let n = page.items.len();
-        let memories = page.items.into_iter().filter_map(|m| exported(m.into_stored(bank))).collect();
+        let memories = page.items.into_iter().map(|m| exported(m.into_stored(bank))).collect();
         Ok(ExportPage { memories, next: (n == limit).then(|| (offset + n).to_string()) })
     }
 
@@ -552,24 +552,23 @@ fn hindsight_result(r: RecallResult, text: String) -> Recalled {
     }
 }
 
-/// A memory the server holds, as an export writes it: what other clients marked private is
-/// left out of every field, and a memory of which no text is left, whole.
-fn exported(m: StoredMemory) -> Option<StoredMemory> {
+/// A memory the server holds, as an export gives it: what other clients marked private is
+/// left out of every field. A memory of which no text is left stays in its page, blank, for the
+/// reader to leave out and count (a page of such memories read as empty ended an export or a
+/// migrate there, with more to read).
+fn exported(m: StoredMemory) -> StoredMemory {
     use mneme_core::text::{has_private_tag, strip_private};
     let content = strip_private(&m.content);
-    if content.trim().is_empty() {
-        return None;
-    }
     let mut metadata = m.metadata;
     mneme_core::text::strip_private_map(&mut metadata);
-    Some(StoredMemory {
+    StoredMemory {
         content,
         context: m.context.map(|c| strip_private(&c)).filter(|c| !c.trim().is_empty()),
         tags: without_private_tags(m.tags),
         metadata,
         document_id: m.document_id.filter(|d| !has_private_tag(d)),
         ..m
-    })
+    }
 }
 
 /// Tags cleaned of private spans; a tag of which nothing is left is dropped.

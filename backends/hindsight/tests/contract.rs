@@ -429,6 +429,9 @@ async fn what_another_client_marked_private_is_neither_recalled_nor_exported() {
     let exported = format!("{:?}", page.memories);
     assert!(!exported.contains("hunter2"), "{exported}");
     assert!(exported.contains("rotates monthly"), "{exported}");
+    // The wholly private one stays in its page, blank, for the reader to leave out and count.
+    assert_eq!(page.memories.len(), 2, "{exported}");
+    assert!(page.memories.iter().any(|m| m.content.trim().is_empty()), "{exported}");
     let results = p.b.recall(&p.scope, &query("deploy key rotates monthly", &[], TagsMatch::Any, &[])).await.unwrap();
     let recalled = format!("{results:?}");
     assert!(!recalled.contains("hunter2"), "{recalled}");
