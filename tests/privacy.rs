@@ -519,8 +519,17 @@ async fn forgotten_and_cleared_text_is_in_no_file() {
     assert_eq!(v["delivered"], 1, "{v}");
     let (_, listed) = d.get("/v1/memories?limit=10").await;
     let id = listed["memories"][0]["id"].as_str().unwrap().to_owned();
+    // Another session of the project has it in its instructions and its first-turn block, which
+    // it keeps (saved in the spool) and serves with every prompt.
+    d.start_session("t", "/tmp/forgetful").await;
+    let (_, v) = d.post("/v1/sessions/t/agent-start", json!({"prompt": "what is the door code?"})).await;
+    assert!(v.to_string().contains("FORGOTTEN-7731"), "recalled: {v}");
+    let (_, v) = d.get("/v1/sessions/t/instructions").await;
+    assert!(v.to_string().contains("FORGOTTEN-7731"), "in the instructions: {v}");
     let gone = d.http.delete(d.url(&format!("/v1/memories/{id}"))).bearer_auth(&d.token).send().await.unwrap();
     assert_eq!(gone.status(), 200);
+    let (_, v) = d.get("/v1/sessions/t/instructions").await;
+    assert!(!v.to_string().contains("FORGOTTEN-7731"), "still served: {v}");
     for (path, bytes) in files(&d.data()) {
         assert!(!contains(&bytes, "FORGOTTEN-7731"), "forgotten text is in {path}");
     }

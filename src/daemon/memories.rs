@@ -141,6 +141,9 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
         Forget::Document { id, bank } => ("document", id, Some(bank.as_str())),
     };
     s.hindsight.recompute_after_forget(bank).await;
+    if let Err(e) = s.sessions.forgotten(bank).await {
+        tracing::warn!("cannot drop the sessions' recalled blocks after a forget: {e}");
+    }
     s.queue.erase_traces().await;
     let message = format!("Forgot {noun} {id}: {}", done.message);
     s.notices.emit(Level::Info, "forget", None, message).await;

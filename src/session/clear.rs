@@ -29,6 +29,20 @@ pub struct ClearOutcome {
 }
 
 impl Sessions {
+    /// A memory or document of `bank` (of any bank: `None`) was forgotten: the recalled blocks
+    /// and the backend's instructions the sessions of that bank keep (served with every prompt,
+    /// and saved in the spool) may quote it, so they are dropped, to be asked again.
+    pub async fn forgotten(&self, bank: Option<&str>) -> Result<(), crate::spool::SpoolError> {
+        self.update_each(|s| {
+            if bank.is_some_and(|b| s.scope.bank != b) || (s.block.is_none() && s.instructions.is_none()) {
+                return false;
+            }
+            s.block = None;
+            s.instructions = None;
+            true
+        })
+        .await
+    }
     /// Deletes memories: one session's scope, or everything; spooled items go too.
     pub async fn clear(&self, req: ClearRequest) -> Result<ClearOutcome, SessionError> {
         let backend = self.backend();
