@@ -41,10 +41,9 @@ fn primary_checkout(cwd: &Path) -> Option<PathBuf> {
         if dot_git.is_file() {
             // A linked worktree: ".git" says "gitdir: <main>/.git/worktrees/<name>", and that
             // folder's "commondir" points at the main ".git".
-            let text = std::fs::read_to_string(&dot_git).ok()?;
+            let text = read_small_file(&dot_git)?;
             let gitdir = dir.join(text.trim().strip_prefix("gitdir:")?.trim());
-            let common =
-                std::fs::read_to_string(gitdir.join("commondir")).ok().map(|c| gitdir.join(c.trim())).unwrap_or(gitdir);
+            let common = read_small_file(&gitdir.join("commondir")).map(|c| gitdir.join(c.trim())).unwrap_or(gitdir);
             let common = common.canonicalize().unwrap_or(common);
             return match common.file_name() {
                 Some(n) if n == ".git" => common.parent().map(Path::to_path_buf),
@@ -53,6 +52,23 @@ fn primary_checkout(cwd: &Path) -> Option<PathBuf> {
         }
     }
     None
+}
+
+/// A git pointer file's text: a regular file (checked on the file opened, so a swap to a FIFO or
+/// a device after the check does not count), at most 4 KiB read. A cwd is the client's to name:
+/// a "commondir" linked to /dev/zero read until memory ran out, and a FIFO blocked a thread
+/// (and every reload after it) for good.
+fn read_small_file(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX: u64 = 4096;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(MAX).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 #[cfg(test)]
@@ -74,6 +90,33 @@ mod tests {
         assert_eq!(project_label(&wt.join("sub")), "myrepo");
         assert_eq!(project_label(&tmp.path().join("Plain Dir")), "plain dir");
         assert_eq!(project_label(Path::new("/")), "unknown");
+    }
+
+    /// A worktree pointer that names a FIFO, a device or an endless file is no project: the
+    /// label comes back at once from the folder's name.
+    #[test]
+    fn git_pointers_to_fifos_and_devices_are_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (name, target) in [("fifo", None), ("zero", Some("/dev/zero"))] {
+            let project = tmp.path().join(format!("Proj-{name}"));
+            std::fs::create_dir_all(project.join("g")).unwrap();
+            std::fs::write(project.join(".git"), "gitdir: g\n").unwrap();
+            let commondir = project.join("g/commondir");
+            match target {
+                None => assert!(std::process::Command::new("mkfifo").arg(&commondir).status().unwrap().success()),
+                Some(t) => std::os::unix::fs::symlink(t, &commondir).unwrap(),
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            let cwd = project.join("sub");
+            std::thread::spawn(move || tx.send(project_label(&cwd)).unwrap());
+            let label = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("answered at once");
+            assert_eq!(label, format!("proj-{name}"));
+        }
+        // A .git file that is endless is not read whole either.
+        let project = tmp.path().join("Endless");
+        std::fs::create_dir_all(&project).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", project.join(".git")).unwrap();
+        assert_eq!(project_label(&project), "endless");
     }
 
     #[test]
