@@ -164,13 +164,17 @@ impl Sessions {
         if omitted > 0 {
             // The turns' fingerprints are kept in step, so a later transcript sent without a
             // count (read from its end) is placed among them, not taken for a new part.
+            // A gap of unknown turns is kept only while small: a client's count is not to be
+            // trusted with the session record's size (a million left out made it 21 MB).
             let omitted = end.omitted_user_turns;
             let known = &session.turn_prints;
-            let mut prints = known[..omitted.min(known.len())].to_vec();
-            prints.resize(omitted, UNKNOWN_TURN);
-            prints.extend(&seen);
-            if prints.len() > known.len() {
-                self.update(&session.id, |s| s.turn_prints = prints);
+            if omitted <= known.len().saturating_add(MAX_UNKNOWN_TURNS) {
+                let mut prints = known[..omitted.min(known.len())].to_vec();
+                prints.resize(omitted, UNKNOWN_TURN);
+                prints.extend(&seen);
+                if prints.len() > known.len() {
+                    self.update(&session.id, |s| s.turn_prints = prints);
+                }
             }
             return self.retain_tail(session, &history, &each, user_turns).await;
         }
@@ -529,6 +533,8 @@ fn common_prefixes(pattern: &[u64], text: &[u64]) -> Vec<usize> {
 
 /// The fingerprint of a turn left out of every transcript sent: it agrees with no turn.
 const UNKNOWN_TURN: u64 = u64::MAX;
+/// At most this many turns never seen are kept as [`UNKNOWN_TURN`]s between those seen.
+const MAX_UNKNOWN_TURNS: usize = 4096;
 
 /// The fingerprints of a history's user messages, cleaned (`each`, message by message): 0 for
 /// one wholly private.

@@ -689,6 +689,10 @@ async fn turns_sent_with_a_count_left_out_are_known_when_the_count_is_gone() {
     s.agent_end("a", &turns(20)[16..], Turn::Work, counted).await.unwrap();
     s.agent_end("a", &turns(21)[30..], Turn::Work, TurnEnd::default()).await.unwrap();
     each_turn_stored_once(&r, 21).await;
+    // A count of a million left out does not make the session's record millions of entries.
+    let huge = TurnEnd { omitted_user_turns: 1_000_000, ..TurnEnd::default() };
+    s.agent_end("a", &turns(2), Turn::Work, huge).await.unwrap();
+    assert!(s.get("a").unwrap().turn_prints.len() < 10_000);
 }
 
 /// A shorter copy of the transcript sent late (a retried or slow hook) never shrinks the tail
