@@ -68,7 +68,7 @@ pub struct HindsightApi {
     model_writes: Arc<tokio::sync::Mutex<()>>,
     /// Forgets and clears so far: a model computed across one is not saved (its recall may
     /// have found what was forgotten), as the recompute after the forget saves its own.
-    forgets: Arc<AtomicU64>,
+    forgets: Arc<Mutex<models::ForgetCounts>>,
 }
 
 /// The spool's record kind of a client's operation id.

@@ -3,7 +3,6 @@
 //! the model's `max_tokens`, computed when the model is created or refreshed, and again in the
 //! background when a client reads a model older than [`MODEL_STALE_AFTER`].
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use mneme_core::{RecallQuery, TagsMatch};
@@ -94,7 +93,7 @@ impl HindsightApi {
             if self.model_exists(bank, &id).await? {
                 return Err(conflict());
             }
-            if self.forgot_since(computed) && !emptied_after_attempts(&mut model, attempt) {
+            if self.forgot_since(bank, computed) && !emptied_after_attempts(&mut model, attempt) {
                 continue;
             }
             self.save_model(&model).await?;
@@ -139,7 +138,7 @@ impl HindsightApi {
             // Deleted during the recall: not brought back.
             let _write = self.model_writes.lock().await;
             self.stored_model(bank, id).await?;
-            if computed.is_some_and(|c| self.forgot_since(c)) && !emptied_after_attempts(&mut model, attempt) {
+            if computed.is_some_and(|c| self.forgot_since(bank, c)) && !emptied_after_attempts(&mut model, attempt) {
                 continue;
             }
             self.save_model(&model).await?;
@@ -174,7 +173,7 @@ impl HindsightApi {
     pub async fn recompute_after_forget(&self, bank: Option<&str>) {
         // Called once the forget is done: a computation that began before this was counted
         // may have recalled what it removed, and is not saved.
-        self.forgets.fetch_add(1, Ordering::SeqCst);
+        self.forget_counts().counted(bank);
         let prefix = bank.map(|b| key(b, "")).unwrap_or_default();
         let records = match self.spool.records(MODEL_RECORD, &prefix).await {
             Ok(records) => records,
@@ -227,7 +226,7 @@ impl HindsightApi {
     /// was forgotten since it began (the recompute after the forget saves its own).
     async fn save_computed(&self, computed: &MentalModel, began: Computed) -> Result<(), CompatError> {
         let _write = self.model_writes.lock().await;
-        if self.forgot_since(began) {
+        if self.forgot_since(&computed.bank_id, began) {
             return Ok(());
         }
         let Ok(mut model) = self.stored_model(&computed.bank_id, &computed.id).await else { return Ok(()) };
@@ -244,14 +243,18 @@ impl HindsightApi {
     }
 
     /// Whether a forget or a clear was done since a computation began.
-    fn forgot_since(&self, began: Computed) -> bool {
-        self.forgets.load(Ordering::SeqCst) != began.forgets
+    fn forgot_since(&self, bank: &str, began: Computed) -> bool {
+        self.forget_counts().of(bank) != began.forgets
+    }
+
+    fn forget_counts(&self) -> std::sync::MutexGuard<'_, ForgetCounts> {
+        self.forgets.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Sets the content to what recall answers for the source query now. A backend that fails
     /// leaves the content as it was (clients render nothing for an empty model).
     async fn compute(&self, model: &mut MentalModel) -> Computed {
-        let began = Computed { forgets: self.forgets.load(Ordering::SeqCst) };
+        let began = Computed { forgets: self.forget_counts().of(&model.bank_id) };
         self.compute_content(model).await;
         began
     }
@@ -328,10 +331,33 @@ fn emptied_after_attempts(model: &mut MentalModel, attempt: usize) -> bool {
 /// How many times a create or an update computes a model that forgets keep overtaking.
 const COMPUTE_ATTEMPTS: usize = 3;
 
-/// When a model's content was computed: how many forgets had been done when it began.
+/// When a model's content was computed: how many forgets touching its bank had been done when
+/// it began.
 #[derive(Clone, Copy)]
 struct Computed {
     forgets: u64,
+}
+
+/// Forgets and clears done so far: of every bank (a clear, a forget naming no bank), and of each
+/// bank. A bank's count is both: a forget in another bank does not void its models' computing
+/// (their recompute after the forget was then not saved, and left what was forgotten in them).
+#[derive(Default)]
+pub(super) struct ForgetCounts {
+    all: u64,
+    banks: std::collections::HashMap<String, u64>,
+}
+
+impl ForgetCounts {
+    fn counted(&mut self, bank: Option<&str>) {
+        match bank {
+            Some(b) => *self.banks.entry(b.to_owned()).or_default() += 1,
+            None => self.all += 1,
+        }
+    }
+
+    fn of(&self, bank: &str) -> u64 {
+        self.all + self.banks.get(bank).copied().unwrap_or(0)
+    }
 }
 
 /// A trigger as Hindsight answers it: every field, the defaults under what was sent, with
@@ -438,5 +464,22 @@ fn model_tokens(n: usize) -> Result<usize, CompatError> {
             MODEL_TOKENS.start(),
             MODEL_TOKENS.end()
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A forget in one bank voids the computing of that bank's models only; a clear (no bank)
+    /// voids every bank's.
+    #[test]
+    fn forgets_count_per_bank_and_clears_for_all() {
+        let mut counts = super::ForgetCounts::default();
+        let (a, b) = (counts.of("a"), counts.of("b"));
+        counts.counted(Some("b"));
+        assert_eq!(counts.of("a"), a, "a forget in b leaves a's models alone");
+        assert_ne!(counts.of("b"), b);
+        let a = counts.of("a");
+        counts.counted(None);
+        assert_ne!(counts.of("a"), a);
     }
 }
