@@ -620,7 +620,13 @@ fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str) -> 
     if !settings.retain.strip_private {
         return (clean(settings, prompt).unwrap_or_default(), false);
     }
-    let open = conversation(history)
+    let mut history = conversation(history);
+    // A client may send the history with the prompt in it already (a transcript written before
+    // the hook ran): its spans are counted once, as the prompt's.
+    if let Some(i) = history.iter().rposition(|m| m.role == "user").filter(|&i| history[i].content == prompt) {
+        history.truncate(i);
+    }
+    let open = history
         .iter()
         .filter(|m| text::has_private_tag(&m.content))
         .fold(0, |open, m| text::strip_private_within(&m.content, open).1);

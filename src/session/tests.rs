@@ -863,3 +863,20 @@ async fn last_turn_slices_as_spec_says_into_documents_named_as_it_says() {
     let (one, two) = (super::auto::turn_document_of("s"), super::auto::turn_document_of("s"));
     assert_ne!(one, two);
 }
+
+/// A history sent with the prompt in it already (a transcript written before the hook ran),
+/// the prompt leaving a `<private>` span open: the span is counted once, as the prompt's, and
+/// the turn's end adds no turn the transcript does not have (counted twice, the kept prompt was
+/// "", unlike the transcript's, and a phantom private turn went in).
+#[tokio::test]
+async fn a_prompt_already_in_its_history_is_one_turn() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    let mut history = turns(2);
+    history.push(Message::new("user", "fix X <private>key=abc"));
+    s.agent_start("a", "fix X <private>key=abc", &history, Turn::Work).await.unwrap();
+    let end = TurnEnd { reply: Some("Fixed.".into()), ..TurnEnd::default() };
+    s.agent_end("a", &history, Turn::Work, end).await.unwrap();
+    assert_eq!(s.get("a").unwrap().turn_prints.len(), 3);
+}
