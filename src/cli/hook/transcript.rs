@@ -153,11 +153,19 @@ fn left_open(dropped: &[Message], cut_off: Option<&str>) -> usize {
     mneme_core::text::private_edges(&joined.join("\n")).open_at_end
 }
 
-/// Whether a line holds the word "private" in any case (a tag's name; escaping in JSON leaves
-/// letters alone). Looked for from each `p`: most lines of a transcript's size are tool output.
+/// Whether a line holds a `<private` or `</private` tag in any case, as JSON may write it
+/// (`<` or `\u003c`; `/` or `\/`). Looked for from each `p`: most lines of a transcript's size
+/// are tool output, and the word alone is in every Java or C# file read (parsing each such line
+/// took the Stop hook past its time on a long transcript).
 fn mentions_private(line: &[u8]) -> bool {
-    memchr::memchr2_iter(b'p', b'P', line)
-        .any(|at| line.get(at..at + 7).is_some_and(|w| w.eq_ignore_ascii_case(b"private")))
+    const OPENERS: [&[u8]; 6] = [b"<", b"</", br"<\/", br"\u003c", br"\u003c/", br"\u003c\/"];
+    memchr::memchr2_iter(b'p', b'P', line).any(|at| {
+        let before = &line[..at];
+        line.get(at..at + 7).is_some_and(|w| w.eq_ignore_ascii_case(b"private"))
+            && OPENERS
+                .iter()
+                .any(|o| before.len() >= o.len() && before[before.len() - o.len()..].eq_ignore_ascii_case(o))
+    })
 }
 
 fn message(v: &Value) -> Option<Message> {
@@ -279,6 +287,23 @@ mod tests {
         std::fs::write(&path, lines.join("\n")).unwrap();
         let (messages, _) = read_tail(Some(&path), 9000);
         assert!(!messages[0].content.contains("<private>"), "{:?}", messages[0].content);
+    }
+
+    /// Only a tag is looked at closely: the word alone fills the tool output of Java projects.
+    #[test]
+    fn only_a_private_tag_makes_a_line_worth_parsing() {
+        for tagged in [
+            r#"{"content":"a <private> b"}"#,
+            r#"{"content":"a </PRIVATE> b"}"#,
+            r#"{"content":"a \u003cprivate> b"}"#,
+            r#"{"content":"a <\/private> b"}"#,
+            r#"{"content":"a <Private x=1>"}"#,
+        ] {
+            assert!(mentions_private(tagged.as_bytes()), "{tagged}");
+        }
+        for plain in [r#"{"content":"private static void main"}"#, r#"{"content":"a private repo"}"#, "p"] {
+            assert!(!mentions_private(plain.as_bytes()), "{plain}");
+        }
     }
 
     #[test]
