@@ -402,7 +402,8 @@ impl MemoryBackend for HindsightBackend {
         let url = self.bank_url(&scope.bank, &["reflect"])?;
         let answer: Option<ReflectResponse> =
             self.send("reflect", Method::POST, url, Some(&body), self.config.reflect_timeout).await?;
-        Ok(answer.map(|a| a.text).unwrap_or_default())
+        // The server's LLM read memories other clients marked private, and may quote them.
+        Ok(answer.map(|a| mneme_core::text::strip_private(&a.text)).unwrap_or_default())
     }
 
     async fn instructions(&self, _scope: &Scope) -> Result<Option<String>, BackendError> {
@@ -446,7 +447,7 @@ impl MemoryBackend for HindsightBackend {
             self.send("export", Method::GET, url, None::<&()>, self.config.timeout).await?;
         let Some(page) = page else { return Ok(ExportPage::default()) };
         let n = page.items.len();
-        let memories = page.items.into_iter().map(|m| exported(m.into_stored(bank))).collect();
+        let memories = page.items.into_iter().map(|m| without_private(m.into_stored(bank))).collect();
         Ok(ExportPage { memories, next: (n == limit).then(|| (offset + n).to_string()) })
     }
 
@@ -552,11 +553,11 @@ fn hindsight_result(r: RecallResult, text: String) -> Recalled {
     }
 }
 
-/// A memory the server holds, as an export gives it: what other clients marked private is
-/// left out of every field. A memory of which no text is left stays in its page, blank, for the
+/// A memory the server holds, as an export, the web view or a lookup gives it: what other
+/// clients marked private is left out of every field. A memory of which no text is left stays in its page, blank, for the
 /// reader to leave out and count (a page of such memories read as empty ended an export or a
 /// migrate there, with more to read).
-fn exported(m: StoredMemory) -> StoredMemory {
+pub(crate) fn without_private(m: StoredMemory) -> StoredMemory {
     use mneme_core::text::{has_private_tag, strip_private};
     let content = strip_private(&m.content);
     let mut metadata = m.metadata;

@@ -40,7 +40,13 @@ pub(crate) async fn browse(b: &HindsightBackend, q: &BrowseQuery) -> Result<Brow
     let Some(page) = page else { return Ok(BrowsePage::default()) };
     let n = page.items.len();
     Ok(BrowsePage {
-        memories: page.items.into_iter().map(|m| m.into_stored(bank)).collect(),
+        // What other clients marked private is not shown (a memory of nothing else, not at all).
+        memories: page
+            .items
+            .into_iter()
+            .map(|m| crate::backend::without_private(m.into_stored(bank)))
+            .filter(|m| !m.content.trim().is_empty())
+            .collect(),
         next: (n == limit).then(|| (offset + n).to_string()),
     })
 }
@@ -63,6 +69,7 @@ pub(crate) async fn memory(b: &HindsightBackend, id: &str, bank: Option<&str>) -
     let memory = unit
         .ok_or_else(|| BackendError::NotFound(format!("no memory {id:?} in Hindsight bank {bank:?}")))?
         .into_stored(bank);
+    let memory = crate::backend::without_private(memory);
     Ok(MemoryDetail { memory, passages: Vec::new(), document_memories: 1 })
 }
 

@@ -436,4 +436,12 @@ async fn what_another_client_marked_private_is_neither_recalled_nor_exported() {
     let recalled = format!("{results:?}");
     assert!(!recalled.contains("hunter2"), "{recalled}");
     assert!(recalled.contains("rotates monthly"), "{recalled}");
+    // Nor the web view's list and lookup of the bank.
+    let browse = BrowseQuery { bank: Some(p.bank.clone()), limit: 100, ..BrowseQuery::default() };
+    let listed = p.b.browse(&browse).await.unwrap();
+    let shown = format!("{:?}", listed.memories);
+    assert!(!shown.contains("hunter2") && shown.contains("rotates monthly"), "{shown}");
+    assert_eq!(listed.memories.len(), 1, "the wholly private one is not listed: {shown}");
+    let one = p.b.memory(&listed.memories[0].id, Some(&p.bank)).await.unwrap();
+    assert!(!format!("{one:?}").contains("hunter2"), "{one:?}");
 }

@@ -331,3 +331,23 @@ async fn documents_named_more_than_once_never_wait_for_a_slow_synchronous_retain
         assert!(body["operation_id"].as_str().is_some_and(|id| id.len() == 36), "{body}");
     }
 }
+
+/// A reflect answer quoting what another client marked private (the server's LLM read it) is
+/// passed on without it. The peer's mock LLM cannot be made to quote on demand.
+#[tokio::test]
+async fn a_reflect_answer_quoting_private_text_is_cleaned() {
+    let url = serve(Router::new().route(
+        "/v1/default/banks/b/reflect",
+        post(|| async { axum::Json(serde_json::json!({"text": "The key is <private>hunter2</private>; rotate it."})) }),
+    ))
+    .await;
+    let q = ReflectQuery {
+        query: "what is the key?".into(),
+        context: None,
+        budget: Budget::Mid,
+        tags: vec![],
+        tags_match: TagsMatch::Any,
+    };
+    let text = HindsightBackend::new(common::config(&url, None)).unwrap().reflect(&scope(), &q).await.unwrap();
+    assert!(!text.contains("hunter2") && text.contains("rotate it"), "{text}");
+}
