@@ -575,6 +575,17 @@ async fn refused_values_holding_private_spans_are_not_repeated() {
             None,
         ),
     ];
+    // A header's value too, where the answer names it.
+    let r = d
+        .http
+        .get(d.url("/v1/health"))
+        .header("content-encoding", format!("<private>{}</private>", secret("encoding")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415);
+    let body = r.text().await.unwrap();
+    assert!(!body.contains("SECRET-"), "{body}");
     for (method, path, body) in cases {
         let (status, v) = d.req(method, &path, body).await;
         assert!((400..500).contains(&status), "{path}: {status} {v}");

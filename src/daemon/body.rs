@@ -82,7 +82,12 @@ fn encoded(req: &Request) -> Option<String> {
     if codings.is_empty() {
         return None;
     }
-    let shown: String = codings.join(", ").chars().take(40).flat_map(char::escape_default).collect();
+    let joined = codings.join(", ");
+    if mneme_core::text::has_private_tag(&joined) {
+        // Not repeated: error messages reach clients and logs.
+        return Some("(a value with <private> text)".into());
+    }
+    let shown: String = joined.chars().take(40).flat_map(char::escape_default).collect();
     Some(shown)
 }
 

@@ -396,6 +396,10 @@ async fn with_string_code(response: axum::response::Response) -> axum::response:
         return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
     };
     let error = &mut value["error"];
+    // The library may quote what it refuses (a tool name, a header): not repeated when private.
+    if error["message"].as_str().is_some_and(mneme_core::text::has_private_tag) {
+        error["message"] = "the MCP request was refused (its message quoted a value with <private> text)".into();
+    }
     error["code"] = rpc_code_name(number).into();
     if !error["data"].is_object() {
         error["data"] = serde_json::json!({});
