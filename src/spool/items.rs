@@ -262,7 +262,9 @@ impl Spool {
                 .collect::<rusqlite::Result<_>>()?;
             for table in ["dead_letters", "items"] {
                 t.execute(
-                    &format!("UPDATE {table} SET tags = {UNTAGGED} WHERE {IN_SCOPE} AND {SHARED}"),
+                    // A new body needs a new batch id: Hindsight answers 409 to an operation id
+                    // it knows sent with another body.
+                    &format!("UPDATE {table} SET tags = {UNTAGGED}, batch_id = NULL WHERE {IN_SCOPE} AND {SHARED}"),
                     params![bank, tags, project],
                 )?;
             }
