@@ -109,6 +109,10 @@ INSERT INTO passages_fts (rowid, terms, ctx)
     FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid WHERE p.pid IN (SELECT pid FROM reindexed);
 DROP TABLE reindexed;
 "#,
+    r#"
+-- Memories stored before passages and left one passage by an earlier build of schema 4 are
+-- split (in Rust: see `split_long_memories`).
+"#,
 ];
 
 /// The newest schema version.
@@ -127,7 +131,7 @@ pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<(), OpenError>
     for (version, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
-        if version + 1 == PASSAGES_VERSION {
+        if version + 1 == SPLIT_VERSION {
             split_long_memories(&tx)?;
         }
         tx.pragma_update(None, "user_version", (version + 1) as i64)?;
@@ -136,33 +140,62 @@ pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<(), OpenError>
     Ok(())
 }
 
-/// The schema that brought passages: its SQL makes each stored memory one passage.
-const PASSAGES_VERSION: usize = 4;
+/// The schema whose step splits the memories stored whole before passages (schema 4 made each
+/// stored memory one passage; builds before this one left them so).
+const SPLIT_VERSION: usize = 7;
 
 /// A memory stored before passages and too long for one (a session's transcript) is split into
 /// passages as a retain splits it now: one passage of 20,000 characters was embedded only in
-/// its first 256 tokens, and never fitted a recall's budget but as its first result.
+/// its first 256 tokens, and never fitted a recall's budget but as its first result. Only a
+/// memory that is one passage is: a retain's passages may run past [`MAX_PASSAGE`] with the
+/// opening they repeat. Read a page at a time; what pointed at the old passage (the next turn's
+/// context, a session's tail) points at the last new one.
+///
+/// [`MAX_PASSAGE`]: crate::passages::MAX_PASSAGE
 fn split_long_memories(tx: &rusqlite::Transaction<'_>) -> Result<(), OpenError> {
-    let long: Vec<(i64, i64, String)> = tx
-        .prepare("SELECT pid, memory_seq, text FROM passages WHERE length(text) > ?1 ORDER BY pid")?
-        .query_map([crate::passages::MAX_PASSAGE as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+    const PAGE: i64 = 256;
+    let mut select = tx.prepare(
+        "SELECT p.pid, p.memory_seq, p.text FROM passages p
+         WHERE p.pid > ?1 AND length(p.text) > ?2
+           AND NOT EXISTS (SELECT 1 FROM passages o WHERE o.memory_seq = p.memory_seq AND o.pid <> p.pid)
+         ORDER BY p.pid LIMIT ?3",
+    )?;
     let mut delete = tx.prepare("DELETE FROM passages WHERE pid = ?1")?;
-    let mut insert = tx.prepare("INSERT INTO passages (memory_seq, ord, text, prev_pid) VALUES (?1, ?2, ?3, ?4)")?;
-    let mut added: Option<(i64, i64)> = None;
-    for (pid, memory, text) in long {
-        delete.execute([pid])?;
-        let mut prev: Option<i64> = None;
-        for (ord, passage) in crate::passages::split(&text).into_iter().enumerate() {
-            insert.execute(rusqlite::params![memory, ord as i64, passage, prev])?;
-            let pid = tx.last_insert_rowid();
-            added = Some(added.map_or((pid, pid), |(first, _)| (first, pid)));
-            prev = Some(pid);
+    let mut insert =
+        tx.prepare("INSERT INTO passages (pid, memory_seq, ord, text, prev_pid) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut relink = tx.prepare("UPDATE passages SET prev_pid = ?2 WHERE prev_pid = ?1")?;
+    let mut retail = tx.prepare("UPDATE session_tails SET pid = ?2 WHERE pid = ?1")?;
+    let (mut after, limit) = (0i64, crate::passages::MAX_PASSAGE as i64);
+    // The highest pid before: every new passage is given one above it (SQLite would reuse a
+    // deleted top pid), so one range indexes them all.
+    let top: i64 = tx.query_row("SELECT coalesce(max(pid), 0) FROM passages", [], |r| r.get(0))?;
+    let mut next = top;
+    loop {
+        let long: Vec<(i64, i64, String)> = select
+            .query_map(rusqlite::params![after, limit, PAGE], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let Some(last) = long.last().map(|l| l.0) else { break };
+        for (pid, memory, text) in long {
+            delete.execute([pid])?;
+            let mut prev: Option<i64> = None;
+            for (ord, passage) in crate::passages::split(&text).into_iter().enumerate() {
+                next += 1;
+                insert.execute(rusqlite::params![next, memory, ord as i64, passage, prev])?;
+                prev = Some(next);
+            }
+            if let Some(new_last) = prev {
+                relink.execute([pid, new_last])?;
+                retail.execute([pid, new_last])?;
+            }
         }
+        // New passages are above `top`: the pages read only the old ones.
+        if last >= top {
+            break;
+        }
+        after = last;
     }
-    if let Some((first, last)) = added {
-        // New passages take pids above every older one: one range holds them all.
-        tx.execute(crate::store::INDEX_NEW_PASSAGES, [first, last])?;
+    if next > top {
+        tx.execute(crate::store::INDEX_NEW_PASSAGES, [top + 1, next])?;
     }
     Ok(())
 }

@@ -814,3 +814,38 @@ async fn an_endpoint_refusing_every_question_is_an_outage() {
     let outage = tokio::time::timeout(Duration::from_secs(30), events.recv()).await.unwrap().unwrap();
     assert!(outage.problem && outage.message.contains("401"), "{outage:?}");
 }
+
+/// A store an earlier build upgraded to schema 4–6 kept its old transcripts one passage each:
+/// they are split when it is opened now, their tail found as a passage.
+#[tokio::test]
+async fn a_store_upgraded_by_an_earlier_build_has_its_transcripts_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        mneme_local::store::register_functions(&conn).unwrap();
+        mneme_local::schema::migrate_to(&mut conn, 3).unwrap();
+        let turns: Vec<String> = (0..40)
+            .map(|i| format!("[role: user]\nturn {i} asks about the harbour crane schedule\n[user:end]"))
+            .chain(["[role: assistant]\nthe zanzibarine ferry leaves at noon\n[assistant:end]".to_owned()])
+            .collect();
+        conn.execute(
+            "INSERT INTO memories (id, bank, content, content_hash, kind, tags, metadata, created_at)
+             VALUES ('transcript', 'b', ?1, 0, 'world', '', '{}', '2026-01-01T00:00:00Z')",
+            [turns.join("\n\n")],
+        )
+        .unwrap();
+        conn.execute("INSERT INTO memories_fts(rowid, terms) SELECT seq, mneme_terms(content) FROM memories", [])
+            .unwrap();
+        // What an earlier build did: schema 6, the transcript one passage.
+        mneme_local::schema::migrate_to(&mut conn, 6).unwrap();
+        let n: i64 = conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1);
+    }
+    let b = LocalBackend::open(&LocalConfig::lexical(&path)).unwrap();
+    let tail = recall(&b, "zanzibarine ferry", RecallMode::Lexical).await;
+    assert!(tail[0].contains("zanzibarine") && tail[0].len() < 1500, "{tail:?}");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let n: i64 = conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0)).unwrap();
+    assert!(n > 1, "{n}");
+}
