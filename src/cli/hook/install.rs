@@ -231,11 +231,26 @@ fn read_json(path: &Path) -> Result<Value, CliError> {
     }
 }
 
+/// Replaces the file at `path` (through a temporary file beside it) with `v`. A symlink is
+/// followed, so the file it names (a dotfiles repository's) is the one changed, and the file
+/// keeps its permissions (a settings file holding keys is often 0600); a new one is 0644.
 fn write_json(path: &Path, v: &Value) -> Result<(), CliError> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(v).expect("json") + "\n")
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| CliError::Other(format!("cannot write {}: {e}", path.display())))
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let failed = |e: std::io::Error| CliError::Other(format!("cannot write {}: {e}", path.display()));
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(failed)?,
+        _ => path.to_path_buf(),
+    };
+    let mode = std::fs::metadata(&target).map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o644);
+    let tmp = target.with_extension("json.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp).map_err(failed)?;
+    file.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(failed)?;
+    file.write_all((serde_json::to_string_pretty(v).expect("json") + "\n").as_bytes())
+        .and_then(|_| file.sync_all())
+        .and_then(|_| std::fs::rename(&tmp, &target))
+        .map_err(failed)
 }
 
 #[cfg(test)]
@@ -314,6 +329,29 @@ mod tests {
         assert_eq!(refused(approvals, &approve_mcp_server), "\"enabledMcpjsonServers\" is a string, not a list");
         let servers = |v: &mut Value| add_mcp_server(v, &json!({}));
         assert_eq!(refused(json!({"mcpServers": null}), &servers), "\"mcpServers\" is null, not an object");
+    }
+
+    /// A settings file keeps its permissions (one holding keys is often 0600), and one that is
+    /// a symlink (to a dotfiles repository) stays one: the file it names is changed.
+    #[test]
+    fn writing_keeps_the_files_mode_and_follows_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let private = dir.path().join("settings.json");
+        std::fs::write(&private, r#"{"env":{"K":"secret"}}"#).unwrap();
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_json(&private, &json!({"env": {"K": "secret"}, "hooks": {}})).unwrap();
+        assert_eq!(std::fs::metadata(&private).unwrap().permissions().mode() & 0o777, 0o600);
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, r#"{"model":"opus"}"#).unwrap();
+        let link = dir.path().join("linked.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write_json(&link, &json!({"model": "opus", "hooks": {}})).unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(std::fs::read_to_string(&real).unwrap().contains("hooks"));
+        let new = dir.path().join("new.json");
+        write_json(&new, &json!({})).unwrap();
+        assert_eq!(std::fs::metadata(&new).unwrap().permissions().mode() & 0o777, 0o644);
     }
 
     #[test]
