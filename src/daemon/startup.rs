@@ -103,7 +103,11 @@ impl Daemon {
         match queue.recover().await {
             Ok(0) => {}
             Ok(n) => tracing::info!("delivering {n} items spooled by a previous run"),
-            Err(e) => tracing::error!("cannot read the spool: {e}"),
+            // Acknowledged retains it holds would never be delivered: the spool is damaged, and
+            // the daemon stops with what to do, as for the sessions kept in it.
+            Err(e) => {
+                return Err(files::spool_problem(&spool_path, format!("cannot read its queued items: {e}")).into())
+            }
         }
         let sessions = Sessions::load(state.clone(), queue.clone(), spool.clone(), notices.clone(), metrics.clone())
             .await
