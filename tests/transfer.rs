@@ -231,6 +231,15 @@ async fn doctor_says_what_is_wrong_and_what_to_do() {
     let out = d.cli().arg("doctor").output().unwrap();
     assert!(out.status.success(), "{}", stdout(&out));
     assert!(stdout(&out).contains("All is well.") && stdout(&out).contains("backend local is healthy"));
+    // A bad edit of the config: said, and the rest still checked with its [server] and [storage]
+    // (the daemon goes on with its last good file; it checked nothing else).
+    let config = d.dir.path().join("config.toml");
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{good}\n[queue]\nbatch_size = \"x\"\n")).unwrap();
+    let out = d.cli().arg("doctor").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("queue.batch_size") && stdout(&out).contains("has mode 600"), "{}", stdout(&out));
+    std::fs::write(&config, good).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(d.data().join("token"), std::fs::Permissions::from_mode(0o644)).unwrap();
     let out = d.cli().arg("doctor").output().unwrap();

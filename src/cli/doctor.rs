@@ -33,10 +33,24 @@ impl Report {
 pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCode, CliError> {
     let mut r = Report { lines: Vec::new() };
     let path = config::config_path(flag);
-    let settings = match config::load_from_env(&path) {
-        Ok(loaded) => {
-            let what = if loaded.exists { "is valid" } else { "does not exist: the defaults apply" };
-            r.ok(format!("config {} {what}", path.display()));
+    // An invalid file is said, and the rest is checked with its [server] and [storage] as the
+    // other client commands read them: after a bad edit the daemon runs on its last good file,
+    // and that is when the rest needs checking.
+    let settings = match config::load_for_client(&path) {
+        Ok((loaded, problem)) => {
+            match problem {
+                Some(e) => r.problem(
+                    e.to_string(),
+                    format!(
+                        "fix the keys above in {} (`mneme config check`); checked below with its [server] and [storage]",
+                        path.display()
+                    ),
+                ),
+                None => {
+                    let what = if loaded.exists { "is valid" } else { "does not exist: the defaults apply" };
+                    r.ok(format!("config {} {what}", path.display()));
+                }
+            }
             for w in &loaded.warnings {
                 r.problem(format!("environment: {w}"), "fix or unset that variable".into());
             }
