@@ -17,6 +17,13 @@ fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::FAILURE;
         }
+        Err(e) if e.use_stderr() && wants_json(std::env::args_os().skip(1)) => {
+            // A script asked for JSON: it gets the usage error as JSON too (exit 2, as clap's).
+            let _ = e.print();
+            let message = e.kind().as_str().map_or_else(|| "the command line is not valid".to_owned(), str::to_owned);
+            println!("{}", serde_json::json!({"error": {"code": "usage", "message": message}}));
+            return ExitCode::from(2);
+        }
         Err(e) => e.exit(),
     };
     if !matches!(cli.command, mneme::cli::Command::Serve) {
@@ -122,6 +129,11 @@ fn quiet_dependencies(directives: &str) -> String {
 
 /// Whether the command is `hook`: its subcommand is the first word after the global options
 /// (`mneme --config FILE hook claude-code`, as `--install` writes it, is a hook too).
+/// Whether the command line asks for JSON (`--json` before a `--` that ends the options).
+fn wants_json(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    args.take_while(|a| a != "--").any(|a| a == "--json")
+}
+
 fn is_hook(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
     let mut args = args;
     while let Some(a) = args.next() {

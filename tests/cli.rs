@@ -418,3 +418,22 @@ fn concurrent_cli_calls_from_two_projects_keep_their_own_scope() {
     let out = d.cli().current_dir(&alpha).args(["recall", "beta fact number"]).output().unwrap();
     assert!(!stdout(&out).contains("beta fact"), "{}", stdout(&out));
 }
+
+/// With `--json`, standard output is JSON whatever happens: a command line clap refuses (it
+/// printed its usage to standard error only), and an export to a file (nothing at all).
+#[test]
+fn json_is_on_standard_output_for_usage_errors_and_exports_to_a_file() {
+    let d = Daemon::start("");
+    let out = d.cli().args(["--json", "clear"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    assert_eq!(v["error"]["code"], "usage", "{v}");
+    let file = d.dir.path().join("backup.jsonl");
+    let out = d.cli().args(["--json", "export", "-o"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    assert_eq!(v["exported"], 0, "{v}");
+    let out = d.cli().args(["--json", "config", "example"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    assert!(v["example"].as_str().is_some_and(|e| e.contains("[memory]")), "{v}");
+}

@@ -35,6 +35,7 @@ pub(super) fn load_client_settings(flag: Option<&Path>) -> Result<Loaded, CliErr
 
 pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -> Result<ExitCode, CliError> {
     match action {
+        ConfigAction::Example if as_json => println!("{}", json!({"example": config::EXAMPLE})),
         ConfigAction::Example => print!("{}", config::EXAMPLE),
         ConfigAction::Path if as_json => println!("{}", json!({"path": config::config_path(flag)})),
         ConfigAction::Path => {

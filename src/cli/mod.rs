@@ -285,7 +285,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 hook::mcp_headers(cli.config.as_deref())
             }
             Command::Hook { agent: HookAgent::ClaudeCode { .. } } => Ok(hook::claude_code(cli.config.as_deref()).await),
-            Command::Export { bank, output } => transfer::export(cli.config.as_deref(), bank, output).await,
+            Command::Export { bank, output } => transfer::export(cli.config.as_deref(), bank, output, cli.json).await,
             Command::Import { file } => transfer::import(cli.config.as_deref(), &file, cli.json).await,
             other => commands::remote(cli.config.as_deref(), other, cli.json).await,
         }

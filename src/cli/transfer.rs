@@ -32,6 +32,7 @@ pub(super) async fn export(
     config: Option<&Path>,
     bank: Option<String>,
     output: Option<PathBuf>,
+    as_json: bool,
 ) -> Result<ExitCode, CliError> {
     let client = Client::connect(&load_client_settings(config)?.settings).await?;
     // A file is written beside its name and renamed over it once whole: an export that fails
@@ -64,7 +65,12 @@ pub(super) async fn export(
         }
     };
     if let Some(path) = output {
-        eprintln!("Exported {n} {} to {}.", if n == 1 { "memory" } else { "memories" }, path.display());
+        if as_json {
+            // Standard output is free when the memories went to a file: a script reads the count.
+            println!("{}", serde_json::json!({"exported": n, "path": path}));
+        } else {
+            eprintln!("Exported {n} {} to {}.", if n == 1 { "memory" } else { "memories" }, path.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
