@@ -421,3 +421,27 @@ async fn a_backend_that_is_down_is_a_tool_result_saying_when_to_try_again() {
     let body = wrong.text().await.unwrap();
     assert!(body.contains("unknown session") && !body.contains("\"isError\":true"), "{body}");
 }
+
+/// A client looping on initialize cannot grow the daemon without bound: past 256 open sessions
+/// it is told to come back later (503, Retry-After), and a session deleted makes room.
+#[tokio::test]
+async fn open_mcp_sessions_are_bounded() {
+    let d = Daemon::start("");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let open = || d.http.post(d.url("/mcp")).bearer_auth(&d.token).header("accept", "*/*").json(&init).send();
+    let mut ids = Vec::new();
+    for _ in 0..256 {
+        let r = open().await.unwrap();
+        assert_eq!(r.status(), 200);
+        ids.push(r.headers()["mcp-session-id"].to_str().unwrap().to_owned());
+    }
+    let r = open().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "too_many_sessions", "{v}");
+    let r = d.http.delete(d.url("/mcp")).bearer_auth(&d.token).header("mcp-session-id", &ids[0]).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(open().await.unwrap().status(), 200);
+}

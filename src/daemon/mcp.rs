@@ -343,6 +343,16 @@ pub async fn check_message(
             return refused(-32600, why);
         }
     };
+    // Each session holds a task and its tools until it has been idle 5 minutes: a client
+    // looping on initialize would grow the daemon without bound.
+    if initialize && !stateless && open.sessions.read().await.len() >= MAX_MCP_SESSIONS {
+        let why = format!(
+            "{MAX_MCP_SESSIONS} MCP sessions are open (each ends when its client deletes it or after 5 minutes idle): try again later"
+        );
+        return super::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_sessions", why)
+            .retry_after(30)
+            .into_response();
+    }
     let mut parts = parts;
     accept_both(&mut parts.headers);
     let session = parts.headers.contains_key("mcp-session-id");
@@ -461,6 +471,9 @@ fn accept_both(headers: &mut axum::http::HeaderMap) {
         headers.insert(ACCEPT, axum::http::HeaderValue::from_static("application/json, text/event-stream"));
     }
 }
+
+/// MCP sessions open at once, at most (an agent opens one a process).
+const MAX_MCP_SESSIONS: usize = 256;
 
 /// The router to nest at `/mcp`: the library's service behind [`check_message`].
 pub fn router(sessions: Sessions, stop: CancellationToken, max_body: usize) -> axum::Router {
