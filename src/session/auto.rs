@@ -623,8 +623,8 @@ fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str) -> 
     let mut history = conversation(history);
     // A client may send the history with the prompt in it already (a transcript written before
     // the hook ran): its spans are counted once, as the prompt's.
-    if let Some(i) = history.iter().rposition(|m| m.role == "user").filter(|&i| history[i].content == prompt) {
-        history.truncate(i);
+    if history.last().is_some_and(|m| m.role == "user" && m.content == prompt) {
+        history.pop();
     }
     let open = history
         .iter()
