@@ -148,8 +148,8 @@ const SPLIT_VERSION: usize = 7;
 /// passages as a retain splits it now: one passage of 20,000 characters was embedded only in
 /// its first 256 tokens, and never fitted a recall's budget but as its first result. Only a
 /// memory that is one passage is: a retain's passages may run past [`MAX_PASSAGE`] with the
-/// opening they repeat. Read a page at a time; what pointed at the old passage (the next turn's
-/// context, a session's tail) points at the last new one.
+/// opening they repeat. Read a page at a time. Nothing points at such a passage: schema 4 gave
+/// it no context, and the sessions' tails name only passages retained since.
 ///
 /// [`MAX_PASSAGE`]: crate::passages::MAX_PASSAGE
 fn split_long_memories(tx: &rusqlite::Transaction<'_>) -> Result<(), OpenError> {
@@ -163,8 +163,6 @@ fn split_long_memories(tx: &rusqlite::Transaction<'_>) -> Result<(), OpenError> 
     let mut delete = tx.prepare("DELETE FROM passages WHERE pid = ?1")?;
     let mut insert =
         tx.prepare("INSERT INTO passages (pid, memory_seq, ord, text, prev_pid) VALUES (?1, ?2, ?3, ?4, ?5)")?;
-    let mut relink = tx.prepare("UPDATE passages SET prev_pid = ?2 WHERE prev_pid = ?1")?;
-    let mut retail = tx.prepare("UPDATE session_tails SET pid = ?2 WHERE pid = ?1")?;
     let (mut after, limit) = (0i64, crate::passages::MAX_PASSAGE as i64);
     // The highest pid before: every new passage is given one above it (SQLite would reuse a
     // deleted top pid), so one range indexes them all.
@@ -182,10 +180,6 @@ fn split_long_memories(tx: &rusqlite::Transaction<'_>) -> Result<(), OpenError> 
                 next += 1;
                 insert.execute(rusqlite::params![next, memory, ord as i64, passage, prev])?;
                 prev = Some(next);
-            }
-            if let Some(new_last) = prev {
-                relink.execute([pid, new_last])?;
-                retail.execute([pid, new_last])?;
             }
         }
         // New passages are above `top`: the pages read only the old ones.
