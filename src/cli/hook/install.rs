@@ -233,20 +233,34 @@ fn read_json(path: &Path) -> Result<Value, CliError> {
 
 /// Replaces the file at `path` (through a temporary file beside it) with `v`. A symlink is
 /// followed, so the file it names (a dotfiles repository's) is the one changed, and the file
-/// keeps its permissions (a settings file holding keys is often 0600); a new one is 0644.
+/// keeps its permissions (a settings file holding keys is often 0600).
 fn write_json(path: &Path, v: &Value) -> Result<(), CliError> {
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let failed = |e: std::io::Error| CliError::Other(format!("cannot write {}: {e}", path.display()));
     let target = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(failed)?,
+        // A link to a file not made yet (a dotfiles repository's) names where it is to be.
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path)
+            .or_else(|_| {
+                let to = std::fs::read_link(path)?;
+                Ok::<_, std::io::Error>(path.parent().map_or(to.clone(), |dir| dir.join(&to)))
+            })
+            .map_err(failed)?,
         _ => path.to_path_buf(),
     };
-    let mode = std::fs::metadata(&target).map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o644);
+    // An existing file's mode is kept; a new one is made as any file is (0666 less the umask).
+    let kept_mode = std::fs::metadata(&target).ok().map(|m| m.permissions().mode() & 0o7777);
     let tmp = target.with_extension("json.tmp");
     let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp).map_err(failed)?;
-    file.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(failed)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(kept_mode.unwrap_or(0o666))
+        .open(&tmp)
+        .map_err(failed)?;
+    if let Some(mode) = kept_mode {
+        file.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(failed)?;
+    }
     file.write_all((serde_json::to_string_pretty(v).expect("json") + "\n").as_bytes())
         .and_then(|_| file.sync_all())
         .and_then(|_| std::fs::rename(&tmp, &target))
@@ -349,9 +363,12 @@ mod tests {
         write_json(&link, &json!({"model": "opus", "hooks": {}})).unwrap();
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         assert!(std::fs::read_to_string(&real).unwrap().contains("hooks"));
-        let new = dir.path().join("new.json");
-        write_json(&new, &json!({})).unwrap();
-        assert_eq!(std::fs::metadata(&new).unwrap().permissions().mode() & 0o777, 0o644);
+        // A link to a file not made yet: it is made there.
+        let later = dir.path().join("later.json");
+        let dangling = dir.path().join("dangling.json");
+        std::os::unix::fs::symlink(&later, &dangling).unwrap();
+        write_json(&dangling, &json!({"hooks": {}})).unwrap();
+        assert!(std::fs::read_to_string(&later).unwrap().contains("hooks"));
     }
 
     #[test]
