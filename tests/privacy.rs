@@ -622,3 +622,34 @@ async fn filter_tags_holding_private_spans_are_refused() {
         assert!(!v.to_string().contains("SECRET-"), "{path}: {v}");
     }
 }
+
+/// A first-turn recall that was asked before a forget and answered after it is not kept: its
+/// block may quote what was forgotten, and a session keeps its block (serving it with every
+/// prompt, saving it in the spool).
+#[tokio::test]
+async fn a_recall_overtaken_by_a_forget_is_not_kept() {
+    // A Hindsight server whose recall takes 800 ms and finds the memory.
+    let app = axum::Router::new().fallback(|uri: axum::http::Uri| async move {
+        if uri.path().ends_with("/recall") {
+            tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+            return axum::Json(
+                json!({"results": [{"id": "x", "text": "the door code is OVERTAKEN-5521", "type": "world"}]}),
+            );
+        }
+        axum::Json(json!({"success": true}))
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n"));
+    d.start_session("s", "/p/overtaken").await;
+    let (started, forgot) =
+        tokio::join!(d.post("/v1/sessions/s/agent-start", json!({"prompt": "what is the door code?"})), async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            d.req(reqwest::Method::DELETE, "/v1/documents/d?bank=mneme", None).await
+        });
+    assert_eq!(started.0, 200, "{:?}", started);
+    assert_eq!(forgot.0, 200, "{:?}", forgot);
+    let (_, v) = d.get("/v1/sessions/s/instructions").await;
+    assert!(!v.to_string().contains("OVERTAKEN-5521"), "kept: {v}");
+}

@@ -81,6 +81,7 @@ impl Sessions {
         let Some(query) = query_for(&settings, prompt, &history).filter(|q| !q.trim().is_empty()) else {
             return Ok(None);
         };
+        let forgets = self.forgets();
         let recall = self.recall_scope(&session.scope, &query);
         let results = match tokio::time::timeout(settings.recall.timeout, recall).await {
             Ok(Ok(r)) => r,
@@ -94,9 +95,12 @@ impl Sessions {
             }
         };
         let block = memory_block(&settings, &results);
+        // A forget since the recall began: the block may quote it, and is not kept (it goes to
+        // this prompt only; the session's next prompt recalls again).
+        let overtaken = self.forgets() != forgets;
         let updated = self.update(id, |s| {
-            s.recalled = true;
-            s.block = block.clone();
+            s.recalled = !overtaken;
+            s.block = if overtaken { None } else { block.clone() };
         });
         if let Some(s) = updated {
             self.save(&s).await?;

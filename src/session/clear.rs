@@ -33,11 +33,15 @@ impl Sessions {
     /// and the backend's instructions the sessions of that bank keep (served with every prompt,
     /// and saved in the spool) may quote it, so they are dropped, to be asked again.
     pub async fn forgotten(&self, bank: Option<&str>) -> Result<(), crate::spool::SpoolError> {
+        // Counted first: a recall or a backend's instructions asked before now, and answered
+        // after, is not kept either.
+        self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.update_each(|s| {
             if bank.is_some_and(|b| s.scope.bank != b) || (s.block.is_none() && s.instructions.is_none()) {
                 return false;
             }
             s.block = None;
+            s.recalled = false;
             s.instructions = None;
             true
         })

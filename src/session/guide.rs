@@ -78,13 +78,15 @@ impl Sessions {
         // with every model call, and a change there costs it its prompt cache.
         let extra = match session.instructions {
             Some(kept) => Some(kept),
-            None => match backend.instructions(&session.scope).await {
-                Ok(extra) => {
+            None => match (self.forgets(), backend.instructions(&session.scope).await) {
+                (forgets, Ok(extra)) => {
                     let kept = extra.map(|e| mneme_core::text::defuse_memory_tags(&e).into_owned()).unwrap_or_default();
                     let scope = session.scope.clone();
+                    // Not after a forget since it was asked: it may quote what was forgotten.
+                    let overtaken = self.forgets() != forgets;
                     let updated = self.update(id, |s| {
                         // Not if the session was re-scoped meanwhile: what was asked is another scope's.
-                        if s.scope == scope {
+                        if s.scope == scope && !overtaken {
                             s.instructions = Some(kept.clone());
                         }
                     });
@@ -93,7 +95,7 @@ impl Sessions {
                     }
                     Some(kept)
                 }
-                Err(e) => {
+                (_, Err(e)) => {
                     // Asked again next time.
                     tracing::warn!(session = id, "backend instructions unavailable: {e}");
                     None

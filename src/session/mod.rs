@@ -253,6 +253,9 @@ struct Inner {
     notices: Notices,
     map: Mutex<HashMap<String, Session>>,
     turns: TurnLocks,
+    /// Forgets so far: a recalled block or instructions asked before one are not kept (they
+    /// may quote what it removed).
+    forgets: std::sync::atomic::AtomicU64,
 }
 
 /// A session's automatic work (first-turn recall, automatic retain, its end) runs one call at a
@@ -284,6 +287,11 @@ impl TurnLocks {
 const MAX_CWD_BYTES: usize = 4096;
 
 impl Sessions {
+    /// Forgets done so far (see [`Inner::forgets`]).
+    fn forgets(&self) -> u64 {
+        self.inner.forgets.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Sessions over a queue; loads the sessions a previous run saved. Sessions idle past
     /// [`SESSION_TTL`] are forgotten, their pending tail retained first.
     pub async fn load(
@@ -318,6 +326,7 @@ impl Sessions {
                 notices,
                 map: Mutex::new(map),
                 turns: TurnLocks::default(),
+                forgets: Default::default(),
             }),
         };
         for s in expired {
