@@ -381,14 +381,7 @@ async fn migrate_from_hindsight_copies_what_a_change_during_the_copy_made_it_ski
                    "timestamp": format!("2026-01-01T{:02}:{:02}:{:02}Z", i / 3600, i / 60 % 60, i % 60)})
         })
         .collect();
-    let res = reqwest::Client::new()
-        .post(format!("{url}/v1/default/banks/{bank}/memories"))
-        .json(&json!({"items": items, "async": false}))
-        .send()
-        .await
-        .unwrap();
-    assert!(res.status().is_success(), "{}", res.text().await.unwrap());
-    assert_eq!(common::bank_texts(&url, &bank).await.len(), 450);
+    store_on_peer(&url, &bank, items).await;
     // The five newest are on the first page the copy reads; they go before it reads the second.
     let doomed: Vec<String> = (445..450).map(|i| format!("d{i:03}")).collect();
     let proxy = changing_proxy(url.clone(), bank.clone(), doomed).await;
@@ -396,17 +389,7 @@ async fn migrate_from_hindsight_copies_what_a_change_during_the_copy_made_it_ski
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(&config, format!("[memory]\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{proxy}\"\n")).unwrap();
-    let out = tokio::task::spawn_blocking(move || {
-        assert_cmd::Command::new(common::bin())
-            .args(["migrate", "--from", "hindsight", "--to", "local"])
-            .env("MNEME_CONFIG", &config)
-            .env("MNEME_STORAGE__DIR", config.parent().unwrap().join("data"))
-            .env("MNEME_LOG", "error")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = run_with(config, &["migrate", "--from", "hindsight", "--to", "local"]).await;
     let said = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{said}");
     assert_eq!(
@@ -438,31 +421,12 @@ async fn a_page_of_private_memories_does_not_end_a_migrate_or_an_export() {
                    "timestamp": format!("2026-01-01T{:02}:{:02}:{:02}Z", i / 3600, i / 60 % 60, i % 60)})
         })
         .collect();
-    let res = reqwest::Client::new()
-        .post(format!("{url}/v1/default/banks/{bank}/memories"))
-        .json(&json!({"items": items, "async": false}))
-        .send()
-        .await
-        .unwrap();
-    assert!(res.status().is_success(), "{}", res.text().await.unwrap());
-    assert_eq!(common::bank_texts(&url, &bank).await.len(), 260);
+    store_on_peer(&url, &bank, items).await;
 
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(&config, format!("[memory]\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n")).unwrap();
-    let run = |args: &'static [&'static str]| {
-        let config = config.clone();
-        tokio::task::spawn_blocking(move || {
-            assert_cmd::Command::new(common::bin())
-                .args(args)
-                .env("MNEME_CONFIG", &config)
-                .env("MNEME_STORAGE__DIR", config.parent().unwrap().join("data"))
-                .env("MNEME_LOG", "error")
-                .output()
-                .unwrap()
-        })
-    };
-    let out = run(&["--json", "migrate", "--from", "hindsight", "--to", "local"]).await.unwrap();
+    let out = run_with(config, &["--json", "migrate", "--from", "hindsight", "--to", "local"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -491,4 +455,33 @@ async fn a_page_of_private_memories_does_not_end_a_migrate_or_an_export() {
     let written = std::fs::read_to_string(&file).unwrap();
     assert_eq!(written.lines().count(), 10, "{written}");
     assert!(!written.contains("hunter2"), "{written}");
+}
+
+/// Stores `items` on the peer's `bank` directly (as another client of the server would), and
+/// waits until it lists them.
+async fn store_on_peer(url: &str, bank: &str, items: Vec<Value>) {
+    let n = items.len();
+    let res = reqwest::Client::new()
+        .post(format!("{url}/v1/default/banks/{bank}/memories"))
+        .json(&json!({"items": items, "async": false}))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.text().await.unwrap());
+    assert_eq!(common::bank_texts(url, bank).await.len(), n);
+}
+
+/// Runs the CLI with `config`, its storage in a `data` folder beside it, without a daemon.
+async fn run_with(config: std::path::PathBuf, args: &'static [&'static str]) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        assert_cmd::Command::new(common::bin())
+            .args(args)
+            .env("MNEME_CONFIG", &config)
+            .env("MNEME_STORAGE__DIR", config.parent().unwrap().join("data"))
+            .env("MNEME_LOG", "error")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
 }
