@@ -417,8 +417,9 @@ pub(super) fn is_slash_command(prompt: &str) -> bool {
 }
 
 /// How long a compaction waits at most for the session's queue to be delivered before it recalls
-/// (a quarter of `recall.timeout` if that is less): long enough for a local store, short enough that a slow or unreachable Hindsight server does not
-/// take the agent's hook past its own time limit (the compaction would lose its memories).
+/// (a quarter of `recall.timeout` if that is less): long enough for a local store, short enough
+/// that a slow or unreachable Hindsight server does not take the agent's hook past its own time
+/// limit (the compaction would lose its memories).
 const COMPACTION_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Each message cleaned as [`text::strip_private`] reads one text, with the spans earlier

@@ -554,9 +554,9 @@ fn hindsight_result(r: RecallResult, text: String) -> Recalled {
 }
 
 /// A memory the server holds, as an export, the web view or a lookup gives it: what other
-/// clients marked private is left out of every field. A memory of which no text is left stays in its page, blank, for the
-/// reader to leave out and count (a page of such memories read as empty ended an export or a
-/// migrate there, with more to read).
+/// clients marked private is left out of every field. A memory of which no text is left stays in
+/// its page, blank, for the reader to leave out and count (a page of such memories read as empty
+/// ended an export or a migrate there, with more to read).
 pub(crate) fn without_private(m: StoredMemory) -> StoredMemory {
     use mneme_core::text::{has_private_tag, strip_private};
     let content = strip_private(&m.content);
