@@ -33,7 +33,7 @@ pub fn clean_imported(settings: &Settings, m: &mut mneme_core::StoredMemory) -> 
     if settings.retain.strip_private {
         m.context = m.context.as_deref().map(text::strip_private).filter(|c| !c.trim().is_empty());
         m.document_id = m.document_id.as_deref().map(text::strip_private).filter(|d| !d.trim().is_empty());
-        m.tags = m.tags.iter().map(|t| text::strip_private(t)).filter(|t| !t.trim().is_empty()).collect();
+        m.tags = text::strip_private_list(std::mem::take(&mut m.tags));
         text::strip_private_map(&mut m.metadata);
     }
     match clean(settings, &m.content) {

@@ -171,6 +171,16 @@ pub fn has_private_tag(text: &str) -> bool {
     contains_ignore_ascii_case(text, "<private") || contains_ignore_ascii_case(text, "</private")
 }
 
+/// Removes private spans from every item of a list (tags); an item of which nothing is left is
+/// dropped.
+pub fn strip_private_list(items: Vec<String>) -> Vec<String> {
+    items
+        .into_iter()
+        .map(|t| if has_private_tag(&t) { strip_private(&t) } else { t })
+        .filter(|t| !t.trim().is_empty())
+        .collect()
+}
+
 /// Removes private spans from every value of a string map (metadata).
 pub fn strip_private_map(map: &mut std::collections::BTreeMap<String, String>) {
     let cleaned: std::collections::BTreeMap<String, String> =

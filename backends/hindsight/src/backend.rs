@@ -544,7 +544,7 @@ fn hindsight_result(r: RecallResult, text: String) -> Recalled {
         text,
         kind: r.kind.unwrap_or_default(),
         mentioned_at: r.mentioned_at.unwrap_or_default(),
-        tags: without_private_tags(r.tags.unwrap_or_default()),
+        tags: mneme_core::text::strip_private_list(r.tags.unwrap_or_default()),
         score: r.scores.and_then(|s| s.final_score),
         id: r.id,
         document_id: r.document_id.filter(|d| !mneme_core::text::has_private_tag(d)),
@@ -565,19 +565,11 @@ pub(crate) fn without_private(m: StoredMemory) -> StoredMemory {
     StoredMemory {
         content,
         context: m.context.map(|c| strip_private(&c)).filter(|c| !c.trim().is_empty()),
-        tags: without_private_tags(m.tags),
+        tags: mneme_core::text::strip_private_list(m.tags),
         metadata,
         document_id: m.document_id.filter(|d| !has_private_tag(d)),
         ..m
     }
-}
-
-/// Tags cleaned of private spans; a tag of which nothing is left is dropped.
-fn without_private_tags(tags: Vec<String>) -> Vec<String> {
-    tags.into_iter()
-        .map(|t| if mneme_core::text::has_private_tag(&t) { mneme_core::text::strip_private(&t) } else { t })
-        .filter(|t| !t.trim().is_empty())
-        .collect()
 }
 
 /// The server's results within `max_units` of text in all, best first: the server counts
