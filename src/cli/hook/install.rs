@@ -371,6 +371,21 @@ mod tests {
         assert!(std::fs::read_to_string(&later).unwrap().contains("hooks"));
     }
 
+    /// A user's settings keep the order they were written in (serde_json's `preserve_order`):
+    /// a merge adds its keys after theirs instead of sorting the whole file.
+    #[test]
+    fn merging_keeps_the_order_of_the_users_keys() {
+        let settings = Settings::default();
+        let text = r#"{"permissions": {"deny": [], "allow": []}, "model": "opus", "env": {"Z": "1", "A": "2"}}"#;
+        let mut s: Value = serde_json::from_str(text).unwrap();
+        merge_hooks(&mut s, "mneme hook claude-code", &settings).unwrap();
+        approve_mcp_server(&mut s).unwrap();
+        let keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["permissions", "model", "env", "hooks", "enabledMcpjsonServers"]);
+        let written = serde_json::to_string(&s).unwrap();
+        assert!(written.starts_with(r#"{"permissions":{"deny":[],"allow":[]},"model":"opus","env":{"Z":"1","A":"2"}"#));
+    }
+
     #[test]
     fn paths_are_quoted_for_the_shell() {
         assert_eq!(shell_word("/usr/local/bin/mneme"), "/usr/local/bin/mneme");
