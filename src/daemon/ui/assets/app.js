@@ -203,8 +203,11 @@ async function loadList(cursor) {
   $('list').dataset.version = String((state.version += 1));
   $('clear-search').hidden = true;
   const count = page.memories.length;
+  // A page can be empty and still have older ones after it: a Hindsight server's page of
+  // memories its other clients marked wholly private shows nothing.
   $('list-info').textContent = count === 0
-    ? (cursor ? 'No older memories.' : 'No memories here yet.')
+    ? (page.next ? 'Nothing to show on this page (private memories are not shown); older ones follow.'
+      : (cursor ? 'No older memories.' : 'No memories here yet.'))
     : `${count} ${count === 1 ? 'memory' : 'memories'}, newest first${cursor ? ' (older page)' : ''}.`;
   $('older').hidden = !page.next;
   $('newest').hidden = !cursor;
