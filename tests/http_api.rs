@@ -12,6 +12,7 @@ async fn health_is_open_and_everything_else_needs_the_token() {
     let health: Value = d.http.get(d.url("/v1/health")).send().await.unwrap().json().await.unwrap();
     assert_eq!(health["status"], "ok");
     assert_eq!(health["protocol"], 1);
+    assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
     for path in ["/v1/status", "/v1/notices", "/metrics"] {
         let r = d.http.get(d.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 401, "{path}");
@@ -225,8 +226,10 @@ async fn recall_says_what_it_found_and_the_instructions_list_recent_memories() {
     let md = v["markdown"].as_str().unwrap();
     assert!(md.contains("# Memory") && md.contains("widget uses tabs"), "{md}");
     // The same from one model call to the next (the agent's prompt cache), though more is stored.
-    d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "widget releases go out on mondays"}]})).await;
-    d.post("/v1/flush", json!({})).await;
+    let (status, _) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "widget releases go out on mondays"}]})).await;
+    assert_eq!(status, 202);
+    let (_, v2) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v2["delivered"], 1, "{v2}");
     let (_, again) = d.get("/v1/sessions/s1/instructions").await;
     assert_eq!(again["markdown"], v["markdown"]);
     // A start (a new context for the agent: a new process, a compaction) asks afresh.
@@ -414,9 +417,12 @@ async fn clear_scope_and_all() {
     let d = Daemon::start("");
     d.start_session("a", "/p/one").await;
     d.start_session("b", "/p/two").await;
-    d.post("/v1/sessions/a/retain", json!({"items": [{"content": "one fact"}]})).await;
-    d.post("/v1/sessions/b/retain", json!({"items": [{"content": "two fact"}]})).await;
-    d.post("/v1/flush", json!({})).await;
+    for (session, fact) in [("a", "one fact"), ("b", "two fact")] {
+        let (status, _) = d.post(&format!("/v1/sessions/{session}/retain"), json!({"items": [{"content": fact}]})).await;
+        assert_eq!(status, 202);
+    }
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["delivered"], 2, "{v}");
     let (status, v) = d.post("/v1/clear", json!({"session_id": "a"})).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["deleted"], 1);

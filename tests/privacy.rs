@@ -534,9 +534,10 @@ async fn forgotten_and_cleared_text_is_in_no_file() {
         assert!(!contains(&bytes, "FORGOTTEN-7731"), "forgotten text is in {path}");
     }
     // Cleared: delivered and still queued alike.
-    retain("the vault code is CLEARED-4412").await;
-    d.post("/v1/flush", json!({})).await;
-    retain("the safe code is QUEUED-9905").await;
+    assert_eq!(retain("the vault code is CLEARED-4412").await.0, 202);
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["delivered"], 1, "{v}");
+    assert_eq!(retain("the safe code is QUEUED-9905").await.0, 202);
     let (status, v) = d.post("/v1/clear", json!({"all": true})).await;
     assert_eq!(status, 200, "{v}");
     for (path, bytes) in files(&d.data()) {

@@ -117,14 +117,19 @@ impl Run {
             .iter()
             .map(|h| {
                 let name = h["hook_event_name"].as_str().or(h["hook"].as_str()).unwrap_or("?").to_owned();
-                (name, h["real_ms"].as_u64().or(h["ms"].as_u64()).unwrap_or(0))
+                let ms = h["real_ms"].as_u64().or(h["ms"].as_u64());
+                (name, ms.unwrap_or_else(|| panic!("{log}: a hook without its time: {h}")))
             })
             .collect()
     }
 }
 
+/// The lines of a JSON-lines log (none if the file was never written); a line that is not JSON
+/// fails the test rather than dropping a step's record.
 fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let line = |l: &str| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", path.display()));
+    text.lines().filter(|l| !l.trim().is_empty()).map(line).collect()
 }
 
 /// Runs `tests/clients/SCRIPT` in a fresh namespace; `None` (with the reason printed) where the
@@ -229,11 +234,13 @@ fn claude_code_p_hooks_and_mcp() {
     }
     // ... a hung one one timeout of 1 s, then the hooks skip it.
     let hung = r.hook_times("hooks/hooks-hung-1.jsonl");
+    assert!(hung.iter().any(|(hook, _)| hook == "UserPromptSubmit"), "hung: the hooks ran: {hung:?}");
     for (hook, ms) in &hung {
         let bound = if hook == "UserPromptSubmit" { 5000 } else { 1000 };
         assert!(*ms < bound + 400, "hung: {hook} took {ms} ms (bound {bound}): {hung:?}");
     }
     let second = r.hook_times("hooks/hooks-hung-2.jsonl");
+    assert!(second.iter().any(|(hook, _)| hook == "UserPromptSubmit"), "the second prompt's hooks ran: {second:?}");
     assert!(sum(&second) < 1000, "the second prompt's hooks took {} ms: {second:?}", sum(&second));
     let base = r.ms("baseline-1").min(r.ms("baseline-2"));
     println!(
@@ -311,11 +318,13 @@ fn opencode_run_plugin() {
         assert!(sum(&hooks) < 500, "{step}: the plugin's hooks took {} ms: {hooks:?}", sum(&hooks));
     }
     let hung = r.hook_times("hooks/plugin-hung-1.jsonl");
+    assert!(hung.iter().any(|(hook, _)| hook == "chat.message"), "hung: the plugin ran: {hung:?}");
     for (hook, ms) in &hung {
         let bound = if hook == "chat.message" { 3000 } else { 1000 };
         assert!(*ms < bound + 400, "hung: {hook} took {ms} ms (bound {bound}): {hung:?}");
     }
     let second = r.hook_times("hooks/plugin-hung-2.jsonl");
+    assert!(!second.is_empty(), "the second prompt's plugin hooks ran");
     assert!(sum(&second) < 1000, "the second prompt's hooks took {} ms: {second:?}", sum(&second));
     let base = r.ms("baseline-1").min(r.ms("baseline-2"));
     println!(
@@ -329,6 +338,10 @@ fn opencode_run_plugin() {
 #[test]
 fn opencode_serve_every_turn_and_the_deleted_session() {
     let Some(r) = run("check-opencode-serve.sh") else { return };
+    let names: Vec<&str> = r.steps.iter().filter_map(|s| s["step"].as_str()).collect();
+    let wanted = ["serve-up", "new", "turn-1", "turn-2", "turn-3", "compact", "turn-4", "delete", "long-new"];
+    let wanted = wanted.into_iter().chain(["long-turn-1", "long-turn-2", "long-turn-3", "long-delete"]);
+    assert_eq!(names, wanted.collect::<Vec<_>>(), "every step ran");
     for s in &r.steps {
         assert_eq!(s["http"], 200, "{s}");
     }

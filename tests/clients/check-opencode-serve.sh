@@ -26,7 +26,7 @@ api() {  # api STEP METHOD PATH [JSON] : the body on stdout
   t0=$(mc_now_ms)
   code=$(curl -s -o "$MC_RUN/logs/api.last" -w '%{http_code}' -X "$2" "http://127.0.0.1:$OC_PORT$3" \
     -H 'content-type: application/json' ${4:+--data "$4"} --max-time 120)
-  echo "{\"step\":\"$1\",\"ms\":$(( $(mc_now_ms) - t0 )),\"http\":$code}" >> "$MC_RUN/steps.jsonl"
+  echo "{\"step\":\"$1\",\"ms\":$(( $(mc_now_ms) - t0 )),\"http\":$((10#$code))}" >> "$MC_RUN/steps.jsonl"  # 000 (no answer) as 0
   cat "$MC_RUN/logs/api.last"
 }
 sid=$(api new POST /session '{}' | "$MC_PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])')

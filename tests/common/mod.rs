@@ -159,9 +159,22 @@ pub fn env_for(dir: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// Sends `signal` (TERM, KILL, STOP, CONT …) to a process with kill(1).
+/// Sends `signal` (TERM, KILL, STOP, CONT) to a process, failing the test if it cannot be sent
+/// (kill(2) directly: a minimal Debian has no kill(1), and a signal never sent would leave
+/// `stop` waiting for ever).
 pub fn unsafe_kill(pid: u32, signal: &str) {
-    let _ = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
+    let number = match signal {
+        "TERM" => libc::SIGTERM,
+        "KILL" => libc::SIGKILL,
+        "STOP" => libc::SIGSTOP,
+        "CONT" => libc::SIGCONT,
+        "INT" => libc::SIGINT,
+        other => panic!("no signal {other} here"),
+    };
+    let pid = i32::try_from(pid).expect("a pid");
+    // SAFETY: kill(2) takes no pointers; the pid is a child this test started.
+    let sent = unsafe { libc::kill(pid, number) };
+    assert_eq!(sent, 0, "kill -{signal} {pid}: {}", std::io::Error::last_os_error());
 }
 
 /// Counts rows with this content in the local store (read directly from SQLite).
