@@ -226,7 +226,8 @@ async fn recall_says_what_it_found_and_the_instructions_list_recent_memories() {
     let md = v["markdown"].as_str().unwrap();
     assert!(md.contains("# Memory") && md.contains("widget uses tabs"), "{md}");
     // The same from one model call to the next (the agent's prompt cache), though more is stored.
-    let (status, _) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "widget releases go out on mondays"}]})).await;
+    let (status, _) =
+        d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "widget releases go out on mondays"}]})).await;
     assert_eq!(status, 202);
     let (_, v2) = d.post("/v1/flush", json!({})).await;
     assert_eq!(v2["delivered"], 1, "{v2}");
@@ -418,7 +419,8 @@ async fn clear_scope_and_all() {
     d.start_session("a", "/p/one").await;
     d.start_session("b", "/p/two").await;
     for (session, fact) in [("a", "one fact"), ("b", "two fact")] {
-        let (status, _) = d.post(&format!("/v1/sessions/{session}/retain"), json!({"items": [{"content": fact}]})).await;
+        let (status, _) =
+            d.post(&format!("/v1/sessions/{session}/retain"), json!({"items": [{"content": fact}]})).await;
         assert_eq!(status, 202);
     }
     let (_, v) = d.post("/v1/flush", json!({})).await;
