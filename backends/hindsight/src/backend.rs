@@ -55,6 +55,11 @@ async fn read_answer(what: &str, shown: &str, mut resp: reqwest::Response) -> Re
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
+/// The first look at an asynchronous retain's operation after the server accepted it, and the
+/// longest pause between looks (the pause doubles).
+const OPERATION_FIRST_LOOK: Duration = Duration::from_millis(50);
+const OPERATION_LOOK_MAX: Duration = Duration::from_secs(2);
+
 /// Memories sent in one import request.
 const IMPORT_CHUNK: usize = 100;
 
@@ -303,6 +308,58 @@ impl HindsightBackend {
         }
     }
 
+    /// Waits until the server has done an asynchronous retain it accepted. Accepted is only
+    /// queued: the server's worker may still fail it (its LLM key refused, its embedder down past
+    /// its own retries), and a resend under the same operation id is answered "success" from
+    /// the failed operation without storing anything. So a failed operation is re-queued on the
+    /// server and the delivery fails (an attempt: once they run out the batch is a dead letter,
+    /// with the server's reason); one still running after `retain_timeout` fails the delivery
+    /// too, and the resend looks again. Gone (404, pruned long after it finished, or a server
+    /// without the route) and cancelled (a clear of the bank) count as done.
+    async fn wait_for_operation(&self, bank: &str, operation_id: &str) -> Result<(), BackendError> {
+        let url = self.bank_url(bank, &["operations", operation_id])?;
+        let deadline = Instant::now() + self.config.retain_timeout;
+        let mut pause = OPERATION_FIRST_LOOK;
+        loop {
+            let answer: Option<OperationStatus> =
+                self.send("retain status", Method::GET, url.clone(), None::<&()>, self.config.timeout).await?;
+            let Some(op) = answer else { return Ok(()) };
+            match op.status.as_str() {
+                "completed" | "not_found" => return Ok(()),
+                "cancelled" => {
+                    tracing::info!(bank, operation_id, "Hindsight cancelled a retain (a clear of the bank)");
+                    return Ok(());
+                }
+                "failed" => {
+                    let why = op.error_message.as_deref().map(mneme_core::text::strip_private);
+                    let why = why.filter(|w| !w.trim().is_empty()).unwrap_or_else(|| "no reason given".into());
+                    let retry = self.bank_url(bank, &["operations", operation_id, "retry"])?;
+                    let timeout = self.config.timeout;
+                    let requeued =
+                        self.send::<serde_json::Value>("retain retry", Method::POST, retry, None::<&()>, timeout).await;
+                    let then = match requeued {
+                        Ok(Some(_)) => "re-queued there; checked again on the next attempt",
+                        _ => "it could not be re-queued there yet; tried again on the next attempt",
+                    };
+                    return Err(BackendError::transient(format!(
+                        "retain: Hindsight accepted the items but could not store them ({why}); {then}"
+                    )));
+                }
+                // pending, processing, or a state this client does not know yet.
+                _ if Instant::now() + pause > deadline => {
+                    return Err(BackendError::transient(format!(
+                        "retain: Hindsight has not finished storing the items after {:?} (operation {operation_id} is {}); checked again on the next attempt",
+                        self.config.retain_timeout, op.status
+                    )));
+                }
+                _ => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(OPERATION_LOOK_MAX);
+                }
+            }
+        }
+    }
+
     /// Sets the bank's missions once per bank per run, when a mission is configured. A failure is
     /// logged and tried again on the next write; it never blocks writes.
     async fn ensure_bank(&self, bank: &str) {
@@ -355,11 +412,14 @@ impl MemoryBackend for HindsightBackend {
         let url = self.bank_url(&scope.bank, &["memories"])?;
         // One request per part (see `parts`), in order: a resend after any failure sends them all
         // again, and those the server already has are answered from their operation ids.
+        // Each part is done once the server has stored it, not when it has queued it: the
+        // spool lets go of a batch only then, and a document's next part never overtakes it.
         for part in parts::parts(&batch.id, &batch.items) {
             let body = RetainRequest::asynchronous(part.items, part.operation_id);
             let answer =
                 self.send("retain", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
             accepted("retain", answer, &scope.bank)?;
+            self.wait_for_operation(&scope.bank, &body.operation_id).await?;
         }
         Ok(())
     }
@@ -487,6 +547,7 @@ impl MemoryBackend for HindsightBackend {
                     let answer =
                         self.send("import", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
                     accepted("import", answer, bank)?;
+                    self.wait_for_operation(bank, &body.operation_id).await?;
                 }
             }
         }

@@ -108,6 +108,16 @@ pub struct Scores {
     pub final_score: Option<f64>,
 }
 
+/// `GET …/operations/{id}`: where an asynchronous retain stands on the server.
+#[derive(Debug, Deserialize)]
+pub struct OperationStatus {
+    /// pending | processing | completed | failed | cancelled | not_found.
+    pub status: String,
+    /// Why it failed, when it did.
+    #[serde(default)]
+    pub error_message: Option<String>,
+}
+
 /// The answer to a retain (or an import): whether the server took it; the rest is not used.
 #[derive(Debug, Deserialize)]
 pub struct RetainResponse {

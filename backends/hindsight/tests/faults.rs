@@ -351,3 +351,82 @@ async fn a_reflect_answer_quoting_private_text_is_cleaned() {
     let text = HindsightBackend::new(common::config(&url, None)).unwrap().reflect(&scope(), &q).await.unwrap();
     assert!(!text.contains("hunter2") && text.contains("rotate it"), "{text}");
 }
+
+/// A server that accepts a retain and reports its operation as `statuses` say, one per look
+/// (the last repeated), counting looks and re-queues.
+async fn operation_server(statuses: &'static [&'static str]) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    use axum::extract::Path;
+    use axum::routing::get;
+    let looks = Arc::new(AtomicUsize::new(0));
+    let requeued = Arc::new(AtomicUsize::new(0));
+    let (l, r) = (looks.clone(), requeued.clone());
+    let app = Router::new()
+        .route("/v1/default/banks/b/memories", post(|| async { r#"{"success":true}"# }))
+        .route(
+            "/v1/default/banks/b/operations/{id}",
+            get(move |Path(id): Path<String>| async move {
+                let n = l.fetch_add(1, Ordering::SeqCst);
+                let status = statuses[n.min(statuses.len() - 1)];
+                let error = if status == "failed" { r#""the LLM provider refused the API key""# } else { "null" };
+                format!(r#"{{"operation_id":"{id}","status":"{status}","error_message":{error}}}"#)
+            }),
+        )
+        .route(
+            "/v1/default/banks/b/operations/{id}/retry",
+            post(move || async move {
+                r.fetch_add(1, Ordering::SeqCst);
+                r#"{"success":true,"message":"queued for retry"}"#
+            }),
+        );
+    (serve(app).await, looks, requeued)
+}
+
+/// Accepted is only queued: a retain is done when its operation is completed, looked at until
+/// then.
+#[tokio::test]
+async fn a_retain_waits_for_its_operation_to_complete() {
+    let (url, looks, _) = operation_server(&["pending", "processing", "completed"]).await;
+    HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap();
+    assert_eq!(looks.load(Ordering::SeqCst), 3);
+}
+
+/// An operation the server's worker failed (a refused LLM key, its embedder down) was taken for
+/// stored: the spool let the batch go and nothing was kept. Now the delivery fails with the
+/// server's reason, counted as an attempt, and the operation is re-queued on the server (a
+/// resend under the same id would be answered from the failed one).
+#[tokio::test]
+async fn a_failed_operation_fails_the_delivery_and_is_requeued() {
+    let (url, _, requeued) = operation_server(&["failed", "completed"]).await;
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    let e = b.retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.is_transient() && !e.is_unreachable(), "{e}");
+    assert!(e.to_string().contains("could not store") && e.to_string().contains("refused the API key"), "{e}");
+    assert_eq!(requeued.load(Ordering::SeqCst), 1);
+    // The next attempt finds it stored.
+    b.retain(&scope(), &batch()).await.unwrap();
+}
+
+/// A server whose worker never gets to the operation: the delivery gives up after
+/// `retain_timeout` (an attempt) instead of holding the session's queue for ever.
+#[tokio::test]
+async fn an_operation_still_pending_after_the_retain_timeout_fails_the_delivery() {
+    let (url, looks, _) = operation_server(&["pending"]).await;
+    let config =
+        mneme_hindsight::HindsightConfig { retain_timeout: Duration::from_millis(600), ..common::config(&url, None) };
+    let started = Instant::now();
+    let e = HindsightBackend::new(config).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.is_transient() && e.to_string().contains("not finished storing"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(looks.load(Ordering::SeqCst) >= 2);
+}
+
+/// A server without the operations route (404), or one that pruned the operation, and one
+/// cancelled by a clear of the bank: done.
+#[tokio::test]
+async fn an_operation_gone_or_cancelled_is_done() {
+    let url =
+        serve(Router::new().route("/v1/default/banks/b/memories", post(|| async { r#"{"success":true}"# }))).await;
+    HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap();
+    let (url, _, _) = operation_server(&["cancelled"]).await;
+    HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap();
+}
