@@ -190,7 +190,9 @@ impl Reloader {
                 tracing::error!("cannot save the sessions after the backend switch: {e}");
             }
         }
-        if let Err(e) = self.sessions.rescope().await {
+        // Only a change of bank, scoping or backend moves sessions: a reload for anything else
+        // leaves them where they are.
+        if let Err(e) = self.sessions.follow_settings().await {
             tracing::error!("cannot save re-scoped sessions: {e}");
         }
         if swap {

@@ -448,3 +448,43 @@ async fn a_backend_that_will_not_open_is_not_an_invalid_config() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("invalid config"), "{out:?}");
 }
+
+/// A bank changed while mneme was down applies to the sessions it kept: clients start a session
+/// once, and a kept session went on writing to the old bank.
+#[tokio::test]
+async fn a_bank_changed_while_mneme_was_down_applies_to_the_sessions_kept() {
+    let config = |bank: &str| format!("[memory]\nbank_id = \"{bank}\"\nscoping = \"global\"\n");
+    let d = Daemon::start(&config("before"));
+    d.start_session("s", "/p/app").await;
+    let d = Daemon::start_in(d.into_dir(), &config("after"));
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "the kite flies at noon"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["delivered"], 1, "{v}");
+    let (_, v) = d.get("/v1/memories?bank=after").await;
+    assert_eq!(v["memories"].as_array().unwrap().len(), 1, "in the new bank: {v}");
+    let (_, v) = d.get("/v1/memories?bank=before").await;
+    assert_eq!(v["memories"], json!([]), "{v}");
+}
+
+/// A reload that moves sessions keeps each in the project it was started in: a git checkout
+/// whose folder is no longer one (a worktree removed since) does not move it to another tag.
+#[tokio::test]
+async fn a_rescoped_session_keeps_the_project_it_started_in() {
+    let repo = tempfile::tempdir().unwrap();
+    let checkout = repo.path().join("Kestrel");
+    std::fs::create_dir_all(checkout.join(".git")).unwrap();
+    std::fs::create_dir_all(checkout.join("src")).unwrap();
+    let d = Daemon::start("[memory]\nbank_id = \"one\"\n");
+    let v = d.start_session("s", checkout.join("src").to_str().unwrap()).await;
+    assert_eq!(v["scope"]["tags"], json!(["project:kestrel"]), "{v}");
+    std::fs::remove_dir(checkout.join(".git")).unwrap();
+    std::fs::write(d.config_path(), "[memory]\nbank_id = \"two\"\n").unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "the heron nests"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/memories?bank=two").await;
+    assert_eq!(v["memories"][0]["tags"], json!(["project:kestrel"]), "{v}");
+}

@@ -112,6 +112,11 @@ impl Daemon {
         let sessions = Sessions::load(state.clone(), queue.clone(), spool.clone(), notices.clone(), metrics.clone())
             .await
             .map_err(|e| files::spool_problem(&spool_path, format!("cannot load the sessions kept in it: {e}")))?;
+        // A bank, scoping or backend changed while mneme was down applies to the sessions kept.
+        sessions
+            .follow_settings()
+            .await
+            .map_err(|e| files::spool_problem(&spool_path, format!("cannot re-scope the sessions kept in it: {e}")))?;
         for warning in &loaded.warnings {
             notices.emit(Level::Warning, "config", None, warning.clone()).await;
         }

@@ -14,6 +14,7 @@ mod auto;
 mod clean;
 mod clear;
 mod guide;
+mod rescope;
 mod scope;
 mod tools;
 
@@ -346,34 +347,6 @@ impl Sessions {
     /// The settings in force.
     pub fn settings(&self) -> Arc<Settings> {
         self.inner.state.settings()
-    }
-
-    /// Re-scopes every session under the settings in force (call after the state's settings
-    /// were replaced): a new bank or scoping takes effect at once; sessions whose scope changed
-    /// recall afresh.
-    pub async fn rescope(&self) -> Result<(), SpoolError> {
-        let settings = self.settings();
-        // The project of each directory is found on the disk: off the async worker, and not
-        // under the session map's lock.
-        let roots: Vec<(String, String)> = self
-            .inner
-            .map
-            .locked()
-            .values()
-            .filter(|s| s.parent.is_none())
-            .map(|s| (s.id.clone(), s.cwd.clone()))
-            .collect();
-        let scoping = settings.clone();
-        let parents: HashMap<String, (Scope, String)> = tokio::task::spawn_blocking(move || {
-            roots.into_iter().map(|(id, cwd)| (id, scope_for(&scoping, &cwd))).collect()
-        })
-        .await
-        .unwrap_or_default();
-        self.update_each(|s| {
-            let key = s.parent.as_deref().unwrap_or(&s.id);
-            parents.get(key).is_some_and(|(scope, project)| s.move_to(scope, project))
-        })
-        .await
     }
 
     /// Applies `change` to every session, and saves those it says it changed.

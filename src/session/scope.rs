@@ -9,15 +9,19 @@ use crate::config::{Scoping, Settings};
 /// The scope of a session working in `cwd`, and its project label.
 pub fn scope_for(settings: &Settings, cwd: &str) -> (Scope, String) {
     let label = project_label(Path::new(cwd));
+    (scope_of_project(settings, &label), label)
+}
+
+/// The scope of a session of the project labelled `label` (see [`project_label`]).
+pub fn scope_of_project(settings: &Settings, label: &str) -> Scope {
     let base = settings.base_bank();
-    let scope = match settings.memory.scoping {
+    match settings.memory.scoping {
         Scoping::Global => Scope { bank: base, tags: vec![] },
         Scoping::PerProject => Scope { bank: format!("{base}-{label}"), tags: vec![] },
         Scoping::PerProjectTagged => {
             Scope { bank: base, tags: vec![format!("{}{label}", mneme_core::PROJECT_TAG_PREFIX)] }
         }
-    };
-    (scope, label)
+    }
 }
 
 /// The lowercased base name of the git primary checkout containing `cwd` (a linked worktree maps

@@ -1,0 +1,83 @@
+//! Sessions follow a change of `memory.bank_id`, `bank_id_prefix`, `scoping` or backend, whether
+//! it came by a live reload or was made while mneme was down.
+
+use serde::{Deserialize, Serialize};
+
+use super::scope::scope_of_project;
+use super::Sessions;
+use crate::config::Settings;
+use crate::lock::MutexExt;
+use crate::spool::SpoolError;
+
+/// What the saved sessions were scoped and served under, kept in the spool: a restart compares
+/// it with the settings it starts with. (Clients start a session once; a session kept across a
+/// restart kept writing to the old bank.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ScopedUnder {
+    bank: String,
+    scoping: String,
+    backend: String,
+}
+
+impl ScopedUnder {
+    fn of(settings: &Settings) -> Self {
+        ScopedUnder {
+            bank: settings.base_bank(),
+            scoping: settings.memory.scoping.as_str().to_owned(),
+            backend: settings.memory.backend.to_string(),
+        }
+    }
+}
+
+const RECORD_KIND: &str = "daemon";
+const RECORD_KEY: &str = "scoped-under";
+
+impl Sessions {
+    /// Brings every session in line with the settings in force, where they differ from those
+    /// the sessions were scoped under (at a start: those of the last run): a new bank or scoping
+    /// re-scopes them, a new backend drops their cached instructions.
+    pub async fn follow_settings(&self) -> Result<(), SpoolError> {
+        let now = ScopedUnder::of(&self.settings());
+        let spool = &self.inner.spool;
+        let kept = spool.record(RECORD_KIND, RECORD_KEY).await?.and_then(|r| serde_json::from_str(&r).ok());
+        // None: a spool of a build before this record; its sessions are taken as scoped now.
+        if let Some(kept) = &kept {
+            let ScopedUnder { bank, scoping, backend } = kept;
+            if *backend != now.backend {
+                self.backend_switched().await?;
+            }
+            if *bank != now.bank || *scoping != now.scoping {
+                self.rescope().await?;
+            }
+        }
+        if kept.as_ref() != Some(&now) {
+            let record = serde_json::to_string(&now).expect("serializable");
+            spool.save_record(RECORD_KIND, RECORD_KEY, record).await?;
+        }
+        Ok(())
+    }
+
+    /// Re-scopes every session under the settings in force: a new bank or scoping takes effect
+    /// at once; sessions whose scope changed recall afresh. A session keeps the project it was
+    /// started in (its label, found on the disk then): a worktree removed since does not move it
+    /// to another project's tag.
+    pub async fn rescope(&self) -> Result<(), SpoolError> {
+        let settings = self.settings();
+        let roots: std::collections::HashMap<String, String> = self
+            .inner
+            .map
+            .locked()
+            .values()
+            .filter(|s| s.parent.is_none())
+            .map(|s| (s.id.clone(), s.project.clone()))
+            .collect();
+        self.update_each(|s| {
+            let root = s.parent.as_deref().unwrap_or(&s.id);
+            roots.get(root).is_some_and(|project| {
+                let scope = scope_of_project(&settings, project);
+                s.move_to(&scope, project)
+            })
+        })
+        .await
+    }
+}
