@@ -173,6 +173,26 @@ fn install_prints_and_merges_the_hooks() {
     assert_eq!(merged["hooks"]["Stop"].as_array().unwrap().len(), 1, "writing twice adds nothing");
 }
 
+/// A config given by `MNEME_CONFIG` goes into the hook commands as `--config`, as one given by
+/// the flag does: Claude Code runs its hooks without that variable, and on the default config
+/// they found no daemon.
+#[test]
+fn install_names_a_config_given_by_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("my config.toml");
+    std::fs::write(&config, "[server]\nlisten = \"127.0.0.1:23999\"\n").unwrap();
+    let out = assert_cmd::Command::new(common::bin())
+        .args(["hook", "claude-code", "--install"])
+        .env("MNEME_CONFIG", &config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let command = v["hooks"]["Stop"][0]["hooks"][0]["command"].as_str().unwrap();
+    let quoted = format!("--config '{}' hook claude-code", config.display());
+    assert!(command.ends_with(&quoted), "{command}");
+}
+
 /// `--install --write` refuses a settings or `.mcp.json` key of the wrong shape, naming the file
 /// and the key, and leaves both files as they were (it used to replace the key with its own);
 /// `--no-mcp` leaves the user's approved MCP servers alone (it used to drop the whole list).

@@ -25,11 +25,15 @@ fn shell_word(s: &str) -> String {
     }
 }
 
-/// The command line that runs this mneme with `args` (and the config file given to `--install`).
+/// The command line that runs this mneme with `args`, and with the config file `--install` read
+/// (given by `--config` or `MNEME_CONFIG`): the agent runs its hooks without this shell's
+/// environment, and hooks on the default config would find no daemon.
 fn command(config: Option<&Path>, args: &str) -> String {
     let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "mneme".into());
+    let from_env = std::env::var_os("MNEME_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from);
+    let config = config.map(Path::to_path_buf).or(from_env);
     let config =
-        config.map(|c| format!(" --config {}", shell_word(&absolute(c).display().to_string()))).unwrap_or_default();
+        config.map(|c| format!(" --config {}", shell_word(&absolute(&c).display().to_string()))).unwrap_or_default();
     format!("{}{config} {args}", shell_word(&exe))
 }
 
