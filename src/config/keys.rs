@@ -56,7 +56,12 @@ impl Raw<'_> {
         match self {
             Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
             Raw::Toml(v) => Err(format!("expected true or false, found {}", type_name(v))),
-            Raw::Env(s) => Ok(matches!(s.trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes")),
+            // Anything else was false: `MNEME_RECALL__AUTO=on` turned recall off, silently.
+            Raw::Env(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" | "on" => Ok(true),
+                "false" | "0" | "no" | "off" => Ok(false),
+                _ => Err(format!("expected true or false (or 1/0, yes/no, on/off), found {s:?}")),
+            },
         }
     }
 

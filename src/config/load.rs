@@ -304,9 +304,23 @@ fn apply_env(settings: &mut Settings, env: &dyn Fn(&str) -> Option<String>, base
         let names = std::iter::once(primary.as_str()).chain(key.aliases.iter().copied());
         let Some((name, value)) = names.filter_map(|n| env(n).map(|v| (n, v))).next() else { continue };
         let mut candidate = settings.clone();
+        let ignored = |e: &str| format!("ignoring {name}={} ({}.{}): {e}", shown(&value), key.section, key.name);
         match (key.apply)(&mut candidate, Raw::Env(&value), &ctx) {
-            Ok(()) => *settings = candidate,
-            Err(e) => warnings.push(format!("ignoring {name}={} ({}.{}): {e}", shown(&value), key.section, key.name)),
+            Ok(()) => {
+                // A value fine alone may not be with the others (a listen address that is not
+                // loopback, a retry floor above its ceiling): ignored like any bad value, and
+                // named, rather than the whole config refused as if the file were wrong.
+                let no_lines = LineIndex::new("");
+                let before = cross_checks(settings, &no_lines).len();
+                let problems = cross_checks(&candidate, &no_lines);
+                if problems.len() > before {
+                    let why: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect();
+                    warnings.push(ignored(&why.join("; ")));
+                } else {
+                    *settings = candidate;
+                }
+            }
+            Err(e) => warnings.push(ignored(&e)),
         }
     }
     warnings

@@ -131,6 +131,27 @@ fn environment_overrides_and_aliases() {
     assert!(loaded.warnings[0].contains("HINDSIGHT_RECALL_MAX_TOKENS"));
 }
 
+/// An override is ignored with a warning naming it when its value cannot be read (a boolean
+/// that is none, which was taken for false) or does not go with the others (a listen address
+/// that is not loopback, which refused the whole config as if the file were wrong).
+#[test]
+fn an_override_that_does_not_fit_is_ignored_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent.toml");
+    let env = env_of(&[
+        ("MNEME_RECALL__AUTO", "treu"),
+        ("HINDSIGHT_AUTO_RETAIN", "off"),
+        ("MNEME_SERVER__LISTEN", "0.0.0.0:1"),
+    ]);
+    let loaded = load(&path, &env).unwrap();
+    assert!(loaded.settings.recall.auto, "a value that is not a boolean changes nothing");
+    assert!(!loaded.settings.retain.auto, "off is false");
+    assert!(loaded.settings.server.listen.ip().is_loopback());
+    assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+    assert!(loaded.warnings.iter().any(|w| w.contains("MNEME_RECALL__AUTO") && w.contains("true or false")));
+    assert!(loaded.warnings.iter().any(|w| w.contains("MNEME_SERVER__LISTEN") && w.contains("loopback")));
+}
+
 #[test]
 fn missing_file_means_defaults_and_relative_paths_follow_the_file() {
     let dir = tempfile::tempdir().unwrap();
