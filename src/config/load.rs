@@ -100,10 +100,15 @@ fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<Str
     let exists = text.is_some();
     let text = text.unwrap_or_default();
     let mut settings = parse(&text, path.parent()).map_err(|errors| ConfigErrors { path: path.to_owned(), errors })?;
-    let warnings = apply_env(&mut settings, env, path.parent());
-    let errors = cross_checks(&settings, &LineIndex::new(""));
+    let EnvApplied { warnings, set_by } = apply_env(&mut settings, env, path.parent());
+    let mut errors = cross_checks(&settings, &LineIndex::new(""));
     if !errors.is_empty() {
-        // Only the environment can have introduced these: the file passed the same checks.
+        // Only the environment can have introduced these (the file passed the same checks):
+        // each says which variable set what it refuses.
+        let from = format!(" (set by the environment: {})", set_by.join(", "));
+        for e in &mut errors {
+            e.message.push_str(&from);
+        }
         return Err(ConfigErrors { path: path.to_owned(), errors });
     }
     Ok(Loaded { settings, path: path.to_owned(), exists, warnings })
@@ -150,7 +155,7 @@ pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), Co
             },
         };
         if let Ok(mut settings) = parse(&kept.to_string(), path.parent()) {
-            let warnings = apply_env(&mut settings, &|k| std::env::var(k).ok(), path.parent());
+            let warnings = apply_env(&mut settings, &|k| std::env::var(k).ok(), path.parent()).warnings;
             let loaded = Loaded { settings, path: path.to_owned(), exists: true, warnings };
             return Ok((loaded, Some(problem)));
         }
@@ -295,10 +300,19 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Settings, Vec<ConfigErro
 /// `[memory]` keys also taken under `[hindsight]`, as DESIGN.md's example file has them.
 const HINDSIGHT_SYNONYMS: [&str; 3] = ["bank_id", "bank_id_prefix", "scoping"];
 
+/// What [`apply_env`] did besides changing the settings.
+struct EnvApplied {
+    /// Overrides ignored (a value that could not be read), each named.
+    warnings: Vec<String>,
+    /// `NAME=value` of each override that made a check between keys fail.
+    set_by: Vec<String>,
+}
+
 /// Applies `MNEME_<SECTION>__<KEY>` and the `HINDSIGHT_*` aliases. Bad values are ignored with a warning.
-fn apply_env(settings: &mut Settings, env: &dyn Fn(&str) -> Option<String>, base: Option<&Path>) -> Vec<String> {
+fn apply_env(settings: &mut Settings, env: &dyn Fn(&str) -> Option<String>, base: Option<&Path>) -> EnvApplied {
     let ctx = Ctx { base };
     let mut warnings = Vec::new();
+    let mut set_by = Vec::new();
     for key in keys::REGISTRY {
         let primary = key.env_name();
         let names = std::iter::once(primary.as_str()).chain(key.aliases.iter().copied());
@@ -308,22 +322,19 @@ fn apply_env(settings: &mut Settings, env: &dyn Fn(&str) -> Option<String>, base
         match (key.apply)(&mut candidate, Raw::Env(&value), &ctx) {
             Ok(()) => {
                 // A value fine alone may not be with the others (a listen address that is not
-                // loopback, a retry floor above its ceiling): ignored like any bad value, and
-                // named, rather than the whole config refused as if the file were wrong.
+                // loopback without allow_remote): the config is refused, as for the file, and the
+                // error names the variable (it named the file, and no line).
                 let no_lines = LineIndex::new("");
                 let before = cross_checks(settings, &no_lines).len();
-                let problems = cross_checks(&candidate, &no_lines);
-                if problems.len() > before {
-                    let why: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect();
-                    warnings.push(ignored(&why.join("; ")));
-                } else {
-                    *settings = candidate;
+                if cross_checks(&candidate, &no_lines).len() > before {
+                    set_by.push(format!("{name}={}", shown(&value)));
                 }
+                *settings = candidate;
             }
             Err(e) => warnings.push(ignored(&e)),
         }
     }
-    warnings
+    EnvApplied { warnings, set_by }
 }
 
 /// An override's value as a warning repeats it: warnings are logged and shown, so not a value that
