@@ -449,3 +449,21 @@ fn json_is_on_standard_output_for_usage_errors_and_exports_to_a_file() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
     assert!(v["example"].as_str().is_some_and(|e| e.contains("[memory]")), "{v}");
 }
+
+/// `--json` prints the daemon's own error answer when it refuses: its code (not a generic
+/// "refused") and what rides beside it, such as each key and line of a refused reload.
+#[test]
+fn json_failures_carry_the_daemons_answer() {
+    let d = Daemon::start("");
+    let out = d.cli().args(["--json", "flush", "--session", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    assert_eq!(v["error"]["code"], "unknown_session", "{v}");
+    std::fs::write(d.config_path(), "[queue]\nbatch_size = \"many\"\n").unwrap();
+    let out = d.cli().args(["--json", "reload"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    assert_eq!(v["error"]["code"], "invalid_config", "{v}");
+    assert_eq!(v["error"]["errors"][0]["key"], "queue.batch_size", "{v}");
+    assert_eq!(v["error"]["errors"][0]["line"], 2, "{v}");
+}

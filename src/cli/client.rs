@@ -149,11 +149,12 @@ impl Client {
         let status = resp.status();
         let text = resp.text().await.map_err(|e| failed("reading the daemon's answer failed", e))?;
         if !status.is_success() {
+            let answer = serde_json::from_str::<serde_json::Value>(&text).ok().filter(|v| v["error"].is_object());
             let (code, message) = match serde_json::from_str::<ErrorAnswer>(&text) {
                 Ok(e) => (e.error.code, e.error.message),
                 Err(_) => (String::new(), text),
             };
-            return Err(CliError::Daemon { status: status.as_u16(), code, message });
+            return Err(CliError::Daemon { status: status.as_u16(), code, message, answer });
         }
         serde_json::from_str(&text).map_err(|e| CliError::Other(format!("unexpected answer from the daemon: {e}")))
     }
@@ -172,6 +173,7 @@ impl Client {
                 status: resp.status().as_u16(),
                 code: String::new(),
                 message: resp.text().await.unwrap_or_default(),
+                answer: None,
             });
         }
         Ok(resp)

@@ -159,8 +159,8 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             }
             // A file the daemon refused is a config error (exit 2); a valid one whose backend
             // would not open (a Hindsight server down) is the daemon refusing (exit 1).
-            Err(CliError::Daemon { status: 422, code, message }) if code == "invalid_config" => {
-                return Err(CliError::Config(message))
+            Err(CliError::Daemon { status: 422, code, message, answer }) if code == "invalid_config" => {
+                return Err(CliError::ConfigRefused { message, answer })
             }
             Err(e) => return Err(e),
         },

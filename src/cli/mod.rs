@@ -210,10 +210,21 @@ pub enum CliError {
         code: String,
         /// Its message.
         message: String,
+        /// The daemon's whole error answer (`{"error": {…}}` and what rides beside it, such as a
+        /// refused reload's `errors`), which `--json` prints as it came.
+        answer: Option<serde_json::Value>,
     },
     /// The configuration is invalid (exit 2).
     #[error("{0}")]
     Config(String),
+    /// The daemon refused a reload's file (exit 2): its answer lists each key and line.
+    #[error("{message}")]
+    ConfigRefused {
+        /// The daemon's message.
+        message: String,
+        /// Its whole answer, for `--json`.
+        answer: Option<serde_json::Value>,
+    },
     /// Anything else (exit 1).
     #[error("{0}")]
     Other(String),
@@ -226,8 +237,19 @@ impl CliError {
             CliError::NotRunning(_) => "not_running",
             CliError::Silent(_) => "not_answering",
             CliError::Daemon { .. } => "refused",
-            CliError::Config(_) => "invalid_config",
+            CliError::Config(_) | CliError::ConfigRefused { .. } => "invalid_config",
             CliError::Other(_) => "failed",
+        }
+    }
+
+    /// The failure as `--json` prints it: the daemon's own answer when it refused (its code,
+    /// such as `unknown_session`, and its details), else `{"error": {code, message}}`.
+    fn json(&self) -> serde_json::Value {
+        match self {
+            CliError::Daemon { answer: Some(answer), .. } | CliError::ConfigRefused { answer: Some(answer), .. } => {
+                answer.clone()
+            }
+            _ => serde_json::json!({"error": {"code": self.code(), "message": self.to_string()}}),
         }
     }
 }
@@ -246,7 +268,7 @@ impl CliError {
     fn exit_code(&self) -> ExitCode {
         match self {
             CliError::NotRunning(_) | CliError::Silent(_) => ExitCode::from(3),
-            CliError::Config(_) => ExitCode::from(2),
+            CliError::Config(_) | CliError::ConfigRefused { .. } => ExitCode::from(2),
             CliError::Daemon { .. } | CliError::Other(_) => ExitCode::from(1),
         }
     }
@@ -296,7 +318,7 @@ pub fn run(cli: Cli) -> ExitCode {
             eprintln!("mneme: {}", mneme_core::text::escape_controls(&e.to_string()));
             if json {
                 // A script reading standard output gets the failure as JSON too.
-                println!("{}", serde_json::json!({"error": {"code": e.code(), "message": e.to_string()}}));
+                println!("{}", e.json());
             }
             e.exit_code()
         }
