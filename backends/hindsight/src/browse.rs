@@ -64,6 +64,11 @@ pub(crate) async fn banks(b: &HindsightBackend) -> Result<Vec<BankCount>, Backen
 /// One memory unit. Hindsight keeps no passages of its own facts: `passages` is empty.
 pub(crate) async fn memory(b: &HindsightBackend, id: &str, bank: Option<&str>) -> Result<MemoryDetail, BackendError> {
     let bank = need_bank(bank)?;
+    // The server's memory ids are UUIDs, and it answers any other with a 400 (an error to retry
+    // or report), where there is simply no such memory.
+    if !is_uuid(id) {
+        return Err(BackendError::NotFound(format!("no memory {id:?} in Hindsight bank {bank:?}")));
+    }
     let url = b.bank_url(bank, &["memories", id])?;
     let unit: Option<ListedMemory> = b.send("get memory", Method::GET, url, None::<&()>, b.timeout()).await?;
     let memory = unit
@@ -71,6 +76,13 @@ pub(crate) async fn memory(b: &HindsightBackend, id: &str, bank: Option<&str>) -
         .into_stored(bank);
     let memory = crate::backend::without_private(memory);
     Ok(MemoryDetail { memory, passages: Vec::new(), document_memories: 1 })
+}
+
+/// Whether `id` is a UUID as the server writes them (8-4-4-4-12 hex digits).
+fn is_uuid(id: &str) -> bool {
+    let groups: Vec<&str> = id.split('-').collect();
+    groups.len() == 5
+        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.bytes().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// Deletes a document and its memory units; a single unit cannot be deleted on Hindsight 1.1.

@@ -9,6 +9,15 @@ use serde_json::Value;
 
 /// A reqwest failure before any answer. Never includes headers (so never the token).
 pub fn from_transport(what: &str, url: &str, e: &reqwest::Error) -> BackendError {
+    if e.is_connect() && is_tls_failure(e) {
+        // A server that answers, but not in TLS (`https://` to a plain HTTP Hindsight), or with a
+        // certificate this client does not trust: no retry will change that, and taken for an
+        // outage it kept every memory queued for good under "connection refused or unreachable".
+        return BackendError::permanent(format!(
+            "{what}: cannot talk TLS with Hindsight at {url}: {} (check hindsight.api_url: http:// or https://, and the server's certificate)",
+            innermost_cause(e)
+        ));
+    }
     if e.is_connect() {
         // No connection was made, so the server never saw the batch: an outage, which uses up no
         // attempts. Nothing listens, no route, or (a host that is off, a VPN that is down, a
@@ -30,6 +39,20 @@ pub fn from_transport(what: &str, url: &str, e: &reqwest::Error) -> BackendError
         e.without_url_ref().to_string()
     };
     BackendError::transient(format!("{what}: cannot reach Hindsight at {url}: {why}"))
+}
+
+/// Whether a connection failed in its TLS handshake (rustls's errors, named in the chain: a
+/// corrupt message from a server that does not talk TLS, a certificate refused, an alert).
+fn is_tls_failure(e: &reqwest::Error) -> bool {
+    let mut cause: Option<&dyn std::error::Error> = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string().to_ascii_lowercase();
+        if ["certificate", "corrupt message", "handshake", "tls", "alert received"].iter().any(|w| text.contains(w)) {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// The error at the end of `e`'s chain (the OS's "Connection refused", a certificate the TLS

@@ -193,8 +193,8 @@ pub struct ListedMemory {
     /// Context.
     #[serde(default)]
     pub context: Option<String>,
-    /// world | experience | observation.
-    #[serde(default)]
+    /// world | experience | observation (`fact_type` in a list, `type` in one memory's answer).
+    #[serde(default, alias = "type")]
     pub fact_type: Option<String>,
     /// Document.
     #[serde(default)]
@@ -287,5 +287,16 @@ mod tests {
         assert!(!m.contains_key("gone"));
         let none: ListedMemory = serde_json::from_str(r#"{"id": "m", "text": "t", "metadata": null}"#).unwrap();
         assert_eq!(none.metadata, None);
+    }
+
+    /// A list names a memory's kind `fact_type`; one memory's answer (`GET …/memories/{id}`)
+    /// names it `type`, which was not read: every memory shown alone was a world fact.
+    #[test]
+    fn a_memorys_kind_is_read_under_either_name() {
+        let listed: ListedMemory =
+            serde_json::from_str(r#"{"id": "m", "text": "t", "fact_type": "observation"}"#).unwrap();
+        assert_eq!(listed.into_stored("b").kind, mneme_core::MemoryType::Observation);
+        let shown: ListedMemory = serde_json::from_str(r#"{"id": "m", "text": "t", "type": "experience"}"#).unwrap();
+        assert_eq!(shown.into_stored("b").kind, mneme_core::MemoryType::Experience);
     }
 }

@@ -274,6 +274,9 @@ async fn a_bank_is_browsed_shown_and_its_documents_forgotten() {
     let shown = b.memory(&okapi.id, Some(&bank)).await.unwrap();
     assert_eq!(shown.memory.content, okapi.content);
     assert_eq!(shown.memory.document_id.as_deref(), Some("doc-okapi"));
+    assert_eq!(shown.memory.kind, okapi.kind);
+    // An id that is no UUID (the server answers 400) is no memory.
+    assert!(matches!(b.memory("not-a-uuid", Some(&bank)).await, Err(BackendError::NotFound(_))));
     assert!(matches!(
         b.memory("00000000-0000-0000-0000-000000000000", Some(&bank)).await,
         Err(BackendError::NotFound(_))

@@ -430,3 +430,15 @@ async fn an_operation_gone_or_cancelled_is_done() {
     let (url, _, _) = operation_server(&["cancelled"]).await;
     HindsightBackend::new(common::config(&url, None)).unwrap().retain(&scope(), &batch()).await.unwrap();
 }
+
+/// `https://` to a server that talks plain HTTP: a TLS failure is permanent and says so (it was
+/// taken for an outage, and every memory stayed queued for good as "unreachable").
+#[tokio::test]
+async fn a_server_that_does_not_talk_tls_is_a_permanent_error() {
+    let url =
+        serve(Router::new().route("/v1/default/banks/b/memories", post(|| async { r#"{"success":true}"# }))).await;
+    let https = url.replace("http://", "https://");
+    let e = HindsightBackend::new(common::config(&https, None)).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+    assert!(!e.is_transient(), "{e}");
+    assert!(e.to_string().contains("TLS") && e.to_string().contains("hindsight.api_url"), "{e}");
+}
