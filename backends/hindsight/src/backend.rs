@@ -55,11 +55,6 @@ async fn read_answer(what: &str, shown: &str, mut resp: reqwest::Response) -> Re
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-/// The first look at an asynchronous retain's operation after the server accepted it, and the
-/// longest pause between looks (the pause doubles).
-const OPERATION_FIRST_LOOK: Duration = Duration::from_millis(50);
-const OPERATION_LOOK_MAX: Duration = Duration::from_secs(2);
-
 /// Memories sent in one import request.
 const IMPORT_CHUNK: usize = 100;
 
@@ -228,6 +223,11 @@ impl HindsightBackend {
         self.config.timeout
     }
 
+    /// The configured retain timeout.
+    pub(crate) fn retain_timeout(&self) -> Duration {
+        self.config.retain_timeout
+    }
+
     /// `{api_url}/v1/default/banks/{bank}/{tail…}`. A bank or id of `.` or `..` is refused: a URL
     /// takes it for a step in the path and drops it, so `DELETE …/banks/./memories` would reach
     /// (and clear) the bank named `memories`.
@@ -305,58 +305,6 @@ impl HindsightBackend {
             tracing::info!(target: "mneme::hindsight", "{what}: {method} {url} -> {status} in {took:?}");
         } else {
             tracing::debug!(target: "mneme::hindsight", "{what}: {method} {url} -> {status} in {took:?}");
-        }
-    }
-
-    /// Waits until the server has done an asynchronous retain it accepted. Accepted is only
-    /// queued: the server's worker may still fail it (its LLM key refused, its embedder down past
-    /// its own retries), and a resend under the same operation id is answered "success" from
-    /// the failed operation without storing anything. So a failed operation is re-queued on the
-    /// server and the delivery fails (an attempt: once they run out the batch is a dead letter,
-    /// with the server's reason); one still running after `retain_timeout` fails the delivery
-    /// too, and the resend looks again. Gone (404, pruned long after it finished, or a server
-    /// without the route) and cancelled (a clear of the bank) count as done.
-    async fn wait_for_operation(&self, bank: &str, operation_id: &str) -> Result<(), BackendError> {
-        let url = self.bank_url(bank, &["operations", operation_id])?;
-        let deadline = Instant::now() + self.config.retain_timeout;
-        let mut pause = OPERATION_FIRST_LOOK;
-        loop {
-            let answer: Option<OperationStatus> =
-                self.send("retain status", Method::GET, url.clone(), None::<&()>, self.config.timeout).await?;
-            let Some(op) = answer else { return Ok(()) };
-            match op.status.as_str() {
-                "completed" | "not_found" => return Ok(()),
-                "cancelled" => {
-                    tracing::info!(bank, operation_id, "Hindsight cancelled a retain (a clear of the bank)");
-                    return Ok(());
-                }
-                "failed" => {
-                    let why = op.error_message.as_deref().map(mneme_core::text::strip_private);
-                    let why = why.filter(|w| !w.trim().is_empty()).unwrap_or_else(|| "no reason given".into());
-                    let retry = self.bank_url(bank, &["operations", operation_id, "retry"])?;
-                    let timeout = self.config.timeout;
-                    let requeued =
-                        self.send::<serde_json::Value>("retain retry", Method::POST, retry, None::<&()>, timeout).await;
-                    let then = match requeued {
-                        Ok(Some(_)) => "re-queued there; checked again on the next attempt",
-                        _ => "it could not be re-queued there yet; tried again on the next attempt",
-                    };
-                    return Err(BackendError::transient(format!(
-                        "retain: Hindsight accepted the items but could not store them ({why}); {then}"
-                    )));
-                }
-                // pending, processing, or a state this client does not know yet.
-                _ if Instant::now() + pause > deadline => {
-                    return Err(BackendError::transient(format!(
-                        "retain: Hindsight has not finished storing the items after {:?} (operation {operation_id} is {}); checked again on the next attempt",
-                        self.config.retain_timeout, op.status
-                    )));
-                }
-                _ => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(OPERATION_LOOK_MAX);
-                }
-            }
         }
     }
 
@@ -473,6 +421,8 @@ impl MemoryBackend for HindsightBackend {
     async fn clear(&self, scope: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError> {
         match what {
             ClearWhat::Remote => {
+                // Retains still queued on the server would store what the clear deletes.
+                self.cancel_pending_retains(&scope.bank, None).await;
                 let url = self.bank_url(&scope.bank, &["memories"])?;
                 let answer: Option<serde_json::Value> =
                     self.send("clear", Method::DELETE, url, None::<&()>, self.config.timeout).await?;

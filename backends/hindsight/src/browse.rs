@@ -95,6 +95,9 @@ pub(crate) async fn forget(b: &HindsightBackend, what: &Forget) -> Result<Forgot
         }
         Forget::Document { id, bank } => (id, bank),
     };
+    // A retain of the document still queued on the server would store it again (and a document
+    // only queued answers 404 below).
+    b.cancel_pending_retains(bank, Some(id)).await;
     let url = b.bank_url(bank, &["documents", id])?;
     let done: Option<DocumentDeleted> =
         b.send("delete document", Method::DELETE, url, None::<&()>, b.timeout()).await?;

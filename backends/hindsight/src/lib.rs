@@ -6,12 +6,15 @@
 //! - `browse`: listing a bank, one memory unit, deleting a document (the web view, `mneme forget`).
 //! - [`errors`]: HTTP outcomes → transient or permanent [`mneme_core::BackendError`] with a readable reason.
 //! - [`wire`]: the request and response bodies of the calls mneme makes.
+//! - `operations`: waiting until an asynchronous retain is stored; cancelling the queued ones
+//!   before a clear or a forget.
 //! - `parts`: a delivery cut into retains Hindsight runs in order and answers once (one document
-//!   each, all asynchronous, each with a stable operation id).
+//!   each, all asynchronous, each with a stable operation id, sent once the one before is stored).
 
 mod backend;
 mod browse;
 pub mod errors;
+mod operations;
 mod parts;
 pub mod wire;
 

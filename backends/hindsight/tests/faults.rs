@@ -442,3 +442,51 @@ async fn a_server_that_does_not_talk_tls_is_a_permanent_error() {
     assert!(!e.is_transient(), "{e}");
     assert!(e.to_string().contains("TLS") && e.to_string().contains("hindsight.api_url"), "{e}");
 }
+
+/// A clear of the bank cancels the retains still queued on the server, and a forget of a
+/// document those of that document: run after the delete, they stored again what it deleted.
+/// (The real server's worker runs a queued retain within a moment: one cannot be kept queued on
+/// demand, hence this stand-in.)
+#[tokio::test]
+async fn a_clear_or_a_forget_cancels_the_retains_still_queued_on_the_server() {
+    use axum::extract::{Path, Query};
+    use axum::routing::{delete, get};
+    use std::collections::HashMap;
+    let cancelled = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let gone = cancelled.clone();
+    let listed = cancelled.clone();
+    let app = Router::new()
+        .route(
+            "/v1/default/banks/b/operations",
+            get(move |Query(q): Query<HashMap<String, String>>| async move {
+                let done = listed.lock().unwrap().clone();
+                let all = [("op-a", "retain", "doc-a"), ("op-b", "retain", "doc-b"), ("op-c", "consolidation", "doc-a")];
+                let offset: usize = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
+                let ops: Vec<serde_json::Value> = if q.get("status").map(String::as_str) == Some("pending") {
+                    all.iter()
+                        .filter(|(id, ..)| !done.iter().any(|d| d == id))
+                        .skip(offset)
+                        .map(|(id, t, d)| serde_json::json!({"id": id, "task_type": t, "document_id": d, "items_count": 1}))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                axum::Json(serde_json::json!({"operations": ops}))
+            }),
+        )
+        .route(
+            "/v1/default/banks/b/operations/{id}",
+            delete(move |Path(id): Path<String>| async move {
+                gone.lock().unwrap().push(id);
+                r#"{"success":true}"#
+            }),
+        )
+        .route("/v1/default/banks/b/documents/{id}", delete(|| async { r#"{"success":true,"memory_units_deleted":1}"# }))
+        .route("/v1/default/banks/b/memories", delete(|| async { r#"{"success":true}"# }));
+    let url = serve(app).await;
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    b.forget(&Forget::Document { id: "doc-a".into(), bank: "b".into() }).await.unwrap();
+    assert_eq!(*cancelled.lock().unwrap(), ["op-a"], "the document's retain only");
+    b.clear(&scope(), ClearWhat::Remote).await.unwrap();
+    assert_eq!(*cancelled.lock().unwrap(), ["op-a", "op-b"], "every retain of the bank, not other work");
+}

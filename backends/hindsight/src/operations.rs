@@ -1,0 +1,148 @@
+//! Hindsight's asynchronous operations: waiting until a retain the server accepted is stored,
+//! and cancelling those still queued before a clear or a forget deletes what they would store.
+
+use std::time::{Duration, Instant};
+
+use mneme_core::BackendError;
+use reqwest::{Method, Url};
+use serde::Deserialize;
+
+use crate::backend::HindsightBackend;
+use crate::wire::OperationStatus;
+
+/// The first look at an asynchronous retain's operation after the server accepted it, and the
+/// longest pause between looks (the pause doubles).
+const OPERATION_FIRST_LOOK: Duration = Duration::from_millis(50);
+const OPERATION_LOOK_MAX: Duration = Duration::from_secs(2);
+
+/// Pages of queued operations looked through before a clear or forget (100 each).
+const MAX_OPERATION_PAGES: usize = 20;
+
+/// One operation as `GET …/operations` lists it.
+#[derive(Debug, Deserialize)]
+struct ListedOperation {
+    id: String,
+    #[serde(default)]
+    task_type: String,
+    #[serde(default)]
+    document_id: Option<String>,
+}
+
+/// `GET …/operations`.
+#[derive(Debug, Deserialize)]
+struct OperationList {
+    #[serde(default)]
+    operations: Vec<ListedOperation>,
+}
+
+impl HindsightBackend {
+    /// Waits until the server has done an asynchronous retain it accepted. Accepted is only
+    /// queued: the server's worker may still fail it (its LLM key refused, its embedder down past
+    /// its own retries), and a resend under the same operation id is answered "success" from
+    /// the failed operation without storing anything. So a failed operation is re-queued on the
+    /// server and the delivery fails (an attempt: once they run out the batch is a dead letter,
+    /// with the server's reason); one still running after `retain_timeout` fails the delivery
+    /// too, and the resend looks again. Gone (404, pruned long after it finished, or a server
+    /// without the route) and cancelled (a clear of the bank) count as done.
+    pub(crate) async fn wait_for_operation(&self, bank: &str, operation_id: &str) -> Result<(), BackendError> {
+        let url = self.bank_url(bank, &["operations", operation_id])?;
+        let deadline = Instant::now() + self.retain_timeout();
+        let mut pause = OPERATION_FIRST_LOOK;
+        loop {
+            let answer: Option<OperationStatus> =
+                self.send("retain status", Method::GET, url.clone(), None::<&()>, self.timeout()).await?;
+            let Some(op) = answer else { return Ok(()) };
+            match op.status.as_str() {
+                "completed" | "not_found" => return Ok(()),
+                "cancelled" => {
+                    tracing::info!(bank, operation_id, "Hindsight cancelled a retain (a clear of the bank)");
+                    return Ok(());
+                }
+                "failed" => {
+                    let why = op.error_message.as_deref().map(mneme_core::text::strip_private);
+                    let why = why.filter(|w| !w.trim().is_empty()).unwrap_or_else(|| "no reason given".into());
+                    let retry = self.bank_url(bank, &["operations", operation_id, "retry"])?;
+                    let timeout = self.timeout();
+                    let requeued =
+                        self.send::<serde_json::Value>("retain retry", Method::POST, retry, None::<&()>, timeout).await;
+                    let then = match requeued {
+                        Ok(Some(_)) => "re-queued there; checked again on the next attempt",
+                        _ => "it could not be re-queued there yet; tried again on the next attempt",
+                    };
+                    return Err(BackendError::transient(format!(
+                        "retain: Hindsight accepted the items but could not store them ({why}); {then}"
+                    )));
+                }
+                // pending, processing, or a state this client does not know yet.
+                _ if Instant::now() + pause > deadline => {
+                    return Err(BackendError::transient(format!(
+                        "retain: Hindsight has not finished storing the items after {:?} (operation {operation_id} is {}); checked again on the next attempt",
+                        self.retain_timeout(), op.status
+                    )));
+                }
+                _ => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(OPERATION_LOOK_MAX);
+                }
+            }
+        }
+    }
+
+    /// Cancels the bank's retains still queued or running on the server (those of `document`
+    /// only, when given): run after a clear or a forget, they would store again what it deleted.
+    /// Best effort: what cannot be listed or cancelled is logged, and the clear goes on.
+    pub(crate) async fn cancel_pending_retains(&self, bank: &str, document: Option<&str>) {
+        let mut cancelled = 0usize;
+        for status in ["pending", "processing"] {
+            let mut kept = 0usize; // listed and left alone: the next page starts after them
+            for _ in 0..MAX_OPERATION_PAGES {
+                let Ok(mut url) = self.bank_url(bank, &["operations"]) else { return };
+                url.query_pairs_mut()
+                    .append_pair("status", status)
+                    .append_pair("limit", "100")
+                    .append_pair("offset", &kept.to_string());
+                let page = match self
+                    .send::<OperationList>("list operations", Method::GET, url, None::<&()>, self.timeout())
+                    .await
+                {
+                    Ok(Some(page)) => page.operations,
+                    Ok(None) => return, // no such bank, or a server without the route
+                    Err(e) => {
+                        tracing::warn!(bank, "cannot list the bank's queued retains to cancel them: {e}");
+                        return;
+                    }
+                };
+                if page.is_empty() {
+                    break;
+                }
+                for op in page {
+                    let ours = op.task_type.contains("retain")
+                        && document.is_none_or(|d| op.document_id.as_deref() == Some(d));
+                    if ours && self.cancel(bank, &op.id).await {
+                        cancelled += 1;
+                    } else {
+                        kept += 1;
+                    }
+                }
+            }
+        }
+        if cancelled > 0 {
+            tracing::info!(bank, cancelled, "cancelled retains still queued on the server before deleting");
+        }
+    }
+
+    /// Cancels one operation; whether it was.
+    async fn cancel(&self, bank: &str, id: &str) -> bool {
+        let Ok(url): Result<Url, _> = self.bank_url(bank, &["operations", id]) else { return false };
+        match self.send::<serde_json::Value>("cancel operation", Method::DELETE, url, None::<&()>, self.timeout()).await
+        {
+            Ok(Some(_)) => true,
+            Ok(None) => false,
+            // 409: it finished meanwhile.
+            Err(e) => {
+                tracing::debug!(bank, id, "not cancelled: {e}");
+                false
+            }
+        }
+    }
+}
