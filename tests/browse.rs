@@ -159,6 +159,13 @@ async fn a_memory_shows_its_passages_and_forgetting_it_removes_it_from_recall_wi
     assert!(v.to_string().contains("document_id"), "{v}");
     let (status, v) = d.post("/v1/import", json!({"memories": [memory("a/b"), memory("?#"), memory("%2E")]})).await;
     assert_eq!(status, 200, "{v}");
+    // A memory without `created_at` is dated at its import, as one with an empty one is (it was
+    // refused as a missing field).
+    let (status, v) =
+        d.post("/v1/import", json!({"memories": [{"id": "undated", "bank": "mneme", "content": "no date"}]})).await;
+    assert_eq!((status, &v["imported"]), (200, &json!(1)), "{v}");
+    let (_, v) = d.get("/v1/memories/undated?bank=mneme").await;
+    assert!(v["memory"]["created_at"].as_str().is_some_and(|t| t.starts_with("20")), "{v}");
     for id in ["a/b", "?#", "%2E"] {
         let out = d.cli().args(["forget", id]).output().unwrap();
         assert!(out.status.success(), "{id}: {}", String::from_utf8_lossy(&out.stderr));

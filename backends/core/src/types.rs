@@ -437,7 +437,8 @@ pub struct StoredMemory {
     /// world | experience | observation.
     #[serde(rename = "type", default)]
     pub kind: MemoryType,
-    /// When it was retained (RFC 3339).
+    /// When it was retained (RFC 3339); empty or absent in an import: the import's time.
+    #[serde(default)]
     pub created_at: String,
 }
 
