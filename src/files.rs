@@ -60,6 +60,17 @@ fn advice(path: &Path, reason: &str, lost: &str) -> String {
     if lower.contains("newer mneme") || lower.contains("newer than this mneme") {
         return "It was written by a newer mneme: run that version (or a later one) on it".into();
     }
+    // Nothing to move aside when the file or its folder cannot be made or reached.
+    if lower.contains("permission denied") || lower.contains("access denied") {
+        return format!("mneme cannot reach it: check the owner and mode of the file and its folders (`ls -ld {dir}`)");
+    }
+    let not_made =
+        ["no such file", "unable to open", "cannot create", "not a directory"].iter().any(|s| lower.contains(s));
+    if not_made && !path.parent().is_some_and(Path::is_dir) {
+        return format!(
+            "Its folder {dir} does not exist and cannot be made: create it, or set the path to one that can be"
+        );
+    }
     format!(
         "If it is damaged, move it aside (`mv {} {}`; {lost}) and start mneme again; `mneme doctor` checks every storage file",
         quoted(path),
@@ -190,5 +201,10 @@ mod tests {
         assert!(newer.fix.contains("newer mneme"), "{newer}");
         let damaged = spool_problem(spool, "spool: file is not a database");
         assert!(damaged.fix.contains("mv /data/mneme/spool.db /data/mneme/spool.db.broken"), "{damaged}");
+        // A file that cannot be made has nothing to move aside.
+        let nowhere = local_store_problem(Path::new("/proc/nope/x.db"), "unable to open database file");
+        assert!(nowhere.fix.contains("does not exist") && !nowhere.fix.contains("mv "), "{nowhere}");
+        let denied = spool_problem(spool, "spool: Permission denied (os error 13)");
+        assert!(denied.fix.contains("ls -ld") && !denied.fix.contains("mv "), "{denied}");
     }
 }
