@@ -211,6 +211,34 @@ impl Reloader {
         Ok(Reloaded { backend: new.memory.backend, changed: swap, previous: old.memory.backend, restart_needed })
     }
 
+    /// Reloads on SIGHUP, as daemons do (its default action killed mneme with no drain: a
+    /// closed terminal, or `kill -HUP` meant as "re-read the config"). The handler is installed
+    /// when this is called; the reloads run until `stop`.
+    pub fn reload_on_hangup(self: Arc<Self>, stop: CancellationToken) {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut hangup = match signal(SignalKind::hangup()) {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!("cannot handle SIGHUP (it would stop mneme without a drain): {e}");
+                    return;
+                }
+            };
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        got = hangup.recv() => if got.is_none() { return },
+                    }
+                    tracing::info!("SIGHUP: reloading the configuration");
+                    // A refused file says so in a notice, as any reload does.
+                    let _ = self.reload().await;
+                }
+            });
+        }
+    }
+
     /// Watches the config file (and the thesaurus file it names, `local.thesaurus_file`) until
     /// `stop`; each change (debounced) triggers a reload.
     pub fn watch(self: Arc<Self>, stop: CancellationToken) {

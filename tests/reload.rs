@@ -488,3 +488,23 @@ async fn a_rescoped_session_keeps_the_project_it_started_in() {
     let (_, v) = d.get("/v1/memories?bank=two").await;
     assert_eq!(v["memories"][0]["tags"], json!(["project:kestrel"]), "{v}");
 }
+
+/// SIGHUP re-reads the config, as daemons do; its default action stopped mneme with no drain (a
+/// closed terminal, or `kill -HUP` meant as "reload").
+#[tokio::test]
+async fn sighup_reloads_instead_of_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("daemon.log");
+    let mut d = Daemon::start_logged(dir, "", &[("MNEME_LOG", "info")], Some(&log));
+    let pid = d.child.as_ref().unwrap().id();
+    common::unsafe_kill(pid, "HUP");
+    // The file did not change, so no watcher set this reload off: the log says SIGHUP did.
+    let sent = std::time::Instant::now();
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("SIGHUP: reloading") {
+        assert!(sent.elapsed() < Duration::from_secs(10), "no reload: {}", std::fs::read_to_string(&log).unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(d.child.as_mut().unwrap().try_wait().unwrap().is_none(), "still running");
+    let (status, v) = d.get("/v1/status").await;
+    assert_eq!(status, 200, "{v}");
+}

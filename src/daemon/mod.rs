@@ -205,6 +205,7 @@ impl Daemon {
         let stopping = state.stopping.clone();
         let queue = state.queue.clone();
         let app = router(state, &self.settings.server);
+        self.reloader.clone().reload_on_hangup(stopping.clone());
         self.reloader.clone().watch(stopping.clone());
         // Announced once the config is watched: an edit right after the start is seen.
         self.record_addr(addr);

@@ -159,7 +159,7 @@ pub fn env_for(dir: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// Sends `signal` (TERM, KILL, STOP, CONT) to a process, failing the test if it cannot be sent
+/// Sends `signal` (TERM, KILL, STOP, CONT, INT, HUP) to a process, failing the test if it cannot be sent
 /// (kill(2) directly: a minimal Debian has no kill(1), and a signal never sent would leave
 /// `stop` waiting for ever).
 pub fn unsafe_kill(pid: u32, signal: &str) {
@@ -169,6 +169,7 @@ pub fn unsafe_kill(pid: u32, signal: &str) {
         "STOP" => libc::SIGSTOP,
         "CONT" => libc::SIGCONT,
         "INT" => libc::SIGINT,
+        "HUP" => libc::SIGHUP,
         other => panic!("no signal {other} here"),
     };
     let pid = i32::try_from(pid).expect("a pid");
