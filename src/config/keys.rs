@@ -256,8 +256,7 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("local", "embedding_url", [], |s, v, c| s.local.embedding_url = Some(base_url(v.string()?)?)),
     key!("local", "embedding_model", [], |s, v, c| s.local.embedding_model =
         Some(v.string()?).filter(|m| !m.trim().is_empty()).map(|m| m.trim().to_owned())),
-    key!("local", "embedding_api_key", [], |s, v, c| s.local.embedding_api_key =
-        Some(v.string()?).filter(|t| !t.trim().is_empty()).map(|t| super::Secret::new(t.trim()))),
+    key!("local", "embedding_api_key", [], |s, v, c| s.local.embedding_api_key = header_secret(v.string()?)?),
     key!("local", "embedding_timeout", [], |s, v, c| s.local.embedding_timeout = nonzero(v.duration()?)?),
     key!("local", "embedding_dim", [], |s, v, c| s.local.embedding_dim = Some(at_least(v.integer()?, 1)? as usize)),
     key!("local", "thesaurus", [], |s, v, c| s.local.thesaurus = v.boolean()?),
@@ -267,7 +266,7 @@ pub(super) const REGISTRY: &[Key] = &[
         .transpose()?),
     key!("hindsight", "api_url", ["HINDSIGHT_API_URL"], |s, v, c| s.hindsight.api_url = http_url(v.string()?)?),
     key!("hindsight", "api_token", ["HINDSIGHT_API_TOKEN"], |s, v, c| s.hindsight.api_token =
-        Some(v.string()?).filter(|t| !t.trim().is_empty()).map(|t| super::Secret::new(t.trim()))),
+        header_secret(v.string()?)?),
     key!("hindsight", "bank_mission", ["HINDSIGHT_BANK_MISSION"], |s, v, c| s.hindsight.bank_mission =
         stored_text(v.string()?)?),
     key!("hindsight", "retain_mission", [], |s, v, c| s.hindsight.retain_mission = stored_text(v.string()?)?),
@@ -299,6 +298,17 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("hooks", "timeout", [], |s, v, c| s.hooks.timeout = nonzero(v.duration()?)?),
     key!("hooks", "cooldown", [], |s, v, c| s.hooks.cooldown = v.duration()?),
 ];
+
+/// A token sent as `Authorization: Bearer …`: none when blank; refused (never repeated) when it
+/// holds a character a header cannot carry, which only opening the backend found (the daemon
+/// did not start, naming no line, and `config check` passed it).
+fn header_secret(s: String) -> Result<Option<super::Secret>, String> {
+    let t = s.trim();
+    if t.chars().any(|c| c.is_control() && c != '\t') {
+        return Err("holds a control character (a line break?) that an HTTP header cannot carry".into());
+    }
+    Ok((!t.is_empty()).then(|| super::Secret::new(t)))
+}
 
 fn http_url(s: String) -> Result<String, String> {
     let t = s.trim();

@@ -424,7 +424,9 @@ impl LineIndex {
                 continue;
             }
             in_string = ["\"\"\"", "'''"].into_iter().find(|q| line.matches(q).count() % 2 == 1);
-            if let Some(header) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+            // `[section]`, or `[[section]]` (an array of tables, which mneme refuses by this line).
+            let opened = line.strip_prefix("[[").or_else(|| line.strip_prefix('['));
+            if let Some(header) = opened.and_then(|l| l.split(']').next()) {
                 current = header.trim().trim_matches('"').to_owned();
                 sections.entry(current.clone()).or_insert(i + 1);
                 continue;

@@ -354,6 +354,17 @@ fn values_the_daemon_cannot_use_are_refused_with_key_and_line() {
     assert_eq!((parsed.queue.max_attempts, parsed.queue.flush_interval.as_secs()), (u32::MAX, 365 * 24 * 3600));
 }
 
+/// A token a header cannot carry is refused by `config check` with its line (only opening the
+/// backend found it, naming no line), and an array of tables `[[memory]]` has its line too.
+#[test]
+fn a_token_with_a_line_break_and_an_array_of_tables_name_their_lines() {
+    let errors = load::parse("[hindsight]\napi_token = \"hunter2\\nx\"\n", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("hindsight.api_token", Some(2)), "{errors:?}");
+    assert!(!errors[0].message.contains("hunter2"), "{errors:?}");
+    let errors = load::parse("# memories\n[[memory]]\nbackend = \"local\"\n", None).unwrap_err();
+    assert_eq!(errors[0].line, Some(2), "{errors:?}");
+}
+
 #[test]
 fn a_wildcard_bind_is_reached_on_loopback() {
     let addr = |s: &str| super::local_addr(s.parse().unwrap()).to_string();
