@@ -166,6 +166,10 @@ impl Lines {
                     self.instances.entry(g).or_default().extend(specific.iter().cloned());
                 }
             }
+            // `shop >` (trimmed, no ` > ` left): a category missing a side, not a bad word.
+            None if line.split_whitespace().any(|w| w == ">") => {
+                return Err("a category line needs words on both sides of ` > `".into());
+            }
             None => {
                 let group = stems(line)?;
                 if group.len() < 2 {
@@ -332,6 +336,7 @@ mod tests {
         assert!(e.to_string().starts_with("line 3: \"pull-request\" is not one word"), "{e}");
         assert_eq!(bad("# fine\nlonely\n").line, 2);
         assert_eq!(bad("database > \n").line, 1);
+        assert!(bad("shop >\n").message.contains("both sides"), "said as a category missing a side");
         assert_eq!(bad("a > b > c\n").line, 1);
         assert_eq!(bad("cache>redis\n").line, 1);
         assert!(Thesaurus::with_lines(true, "").is_ok());
