@@ -80,12 +80,14 @@ impl From<BackendError> for ApiError {
             BackendError::Unsupported(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", m.clone()),
             BackendError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, "not_found", m.clone()),
             BackendError::Invalid(m) => ApiError::invalid(m.clone()),
-            BackendError::Transient { retry_after, .. } => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "backend_unavailable",
-                format!("memory backend unavailable: {e}"),
-            )
-            .retry_after(retry_after.map_or(SPOOL_RETRY_AFTER_SECS, |d| d.as_secs().max(1))),
+            BackendError::Transient { retry_after, .. } | BackendError::Unavailable { retry_after, .. } => {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "backend_unavailable",
+                    format!("memory backend unavailable: {e}"),
+                )
+                .retry_after(retry_after.map_or(SPOOL_RETRY_AFTER_SECS, |d| d.as_secs().max(1)))
+            }
             BackendError::Unreachable { .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "backend_unavailable",

@@ -72,8 +72,8 @@ impl Inner {
         self.metrics.delivery_seconds.observe(started.elapsed());
         let last = LastDelivery::new(n, started.elapsed(), result.as_ref().err());
         self.batcher.locked().answered(session, n);
-        if !result.as_ref().is_err_and(BackendError::is_unreachable) {
-            self.unreachable_tries.store(0, Ordering::Relaxed); // it answered: the outage is over
+        if !result.as_ref().is_err_and(BackendError::is_outage) {
+            self.unreachable_tries.store(0, Ordering::Relaxed); // it served: the outage is over
         }
         self.with_shell(session, |q| q.last_delivery = Some(last));
         match result {
@@ -128,10 +128,10 @@ impl Inner {
             return self.set_aside_later(session, n, left);
         }
         // A full disk does not use up attempts: waiting for room is not the batch's fault; nor
-        // does an unreachable backend (nothing answers): an outage is retried as long as it
-        // lasts, and the batch still has all its attempts for the answers after it (a server
-        // warming up that answers 503 at first).
-        let unreachable = error.is_unreachable();
+        // does an outage (nothing answers, or the server answers it cannot serve now: 429, 502,
+        // 503, 504): it is retried as long as it lasts, and the batch still has all its attempts
+        // for the answers after it.
+        let unreachable = error.is_outage();
         let attempts = if error.is_storage_full() || unreachable {
             attempts_before
         } else {

@@ -17,6 +17,8 @@ pub(crate) enum Mode {
     Transient,
     /// Nothing answers (connection refused).
     Unreachable,
+    /// The server answers that it cannot serve now (a 503 while its database restarts).
+    Unavailable,
     Permanent,
     /// Fails transiently after storing (a lost reply): the resend must not store twice.
     StoreThenFail,
@@ -99,6 +101,7 @@ impl MemoryBackend for TestBackend {
             Mode::Transient | Mode::HangTransient => Err(BackendError::transient("connection refused")),
             Mode::Permanent => Err(BackendError::permanent("400 bad request")),
             Mode::Unreachable => Err(BackendError::Unreachable { reason: "connection refused".into() }),
+            Mode::Unavailable => Err(BackendError::Unavailable { reason: "503".into(), retry_after: None }),
         }
     }
     async fn recall(&self, _: &Scope, _: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
@@ -648,7 +651,15 @@ fn outage_settings() -> QueueSettings {
 
 #[tokio::test]
 async fn an_outage_longer_than_the_attempts_dead_letters_nothing() {
-    let b = TestBackend::new(&[Mode::Unreachable]);
+    // Nothing answering, and a server answering that it cannot serve now (503 while its
+    // database restarts: every batch was dead-lettered within two minutes).
+    for mode in [Mode::Unreachable, Mode::Unavailable] {
+        an_outage_of(mode).await;
+    }
+}
+
+async fn an_outage_of(mode: Mode) {
+    let b = TestBackend::new(&[mode]);
     let r = rig(b.clone(), outage_settings());
     for session in ["s1", "s2"] {
         r.queue.enqueue(session, &scope(), items(session, 2)).await.unwrap();

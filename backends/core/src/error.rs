@@ -21,6 +21,17 @@ pub enum BackendError {
         /// Human-readable cause.
         reason: String,
     },
+    /// The server answered that it cannot serve now (429, 502, 503, 504: overloaded, restarting,
+    /// a proxy in front of one that is down). Worth retrying, and like [`BackendError::Unreachable`]
+    /// it uses up no attempts: an outage that answers is still an outage (its database restarting
+    /// dead-lettered every batch within two minutes).
+    #[error("{reason}")]
+    Unavailable {
+        /// Human-readable cause.
+        reason: String,
+        /// How long the server asked us to wait (`Retry-After`), if it said.
+        retry_after: Option<Duration>,
+    },
     /// Retrying will not help: bad request, authentication, a bank id the server rejects.
     #[error("{reason}")]
     Permanent {
@@ -59,7 +70,16 @@ impl BackendError {
 
     /// Whether a retry may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Transient { .. } | Self::StorageFull { .. } | Self::Unreachable { .. })
+        matches!(
+            self,
+            Self::Transient { .. } | Self::StorageFull { .. } | Self::Unreachable { .. } | Self::Unavailable { .. }
+        )
+    }
+
+    /// Whether this is an outage (no answer, or an answer that the server cannot serve now),
+    /// which uses up none of a batch's attempts however long it lasts.
+    pub fn is_outage(&self) -> bool {
+        matches!(self, Self::Unreachable { .. } | Self::Unavailable { .. })
     }
 
     /// Whether the backend gave no answer at all (see [`BackendError::Unreachable`]).
@@ -75,7 +95,7 @@ impl BackendError {
     /// The server-requested delay before a retry, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::Transient { retry_after, .. } => *retry_after,
+            Self::Transient { retry_after, .. } | Self::Unavailable { retry_after, .. } => *retry_after,
             _ => None,
         }
     }
