@@ -42,7 +42,7 @@ impl HindsightBackend {
     /// the failed operation without storing anything. So a failed operation is re-queued on the
     /// server and the delivery fails (an attempt: once they run out the batch is a dead letter,
     /// with the server's reason); one still running after `retain_timeout` fails the delivery
-    /// too, and the resend looks again. Gone (404, pruned long after it finished, or a server
+    /// as an outage (no attempt used), and the resend looks again. Gone (404, pruned long after it finished, or a server
     /// without the route) and cancelled (a clear of the bank) count as done.
     pub(crate) async fn wait_for_operation(&self, bank: &str, operation_id: &str) -> Result<(), BackendError> {
         let url = self.bank_url(bank, &["operations", operation_id])?;
@@ -73,12 +73,17 @@ impl HindsightBackend {
                         "retain: Hindsight accepted the items but could not store them ({why}); {then}"
                     )));
                 }
-                // pending, processing, or a state this client does not know yet.
+                // pending, processing, or a state this client does not know yet. A server behind
+                // on its work is an outage, not the batch's fault: it uses up no attempt.
                 _ if Instant::now() + pause > deadline => {
-                    return Err(BackendError::transient(format!(
-                        "retain: Hindsight has not finished storing the items after {:?} (operation {operation_id} is {}); checked again on the next attempt",
-                        self.retain_timeout(), op.status
-                    )));
+                    return Err(BackendError::Unavailable {
+                        reason: format!(
+                            "retain: Hindsight has not finished storing the items after {:?} (operation {operation_id} is {}); looked at again later",
+                            self.retain_timeout(),
+                            op.status
+                        ),
+                        retry_after: None,
+                    });
                 }
                 _ => {
                     tokio::time::sleep(pause).await;

@@ -407,7 +407,7 @@ async fn a_failed_operation_fails_the_delivery_and_is_requeued() {
 }
 
 /// A server whose worker never gets to the operation: the delivery gives up after
-/// `retain_timeout` (an attempt) instead of holding the session's queue for ever.
+/// `retain_timeout` (an outage: no attempt used) instead of holding the session's queue for ever.
 #[tokio::test]
 async fn an_operation_still_pending_after_the_retain_timeout_fails_the_delivery() {
     let (url, looks, _) = operation_server(&["pending"]).await;
@@ -415,7 +415,7 @@ async fn an_operation_still_pending_after_the_retain_timeout_fails_the_delivery(
         mneme_hindsight::HindsightConfig { retain_timeout: Duration::from_millis(600), ..common::config(&url, None) };
     let started = Instant::now();
     let e = HindsightBackend::new(config).unwrap().retain(&scope(), &batch()).await.unwrap_err();
-    assert!(e.is_transient() && e.to_string().contains("not finished storing"), "{e}");
+    assert!(e.is_outage() && e.to_string().contains("not finished storing"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     assert!(looks.load(Ordering::SeqCst) >= 2);
 }
