@@ -159,7 +159,14 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
         assert_eq!(status, 422, "{document}: {v}");
         assert!(v["error"]["message"].as_str().unwrap().contains("items[0].document_id"), "{v}");
     }
-    for timestamp in ["yesterday", "1970-01-01T00:00:00+01:00", "9999-12-31T23:00:00-02:00"] {
+    // Year 1 and year 9999 are Hindsight's placeholders for "no date", which it refuses too.
+    for timestamp in [
+        "yesterday",
+        "1970-01-01T00:00:00+01:00",
+        "9999-12-31T23:00:00-02:00",
+        "9999-06-01T00:00:00Z",
+        "0001-01-01T00:00:00Z",
+    ] {
         let (status, v) =
             d.post(&bank_path("b", "/memories"), json!({"items": [{"content": "x", "timestamp": timestamp}]})).await;
         assert_eq!(status, 422, "{timestamp}: {v}");

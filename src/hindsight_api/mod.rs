@@ -160,12 +160,22 @@ impl HindsightApi {
             timestamps.push(match item.timestamp.as_deref().map(str::trim) {
                 // `unset`: Hindsight's "no date"; every mneme memory is dated, at its retain.
                 None | Some("" | "unset") => None,
-                Some(t) => Some(time::normalize(t).ok_or_else(|| {
-                    let t = mneme_core::text::quoted_unless_private(t);
-                    CompatError::Invalid(format!(
-                        "items[{i}].timestamp {t} is not an ISO 8601 date-time (e.g. 2026-01-02T03:04:05Z)"
-                    ))
-                })?),
+                Some(t) => {
+                    let normalized = time::normalize(t).ok_or_else(|| {
+                        let t = mneme_core::text::quoted_unless_private(t);
+                        CompatError::Invalid(format!(
+                            "items[{i}].timestamp {t} is not an ISO 8601 date-time (e.g. 2026-01-02T03:04:05Z)"
+                        ))
+                    })?;
+                    // As Hindsight answers: year 1 and year 9999 mean "no date" to it.
+                    if let Some(year) = ["0001", "9999"].into_iter().find(|y| normalized.starts_with(&format!("{y}-"))) {
+                        return Err(CompatError::Invalid(format!(
+                            "items[{i}].timestamp year {} is a placeholder, not a date; send a real date or 'unset' to store without one",
+                            year.trim_start_matches('0')
+                        )));
+                    }
+                    Some(normalized)
+                }
             });
         }
         // The client's id names an asynchronous retain; a synchronous one ignores it.

@@ -483,7 +483,7 @@ impl MemoryBackend for HindsightBackend {
                     .map(|m| RetainItem {
                         content: &m.content,
                         context: m.context.as_deref(),
-                        timestamp: &m.created_at,
+                        timestamp: retain_timestamp(&m.created_at),
                         metadata: &m.metadata,
                         tags: &m.tags,
                         document_id: Some(m.document_id.as_deref().unwrap_or(&m.id)),

@@ -20,7 +20,7 @@
 
 use mneme_core::MemoryItem;
 
-use crate::wire::RetainItem;
+use crate::wire::{retain_timestamp, RetainItem};
 
 /// One retain request of a batch: its items, and the operation id it is sent under.
 pub struct Part<'a> {
@@ -102,7 +102,7 @@ fn wire(i: &MemoryItem, append: bool) -> RetainItem<'_> {
     RetainItem {
         content: &i.content,
         context: i.context.as_deref(),
-        timestamp: &i.timestamp,
+        timestamp: retain_timestamp(&i.timestamp),
         metadata: &i.metadata,
         tags: &i.tags,
         document_id: i.document_id.as_deref(),

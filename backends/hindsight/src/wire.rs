@@ -49,6 +49,17 @@ impl<'a> RetainRequest<'a> {
     }
 }
 
+/// A memory's date as Hindsight takes it: year 1 and year 9999 are its placeholders for "no
+/// date", which it refuses with a 422 (that dead-lettered the whole batch, good items and all),
+/// so they are sent as `unset`.
+pub fn retain_timestamp(t: &str) -> &str {
+    if t.starts_with("0001-") || t.starts_with("9999-") {
+        "unset"
+    } else {
+        t
+    }
+}
+
 /// `POST …/memories/recall`
 #[derive(Debug, Serialize)]
 pub struct RecallRequest<'a> {
@@ -291,6 +302,13 @@ mod tests {
 
     /// A list names a memory's kind `fact_type`; one memory's answer (`GET …/memories/{id}`)
     /// names it `type`, which was not read: every memory shown alone was a world fact.
+    #[test]
+    fn placeholder_years_are_sent_as_unset() {
+        assert_eq!(retain_timestamp("9999-12-31T23:59:59.999Z"), "unset");
+        assert_eq!(retain_timestamp("0001-01-01T00:00:00Z"), "unset");
+        assert_eq!(retain_timestamp("2026-01-02T03:04:05Z"), "2026-01-02T03:04:05Z");
+    }
+
     #[test]
     fn a_memorys_kind_is_read_under_either_name() {
         let listed: ListedMemory =
