@@ -28,7 +28,7 @@ pub use overview::{LastDelivery, QueueOverview, SessionDepths};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -157,6 +157,10 @@ struct Inner {
     /// a clear waits for the deliveries under way, and none starts until its deletion is done,
     /// however new its session (a session's own lock exists only once it has flushed).
     clearing: tokio::sync::RwLock<()>,
+    /// Clears waiting for `clearing`: a flush stops between batches for them. A delivery to
+    /// Hindsight lasts until the server has stored it, so a flush through a backlog ran for
+    /// minutes, and the clear (and every flush after it: the lock is fair) waited it out.
+    clears_waiting: AtomicUsize,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -192,6 +196,7 @@ impl Queue {
             unreachable_tries: AtomicU32::new(0),
             spool_full: AtomicBool::new(false),
             clearing: tokio::sync::RwLock::new(()),
+            clears_waiting: AtomicUsize::new(0),
         });
         inner.tasks.spawn(inner.clone().run_timers());
         Queue { inner }
@@ -438,8 +443,11 @@ impl Queue {
         discard: impl Future<Output = Result<u64, SpoolError>>,
         delete: impl Future<Output = T>,
     ) -> Result<(u64, T), SpoolError> {
-        // Tokio's lock is fair: once a clear waits, flushes that start after it wait for it.
+        // Tokio's lock is fair: once a clear waits, flushes that start after it wait for it, and
+        // those running stop after the batch they are delivering.
+        self.inner.clears_waiting.fetch_add(1, Ordering::SeqCst);
         let _no_delivery = self.inner.clearing.write().await;
+        self.inner.clears_waiting.fetch_sub(1, Ordering::SeqCst);
         let n = discard.await?;
         Ok((n, delete.await))
     }
@@ -564,6 +572,10 @@ impl Inner {
         let mut report = FlushReport::default();
         loop {
             if self.batcher.locked().holds_back(session, trigger, self.clock.now()) {
+                break;
+            }
+            // A clear waits: it goes first, and what it leaves is delivered after it.
+            if self.clears_waiting.load(Ordering::SeqCst) > 0 {
                 break;
             }
             match self.deliver_next(session, &settings).await {

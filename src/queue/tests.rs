@@ -270,6 +270,29 @@ async fn a_clear_deletes_after_the_delivery_under_way() {
     assert_eq!(r.queue.depths().await, Depths::default());
 }
 
+/// A flush through a backlog stops after the batch it is delivering when a clear waits: each
+/// delivery to Hindsight lasts until the server has stored it, and the clear (and every flush
+/// after it) waited out the whole backlog.
+#[tokio::test]
+async fn a_clear_waits_for_one_delivery_not_for_the_whole_backlog() {
+    let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
+    let r = rig(b.clone(), QueueSettings { max_batch: 1, ..settings() });
+    r.queue.enqueue("s", &scope(), items("a", 3)).await.unwrap();
+    let q = r.queue.clone();
+    let flush = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    assert_eq!(b.running.load(Ordering::SeqCst), 1);
+    let (q, seen) = (r.queue.clone(), b.clone());
+    let clear = tokio::spawn(async move { q.discard_then(None, async move { seen.delivered() }).await });
+    r.advance(10).await;
+    b.release.notify_one();
+    let (discarded, stored_before_the_deletion) = clear.await.unwrap().unwrap();
+    assert_eq!(stored_before_the_deletion, ["a0"], "the flush went on through the backlog first");
+    assert_eq!(discarded, 2);
+    assert_eq!(flush.await.unwrap().delivered, 1);
+    assert_eq!(r.queue.depths().await, Depths::default());
+}
+
 /// A session's first flush, started while a clear waits for another session's delivery, does
 /// not deliver beside the deletion: finishing after it, it brought back what was just cleared.
 #[tokio::test]

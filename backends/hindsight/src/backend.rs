@@ -161,8 +161,8 @@ fn hash128(text: &str) -> String {
 /// digits) had the memory's id whatever the bank, so importing it into a second bank did too.
 /// (Ids of each import run were tried: a second import of a document of several memories then
 /// raced the server's asynchronous work on the first, and the document kept only its first part.
-/// So a backup imported again after a forget or clear stores nothing; it must be edited, or
-/// imported into a new bank.)
+/// A chunk imported again after its first document was deleted (a clear of the bank) goes under
+/// ids of a new generation: see `import_generation`.)
 fn import_chunk_id(bank: &str, chunk: &[&StoredMemory]) -> String {
     let mut key = format!("import:{bank}");
     for m in chunk {
@@ -492,12 +492,17 @@ impl MemoryBackend for HindsightBackend {
                     .collect();
                 self.ensure_bank(bank).await;
                 let url = self.bank_url(bank, &["memories"])?;
-                for (n, items) in parts::import_parts(items).into_iter().enumerate() {
+                let parts = parts::import_parts(items);
+                let first_document =
+                    parts.first().and_then(|p| p.first()).and_then(|i| i.document_id).unwrap_or_default();
+                let chunk_id = self.import_generation(bank, &chunk_id, first_document).await?;
+                for (n, items) in parts.into_iter().enumerate() {
                     let body = RetainRequest::asynchronous(items, parts::part_operation_id(&chunk_id, n));
                     let answer =
                         self.send("import", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
+                    // Not waited for, unlike a delivery's: an import answers one request of up
+                    // to 500 memories, and the server's LLM may take minutes over them.
                     accepted("import", answer, bank)?;
-                    self.wait_for_operation(bank, &body.operation_id).await?;
                 }
             }
         }

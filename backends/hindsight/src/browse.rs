@@ -97,11 +97,16 @@ pub(crate) async fn forget(b: &HindsightBackend, what: &Forget) -> Result<Forgot
     };
     // A retain of the document still queued on the server would store it again (and a document
     // only queued answers 404 below).
-    b.cancel_pending_retains(bank, Some(id)).await;
+    let cancelled = b.cancel_pending_retains(bank, Some(id)).await;
     let url = b.bank_url(bank, &["documents", id])?;
     let done: Option<DocumentDeleted> =
         b.send("delete document", Method::DELETE, url, None::<&()>, b.timeout()).await?;
     let Some(done) = done else {
+        if cancelled > 0 {
+            // Only queued: nothing was stored yet, and now nothing will be.
+            let message = format!("Cancelled the retain of document {id:?} still queued on Hindsight bank {bank:?}.");
+            return Ok(Forgotten { deleted: Some(0), message });
+        }
         return Err(BackendError::NotFound(format!("no document {id:?} in Hindsight bank {bank:?}")));
     };
     let deleted = done.memory_units_deleted;

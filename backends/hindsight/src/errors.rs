@@ -42,13 +42,18 @@ pub fn from_transport(what: &str, url: &str, e: &reqwest::Error) -> BackendError
     BackendError::transient(format!("{what}: cannot reach Hindsight at {url}: {why}"))
 }
 
-/// Whether a connection failed in its TLS handshake (rustls's errors, named in the chain: a
-/// corrupt message from a server that does not talk TLS, a certificate refused, an alert).
+/// Whether a connection failed in a way TLS will not get past on a retry (rustls's errors, named
+/// in the chain below reqwest's own, whose text holds the URL: a bank named `mneme-rustls` is
+/// no TLS failure): a corrupt message from a server that does not talk TLS, a certificate
+/// refused, a fatal alert, a peer with no protocol in common. A peer that closed mid-handshake
+/// ("tls handshake eof": a proxy restarting) is not among them: that is an outage.
 fn is_tls_failure(e: &reqwest::Error) -> bool {
-    let mut cause: Option<&dyn std::error::Error> = Some(e);
+    const PERMANENT: [&str; 5] =
+        ["certificate", "corrupt message", "alert received", "peer is incompatible", "peer misbehaved"];
+    let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {
         let text = c.to_string().to_ascii_lowercase();
-        if ["certificate", "corrupt message", "handshake", "tls", "alert received"].iter().any(|w| text.contains(w)) {
+        if PERMANENT.iter().any(|w| text.contains(w)) {
             return true;
         }
         cause = c.source();

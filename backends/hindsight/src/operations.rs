@@ -15,6 +15,9 @@ use crate::wire::OperationStatus;
 const OPERATION_FIRST_LOOK: Duration = Duration::from_millis(50);
 const OPERATION_LOOK_MAX: Duration = Duration::from_secs(2);
 
+/// Imports of one chunk deleted and imported again, looked through before a new id is taken.
+const MAX_IMPORT_GENERATIONS: usize = 64;
+
 /// Pages of queued operations looked through before a clear or forget (100 each).
 const MAX_OPERATION_PAGES: usize = 20;
 
@@ -93,15 +96,48 @@ impl HindsightBackend {
         }
     }
 
+    /// The id an import chunk goes under: `chunk_id` itself, unless a previous import of it was
+    /// deleted since (a clear of the bank): the server answers an operation id it has seen from
+    /// what it did then, so that import stored nothing and said it had. Then the next
+    /// generation (`{chunk_id}/again-{k}`) that is new, or whose import still stands.
+    /// `first_document` is the chunk's first document, looked up to tell.
+    pub(crate) async fn import_generation(
+        &self,
+        bank: &str,
+        chunk_id: &str,
+        first_document: &str,
+    ) -> Result<String, BackendError> {
+        let mut id = chunk_id.to_owned();
+        for k in 1..=MAX_IMPORT_GENERATIONS {
+            let op = crate::parts::part_operation_id(&id, 0);
+            let url = self.bank_url(bank, &["operations", &op])?;
+            let seen: Option<OperationStatus> =
+                self.send("import status", Method::GET, url, None::<&()>, self.timeout()).await?;
+            // New, or still to be done (pending, processing) or to be retried (failed): this one.
+            let done = seen.is_some_and(|s| matches!(s.status.as_str(), "completed" | "cancelled"));
+            if !done || first_document.is_empty() {
+                return Ok(id);
+            }
+            let url = self.bank_url(bank, &["documents", first_document])?;
+            let document: Option<serde_json::Value> =
+                self.send("import document", Method::GET, url, None::<&()>, self.timeout()).await?;
+            if document.is_some() {
+                return Ok(id); // imported and still there: answered from the first, nothing twice
+            }
+            id = format!("{chunk_id}/again-{k}");
+        }
+        Ok(id)
+    }
+
     /// Cancels the bank's retains still queued or running on the server (those of `document`
     /// only, when given): run after a clear or a forget, they would store again what it deleted.
     /// Best effort: what cannot be listed or cancelled is logged, and the clear goes on.
-    pub(crate) async fn cancel_pending_retains(&self, bank: &str, document: Option<&str>) {
+    pub(crate) async fn cancel_pending_retains(&self, bank: &str, document: Option<&str>) -> usize {
         let mut cancelled = 0usize;
         for status in ["pending", "processing"] {
             let mut kept = 0usize; // listed and left alone: the next page starts after them
             for _ in 0..MAX_OPERATION_PAGES {
-                let Ok(mut url) = self.bank_url(bank, &["operations"]) else { return };
+                let Ok(mut url) = self.bank_url(bank, &["operations"]) else { return cancelled };
                 url.query_pairs_mut()
                     .append_pair("status", status)
                     .append_pair("limit", "100")
@@ -111,10 +147,10 @@ impl HindsightBackend {
                     .await
                 {
                     Ok(Some(page)) => page.operations,
-                    Ok(None) => return, // no such bank, or a server without the route
+                    Ok(None) => return cancelled, // no such bank, or a server without the route
                     Err(e) => {
                         tracing::warn!(bank, "cannot list the bank's queued retains to cancel them: {e}");
-                        return;
+                        return cancelled;
                     }
                 };
                 if page.is_empty() {
@@ -123,17 +159,21 @@ impl HindsightBackend {
                 for op in page {
                     let ours = op.task_type.contains("retain")
                         && document.is_none_or(|d| op.document_id.as_deref() == Some(d));
-                    if ours && self.cancel(bank, &op.id).await {
-                        cancelled += 1;
-                    } else {
+                    if !ours {
                         kept += 1;
+                    } else if self.cancel(bank, &op.id).await {
+                        cancelled += 1;
                     }
+                    // A cancel refused (409: it finished meanwhile, or went with its parent)
+                    // left the list as a cancelled one did: counted as kept, the next page would
+                    // start past a retain still queued.
                 }
             }
         }
         if cancelled > 0 {
             tracing::info!(bank, cancelled, "cancelled retains still queued on the server before deleting");
         }
+        cancelled
     }
 
     /// Cancels one operation; whether it was.

@@ -310,6 +310,29 @@ async fn one_export_imports_into_two_banks_and_again_into_the_same_one() {
     assert_eq!(wait_for_count(&url, &two, 1).await, ["The kestrel job runs at dawn"]);
 }
 
+/// A backup imported again after a clear of the bank is stored again: the server answers an
+/// operation id it has seen from what it did then, so the second import stored nothing and
+/// said it had (the usual restore: export, clear, import).
+#[tokio::test]
+async fn a_backup_imported_after_a_clear_is_stored_again() {
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-restore").await else { return };
+    let export = vec![
+        exported("restore-1", &bank, "The puffin cron runs at six"),
+        exported("restore-2", &bank, "Gannet builds need the nightly toolchain"),
+    ];
+    let contents = ["Gannet builds need the nightly toolchain", "The puffin cron runs at six"];
+    for round in 0..3 {
+        b.import(&export).await.unwrap();
+        each_once(&wait_for_texts(&url, &bank, &contents).await, &contents);
+        if round == 1 {
+            b.import(&export).await.unwrap(); // still there: nothing twice
+            each_once(&wait_for_texts(&url, &bank, &contents).await, &contents);
+        }
+        b.clear(&scope, ClearWhat::Remote).await.unwrap();
+        assert_eq!(list_texts(&url, &bank).await, Vec::<String>::new());
+    }
+}
+
 /// An import the server answers 404 (a wrong api_url) fails instead of counting as sent.
 #[tokio::test]
 async fn an_import_answered_404_is_not_success() {

@@ -490,3 +490,72 @@ async fn a_clear_or_a_forget_cancels_the_retains_still_queued_on_the_server() {
     b.clear(&scope(), ClearWhat::Remote).await.unwrap();
     assert_eq!(*cancelled.lock().unwrap(), ["op-a", "op-b"], "every retain of the bank, not other work");
 }
+
+/// The TLS check reads the causes, not reqwest's own message, which holds the URL: a bank named
+/// after a project called `rustls` made every outage a permanent TLS error.
+#[tokio::test]
+async fn a_bank_named_like_tls_is_still_an_outage_when_nothing_answers() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let b = HindsightBackend::new(common::config(&format!("http://127.0.0.1:{port}"), None)).unwrap();
+    let scope = Scope { bank: "mneme-rustls-certificate".into(), tags: vec![] };
+    let e = b.retain(&scope, &batch()).await.unwrap_err();
+    assert!(e.is_unreachable(), "{e}");
+}
+
+/// Cancels that are refused (409: the operation finished meanwhile, or went with its parent)
+/// leave the list as the cancelled ones do: the next page starts where the queued ones still
+/// are, not past some of them. And a forget of a document that was only queued is done once
+/// its retain is cancelled (the delete then answers 404).
+#[tokio::test]
+async fn cancelling_pages_through_refusals_and_a_queued_document_is_forgotten() {
+    use axum::extract::{Path, Query};
+    use axum::routing::{delete, get};
+    use std::collections::HashMap;
+    // Twelve queued retains, every third refused; the server lists two a page.
+    let ops: Vec<String> = (0..12).map(|i| format!("op-{i:02}")).collect();
+    let gone = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let cancelled = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (listed, all) = (gone.clone(), ops.clone());
+    let (removed, took) = (gone.clone(), cancelled.clone());
+    let app = Router::new()
+        .route(
+            "/v1/default/banks/b/operations",
+            get(move |Query(q): Query<HashMap<String, String>>| async move {
+                let gone = listed.lock().unwrap().clone();
+                let offset: usize = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
+                let pending = q.get("status").map(String::as_str) == Some("pending");
+                let page: Vec<serde_json::Value> = all
+                    .iter()
+                    .filter(|id| pending && !gone.contains(id))
+                    .skip(offset)
+                    .take(2)
+                    .map(|id| serde_json::json!({"id": id, "task_type": "retain", "document_id": "doc-q", "items_count": 1}))
+                    .collect();
+                axum::Json(serde_json::json!({"operations": page}))
+            }),
+        )
+        .route(
+            "/v1/default/banks/b/operations/{id}",
+            delete(move |Path(id): Path<String>| async move {
+                removed.lock().unwrap().push(id.clone());
+                let n: usize = id[3..].parse().unwrap();
+                if n % 3 == 0 {
+                    (StatusCode::CONFLICT, r#"{"detail":"already completed"}"#).into_response()
+                } else {
+                    took.lock().unwrap().push(id);
+                    r#"{"success":true}"#.into_response()
+                }
+            }),
+        )
+        .route("/v1/default/banks/b/documents/{id}", delete(|| async { (StatusCode::NOT_FOUND, r#"{"detail":"Document not found"}"#) }));
+    let url = serve(app).await;
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    let forgotten = b.forget(&Forget::Document { id: "doc-q".into(), bank: "b".into() }).await.unwrap();
+    assert_eq!(forgotten.deleted, Some(0));
+    assert!(forgotten.message.contains("Cancelled"), "{}", forgotten.message);
+    let want: Vec<String> = ops.iter().filter(|id| id[3..].parse::<usize>().unwrap() % 3 != 0).cloned().collect();
+    assert_eq!(*cancelled.lock().unwrap(), want, "every queued retain that could be cancelled was");
+}
