@@ -452,6 +452,12 @@ impl Sessions {
                 .and_then(|r| serde_json::from_str(&r).ok())
                 .unwrap_or_default(),
         };
+        // Scoped under the settings in force now, not those read before the awaits above: a
+        // reload in between re-scoped the sessions it found, and this one was not yet among them.
+        let scope = match &parent {
+            Some(_) => scope,
+            None => scope::scope_of_project(&self.settings(), &project),
+        };
         let (session, rescoped) = {
             let mut map = self.inner.map.locked();
             let s = map.entry(req.session_id.clone()).or_insert_with(|| Session {

@@ -39,16 +39,20 @@ impl Sessions {
     pub async fn follow_settings(&self) -> Result<(), SpoolError> {
         let now = ScopedUnder::of(&self.settings());
         let spool = &self.inner.spool;
-        let kept = spool.record(RECORD_KIND, RECORD_KEY).await?.and_then(|r| serde_json::from_str(&r).ok());
-        // None: a spool of a build before this record; its sessions are taken as scoped now.
-        if let Some(kept) = &kept {
-            let ScopedUnder { bank, scoping, backend } = kept;
-            if *backend != now.backend {
-                self.backend_switched().await?;
+        let kept: Option<ScopedUnder> =
+            spool.record(RECORD_KIND, RECORD_KEY).await?.and_then(|r| serde_json::from_str(&r).ok());
+        match &kept {
+            Some(ScopedUnder { bank, scoping, backend }) => {
+                if *backend != now.backend {
+                    self.backend_switched().await?;
+                }
+                if *bank != now.bank || *scoping != now.scoping {
+                    self.rescope().await?;
+                }
             }
-            if *bank != now.bank || *scoping != now.scoping {
-                self.rescope().await?;
-            }
+            // A spool of a build before this record: what its sessions were scoped under is not
+            // known, so they are scoped again (from their labels: moves only those that differ).
+            None => self.rescope().await?,
         }
         if kept.as_ref() != Some(&now) {
             let record = serde_json::to_string(&now).expect("serializable");
