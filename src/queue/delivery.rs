@@ -37,6 +37,8 @@ struct FailedDelivery<'a> {
     early_by: Option<std::time::Duration>,
     error: &'a BackendError,
     backend: BackendId,
+    /// The backend was replaced while it ran: its failure is no outage of the one in force.
+    switched: bool,
 }
 
 impl Inner {
@@ -72,7 +74,10 @@ impl Inner {
         self.metrics.delivery_seconds.observe(started.elapsed());
         let last = LastDelivery::new(n, started.elapsed(), result.as_ref().err());
         self.batcher.locked().answered(session, n);
-        if !result.as_ref().is_err_and(BackendError::is_outage) {
+        // Replaced while this delivery ran (a backend switch's drain past its grace): what the
+        // old backend answered says nothing of the new one's outages.
+        let switched = !Arc::ptr_eq(&backend, &self.backend());
+        if !switched && !result.as_ref().is_err_and(BackendError::is_outage) {
             self.unreachable_tries.store(0, Ordering::Relaxed); // it served: the outage is over
         }
         self.with_shell(session, |q| q.last_delivery = Some(last));
@@ -81,7 +86,7 @@ impl Inner {
                 self.spool.delivered(session, &batch_id, seqs).await;
                 self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
                 self.batcher.locked().succeeded(session);
-                if self.backend_down.swap(false, Ordering::Relaxed) {
+                if !switched && self.backend_down.swap(false, Ordering::Relaxed) {
                     let message =
                         format!("The {} backend is reachable again; delivering spooled memories.", backend.id());
                     self.notices.emit(Level::Info, backend.id().as_str(), None, message).await;
@@ -99,6 +104,7 @@ impl Inner {
                     early_by,
                     error: &e,
                     backend: backend.id(),
+                    switched,
                 };
                 let go_on = self.delivery_failed(failed, settings).await;
                 Step::Failed { items: n, go_on }
@@ -110,7 +116,7 @@ impl Inner {
     /// outage), a permanent one or the last attempt makes a dead letter. Returns whether the
     /// flush may go on with the next batch.
     async fn delivery_failed(self: &Arc<Self>, f: FailedDelivery<'_>, settings: &QueueSettings) -> bool {
-        let FailedDelivery { session, batch_id, items: n, attempts_before, early_by, error, backend } = f;
+        let FailedDelivery { session, batch_id, items: n, attempts_before, early_by, error, backend, switched } = f;
         let reason = error.to_string();
         let noun = if n == 1 { "memory" } else { "memories" };
         if !error.is_transient() {
@@ -151,7 +157,9 @@ impl Inner {
             }
             return self.set_aside_later(session, n, retry::backoff(settings, attempts, error));
         }
-        let delay = if unreachable {
+        let delay = if switched {
+            settings.retry_initial // to the new backend, which has not been tried yet
+        } else if unreachable {
             let tries = self.unreachable_tries.fetch_add(1, Ordering::Relaxed).saturating_add(1);
             retry::backoff(settings, tries, error)
         } else {
@@ -159,7 +167,9 @@ impl Inner {
         };
         self.batcher.locked().retry_later(session, n, self.clock.now(), delay);
         self.timers_changed.notify_one();
-        if !self.backend_down.swap(true, Ordering::Relaxed) {
+        if switched {
+            tracing::warn!(session, "delivery to the {backend} backend, replaced meanwhile, failed: {reason}");
+        } else if !self.backend_down.swap(true, Ordering::Relaxed) {
             let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
             self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
         } else {

@@ -756,6 +756,29 @@ async fn off_holds_items_for_the_next_storing_backend() {
     assert_eq!(b.delivered(), vec!["a0"]);
 }
 
+/// A delivery to the old backend that fails after a switch (a drain past its grace) raises no
+/// outage of the new one: its notice, and then "reachable again" at the new backend's first
+/// success, were false. The batch goes to the new backend soon after.
+#[tokio::test]
+async fn a_failure_of_the_backend_switched_away_from_is_no_outage_of_the_new_one() {
+    let old = TestBackend::new(&[Mode::HangTransient]);
+    let r = rig(old.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    let q = r.queue.clone();
+    let flush = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    assert_eq!(old.running.load(Ordering::SeqCst), 1);
+    let new = TestBackend::new(&[Mode::Ok]);
+    r.state.replace(Current { settings: r.state.settings(), backend: new.clone() });
+    r.queue.backend_switched();
+    old.release.notify_one();
+    flush.await.unwrap();
+    r.advance(1100).await;
+    until(|| async { new.delivered() == ["a0"] }).await;
+    let notices = r.notices.after(0, 10).await.unwrap();
+    assert!(notices.is_empty(), "{notices:?}");
+}
+
 #[tokio::test]
 async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
     struct LoseFirstReply(mneme_local::LocalBackend, AtomicUsize);
