@@ -119,6 +119,12 @@ impl Inner {
         let FailedDelivery { session, batch_id, items: n, attempts_before, early_by, error, backend, switched } = f;
         let reason = error.to_string();
         let noun = if n == 1 { "memory" } else { "memories" };
+        if switched {
+            // The backend it failed on is no longer the one in force: no attempt, no dead
+            // letter (the new one has not been tried), no outage of the new one.
+            tracing::warn!(session, "delivery to the {backend} backend, replaced meanwhile, failed: {reason}");
+            return self.set_aside_later(session, n, settings.retry_initial);
+        }
         if !error.is_transient() {
             let reason = format!("{reason} (retrying will not help; once it is fixed, `mneme retry` re-queues it)");
             if self.dead_letter(session, batch_id, n, &reason, backend).await {
@@ -134,9 +140,9 @@ impl Inner {
             return self.set_aside_later(session, n, left);
         }
         // A full disk does not use up attempts: waiting for room is not the batch's fault; nor
-        // does an outage (nothing answers, or the server answers it cannot serve now: 429, 502,
-        // 503, 504): it is retried as long as it lasts, and the batch still has all its attempts
-        // for the answers after it.
+        // does an outage (nothing answers, or the server answers it cannot serve now: 429,
+        // 503): it is retried as long as it lasts, and the batch still has all its attempts for
+        // the answers after it.
         let unreachable = error.is_outage();
         let attempts = if error.is_storage_full() || unreachable {
             attempts_before
@@ -157,9 +163,7 @@ impl Inner {
             }
             return self.set_aside_later(session, n, retry::backoff(settings, attempts, error));
         }
-        let delay = if switched {
-            settings.retry_initial // to the new backend, which has not been tried yet
-        } else if unreachable {
+        let delay = if unreachable {
             let tries = self.unreachable_tries.fetch_add(1, Ordering::Relaxed).saturating_add(1);
             retry::backoff(settings, tries, error)
         } else {
@@ -167,9 +171,7 @@ impl Inner {
         };
         self.batcher.locked().retry_later(session, n, self.clock.now(), delay);
         self.timers_changed.notify_one();
-        if switched {
-            tracing::warn!(session, "delivery to the {backend} backend, replaced meanwhile, failed: {reason}");
-        } else if !self.backend_down.swap(true, Ordering::Relaxed) {
+        if !self.backend_down.swap(true, Ordering::Relaxed) {
             let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
             self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
         } else {

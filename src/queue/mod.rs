@@ -165,6 +165,24 @@ struct Inner {
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// Counts a clear waiting for the flushes under way, for as long as it waits: dropped with the
+/// clear's future too (a client that hung up), or the count stayed up and every flush after it
+/// stopped before delivering anything.
+struct ClearWaiting<'a>(&'a AtomicUsize);
+
+impl<'a> ClearWaiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        ClearWaiting(count)
+    }
+}
+
+impl Drop for ClearWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Queue {
     /// A queue over `spool`, delivering to the backend `state` holds, on the system's clock.
     /// Must be called within a tokio runtime (it starts the queue's timer task).
@@ -445,9 +463,9 @@ impl Queue {
     ) -> Result<(u64, T), SpoolError> {
         // Tokio's lock is fair: once a clear waits, flushes that start after it wait for it, and
         // those running stop after the batch they are delivering.
-        self.inner.clears_waiting.fetch_add(1, Ordering::SeqCst);
+        let waiting = ClearWaiting::new(&self.inner.clears_waiting);
         let _no_delivery = self.inner.clearing.write().await;
-        self.inner.clears_waiting.fetch_sub(1, Ordering::SeqCst);
+        drop(waiting);
         let n = discard.await?;
         Ok((n, delete.await))
     }

@@ -27,6 +27,8 @@ pub(crate) enum Mode {
     Slow,
     /// Hangs until released, then fails transiently.
     HangTransient,
+    /// Hangs until released, then fails for good.
+    HangPermanent,
 }
 
 /// A backend that stores, fails or hangs on cue (also for the session layer's tests).
@@ -79,7 +81,7 @@ impl MemoryBackend for TestBackend {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
         let mode = self.next_mode();
-        if matches!(mode, Mode::Hang | Mode::HangTransient) {
+        if matches!(mode, Mode::Hang | Mode::HangTransient | Mode::HangPermanent) {
             self.release.notified().await;
         }
         if mode == Mode::Slow {
@@ -99,7 +101,7 @@ impl MemoryBackend for TestBackend {
                 Err(BackendError::transient("reply lost"))
             }
             Mode::Transient | Mode::HangTransient => Err(BackendError::transient("connection refused")),
-            Mode::Permanent => Err(BackendError::permanent("400 bad request")),
+            Mode::Permanent | Mode::HangPermanent => Err(BackendError::permanent("400 bad request")),
             Mode::Unreachable => Err(BackendError::Unreachable { reason: "connection refused".into() }),
             Mode::Unavailable => Err(BackendError::Unavailable { reason: "503".into(), retry_after: None }),
         }
@@ -291,6 +293,27 @@ async fn a_clear_waits_for_one_delivery_not_for_the_whole_backlog() {
     assert_eq!(discarded, 2);
     assert_eq!(flush.await.unwrap().delivered, 1);
     assert_eq!(r.queue.depths().await, Depths::default());
+}
+
+/// A clear given up while it waits (its client hung up) leaves no mark: counted as waiting for
+/// good, it stopped every flush after it before it delivered anything.
+#[tokio::test]
+async fn a_clear_given_up_while_it_waits_stops_no_flush_after_it() {
+    let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    let q = r.queue.clone();
+    let flush = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    let q = r.queue.clone();
+    let clear = tokio::spawn(async move { q.discard_then(None, async {}).await });
+    r.advance(10).await;
+    clear.abort();
+    let _ = clear.await;
+    b.release.notify_one();
+    assert_eq!(flush.await.unwrap().delivered, 1);
+    r.queue.enqueue("s", &scope(), items("b", 1)).await.unwrap();
+    assert_eq!(r.queue.flush("s").await.delivered, 1);
 }
 
 /// A session's first flush, started while a clear waits for another session's delivery, does
@@ -761,7 +784,14 @@ async fn off_holds_items_for_the_next_storing_backend() {
 /// success, were false. The batch goes to the new backend soon after.
 #[tokio::test]
 async fn a_failure_of_the_backend_switched_away_from_is_no_outage_of_the_new_one() {
-    let old = TestBackend::new(&[Mode::HangTransient]);
+    // Nor, failing for good, a dead letter: the new backend has not been tried.
+    for failure in [Mode::HangTransient, Mode::HangPermanent] {
+        a_failure_after_a_switch(failure).await;
+    }
+}
+
+async fn a_failure_after_a_switch(failure: Mode) {
+    let old = TestBackend::new(&[failure]);
     let r = rig(old.clone(), settings());
     r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
     let q = r.queue.clone();

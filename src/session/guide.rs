@@ -82,8 +82,9 @@ impl Sessions {
                 (forgets, Ok(extra)) => {
                     let kept = extra.map(|e| mneme_core::text::defuse_memory_tags(&e).into_owned()).unwrap_or_default();
                     let scope = session.scope.clone();
-                    // Not after a forget since it was asked: it may quote what was forgotten.
-                    let overtaken = self.forgets() != forgets;
+                    // Not after a forget since it was asked: it may quote what was forgotten; nor
+                    // after a backend switch: it is the old store's.
+                    let overtaken = self.forgets() != forgets || !std::sync::Arc::ptr_eq(&backend, &self.backend());
                     let updated = self.update(id, |s| {
                         // Not if the session was re-scoped meanwhile: what was asked is another scope's.
                         if s.scope == scope && !overtaken {

@@ -435,12 +435,12 @@ impl Sessions {
                 None => Some(named),
             })
             .filter(|p| p.id != req.session_id);
-        let (scope, project) = match &parent {
-            Some(p) => (p.scope.clone(), p.project.clone()),
+        let project = match &parent {
+            Some(p) => p.project.clone(),
             None => {
                 // Finding the project walks the file system: not on the async worker.
                 let cwd = req.cwd.clone();
-                tokio::task::spawn_blocking(move || scope_for(&settings, &cwd))
+                tokio::task::spawn_blocking(move || project_label(std::path::Path::new(&cwd)))
                     .await
                     .map_err(|e| SessionError::Invalid(format!("cannot work out the project of cwd: {e}")))?
             }
@@ -453,11 +453,9 @@ impl Sessions {
                 .unwrap_or_default(),
         };
         // Scoped under the settings in force now, not those read before the awaits above: a
-        // reload in between re-scoped the sessions it found, and this one was not yet among them.
-        let scope = match &parent {
-            Some(_) => scope,
-            None => scope::scope_of_project(&self.settings(), &project),
-        };
+        // reload in between re-scoped the sessions it found, and this one (or the parent whose
+        // scope an alias copied) was not yet among them.
+        let scope = scope::scope_of_project(&self.settings(), &project);
         let (session, rescoped) = {
             let mut map = self.inner.map.locked();
             let s = map.entry(req.session_id.clone()).or_insert_with(|| Session {

@@ -21,8 +21,8 @@ pub enum BackendError {
         /// Human-readable cause.
         reason: String,
     },
-    /// The server answered that it cannot serve now (429, 502, 503, 504: overloaded, restarting,
-    /// a proxy in front of one that is down). Worth retrying, and like [`BackendError::Unreachable`]
+    /// The server answered that it cannot serve now (429, 503: overloaded, restarting), or has
+    /// not finished work it accepted. Worth retrying, and like [`BackendError::Unreachable`]
     /// it uses up no attempts: an outage that answers is still an outage (its database restarting
     /// dead-lettered every batch within two minutes).
     #[error("{reason}")]

@@ -1,6 +1,6 @@
-//! Turning HTTP outcomes into [`BackendError`]s: an outage (no connection; 429, 502, 503, 504,
-//! with a `Retry-After`), transient (timeouts, 408, other 5xx) or permanent (other 4xx), each with
-//! a reason a person can act on.
+//! Turning HTTP outcomes into [`BackendError`]s: an outage (no connection; 429 and 503, with a
+//! `Retry-After`), transient (timeouts, 408, other 5xx) or permanent (other 4xx), each with a
+//! reason a person can act on.
 
 use std::time::Duration;
 
@@ -97,10 +97,11 @@ pub fn from_status(what: &str, status: StatusCode, retry_after: Option<&str>, bo
             "{what}: Hindsight refused the API token (401 Unauthorized); check hindsight.api_token (or HINDSIGHT_API_TOKEN)"
         )),
         403 => BackendError::permanent(format!("{reason}; check hindsight.api_token")),
-        // The server (or a proxy before it) says it cannot serve now: an outage, which uses up
-        // no attempts. Its Retry-After is honoured where HTTP gives it: 429 and 503.
+        // The server says it cannot serve now (overloaded, restarting): an outage, which uses up
+        // no attempts, with its Retry-After. A 502 or 504 is a proxy's word, which may as well
+        // mean this very request crashed or choked the server (as a timeout of ours may): an
+        // attempt, so that such a batch reaches the dead letters instead of blocking its session.
         429 | 503 => BackendError::Unavailable { reason, retry_after: retry_after.and_then(parse_retry_after) },
-        502 | 504 => BackendError::Unavailable { reason, retry_after: None },
         408 | 500..=599 => BackendError::Transient { reason, retry_after: None },
         _ => BackendError::permanent(reason),
     }
@@ -178,12 +179,13 @@ mod tests {
         let e = from_status("retain", StatusCode::SERVICE_UNAVAILABLE, Some("4"), "");
         assert_eq!(e.retry_after(), Some(Duration::from_secs(4)), "a 503's Retry-After too");
         assert!(!from_status("retain", StatusCode::UNPROCESSABLE_ENTITY, None, "{}").is_transient());
-        for outage in [StatusCode::TOO_MANY_REQUESTS, StatusCode::BAD_GATEWAY, StatusCode::SERVICE_UNAVAILABLE] {
+        for outage in [StatusCode::TOO_MANY_REQUESTS, StatusCode::SERVICE_UNAVAILABLE] {
             assert!(from_status("retain", outage, None, "").is_outage(), "{outage}: uses up no attempt");
         }
-        assert!(from_status("retain", StatusCode::GATEWAY_TIMEOUT, None, "").is_outage());
-        let e = from_status("retain", StatusCode::INTERNAL_SERVER_ERROR, None, "");
-        assert!(e.is_transient() && !e.is_outage(), "a 500 may be this batch's fault: an attempt");
+        for status in [StatusCode::INTERNAL_SERVER_ERROR, StatusCode::BAD_GATEWAY, StatusCode::GATEWAY_TIMEOUT] {
+            let e = from_status("retain", status, None, "");
+            assert!(e.is_transient() && !e.is_outage(), "{status} may be this batch's fault: an attempt");
+        }
         let e = from_status("recall", StatusCode::UNAUTHORIZED, None, "");
         assert!(!e.is_transient() && e.to_string().contains("hindsight.api_token"));
     }

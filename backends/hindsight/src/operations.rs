@@ -21,6 +21,16 @@ const MAX_IMPORT_GENERATIONS: usize = 64;
 /// Pages of queued operations looked through before a clear or forget (100 each).
 const MAX_OPERATION_PAGES: usize = 20;
 
+/// What a cancel came to.
+enum Cancel {
+    /// Cancelled.
+    Done,
+    /// No longer queued (finished, or gone): it left the list.
+    Gone,
+    /// Refused otherwise, or not answered: it may still be queued.
+    Failed,
+}
+
 /// One operation as `GET …/operations` lists it.
 #[derive(Debug, Deserialize)]
 struct ListedOperation {
@@ -113,7 +123,15 @@ impl HindsightBackend {
             let url = self.bank_url(bank, &["operations", &op])?;
             let seen: Option<OperationStatus> =
                 self.send("import status", Method::GET, url, None::<&()>, self.timeout()).await?;
-            // New, or still to be done (pending, processing) or to be retried (failed): this one.
+            // Failed (its LLM key refused): a resend would be answered from it, storing nothing,
+            // so it is re-queued on the server, and this import stands on it.
+            if seen.as_ref().is_some_and(|s| s.status == "failed") {
+                let retry = self.bank_url(bank, &["operations", &op, "retry"])?;
+                let timeout = self.timeout();
+                self.send::<serde_json::Value>("import retry", Method::POST, retry, None::<&()>, timeout).await?;
+                return Ok(id);
+            }
+            // New, or still to be done (pending, processing): this one.
             let done = seen.is_some_and(|s| matches!(s.status.as_str(), "completed" | "cancelled"));
             if !done || first_document.is_empty() {
                 return Ok(id);
@@ -161,12 +179,16 @@ impl HindsightBackend {
                         && document.is_none_or(|d| op.document_id.as_deref() == Some(d));
                     if !ours {
                         kept += 1;
-                    } else if self.cancel(bank, &op.id).await {
-                        cancelled += 1;
+                        continue;
                     }
                     // A cancel refused (409: it finished meanwhile, or went with its parent)
                     // left the list as a cancelled one did: counted as kept, the next page would
-                    // start past a retain still queued.
+                    // start past a retain still queued. One that failed otherwise stays listed.
+                    match self.cancel(bank, &op.id).await {
+                        Cancel::Done => cancelled += 1,
+                        Cancel::Gone => {}
+                        Cancel::Failed => kept += 1,
+                    }
                 }
             }
         }
@@ -176,17 +198,18 @@ impl HindsightBackend {
         cancelled
     }
 
-    /// Cancels one operation; whether it was.
-    async fn cancel(&self, bank: &str, id: &str) -> bool {
-        let Ok(url): Result<Url, _> = self.bank_url(bank, &["operations", id]) else { return false };
-        match self.send::<serde_json::Value>("cancel operation", Method::DELETE, url, None::<&()>, self.timeout()).await
-        {
-            Ok(Some(_)) => true,
-            Ok(None) => false,
-            // 409: it finished meanwhile.
+    /// Cancels one operation.
+    async fn cancel(&self, bank: &str, id: &str) -> Cancel {
+        let Ok(url): Result<Url, _> = self.bank_url(bank, &["operations", id]) else { return Cancel::Failed };
+        let timeout = self.timeout();
+        match self.send::<serde_json::Value>("cancel operation", Method::DELETE, url, None::<&()>, timeout).await {
+            Ok(Some(_)) => Cancel::Done,
+            Ok(None) => Cancel::Gone,
+            // 409: it finished meanwhile (or went with its parent).
+            Err(e) if e.to_string().contains("409") => Cancel::Gone,
             Err(e) => {
-                tracing::debug!(bank, id, "not cancelled: {e}");
-                false
+                tracing::warn!(bank, id, "a retain queued on the server could not be cancelled: {e}");
+                Cancel::Failed
             }
         }
     }

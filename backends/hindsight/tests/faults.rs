@@ -559,3 +559,25 @@ async fn cancelling_pages_through_refusals_and_a_queued_document_is_forgotten() 
     let want: Vec<String> = ops.iter().filter(|id| id[3..].parse::<usize>().unwrap() % 3 != 0).cloned().collect();
     assert_eq!(*cancelled.lock().unwrap(), want, "every queued retain that could be cancelled was");
 }
+
+/// An import whose operation the server failed (its LLM key refused) is re-queued there when
+/// imported again: a resend under its id is answered from the failed operation, and the second
+/// import stored nothing and said it had.
+#[tokio::test]
+async fn an_import_whose_operation_failed_is_requeued_when_imported_again() {
+    let (url, _, requeued) = operation_server(&["failed"]).await;
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    let memory = StoredMemory {
+        id: "m1".into(),
+        bank: "b".into(),
+        content: "The petrel job runs weekly".into(),
+        context: None,
+        tags: vec![],
+        metadata: Default::default(),
+        document_id: None,
+        kind: MemoryType::World,
+        created_at: "2026-01-02T03:04:05Z".into(),
+    };
+    b.import(std::slice::from_ref(&memory)).await.unwrap();
+    assert_eq!(requeued.load(Ordering::SeqCst), 1, "looked at before it was sent: failed");
+}
