@@ -467,3 +467,46 @@ fn json_failures_carry_the_daemons_answer() {
     assert_eq!(v["error"]["errors"][0]["key"], "queue.batch_size", "{v}");
     assert_eq!(v["error"]["errors"][0]["line"], 2, "{v}");
 }
+
+/// The CLI sends the token only to a daemon that proves it holds it: whatever answers on the
+/// port may be another user's process, which took it while the daemon was down (it was sent
+/// the token, and the retained text, by every command).
+#[test]
+fn the_token_goes_only_to_a_daemon_that_proves_it_holds_it() {
+    use std::io::{Read, Write};
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = squatter.local_addr().unwrap().port();
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let log = heard.clone();
+    std::thread::spawn(move || {
+        for conn in squatter.incoming() {
+            let Ok(mut conn) = conn else { break };
+            let mut buf = [0u8; 8192];
+            let n = conn.read(&mut buf).unwrap_or(0);
+            log.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            let body = r#"{"status":"ok","version":"0.1.0","protocol":1}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(answer.as_bytes());
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("token"), "the-users-own-token-0123456789").unwrap();
+    let out = assert_cmd::Command::new(common::bin())
+        .args(["retain", "a secret fact about the project"])
+        .env("MNEME_CONFIG", dir.path().join("none.toml"))
+        .env("MNEME_STORAGE__DIR", &data)
+        .env("MNEME_SERVER__LISTEN", format!("127.0.0.1:{port}"))
+        .timeout(std::time::Duration::from_secs(10))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not hold this mneme's token"));
+    let heard = heard.lock().unwrap().clone();
+    assert!(heard.contains("GET /v1/health?challenge="), "{heard}");
+    assert!(!heard.contains("the-users-own-token") && !heard.contains("secret fact"), "{heard}");
+}

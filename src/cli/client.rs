@@ -82,7 +82,8 @@ impl Client {
                 "the mneme daemon at {addr} takes connections but does not answer within {HEALTH_TIMEOUT:?} (is it stopped or overloaded? `mneme doctor` and its log say more)"
             ))
         };
-        let health = http.get(format!("{base}/v1/health")).timeout(HEALTH_TIMEOUT).send().await;
+        let challenge = challenge()?;
+        let health = http.get(format!("{base}/v1/health?challenge={challenge}")).timeout(HEALTH_TIMEOUT).send().await;
         let health: Health = match health {
             Err(e) if e.is_timeout() && !e.is_connect() => return Err(hung()),
             Ok(r) => r.json().await.map_err(|e| {
@@ -106,6 +107,19 @@ impl Client {
             .map_err(|e| CliError::Other(format!("cannot read the token {}: {e}", token_path.display())))?
             .trim()
             .to_owned();
+        // The token goes only to a daemon that proves it holds it: whatever answers on the port
+        // may be another user's process, which took it while the daemon was down.
+        let proven = health.proof.as_deref().is_some_and(|p| {
+            let want = crate::daemon::api::health_proof(&token, &challenge);
+            crate::daemon::constant_time_eq(p.as_bytes(), want.as_bytes())
+        });
+        if !proven {
+            return Err(CliError::Other(format!(
+                "what answers at {addr} as mneme {} does not hold this mneme's token ({}): another user's process, or a daemon of another storage dir; the token was not sent",
+                health.version,
+                token_path.display()
+            )));
+        }
         Ok(Client { http, base, token })
     }
 
@@ -178,6 +192,14 @@ impl Client {
         }
         Ok(resp)
     }
+}
+
+/// 128 random bits in hex, for the daemon to prove it holds the token (see `Health::proof`).
+fn challenge() -> Result<String, CliError> {
+    let mut bytes = [0u8; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| CliError::Other("cannot draw random bytes for the daemon's challenge".into()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// A request that failed on the way: a daemon gone silent is told apart from other failures.

@@ -63,6 +63,18 @@ pub struct Health {
     pub version: String,
     /// API protocol version.
     pub protocol: u32,
+    /// Asked with `?challenge=`: HMAC-SHA256 of `mneme-health:<challenge>` keyed with the token,
+    /// in hex. A client checks it before it sends the token: whatever answers on the port may
+    /// be another user's process (which took the port while the daemon was down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
+}
+
+/// The proof of holding `token` for `challenge` (see [`Health::proof`]).
+pub fn health_proof(token: &str, challenge: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, token.trim().as_bytes());
+    let tag = ring::hmac::sign(&key, format!("mneme-health:{challenge}").as_bytes());
+    tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `POST /v1/sessions`

@@ -40,7 +40,7 @@ fn is_own_origin(origin: &str, headers: &axum::http::HeaderMap) -> bool {
 }
 
 /// Compares without leaking where the first difference is.
-pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -35,7 +35,7 @@ use mneme_core::BackendStatus;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use auth::is_loopback_host;
+pub use auth::{constant_time_eq, is_loopback_host};
 pub use error::{error_body, ApiError};
 pub use routes::{import_problem, ImportProblem};
 pub use startup::{Daemon, StartError};

@@ -46,8 +46,15 @@ pub(super) fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> App
     })
 }
 
-pub async fn health() -> Json<Health> {
-    Json(Health { status: "ok".into(), version: env!("CARGO_PKG_VERSION").into(), protocol: PROTOCOL })
+/// `GET /v1/health[?challenge=…]`: open to all; with a challenge (up to 128 letters and digits),
+/// the proof that this daemon holds the token.
+/// A query it cannot read is ignored: health answers whatever it is asked.
+pub async fn health(State(s): St, axum::extract::RawQuery(query): axum::extract::RawQuery) -> Json<Health> {
+    let challenge = query.as_deref().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("challenge="));
+    let proof = challenge
+        .filter(|c| !c.is_empty() && c.len() <= 128 && c.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .map(|c| health_proof(&s.token, c));
+    Json(Health { status: "ok".into(), version: env!("CARGO_PKG_VERSION").into(), protocol: PROTOCOL, proof })
 }
 
 pub async fn status(State(s): St) -> Json<Status> {
