@@ -282,9 +282,10 @@ impl Spool {
         self.submit(move |t| f(t).map_err(SpoolError::from)).await
     }
 
-    /// Empties the spool's log into its file (`wal_checkpoint(TRUNCATE)`): after a forget or a
-    /// clear, so the text of rows delivered or discarded before is not left readable in old log
-    /// frames (the rows themselves are zeroed, `secure_delete`).
+    /// Rewrites the spool (`VACUUM`) and empties its log into it (`wal_checkpoint(TRUNCATE)`):
+    /// after a forget or a clear, so the text of rows delivered or discarded before is left
+    /// readable neither in old log frames nor on freed pages (`secure_delete = FAST` zeroes the
+    /// rows themselves, not the overflow pages a long row freed).
     pub async fn erase_traces(&self) -> Result<(), SpoolError> {
         let (tx, rx) = oneshot::channel();
         let done: Finish = Box::new(move |r| {

@@ -85,3 +85,25 @@ async fn items_kept_once_are_appended_with_their_record_and_not_again() {
     assert_eq!(spool.forget_records_older_than("op", 101).await.unwrap(), 1);
     assert_eq!(spool.record("op", "k1").await.unwrap(), None);
 }
+
+/// After `erase_traces` (a forget, a clear), the text of a delivered item is in no file: a
+/// long item's overflow pages went to the free list with their text (`secure_delete = FAST`
+/// zeroes rows, not freed pages), and the checkpoint copied them into spool.db.
+#[tokio::test]
+async fn erased_traces_leave_a_long_delivered_item_in_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let marker = "zanzibarquux4471";
+    let text = format!("{}{marker}", "filler words ".repeat(400));
+    spool.append("s", "b", vec![mneme_core::MemoryItem::new("i1", &text, "2026-01-01T00:00:00.000Z")]).await.unwrap();
+    let batch = spool.next_batch("s", 10).await.unwrap().items;
+    let batch_id = batch[0].batch_id.clone().unwrap();
+    spool.delivered("s", &batch_id, batch[0].seq..=batch[0].seq).await;
+    assert_eq!(spool.counts().await.unwrap().spooled, 0);
+    spool.erase_traces().await.unwrap();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(!bytes.windows(marker.len()).any(|w| w == marker.as_bytes()), "{} holds it", path.display());
+    }
+}
