@@ -114,11 +114,8 @@ impl Client {
             crate::daemon::constant_time_eq(p.as_bytes(), want.as_bytes())
         });
         if !proven {
-            return Err(CliError::Other(format!(
-                "what answers at {addr} as mneme {} does not hold this mneme's token ({}): another user's process, or a daemon of another storage dir; the token was not sent",
-                health.version,
-                token_path.display()
-            )));
+            let token = token_path.display().to_string();
+            return Err(CliError::NotOurs { addr, version: health.version, token });
         }
         Ok(Client { http, base, token })
     }

@@ -182,6 +182,14 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                 ),
                 None => r.problem(m, "start it: `mneme serve`".into()),
             },
+            // Another mneme's (another storage dir, another token) or another user's process.
+            Err(CliError::NotOurs { addr, .. }) => r.problem(
+                format!(
+                    "a daemon answers on {addr}, but none runs on this config's storage dir {}: it is another mneme's (or another user's process)",
+                    settings.storage.dir.display()
+                ),
+                "stop that one, or give this config a server.listen of its own; then `mneme serve`".into(),
+            ),
             Err(e) => r.problem(e.to_string(), "restart the daemon with this mneme version".into()),
         }
     }

@@ -94,8 +94,20 @@ async fn sweep(
         let mut cursor: Option<String> = None;
         loop {
             let page = source.export(bank, cursor.as_deref(), SWEEP_PAGE).await?;
+            // A memory not seen yet goes with every memory of its document on the page (the local
+            // store pages whole documents): an append found alone would replace its document on
+            // Hindsight with itself.
+            let unseen_documents: HashSet<(String, String)> = page
+                .memories
+                .iter()
+                .filter(|m| !seen.contains(&m.id))
+                .filter_map(|m| m.document_id.clone().map(|d| (m.bank.clone(), d)))
+                .collect();
             let mut unseen = page.memories;
-            unseen.retain(|m| seen.insert(m.id.clone()));
+            unseen.retain(|m| {
+                let new = seen.insert(m.id.clone());
+                new || m.document_id.as_ref().is_some_and(|d| unseen_documents.contains(&(m.bank.clone(), d.clone())))
+            });
             if !unseen.is_empty() {
                 found += unseen.len();
                 let (fit, _) = fit_to_import(settings, unseen);
@@ -173,9 +185,23 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     let mut ahead = None;
     // Read but not copied: what `/v1/import` would refuse or clean away (see `fit_to_import`).
     let mut skipped = 0u64;
-    // What this run read, when the source is read again at the end (see `sweep`).
-    let sweeps = plan.from == BackendId::Hindsight;
-    let mut seen = HashSet::new();
+    // What this run read, for the source read again at the end (see `sweep`): Hindsight's list
+    // is paged by offset, newest first; the local store's by a sequence that a replaced
+    // document's new version (or a memory retained after the newest was forgotten) may take
+    // from before the cursor, and a document appended to after its first page was read.
+    // Kept beside the progress, so that a resumed run's sweep does not take what earlier runs
+    // copied for changes (and copy it all again): one JSON string a line, appended a page at a time.
+    let seen_file = state_file.with_extension("seen");
+    let mut seen: HashSet<String> = if resumed_at > 0 {
+        std::fs::read_to_string(&seen_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    } else {
+        let _ = std::fs::remove_file(&seen_file);
+        HashSet::new()
+    };
     loop {
         if plan.limit.is_some_and(|l| this_run >= l) {
             break;
@@ -197,9 +223,8 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
                 plan.to
             ))
         })?;
-        if sweeps {
-            seen.extend(page.memories.iter().map(|m| m.id.clone()));
-        }
+        remember_seen(&seen_file, &page.memories)?;
+        seen.extend(page.memories.iter().map(|m| m.id.clone()));
         this_run += n;
         progress.copied += n;
         bar.inc(n);
@@ -212,7 +237,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
         }
     }
     let mut found_again = 0;
-    if finished && sweeps {
+    if finished {
         found_again = sweep(source.as_ref(), target.as_ref(), bank.as_deref(), &mut seen, &settings).await.map_err(|e| {
             CliError::Other(format!(
                 "reading {} again for what changed during the copy (all it read once is copied; run the same command again to finish): {e}",
@@ -229,6 +254,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     }
     if finished {
         let _ = std::fs::remove_file(&state_file);
+        let _ = std::fs::remove_file(&seen_file);
     }
     let summary = if finished && found_again > 0 {
         format!(
@@ -254,6 +280,18 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     Ok(ExitCode::SUCCESS)
 }
 
+/// Appends the ids of a page copied to `path` (see `seen_file`).
+fn remember_seen(path: &Path, memories: &[StoredMemory]) -> Result<(), CliError> {
+    use std::io::Write;
+    let lines: String = memories.iter().map(|m| serde_json::to_string(&m.id).expect("a string") + "\n").collect();
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(lines.as_bytes()))
+        .map_err(|e| CliError::Other(format!("cannot save progress to {}: {e}", path.display())))
+}
+
 fn save(path: &Path, p: &Progress) -> Result<(), CliError> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_string(p).expect("progress serializes"))
@@ -264,6 +302,75 @@ fn save(path: &Path, p: &Progress) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mneme_core::*;
+
+    /// A target that records what each import was given.
+    #[derive(Default)]
+    struct Recorder(std::sync::Mutex<Vec<Vec<String>>>);
+
+    #[async_trait::async_trait]
+    impl MemoryBackend for Recorder {
+        fn id(&self) -> BackendId {
+            BackendId::Hindsight
+        }
+        async fn start(&self, _: &Scope) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn retain(&self, _: &Scope, _: &RetainBatch) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn recall(&self, _: &Scope, _: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
+            Ok(vec![])
+        }
+        async fn reflect(&self, _: &Scope, _: &ReflectQuery) -> Result<String, BackendError> {
+            Ok(String::new())
+        }
+        async fn instructions(&self, _: &Scope) -> Result<Option<String>, BackendError> {
+            Ok(None)
+        }
+        async fn clear(&self, _: &Scope, _: ClearWhat) -> Result<ClearReport, BackendError> {
+            Ok(ClearReport { deleted: None, message: String::new() })
+        }
+        async fn status(&self) -> BackendStatus {
+            BackendStatus::healthy(BackendId::Hindsight)
+        }
+        async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
+            self.0.lock().unwrap().push(memories.iter().map(|m| m.content.clone()).collect());
+            Ok(None)
+        }
+    }
+
+    /// Read again at the end, the local store gives what its cursor moved past during the copy:
+    /// a replaced document's new version, which took the sequence number of the one it replaced
+    /// (missed, and the progress saved past it), and an append to a document already read, sent
+    /// with the rest of its document (alone, it would replace the document on Hindsight).
+    #[tokio::test]
+    async fn reading_the_local_store_again_finds_what_its_cursor_moved_past() {
+        let dir = tempfile::tempdir().unwrap();
+        let local =
+            mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join("m.db"))).unwrap();
+        let scope = Scope { bank: "b".into(), tags: vec![] };
+        let retain = |id: &str, content: &str, doc: &str, append: bool| RetainBatch {
+            id: format!("batch-{id}"),
+            items: vec![MemoryItem {
+                document_id: Some(doc.into()),
+                append,
+                ..MemoryItem::new(id, content, "2026-01-01T00:00:00.000Z")
+            }],
+        };
+        local.retain(&scope, &retain("r1", "runbook first step", "runbook", false)).await.unwrap();
+        local.retain(&scope, &retain("t1", "transcript version one", "transcript", false)).await.unwrap();
+        let copied = local.export(None, None, 100).await.unwrap().memories;
+        let mut seen: HashSet<String> = copied.iter().map(|m| m.id.clone()).collect();
+        local.retain(&scope, &retain("t2", "transcript version two", "transcript", false)).await.unwrap();
+        local.retain(&scope, &retain("r2", "runbook second step", "runbook", true)).await.unwrap();
+        let target = Recorder::default();
+        let found = sweep(&local, &target, None, &mut seen, &crate::config::Settings::default()).await.unwrap();
+        let mut sent: Vec<String> = target.0.lock().unwrap().concat();
+        sent.sort();
+        assert_eq!(sent, ["runbook first step", "runbook second step", "transcript version two"]);
+        assert_eq!(found, 3);
+    }
 
     #[test]
     fn a_copy_checks_and_cleans_as_an_import_does() {

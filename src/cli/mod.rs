@@ -200,6 +200,17 @@ pub enum CliError {
     /// A daemon takes connections but does not answer (exit 3): stopped, or wedged.
     #[error("{0}")]
     Silent(String),
+    /// What answers on the address does not hold this mneme's token (exit 1): another mneme's
+    /// daemon, of another storage dir, or another user's process. Nothing was sent to it.
+    #[error("what answers at {addr} as mneme {version} does not hold this mneme's token ({token}): another user's process, or a daemon of another storage dir; the token was not sent")]
+    NotOurs {
+        /// Where it answers.
+        addr: String,
+        /// The version it says it is.
+        version: String,
+        /// This mneme's token file.
+        token: String,
+    },
     /// The daemon refused (exit 1).
     #[error("{message}")]
     Daemon {
@@ -237,6 +248,7 @@ impl CliError {
             CliError::NotRunning(_) => "not_running",
             CliError::Silent(_) => "not_answering",
             CliError::Daemon { .. } => "refused",
+            CliError::NotOurs { .. } => "not_ours",
             CliError::Config(_) | CliError::ConfigRefused { .. } => "invalid_config",
             CliError::Other(_) => "failed",
         }
@@ -269,7 +281,7 @@ impl CliError {
         match self {
             CliError::NotRunning(_) | CliError::Silent(_) => ExitCode::from(3),
             CliError::Config(_) | CliError::ConfigRefused { .. } => ExitCode::from(2),
-            CliError::Daemon { .. } | CliError::Other(_) => ExitCode::from(1),
+            CliError::Daemon { .. } | CliError::NotOurs { .. } | CliError::Other(_) => ExitCode::from(1),
         }
     }
 }
