@@ -129,7 +129,14 @@ pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<(), OpenError>
     let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
     check_version(current)?;
     for (version, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
-        let tx = conn.transaction()?;
+        // Each step's version is read again inside its write lock: two processes opening an old
+        // store at once (the daemon and `mneme migrate`) each ran the step, and the second
+        // failed on what the first had made ("duplicate column").
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let now: usize = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+        if now > version {
+            continue;
+        }
         tx.execute_batch(sql)?;
         if version + 1 == SPLIT_VERSION {
             split_long_memories(&tx)?;

@@ -375,7 +375,10 @@ impl Store {
 
     /// Takes `tags` off the memories `WHERE filter` that another project's tag keeps.
     fn untag_shared(&mut self, filter: &str, args: &[&dyn rusqlite::ToSql], tags: &[String]) -> rusqlite::Result<()> {
-        let tx = self.conn.transaction()?;
+        // Immediate: a read that becomes a write is not given the busy timeout (SQLite calls the
+        // busy handler only to begin), so beside another process's write (`mneme migrate --to
+        // local` while the daemon runs) it failed at once as "database is locked".
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let matched: Vec<(i64, String)> = tx
             .prepare(&format!("SELECT m.seq, m.tags FROM memories AS m WHERE {filter}"))?
             .query_map(args, |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -401,7 +404,8 @@ impl Store {
     /// (those are indexed again without it). Returns how many memories went.
     pub(crate) fn delete_memories(&mut self, filter: &str, args: &[&dyn rusqlite::ToSql]) -> rusqlite::Result<u64> {
         self.passage_count.reset();
-        let tx = self.conn.transaction()?;
+        // Immediate, as in `untag_shared`: it reads, then writes.
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let removed: Vec<i64> = tx
             .prepare(&format!("SELECT p.pid FROM passages p JOIN memories m ON m.seq = p.memory_seq WHERE {filter}"))?
             .query_map(args, |r| r.get(0))?

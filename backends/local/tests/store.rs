@@ -556,3 +556,26 @@ async fn words_in_chinese_and_japanese_text_are_found_also_in_a_store_indexed_be
     assert_eq!(found(&b, "数据库").await, vec![notes[1].to_owned()]);
     assert_eq!(found(&b, "lunch").await, vec![notes[2].to_owned()], "the others are as they were");
 }
+
+/// A forget while another process writes the store (`mneme migrate --to local` beside the
+/// daemon) waits for it: a read that became a write was not given the busy timeout, and failed
+/// at once as "database is locked".
+#[tokio::test]
+async fn a_forget_waits_for_another_process_writing_the_store() {
+    let (dir, b) = open();
+    b.retain(
+        &scope("b"),
+        &RetainBatch { id: "batch-1".into(), items: vec![item("m1", "the kite", &[], MemoryType::World, None)] },
+    )
+    .await
+    .unwrap();
+    let other = rusqlite::Connection::open(dir.path().join("m.db")).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        other.execute_batch("COMMIT").unwrap();
+    });
+    let forgotten = b.forget(&Forget::Memory { id: "m1".into(), bank: Some("b".into()) }).await;
+    writer.join().unwrap();
+    assert_eq!(forgotten.unwrap().deleted, Some(1));
+}
