@@ -441,6 +441,21 @@ async fn open_mcp_sessions_are_bounded() {
     assert!(r.headers().contains_key("retry-after"));
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "too_many_sessions", "{v}");
+    // Nor does an initialize naming a stateless revision (which opens a session all the same).
+    let stateless = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2026-07-28",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+    let r = d
+        .http
+        .post(d.url("/mcp"))
+        .bearer_auth(&d.token)
+        .header("accept", "*/*")
+        .header("mcp-protocol-version", "2026-07-28")
+        .json(&stateless)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503, "an initialize naming a stateless revision opens a session too");
     let r = d.http.delete(d.url("/mcp")).bearer_auth(&d.token).header("mcp-session-id", &ids[0]).send().await.unwrap();
     assert!(r.status().is_success(), "{}", r.status());
     assert_eq!(open().await.unwrap().status(), 200);

@@ -345,7 +345,9 @@ pub async fn check_message(
     };
     // Each session holds a task and its tools until it has been idle 5 minutes: a client
     // looping on initialize would grow the daemon without bound.
-    if initialize && !stateless && open.sessions.read().await.len() >= MAX_MCP_SESSIONS {
+    // An `initialize` always opens a session, whatever version it names (the library takes it
+    // for the earlier revisions): naming a stateless one in it got past the bound.
+    if initialize && open.sessions.read().await.len() >= MAX_MCP_SESSIONS {
         let why = format!(
             "{MAX_MCP_SESSIONS} MCP sessions are open (each ends when its client deletes it or after 5 minutes idle): try again later"
         );
