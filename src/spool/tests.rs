@@ -107,3 +107,26 @@ async fn erased_traces_leave_a_long_delivered_item_in_no_file() {
         assert!(!bytes.windows(marker.len()).any(|w| w == marker.as_bytes()), "{} holds it", path.display());
     }
 }
+
+/// A job that fills the disk makes SQLite roll back its whole group's transaction: the jobs
+/// after it hear so and store nothing (each committed on its own, while told it had failed).
+#[tokio::test]
+async fn jobs_after_one_that_fills_the_disk_store_nothing_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let hold = spool.call(|t| {
+        let pages: i64 = t.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        t.query_row(&format!("PRAGMA max_page_count = {}", pages + 2), [], |r| r.get::<_, i64>(0))?;
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(())
+    });
+    let big = spool.call_one_statement(|t| {
+        t.execute("INSERT INTO records (kind, key, record) VALUES ('test', 'big', ?)", ["x".repeat(200_000)])
+    });
+    let small = spool.call(|t| record(t, Some("small")));
+    // The first job may share the group (and hear its failed commit) or go alone before it.
+    let (_, big, small) = tokio::join!(hold, big, small);
+    assert!(big.is_err());
+    let stored = spool.record("test", "small").await.unwrap();
+    assert_eq!(small.is_ok(), stored.is_some(), "told {small:?}, stored {stored:?}");
+}

@@ -124,6 +124,13 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             .into_iter()
             .filter_map(|(job, place)| {
                 places.push(place);
+                // A full disk, an I/O error or no memory makes SQLite roll back the whole
+                // transaction, not the failing job's savepoint: the jobs after it would each
+                // commit on their own (a savepoint outside a transaction begins one) and then
+                // hear the group's failed commit, a retain acknowledged as refused and stored.
+                if tx.is_autocommit() {
+                    return job(Err(rolled_back()));
+                }
                 job(Ok(&tx))
             })
             .collect();
@@ -156,6 +163,13 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             return;
         }
     }
+}
+
+/// What a job hears when an earlier job of its group made SQLite roll the transaction back.
+fn rolled_back() -> SpoolError {
+    let code = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT);
+    let why = "an earlier write of its group failed and SQLite rolled the group back (a full disk, an I/O error): nothing of it was stored";
+    SpoolError::from(rusqlite::Error::SqliteFailure(code, Some(why.into())))
 }
 
 /// Drops the dead letters of a document that a delivered batch has since replaced (an item of

@@ -335,6 +335,13 @@ impl Store {
                 }
                 Err(e) => {
                     w.changes = Changes::default();
+                    // A full disk, an I/O error or no memory makes SQLite roll back the whole
+                    // transaction, not the savepoint: the batches before this one are gone too,
+                    // and those after would each commit on their own (a savepoint outside a
+                    // transaction begins one) while the group's commit failed for all.
+                    if savepoint.is_autocommit() {
+                        return Ok(rolled_back_with(e, batches.len()));
+                    }
                     results.push(Err(e)); // dropping the savepoint rolls it back
                 }
             }
@@ -849,4 +856,15 @@ mod tests {
         }
         assert!(RANKED_POOL.ends_with(&format!("LIMIT {RANKED_POOL_SIZE}")));
     }
+}
+
+/// The answers of a group whose transaction SQLite rolled back on `cause` (a full disk, an I/O
+/// error): every batch failed with it, none stored.
+fn rolled_back_with(cause: rusqlite::Error, batches: usize) -> Vec<rusqlite::Result<usize>> {
+    let code = match &cause {
+        rusqlite::Error::SqliteFailure(f, _) => *f,
+        _ => rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+    };
+    let why = format!("rolled back with its group: {cause}");
+    (0..batches).map(|_| Err(rusqlite::Error::SqliteFailure(code, Some(why.clone())))).collect()
 }
