@@ -60,6 +60,9 @@ fn advice(path: &Path, reason: &str, lost: &str) -> String {
     if lower.contains("newer mneme") || lower.contains("newer than this mneme") {
         return "It was written by a newer mneme: run that version (or a later one) on it".into();
     }
+    if path.is_dir() {
+        return format!("{} is a folder: name a file (in it, or elsewhere) instead", quoted(path));
+    }
     // Nothing to move aside when the file or its folder cannot be made or reached.
     if lower.contains("permission denied") || lower.contains("access denied") {
         return format!("mneme cannot reach it: check the owner and mode of the file and its folders (`ls -ld {dir}`)");
@@ -204,6 +207,9 @@ mod tests {
         // A file that cannot be made has nothing to move aside.
         let nowhere = local_store_problem(Path::new("/proc/nope/x.db"), "unable to open database file");
         assert!(nowhere.fix.contains("does not exist") && !nowhere.fix.contains("mv "), "{nowhere}");
+        let folder = tempfile::tempdir().unwrap();
+        let a_folder = local_store_problem(folder.path(), "unable to open database file");
+        assert!(a_folder.fix.contains("is a folder") && !a_folder.fix.contains("mv "), "{a_folder}");
         let denied = spool_problem(spool, "spool: Permission denied (os error 13)");
         assert!(denied.fix.contains("ls -ld") && !denied.fix.contains("mv "), "{denied}");
     }

@@ -159,6 +159,16 @@ fn rig(backend: Arc<dyn MemoryBackend>, s: QueueSettings) -> Rig {
     Rig { _dir: dir, path, queue, notices, state, clock }
 }
 
+/// Queues `n` items on session "s" and starts its flush, whose first delivery is under way (a
+/// backend whose first mode hangs holds it there); the flush's handle.
+async fn flush_under_way(r: &Rig, n: usize) -> tokio::task::JoinHandle<FlushReport> {
+    r.queue.enqueue("s", &scope(), items("a", n)).await.unwrap();
+    let q = r.queue.clone();
+    let flush = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    flush
+}
+
 /// An item of `document`, replacing it or (`append`) adding to it.
 fn doc(content: &str, document: &str, append: bool) -> NewItem {
     NewItem { content: content.into(), document_id: Some(document.into()), append, ..NewItem::default() }
@@ -256,10 +266,7 @@ async fn a_retain_dropped_while_it_is_written_is_still_delivered_on_time() {
 async fn a_clear_deletes_after_the_delivery_under_way() {
     let b = TestBackend::new(&[Mode::Hang]);
     let r = rig(b.clone(), settings());
-    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
-    let q = r.queue.clone();
-    let flush = tokio::spawn(async move { q.flush("s").await });
-    r.advance(10).await;
+    let flush = flush_under_way(&r, 1).await;
     assert_eq!(b.running.load(Ordering::SeqCst), 1);
     let (q, seen) = (r.queue.clone(), b.clone());
     let clear = tokio::spawn(async move { q.discard_then(Some("s"), async move { seen.delivered() }).await });
@@ -279,10 +286,7 @@ async fn a_clear_deletes_after_the_delivery_under_way() {
 async fn a_clear_waits_for_one_delivery_not_for_the_whole_backlog() {
     let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
     let r = rig(b.clone(), QueueSettings { max_batch: 1, ..settings() });
-    r.queue.enqueue("s", &scope(), items("a", 3)).await.unwrap();
-    let q = r.queue.clone();
-    let flush = tokio::spawn(async move { q.flush("s").await });
-    r.advance(10).await;
+    let flush = flush_under_way(&r, 3).await;
     assert_eq!(b.running.load(Ordering::SeqCst), 1);
     let (q, seen) = (r.queue.clone(), b.clone());
     let clear = tokio::spawn(async move { q.discard_then(None, async move { seen.delivered() }).await });
@@ -301,10 +305,7 @@ async fn a_clear_waits_for_one_delivery_not_for_the_whole_backlog() {
 async fn a_clear_given_up_while_it_waits_stops_no_flush_after_it() {
     let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
     let r = rig(b.clone(), settings());
-    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
-    let q = r.queue.clone();
-    let flush = tokio::spawn(async move { q.flush("s").await });
-    r.advance(10).await;
+    let flush = flush_under_way(&r, 1).await;
     let q = r.queue.clone();
     let clear = tokio::spawn(async move { q.discard_then(None, async {}).await });
     r.advance(10).await;
@@ -322,10 +323,7 @@ async fn a_clear_given_up_while_it_waits_stops_no_flush_after_it() {
 async fn a_clear_holds_back_the_first_flush_of_a_session_new_since_it_began() {
     let b = TestBackend::new(&[Mode::Hang, Mode::Hang, Mode::Ok]);
     let r = rig(b.clone(), settings());
-    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
-    let q = r.queue.clone();
-    let flush = tokio::spawn(async move { q.flush("s").await });
-    r.advance(10).await;
+    let flush = flush_under_way(&r, 1).await;
     let q = r.queue.clone();
     let clear = tokio::spawn(async move { q.discard_then(None, async {}).await });
     r.advance(10).await;
@@ -793,10 +791,7 @@ async fn a_failure_of_the_backend_switched_away_from_is_no_outage_of_the_new_one
 async fn a_failure_after_a_switch(failure: Mode) {
     let old = TestBackend::new(&[failure]);
     let r = rig(old.clone(), settings());
-    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
-    let q = r.queue.clone();
-    let flush = tokio::spawn(async move { q.flush("s").await });
-    r.advance(10).await;
+    let flush = flush_under_way(&r, 1).await;
     assert_eq!(old.running.load(Ordering::SeqCst), 1);
     let new = TestBackend::new(&[Mode::Ok]);
     r.state.replace(Current { settings: r.state.settings(), backend: new.clone() });
@@ -896,10 +891,7 @@ async fn a_failure_after_a_clear_removed_the_batch_retries_nothing() {
     // not underflow into a retry of nothing.
     let b = TestBackend::new(&[Mode::HangTransient, Mode::Ok]);
     let r = rig(b.clone(), settings());
-    r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
-    let q = r.queue.clone();
-    let flush = tokio::spawn(async move { q.flush("s").await });
-    r.advance(10).await;
+    let flush = flush_under_way(&r, 2).await;
     assert_eq!(b.running.load(Ordering::SeqCst), 1);
     assert_eq!(r.queue.discard(Some("s")).await.unwrap(), 2);
     b.release.notify_one();

@@ -55,8 +55,9 @@ impl HindsightBackend {
     /// the failed operation without storing anything. So a failed operation is re-queued on the
     /// server and the delivery fails (an attempt: once they run out the batch is a dead letter,
     /// with the server's reason); one still running after `retain_timeout` fails the delivery
-    /// as an outage (no attempt used), and the resend looks again. Gone (404, pruned long after it finished, or a server
-    /// without the route) and cancelled (a clear of the bank) count as done.
+    /// as an outage (no attempt used), and the resend looks again. Gone (404, pruned long after
+    /// it finished, or a server without the route) and cancelled (a clear of the bank) count as
+    /// done.
     pub(crate) async fn wait_for_operation(&self, bank: &str, operation_id: &str) -> Result<(), BackendError> {
         let url = self.bank_url(bank, &["operations", operation_id])?;
         let deadline = Instant::now() + self.retain_timeout();
