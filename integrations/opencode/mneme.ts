@@ -26,6 +26,7 @@
 // gets one JSON line per hook with how long it took (to see what memory costs a prompt).
 import type { Plugin } from "@opencode-ai/plugin"
 import { tool } from "@opencode-ai/plugin"
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { appendFileSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { homedir } from "node:os"
 import { dirname, join } from "node:path"
@@ -117,6 +118,26 @@ async function toolCall(budget: Budget, path: string, body: unknown): Promise<st
   return typeof refused === "string" ? `mneme refused this: ${refused}` : UNAVAILABLE
 }
 
+/** The token the daemon at BASE has proven it holds (this process's), if any. */
+let provenFor: string | undefined
+
+/**
+ * Whether what answers at BASE holds `tok`: the token goes only to a daemon that proves it (an
+ * HMAC-SHA256 of a random challenge, keyed with the token, as mneme's CLI checks), since what
+ * answers on the port may be another user's process that took it while the daemon was down.
+ */
+async function proven(tok: string, left: number): Promise<boolean> {
+  if (provenFor === tok) return true
+  const challenge = randomBytes(16).toString("hex")
+  const res = await fetch(`${BASE}/v1/health?challenge=${challenge}`, { signal: AbortSignal.timeout(left) })
+  const health: any = await res.json().catch(() => null)
+  const want = Buffer.from(createHmac("sha256", tok).update(`mneme-health:${challenge}`).digest("hex"))
+  const got = Buffer.from(typeof health?.proof === "string" ? health.proof : "")
+  const ok = got.length === want.length && timingSafeEqual(got, want)
+  if (ok) provenFor = tok
+  return ok
+}
+
 /** One request and its JSON answer (null when it had none); `null` when it did not get one. */
 async function send(
   budget: Budget,
@@ -128,15 +149,19 @@ async function send(
   if (left <= 0 || Date.now() < skipUntil) return null
   if (tripped && breakerOpen()) return null
   try {
+    const tok = token() ?? ""
+    if (!(await proven(tok, left))) return null
     const res = await fetch(BASE + path, {
       method,
-      headers: { "content-type": "application/json", authorization: `Bearer ${token() ?? ""}` },
+      headers: { "content-type": "application/json", authorization: `Bearer ${tok}` },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(left),
     })
     closeBreaker()
     return { ok: res.ok, json: await res.json().catch(() => null) }
   } catch (e: any) {
+    // Whatever answers next on the port proves itself again (the daemon may be gone).
+    provenFor = undefined
     // Only a daemon that does not answer trips the breaker; one that is down fails at once.
     if (e?.name === "TimeoutError" || e?.name === "AbortError") {
       trip()

@@ -62,10 +62,19 @@ async function withFakeDaemon(
   const { tmpdir } = await import("node:os")
   const { join } = await import("node:path")
   const got: Got[] = []
+  const { createHmac } = await import("node:crypto")
   const server = createServer((req: any, res: any) => {
     let data = ""
     req.on("data", (c: any) => (data += c))
     req.on("end", () => {
+      // It holds the token "t", and proves it as mneme's daemon does.
+      const health = String(req.url).match(/^\/v1\/health\?challenge=(\w+)$/)
+      if (health) {
+        const proof = createHmac("sha256", "t").update(`mneme-health:${health[1]}`).digest("hex")
+        res.setHeader("content-type", "application/json")
+        res.end(JSON.stringify({ status: "ok", version: "0.1.0", protocol: 1, proof }))
+        return
+      }
       const request = { url: String(req.url), body: data ? JSON.parse(data) : null }
       got.push(request)
       const reply = answer(request) ?? { json: {} }
@@ -179,4 +188,31 @@ test("a compaction's summary is not retained, and nested spans the cut left open
     const first = end.body.messages[0].content as string
     assert.ok(first.startsWith("<private><private>inner</private>"), first.slice(0, 60))
   })
+})
+
+test("the token goes only to a daemon that proves it holds it", async () => {
+  // Another user's process on the daemon's port answers health like mneme, without the proof.
+  const { createServer } = await import("node:http")
+  const heard: string[] = []
+  const server = createServer((req: any, res: any) => {
+    heard.push(`${req.url} ${req.headers.authorization ?? ""}`)
+    res.setHeader("content-type", "application/json")
+    res.end(JSON.stringify({ status: "ok", version: "0.1.0", protocol: 1 }))
+  })
+  await new Promise<void>((ready) => server.listen(0, "127.0.0.1", () => ready()))
+  const saved = { ...process.env }
+  try {
+    process.env.MNEME_URL = `http://127.0.0.1:${(server.address() as any).port}`
+    process.env.MNEME_TOKEN = "the-users-own-token"
+    const { MnemePlugin } = await import(MODULE + "?squatted")
+    const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+    const answer = await hooks.tool.mneme_retain.execute({ content: "a secret plan" }, { sessionID: "sq" })
+    assert.match(answer, /unavailable/)
+    assert.ok(heard.length > 0 && heard.every((h) => h.startsWith("/v1/health?challenge=")), heard.join("\n"))
+    assert.ok(!heard.some((h) => h.includes("the-users-own-token")))
+  } finally {
+    server.close()
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
+    Object.assign(process.env, saved)
+  }
 })
