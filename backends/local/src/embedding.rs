@@ -659,15 +659,19 @@ mod tests {
             let s = s.clone();
             std::thread::spawn(move || s.defer_to_retains())
         };
+        // This thread is the writer: it marks a write every 2 ms, so the embedding thread keeps
+        // deferring (up to MAX_DEFER) through the whole window, however late it started.
         let (mut held, mut tries) = (0, 0);
-        let until = Instant::now() + Duration::from_millis(60);
+        let until = Instant::now() + Duration::from_millis(300);
         while Instant::now() < until {
             tries += 1;
-            if s.last_write.try_lock().is_err() {
-                held += 1;
+            match s.last_write.try_lock() {
+                Ok(mut last) => *last = Some(Instant::now()),
+                Err(_) => held += 1,
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+        assert!(!deferring.is_finished(), "it deferred through the window (else the test showed nothing)");
         s.stop();
         deferring.join().unwrap();
         assert_eq!(held, 0, "the lock was held at {held} of {tries} tries");
