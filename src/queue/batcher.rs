@@ -196,12 +196,13 @@ impl Batcher {
         q.retry_at = Some(now + delay);
     }
 
-    /// After an outage ends, the other sessions backing off with items pending stop waiting:
-    /// returns them, to be flushed now.
-    pub fn end_backoffs(&mut self, except: &str) -> Vec<String> {
+    /// After an outage ends, the other sessions backing off with items pending stop waiting
+    /// (but those `left_alone` says): returns them, to be flushed now.
+    pub fn end_backoffs(&mut self, except: &str, left_alone: impl Fn(&str) -> bool) -> Vec<String> {
         self.sessions
             .iter_mut()
             .filter(|(id, q)| id.as_str() != except && q.backoff_until.is_some() && q.pending > 0)
+            .filter(|(id, _)| !left_alone(id))
             .map(|(id, q)| {
                 q.backoff_until = None;
                 q.retry_at = None;

@@ -76,7 +76,7 @@ fn the_end_of_an_outage_ends_the_other_sessions_backoffs() {
         b.retry_later(s, 1, t0, Duration::from_secs(30));
     }
     b.discarded(Some("c"));
-    let mut woken = b.end_backoffs("a");
+    let mut woken = b.end_backoffs("a", |_| false);
     woken.sort();
     assert_eq!(woken, vec!["b"], "a recovered itself; c has nothing pending");
 }
@@ -119,7 +119,7 @@ fn a_success_disarms_the_retry_so_the_next_items_get_a_timer() {
     b.taken("s", 1);
     b.answered("s", 1);
     b.retry_later("s", 1, t0, Duration::from_secs(300));
-    assert_eq!(b.end_backoffs("other"), ["s"]);
+    assert_eq!(b.end_backoffs("other", |_| false), ["s"]);
     assert_eq!(b.session("s").retry_at, None);
 }
 

@@ -80,7 +80,11 @@ impl Inner {
         if !switched && !result.as_ref().is_err_and(BackendError::is_outage) {
             self.unreachable_tries.store(0, Ordering::Relaxed); // it served: the outage is over
         }
-        self.with_shell(session, |q| q.last_delivery = Some(last));
+        let unavailable = matches!(result, Err(BackendError::Unavailable { .. }));
+        self.with_shell(session, |q| {
+            q.last_delivery = Some(last);
+            q.unavailable_tries = if unavailable { q.unavailable_tries.saturating_add(1) } else { 0 };
+        });
         match result {
             Ok(()) => {
                 self.spool.delivered(session, &batch_id, seqs).await;
@@ -163,7 +167,11 @@ impl Inner {
             }
             return self.set_aside_later(session, n, retry::backoff(settings, attempts, error));
         }
-        let delay = if unreachable {
+        let delay = if matches!(error, BackendError::Unavailable { .. }) {
+            // This session's own count (see `SessionShell::unavailable_tries`).
+            let tries = self.with_shell(session, |q| q.unavailable_tries);
+            retry::backoff(settings, tries, error)
+        } else if unreachable {
             let tries = self.unreachable_tries.fetch_add(1, Ordering::Relaxed).saturating_add(1);
             retry::backoff(settings, tries, error)
         } else {
@@ -182,7 +190,11 @@ impl Inner {
 
     /// After an outage, sessions backing off need not wait out their delay: retry them now.
     fn wake_waiting_sessions(self: &Arc<Self>, except: &str) {
-        let waiting = self.batcher.locked().end_backoffs(except);
+        // A session the server itself throttled (429, 503 to it) waits out its own backoff: another
+        // session served says nothing of it (woken, it was retried every `retry_initial`).
+        let throttled: std::collections::HashSet<String> =
+            self.sessions.locked().iter().filter(|(_, q)| q.unavailable_tries > 0).map(|(id, _)| id.clone()).collect();
+        let waiting = self.batcher.locked().end_backoffs(except, |id| throttled.contains(id));
         for s in waiting {
             self.spawn_flush(s, Trigger::Explicit);
         }

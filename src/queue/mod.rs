@@ -120,6 +120,11 @@ struct SessionShell {
     lock: Arc<tokio::sync::Mutex<()>>,
     /// How the session's last delivery went, for the web view.
     last_delivery: Option<LastDelivery>,
+    /// Deliveries of this session in a row that the server answered it could not serve (429,
+    /// 503): their backoff grows with it. The outage counter shared by all sessions is reset by
+    /// any delivery that went through, so a server throttling one session (another still
+    /// served) had it retried every `retry_initial`, without end.
+    unavailable_tries: u32,
 }
 
 /// The retain queue. Cheap to clone.

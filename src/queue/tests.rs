@@ -848,6 +848,58 @@ async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
     assert_eq!(local.status().await.memories, Some(5));
 }
 
+/// A server throttling one session (429/503) while it serves another: that session's retries
+/// back off as its own failures grow. On the outage counter all sessions share, every delivery
+/// of the other session reset it, and the throttled one was retried every `retry_initial`.
+#[tokio::test]
+async fn a_session_throttled_alone_backs_off_while_others_are_served() {
+    struct ThrottlesS1(AtomicUsize);
+    #[async_trait]
+    impl MemoryBackend for ThrottlesS1 {
+        fn id(&self) -> BackendId {
+            BackendId::Local
+        }
+        async fn start(&self, _: &Scope) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn retain(&self, _: &Scope, b: &RetainBatch) -> Result<(), BackendError> {
+            if b.items[0].content.starts_with("s1") {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                return Err(BackendError::Unavailable { reason: "429".into(), retry_after: None });
+            }
+            Ok(())
+        }
+        async fn recall(&self, _: &Scope, _: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
+            Ok(vec![])
+        }
+        async fn reflect(&self, _: &Scope, _: &ReflectQuery) -> Result<String, BackendError> {
+            Err(BackendError::Unsupported("no".into()))
+        }
+        async fn instructions(&self, _: &Scope) -> Result<Option<String>, BackendError> {
+            Ok(None)
+        }
+        async fn clear(&self, _: &Scope, _: ClearWhat) -> Result<ClearReport, BackendError> {
+            Ok(ClearReport { deleted: None, message: String::new() })
+        }
+        async fn status(&self) -> BackendStatus {
+            BackendStatus::healthy(BackendId::Local)
+        }
+    }
+    let b = Arc::new(ThrottlesS1(AtomicUsize::new(0)));
+    let r = rig(b.clone(), outage_settings());
+    r.queue.enqueue("s1", &scope(), items("s1-", 1)).await.unwrap();
+    r.queue.flush("s1").await;
+    // 16 s in which the other session is served every half second.
+    for i in 0..32 {
+        r.queue.enqueue("s2", &scope(), items(&format!("s2-{i}-"), 1)).await.unwrap();
+        r.queue.flush("s2").await;
+        r.advance(500).await;
+    }
+    // Doubling from 1 s: tries at about 0, 1, 3, 7 and 15 s; every second without it.
+    let tries = b.0.load(Ordering::SeqCst);
+    assert!(tries <= 6, "{tries} tries in 16 s");
+}
+
 #[tokio::test]
 async fn a_spool_from_a_newer_mneme_is_refused_by_open_and_check() {
     let dir = tempfile::tempdir().unwrap();
