@@ -496,16 +496,24 @@ fn the_token_goes_only_to_a_daemon_that_proves_it_holds_it() {
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("token"), "the-users-own-token-0123456789").unwrap();
-    let out = assert_cmd::Command::new(common::bin())
-        .args(["retain", "a secret fact about the project"])
-        .env("MNEME_CONFIG", dir.path().join("none.toml"))
-        .env("MNEME_STORAGE__DIR", &data)
-        .env("MNEME_SERVER__LISTEN", format!("127.0.0.1:{port}"))
-        .timeout(std::time::Duration::from_secs(10))
-        .output()
-        .unwrap();
+    let run = |args: &[&str]| {
+        assert_cmd::Command::new(common::bin())
+            .args(args)
+            .env("MNEME_CONFIG", dir.path().join("none.toml"))
+            .env("MNEME_STORAGE__DIR", &data)
+            .env("MNEME_SERVER__LISTEN", format!("127.0.0.1:{port}"))
+            .timeout(std::time::Duration::from_secs(10))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["retain", "a secret fact about the project"]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("does not hold this mneme's token"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("this mneme's token") && said.contains("the token was not sent"), "{said}");
+    // Nor does Claude Code's MCP headers helper hand it over (it printed the token unasked).
+    let out = run(&["hook", "claude-code", "--mcp-headers"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("the-users-own-token"));
     let heard = heard.lock().unwrap().clone();
     assert!(heard.contains("GET /v1/health?challenge="), "{heard}");
     assert!(!heard.contains("the-users-own-token") && !heard.contains("secret fact"), "{heard}");

@@ -45,7 +45,8 @@ function tokenFile(): string {
 }
 
 function token(): string | undefined {
-  if (process.env.MNEME_TOKEN) return process.env.MNEME_TOKEN
+  // Trimmed as the daemon trims its token file: the proof is keyed with the exact bytes.
+  if (process.env.MNEME_TOKEN?.trim()) return process.env.MNEME_TOKEN.trim()
   try {
     return readFileSync(tokenFile(), "utf8").trim()
   } catch {
@@ -118,24 +119,20 @@ async function toolCall(budget: Budget, path: string, body: unknown): Promise<st
   return typeof refused === "string" ? `mneme refused this: ${refused}` : UNAVAILABLE
 }
 
-/** The token the daemon at BASE has proven it holds (this process's), if any. */
-let provenFor: string | undefined
-
 /**
  * Whether what answers at BASE holds `tok`: the token goes only to a daemon that proves it (an
  * HMAC-SHA256 of a random challenge, keyed with the token, as mneme's CLI checks), since what
  * answers on the port may be another user's process that took it while the daemon was down.
+ * Asked before every request (one loopback round trip): a proof kept for the process would
+ * still stand after the daemon restarted and another process took its port meanwhile.
  */
 async function proven(tok: string, left: number): Promise<boolean> {
-  if (provenFor === tok) return true
   const challenge = randomBytes(16).toString("hex")
   const res = await fetch(`${BASE}/v1/health?challenge=${challenge}`, { signal: AbortSignal.timeout(left) })
   const health: any = await res.json().catch(() => null)
   const want = Buffer.from(createHmac("sha256", tok).update(`mneme-health:${challenge}`).digest("hex"))
   const got = Buffer.from(typeof health?.proof === "string" ? health.proof : "")
-  const ok = got.length === want.length && timingSafeEqual(got, want)
-  if (ok) provenFor = tok
-  return ok
+  return got.length === want.length && timingSafeEqual(got, want)
 }
 
 /** One request and its JSON answer (null when it had none); `null` when it did not get one. */
@@ -151,17 +148,18 @@ async function send(
   try {
     const tok = token() ?? ""
     if (!(await proven(tok, left))) return null
+    // The proof came out of the same budget: what is left of it bounds the request.
+    const rest = budget.left()
+    if (rest <= 0) return null
     const res = await fetch(BASE + path, {
       method,
       headers: { "content-type": "application/json", authorization: `Bearer ${tok}` },
       body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(left),
+      signal: AbortSignal.timeout(rest),
     })
     closeBreaker()
     return { ok: res.ok, json: await res.json().catch(() => null) }
   } catch (e: any) {
-    // Whatever answers next on the port proves itself again (the daemon may be gone).
-    provenFor = undefined
     // Only a daemon that does not answer trips the breaker; one that is down fails at once.
     if (e?.name === "TimeoutError" || e?.name === "AbortError") {
       trip()

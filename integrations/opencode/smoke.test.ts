@@ -89,7 +89,8 @@ async function withFakeDaemon(
   const dir = mkdtempSync(join(tmpdir(), "mneme-plugin-"))
   try {
     process.env.MNEME_URL = `http://127.0.0.1:${(server.address() as any).port}`
-    process.env.MNEME_TOKEN = "t"
+    // With a newline, as `export MNEME_TOKEN=$(cat token)` may leave one: trimmed, as the daemon does.
+    process.env.MNEME_TOKEN = "t\n"
     process.env.MNEME_TOKEN_FILE = join(dir, "token")
     delete process.env.MNEME_TIMEOUT_MS
     delete process.env.MNEME_HOOK_TIMEOUT_MS
@@ -208,10 +209,51 @@ test("the token goes only to a daemon that proves it holds it", async () => {
     const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
     const answer = await hooks.tool.mneme_retain.execute({ content: "a secret plan" }, { sessionID: "sq" })
     assert.match(answer, /unavailable/)
+    // Each request proves the daemon afresh: none of them carried the token.
     assert.ok(heard.length > 0 && heard.every((h) => h.startsWith("/v1/health?challenge=")), heard.join("\n"))
     assert.ok(!heard.some((h) => h.includes("the-users-own-token")))
   } finally {
     server.close()
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
+    Object.assign(process.env, saved)
+  }
+})
+
+test("a daemon proven once is not trusted after another process takes its port", async () => {
+  const { createServer } = await import("node:http")
+  const { createHmac } = await import("node:crypto")
+  const heard: string[] = []
+  const proving = createServer((req: any, res: any) => {
+    const health = String(req.url).match(/^\/v1\/health\?challenge=(\w+)$/)
+    const proof = health ? createHmac("sha256", "tok").update(`mneme-health:${health[1]}`).digest("hex") : undefined
+    res.setHeader("content-type", "application/json")
+    res.end(JSON.stringify(health ? { status: "ok", version: "0.1.0", protocol: 1, proof } : { message: "1 memory queued." }))
+  })
+  await new Promise<void>((ready) => proving.listen(0, "127.0.0.1", () => ready()))
+  const port = (proving.address() as any).port
+  const saved = { ...process.env }
+  try {
+    process.env.MNEME_URL = `http://127.0.0.1:${port}`
+    process.env.MNEME_TOKEN = "tok"
+    const { MnemePlugin } = await import(MODULE + "?retaken")
+    const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+    assert.equal(await hooks.tool.mneme_retain.execute({ content: "first" }, { sessionID: "rt" }), "1 memory queued.")
+    await new Promise<void>((done) => proving.close(() => done()))
+    // Another process takes the port; it answers health without the proof.
+    const squatter = createServer((req: any, res: any) => {
+      heard.push(`${req.url} ${req.headers.authorization ?? ""}`)
+      res.setHeader("content-type", "application/json")
+      res.end(JSON.stringify({ status: "ok", version: "0.1.0", protocol: 1 }))
+    })
+    await new Promise<void>((ready) => squatter.listen(port, "127.0.0.1", () => ready()))
+    try {
+      const answer = await hooks.tool.mneme_retain.execute({ content: "a secret plan" }, { sessionID: "rt" })
+      assert.match(answer, /unavailable/)
+      assert.ok(heard.length > 0 && !heard.some((h) => h.includes("tok")), heard.join("\n"))
+    } finally {
+      squatter.close()
+    }
+  } finally {
     for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
     Object.assign(process.env, saved)
   }

@@ -115,7 +115,8 @@ impl Client {
         });
         if !proven {
             let token = token_path.display().to_string();
-            return Err(CliError::NotOurs { addr, version: health.version, token });
+            let unproven = health.proof.is_none();
+            return Err(CliError::NotOurs { addr, version: health.version, token, unproven });
         }
         Ok(Client { http, base, token })
     }

@@ -182,6 +182,10 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                 ),
                 None => r.problem(m, "start it: `mneme serve`".into()),
             },
+            // The daemon holding this storage dir, older than the proof (an upgrade since).
+            Err(e @ CliError::NotOurs { .. }) if holder.is_some() => {
+                r.problem(e.to_string(), "restart the daemon with this mneme version".into())
+            }
             // Another mneme's (another storage dir, another token) or another user's process.
             Err(CliError::NotOurs { addr, .. }) => r.problem(
                 format!(

@@ -202,7 +202,7 @@ pub enum CliError {
     Silent(String),
     /// What answers on the address does not hold this mneme's token (exit 1): another mneme's
     /// daemon, of another storage dir, or another user's process. Nothing was sent to it.
-    #[error("what answers at {addr} as mneme {version} does not hold this mneme's token ({token}): another user's process, or a daemon of another storage dir; the token was not sent")]
+    #[error("{}", not_ours_message(addr, version, token, *unproven))]
     NotOurs {
         /// Where it answers.
         addr: String,
@@ -210,6 +210,9 @@ pub enum CliError {
         version: String,
         /// This mneme's token file.
         token: String,
+        /// It gave no proof at all (a mneme older than the check, or not mneme), rather than a
+        /// wrong one (another token: another storage dir's daemon).
+        unproven: bool,
     },
     /// The daemon refused (exit 1).
     #[error("{message}")]
@@ -239,6 +242,18 @@ pub enum CliError {
     /// Anything else (exit 1).
     #[error("{0}")]
     Other(String),
+}
+
+fn not_ours_message(addr: &str, version: &str, token: &str, unproven: bool) -> String {
+    if unproven {
+        format!(
+            "what answers at {addr} as mneme {version} does not prove it holds this mneme's token ({token}): a daemon older than this mneme (restart it with this version) or another user's process; the token was not sent"
+        )
+    } else {
+        format!(
+            "what answers at {addr} as mneme {version} does not hold this mneme's token ({token}): a daemon of another storage dir, or another user's process; the token was not sent"
+        )
+    }
 }
 
 impl CliError {
@@ -316,7 +331,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 hook::install(cli.config.as_deref(), hook::Install { write, mcp: !no_mcp }, cli.json)
             }
             Command::Hook { agent: HookAgent::ClaudeCode { mcp_headers: true, .. } } => {
-                hook::mcp_headers(cli.config.as_deref())
+                hook::mcp_headers(cli.config.as_deref()).await
             }
             Command::Hook { agent: HookAgent::ClaudeCode { .. } } => Ok(hook::claude_code(cli.config.as_deref()).await),
             Command::Export { bank, output } => transfer::export(cli.config.as_deref(), bank, output, cli.json).await,

@@ -177,10 +177,11 @@ impl Spool {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", sync.pragma())?;
         conn.pragma_update(None, "temp_store", "MEMORY")?;
-        // A delivered or replaced row's bytes are zeroed where that costs no extra write (its
-        // page is written anyway); older log frames keep them until the log is overwritten, or
-        // emptied at once after a forget or a clear (`erase_traces`).
-        conn.pragma_update(None, "secure_delete", "FAST")?;
+        // A delivered or replaced row's bytes are zeroed, and so are the pages a long row's
+        // overflow frees (FAST left those on the free list with their text: a transcript, which
+        // the checkpoint then copied into the file); older log frames keep them until the log
+        // is overwritten, or emptied at once after a forget or a clear (`erase_traces`).
+        conn.pragma_update(None, "secure_delete", "ON")?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > SCHEMA.len() {
             return Err(SpoolError::NewerSchema { found: version, known: SCHEMA.len() });
@@ -282,10 +283,9 @@ impl Spool {
         self.submit(move |t| f(t).map_err(SpoolError::from)).await
     }
 
-    /// Rewrites the spool (`VACUUM`) and empties its log into it (`wal_checkpoint(TRUNCATE)`):
-    /// after a forget or a clear, so the text of rows delivered or discarded before is left
-    /// readable neither in old log frames nor on freed pages (`secure_delete = FAST` zeroes the
-    /// rows themselves, not the overflow pages a long row freed).
+    /// Empties the spool's log into its file (`wal_checkpoint(TRUNCATE)`): after a forget or a
+    /// clear, so the text of rows delivered or discarded before is not left readable in old log
+    /// frames (the rows themselves, and the pages they freed, are zeroed: `secure_delete`).
     pub async fn erase_traces(&self) -> Result<(), SpoolError> {
         let (tx, rx) = oneshot::channel();
         let done: Finish = Box::new(move |r| {
@@ -305,7 +305,9 @@ impl Spool {
             Ok(t) => {
                 let result = run(t);
                 Some(Box::new(move |commit: Result<(), SpoolError>| {
-                    let _ = tx.send(commit.and(result));
+                    // The job's own failure first: a full disk it hit is said as such (507), not
+                    // as the failed commit that followed from it.
+                    let _ = tx.send(result.and_then(|v| commit.map(|()| v)));
                 }) as Finish)
             }
             Err(e) => {

@@ -88,7 +88,7 @@ async fn items_kept_once_are_appended_with_their_record_and_not_again() {
 
 /// After `erase_traces` (a forget, a clear), the text of a delivered item is in no file: a
 /// long item's overflow pages went to the free list with their text (`secure_delete = FAST`
-/// zeroes rows, not freed pages), and the checkpoint copied them into spool.db.
+/// zeroed rows, not freed pages), and the checkpoint copied them into spool.db.
 #[tokio::test]
 async fn erased_traces_leave_a_long_delivered_item_in_no_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -126,7 +126,7 @@ async fn jobs_after_one_that_fills_the_disk_store_nothing_and_say_so() {
     let small = spool.call(|t| record(t, Some("small")));
     // The first job may share the group (and hear its failed commit) or go alone before it.
     let (_, big, small) = tokio::join!(hold, big, small);
-    assert!(big.is_err());
+    assert!(matches!(big, Err(SpoolError::Full(_))), "the full disk is said as such: {big:?}");
     let stored = spool.record("test", "small").await.unwrap();
     assert_eq!(small.is_ok(), stored.is_some(), "told {small:?}, stored {stored:?}");
 }

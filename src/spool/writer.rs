@@ -152,12 +152,7 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
         }
         drop(places);
         for (done, _place) in checkpoints {
-            // VACUUM rewrites the file: `secure_delete = FAST` zeroes deleted rows but not the
-            // pages a long row's overflow freed, which kept its text on the free list (and the
-            // checkpoint copied them into the file). Then the log, which now holds the rewrite
-            // and the old frames, is emptied into it.
-            let erased = "PRAGMA wal_checkpoint(TRUNCATE); VACUUM; PRAGMA wal_checkpoint(TRUNCATE);";
-            done(conn.execute_batch(erased).map_err(SpoolError::from));
+            done(conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").map_err(SpoolError::from));
         }
         if closed {
             return;

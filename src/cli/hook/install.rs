@@ -210,13 +210,20 @@ fn add_mcp_server(mcp: &mut Value, ours: &Value) -> Result<(), String> {
 
 /// `--mcp-headers`: Claude Code's `headersHelper` for the MCP server: the bearer token and the
 /// project's directory (`CLAUDE_PROJECT_DIR`, else the current one), as a JSON object.
-pub fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
+pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     // As the hooks: a config the daemon refused leaves it running on its last good one, and a
     // helper that gave up would take mneme's tools away from the agent.
     let settings = load_client_settings(config)?.settings;
     let token_path = settings.token_path();
     let token = std::fs::read_to_string(&token_path)
         .map_err(|e| CliError::Other(format!("cannot read the token {}: {e}", token_path.display())))?;
+    // Claude Code sends these headers to the MCP URL: only a daemon that proves it holds the
+    // token is given it (what answers on the port may be another user's process). A daemon not
+    // running yet gets the headers all the same: nothing answers there to take them.
+    match super::super::client::Client::connect(&settings).await {
+        Ok(_) | Err(CliError::NotRunning(_) | CliError::Silent(_)) => {}
+        Err(e) => return Err(e),
+    }
     let cwd = std::env::var("CLAUDE_PROJECT_DIR")
         .ok()
         .filter(|d| !d.is_empty())
