@@ -104,14 +104,18 @@ async fn sweep(
                 .filter_map(|m| m.document_id.clone().map(|d| (m.bank.clone(), d)))
                 .collect();
             let mut unseen = page.memories;
+            let mut new_here = 0;
             unseen.retain(|m| {
                 let new = seen.insert(m.id.clone());
+                new_here += usize::from(new);
                 new || m.document_id.as_ref().is_some_and(|d| unseen_documents.contains(&(m.bank.clone(), d.clone())))
             });
             if !unseen.is_empty() {
-                found += unseen.len();
+                found += new_here;
+                // Counted: the memories found, not those of their documents sent along.
                 let (fit, _) = fit_to_import(settings, unseen);
-                stored += target.import(&fit).await?.unwrap_or(fit.len() as u64);
+                target.import(&fit).await?;
+                stored += new_here as u64;
             }
             match page.next {
                 Some(next) => cursor = Some(next),
@@ -369,7 +373,7 @@ mod tests {
         let mut sent: Vec<String> = target.0.lock().unwrap().concat();
         sent.sort();
         assert_eq!(sent, ["runbook first step", "runbook second step", "transcript version two"]);
-        assert_eq!(found, 3);
+        assert_eq!(found, 2, "the new version and the append; not the document's first part, sent along");
     }
 
     #[test]
