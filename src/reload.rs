@@ -141,11 +141,26 @@ impl Reloader {
             new.queue.sync = old.queue.sync;
         }
         if !restart_needed.is_empty() {
-            let message = format!(
+            let mut message = format!(
                 "{} changed in {}; restart mneme to apply it",
                 restart_needed.join(" and "),
                 self.path.display()
             );
+            // A start on the new folder opens its spool only: what waits in this one would wait
+            // there, unsaid, until a mneme on this folder runs again.
+            if restart_needed.iter().any(|k| k == "storage.dir") {
+                let d = self.queue.depths().await;
+                let n = d.spooled + d.dead;
+                if n > 0 {
+                    let what = if n == 1 { "1 retain is" } else { &format!("{n} retains are") };
+                    message.push_str(&format!(
+                        ". {what} still in the spool in {} ({} queued, {} dead letters): run `mneme flush` (and `mneme retry`) before the restart, or they stay there until a mneme on that folder runs",
+                        old.storage.dir.display(),
+                        d.spooled,
+                        d.dead
+                    ));
+                }
+            }
             self.notices.emit(Level::Warning, "config", None, message).await;
         }
         let swap = new.memory.backend != old.memory.backend

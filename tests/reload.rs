@@ -508,3 +508,26 @@ async fn sighup_reloads_instead_of_stopping() {
     let (status, v) = d.get("/v1/status").await;
     assert_eq!(status, 200, "{v}");
 }
+
+/// A new `storage.dir` needs a restart, and the start on the new folder opens its spool only:
+/// the notice says how many retains wait in the old one and what to do before restarting (they
+/// waited there, unsaid).
+#[tokio::test]
+async fn a_new_storage_dir_says_what_the_old_spool_still_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config =
+        |at: &std::path::Path| format!("[storage]\ndir = \"{}\"\n[queue]\nflush_interval = \"1h\"\n", at.display());
+    // The harness sets the storage dir from the environment; an empty value is ignored, so the
+    // file's is the one in force.
+    let d = Daemon::start_with_env(dir, &config(&data), &[("MNEME_STORAGE__DIR", "")]);
+    d.start_session("s", "/p/moving").await;
+    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "waits in the old spool"}]})).await;
+    assert_eq!(status, 202);
+    std::fs::write(d.config_path(), config(&d.dir.path().join("elsewhere"))).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!((status, &v["restart_needed"]), (200, &json!(["storage.dir"])), "{v}");
+    let n = wait_for_notice(&d, "still in the spool").await;
+    let message = n["message"].as_str().unwrap();
+    assert!(message.contains("1 retain is still") && message.contains("mneme flush"), "{message}");
+}
