@@ -308,42 +308,6 @@ mod tests {
     use super::*;
     use mneme_core::*;
 
-    /// A target that records what each import was given.
-    #[derive(Default)]
-    struct Recorder(std::sync::Mutex<Vec<Vec<String>>>);
-
-    #[async_trait::async_trait]
-    impl MemoryBackend for Recorder {
-        fn id(&self) -> BackendId {
-            BackendId::Hindsight
-        }
-        async fn start(&self, _: &Scope) -> Result<(), BackendError> {
-            Ok(())
-        }
-        async fn retain(&self, _: &Scope, _: &RetainBatch) -> Result<(), BackendError> {
-            Ok(())
-        }
-        async fn recall(&self, _: &Scope, _: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
-            Ok(vec![])
-        }
-        async fn reflect(&self, _: &Scope, _: &ReflectQuery) -> Result<String, BackendError> {
-            Ok(String::new())
-        }
-        async fn instructions(&self, _: &Scope) -> Result<Option<String>, BackendError> {
-            Ok(None)
-        }
-        async fn clear(&self, _: &Scope, _: ClearWhat) -> Result<ClearReport, BackendError> {
-            Ok(ClearReport { deleted: None, message: String::new() })
-        }
-        async fn status(&self) -> BackendStatus {
-            BackendStatus::healthy(BackendId::Hindsight)
-        }
-        async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
-            self.0.lock().unwrap().push(memories.iter().map(|m| m.content.clone()).collect());
-            Ok(None)
-        }
-    }
-
     /// Read again at the end, the local store gives what its cursor moved past during the copy:
     /// a replaced document's new version, which took the sequence number of the one it replaced
     /// (missed, and the progress saved past it), and an append to a document already read, sent
@@ -368,9 +332,9 @@ mod tests {
         let mut seen: HashSet<String> = copied.iter().map(|m| m.id.clone()).collect();
         local.retain(&scope, &retain("t2", "transcript version two", "transcript", false)).await.unwrap();
         local.retain(&scope, &retain("r2", "runbook second step", "runbook", true)).await.unwrap();
-        let target = Recorder::default();
-        let found = sweep(&local, &target, None, &mut seen, &crate::config::Settings::default()).await.unwrap();
-        let mut sent: Vec<String> = target.0.lock().unwrap().concat();
+        let target = crate::queue::tests::TestBackend::new(&[crate::queue::tests::Mode::Ok]);
+        let found = sweep(&local, target.as_ref(), None, &mut seen, &crate::config::Settings::default()).await.unwrap();
+        let mut sent: Vec<String> = target.imports.lock().unwrap().concat();
         sent.sort();
         assert_eq!(sent, ["runbook first step", "runbook second step", "transcript version two"]);
         assert_eq!(found, 2, "the new version and the append; not the document's first part, sent along");

@@ -38,6 +38,15 @@ pub(crate) struct TestBackend {
     running: AtomicUsize,
     max_running: AtomicUsize,
     pub(crate) release: tokio::sync::Notify,
+    /// Batches whose first item starts with this are answered 429 (`Unavailable`), whatever the
+    /// modes say; counted in `throttled`.
+    throttled_prefix: Mutex<Option<String>>,
+    throttled: AtomicUsize,
+    /// When set, `instructions` counts the call, waits for `release`, then answers this.
+    pub(crate) guide: Mutex<Option<String>>,
+    pub(crate) guide_asked: AtomicUsize,
+    /// What each `import` was given (contents).
+    pub(crate) imports: Mutex<Vec<Vec<String>>>,
 }
 
 impl TestBackend {
@@ -48,6 +57,11 @@ impl TestBackend {
             running: AtomicUsize::new(0),
             max_running: AtomicUsize::new(0),
             release: tokio::sync::Notify::new(),
+            throttled_prefix: Mutex::new(None),
+            throttled: AtomicUsize::new(0),
+            guide: Mutex::new(None),
+            guide_asked: AtomicUsize::new(0),
+            imports: Mutex::new(Vec::new()),
         })
     }
     fn next_mode(&self) -> Mode {
@@ -78,6 +92,11 @@ impl MemoryBackend for TestBackend {
         Ok(())
     }
     async fn retain(&self, _: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
+        let prefix = self.throttled_prefix.lock().unwrap().clone();
+        if prefix.is_some_and(|p| batch.items[0].content.starts_with(&p)) {
+            self.throttled.fetch_add(1, Ordering::SeqCst);
+            return Err(BackendError::Unavailable { reason: "429".into(), retry_after: None });
+        }
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
         let mode = self.next_mode();
@@ -113,13 +132,20 @@ impl MemoryBackend for TestBackend {
         Err(BackendError::Unsupported("no".into()))
     }
     async fn instructions(&self, _: &Scope) -> Result<Option<String>, BackendError> {
-        Ok(None)
+        let Some(text) = self.guide.lock().unwrap().clone() else { return Ok(None) };
+        self.guide_asked.fetch_add(1, Ordering::SeqCst);
+        self.release.notified().await;
+        Ok(Some(text))
     }
     async fn clear(&self, _: &Scope, _: ClearWhat) -> Result<ClearReport, BackendError> {
         Ok(ClearReport { deleted: None, message: String::new() })
     }
     async fn status(&self) -> BackendStatus {
         BackendStatus::healthy(BackendId::Local)
+    }
+    async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
+        self.imports.lock().unwrap().push(memories.iter().map(|m| m.content.clone()).collect());
+        Ok(None)
     }
 }
 
@@ -853,39 +879,8 @@ async fn exactly_once_into_the_local_store_despite_a_lost_reply() {
 /// of the other session reset it, and the throttled one was retried every `retry_initial`.
 #[tokio::test]
 async fn a_session_throttled_alone_backs_off_while_others_are_served() {
-    struct ThrottlesS1(AtomicUsize);
-    #[async_trait]
-    impl MemoryBackend for ThrottlesS1 {
-        fn id(&self) -> BackendId {
-            BackendId::Local
-        }
-        async fn start(&self, _: &Scope) -> Result<(), BackendError> {
-            Ok(())
-        }
-        async fn retain(&self, _: &Scope, b: &RetainBatch) -> Result<(), BackendError> {
-            if b.items[0].content.starts_with("s1") {
-                self.0.fetch_add(1, Ordering::SeqCst);
-                return Err(BackendError::Unavailable { reason: "429".into(), retry_after: None });
-            }
-            Ok(())
-        }
-        async fn recall(&self, _: &Scope, _: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
-            Ok(vec![])
-        }
-        async fn reflect(&self, _: &Scope, _: &ReflectQuery) -> Result<String, BackendError> {
-            Err(BackendError::Unsupported("no".into()))
-        }
-        async fn instructions(&self, _: &Scope) -> Result<Option<String>, BackendError> {
-            Ok(None)
-        }
-        async fn clear(&self, _: &Scope, _: ClearWhat) -> Result<ClearReport, BackendError> {
-            Ok(ClearReport { deleted: None, message: String::new() })
-        }
-        async fn status(&self) -> BackendStatus {
-            BackendStatus::healthy(BackendId::Local)
-        }
-    }
-    let b = Arc::new(ThrottlesS1(AtomicUsize::new(0)));
+    let b = TestBackend::new(&[Mode::Ok]);
+    *b.throttled_prefix.lock().unwrap() = Some("s1".into());
     let r = rig(b.clone(), outage_settings());
     r.queue.enqueue("s1", &scope(), items("s1-", 1)).await.unwrap();
     r.queue.flush("s1").await;
@@ -896,7 +891,7 @@ async fn a_session_throttled_alone_backs_off_while_others_are_served() {
         r.advance(500).await;
     }
     // Doubling from 1 s: tries at about 0, 1, 3, 7 and 15 s; every second without it.
-    let tries = b.0.load(Ordering::SeqCst);
+    let tries = b.throttled.load(Ordering::SeqCst);
     assert!(tries <= 6, "{tries} tries in 16 s");
 }
 

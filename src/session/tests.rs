@@ -881,56 +881,21 @@ async fn a_prompt_already_in_its_history_is_one_turn() {
     assert_eq!(s.get("a").unwrap().turn_prints.len(), 3);
 }
 
-/// A backend whose instructions wait until released, then quote the old store.
-struct SlowGuide {
-    release: tokio::sync::Notify,
-    asked: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl MemoryBackend for SlowGuide {
-    fn id(&self) -> mneme_core::BackendId {
-        mneme_core::BackendId::Local
-    }
-    async fn start(&self, _: &Scope) -> Result<(), BackendError> {
-        Ok(())
-    }
-    async fn retain(&self, _: &Scope, _: &mneme_core::RetainBatch) -> Result<(), BackendError> {
-        Ok(())
-    }
-    async fn recall(&self, _: &Scope, _: &mneme_core::RecallQuery) -> Result<Vec<mneme_core::Recalled>, BackendError> {
-        Ok(vec![])
-    }
-    async fn reflect(&self, _: &Scope, _: &mneme_core::ReflectQuery) -> Result<String, BackendError> {
-        Err(BackendError::Unsupported("no".into()))
-    }
-    async fn instructions(&self, _: &Scope) -> Result<Option<String>, BackendError> {
-        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.release.notified().await;
-        Ok(Some("OLD-STORE-NOTE".into()))
-    }
-    async fn clear(&self, _: &Scope, _: mneme_core::ClearWhat) -> Result<mneme_core::ClearReport, BackendError> {
-        Ok(mneme_core::ClearReport { deleted: None, message: String::new() })
-    }
-    async fn status(&self) -> mneme_core::BackendStatus {
-        mneme_core::BackendStatus::healthy(mneme_core::BackendId::Local)
-    }
-}
-
 /// Instructions asked of a backend and answered after a switch away from it are not kept: the
 /// session served the old store's text until it was re-scoped.
 #[tokio::test]
 async fn instructions_answered_after_a_backend_switch_are_not_kept() {
     let r = rig();
     let s = sessions(&r, Settings::default()).await;
-    let slow = Arc::new(SlowGuide { release: tokio::sync::Notify::new(), asked: Default::default() });
+    let slow = crate::queue::tests::TestBackend::new(&[crate::queue::tests::Mode::Ok]);
+    *slow.guide.lock().unwrap() = Some("OLD-STORE-NOTE".into());
     r.state.replace(Current { settings: r.state.settings(), backend: slow.clone() });
     s.start(start("a")).await.unwrap();
     let asking = tokio::spawn({
         let s = s.clone();
         async move { s.instructions("a").await.unwrap() }
     });
-    while slow.asked.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+    while slow.guide_asked.load(std::sync::atomic::Ordering::SeqCst) == 0 {
         tokio::task::yield_now().await;
     }
     r.state.replace(Current { settings: r.state.settings(), backend: Arc::new(r.local.clone()) });
