@@ -71,13 +71,16 @@ pub fn merge_hooks(existing: &mut Value, command: &str, settings: &Settings) -> 
         let our_hook = &ours["hooks"][event][0]["hooks"][0];
         let mut present = false;
         list.retain_mut(|group| {
+            // Under a matcher (`startup`) the hook would miss the event's other sources (a
+            // SessionStart after a compaction brings its context): it goes in a group of its own.
+            let matches_all = group.get("matcher").is_none_or(|m| m.as_str().is_some_and(|m| m.is_empty() || m == "*"));
             let Some(hooks) = group.get_mut("hooks").and_then(Value::as_array_mut) else { return true };
             let before = hooks.len();
             hooks.retain_mut(|h| {
                 if !h["command"].as_str().is_some_and(|c| is_ours(c, command)) {
                     return true;
                 }
-                if present {
+                if present || !matches_all {
                     return false; // a second of ours (an older path): it would run the hook twice
                 }
                 present = true;
@@ -96,9 +99,31 @@ pub fn merge_hooks(existing: &mut Value, command: &str, settings: &Settings) -> 
 
 /// Whether a hook's command is one `--install` wrote: this command, or an earlier one (another
 /// path to mneme, another config). Kept as it was, an older entry ran the hook twice (or failed
-/// each time, its path gone), and its timeout stayed whatever `recall.timeout` was then.
+/// each time, its path gone), and its timeout stayed whatever `recall.timeout` was then. Other
+/// tools' hooks end in `hook claude-code` too (`context-mode hook claude-code`): only a command
+/// whose program is named `mneme` (or as this one is) is taken for ours.
 fn is_ours(hook_command: &str, command: &str) -> bool {
-    hook_command == command || hook_command.trim_end().ends_with(" hook claude-code")
+    let program = |c: &str| first_shell_word(c).map(|w| w.rsplit('/').next().unwrap_or_default().to_owned());
+    hook_command == command
+        || (hook_command.trim_end().ends_with(" hook claude-code")
+            && program(hook_command).is_some_and(|p| p == "mneme" || Some(&p) == program(command).as_ref()))
+}
+
+/// The first word of a command line as `sh` reads it, for the words [`shell_word`] writes: plain,
+/// or single-quoted pieces (`'it'\''s'`). `None` for an empty line.
+fn first_shell_word(line: &str) -> Option<String> {
+    let mut word = String::new();
+    let mut chars = line.trim_start().chars();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => quoted = !quoted,
+            '\\' if !quoted => word.extend(chars.next()),
+            c if c.is_whitespace() && !quoted => break,
+            c => word.push(c),
+        }
+    }
+    (!word.is_empty()).then_some(word)
 }
 
 /// Adds the `mneme` MCP server (from `.mcp.json`) to the settings' approved servers, keeping the
@@ -334,6 +359,36 @@ mod tests {
         assert_eq!(hooks[1]["timeout"], event_timeout("UserPromptSubmit", &slow));
         assert_eq!(hooks.len(), 2);
         assert_eq!(s["hooks"]["Stop"].as_array().unwrap().len(), 1);
+    }
+
+    /// Other tools' hooks are called `… hook claude-code` too: they stay, and so do their
+    /// groups; an older mneme hook under a matcher moves to a group of its own (under `startup`
+    /// it never ran after a compaction).
+    #[test]
+    fn other_tools_hooks_stay_and_ours_leaves_a_matcher() {
+        let settings = Settings::default();
+        let hook = |c: &str| json!({"type": "command", "command": c});
+        let mut s = json!({"hooks": {
+            "SessionStart": [{"matcher": "startup", "hooks": [hook("context-mode hook claude-code"), hook("'/old dir/mneme' hook claude-code")]}],
+            "Stop": [{"hooks": [hook("residue hook claude-code"), hook("npx lemory hook claude-code")]}],
+        }});
+        for _ in 0..2 {
+            merge_hooks(&mut s, "/opt/mneme hook claude-code", &settings).unwrap();
+        }
+        let start = s["hooks"]["SessionStart"].as_array().unwrap();
+        assert_eq!(start.len(), 2, "{start:?}");
+        assert_eq!(start[0], json!({"matcher": "startup", "hooks": [hook("context-mode hook claude-code")]}));
+        assert!(start[1].get("matcher").is_none());
+        assert_eq!(start[1]["hooks"][0]["command"], "/opt/mneme hook claude-code");
+        let stop = s["hooks"]["Stop"].as_array().unwrap();
+        assert_eq!(stop.len(), 2, "{stop:?}");
+        assert_eq!(stop[0]["hooks"], json!([hook("residue hook claude-code"), hook("npx lemory hook claude-code")]));
+        assert_eq!(stop[1]["hooks"][0]["command"], "/opt/mneme hook claude-code");
+        // A renamed build is known by its own name; a quoted path by its last step.
+        assert!(is_ours("/b/mneme-dev --config /c.toml hook claude-code", "/a/mneme-dev hook claude-code"));
+        assert!(is_ours(r"'/it'\''s/mneme' hook claude-code", "/a/mneme hook claude-code"));
+        assert!(!is_ours("mnemex hook claude-code", "/a/mneme hook claude-code"));
+        assert!(!is_ours("/usr/bin/mneme hook claude-code --debug", "/a/mneme hook claude-code"));
     }
 
     #[test]
