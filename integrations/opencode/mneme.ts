@@ -223,6 +223,9 @@ function tail(messages: Msg[], maxBytes: number): { messages: Msg[]; omitted: nu
       // A UTF-16 unit is at most 3 bytes of UTF-8; a surrogate pair is not cut in half.
       let at = content.length - Math.floor(keep / 3)
       if (/^[\uDC00-\uDFFF]/.test(content.slice(at))) at += 1
+      // Not inside a tag's name: `…<priv` cut off and `ate>…` kept would each be no tag.
+      const partial = /<\/?[a-z]{0,7}$/i.exec(content.slice(Math.max(0, at - 9), at))?.[0].toLowerCase()
+      if (partial && ("<private".startsWith(partial) || "</private".startsWith(partial))) at -= partial.length
       cutOff = content.slice(0, at)
       content = content.slice(at)
     }

@@ -191,6 +191,24 @@ test("a compaction's summary is not retained, and nested spans the cut left open
   })
 })
 
+test("a cut that falls inside an opening tag's name keeps the tag whole", async () => {
+  // 280 bytes of history: the newest message alone keeps its last 23 characters, which begin
+  // three characters into the tag.
+  const history = [{ info: { role: "user" }, parts: [{ type: "text", text: "x".repeat(5000) + "<private>SECRET-T and more" }] }]
+  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
+  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 560, recall_timeout_ms: 100 } } : null)
+  await withFakeDaemon(answer, async (_dir, bodies) => {
+    const { MnemePlugin } = await import(MODULE + "?tagcut")
+    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
+    await hooks.event({ event: { type: "session.created", properties: { info: { id: "cut" } } } })
+    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "cut" } } })
+    const end = bodies.find((b) => b.url.endsWith("/agent-end"))
+    assert.ok(end, "the turn reached the daemon")
+    const kept = end.body.messages[0].content as string
+    assert.ok(kept.startsWith("<private>SECRET-T"), kept)
+  })
+})
+
 test("the token goes only to a daemon that proves it holds it", async () => {
   // Another user's process on the daemon's port answers health like mneme, without the proof.
   const { createServer } = await import("node:http")

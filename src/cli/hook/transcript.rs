@@ -1,7 +1,8 @@
 //! Reading a Claude Code transcript (JSON lines) into the conversation: user and assistant
 //! messages of the main thread, their text blocks joined. Tool calls and results carry no text;
 //! subagent lines, and the lines Claude Code writes as `user` that are not the user's words (a
-//! compaction's summary, slash-command echoes and their output), are left out.
+//! compaction's summary, slash-command echoes, shell-mode commands and their output, task
+//! notices), are left out.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -12,13 +13,35 @@ use serde_json::Value;
 /// Transcript bytes read at most (the tail, where the recent turns are).
 const MAX_TRANSCRIPT_BYTES: u64 = 32 * 1024 * 1024;
 
-/// Flags Claude Code sets on `user` lines it wrote itself.
-const NOT_THE_USERS: [&str; 5] =
-    ["isSidechain", "isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "repeatsCompactSummary"];
+/// Flags Claude Code sets on lines it wrote itself (an `assistant` line saying an API call
+/// failed is one too).
+const NOT_THE_USERS: [&str; 6] = [
+    "isSidechain",
+    "isMeta",
+    "isCompactSummary",
+    "isVisibleInTranscriptOnly",
+    "repeatsCompactSummary",
+    "isApiErrorMessage",
+];
 
-/// Texts that open lines a slash command leaves behind.
-const COMMAND_ECHOES: [&str; 4] =
-    ["<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-caveat>"];
+/// Texts that open `user` lines Claude Code writes itself: what a slash command leaves behind,
+/// a `!command` run in shell mode and its output (`!cat .env` would store the file), a
+/// background task's notice, a reminder, an interruption.
+const COMMAND_ECHOES: [&str; 13] = [
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<task-notification>",
+    "<system-reminder>",
+    "<teammate-message",
+    "[Request interrupted by user",
+];
 
 /// The conversation in the transcript at `path` (none when there is no file yet).
 pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
@@ -58,8 +81,7 @@ fn read_tail(path: Option<&Path>, max_bytes: u64) -> (Vec<Message>, bool) {
     if skip > 0 {
         lines.next(); // the partial first line
     }
-    let mut messages: Vec<Message> =
-        lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()).filter_map(|v| message(&v)).collect();
+    let mut messages = conversation(lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()));
     if skip > 0 {
         // What is read begins inside the spans the unread start left open: it stays private.
         let open = open_in_unread_start(&mut file, skip);
@@ -91,7 +113,8 @@ fn open_in_unread_start(file: &mut std::fs::File, skip: u64) -> usize {
         if !mentions_private(&line) {
             continue;
         }
-        if let Some(m) = serde_json::from_slice::<Value>(&line).ok().and_then(|v| message(&v)) {
+        // An echo too: its spans are carried into the messages after it (see `conversation`).
+        if let Some(m) = serde_json::from_slice::<Value>(&line).ok().and_then(|v| line_message(&v)) {
             texts.push(m.content);
         }
     }
@@ -124,6 +147,7 @@ pub fn tail_within(mut messages: Vec<Message>, max_bytes: usize) -> (Vec<Message
             while !last.content.is_char_boundary(cut) {
                 cut += 1;
             }
+            let cut = outside_a_tag(&last.content, cut);
             let kept = last.content.split_off(cut);
             cut_off = Some(std::mem::replace(&mut last.content, kept));
         }
@@ -140,6 +164,25 @@ pub fn tail_within(mut messages: Vec<Message>, max_bytes: usize) -> (Vec<Message
         }
     }
     (tail, omitted)
+}
+
+/// `cut`, or the start of a `<private` or `</private` tag it falls in the name of: cut there, the
+/// part cut off would end in `<priv`, no tag, and the kept part begin with `ate>`, none either.
+fn outside_a_tag(text: &str, cut: usize) -> usize {
+    let before = &text.as_bytes()[cut.saturating_sub(9)..cut];
+    match before.iter().rposition(|&b| b == b'<') {
+        Some(at) => {
+            let partial = &before[at..];
+            let is_start_of =
+                |tag: &[u8]| tag.len() > partial.len() && tag[..partial.len()].eq_ignore_ascii_case(partial);
+            if is_start_of(b"<private") || is_start_of(b"</private") {
+                cut - (before.len() - at)
+            } else {
+                cut
+            }
+        }
+        None => cut,
+    }
 }
 
 /// How many `<private>` spans the text left out (whole messages, then the cut-off start of the
@@ -168,7 +211,38 @@ fn mentions_private(line: &[u8]) -> bool {
     })
 }
 
-fn message(v: &Value) -> Option<Message> {
+/// The messages of a transcript's lines. A line Claude Code wrote itself is left out, but not the
+/// spans it leaves open: a slash command's arguments or a shell command can hold `<private>`,
+/// and the messages after it stay private up to the close (the next kept message carries the
+/// opening tags again).
+fn conversation(lines: impl Iterator<Item = Value>) -> Vec<Message> {
+    let mut messages = Vec::new();
+    let mut opened_by_echoes = 0usize;
+    for mut m in lines.filter_map(|v| line_message(&v)) {
+        if is_echo(&m.content) {
+            if mneme_core::text::has_private_tag(&m.content) {
+                let carried = format!("{}{}", "<private>".repeat(opened_by_echoes), m.content);
+                opened_by_echoes = mneme_core::text::private_edges(&carried).open_at_end;
+            }
+            continue;
+        }
+        if opened_by_echoes > 0 {
+            m.content.insert_str(0, &"<private>".repeat(std::mem::take(&mut opened_by_echoes)));
+        }
+        messages.push(m);
+    }
+    messages
+}
+
+/// Whether a message is one Claude Code wrote as the user's ([`COMMAND_ECHOES`]).
+fn is_echo(content: &str) -> bool {
+    let trimmed = content.trim_start();
+    COMMAND_ECHOES.iter().any(|e| trimmed.starts_with(e))
+}
+
+/// A line's message, echoes included; `None` for a line of another kind, one Claude Code flags
+/// as its own, or one without text.
+fn line_message(v: &Value) -> Option<Message> {
     if !matches!(v["type"].as_str(), Some("user" | "assistant")) || NOT_THE_USERS.iter().any(|f| v[*f] == true) {
         return None;
     }
@@ -184,8 +258,7 @@ fn message(v: &Value) -> Option<Message> {
             .join("\n"),
         _ => return None,
     };
-    let trimmed = content.trim_start();
-    if trimmed.is_empty() || COMMAND_ECHOES.iter().any(|e| trimmed.starts_with(e)) {
+    if content.trim_start().is_empty() {
         return None;
     }
     Some(Message::new(role, content))
@@ -226,6 +299,12 @@ mod tests {
         let (tail, omitted) = tail_within(all, 200);
         assert_eq!((tail.len(), omitted), (1, 1));
         assert!(!hidden(&tail) && text::strip_private(&tail[0].content) == " done", "{:?}", tail[0].content);
+        // A cut that falls inside an opening tag's name: the tag is kept whole.
+        let long = format!("{}<private>SECRET and more", "x".repeat(1000));
+        for at in 1..9 {
+            let (tail, _) = tail_within(vec![m("user", &long)], 4 * (24 - at));
+            assert!(!hidden(&tail), "cut {at} into the tag: {:?}", tail[0].content);
+        }
         // Spans closed before the cut change nothing.
         let all = vec![m("user", &format!("<private>a</private>{}", "z".repeat(2000))), m("assistant", "fine")];
         assert_eq!(tail_within(all, 200).0[0].content, "fine");
@@ -330,6 +409,39 @@ mod tests {
         let want = [("user", "fix the build"), ("assistant", "Fixed."), ("user", "and now the tests")];
         assert_eq!(got, want.map(|(r, c)| (r.to_owned(), c.to_owned())));
         assert!(read_transcript(Some(&dir.path().join("missing.jsonl"))).is_empty());
+        // Shell mode, a task's notice, an interruption, an API error: not the user's words.
+        let lines = [
+            r#"{"type":"user","message":{"role":"user","content":"<bash-input>cat .env</bash-input>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"<bash-stdout>API_KEY=BASHSECRET</bash-stdout><bash-stderr></bash-stderr>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"<task-notification>task done</task-notification>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user]"}]}}"#,
+            r#"{"type":"assistant","isApiErrorMessage":true,"message":{"role":"assistant","content":[{"type":"text","text":"API Error: 529"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"now the tests"}}"#,
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let got: Vec<String> = read_transcript(Some(&path)).into_iter().map(|m| m.content).collect();
+        assert_eq!(got, ["now the tests"]);
+        // A slash command's arguments that open a span: the reply after it stays private.
+        let lines = [
+            r#"{"type":"user","message":{"content":"<command-name>/deploy</command-name>\n<command-args><private> SLASHSECRET</command-args>"}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":"Deployed with SLASHSECRET"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"done </private> and the docs"}}"#,
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let messages = read_transcript(Some(&path));
+        assert_eq!(messages.len(), 2);
+        let shown: Vec<String> = {
+            let mut open = 0;
+            messages
+                .iter()
+                .map(|m| {
+                    let (shown, after) = mneme_core::text::strip_private_within(&m.content, open);
+                    open = after;
+                    shown
+                })
+                .collect()
+        };
+        assert_eq!(shown, ["", " and the docs"]);
         // A FIFO (nothing ever writes it) and a folder are no transcript, and do not block.
         let fifo = dir.path().join("fifo");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
