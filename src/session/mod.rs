@@ -622,7 +622,14 @@ impl Sessions {
     }
 
     async fn save(&self, s: &Session) -> Result<(), SpoolError> {
-        let record = Session { last_seen: unix_now(), ..s.clone() };
+        let mut record = Session { last_seen: unix_now(), ..s.clone() };
+        // The prompt under way is written down only for automatic retain (a lagging transcript
+        // still has its turn retained whole); while it keeps nothing (memory `off`, or
+        // `retain.auto = false`), nothing of what the user says reaches the disk: it is kept in
+        // memory, for counting the turn, and lost with a restart.
+        if !(self.settings().retain.auto && self.backend().capabilities().stores) {
+            record.last_prompt = None;
+        }
         if let Some(live) = self.inner.map.locked().get_mut(&s.id) {
             live.last_seen = record.last_seen;
         }

@@ -560,6 +560,30 @@ async fn turns_had_while_memory_was_off_are_never_retained() {
     }
 }
 
+/// With memory off (or automatic retain off) a prompt is not written to the spool's session
+/// record: it is kept in memory only, to count the turn.
+#[tokio::test]
+async fn a_prompt_is_not_written_down_while_nothing_is_retained() {
+    let r = rig();
+    let mut no_auto = Settings::default();
+    no_auto.retain.auto = false;
+    for (settings, backend) in [
+        (Settings::default(), Arc::new(mneme_core::OffBackend) as Arc<dyn MemoryBackend>),
+        (no_auto, r.state.backend()),
+        (Settings::default(), r.state.backend()),
+    ] {
+        let keeps = settings.retain.auto && backend.capabilities().stores;
+        let s = sessions(&r, settings.clone()).await;
+        r.state.replace(Current { settings: Arc::new(settings), backend });
+        s.start(start("p")).await.unwrap();
+        s.agent_start("p", "OFFMODE-PROMPT about otters", &[], Turn::Work).await.unwrap();
+        let saved = r.spool.sessions().await.unwrap().into_iter().find(|(id, _)| id == "p").unwrap().1;
+        assert_eq!(saved.contains("OFFMODE-PROMPT"), keeps, "{saved}");
+        assert_eq!(s.get("p").unwrap().last_prompt.as_deref(), Some("OFFMODE-PROMPT about otters"));
+        s.end("p", Delivery::Wait).await.unwrap();
+    }
+}
+
 /// A history that starts over after turns had while memory was off is a history of its own:
 /// its turns are retained from its start.
 #[tokio::test]
