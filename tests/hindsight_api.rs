@@ -382,7 +382,7 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
 async fn private_spans_in_any_field_never_reach_the_disk() {
     let d = Daemon::start(LEXICAL);
     let secret = |field: &str| format!("HSECRET-{field}-zq9zq9");
-    let fields = ["content", "context", "metadata", "tag", "document", "doctag", "model", "trigger"];
+    let fields = ["content", "context", "metadata", "tag", "document", "doctag", "model", "trigger", "between"];
     let p = |field: &str| format!("<private>{}</private>", secret(field));
     let (status, v) = d
         .post(
@@ -390,12 +390,25 @@ async fn private_spans_in_any_field_never_reach_the_disk() {
             json!({"items": [{"content": format!("visible fact {}", p("content")),
                               "context": format!("ctx {}", p("context")),
                               "metadata": {"session_id": "s", "note": p("metadata")},
-                              "tags": ["project:x", p("tag")],
-                              "document_id": format!("doc-{}", p("document"))}],
+                              "tags": ["project:x", p("tag")]}],
                    "document_tags": [p("doctag")], "async": false}),
         )
         .await;
     assert_eq!(status, 200, "{v}");
+    // A document id is refused, not cleaned: two ids cleaned alike would replace each other.
+    let with_id = json!({"items": [{"content": "another fact", "document_id": format!("doc-{}", p("document"))}]});
+    let (status, v) = d.post(&bank_path("priv", "/memories"), with_id).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(!v.to_string().contains(&secret("document")), "{v}");
+    // The items of one document are read in order: a span one opens and a later one closes
+    // hides the items between; an item of no document stands alone.
+    let items = json!({"items": [{"content": "first item <private> opens", "document_id": "t"},
+                                 {"content": "a fact of its own"},
+                                 {"content": secret("between"), "document_id": "t", "update_mode": "append"},
+                                 {"content": "closes </private> the last item", "document_id": "t", "update_mode": "append"}],
+                       "async": false});
+    let (status, v) = d.post(&bank_path("priv", "/memories"), items).await;
+    assert_eq!((status, v["items_count"].clone()), (200, json!(3)), "{v}");
     let (status, v) = d
         .post(
             &bank_path("priv", "/mental-models"),

@@ -132,8 +132,14 @@ impl HindsightApi {
             if text::is_blank(&content) {
                 return Err(CompatError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
             }
+            // Cleaned, two ids could become one, and one document silently replace another.
+            if item.document_id.as_deref().is_some_and(text::has_private_tag) {
+                return Err(CompatError::Invalid(format!(
+                    "items[{i}].document_id may not contain <private> tags: ids are stored as they are; nothing was stored"
+                )));
+            }
             // A URL reads "." and ".." as its own steps: the document could not be deleted. As
-            // it is stored: cleaned (" .. ", "..<private>x</private>").
+            // it is stored: trimmed (" .. ").
             let document = item.document_id.as_deref().and_then(|d| crate::session::clean_text(&settings, d));
             if matches!(item.document_id.as_deref(), Some("." | ".."))
                 || matches!(document.as_deref(), Some("." | ".."))
@@ -195,13 +201,16 @@ impl HindsightApi {
         }
         let document_tags = clean_list(&settings, req.document_tags.as_deref().unwrap_or_default());
         let mut session = None;
+        // The items of one document are read in order, as a transcript's messages: an item that
+        // opens a private span and a later one that closes it hide the items between.
+        let contents = clean_by_document(&settings, &req.items, &contents);
         let items: Vec<NewItem> = req
             .items
             .iter()
             .zip(contents)
             .zip(timestamps)
             .filter_map(|((item, content), timestamp)| {
-                let content = crate::session::clean_text(&settings, &content)?;
+                let content = content?;
                 let mut metadata = item.metadata.clone().unwrap_or_default();
                 if settings.retain.strip_private {
                     text::strip_private_map(&mut metadata);
@@ -500,6 +509,29 @@ fn stable_id(text: &str, at: &str) -> String {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{h:016x}")
+}
+
+/// Each item's content cleaned, the items of one document in order with the private spans each
+/// leaves open carried into the next; an item without a document stands alone.
+fn clean_by_document<C: AsRef<str>>(
+    settings: &Settings,
+    items: &[MemoryItemIn],
+    contents: &[C],
+) -> Vec<Option<String>> {
+    let mut open: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    items
+        .iter()
+        .zip(contents)
+        .map(|(item, content)| match item.document_id.as_deref() {
+            Some(document) => {
+                let before = open.entry(document).or_default();
+                let (cleaned, after) = crate::session::clean_within(settings, content.as_ref(), *before);
+                *before = after;
+                cleaned
+            }
+            None => crate::session::clean_text(settings, content.as_ref()),
+        })
+        .collect()
 }
 
 #[cfg(test)]

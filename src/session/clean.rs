@@ -7,10 +7,29 @@ use crate::config::Settings;
 
 /// Private spans removed (when configured), memory blocks removed, trimmed; `None` if nothing is left.
 pub fn clean(settings: &Settings, content: &str) -> Option<String> {
-    let content = if settings.retain.strip_private { text::strip_private(content) } else { content.to_owned() };
-    let content = text::strip_memory_tags(&content);
-    let content = content.trim();
-    (!content.is_empty()).then(|| content.to_owned())
+    clean_within(settings, content, 0).0
+}
+
+/// [`clean`] of a text that begins inside `open_before` private spans an earlier text of the
+/// same request left open (the items of one retain are read in order, as a transcript's
+/// messages are), and how many it leaves open.
+pub fn clean_within(settings: &Settings, content: &str, open_before: usize) -> (Option<String>, usize) {
+    if !settings.retain.strip_private {
+        return (kept(text::strip_memory_tags(content)), 0);
+    }
+    let (shown, open) = text::strip_private_within(content, open_before);
+    let mut shown = text::strip_memory_tags(&shown);
+    // A memory block's removal can join a tag again (`<priv<memories>…</memories>ate>`): what
+    // follows it is private.
+    if text::has_private_tag(&shown) {
+        shown = text::strip_private(&shown);
+    }
+    (kept(shown), open)
+}
+
+fn kept(content: String) -> Option<String> {
+    let trimmed = content.trim();
+    (!trimmed.is_empty()).then(|| trimmed.to_owned())
 }
 
 /// Only user and assistant messages that hold a letter or digit (drops tool-only turns' ".").
@@ -32,7 +51,9 @@ pub fn clean_imported(settings: &Settings, m: &mut mneme_core::StoredMemory) -> 
         .unwrap_or_else(|| mneme_core::time::rfc3339_millis(std::time::SystemTime::now()));
     if settings.retain.strip_private {
         m.context = m.context.as_deref().map(text::strip_private).filter(|c| !c.trim().is_empty());
-        m.document_id = m.document_id.as_deref().map(text::strip_private).filter(|d| !d.trim().is_empty());
+        // A document id holding a span is dropped, not cleaned: two cleaned alike would make one
+        // document, each memory replacing the other.
+        m.document_id = m.document_id.take().filter(|d| !text::has_private_tag(d) && !d.trim().is_empty());
         m.tags = text::strip_private_list(std::mem::take(&mut m.tags));
         text::strip_private_map(&mut m.metadata);
     }
@@ -42,5 +63,28 @@ pub fn clean_imported(settings: &Settings, m: &mut mneme_core::StoredMemory) -> 
             true
         }
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_a_memory_block_joins_again_is_private() {
+        let settings = Settings::default();
+        let cleaned = clean(&settings, "abc <priv<memories>x</memories>ate>LEAK-G1 hmm");
+        assert_eq!(cleaned.as_deref(), Some("abc"));
+    }
+
+    #[test]
+    fn a_text_begins_inside_the_spans_an_earlier_one_left_open() {
+        let settings = Settings::default();
+        assert_eq!(clean_within(&settings, "one <private> opens", 0), (Some("one".into()), 1));
+        assert_eq!(clean_within(&settings, "SECRET between", 1), (None, 1));
+        assert_eq!(clean_within(&settings, "closes </private> two", 1), (Some("two".into()), 0));
+        let mut off = Settings::default();
+        off.retain.strip_private = false;
+        assert_eq!(clean_within(&off, "SECRET <private>", 1), (Some("SECRET <private>".into()), 0));
     }
 }

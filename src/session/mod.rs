@@ -34,7 +34,7 @@ use crate::spool::{Spool, SpoolError};
 use crate::state::DaemonState;
 
 pub use auto::{memory_block, TurnEnd};
-pub use clean::{clean as clean_text, clean_imported};
+pub use clean::{clean as clean_text, clean_imported, clean_within};
 pub use clear::{ClearOutcome, ClearRequest};
 pub use guide::{guide, GUIDE};
 pub use scope::{project_label, scope_for};
