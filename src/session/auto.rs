@@ -163,8 +163,10 @@ impl Sessions {
         let history = conversation(messages);
         let omitted = i64::try_from(end.omitted_user_turns).unwrap_or(i64::MAX);
         let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
-        let each = cleaned_each(settings, &history);
-        let seen = user_prints(&each, &history);
+        let cleaned = cleaned_each(settings, &history, session.open_at_part_start);
+        let seen = user_prints(&cleaned.each, &history);
+        let mut each = cleaned.kept();
+        self.update(&session.id, |s| s.open_at_end = cleaned.open_at_end);
         if omitted > 0 {
             // The turns' fingerprints are kept in step, so a later transcript sent without a
             // count (read from its end) is placed among them, not taken for a new part.
@@ -199,7 +201,14 @@ impl Sessions {
                 }
                 return self.retain_tail(session, &history, &each, k as i64 + user_turns).await;
             }
-            Placement::StartsOver => self.next_part(session, seen).await?,
+            Placement::StartsOver => {
+                // The new part begins inside the spans the last transcript left open (a client
+                // that sends a turn at a time, a history compacted with a span open).
+                let cleaned = cleaned_each(settings, &history, session.open_at_end);
+                each = cleaned.kept();
+                let session = self.next_part(session, user_prints(&cleaned.each, &history)).await?;
+                self.update(&session.id, |s| s.open_at_end = cleaned.open_at_end).unwrap_or(session)
+            }
         };
         let session = &session;
         // The part's turns: those before `first_turn` were had while memory was off.
@@ -267,15 +276,22 @@ impl Sessions {
         let history = conversation(messages);
         let omitted = i64::try_from(end.omitted_user_turns).unwrap_or(i64::MAX);
         let sent = history.iter().filter(|m| m.role == "user").count() as i64;
-        let seen = user_prints(&cleaned_each(settings, &history), &history);
+        let cleaned = cleaned_each(settings, &history, session.open_at_part_start);
+        let seen = user_prints(&cleaned.each, &history);
         let known = &session.turn_prints;
+        let mut open_at = (session.open_at_part_start, cleaned.open_at_end);
         let (prints, user_turns) = match place_in_part(known, &seen) {
             // Counted from where the client says it starts; what was seen stays as it was.
             _ if omitted > 0 => (known.clone(), sent.saturating_add(omitted)),
             Placement::Continues if seen.len() > known.len() => (seen, sent),
             Placement::Continues => (known.clone(), sent.max(known.len() as i64)),
             Placement::Window(k) => ([&known[..k], &seen[..]].concat(), k as i64 + sent),
-            Placement::StartsOver => (seen, sent),
+            Placement::StartsOver => {
+                // As in `retain_turns`: the new history begins inside the spans left open.
+                let cleaned = cleaned_each(settings, &history, session.open_at_end);
+                open_at = (session.open_at_end, cleaned.open_at_end);
+                (user_prints(&cleaned.each, &history), sent)
+            }
         };
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
@@ -289,6 +305,7 @@ impl Sessions {
             s.retained_turns = user_turns;
             s.pending = None;
             s.turn_prints = prints;
+            (s.open_at_part_start, s.open_at_end) = open_at;
         });
         if let Some(s) = updated {
             self.save(&s).await?;
@@ -340,6 +357,7 @@ impl Sessions {
         }
         let updated = self.update(&session.id, |s| {
             s.part = s.part.saturating_add(1);
+            s.open_at_part_start = session.open_at_end;
             s.retained_turns = 0;
             s.first_turn = 0; // a history of its own: none of its turns were had while off
             s.pending = None;
@@ -426,21 +444,55 @@ const COMPACTION_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_sec
 /// messages left open carried into it: a `<private>` left unclosed hides the later messages,
 /// whole, up to the one that closes it (fail closed: a reply may repeat what the prompt hid, and a
 /// retain may run before the close arrives), and a close with no opening tag before it hides what
-/// precedes it in its message. `None` where nothing is left of one.
-fn cleaned_each(settings: &Settings, history: &[Message]) -> Vec<Option<Message>> {
+/// precedes it, in its message and in those before ([`Cleaned::kept`]).
+/// The history begins inside `open_before` spans (a part that started over inside one an
+/// earlier transcript left open).
+fn cleaned_each(settings: &Settings, history: &[Message], open_before: usize) -> Cleaned {
     let cleaned = |m: &Message, content: &str| clean(settings, content).map(|c| Message::new(m.role.clone(), c));
     if !settings.retain.strip_private {
-        return history.iter().map(|m| cleaned(m, &m.content)).collect();
+        let each = history.iter().map(|m| cleaned(m, &m.content)).collect();
+        return Cleaned { each, hidden_before: 0, open_at_end: 0 };
     }
-    let mut open = 0usize; // spans earlier messages left open
-    history
+    let mut open = open_before; // spans earlier messages left open
+    let mut hidden_before = 0;
+    let each = history
         .iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(i, m)| {
+            if text::has_private_tag(&m.content) {
+                let carried = format!("{}{}", "<private>".repeat(open), m.content);
+                if text::private_edges(&carried).closes_earlier {
+                    hidden_before = i; // a close whose opening tag is in no message before it
+                }
+            }
             let (content, open_after) = text::strip_private_within(&m.content, open);
             open = open_after;
             cleaned(m, &content)
         })
-        .collect()
+        .collect();
+    Cleaned { each, hidden_before, open_at_end: open }
+}
+
+/// A transcript's messages cleaned ([`cleaned_each`]).
+struct Cleaned {
+    /// Each message, `None` where nothing is left of it; what its user turns' fingerprints are
+    /// taken from.
+    each: Vec<Option<Message>>,
+    /// The messages before this one are hidden: a later one holds a `</private>` whose opening
+    /// tag is in none of them (lost with a start the client did not send, or in a message it
+    /// sent apart), so all that precedes it may be private, as in a single text.
+    hidden_before: usize,
+    /// The spans it leaves open at its end.
+    open_at_end: usize,
+}
+
+impl Cleaned {
+    /// What may be stored: `each`, with the messages a stray close hides taken out.
+    fn kept(&self) -> Vec<Option<Message>> {
+        let mut kept = self.each.clone();
+        kept[..self.hidden_before].fill(None);
+        kept
+    }
 }
 
 /// The cleaned messages (`each`, see [`cleaned_each`]) of a history's last `turns` user turns,
@@ -645,7 +697,7 @@ fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str) -> 
 /// span crossing messages is hidden across them), never the composed text: a memory tag in one
 /// line and its close in another would take the lines between with them.
 pub(super) fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> Option<String> {
-    let each = cleaned_each(settings, history);
+    let each = cleaned_each(settings, history, 0).kept();
     // The latest prompt as it stands in the history (a span an earlier message opened may hide
     // its start), else on its own.
     let at = history.iter().rposition(|m| m.role == "user" && m.content == latest);

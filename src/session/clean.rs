@@ -33,12 +33,29 @@ fn kept(content: String) -> Option<String> {
 }
 
 /// Only user and assistant messages that hold a letter or digit (drops tool-only turns' ".").
+/// The `<private>` tags of a message left out still count: they go on the next one kept (a span
+/// a system or tool message opens hides what follows it; a close whose opening tag no message
+/// holds, what precedes it).
 pub(super) fn conversation(messages: &[Message]) -> Vec<Message> {
-    messages
-        .iter()
-        .filter(|m| (m.role == "user" || m.role == "assistant") && text::has_substance(&m.content))
-        .cloned()
-        .collect()
+    let mut kept = Vec::with_capacity(messages.len());
+    let mut tags = String::new(); // the tags of the messages left out since the last one kept
+    for m in messages {
+        if (m.role == "user" || m.role == "assistant") && text::has_substance(&m.content) {
+            let mut m = m.clone();
+            if !tags.is_empty() {
+                m.content.insert_str(0, &std::mem::take(&mut tags));
+            }
+            kept.push(m);
+        } else if text::has_private_tag(&m.content) {
+            let edges = text::private_edges(&format!("{tags}{}", m.content));
+            tags = format!(
+                "{}{}",
+                if edges.closes_earlier { "</private>" } else { "" },
+                "<private>".repeat(edges.open_at_end)
+            );
+        }
+    }
+    kept
 }
 
 /// Cleans a memory that arrives whole (an import) like a retain: private spans are removed from

@@ -171,6 +171,18 @@ pub struct Session {
     /// the next, and the agent's prompt cache warm. Asked again after a re-scope or a clear.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// `<private>` spans open where the current part's history begins: the last transcript of
+    /// the part before left them open (a client that sends a turn at a time, a history
+    /// compacted inside a span).
+    #[serde(default, skip_serializing_if = "is_none_open")]
+    pub open_at_part_start: usize,
+    /// The spans the last transcript left open at its end.
+    #[serde(default, skip_serializing_if = "is_none_open")]
+    pub open_at_end: usize,
+}
+
+fn is_none_open(n: &usize) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -473,6 +485,8 @@ impl Sessions {
                 pending: None,
                 last_prompt: None,
                 last_prompt_left_private: false,
+                open_at_part_start: 0,
+                open_at_end: 0,
                 part: ended.part,
                 turn_prints: ended.turn_prints.clone(),
                 first_turn: ended.first_turn,

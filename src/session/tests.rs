@@ -27,6 +27,8 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         turn_prints: Vec::new(),
         first_turn: 0,
         instructions: None,
+        open_at_part_start: 0,
+        open_at_end: 0,
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -286,6 +288,58 @@ async fn each_turn_stored_once(r: &Rig, n: usize) {
 async fn stored(r: &Rig) -> String {
     let page = r.local.export(None, None, 10_000).await.unwrap();
     page.memories.iter().map(|m| m.content.clone()).collect::<Vec<_>>().join("\n----\n")
+}
+
+/// A `</private>` whose opening tag is in no message sent hides the messages before it (as in a
+/// single text); the tags of a message left out (a system or tool one) still count; and a
+/// client that sends a turn at a time has a span one turn opens kept open in the next.
+#[tokio::test]
+async fn private_spans_cross_messages_left_out_and_requests() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    let m = |role: &str, text: &str| Message::new(role, text);
+    s.start(start("stray")).await.unwrap();
+    let stray = [
+        m("user", "LEAK-1 said inside the span"),
+        m("assistant", "LEAK-2 answered inside"),
+        m("user", "end of it</private> visible words one"),
+        m("assistant", "fine"),
+    ];
+    s.agent_end("stray", &stray, Turn::Work, TurnEnd::default()).await.unwrap();
+    s.start(start("system")).await.unwrap();
+    let system = [
+        m("user", "hello there, visible words two"),
+        m("system", "<private>"),
+        m("user", "LEAK-3 behind a system message"),
+        m("tool", "</private>"),
+        m("user", "visible words three"),
+    ];
+    s.agent_end("system", &system, Turn::Work, TurnEnd::default()).await.unwrap();
+    s.start(start("turns")).await.unwrap();
+    for turn in [
+        [m("user", "the key is <private> coming"), m("assistant", "ok")],
+        [m("user", "LEAK-4 is the value"), m("assistant", "noted LEAK-4")],
+        [m("user", "that was all </private> visible words four"), m("assistant", "done")],
+        [m("user", "visible words five"), m("assistant", "sure")],
+    ] {
+        s.agent_end("turns", &turn, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    // A history compacted inside a span starts over inside it, and goes on so.
+    s.start(start("compacted")).await.unwrap();
+    let before = [m("user", "visible words six, and <private> from here"), m("assistant", "ok")];
+    s.agent_end("compacted", &before, Turn::Work, TurnEnd::default()).await.unwrap();
+    let mut after = vec![m("user", "LEAK-5 after the compaction"), m("assistant", "fine")];
+    s.agent_end("compacted", &after, Turn::Work, TurnEnd::default()).await.unwrap();
+    after.extend([m("user", "LEAK-6 and more </private> visible words seven"), m("assistant", "good")]);
+    s.agent_end("compacted", &after, Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for leak in ["LEAK-1", "LEAK-2", "LEAK-3", "LEAK-4", "LEAK-5", "LEAK-6"] {
+        assert!(!text.contains(leak), "{leak} stored: {text}");
+    }
+    for shown in ["one", "two", "three", "four", "five", "six", "seven"] {
+        assert!(text.contains(&format!("visible words {shown}")), "{shown} missing: {text}");
+    }
 }
 
 #[tokio::test]
