@@ -661,9 +661,16 @@ fn with_current_turn(
             messages.push(Message::new("user", prompt));
         }
     }
+    // A slash command is not appended, but a span its arguments left open is kept open: the
+    // reply goes in behind an opening tag, unless the messages hold the span open already (the
+    // hook carries a command line's tags into the message after it).
+    let slash_left_open = prompt.is_some_and(|(p, open)| open && is_slash_command(p))
+        && settings.retain.strip_private
+        && cleaned_each(settings, &messages, 0).open_at_end == 0;
     if let Some(cleaned_reply) = clean(settings, reply) {
         let after_user = messages.iter().rposition(|m| m.role == "user").map_or(0, |i| i + 1);
         if !messages[after_user..].iter().any(|m| m.role == "assistant" && same(m, &cleaned_reply)) {
+            let reply = if slash_left_open { format!("<private>{reply}") } else { reply.to_owned() };
             messages.push(Message::new("assistant", reply));
         }
     }

@@ -290,6 +290,22 @@ async fn stored(r: &Rig) -> String {
     page.memories.iter().map(|m| m.content.clone()).collect::<Vec<_>>().join("\n----\n")
 }
 
+/// A slash command is not appended to a lagging transcript, but a span its arguments open is:
+/// the reply after it stays private.
+#[tokio::test]
+async fn a_span_a_slash_command_opens_keeps_its_reply_private() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("slash")).await.unwrap();
+    s.agent_start("slash", "/deploy <private> SLASHSECRET-sk-live-999", &[], Turn::Work).await.unwrap();
+    let earlier = [Message::new("user", "set up the pipeline please"), Message::new("assistant", "done")];
+    let end = TurnEnd { reply: Some("Deployed using SLASHSECRET-sk-live-999".into()), ..TurnEnd::default() };
+    s.agent_end("slash", &earlier, Turn::Work, end).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("SLASHSECRET") && text.contains("set up the pipeline"), "{text}");
+}
+
 /// A `</private>` whose opening tag is in no message sent hides the messages before it (as in a
 /// single text); the tags of a message left out (a system or tool one) still count; and a
 /// client that sends a turn at a time has a span one turn opens kept open in the next.
