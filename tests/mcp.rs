@@ -252,6 +252,20 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
     // A session ends once: the second DELETE names a session that is no longer open.
     let r = d.http.post(d.url("/mcp")).bearer_auth(&d.token).json(&init).send().await.unwrap();
     let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    // A method name holding a private span is not repeated in the answer (the library's "method
+    // not found" repeats the name it was given).
+    let r = d
+        .http
+        .post(d.url("/mcp"))
+        .bearer_auth(&d.token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &id)
+        .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "<private>MCPSECRET-1</private>", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    let body = r.text().await.unwrap();
+    assert!(!body.contains("MCPSECRET") && body.contains("-32601"), "{body}");
     let delete = || d.http.delete(d.url("/mcp")).bearer_auth(&d.token).header("mcp-session-id", &id).send();
     let first = delete().await.unwrap();
     assert!(first.status().is_success(), "{}", first.status());

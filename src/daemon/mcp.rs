@@ -322,6 +322,11 @@ pub async fn check_message(
             if m.get("method").is_some_and(|v| !v.is_string()) {
                 return refused_request(id, -32600, "Invalid Request: the method must be a string");
             }
+            // The library's "method not found" repeats the name it was given: one holding a
+            // private span is refused here, unrepeated.
+            if m.get("method").and_then(|v| v.as_str()).is_some_and(mneme_core::text::has_private_tag) {
+                return refused_request(id, -32601, "Method not found (its name holds a <private> tag)");
+            }
             // The shapes the library tells apart; any other it answered with a bare 415.
             let (result, error) = (m.contains_key("result"), m.contains_key("error"));
             let known_shape =
