@@ -109,6 +109,10 @@ async fn bad_requests_get_json_4xx() {
         (400, send_raw("/v1/sessions/s1/retain", "{not json", "application/json").await.unwrap()),
         (422, send_raw("/v1/sessions/s1/retain", "{\"items\": 3}", "application/json").await.unwrap()),
         (415, send_raw("/v1/sessions/s1/retain", "{}", "text/plain").await.unwrap()),
+        // An array where an object goes: serde would read the fields by position.
+        (422, send_raw("/v1/sessions/s1/retain", r#" [[["array fact", null]]]"#, "application/json").await.unwrap()),
+        (422, send_raw("/v1/sessions", r#"["arr1", "/tmp/arrp"]"#, "application/json").await.unwrap()),
+        (422, send_raw("/hindsight/v1/default/banks/b/memories", r#"[[["x"]]]"#, "application/json").await.unwrap()),
         (400, send_raw("/v1/sessions/s1/retain", "{\"items\": []}", "application/json").await.unwrap()),
         // Content that shows nothing (a NUL, zero-width spaces) is blank too.
         (
@@ -151,6 +155,9 @@ async fn bad_requests_get_json_4xx() {
         let v: Value = resp.json().await.unwrap_or_else(|e| panic!("{url}: not JSON: {e}"));
         assert!(v["error"]["code"].is_string() && v["error"]["message"].is_string(), "{url}: {v}");
     }
+    // A JSON type of another name (`application/…+json`) is JSON, as axum takes it.
+    let suffixed = send_raw("/v1/sessions/s1/recall", "{\"query\": \"x\"}", "application/vnd.api+json").await.unwrap();
+    assert_eq!(suffixed.status(), 200);
     // Bodies over the limit: 413 in the same shape, and nothing was stored.
     let big = json!({"items": [{"content": "x".repeat(4096)}]});
     let (status, v) = d.post("/v1/sessions/s1/retain", big).await;

@@ -134,6 +134,15 @@ impl From<JsonRejection> for HindsightError {
     }
 }
 
+impl From<super::json_object::ObjectJsonRejection> for HindsightError {
+    fn from(r: super::json_object::ObjectJsonRejection) -> Self {
+        match r {
+            super::json_object::ObjectJsonRejection::Json(r) => r.into(),
+            not_an_object => HindsightError(not_an_object.into()),
+        }
+    }
+}
+
 impl From<QueryRejection> for HindsightError {
     fn from(r: QueryRejection) -> Self {
         // A query parameter of the wrong type: FastAPI's validation answer, 422.
@@ -143,7 +152,7 @@ impl From<QueryRejection> for HindsightError {
 
 /// A JSON body whose rejections answer with `detail`.
 #[derive(FromRequest)]
-#[from_request(via(axum::Json), rejection(HindsightError))]
+#[from_request(via(super::json_object::ObjectJson), rejection(HindsightError))]
 pub struct Body<T>(pub T);
 
 fn api(s: &AppState) -> &HindsightApi {

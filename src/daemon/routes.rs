@@ -25,7 +25,7 @@ type St = State<Arc<AppState>>;
 
 /// A JSON body whose rejections answer in the API's error shape.
 #[derive(FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+#[from_request(via(super::json_object::ObjectJson), rejection(ApiError))]
 pub struct Body<T>(pub T);
 
 /// A JSON body that may be absent (empty) and then takes its default.
