@@ -492,3 +492,31 @@ async fn the_views_notice_stream_ends_with_its_session() {
     let open = tokio::time::timeout(std::time::Duration::from_secs(3), tokened.chunk()).await;
     assert!(open.is_err(), "still open: {open:?}");
 }
+
+/// Forgetting a document drops its versions still queued (by any session): one delivered after
+/// the forget stored the document again. A document only queued is forgotten too.
+#[tokio::test]
+async fn forgetting_a_document_drops_its_queued_versions() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+    let retain = |content: &str, document: &str, wait: bool| {
+        let item = json!({"content": content, "document_id": document, "metadata": {"session_id": "omp-1"}});
+        d.post("/hindsight/v1/default/banks/fgb/memories", json!({"items": [item], "async": !wait}))
+    };
+    retain("doc version one ECHIDNA first", "fdoc", true).await;
+    retain("doc version two ECHIDNA second", "fdoc", false).await;
+    retain("another document KEPT-NUMBAT", "other", false).await;
+    retain("only ever queued PLATYPUS", "queued-only", false).await;
+    let (status, v) = d.req(Method::DELETE, "/v1/documents/fdoc?bank=fgb", None).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["message"].as_str().unwrap().contains("1 queued"), "{v}");
+    let (status, v) = d.req(Method::DELETE, "/v1/documents/queued-only?bank=fgb", None).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let (_, exported) = d.get("/v1/export?bank=fgb").await;
+    let text = exported.to_string();
+    assert!(!text.contains("ECHIDNA") && !text.contains("PLATYPUS"), "{text}");
+    assert!(text.contains("KEPT-NUMBAT"), "the other document of the batch is stored: {text}");
+    let (status, v) = d.req(Method::DELETE, "/v1/documents/queued-only?bank=fgb", None).await;
+    assert_eq!(status, 404, "forgotten once: {v}");
+}

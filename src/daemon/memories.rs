@@ -135,7 +135,26 @@ pub async fn forget_document(
 /// Deletes, and says so as a notice: a memory the user removes is something every viewer of the
 /// notices should see.
 async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
-    let done = s.queue.backend().forget(&what).await?;
+    let backend = s.queue.backend();
+    let done = match &what {
+        // A version of the document still queued would be stored again once delivered.
+        Forget::Document { id, bank } => {
+            let (queued, done) = s.queue.discard_document_then(bank, id, backend.forget(&what)).await?;
+            match done {
+                // Only queued: forgotten all the same.
+                Err(mneme_core::BackendError::NotFound(_)) if queued > 0 => mneme_core::Forgotten {
+                    deleted: Some(0),
+                    message: format!("{queued} queued version(s) dropped before they were stored"),
+                },
+                Ok(mut done) if queued > 0 => {
+                    done.message = format!("{} ({queued} queued version(s) dropped too)", done.message);
+                    done
+                }
+                done => done?,
+            }
+        }
+        Forget::Memory { .. } => backend.forget(&what).await?,
+    };
     let (noun, id, bank) = match &what {
         Forget::Memory { id, bank } => ("memory", id, bank.as_deref()),
         Forget::Document { id, bank } => ("document", id, Some(bank.as_str())),

@@ -445,19 +445,43 @@ impl Queue {
         self.with_no_delivery(self.discard_scope(scope), delete).await
     }
 
+    /// As [`Queue::discard_then`], for what is queued of one document of `bank` by any session
+    /// (a forget of the document): a version of it still queued was stored again seconds after
+    /// the forget.
+    pub async fn discard_document_then<T>(
+        &self,
+        bank: &str,
+        document_id: &str,
+        delete: impl Future<Output = T>,
+    ) -> Result<(u64, T), SpoolError> {
+        let discard = async {
+            let (n, sessions) = self.inner.spool.discard_document(bank, document_id).await?;
+            self.recount(&sessions).await?;
+            Ok(n)
+        };
+        self.with_no_delivery(discard, delete).await
+    }
+
     /// Drops what is queued for `scope` by any session; what those sessions still hold (items
     /// of another scope) stays counted.
     async fn discard_scope(&self, scope: &Scope) -> Result<u64, SpoolError> {
         let (n, sessions) = self.inner.spool.discard_scope(&scope.bank, &scope.tags).await?;
+        self.recount(&sessions).await?;
+        Ok(n)
+    }
+
+    /// The batcher's counts of `sessions` set again from the spool, after some of their items
+    /// were dropped.
+    async fn recount(&self, sessions: &[String]) -> Result<(), SpoolError> {
         let waiting = self.inner.spool.waiting().await?;
         let mut batcher = self.inner.batcher.locked();
-        for s in &sessions {
+        for s in sessions {
             batcher.discarded(Some(s));
             if let Some(left) = waiting.get(s) {
                 batcher.requeued(s, *left);
             }
         }
-        Ok(n)
+        Ok(())
     }
 
     /// Runs `discard`, then `delete`, with no delivery running (see [`Queue::discard_then`]).
