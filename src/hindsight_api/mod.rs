@@ -251,11 +251,18 @@ impl HindsightApi {
         if let Some(id) = client_operation {
             // Kept with the items, in one transaction: a retry after a lost answer finds it,
             // and stores nothing again.
-            let record = serde_json::json!({"bank": bank, "items_count": n, "at": mneme_core::time::unix_seconds(SystemTime::now())}).to_string();
+            let body = body_print(&items);
+            let record = serde_json::json!({"bank": bank, "items_count": n, "body": body,
+                "at": mneme_core::time::unix_seconds(SystemTime::now())})
+            .to_string();
             let once = OnceRecord { kind: OPERATION, key: id.clone(), record };
             if let Some(kept) = self.queue.enqueue_once(&queue_id, &scope, items, once).await? {
                 let kept: serde_json::Value = serde_json::from_str(&kept).unwrap_or_default();
-                if kept["bank"].as_str() != Some(bank) {
+                // Sent again with other items, it is another retain under a used id: as
+                // Hindsight answers, a 409, not the first answer (the new items would be lost).
+                // A record kept before its body was (an older mneme) is taken as the same.
+                let other_body = kept["body"].as_str().is_some_and(|b| b != body);
+                if kept["bank"].as_str() != Some(bank) || other_body {
                     return Err(CompatError::Conflict(format!("operation_id {id} is already in use")));
                 }
                 return Ok(answer(kept["items_count"].as_u64().unwrap_or_default() as usize));
@@ -507,6 +514,32 @@ fn stable_id(text: &str, at: &str) -> String {
     for b in text.bytes().chain([0]).chain(at.bytes()) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// A fingerprint of what a retain stores (its items as cleaned; FNV-1a, the same on every run
+/// and build), kept with its operation id to tell a resend from another retain under the same id.
+fn body_print(items: &[NewItem]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |text: &str| {
+        for b in text.bytes().chain([0xff]) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for item in items {
+        feed(&item.content);
+        feed(item.context.as_deref().unwrap_or("\u{0}"));
+        feed(item.document_id.as_deref().unwrap_or("\u{0}"));
+        feed(if item.append { "append" } else { "replace" });
+        feed(item.timestamp.as_deref().unwrap_or("\u{0}"));
+        for t in item.tags.iter().flatten() {
+            feed(t);
+        }
+        for (k, v) in &item.metadata {
+            feed(k);
+            feed(v);
+        }
     }
     format!("{h:016x}")
 }
