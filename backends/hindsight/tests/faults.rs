@@ -542,7 +542,7 @@ async fn cancelling_pages_through_refusals_and_a_queued_document_is_forgotten() 
             delete(move |Path(id): Path<String>| async move {
                 removed.lock().unwrap().push(id.clone());
                 let n: usize = id[3..].parse().unwrap();
-                if n % 3 == 0 {
+                if n.is_multiple_of(3) {
                     (StatusCode::CONFLICT, r#"{"detail":"already completed"}"#).into_response()
                 } else {
                     took.lock().unwrap().push(id);

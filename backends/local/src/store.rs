@@ -662,6 +662,17 @@ pub fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
     )
 }
 
+/// The answers of a group whose transaction SQLite rolled back on `cause` (a full disk, an I/O
+/// error): every batch failed with it, none stored.
+fn rolled_back_with(cause: rusqlite::Error, batches: usize) -> Vec<rusqlite::Result<usize>> {
+    let code = match &cause {
+        rusqlite::Error::SqliteFailure(f, _) => *f,
+        _ => rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+    };
+    let why = format!("rolled back with its group: {cause}");
+    (0..batches).map(|_| Err(rusqlite::Error::SqliteFailure(code, Some(why.clone())))).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use rusqlite::StatementStatus;
@@ -856,15 +867,4 @@ mod tests {
         }
         assert!(RANKED_POOL.ends_with(&format!("LIMIT {RANKED_POOL_SIZE}")));
     }
-}
-
-/// The answers of a group whose transaction SQLite rolled back on `cause` (a full disk, an I/O
-/// error): every batch failed with it, none stored.
-fn rolled_back_with(cause: rusqlite::Error, batches: usize) -> Vec<rusqlite::Result<usize>> {
-    let code = match &cause {
-        rusqlite::Error::SqliteFailure(f, _) => *f,
-        _ => rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
-    };
-    let why = format!("rolled back with its group: {cause}");
-    (0..batches).map(|_| Err(rusqlite::Error::SqliteFailure(code, Some(why.clone())))).collect()
 }
