@@ -82,7 +82,7 @@ impl Sessions {
             return Ok(None);
         };
         let forgets = self.forgets();
-        let recall = self.recall_scope(&session.scope, &query);
+        let recall = self.recall_scope(&session.scope, &query, block_room(&settings));
         let results = match tokio::time::timeout(settings.recall.timeout, recall).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
@@ -415,7 +415,8 @@ impl Sessions {
         let Some(query) = query_for(&settings, &latest, &history) else {
             return Ok(None);
         };
-        match tokio::time::timeout_at(deadline, self.recall_scope(&session.scope, &query)).await {
+        match tokio::time::timeout_at(deadline, self.recall_scope(&session.scope, &query, block_room(&settings))).await
+        {
             Ok(Ok(results)) => Ok(memory_block(&settings, &results)),
             Ok(Err(e)) => {
                 tracing::warn!(session = id, "compaction recall failed: {e}");
@@ -725,16 +726,29 @@ pub(super) fn query_for(settings: &Settings, latest: &str, history: &[Message]) 
 /// first result too long for the room left is cut. `None` when no result fits (or there is
 /// none): the bound holds, and a block of no memories tells the agent nothing.
 pub fn memory_block(settings: &Settings, results: &[Recalled]) -> Option<String> {
+    let head = block_head(settings);
+    let room = block_room(settings);
+    let kept = if room > 0 { fit_results(results, room) } else { Vec::new() };
+    (!kept.is_empty()).then(|| format!("{head}{}{BLOCK_TAIL}", format_results(&kept)))
+}
+
+const BLOCK_TAIL: &str = "\n</memories>";
+
+/// The recalled block's opening: the tag, the preamble and the time.
+fn block_head(settings: &Settings) -> String {
     let mut head = format!("<memories>\n{}\n", settings.recall.preamble);
     if settings.recall.include_time {
         head.push_str(&format!("Current time: {} UTC\n", mneme_core::time::prompt_time(SystemTime::now())));
     }
     head.push('\n');
-    const TAIL: &str = "\n</memories>";
-    let budget = settings.recall.max_tokens.saturating_mul(4);
-    let frame = budget_units(&head) + budget_units(TAIL);
-    let kept = if frame < budget { fit_results(results, budget - frame) } else { Vec::new() };
-    (!kept.is_empty()).then(|| format!("{head}{}{TAIL}", format_results(&kept)))
+    head
+}
+
+/// What the results may take of the recalled block ([`memory_block`]): `recall.max_tokens`
+/// without its frame.
+fn block_room(settings: &Settings) -> usize {
+    let frame = budget_units(&block_head(settings)) + budget_units(BLOCK_TAIL);
+    settings.recall.max_tokens.saturating_mul(4).saturating_sub(frame)
 }
 
 #[cfg(test)]

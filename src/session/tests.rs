@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use mneme_core::text::Message;
+use mneme_core::text::{budget_units, Message};
 use mneme_core::{MemoryBackend, Scope};
 
 use super::*;
@@ -451,6 +451,35 @@ async fn a_wholly_private_first_prompt_keeps_the_automatic_recall() {
     assert_eq!(private, None);
     let block = s.agent_start("a", "how do the otters deploy?", &[], Turn::Work).await.unwrap();
     assert!(block.is_some_and(|b| b.contains("cargo-dist")));
+}
+
+/// A long memory's window around the question's words is what the agent reads, in the recall
+/// tool's answer and in the first-turn block: cut again from its start to make room for the
+/// heading and the line's formatting, it lost them.
+#[tokio::test]
+async fn a_long_result_shows_its_window_within_the_answers_frame() {
+    for (filler, fact, question) in [
+        (
+            "alpha beta gamma delta ".repeat(300),
+            "The release is built with cargo-dist.",
+            "is the release built with cargo-dist?",
+        ),
+        ("今天天气很好我们去公园散步。".repeat(70), "我们的数据库用PostgreSQL。", "我们的数据库是什么? PostgreSQL?"),
+    ] {
+        let r = rig();
+        let mut settings = Settings::default();
+        settings.recall.max_tokens = 120;
+        let s = sessions(&r, settings).await;
+        s.start(start("a")).await.unwrap();
+        s.retain("a", vec![(format!("{filler}{fact}"), None)]).await.unwrap();
+        r.queue.flush_all().await;
+        let answer = s.recall("a", question).await.unwrap();
+        let word = if fact.contains("cargo") { "cargo-dist" } else { "PostgreSQL" };
+        assert!(answer.message.contains(word), "{}", answer.message);
+        assert!(budget_units(&answer.message) <= 480, "{}", answer.message);
+        let block = s.agent_start("a", question, &[], Turn::Work).await.unwrap().unwrap_or_default();
+        assert!(block.contains(word) && budget_units(&block) <= 480, "{block}");
+    }
 }
 
 /// A subagent's retains go where its parent is now: started again in another folder, the parent

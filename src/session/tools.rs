@@ -71,16 +71,17 @@ impl Sessions {
     pub async fn recall(&self, id: &str, query: &str) -> Result<RecallAnswer, SessionError> {
         let (scope, _) = self.route(id)?;
         let query = recall_text(&self.settings(), query).map_err(SessionError::Invalid)?;
-        let results = self.recall_scope(&scope, &query).await?;
-        if results.is_empty() {
-            return Ok(RecallAnswer { results, message: "No relevant memories found.".to_owned() });
-        }
         // The message is what the agent reads: within `recall.max_tokens` (in quarter tokens), its
         // heading and each result's formatting included, like the first-turn block.
         let heading = |n: usize| {
             format!("Found {n} relevant memories (as of {} UTC):\n\n", mneme_core::time::prompt_time(SystemTime::now()))
         };
         let budget = self.settings().recall.max_tokens.saturating_mul(4);
+        let room = budget.saturating_sub(budget_units(&heading(100)));
+        let results = self.recall_scope(&scope, &query, room).await?;
+        if results.is_empty() {
+            return Ok(RecallAnswer { results, message: "No relevant memories found.".to_owned() });
+        }
         let results = fit_results(&results, budget.saturating_sub(budget_units(&heading(results.len()))));
         if results.is_empty() {
             // Not even one result fits: the bound holds, and says so when the words fit in it.
@@ -112,7 +113,17 @@ impl Sessions {
 
     /// Recall in a scope with the configured budget, bound and types, timed for the metrics.
     /// `query` is already cleaned (see [`recall_text`]); an empty one asks nothing.
-    pub(super) async fn recall_scope(&self, scope: &Scope, query: &str) -> Result<Vec<Recalled>, BackendError> {
+    ///
+    /// `room` is what the results may take of the answer (quarter tokens), the answer's frame
+    /// left out: the backend is asked to fit them, and a first result within room for its line's
+    /// formatting, so that its window around the query's words is what the agent reads (cut
+    /// again here, from its start, it lost them).
+    pub(super) async fn recall_scope(
+        &self,
+        scope: &Scope,
+        query: &str,
+        room: usize,
+    ) -> Result<Vec<Recalled>, BackendError> {
         if query.is_empty() {
             return Ok(Vec::new());
         }
@@ -120,7 +131,7 @@ impl Sessions {
         let q = RecallQuery {
             query: query.to_owned(),
             budget: settings.recall.budget,
-            max_tokens: settings.recall.max_tokens,
+            max_tokens: (room.saturating_sub(RESULT_LINE_UNITS) / 4).max(1),
             types: settings.recall.types.clone(),
             tags: scope.tags.clone(),
             tags_match: TagsMatch::Any,
@@ -131,6 +142,10 @@ impl Sessions {
         r
     }
 }
+
+/// What a result's line adds to its text at most ([`format_results`]: `- `, its type, its date,
+/// the blank line before the next).
+const RESULT_LINE_UNITS: usize = 48;
 
 /// The recall tool's message when no result fits in `recall.max_tokens`.
 const NOTHING_FITS: &str = "No memory fits in recall.max_tokens.";

@@ -122,10 +122,12 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     }
     let mut wanted = fts::query_terms(query);
     wanted.extend(thesaurus.alternatives(&wanted));
-    // Word starts (char offsets) and whether each word is one the query asks for. An ideograph
-    // or kana is a word of its own, as the index has it (a run of them was one word, which no
-    // query term equals: the window of Chinese or Japanese text ignored the question).
-    let mut words: Vec<(usize, bool)> = Vec::new();
+    // Each wanted term's number, for counting how many of them a window holds.
+    let wanted: std::collections::HashMap<String, usize> = wanted.into_iter().zip(0..).collect();
+    // Words (char offsets of their start and end) and which wanted term each is, if any. An
+    // ideograph or kana is a word of its own, as the index has it (a run of them was one word,
+    // which no query term equals: the window of Chinese or Japanese text ignored the question).
+    let mut words: Vec<(usize, usize, Option<usize>)> = Vec::new();
     let mut in_word = false;
     let mut start = 0;
     let cs: Vec<char> = text.chars().collect();
@@ -134,10 +136,10 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
         let alone = fts::is_cjk(*c);
         if in_word && (!alnum || alone) {
             let w: String = cs[start..i].iter().collect();
-            words.push((start, wanted.contains(&fts::index_terms(&w))));
+            words.push((start, i, wanted.get(&fts::index_terms(&w)).copied()));
         }
         if alone {
-            words.push((i, wanted.contains(&fts::index_terms(&c.to_string()))));
+            words.push((i, i + 1, wanted.get(&fts::index_terms(&c.to_string())).copied()));
             in_word = false;
             continue;
         }
@@ -148,26 +150,44 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     }
     if in_word {
         let w: String = cs[start..].iter().collect();
-        words.push((start, wanted.contains(&fts::index_terms(&w))));
+        words.push((start, cs.len(), wanted.get(&fts::index_terms(&w)).copied()));
     }
     let room_units = max_units - 4; // for the two "… " marks
                                     // The window's length in characters, as the text costs on average (then cut to the bound).
     let room = (room_units as f64 * cs.len() as f64 / units as f64) as usize;
-    // The window starting at a wanted word that holds the most wanted words, centred on them.
-    let (mut best, mut best_hits, mut hits, mut j) = ((0usize, 0usize), 0usize, 0usize, 0usize);
+    // The window starting at a wanted word that holds the most of the wanted terms (then the
+    // most wanted words), centred on them: counted with repeats, a common word of the question
+    // ("我们", "the") over and over outweighed the one place that answers it.
+    let mut held = vec![0usize; wanted.len()]; // how often each term is in the window
+    let (mut best, mut best_score, mut distinct, mut hits, mut j) = ((0usize, 0usize), (0, 0), 0usize, 0usize, 0usize);
     for i in 0..words.len() {
-        while j < words.len() && words[j].0 < words[i].0 + room {
-            hits += usize::from(words[j].1);
+        j = j.max(i); // (a word longer than the window is in none)
+                      // The words that end in the window starting at word i.
+        while j < words.len() && words[j].1 <= words[i].0 + room {
+            if let Some(t) = words[j].2 {
+                distinct += usize::from(held[t] == 0);
+                held[t] += 1;
+                hits += 1;
+            }
             j += 1;
         }
-        if words[i].1 && hits > best_hits {
-            let last = words[i..j].iter().rev().find(|w| w.1).map_or(words[i].0, |w| w.0);
-            (best, best_hits) = ((words[i].0, last), hits);
+        if words[i].2.is_some() && (distinct, hits) > best_score {
+            let last = words[i..j].iter().rev().find(|w| w.2.is_some()).map_or(words[i].1, |w| w.1);
+            (best, best_score) = ((words[i].0, last), (distinct, hits));
         }
-        hits -= usize::from(words[i].1);
+        if let Some(t) = words[i].2.filter(|_| j > i) {
+            held[t] -= 1;
+            distinct -= usize::from(held[t] == 0);
+            hits -= 1;
+        }
     }
     let middle = (best.0 + best.1) / 2;
     let mut from = middle.saturating_sub(room / 2).min(cs.len().saturating_sub(room));
+    // The wanted words whole (centred, the last one's end fell past the window's, and the cut
+    // at a word's end dropped it).
+    if best.1 - best.0 <= room {
+        from = from.min(best.0).max(best.1.saturating_sub(room));
+    }
     // Start at a word.
     if from > 0 {
         if let Some(w) = words.iter().find(|w| w.0 >= from) {
@@ -183,7 +203,9 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
         cost -= budget_units_of(cs[to]);
     }
     // End after a word, not inside one (a word of 20 characters or more is cut).
-    if to < cs.len() && cs[to].is_alphanumeric() && cs[to - 1].is_alphanumeric() {
+    // (An ideograph is a word of its own: between two, the cut is between words.)
+    let in_a_word = |a: char, b: char| a.is_alphanumeric() && b.is_alphanumeric() && !fts::is_cjk(a) && !fts::is_cjk(b);
+    if to < cs.len() && in_a_word(cs[to - 1], cs[to]) {
         if let Some(gap) = (to.saturating_sub(20).max(from + 1)..to).rev().find(|&i| !cs[i].is_alphanumeric()) {
             to = gap;
         }
@@ -214,6 +236,22 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The window holds the most of the question's terms, not the most repeats of one common
+    /// word, and holds its last wanted word whole (centred, its end was cut off).
+    #[test]
+    fn the_window_holds_the_most_of_the_questions_terms_whole() {
+        let text = format!("{}{}", "今天天气很好我们去公园散步。".repeat(70), "我们的数据库用PostgreSQL。");
+        let q = "我们的数据库是什么? PostgreSQL?";
+        for max in [100, 372, 1000] {
+            let w = window(&text, q, &Thesaurus::builtin(), max);
+            assert!(w.contains("我们的数据库用PostgreSQL") && budget_units(&w) <= max, "{max}: {w}");
+        }
+        let text =
+            format!("{} the deploy uses cargo-dist {}", "the the the deploy the the ".repeat(40), "x ".repeat(400));
+        let w = window(&text, "how does the deploy use cargo-dist", &Thesaurus::builtin(), 120);
+        assert!(w.contains("cargo-dist"), "{w}");
+    }
 
     /// No piece of `pieces` starts or ends inside a shown character.
     fn whole(pieces: &[&str]) {
