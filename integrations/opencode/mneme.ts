@@ -339,7 +339,9 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
     const key = system.join("\n\n")
     let kind = kinds.get(key)
     if (kind === undefined) {
-      const body = { headers: {}, body: { messages: system.map((content) => ({ role: "system", content })) } }
+      // Only the system prompt is known here: judged by the patterns alone (the score counts
+      // messages and tools, and a custom agent's short prompt scored as a title request).
+      const body = { headers: {}, body: { messages: system.map((content) => ({ role: "system", content })) }, system_only: true }
       const res = await call(budget, "POST", "/v1/classify", body)
       if (!res?.kind) return false
       kind = res.kind as string

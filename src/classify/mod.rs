@@ -254,6 +254,29 @@ pub fn classify(settings: &ClassifySettings, headers: &[(String, String)], body:
     verdict(kind, "score", None)
 }
 
+/// A request of which only the system prompt is known (`body` holds nothing else): the
+/// compaction and meta patterns decide, and the score, which counts the messages and tools the
+/// body lacks, does not (a short system prompt with no messages and no tools scores 8, meta).
+/// What no pattern matches is normal.
+pub fn classify_system(settings: &ClassifySettings, body: &Value) -> Classification {
+    let n = normalize(body);
+    let verdict = |kind, decided_by: &str, pattern| Classification {
+        kind,
+        decided_by: decided_by.into(),
+        score: 0,
+        signals: Vec::new(),
+        pattern,
+    };
+    if let Some(pattern) = compaction_pattern(settings, &n) {
+        return verdict(Kind::Compaction, "compaction-pattern", Some(pattern));
+    }
+    let system = n.system.to_lowercase();
+    if let Some(p) = settings.meta_system_patterns.iter().find(|p| system.contains(&p.to_lowercase())) {
+        return verdict(Kind::Meta, "meta-pattern", Some(p.clone()));
+    }
+    verdict(Kind::Normal, "system-prompt", None)
+}
+
 /// The header layer alone, for a caller that only knows the agent's name.
 pub fn classify_agent(settings: &ClassifySettings, agent: &str) -> Option<Kind> {
     let agent = agent.trim().to_lowercase();

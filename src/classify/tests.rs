@@ -255,3 +255,19 @@ fn the_real_clients_side_requests_are_recognised() {
     let work = json!({"system": "You are opencode, an interactive CLI tool. ".repeat(200), "tools": tools(12), "messages": msgs(3)});
     assert_eq!(run(&[], work).kind, Kind::Normal);
 }
+
+/// A body of a system prompt alone (the opencode plugin's) is judged by the patterns: a custom
+/// agent's short prompt is the agent's work, not a title request by its score.
+#[test]
+fn a_system_prompt_alone_is_judged_by_the_patterns() {
+    let settings = ClassifySettings::default();
+    let system = |text: &str| json!({"messages": [{"role": "system", "content": text}]});
+    let reviewer = system("You are a code reviewer. Point out bugs in the diff.");
+    assert_eq!(classify(&settings, &[], &reviewer).kind, Kind::Meta, "scored as a whole request: 8");
+    let judged = classify_system(&settings, &reviewer);
+    assert_eq!((judged.kind, judged.decided_by.as_str()), (Kind::Normal, "system-prompt"));
+    let title = system("You are a title generator. You output ONLY a thread title.");
+    assert_eq!(classify_system(&settings, &title).kind, Kind::Meta);
+    let compaction = system("You are an anchored context summarization assistant.");
+    assert_eq!(classify_system(&settings, &compaction).kind, Kind::Compaction);
+}

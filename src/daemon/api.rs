@@ -187,6 +187,11 @@ pub struct ClassifyRequest {
     pub headers: std::collections::BTreeMap<String, String>,
     /// The raw provider body (Anthropic Messages, OpenAI Chat Completions or Responses).
     pub body: serde_json::Value,
+    /// Only the request's system prompt is known (the opencode plugin's hook sees no more):
+    /// judged by the patterns alone, since the score would count the messages and tools the
+    /// body lacks (a custom agent's short prompt scored 8, meta, and got no memory).
+    #[serde(default)]
+    pub system_only: bool,
 }
 
 /// The optional fields of the session routes that say what a turn is: a meta or compaction turn

@@ -153,6 +153,9 @@ fn turn_of(s: &AppState, info: &TurnInfo) -> Turn {
 }
 
 fn classify_request(settings: &classify::ClassifySettings, r: &ClassifyRequest) -> classify::Classification {
+    if r.system_only {
+        return classify::classify_system(settings, &r.body);
+    }
     let headers: Vec<(String, String)> = r.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     classify::classify(settings, &headers, &r.body)
 }
