@@ -255,16 +255,22 @@ pub fn classify(settings: &ClassifySettings, headers: &[(String, String)], body:
 }
 
 /// A request of which only the system prompt is known (`body` holds nothing else): the
-/// compaction and meta patterns decide, and the score, which counts the messages and tools the
-/// body lacks, does not (a short system prompt with no messages and no tools scores 8, meta).
-/// What no pattern matches is normal.
+/// compaction and meta patterns decide, then the signals of the system prompt alone: a short one
+/// (under 500 characters) that asks for a title, a summary or a label is meta. The signals of the
+/// messages and tools the body lacks are not counted (a short system prompt with no messages and
+/// no tools scored 8, meta: every custom agent with a short prompt).
 pub fn classify_system(settings: &ClassifySettings, body: &Value) -> Classification {
     let n = normalize(body);
+    let signals: Vec<Signal> = score_signals(settings, &n)
+        .into_iter()
+        .filter(|s| s.name == "short_system" || s.name == "meta_phrase")
+        .collect();
+    let score: i64 = signals.iter().map(|s| s.points).sum();
     let verdict = |kind, decided_by: &str, pattern| Classification {
         kind,
         decided_by: decided_by.into(),
-        score: 0,
-        signals: Vec::new(),
+        score,
+        signals: signals.clone(),
         pattern,
     };
     if let Some(pattern) = compaction_pattern(settings, &n) {
@@ -274,7 +280,8 @@ pub fn classify_system(settings: &ClassifySettings, body: &Value) -> Classificat
     if let Some(p) = settings.meta_system_patterns.iter().find(|p| system.contains(&p.to_lowercase())) {
         return verdict(Kind::Meta, "meta-pattern", Some(p.clone()));
     }
-    verdict(Kind::Normal, "system-prompt", None)
+    let both = signals.iter().all(|s| s.points > 0);
+    verdict(if both { Kind::Meta } else { Kind::Normal }, "system-prompt", None)
 }
 
 /// The header layer alone, for a caller that only knows the agent's name.

@@ -268,6 +268,10 @@ fn a_system_prompt_alone_is_judged_by_the_patterns() {
     assert_eq!((judged.kind, judged.decided_by.as_str()), (Kind::Normal, "system-prompt"));
     let title = system("You are a title generator. You output ONLY a thread title.");
     assert_eq!(classify_system(&settings, &title).kind, Kind::Meta);
+    let asks_a_title = system("Generate a title for this conversation.");
+    assert_eq!(classify_system(&settings, &asks_a_title).kind, Kind::Meta, "short and asking for a title");
+    let triage = system(&format!("You triage issues: categorize each one. {}", "Read it closely. ".repeat(40)));
+    assert_eq!(classify_system(&settings, &triage).kind, Kind::Normal, "a long prompt that mentions it");
     let compaction = system("You are an anchored context summarization assistant.");
     assert_eq!(classify_system(&settings, &compaction).kind, Kind::Compaction);
 }
