@@ -28,12 +28,24 @@ fn main() -> ExitCode {
     };
     if !matches!(cli.command, mneme::cli::Command::Serve) {
         // A command whose reader goes away (`mneme export | head`) ends quietly, as Unix tools
-        // do, instead of panicking on the failed write. The daemon keeps ignoring SIGPIPE: a
-        // client that hangs up must never stop it.
-        // SAFETY: setting a signal's disposition to its default before any thread starts.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
+        // do, instead of panicking on the failed write: killed by SIGPIPE, once stdout's write
+        // failed. SIGPIPE itself stays ignored (as the daemon ignores it: a client that hangs up
+        // must never stop it): a write to the daemon's socket that it closed (a 413 answered
+        // before the body was read) is an error to report, and it killed the CLI silently.
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let message =
+                payload.downcast_ref::<String>().map(String::as_str).or(payload.downcast_ref::<&str>().copied());
+            if message.is_some_and(|m| m.starts_with("failed printing to stdout") && m.contains("Broken pipe")) {
+                // SAFETY: restoring SIGPIPE's default and raising it ends the process at once.
+                unsafe {
+                    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                    libc::raise(libc::SIGPIPE);
+                }
+            }
+            default_hook(info);
+        }));
     }
     let default_level = match cli.command {
         mneme::cli::Command::Serve => "info",

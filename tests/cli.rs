@@ -243,6 +243,18 @@ async fn a_reader_that_goes_away_ends_a_command_quietly() {
     assert!(matches!(out.status.code(), Some(0 | 141)), "{:?}", out.status);
 }
 
+/// A request over `server.max_body_bytes` is refused by the CLI with the key that bounds it
+/// (sent, the daemon closed the connection on its 413 and SIGPIPE killed the CLI, exit 141,
+/// without a word).
+#[test]
+fn a_request_over_the_body_limit_is_refused_with_its_key() {
+    let d = Daemon::start("[server]\nmax_body_bytes = 4096\n");
+    let out = d.cli().args(["retain", "-"]).write_stdin("word ".repeat(100_000)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("server.max_body_bytes = 4096") && stderr.contains("nothing was sent"), "{stderr}");
+}
+
 #[test]
 fn every_file_the_daemon_creates_is_private() {
     use std::os::unix::fs::PermissionsExt;

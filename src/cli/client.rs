@@ -24,6 +24,9 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: String,
+    /// `server.max_body_bytes`: a longer request is refused here, with the key that bounds it
+    /// (sent, the daemon answers 413 before reading it and the write fails half-way).
+    max_body: usize,
 }
 
 /// The address a running daemon recorded in its pidfile (second line), if any.
@@ -118,7 +121,7 @@ impl Client {
             let unproven = health.proof.is_none();
             return Err(CliError::NotOurs { addr, version: health.version, token, unproven });
         }
-        Ok(Client { http, base, token })
+        Ok(Client { http, base, token, max_body: settings.server.max_body_bytes })
     }
 
     /// Sends a request and decodes the JSON answer; an error answer becomes [`CliError::Daemon`].
@@ -155,7 +158,15 @@ impl Client {
     ) -> Result<T, CliError> {
         let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
         if let Some(b) = body {
-            req = req.json(b);
+            let bytes = serde_json::to_vec(b).map_err(|e| CliError::Other(format!("cannot write the request: {e}")))?;
+            if bytes.len() > self.max_body {
+                return Err(CliError::Other(format!(
+                    "the request is {} bytes, more than the daemon takes in one (server.max_body_bytes = {}); nothing was sent",
+                    bytes.len(),
+                    self.max_body
+                )));
+            }
+            req = req.header(reqwest::header::CONTENT_TYPE, "application/json").body(bytes);
         }
         let resp = req.send().await.map_err(|e| failed("request to the daemon failed", e))?;
         let status = resp.status();

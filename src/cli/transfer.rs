@@ -108,7 +108,7 @@ async fn write_export(client: &Client, bank: Option<String>, out: &mut dyn Write
         }
         n += found;
     }
-    out.flush().map_err(|e| CliError::Other(format!("cannot write: {e}")))?;
+    out.flush().map_err(write_failed)?;
     Ok(n)
 }
 
@@ -139,7 +139,7 @@ async fn export_pass(
         let kept = page.memories.iter().filter(|m| !mneme_core::text::is_blank(&m.content));
         for m in kept.filter(|m| written.insert(m.id.clone())) {
             let line = serde_json::to_string(m).expect("memory serializes");
-            writeln!(out, "{line}").map_err(|e| CliError::Other(format!("cannot write: {e}")))?;
+            writeln!(out, "{line}").map_err(write_failed)?;
             n += 1;
         }
         match page.next {
@@ -223,4 +223,18 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         println!("Sent {received} memories to the backend{skipped_note}.");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A failed write of the export. To a reader that went away (`mneme export | head`) the command
+/// ends as Unix tools do, killed by SIGPIPE, without a word (SIGPIPE is ignored otherwise, see
+/// `main`); any other failure is an error.
+fn write_failed(e: std::io::Error) -> CliError {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        // SAFETY: restoring SIGPIPE's default and raising it ends the process at once.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::raise(libc::SIGPIPE);
+        }
+    }
+    CliError::Other(format!("cannot write: {e}"))
 }
