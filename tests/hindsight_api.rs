@@ -1032,3 +1032,21 @@ async fn a_refresh_that_recalled_a_forgotten_memory_does_not_bring_it_back() {
     assert_eq!(status, 200, "{v}");
     assert!(!v.to_string().contains("hunter2"), "the forgotten text came back: {v}");
 }
+
+/// A mental model whose best memory is longer than its max_tokens holds that memory's window,
+/// within the bound (asked for the whole budget, the window filled it, its line did not fit,
+/// and the model was empty).
+#[tokio::test]
+async fn a_mental_model_holds_a_long_memorys_window() {
+    let d = Daemon::start(LEXICAL);
+    let long = format!("{} kubernetes {}", "д.".repeat(200), "д.".repeat(200));
+    let (status, v) =
+        d.post(&bank_path("mm", "/memories"), json!({"items": [{"content": long}], "async": false})).await;
+    assert_eq!(status, 200, "{v}");
+    let model = json!({"id": "k8s", "name": "k8s", "source_query": "kubernetes", "max_tokens": 256});
+    let (status, v) = d.post(&bank_path("mm", "/mental-models"), model).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = d.get(&bank_path("mm", "/mental-models/k8s?detail=content")).await;
+    let content = v["content"].as_str().unwrap_or_default();
+    assert!(content.contains("kubernetes") && mneme_core::text::budget_units(content) <= 1024, "{v}");
+}

@@ -260,27 +260,32 @@ impl HindsightApi {
     }
 
     async fn compute_content(&self, model: &mut MentalModel) {
+        /// What a result's line adds to its text: `- ` and the line end.
+        const LINE_UNITS: usize = 4;
         let Some(query) = model.source_query.clone() else { return };
         let max_tokens = model.max_tokens.unwrap_or(2048);
+        let budget = max_tokens.saturating_mul(4);
         let q = RecallQuery {
             query,
             budget: mneme_core::Budget::Mid,
-            max_tokens,
+            // Room for the first line's "- " and its line end: asked for the whole budget, a long
+            // first result's window filled it, the line did not fit, and the model was empty.
+            max_tokens: (budget.saturating_sub(LINE_UNITS) / 4).max(1),
             types: Vec::new(),
             tags: model.tags.clone(),
             tags_match: TagsMatch::Any,
         };
         match self.recall_query(&model.bank_id, &q).await {
             Ok(results) => {
-                let budget = max_tokens.saturating_mul(4);
                 let (mut content, mut used) = (String::new(), 0);
                 for r in results {
                     let line = format!("- {}\n", r.text.trim());
-                    used += mneme_core::text::budget_units(&line);
-                    if used > budget {
-                        break;
+                    let units = mneme_core::text::budget_units(&line);
+                    // One that does not fit is left out for shorter ones after it.
+                    if used + units <= budget {
+                        used += units;
+                        content.push_str(&line);
                     }
-                    content.push_str(&line);
                 }
                 let now = mneme_core::time::rfc3339_millis(SystemTime::now());
                 model.content = Some(content.trim_end().to_owned());
