@@ -1050,3 +1050,19 @@ async fn a_mental_model_holds_a_long_memorys_window() {
     let content = v["content"].as_str().unwrap_or_default();
     assert!(content.contains("kubernetes") && mneme_core::text::budget_units(content) <= 1024, "{v}");
 }
+
+/// A long `metadata.session_id` names its queue by a fingerprint: each queue's name is held in
+/// memory for the daemon's life and listed by /v1/queue (60 KB ones grew the daemon by 160 MB).
+#[tokio::test]
+async fn a_long_client_session_id_names_its_queue_by_a_fingerprint() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+    let long = "s".repeat(60_000);
+    let item = json!({"content": "a fact from a long session", "metadata": {"session_id": long}});
+    let (status, v) = d.post(&bank_path("lq", "/memories"), json!({"items": [item], "async": true})).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, queue) = d.get("/v1/queue").await;
+    let text = queue.to_string();
+    assert!(text.len() < 10_000 && text.contains("hindsight:lq:#"), "{}", &text[..text.len().min(300)]);
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["delivered"], 1, "{v}");
+}

@@ -243,6 +243,11 @@ impl HindsightApi {
         // One queue per client session (batched and debounced like a mneme session's), or per
         // bank for items that name none.
         let queue_id = match &session {
+            // A client's id is metadata, of any length: a long one is kept by its fingerprint
+            // (each queue's id is held in memory for the daemon's life, and listed by /v1/queue).
+            Some(s) if s.len() > MAX_QUEUE_SESSION_LEN || s.chars().any(char::is_control) => {
+                format!("hindsight:{bank}:{}", body_print_of(s))
+            }
             Some(s) => format!("hindsight:{bank}:{s}"),
             None => format!("hindsight:{bank}"),
         };
@@ -516,6 +521,15 @@ fn stable_id(text: &str, at: &str) -> String {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{h:016x}")
+}
+
+/// The longest `metadata.session_id` a /hindsight retain's queue is named by as it is.
+const MAX_QUEUE_SESSION_LEN: usize = 128;
+
+/// A text's fingerprint, as [`body_print`] takes it.
+fn body_print_of(text: &str) -> String {
+    let item = NewItem { content: text.to_owned(), ..NewItem::default() };
+    format!("#{}", body_print(std::slice::from_ref(&item)))
 }
 
 /// A fingerprint of what a retain stores (its items as cleaned; FNV-1a, the same on every run
