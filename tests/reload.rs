@@ -531,3 +531,27 @@ async fn a_new_storage_dir_says_what_the_old_spool_still_holds() {
     let message = n["message"].as_str().unwrap();
     assert!(message.contains("1 retain is still") && message.contains("mneme flush"), "{message}");
 }
+
+/// A flush with memory off says what it keeps spooled (it said "Delivered 0 memories, 0 failed."
+/// and exited 0, the items still queued).
+#[tokio::test]
+async fn a_flush_with_memory_off_says_what_it_keeps() {
+    // Queued while a Hindsight server is down, then memory switched off.
+    let down = "[queue]\nflush_interval = \"1h\"\nshutdown_grace = \"1s\"\n[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n";
+    let d = Daemon::start(down);
+    d.start_session("s", "/p/held").await;
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "kept for later"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    std::fs::write(d.config_path(), "[queue]\nflush_interval = \"1h\"\n[memory]\nbackend = \"off\"\n").unwrap();
+    assert_eq!(d.req(reqwest::Method::POST, "/v1/reload", None).await.1["backend"], "off");
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!((&v["delivered"], &v["held"]), (&json!(0), &json!(1)), "{v}");
+    let out = d.cli().arg("flush").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("1 memory kept spooled"), "{said}");
+    std::fs::write(d.config_path(), "[queue]\nflush_interval = \"1h\"\n").unwrap();
+    d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert!(v.get("held").is_none(), "no held field when none: {v}");
+    assert_eq!(d.get("/v1/status").await.1["queue"]["spooled"], 0, "delivered once a backend stores");
+}

@@ -89,8 +89,15 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         }
         Command::Flush { session } => {
             let v: Flushed = client.post("/v1/flush", &Flush { session_id: session, wait: true }).await?;
-            let Flushed { delivered, failed } = v;
-            show(as_json, &v, format!("Delivered {delivered} {}, {failed} failed.", noun(delivered)));
+            let Flushed { delivered, failed, held } = v;
+            let mut said = format!("Delivered {delivered} {}, {failed} failed.", noun(delivered));
+            if held > 0 {
+                said.push_str(&format!(
+                    " Memory is off: {held} {} kept spooled for the next backend that stores.",
+                    noun(held)
+                ));
+            }
+            show(as_json, &v, said);
             if failed > 0 {
                 if !as_json {
                     eprintln!("mneme: {failed} {} could not be delivered; see `mneme notices`", noun(failed));

@@ -317,11 +317,19 @@ pub struct Flushed {
     pub delivered: u64,
     /// Items that could not be stored (still spooled for a retry, or dead-lettered).
     pub failed: u64,
+    /// Items kept spooled for the next backend that stores, memory being `off` (`POST /v1/flush`
+    /// only; left out when none).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub held: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 impl From<FlushReport> for Flushed {
     fn from(r: FlushReport) -> Self {
-        Flushed { delivered: r.delivered, failed: r.failed }
+        Flushed { delivered: r.delivered, failed: r.failed, held: 0 }
     }
 }
 

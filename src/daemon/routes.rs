@@ -210,6 +210,7 @@ pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<Flushed>> {
         None => None,
     };
     let queue = s.queue.clone();
+    let held_of = queue_id.clone();
     let flush = async move {
         match queue_id {
             Some(id) => queue.flush(&id).await,
@@ -222,7 +223,9 @@ pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<Flushed>> {
         tokio::spawn(flush);
         crate::queue::FlushReport::default()
     };
-    Ok(Json(report.into()))
+    // With memory off nothing is delivered and nothing fails: what stays spooled is said.
+    let held = s.queue.held(held_of.as_deref()).await;
+    Ok(Json(Flushed { held, ..report.into() }))
 }
 
 pub async fn clear(State(s): St, body: Bytes) -> AppResult<Json<Cleared>> {

@@ -499,6 +499,19 @@ impl Queue {
         Ok((n, delete.await))
     }
 
+    /// What a flush leaves spooled because the backend in force stores nothing (memory `off`):
+    /// the items of `session`'s queue, or of every queue. 0 while the backend stores.
+    pub async fn held(&self, session: Option<&str>) -> u64 {
+        if self.backend().capabilities().stores {
+            return 0;
+        }
+        let waiting = self.inner.spool.waiting().await.unwrap_or_default();
+        match session {
+            Some(s) => waiting.get(s).copied().unwrap_or_default(),
+            None => waiting.values().sum(),
+        }
+    }
+
     /// The spool's group commit so far (see [`CommitCounts`]).
     pub fn spool_commits(&self) -> CommitCounts {
         self.inner.spool.commit_counts()
