@@ -258,8 +258,17 @@ impl MemoryBackend for LocalBackend {
         let mut out = String::from("## Recent memories\n");
         let mut used = 0;
         for r in recent {
-            let line: String = r.text.chars().take(300).collect();
-            let line = line.replace('\n', " ");
+            let text = r.text.replace('\n', " ");
+            // At most 300 units as the recall budget counts them (300 characters of English, 75
+            // ideographs), cut at a whole character (a joined emoji, a letter and its accent) and
+            // marked.
+            let kept = mneme_core::text::take_units(&text, 300);
+            let line = if kept.len() < text.len() {
+                let at = mneme_core::text::shown_char_boundary(&text, kept.len());
+                format!("{} …", text[..at].trim_end())
+            } else {
+                text
+            };
             used += line.chars().count();
             if used > RECENT_MAX_CHARS {
                 break;

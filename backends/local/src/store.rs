@@ -353,9 +353,11 @@ impl Store {
 
     /// The most recent memories of a bank passing a tag filter, newest first.
     pub fn recent(&self, bank: &str, tags: &[String], limit: usize) -> rusqlite::Result<Vec<Recalled>> {
-        let mut sql =
-            String::from(
-            "SELECT content, kind, created_at, tags, id, document_id, context, metadata FROM memories m WHERE m.bank = ?1",
+        // Facts, not experiences: a session's transcript is the newest memory after every turn,
+        // and filled the list with turn frames cut mid-word (recall finds them when asked).
+        let mut sql = String::from(
+            "SELECT content, kind, created_at, tags, id, document_id, context, metadata FROM memories m
+             WHERE m.bank = ?1 AND m.kind <> 'experience'",
         );
         let mut args = vec![bank.to_owned()];
         push_tag_filter(&mut sql, &mut args, tags, TagsMatch::Any);

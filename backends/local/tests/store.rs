@@ -255,8 +255,16 @@ async fn instructions_clear_and_reflect() {
     b.retain(&s, &batch).await.unwrap();
     let md = b.instructions(&s).await.unwrap().unwrap();
     assert!(md.contains("alpha fact") && !md.contains("beta fact"), "{md}");
+    // A session's transcript (an experience) is not listed: it filled the list after each turn.
+    let transcript = RetainBatch {
+        id: "t".into(),
+        items: vec![item("3", "[role: user]\nwhat now\n[user:end]", &["project:a"], MemoryType::Experience, None)],
+    };
+    b.retain(&s, &transcript).await.unwrap();
+    let md = b.instructions(&s).await.unwrap().unwrap();
+    assert!(md.contains("alpha fact") && !md.contains("what now"), "{md}");
     let report = b.clear(&s, ClearWhat::Scope).await.unwrap();
-    assert_eq!(report.deleted, Some(1));
+    assert_eq!(report.deleted, Some(2));
     assert_eq!(b.status().await.memories, Some(1));
     assert!(matches!(
         b.reflect(
