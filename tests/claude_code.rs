@@ -88,6 +88,8 @@ async fn a_claude_code_session_through_the_hooks() {
     let v = hook(&d, &after);
     let ctx = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
     assert!(ctx.contains("before compaction") && ctx.contains("<memories>"), "{ctx}");
+    // One recalled block: the instructions' cached first-turn block is left out beside it.
+    assert_eq!(ctx.matches("<memories>").count(), 1, "{ctx}");
 
     let mut end = common("SessionEnd");
     end["reason"] = json!("exit");

@@ -235,6 +235,10 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
             if event["source"] == "compact" {
                 let v: CompactionContext = hook.post("/compaction", &Messages::new(messages())).await?;
                 if let Some(c) = v.context {
+                    // One recalled block: the session's cached first-turn block, in the
+                    // instructions, held much the same memories again (and the two went past
+                    // recall.max_tokens together).
+                    text = mneme_core::text::strip_memory_tags(&text).trim_end().to_owned();
                     text.push_str(&format!("\n\nMemories relevant to the conversation before compaction:\n{c}\n"));
                 }
             }
