@@ -165,8 +165,7 @@ impl Sessions {
         let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
         let cleaned = cleaned_each(settings, &history, session.open_at_part_start);
         let seen = user_prints(&cleaned.each, &history);
-        let mut each = cleaned.kept();
-        self.update(&session.id, |s| s.open_at_end = cleaned.open_at_end);
+        self.keep_open_at_end(session, cleaned.open_at_end).await?;
         if omitted > 0 {
             // The turns' fingerprints are kept in step, so a later transcript sent without a
             // count (read from its end) is placed among them, not taken for a new part.
@@ -182,14 +181,19 @@ impl Sessions {
                     self.update(&session.id, |s| s.turn_prints = prints);
                 }
             }
-            return self.retain_tail(session, &history, &each, user_turns).await;
+            // Only the new turns are stored: a stray close hides what precedes it of them.
+            return self.retain_tail(session, &history, &cleaned.into_kept(0), user_turns).await;
         }
-        let session = match place_in_part(&session.turn_prints, &seen) {
+        let (session, each) = match place_in_part(&session.turn_prints, &seen) {
             Placement::Continues => {
                 if seen.len() > session.turn_prints.len() {
                     self.update(&session.id, |s| s.turn_prints = seen);
                 }
-                session.clone()
+                // A stray close hides the messages before it that are not retained yet:
+                // shrinking the stored document for a mention of the tag would delete turns
+                // stored long ago.
+                let retained_from = first_message_of_turn(&history, session.retained_turns);
+                (session.clone(), cleaned.into_kept(retained_from))
             }
             Placement::Window(k) => {
                 // The client sent the part without its start (a transcript read from its end):
@@ -199,15 +203,20 @@ impl Sessions {
                 if prints.len() > session.turn_prints.len() {
                     self.update(&session.id, |s| s.turn_prints = prints);
                 }
-                return self.retain_tail(session, &history, &each, k as i64 + user_turns).await;
+                return self.retain_tail(session, &history, &cleaned.into_kept(0), k as i64 + user_turns).await;
             }
             Placement::StartsOver => {
                 // The new part begins inside the spans the last transcript left open (a client
-                // that sends a turn at a time, a history compacted with a span open).
-                let cleaned = cleaned_each(settings, &history, session.open_at_end);
-                each = cleaned.kept();
-                let session = self.next_part(session, user_prints(&cleaned.each, &history)).await?;
-                self.update(&session.id, |s| s.open_at_end = cleaned.open_at_end).unwrap_or(session)
+                // that sends a turn at a time, a history compacted with a span open); not when
+                // it begins as the part did (edited or reverted), and holds the opening tag again.
+                let carried = carried_into_new_part(session, &seen);
+                let cleaned = cleaned_each(settings, &history, carried);
+                let open_at_end = cleaned.open_at_end;
+                let prints = user_prints(&cleaned.each, &history);
+                let each = cleaned.into_kept(0);
+                let session = self.next_part(session, carried, prints).await?;
+                self.keep_open_at_end(&session, open_at_end).await?;
+                (self.get(&session.id).unwrap_or(session), each)
             }
         };
         let session = &session;
@@ -288,8 +297,9 @@ impl Sessions {
             Placement::Window(k) => ([&known[..k], &seen[..]].concat(), k as i64 + sent),
             Placement::StartsOver => {
                 // As in `retain_turns`: the new history begins inside the spans left open.
-                let cleaned = cleaned_each(settings, &history, session.open_at_end);
-                open_at = (session.open_at_end, cleaned.open_at_end);
+                let carried = carried_into_new_part(session, &seen);
+                let cleaned = cleaned_each(settings, &history, carried);
+                open_at = (carried, cleaned.open_at_end);
                 (user_prints(&cleaned.each, &history), sent)
             }
         };
@@ -351,13 +361,31 @@ impl Sessions {
     /// A history that starts over (compacted, or a client that sends a turn at a time): the
     /// pending tail of the part before is queued, and what follows is counted afresh into a
     /// document of its own, so it never replaces the turns retained before.
-    async fn next_part(&self, session: &Session, turn_prints: Vec<u64>) -> Result<Session, SessionError> {
+    /// Keeps the spans a transcript left open (in memory, and in the spool when they changed:
+    /// a restart must not forget that the conversation is inside a span).
+    async fn keep_open_at_end(&self, session: &Session, open_at_end: usize) -> Result<(), SpoolError> {
+        if session.open_at_end == open_at_end {
+            return Ok(());
+        }
+        match self.update(&session.id, |s| s.open_at_end = open_at_end) {
+            Some(s) => self.save(&s).await,
+            None => Ok(()),
+        }
+    }
+
+    /// `open_at_part_start`: the spans the new part begins inside.
+    async fn next_part(
+        &self,
+        session: &Session,
+        open_at_part_start: usize,
+        turn_prints: Vec<u64>,
+    ) -> Result<Session, SessionError> {
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
         }
         let updated = self.update(&session.id, |s| {
             s.part = s.part.saturating_add(1);
-            s.open_at_part_start = session.open_at_end;
+            s.open_at_part_start = open_at_part_start;
             s.retained_turns = 0;
             s.first_turn = 0; // a history of its own: none of its turns were had while off
             s.pending = None;
@@ -488,11 +516,24 @@ struct Cleaned {
 }
 
 impl Cleaned {
-    /// What may be stored: `each`, with the messages a stray close hides taken out.
-    fn kept(&self) -> Vec<Option<Message>> {
-        let mut kept = self.each.clone();
-        kept[..self.hidden_before].fill(None);
-        kept
+    /// What may be stored: `each`, with the messages from `from` that a stray close hides taken
+    /// out (those before `from` are retained already, and stay as they were stored).
+    fn into_kept(mut self, from: usize) -> Vec<Option<Message>> {
+        if from < self.hidden_before {
+            self.each[from..self.hidden_before].fill(None);
+        }
+        self.each
+    }
+}
+
+/// The spans a part that starts over begins inside: those the last transcript left open, when
+/// the new history is another (a client that sends a turn at a time, a history compacted inside a
+/// span); none beyond the old part's own when it begins with the same turn (an edited or reverted
+/// history holds the opening tag again, and counted twice the span never closed).
+fn carried_into_new_part(session: &Session, seen: &[u64]) -> usize {
+    match (session.turn_prints.first(), seen.first()) {
+        (Some(known), Some(now)) if known == now => session.open_at_part_start,
+        _ => session.open_at_end,
     }
 }
 
@@ -705,7 +746,7 @@ fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str) -> 
 /// span crossing messages is hidden across them), never the composed text: a memory tag in one
 /// line and its close in another would take the lines between with them.
 pub(super) fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> Option<String> {
-    let each = cleaned_each(settings, history, 0).kept();
+    let each = cleaned_each(settings, history, 0).into_kept(0);
     // The latest prompt as it stands in the history (a span an earlier message opened may hide
     // its start), else on its own.
     let at = history.iter().rposition(|m| m.role == "user" && m.content == latest);

@@ -33,26 +33,23 @@ fn kept(content: String) -> Option<String> {
 }
 
 /// Only user and assistant messages that hold a letter or digit (drops tool-only turns' ".").
-/// The `<private>` tags of a message left out still count: they go on the next one kept (a span
-/// a system or tool message opens hides what follows it; a close whose opening tag no message
-/// holds, what precedes it).
+/// The spans a message left out opens still count: they go on the next one kept (a span a
+/// system or tool message opens hides what follows it). Its close tags do not: a tool result
+/// that read a file holding a lone `</private>` would hide the whole conversation before it.
 pub(super) fn conversation(messages: &[Message]) -> Vec<Message> {
-    let mut kept = Vec::with_capacity(messages.len());
-    let mut tags = String::new(); // the tags of the messages left out since the last one kept
+    let mut kept: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut opened = 0usize; // spans the messages left out since the last one kept leave open
     for m in messages {
         if (m.role == "user" || m.role == "assistant") && text::has_substance(&m.content) {
             let mut m = m.clone();
-            if !tags.is_empty() {
-                m.content.insert_str(0, &std::mem::take(&mut tags));
+            if opened > 0 {
+                m.content.insert_str(0, &"<private>".repeat(std::mem::take(&mut opened)));
             }
             kept.push(m);
         } else if text::has_private_tag(&m.content) {
-            let edges = text::private_edges(&format!("{tags}{}", m.content));
-            tags = format!(
-                "{}{}",
-                if edges.closes_earlier { "</private>" } else { "" },
-                "<private>".repeat(edges.open_at_end)
-            );
+            // Closes match the spans carried so far, never earlier ones.
+            let edges = text::private_edges(&format!("{}{}", "<private>".repeat(opened), m.content));
+            opened = edges.open_at_end;
         }
     }
     kept

@@ -108,6 +108,12 @@ struct Ended {
     turn_prints: Vec<u64>,
     #[serde(default)]
     first_turn: i64,
+    /// The session's open `<private>` spans ([`Session::open_at_part_start`], `open_at_end`):
+    /// a resumed session goes on inside them.
+    #[serde(default, skip_serializing_if = "is_none_open")]
+    open_at_part_start: usize,
+    #[serde(default, skip_serializing_if = "is_none_open")]
+    open_at_end: usize,
 }
 
 const ENDED_RECORD: &str = "ended_session";
@@ -485,8 +491,8 @@ impl Sessions {
                 pending: None,
                 last_prompt: None,
                 last_prompt_left_private: false,
-                open_at_part_start: 0,
-                open_at_end: 0,
+                open_at_part_start: ended.open_at_part_start,
+                open_at_end: ended.open_at_end,
                 part: ended.part,
                 turn_prints: ended.turn_prints.clone(),
                 first_turn: ended.first_turn,
@@ -534,13 +540,15 @@ impl Sessions {
             }
             // What is retained now: the turns before, and the tail just queued.
             let retained_turns = session.retained_turns.max(session.pending.as_ref().map_or(0, |p| p.user_turns));
-            if retained_turns > 0 || session.part > 0 {
+            if retained_turns > 0 || session.part > 0 || session.open_at_end > 0 {
                 let ended = Ended {
                     at: unix_now(),
                     part: session.part,
                     retained_turns,
                     turn_prints: session.turn_prints.clone(),
                     first_turn: session.first_turn,
+                    open_at_part_start: session.open_at_part_start,
+                    open_at_end: session.open_at_end,
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

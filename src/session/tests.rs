@@ -290,6 +290,23 @@ async fn stored(r: &Rig) -> String {
     page.memories.iter().map(|m| m.content.clone()).collect::<Vec<_>>().join("\n----\n")
 }
 
+/// A stray `</private>` hides only what is not retained yet: a later mention of the tag does
+/// not delete turns the session's document holds already.
+#[tokio::test]
+async fn a_stray_close_does_not_delete_retained_turns() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    let m = |role: &str, text: &str| Message::new(role, text);
+    s.start(start("a")).await.unwrap();
+    let mut history = vec![m("user", "we deploy with cargo-dist, stored long ago"), m("assistant", "noted")];
+    s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    history.extend([m("user", "what does a lone </private> tag do?"), m("assistant", "it hides what precedes it")]);
+    s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(text.contains("stored long ago") && text.contains("tag do?"), "{text}");
+}
+
 /// A slash command is not appended to a lagging transcript, but a span its arguments open is:
 /// the reply after it stays private.
 #[tokio::test]
@@ -327,8 +344,10 @@ async fn private_spans_cross_messages_left_out_and_requests() {
         m("user", "hello there, visible words two"),
         m("system", "<private>"),
         m("user", "LEAK-3 behind a system message"),
+        // A close in a message left out does not count (a tool that read a file holding one).
         m("tool", "</private>"),
-        m("user", "visible words three"),
+        m("user", "LEAK-3 still inside"),
+        m("user", "</private> visible words three"),
     ];
     s.agent_end("system", &system, Turn::Work, TurnEnd::default()).await.unwrap();
     s.start(start("turns")).await.unwrap();
@@ -348,12 +367,30 @@ async fn private_spans_cross_messages_left_out_and_requests() {
     s.agent_end("compacted", &after, Turn::Work, TurnEnd::default()).await.unwrap();
     after.extend([m("user", "LEAK-6 and more </private> visible words seven"), m("assistant", "good")]);
     s.agent_end("compacted", &after, Turn::Work, TurnEnd::default()).await.unwrap();
+    // A history edited back to before the span's close: its opening tag is in it again, and is
+    // counted once.
+    s.start(start("edited")).await.unwrap();
+    let mut history = vec![m("user", "the deploy key <private> sk-1"), m("assistant", "LEAK-7 noted")];
+    s.agent_end("edited", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    history.extend([m("user", "LEAK-8 also this"), m("assistant", "ok")]);
+    s.agent_end("edited", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    history.truncate(2);
+    history.extend([m("user", "</private> visible words eight, fix the CI"), m("assistant", "done")]);
+    s.agent_end("edited", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    // A session that ends inside a span and is resumed goes on inside it.
+    s.start(start("resumed")).await.unwrap();
+    let opened = [m("user", "visible words nine, the token is <private>"), m("assistant", "ok")];
+    s.agent_end("resumed", &opened, Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("resumed", Delivery::Wait).await.unwrap();
+    s.start(start("resumed")).await.unwrap();
+    let inside = [m("user", "LEAK-9 sk-live-123"), m("assistant", "noted")];
+    s.agent_end("resumed", &inside, Turn::Work, TurnEnd::default()).await.unwrap();
     r.queue.flush_all().await;
     let text = stored(&r).await;
-    for leak in ["LEAK-1", "LEAK-2", "LEAK-3", "LEAK-4", "LEAK-5", "LEAK-6"] {
+    for leak in ["LEAK-1", "LEAK-2", "LEAK-3", "LEAK-4", "LEAK-5", "LEAK-6", "LEAK-7", "LEAK-8", "LEAK-9"] {
         assert!(!text.contains(leak), "{leak} stored: {text}");
     }
-    for shown in ["one", "two", "three", "four", "five", "six", "seven"] {
+    for shown in ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine"] {
         assert!(text.contains(&format!("visible words {shown}")), "{shown} missing: {text}");
     }
 }
