@@ -26,8 +26,10 @@ const NOT_THE_USERS: [&str; 6] = [
 
 /// Texts that open `user` lines Claude Code writes itself: what a slash command leaves behind,
 /// a `!command` run in shell mode and its output (`!cat .env` would store the file), a
-/// background task's notice, a reminder, an interruption.
-const COMMAND_ECHOES: [&str; 13] = [
+/// background task's notice. (An interruption's "[Request interrupted by user]" and a reminder
+/// stay: harmless, and left out they would change the turns of every session that has them,
+/// which would then start a new part, its document a copy of the old.)
+const COMMAND_ECHOES: [&str; 11] = [
     "<command-name>",
     "<command-message>",
     "<command-args>",
@@ -38,9 +40,7 @@ const COMMAND_ECHOES: [&str; 13] = [
     "<bash-stdout>",
     "<bash-stderr>",
     "<task-notification>",
-    "<system-reminder>",
     "<teammate-message",
-    "[Request interrupted by user",
 ];
 
 /// The conversation in the transcript at `path` (none when there is no file yet).
@@ -409,12 +409,11 @@ mod tests {
         let want = [("user", "fix the build"), ("assistant", "Fixed."), ("user", "and now the tests")];
         assert_eq!(got, want.map(|(r, c)| (r.to_owned(), c.to_owned())));
         assert!(read_transcript(Some(&dir.path().join("missing.jsonl"))).is_empty());
-        // Shell mode, a task's notice, an interruption, an API error: not the user's words.
+        // Shell mode, a task's notice, an API error: not the user's words.
         let lines = [
             r#"{"type":"user","message":{"role":"user","content":"<bash-input>cat .env</bash-input>"}}"#,
             r#"{"type":"user","message":{"role":"user","content":"<bash-stdout>API_KEY=BASHSECRET</bash-stdout><bash-stderr></bash-stderr>"}}"#,
             r#"{"type":"user","message":{"role":"user","content":"<task-notification>task done</task-notification>"}}"#,
-            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user]"}]}}"#,
             r#"{"type":"assistant","isApiErrorMessage":true,"message":{"role":"assistant","content":[{"type":"text","text":"API Error: 529"}]}}"#,
             r#"{"type":"user","message":{"role":"user","content":"now the tests"}}"#,
         ];
