@@ -404,7 +404,7 @@ async fn private_spans_in_any_field_never_reach_the_disk() {
     // hides the items between; an item of no document stands alone.
     let items = json!({"items": [{"content": "first item <private> opens", "document_id": "t"},
                                  {"content": "a fact of its own"},
-                                 {"content": secret("between"), "document_id": "t", "update_mode": "append"},
+                                 {"content": secret("between"), "document_id": " t ", "update_mode": "append"},
                                  {"content": "closes </private> the last item", "document_id": "t", "update_mode": "append"}],
                        "async": false});
     let (status, v) = d.post(&bank_path("priv", "/memories"), items).await;

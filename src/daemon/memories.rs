@@ -140,6 +140,11 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
         // A version of the document still queued would be stored again once delivered.
         Forget::Document { id, bank } => {
             let (queued, done) = s.queue.discard_document_then(bank, id, backend.forget(&what)).await?;
+            if queued > 0 && done.is_err() {
+                // What was dropped from the spool is gone whatever the backend answered: its text
+                // is not left in the spool's log.
+                s.queue.erase_traces().await;
+            }
             match done {
                 // Only queued: forgotten all the same.
                 Err(mneme_core::BackendError::NotFound(_)) if queued > 0 => mneme_core::Forgotten {

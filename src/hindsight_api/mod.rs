@@ -547,9 +547,13 @@ fn body_print(items: &[NewItem]) -> String {
         feed(item.document_id.as_deref().unwrap_or("\u{0}"));
         feed(if item.append { "append" } else { "replace" });
         feed(item.timestamp.as_deref().unwrap_or("\u{0}"));
-        for t in item.tags.iter().flatten() {
+        // Each list with its length: tags [a, b, c] are not tag [a] with metadata {b: c}.
+        let tags = item.tags.as_deref().unwrap_or_default();
+        feed(&format!("tags {}", tags.len()));
+        for t in tags {
             feed(t);
         }
+        feed(&format!("metadata {}", item.metadata.len()));
         for (k, v) in &item.metadata {
             feed(k);
             feed(v);
@@ -569,7 +573,8 @@ fn clean_by_document<C: AsRef<str>>(
     items
         .iter()
         .zip(contents)
-        .map(|(item, content)| match item.document_id.as_deref() {
+        // Keyed as the ids are stored: trimmed ("t" and "t " are one document).
+        .map(|(item, content)| match item.document_id.as_deref().map(str::trim) {
             Some(document) => {
                 let before = open.entry(document).or_default();
                 let (cleaned, after) = crate::session::clean_within(settings, content.as_ref(), *before);
@@ -584,6 +589,21 @@ fn clean_by_document<C: AsRef<str>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resend is told from another retain by what its items hold: tags and metadata are told
+    /// apart (fed one after the other, [a, b, c] with none was [a] with {b: c}).
+    #[test]
+    fn a_body_print_tells_tags_from_metadata() {
+        let with = |tags: &[&str], metadata: &[(&str, &str)]| NewItem {
+            content: "x".into(),
+            tags: Some(tags.iter().map(|t| t.to_string()).collect()),
+            metadata: metadata.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..NewItem::default()
+        };
+        let a = body_print(&[with(&["a", "b", "c"], &[])]);
+        assert_ne!(a, body_print(&[with(&["a"], &[("b", "c")])]));
+        assert_eq!(a, body_print(&[with(&["a", "b", "c"], &[])]));
+    }
 
     #[test]
     fn a_bank_named_as_a_step_in_a_path_is_refused() {

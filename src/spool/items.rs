@@ -275,10 +275,10 @@ impl Spool {
         .await
     }
 
-    /// Drops what is queued (and dead) for one document of a bank, by any session, and the
-    /// batch ids of the items that were sent with it (their body changes: Hindsight answers 409
-    /// to an operation id it knows sent with another). Returns how many items went, and the
-    /// sessions that held them.
+    /// Drops what is queued (and dead) for one document of a bank, by any session. The items sent
+    /// in a batch with them keep its id: each part of a delivery is named by the batch and its
+    /// own items (see the Hindsight backend's parts), so a part already accepted is not sent
+    /// again under a new name. Returns how many items went, and the sessions that held them.
     pub async fn discard_document(&self, bank: &str, document_id: &str) -> Result<(u64, Vec<String>), SpoolError> {
         let (bank, document_id) = (bank.to_owned(), document_id.to_owned());
         self.call(move |t| {
@@ -287,13 +287,6 @@ impl Spool {
                 .prepare(&format!("SELECT DISTINCT session_id FROM items WHERE {OF_IT}"))?
                 .query_map(params![bank, document_id], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            t.execute(
-                &format!(
-                    "UPDATE items SET batch_id = NULL WHERE batch_id IN
-                         (SELECT batch_id FROM items WHERE {OF_IT} AND batch_id IS NOT NULL)"
-                ),
-                params![bank, document_id],
-            )?;
             t.execute(&format!("DELETE FROM dead_letters WHERE {OF_IT}"), params![bank, document_id])?;
             let n = t.execute(&format!("DELETE FROM items WHERE {OF_IT}"), params![bank, document_id])?;
             Ok((n as u64, sessions))
