@@ -226,15 +226,7 @@ pub fn normalize(body: &Value) -> Normalized {
 /// Classifies a request from its headers (any case) and body.
 pub fn classify(settings: &ClassifySettings, headers: &[(String, String)], body: &Value) -> Classification {
     let n = normalize(body);
-    let signals = score_signals(settings, &n);
-    let score = signals.iter().map(|s| s.points).sum();
-    let verdict = |kind, decided_by: &str, pattern| Classification {
-        kind,
-        decided_by: decided_by.into(),
-        score,
-        signals: signals.clone(),
-        pattern,
-    };
+    let verdict = verdicts(score_signals(settings, &n));
     if let Some(pattern) = compaction_pattern(settings, &n) {
         return verdict(Kind::Compaction, "compaction-pattern", Some(pattern));
     }
@@ -246,12 +238,33 @@ pub fn classify(settings: &ClassifySettings, headers: &[(String, String)], body:
             return verdict(Kind::Meta, "header", None);
         }
     }
-    let system = n.system.to_lowercase();
-    if let Some(p) = settings.meta_system_patterns.iter().find(|p| system.contains(&p.to_lowercase())) {
-        return verdict(Kind::Meta, "meta-pattern", Some(p.clone()));
+    if let Some(pattern) = meta_pattern(settings, &n) {
+        return verdict(Kind::Meta, "meta-pattern", Some(pattern));
     }
-    let kind = if score >= settings.meta_threshold { Kind::Meta } else { Kind::Normal };
-    verdict(kind, "score", None)
+    let meta = verdict(Kind::Meta, "score", None);
+    if meta.score >= settings.meta_threshold {
+        meta
+    } else {
+        verdict(Kind::Normal, "score", None)
+    }
+}
+
+/// The verdicts that come with `signals` and their score.
+fn verdicts(signals: Vec<Signal>) -> impl Fn(Kind, &str, Option<String>) -> Classification {
+    let score = signals.iter().map(|s| s.points).sum();
+    move |kind, decided_by, pattern| Classification {
+        kind,
+        decided_by: decided_by.into(),
+        score,
+        signals: signals.clone(),
+        pattern,
+    }
+}
+
+/// The meta pattern the lowercased system prompt holds, if any.
+fn meta_pattern(settings: &ClassifySettings, n: &Normalized) -> Option<String> {
+    let system = n.system.to_lowercase();
+    settings.meta_system_patterns.iter().find(|p| system.contains(&p.to_lowercase())).cloned()
 }
 
 /// A request of which only the system prompt is known (`body` holds nothing else): the
@@ -265,22 +278,14 @@ pub fn classify_system(settings: &ClassifySettings, body: &Value) -> Classificat
         .into_iter()
         .filter(|s| s.name == "short_system" || s.name == "meta_phrase")
         .collect();
-    let score: i64 = signals.iter().map(|s| s.points).sum();
-    let verdict = |kind, decided_by: &str, pattern| Classification {
-        kind,
-        decided_by: decided_by.into(),
-        score,
-        signals: signals.clone(),
-        pattern,
-    };
+    let both = signals.iter().all(|s| s.points > 0);
+    let verdict = verdicts(signals);
     if let Some(pattern) = compaction_pattern(settings, &n) {
         return verdict(Kind::Compaction, "compaction-pattern", Some(pattern));
     }
-    let system = n.system.to_lowercase();
-    if let Some(p) = settings.meta_system_patterns.iter().find(|p| system.contains(&p.to_lowercase())) {
-        return verdict(Kind::Meta, "meta-pattern", Some(p.clone()));
+    if let Some(pattern) = meta_pattern(settings, &n) {
+        return verdict(Kind::Meta, "meta-pattern", Some(pattern));
     }
-    let both = signals.iter().all(|s| s.points > 0);
     verdict(if both { Kind::Meta } else { Kind::Normal }, "system-prompt", None)
 }
 
