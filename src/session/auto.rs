@@ -358,9 +358,6 @@ impl Sessions {
         Ok(queued)
     }
 
-    /// A history that starts over (compacted, or a client that sends a turn at a time): the
-    /// pending tail of the part before is queued, and what follows is counted afresh into a
-    /// document of its own, so it never replaces the turns retained before.
     /// Keeps the spans a transcript left open (in memory, and in the spool when they changed:
     /// a restart must not forget that the conversation is inside a span).
     async fn keep_open_at_end(&self, session: &Session, open_at_end: usize) -> Result<(), SpoolError> {
@@ -373,6 +370,9 @@ impl Sessions {
         }
     }
 
+    /// A history that starts over (compacted, or a client that sends a turn at a time): the
+    /// pending tail of the part before is queued, and what follows is counted afresh into a
+    /// document of its own, so it never replaces the turns retained before.
     /// `open_at_part_start`: the spans the new part begins inside.
     async fn next_part(
         &self,
