@@ -120,7 +120,16 @@ impl Reloader {
             return Ok(Reloaded { backend, changed: false, previous: backend, restart_needed: Vec::new() });
         };
         let mut new = match loaded {
-            Ok(loaded) => loaded.settings,
+            Ok(loaded) => {
+                // An override hiding a key the file sets, a value the environment gave that was
+                // ignored: a reload is when the user looks (an edit of memory.backend that an
+                // environment variable hides changed nothing, without a word).
+                if !loaded.warnings.is_empty() {
+                    let message = format!("Config reloaded with warnings: {}", loaded.warnings.join("; "));
+                    self.notices.emit(Level::Warning, "config", None, message).await;
+                }
+                loaded.settings
+            }
             Err(e) => {
                 let message = format!("Config change not applied, the running configuration stays. {e}");
                 self.notices.emit(Level::Error, "config", None, message).await;

@@ -555,3 +555,19 @@ async fn a_flush_with_memory_off_says_what_it_keeps() {
     assert!(v.get("held").is_none(), "no held field when none: {v}");
     assert_eq!(d.get("/v1/status").await.1["queue"]["spooled"], 0, "delivered once a backend stores");
 }
+
+/// An environment override of a key the file sets hides every edit of it: a reload says so (an
+/// edit of memory.backend under MNEME_MEMORY__BACKEND changed nothing, without a word), and so
+/// does `config check`.
+#[tokio::test]
+async fn an_override_hiding_an_edited_key_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with_env(dir, "", &[("MNEME_MEMORY__BACKEND", "off")]);
+    std::fs::write(d.config_path(), "[queue]\nbatch_size = 16\n[memory]\nbackend = \"local\"\n").unwrap();
+    let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(v["backend"], "off", "{v}");
+    wait_for_notice(&d, "MNEME_MEMORY__BACKEND overrides memory.backend (line 4 of the file)").await;
+    let out = d.cli().args(["config", "check"]).env("MNEME_MEMORY__BACKEND", "off").output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("MNEME_MEMORY__BACKEND overrides memory.backend"), "{said}");
+}

@@ -100,7 +100,17 @@ fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<Str
     let exists = text.is_some();
     let text = text.unwrap_or_default();
     let mut settings = parse(&text, path.parent()).map_err(|errors| ConfigErrors { path: path.to_owned(), errors })?;
-    let EnvApplied { warnings, set_by } = apply_env(&mut settings, env, path.parent());
+    let lines = LineIndex::new(&text);
+    let EnvApplied { mut warnings, set_by, overrides } = apply_env(&mut settings, env, path.parent());
+    // An override of a key the file sets hides every edit of it: said, or a live switch made in
+    // the file (memory.backend) does nothing without a word.
+    for (name, section, key) in overrides {
+        if let Some(line) = lines.exact_key(section, key) {
+            warnings.push(format!(
+                "{name} overrides {section}.{key} (line {line} of the file): edits of it in the file have no effect while it is set"
+            ));
+        }
+    }
     let mut errors = cross_checks(&settings, &LineIndex::new(""));
     if !errors.is_empty() {
         // Only the environment can have introduced these (the file passed the same checks):
@@ -306,6 +316,8 @@ struct EnvApplied {
     warnings: Vec<String>,
     /// `NAME=value` of each override that made a check between keys fail.
     set_by: Vec<String>,
+    /// Each override applied: its variable, section and key.
+    overrides: Vec<(String, &'static str, &'static str)>,
 }
 
 /// Applies `MNEME_<SECTION>__<KEY>` and the `HINDSIGHT_*` aliases. Bad values are ignored with a warning.
@@ -313,6 +325,7 @@ fn apply_env(settings: &mut Settings, env: &dyn Fn(&str) -> Option<String>, base
     let ctx = Ctx { base };
     let mut warnings = Vec::new();
     let mut set_by = Vec::new();
+    let mut overrides = Vec::new();
     for key in keys::REGISTRY {
         let primary = key.env_name();
         let names = std::iter::once(primary.as_str()).chain(key.aliases.iter().copied());
@@ -330,11 +343,12 @@ fn apply_env(settings: &mut Settings, env: &dyn Fn(&str) -> Option<String>, base
                     set_by.push(format!("{name}={}", shown(&value)));
                 }
                 *settings = candidate;
+                overrides.push((name.to_owned(), key.section, key.name));
             }
             Err(e) => warnings.push(ignored(&e)),
         }
     }
-    EnvApplied { warnings, set_by }
+    EnvApplied { warnings, set_by, overrides }
 }
 
 /// An override's value as a warning repeats it: warnings are logged and shown, so not a value that
@@ -463,6 +477,11 @@ impl LineIndex {
     }
 
     fn key(&self, section: &str, name: &str) -> Option<usize> {
-        self.keys.get(&(section.to_owned(), name.to_owned())).copied().or_else(|| self.section(section))
+        self.exact_key(section, name).or_else(|| self.section(section))
+    }
+
+    /// The line of `section.name` when the file sets it (not its section's, as [`Self::key`]).
+    fn exact_key(&self, section: &str, name: &str) -> Option<usize> {
+        self.keys.get(&(section.to_owned(), name.to_owned())).copied()
     }
 }

@@ -127,8 +127,11 @@ fn environment_overrides_and_aliases() {
     assert!(s.retain.strip_private);
     assert_eq!(s.recall.types, vec![MemoryType::World, MemoryType::Observation]);
     assert_eq!(s.queue.sync, SpoolSync::Normal, "a choice is trimmed as a number is");
-    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert_eq!(loaded.warnings.len(), 3, "{:?}", loaded.warnings);
     assert!(loaded.warnings[0].contains("HINDSIGHT_RECALL_MAX_TOKENS"));
+    // The overrides of keys the file sets are told, with the file's line; the others are not.
+    assert!(loaded.warnings[1].starts_with("MNEME_QUEUE__BATCH_SIZE overrides queue.batch_size (line 2"));
+    assert!(loaded.warnings[2].starts_with("HINDSIGHT_AUTO_RECALL overrides recall.auto (line 4"));
 }
 
 /// An override whose value cannot be read is ignored with a warning naming it (a boolean that
