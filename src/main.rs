@@ -38,11 +38,7 @@ fn main() -> ExitCode {
             let message =
                 payload.downcast_ref::<String>().map(String::as_str).or(payload.downcast_ref::<&str>().copied());
             if message.is_some_and(|m| m.starts_with("failed printing to stdout") && m.contains("Broken pipe")) {
-                // SAFETY: restoring SIGPIPE's default and raising it ends the process at once.
-                unsafe {
-                    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                    libc::raise(libc::SIGPIPE);
-                }
+                mneme::cli::end_by_sigpipe();
             }
             default_hook(info);
         }));

@@ -236,16 +236,8 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
     assert_eq!(r.status(), 400);
     let v: Value = r.json().await.unwrap();
     assert!(v["error"]["message"].as_str().unwrap().contains("Mcp-Session-Id"), "{v}");
-    let r = d
-        .http
-        .post(d.url("/mcp"))
-        .bearer_auth(&d.token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", "no-such-session")
-        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}))
-        .send()
-        .await
-        .unwrap();
+    let headers = [("accept", "application/json, text/event-stream"), ("mcp-session-id", "no-such-session")];
+    let r = mcp_post(&d, &headers, &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})).send().await.unwrap();
     assert_eq!(r.status(), 404);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "unknown_session", "{v}");
@@ -254,16 +246,9 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
     let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
     // A method name holding a private span is not repeated in the answer (the library's "method
     // not found" repeats the name it was given).
-    let r = d
-        .http
-        .post(d.url("/mcp"))
-        .bearer_auth(&d.token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &id)
-        .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "<private>MCPSECRET-1</private>", "params": {}}))
-        .send()
-        .await
-        .unwrap();
+    let headers = [("accept", "application/json, text/event-stream"), ("mcp-session-id", id.as_str())];
+    let private = json!({"jsonrpc": "2.0", "id": 4, "method": "<private>MCPSECRET-1</private>", "params": {}});
+    let r = mcp_post(&d, &headers, &private).send().await.unwrap();
     let body = r.text().await.unwrap();
     assert!(!body.contains("MCPSECRET") && body.contains("-32601"), "{body}");
     let delete = || d.http.delete(d.url("/mcp")).bearer_auth(&d.token).header("mcp-session-id", &id).send();
@@ -276,6 +261,11 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
 }
 
 /// What Claude Code 2.1 puts in each message's `_meta` (MCP 2026-07-28, stateless).
+/// A POST to `/mcp` with the token, these headers and this JSON body.
+fn mcp_post(d: &Daemon, headers: &[(&str, &str)], body: &Value) -> reqwest::RequestBuilder {
+    headers.iter().fold(d.http.post(d.url("/mcp")).bearer_auth(&d.token), |r, (k, v)| r.header(*k, *v)).json(body)
+}
+
 fn stateless_meta() -> Value {
     json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.332"},
@@ -459,16 +449,8 @@ async fn open_mcp_sessions_are_bounded() {
     let stateless = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2026-07-28",
         "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
-    let r = d
-        .http
-        .post(d.url("/mcp"))
-        .bearer_auth(&d.token)
-        .header("accept", "*/*")
-        .header("mcp-protocol-version", "2026-07-28")
-        .json(&stateless)
-        .send()
-        .await
-        .unwrap();
+    let headers = [("accept", "*/*"), ("mcp-protocol-version", "2026-07-28")];
+    let r = mcp_post(&d, &headers, &stateless).send().await.unwrap();
     assert_eq!(r.status(), 503, "an initialize naming a stateless revision opens a session too");
     let r = d.http.delete(d.url("/mcp")).bearer_auth(&d.token).header("mcp-session-id", &ids[0]).send().await.unwrap();
     assert!(r.status().is_success(), "{}", r.status());

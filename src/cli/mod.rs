@@ -302,6 +302,16 @@ impl CliError {
 }
 
 /// Runs a parsed command line; prints errors as one line on stderr.
+/// Ends the process as a Unix tool whose reader went away ends: killed by SIGPIPE (which the CLI
+/// otherwise ignores, so that a write to a socket the daemon closed is an error it can tell).
+pub fn end_by_sigpipe() {
+    // SAFETY: restoring SIGPIPE's default and raising it ends the process at once.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+}
+
 pub fn run(cli: Cli) -> ExitCode {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {

@@ -230,11 +230,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
 /// `main`); any other failure is an error.
 fn write_failed(e: std::io::Error) -> CliError {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        // SAFETY: restoring SIGPIPE's default and raising it ends the process at once.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            libc::raise(libc::SIGPIPE);
-        }
+        super::end_by_sigpipe();
     }
     CliError::Other(format!("cannot write: {e}"))
 }

@@ -100,10 +100,11 @@ fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<Str
     let exists = text.is_some();
     let text = text.unwrap_or_default();
     let mut settings = parse(&text, path.parent()).map_err(|errors| ConfigErrors { path: path.to_owned(), errors })?;
-    let lines = LineIndex::new(&text);
     let EnvApplied { mut warnings, set_by, overrides } = apply_env(&mut settings, env, path.parent());
     // An override of a key the file sets hides every edit of it: said, or a live switch made in
-    // the file (memory.backend) does nothing without a word.
+    // the file (memory.backend) does nothing without a word. (The file's lines are indexed only
+    // when there is an override.)
+    let lines = if overrides.is_empty() { LineIndex::new("") } else { LineIndex::new(&text) };
     for (name, section, key) in overrides {
         if let Some(line) = lines.exact_key(section, key) {
             warnings.push(format!(

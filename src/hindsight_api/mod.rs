@@ -246,7 +246,7 @@ impl HindsightApi {
             // A client's id is metadata, of any length: a long one is kept by its fingerprint
             // (each queue's id is held in memory for the daemon's life, and listed by /v1/queue).
             Some(s) if s.len() > MAX_QUEUE_SESSION_LEN || s.chars().any(char::is_control) => {
-                format!("hindsight:{bank}:{}", body_print_of(s))
+                format!("hindsight:{bank}:#{:016x}", crate::session::fingerprint(s))
             }
             Some(s) => format!("hindsight:{bank}:{s}"),
             None => format!("hindsight:{bank}"),
@@ -523,42 +523,6 @@ fn stable_id(text: &str, at: &str) -> String {
 /// The longest `metadata.session_id` a /hindsight retain's queue is named by as it is.
 const MAX_QUEUE_SESSION_LEN: usize = 128;
 
-/// A text's fingerprint, as [`body_print`] takes it.
-fn body_print_of(text: &str) -> String {
-    let item = NewItem { content: text.to_owned(), ..NewItem::default() };
-    format!("#{}", body_print(std::slice::from_ref(&item)))
-}
-
-/// A fingerprint of what a retain stores (its items as cleaned; FNV-1a, the same on every run
-/// and build).
-fn body_print(items: &[NewItem]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |text: &str| {
-        for b in text.bytes().chain([0xff]) {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    for item in items {
-        feed(&item.content);
-        feed(item.context.as_deref().unwrap_or("\u{0}"));
-        feed(item.document_id.as_deref().unwrap_or("\u{0}"));
-        feed(if item.append { "append" } else { "replace" });
-        feed(item.timestamp.as_deref().unwrap_or("\u{0}"));
-        // Each list with its length: tags [a, b, c] are not tag [a] with metadata {b: c}.
-        let tags = item.tags.as_deref().unwrap_or_default();
-        feed(&format!("tags {}", tags.len()));
-        for t in tags {
-            feed(t);
-        }
-        feed(&format!("metadata {}", item.metadata.len()));
-        for (k, v) in &item.metadata {
-            feed(k);
-            feed(v);
-        }
-    }
-    format!("{h:016x}")
-}
-
 /// Each item's content cleaned, the items of one document in order with the private spans each
 /// leaves open carried into the next; an item without a document stands alone.
 fn clean_by_document<C: AsRef<str>>(
@@ -586,21 +550,6 @@ fn clean_by_document<C: AsRef<str>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A resend is told from another retain by what its items hold: tags and metadata are told
-    /// apart (fed one after the other, [a, b, c] with none was [a] with {b: c}).
-    #[test]
-    fn a_body_print_tells_tags_from_metadata() {
-        let with = |tags: &[&str], metadata: &[(&str, &str)]| NewItem {
-            content: "x".into(),
-            tags: Some(tags.iter().map(|t| t.to_string()).collect()),
-            metadata: metadata.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ..NewItem::default()
-        };
-        let a = body_print(&[with(&["a", "b", "c"], &[])]);
-        assert_ne!(a, body_print(&[with(&["a"], &[("b", "c")])]));
-        assert_eq!(a, body_print(&[with(&["a", "b", "c"], &[])]));
-    }
 
     #[test]
     fn a_bank_named_as_a_step_in_a_path_is_refused() {

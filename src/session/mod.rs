@@ -33,7 +33,7 @@ use crate::queue::{FlushReport, Queue};
 use crate::spool::{Spool, SpoolError};
 use crate::state::DaemonState;
 
-pub use auto::{memory_block, TurnEnd};
+pub use auto::{fingerprint, memory_block, TurnEnd};
 pub use clean::{clean as clean_text, clean_imported, clean_within};
 pub use clear::{ClearOutcome, ClearRequest};
 pub use guide::{guide, GUIDE};
