@@ -240,6 +240,30 @@ impl Batcher {
         arm
     }
 
+    /// Forgets a session with nothing pending, in flight, armed or held back at `now`: its state
+    /// is then the one [`Self::entry`] makes again when the session is next heard of, so a
+    /// daemon that sees a session a conversation does not keep one for good.
+    pub fn forget_if_idle(&mut self, id: &str, now: Instant) -> bool {
+        let idle = self.sessions.get(id).is_some_and(|q| {
+            q.pending == 0
+                && q.in_flight == 0
+                && q.taken_early == 0
+                && q.flush_at.is_none()
+                && q.retry_at.is_none()
+                && !q.size_flush_queued
+                && !q.backing_off(now)
+        });
+        if idle {
+            self.sessions.remove(id);
+        }
+        idle
+    }
+
+    /// Whether the batcher holds state for a session.
+    pub fn knows(&self, id: &str) -> bool {
+        self.sessions.contains_key(id)
+    }
+
     /// Items being delivered, over all sessions.
     pub fn in_flight(&self) -> u64 {
         self.sessions.values().map(|q| q.in_flight).sum()

@@ -255,3 +255,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn only_a_session_with_nothing_to_do_is_forgotten() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    b.arrived("s", 1, t0, RULES);
+    assert!(!b.forget_if_idle("s", t0), "pending and armed");
+    b.taken("s", 1);
+    assert!(!b.forget_if_idle("s", t0), "in flight");
+    b.answered("s", 1);
+    b.retry_later("s", 1, t0, Duration::from_secs(2));
+    assert!(!b.forget_if_idle("s", t0), "backing off with a retry armed");
+    b.due(at(t0, 2_000));
+    b.taken("s", 1);
+    b.answered("s", 1);
+    b.succeeded("s");
+    assert!(b.forget_if_idle("s", at(t0, 2_000)));
+    assert!(!b.knows("s"));
+    // A delivery took an item whose arrival is not counted yet: forgotten, the arrival would
+    // count it pending for good.
+    b.taken("t", 1);
+    b.answered("t", 1);
+    b.succeeded("t");
+    assert!(!b.forget_if_idle("t", t0));
+    b.arrived("t", 1, t0, RULES);
+    assert_eq!(b.session("t").pending, 0);
+    assert!(b.forget_if_idle("t", t0));
+}

@@ -28,7 +28,7 @@ pub use overview::{LastDelivery, QueueOverview, SessionDepths};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -125,7 +125,15 @@ struct SessionShell {
     /// any delivery that went through, so a server throttling one session (another still
     /// served) had it retried every `retry_initial`, without end.
     unavailable_tries: u32,
+    /// When its last flush ended, in flushes since the start: the least recent idle sessions
+    /// are dropped first.
+    last_flush: u64,
 }
+
+/// Idle sessions whose last delivery the queue keeps for `/v1/queue` and the web view. Past
+/// twice as many, the least recently flushed are dropped: an agent opens a session a
+/// conversation, and a daemon that runs for months kept every one it ever saw.
+const IDLE_SESSIONS_KEPT: usize = 1024;
 
 /// The retain queue. Cheap to clone.
 #[derive(Clone)]
@@ -166,6 +174,8 @@ struct Inner {
     /// Hindsight lasts until the server has stored it, so a flush through a backlog ran for
     /// minutes, and the clear (and every flush after it: the lock is fair) waited it out.
     clears_waiting: AtomicUsize,
+    /// Flushes ended since the start (orders the sessions by their last flush).
+    flushes_ended: AtomicU64,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -220,6 +230,7 @@ impl Queue {
             spool_full: AtomicBool::new(false),
             clearing: tokio::sync::RwLock::new(()),
             clears_waiting: AtomicUsize::new(0),
+            flushes_ended: AtomicU64::new(0),
         });
         inner.tasks.spawn(inner.clone().run_timers());
         Queue { inner }
@@ -610,7 +621,11 @@ impl Inner {
     /// go) as it does for the timers' flushes.
     fn flush_session(self: Arc<Self>, session: String, trigger: Trigger) -> BoxFuture<FlushReport> {
         let tasks = self.tasks.clone();
-        let task = tasks.spawn(async move { self.run_flush(&session, trigger).await });
+        let task = tasks.spawn(async move {
+            let report = self.run_flush(&session, trigger).await;
+            self.release_if_idle(&session);
+            report
+        });
         Box::pin(async move { task.await.unwrap_or_default() })
     }
 
@@ -656,6 +671,37 @@ impl Inner {
         }
         self.flush_ended(session, rules);
         report
+    }
+
+    /// After a flush (its lock let go): a session left with nothing to do loses its batcher
+    /// state, and past [`IDLE_SESSIONS_KEPT`] the least recently flushed idle sessions lose
+    /// their shell too (their last delivery leaves `/v1/queue`). A shell whose lock another
+    /// flush holds or waits for is kept: dropped, the next flush made a second lock and ran
+    /// beside it. Clones of the lock are only taken under the map's mutex, held here.
+    fn release_if_idle(&self, session: &str) {
+        let mut shells = self.sessions.locked();
+        let mut batcher = self.batcher.locked();
+        batcher.forget_if_idle(session, self.clock.now());
+        let seq = self.flushes_ended.fetch_add(1, Ordering::Relaxed);
+        if let Some(shell) = shells.get_mut(session) {
+            shell.last_flush = seq;
+        }
+        if shells.len() <= 2 * IDLE_SESSIONS_KEPT {
+            return;
+        }
+        let mut idle: Vec<(u64, String)> = shells
+            .iter()
+            .filter(|(id, q)| Arc::strong_count(&q.lock) == 1 && q.unavailable_tries == 0 && !batcher.knows(id))
+            .map(|(id, q)| (q.last_flush, id.clone()))
+            .collect();
+        let excess = idle.len().saturating_sub(IDLE_SESSIONS_KEPT);
+        if excess == 0 {
+            return;
+        }
+        idle.select_nth_unstable(excess - 1);
+        for (_, id) in &idle[..excess] {
+            shells.remove(id);
+        }
     }
 
     /// Items that arrived during a flush but did not fill a batch still get their timer.

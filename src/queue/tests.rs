@@ -1059,3 +1059,34 @@ async fn a_clear_keeps_queued_items_another_project_holds_too() {
     // with another body).
     assert_ne!(last.id, batches[0].id);
 }
+
+/// A daemon sees a session a conversation: once delivered, a session's counts are dropped at
+/// once, and past `IDLE_SESSIONS_KEPT` idle sessions the least recently flushed lose their
+/// last delivery too; nothing spooled or recent is lost on the way.
+#[tokio::test]
+async fn sessions_done_with_are_not_kept_for_good() {
+    use crate::lock::MutexExt;
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    let n = 3 * IDLE_SESSIONS_KEPT;
+    for i in 0..n {
+        let session = format!("s{i}");
+        r.queue.enqueue(&session, &scope(), items(&session, 1)).await.unwrap();
+        r.queue.flush(&session).await;
+    }
+    r.queue.enqueue("waiting", &scope(), items("w", 1)).await.unwrap();
+    assert_eq!(b.delivered().len(), n);
+    let known: Vec<String> = r.queue.inner.batcher.locked().sessions().map(|(id, _)| id.clone()).collect();
+    assert_eq!(known, ["waiting"], "only the session with an item pending keeps its counts");
+    let shells = r.queue.inner.sessions.locked().len();
+    assert!(shells <= 2 * IDLE_SESSIONS_KEPT, "{shells} session shells kept");
+    let listed = r.queue.overview().await.sessions;
+    let names: Vec<&str> = listed.iter().map(|s| s.session_id.as_str()).collect();
+    assert!(names.contains(&"waiting"));
+    let last = format!("s{}", n - 1);
+    assert!(names.contains(&last.as_str()), "the latest delivery is still listed");
+    assert!(!names.contains(&"s0"), "the oldest idle session is dropped");
+    r.advance(6_000).await;
+    assert_eq!(b.delivered().len(), n + 1, "the waiting session's timer still fires");
+    assert_eq!(r.queue.depths().await.spooled, 0);
+}
