@@ -575,3 +575,46 @@ async fn turns_after_a_transcript_outgrew_what_the_hook_reads_are_retained() {
         assert!(all.contains(&format!("question {i} about gannets")), "turn {i} was never retained");
     }
 }
+
+/// A rewind leaves the turns it took back in the transcript file, the next prompt parented on
+/// the turn the user went back to: the hooks follow the branch, and the session's stored
+/// document loses the turns taken back (a secret pasted by mistake among them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_a_rewind_took_back_are_not_kept() {
+    let d = Daemon::start("[queue]\nflush_interval = \"50ms\"\n[retain]\nevery_n_turns = 1\n");
+    let project = tempfile::tempdir().unwrap();
+    let cwd = project.path().join("puffin").display().to_string();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let tpath = project.path().join("t.jsonl");
+    let event = |name: &str, extra: Value| event_of("cc-rw", &tpath, &cwd, name, extra);
+    let line = |uuid: &str, parent: Option<&str>, role: &str, text: &str| {
+        json!({"type": role, "uuid": uuid, "parentUuid": parent, "sessionId": "cc-rw",
+               "message": {"role": role, "content": [{"type": "text", "text": text}]}})
+    };
+    let write = |lines: &[Value]| {
+        std::fs::write(&tpath, lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n") + "\n").unwrap()
+    };
+    hook(&d, &event("SessionStart", json!({"source": "startup"})));
+    let mut lines = vec![
+        line("u1", None, "user", "set up the puffin parser"),
+        line("a1", Some("u1"), "assistant", "the puffin parser is set up"),
+        line("u2", Some("a1"), "user", "the puffin token is PUFFINSECRET42"),
+        line("a2", Some("u2"), "assistant", "noted the puffin token"),
+    ];
+    write(&lines);
+    hook(&d, &event("Stop", json!({"stop_hook_active": false})));
+    d.post("/v1/flush", json!({})).await;
+    let text = |m: &[Value]| m.iter().map(|m| m["content"].as_str().unwrap_or("").to_owned()).collect::<String>();
+    assert!(text(&stored(&d).await).contains("PUFFINSECRET42"));
+    // Esc Esc back to the first reply, and another prompt.
+    lines.push(line("u3", Some("a1"), "user", "add puffin parser docs"));
+    lines.push(line("a3", Some("u3"), "assistant", "added the puffin parser docs"));
+    write(&lines);
+    hook(&d, &event("Stop", json!({"stop_hook_active": false})));
+    hook(&d, &event("SessionEnd", json!({"reason": "exit"})));
+    d.post("/v1/flush", json!({})).await;
+    let all = text(&stored(&d).await);
+    assert!(!all.contains("PUFFINSECRET42"), "{all}");
+    assert_eq!(all.matches("set up the puffin parser").count(), 1, "{all}");
+    assert!(all.contains("added the puffin parser docs"), "{all}");
+}

@@ -16,6 +16,7 @@
 //! compaction context is injected by the SessionStart that follows a compaction (`source:
 //! "compact"`).
 
+mod branch;
 mod breaker;
 mod install;
 mod transcript;
@@ -257,16 +258,19 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
             Ok(Answer::Nothing)
         }
         "Stop" => {
-            let (messages, omitted_user_turns) = turns_within(transcript.as_deref(), budget);
+            let t = turns_within(transcript.as_deref(), budget);
             let reply = event["last_assistant_message"].as_str().map(|r| bounded_reply(r, budget));
-            let body = Messages { reply, wait: false, omitted_user_turns, ..claude_turn(messages) };
+            let (omitted_user_turns, rewound) = (t.omitted_user_turns, t.rewound);
+            let body = Messages { reply, wait: false, omitted_user_turns, rewound, ..claude_turn(t.messages) };
             let _: AgentEnded = hook.post("/agent-end", &body).await?;
             Ok(Answer::Json(json!({})))
         }
         "SessionEnd" => {
             // The transcript is complete by now: whatever the cadence left is retained.
-            let (messages, omitted_user_turns) = turns_within(transcript.as_deref(), budget);
-            let body = Messages { ends_session: true, wait: false, omitted_user_turns, ..claude_turn(messages) };
+            let t = turns_within(transcript.as_deref(), budget);
+            let (omitted_user_turns, rewound) = (t.omitted_user_turns, t.rewound);
+            let body =
+                Messages { ends_session: true, wait: false, omitted_user_turns, rewound, ..claude_turn(t.messages) };
             unless_gone(hook.client.post::<AgentEnded, _>(&format!("{}/agent-end", hook.base), &body).await)?;
             unless_gone(hook.client.send::<Ignored>(Method::DELETE, &format!("{}?wait=false", hook.base)).await)?;
             Ok(Answer::Json(json!({})))

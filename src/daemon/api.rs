@@ -252,6 +252,11 @@ pub struct Messages {
     /// retained ones.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omitted_user_turns: usize,
+    /// agent-end: the client knows the user went back to an earlier turn and on from there
+    /// (Claude Code's rewind), so `messages` leave out turns sent before: in `full-session` mode
+    /// the session's document is replaced by the branch now taken, and loses the turns taken back.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub rewound: bool,
 }
 
 impl Messages {
@@ -264,12 +269,17 @@ impl Messages {
             wait: true,
             reply: None,
             omitted_user_turns: 0,
+            rewound: false,
         }
     }
 }
 
 fn yes() -> bool {
     true
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 /// `DELETE /v1/sessions/{id}` query.

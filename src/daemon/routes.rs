@@ -182,6 +182,7 @@ pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messa
         delivery: delivery(b.wait),
         reply: b.reply,
         omitted_user_turns: b.omitted_user_turns,
+        rewound: b.rewound,
     };
     let (retained, flushed) = s.sessions.agent_end(&id, &b.messages, turn, end).await?;
     Ok(Json(AgentEnded { retained, flushed: flushed.into() }))

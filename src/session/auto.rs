@@ -29,11 +29,14 @@ pub struct TurnEnd {
     /// User turns before the messages that the client left out (a transcript too long to send
     /// whole): counted as there, so what is already retained is told from what is new.
     pub omitted_user_turns: usize,
+    /// The client knows the messages leave out turns the user took back (see
+    /// [`Placement::Rewound`]).
+    pub rewound: bool,
 }
 
 impl Default for TurnEnd {
     fn default() -> Self {
-        TurnEnd { last: false, delivery: Delivery::Wait, reply: None, omitted_user_turns: 0 }
+        TurnEnd { last: false, delivery: Delivery::Wait, reply: None, omitted_user_turns: 0, rewound: false }
     }
 }
 
@@ -184,7 +187,30 @@ impl Sessions {
             // Only the new turns are stored: a stray close hides what precedes it of them.
             return self.retain_tail(session, &history, &cleaned.into_kept(0), user_turns).await;
         }
-        let (session, each) = match place_in_part(&session.turn_prints, &seen) {
+        let mut placement = place_in_part(&session.turn_prints, &seen);
+        if placement == Placement::StartsOver && end.rewound && settings.retain.mode == RetainMode::FullSession {
+            placement =
+                rewound_at(&session.turn_prints, &seen, session.first_turn).map_or(placement, Placement::Rewound);
+        }
+        // The stored document holds turns the client took back: replaced now, not on the cadence.
+        let mut taken_back = false;
+        let (session, each) = match placement {
+            Placement::Rewound(k) => {
+                // The client went back to its `k`-th turn and on from there (Claude Code's
+                // rewind): the part goes on along the new branch, and its
+                // document, replaced by it, loses the turns taken back. (A new part kept them,
+                // and stored the turns before `k` a second time.)
+                taken_back = session.retained_turns > k as i64 || session.pending.is_some();
+                let updated = self.update(&session.id, |s| {
+                    s.turn_prints = seen;
+                    s.retained_turns = s.retained_turns.min(k as i64);
+                    s.pending = None;
+                });
+                let session = updated.unwrap_or_else(|| session.clone());
+                self.save(&session).await?;
+                let retained_from = first_message_of_turn(&history, session.retained_turns);
+                (session, cleaned.into_kept(retained_from))
+            }
             Placement::Continues => {
                 if seen.len() > session.turn_prints.len() {
                     self.update(&session.id, |s| s.turn_prints = seen);
@@ -228,7 +254,7 @@ impl Sessions {
             return Ok(0);
         }
         let every_n = settings.retain.every_n_turns;
-        let due = new_turns >= every_n || last;
+        let due = new_turns >= every_n || last || taken_back;
         if let Some(kept) = session.pending.as_ref().filter(|p| p.user_turns > user_turns) {
             // A shorter copy sent late: the tail kept already holds its turns, and more. (One as
             // long replaces it: it may hold the turn's reply the kept one lacked.)
@@ -295,7 +321,7 @@ impl Sessions {
             Placement::Continues if seen.len() > known.len() => (seen, sent),
             Placement::Continues => (known.clone(), sent.max(known.len() as i64)),
             Placement::Window(k) => ([&known[..k], &seen[..]].concat(), k as i64 + sent),
-            Placement::StartsOver => {
+            Placement::StartsOver | Placement::Rewound(_) => {
                 // As in `retain_turns`: the new history begins inside the spans left open.
                 let carried = carried_into_new_part(session, &seen);
                 let cleaned = cleaned_each(settings, &history, carried);
@@ -577,6 +603,13 @@ fn part_document(session: &Session) -> String {
     }
 }
 
+/// Where a history that agrees with the part's first `k` user turns (at least one, and at
+/// least those had with memory on) and then goes its own way was rewound to: `k`.
+fn rewound_at(known: &[u64], seen: &[u64], first_turn: i64) -> Option<usize> {
+    let k = known.iter().zip(seen).take_while(|(a, b)| a == b && **a != UNKNOWN_TURN).count();
+    (k >= 1 && k < known.len() && k < seen.len() && k as i64 >= first_turn).then_some(k)
+}
+
 /// Where the user turns a client sent stand in the session's current part.
 #[derive(Debug, PartialEq, Eq)]
 enum Placement {
@@ -585,8 +618,14 @@ enum Placement {
     Continues,
     /// Agreeing with the part from its `k`-th user turn on: the start was left out.
     Window(usize),
-    /// Agreeing with nothing seen (compacted, rewound, another conversation): a new part.
+    /// Agreeing with nothing seen (compacted, another conversation): a new part.
     StartsOver,
+    /// Agreeing with the part's first `k` turns, then not, from a client that says the user
+    /// took turns back: in `full-session` mode the part goes on along the new branch
+    /// ([`rewound_at`]; `place_in_part` gives `StartsOver`). Not without the client's word: a
+    /// history compacted to its first prompt, a summary and new turns looks the same, and
+    /// replacing the document with it would delete the turns in between from the store.
+    Rewound(usize),
 }
 
 /// Places the user turns `seen` (their fingerprints) against those `known` of the part: where

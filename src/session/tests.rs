@@ -1065,3 +1065,50 @@ async fn instructions_answered_after_a_backend_switch_are_not_kept() {
     let again = s.instructions("a").await.unwrap().unwrap_or_default();
     assert!(!again.contains("OLD-STORE-NOTE"), "{again}");
 }
+
+/// A client that says the user took turns back (Claude Code's rewind): the session's document
+/// is replaced by the branch now taken, at once, whatever the cadence, and keeps each turn before
+/// the rewind once. Without its word the part starts over, and nothing stored is deleted.
+#[tokio::test]
+async fn turns_a_rewind_took_back_leave_the_store() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.retain.every_n_turns = 3;
+    let s = sessions(&r, settings).await; // full-session
+    s.start(start("a")).await.unwrap();
+    let mut history = turns(5);
+    history[5].content = "answer 2: the key is sk-PASTED-BY-MISTAKE".into();
+    s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    assert!(stored(&r).await.contains("sk-PASTED"));
+    // Rewound to after turn 1, and a new prompt.
+    let mut rewound = turns(2);
+    rewound.extend([Message::new("user", "question 9 about otters"), Message::new("assistant", "answer 9")]);
+    let end = TurnEnd { rewound: true, ..TurnEnd::default() };
+    s.agent_end("a", &rewound, Turn::Work, end).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("sk-PASTED"), "{text}");
+    assert!(!text.contains("question 3 about otters"), "{text}");
+    for i in [0, 1, 9] {
+        assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+    // The branch goes on as the part: later turns are added to the same document.
+    rewound.extend([Message::new("user", "question 10 about otters"), Message::new("assistant", "answer 10")]);
+    s.agent_end("a", &rewound, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [0, 1, 9, 10] {
+        assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+
+    // Without the client's word (a history compacted to its first prompt looks the same):
+    // a new part, and the turns stored stay.
+    s.start(start("b")).await.unwrap();
+    s.agent_end("b", &turns(5), Turn::Work, TurnEnd::default()).await.unwrap();
+    let mut compacted = turns(1);
+    compacted.extend([Message::new("user", "Summary: otters"), Message::new("assistant", "ok")]);
+    s.agent_end("b", &compacted, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+    r.queue.flush_all().await;
+    assert!(stored(&r).await.contains("question 4 about otters"));
+}

@@ -2,13 +2,15 @@
 //! messages of the main thread, their text blocks joined. Tool calls and results carry no text;
 //! subagent lines, and the lines Claude Code writes as `user` that are not the user's words (a
 //! compaction's summary, slash-command echoes, shell-mode commands and their output, task
-//! notices), are left out.
+//! notices), are left out, and so are the turns a rewind took back (see [`super::branch`]).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use mneme_core::text::Message;
 use serde_json::Value;
+
+use super::branch::{active_branch, Row};
 
 /// Transcript bytes read at most (the tail, where the recent turns are).
 const MAX_TRANSCRIPT_BYTES: u64 = 32 * 1024 * 1024;
@@ -45,7 +47,25 @@ const COMMAND_ECHOES: [&str; 11] = [
 
 /// The conversation in the transcript at `path` (none when there is no file yet).
 pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
-    read_tail(path, MAX_TRANSCRIPT_BYTES).0
+    read_tail(path, MAX_TRANSCRIPT_BYTES).messages
+}
+
+/// The messages read from a transcript's end.
+struct Tail {
+    messages: Vec<Message>,
+    /// The file's start was left unread.
+    cut: bool,
+    /// Messages a rewind took back were left out.
+    rewound: bool,
+}
+
+/// What of a transcript goes into one request (see [`turns_within`]).
+pub struct TurnsWithin {
+    pub messages: Vec<Message>,
+    /// User turns left out before `messages` (0: unknown).
+    pub omitted_user_turns: usize,
+    /// Messages a rewind took back were left out.
+    pub rewound: bool,
 }
 
 /// The newest messages of the transcript at `path` that fit in `max_bytes` of a request, and how
@@ -53,27 +73,29 @@ pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
 /// read whole, since the turns in its unread start cannot be counted. Told a count too small,
 /// the daemon would take every later turn for one it had retained already; told none, it places
 /// the messages among the turns it has seen by their fingerprints.
-pub fn turns_within(path: Option<&Path>, max_bytes: usize) -> (Vec<Message>, usize) {
-    let (messages, cut) = read_tail(path, MAX_TRANSCRIPT_BYTES);
-    let (messages, omitted) = tail_within(messages, max_bytes);
-    (messages, if cut { 0 } else { omitted })
+pub fn turns_within(path: Option<&Path>, max_bytes: usize) -> TurnsWithin {
+    let tail = read_tail(path, MAX_TRANSCRIPT_BYTES);
+    let (messages, omitted) = tail_within(tail.messages, max_bytes);
+    TurnsWithin { messages, omitted_user_turns: if tail.cut { 0 } else { omitted }, rewound: tail.rewound }
 }
 
 /// The messages of the last `max_bytes` of the transcript. Read as bytes and parsed a line at a
 /// time: the cut, or a line a crash left half written, can fall inside a character, and read as
 /// one string the whole read failed on it (every hook of the session then saw no messages).
-/// Also whether the file's start was left unread.
-fn read_tail(path: Option<&Path>, max_bytes: u64) -> (Vec<Message>, bool) {
-    let Some(path) = path else { return (Vec::new(), false) };
+/// Also whether the file's start was left unread, and whether a rewind took messages back.
+fn read_tail(path: Option<&Path>, max_bytes: u64) -> Tail {
+    let Some(path) = path else { return Tail { messages: Vec::new(), cut: false, rewound: false } };
     // Only a regular file: opening a FIFO would wait for a writer, and the agent with it.
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return (Vec::new(), false);
+        return Tail { messages: Vec::new(), cut: false, rewound: false };
     }
-    let Ok(mut file) = std::fs::File::open(path) else { return (Vec::new(), false) };
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Tail { messages: Vec::new(), cut: false, rewound: false };
+    };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let skip = len.saturating_sub(max_bytes);
     if file.seek(SeekFrom::Start(skip)).is_err() {
-        return (Vec::new(), false);
+        return Tail { messages: Vec::new(), cut: false, rewound: false };
     }
     let mut bytes = Vec::new();
     let _ = (&mut file).take(max_bytes).read_to_end(&mut bytes);
@@ -81,7 +103,12 @@ fn read_tail(path: Option<&Path>, max_bytes: u64) -> (Vec<Message>, bool) {
     if skip > 0 {
         lines.next(); // the partial first line
     }
-    let mut messages = conversation(lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()));
+    let rows = lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()).map(|v| {
+        let message = line_message(&v);
+        Row::new(&v, message)
+    });
+    let (rows, rewound) = active_branch(rows.collect());
+    let mut messages = conversation(rows.into_iter().filter_map(|r| r.message));
     if skip > 0 {
         // What is read begins inside the spans the unread start left open: it stays private.
         let open = open_in_unread_start(&mut file, skip);
@@ -89,7 +116,7 @@ fn read_tail(path: Option<&Path>, max_bytes: u64) -> (Vec<Message>, bool) {
             first.content.insert_str(0, &"<private>".repeat(open));
         }
     }
-    (messages, skip > 0)
+    Tail { messages, cut: skip > 0, rewound }
 }
 
 /// How many `<private>` spans the messages on the lines left unread leave open: those starting
@@ -211,14 +238,14 @@ fn mentions_private(line: &[u8]) -> bool {
     })
 }
 
-/// The messages of a transcript's lines. A line Claude Code wrote itself is left out, but not the
+/// The conversation of a transcript's messages. A line Claude Code wrote itself is left out, but not the
 /// spans it leaves open: a slash command's arguments or a shell command can hold `<private>`,
 /// and the messages after it stay private up to the close (the next kept message carries the
 /// opening tags again).
-fn conversation(lines: impl Iterator<Item = Value>) -> Vec<Message> {
+fn conversation(lines: impl Iterator<Item = Message>) -> Vec<Message> {
     let mut messages = Vec::new();
     let mut opened_by_echoes = 0usize;
-    for mut m in lines.filter_map(|v| line_message(&v)) {
+    for mut m in lines {
         if is_echo(&m.content) {
             if mneme_core::text::has_private_tag(&m.content) {
                 let carried = format!("{}{}", "<private>".repeat(opened_by_echoes), m.content);
@@ -321,13 +348,13 @@ mod tests {
         bytes.extend_from_slice(&[b'{', 0xc3, b'\n']); // a line a crash left with half a character
         bytes.extend_from_slice(last.as_bytes());
         std::fs::write(&path, &bytes).unwrap();
-        let contents = |max| read_tail(Some(&path), max).0.into_iter().map(|m| m.content).collect::<Vec<_>>();
+        let contents = |max| read_tail(Some(&path), max).messages.into_iter().map(|m| m.content).collect::<Vec<_>>();
         assert_eq!(contents(1 << 20), ["é", "the newest"]);
-        assert!(!read_tail(Some(&path), 1 << 20).1, "read whole");
+        assert!(!read_tail(Some(&path), 1 << 20).cut, "read whole");
         // A cut in the middle of the first line's "é".
         let at = bytes.len() - first.find('é').unwrap() - 1;
         assert_eq!(contents(at as u64), ["the newest"]);
-        assert!(read_tail(Some(&path), at as u64).1, "its start unread: the turns left out are not known");
+        assert!(read_tail(Some(&path), at as u64).cut, "its start unread: the turns left out are not known");
     }
 
     #[test]
@@ -346,7 +373,7 @@ mod tests {
         lines.push(line("assistant", "</private> and now in the open"));
         std::fs::write(&path, lines.join("\n")).unwrap();
         // The tail read starts inside the padding: both opening tags are in the unread start.
-        let (messages, cut) = read_tail(Some(&path), 9000);
+        let Tail { messages, cut, .. } = read_tail(Some(&path), 9000);
         assert!(cut);
         // Each message cleaned as the daemon cleans a transcript: with the spans before it open.
         let mut open = 0;
@@ -364,7 +391,7 @@ mod tests {
         // Spans closed in the unread start leave the tail alone.
         lines[2] = line("user", "</private></private> closed again");
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let (messages, _) = read_tail(Some(&path), 9000);
+        let messages = read_tail(Some(&path), 9000).messages;
         assert!(!messages[0].content.contains("<private>"), "{:?}", messages[0].content);
     }
 
