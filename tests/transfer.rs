@@ -212,6 +212,16 @@ async fn migrate_local_to_hindsight_resumes_and_stores_nothing_twice() {
     let conn = rusqlite::Connection::open(back.path().join("data/memories.db")).unwrap();
     let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
     assert_eq!(n, 31);
+    // The memories of no document come back as such (they went as documents of their own).
+    let loose: i64 =
+        conn.query_row("SELECT count(*) FROM memories WHERE document_id IS NULL", [], |r| r.get(0)).unwrap();
+    assert_eq!(loose, 30);
+    // And back into the store they came from: each found there, none added a second time.
+    let out = d.cli().args(["migrate", "--from", "hindsight", "--to", "local"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let conn = rusqlite::Connection::open(d.data().join("memories.db")).unwrap();
+    let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 31, "a round trip through Hindsight added copies");
 
     // Switch the daemon to hindsight: recall finds the migrated memories.
     std::fs::write(

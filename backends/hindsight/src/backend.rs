@@ -1,6 +1,6 @@
 //! [`HindsightBackend`]: the trait over Hindsight's HTTP API.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
@@ -478,13 +478,25 @@ impl MemoryBackend for HindsightBackend {
         for (bank, of_bank) in banks {
             for chunk in chunks_of_whole_documents(of_bank, ChunkLimit::items(IMPORT_CHUNK)) {
                 let chunk_id = import_chunk_id(bank, &chunk);
+                let metadata: Vec<std::borrow::Cow<'_, BTreeMap<String, String>>> = chunk
+                    .iter()
+                    .map(|m| match m.document_id {
+                        Some(_) => std::borrow::Cow::Borrowed(&m.metadata),
+                        None => {
+                            let mut marked = m.metadata.clone();
+                            marked.insert(crate::wire::LOOSE_MEMORY_KEY.to_owned(), m.id.clone());
+                            std::borrow::Cow::Owned(marked)
+                        }
+                    })
+                    .collect();
                 let items = chunk
                     .iter()
-                    .map(|m| RetainItem {
+                    .zip(&metadata)
+                    .map(|(m, metadata)| RetainItem {
                         content: &m.content,
                         context: m.context.as_deref(),
                         timestamp: retain_timestamp(&m.created_at),
-                        metadata: &m.metadata,
+                        metadata: metadata.as_ref(),
                         tags: &m.tags,
                         document_id: Some(m.document_id.as_deref().unwrap_or(&m.id)),
                         update_mode: None,

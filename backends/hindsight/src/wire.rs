@@ -242,19 +242,31 @@ fn metadata_as_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<BTr
 impl ListedMemory {
     /// The memory as mneme stores and exports it, in `bank`.
     pub fn into_stored(self, bank: &str) -> mneme_core::StoredMemory {
+        let mut metadata = self.metadata.unwrap_or_default();
+        let mut document_id = self.document_id;
+        // A memory of no document, imported as a document of its own: of none again.
+        if metadata.remove(LOOSE_MEMORY_KEY).is_some_and(|id| document_id.as_deref() == Some(id.as_str())) {
+            document_id = None;
+        }
         mneme_core::StoredMemory {
             id: self.id,
             bank: bank.to_owned(),
             content: self.text,
             context: self.context,
             tags: self.tags.unwrap_or_default(),
-            metadata: self.metadata.unwrap_or_default(),
-            document_id: self.document_id,
+            metadata,
+            document_id,
             kind: self.fact_type.as_deref().and_then(|t| t.parse().ok()).unwrap_or_default(),
             created_at: self.mentioned_at.or(self.date).unwrap_or_default(),
         }
     }
 }
+
+/// The metadata key an import marks a memory of no document with (its id, which it is sent as
+/// the document of): read back, it is a memory of no document again, and a copy to the local
+/// store and back finds the one it came from instead of adding a second (the local store keeps
+/// one loose memory of a text in a bank).
+pub const LOOSE_MEMORY_KEY: &str = "mneme_loose_memory";
 
 /// `GET /v1/default/banks`, one page.
 #[derive(Debug, Deserialize)]
