@@ -38,6 +38,22 @@ struct Progress {
     cursor: Option<String>,
     copied: u64,
     bank: Option<String>,
+    /// The stores copied from and to (see [`stores_of`]): a run against others starts over.
+    #[serde(default)]
+    stores: u64,
+}
+
+/// Which stores a copy goes between, as a fingerprint (a URL may hold a password): the local
+/// store's file, the Hindsight server's URL. Progress saved against others is not resumed: after
+/// `local.path` or `hindsight.api_url` was edited, the cursor and the memories seen belonged
+/// to other stores, and the copy said it was done with what it had copied to the old one.
+fn stores_of(settings: &crate::config::Settings, plan: &Plan) -> u64 {
+    let store = |id: BackendId| match id {
+        BackendId::Local => settings.local_db_path().display().to_string(),
+        BackendId::Hindsight => settings.hindsight.api_url.trim().trim_end_matches('/').to_owned(),
+        BackendId::Off => String::new(),
+    };
+    crate::session::fingerprint(&format!("{}\n{}", store(plan.from), store(plan.to)))
 }
 
 /// A page of `want` memories, and the pages after it while a document runs on into them: a
@@ -168,11 +184,12 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     std::fs::create_dir_all(&settings.storage.dir)
         .map_err(|e| CliError::Other(format!("cannot create {}: {e}", settings.storage.dir.display())))?;
     let state_file = state_path(&settings.storage.dir, &plan);
+    let stores = stores_of(&settings, &plan);
     let mut progress: Progress = std::fs::read_to_string(&state_file)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .filter(|p: &Progress| p.bank == bank)
-        .unwrap_or(Progress { bank: bank.clone(), ..Progress::default() });
+        .filter(|p: &Progress| p.bank == bank && p.stores == stores)
+        .unwrap_or(Progress { bank: bank.clone(), stores, ..Progress::default() });
     let resumed_at = progress.copied;
     let total = source.status().await.memories;
     let bar = match total {
@@ -307,6 +324,27 @@ fn save(path: &Path, p: &Progress) -> Result<(), CliError> {
 mod tests {
     use super::*;
     use mneme_core::*;
+
+    /// Progress saved against other stores is not resumed: after `local.path` or
+    /// `hindsight.api_url` was edited the copy starts over (its cursor and the memories it saw
+    /// belonged to the old ones); a trailing slash is the same server.
+    #[test]
+    fn progress_names_the_stores_it_was_made_against() {
+        let plan = Plan { from: BackendId::Hindsight, to: BackendId::Local, bank: None, limit: None };
+        let mut settings = crate::config::Settings::default();
+        settings.local.path = Some("/a/memories.db".into());
+        let first = stores_of(&settings, &plan);
+        settings.hindsight = crate::config::HindsightConfig::new("http://localhost:8888/");
+        assert_eq!(stores_of(&settings, &plan), first);
+        settings.local.path = Some("/b/memories.db".into());
+        assert_ne!(stores_of(&settings, &plan), first);
+        settings.local.path = Some("/a/memories.db".into());
+        settings.hindsight = crate::config::HindsightConfig::new("http://10.0.0.2:8888");
+        assert_ne!(stores_of(&settings, &plan), first);
+        // A progress file of an older version (no stores) is not taken for this copy's.
+        let old: Progress = serde_json::from_str(r#"{"cursor":"200","copied":200,"bank":null}"#).unwrap();
+        assert_ne!(old.stores, first);
+    }
 
     /// Read again at the end, the local store gives what its cursor moved past during the copy:
     /// a replaced document's new version, which took the sequence number of the one it replaced
