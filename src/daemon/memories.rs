@@ -158,7 +158,18 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
                 done => done?,
             }
         }
-        Forget::Memory { .. } => backend.forget(&what).await?,
+        // The spool first: a queued copy would be stored once delivered, and a delivered batch
+        // whose removal was not committed yet would be delivered again after a restart.
+        Forget::Memory { id, bank } => {
+            let (queued, done) = s.queue.discard_memory_then(bank.as_deref(), id, backend.forget(&what)).await?;
+            match done {
+                Err(mneme_core::BackendError::NotFound(_)) if queued > 0 => mneme_core::Forgotten {
+                    deleted: Some(0),
+                    message: "it was still queued: dropped before it was stored".into(),
+                },
+                done => done?,
+            }
+        }
     };
     let (noun, id, bank) = match &what {
         Forget::Memory { id, bank } => ("memory", id, bank.as_deref()),

@@ -473,6 +473,24 @@ impl Queue {
         self.with_no_delivery(discard, delete).await
     }
 
+    /// As [`Queue::discard_then`], for the memory `id` queued or dead in any session (a forget
+    /// of the memory). Its spool transaction first commits the removals of the batches delivered
+    /// before it: left pending (a full disk failed their commit, a crash came first), a batch
+    /// stayed spooled and a restart delivered it again, bringing the forgotten memory back.
+    pub async fn discard_memory_then<T>(
+        &self,
+        bank: Option<&str>,
+        id: &str,
+        delete: impl Future<Output = T>,
+    ) -> Result<(u64, T), SpoolError> {
+        let discard = async {
+            let (n, sessions) = self.inner.spool.discard_memory(bank, id).await?;
+            self.recount(&sessions).await?;
+            Ok(n)
+        };
+        self.with_no_delivery(discard, delete).await
+    }
+
     /// Drops what is queued for `scope` by any session; what those sessions still hold (items
     /// of another scope) stays counted.
     async fn discard_scope(&self, scope: &Scope) -> Result<u64, SpoolError> {

@@ -294,6 +294,24 @@ impl Spool {
         .await
     }
 
+    /// Drops the memory `id` (of `bank`, when given) wherever it is queued or dead (a forget
+    /// of the memory): returns how many rows went and the sessions that had them. Its
+    /// transaction also carries the removals of the batches delivered before it.
+    pub async fn discard_memory(&self, bank: Option<&str>, id: &str) -> Result<(u64, Vec<String>), SpoolError> {
+        let (bank, id) = (bank.map(str::to_owned), id.to_owned());
+        self.call(move |t| {
+            const OF_IT: &str = "id = ?1 AND (?2 IS NULL OR bank = ?2)";
+            let sessions: Vec<String> = t
+                .prepare(&format!("SELECT DISTINCT session_id FROM items WHERE {OF_IT}"))?
+                .query_map(params![id, bank], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            let dead = t.execute(&format!("DELETE FROM dead_letters WHERE {OF_IT}"), params![id, bank])?;
+            let n = t.execute(&format!("DELETE FROM items WHERE {OF_IT}"), params![id, bank])?;
+            Ok(((n + dead) as u64, sessions))
+        })
+        .await
+    }
+
     /// Totals for status.
     pub async fn counts(&self) -> Result<SpoolCounts, SpoolError> {
         self.call(|t| {

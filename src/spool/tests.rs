@@ -130,3 +130,56 @@ async fn jobs_after_one_that_fills_the_disk_store_nothing_and_say_so() {
     let stored = spool.record("test", "small").await.unwrap();
     assert_eq!(small.is_ok(), stored.is_some(), "told {small:?}, stored {stored:?}");
 }
+
+/// A delivered batch's removal rides on the next transaction; when that transaction fails (a
+/// job filled the disk and SQLite rolled it back) the removal rides on a later one: dropped,
+/// the batch stayed spooled until a restart delivered it again, bringing back a memory
+/// forgotten meanwhile.
+#[tokio::test]
+async fn a_removal_whose_transaction_failed_is_done_by_a_later_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    spool
+        .append("s", "b", vec![mneme_core::MemoryItem::new("i1", "delivered", "2026-01-01T00:00:00.000Z")])
+        .await
+        .unwrap();
+    let batch = spool.next_batch("s", 10).await.unwrap().items;
+    let batch_id = batch[0].batch_id.clone().unwrap();
+    let hold = spool.call(|t| {
+        let pages: i64 = t.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        t.query_row(&format!("PRAGMA max_page_count = {}", pages + 2), [], |r| r.get::<_, i64>(0))?;
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(())
+    });
+    let removal_then_full = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        spool.delivered("s", &batch_id, batch[0].seq..=batch[0].seq).await;
+        spool
+            .call_one_statement(|t| {
+                t.execute("INSERT INTO records (kind, key, record) VALUES ('test', 'big', ?)", ["x".repeat(200_000)])
+            })
+            .await
+    };
+    let (_, big) = tokio::join!(hold, removal_then_full);
+    assert!(matches!(big, Err(SpoolError::Full(_))), "{big:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while spool.counts().await.unwrap().spooled > 0 {
+        assert!(std::time::Instant::now() < deadline, "the delivered batch stays spooled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A forget of a memory drops it wherever it is queued, in its bank only when one is named.
+#[tokio::test]
+async fn a_forgotten_memory_is_dropped_from_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let item = |id: &str| mneme_core::MemoryItem::new(id, &format!("text of {id}"), "2026-01-01T00:00:00.000Z");
+    spool.append("s", "b", vec![item("i1"), item("i2")]).await.unwrap();
+    spool.append("t", "c", vec![item("i3")]).await.unwrap();
+    assert_eq!(spool.discard_memory(Some("b"), "i3").await.unwrap().0, 0, "another bank's");
+    assert_eq!(spool.discard_memory(None, "i1").await.unwrap(), (1, vec!["s".to_owned()]));
+    assert_eq!(spool.discard_memory(Some("c"), "i3").await.unwrap(), (1, vec!["t".to_owned()]));
+    let left: Vec<String> = spool.next_batch("s", 10).await.unwrap().items.into_iter().map(|s| s.item.id).collect();
+    assert_eq!(left, ["i2"]);
+}

@@ -108,8 +108,12 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             }
         };
         removal_wait = REMOVAL_WAIT;
-        for (r, _place) in removals.drain(..) {
-            supersede_dead_letters(&tx, &r);
+        // Kept until the commit is known: a commit that fails (a full disk) loses them, and
+        // the delivered batch stayed spooled until a restart resent it, bringing back what had
+        // been forgotten of it meanwhile.
+        let riding = std::mem::take(&mut removals);
+        for (r, _place) in &riding {
+            supersede_dead_letters(&tx, r);
             // One statement: it needs no savepoint to fail alone.
             let removed = tx
                 .prepare_cached("DELETE FROM items WHERE session_id = ? AND seq BETWEEN ? AND ? AND batch_id = ?")
@@ -146,6 +150,12 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             if !conn.is_autocommit() {
                 let _ = conn.execute_batch("ROLLBACK");
             }
+        }
+        if commit.is_err() {
+            removals = riding; // they ride on the next transaction
+            removal_wait = REMOVAL_RETRY;
+        } else {
+            drop(riding);
         }
         for finish in finishers {
             finish(commit.clone());
