@@ -174,7 +174,7 @@ async fn a_removal_whose_transaction_failed_is_done_by_a_later_one() {
 async fn a_forgotten_memory_is_dropped_from_the_queue() {
     let dir = tempfile::tempdir().unwrap();
     let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
-    let item = |id: &str| mneme_core::MemoryItem::new(id, &format!("text of {id}"), "2026-01-01T00:00:00.000Z");
+    let item = |id: &str| mneme_core::MemoryItem::new(id, format!("text of {id}"), "2026-01-01T00:00:00.000Z");
     spool.append("s", "b", vec![item("i1"), item("i2")]).await.unwrap();
     spool.append("t", "c", vec![item("i3")]).await.unwrap();
     assert_eq!(spool.discard_memory(Some("b"), "i3").await.unwrap().0, 0, "another bank's");
