@@ -1065,3 +1065,23 @@ async fn a_long_client_session_id_names_its_queue_by_a_fingerprint() {
     let (_, v) = d.post("/v1/flush", json!({})).await;
     assert_eq!(v["delivered"], 1, "{v}");
 }
+
+/// Two clients' versions of one document are stored in the order they were retained: each in
+/// its own client's queue, the older version, queued by one, replaced the newer one another had
+/// stored synchronously as soon as its queue's timer fired.
+#[tokio::test]
+async fn an_older_version_of_a_document_never_replaces_a_newer_one() {
+    let d = Daemon::start(&format!("{LEXICAL}\n[queue]\nflush_interval = \"300ms\"\n"));
+    let version = |text: &str, client: &str, is_async: bool| json!({"items": [{"content": text, "document_id": "shared-doc", "metadata": {"session_id": client}}], "async": is_async});
+    let (status, _) =
+        d.post(&bank_path("dv", "/memories"), version("version one of the puffin notes", "client-a", true)).await;
+    assert_eq!(status, 200);
+    let (status, _) =
+        d.post(&bank_path("dv", "/memories"), version("version two of the puffin notes", "client-b", false)).await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/export?bank=dv").await;
+    let kept: Vec<&str> = v["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(kept, ["version two of the puffin notes"]);
+}

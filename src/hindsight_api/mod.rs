@@ -241,10 +241,13 @@ impl HindsightApi {
             return Ok(answer(0));
         }
         // One queue per client session (batched and debounced like a mneme session's), or per
-        // bank for items that name none.
+        // bank for items that name none, and for documents: two clients' versions of a document,
+        // each in its own client's queue, were stored in the order the queues were delivered, so
+        // an older version queued by one replaced a newer one another had stored.
         let queue_id = match &session {
+            _ if items.iter().any(|i| i.document_id.is_some()) => format!("hindsight:{bank}"),
             // A client's id is metadata, of any length: a long one is kept by its fingerprint
-            // (each queue's id is held in memory for the daemon's life, and listed by /v1/queue).
+            // (a queue's id is held in memory while it is busy, and listed by /v1/queue).
             Some(s) if s.len() > MAX_QUEUE_SESSION_LEN || s.chars().any(char::is_control) => {
                 format!("hindsight:{bank}:#{:016x}", crate::session::fingerprint(s))
             }
