@@ -495,3 +495,50 @@ async fn run_with(config: std::path::PathBuf, args: &'static [&'static str]) -> 
     .await
     .unwrap()
 }
+
+/// Under `per-project` scoping every project has a bank of its own (`{bank}-{project}`): a
+/// migrate from Hindsight without `--bank` copies each bank of this configuration, and no other.
+#[tokio::test]
+async fn migrate_from_hindsight_copies_every_project_bank() {
+    let Some(url) = common::hindsight_peer() else { return };
+    let bank = common::fresh("migrate-projects");
+    for (b, word) in [(format!("{bank}-kestrel"), "kestrel"), (format!("{bank}-osprey"), "osprey")] {
+        common::chunk_bank(&url, &b).await;
+        let items: Vec<Value> = (0..3)
+            .map(|i| json!({"content": format!("{word} project note {i}"), "document_id": format!("{word}{i}")}))
+            .collect();
+        store_on_peer(&url, &b, items).await;
+    }
+    let other = common::fresh("not-ours");
+    common::chunk_bank(&url, &other).await;
+    store_on_peer(&url, &other, vec![json!({"content": "another tool's memory", "document_id": "x"})]).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[memory]\nbank_id = \"{bank}\"\nscoping = \"per-project\"\n[hindsight]\napi_url = \"{url}\"\n"),
+    )
+    .unwrap();
+    let out = run_with(config.clone(), &["migrate", "--from", "hindsight", "--to", "local"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = stdout(&out);
+    assert!(said.contains(&format!("Bank {bank}-kestrel: Copied 3 memories")), "{said}");
+    assert!(said.contains(&format!("Bank {bank}-osprey: Copied 3 memories")), "{said}");
+    let conn = rusqlite::Connection::open(dir.path().join("data/memories.db")).unwrap();
+    let mut banks: Vec<(String, i64)> = conn
+        .prepare("SELECT bank, count(*) FROM memories GROUP BY bank ORDER BY bank")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    banks.sort();
+    assert_eq!(banks, [(format!("{bank}-kestrel"), 3), (format!("{bank}-osprey"), 3)]);
+    // Run again: each bank found copied, nothing twice.
+    let out = run_with(config, &["--json", "migrate", "--from", "hindsight", "--to", "local"]).await;
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["banks"].as_u64(), v["finished"].as_bool()), (Some(3), Some(true)), "{v}");
+    let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 6);
+}

@@ -159,8 +159,25 @@ fn fit_to_import(settings: &crate::config::Settings, memories: Vec<StoredMemory>
     (fit, left_out)
 }
 
-fn state_path(dir: &Path, plan: &Plan) -> PathBuf {
-    dir.join(format!("migrate-{}-to-{}.json", plan.from, plan.to))
+/// The progress file of a copy of `bank` (the old name for a copy of no bank or of the
+/// configured one, so that a run begun by an earlier version is resumed).
+fn state_path(dir: &Path, plan: &Plan, bank: Option<&str>, base: &str) -> PathBuf {
+    match bank {
+        Some(b) if b != base && plan.bank.is_none() => {
+            dir.join(format!("migrate-{}-to-{}-bank-{:016x}.json", plan.from, plan.to, crate::session::fingerprint(b)))
+        }
+        _ => dir.join(format!("migrate-{}-to-{}.json", plan.from, plan.to)),
+    }
+}
+
+/// What a copy did, over all of its banks.
+#[derive(Debug, Default)]
+struct Copied {
+    this_run: u64,
+    total: u64,
+    found_again: u64,
+    skipped: u64,
+    finished: bool,
 }
 
 pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) -> Result<ExitCode, CliError> {
@@ -180,18 +197,121 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
             .map_err(|e| CliError::Other(format!("cannot open the {id} backend: {e}")))
     };
     let (source, target) = (open(plan.from)?, open(plan.to)?);
-    let bank = plan.bank.clone().or_else(|| (plan.from == BackendId::Hindsight).then(|| settings.base_bank()));
     std::fs::create_dir_all(&settings.storage.dir)
         .map_err(|e| CliError::Other(format!("cannot create {}: {e}", settings.storage.dir.display())))?;
-    let state_file = state_path(&settings.storage.dir, &plan);
-    let stores = stores_of(&settings, &plan);
+    let banks = banks_to_copy(source.as_ref(), &settings, &plan).await?;
+    let mut all = Copied { finished: true, ..Copied::default() };
+    let mut lines = Vec::new();
+    for bank in &banks {
+        let copied = copy_bank(source.as_ref(), target.as_ref(), &settings, &plan, bank.as_deref()).await?;
+        let line = summary(&plan, &copied);
+        lines.push(match (bank, banks.len()) {
+            (Some(b), 2..) => format!("Bank {b}: {line}"),
+            _ => line,
+        });
+        all.this_run += copied.this_run;
+        all.total += copied.total;
+        all.found_again += copied.found_again;
+        all.skipped += copied.skipped;
+        if !copied.finished {
+            all.finished = false;
+            break; // the banks after it wait for the run that finishes this one
+        }
+    }
+    if as_json {
+        println!(
+            "{}",
+            serde_json::json!({"copied": all.this_run, "total_copied": all.total, "finished": all.finished, "found_again": all.found_again, "skipped": all.skipped, "banks": banks.len()})
+        );
+    } else {
+        if banks.is_empty() {
+            lines.push(format!(
+                "The Hindsight server holds no bank of this configuration ({}); nothing to copy.",
+                settings.base_bank()
+            ));
+        }
+        println!("{}", lines.join("\n"));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The banks a copy goes through: the one named; every bank a local store holds (read as one);
+/// from Hindsight, which is read a bank at a time, every bank of this configuration the server
+/// has — the configured one and, under `per-project` scoping, one a project (`{bank}-{project}`).
+/// Copying the configured bank alone left every project's memories behind without a word.
+async fn banks_to_copy(
+    source: &dyn MemoryBackend,
+    settings: &crate::config::Settings,
+    plan: &Plan,
+) -> Result<Vec<Option<String>>, CliError> {
+    if let Some(bank) = &plan.bank {
+        return Ok(vec![Some(bank.clone())]);
+    }
+    if source.capabilities().lists_every_bank {
+        return Ok(vec![None]);
+    }
+    let base = settings.base_bank();
+    let listed =
+        source.banks().await.map_err(|e| CliError::Other(format!("listing the banks of {}: {e}", plan.from)))?;
+    let project_prefix = format!("{base}-");
+    let mut banks: Vec<String> =
+        listed.into_iter().map(|b| b.bank).filter(|b| *b == base || b.starts_with(&project_prefix)).collect();
+    banks.sort();
+    banks.dedup();
+    // The configured bank first, as before; an empty one is still read (the server may list
+    // only banks it holds facts in).
+    banks.retain(|b| *b != base);
+    banks.insert(0, base);
+    Ok(banks.into_iter().map(Some).collect())
+}
+
+/// What one bank's copy says it did.
+fn summary(plan: &Plan, c: &Copied) -> String {
+    let mut resumed =
+        if c.total > c.this_run { format!(" (resumed after {})", c.total - c.this_run) } else { String::new() };
+    if c.skipped > 0 {
+        resumed.push_str(&format!(
+            " ({} of them left out, as an import would: blank or private only, or an id or date it refuses)",
+            c.skipped
+        ));
+    }
+    if c.finished && c.found_again > 0 {
+        format!(
+            "Copied {} memories from {} to {}{resumed}, and {} more the bank's list had moved past while it changed (found by reading it again); done.",
+            c.this_run, plan.from, plan.to, c.found_again
+        )
+    } else if c.finished {
+        format!("Copied {} memories from {} to {}{resumed}; done.", c.this_run, plan.from, plan.to)
+    } else {
+        format!(
+            "Copied {} memories from {} to {}{resumed}; {} so far. Run the same command again to continue.",
+            c.this_run, plan.from, plan.to, c.total
+        )
+    }
+}
+
+/// Copies one bank (every bank, for `None` from a store that lists them all), resuming the
+/// progress saved for it.
+async fn copy_bank(
+    source: &dyn MemoryBackend,
+    target: &dyn MemoryBackend,
+    settings: &crate::config::Settings,
+    plan: &Plan,
+    bank: Option<&str>,
+) -> Result<Copied, CliError> {
+    let bank_owned = bank.map(str::to_owned);
+    let state_file = state_path(&settings.storage.dir, plan, bank, &settings.base_bank());
+    let stores = stores_of(settings, plan);
     let mut progress: Progress = std::fs::read_to_string(&state_file)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .filter(|p: &Progress| p.bank == bank && p.stores == stores)
-        .unwrap_or(Progress { bank: bank.clone(), stores, ..Progress::default() });
+        .filter(|p: &Progress| p.bank == bank_owned && p.stores == stores)
+        .unwrap_or(Progress { bank: bank_owned.clone(), stores, ..Progress::default() });
     let resumed_at = progress.copied;
-    let total = source.status().await.memories;
+    let total = match bank {
+        Some(b) => source.banks().await.ok().and_then(|l| l.into_iter().find(|x| x.bank == b)).and_then(|x| x.memories),
+        None => source.status().await.memories,
+    };
     let bar = match total {
         Some(t) => ProgressBar::new(t),
         None => ProgressBar::new_spinner(),
@@ -228,7 +348,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
             break;
         }
         let want = plan.limit.map_or(PAGE, |l| PAGE.min((l - this_run) as usize));
-        let page = read_whole_documents(source.as_ref(), bank.as_deref(), progress.cursor.as_deref(), want, &mut ahead)
+        let page = read_whole_documents(source, bank, progress.cursor.as_deref(), want, &mut ahead)
             .await
             .map_err(|e| CliError::Other(format!("reading from {}: {e}", plan.from)))?;
         if page.memories.is_empty() {
@@ -236,7 +356,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
             break;
         }
         let n = page.memories.len() as u64;
-        let (fit, unfit) = fit_to_import(&settings, page.memories.clone());
+        let (fit, unfit) = fit_to_import(settings, page.memories.clone());
         skipped += unfit;
         target.import(&fit).await.map_err(|e| {
             CliError::Other(format!(
@@ -259,7 +379,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     }
     let mut found_again = 0;
     if finished {
-        found_again = sweep(source.as_ref(), target.as_ref(), bank.as_deref(), &mut seen, &settings).await.map_err(|e| {
+        found_again = sweep(source, target, bank, &mut seen, settings).await.map_err(|e| {
             CliError::Other(format!(
                 "reading {} again for what changed during the copy (all it read once is copied; run the same command again to finish): {e}",
                 plan.from
@@ -267,38 +387,11 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
         })?;
     }
     bar.finish_and_clear();
-    let mut resumed = if resumed_at > 0 { format!(" (resumed after {resumed_at})") } else { String::new() };
-    if skipped > 0 {
-        resumed.push_str(&format!(
-            " ({skipped} of them left out, as an import would: blank or private only, or an id or date it refuses)"
-        ));
-    }
     if finished {
         let _ = std::fs::remove_file(&state_file);
         let _ = std::fs::remove_file(&seen_file);
     }
-    let summary = if finished && found_again > 0 {
-        format!(
-            "Copied {this_run} memories from {} to {}{resumed}, and {found_again} more the bank's list had moved past while it changed (found by reading it again); done.",
-            plan.from, plan.to
-        )
-    } else if finished {
-        format!("Copied {} memories from {} to {}{resumed}; done.", this_run, plan.from, plan.to)
-    } else {
-        format!(
-            "Copied {this_run} memories from {} to {}{resumed}; {} so far. Run the same command again to continue.",
-            plan.from, plan.to, progress.copied
-        )
-    };
-    if as_json {
-        println!(
-            "{}",
-            serde_json::json!({"copied": this_run, "total_copied": progress.copied, "finished": finished, "found_again": found_again, "skipped": skipped})
-        );
-    } else {
-        println!("{summary}");
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(Copied { this_run, total: progress.copied, found_again, skipped, finished })
 }
 
 /// Appends the ids of a page copied to `path` (see `seen_file`).

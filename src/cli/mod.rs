@@ -136,7 +136,8 @@ pub enum Command {
         /// Target backend: local or hindsight.
         #[arg(long, value_name = "BACKEND", value_parser = storing_backend)]
         to: mneme_core::BackendId,
-        /// Only this bank (a Hindsight source: default the configured bank).
+        /// Only this bank (default: every bank; from Hindsight, every bank of this configuration:
+        /// the configured one and, under per-project scoping, each project's).
         #[arg(long, value_name = "BANK")]
         bank: Option<String>,
         /// Copy about this many memories in this run (run again to continue): a document is
