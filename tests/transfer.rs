@@ -542,3 +542,35 @@ async fn migrate_from_hindsight_copies_every_project_bank() {
     let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
     assert_eq!(n, 6);
 }
+
+/// Hindsight lists a bank newest first: a document copied back keeps its parts in the order
+/// they were stored (they came back the other way round, and sent on again made a document
+/// whose text ran backwards).
+#[tokio::test]
+async fn a_document_copied_from_hindsight_keeps_the_order_of_its_parts() {
+    let Some(url) = common::hindsight_peer() else { return };
+    let bank = common::fresh("migrate-order");
+    common::chunk_bank(&url, &bank).await;
+    let parts: Vec<Value> = (0..4)
+        .map(|i| {
+            json!({"content": format!("part {i} of the plover notes"), "document_id": "plover",
+                   "timestamp": format!("2026-03-0{}T10:00:00Z", i + 1)})
+        })
+        .collect();
+    store_on_peer(&url, &bank, parts).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[memory]\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n")).unwrap();
+    let out = run_with(config, &["migrate", "--from", "hindsight", "--to", "local"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let conn = rusqlite::Connection::open(dir.path().join("data/memories.db")).unwrap();
+    let order: Vec<String> = conn
+        .prepare("SELECT content FROM memories WHERE document_id = 'plover' ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let want: Vec<String> = (0..4).map(|i| format!("part {i} of the plover notes")).collect();
+    assert_eq!(order, want);
+}

@@ -87,7 +87,29 @@ async fn read_whole_documents(
         page.memories.extend(more.memories);
         page.next = more.next;
     }
+    if source.id() == BackendId::Hindsight {
+        oldest_first(&mut page.memories);
+    }
     Ok(page)
+}
+
+/// Puts each document's memories in the order they were stored, oldest first: Hindsight lists
+/// a bank newest first, so a document read from it came back with its parts the other way
+/// round (parts 3, 2, 1, 0 in the local store, and sent on to Hindsight again, a document whose
+/// text ran backwards). Each run of one document's memories is reversed, then ordered by date
+/// (a tie keeps that order).
+fn oldest_first(memories: &mut [StoredMemory]) {
+    let mut start = 0;
+    while start < memories.len() {
+        let key = (memories[start].bank.clone(), memories[start].document_id.clone());
+        let len = memories[start..].iter().take_while(|m| (&m.bank, &m.document_id) == (&key.0, &key.1)).count();
+        let run = &mut memories[start..start + len];
+        if key.1.is_some() {
+            run.reverse();
+            run.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        }
+        start += len;
+    }
 }
 
 /// Hindsight lists a bank by offset, newest first: a memory deleted during the copy (a document
@@ -129,6 +151,9 @@ async fn sweep(
             if !unseen.is_empty() {
                 found += new_here;
                 // Counted: the memories found, not those of their documents sent along.
+                if source.id() == BackendId::Hindsight {
+                    oldest_first(&mut unseen);
+                }
                 let (fit, _) = fit_to_import(settings, unseen);
                 target.import(&fit).await?;
                 stored += new_here as u64;
