@@ -587,3 +587,40 @@ async fn a_forget_waits_for_another_process_writing_the_store() {
     writer.join().unwrap();
     assert_eq!(forgotten.unwrap().deleted, Some(1));
 }
+
+/// A backup restored over a document replaced since: the older version the file holds is left
+/// out (joined, both versions stood side by side and recall found the stale one); a newer one
+/// joins as an import always did, and nothing stored is deleted by an import.
+#[tokio::test]
+async fn an_import_leaves_out_an_older_version_of_a_stored_document() {
+    let (_d, b) = open();
+    let version = |id: &str, text: &str, at: &str| StoredMemory {
+        id: id.into(),
+        bank: "bank".into(),
+        content: text.into(),
+        context: None,
+        tags: vec![],
+        metadata: Default::default(),
+        document_id: Some("sess-9".into()),
+        kind: MemoryType::Experience,
+        created_at: at.into(),
+    };
+    let newer = RetainBatch {
+        id: "r".into(),
+        items: vec![MemoryItem {
+            document_id: Some("sess-9".into()),
+            ..MemoryItem::new("v2", "we switched the cache to memcached", "2026-02-01T00:00:00Z")
+        }],
+    };
+    b.retain(&scope("bank"), &newer).await.unwrap();
+    let backup = version("v1", "we use redis for the cache", "2026-01-01T00:00:00Z");
+    assert_eq!(b.import(std::slice::from_ref(&backup)).await.unwrap(), Some(0));
+    assert_eq!(texts(&b, "bank", query("cache", &[], TagsMatch::Any)).await, ["we switched the cache to memcached"]);
+    // Undated, it cannot be told older: joined.
+    let undated = version("v0", "an undated note on the cache", "");
+    assert_eq!(b.import(std::slice::from_ref(&undated)).await.unwrap(), Some(1));
+    // Newer than the store's: joined, the stored one kept.
+    let later = version("v3", "we dropped the cache", "2026-03-01T00:00:00Z");
+    assert_eq!(b.import(std::slice::from_ref(&later)).await.unwrap(), Some(1));
+    assert_eq!(b.status().await.memories, Some(3));
+}
