@@ -194,7 +194,7 @@ async fn the_web_views_routes_list_show_and_forget_documents_on_hindsight() {
         {"id": "a", "bank": bank, "content": "The heron queue drains every minute", "document_id": "doc-heron", "created_at": "2026-01-01T00:00:00Z"},
         {"id": "b", "bank": bank, "content": "The ibis cache holds ten thousand keys", "document_id": "doc-ibis", "created_at": "2026-01-01T00:00:01Z"}
     ]});
-    let (status, v) = d.post("/v1/import", memories).await;
+    let (status, v) = d.post("/v1/import", memories.clone()).await;
     assert_eq!(status, 200, "{v}");
     wait_bank(&url, &bank, 2).await;
 
@@ -224,4 +224,16 @@ async fn the_web_views_routes_list_show_and_forget_documents_on_hindsight() {
         found["results"].as_array().unwrap().iter().any(|r| r["text"] == "The ibis cache holds ten thousand keys"),
         "{found}"
     );
+
+    // The backup imported again restores what was forgotten, whichever of its documents it was.
+    let (status, v) = d.post("/v1/import", memories.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    wait_bank(&url, &bank, 2).await;
+    let (status, v) = d.req(reqwest::Method::DELETE, &format!("/v1/documents/doc-ibis?bank={bank}"), None).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = d.post("/v1/import", memories).await;
+    assert_eq!(status, 200, "{v}");
+    let mut texts = wait_bank(&url, &bank, 2).await;
+    texts.sort();
+    assert_eq!(texts, ["The heron queue drains every minute", "The ibis cache holds ten thousand keys"]);
 }

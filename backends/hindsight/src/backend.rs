@@ -505,9 +505,10 @@ impl MemoryBackend for HindsightBackend {
                 self.ensure_bank(bank).await;
                 let url = self.bank_url(bank, &["memories"])?;
                 let parts = parts::import_parts(items);
-                let first_document =
-                    parts.first().and_then(|p| p.first()).and_then(|i| i.document_id).unwrap_or_default();
-                let chunk_id = self.import_generation(bank, &chunk_id, first_document).await?;
+                let mut documents: Vec<&str> = parts.iter().flatten().filter_map(|i| i.document_id).collect();
+                documents.sort_unstable();
+                documents.dedup();
+                let chunk_id = self.import_generation(bank, &chunk_id, &documents).await?;
                 for (n, items) in parts.into_iter().enumerate() {
                     let body = RetainRequest::asynchronous(items, parts::part_operation_id(&chunk_id, n));
                     let answer =

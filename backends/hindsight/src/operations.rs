@@ -107,16 +107,18 @@ impl HindsightBackend {
         }
     }
 
-    /// The id an import chunk goes under: `chunk_id` itself, unless a previous import of it was
-    /// deleted since (a clear of the bank): the server answers an operation id it has seen from
-    /// what it did then, so that import stored nothing and said it had. Then the next
-    /// generation (`{chunk_id}/again-{k}`) that is new, or whose import still stands.
-    /// `first_document` is the chunk's first document, looked up to tell.
+    /// The id an import chunk goes under: `chunk_id` itself, unless a document a previous import
+    /// of it stored was deleted since (a clear of the bank, a forget): the server answers an
+    /// operation id it has seen from what it did then, so that import stored nothing and said
+    /// it had. Then the next generation (`{chunk_id}/again-{k}`) that is new, or whose import
+    /// still stands. `documents` are the chunk's, looked up to tell: every one of them (only the
+    /// first was, and a backup restored after some of its documents were forgotten restored
+    /// none of them).
     pub(crate) async fn import_generation(
         &self,
         bank: &str,
         chunk_id: &str,
-        first_document: &str,
+        documents: &[&str],
     ) -> Result<String, BackendError> {
         let mut id = chunk_id.to_owned();
         for k in 1..=MAX_IMPORT_GENERATIONS {
@@ -134,18 +136,28 @@ impl HindsightBackend {
             }
             // New, or still to be done (pending, processing): this one.
             let done = seen.is_some_and(|s| matches!(s.status.as_str(), "completed" | "cancelled"));
-            if !done || first_document.is_empty() {
+            if !done || documents.is_empty() {
                 return Ok(id);
             }
-            let url = self.bank_url(bank, &["documents", first_document])?;
-            let document: Option<serde_json::Value> =
-                self.send("import document", Method::GET, url, None::<&()>, self.timeout()).await?;
-            if document.is_some() {
+            if self.all_there(bank, documents).await? {
                 return Ok(id); // imported and still there: answered from the first, nothing twice
             }
             id = format!("{chunk_id}/again-{k}");
         }
         Ok(id)
+    }
+
+    /// Whether the server holds every one of `documents` in `bank`.
+    async fn all_there(&self, bank: &str, documents: &[&str]) -> Result<bool, BackendError> {
+        for document in documents {
+            let url = self.bank_url(bank, &["documents", document])?;
+            let found: Option<serde_json::Value> =
+                self.send("import document", Method::GET, url, None::<&()>, self.timeout()).await?;
+            if found.is_none() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Cancels the bank's retains still queued or running on the server (those of `document`
