@@ -418,6 +418,13 @@ async fn memory_off_stores_nothing() {
     assert_eq!(v["markdown"], Value::Null);
     let (status, _) = d.post("/v1/sessions/s/reflect", json!({"query": "q"})).await;
     assert_eq!(status, 422);
+    // A forget is refused (the memory stays in its store, back when memory is on), not
+    // answered "nothing to forget".
+    let (status, v) = d.req(reqwest::Method::DELETE, "/v1/memories/m1", None).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("nothing was forgotten"), "{v}");
+    let out = d.cli().args(["forget", "m1"]).output().unwrap();
+    assert_ne!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
 #[tokio::test]

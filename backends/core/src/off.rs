@@ -46,7 +46,11 @@ impl MemoryBackend for OffBackend {
     }
 
     async fn clear(&self, _scope: &Scope, _what: ClearWhat) -> Result<ClearReport, BackendError> {
-        Ok(ClearReport { deleted: Some(0), message: "Memory is off: nothing to clear.".into() })
+        // Not "nothing to clear": the stores keep what they hold, for when memory is on again.
+        Ok(ClearReport {
+            deleted: Some(0),
+            message: "Memory is off: no store is open, so no stored memory was deleted (switch memory.backend back on to clear what it holds).".into(),
+        })
     }
 
     async fn status(&self) -> BackendStatus {
@@ -65,7 +69,11 @@ impl MemoryBackend for OffBackend {
         Err(BackendError::NotFound(format!("memory is off: no memory {id:?} is stored")))
     }
 
+    /// Refused, not answered "nothing to forget": the memory stays in the store it is in, and
+    /// comes back with it when memory is on again.
     async fn forget(&self, _what: &Forget) -> Result<Forgotten, BackendError> {
-        Ok(Forgotten { deleted: Some(0), message: "Memory is off: nothing to forget.".into() })
+        Err(BackendError::Unsupported(
+            "memory is off (memory.backend = \"off\"): no store is open, so nothing was forgotten; switch memory.backend back on to forget what it holds".into(),
+        ))
     }
 }
