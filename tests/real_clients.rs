@@ -341,6 +341,7 @@ fn opencode_serve_every_turn_and_the_deleted_session() {
     let names: Vec<&str> = r.steps.iter().filter_map(|s| s["step"].as_str()).collect();
     let wanted = ["serve-up", "new", "turn-1", "turn-2", "turn-3", "compact", "turn-4", "delete", "long-new"];
     let wanted = wanted.into_iter().chain(["long-turn-1", "long-turn-2", "long-turn-3", "long-delete"]);
+    let wanted = wanted.chain(["undo-new", "undo-turn-1", "undo-turn-2", "undo-revert", "undo-turn-3", "undo-delete"]);
     assert_eq!(names, wanted.collect::<Vec<_>>(), "every step ran");
     for s in &r.steps {
         assert_eq!(s["http"], 200, "{s}");
@@ -373,6 +374,20 @@ fn opencode_serve_every_turn_and_the_deleted_session() {
         let times: usize = docs.iter().map(|d| d.matches(&framed).count()).sum();
         assert_eq!(times, 1, "turn {i} of the long session retained once: {} documents", docs.len());
     }
+    // The undone turn (the plugin tells the daemon, which replaces the session's document with
+    // the branch now taken) is not kept; the turns before and after it are, once.
+    let undo = std::fs::read_to_string(r.out.join("logs/undo-session-id")).unwrap().trim().to_owned();
+    let text: String = r
+        .memories()
+        .into_iter()
+        .filter(|m| m["document_id"].as_str().is_some_and(|d| d.starts_with(&undo)))
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!text.contains("UNDOMARK-SECRET-2"), "{text}");
+    for prompt in ["undo turn 1 UNDOMARK-1", "undo turn 3 UNDOMARK-3"] {
+        let framed = format!("[role: user]\n{prompt}\n[user:end]");
+        assert_eq!(text.matches(&framed).count(), 1, "{prompt} once: {text}");
+    }
 }
 
 #[test]
@@ -401,7 +416,7 @@ fn opencode_plugin_smoke_test() {
     let Some(r) = run("check-opencode-plugin.sh") else { return };
     let out = std::fs::read_to_string(r.out.join("logs/plugin-smoke.txt")).unwrap();
     assert_eq!(r.step("smoke")["rc"], 0, "{out}");
-    assert!(out.contains(" 8 pass") && out.contains(" 0 fail"), "{out}");
+    assert!(out.contains(" 9 pass") && out.contains(" 0 fail"), "{out}");
 }
 
 #[test]

@@ -324,14 +324,38 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
     return undefined
   }
 
-  /** The session's messages that fit in half a request (the rest is room for the prompt). */
-  async function history(id: string): Promise<{ messages: Msg[]; omitted: number }> {
+  /** The session's messages that fit in half a request (the rest is room for the prompt), and
+   * the ids of all of its messages. */
+  async function history(id: string): Promise<{ messages: Msg[]; omitted: number; ids: string[] }> {
     try {
       const res: any = await client.session.messages({ path: { id } })
-      return tail(flatten(res?.data ?? res), Math.floor(maxBody / 2))
+      const all: any[] = res?.data ?? res ?? []
+      const ids = all.map((m: any) => m?.info?.id).filter((x: any): x is string => typeof x === "string")
+      return { ...tail(flatten(all), Math.floor(maxBody / 2)), ids }
     } catch {
-      return { messages: [], omitted: 0 }
+      return { messages: [], omitted: 0, ids: [] }
     }
+  }
+
+  /** Each session's message ids as its last turn sent them. */
+  const sentIds = new Map<string, string[]>()
+
+  /**
+   * Whether the user undid turns since the last turn sent (`/undo`: opencode deletes the messages
+   * after the one reverted to once the next prompt is sent): the messages that went are the last
+   * ones sent, and those before them are all still there. Told so, the daemon replaces the
+   * session's stored document with the branch now taken, without the turns undone; anything else
+   * that drops messages is not called an undo (the daemon then keeps what it stored).
+   */
+  function undoneSince(id: string, ids: string[]): boolean {
+    const before = sentIds.get(id)
+    sentIds.delete(id)
+    sentIds.set(id, ids)
+    if (sentIds.size > 256) sentIds.delete(sentIds.keys().next().value as string)
+    if (!before || ids.length === 0) return false
+    const now = new Set(ids)
+    const firstGone = before.findIndex((x) => !now.has(x))
+    return firstGone > 0 && before.slice(firstGone).every((x) => !now.has(x))
   }
 
   /** Whether a model call with this system prompt is the agent's work (not a title or summary). */
@@ -361,16 +385,18 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
       if (event.type === "session.idle") {
         // The bound is for the daemon: reading opencode's own history does not use it up (on a
         // long session it did, and the daemon was then taken for a hung one).
-        const { messages, omitted } = await history(id)
+        const { messages, omitted, ids } = await history(id)
         const budget = new Budget(HOOK_MS)
         await ensure(budget, id)
-        const body = { messages, omitted_user_turns: omitted, agent: "opencode", wait: false }
+        const rewound = undoneSince(id, ids)
+        const body = { messages, omitted_user_turns: omitted, agent: "opencode", wait: false, ...(rewound ? { rewound } : {}) }
         await call(budget, "POST", `/v1/sessions/${sid(id)}/agent-end`, body)
       }
       if (event.type === "session.deleted") {
         await call(budget, "DELETE", `/v1/sessions/${sid(id)}?wait=false`)
         started.delete(id)
         parents.delete(id)
+        sentIds.delete(id)
       }
     }),
 

@@ -276,3 +276,29 @@ test("a daemon proven once is not trusted after another process takes its port",
     Object.assign(process.env, saved)
   }
 })
+
+test("an undo (the messages after the one reverted to gone) is told as a rewind; nothing else is", async () => {
+  const msg = (id: string, role: string, text: string) => ({ info: { id, role }, parts: [{ type: "text", text }] })
+  let history = [msg("m1", "user", "set up the heron parser"), msg("m2", "assistant", "done"), msg("m3", "user", "the key is sk-OOPS"), msg("m4", "assistant", "noted")]
+  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
+  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 100000, recall_timeout_ms: 100 } } : null)
+  await withFakeDaemon(answer, async (_dir, bodies) => {
+    const { MnemePlugin } = await import(MODULE + "?undo")
+    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
+    const idle = async () => {
+      await hooks.event({ event: { type: "session.idle", properties: { sessionID: "u" } } })
+      return bodies.filter((b) => b.url.endsWith("/agent-end")).at(-1)!.body
+    }
+    assert.equal((await idle()).rewound, undefined, "a first turn")
+    history = [...history, msg("m5", "user", "more"), msg("m6", "assistant", "more")]
+    assert.equal((await idle()).rewound, undefined, "a turn added")
+    // /undo back to m2, and a new prompt: m3..m6 deleted.
+    history = [history[0], history[1], msg("m7", "user", "add docs"), msg("m8", "assistant", "added")]
+    const undone = await idle()
+    assert.equal(undone.rewound, true)
+    assert.ok(!JSON.stringify(undone.messages).includes("sk-OOPS"))
+    // Messages gone from the start or the middle (not an undo): not told as one.
+    history = [history[1], history[2], history[3]]
+    assert.equal((await idle()).rewound, undefined)
+  })
+})

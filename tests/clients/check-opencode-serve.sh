@@ -3,7 +3,8 @@
 # checks it, in a fresh loopback-only namespace (run it through netns.sh): three turns in one
 # session, a compaction (POST /session/{id}/summarize), one more turn, then DELETE /session/{id}
 # (session.deleted). Then a second session whose turns outgrow the daemon's body limit (64 KiB
-# here): three turns of ~30 KB each. Each step appends {step, ms, http} to OUT/steps.jsonl.
+# here): three turns of ~30 KB each. Then a third with an undo (/undo, then a new prompt). Each
+# step appends {step, ms, http} to OUT/steps.jsonl.
 set -u
 . "$(dirname "$0")/lib.sh"
 out=$1
@@ -47,6 +48,18 @@ for i in 1 2 3; do
 done
 sleep 1
 api long-delete DELETE "/session/$long" > /dev/null
+# A third: two turns, an undo of the second (POST /session/{id}/revert to its user message) and a
+# new prompt, after which opencode deletes the messages undone.
+undo=$(api undo-new POST /session '{}' | "$MC_PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+echo "$undo" > "$MC_RUN/logs/undo-session-id"
+api undo-turn-1 POST "/session/$undo/message" "{$model,\"parts\":[{\"type\":\"text\",\"text\":\"undo turn 1 UNDOMARK-1\"}]}" > /dev/null
+second=$(api undo-turn-2 POST "/session/$undo/message" "{$model,\"parts\":[{\"type\":\"text\",\"text\":\"the key is UNDOMARK-SECRET-2\"}]}" \
+  | "$MC_PY" -c 'import json,sys; print(json.load(sys.stdin)["info"]["parentID"])')
+sleep 1
+api undo-revert POST "/session/$undo/revert" "{\"messageID\":\"$second\"}" > /dev/null
+api undo-turn-3 POST "/session/$undo/message" "{$model,\"parts\":[{\"type\":\"text\",\"text\":\"undo turn 3 UNDOMARK-3\"}]}" > /dev/null
+sleep 1
+api undo-delete DELETE "/session/$undo" > /dev/null
 sleep 2
 mc_mneme flush >/dev/null 2>&1
 mc_mneme export > "$MC_RUN/logs/export.jsonl" 2>/dev/null
