@@ -216,6 +216,15 @@ async fn migrate_local_to_hindsight_resumes_and_stores_nothing_twice() {
     let loose: i64 =
         conn.query_row("SELECT count(*) FROM memories WHERE document_id IS NULL", [], |r| r.get(0)).unwrap();
     assert_eq!(loose, 30);
+    // From that store to Hindsight again: each goes back to the document it was, none twice.
+    let out = assert_cmd::Command::new(common::bin())
+        .args(["migrate", "--from", "local", "--to", "hindsight"])
+        .env("MNEME_CONFIG", &config)
+        .env("MNEME_STORAGE__DIR", back.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(common::wait_bank(&url, &bank, 31).await, texts, "a round trip added copies on the server");
     // And back into the store they came from: each found there, none added a second time.
     let out = d.cli().args(["migrate", "--from", "hindsight", "--to", "local"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

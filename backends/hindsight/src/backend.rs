@@ -478,13 +478,18 @@ impl MemoryBackend for HindsightBackend {
         for (bank, of_bank) in banks {
             for chunk in chunks_of_whole_documents(of_bank, ChunkLimit::items(IMPORT_CHUNK)) {
                 let chunk_id = import_chunk_id(bank, &chunk);
+                // A memory of no document goes as a document of its own, marked (see
+                // `LOOSE_MEMORY_KEY`): the one its mark names, else its id.
+                let loose_document = |m: &StoredMemory| {
+                    m.metadata.get(crate::wire::LOOSE_MEMORY_KEY).cloned().unwrap_or_else(|| m.id.clone())
+                };
                 let metadata: Vec<std::borrow::Cow<'_, BTreeMap<String, String>>> = chunk
                     .iter()
                     .map(|m| match m.document_id {
                         Some(_) => std::borrow::Cow::Borrowed(&m.metadata),
                         None => {
                             let mut marked = m.metadata.clone();
-                            marked.insert(crate::wire::LOOSE_MEMORY_KEY.to_owned(), m.id.clone());
+                            marked.insert(crate::wire::LOOSE_MEMORY_KEY.to_owned(), loose_document(m));
                             std::borrow::Cow::Owned(marked)
                         }
                     })
@@ -498,7 +503,9 @@ impl MemoryBackend for HindsightBackend {
                         timestamp: retain_timestamp(&m.created_at),
                         metadata: metadata.as_ref(),
                         tags: &m.tags,
-                        document_id: Some(m.document_id.as_deref().unwrap_or(&m.id)),
+                        document_id: Some(
+                            m.document_id.as_deref().unwrap_or_else(|| &metadata[crate::wire::LOOSE_MEMORY_KEY]),
+                        ),
                         update_mode: None,
                     })
                     .collect();

@@ -242,10 +242,12 @@ fn metadata_as_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<BTr
 impl ListedMemory {
     /// The memory as mneme stores and exports it, in `bank`.
     pub fn into_stored(self, bank: &str) -> mneme_core::StoredMemory {
-        let mut metadata = self.metadata.unwrap_or_default();
+        let metadata = self.metadata.unwrap_or_default();
         let mut document_id = self.document_id;
-        // A memory of no document, imported as a document of its own: of none again.
-        if metadata.remove(LOOSE_MEMORY_KEY).is_some_and(|id| document_id.as_deref() == Some(id.as_str())) {
+        // A memory of no document, imported as a document of its own: of none again. The mark
+        // stays, so that imported again it goes to the same document (replacing it) instead of
+        // one named after the server's id for it (a second copy).
+        if metadata.get(LOOSE_MEMORY_KEY).is_some_and(|id| document_id.as_deref() == Some(id.as_str())) {
             document_id = None;
         }
         mneme_core::StoredMemory {
@@ -262,10 +264,11 @@ impl ListedMemory {
     }
 }
 
-/// The metadata key an import marks a memory of no document with (its id, which it is sent as
-/// the document of): read back, it is a memory of no document again, and a copy to the local
-/// store and back finds the one it came from instead of adding a second (the local store keeps
-/// one loose memory of a text in a bank).
+/// The metadata key an import marks a memory of no document with (the document it is sent as:
+/// its id, or the mark it already carries): read back, it is a memory of no document again, so
+/// a copy to the local store and back finds the one it came from instead of adding a second (the
+/// local store keeps one loose memory of a text in a bank), and imported into Hindsight again it
+/// replaces the document it was (not one named after the server's id for it).
 pub const LOOSE_MEMORY_KEY: &str = "mneme_loose_memory";
 
 /// `GET /v1/default/banks`, one page.
