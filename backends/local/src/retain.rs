@@ -18,9 +18,7 @@ pub(crate) enum Documents {
     /// (unless every item of that document in the batch is an append).
     Replace,
     /// An import: the memories join their document, whose stored memories stay (an export is
-    /// read back in pages, and a document's memories may fall across two of them) — unless
-    /// the store holds a newer version of it: then the batch's are left out (see
-    /// [`older_versions`]).
+    /// read back in pages, and a document's memories may fall across two of them).
     Join,
 }
 
@@ -35,36 +33,6 @@ pub(crate) struct Writing<'a> {
 }
 
 /// One batch of [`Store::retain_batches`], inside its savepoint.
-/// For an import: the documents whose memories the batch holds in an older version than the
-/// store's (the store holds memories of it, none of them among the batch's, and the newest of
-/// them is dated later than the batch's newest). Joined, a backup restored over a document
-/// replaced since held both versions side by side. Nothing is deleted for a newer version: a
-/// document's memories may come in two imports (an export read back in pages), and the second
-/// would delete the first; and a memory without a date is joined as before.
-fn older_versions<'a>(tx: &Connection, bank: &str, items: &'a [MemoryItem]) -> rusqlite::Result<BTreeSet<&'a str>> {
-    let date = |t: &str| mneme_core::time::parse_rfc3339(t);
-    let mut newest_sent: HashMap<&str, Option<std::time::SystemTime>> = HashMap::new();
-    for i in items {
-        if let Some(d) = i.document_id.as_deref() {
-            let n = newest_sent.entry(d).or_insert(Some(std::time::UNIX_EPOCH));
-            *n = n.zip(date(&i.timestamp)).map(|(a, b)| a.max(b)); // None once one is undated
-        }
-    }
-    let mut stored = tx.prepare_cached("SELECT id, created_at FROM memories WHERE bank = ? AND document_id = ?")?;
-    let mut older = BTreeSet::new();
-    for (doc, sent) in newest_sent {
-        let Some(sent) = sent else { continue };
-        let rows: Vec<(String, String)> =
-            stored.query_map(params![bank, doc], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
-        let same_version = rows.iter().any(|(id, _)| items.iter().any(|i| i.id == *id));
-        let newest_stored = rows.iter().filter_map(|(_, at)| date(at)).max();
-        if !same_version && newest_stored.is_some_and(|stored| stored > sent) {
-            older.insert(doc);
-        }
-    }
-    Ok(older)
-}
-
 pub(crate) fn retain_one(
     tx: &Connection,
     w: &mut Writing<'_>,
@@ -75,11 +43,9 @@ pub(crate) fn retain_one(
     let mut new_pids = None;
     let mut tails: HashMap<(String, String), i64> = HashMap::new();
     {
-        let (documents, older): (BTreeSet<&str>, BTreeSet<&str>) = match w.documents {
-            Documents::Replace => {
-                (items.iter().filter(|i| !i.append).filter_map(|i| i.document_id.as_deref()).collect(), BTreeSet::new())
-            }
-            Documents::Join => (BTreeSet::new(), older_versions(tx, bank, items)?),
+        let documents: BTreeSet<&str> = match w.documents {
+            Documents::Replace => items.iter().filter(|i| !i.append).filter_map(|i| i.document_id.as_deref()).collect(),
+            Documents::Join => BTreeSet::new(),
         };
         for doc in documents {
             let keep: Vec<&str> =
@@ -110,7 +76,7 @@ pub(crate) fn retain_one(
         let mut insert_passage =
             tx.prepare_cached("INSERT INTO passages (memory_seq, ord, text, prev_pid) VALUES (?, ?, ?, ?)")?;
         for item in items {
-            if exists.exists([&item.id])? || item.document_id.as_deref().is_some_and(|d| older.contains(d)) {
+            if exists.exists([&item.id])? {
                 continue;
             }
             let hash = dedupe::content_hash(&item.content);
