@@ -550,6 +550,17 @@ async fn migrate_from_hindsight_copies_every_project_bank() {
     assert_eq!((v["banks"].as_u64(), v["finished"].as_bool()), (Some(3), Some(true)), "{v}");
     let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
     assert_eq!(n, 6);
+    // `--limit` bounds the run, not each bank.
+    let fresh = tempfile::tempdir().unwrap();
+    let config = fresh.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[memory]\nbank_id = \"{bank}\"\nscoping = \"per-project\"\n[hindsight]\napi_url = \"{url}\"\n"),
+    )
+    .unwrap();
+    let out = run_with(config, &["--json", "migrate", "--from", "hindsight", "--to", "local", "--limit", "4"]).await;
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["copied"].as_u64(), v["finished"].as_bool()), (Some(4), Some(false)), "{v}");
 }
 
 /// Hindsight lists a bank newest first: a document copied back keeps its parts in the order

@@ -184,8 +184,8 @@ fn fit_to_import(settings: &crate::config::Settings, memories: Vec<StoredMemory>
     (fit, left_out)
 }
 
-/// The progress file of a copy of `bank` (the old name for a copy of no bank or of the
-/// configured one, so that a run begun by an earlier version is resumed).
+/// The progress file of a copy of `bank`: `migrate-A-to-B.json` for a copy of no bank, of the
+/// configured one or of the one `--bank` names, one a project bank of a copy of them all.
 fn state_path(dir: &Path, plan: &Plan, bank: Option<&str>, base: &str) -> PathBuf {
     match bank {
         Some(b) if b != base && plan.bank.is_none() => {
@@ -228,6 +228,13 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     let mut all = Copied { finished: true, ..Copied::default() };
     let mut lines = Vec::new();
     for bank in &banks {
+        // `--limit` bounds the run, not each bank.
+        let left = plan.limit.map(|l| l.saturating_sub(all.this_run));
+        if left == Some(0) {
+            all.finished = false;
+            break;
+        }
+        let plan = Plan { limit: left, bank: plan.bank.clone(), ..plan };
         let copied = copy_bank(source.as_ref(), target.as_ref(), &settings, &plan, bank.as_deref()).await?;
         let line = summary(&plan, &copied);
         lines.push(match (bank, banks.len()) {
@@ -262,8 +269,9 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
 
 /// The banks a copy goes through: the one named; every bank a local store holds (read as one);
 /// from Hindsight, which is read a bank at a time, every bank of this configuration the server
-/// has — the configured one and, under `per-project` scoping, one a project (`{bank}-{project}`).
-/// Copying the configured bank alone left every project's memories behind without a word.
+/// has — the configured one and, under `per-project` scoping, one a project (`{bank}-{project}`;
+/// under the other scopings none: a bank of that name may be another tool's). Copying the
+/// configured bank alone left every project's memories behind without a word.
 async fn banks_to_copy(
     source: &dyn MemoryBackend,
     settings: &crate::config::Settings,
@@ -279,8 +287,12 @@ async fn banks_to_copy(
     let listed =
         source.banks().await.map_err(|e| CliError::Other(format!("listing the banks of {}: {e}", plan.from)))?;
     let project_prefix = format!("{base}-");
-    let mut banks: Vec<String> =
-        listed.into_iter().map(|b| b.bank).filter(|b| *b == base || b.starts_with(&project_prefix)).collect();
+    let per_project = settings.memory.scoping == crate::config::Scoping::PerProject;
+    let mut banks: Vec<String> = listed
+        .into_iter()
+        .map(|b| b.bank)
+        .filter(|b| *b == base || (per_project && b.starts_with(&project_prefix)))
+        .collect();
     banks.sort();
     banks.dedup();
     // The configured bank first, as before; an empty one is still read (the server may list

@@ -162,11 +162,17 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
         // whose removal was not committed yet would be delivered again after a restart.
         Forget::Memory { id, bank } => {
             let (queued, done) = s.queue.discard_memory_then(bank.as_deref(), id, backend.forget(&what)).await?;
+            if queued > 0 && done.is_err() {
+                s.queue.erase_traces().await; // as for a document: what was dropped leaves no text
+            }
             match done {
-                Err(mneme_core::BackendError::NotFound(_)) if queued > 0 => mneme_core::Forgotten {
-                    deleted: Some(0),
-                    message: "it was still queued: dropped before it was stored".into(),
-                },
+                // Not stored (or no store open, memory `off`): the queued copy was all there was.
+                Err(mneme_core::BackendError::NotFound(_) | mneme_core::BackendError::Unsupported(_)) if queued > 0 => {
+                    mneme_core::Forgotten {
+                        deleted: Some(0),
+                        message: "it was still queued: dropped before it was stored".into(),
+                    }
+                }
                 done => done?,
             }
         }

@@ -503,12 +503,14 @@ impl Queue {
     /// were dropped.
     async fn recount(&self, sessions: &[String]) -> Result<(), SpoolError> {
         let waiting = self.inner.spool.waiting().await?;
+        let now = self.inner.clock.now();
         let mut batcher = self.inner.batcher.locked();
         for s in sessions {
             batcher.discarded(Some(s));
             if let Some(left) = waiting.get(s) {
                 batcher.requeued(s, *left);
             }
+            batcher.forget_if_idle(s, now); // no flush may come to drop it
         }
         Ok(())
     }
@@ -709,7 +711,9 @@ impl Inner {
         }
         let mut idle: Vec<(u64, String)> = shells
             .iter()
-            .filter(|(id, q)| Arc::strong_count(&q.lock) == 1 && q.unavailable_tries == 0 && !batcher.knows(id))
+            // A throttled session's count of 429/503s goes with it: its next delivery, if ever,
+            // starts over at the first backoff.
+            .filter(|(id, q)| Arc::strong_count(&q.lock) == 1 && !batcher.knows(id))
             .map(|(id, q)| (q.last_flush, id.clone()))
             .collect();
         let excess = idle.len().saturating_sub(IDLE_SESSIONS_KEPT);

@@ -176,16 +176,42 @@ impl Sessions {
             // trusted with the session record's size (a million left out made it 21 MB).
             let omitted = end.omitted_user_turns;
             let known = &session.turn_prints;
+            let mut session = session.clone();
             if omitted <= known.len().saturating_add(MAX_UNKNOWN_TURNS) {
                 let mut prints = known[..omitted.min(known.len())].to_vec();
                 prints.resize(omitted, UNKNOWN_TURN);
                 prints.extend(&seen);
-                if prints.len() > known.len() {
-                    self.update(&session.id, |s| s.turn_prints = prints);
+                // Rewound: the branch leaves the turns known where they first differ, and the
+                // turns retained or kept from there on were taken back: the branch's turns
+                // from there are new (else they were counted as retained, and never stored).
+                let diverges = if end.rewound {
+                    (0..seen.len()).find(|&i| known.get(omitted + i).is_some_and(|k| *k != seen[i]))
+                } else {
+                    None
+                };
+                let taken_back = |at: i64| {
+                    at < session.retained_turns || session.pending.as_ref().is_some_and(|p| p.user_turns > at)
+                };
+                match diverges.map(|d| (omitted + d) as i64) {
+                    Some(at) if taken_back(at) => {
+                        let updated = self.update(&session.id, |s| {
+                            s.turn_prints = prints;
+                            s.retained_turns = s.retained_turns.min(at);
+                            s.pending = None;
+                        });
+                        if let Some(updated) = updated {
+                            self.save(&updated).await?;
+                            session = updated;
+                        }
+                    }
+                    _ if prints.len() > known.len() => {
+                        self.update(&session.id, |s| s.turn_prints = prints);
+                    }
+                    _ => {}
                 }
             }
             // Only the new turns are stored: a stray close hides what precedes it of them.
-            return self.retain_tail(session, &history, &cleaned.into_kept(0), user_turns).await;
+            return self.retain_tail(&session, &history, &cleaned.into_kept(0), user_turns).await;
         }
         let mut placement = place_in_part(&session.turn_prints, &seen);
         if placement == Placement::StartsOver && end.rewound && settings.retain.mode == RetainMode::FullSession {

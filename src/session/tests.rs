@@ -1112,3 +1112,35 @@ async fn turns_a_rewind_took_back_leave_the_store() {
     r.queue.flush_all().await;
     assert!(stored(&r).await.contains("question 4 about otters"));
 }
+
+/// A rewind in a transcript too long to send whole (sent without its start): the branch's turns
+/// after the point it left the retained ones are new, and stored (counted as the turns they
+/// replaced, they were taken for retained ones and never stored).
+#[tokio::test]
+async fn a_rewound_transcript_sent_without_its_start_keeps_the_new_turns() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(8), Turn::Work, TurnEnd::default()).await.unwrap();
+    // Rewound after turn 5, two new prompts; sent from turn 4 on.
+    let mut branch = turns(6);
+    for i in [20, 21] {
+        branch.extend([Message::new("user", format!("question {i} about otters")), Message::new("assistant", "ok")]);
+    }
+    let end = TurnEnd { omitted_user_turns: 4, rewound: true, ..TurnEnd::default() };
+    s.agent_end("a", &branch[8..], Turn::Work, end).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [20, 21] {
+        assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+    // The branch goes on: the next turn is stored once, the earlier ones not again.
+    branch.extend([Message::new("user", "question 22 about otters"), Message::new("assistant", "ok")]);
+    let end = TurnEnd { omitted_user_turns: 4, rewound: true, ..TurnEnd::default() };
+    s.agent_end("a", &branch[8..], Turn::Work, end).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [20, 21, 22] {
+        assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+}
