@@ -175,6 +175,9 @@ impl Spool {
         // fcntl calls a transaction and the shared-memory WAL index (and keeps other processes out).
         conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        // Emptied by a checkpoint, the log is cut back to this; without a limit it kept the
+        // largest size a burst ever gave it.
+        conn.pragma_update(None, "journal_size_limit", 16i64 << 20)?;
         conn.pragma_update(None, "synchronous", sync.pragma())?;
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         // A delivered or replaced row's bytes are zeroed, and so are the pages a long row's

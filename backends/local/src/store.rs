@@ -204,11 +204,19 @@ pub struct StoredVector {
     pub crowding: Option<f32>,
 }
 
+/// Sessions whose last passage the writer keeps in memory at most (see `retain_in_transaction`).
+const LAST_PASSAGES_KEPT: usize = 4096;
+
+/// The write-ahead log's size once a checkpoint has emptied it: without a limit it keeps the
+/// largest size it ever reached (67 MB beside a 25 MB store after a burst of sessions).
+const WAL_SIZE_KEPT: i64 = 16 << 20;
+
 impl Store {
     /// Opens (creating if needed) the database at `path`, in WAL mode, migrated.
     pub fn open(path: &Path) -> Result<Self, OpenError> {
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "journal_size_limit", WAL_SIZE_KEPT)?;
         // FULL: a commit is on disk before it returns. The retain queue removes a delivered
         // batch from its spool once the delivery returns, so a commit that a power loss could
         // still roll back (NORMAL) would lose memories the spool no longer holds. The deliveries
@@ -310,8 +318,11 @@ impl Store {
         // IMMEDIATE: the write lock is taken before the dedupe map is checked against other
         // connections' changes, so none can slip in between.
         let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        if contents.refresh(&tx)? {
-            last_passage.clear(); // another connection wrote: look sessions up afresh
+        // Another connection wrote: look sessions up afresh. Past LAST_PASSAGES_KEPT sessions,
+        // too: the map is a cache of `session_tails`, and it gained an entry for every session
+        // that ever retained a conversation (160 B each, for the daemon's life).
+        if contents.refresh(&tx)? || last_passage.len() > LAST_PASSAGES_KEPT {
+            last_passage.clear();
         }
         let mut w = Writing { documents, contents, last_passage, changes: Changes::default() };
         if let [(bank, items)] = batches {
