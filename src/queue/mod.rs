@@ -465,12 +465,7 @@ impl Queue {
         document_id: &str,
         delete: impl Future<Output = T>,
     ) -> Result<(u64, T), SpoolError> {
-        let discard = async {
-            let (n, sessions) = self.inner.spool.discard_document(bank, document_id).await?;
-            self.recount(&sessions).await?;
-            Ok(n)
-        };
-        self.with_no_delivery(discard, delete).await
+        self.with_no_delivery(self.recounted(self.inner.spool.discard_document(bank, document_id)), delete).await
     }
 
     /// As [`Queue::discard_then`], for the memory `id` queued or dead in any session (a forget
@@ -483,20 +478,23 @@ impl Queue {
         id: &str,
         delete: impl Future<Output = T>,
     ) -> Result<(u64, T), SpoolError> {
-        let discard = async {
-            let (n, sessions) = self.inner.spool.discard_memory(bank, id).await?;
-            self.recount(&sessions).await?;
-            Ok(n)
-        };
-        self.with_no_delivery(discard, delete).await
+        self.with_no_delivery(self.recounted(self.inner.spool.discard_memory(bank, id)), delete).await
+    }
+
+    /// Runs a spool discard, then sets the counts of the sessions it took items from again.
+    async fn recounted(
+        &self,
+        discard: impl Future<Output = Result<(u64, Vec<String>), SpoolError>>,
+    ) -> Result<u64, SpoolError> {
+        let (n, sessions) = discard.await?;
+        self.recount(&sessions).await?;
+        Ok(n)
     }
 
     /// Drops what is queued for `scope` by any session; what those sessions still hold (items
     /// of another scope) stays counted.
     async fn discard_scope(&self, scope: &Scope) -> Result<u64, SpoolError> {
-        let (n, sessions) = self.inner.spool.discard_scope(&scope.bank, &scope.tags).await?;
-        self.recount(&sessions).await?;
-        Ok(n)
+        self.recounted(self.inner.spool.discard_scope(&scope.bank, &scope.tags)).await
     }
 
     /// The batcher's counts of `sessions` set again from the spool, after some of their items

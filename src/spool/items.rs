@@ -281,33 +281,36 @@ impl Spool {
     /// again under a new name. Returns how many items went, and the sessions that held them.
     pub async fn discard_document(&self, bank: &str, document_id: &str) -> Result<(u64, Vec<String>), SpoolError> {
         let (bank, document_id) = (bank.to_owned(), document_id.to_owned());
-        self.call(move |t| {
-            const OF_IT: &str = "bank = ?1 AND document_id = ?2";
-            let sessions: Vec<String> = t
-                .prepare(&format!("SELECT DISTINCT session_id FROM items WHERE {OF_IT}"))?
-                .query_map(params![bank, document_id], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            t.execute(&format!("DELETE FROM dead_letters WHERE {OF_IT}"), params![bank, document_id])?;
-            let n = t.execute(&format!("DELETE FROM items WHERE {OF_IT}"), params![bank, document_id])?;
-            Ok((n as u64, sessions))
-        })
-        .await
+        let (n, _dead, sessions) =
+            self.discard_where("bank = ?1 AND document_id = ?2", (bank, Some(document_id))).await?;
+        Ok((n, sessions))
     }
 
     /// Drops the memory `id` (of `bank`, when given) wherever it is queued or dead (a forget
     /// of the memory): returns how many rows went and the sessions that had them. Its
     /// transaction also carries the removals of the batches delivered before it.
     pub async fn discard_memory(&self, bank: Option<&str>, id: &str) -> Result<(u64, Vec<String>), SpoolError> {
-        let (bank, id) = (bank.map(str::to_owned), id.to_owned());
+        let (n, dead, sessions) = self
+            .discard_where("id = ?1 AND (?2 IS NULL OR bank = ?2)", (id.to_owned(), bank.map(str::to_owned)))
+            .await?;
+        Ok((n + dead, sessions))
+    }
+
+    /// Deletes the items and dead letters matching `of_it` (an SQL condition on `?1` and `?2`):
+    /// how many items and dead letters went, and the sessions whose items they were.
+    async fn discard_where(
+        &self,
+        of_it: &'static str,
+        (first, second): (String, Option<String>),
+    ) -> Result<(u64, u64, Vec<String>), SpoolError> {
         self.call(move |t| {
-            const OF_IT: &str = "id = ?1 AND (?2 IS NULL OR bank = ?2)";
             let sessions: Vec<String> = t
-                .prepare(&format!("SELECT DISTINCT session_id FROM items WHERE {OF_IT}"))?
-                .query_map(params![id, bank], |r| r.get(0))?
+                .prepare(&format!("SELECT DISTINCT session_id FROM items WHERE {of_it}"))?
+                .query_map(params![first, second], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            let dead = t.execute(&format!("DELETE FROM dead_letters WHERE {OF_IT}"), params![id, bank])?;
-            let n = t.execute(&format!("DELETE FROM items WHERE {OF_IT}"), params![id, bank])?;
-            Ok(((n + dead) as u64, sessions))
+            let dead = t.execute(&format!("DELETE FROM dead_letters WHERE {of_it}"), params![first, second])?;
+            let n = t.execute(&format!("DELETE FROM items WHERE {of_it}"), params![first, second])?;
+            Ok((n as u64, dead as u64, sessions))
         })
         .await
     }
