@@ -267,6 +267,30 @@ impl Queue {
         .await
     }
 
+    /// Spools items as [`Queue::enqueue`] does, and in the same spool transaction saves the
+    /// `record` of the session `session_id` (see `Sessions::queue_pending`).
+    pub async fn enqueue_with_session(
+        &self,
+        session_id: &str,
+        scope: &Scope,
+        items: Vec<NewItem>,
+        record: String,
+    ) -> Result<usize, SpoolError> {
+        let n = items.len();
+        let items = stamped(session_id, scope, items);
+        let (queue, session, bank) = (self.clone(), session_id.to_owned(), scope.bank.clone());
+        self.to_the_end(async move {
+            let spooled = async {
+                queue.inner.spool.still_there()?;
+                queue.inner.spool.append_with_session(&session, &bank, items, record).await
+            };
+            queue.accepted(&session, spooled.await).await?;
+            queue.arrived(&session, n);
+            Ok(n)
+        })
+        .await
+    }
+
     /// Runs a write and the counting of what it spooled on a task of their own. A client that
     /// hangs up while its retain is being written has the handler dropped (hyper drops it), and
     /// dropped between the two, the items were on disk but never counted or timed: nothing sent

@@ -462,8 +462,24 @@ impl Sessions {
             document_id: Some(pending.document_id.clone()),
             ..NewItem::default()
         };
-        self.inner.queue.enqueue(&session.id, &session.scope, vec![item]).await?;
-        self.mark_retained(&session.id, pending.user_turns).await
+        // The turn and the count that says it is retained in one spool transaction: a crash
+        // between the two left it spooled and not counted, and the client's resend stored it a
+        // second time (in `last-turn` mode under a document of its own).
+        let live = self.get(&session.id).ok();
+        let Some(mut marked) = live else {
+            // Ended meanwhile: no record to save (it would bring the session back).
+            self.inner.queue.enqueue(&session.id, &session.scope, vec![item]).await?;
+            return Ok(());
+        };
+        marked.retained_turns = marked.retained_turns.max(pending.user_turns);
+        marked.pending = None;
+        let record = self.record_of(&marked);
+        self.inner.queue.enqueue_with_session(&session.id, &session.scope, vec![item], record).await?;
+        self.update(&session.id, |s| {
+            s.retained_turns = s.retained_turns.max(pending.user_turns);
+            s.pending = None;
+        });
+        Ok(())
     }
 
     async fn mark_retained(&self, id: &str, user_turns: i64) -> Result<(), SpoolError> {

@@ -644,6 +644,13 @@ impl Sessions {
     }
 
     async fn save(&self, s: &Session) -> Result<(), SpoolError> {
+        let record = self.record_of(s);
+        let saved = self.inner.spool.save_session(&s.id, record).await;
+        self.inner.queue.accepted(&s.id, saved).await
+    }
+
+    /// A session's record as it is saved (marking the live one seen now).
+    fn record_of(&self, s: &Session) -> String {
         let mut record = Session { last_seen: unix_now(), ..s.clone() };
         // The prompt under way is written down only for automatic retain (a lagging transcript
         // still has its turn retained whole); while it keeps nothing (memory `off`, or
@@ -655,9 +662,7 @@ impl Sessions {
         if let Some(live) = self.inner.map.locked().get_mut(&s.id) {
             live.last_seen = record.last_seen;
         }
-        let saved =
-            self.inner.spool.save_session(&s.id, serde_json::to_string(&record).expect("session serializes")).await;
-        self.inner.queue.accepted(&s.id, saved).await
+        serde_json::to_string(&record).expect("session serializes")
     }
 }
 

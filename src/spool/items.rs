@@ -58,6 +58,24 @@ impl Spool {
         }
     }
 
+    /// Appends items as [`Spool::append`] does, and saves the record of the session they are
+    /// for in the same transaction (see `Sessions::queue_pending`).
+    pub async fn append_with_session(
+        &self,
+        session_id: &str,
+        bank: &str,
+        items: Vec<MemoryItem>,
+        record: String,
+    ) -> Result<(), SpoolError> {
+        let (session_id, bank) = (session_id.to_owned(), bank.to_owned());
+        let next_seq = self.next_seq.clone();
+        self.call(move |t| {
+            insert_items(t, &next_seq, &session_id, &bank, &items)?;
+            super::records::save_session_in(t, &session_id, &record)
+        })
+        .await
+    }
+
     /// Appends items as [`Spool::append`] does, and with them, in the same transaction, `once`:
     /// unless a record of its kind and key is kept already. Then nothing is appended and that
     /// record is the answer.

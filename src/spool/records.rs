@@ -9,11 +9,7 @@ impl Spool {
     /// Saves a session record (JSON owned by the session layer).
     pub async fn save_session(&self, id: &str, record: String) -> Result<(), SpoolError> {
         let id = id.to_owned();
-        self.call(move |t| {
-            t.execute("INSERT INTO sessions (id, record) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET record = excluded.record", params![id, record])
-                .map(|_| ())
-        })
-        .await
+        self.call(move |t| save_session_in(t, &id, &record)).await
     }
 
     /// Forgets a session record.
@@ -91,4 +87,13 @@ pub(super) fn record_in(t: &Transaction<'_>, kind: &str, key: &str) -> rusqlite:
     t.prepare_cached("SELECT record FROM records WHERE kind = ? AND key = ?")?
         .query_row(params![kind, key], |r| r.get(0))
         .optional()
+}
+
+/// Saves (replacing) a session's record within `t`.
+pub(super) fn save_session_in(t: &rusqlite::Transaction<'_>, id: &str, record: &str) -> rusqlite::Result<()> {
+    t.execute(
+        "INSERT INTO sessions (id, record) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET record = excluded.record",
+        params![id, record],
+    )
+    .map(|_| ())
 }

@@ -183,3 +183,20 @@ async fn a_forgotten_memory_is_dropped_from_the_queue() {
     let left: Vec<String> = spool.next_batch("s", 10).await.unwrap().items.into_iter().map(|s| s.item.id).collect();
     assert_eq!(left, ["i2"]);
 }
+
+/// A session's turn and its record go in one transaction: both are there, or neither.
+#[tokio::test]
+async fn a_turn_and_its_session_record_are_written_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let item = mneme_core::MemoryItem::new("t1", "the turn", "2026-01-01T00:00:00.000Z");
+    spool.append_with_session("s", "b", vec![item], r#"{"retained": 1}"#.into()).await.unwrap();
+    assert_eq!(spool.counts().await.unwrap().spooled, 1);
+    let sessions = spool.sessions().await.unwrap();
+    assert_eq!(sessions, [("s".to_owned(), r#"{"retained": 1}"#.to_owned())]);
+    // A record that cannot be written (no such table) takes the turn with it.
+    spool.call(|t| t.execute_batch("ALTER TABLE sessions RENAME TO gone")).await.unwrap();
+    let item = mneme_core::MemoryItem::new("t2", "another turn", "2026-01-01T00:00:00.000Z");
+    assert!(spool.append_with_session("s", "b", vec![item], "{}".into()).await.is_err());
+    assert_eq!(spool.counts().await.unwrap().spooled, 1);
+}
