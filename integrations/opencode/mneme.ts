@@ -339,6 +339,11 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
 
   /** Each session's message ids as its last turn sent them. */
   const sentIds = new Map<string, string[]>()
+  /** Sessions an undo was seen in: told on every later turn (as the Claude Code hooks tell a
+   * rewind the transcript holds), since the daemon acts on it only when a history has left the
+   * turns it knows, which may be a later turn than the one the undo was seen at (an undo then
+   * the same prompt again). */
+  const undone = new Set<string>()
 
   /**
    * Whether the user undid turns since the last turn sent (`/undo`: opencode deletes the messages
@@ -348,6 +353,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
    * that drops messages is not called an undo (the daemon then keeps what it stored).
    */
   function undoneSince(id: string, ids: string[]): boolean {
+    if (ids.length === 0) return false // opencode did not answer: the ids last sent stay
     const before = sentIds.get(id)
     sentIds.delete(id)
     sentIds.set(id, ids)
@@ -388,7 +394,8 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         const { messages, omitted, ids } = await history(id)
         const budget = new Budget(HOOK_MS)
         await ensure(budget, id)
-        const rewound = undoneSince(id, ids)
+        if (undoneSince(id, ids)) undone.add(id)
+        const rewound = undone.has(id)
         const body = { messages, omitted_user_turns: omitted, agent: "opencode", wait: false, ...(rewound ? { rewound } : {}) }
         await call(budget, "POST", `/v1/sessions/${sid(id)}/agent-end`, body)
       }
@@ -397,6 +404,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         started.delete(id)
         parents.delete(id)
         sentIds.delete(id)
+        undone.delete(id)
       }
     }),
 

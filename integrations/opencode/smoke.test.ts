@@ -297,8 +297,21 @@ test("an undo (the messages after the one reverted to gone) is told as a rewind;
     const undone = await idle()
     assert.equal(undone.rewound, true)
     assert.ok(!JSON.stringify(undone.messages).includes("sk-OOPS"))
-    // Messages gone from the start or the middle (not an undo): not told as one.
+    // Told on every later turn of that session.
+    history = [...history, msg("m9", "user", "and tests"), msg("m10", "assistant", "ok")]
+    assert.equal((await idle()).rewound, true)
+    // In another session, messages gone from the start or the middle (not an undo): not told.
+    const other = async (id: string) => {
+      await hooks.event({ event: { type: "session.idle", properties: { sessionID: id } } })
+      return bodies.filter((b) => b.url.endsWith("/agent-end")).at(-1)!.body
+    }
+    history = [msg("a1", "user", "one"), msg("a2", "assistant", "two"), msg("a3", "user", "three"), msg("a4", "assistant", "four")]
+    await other("v")
     history = [history[1], history[2], history[3]]
-    assert.equal((await idle()).rewound, undefined)
+    assert.equal((await other("v")).rewound, undefined, "the start gone")
+    history = [msg("b1", "user", "one"), msg("b2", "assistant", "two"), msg("b3", "user", "three"), msg("b4", "assistant", "four")]
+    await other("w")
+    history = [history[0], history[2], history[3]]
+    assert.equal((await other("w")).rewound, undefined, "the middle gone")
   })
 })

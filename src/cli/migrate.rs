@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use mneme_core::transfer::document_of;
 use mneme_core::{BackendError, BackendId, ExportPage, MemoryBackend, StoredMemory};
 use serde::{Deserialize, Serialize};
 
@@ -73,13 +74,11 @@ async fn read_whole_documents(
         _ => source.export(bank, cursor, want).await?,
     };
     while let (Some(next), Some(last)) = (page.next.clone(), page.memories.last()) {
-        let Some(document) = last.document_id.clone() else { break };
+        let Some(document) = document_of(last).map(str::to_owned) else { break };
         let bank_of_last = last.bank.clone();
         let more = source.export(bank, Some(&next), PAGE).await?;
-        let continues = more
-            .memories
-            .first()
-            .is_some_and(|m| m.bank == bank_of_last && m.document_id.as_deref() == Some(document.as_str()));
+        let continues =
+            more.memories.first().is_some_and(|m| m.bank == bank_of_last && document_of(m) == Some(document.as_str()));
         if !continues {
             *ahead = Some(more);
             break;
@@ -101,8 +100,9 @@ async fn read_whole_documents(
 fn oldest_first(memories: &mut [StoredMemory]) {
     let mut start = 0;
     while start < memories.len() {
-        let key = (memories[start].bank.clone(), memories[start].document_id.clone());
-        let len = memories[start..].iter().take_while(|m| (&m.bank, &m.document_id) == (&key.0, &key.1)).count();
+        let key = (memories[start].bank.clone(), document_of(&memories[start]).map(str::to_owned));
+        let len =
+            memories[start..].iter().take_while(|m| m.bank == key.0 && document_of(m) == key.1.as_deref()).count();
         let run = &mut memories[start..start + len];
         if key.1.is_some() {
             run.reverse();
@@ -139,14 +139,14 @@ async fn sweep(
                 .memories
                 .iter()
                 .filter(|m| !seen.contains(&m.id))
-                .filter_map(|m| m.document_id.clone().map(|d| (m.bank.clone(), d)))
+                .filter_map(|m| document_of(m).map(|d| (m.bank.clone(), d.to_owned())))
                 .collect();
             let mut unseen = page.memories;
             let mut new_here = 0;
             unseen.retain(|m| {
                 let new = seen.insert(m.id.clone());
                 new_here += usize::from(new);
-                new || m.document_id.as_ref().is_some_and(|d| unseen_documents.contains(&(m.bank.clone(), d.clone())))
+                new || document_of(m).is_some_and(|d| unseen_documents.contains(&(m.bank.clone(), d.to_owned())))
             });
             if !unseen.is_empty() {
                 found += new_here;

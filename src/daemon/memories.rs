@@ -146,11 +146,13 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
                 s.queue.erase_traces().await;
             }
             match done {
-                // Only queued: forgotten all the same.
-                Err(mneme_core::BackendError::NotFound(_)) if queued > 0 => mneme_core::Forgotten {
-                    deleted: Some(0),
-                    message: format!("{queued} queued version(s) dropped before they were stored"),
-                },
+                // Only queued (or no store open, memory `off`): forgotten all the same.
+                Err(mneme_core::BackendError::NotFound(_) | mneme_core::BackendError::Unsupported(_)) if queued > 0 => {
+                    mneme_core::Forgotten {
+                        deleted: Some(0),
+                        message: format!("{queued} queued version(s) dropped before they were stored"),
+                    }
+                }
                 Ok(mut done) if queued > 0 => {
                     done.message = format!("{} ({queued} queued version(s) dropped too)", done.message);
                     done

@@ -184,15 +184,19 @@ impl Sessions {
                 // Rewound: the branch leaves the turns known where they first differ, and the
                 // turns retained or kept from there on were taken back: the branch's turns
                 // from there are new (else they were counted as retained, and never stored).
-                let diverges = if end.rewound {
-                    (0..seen.len()).find(|&i| known.get(omitted + i).is_some_and(|k| *k != seen[i]))
+                // Only where a turn seen differs (not one never seen), at or past the part's
+                // first retained turn (those before were had with memory off), and only when the
+                // window reaches back to what is retained: the pending tail is then all in it.
+                let diverges = if end.rewound && omitted as i64 <= session.retained_turns {
+                    (0..seen.len())
+                        .find(|&i| known.get(omitted + i).is_some_and(|k| *k != UNKNOWN_TURN && *k != seen[i]))
                 } else {
                     None
                 };
                 let taken_back = |at: i64| {
                     at < session.retained_turns || session.pending.as_ref().is_some_and(|p| p.user_turns > at)
                 };
-                match diverges.map(|d| (omitted + d) as i64) {
+                match diverges.map(|d| ((omitted + d) as i64).max(session.first_turn)) {
                     Some(at) if taken_back(at) => {
                         let updated = self.update(&session.id, |s| {
                             s.turn_prints = prints;

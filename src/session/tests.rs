@@ -1144,3 +1144,24 @@ async fn a_rewound_transcript_sent_without_its_start_keeps_the_new_turns() {
         assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
     }
 }
+
+/// Turns never seen (left out of every transcript sent) are no change of branch: a rewound
+/// window over them stores nothing again.
+#[tokio::test]
+async fn a_rewound_window_over_turns_never_seen_stores_nothing_twice() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    let all = turns(12);
+    s.agent_end("a", &all[..16], Turn::Work, TurnEnd::default()).await.unwrap();
+    // Turns 10 and 11 from a transcript sent without its start (8 and 9 never seen).
+    s.agent_end("a", &all[20..], Turn::Work, TurnEnd { omitted_user_turns: 10, ..TurnEnd::default() }).await.unwrap();
+    // The client says a rewind is somewhere in the transcript; the window holds turns 7 to 11.
+    let end = TurnEnd { omitted_user_turns: 7, rewound: true, ..TurnEnd::default() };
+    s.agent_end("a", &all[14..], Turn::Work, end).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [7, 10, 11] {
+        assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+}

@@ -22,6 +22,18 @@ impl ChunkLimit {
 }
 
 /// A memory's size as a chunk's JSON holds it (its comma included).
+/// The metadata key the Hindsight backend marks a memory of no document with when it imports
+/// it as a document of its own (the document's id): read back, each fact the server made of it
+/// carries the mark and no document.
+pub const LOOSE_MEMORY_KEY: &str = "mneme_loose_memory";
+
+/// The document a memory travels with: its own, or the one its loose-memory mark names (the
+/// facts a server made of one imported memory go together, as a document's memories do: sent
+/// in two requests, the second replaced the first).
+pub fn document_of(m: &StoredMemory) -> Option<&str> {
+    m.document_id.as_deref().or_else(|| m.metadata.get(LOOSE_MEMORY_KEY).map(String::as_str))
+}
+
 pub fn json_size(m: &StoredMemory) -> usize {
     serde_json::to_vec(m).map_or(0, |v| v.len()) + 1
 }
@@ -56,7 +68,7 @@ pub fn sized_chunks_of_whole_documents<M: Borrow<StoredMemory>>(
     let mut document_unit: HashMap<(String, String), usize> = HashMap::new();
     for m in memories {
         let bytes = if limit.bytes.is_some() { json_size(m.borrow()) } else { 0 };
-        let key = m.borrow().document_id.clone().map(|doc| (m.borrow().bank.clone(), doc));
+        let key = document_of(m.borrow()).map(|doc| (m.borrow().bank.clone(), doc.to_owned()));
         match key.map(|k| document_unit.entry(k)) {
             Some(Entry::Occupied(e)) => {
                 let unit = &mut units[*e.get()];
@@ -117,6 +129,25 @@ mod tests {
         assert_eq!(ids(chunks_of_whole_documents(&file, items(500))), [vec!["a", "d1", "d2", "d3", "b", "c"]]);
         let owned = chunks_of_whole_documents(file.clone(), items(3));
         assert_eq!(owned.iter().map(Vec::len).collect::<Vec<_>>(), [1, 3, 2]);
+    }
+
+    /// The facts a server made of one imported memory of no document carry its mark: they go
+    /// together, as a document's memories do.
+    #[test]
+    fn memories_of_one_loose_mark_go_together() {
+        let marked = |id: &str, mark: &str| {
+            let mut m = memory(id, None);
+            m.metadata.insert(LOOSE_MEMORY_KEY.to_owned(), mark.to_owned());
+            m
+        };
+        let file = vec![marked("f1", "L"), memory("a", None), marked("f2", "L"), memory("b", None)];
+        let ids: Vec<Vec<String>> = chunks_of_whole_documents(&file, ChunkLimit::items(2))
+            .into_iter()
+            .map(|c| c.into_iter().map(|m| m.id.clone()).collect())
+            .collect();
+        assert_eq!(ids, [vec!["f1", "f2"], vec!["a", "b"]]);
+        assert_eq!(document_of(&file[0]), Some("L"));
+        assert_eq!(document_of(&file[1]), None);
     }
 
     #[test]

@@ -268,8 +268,9 @@ impl ListedMemory {
 /// its id, or the mark it already carries): read back, it is a memory of no document again, so
 /// a copy to the local store and back finds the one it came from instead of adding a second (the
 /// local store keeps one loose memory of a text in a bank), and imported into Hindsight again it
-/// replaces the document it was (not one named after the server's id for it).
-pub const LOOSE_MEMORY_KEY: &str = "mneme_loose_memory";
+/// replaces the document it was (not one named after the server's id for it). Chunks and pages
+/// keep the memories of one mark together (`mneme_core::transfer::document_of`).
+pub use mneme_core::transfer::LOOSE_MEMORY_KEY;
 
 /// `GET /v1/default/banks`, one page.
 #[derive(Debug, Deserialize)]
