@@ -593,4 +593,15 @@ async fn a_document_copied_from_hindsight_keeps_the_order_of_its_parts() {
         .collect();
     let want: Vec<String> = (0..4).map(|i| format!("part {i} of the plover notes")).collect();
     assert_eq!(order, want);
+    // `mneme export` from a daemon on Hindsight writes them in that order too.
+    let d = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n"
+    ));
+    let out = d.cli().args(["export", "--bank", &bank]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let written: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(written, want);
 }

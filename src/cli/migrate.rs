@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use mneme_core::transfer::document_of;
+use mneme_core::transfer::{document_of, oldest_first};
 use mneme_core::{BackendError, BackendId, ExportPage, MemoryBackend, StoredMemory};
 use serde::{Deserialize, Serialize};
 
@@ -90,26 +90,6 @@ async fn read_whole_documents(
         oldest_first(&mut page.memories);
     }
     Ok(page)
-}
-
-/// Puts each document's memories in the order they were stored, oldest first: Hindsight lists
-/// a bank newest first, so a document read from it came back with its parts the other way
-/// round (parts 3, 2, 1, 0 in the local store, and sent on to Hindsight again, a document whose
-/// text ran backwards). Each run of one document's memories is reversed, then ordered by date
-/// (a tie keeps that order).
-fn oldest_first(memories: &mut [StoredMemory]) {
-    let mut start = 0;
-    while start < memories.len() {
-        let key = (memories[start].bank.clone(), document_of(&memories[start]).map(str::to_owned));
-        let len =
-            memories[start..].iter().take_while(|m| m.bank == key.0 && document_of(m) == key.1.as_deref()).count();
-        let run = &mut memories[start..start + len];
-        if key.1.is_some() {
-            run.reverse();
-            run.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-        }
-        start += len;
-    }
 }
 
 /// Hindsight lists a bank by offset, newest first: a memory deleted during the copy (a document

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mneme_core::transfer::{sized_chunks_of_whole_documents, ChunkLimit};
+use mneme_core::transfer::{document_of, oldest_first, sized_chunks_of_whole_documents, ChunkLimit};
 use mneme_core::StoredMemory;
 use reqwest::Method;
 
@@ -100,9 +100,11 @@ async fn write_export(client: &Client, bank: Option<String>, out: &mut dyn Write
     let status: crate::daemon::api::Status = client.get("/v1/status").await?;
     let sweeps = if status.backend.backend == mneme_core::BackendId::Hindsight { SWEEPS } else { 0 };
     let mut written: HashSet<String> = HashSet::new();
-    let mut n = export_pass(client, bank.as_deref(), out, &mut written).await?;
+    // Hindsight lists a bank newest first: each document's memories are written oldest first.
+    let newest_first = status.backend.backend == mneme_core::BackendId::Hindsight;
+    let mut n = export_pass(client, bank.as_deref(), out, &mut written, newest_first).await?;
     for _ in 0..sweeps {
-        let found = export_pass(client, bank.as_deref(), out, &mut written).await?;
+        let found = export_pass(client, bank.as_deref(), out, &mut written, newest_first).await?;
         if found == 0 {
             break;
         }
@@ -116,15 +118,29 @@ async fn write_export(client: &Client, bank: Option<String>, out: &mut dyn Write
 const SWEEPS: usize = 3;
 
 /// One reading of the export: writes the memories not in `written` (and adds them); returns how
-/// many.
+/// many. `newest_first`: each document's memories are put oldest first, the last document of a
+/// page held back until the next page says whether it runs on.
 async fn export_pass(
     client: &Client,
     bank: Option<&str>,
     out: &mut dyn Write,
     written: &mut HashSet<String>,
+    newest_first: bool,
 ) -> Result<u64, CliError> {
     let mut cursor: Option<String> = None;
     let mut n = 0u64;
+    let mut held: Vec<StoredMemory> = Vec::new();
+    let mut write = |memories: &mut Vec<StoredMemory>, out: &mut dyn Write| -> Result<(), CliError> {
+        if newest_first {
+            oldest_first(memories);
+        }
+        for m in memories.drain(..) {
+            let line = serde_json::to_string(&m).expect("memory serializes");
+            writeln!(out, "{line}").map_err(write_failed)?;
+            n += 1;
+        }
+        Ok(())
+    };
     loop {
         let mut path = String::from("/v1/export?limit=1000");
         if let Some(b) = bank {
@@ -134,19 +150,31 @@ async fn export_pass(
             path.push_str(&format!("&cursor={}", super::browse::encode(c)));
         }
         let page: ExportAnswer = client.call(Method::GET, &path, None).await?;
+        let page_was_empty = page.memories.is_empty();
         // A memory of which nothing is left once private spans are removed (one another client
         // of a Hindsight server wrote) is not written: an import would refuse it.
-        let kept = page.memories.iter().filter(|m| !mneme_core::text::is_blank(&m.content));
-        for m in kept.filter(|m| written.insert(m.id.clone())) {
-            let line = serde_json::to_string(m).expect("memory serializes");
-            writeln!(out, "{line}").map_err(write_failed)?;
-            n += 1;
-        }
-        match page.next {
-            Some(next) if !page.memories.is_empty() => cursor = Some(next),
-            _ => break,
+        let kept = page.memories.into_iter().filter(|m| !mneme_core::text::is_blank(&m.content));
+        held.extend(kept.filter(|m| written.insert(m.id.clone())));
+        let more = page.next.filter(|_| !page_was_empty);
+        // All but the last document's run, which the next page may continue.
+        let last_run = match (more.is_some(), held.last()) {
+            (true, Some(last)) if newest_first => {
+                let key = (last.bank.clone(), document_of(last).map(str::to_owned));
+                held.iter()
+                    .rposition(|m| (m.bank.clone(), document_of(m).map(str::to_owned)) != key)
+                    .map_or(0, |i| i + 1)
+            }
+            _ => held.len(),
+        };
+        let mut rest = held.split_off(last_run);
+        std::mem::swap(&mut held, &mut rest);
+        write(&mut rest, out)?;
+        match more {
+            Some(next) => cursor = Some(next),
+            None => break,
         }
     }
+    write(&mut held, out)?;
     Ok(n)
 }
 

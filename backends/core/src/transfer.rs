@@ -98,6 +98,26 @@ pub fn sized_chunks_of_whole_documents<M: Borrow<StoredMemory>>(
     chunks
 }
 
+/// Puts each document's memories in the order they were stored, oldest first: Hindsight lists
+/// a bank newest first, so a document read from it came back with its parts the other way
+/// round (parts 3, 2, 1, 0 in the local store, and sent on to Hindsight again, a document whose
+/// text ran backwards). For a list read newest first. Each run of one document's memories is reversed, then ordered by date
+/// (a tie keeps that order).
+pub fn oldest_first(memories: &mut [StoredMemory]) {
+    let mut start = 0;
+    while start < memories.len() {
+        let key = (memories[start].bank.clone(), document_of(&memories[start]).map(str::to_owned));
+        let len =
+            memories[start..].iter().take_while(|m| m.bank == key.0 && document_of(m) == key.1.as_deref()).count();
+        let run = &mut memories[start..start + len];
+        if key.1.is_some() {
+            run.reverse();
+            run.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        }
+        start += len;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
