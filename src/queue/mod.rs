@@ -249,22 +249,10 @@ impl Queue {
 
     /// Spools items for a session under `scope`; returns once they are on disk.
     pub async fn enqueue(&self, session_id: &str, scope: &Scope, items: Vec<NewItem>) -> Result<usize, SpoolError> {
-        let n = items.len();
-        if n == 0 {
+        if items.is_empty() {
             return Ok(0);
         }
-        let items = stamped(session_id, scope, items);
-        let (queue, session, bank) = (self.clone(), session_id.to_owned(), scope.bank.clone());
-        self.to_the_end(async move {
-            let spooled = async {
-                queue.inner.spool.still_there()?;
-                queue.inner.spool.append(&session, &bank, items).await
-            };
-            queue.accepted(&session, spooled.await).await?;
-            queue.arrived(&session, n);
-            Ok(n)
-        })
-        .await
+        self.spool_items(session_id, scope, items, None).await
     }
 
     /// Spools items as [`Queue::enqueue`] does, and in the same spool transaction saves the
@@ -276,13 +264,27 @@ impl Queue {
         items: Vec<NewItem>,
         record: String,
     ) -> Result<usize, SpoolError> {
+        self.spool_items(session_id, scope, items, Some(record)).await
+    }
+
+    /// Spools items (with the session's `record`, when given) and counts them as arrived.
+    async fn spool_items(
+        &self,
+        session_id: &str,
+        scope: &Scope,
+        items: Vec<NewItem>,
+        record: Option<String>,
+    ) -> Result<usize, SpoolError> {
         let n = items.len();
         let items = stamped(session_id, scope, items);
         let (queue, session, bank) = (self.clone(), session_id.to_owned(), scope.bank.clone());
         self.to_the_end(async move {
             let spooled = async {
                 queue.inner.spool.still_there()?;
-                queue.inner.spool.append_with_session(&session, &bank, items, record).await
+                match record {
+                    Some(record) => queue.inner.spool.append_with_session(&session, &bank, items, record).await,
+                    None => queue.inner.spool.append(&session, &bank, items).await,
+                }
             };
             queue.accepted(&session, spooled.await).await?;
             queue.arrived(&session, n);

@@ -227,7 +227,7 @@ impl Sessions {
         let (session, each) = match placement {
             Placement::Rewound(k) => {
                 // The client went back to its `k`-th turn and on from there (Claude Code's
-                // rewind): the part goes on along the new branch, and its
+                // rewind, opencode's undo): the part goes on along the new branch, and its
                 // document, replaced by it, loses the turns taken back. (A new part kept them,
                 // and stored the turns before `k` a second time.)
                 taken_back = session.retained_turns > k as i64 || session.pending.is_some();
