@@ -158,12 +158,10 @@ async fn export_pass(
         let more = page.next.filter(|_| !page_was_empty);
         // All but the last document's run, which the next page may continue.
         let last_run = match (more.is_some(), held.last()) {
-            (true, Some(last)) if newest_first => {
-                let key = (last.bank.clone(), document_of(last).map(str::to_owned));
-                held.iter()
-                    .rposition(|m| (m.bank.clone(), document_of(m).map(str::to_owned)) != key)
-                    .map_or(0, |i| i + 1)
-            }
+            (true, Some(last)) if newest_first => held
+                .iter()
+                .rposition(|m| m.bank != last.bank || document_of(m) != document_of(last))
+                .map_or(0, |i| i + 1),
             _ => held.len(),
         };
         let mut rest = held.split_off(last_run);

@@ -136,48 +136,31 @@ pub async fn forget_document(
 /// notices should see.
 async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
     let backend = s.queue.backend();
-    let done = match &what {
-        // A version of the document still queued would be stored again once delivered.
-        Forget::Document { id, bank } => {
-            let (queued, done) = s.queue.discard_document_then(bank, id, backend.forget(&what)).await?;
-            if queued > 0 && done.is_err() {
-                // What was dropped from the spool is gone whatever the backend answered: its text
-                // is not left in the spool's log.
-                s.queue.erase_traces().await;
-            }
-            match done {
-                // Only queued (or no store open, memory `off`): forgotten all the same.
-                Err(mneme_core::BackendError::NotFound(_) | mneme_core::BackendError::Unsupported(_)) if queued > 0 => {
-                    mneme_core::Forgotten {
-                        deleted: Some(0),
-                        message: format!("{queued} queued version(s) dropped before they were stored"),
-                    }
-                }
-                Ok(mut done) if queued > 0 => {
-                    done.message = format!("{} ({queued} queued version(s) dropped too)", done.message);
-                    done
-                }
-                done => done?,
-            }
+    // The spool first: a version still queued would be stored once delivered, and a delivered
+    // batch whose removal was not committed yet would be delivered again after a restart.
+    let (queued, done) = match &what {
+        Forget::Document { id, bank } => s.queue.discard_document_then(bank, id, backend.forget(&what)).await?,
+        Forget::Memory { id, bank } => s.queue.discard_memory_then(bank.as_deref(), id, backend.forget(&what)).await?,
+    };
+    if queued > 0 && done.is_err() {
+        // What was dropped from the spool is gone whatever the backend answered: its text is not
+        // left in the spool's log.
+        s.queue.erase_traces().await;
+    }
+    let done = match done {
+        // Only queued (or no store open, memory `off`): forgotten all the same.
+        Err(mneme_core::BackendError::NotFound(_) | mneme_core::BackendError::Unsupported(_)) if queued > 0 => {
+            let message = match &what {
+                Forget::Document { .. } => format!("{queued} queued version(s) dropped before they were stored"),
+                Forget::Memory { .. } => "it was still queued: dropped before it was stored".into(),
+            };
+            mneme_core::Forgotten { deleted: Some(0), message }
         }
-        // The spool first: a queued copy would be stored once delivered, and a delivered batch
-        // whose removal was not committed yet would be delivered again after a restart.
-        Forget::Memory { id, bank } => {
-            let (queued, done) = s.queue.discard_memory_then(bank.as_deref(), id, backend.forget(&what)).await?;
-            if queued > 0 && done.is_err() {
-                s.queue.erase_traces().await; // as for a document: what was dropped leaves no text
-            }
-            match done {
-                // Not stored (or no store open, memory `off`): the queued copy was all there was.
-                Err(mneme_core::BackendError::NotFound(_) | mneme_core::BackendError::Unsupported(_)) if queued > 0 => {
-                    mneme_core::Forgotten {
-                        deleted: Some(0),
-                        message: "it was still queued: dropped before it was stored".into(),
-                    }
-                }
-                done => done?,
-            }
+        Ok(mut done) if queued > 0 && matches!(what, Forget::Document { .. }) => {
+            done.message = format!("{} ({queued} queued version(s) dropped too)", done.message);
+            done
         }
+        done => done?,
     };
     let (noun, id, bank) = match &what {
         Forget::Memory { id, bank } => ("memory", id, bank.as_deref()),

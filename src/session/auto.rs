@@ -236,8 +236,11 @@ impl Sessions {
                     s.retained_turns = s.retained_turns.min(k as i64);
                     s.pending = None;
                 });
+                // Ended meanwhile: nothing saved (a record would bring it back).
+                if let Some(updated) = &updated {
+                    self.save(updated).await?;
+                }
                 let session = updated.unwrap_or_else(|| session.clone());
-                self.save(&session).await?;
                 let retained_from = first_message_of_turn(&history, session.retained_turns);
                 (session, cleaned.into_kept(retained_from))
             }
