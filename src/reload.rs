@@ -208,6 +208,7 @@ impl Reloader {
         }
         // Settings and backend change together, for every layer at once.
         self.state.replace(Current { settings: new.clone(), backend });
+        self.queue.settings_changed(&old.queue, &new.queue);
         if swap {
             self.queue.backend_switched();
             if let Err(e) = self.sessions.backend_switched().await {

@@ -46,6 +46,8 @@ pub(super) struct SessionState {
     pub in_flight: u64,
     /// When the debounce timer fires (armed by the first pending item; later ones do not reset it).
     flush_at: Option<Instant>,
+    /// When that timer was armed (so that a reload's new interval counts from there).
+    armed_at: Option<Instant>,
     /// When the retry after a failed delivery fires.
     retry_at: Option<Instant>,
     /// A size flush was asked for and has not started yet: more arrivals ask for no other.
@@ -60,6 +62,12 @@ pub(super) struct SessionState {
 impl SessionState {
     fn backing_off(&self, now: Instant) -> bool {
         self.backoff_until.is_some_and(|t| t > now)
+    }
+
+    /// Arms the debounce timer at `now`.
+    fn arm(&mut self, now: Instant, rules: Rules) {
+        self.armed_at = Some(now);
+        self.flush_at = Some(now + rules.flush_interval);
     }
 
     /// Counts `n` spooled items as pending, but for those a delivery took already.
@@ -96,9 +104,31 @@ impl Batcher {
         q.size_flush_queued |= size_flush;
         let timer_armed = q.pending > 0 && q.flush_at.is_none() && q.retry_at.is_none();
         if timer_armed {
-            q.flush_at = Some(now + rules.flush_interval);
+            q.arm(now, rules);
         }
         Arrival { size_flush, timer_armed }
+    }
+
+    /// The rules changed at `now` (a reload): an armed debounce timer counts from when it was
+    /// armed under the new interval (one armed for an hour would otherwise hold its items an
+    /// hour after the interval was cut to a second), and a session already holding a batch of
+    /// the new size is flushed. Returns the sessions whose size flush to start.
+    pub fn rules_changed(&mut self, old: Rules, new: Rules, now: Instant) -> Vec<String> {
+        let mut full = Vec::new();
+        for (id, q) in &mut self.sessions {
+            if let (Some(_), Some(armed)) = (q.flush_at, q.armed_at) {
+                q.flush_at = Some(armed + new.flush_interval);
+            }
+            if new.batch_size < old.batch_size
+                && q.pending >= new.batch_size
+                && !q.size_flush_queued
+                && !q.backing_off(now)
+            {
+                q.size_flush_queued = true;
+                full.push(id.clone());
+            }
+        }
+        full
     }
 
     /// A previous run left `n` items spooled for a session.
@@ -235,7 +265,7 @@ impl Batcher {
         let q = self.entry(id);
         let arm = q.pending > 0 && q.flush_at.is_none() && q.retry_at.is_none() && !q.size_flush_queued;
         if arm {
-            q.flush_at = Some(now + rules.flush_interval);
+            q.arm(now, rules);
         }
         arm
     }

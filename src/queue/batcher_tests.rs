@@ -33,6 +33,30 @@ fn a_full_batch_flushes_at_once_and_asks_only_once() {
     assert_eq!(b.session("s").in_flight, 4);
 }
 
+/// After a reload, armed timers fire at the time they were armed plus the new interval, and a
+/// smaller batch size flushes a session holding a batch of it, once, and not one backing off.
+#[test]
+fn new_rules_reach_armed_timers_and_full_batches() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    let hour = Rules { batch_size: 100, flush_interval: Duration::from_secs(3600) };
+    b.arrived("s", 3, t0, hour);
+    b.arrived("late", 1, at(t0, 9_000), hour);
+    b.arrived("failing", 5, t0, hour);
+    b.retry_later("failing", 0, t0, Duration::from_secs(60));
+    let longer = Rules { flush_interval: Duration::from_secs(7200), ..hour };
+    assert!(b.rules_changed(hour, longer, at(t0, 10_000)).is_empty());
+    assert_eq!(b.session("s").flush_at, Some(at(t0, 7_200_000)), "counted from its first item");
+    let cut = Rules { batch_size: 3, flush_interval: Duration::from_secs(5) };
+    let full = b.rules_changed(longer, cut, at(t0, 10_000));
+    assert_eq!(full, vec!["s".to_owned()], "failing backs off; late holds one");
+    assert!(b.rules_changed(longer, cut, at(t0, 10_000)).is_empty(), "asked once");
+    let due: Vec<String> = b.due(at(t0, 10_000)).into_iter().map(|(id, _)| id).collect();
+    assert!(due.contains(&"s".to_owned()) && due.contains(&"failing".to_owned()), "{due:?}");
+    assert!(!due.contains(&"late".to_owned()), "{due:?}");
+    assert_eq!(b.next_deadline(), Some(at(t0, 14_000)), "late: armed at 9 s, plus the new 5 s");
+}
+
 #[test]
 fn the_timer_counts_from_the_first_item_and_later_ones_do_not_reset_it() {
     let t0 = Instant::now();

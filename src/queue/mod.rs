@@ -409,6 +409,21 @@ impl Queue {
         total
     }
 
+    /// Call after a reload replaced the queue's settings (`old` were in force before): armed
+    /// timers and full batches follow a shorter `flush_interval` or a smaller `batch_size` now,
+    /// not at the deadline the old settings set.
+    pub fn settings_changed(&self, old: &QueueSettings, new: &QueueSettings) {
+        let (old, new) = (Rules::from(old), Rules::from(new));
+        if old == new {
+            return;
+        }
+        let full = self.inner.batcher.locked().rules_changed(old, new, self.inner.clock.now());
+        self.inner.timers_changed.notify_one();
+        for session in full {
+            self.inner.spawn_flush(session, Trigger::Size);
+        }
+    }
+
     /// Call after the state's backend was replaced: an outage of the old one is not the new
     /// one's (its first failure gets a notice of its own).
     pub fn backend_switched(&self) {

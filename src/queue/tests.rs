@@ -494,6 +494,37 @@ async fn flush_interval_counts_from_the_first_item_and_is_not_reset() {
     assert_eq!(b.delivered().len(), 3);
 }
 
+/// A reload that cuts `flush_interval` reaches a timer armed under the old one, and a smaller
+/// `batch_size` flushes a session already holding that many.
+#[tokio::test]
+async fn a_reload_shortens_armed_timers_and_batches() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let slow = QueueSettings { flush_interval: Duration::from_secs(3600), ..settings() };
+    let r = rig(b.clone(), slow.clone());
+    r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
+    r.advance(2000).await;
+    let cut = QueueSettings { flush_interval: Duration::from_secs(5), ..slow.clone() };
+    r.state.replace(Current {
+        settings: Arc::new(crate::config::Settings { queue: cut.clone(), ..(*r.state.settings()).clone() }),
+        backend: b.clone(),
+    });
+    r.queue.settings_changed(&slow, &cut);
+    r.advance(2900).await; // t = 4.9 s
+    assert!(b.delivered().is_empty(), "flushed early");
+    r.advance(200).await; // 5 s after the first item, not an hour
+    assert_eq!(b.delivered(), vec!["a0", "a1"]);
+    r.queue.enqueue("s", &scope(), items("b", 3)).await.unwrap();
+    let small = QueueSettings { batch_size: 3, ..cut.clone() };
+    r.state.replace(Current {
+        settings: Arc::new(crate::config::Settings { queue: small.clone(), ..(*r.state.settings()).clone() }),
+        backend: b.clone(),
+    });
+    r.queue.settings_changed(&cut, &small);
+    r.advance(10).await;
+    assert_eq!(b.batch_sizes(), vec![2, 3], "a batch of the new size went at once");
+    assert_eq!(r.queue.depths().await, Depths::default());
+}
+
 #[tokio::test]
 async fn flushes_never_overlap_and_strand_nothing() {
     let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
