@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mneme_core::BackendError;
 
+use crate::queue::SpoolFault;
 use crate::session::SessionError;
 use crate::spool::SpoolError;
 
@@ -110,6 +111,28 @@ impl From<BackendError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// A flush the spool stopped: `delivered` went before it did, and what waits stays spooled
+    /// (a flush answering 0 delivered and 0 failed said nothing was left).
+    pub fn flush_stopped(fault: SpoolFault, delivered: u64, waiting: u64) -> Self {
+        let (status, code, why) = match fault {
+            SpoolFault::Full => (
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                "the spool's disk is full, and a delivery cannot start without writing to it; free some space and flush again",
+            ),
+            SpoolFault::Failed => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "spool_unavailable",
+                "the spool cannot be read or written (see the daemon's log); flush again later",
+            ),
+        };
+        let waiting = if waiting == 1 { "1 retain waits".to_owned() } else { format!("{waiting} retains wait") };
+        ApiError::new(status, code, format!("{delivered} delivered, {waiting} in the spool: {why}"))
+            .retry_after(SPOOL_RETRY_AFTER_SECS)
+    }
+}
+
 impl From<SpoolError> for ApiError {
     fn from(e: SpoolError) -> Self {
         if e.is_full() {
@@ -196,6 +219,17 @@ mod tests {
         let r = refused.into_response();
         assert_eq!(r.status(), 503);
         assert!(r.headers().contains_key(axum::http::header::RETRY_AFTER));
+    }
+
+    #[test]
+    fn a_flush_the_spool_stopped_says_what_waits_and_when_to_ask_again() {
+        use crate::queue::SpoolFault;
+        let full = super::ApiError::flush_stopped(SpoolFault::Full, 3, 1);
+        assert_eq!((full.status.as_u16(), full.code, full.retry_after), (507, "storage_full", Some(5)));
+        assert!(full.message.starts_with("3 delivered, 1 retain waits in the spool: the spool's disk is full"));
+        let failed = super::ApiError::flush_stopped(SpoolFault::Failed, 0, 12);
+        assert_eq!((failed.status.as_u16(), failed.code), (503, "spool_unavailable"));
+        assert!(failed.message.starts_with("0 delivered, 12 retains wait in the spool"), "{}", failed.message);
     }
 
     #[test]

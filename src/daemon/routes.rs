@@ -224,6 +224,10 @@ pub async fn flush(State(s): St, body: Bytes) -> AppResult<Json<Flushed>> {
         tokio::spawn(flush);
         crate::queue::FlushReport::default()
     };
+    if let Some(fault) = report.spool_fault {
+        let waiting = s.queue.depths().await.spooled;
+        return Err(ApiError::flush_stopped(fault, report.delivered, waiting));
+    }
     // With memory off nothing is delivered and nothing fails: what stays spooled is said.
     let held = s.queue.held(held_of.as_deref()).await;
     Ok(Json(Flushed { held, ..report.into() }))

@@ -8,16 +8,18 @@ use std::time::Instant;
 
 use mneme_core::{BackendError, BackendId, RetainBatch, Scope};
 
-use super::{retry, Inner, LastDelivery, Trigger};
+use super::{retry, Inner, LastDelivery, SpoolFault, Trigger};
 use crate::config::QueueSettings;
 use crate::lock::MutexExt;
 use crate::notices::Level;
 
 /// What one delivery attempt came to.
 pub(super) enum Step {
-    /// Nothing to send: the session's queue is empty, the backend stores nothing (`off`: held
-    /// for the next one), or the spool could not be read.
+    /// Nothing to send: the session's queue is empty, or the backend stores nothing (`off`:
+    /// held for the next one).
     Nothing,
+    /// The spool could not be read, or the batch's id not written into it.
+    SpoolFailed(SpoolFault),
     /// The backend stored this many items.
     Delivered(u64),
     /// The backend did not take this many; `go_on` says whether the flush may try the next batch.
@@ -55,7 +57,7 @@ impl Inner {
             }
             Err(e) => {
                 tracing::error!(session, "cannot read the spool: {e}");
-                return Step::Nothing;
+                return Step::SpoolFailed(if e.is_full() { SpoolFault::Full } else { SpoolFault::Failed });
             }
         };
         if batch.is_empty() {

@@ -66,18 +66,31 @@ pub struct NewItem {
 }
 
 /// What a flush achieved.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlushReport {
     /// Items stored by the backend.
     pub delivered: u64,
     /// Items that could not be stored (still spooled for a retry, or dead-lettered).
     pub failed: u64,
+    /// A delivery could not start because the spool could not be written (the first such
+    /// fault): what waits stays spooled, neither delivered nor failed.
+    pub spool_fault: Option<SpoolFault>,
+}
+
+/// Why the spool stopped a delivery from starting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpoolFault {
+    /// Its disk is full.
+    Full,
+    /// Any other failure to read or write it.
+    Failed,
 }
 
 impl std::ops::AddAssign for FlushReport {
     fn add_assign(&mut self, o: Self) {
         self.delivered += o.delivered;
         self.failed += o.failed;
+        self.spool_fault = self.spool_fault.or(o.spool_fault);
     }
 }
 
@@ -714,6 +727,10 @@ impl Inner {
             }
             match self.deliver_next(session, &settings).await {
                 Step::Nothing => break,
+                Step::SpoolFailed(fault) => {
+                    report.spool_fault.get_or_insert(fault);
+                    break;
+                }
                 Step::Delivered(n) => {
                     report.delivered += n;
                     if self.batcher.locked().stops_after_delivery(session, trigger, rules) {

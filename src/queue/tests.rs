@@ -377,7 +377,7 @@ async fn a_dead_letter_the_spool_cannot_write_is_tried_later_not_in_a_loop() {
     r.queue.inner.spool.call(move |t| t.execute_batch(refuse)).await.unwrap();
     r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
     let flushed = tokio::time::timeout(Duration::from_secs(5), r.queue.flush("s")).await;
-    assert_eq!(flushed.expect("the flush ended"), FlushReport { delivered: 0, failed: 1 });
+    assert_eq!(flushed.expect("the flush ended"), FlushReport { delivered: 0, failed: 1, spool_fault: None });
     assert_eq!(r.queue.depths().await.dead, 0);
     r.queue.inner.spool.call(|t| t.execute_batch("DROP TRIGGER refuse")).await.unwrap();
     r.advance(1100).await;
@@ -395,7 +395,7 @@ async fn a_row_this_mneme_cannot_read_is_set_aside_and_the_rest_delivered() {
     let spoil = "UPDATE items SET kind = 'from-the-future' WHERE content = 'a1';
                  UPDATE items SET metadata = 'not json' WHERE content = 'a2';";
     r.queue.inner.spool.call(move |t| t.execute_batch(spoil)).await.unwrap();
-    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 2, failed: 0 });
+    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 2, failed: 0, spool_fault: None });
     assert_eq!(b.delivered(), vec!["a0", "a3"]);
     assert_eq!(r.queue.depths().await, Depths { pending: 0, in_flight: 0, spooled: 0, dead: 2 });
     let notices = r.notices.after(0, 10).await.unwrap();
@@ -415,7 +415,7 @@ async fn a_row_this_mneme_cannot_read_is_set_aside_and_the_rest_delivered() {
     assert!(why[0].contains("from-the-future") && why[1].contains("set aside"), "{why:?}");
     // Later items of the session go out as ever.
     r.queue.enqueue("s", &scope(), items("b", 1)).await.unwrap();
-    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 1, failed: 0 });
+    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 1, failed: 0, spool_fault: None });
 }
 
 /// Flushing everything (a shutdown, a reload) touches the sessions with something left, not
@@ -446,7 +446,7 @@ async fn a_delivery_holds_one_requests_version_of_a_document() {
     r.queue.enqueue("s", &scope(), vec![doc("transcript v2", "t", false)]).await.unwrap();
     r.queue.enqueue("s", &scope(), vec![doc("part 1", "d", false), doc("part 2", "d", false)]).await.unwrap();
     r.queue.enqueue("s", &scope(), vec![doc("part 3", "d", true)]).await.unwrap();
-    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 5, failed: 0 });
+    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 5, failed: 0, spool_fault: None });
     let batches: Vec<Vec<String>> =
         b.batches.lock().unwrap().iter().map(|b| b.items.iter().map(|i| i.content.clone()).collect()).collect();
     assert_eq!(batches, [vec!["transcript v1"], vec!["transcript v2", "part 1", "part 2", "part 3"]]);
@@ -525,6 +525,29 @@ async fn a_reload_shortens_armed_timers_and_batches() {
     assert_eq!(r.queue.depths().await, Depths::default());
 }
 
+/// A flush whose delivery cannot start, the spool refusing the write that fixes the batch's id
+/// (a full disk, here a read-only connection), says so instead of "0 delivered, 0 failed", and
+/// what waits is delivered once the spool takes writes again.
+#[tokio::test]
+async fn a_flush_the_spool_stops_says_so() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 2)).await.unwrap();
+    let read_only = |on: bool| {
+        r.queue.inner.spool.call(move |t| {
+            t.pragma_update(None, "query_only", on)?;
+            Ok(())
+        })
+    };
+    read_only(true).await.unwrap();
+    let report = r.queue.flush("s").await;
+    assert_eq!(report, FlushReport { delivered: 0, failed: 0, spool_fault: Some(SpoolFault::Failed) });
+    assert!(b.delivered().is_empty());
+    read_only(false).await.unwrap();
+    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 2, failed: 0, spool_fault: None });
+    assert_eq!(b.delivered(), vec!["a0", "a1"]);
+}
+
 #[tokio::test]
 async fn flushes_never_overlap_and_strand_nothing() {
     let b = TestBackend::new(&[Mode::Hang, Mode::Ok]);
@@ -575,7 +598,7 @@ async fn max_batch_splits_a_flush() {
     let r = rig(b.clone(), s);
     r.queue.enqueue("s", &scope(), items("a", 40)).await.unwrap();
     let report = r.queue.flush("s").await;
-    assert_eq!(report, FlushReport { delivered: 40, failed: 0 });
+    assert_eq!(report, FlushReport { delivered: 40, failed: 0, spool_fault: None });
     assert_eq!(b.batch_sizes(), vec![16, 16, 8]);
 }
 
@@ -585,7 +608,7 @@ async fn transient_failures_retry_with_backoff_under_the_same_batch_id() {
     let r = rig(b.clone(), settings());
     r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
     let report = r.queue.flush("s").await;
-    assert_eq!(report, FlushReport { delivered: 0, failed: 1 });
+    assert_eq!(report, FlushReport { delivered: 0, failed: 1, spool_fault: None });
     // First retry after retry_initial (1 s), second after 2 s more.
     r.advance(900).await;
     assert!(b.delivered().is_empty());
@@ -646,7 +669,7 @@ async fn permanent_failures_dead_letter_and_retry_brings_them_back() {
     two[1] = NewItem { document_id: Some("d".into()), append: true, ..two[1].clone() };
     r.queue.enqueue("s", &scope(), two).await.unwrap();
     let report = r.queue.flush("s").await;
-    assert_eq!(report, FlushReport { delivered: 0, failed: 2 });
+    assert_eq!(report, FlushReport { delivered: 0, failed: 2, spool_fault: None });
     assert_eq!(r.queue.depths().await, Depths { pending: 0, in_flight: 0, spooled: 0, dead: 2 });
     let notices = r.notices.after(0, 10).await.unwrap();
     assert_eq!(
@@ -973,7 +996,7 @@ async fn a_failure_after_a_clear_removed_the_batch_retries_nothing() {
     assert_eq!(b.running.load(Ordering::SeqCst), 1);
     assert_eq!(r.queue.discard(Some("s")).await.unwrap(), 2);
     b.release.notify_one();
-    assert_eq!(flush.await.unwrap(), FlushReport { delivered: 0, failed: 2 });
+    assert_eq!(flush.await.unwrap(), FlushReport { delivered: 0, failed: 2, spool_fault: None });
     r.advance(10_000).await;
     assert_eq!(b.batch_sizes(), Vec::<usize>::new(), "nothing was retried");
     assert_eq!(r.queue.depths().await, Depths::default());
@@ -1018,7 +1041,7 @@ async fn a_request_cut_by_max_batch_keeps_every_item_of_its_document() {
         (0..10).map(|i| doc(&format!("part {i} of the design notes"), "design", false)).collect();
     r.queue.enqueue("s", &scope(), design).await.unwrap();
     let report = r.queue.flush("s").await;
-    assert_eq!(report, FlushReport { delivered: 22, failed: 0 });
+    assert_eq!(report, FlushReport { delivered: 22, failed: 0, spool_fault: None });
     let parts = stored_of(&local, Some("design")).await;
     assert_eq!(parts.len(), 10, "{parts:?}");
     // A later request still replaces the document whole.
@@ -1056,7 +1079,7 @@ async fn a_request_cut_before_its_replace_keeps_every_item_of_its_other_document
     let second =
         vec![doc("e, part one", "e", false), doc("d, second version", "d", false), doc("e, part two", "e", false)];
     r.queue.enqueue("s", &scope(), second).await.unwrap();
-    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 4, failed: 0 });
+    assert_eq!(r.queue.flush("s").await, FlushReport { delivered: 4, failed: 0, spool_fault: None });
     assert_eq!(stored_of(&local, None).await, ["d, second version", "e, part one", "e, part two"]);
 }
 
