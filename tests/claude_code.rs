@@ -175,6 +175,42 @@ fn install_prints_and_merges_the_hooks() {
     assert_eq!(merged["hooks"]["Stop"].as_array().unwrap().len(), 1, "writing twice adds nothing");
 }
 
+/// `--uninstall` takes out what `--install --write` put in, and leaves the user's settings and
+/// other MCP servers as they were; run again it changes nothing.
+#[test]
+fn uninstall_takes_out_what_install_put_in() {
+    let project = tempfile::tempdir().unwrap();
+    let settings = project.path().join(".claude/settings.json");
+    let mcp = project.path().join(".mcp.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let users = json!({"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify"}]}]}});
+    let servers = json!({"mcpServers": {"github": {"type": "http", "url": "https://example.invalid/mcp"}}});
+    std::fs::write(&settings, users.to_string()).unwrap();
+    std::fs::write(&mcp, servers.to_string()).unwrap();
+    let run = |args: &[&str]| {
+        assert_cmd::Command::new(common::bin())
+            .args(["hook", "claude-code"])
+            .args(args)
+            .current_dir(project.path())
+            .output()
+            .unwrap()
+    };
+    let read = |p: &std::path::Path| serde_json::from_str::<Value>(&std::fs::read_to_string(p).unwrap()).unwrap();
+    assert!(run(&["--install", "--write"]).status.success());
+    assert!(read(&mcp)["mcpServers"]["mneme"].is_object());
+    let out = run(&["--uninstall", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(said["written"], json!([".claude/settings.json", ".mcp.json"]));
+    assert_eq!(read(&settings), users);
+    assert_eq!(read(&mcp), servers);
+    let out = run(&["--uninstall"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing changed"), "{out:?}");
+    assert_eq!(read(&settings), users);
+    // With --install it makes no sense: refused before anything is touched.
+    assert!(!run(&["--install", "--uninstall"]).status.success());
+}
+
 /// A config given by `MNEME_CONFIG` goes into the hook commands as `--config`, as one given by
 /// the flag does: Claude Code runs its hooks without that variable, and on the default config
 /// they found no daemon.

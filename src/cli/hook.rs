@@ -20,6 +20,7 @@ mod branch;
 mod breaker;
 mod install;
 mod transcript;
+mod uninstall;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ use serde_json::{json, Value};
 
 pub use install::{install, mcp_headers, Install, EVENTS};
 pub use transcript::{read_transcript, tail_within, turns_within};
+pub use uninstall::uninstall;
 
 use super::commands::load_client_settings;
 use super::{CliError, Client};

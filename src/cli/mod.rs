@@ -178,6 +178,10 @@ pub enum HookAgent {
         /// Print the headers for mneme's MCP server (Claude Code's `headersHelper`).
         #[arg(long, conflicts_with = "install")]
         mcp_headers: bool,
+        /// Take mneme's hooks, MCP server and its approval out of ./.claude/settings.json and
+        /// ./.mcp.json, leaving everything else.
+        #[arg(long, conflicts_with_all = ["install", "mcp_headers"])]
+        uninstall: bool,
     },
 }
 
@@ -340,6 +344,9 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Doctor => doctor::doctor(cli.config.as_deref(), cli.json).await,
             Command::Hook { agent: HookAgent::ClaudeCode { install: true, write, no_mcp, .. } } => {
                 hook::install(cli.config.as_deref(), hook::Install { write, mcp: !no_mcp }, cli.json)
+            }
+            Command::Hook { agent: HookAgent::ClaudeCode { uninstall: true, .. } } => {
+                hook::uninstall(cli.config.as_deref(), cli.json)
             }
             Command::Hook { agent: HookAgent::ClaudeCode { mcp_headers: true, .. } } => {
                 hook::mcp_headers(cli.config.as_deref()).await

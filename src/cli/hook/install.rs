@@ -28,7 +28,7 @@ fn shell_word(s: &str) -> String {
 /// The command line that runs this mneme with `args`, and with the config file `--install` read
 /// (given by `--config` or `MNEME_CONFIG`): the agent runs its hooks without this shell's
 /// environment, and hooks on the default config would find no daemon.
-fn command(config: Option<&Path>, args: &str) -> String {
+pub(super) fn command(config: Option<&Path>, args: &str) -> String {
     let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "mneme".into());
     let from_env = std::env::var_os("MNEME_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from);
     let config = config.map(Path::to_path_buf).or(from_env);
@@ -102,7 +102,7 @@ pub fn merge_hooks(existing: &mut Value, command: &str, settings: &Settings) -> 
 /// each time, its path gone), and its timeout stayed whatever `recall.timeout` was then. Other
 /// tools' hooks end in `hook claude-code` too (`context-mode hook claude-code`): only a command
 /// whose program is named `mneme` (or as this one is) is taken for ours.
-fn is_ours(hook_command: &str, command: &str) -> bool {
+pub(super) fn is_ours(hook_command: &str, command: &str) -> bool {
     let program = |c: &str| first_shell_word(c).map(|w| w.rsplit('/').next().unwrap_or_default().to_owned());
     hook_command == command
         || (hook_command.trim_end().ends_with(" hook claude-code")
@@ -140,7 +140,7 @@ pub fn approve_mcp_server(existing: &mut Value) -> Result<(), String> {
 }
 
 /// What a JSON value is, for a message.
-fn kind(v: &Value) -> &'static str {
+pub(super) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -152,7 +152,7 @@ fn kind(v: &Value) -> &'static str {
 }
 
 /// A file's JSON the user must mend before `--install --write` touches it.
-fn refused(path: &Path, why: &str) -> CliError {
+pub(super) fn refused(path: &Path, why: &str) -> CliError {
     CliError::Other(format!(
         "{}: {why}; not touching it (mend it, or run --install without --write to see what to add)",
         path.display()
@@ -258,7 +258,7 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn read_json(path: &Path) -> Result<Value, CliError> {
+pub(super) fn read_json(path: &Path) -> Result<Value, CliError> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| refused(path, &format!("not valid JSON ({e})"))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(json!({})),
@@ -270,7 +270,7 @@ fn read_json(path: &Path) -> Result<Value, CliError> {
 /// Replaces the file at `path` (through a temporary file beside it) with `v`. A symlink is
 /// followed, so the file it names (a dotfiles repository's) is the one changed, and the file
 /// keeps its permissions (a settings file holding keys is often 0600).
-fn write_json(path: &Path, v: &Value) -> Result<(), CliError> {
+pub(super) fn write_json(path: &Path, v: &Value) -> Result<(), CliError> {
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let failed = |e: std::io::Error| CliError::Other(format!("cannot write {}: {e}", path.display()));
