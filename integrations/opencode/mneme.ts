@@ -21,17 +21,23 @@
 // (default 30000), so a hung daemon costs one timeout, not one per hook. The breaker is the file
 // `hooks-breaker` beside the token, which mneme's Claude Code hooks share: a second opencode
 // process (the next `opencode run`) skips a hung daemon too.
-// Settings: MNEME_URL (default http://127.0.0.1:6366), MNEME_TOKEN or the token file
-// (MNEME_TOKEN_FILE, default $XDG_DATA_HOME/mneme/token); MNEME_PLUGIN_LOG names a file that
+// Settings: MNEME_URL (by default where the daemon listens: the address its pidfile records
+// while it runs, else mneme's config's `server.listen`, else http://127.0.0.1:6366), MNEME_TOKEN
+// or the token file (MNEME_TOKEN_FILE, by default `token` in mneme's storage dir: the config's
+// `storage.dir`, else $XDG_DATA_HOME/mneme). mneme's config is found as mneme finds it
+// (MNEME_CONFIG, else $XDG_CONFIG_HOME/mneme/config.toml), and MNEME_SERVER__LISTEN and
+// MNEME_STORAGE__DIR override it as they do the daemon's. MNEME_PLUGIN_LOG names a file that
 // gets one JSON line per hook with how long it took (to see what memory costs a prompt).
 import type { Plugin } from "@opencode-ai/plugin"
 import { tool } from "@opencode-ai/plugin"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { appendFileSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { homedir } from "node:os"
-import { dirname, join } from "node:path"
+import { dirname, isAbsolute, join, resolve } from "node:path"
 
-const BASE = (process.env.MNEME_URL ?? "http://127.0.0.1:6366").replace(/\/$/, "")
+/** What mneme's config says of where the daemon keeps its files and listens. */
+const SETUP = mnemeSetup()
+const URL_SET = process.env.MNEME_URL
 const HOOK_MS = Number(process.env.MNEME_HOOK_TIMEOUT_MS ?? 1000)
 /** The bound of a hook that recalls: set, or the daemon's recall.timeout plus HOOK_MS once known. */
 const RECALL_SET = process.env.MNEME_TIMEOUT_MS
@@ -39,9 +45,60 @@ let recallMs = Number(RECALL_SET ?? 5000 + HOOK_MS)
 const COOLDOWN_MS = Number(process.env.MNEME_COOLDOWN_MS ?? 30000)
 const TOOLS = { recall: "mneme_recall", retain: "mneme_retain" }
 
+function mnemeSetup(): { dir: string; listen: string } {
+  const home = homedir()
+  const xdg = (name: string, fallback: string) => {
+    const v = process.env[name]
+    return v && isAbsolute(v) ? v : join(home, fallback)
+  }
+  const configPath = resolve(process.env.MNEME_CONFIG || join(xdg("XDG_CONFIG_HOME", ".config"), "mneme", "config.toml"))
+  let file: any = {}
+  try {
+    // opencode runs plugins on Bun, which reads TOML; a file that is missing or invalid is the
+    // daemon's to report: the defaults stand here.
+    file = (globalThis as any).Bun?.TOML?.parse(readFileSync(configPath, "utf8")) ?? {}
+  } catch {}
+  // As mneme resolves a path: a leading ~/ is the home, a relative one is from the config's folder.
+  const path = (p: string) => {
+    const expanded = p.startsWith("~/") ? join(home, p.slice(2)) : p
+    return isAbsolute(expanded) ? expanded : join(dirname(configPath), expanded)
+  }
+  const dirSet = process.env.MNEME_STORAGE__DIR || (typeof file?.storage?.dir === "string" ? file.storage.dir : "")
+  const dir = dirSet.trim() ? path(dirSet) : join(xdg("XDG_DATA_HOME", join(".local", "share")), "mneme")
+  const listen = process.env.MNEME_SERVER__LISTEN || (typeof file?.server?.listen === "string" ? file.server.listen : "")
+  return { dir, listen: listen || "127.0.0.1:6366" }
+}
+
+/**
+ * Where the daemon answers: MNEME_URL, else the address a running daemon recorded in its pidfile
+ * (it listens where it started, whatever the config says since), else the config's. Looked up
+ * for each request, so a daemon started (or moved) after opencode is found.
+ */
+function base(): string {
+  if (URL_SET) return URL_SET.replace(/\/$/, "")
+  let addr = SETUP.listen
+  try {
+    const [pid, recorded] = readFileSync(join(SETUP.dir, "mneme.pid"), "utf8").split("\n")
+    if (recorded?.trim() && running(Number(pid))) addr = recorded.trim()
+  } catch {}
+  // A daemon listening on every address is reached on loopback, as mneme's CLI reaches it.
+  addr = addr.replace(/^0\.0\.0\.0:/, "127.0.0.1:").replace(/^\[::\]:/, "[::1]:")
+  return `http://${addr}`
+}
+
+/** Whether a process with this pid runs (one of another user's counts: it cannot be signalled). */
+function running(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e: any) {
+    return e?.code === "EPERM"
+  }
+}
+
 function tokenFile(): string {
-  const data = process.env.XDG_DATA_HOME || join(homedir(), ".local", "share")
-  return process.env.MNEME_TOKEN_FILE ?? join(data, "mneme", "token")
+  return process.env.MNEME_TOKEN_FILE ?? join(SETUP.dir, "token")
 }
 
 function token(): string | undefined {
@@ -120,15 +177,15 @@ async function toolCall(budget: Budget, path: string, body: unknown): Promise<st
 }
 
 /**
- * Whether what answers at BASE holds `tok`: the token goes only to a daemon that proves it (an
+ * Whether what answers at `at` holds `tok`: the token goes only to a daemon that proves it (an
  * HMAC-SHA256 of a random challenge, keyed with the token, as mneme's CLI checks), since what
  * answers on the port may be another user's process that took it while the daemon was down.
  * Asked before every request (one loopback round trip): a proof kept for the process would
  * still stand after the daemon restarted and another process took its port meanwhile.
  */
-async function proven(tok: string, left: number): Promise<boolean> {
+async function proven(at: string, tok: string, left: number): Promise<boolean> {
   const challenge = randomBytes(16).toString("hex")
-  const res = await fetch(`${BASE}/v1/health?challenge=${challenge}`, { signal: AbortSignal.timeout(left) })
+  const res = await fetch(`${at}/v1/health?challenge=${challenge}`, { signal: AbortSignal.timeout(left) })
   const health: any = await res.json().catch(() => null)
   const want = Buffer.from(createHmac("sha256", tok).update(`mneme-health:${challenge}`).digest("hex"))
   const got = Buffer.from(typeof health?.proof === "string" ? health.proof : "")
@@ -147,11 +204,12 @@ async function send(
   if (tripped && breakerOpen()) return null
   try {
     const tok = token() ?? ""
-    if (!(await proven(tok, left))) return null
+    const at = base()
+    if (!(await proven(at, tok, left))) return null
     // The proof came out of the same budget: what is left of it bounds the request.
     const rest = budget.left()
     if (rest <= 0) return null
-    const res = await fetch(BASE + path, {
+    const res = await fetch(at + path, {
       method,
       headers: { "content-type": "application/json", authorization: `Bearer ${tok}` },
       body: body === undefined ? undefined : JSON.stringify(body),

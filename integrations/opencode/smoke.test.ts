@@ -315,3 +315,38 @@ test("an undo (the messages after the one reverted to gone) is told as a rewind;
     assert.equal((await other("w")).rewound, undefined, "the middle gone")
   })
 })
+
+test("without MNEME_URL the daemon is found where mneme's config and pidfile say", async () => {
+  const { mkdirSync, writeFileSync } = await import("node:fs")
+  const { join } = await import("node:path")
+  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { session_id: "found" } } : null)
+  await withFakeDaemon(answer, async (dir, got) => {
+    const port = new URL(process.env.MNEME_URL!).port
+    for (const key of ["MNEME_URL", "MNEME_TOKEN", "MNEME_TOKEN_FILE", "MNEME_SERVER__LISTEN", "MNEME_STORAGE__DIR"]) {
+      delete process.env[key]
+    }
+    // storage.dir relative to the config's folder; the token there; no pidfile: the config's address.
+    const config = join(dir, "config.toml")
+    mkdirSync(join(dir, "data"))
+    writeFileSync(join(dir, "data", "token"), "t\n")
+    writeFileSync(config, `[server]\nlisten = "0.0.0.0:${port}"\n\n[storage]\ndir = "data"\n`)
+    process.env.MNEME_CONFIG = config
+    const created = async (tag: string, id: string) => {
+      const { MnemePlugin } = await import(MODULE + tag)
+      const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+      await hooks.event({ event: { type: "session.created", properties: { info: { id } } } })
+    }
+    await created("?config", "by-config")
+    assert.ok(got.some((g) => g.url === "/v1/sessions" && g.body?.session_id === "by-config"), JSON.stringify(got))
+    // The config moved on to another port since the daemon started: the running daemon's pidfile wins.
+    writeFileSync(config, `[server]\nlisten = "127.0.0.1:9"\n\n[storage]\ndir = "data"\n`)
+    writeFileSync(join(dir, "data", "mneme.pid"), `${process.pid}\n127.0.0.1:${port}\n`)
+    await created("?pidfile", "by-pidfile")
+    assert.ok(got.some((g) => g.body?.session_id === "by-pidfile"), JSON.stringify(got))
+    // A pidfile left by a daemon that is gone is not believed.
+    writeFileSync(config, `[storage]\ndir = "data"\n`)
+    writeFileSync(join(dir, "data", "mneme.pid"), `999999999\n127.0.0.1:${port}\n`)
+    await created("?stale", "by-stale")
+    assert.ok(!got.some((g) => g.body?.session_id === "by-stale"), "went to the address of a daemon that is gone")
+  })
+})

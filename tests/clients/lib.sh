@@ -273,7 +273,8 @@ mc_tmux_exit() {
 
 # ------------------------------------------------------------------------------------ opencode
 
-# The environment opencode runs with (use with `env -i`).
+# The environment opencode runs with (use with `env -i`). The plugin finds the daemon and its
+# token through mneme's config, as it does on a user's machine (no MNEME_URL).
 mc_opencode_envlist() {
   printf '%s\n' \
     "PATH=/usr/local/bin:/usr/bin:/bin" "HOME=$MC_HOME" "TERM=xterm-256color" "LANG=C.UTF-8" \
@@ -283,7 +284,7 @@ mc_opencode_envlist() {
     "OPENCODE_DISABLE_AUTOUPDATE=1" "OPENCODE_DISABLE_SHARE=1" "OPENCODE_DISABLE_MODELS_FETCH=1" \
     "OPENCODE_DISABLE_LSP_DOWNLOAD=1" "OPENCODE_DISABLE_DEFAULT_PLUGINS=1" \
     "OPENCODE_DISABLE_CLAUDE_CODE=1" "OPENCODE_DISABLE_EXTERNAL_SKILLS=1" \
-    "MNEME_URL=http://127.0.0.1:$MC_DAEMON_PORT" "MNEME_TOKEN_FILE=$MC_RUN/mneme/token" \
+    "MNEME_CONFIG=$MC_RUN/mneme.toml" \
     "MNEME_TIMEOUT_MS=${MNEME_TIMEOUT_MS:-3000}" "MC_PLUGIN_TAP=$MC_RUN/hooks/opencode-plugin.jsonl" \
     "MNEME_PLUGIN_LOG=$MC_RUN/hooks/mneme-plugin.jsonl"
 }
