@@ -79,6 +79,12 @@ impl Raw<'_> {
             Raw::Toml(v) => return Err(format!("expected a duration string like \"5s\", found {}", type_name(v))),
             Raw::Env(s) => s.to_owned(),
         };
+        if has_bare_capital_m(&text) {
+            // humantime reads "M" as months: "5M" meant as 5 minutes held a queue for 5 months.
+            return Err(format!(
+                "{text:?} is ambiguous: \"M\" would be months; write \"m\" or \"min\" for minutes, \"months\" for months"
+            ));
+        }
         let d = humantime::parse_duration(text.trim())
             .map_err(|e| format!("expected a duration like \"5s\" or \"2m\", found {text:?} ({e})"))?;
         // Past this no setting means anything, and a time that far ahead overflows (the queue
@@ -103,6 +109,15 @@ impl Raw<'_> {
             Raw::Env(s) => Ok(s.split(',').map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).collect()),
         }
     }
+}
+
+/// Whether a duration's text has the unit "M" on its own (after a number, before no other letter).
+fn has_bare_capital_m(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    chars.iter().enumerate().any(|(i, &c)| {
+        let after_number = chars[..i].iter().rev().find(|c| !c.is_whitespace()).is_some_and(char::is_ascii_digit);
+        c == 'M' && after_number && !chars.get(i + 1).is_some_and(|n| n.is_alphabetic())
+    })
 }
 
 /// The longest duration any setting takes.

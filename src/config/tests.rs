@@ -376,3 +376,18 @@ fn a_wildcard_bind_is_reached_on_loopback() {
     assert_eq!(addr("127.0.0.1:7000"), "127.0.0.1:7000");
     assert_eq!(addr("[::1]:7000"), "[::1]:7000", "an IPv6 host in brackets, as a URL writes it");
 }
+
+/// "M" is months to the duration parser: "5M" for five minutes is refused as ambiguous, naming
+/// its key and line, while "5m", "5min", "2months" and "1h 30m" are read as written.
+#[test]
+fn a_capital_m_duration_is_refused_as_ambiguous() {
+    for bad in ["5M", "5 M", "1h 5M"] {
+        let errors = load::parse(&format!("[queue]\nflush_interval = \"{bad}\"\n"), None).unwrap_err();
+        assert_eq!((errors[0].key.as_str(), errors[0].line), ("queue.flush_interval", Some(2)), "{bad}");
+        assert!(errors[0].message.contains("ambiguous") && errors[0].message.contains("min"), "{errors:?}");
+    }
+    for (good, secs) in [("5m", 300), ("5min", 300), ("2months", 2 * 2_630_016), ("1h 30m", 5400), ("100ms", 0)] {
+        let parsed = load::parse(&format!("[queue]\nflush_interval = \"{good}\"\n"), None).unwrap();
+        assert_eq!(parsed.queue.flush_interval.as_secs(), secs, "{good}");
+    }
+}
