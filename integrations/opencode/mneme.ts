@@ -58,9 +58,11 @@ function mnemeSetup(): { dir: string; listen: string } {
     // daemon's to report: the defaults stand here.
     file = (globalThis as any).Bun?.TOML?.parse(readFileSync(configPath, "utf8")) ?? {}
   } catch {}
-  // As mneme resolves a path: a leading ~/ is the home, a relative one is from the config's folder.
-  const path = (p: string) => {
-    const expanded = p.startsWith("~/") ? join(home, p.slice(2)) : p
+  // As mneme resolves a path: $NAME and ${NAME} from the environment, a leading ~/ is the home,
+  // a relative one is from the config's folder.
+  const path = (written: string) => {
+    const p = written.replace(/\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)/g, (_, a, b) => process.env[a ?? b] ?? "")
+    const expanded = p === "~" ? home : p.startsWith("~/") ? join(home, p.slice(2)) : p
     return isAbsolute(expanded) ? expanded : join(dirname(configPath), expanded)
   }
   const dirSet = process.env.MNEME_STORAGE__DIR || (typeof file?.storage?.dir === "string" ? file.storage.dir : "")

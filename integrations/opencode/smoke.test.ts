@@ -325,11 +325,12 @@ test("without MNEME_URL the daemon is found where mneme's config and pidfile say
     for (const key of ["MNEME_URL", "MNEME_TOKEN", "MNEME_TOKEN_FILE", "MNEME_SERVER__LISTEN", "MNEME_STORAGE__DIR"]) {
       delete process.env[key]
     }
-    // storage.dir relative to the config's folder; the token there; no pidfile: the config's address.
+    // storage.dir through a variable; the token there; no pidfile: the config's address.
     const config = join(dir, "config.toml")
     mkdirSync(join(dir, "data"))
     writeFileSync(join(dir, "data", "token"), "t\n")
-    writeFileSync(config, `[server]\nlisten = "0.0.0.0:${port}"\n\n[storage]\ndir = "data"\n`)
+    process.env.MNEME_PLUGIN_TEST_DIR = dir
+    writeFileSync(config, `[server]\nlisten = "0.0.0.0:${port}"\n\n[storage]\ndir = "\${MNEME_PLUGIN_TEST_DIR}/data"\n`)
     process.env.MNEME_CONFIG = config
     const created = async (tag: string, id: string) => {
       const { MnemePlugin } = await import(MODULE + tag)
@@ -338,7 +339,8 @@ test("without MNEME_URL the daemon is found where mneme's config and pidfile say
     }
     await created("?config", "by-config")
     assert.ok(got.some((g) => g.url === "/v1/sessions" && g.body?.session_id === "by-config"), JSON.stringify(got))
-    // The config moved on to another port since the daemon started: the running daemon's pidfile wins.
+    // Relative to the config's folder. The config moved on to another port since the daemon
+    // started: the running daemon's pidfile wins.
     writeFileSync(config, `[server]\nlisten = "127.0.0.1:9"\n\n[storage]\ndir = "data"\n`)
     writeFileSync(join(dir, "data", "mneme.pid"), `${process.pid}\n127.0.0.1:${port}\n`)
     await created("?pidfile", "by-pidfile")

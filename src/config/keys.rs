@@ -223,7 +223,7 @@ pub(super) const REGISTRY: &[Key] = &[
         within(v.integer()?, 1, 1_000_000)? as usize),
     key!("server", "header_timeout", [], |s, v, c| s.server.header_timeout = nonzero(v.duration()?)?),
     key!("server", "body_timeout", [], |s, v, c| s.server.body_timeout = nonzero(v.duration()?)?),
-    key!("storage", "dir", [], |s, v, c| s.storage.dir = resolve(&not_blank(v.string()?)?, c.base)),
+    key!("storage", "dir", [], |s, v, c| s.storage.dir = resolve(&not_blank(v.string()?)?, c.base)?),
     key!("queue", "batch_size", [], |s, v, c| s.queue.batch_size = at_least(v.integer()?, 1)? as usize),
     key!("queue", "flush_interval", [], |s, v, c| s.queue.flush_interval = nonzero(v.duration()?)?),
     key!("queue", "max_batch", [], |s, v, c| s.queue.max_batch = at_least(v.integer()?, 1)? as usize),
@@ -259,7 +259,7 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("retain", "context", [], |s, v, c| s.retain.context = stored_text(v.string()?)?),
     key!("retain", "strip_private", [], |s, v, c| s.retain.strip_private = v.boolean()?),
     key!("retain", "idle_after", [], |s, v, c| s.retain.idle_after = nonzero(v.duration()?)?),
-    key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&not_blank(v.string()?)?, c.base))),
+    key!("local", "path", [], |s, v, c| s.local.path = Some(resolve(&not_blank(v.string()?)?, c.base)?)),
     key!("local", "embedder", [], |s, v, c| s.local.embedder = one_of(
         &v.string()?,
         &[
@@ -277,7 +277,7 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("local", "thesaurus", [], |s, v, c| s.local.thesaurus = v.boolean()?),
     key!("local", "thesaurus_file", [], |s, v, c| s.local.thesaurus_file = Some(v.string()?)
         .filter(|p| !p.trim().is_empty())
-        .map(|p| super::ThesaurusFile::read(resolve(p.trim(), c.base)))
+        .map(|p| super::ThesaurusFile::read(resolve(p.trim(), c.base)?))
         .transpose()?),
     key!("hindsight", "api_url", ["HINDSIGHT_API_URL"], |s, v, c| s.hindsight.api_url = http_url(v.string()?)?),
     key!("hindsight", "api_token", ["HINDSIGHT_API_TOKEN"], |s, v, c| s.hindsight.api_token =

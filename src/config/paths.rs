@@ -30,11 +30,57 @@ pub fn default_storage_dir() -> PathBuf {
     xdg("XDG_DATA_HOME", ".local/share").join("mneme")
 }
 
-/// Expands a leading `~/` and makes a relative path relative to `base` (the config file's folder).
-pub fn resolve(path: &str, base: Option<&Path>) -> PathBuf {
-    let p = if let Some(rest) = path.strip_prefix("~/") { home().join(rest) } else { PathBuf::from(path) };
-    match base {
+/// Expands a leading `~/` and `$NAME` or `${NAME}` from the environment, and makes a relative
+/// path relative to `base` (the config file's folder). A variable that is not set (or empty) is
+/// an error naming it: kept as written, `$HOME/.mneme` made a folder called `$HOME` beside the
+/// config.
+pub fn resolve(path: &str, base: Option<&Path>) -> Result<PathBuf, String> {
+    resolve_with(path, base, &|name| std::env::var(name).ok())
+}
+
+/// [`resolve`] with the environment given.
+pub fn resolve_with(path: &str, base: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+    let path = expand_variables(path, env)?;
+    let p = match path.strip_prefix("~/") {
+        Some(rest) => home().join(rest),
+        None if path == "~" => home(),
+        None => PathBuf::from(path),
+    };
+    Ok(match base {
         Some(b) if p.is_relative() => b.join(p),
         _ => p,
+    })
+}
+
+/// `$NAME` and `${NAME}` replaced by their values; a `$` before anything else stays as it is.
+fn expand_variables(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, len) = match after.strip_prefix('{') {
+            Some(inner) => match inner.find('}') {
+                Some(end) if end > 0 && inner[..end].chars().all(is_name) => (&inner[..end], end + 2),
+                _ => return Err(format!("{text:?}: \"${{\" opens no variable name closed by \"}}\"")),
+            },
+            None => {
+                let end = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
+                (&after[..end], end)
+            }
+        };
+        if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push('$');
+            rest = after;
+            continue;
+        }
+        match env(name).filter(|v| !v.is_empty()) {
+            Some(value) => out.push_str(&value),
+            None => return Err(format!("{text:?} names ${name}, which is not set in mneme's environment")),
+        }
+        rest = &after[len..];
     }
+    out.push_str(rest);
+    Ok(out)
 }

@@ -391,3 +391,28 @@ fn a_capital_m_duration_is_refused_as_ambiguous() {
         assert_eq!(parsed.queue.flush_interval.as_secs(), secs, "{good}");
     }
 }
+
+/// A path's `$NAME` and `${NAME}` are read from the environment, and one that is not set is an
+/// error naming the variable, the key and the line (kept as written, `$HOME/.mneme` made a
+/// folder called `$HOME` beside the config).
+#[test]
+fn a_paths_variables_are_expanded_and_an_unset_one_is_refused() {
+    use super::paths::resolve_with;
+    let env = |name: &str| match name {
+        "DATA" => Some("/srv/data".to_owned()),
+        "EMPTY" => Some(String::new()),
+        _ => None,
+    };
+    let base = std::path::Path::new("/etc/mneme");
+    let ok = |p: &str| resolve_with(p, Some(base), &env).unwrap().display().to_string();
+    assert_eq!(ok("$DATA/mneme"), "/srv/data/mneme");
+    assert_eq!(ok("${DATA}_x/y"), "/srv/data_x/y");
+    assert_eq!(ok("cost$5/a$"), "/etc/mneme/cost$5/a$", "a $ before no name stays");
+    for bad in ["$NOPE/x", "${NOPE}", "$EMPTY/x", "${DATA"] {
+        let e = resolve_with(bad, Some(base), &env).unwrap_err();
+        assert!(e.contains("NOPE") || e.contains("EMPTY") || e.contains("${"), "{bad}: {e}");
+    }
+    let errors = load::parse("[storage]\n\ndir = \"$MNEME_TEST_SURELY_UNSET_VAR/m\"\n", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("storage.dir", Some(3)));
+    assert!(errors[0].message.contains("$MNEME_TEST_SURELY_UNSET_VAR"), "{errors:?}");
+}
