@@ -298,6 +298,34 @@ impl HindsightBackend {
             .map_err(|e| BackendError::transient(format!("{what}: unexpected answer from Hindsight: {e}")))
     }
 
+    /// A DELETE, tried again (twice at most, within `timeout` in all) when the server answers
+    /// with a server error: deleting is idempotent, and Hindsight 1.1's database now and then
+    /// deadlocks a delete against the server's own upkeep of the bank (a 500 "deadlock
+    /// detected") that passes a moment later. An answer that took the whole timeout is not
+    /// tried again.
+    pub(crate) async fn send_delete<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        url: Url,
+        timeout: Duration,
+    ) -> Result<Option<T>, BackendError> {
+        const PAUSE: Duration = Duration::from_millis(250);
+        let started = Instant::now();
+        let mut tries = 1;
+        loop {
+            let left = timeout.saturating_sub(started.elapsed());
+            let result = self.send(what, Method::DELETE, url.clone(), None::<&()>, left).await;
+            let pause = PAUSE * tries;
+            match result {
+                Err(BackendError::Transient { .. }) if tries < 3 && started.elapsed() + pause * 2 < timeout => {
+                    tries += 1;
+                    tokio::time::sleep(pause).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn log(&self, what: &str, method: &Method, url: &str, status: Option<StatusCode>, started: Instant) {
         let took = started.elapsed();
         let status = status.map_or_else(|| "no answer".to_owned(), |s| s.as_u16().to_string());
@@ -425,7 +453,7 @@ impl MemoryBackend for HindsightBackend {
                 self.cancel_pending_retains(&scope.bank, None).await;
                 let url = self.bank_url(&scope.bank, &["memories"])?;
                 let answer: Option<serde_json::Value> =
-                    self.send("clear", Method::DELETE, url, None::<&()>, self.config.timeout).await?;
+                    self.send_delete("clear", url, self.config.timeout).await?;
                 let message = match answer {
                     Some(_) => format!("Deleted the memories of bank {:?} on the Hindsight server.", scope.bank),
                     None => format!("Bank {:?} does not exist on the Hindsight server: nothing to delete.", scope.bank),

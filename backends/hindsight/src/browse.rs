@@ -99,8 +99,7 @@ pub(crate) async fn forget(b: &HindsightBackend, what: &Forget) -> Result<Forgot
     // only queued answers 404 below).
     let cancelled = b.cancel_pending_retains(bank, Some(id)).await;
     let url = b.bank_url(bank, &["documents", id])?;
-    let done: Option<DocumentDeleted> =
-        b.send("delete document", Method::DELETE, url, None::<&()>, b.timeout()).await?;
+    let done: Option<DocumentDeleted> = b.send_delete("delete document", url, b.timeout()).await?;
     let Some(done) = done else {
         if cancelled > 0 {
             // Only queued: nothing was stored yet, and now nothing will be.

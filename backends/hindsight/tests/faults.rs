@@ -581,3 +581,38 @@ async fn an_import_whose_operation_failed_is_requeued_when_imported_again() {
     b.import(std::slice::from_ref(&memory)).await.unwrap();
     assert_eq!(requeued.load(Ordering::SeqCst), 1, "looked at before it was sent: failed");
 }
+
+/// Hindsight 1.1's database now and then deadlocks a delete against the server's own upkeep of
+/// the bank (a 500 "deadlock detected"): a forget or a remote clear tries it again, and a server
+/// that keeps failing is still an error after three tries, not a loop.
+#[tokio::test]
+async fn a_delete_the_server_deadlocked_is_tried_again() {
+    use axum::routing::delete;
+    let (doc_tries, clear_tries) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (d, c) = (doc_tries.clone(), clear_tries.clone());
+    let app = Router::new()
+        .route(
+            "/v1/default/banks/b/documents/{id}",
+            delete(move || async move {
+                if d.fetch_add(1, Ordering::SeqCst) < 2 {
+                    (StatusCode::INTERNAL_SERVER_ERROR, r#"{"detail":"deadlock detected"}"#).into_response()
+                } else {
+                    (StatusCode::OK, r#"{"success":true,"memory_units_deleted":2}"#).into_response()
+                }
+            }),
+        )
+        .route(
+            "/v1/default/banks/b/memories",
+            delete(move || async move {
+                c.fetch_add(1, Ordering::SeqCst);
+                (StatusCode::INTERNAL_SERVER_ERROR, r#"{"detail":"deadlock detected"}"#)
+            }),
+        );
+    let url = serve(app).await;
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    let forgotten = b.forget(&Forget::Document { id: "doc".into(), bank: "b".into() }).await.unwrap();
+    assert_eq!((forgotten.deleted, doc_tries.load(Ordering::SeqCst)), (Some(2), 3));
+    let e = b.clear(&scope(), ClearWhat::Remote).await.unwrap_err();
+    assert!(e.is_transient() && e.to_string().contains("deadlock detected"), "{e}");
+    assert_eq!(clear_tries.load(Ordering::SeqCst), 3);
+}
