@@ -283,6 +283,30 @@ fn claude_code_interactive_turns_and_compact() {
     }
 }
 
+/// A rewind in the real Claude Code (Esc Esc, the second prompt, "Restore conversation") takes
+/// back a turn that was stored already: the session's document is stored again without it, and
+/// the turn had after the rewind follows the first.
+#[test]
+fn claude_code_rewind_takes_a_stored_turn_back() {
+    let Some(r) = run("check-claude-rewind.sh") else { return };
+    let experience = |file: &str| -> Vec<String> {
+        jsonl(&r.out.join(file))
+            .into_iter()
+            .filter(|m| m["type"] == "experience")
+            .map(|m| m["content"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let before = experience("logs/export-before.jsonl");
+    assert!(before.iter().any(|t| t.contains("REWOUND-2")), "stored before the rewind: {before:?}");
+    let after = experience("logs/export.jsonl");
+    assert_eq!(after.len(), 1, "one document for the session: {after:?}");
+    let text = &after[0];
+    assert!(!text.contains("REWOUND-2"), "the turn taken back is gone: {text}");
+    let (keep, third) = (text.find("re: first question KEEP-1"), text.find("[role: user]\nthird question AFTER-3"));
+    assert!(keep.is_some() && third.is_some() && keep < third, "{text}");
+    assert_eq!(text.matches("KEEP-1").count(), 2, "the first turn once (prompt and reply): {text}");
+}
+
 #[test]
 fn opencode_run_plugin() {
     let Some(r) = run("check-opencode.sh") else { return };
