@@ -67,7 +67,8 @@ pub(crate) fn retain_one(
             w.changes.removed.extend(removed);
         }
         let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
-        let mut candidate = tx.prepare_cached("SELECT bank, content, tags, document_id FROM memories WHERE seq = ?")?;
+        let mut candidate =
+            tx.prepare_cached("SELECT bank, content, tags, document_id, id FROM memories WHERE seq = ?")?;
         let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
         let mut insert = tx.prepare_cached(
             "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
@@ -86,11 +87,19 @@ pub(crate) fn retain_one(
             // another (or a fact retained on its own) holds.
             let mut dup = None;
             for seq in w.contents.candidates(key) {
-                let row: Option<(String, String, String, Option<String>)> =
-                    candidate.query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).optional()?;
+                let row: Option<(String, String, String, Option<String>, String)> = candidate
+                    .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                    .optional()?;
                 match row {
-                    Some((b, content, tags, doc)) if b == bank && content == item.content => {
-                        if doc == item.document_id {
+                    Some((b, content, tags, doc, id)) if b == bank && content == item.content => {
+                        // An import of a copy made in Hindsight by a mneme from before the loose
+                        // mark (see `mneme_core::transfer::LOOSE_MEMORY_KEY`): it sent a memory
+                        // of no document as the document named by the memory's id, and reads
+                        // back as a memory of that document.
+                        let unmarked_copy = w.documents == Documents::Join
+                            && doc.is_none()
+                            && item.document_id.as_deref() == Some(id.as_str());
+                        if doc == item.document_id || unmarked_copy {
                             dup = Some((seq, tags));
                             break;
                         }

@@ -151,6 +151,40 @@ async fn an_imported_document_arrives_whole_across_imports() {
     assert_eq!(b.status().await.memories, Some(1));
 }
 
+/// A memory of no document that a mneme from before the loose mark copied into Hindsight comes
+/// back as a memory of the document named by its own id (with the server's id for it): imported,
+/// it is the memory it was, not a second copy. Another text in that document is stored.
+#[tokio::test]
+async fn an_unmarked_copy_from_hindsight_is_the_memory_it_was() {
+    let (_d, b) = open();
+    let fact = RetainBatch {
+        id: "a".into(),
+        items: vec![item("m1", "we deploy with cargo-dist", &[], MemoryType::World, None)],
+    };
+    b.retain(&scope("bank"), &fact).await.unwrap();
+    let copy = |id: &str, text: &str| StoredMemory {
+        id: id.into(),
+        bank: "bank".into(),
+        content: text.into(),
+        context: None,
+        tags: vec!["t".into()],
+        metadata: Default::default(),
+        document_id: Some("m1".into()),
+        kind: MemoryType::World,
+        created_at: "2026-01-01T00:00:00Z".into(),
+    };
+    assert_eq!(b.import(&[copy("0e5c-server-id", "we deploy with cargo-dist")]).await.unwrap(), Some(0));
+    assert_eq!(b.status().await.memories, Some(1));
+    assert_eq!(b.import(&[copy("0e5c-other-id", "a fact the server drew from it")]).await.unwrap(), Some(1));
+    // A retain naming a document is not an import: it stays a document of its own.
+    let doc = RetainBatch {
+        id: "b".into(),
+        items: vec![item("d1", "we deploy with cargo-dist", &[], MemoryType::World, Some("m1"))],
+    };
+    b.retain(&scope("bank"), &doc).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(2), "the retain replaced the document's memory");
+}
+
 #[tokio::test]
 async fn recall_accepts_any_text() {
     let (_d, b) = open();
