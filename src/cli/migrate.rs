@@ -183,6 +183,8 @@ struct Copied {
     found_again: u64,
     skipped: u64,
     finished: bool,
+    /// What became of progress saved before that was not simply resumed.
+    progress_note: Option<&'static str>,
 }
 
 pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) -> Result<ExitCode, CliError> {
@@ -282,10 +284,20 @@ async fn banks_to_copy(
     Ok(banks.into_iter().map(Some).collect())
 }
 
+/// Said of progress an older mneme saved, which does not name the stores it copied between.
+const PROGRESS_UNFINGERPRINTED: &str =
+    "resumed from progress an older mneme saved, which does not say which stores it copied between: if local.path or hindsight.api_url changed since, delete the progress file in the storage dir and run again";
+/// Said of progress saved for other stores.
+const PROGRESS_OTHER_STORES: &str =
+    "started over: the progress saved was for other stores (local.path or hindsight.api_url changed since)";
+
 /// What one bank's copy says it did.
 fn summary(plan: &Plan, c: &Copied) -> String {
     let mut resumed =
         if c.total > c.this_run { format!(" (resumed after {})", c.total - c.this_run) } else { String::new() };
+    if let Some(note) = c.progress_note {
+        resumed.push_str(&format!(" ({note})"));
+    }
     if c.skipped > 0 {
         resumed.push_str(&format!(
             " ({} of them left out, as an import would: blank or private only, or an id or date it refuses)",
@@ -319,11 +331,17 @@ async fn copy_bank(
     let bank_owned = bank.map(str::to_owned);
     let state_file = state_path(&settings.storage.dir, plan, bank, &settings.base_bank());
     let stores = stores_of(settings, plan);
-    let mut progress: Progress = std::fs::read_to_string(&state_file)
+    let saved: Option<Progress> = std::fs::read_to_string(&state_file)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .filter(|p: &Progress| p.bank == bank_owned && p.stores == stores)
-        .unwrap_or(Progress { bank: bank_owned.clone(), stores, ..Progress::default() });
+        .filter(|p: &Progress| p.bank == bank_owned && p.copied > 0);
+    let (mut progress, progress_note) = match saved {
+        Some(p) if p.stores == stores => (p, None),
+        // Saved by a mneme from before the fingerprint: resumed, as that mneme would have.
+        Some(p) if p.stores == 0 => (Progress { stores, ..p }, Some(PROGRESS_UNFINGERPRINTED)),
+        Some(_) => (Progress { bank: bank_owned.clone(), stores, ..Progress::default() }, Some(PROGRESS_OTHER_STORES)),
+        None => (Progress { bank: bank_owned.clone(), stores, ..Progress::default() }, None),
+    };
     let resumed_at = progress.copied;
     let total = match bank {
         Some(b) => source.banks().await.ok().and_then(|l| l.into_iter().find(|x| x.bank == b)).and_then(|x| x.memories),
@@ -408,7 +426,7 @@ async fn copy_bank(
         let _ = std::fs::remove_file(&state_file);
         let _ = std::fs::remove_file(&seen_file);
     }
-    Ok(Copied { this_run, total: progress.copied, found_again, skipped, finished })
+    Ok(Copied { this_run, total: progress.copied, found_again, skipped, finished, progress_note })
 }
 
 /// Appends the ids of a page copied to `path` (see `seen_file`).
@@ -451,9 +469,45 @@ mod tests {
         settings.local.path = Some("/a/memories.db".into());
         settings.hindsight = crate::config::HindsightConfig::new("http://10.0.0.2:8888");
         assert_ne!(stores_of(&settings, &plan), first);
-        // A progress file of an older version (no stores) is not taken for this copy's.
+        // A progress file of an older version names no stores (0): told apart from any copy's.
         let old: Progress = serde_json::from_str(r#"{"cursor":"200","copied":200,"bank":null}"#).unwrap();
         assert_ne!(old.stores, first);
+    }
+
+    /// Progress an older mneme saved (no stores named) is resumed, and says so; progress saved
+    /// for other stores is set aside, and that is said too (it was set aside without a word).
+    #[tokio::test]
+    async fn old_and_foreign_progress_are_resumed_or_set_aside_with_a_word() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = crate::config::Settings::default();
+        settings.storage.dir = dir.path().to_owned();
+        settings.local.path = Some(dir.path().join("m.db"));
+        let local =
+            mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(settings.local_db_path())).unwrap();
+        let scope = Scope { bank: "b".into(), tags: vec![] };
+        for i in 0..3 {
+            let batch = RetainBatch {
+                id: format!("batch-{i}"),
+                items: vec![MemoryItem::new(format!("m{i}"), format!("fact number {i}"), "2026-01-01T00:00:00.000Z")],
+            };
+            local.retain(&scope, &batch).await.unwrap();
+        }
+        let target = crate::queue::tests::TestBackend::new(&[crate::queue::tests::Mode::Ok]);
+        let plan = |limit| Plan { from: BackendId::Local, to: BackendId::Hindsight, bank: None, limit };
+        let first = copy_bank(&local, target.as_ref(), &settings, &plan(Some(1)), None).await.unwrap();
+        assert_eq!((first.this_run, first.progress_note), (1, None));
+        let file = state_path(dir.path(), &plan(None), None, &settings.base_bank());
+        let mut saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        saved.as_object_mut().unwrap().remove("stores");
+        std::fs::write(&file, saved.to_string()).unwrap();
+        let old = copy_bank(&local, target.as_ref(), &settings, &plan(Some(1)), None).await.unwrap();
+        assert_eq!((old.this_run, old.total, old.progress_note), (1, 2, Some(PROGRESS_UNFINGERPRINTED)));
+        saved["stores"] = serde_json::json!(12345);
+        saved["copied"] = serde_json::json!(2);
+        std::fs::write(&file, saved.to_string()).unwrap();
+        let foreign = copy_bank(&local, target.as_ref(), &settings, &plan(None), None).await.unwrap();
+        assert_eq!((foreign.this_run, foreign.total, foreign.progress_note), (3, 3, Some(PROGRESS_OTHER_STORES)));
+        assert!(summary(&plan(None), &foreign).contains("started over"), "{}", summary(&plan(None), &foreign));
     }
 
     /// Read again at the end, the local store gives what its cursor moved past during the copy:
