@@ -278,18 +278,7 @@ fn human_status(s: &Status) -> String {
         backend.push_str(&format!(" — {d}"));
     }
     if let Some(e) = &b.embedding {
-        let pct = if e.passages == 0 { 100.0 } else { e.embedded as f64 * 100.0 / e.passages as f64 };
-        backend.push_str(&format!(
-            "\nsemantic: {} ({}), {} of {} passages embedded ({pct:.0}%)",
-            e.state, e.model, e.embedded, e.passages
-        ));
-        if let Some(err) = &e.error {
-            backend.push_str(&format!(" — {err}; recall uses BM25 meanwhile"));
-        }
-        if e.banks_measuring > 0 {
-            let banks = if e.banks_measuring == 1 { "bank" } else { "banks" };
-            backend.push_str(&format!(", neighbourhoods of {} {banks} being measured", e.banks_measuring));
-        }
+        backend.push_str(&embedding_line(e));
     }
     if let (Some(words), Some(t)) = (b.thesaurus_words, &s.thesaurus) {
         let source = match (t.builtin, &t.file) {
@@ -326,6 +315,29 @@ fn human_status(s: &Status) -> String {
 
 /// `/v1/sessions/{id}/{tail}` with the id percent-encoded (an agent's session id may hold any
 /// character).
+/// The status's line on semantic recall (with its leading newline).
+fn embedding_line(e: &mneme_core::EmbeddingStatus) -> String {
+    let mut line = if e.state == "loading" {
+        // The vectors on disk are not counted until they are read: "0 of 510 embedded" read as
+        // if a restart had lost them all.
+        format!(
+            "\nsemantic: loading ({}): the model and the stored vectors of {} passages are being read; recall uses BM25 meanwhile",
+            e.model, e.passages
+        )
+    } else {
+        let pct = if e.passages == 0 { 100.0 } else { e.embedded as f64 * 100.0 / e.passages as f64 };
+        format!("\nsemantic: {} ({}), {} of {} passages embedded ({pct:.0}%)", e.state, e.model, e.embedded, e.passages)
+    };
+    if let Some(err) = &e.error {
+        line.push_str(&format!(" — {err}; recall uses BM25 meanwhile"));
+    }
+    if e.banks_measuring > 0 {
+        let banks = if e.banks_measuring == 1 { "bank" } else { "banks" };
+        line.push_str(&format!(", neighbourhoods of {} {banks} being measured", e.banks_measuring));
+    }
+    line
+}
+
 fn session_path(id: &str, tail: &str) -> String {
     super::browse::api_path(&["v1", "sessions", id, tail], None)
 }
@@ -354,6 +366,24 @@ fn show<T: serde::Serialize>(as_json: bool, answer: &T, human: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loading_embedder_is_not_said_to_have_lost_its_vectors() {
+        let e = |state: &str, embedded| mneme_core::EmbeddingStatus {
+            model: "builtin:m".into(),
+            state: state.into(),
+            embedded,
+            passages: 510,
+            banks_measuring: 0,
+            error: None,
+        };
+        let loading = embedding_line(&e("loading", 0));
+        assert!(!loading.contains("0 of 510") && loading.contains("510 passages are being read"), "{loading}");
+        assert_eq!(
+            embedding_line(&e("ready", 255)),
+            "\nsemantic: ready (builtin:m), 255 of 510 passages embedded (50%)"
+        );
+    }
 
     #[test]
     fn a_character_split_between_chunks_is_read_whole() {
