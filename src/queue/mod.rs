@@ -141,6 +141,11 @@ struct SessionShell {
     /// When its last flush ended, in flushes since the start: the least recent idle sessions
     /// are dropped first.
     last_flush: u64,
+    /// Items its flushes delivered so far: an explicit flush that waited behind another (the one
+    /// a start runs on what the spool held) counts what that one delivered, instead of
+    /// answering "0 delivered" for a queue it found emptied. (Not what failed: those items are
+    /// tried again, and would be counted twice.)
+    delivered: u64,
 }
 
 /// Idle sessions whose last delivery the queue keeps for `/v1/queue` and the web view. Past
@@ -703,10 +708,11 @@ impl Inner {
 
     async fn run_flush(self: &Arc<Self>, session: &str, trigger: Trigger) -> FlushReport {
         let _not_clearing = self.clearing.read().await;
-        let lock = self.with_shell(session, |q| q.lock.clone());
+        let (lock, delivered_before) = self.with_shell(session, |q| (q.lock.clone(), q.delivered));
         let _serial = lock.lock().await;
         let settings = self.settings();
         let rules = Rules::from(&settings);
+        let delivered_meanwhile = self.with_shell(session, |q| q.delivered.saturating_sub(delivered_before));
         if trigger == Trigger::Size {
             // Cleared only now, so that while this flush waits for the one running, arrivals do
             // not queue more size flushes that would find a partial batch.
@@ -746,6 +752,10 @@ impl Inner {
             }
         }
         self.flush_ended(session, rules);
+        self.with_shell(session, |q| q.delivered += report.delivered);
+        if trigger == Trigger::Explicit {
+            report.delivered += delivered_meanwhile;
+        }
         report
     }
 
