@@ -449,6 +449,28 @@ async fn a_backend_that_will_not_open_is_not_an_invalid_config() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("invalid config"), "{out:?}");
 }
 
+/// Items queued under a long `flush_interval` go out on the new one once a reload cuts it, not
+/// an hour later.
+#[tokio::test]
+async fn a_cut_flush_interval_reaches_what_is_already_queued() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+    d.start_session("s", "/p/slow").await;
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "queued for an hour"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    std::fs::write(d.config_path(), "[queue]\nflush_interval = \"200ms\"\n").unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200, "{v}");
+    let mut spooled = 1;
+    for _ in 0..100 {
+        spooled = d.get("/v1/status").await.1["queue"]["spooled"].as_u64().unwrap();
+        if spooled == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(spooled, 0, "delivered on the new interval");
+}
+
 /// A bank changed while mneme was down applies to the sessions it kept: clients start a session
 /// once, and a kept session went on writing to the old bank.
 #[tokio::test]
