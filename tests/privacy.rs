@@ -655,4 +655,15 @@ async fn a_recall_overtaken_by_a_forget_is_not_kept() {
     assert_eq!(forgot.0, 200, "{:?}", forgot);
     let (_, v) = d.get("/v1/sessions/s/instructions").await;
     assert!(!v.to_string().contains("OVERTAKEN-5521"), "kept: {v}");
+    // A clear of another session of the same scope, likewise (it counted as no forget).
+    d.start_session("t", "/p/overtaken").await;
+    d.start_session("u", "/p/overtaken").await;
+    let (started, cleared) =
+        tokio::join!(d.post("/v1/sessions/t/agent-start", json!({"prompt": "what is the door code?"})), async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            d.post("/v1/clear", json!({"session_id": "u"})).await
+        });
+    assert_eq!((started.0, cleared.0), (200, 200), "{started:?} {cleared:?}");
+    let (_, v) = d.get("/v1/sessions/t/instructions").await;
+    assert!(!v.to_string().contains("OVERTAKEN-5521"), "kept after the clear: {v}");
 }

@@ -167,7 +167,11 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
         Forget::Document { id, bank } => ("document", id, Some(bank.as_str())),
     };
     s.hindsight.recompute_after_forget(bank).await;
-    if let Err(e) = s.sessions.forgotten(bank).await {
+    let document = match &what {
+        Forget::Document { id, .. } => Some(id.as_str()),
+        Forget::Memory { .. } => None,
+    };
+    if let Err(e) = s.sessions.forgotten(bank, document).await {
         tracing::warn!("cannot drop the sessions' recalled blocks after a forget: {e}");
     }
     s.queue.erase_traces().await;

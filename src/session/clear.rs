@@ -32,17 +32,29 @@ impl Sessions {
     /// A memory or document of `bank` (of any bank: `None`) was forgotten: the recalled blocks
     /// and the backend's instructions the sessions of that bank keep (served with every prompt,
     /// and saved in the spool) may quote it, so they are dropped, to be asked again.
-    pub async fn forgotten(&self, bank: Option<&str>) -> Result<(), crate::spool::SpoolError> {
+    /// A forgotten `document` that is a session's conversation (its part, or a last-turn
+    /// document) also ends what automatic retain keeps of it: its pending tail and the turns
+    /// had so far would store the forgotten turns again (the tail when the session ends or goes
+    /// idle, the next retain of a `full-session` part with the whole history), so the session
+    /// goes on from its next turn, in a document of its own, as after a clear.
+    pub async fn forgotten(&self, bank: Option<&str>, document: Option<&str>) -> Result<(), crate::spool::SpoolError> {
         // Counted first: a recall or a backend's instructions asked before now, and answered
         // after, is not kept either.
         self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.update_each(|s| {
-            if bank.is_some_and(|b| s.scope.bank != b) || (s.block.is_none() && s.instructions.is_none()) {
+            if bank.is_some_and(|b| s.scope.bank != b) {
+                return false;
+            }
+            let conversation = document.is_some_and(|d| is_conversation_of(s, d));
+            if !conversation && s.block.is_none() && s.instructions.is_none() {
                 return false;
             }
             s.block = None;
             s.recalled = false;
             s.instructions = None;
+            if conversation {
+                start_after_erasure(s);
+            }
             true
         })
         .await
@@ -69,22 +81,17 @@ impl Sessions {
             queue.discard_then(None, backend.clear(&scope, what)).await?
         };
         let report = report?;
+        // As a forget does: a recall asked before the deletion and answered after it is not
+        // kept as a session's block (or instructions), which would quote what was cleared.
+        self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.update_each(|s| {
             if !(req.all || s.scope == scope) {
                 return false;
             }
             s.block = None;
             s.recalled = false;
-            s.pending = None;
             s.instructions = None;
-            // The conversation so far was cleared with the rest: automatic retain goes on from
-            // the next turn, in a document of its own, instead of storing it again.
-            let seen = (s.turn_prints.len() as i64).max(s.retained_turns);
-            if s.retained_turns > s.first_turn {
-                s.part = s.part.saturating_add(1);
-            }
-            s.first_turn = seen;
-            s.retained_turns = seen;
+            start_after_erasure(s);
             true
         })
         .await?;
@@ -100,4 +107,28 @@ impl Sessions {
         self.inner.notices.emit(Level::Info, backend.id().as_str(), req.session_id.as_deref(), message.clone()).await;
         Ok(ClearOutcome { deleted: report.deleted, discarded, message })
     }
+}
+
+/// The conversation so far was deleted (cleared, or its document forgotten): automatic retain
+/// drops its pending tail and goes on from the next turn, in a document of its own, instead of
+/// storing it again.
+fn start_after_erasure(s: &mut super::Session) {
+    s.pending = None;
+    let seen = (s.turn_prints.len() as i64).max(s.retained_turns);
+    if s.retained_turns > s.first_turn {
+        s.part = s.part.saturating_add(1);
+    }
+    s.first_turn = seen;
+    s.retained_turns = seen;
+}
+
+/// Whether `document` is one automatic retain wrote for the session: its current part's, or
+/// another of its parts or last-turn documents (`{session}-part{n}`, `{session}-{ms}`).
+fn is_conversation_of(s: &super::Session, document: &str) -> bool {
+    document == super::auto::part_document(s)
+        || document == s.id
+        || document.strip_prefix(s.id.as_str()).and_then(|rest| rest.strip_prefix('-')).is_some_and(|rest| {
+            let n = rest.strip_prefix("part").unwrap_or(rest);
+            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+        })
 }

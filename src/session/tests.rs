@@ -974,6 +974,31 @@ async fn a_clear_is_not_undone_by_the_next_automatic_retain() {
     }
 }
 
+/// A forgotten session document is not stored again by its session: not by its pending tail
+/// when the session ends, nor by the next retain of the whole history.
+#[tokio::test]
+async fn a_forgotten_conversation_is_not_stored_again_by_its_session() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await; // full-session, every third turn
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    assert!(stored(&r).await.contains("question 2 about otters"));
+    s.agent_end("a", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap(); // a pending tail
+    let bank = s.get("a").unwrap().scope.bank;
+    r.local.forget(&mneme_core::Forget::Document { id: "a".into(), bank: bank.clone() }).await.unwrap();
+    s.forgotten(Some(&bank), Some("a")).await.unwrap();
+    assert_eq!(stored(&r).await, "");
+    s.agent_end("a", &turns(7), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(text.contains("question 6 about otters"), "the turns after the forget are kept: {text}");
+    for i in 0..4 {
+        assert!(!text.contains(&format!("question {i} about otters")), "turn {i} came back: {text}");
+    }
+}
+
 /// A clear of a session's scope drops what any session queued for that scope (another session
 /// of the same project), not only its own queue, and leaves other scopes' items alone.
 #[tokio::test]
