@@ -1085,3 +1085,61 @@ async fn an_older_version_of_a_document_never_replaces_a_newer_one() {
     let kept: Vec<&str> = v["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
     assert_eq!(kept, ["version two of the puffin notes"]);
 }
+
+/// A model renamed while a forget recomputes it keeps the recomputed content: the rename read
+/// the model before the forget's recompute saved it, and saved that copy (quoting the forgotten
+/// memory) over it. A race: each round renames in a loop around one forget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_racing_a_forget_does_not_bring_the_memory_back() {
+    let d = std::sync::Arc::new(Daemon::start(""));
+    for round in 0..10 {
+        let word = format!("zqrename{round}x");
+        let (status, v) = d
+            .post(
+                &bank_path("mneme", "/memories"),
+                json!({"items": [{"content": format!("The {word} gateway deploys with cargo-dist")}], "async": false}),
+            )
+            .await;
+        assert_eq!(status, 200, "{v}");
+        let (_, v) = d.get("/v1/memories?bank=mneme&limit=100").await;
+        let id =
+            v["memories"].as_array().unwrap().iter().find(|m| m["content"].as_str().unwrap().contains(&word)).unwrap()
+                ["id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        let model = format!("race{round}");
+        let (status, v) = d
+            .post(
+                &bank_path("mneme", "/mental-models"),
+                json!({"id": model, "name": "gw", "source_query": format!("{word} gateway deploys")}),
+            )
+            .await;
+        assert_eq!(status, 200, "{v}");
+        let path = bank_path("mneme", &format!("/mental-models/{model}"));
+        let (_, v) = d.get(&format!("{path}?detail=full")).await;
+        assert!(v["content"].as_str().unwrap().contains(&word), "the model quotes it first: {v}");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let renames = {
+            let (d, stop, path) = (d.clone(), stop.clone(), path.clone());
+            tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    n += 1;
+                    let body = json!({"name": format!("gateway {n}")});
+                    let (status, v) = d.req(reqwest::Method::PATCH, &path, Some(body)).await;
+                    assert_eq!(status, 200, "{v}");
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let (status, v) = d.req(reqwest::Method::DELETE, &format!("/v1/memories/{id}"), None).await;
+        assert_eq!(status, 200, "{v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        renames.await.unwrap();
+        let (_, v) = d.get(&format!("{path}?detail=full")).await;
+        let content = v["content"].as_str().unwrap();
+        assert!(!content.contains(&word), "round {round}: the forgotten memory is back in the model: {v}");
+    }
+}

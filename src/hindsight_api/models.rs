@@ -113,32 +113,45 @@ impl HindsightApi {
         let mut model = self.stored_model(bank, id).await?;
         let settings = self.settings();
         let recompute = req.source_query.is_some() || req.tags.is_some() || req.max_tokens.is_some();
+        let trigger = req.trigger.is_some().then(|| full_trigger(req.trigger));
         // As on create: a query given blank (or all private) is refused, not skipped; a name may
         // be empty.
-        if let Some(name) = req.name.as_deref() {
-            model.name = crate::session::clean_text(&settings, name).unwrap_or_default();
-        }
-        if let Some(q) = req.source_query.as_deref() {
-            model.source_query = Some(
-                crate::session::clean_text(&settings, q)
-                    .ok_or_else(|| CompatError::Invalid("source_query must not be empty".into()))?,
-            );
-        }
-        if let Some(tags) = req.tags {
-            model.tags = model_tags(&settings, &tags)?;
-        }
-        if let Some(n) = req.max_tokens {
-            model.max_tokens = Some(model_tokens(n)?);
-        }
-        if req.trigger.is_some() {
-            model.trigger = Some(full_trigger(req.trigger));
-        }
+        let edit = |model: &mut MentalModel| -> Result<(), CompatError> {
+            if let Some(name) = req.name.as_deref() {
+                model.name = crate::session::clean_text(&settings, name).unwrap_or_default();
+            }
+            if let Some(q) = req.source_query.as_deref() {
+                model.source_query = Some(
+                    crate::session::clean_text(&settings, q)
+                        .ok_or_else(|| CompatError::Invalid("source_query must not be empty".into()))?,
+                );
+            }
+            if let Some(tags) = &req.tags {
+                model.tags = model_tags(&settings, tags)?;
+            }
+            if let Some(n) = req.max_tokens {
+                model.max_tokens = Some(model_tokens(n)?);
+            }
+            if let Some(t) = &trigger {
+                model.trigger = Some(t.clone());
+            }
+            Ok(())
+        };
+        edit(&mut model)?;
         for attempt in 1.. {
             let computed = if recompute { Some(self.compute(&mut model).await) } else { None };
-            // Deleted during the recall: not brought back.
             let _write = self.model_writes.lock().await;
-            self.stored_model(bank, id).await?;
-            if computed.is_some_and(|c| self.forgot_since(bank, c)) && !emptied_after_attempts(&mut model, attempt) {
+            // Deleted during the recall: not brought back.
+            let stored = self.stored_model(bank, id).await?;
+            if !recompute {
+                // Only the name or the trigger: the edit lands on the model as it is now, whose
+                // content a forget may have computed again since it was read (saved over, the
+                // copy read before brought the forgotten memory back).
+                model = stored;
+                edit(&mut model)?;
+            } else if computed.is_some_and(|c| self.forgot_since(bank, c))
+                && !emptied_after_attempts(&mut model, attempt)
+            {
                 continue;
             }
             self.save_model(&model).await?;
