@@ -74,6 +74,13 @@ impl Sessions {
         };
         // `remote` only means something where there is a server.
         let what = if req.remote && backend.capabilities().clears_remotely { ClearWhat::Remote } else { what };
+        // The session's turn goes before or after the clear, never across it: an agent-end that
+        // read the session before the clear and queued its transcript after the clear's discard
+        // stored the cleared turns again.
+        let _turn = match &req.session_id {
+            Some(id) => Some(self.inner.turns.lock(id).await),
+            None => None,
+        };
         let queue = &self.inner.queue;
         let (discarded, report) = if one_scope {
             queue.discard_scope_then(&scope, backend.clear(&scope, what)).await?

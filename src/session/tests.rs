@@ -931,6 +931,28 @@ async fn the_idle_sweep_waits_for_a_turn_under_way() {
     each_turn_stored_once(&r, 1).await;
 }
 
+/// A clear of a session waits for its turn under way, and the turn after it sees the clear: an
+/// agent-end that read the session before a clear and queued its transcript after the clear's
+/// discard stored the cleared turns again.
+#[tokio::test]
+async fn a_clear_waits_for_the_sessions_turn_under_way() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    let turn = s.inner.turns.lock("a").await;
+    let clear = tokio::spawn({
+        let s = s.clone();
+        async move { s.clear(super::clear::ClearRequest { session_id: Some("a".into()), ..Default::default() }).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!clear.is_finished(), "the clear went ahead during a turn");
+    drop(turn);
+    clear.await.unwrap().unwrap();
+    r.queue.flush_all().await;
+    assert_eq!(stored(&r).await, "");
+}
+
 /// A slash command's prompt (`/fix 123`) never appears in the transcript as it was typed (Claude
 /// Code writes `<command-name>` lines, which the hook leaves out): the session does not take the
 /// next transcript for a rewritten one and store every earlier turn again.
