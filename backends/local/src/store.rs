@@ -128,6 +128,9 @@ pub struct Store {
     pub(crate) changes: Changes,
     /// The words a query's words may also match (the built-in list unless told otherwise).
     pub(crate) thesaurus: Arc<Thesaurus>,
+    /// The last erasure left part of the log in place (a reader held it): see
+    /// [`Store::retry_erasure`].
+    traces_left: bool,
 }
 
 /// Passages a connection added and removed since the changes were last taken.
@@ -239,6 +242,7 @@ impl Store {
             passage_count: PassageCount::default(),
             changes: Changes::default(),
             thesaurus: Thesaurus::builtin(),
+            traces_left: false,
         })
     }
 
@@ -446,8 +450,34 @@ impl Store {
     /// log, which still holds the pages as they were, is checkpointed and truncated.
     pub fn erase_traces(&mut self) -> rusqlite::Result<()> {
         self.conn.execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", [])?;
-        // Busy readers leave part of the log in place; the next forget's checkpoint takes it.
-        self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        self.truncate_log()
+    }
+
+    /// Whether the last erasure left part of the log in place, because a reader (a recall, the
+    /// integrity check, `mneme doctor`, a backup) held it past the busy timeout.
+    pub fn traces_left(&self) -> bool {
+        self.traces_left
+    }
+
+    /// Tries the log's truncation again, without waiting for readers (the writer calls it
+    /// while [`Self::traces_left`]): the forgotten text stayed in the log until the next
+    /// forget, however long that was.
+    pub fn retry_erasure(&mut self) -> rusqlite::Result<()> {
+        self.conn.busy_timeout(std::time::Duration::ZERO)?;
+        let tried = self.truncate_log();
+        self.conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        tried
+    }
+
+    /// Checkpoints the log into the database and truncates it; notes whether readers kept it.
+    fn truncate_log(&mut self) -> rusqlite::Result<()> {
+        let busy = match self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)) {
+            Ok(busy) => busy != 0,
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::DatabaseBusy => true,
+            Err(e) => return Err(e),
+        };
+        self.traces_left = busy;
+        Ok(())
     }
 
     /// Deletes every memory. Returns the count.
@@ -860,6 +890,34 @@ mod tests {
         store.erase_traces().unwrap();
         assert_eq!(traces(), Vec::<String>::new());
         assert!(!find(&store, "build cache").is_empty(), "the rest is still found");
+    }
+
+    /// A reader holding the log through a forget (a recall, the integrity check, a backup) keeps
+    /// the forgotten text in it: the store says so, and a retry once the reader is gone erases
+    /// it, without waiting for readers while one is still there.
+    #[test]
+    fn a_log_a_reader_held_through_a_forget_is_erased_once_it_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let mut store = Store::open(&path).unwrap();
+        store.retain("b", &[item(1, "the vault phrase is quokkamarble88", None)]).unwrap();
+        store.retain("b", &[item(2, "an ordinary note about the build", None)]).unwrap();
+        let in_log =
+            || std::fs::read(dir.path().join("m.db-wal")).unwrap_or_default().windows(10).any(|w| w == b"quokkamarb");
+        let mut reader = rusqlite::Connection::open(&path).unwrap();
+        let snapshot = reader.transaction().unwrap();
+        let _: i64 = snapshot.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
+        store.conn.busy_timeout(std::time::Duration::from_millis(100)).unwrap();
+        assert_eq!(store.forget_memory("item-1", None).unwrap(), 1);
+        store.erase_traces().unwrap();
+        assert!(store.traces_left() && in_log(), "the reader kept the log");
+        let started = std::time::Instant::now();
+        store.retry_erasure().unwrap();
+        assert!(store.traces_left() && started.elapsed() < std::time::Duration::from_secs(1), "no wait for readers");
+        drop(snapshot);
+        store.retry_erasure().unwrap();
+        assert!(!store.traces_left(), "truncated");
+        assert!(!in_log(), "the forgotten text is gone from the log");
     }
 
     #[test]

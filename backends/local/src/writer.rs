@@ -94,6 +94,9 @@ fn run_job<T: Send + 'static>(
     (Job::Run(Box::new(move |store| drop(done.send(f(store))))), answer)
 }
 
+/// How often the writer, idle, tries again to truncate a log a reader kept after a forget.
+const ERASURE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn stopped() -> BackendError {
     BackendError::transient("the local store writer stopped".to_owned())
 }
@@ -101,9 +104,27 @@ fn stopped() -> BackendError {
 fn run(mut store: Store, mut rx: mpsc::Receiver<Job>, semantic: Option<Arc<Semantic>>) {
     lower_priority();
     let mut next = None;
+    let mut erasure_tried = std::time::Instant::now();
     loop {
+        // A forget's erasure a reader held off is tried again about once a second, busy or idle,
+        // until it goes through (left to the next forget, the text stayed in the log however long
+        // that took).
+        if store.traces_left() && erasure_tried.elapsed() >= ERASURE_RETRY {
+            erasure_tried = std::time::Instant::now();
+            if let Err(e) = store.retry_erasure() {
+                tracing::warn!("cannot truncate the store's log after a forget: {e}");
+            }
+        }
         let job = match next.take() {
             Some(job) => job,
+            None if store.traces_left() => match rx.try_recv() {
+                Ok(job) => job,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    continue;
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => return,
+            },
             None => match rx.blocking_recv() {
                 Some(job) => job,
                 None => return,
