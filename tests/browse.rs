@@ -520,3 +520,26 @@ async fn forgetting_a_document_drops_its_queued_versions() {
     let (status, v) = d.req(Method::DELETE, "/v1/documents/queued-only?bank=fgb", None).await;
     assert_eq!(status, 404, "forgotten once: {v}");
 }
+
+/// A forget while the Hindsight backend is down drops the document's queued versions all the
+/// same, and its 503 says so (it read as if nothing had been forgotten); they stay dropped.
+#[tokio::test]
+async fn a_forget_during_an_outage_says_what_it_dropped() {
+    let d = Daemon::start(
+        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n[queue]\nflush_interval = \"1h\"\n",
+    );
+    for v in ["one", "two"] {
+        let item = json!({"content": format!("version {v} of the OUTAGEDOC"), "document_id": "od"});
+        let (status, body) =
+            d.post("/hindsight/v1/default/banks/mneme/memories", json!({"items": [item], "async": true})).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (_, st) = d.get("/v1/status").await;
+    let before = st["queue"]["spooled"].as_u64().unwrap();
+    let (status, v) = d.req(Method::DELETE, "/v1/documents/od?bank=mneme", None).await;
+    assert_eq!(status, 503, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("2 queued copies were dropped"), "{message}");
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(st["queue"]["spooled"].as_u64().unwrap(), before - 2, "{st}");
+}

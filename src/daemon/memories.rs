@@ -160,6 +160,18 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
             done.message = format!("{} ({queued} queued version(s) dropped too)", done.message);
             done
         }
+        // The backend could not be asked (an outage): what was queued is gone all the same, and
+        // the answer says so (a bare 503 read as if nothing had been forgotten).
+        Err(e) if queued > 0 => {
+            let mut refused = ApiError::from(e);
+            refused.message = format!(
+                "{} — {queued} queued {} dropped before {} stored; forget it again once the backend answers, for what it already stores",
+                refused.message,
+                if queued == 1 { "copy was" } else { "copies were" },
+                if queued == 1 { "it was" } else { "they were" },
+            );
+            return Err(refused);
+        }
         done => done?,
     };
     let (noun, id, bank) = match &what {
