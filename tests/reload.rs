@@ -9,6 +9,19 @@ use std::time::Duration;
 use common::Daemon;
 use serde_json::{json, Value};
 
+/// What the spool holds once it is empty, or after `polls` looks 50 ms apart.
+async fn spooled_after(d: &Daemon, polls: usize) -> u64 {
+    let mut spooled = 1;
+    for _ in 0..polls {
+        spooled = d.get("/v1/status").await.1["queue"]["spooled"].as_u64().unwrap();
+        if spooled == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    spooled
+}
+
 async fn notices(d: &Daemon) -> Vec<Value> {
     d.get("/v1/notices?limit=1000").await.1["notices"].as_array().unwrap().clone()
 }
@@ -84,15 +97,7 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     // batch_size 2 now: two retains flush at once.
     d.start_session("s", "/p/y").await;
     d.post("/v1/sessions/s/retain", json!({"items": [{"content": "one"}, {"content": "two"}]})).await;
-    let mut spooled = 1;
-    for _ in 0..50 {
-        spooled = d.get("/v1/status").await.1["queue"]["spooled"].as_u64().unwrap();
-        if spooled == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(spooled, 0, "the new batch_size applied");
+    assert_eq!(spooled_after(&d, 50).await, 0, "the new batch_size applied");
     // A local setting reopens the same backend, and the notice says so.
     std::fs::write(d.config_path(), "[local]\nthesaurus = false\n").unwrap();
     let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
@@ -460,15 +465,7 @@ async fn a_cut_flush_interval_reaches_what_is_already_queued() {
     std::fs::write(d.config_path(), "[queue]\nflush_interval = \"200ms\"\n").unwrap();
     let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
     assert_eq!(status, 200, "{v}");
-    let mut spooled = 1;
-    for _ in 0..100 {
-        spooled = d.get("/v1/status").await.1["queue"]["spooled"].as_u64().unwrap();
-        if spooled == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(spooled, 0, "delivered on the new interval");
+    assert_eq!(spooled_after(&d, 100).await, 0, "delivered on the new interval");
 }
 
 /// A bank changed while mneme was down applies to the sessions it kept: clients start a session

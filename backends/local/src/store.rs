@@ -462,10 +462,15 @@ impl Store {
     /// Tries the log's truncation again, without waiting for readers (the writer calls it
     /// while [`Self::traces_left`]): the forgotten text stayed in the log until the next
     /// forget, however long that was.
+    /// A failure other than a reader's is returned and ends the retries (tried every second, it
+    /// would fill the log with the same warning).
     pub fn retry_erasure(&mut self) -> rusqlite::Result<()> {
         self.conn.busy_timeout(std::time::Duration::ZERO)?;
         let tried = self.truncate_log();
         self.conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        if tried.is_err() {
+            self.traces_left = false;
+        }
         tried
     }
 
