@@ -645,7 +645,7 @@ pub(super) fn turn_document_of(id: &str) -> String {
 
 /// The document a `full-session` transcript replaces: the session's id for its first part,
 /// `{session}-part{n}` for the parts after a history started over.
-pub(super) fn part_document(session: &Session) -> String {
+fn part_document(session: &Session) -> String {
     match session.part {
         0 => session.id.clone(),
         n => format!("{}-part{}", session.id, n + 1),

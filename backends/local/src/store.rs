@@ -115,6 +115,9 @@ pub(crate) fn unlink_context(tx: &Connection, removed: &[i64]) -> rusqlite::Resu
     Ok(())
 }
 
+/// How long a connection waits for another holding the database (a reader, for a checkpoint).
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One SQLite connection to the memory database.
 pub struct Store {
     pub(crate) conn: Connection,
@@ -232,7 +235,7 @@ impl Store {
         // Deleted rows are overwritten with zeros, free pages included: a forgotten memory does
         // not stay readable in the file (see `erase_traces` for the index and the log).
         conn.pragma_update(None, "secure_delete", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         register_functions(&conn)?;
         crate::schema::migrate(&mut conn)?;
         Ok(Self {
@@ -257,7 +260,7 @@ impl Store {
         use rusqlite::OpenFlags;
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         crate::schema::check_version(version as usize)?;
         let verdict: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
@@ -467,7 +470,7 @@ impl Store {
     pub fn retry_erasure(&mut self) -> rusqlite::Result<()> {
         self.conn.busy_timeout(std::time::Duration::ZERO)?;
         let tried = self.truncate_log();
-        self.conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        self.conn.busy_timeout(BUSY_TIMEOUT)?;
         if tried.is_err() {
             self.traces_left = false;
         }
