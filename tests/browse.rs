@@ -543,3 +543,39 @@ async fn a_forget_during_an_outage_says_what_it_dropped() {
     let (_, st) = d.get("/v1/status").await;
     assert_eq!(st["queue"]["spooled"].as_u64().unwrap(), before - 2, "{st}");
 }
+
+/// Forgetting the memory automatic retain wrote for a session forgets that session's conversation
+/// so far, as forgetting its document does: the session's next full-session retain stored the
+/// whole history again, the forgotten turns with it.
+#[tokio::test]
+async fn forgetting_a_sessions_transcript_memory_is_not_undone_by_its_next_turn() {
+    let d = Daemon::start(&format!("{NO_EMBEDDER}[retain]\nevery_n_turns = 1\n"));
+    let proj = tempfile::tempdir().unwrap();
+    d.start_session("s1", proj.path().to_str().unwrap()).await;
+    let turns = |n: usize| -> Vec<Value> {
+        (0..n)
+            .flat_map(|i| {
+                [
+                    json!({"role": "user", "content": format!("question {i} about the zeppelin hangar")}),
+                    json!({"role": "assistant", "content": format!("answer {i}")}),
+                ]
+            })
+            .collect()
+    };
+    let (_, v) = d.post("/v1/sessions/s1/agent-end", json!({"messages": turns(2)})).await;
+    assert_eq!(v["retained"], 1, "{v}");
+    let (_, v) = d.get("/v1/memories").await;
+    let memory = &v["memories"][0];
+    assert_eq!(memory["document_id"], "s1", "{v}");
+    let path = format!("/v1/memories/{}?bank={}", memory["id"].as_str().unwrap(), memory["bank"].as_str().unwrap());
+    let (status, v) = d.req(Method::DELETE, &path, None).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = d.post("/v1/sessions/s1/agent-end", json!({"messages": turns(3)})).await;
+    assert_eq!(v["retained"], 1, "{v}");
+    let (_, v) = d.get("/v1/memories").await;
+    let text = v.to_string();
+    assert!(text.contains("question 2 about the zeppelin hangar"), "the turn after the forget is kept: {text}");
+    for i in 0..2 {
+        assert!(!text.contains(&format!("question {i} about")), "turn {i} came back: {text}");
+    }
+}

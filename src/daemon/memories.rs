@@ -136,6 +136,21 @@ pub async fn forget_document(
 /// notices should see.
 async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
     let backend = s.queue.backend();
+    // The document forgotten, or the one the forgotten memory belongs to: if automatic retain
+    // wrote it for a session, that session's conversation so far is forgotten with it (its next
+    // full-session retain would store it whole again), and its turns wait meanwhile (one would
+    // queue the forgotten turns between the discard below and `forgotten`).
+    let document = match &what {
+        Forget::Document { id, bank } => Some((bank.clone(), id.clone())),
+        Forget::Memory { id, bank } => {
+            let detail = backend.memory(id, bank.as_deref()).await.ok();
+            detail.and_then(|d| Some((d.memory.bank, d.memory.document_id?)))
+        }
+    };
+    let _turns = match &document {
+        Some((bank, id)) => Some(s.sessions.hold_conversations(bank, id).await),
+        None => None,
+    };
     // The spool first: a version still queued would be stored once delivered, and a delivered
     // batch whose removal was not committed yet would be delivered again after a restart.
     let (queued, done) = match &what {
@@ -179,11 +194,11 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
         Forget::Document { id, bank } => ("document", id, Some(bank.as_str())),
     };
     s.hindsight.recompute_after_forget(bank).await;
-    let document = match &what {
-        Forget::Document { id, .. } => Some(id.as_str()),
-        Forget::Memory { .. } => None,
+    let forgotten = match &document {
+        Some((bank, id)) => s.sessions.forgotten(Some(bank), Some(id)).await,
+        None => s.sessions.forgotten(bank, None).await,
     };
-    if let Err(e) = s.sessions.forgotten(bank, document).await {
+    if let Err(e) = forgotten {
         tracing::warn!("cannot drop the sessions' recalled blocks after a forget: {e}");
     }
     s.queue.erase_traces().await;

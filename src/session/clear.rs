@@ -4,6 +4,7 @@ use mneme_core::{ClearWhat, Scope};
 use serde::Serialize;
 
 use super::{SessionError, Sessions};
+use crate::lock::MutexExt;
 use crate::notices::Level;
 
 /// What `clear` touches.
@@ -59,6 +60,31 @@ impl Sessions {
         })
         .await
     }
+    /// Holds the turns of the sessions whose conversation `document` of `bank` is (see
+    /// [`Sessions::forgotten`]) while it is forgotten: an agent-end that read the session before
+    /// the forget and queued its transcript after the forget's discard stored the forgotten
+    /// turns again. Held until dropped, after `forgotten`.
+    pub async fn hold_conversations(&self, bank: &str, document: &str) -> HeldTurns {
+        let ids = {
+            let map = self.inner.map.locked();
+            let sessions = map.values().filter(|s| s.scope.bank == bank && is_conversation_of(s, document));
+            sessions.map(|s| s.id.clone()).collect()
+        };
+        self.hold_turns(ids).await
+    }
+
+    /// Locks the turns of `ids`, in order: callers that hold more than one lock take them
+    /// sorted, so two of them never wait for each other.
+    async fn hold_turns(&self, mut ids: Vec<String>) -> HeldTurns {
+        ids.sort_unstable();
+        ids.dedup();
+        let mut held = Vec::with_capacity(ids.len());
+        for id in &ids {
+            held.push(self.inner.turns.lock(id).await);
+        }
+        HeldTurns(held)
+    }
+
     /// Deletes memories: one session's scope, or everything; spooled items go too.
     pub async fn clear(&self, req: ClearRequest) -> Result<ClearOutcome, SessionError> {
         let backend = self.backend();
@@ -76,10 +102,13 @@ impl Sessions {
         let what = if req.remote && backend.capabilities().clears_remotely { ClearWhat::Remote } else { what };
         // The session's turn goes before or after the clear, never across it: an agent-end that
         // read the session before the clear and queued its transcript after the clear's discard
-        // stored the cleared turns again.
-        let _turn = match &req.session_id {
-            Some(id) => Some(self.inner.turns.lock(id).await),
-            None => None,
+        // stored the cleared turns again. Clearing everything, every session's.
+        let _turns = match &req.session_id {
+            Some(id) => self.hold_turns(vec![id.clone()]).await,
+            None => {
+                let ids = self.inner.map.locked().keys().cloned().collect();
+                self.hold_turns(ids).await
+            }
         };
         let queue = &self.inner.queue;
         let (discarded, report) = if one_scope {
@@ -115,6 +144,10 @@ impl Sessions {
         Ok(ClearOutcome { deleted: report.deleted, discarded, message })
     }
 }
+
+/// Turns held by a forget or a clear (see [`Sessions::hold_conversations`]).
+#[must_use = "the turns are held only until this is dropped"]
+pub struct HeldTurns(#[allow(dead_code)] Vec<tokio::sync::OwnedMutexGuard<()>>);
 
 /// The conversation so far was deleted (cleared, or its document forgotten): automatic retain
 /// drops its pending tail and goes on from the next turn, in a document of its own, instead of

@@ -35,7 +35,7 @@ use crate::state::DaemonState;
 
 pub use auto::{fingerprint, memory_block, TurnEnd};
 pub use clean::{clean as clean_text, clean_imported, clean_within};
-pub use clear::{ClearOutcome, ClearRequest};
+pub use clear::{ClearOutcome, ClearRequest, HeldTurns};
 pub use guide::{guide, GUIDE};
 pub use scope::{project_label, scope_for};
 pub use tools::{filter_tags, queued_message, recall_text, retained_message, RecallAnswer, Retained, OFF_MESSAGE};

@@ -953,6 +953,44 @@ async fn a_clear_waits_for_the_sessions_turn_under_way() {
     assert_eq!(stored(&r).await, "");
 }
 
+/// A forget of a session's document waits for that session's turn under way, and so does a clear
+/// of everything for every session's: an agent-end that read the session before them and queued
+/// its transcript after their discard stored the deleted turns again.
+#[tokio::test]
+async fn a_forgotten_conversation_and_a_clear_of_everything_wait_for_turns_under_way() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    s.start(start("b")).await.unwrap();
+    let bank = s.get("a").unwrap().scope.bank;
+    let turn = s.inner.turns.lock("a").await;
+    let forget = tokio::spawn({
+        let (s, bank) = (s.clone(), bank.clone());
+        async move {
+            let _held = s.hold_conversations(&bank, "a-part2").await;
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!forget.is_finished(), "the forget of the session's part went ahead during its turn");
+    // Another session's document, a document no session wrote, another bank: nothing to wait for.
+    let quick = Duration::from_secs(1);
+    for (bank, document) in [(bank.as_str(), "b-1700000000000"), (&bank, "a-notes"), ("elsewhere", "a")] {
+        assert!(tokio::time::timeout(quick, s.hold_conversations(bank, document)).await.is_ok(), "{document}");
+    }
+    drop(turn);
+    forget.await.unwrap();
+
+    let turn = s.inner.turns.lock("b").await;
+    let clear = tokio::spawn({
+        let s = s.clone();
+        async move { s.clear(super::clear::ClearRequest { all: true, ..Default::default() }).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!clear.is_finished(), "the clear of everything went ahead during a turn");
+    drop(turn);
+    clear.await.unwrap().unwrap();
+}
+
 /// A slash command's prompt (`/fix 123`) never appears in the transcript as it was typed (Claude
 /// Code writes `<command-name>` lines, which the hook leaves out): the session does not take the
 /// next transcript for a rewritten one and store every earlier turn again.
