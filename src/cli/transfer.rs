@@ -156,15 +156,8 @@ async fn export_pass(
         let kept = page.memories.into_iter().filter(|m| !mneme_core::text::is_blank(&m.content));
         held.extend(kept.filter(|m| written.insert(m.id.clone())));
         let more = page.next.filter(|_| !page_was_empty);
-        // All but the last document's run, which the next page may continue.
-        let last_run = match (more.is_some(), held.last()) {
-            (true, Some(last)) if newest_first => held
-                .iter()
-                .rposition(|m| m.bank != last.bank || document_of(m) != document_of(last))
-                .map_or(0, |i| i + 1),
-            _ => held.len(),
-        };
-        let mut rest = held.split_off(last_run);
+        let ready = if newest_first && more.is_some() { before_last_run(&held) } else { held.len() };
+        let mut rest = held.split_off(ready);
         std::mem::swap(&mut held, &mut rest);
         write(&mut rest, out)?;
         match more {
@@ -174,6 +167,13 @@ async fn export_pass(
     }
     write(&mut held, out)?;
     Ok(n)
+}
+
+/// How many of `held` come before the last document's run (its memories at the end, in the
+/// same bank), which the next page of a newest-first listing may continue: those can be written.
+fn before_last_run(held: &[StoredMemory]) -> usize {
+    let Some(last) = held.last() else { return 0 };
+    held.iter().rposition(|m| m.bank != last.bank || document_of(m) != document_of(last)).map_or(0, |i| i + 1)
 }
 
 pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) -> Result<ExitCode, CliError> {
@@ -259,4 +259,39 @@ fn write_failed(e: std::io::Error) -> CliError {
         super::end_by_sigpipe();
     }
     CliError::Other(format!("cannot write: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(id: &str, bank: &str, document: Option<&str>) -> StoredMemory {
+        StoredMemory {
+            id: id.into(),
+            bank: bank.into(),
+            content: format!("memory {id}"),
+            document_id: document.map(Into::into),
+            ..serde_json::from_value(serde_json::json!({"id": "", "bank": "", "content": "", "created_at": ""}))
+                .unwrap()
+        }
+    }
+
+    /// A page of a newest-first listing keeps back its last document's run, whose older memories
+    /// the next page may hold: written now, the document's memories would not be put oldest first.
+    #[test]
+    fn the_last_documents_run_of_a_page_is_held_back() {
+        let page = [
+            memory("1", "b", Some("d1")),
+            memory("2", "b", None),
+            memory("3", "b", Some("d2")),
+            memory("4", "b", Some("d2")),
+        ];
+        assert_eq!(before_last_run(&page), 2, "d2's run waits");
+        // The same document id in another bank is another document.
+        let page = [memory("1", "a", Some("d")), memory("2", "b", Some("d"))];
+        assert_eq!(before_last_run(&page), 1);
+        // A page that is one run waits whole; an empty one has nothing to write.
+        assert_eq!(before_last_run(&page[1..]), 0);
+        assert_eq!(before_last_run(&[]), 0);
+    }
 }
