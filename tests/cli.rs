@@ -67,6 +67,27 @@ fn predicates_contains(s: &'static str) -> impl predicates_core::Predicate<[u8]>
     Contains(s)
 }
 
+/// After `storage.dir` is changed under a running daemon (a restart applies it), the CLI says
+/// which dir it looked at and what to do: it said the daemon "is not running at 127.0.0.1:0",
+/// or, on the daemon's own port, only that a token file was missing.
+#[test]
+fn a_storage_dir_changed_under_a_running_daemon_is_said() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let moved = d.dir.path().join("moved");
+    // Listening on port 0, as the test daemons do: only a pidfile says where a daemon listens.
+    let out = d.cli().env("MNEME_STORAGE__DIR", &moved).arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("no mneme daemon is running on the storage dir {}", moved.display())), "{err}");
+    assert!(err.contains("storage.dir was changed") && err.contains("restarted"), "{err}");
+    // On the daemon's own address it answers, but its token is not in the new dir.
+    let out =
+        d.cli().env("MNEME_STORAGE__DIR", &moved).env("MNEME_SERVER__LISTEN", &d.addr).arg("status").output().unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("keeps its token elsewhere") && err.contains("storage.dir changed"), "{err}");
+}
+
 #[test]
 fn a_stopped_daemon_is_one_clear_line_and_exit_3() {
     let dir = tempfile::tempdir().unwrap();

@@ -78,8 +78,24 @@ impl Client {
             .no_proxy()
             .build()
             .map_err(|e| CliError::Other(format!("cannot build an HTTP client: {e}")))?;
-        let not_running =
-            || CliError::NotRunning(format!("the mneme daemon is not running at {addr} (start it with `mneme serve`)"));
+        // No daemon has recorded itself in this storage dir: one may run on another (started
+        // with other settings, or before `storage.dir` was edited, which takes a restart).
+        let unrecorded = !pid_path.exists();
+        let moved = "; one started before storage.dir was changed runs on the old dir until restarted";
+        let not_running = || {
+            CliError::NotRunning(match (unrecorded, listen.port()) {
+                (true, 0) => format!(
+                    "no mneme daemon is running on the storage dir {} (start it with `mneme serve`{moved})",
+                    settings.storage.dir.display()
+                ),
+                (true, _) => format!("the mneme daemon is not running at {addr} (start it with `mneme serve`{moved})"),
+                (false, _) => format!("the mneme daemon is not running at {addr} (start it with `mneme serve`)"),
+            })
+        };
+        if unrecorded && listen.port() == 0 {
+            // Port 0: only a daemon's pidfile says where it listens.
+            return Err(not_running());
+        }
         let hung = || {
             CliError::Silent(format!(
                 "the mneme daemon at {addr} takes connections but does not answer within {HEALTH_TIMEOUT:?} (is it stopped or overloaded? `mneme doctor` and its log say more)"
@@ -107,7 +123,14 @@ impl Client {
         }
         let token_path = settings.token_path();
         let token = std::fs::read_to_string(&token_path)
-            .map_err(|e| CliError::Other(format!("cannot read the token {}: {e}", token_path.display())))?
+            .map_err(|e| match e.kind() {
+                // A daemon answers, yet never wrote its token here: it runs on another dir.
+                std::io::ErrorKind::NotFound => CliError::Other(format!(
+                    "the daemon at {addr} keeps its token elsewhere: there is none at {} (was storage.dir changed after it started? restart it to apply)",
+                    token_path.display()
+                )),
+                _ => CliError::Other(format!("cannot read the token {}: {e}", token_path.display())),
+            })?
             .trim()
             .to_owned();
         // The token goes only to a daemon that proves it holds it: whatever answers on the port
