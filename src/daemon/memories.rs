@@ -132,6 +132,9 @@ pub async fn forget_document(
     forget(&s, Forget::Document { id, bank }).await
 }
 
+/// How long a forget of a memory looks for the document it belongs to.
+const DOCUMENT_LOOKUP: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Deletes, and says so as a notice: a memory the user removes is something every viewer of the
 /// notices should see.
 async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
@@ -143,8 +146,9 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
     let document = match &what {
         Forget::Document { id, bank } => Some((bank.clone(), id.clone())),
         Forget::Memory { id, bank } => {
-            let detail = backend.memory(id, bank.as_deref()).await.ok();
-            detail.and_then(|d| Some((d.memory.bank, d.memory.document_id?)))
+            // Not worth more than a moment of a server that hangs: the forget is what was asked.
+            let detail = tokio::time::timeout(DOCUMENT_LOOKUP, backend.memory(id, bank.as_deref())).await;
+            detail.ok().and_then(Result::ok).and_then(|d| Some((d.memory.bank, d.memory.document_id?)))
         }
     };
     let _turns = match &document {
