@@ -489,10 +489,13 @@ pub fn budget_units_of(c: char) -> usize {
     match c as u32 {
         // ASCII, Latin, and the general punctuation Latin text uses (… – “ ”).
         0..=0x024F | 0x2000..=0x206F => 1,
-        // Hangul Jamo, CJK radicals to unified ideographs (with kana, bopomofo, CJK symbols and
-        // punctuation), Hangul, compatibility ideographs and forms, full-width forms, emoji and
-        // pictographs, and the supplementary ideographs.
+        // Hangul Jamo; letterlike symbols, arrows, technical and geometric symbols, dingbats and
+        // the other symbol blocks up to U+2BFF (the emoji ✅ ⭐ ⚡ ☕ ✨ ❌ ⏰ among them: a
+        // tokenizer takes each as one token or more); CJK radicals to unified ideographs (with
+        // kana, bopomofo, CJK symbols and punctuation), Hangul, compatibility ideographs and
+        // forms, full-width forms, emoji and pictographs, and the supplementary ideographs.
         0x1100..=0x11FF
+        | 0x2100..=0x2BFF
         | 0x2E80..=0x9FFF
         | 0xA960..=0xA97F
         | 0xAC00..=0xD7FF
@@ -536,6 +539,7 @@ mod tests {
         assert_eq!(budget_units("デプロイ"), 16);
         assert_eq!(budget_units("배포"), 8);
         assert_eq!(budget_units("🚀"), 4);
+        assert_eq!(budget_units("✅⭐⚡☕✨❌⏰→"), 32, "the symbol blocks below U+2E80 hold emoji too: a token each");
         assert_eq!(budget_units("деплой"), 12, "other scripts: half a token a character");
         assert_eq!(take_units("ab我们", 5), "ab", "a character that does not fit whole is left out");
         assert_eq!(take_units("ab我们", 6), "ab我");
