@@ -181,27 +181,55 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
             hits -= 1;
         }
     }
-    let middle = (best.0 + best.1) / 2;
-    let mut from = middle.saturating_sub(room / 2).min(cs.len().saturating_sub(room));
-    // The wanted words whole (centred, the last one's end fell past the window's, and the cut
-    // at a word's end dropped it).
-    if best.1 - best.0 <= room {
-        from = from.min(best.0).max(best.1.saturating_sub(room));
-    }
-    // Start at a word.
-    if from > 0 {
-        if let Some(w) = words.iter().find(|w| w.0 >= from) {
-            if w.0 - from < 20 {
-                from = w.0;
+    let cost_of = |range: std::ops::Range<usize>| -> usize { cs[range].iter().map(|c| budget_units_of(*c)).sum() };
+    // Start at a word (within 20 characters).
+    let at_a_word = |from: usize| -> usize {
+        match words.iter().find(|w| w.0 >= from) {
+            Some(w) if from > 0 && w.0 - from < 20 => w.0,
+            _ => from,
+        }
+    };
+    let (from, mut to) = if cost_of(best.0..best.1) <= room_units {
+        // The wanted words fit: the window grows from them a character at a time on each side
+        // while the budget lasts, so it is as long as the budget whatever the text around costs
+        // (sized by the average cost, it came out a quarter of the budget where the question's
+        // English stood in text of emoji or ideographs, and left out the word asked for).
+        let (mut from, mut to) = best;
+        let mut cost = cost_of(from..to);
+        let grow_right = |to: &mut usize, cost: &mut usize| -> bool {
+            let fits = *to < cs.len() && *cost + budget_units_of(cs[*to]) <= room_units;
+            if fits {
+                *cost += budget_units_of(cs[*to]);
+                *to += 1;
+            }
+            fits
+        };
+        let (mut left, mut right) = (true, true);
+        while left || right {
+            right = right && grow_right(&mut to, &mut cost);
+            left = left && from > 0 && cost + budget_units_of(cs[from - 1]) <= room_units;
+            if left {
+                from -= 1;
+                cost += budget_units_of(cs[from]);
             }
         }
-    }
-    let mut to = (from + room).min(cs.len());
-    let mut cost: usize = cs[from..to].iter().map(|c| budget_units_of(*c)).sum();
-    while cost > room_units {
-        to -= 1;
-        cost -= budget_units_of(cs[to]);
-    }
+        let start = at_a_word(from).min(best.0);
+        cost -= cost_of(from..start);
+        while grow_right(&mut to, &mut cost) {}
+        (start, to)
+    } else {
+        let middle = (best.0 + best.1) / 2;
+        let from = middle.saturating_sub(room / 2).min(cs.len().saturating_sub(room));
+        let from = at_a_word(from);
+        let mut to = (from + room).min(cs.len());
+        let mut cost = cost_of(from..to);
+        while cost > room_units {
+            to -= 1;
+            cost -= budget_units_of(cs[to]);
+        }
+        (from, to)
+    };
+    let mut from = from;
     // End after a word, not inside one (a word of 20 characters or more is cut).
     // (An ideograph is a word of its own: between two, the cut is between words.)
     let in_a_word = |a: char, b: char| a.is_alphanumeric() && b.is_alphanumeric() && !fts::is_cjk(a) && !fts::is_cjk(b);
@@ -373,6 +401,20 @@ mod tests {
         let text = format!("{} we deploy with cargo-dist {}", "filler ".repeat(300), "padding ".repeat(300));
         let w = window(&text, "how do we ship a release?", &Thesaurus::builtin(), 200);
         assert!(w.contains("we deploy with cargo-dist"), "{w}");
+    }
+
+    /// Where the question's English stands in text that costs more a character (emoji,
+    /// ideographs), the window still fills its budget: sized by the text's average cost it came
+    /// out a quarter as long and left out the word asked for.
+    #[test]
+    fn a_window_in_costly_text_fills_its_budget() {
+        for sea in ["✅", "我们"] {
+            let text = format!("{} the launch code word is zqmxvt today {}", sea.repeat(400), sea.repeat(400));
+            let w = window(&text, "launch code word zqmxvt", &Thesaurus::builtin(), 100);
+            assert!(budget_units(&w) <= 100, "{}", budget_units(&w));
+            assert!(w.contains("the launch code word is zqmxvt today"), "{w}");
+            assert!(budget_units(&w) >= 90, "the window uses its budget: {} of 100 in {w:?}", budget_units(&w));
+        }
     }
 
     #[test]
