@@ -221,6 +221,19 @@ async fn a_budget_too_small_for_one_memory_gives_none_and_stays_within_it() {
         let answer = s.recall("b", "deploy otter service cargo-dist").await.unwrap();
         assert!(answer.message.chars().count() <= budget, "{max_tokens}: {:?}", answer.message);
         assert!(answer.results.iter().all(|r| r.text.chars().any(char::is_alphanumeric)), "{answer:?}");
+        let nothing = s.recall("b", "zebra xylophone").await.unwrap();
+        assert!(nothing.message.chars().count() <= budget, "{max_tokens}: {:?}", nothing.message);
+    }
+    // Room for the heading and a result's line but not for a few words of it: no result (the
+    // backend's window gave "- … an" or "- The …").
+    for max_tokens in [24, 28, 31] {
+        let mut settings = Settings::default();
+        settings.recall.max_tokens = max_tokens;
+        let s = sessions(&r, settings).await;
+        s.start(start("c")).await.unwrap();
+        let answer = s.recall("c", "deploy otter service cargo-dist").await.unwrap();
+        assert!(answer.results.is_empty(), "{max_tokens}: {answer:?}");
+        assert_eq!(answer.message, "No memory fits in recall.max_tokens.", "{max_tokens}");
     }
 }
 

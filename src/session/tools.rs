@@ -77,16 +77,22 @@ impl Sessions {
             format!("Found {n} relevant memories (as of {} UTC):\n\n", mneme_core::time::prompt_time(SystemTime::now()))
         };
         let budget = self.settings().recall.max_tokens.saturating_mul(4);
+        // A message within the bound, or none (a budget of a few tokens).
+        let within = |message: &str| if budget_units(message) <= budget { message.to_owned() } else { String::new() };
         let room = budget.saturating_sub(budget_units(&heading(100)));
+        if room.saturating_sub(RESULT_LINE_UNITS) < MIN_CUT_CHARS {
+            // Too little room for any result's words: the backend's window would be a word or
+            // two, or an ellipsis alone, as the first-turn block gives none.
+            return Ok(RecallAnswer { results: Vec::new(), message: within(NOTHING_FITS) });
+        }
         let results = self.recall_scope(&scope, &query, room).await?;
         if results.is_empty() {
-            return Ok(RecallAnswer { results, message: "No relevant memories found.".to_owned() });
+            return Ok(RecallAnswer { results, message: within("No relevant memories found.") });
         }
         let results = fit_results(&results, budget.saturating_sub(budget_units(&heading(results.len()))));
         if results.is_empty() {
             // Not even one result fits: the bound holds, and says so when the words fit in it.
-            let message = if budget_units(NOTHING_FITS) <= budget { NOTHING_FITS } else { "" };
-            return Ok(RecallAnswer { results, message: message.to_owned() });
+            return Ok(RecallAnswer { results, message: within(NOTHING_FITS) });
         }
         let message = format!("{}{}", heading(results.len()), format_results(&results));
         Ok(RecallAnswer { results, message })
