@@ -162,12 +162,8 @@ fn start_after_erasure(s: &mut super::Session) {
     s.retained_turns = seen;
 }
 
-/// Whether `document` is one automatic retain wrote for the session: its first part's (its id),
-/// or another of its parts or last-turn documents (`{session}-part{n}`, `{session}-{ms}`).
+/// Whether `document` is one automatic retain wrote for the session (see
+/// [`mneme_core::is_session_document`]).
 fn is_conversation_of(s: &super::Session, document: &str) -> bool {
-    document == s.id
-        || document.strip_prefix(s.id.as_str()).and_then(|rest| rest.strip_prefix('-')).is_some_and(|rest| {
-            let n = rest.strip_prefix("part").unwrap_or(rest);
-            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
-        })
+    mneme_core::is_session_document(&s.id, document)
 }

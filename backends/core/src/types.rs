@@ -151,6 +151,17 @@ impl MemoryType {
     }
 }
 
+/// Whether `document` is one automatic retain writes for session `session`: its first part's
+/// (the session's id), a later part's (`{session}-part{n}`) or a last-turn document's
+/// (`{session}-{ms}`).
+pub fn is_session_document(session: &str, document: &str) -> bool {
+    document == session
+        || document.strip_prefix(session).and_then(|rest| rest.strip_prefix('-')).is_some_and(|rest| {
+            let n = rest.strip_prefix("part").unwrap_or(rest);
+            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+        })
+}
+
 impl FromStr for MemoryType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

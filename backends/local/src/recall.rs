@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 
 use mneme_core::text::budget_units;
-use mneme_core::Recalled;
+use mneme_core::{MemoryType, Recalled};
 use rusqlite::{params_from_iter, OptionalExtension};
 
 use crate::fts;
@@ -175,8 +175,8 @@ impl Store {
         rows.collect()
     }
 
-    /// The passages of `order` that pass the filter, in order, at most [`PER_MEMORY`] per memory
-    /// and each text once, within `filter.max_chars` (a hard bound: a first result longer than it
+    /// The passages of `order` that pass the filter, in order, at most [`PER_MEMORY`] of one
+    /// memory (or of one session's conversation: [`Shown`]) and each text once, within `filter.max_chars` (a hard bound: a first result longer than it
     /// is cut to its best window; later ones that do not fit are skipped for shorter ones).
     fn answer(
         &self,
@@ -202,7 +202,7 @@ impl Store {
         let mut cut = false;
         let mut out = Vec::new();
         let mut used = 0;
-        let mut per_memory: HashMap<i64, usize> = HashMap::new();
+        let mut per_memory: HashMap<Shown, usize> = HashMap::new();
         // The same text stored under two documents (a note retained twice, a fact repeated in
         // a transcript) is shown once, at its best rank: a copy adds nothing but spends budget.
         let mut shown: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -214,7 +214,7 @@ impl Store {
             for (pid, score) in chunk {
                 let Some((seq, r)) = rows.get(pid) else { continue }; // filtered out, or gone
                 let (seq, mut r) = (*seq, Recalled { score: Some(*score), ..r.clone() });
-                let n = per_memory.entry(seq).or_default();
+                let n = per_memory.entry(Shown::of(seq, &r)).or_default();
                 if *n == PER_MEMORY || shown.contains(r.text.trim()) {
                     continue;
                 }
@@ -377,5 +377,27 @@ mod tests {
         non_increasing(&mut r);
         let got: Vec<f64> = r.iter().map(|x| x.score.unwrap()).collect();
         assert_eq!(got, vec![0.87, 0.71, 0.47, 0.47, 0.3]);
+    }
+}
+
+/// What an answer shows at most [`PER_MEMORY`] passages of: a memory, or the conversation
+/// automatic retain keeps of a session. Its parts (a history that started over) and `last-turn`
+/// documents are memories of their own, and a session compacted five times filled an answer with
+/// its transcript, short facts left out.
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum Shown {
+    Memory(i64),
+    Conversation(String),
+}
+
+impl Shown {
+    fn of(seq: i64, r: &Recalled) -> Shown {
+        let session = r.metadata.get("session_id").filter(|_| r.kind == MemoryType::Experience.as_str());
+        match (session, r.document_id.as_deref()) {
+            (Some(session), Some(document)) if mneme_core::is_session_document(session, document) => {
+                Shown::Conversation(session.clone())
+            }
+            _ => Shown::Memory(seq),
+        }
     }
 }

@@ -329,3 +329,38 @@ async fn many_passages_of_a_few_transcripts_do_not_crowd_out_a_fact() {
     let found = b.recall(&scope(), &query("zebra", 100_000)).await.unwrap();
     assert!(found.iter().any(|r| r.text == "Zebra feed is in shed 3."), "{} results, no fact", found.len());
 }
+
+/// A session's conversation gives at most two passages however many documents automatic retain
+/// stored it as (the parts of a history that started over, `last-turn` documents): a session
+/// compacted five times filled the answer, and the short facts asked about were left out.
+#[tokio::test]
+async fn a_sessions_conversation_gives_two_passages_whatever_its_documents() {
+    let (_d, b) = open().await;
+    let turn = |part: usize, i: usize| {
+        format!(
+            "[role: user]\npart {part} turn {i}: deploy the port again with cargo-dist, deploy it\n[user:end]\n\n[role: assistant]\nDeployed the port in part {part} turn {i}. {}\n[assistant:end]",
+            "Nothing else changed. ".repeat(8)
+        )
+    };
+    let mut items: Vec<MemoryItem> = (1..=5)
+        .map(|part| {
+            let document = if part == 1 { "s1".to_owned() } else { format!("s1-part{part}") };
+            let text = (0..10).map(|i| turn(part, i)).collect::<Vec<_>>().join("\n\n");
+            item(&format!("part{part}"), &text, Some(&document))
+        })
+        .collect();
+    items.extend((0..5).map(|i| item(&format!("last{i}"), &turn(9, i), Some(&format!("s1-170000000000{i}")))));
+    // Another session's, and a document no session's automatic retain names: counted apart.
+    items.push(item("other", &turn(7, 1), Some("s2")));
+    items.push(item("notes", &turn(8, 1), Some("s1-notes")));
+    items.extend((0..10).map(|i| MemoryItem {
+        kind: MemoryType::World,
+        ..item(&format!("fact{i}"), &format!("Fact {i}: we deploy port {i} with cargo-dist."), None)
+    }));
+    b.retain(&scope(), &RetainBatch { id: "1".into(), items }).await.unwrap();
+    let found = b.recall(&scope(), &query("deploy cargo-dist port", 1024)).await.unwrap();
+    let of = |doc: &dyn Fn(&str) -> bool| found.iter().filter(|r| r.document_id.as_deref().is_some_and(doc)).count();
+    assert!(of(&|d| d == "s1" || d.starts_with("s1-") && d != "s1-notes") <= 2, "{found:#?}");
+    assert_eq!(found.iter().filter(|r| r.kind == "world").count(), 10, "every fact: {found:#?}");
+    assert_eq!((of(&|d| d == "s2"), of(&|d| d == "s1-notes")), (1, 1), "{found:#?}");
+}
