@@ -202,6 +202,28 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
             "invalid_params",
             -32602,
         ),
+        // A tool's argument missing or of the wrong type (the library answered with a result
+        // marked isError).
+        (
+            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "recall"}}"#,
+            "invalid_params",
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": 5}}}"#,
+            "invalid_params",
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "retain", "arguments": {"text": "x"}}}"#,
+            "invalid_params",
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "reflect", "arguments": {"query": "x", "cwd": 1}}}"#,
+            "invalid_params",
+            -32602,
+        ),
     ] {
         let r = post(body, "application/json").await.unwrap();
         assert_eq!(r.status(), 400, "{body}");
@@ -327,7 +349,8 @@ async fn a_stateless_client_is_answered_without_a_session() {
         ("tools/list", "tools/call", 400, "header_mismatch", -32020),
         ("no/such", "no/such", 404, "method_not_found", -32601),
     ] {
-        let message = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"name": "recall"}});
+        let params = json!({"name": "recall", "arguments": {"query": "x"}});
+        let message = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
         let refused = stateless(&d, method_header, message).send().await.unwrap();
         let got = refused.status();
         let v: Value = refused.json().await.unwrap();

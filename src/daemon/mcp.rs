@@ -463,8 +463,32 @@ fn params_problem(m: &serde_json::Map<String, serde_json::Value>) -> Option<&'st
         Some("tools/call") if field("arguments").is_some_and(|a| !a.is_object() && !a.is_null()) => {
             Some("tools/call's params.arguments must be an object")
         }
+        Some("tools/call") => {
+            field("name").and_then(|n| n.as_str()).and_then(|n| tool_arguments_problem(n, field("arguments")))
+        }
         _ => None,
     }
+}
+
+/// What is wrong with a call's arguments to one of mneme's tools: the library answered a missing
+/// or mistyped argument with a result marked `isError` ("failed to deserialize parameters"),
+/// where an empty one, which mneme checks, is a JSON-RPC error as the README says.
+fn tool_arguments_problem(tool: &str, arguments: Option<&serde_json::Value>) -> Option<&'static str> {
+    let (required, missing) = match tool {
+        "retain" => ("content", "retain needs arguments.content, a string"),
+        "recall" => ("query", "recall needs arguments.query, a string"),
+        "reflect" => ("query", "reflect needs arguments.query, a string"),
+        _ => return None,
+    };
+    let argument = |name: &str| arguments.and_then(|a| a.get(name));
+    if !argument(required).is_some_and(|v| v.is_string()) {
+        return Some(missing);
+    }
+    let optional = ["context", "session_id", "cwd"];
+    if optional.iter().any(|name| argument(name).is_some_and(|v| !v.is_string() && !v.is_null())) {
+        return Some("a tool's optional arguments (context, session_id, cwd) are strings when given");
+    }
+    None
 }
 
 /// A client that accepts anything (`*/*`, or no Accept at all) is answered as one that named
