@@ -1,7 +1,6 @@
 //! What happens without the model asking: first-turn recall, automatic retain on its cadence,
 //! the tail a session leaves (retained when it ends or goes idle), and compaction context.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mneme_core::text::{self, Message};
@@ -307,7 +306,7 @@ impl Sessions {
                 // More turns than the part holds: all of it, as SPEC's slice gives the whole
                 // history (an assistant's opening before the first prompt too).
                 let with_overlap = turns.saturating_add(settings.retain.overlap_turns);
-                (last_turns_cleaned(part_each, part, with_overlap), turn_document(session))
+                (last_turns_cleaned(part_each, part, with_overlap), self.turn_document(session))
             }
         };
         let content = transcript(&target);
@@ -408,13 +407,29 @@ impl Sessions {
         let content = transcript(&target);
         match content {
             Some(content) => {
-                let pending = PendingRetain { content, document_id: turn_document(session), user_turns };
+                let pending = PendingRetain { content, document_id: self.turn_document(session), user_turns };
                 self.queue_pending(session, &pending).await?;
                 queued += 1;
             }
             None => self.mark_retained(&session.id, user_turns).await?,
         }
         Ok(queued)
+    }
+
+    /// A document of its own for some of the session's turns, named after the last one it was
+    /// given (kept in the session's record, which is saved with the slice that uses the name).
+    /// Named by the clock alone, in a process-wide sequence that ran ahead of it under load, a
+    /// slice after a restart (or after the clock was set back) could take the name of one stored
+    /// before, and replace it: turns acknowledged and stored were lost.
+    fn turn_document(&self, session: &Session) -> String {
+        let mut named = None;
+        self.update(&session.id, |s| {
+            let (name, ms) = turn_document_name(&s.id, s.last_turn_document.max(session.last_turn_document));
+            s.last_turn_document = ms;
+            named = Some(name);
+        });
+        // Ended meanwhile: no record of it keeps names, and its next start begins from its end.
+        named.unwrap_or_else(|| turn_document_name(&session.id, session.last_turn_document).0)
     }
 
     /// Keeps the spans a transcript left open (in memory, and in the spool when they changed:
@@ -628,19 +643,12 @@ fn transcript(turns: &[Message]) -> Option<String> {
     text::retention_transcript(turns, true).text
 }
 
-/// A document of its own for some of a session's turns: `{session}-{unix_ms}` (SPEC §6), the
-/// milliseconds taken past the last ones given in this process, so two slices queued in the same
-/// millisecond never replace each other.
-fn turn_document(session: &Session) -> String {
-    turn_document_of(&session.id)
-}
-
-pub(super) fn turn_document_of(id: &str) -> String {
-    static LAST: AtomicU64 = AtomicU64::new(0);
+/// `{session}-{ms}` for a slice of a session's turns that is a document of its own (SPEC §6):
+/// the milliseconds past the session's last such name ([`Session::last_turn_document`]).
+fn turn_document_name(id: &str, last: u64) -> (String, u64) {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    let previous = LAST.fetch_max(now, Ordering::Relaxed);
-    let ms = if previous >= now { LAST.fetch_add(1, Ordering::Relaxed) + 1 } else { now };
-    format!("{id}-{ms}")
+    let ms = now.max(last.saturating_add(1));
+    (format!("{id}-{ms}"), ms)
 }
 
 /// The document a `full-session` transcript replaces: the session's id for its first part,

@@ -114,6 +114,9 @@ struct Ended {
     open_at_part_start: usize,
     #[serde(default, skip_serializing_if = "is_none_open")]
     open_at_end: usize,
+    /// [`Session::last_turn_document`]: a resumed session's slices are not named as its earlier ones.
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    last_turn_document: u64,
 }
 
 const ENDED_RECORD: &str = "ended_session";
@@ -185,6 +188,15 @@ pub struct Session {
     /// The spans the last transcript left open at its end.
     #[serde(default, skip_serializing_if = "is_none_open")]
     pub open_at_end: usize,
+    /// The milliseconds in the name of the last document of its own automatic retain gave a
+    /// slice of the session's turns (`{session}-{ms}`): the next is named past it, whatever the
+    /// clock says after a restart. 0 before the first.
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    pub last_turn_document: u64,
+}
+
+fn is_zero_ms(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_none_open(n: &usize) -> bool {
@@ -497,6 +509,7 @@ impl Sessions {
                 turn_prints: ended.turn_prints.clone(),
                 first_turn: ended.first_turn,
                 instructions: None,
+                last_turn_document: ended.last_turn_document,
             });
             // A new cwd (or parent) re-scopes.
             let rescoped = s.move_to(&scope, &project);
@@ -549,6 +562,7 @@ impl Sessions {
                     first_turn: session.first_turn,
                     open_at_part_start: session.open_at_part_start,
                     open_at_end: session.open_at_end,
+                    last_turn_document: session.last_turn_document,
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;
