@@ -616,3 +616,51 @@ async fn a_document_copied_from_hindsight_keeps_the_order_of_its_parts() {
         .collect();
     assert_eq!(written, want);
 }
+
+/// An export stopped part-way (Ctrl-C) leaves no partial copy of the memories beside the file,
+/// and the file as it was. The daemon is paused (SIGSTOP) once the partial file exists, so the
+/// export is surely under way when it is interrupted.
+#[tokio::test]
+async fn an_interrupted_export_leaves_no_partial_copy() {
+    let mut a = Daemon::start("[local]\nembedder = \"off\"\n");
+    seed(&a, 2000).await;
+    let file = a.dir.path().join("backup.jsonl");
+    let partial = a.dir.path().join("backup.jsonl.partial");
+    std::fs::write(&file, "an earlier backup\n").unwrap();
+    let daemon = a.child.as_ref().unwrap().id();
+    let mut caught = false;
+    for _ in 0..20 {
+        let mut cli = std::process::Command::new(common::bin())
+            .env("MNEME_CONFIG", a.config_path())
+            .envs(common::env_for(a.dir.path()))
+            .args(["export", "--output"])
+            .arg(&file)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !partial.exists() && cli.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        common::unsafe_kill(daemon, "STOP");
+        if !partial.exists() {
+            // Done before it could be paused: again.
+            common::unsafe_kill(daemon, "CONT");
+            cli.wait().unwrap();
+            std::fs::write(&file, "an earlier backup\n").unwrap();
+            continue;
+        }
+        common::unsafe_kill(cli.id(), "INT");
+        let out = cli.wait_with_output().unwrap();
+        common::unsafe_kill(daemon, "CONT");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("stopped by Ctrl-C"), "{err}");
+        assert!(!partial.exists(), "a partial copy of the memories was left");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "an earlier backup\n");
+        caught = true;
+        break;
+    }
+    assert!(caught, "every export finished before it could be paused");
+    a.stop();
+}

@@ -35,6 +35,9 @@ pub(super) async fn export(
     as_json: bool,
 ) -> Result<ExitCode, CliError> {
     let client = Client::connect(&load_client_settings(config)?.settings).await?;
+    // Signals are listened for only when writing a file: to standard output they stop the
+    // export as ever.
+    let stopped = output.is_some().then(stop_signal);
     // A file is written beside its name and renamed over it once whole: an export that fails
     // part-way leaves an earlier backup of that name as it was, not a truncated one. Private,
     // as the store it copies.
@@ -45,7 +48,15 @@ pub(super) async fn export(
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    let written = write_export(&client, bank, &mut out).await;
+    // Stopped (Ctrl-C, a terminal closed, SIGTERM), the export goes the way of a failed one: a
+    // partial copy of every memory is not left beside the file.
+    let written = tokio::select! {
+        written = write_export(&client, bank, &mut out) => written,
+        Some(signal) = async { Some(stopped?.await) } => Err(CliError::Other(format!(
+            "stopped by {signal}: {} was left as it was",
+            output.as_ref().expect("a partial file is for an output file").display()
+        ))),
+    };
     drop(out);
     let n = match (written, &partial, &output) {
         (Ok(n), Some(partial), Some(path)) => {
@@ -73,6 +84,25 @@ pub(super) async fn export(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The signal that stops a command: Ctrl-C, a closed terminal or SIGTERM (never, if they cannot
+/// be listened for).
+/// Listens from the call on, not from the first poll: a signal before that would stop the
+/// command the default way, leaving what it was writing.
+fn stop_signal() -> impl std::future::Future<Output = &'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let signals = (signal(SignalKind::interrupt()), signal(SignalKind::hangup()), signal(SignalKind::terminate()));
+    async move {
+        let (Ok(mut int), Ok(mut hup), Ok(mut term)) = signals else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => "Ctrl-C",
+            _ = hup.recv() => "SIGHUP",
+            _ = term.recv() => "SIGTERM",
+        }
+    }
 }
 
 /// Where an export to `path` is written until it is whole.
