@@ -42,6 +42,9 @@ pub struct MiniLm {
     embeddings_norm: Norm,
     layers: Vec<Layer>,
     threads: usize,
+    /// The ids of `[UNK]`, `[CLS]` and `[SEP]`.
+    unknown: u32,
+    frame: [u32; 2],
 }
 
 /// A table kept as int8 rows with one scale each, read in place.
@@ -123,7 +126,19 @@ impl MiniLm {
         if positions.len() != MAX_POSITIONS * HIDDEN || layers[0].up.out != FFN {
             return Err(bad("unexpected shapes".into()));
         }
-        Ok(MiniLm { tokenizer, words, positions, token_type, embeddings_norm, layers, threads: threads.max(1) })
+        let id = |token: &str| tokenizer.token_to_id(token).ok_or_else(|| bad(format!("no {token} token")));
+        let (unknown, frame) = (id("[UNK]")?, [id("[CLS]")?, id("[SEP]")?]);
+        Ok(MiniLm {
+            tokenizer,
+            words,
+            positions,
+            token_type,
+            embeddings_norm,
+            layers,
+            threads: threads.max(1),
+            unknown,
+            frame,
+        })
     }
 
     /// The token ids of a text, `[CLS] … [SEP]`, cut at 256 tokens.
@@ -133,11 +148,23 @@ impl MiniLm {
         Ok(enc.get_ids().to_vec())
     }
 
+    /// Whether the model knows too few of a text's tokens to place it: more than half of them
+    /// are `[UNK]` (most ideographs of Chinese, Japanese and Korean, emoji, a "word" of over 100
+    /// characters). Such a text's vector sits with every other one the model cannot read, close
+    /// to any question it cannot read either: a 5,000-letter string outranked the passage a
+    /// Chinese question asked for, which BM25 alone finds first. Its vector is all zeros: no
+    /// direction, similar to nothing (and a question given one is answered by its words).
+    fn unreadable(&self, ids: &[u32]) -> bool {
+        let tokens = ids.iter().filter(|id| !self.frame.contains(id)).count();
+        let unknown = ids.iter().filter(|id| **id == self.unknown).count();
+        unknown * 2 > tokens
+    }
+
     /// The unit-length vector of one tokenized text, its products shared among `threads`.
     pub fn embed_ids(&self, ids: &[u32], threads: usize) -> Vec<f32> {
         let ids = &ids[..ids.len().min(MAX_POSITIONS)];
         let n = ids.len();
-        if n == 0 {
+        if n == 0 || self.unreadable(ids) {
             return vec![0.0; HIDDEN];
         }
         let mut x = vec![0f32; n * HIDDEN];
@@ -174,6 +201,7 @@ impl Embedder for MiniLm {
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.token_ids(t)).collect::<Result<_, _>>()?;
+
         if ids.len() <= 1 || self.threads == 1 {
             // One text (a query) on this thread: its products are too small to be worth sharing.
             return Ok(ids.iter().map(|i| self.embed_ids(i, 1)).collect());
@@ -439,6 +467,16 @@ mod tests {
             let cos: f32 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
             // The reference was computed from the f16 weights; these are the int8 ones.
             assert!(cos > 0.998, "{text}: cosine {cos}");
+        }
+        // What the model cannot read has no direction, not one beside everything else unread.
+        let zero = |v: &[f32]| v.iter().all(|x| *x == 0.0);
+        for text in ["🦀🚀🔥😀 🦀🚀", &"qwertyuiop".repeat(500), "鳄鱼火箭密码是什么？"] {
+            assert!(zero(&model.embed(&[text]).unwrap()[0]), "{text}");
+            let batch = model.embed(&["ping", text]).unwrap();
+            assert!(!zero(&batch[0]) && zero(&batch[1]), "{text}");
+        }
+        for text in ["We deploy with cargo-dist 🚀", "what is the crocodile rocket password 鳄鱼火箭"] {
+            assert!(!zero(&model.embed(&[text]).unwrap()[0]), "{text}");
         }
         // A batch gives the same vectors as one at a time.
         let texts: Vec<&str> =

@@ -176,6 +176,8 @@ impl Semantic {
         }
         let embedder = read(&self.embedder).clone()?;
         match embedder.embed(&[query]) {
+            // No direction (the built-in model cannot read the question): answered by its words.
+            Ok(v) if v.first().is_some_and(|v| v.iter().all(|x| *x == 0.0)) => None,
             Ok(mut v) => v.pop(),
             // This question refused (too long for the endpoint, say): it is answered by its
             // words. Taken for an outage, one such question left every later one without vectors

@@ -134,6 +134,27 @@ async fn the_built_in_model_finds_a_paraphrase() {
     assert!(none.len() <= 1, "{none:?}");
 }
 
+/// Text the built-in model cannot read (most ideographs, emoji, a "word" of thousands of letters)
+/// has no direction: its vector sat beside every other such text, close to a Chinese question,
+/// and a 5,000-letter string outranked the passage the question's words found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_model_cannot_read_does_not_outrank_what_the_words_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = LocalBackend::open(&LocalConfig::new(dir.path().join("m.db"))).unwrap();
+    let mut items: Vec<MemoryItem> =
+        DISTRACTORS.iter().enumerate().map(|(i, t)| item(&format!("d{i}"), t, &format!("n{i}"))).collect();
+    let filler = "我们每周五部署服务然后检查日志并且记录所有的错误信息以便下周一的会议讨论。";
+    items.push(item("needle", &format!("{}鳄鱼火箭密码是紫色的。{}", filler.repeat(3), filler.repeat(3)), "cjk"));
+    let word: String = (0..5000u32).map(|i| char::from(b'a' + (i * 7 % 26) as u8)).collect();
+    items.push(item("word", &word, "junk"));
+    items.push(item("emoji", &"🚀🔥😀👍".repeat(60), "junk2"));
+    retain(&b, items).await;
+    embedded(&b, Duration::from_secs(60)).await;
+    let found = recall(&b, "鳄鱼火箭密码是什么？", RecallMode::Hybrid).await;
+    assert!(found.first().is_some_and(|t| t.contains("鳄鱼火箭密码")), "{found:?}");
+    assert!(!found.iter().any(|t| t.starts_with("aho") || t.contains('🚀')), "{found:?}");
+}
+
 /// The default scoping keeps every project in one bank, tagged: the vectors are ranked among
 /// the project's passages (and untagged ones), not the whole bank's, so another project's many
 /// near passages do not crowd a project's one out of the best.
