@@ -165,9 +165,19 @@ impl Sessions {
         let history = conversation(messages);
         let omitted = i64::try_from(end.omitted_user_turns).unwrap_or(i64::MAX);
         let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
-        let cleaned = cleaned_each(settings, &history, session.open_at_part_start);
+        let open_before = match end.omitted_user_turns {
+            0 => session.open_at_part_start,
+            omitted => window_opens_inside(session, omitted, &history),
+        };
+        let cleaned = cleaned_each(settings, &history, open_before);
         let seen = user_prints(&cleaned.each, &history);
-        self.keep_open_at_end(session, cleaned.open_at_end).await?;
+        // A transcript that goes no further than the turns known (a late, older copy; a resend)
+        // closes none of the spans the last one left open: a late copy's 0 let the next part
+        // (a compaction, a client sending a turn at a time) begin outside a span the
+        // conversation was inside, and its private text was stored.
+        let advances = usize::try_from(user_turns).unwrap_or(usize::MAX) > session.turn_prints.len();
+        let open_at_end = if advances { cleaned.open_at_end } else { cleaned.open_at_end.max(session.open_at_end) };
+        self.keep_open_at_end(session, open_at_end).await?;
         if omitted > 0 {
             // The turns' fingerprints are kept in step, so a later transcript sent without a
             // count (read from its end) is placed among them, not taken for a new part.
@@ -625,6 +635,41 @@ fn carried_into_new_part(session: &Session, seen: &[u64]) -> usize {
         (Some(known), Some(now)) if known == now => session.open_at_part_start,
         _ => session.open_at_end,
     }
+}
+
+/// The spans open where a transcript sent without its start (`omitted` user turns left out)
+/// begins, when it begins among or just after the turns known and the last transcript ended
+/// inside spans: the fewest that its messages of known turns (or, when it holds none, the
+/// opening tags it begins with: the Claude Code hooks and the opencode plugin open again what
+/// their cut left open) turn into the spans the last transcript left open. A client that cut
+/// the transcript without putting the tags back had its private text stored. Elsewhere what is
+/// known of the part's start, as before.
+fn window_opens_inside(session: &Session, omitted: usize, history: &[Message]) -> usize {
+    let (known, open_at_end) = (session.turn_prints.len(), session.open_at_end);
+    if open_at_end == 0 || omitted > known {
+        return session.open_at_part_start;
+    }
+    let overlap = first_message_of_turn(history, (known - omitted) as i64);
+    let depth_after = |start: usize| -> usize {
+        if overlap == 0 {
+            let reopened = history.first().map_or(0, |m| leading_opening_tags(&m.content));
+            return start + reopened;
+        }
+        history[..overlap].iter().fold(start, |open, m| text::strip_private_within(&m.content, open).1)
+    };
+    (0..=open_at_end).find(|&start| depth_after(start) == open_at_end).unwrap_or(session.open_at_part_start)
+}
+
+/// How many `<private>` tags (any case) a text begins with, blanks between them allowed.
+fn leading_opening_tags(text: &str) -> usize {
+    const TAG: &str = "<private>";
+    let mut rest = text.trim_start();
+    let mut n = 0;
+    while rest.get(..TAG.len()).is_some_and(|t| t.eq_ignore_ascii_case(TAG)) {
+        n += 1;
+        rest = rest[TAG.len()..].trim_start();
+    }
+    n
 }
 
 /// The cleaned messages (`each`, see [`cleaned_each`]) of a history's last `turns` user turns,

@@ -304,6 +304,59 @@ async fn stored(r: &Rig) -> String {
     page.memories.iter().map(|m| m.content.clone()).collect::<Vec<_>>().join("\n----\n")
 }
 
+/// A span left open stays open for what comes next however the transcripts arrive: a late,
+/// older copy does not close it (its 0 let a compaction's new part begin outside it), and a
+/// transcript cut by a client that does not open the span again where its window begins is
+/// cleaned as inside it. In both the private text was stored.
+#[tokio::test]
+async fn an_open_span_survives_a_late_copy_and_a_cut_without_its_tag() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    for (mode, settings) in [("full-session", every_turn()), ("last-turn", last_turn(1, 0))] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        s.start(start("a")).await.unwrap();
+        let one = vec![m("user", "one about otters"), m("assistant", "ok")];
+        let mut two = one.clone();
+        two.extend([m("user", "two <private>SECRET-A"), m("assistant", "inside SECRET-B")]);
+        s.agent_end("a", &one, Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_end("a", &two, Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_end("a", &one, Turn::Work, TurnEnd::default()).await.unwrap(); // late
+        let compacted = vec![m("user", "summary SECRET-C"), m("assistant", "noted SECRET-D")];
+        s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(text.contains("one about otters") && !text.contains("SECRET"), "{mode}: {text}");
+
+        // Three turns, the second opening a span; then a window from the third on, its opening
+        // tag not put back, the count of what it left out given.
+        let r = rig();
+        let s = sessions(&r, every_turn()).await;
+        s.start(start("b")).await.unwrap();
+        let mut three = two.clone();
+        three.extend([m("user", "three SECRET-E"), m("assistant", "in SECRET-F")]);
+        s.agent_end("b", &three, Turn::Work, TurnEnd::default()).await.unwrap();
+        let window = vec![
+            m("user", "three SECRET-E"),
+            m("assistant", "in SECRET-F"),
+            m("user", "four SECRET-G"),
+            m("assistant", "in SECRET-H"),
+        ];
+        let cut = TurnEnd { omitted_user_turns: 2, ..TurnEnd::default() };
+        s.agent_end("b", &window, Turn::Work, cut).await.unwrap();
+        // Just after the turns known, without the tag, and with it put back as the hooks do.
+        let next = vec![m("user", "five SECRET-I"), m("assistant", "in SECRET-J")];
+        let cut = TurnEnd { omitted_user_turns: 4, ..TurnEnd::default() };
+        s.agent_end("b", &next, Turn::Work, cut).await.unwrap();
+        let reopened = vec![m("user", "<private>six SECRET-K"), m("assistant", "in SECRET-L</private> seven out")];
+        let cut = TurnEnd { omitted_user_turns: 5, ..TurnEnd::default() };
+        s.agent_end("b", &reopened, Turn::Work, cut).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(text.contains("one about otters") && text.contains("seven out"), "{mode}: {text}");
+        assert!(!text.contains("SECRET"), "{mode}: {text}");
+    }
+}
+
 /// A stray `</private>` hides only what is not retained yet: a later mention of the tag does
 /// not delete turns the session's document holds already.
 #[tokio::test]
