@@ -777,14 +777,29 @@ const UNKNOWN_TURN: u64 = u64::MAX;
 const MAX_UNKNOWN_TURNS: usize = 4096;
 
 /// The fingerprints of a history's user messages, cleaned (`each`, message by message): 0 for
-/// one wholly private.
+/// one wholly private. Line ends count as one (see [`same_lines`]).
 fn user_prints(each: &[Option<Message>], history: &[Message]) -> Vec<u64> {
     history
         .iter()
         .zip(each)
         .filter(|(m, _)| m.role == "user")
-        .map(|(_, c)| c.as_ref().map_or(0, |c| fingerprint(&c.content)))
+        .map(|(_, c)| c.as_ref().map_or(0, |c| fingerprint(&unix_lines(&c.content))))
         .collect()
+}
+
+/// `text` with `\n` for every line end (`\r\n`, `\r`). A prompt the client gave with one and
+/// its transcript with the other were two turns: every transcript that lagged (the reply given
+/// apart) looked rewritten, and started a new part holding the whole history again.
+fn unix_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.contains('\r') {
+        true => std::borrow::Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n")),
+        false => std::borrow::Cow::Borrowed(text),
+    }
+}
+
+/// Whether two texts are the same but for their line ends.
+fn same_lines(a: &str, b: &str) -> bool {
+    a == b || unix_lines(a) == unix_lines(b)
 }
 
 /// Where a history's user turn `n` (counted from 0) begins: after the messages of the turns
@@ -826,14 +841,14 @@ fn with_current_turn(
 ) -> Vec<Message> {
     let mut messages = conversation(messages);
     // Cleaned to nothing compares as "", as a wholly private prompt is known.
-    let same = |m: &Message, text: &str| clean(settings, &m.content).unwrap_or_default() == text;
+    let same = |m: &Message, text: &str| same_lines(&clean(settings, &m.content).unwrap_or_default(), text);
     if let Some((prompt, left_private)) = prompt.filter(|(p, _)| !is_slash_command(p)) {
         // The prompt is known as it was cleaned in its history: compared so.
         let last_user = messages.iter().rposition(|m| m.role == "user").map(|i| {
             let (before, last) = messages.split_at(i);
             prompt_in_context(settings, before, &last[0].content).0
         });
-        if last_user.as_deref() != Some(prompt) {
+        if !last_user.as_deref().is_some_and(|last| same_lines(last, prompt)) {
             // A wholly private prompt goes in as a turn of which nothing is kept.
             let prompt = match (prompt.is_empty(), left_private) {
                 (true, true) => "<private>".to_owned(),

@@ -357,6 +357,33 @@ async fn an_open_span_survives_a_late_copy_and_a_cut_without_its_tag() {
     }
 }
 
+/// A prompt the client gave with one line end and its transcript with another is one turn: a
+/// transcript that lags behind (the reply given apart) looked rewritten, and each started a new
+/// part holding the whole history again.
+#[tokio::test]
+async fn a_prompt_and_its_transcript_differing_in_line_ends_are_one_turn() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    let mut history: Vec<Message> = Vec::new();
+    for i in 0..4 {
+        let prompt = format!("question {i} about\notters");
+        s.agent_start("a", &prompt, &history, Turn::Work).await.unwrap();
+        let reply = format!("answer {i}");
+        let end = TurnEnd { reply: Some(reply.clone()), ..TurnEnd::default() };
+        s.agent_end("a", &history, Turn::Work, end).await.unwrap(); // one turn behind
+        history.push(Message::new("user", prompt.replace('\n', "\r\n")));
+        history.push(Message::new("assistant", reply));
+    }
+    r.queue.flush_all().await;
+    let page = r.local.export(None, None, 100).await.unwrap();
+    assert_eq!(page.memories.len(), 1, "one document: {:?}", page.memories);
+    let text = stored(&r).await;
+    for i in 0..4 {
+        assert_eq!(text.matches(&format!("question {i} about")).count(), 1, "{text}");
+    }
+}
+
 /// A stray `</private>` hides only what is not retained yet: a later mention of the tag does
 /// not delete turns the session's document holds already.
 #[tokio::test]
