@@ -171,6 +171,12 @@ impl Sessions {
         };
         let cleaned = cleaned_each(settings, &history, open_before);
         let seen = user_prints(&cleaned.each, &history);
+        if omitted == 0 && is_late_copy_of_previous_part(session, &seen) {
+            // Sent before the history started over and arriving after (a compaction racing
+            // the turn before it): its turns are the previous part's, stored with it. Taken
+            // for a new history, it stored them all again, and the next transcript once more.
+            return Ok(0);
+        }
         // A transcript that goes no further than the turns known (a late, older copy; a resend)
         // closes none of the spans the last one left open: a late copy's 0 let the next part
         // (a compaction, a client sending a turn at a time) begin outside a span the
@@ -473,7 +479,7 @@ impl Sessions {
             s.retained_turns = 0;
             s.first_turn = 0; // a history of its own: none of its turns were had while off
             s.pending = None;
-            s.turn_prints = turn_prints;
+            s.previous_part_prints = std::mem::replace(&mut s.turn_prints, turn_prints);
         });
         match updated {
             Some(s) => {
@@ -658,6 +664,18 @@ fn window_opens_inside(session: &Session, omitted: usize, history: &[Message]) -
         history[..overlap].iter().fold(start, |open, m| text::strip_private_within(&m.content, open).1)
     };
     (0..=open_at_end).find(|&start| depth_after(start) == open_at_end).unwrap_or(session.open_at_part_start)
+}
+
+/// Whether `seen` is no part of the current part's history but the start of the previous
+/// part's, all of it known there. Turns that are all private say nothing (cleaned here from the
+/// spans open where the current part began, a new part's turns can look so).
+fn is_late_copy_of_previous_part(session: &Session, seen: &[u64]) -> bool {
+    let previous = &session.previous_part_prints;
+    !previous.is_empty()
+        && seen.iter().any(|p| *p != 0 && *p != UNKNOWN_TURN)
+        && seen.len() <= previous.len()
+        && previous[..seen.len()] == *seen
+        && place_in_part(&session.turn_prints, seen) == Placement::StartsOver
 }
 
 /// How many `<private>` tags (any case) a text begins with, blanks between them allowed.

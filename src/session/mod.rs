@@ -188,6 +188,10 @@ pub struct Session {
     /// The spans the last transcript left open at its end.
     #[serde(default, skip_serializing_if = "is_none_open")]
     pub open_at_end: usize,
+    /// The fingerprints of the part before this one (see `turn_prints`): a late copy of its
+    /// history, sent after the part began, is known for what it is instead of starting one more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_part_prints: Vec<u64>,
     /// The milliseconds in the name of the last document of its own automatic retain gave a
     /// slice of the session's turns (`{session}-{ms}`): the next is named past it, whatever the
     /// clock says after a restart. 0 before the first.
@@ -510,6 +514,7 @@ impl Sessions {
                 first_turn: ended.first_turn,
                 instructions: None,
                 last_turn_document: ended.last_turn_document,
+                previous_part_prints: Vec::new(),
             });
             // A new cwd (or parent) re-scopes.
             let rescoped = s.move_to(&scope, &project);

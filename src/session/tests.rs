@@ -30,6 +30,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         open_at_part_start: 0,
         open_at_end: 0,
         last_turn_document: 0,
+        previous_part_prints: Vec::new(),
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -382,6 +383,34 @@ async fn a_prompt_and_its_transcript_differing_in_line_ends_are_one_turn() {
     for i in 0..4 {
         assert_eq!(text.matches(&format!("question {i} about")).count(), 1, "{text}");
     }
+}
+
+/// A transcript sent before a compaction and arriving after it is the previous part's: taken
+/// for a history that started over, it stored the whole old history again, and the next
+/// compacted transcript started one more part and stored its turns again too.
+#[tokio::test]
+async fn a_late_copy_from_before_a_compaction_stores_nothing_again() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+    let summary = |n: usize| {
+        let mut m = vec![Message::new("user", "summary of the otters so far"), Message::new("assistant", "noted")];
+        m.extend(turns(n).into_iter().skip(6));
+        m
+    };
+    s.agent_end("a", &summary(4), Turn::Work, TurnEnd::default()).await.unwrap(); // compacted
+    s.agent_end("a", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap(); // late
+    s.agent_end("a", &summary(5), Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 0..5 {
+        assert_eq!(text.matches(&format!("question {i} about otters")).count(), 1, "{i}: {text}");
+    }
+    let page = r.local.export(None, None, 100).await.unwrap();
+    let mut documents: Vec<String> = page.memories.iter().filter_map(|m| m.document_id.clone()).collect();
+    documents.sort();
+    assert_eq!(documents, ["a", "a-part2"]);
 }
 
 /// A stray `</private>` hides only what is not retained yet: a later mention of the tag does
