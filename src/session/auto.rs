@@ -233,7 +233,7 @@ impl Sessions {
             return self.retain_tail(&session, &history, &cleaned.into_kept(0), user_turns).await;
         }
         let mut placement = place_in_part(&session.turn_prints, &seen);
-        if placement == Placement::StartsOver && end.rewound && settings.retain.mode == RetainMode::FullSession {
+        if placement == Placement::StartsOver && end.rewound {
             placement =
                 rewound_at(&session.turn_prints, &seen, session.first_turn).map_or(placement, Placement::Rewound);
         }

@@ -1352,6 +1352,26 @@ async fn turns_a_rewind_took_back_leave_the_store() {
     assert!(stored(&r).await.contains("question 4 about otters"));
 }
 
+/// In `last-turn` mode a rewind stores the branch's new turns alone: it started a new part, and
+/// stored every turn before the rewind point a second time. The slices the rewind took back stay.
+#[tokio::test]
+async fn a_rewind_in_last_turn_mode_stores_the_branch_alone() {
+    let r = rig();
+    let s = sessions(&r, last_turn(1, 0)).await;
+    s.start(start("a")).await.unwrap();
+    for n in 1..=4 {
+        s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    let mut rewound = turns(2);
+    rewound.extend([Message::new("user", "question 9 about otters"), Message::new("assistant", "answer 9")]);
+    s.agent_end("a", &rewound, Turn::Work, TurnEnd { rewound: true, ..TurnEnd::default() }).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [0, 1, 2, 3, 9] {
+        assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+}
+
 /// A rewind in a transcript too long to send whole (sent without its start): the branch's turns
 /// after the point it left the retained ones are new, and stored (counted as the turns they
 /// replaced, they were taken for retained ones and never stored).
