@@ -667,11 +667,13 @@ fn window_opens_inside(session: &Session, omitted: usize, history: &[Message]) -
 }
 
 /// Whether `seen` is no part of the current part's history but the start of the previous
-/// part's, all of it known there. Turns that are all private say nothing (cleaned here from the
-/// spans open where the current part began, a new part's turns can look so).
+/// part's, all of it known there. One turn says too little: a client that sends a turn at a
+/// time starts a part each turn, and a prompt repeated two turns apart ("yes", "go on") is a
+/// new turn. Nor do turns that are all private (cleaned here from the spans open where the
+/// current part began, a new part's turns can look so).
 fn is_late_copy_of_previous_part(session: &Session, seen: &[u64]) -> bool {
     let previous = &session.previous_part_prints;
-    !previous.is_empty()
+    seen.len() >= 2
         && seen.iter().any(|p| *p != 0 && *p != UNKNOWN_TURN)
         && seen.len() <= previous.len()
         && previous[..seen.len()] == *seen

@@ -411,6 +411,17 @@ async fn a_late_copy_from_before_a_compaction_stores_nothing_again() {
     let mut documents: Vec<String> = page.memories.iter().filter_map(|m| m.document_id.clone()).collect();
     documents.sort();
     assert_eq!(documents, ["a", "a-part2"]);
+    // A client that sends a turn at a time starts a part each turn: a prompt repeated two
+    // turns apart is a new turn, not a late copy.
+    s.start(start("b")).await.unwrap();
+    for prompt in ["yes", "no", "yes", "no", "yes"] {
+        let turn = [Message::new("user", prompt), Message::new("assistant", format!("ok, {prompt}"))];
+        s.agent_end("b", &turn, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let page = r.local.export(None, None, 100).await.unwrap();
+    let parts = page.memories.iter().filter(|m| m.document_id.as_deref().is_some_and(|d| d.starts_with('b'))).count();
+    assert_eq!(parts, 5, "every turn stored: {:?}", page.memories);
 }
 
 /// A stray `</private>` hides only what is not retained yet: a later mention of the tag does
