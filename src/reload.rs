@@ -215,6 +215,11 @@ impl Reloader {
                 tracing::error!("cannot save the sessions after the backend switch: {e}");
             }
         }
+        if new.retain.mode != old.retain.mode {
+            if let Err(e) = self.sessions.retain_mode_changed().await {
+                tracing::error!("cannot save the sessions after retain.mode changed: {e}");
+            }
+        }
         // Only a change of bank, scoping or backend moves sessions: a reload for anything else
         // leaves them where they are.
         if let Err(e) = self.sessions.follow_settings().await {

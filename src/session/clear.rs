@@ -85,6 +85,27 @@ impl Sessions {
         HeldTurns(held)
     }
 
+    /// `retain.mode` changed by a reload: the turns retained so far stay as the old mode stored
+    /// them, and the new mode goes on from each session's next turn, in a part of its own. A
+    /// full-session document after `last-turn` slices held the slices' turns again, and slices
+    /// after a full-session document repeated its turns. A tail kept for later is queued
+    /// first, as the old mode made it.
+    pub async fn retain_mode_changed(&self) -> Result<(), crate::spool::SpoolError> {
+        let ids: Vec<String> =
+            self.inner.map.locked().values().filter(|s| s.parent.is_none()).map(|s| s.id.clone()).collect();
+        for id in ids {
+            let _turn = self.inner.turns.lock(&id).await;
+            let Ok(session) = self.get(&id) else { continue }; // ended meanwhile
+            if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
+                self.queue_pending(&session, pending).await?;
+            }
+            if let Some(s) = self.update(&id, start_after_erasure) {
+                self.save(&s).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Deletes memories: one session's scope, or everything; spooled items go too.
     pub async fn clear(&self, req: ClearRequest) -> Result<ClearOutcome, SessionError> {
         let backend = self.backend();

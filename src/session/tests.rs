@@ -424,6 +424,30 @@ async fn a_late_copy_from_before_a_compaction_stores_nothing_again() {
     assert_eq!(parts, 5, "every turn stored: {:?}", page.memories);
 }
 
+/// A reload that changes `retain.mode` in the middle of a session: the new mode goes on from
+/// the next turn. A full-session document after last-turn slices held the slices' turns again,
+/// and slices after a full-session document repeated its turns.
+#[tokio::test]
+async fn a_retain_mode_changed_mid_session_stores_each_turn_once() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    let switch =
+        |settings: Settings| r.state.replace(Current { settings: Arc::new(settings), backend: r.state.backend() });
+    s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    switch(last_turn(1, 0));
+    s.retain_mode_changed().await.unwrap();
+    for n in [3, 4] {
+        s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    switch(every_turn());
+    s.retain_mode_changed().await.unwrap();
+    for n in [5, 6] {
+        s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    each_turn_stored_once(&r, 6).await;
+}
+
 /// A stray `</private>` hides only what is not retained yet: a later mention of the tag does
 /// not delete turns the session's document holds already.
 #[tokio::test]
