@@ -246,10 +246,14 @@ impl Sessions {
                 // document, replaced by it, loses the turns taken back. (A new part kept them,
                 // and stored the turns before `k` a second time.)
                 taken_back = session.retained_turns > k as i64 || session.pending.is_some();
+                // The branch is the conversation now: the spans open at its end are its own
+                // (a span the taken-back turns opened is not kept open).
+                let branch_open = cleaned.open_at_end;
                 let updated = self.update(&session.id, |s| {
                     s.turn_prints = seen;
                     s.retained_turns = s.retained_turns.min(k as i64);
                     s.pending = None;
+                    s.open_at_end = branch_open;
                 });
                 // Ended meanwhile: nothing saved (a record would bring it back).
                 if let Some(updated) = &updated {

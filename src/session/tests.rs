@@ -1407,6 +1407,27 @@ async fn a_rewind_in_last_turn_mode_stores_the_branch_alone() {
     }
 }
 
+/// A rewind that takes back the turn which opened a span leaves the span closed: the branch is
+/// the conversation now. (Kept open, a later compaction's new part began inside it, and its
+/// turns were not stored.)
+#[tokio::test]
+async fn a_span_a_rewind_took_back_is_not_kept_open() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    let mut history = turns(2);
+    history.extend([Message::new("user", "the key is <private> SECRET-R"), Message::new("assistant", "ok")]);
+    s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    let mut rewound = turns(2);
+    rewound.extend([Message::new("user", "question 9 about otters"), Message::new("assistant", "answer 9")]);
+    s.agent_end("a", &rewound, Turn::Work, TurnEnd { rewound: true, ..TurnEnd::default() }).await.unwrap();
+    let compacted = [Message::new("user", "summary: question 10 about otters"), Message::new("assistant", "noted")];
+    s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(text.contains("summary: question 10 about otters") && !text.contains("SECRET"), "{text}");
+}
+
 /// A rewind in a transcript too long to send whole (sent without its start): the branch's turns
 /// after the point it left the retained ones are new, and stored (counted as the turns they
 /// replaced, they were taken for retained ones and never stored).
