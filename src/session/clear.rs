@@ -46,7 +46,7 @@ impl Sessions {
             if bank.is_some_and(|b| s.scope.bank != b) {
                 return false;
             }
-            let conversation = document.is_some_and(|d| is_conversation_of(s, d));
+            let conversation = document.is_some_and(|d| mneme_core::is_session_document(&s.id, d));
             if !conversation && s.block.is_none() && s.instructions.is_none() {
                 return false;
             }
@@ -67,7 +67,8 @@ impl Sessions {
     pub async fn hold_conversations(&self, bank: &str, document: &str) -> HeldTurns {
         let ids = {
             let map = self.inner.map.locked();
-            let sessions = map.values().filter(|s| s.scope.bank == bank && is_conversation_of(s, document));
+            let sessions =
+                map.values().filter(|s| s.scope.bank == bank && mneme_core::is_session_document(&s.id, document));
             sessions.map(|s| s.id.clone()).collect()
         };
         self.hold_turns(ids).await
@@ -170,9 +171,9 @@ impl Sessions {
 #[must_use = "the turns are held only until this is dropped"]
 pub struct HeldTurns(#[allow(dead_code)] Vec<tokio::sync::OwnedMutexGuard<()>>);
 
-/// The conversation so far was deleted (cleared, or its document forgotten): automatic retain
-/// drops its pending tail and goes on from the next turn, in a document of its own, instead of
-/// storing it again.
+/// The conversation so far was deleted (cleared, or its document forgotten), or is kept as
+/// another `retain.mode` stored it: automatic retain drops its pending tail and goes on from the
+/// next turn, in a document of its own, instead of storing it again.
 fn start_after_erasure(s: &mut super::Session) {
     s.pending = None;
     let seen = (s.turn_prints.len() as i64).max(s.retained_turns);
@@ -181,10 +182,4 @@ fn start_after_erasure(s: &mut super::Session) {
     }
     s.first_turn = seen;
     s.retained_turns = seen;
-}
-
-/// Whether `document` is one automatic retain wrote for the session (see
-/// [`mneme_core::is_session_document`]).
-fn is_conversation_of(s: &super::Session, document: &str) -> bool {
-    mneme_core::is_session_document(&s.id, document)
 }
