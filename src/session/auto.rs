@@ -8,7 +8,7 @@ use mneme_core::{MemoryType, Recalled};
 
 use super::clean::{clean, conversation};
 use super::tools::{fit_results, format_results};
-use super::{Delivery, PendingRetain, Session, SessionError, Sessions, Turn};
+use super::{Delivery, PendingRetain, Session, SessionError, Sessions, StoredPart, Turn};
 use crate::config::{RetainMode, Settings};
 use crate::queue::{FlushReport, NewItem};
 use crate::spool::SpoolError;
@@ -217,6 +217,7 @@ impl Sessions {
                             s.turn_prints = prints;
                             s.retained_turns = s.retained_turns.min(at);
                             s.pending = None;
+                            slices_before(&mut s.sliced, at);
                         });
                         if let Some(updated) = updated {
                             self.save(&updated).await?;
@@ -254,6 +255,7 @@ impl Sessions {
                     s.retained_turns = s.retained_turns.min(k as i64);
                     s.pending = None;
                     s.open_at_end = branch_open;
+                    slices_before(&mut s.sliced, k as i64);
                 });
                 // Ended meanwhile: nothing saved (a record would bring it back).
                 if let Some(updated) = &updated {
@@ -271,7 +273,16 @@ impl Sessions {
                 // shrinking the stored document for a mention of the tag would delete turns
                 // stored long ago.
                 let retained_from = first_message_of_turn(&history, session.retained_turns);
-                (session.clone(), cleaned.into_kept(retained_from))
+                let hides_kept = cleaned.hidden_before > retained_from;
+                let each = cleaned.into_kept(retained_from);
+                let session = match settings.retain.mode {
+                    // Hidden by a stray close, the kept tail is not to be stored as it was.
+                    RetainMode::FullSession if !hides_kept => {
+                        self.end_part_if_it_lost_text(session, &history, &each).await?
+                    }
+                    _ => session.clone(),
+                };
+                (session, each)
             }
             Placement::Window(k) => {
                 // The client sent the part without its start (a transcript read from its end):
@@ -317,7 +328,10 @@ impl Sessions {
             return Ok(0);
         }
         let (target, document_id) = match settings.retain.mode {
-            RetainMode::FullSession => (part_each.iter().flatten().cloned().collect(), part_document(session)),
+            RetainMode::FullSession => {
+                let kept = without_slices(session, part, part_each);
+                (kept.into_iter().flatten().collect(), part_document(session))
+            }
             RetainMode::LastTurn => {
                 // On the cadence, the last every_n turns (SPEC) or more after a gap; a tail kept
                 // for later (or retained as the session ends) only its new turns: the ones before
@@ -337,7 +351,7 @@ impl Sessions {
             }
             return Ok(0);
         };
-        let pending = PendingRetain { content, document_id, user_turns };
+        let pending = PendingRetain { content, document_id, user_turns, sliced_from: None };
         if due {
             self.queue_pending(session, &pending).await?;
             Ok(1)
@@ -392,6 +406,7 @@ impl Sessions {
             s.first_turn = user_turns;
             s.retained_turns = user_turns;
             s.pending = None;
+            s.sliced.clear();
             s.turn_prints = prints;
             (s.open_at_part_start, s.open_at_end) = open_at;
         });
@@ -427,7 +442,14 @@ impl Sessions {
         let content = transcript(&target);
         match content {
             Some(content) => {
-                let pending = PendingRetain { content, document_id: self.turn_document(session), user_turns };
+                // In `full-session` mode the part's document leaves these turns out from now on:
+                // replaced by a whole transcript that followed (a rewind's shorter branch), it
+                // stored them a second time.
+                let sent = history.iter().filter(|m| m.role == "user").count() as i64;
+                let first = user_turns - new_turns.min(sent);
+                let sliced_from = (self.settings().retain.mode == RetainMode::FullSession).then_some(first);
+                let document_id = self.turn_document(session);
+                let pending = PendingRetain { content, document_id, user_turns, sliced_from };
                 self.queue_pending(session, &pending).await?;
                 queued += 1;
             }
@@ -450,6 +472,57 @@ impl Sessions {
         });
         // Ended meanwhile: no record of it keeps names, and its next start begins from its end.
         named.unwrap_or_else(|| turn_document_name(&session.id, session.last_turn_document).0)
+    }
+
+    /// A history that holds less of the turns the part's document was given (or its pending tail
+    /// holds) than they had: replaced by it, the document lost the rest from the store (a history
+    /// compacted to its first prompt and a summary drops that prompt's reply, which the turns'
+    /// fingerprints, taken from the prompts, do not see). The document keeps what it was given
+    /// (the pending tail is queued) and the part ends after those turns: what follows is a part
+    /// of its own. Counted in bytes of the stored text: a history that only differs splits the
+    /// conversation into one document more, and loses nothing.
+    async fn end_part_if_it_lost_text(
+        &self,
+        session: &Session,
+        history: &[Message],
+        each: &[Option<Message>],
+    ) -> Result<Session, SessionError> {
+        let document = part_document(session);
+        let given = match &session.pending {
+            Some(p) if p.document_id == document && p.sliced_from.is_none() => Some((p.user_turns, p.content.len())),
+            _ => session.part_stored.filter(|p| p.part == session.part).map(|p| (p.turns, p.chars)),
+        };
+        let Some((turns, chars)) = given else { return Ok(session.clone()) };
+        let sent = history.iter().filter(|m| m.role == "user").count() as i64;
+        if turns <= session.first_turn || sent < turns {
+            // A shorter copy sent late holds fewer of the turns, not less of them.
+            return Ok(session.clone());
+        }
+        let from = first_message_of_turn(history, session.first_turn);
+        let to = first_message_of_turn(history, turns);
+        let kept = without_slices(session, &history[from..], &each[from..]);
+        let now: Vec<Message> = kept[..to - from].iter().flatten().cloned().collect();
+        if transcript(&now).map_or(0, |t| t.len()) >= chars {
+            return Ok(session.clone());
+        }
+        if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
+            self.queue_pending(session, pending).await?;
+        }
+        let updated = self.update(&session.id, |s| {
+            s.part = s.part.saturating_add(1);
+            s.first_turn = turns;
+            s.retained_turns = s.retained_turns.max(turns);
+            s.pending = None;
+            s.sliced.clear();
+            s.part_stored = None;
+        });
+        match updated {
+            Some(s) => {
+                self.save(&s).await?;
+                Ok(s)
+            }
+            None => Ok(session.clone()),
+        }
     }
 
     /// Keeps the spans a transcript left open (in memory, and in the spool when they changed:
@@ -483,6 +556,7 @@ impl Sessions {
             s.retained_turns = 0;
             s.first_turn = 0; // a history of its own: none of its turns were had while off
             s.pending = None;
+            s.sliced.clear();
             s.previous_part_prints = std::mem::replace(&mut s.turn_prints, turn_prints);
         });
         match updated {
@@ -513,14 +587,20 @@ impl Sessions {
             self.inner.queue.enqueue(&session.id, &session.scope, vec![item]).await?;
             return Ok(());
         };
-        marked.retained_turns = marked.retained_turns.max(pending.user_turns);
-        marked.pending = None;
-        let record = self.record_of(&marked);
-        self.inner.queue.enqueue_with_session(&session.id, &session.scope, vec![item], record).await?;
-        self.update(&session.id, |s| {
+        let queued = |s: &mut Session| {
             s.retained_turns = s.retained_turns.max(pending.user_turns);
             s.pending = None;
-        });
+            if let Some(from) = pending.sliced_from {
+                add_slice(&mut s.sliced, (from, pending.user_turns));
+            } else if pending.document_id == part_document(s) {
+                s.part_stored =
+                    Some(StoredPart { part: s.part, turns: pending.user_turns, chars: pending.content.len() });
+            }
+        };
+        queued(&mut marked);
+        let record = self.record_of(&marked);
+        self.inner.queue.enqueue_with_session(&session.id, &session.scope, vec![item], record).await?;
+        self.update(&session.id, queued);
         Ok(())
     }
 
@@ -727,6 +807,44 @@ fn part_document(session: &Session) -> String {
         0 => session.id.clone(),
         n => format!("{}-part{}", session.id, n + 1),
     }
+}
+
+/// Adds the user turns `[from, to)` to a part's slices ([`Session::sliced`]), joined with those
+/// they touch.
+fn add_slice(sliced: &mut Vec<(i64, i64)>, (from, to): (i64, i64)) {
+    if from >= to {
+        return;
+    }
+    sliced.push((from, to));
+    sliced.sort_unstable();
+    let mut joined: Vec<(i64, i64)> = Vec::with_capacity(sliced.len());
+    for &(a, b) in sliced.iter() {
+        match joined.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => joined.push((a, b)),
+        }
+    }
+    *sliced = joined;
+}
+
+/// Keeps of a part's slices the turns before `turn`: those from there on were taken back (a
+/// rewind), and the branch's turns in their places are others.
+fn slices_before(sliced: &mut Vec<(i64, i64)>, turn: i64) {
+    sliced.retain(|&(from, _)| from < turn);
+    if let Some(last) = sliced.last_mut() {
+        last.1 = last.1.min(turn);
+    }
+}
+
+/// The part's messages (`part_each`, cleaned, of the history from the part's first turn) without
+/// those of its turns stored as slices of their own.
+fn without_slices(session: &Session, part: &[Message], part_each: &[Option<Message>]) -> Vec<Option<Message>> {
+    let mut kept = part_each.to_vec();
+    for &(from, to) in &session.sliced {
+        let at = |turn: i64| first_message_of_turn(part, turn - session.first_turn);
+        kept[at(from)..at(to)].fill(None);
+    }
+    kept
 }
 
 /// Where a history that agrees with the part's first `k` user turns (at least one, and at

@@ -182,4 +182,5 @@ fn start_after_erasure(s: &mut super::Session) {
     }
     s.first_turn = seen;
     s.retained_turns = seen;
+    s.sliced.clear();
 }

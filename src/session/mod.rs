@@ -93,6 +93,11 @@ pub struct PendingRetain {
     pub document_id: String,
     /// User turns it covers, counted from the session's start.
     pub user_turns: i64,
+    /// A slice of the part's turns (those from this one on) stored as a document of its own
+    /// (`full-session`, a transcript sent without its start): once queued, the part's document
+    /// leaves them out ([`Session::sliced`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliced_from: Option<i64>,
 }
 
 /// What automatic retain knows of a session that ended, kept [`SESSION_TTL`] in case the
@@ -117,6 +122,12 @@ struct Ended {
     /// [`Session::last_turn_document`]: a resumed session's slices are not named as its earlier ones.
     #[serde(default, skip_serializing_if = "is_zero_ms")]
     last_turn_document: u64,
+    /// [`Session::sliced`] and [`Session::part_stored`]: a resumed session's document goes on
+    /// leaving out its slices, and is not replaced by less.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    sliced: Vec<(i64, i64)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    part_stored: Option<StoredPart>,
 }
 
 const ENDED_RECORD: &str = "ended_session";
@@ -197,6 +208,26 @@ pub struct Session {
     /// clock says after a restart. 0 before the first.
     #[serde(default, skip_serializing_if = "is_zero_ms")]
     pub last_turn_document: u64,
+    /// The part's user turns stored as documents of their own (`[from, to)`, from transcripts
+    /// sent without their start): the part's document leaves them out. A whole transcript that
+    /// followed stored them a second time in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sliced: Vec<(i64, i64)>,
+    /// What the part's document was last given (`full-session`): a later transcript holding less
+    /// of those turns does not replace it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_stored: Option<StoredPart>,
+}
+
+/// The transcript last queued as a part's document (see [`Session::part_stored`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredPart {
+    /// The part it is the document of.
+    pub part: u32,
+    /// The user turns it holds, counted from the session's start.
+    pub turns: i64,
+    /// Its length in bytes.
+    pub chars: usize,
 }
 
 fn is_zero_ms(n: &u64) -> bool {
@@ -515,6 +546,8 @@ impl Sessions {
                 instructions: None,
                 last_turn_document: ended.last_turn_document,
                 previous_part_prints: Vec::new(),
+                sliced: ended.sliced.clone(),
+                part_stored: ended.part_stored,
             });
             // A new cwd (or parent) re-scopes.
             let rescoped = s.move_to(&scope, &project);
@@ -553,8 +586,10 @@ impl Sessions {
         let session = {
             let _turn = self.inner.turns.lock(id).await;
             let session = self.get(id)?;
+            let mut part_stored = session.part_stored;
             if let Some(pending) = &session.pending {
                 self.queue_pending(&session, pending).await?;
+                part_stored = self.get(id).map_or(part_stored, |s| s.part_stored);
             }
             // What is retained now: the turns before, and the tail just queued.
             let retained_turns = session.retained_turns.max(session.pending.as_ref().map_or(0, |p| p.user_turns));
@@ -568,6 +603,8 @@ impl Sessions {
                     open_at_part_start: session.open_at_part_start,
                     open_at_end: session.open_at_end,
                     last_turn_document: session.last_turn_document,
+                    sliced: session.sliced.clone(),
+                    part_stored,
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

@@ -31,6 +31,8 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         open_at_end: 0,
         last_turn_document: 0,
         previous_part_prints: Vec::new(),
+        sliced: Vec::new(),
+        part_stored: None,
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -77,7 +79,12 @@ fn turns(n: usize) -> Vec<Message> {
 async fn idle_sessions_are_forgotten_at_start_and_their_tail_retained() {
     let r = rig();
     let old = unix_now() - SESSION_TTL.as_secs() - 60;
-    let tail = PendingRetain { content: "the tail of an old session".into(), document_id: "old".into(), user_turns: 1 };
+    let tail = PendingRetain {
+        content: "the tail of an old session".into(),
+        document_id: "old".into(),
+        user_turns: 1,
+        sliced_from: None,
+    };
     r.spool.save_session("old", record("old", old, Some(tail))).await.unwrap();
     r.spool.save_session("recent", record("recent", unix_now(), None)).await.unwrap();
     r.spool.save_session("legacy", record("legacy", 0, None)).await.unwrap();
@@ -100,7 +107,12 @@ async fn idle_sessions_are_forgotten_while_the_daemon_runs() {
             .unwrap();
     }
     let old = unix_now() - SESSION_TTL.as_secs() - 60;
-    let tail = PendingRetain { content: "the tail of an old session".into(), document_id: "old".into(), user_turns: 1 };
+    let tail = PendingRetain {
+        content: "the tail of an old session".into(),
+        document_id: "old".into(),
+        user_turns: 1,
+        sliced_from: None,
+    };
     s.inner.map.locked().get_mut("old").unwrap().last_seen = old;
     s.inner.map.locked().get_mut("old").unwrap().pending = Some(tail);
     assert_eq!(s.forget_expired().await, 1);
@@ -1037,6 +1049,73 @@ async fn a_late_shorter_transcript_does_not_shrink_the_kept_tail() {
     s.end("a", Delivery::Wait).await.unwrap();
     r.queue.flush_all().await;
     assert!(stored(&r).await.contains("answer 0"), "{}", stored(&r).await);
+}
+
+/// A whole transcript after one sent without its start (it fits again: a rewind's branch, a
+/// larger `server.max_body_bytes`) replaces the part's document without the turns stored as a
+/// slice of their own: they were stored a second time in it.
+#[tokio::test]
+async fn a_whole_transcript_after_a_cut_one_stores_the_cut_turns_once() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+    let cut = TurnEnd { omitted_user_turns: 3, ..TurnEnd::default() };
+    s.agent_end("a", &turns(4)[6..], Turn::Work, cut).await.unwrap();
+    s.agent_end("a", &turns(6), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    each_turn_stored_once(&r, 6).await;
+
+    // Rewound to before the slices: the branch replaces the document, whole, and turns it
+    // holds again later are its own (not left out for the slices taken back).
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("b")).await.unwrap();
+    s.agent_end("b", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap();
+    let cut = TurnEnd { omitted_user_turns: 4, ..TurnEnd::default() };
+    s.agent_end("b", &turns(6)[8..], Turn::Work, cut).await.unwrap();
+    let mut branch = turns(2);
+    for i in [20, 21, 22, 23, 24] {
+        branch.extend([Message::new("user", format!("question {i} about otters")), Message::new("assistant", "ok")]);
+        let end = TurnEnd { rewound: true, ..TurnEnd::default() };
+        s.agent_end("b", &branch, Turn::Work, end).await.unwrap();
+    }
+    s.end("b", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [0, 1, 20, 21, 22, 23, 24] {
+        assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+}
+
+/// A history compacted to its first prompt and a summary drops that prompt's reply. Its prompts
+/// go on from the part's, so it replaced the document, and the reply left the store (retained
+/// already, or kept in the pending tail).
+#[tokio::test]
+async fn a_history_that_drops_a_retained_reply_deletes_nothing() {
+    for settings in [every_turn(), Settings::default()] {
+        let r = rig();
+        let s = sessions(&r, settings).await; // full-session, every turn and every 3 turns
+        s.start(start("a")).await.unwrap();
+        let first = vec![
+            Message::new("user", "question 0 about otters"),
+            Message::new("assistant", "long work on the otter enclosure: the heat lamp is on circuit 4"),
+        ];
+        s.agent_end("a", &first, Turn::Work, TurnEnd::default()).await.unwrap();
+        let compacted = vec![
+            first[0].clone(),
+            Message::new("user", "Summary of the conversation so far: question 1 about otters"),
+            Message::new("assistant", "noted"),
+        ];
+        s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+        s.end("a", Delivery::Wait).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert_eq!(text.matches("the heat lamp is on circuit 4").count(), 1, "{text}");
+        for i in 0..2 {
+            assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+        }
+    }
 }
 
 /// A session started again while its end waits for the queue to deliver is kept: the end
