@@ -99,7 +99,12 @@ pub(crate) fn retain_one(
                         let unmarked_copy = w.documents == Documents::Join
                             && doc.is_none()
                             && item.document_id.as_deref() == Some(id.as_str());
-                        if doc == item.document_id || unmarked_copy {
+                        // Untagged is global (every project's recall sees it): merged with a
+                        // project's tags it was narrowed to that project, and a clear of the
+                        // project deleted it; a global retain of a project's memory stayed the
+                        // project's. One of each is kept instead.
+                        let same_reach = tags.is_empty() == encode_tags(&item.tags).is_empty();
+                        if (doc == item.document_id || unmarked_copy) && same_reach {
                             dup = Some((seq, tags));
                             break;
                         }

@@ -59,7 +59,7 @@ pub(crate) fn push_tag_filter(sql: &mut String, args: &mut Vec<String>, tags: &[
             tags.len() + 1
         )),
     }
-    args.extend(tags.iter().map(|t| format!("{SEP}{t}{SEP}")));
+    args.extend(tags.iter().map(|t| format!("{SEP}{}{SEP}", stored_tag(t))));
 }
 
 /// Whether a memory's encoded `tags` pass the filter: [`push_tag_filter`]'s SQL, in Rust (the
@@ -72,7 +72,7 @@ pub(crate) fn tags_pass(encoded: &str, tags: &[String], mode: TagsMatch) -> bool
     if tags.is_empty() {
         return mode != TagsMatch::Exact || encoded.is_empty();
     }
-    let has = |t: &&String| encoded.contains(&format!("{SEP}{t}{SEP}"));
+    let has = |t: &&String| encoded.contains(&format!("{SEP}{}{SEP}", stored_tag(t)));
     match mode {
         TagsMatch::Any => encoded.is_empty() || tags.iter().any(has),
         TagsMatch::All => encoded.is_empty() || tags.iter().all(has),
@@ -85,12 +85,22 @@ pub(crate) fn tags_pass(encoded: &str, tags: &[String], mode: TagsMatch) -> bool
 pub(crate) fn encode_tags(tags: &[String]) -> String {
     let mut seen = std::collections::HashSet::with_capacity(tags.len());
     // Distinct: a tag set (exact matching counts them).
-    let clean: Vec<&str> =
-        tags.iter().map(String::as_str).filter(|t| !t.is_empty() && !t.contains(SEP) && seen.insert(*t)).collect();
+    let clean: Vec<std::borrow::Cow<'_, str>> =
+        tags.iter().filter(|t| !t.is_empty()).map(|t| stored_tag(t)).filter(|t| seen.insert(t.clone())).collect();
     if clean.is_empty() {
         return String::new();
     }
     format!("{SEP}{}{SEP}", clean.join(&SEP.to_string()))
+}
+
+/// A tag as stored: the separator in it replaced (U+FFFD), in the filters as in the rows. A tag
+/// holding it was dropped, and a memory whose only tag was its project's (a folder named with
+/// it) became untagged: every project's recall saw it.
+pub(crate) fn stored_tag(tag: &str) -> std::borrow::Cow<'_, str> {
+    match tag.contains(SEP) {
+        true => std::borrow::Cow::Owned(tag.replace(SEP, "\u{fffd}")),
+        false => std::borrow::Cow::Borrowed(tag),
+    }
 }
 
 /// A memory from a row of `seq, id, bank, content, context, kind, tags, metadata, document_id,

@@ -412,7 +412,8 @@ impl Store {
             .collect::<rusqlite::Result<_>>()?;
         let mut retagged = HashMap::new();
         for (seq, encoded) in matched {
-            let left: Vec<String> = decode_tags(&encoded).into_iter().filter(|t| !tags.contains(t)).collect();
+            let cleared = |t: &String| tags.iter().any(|c| crate::rows::stored_tag(c) == t.as_str());
+            let left: Vec<String> = decode_tags(&encoded).into_iter().filter(|t| !cleared(t)).collect();
             if left.iter().any(|t| t.starts_with(mneme_core::PROJECT_TAG_PREFIX)) {
                 let encoded = encode_tags(&left);
                 tx.execute("UPDATE memories SET tags = ?1 WHERE seq = ?2", params![encoded, seq])?;

@@ -46,7 +46,7 @@ async fn resending_a_batch_and_identical_content_store_once() {
     let batch = RetainBatch {
         id: "b1".into(),
         items: vec![
-            item("1", "the parser uses pest", &[], MemoryType::World, None),
+            item("1", "the parser uses pest", &["w"], MemoryType::World, None),
             item("2", "tabs not spaces", &[], MemoryType::World, None),
         ],
     };
@@ -65,6 +65,50 @@ async fn resending_a_batch_and_identical_content_store_once() {
     assert_eq!(texts(&b, "bank", query("parser", &["x"], TagsMatch::AnyStrict)).await, vec!["the parser uses pest"]);
 }
 
+/// Untagged is global: the same text retained by a project is kept apart from it (merged,
+/// the global memory became the project's, and a clear of the project deleted it), and a
+/// global retain of a project's memory is global. A tag holding the tag separator is kept.
+#[tokio::test]
+async fn a_global_memory_and_a_projects_copy_of_it_keep_their_reach() {
+    let (_d, b) = open();
+    let text = "our CI runs on buildkite";
+    let retain = |id: &str, tags: &[&str]| RetainBatch {
+        id: format!("b{id}"),
+        items: vec![item(id, text, tags, MemoryType::World, None)],
+    };
+    b.retain(&scope("bank"), &retain("1", &[])).await.unwrap();
+    b.retain(&scope("bank"), &retain("2", &["project:plain"])).await.unwrap();
+    b.retain(&scope("bank"), &retain("3", &["project:repoa"])).await.unwrap();
+    b.retain(&scope("bank"), &retain("4", &[])).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(2));
+    for project in ["project:repoa", "project:other"] {
+        assert_eq!(texts(&b, "bank", query("buildkite", &[project], TagsMatch::Any)).await, vec![text], "{project}");
+    }
+    let plain = Scope { bank: "bank".into(), tags: vec!["project:plain".into()] };
+    b.clear(&plain, ClearWhat::Scope).await.unwrap();
+    let repoa = Scope { bank: "bank".into(), tags: vec!["project:repoa".into()] };
+    b.clear(&repoa, ClearWhat::Scope).await.unwrap();
+    assert_eq!(texts(&b, "bank", query("buildkite", &["project:other"], TagsMatch::Any)).await, vec![text]);
+    assert_eq!(b.status().await.memories, Some(1));
+
+    let odd = "project:ctl\u{1f}proj";
+    b.retain(&scope("bank"), &retain("5", &[odd])).await.unwrap();
+    b.retain(
+        &scope("bank"),
+        &RetainBatch {
+            id: "b6".into(),
+            items: vec![item("6", "a fact of the odd project", &[odd], MemoryType::World, None)],
+        },
+    )
+    .await
+    .unwrap();
+    assert!(texts(&b, "bank", query("odd project", &["project:plain"], TagsMatch::Any)).await.is_empty());
+    assert_eq!(texts(&b, "bank", query("odd project", &[odd], TagsMatch::AnyStrict)).await.len(), 1);
+    let odd_scope = Scope { bank: "bank".into(), tags: vec![odd.into()] };
+    b.clear(&odd_scope, ClearWhat::Scope).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(1), "the global memory stays");
+}
+
 /// A row belongs to its document: the same text in another document, or retained on its own,
 /// is that one's, and a new version of the first document leaves it. Recall shows it once.
 #[tokio::test]
@@ -78,7 +122,7 @@ async fn identical_content_in_other_documents_survives_a_new_version_of_one() {
     b.retain(&scope("bank"), &batch("2", vec![item("b1", "Use pnpm, not npm.", &[], w, Some("notes-B"))]))
         .await
         .unwrap();
-    b.retain(&scope("bank"), &batch("3", vec![item("f1", "Use pnpm, not npm.", &[], w, None)])).await.unwrap();
+    b.retain(&scope("bank"), &batch("3", vec![item("f1", "Use pnpm, not npm.", &["y"], w, None)])).await.unwrap();
     b.retain(&scope("bank"), &batch("4", vec![item("f2", "Use pnpm, not npm.", &["x"], w, None)])).await.unwrap();
     assert_eq!(b.status().await.memories, Some(3), "once per document, and once outside any");
     // Recall shows the text once: the copies would only spend the agent's budget.
@@ -159,7 +203,7 @@ async fn an_unmarked_copy_from_hindsight_is_the_memory_it_was() {
     let (_d, b) = open();
     let fact = RetainBatch {
         id: "a".into(),
-        items: vec![item("m1", "we deploy with cargo-dist", &[], MemoryType::World, None)],
+        items: vec![item("m1", "we deploy with cargo-dist", &["t"], MemoryType::World, None)],
     };
     b.retain(&scope("bank"), &fact).await.unwrap();
     let copy = |id: &str, text: &str| StoredMemory {
