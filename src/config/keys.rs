@@ -190,6 +190,8 @@ fn bank_part(s: String) -> Result<String, String> {
         Err(format!("may not contain '/' (Hindsight answers 404 for such banks), found {s:?}"))
     } else if matches!(s.trim(), "." | "..") {
         Err(format!("may not be {:?}: in a URL it is a step in the path, not a bank", s.trim()))
+    } else if s.chars().any(char::is_control) {
+        Err(format!("may not contain control characters (a bank's name cannot), found {s:?}"))
     } else {
         Ok(s)
     }

@@ -395,6 +395,26 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
             );
         }
     }
+    // A bank is at most 200 bytes (as import and the Hindsight API take one); per project, the
+    // project's name (at most `MAX_LABEL_BYTES`) follows the base bank.
+    let bank_room = match s.memory.scoping {
+        super::Scoping::PerProject => 200 - 1 - crate::session::MAX_LABEL_BYTES,
+        _ => 200,
+    };
+    let base = s.base_bank();
+    if base.len() > bank_room {
+        let key = if s.memory.bank_id.trim().len() > bank_room { "bank_id" } else { "bank_id_prefix" };
+        err(
+            "memory",
+            key,
+            format!(
+                "makes the bank {} bytes long (\"{}…\"); it may be at most {bank_room}{}",
+                base.len(),
+                base.chars().take(24).collect::<String>(),
+                if bank_room < 200 { " with per-project scoping (the project's name follows it)" } else { "" }
+            ),
+        );
+    }
     if s.queue.retry_max < s.queue.retry_initial {
         err("queue", "retry_max", "must not be shorter than queue.retry_initial".into());
     }

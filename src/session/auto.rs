@@ -653,6 +653,11 @@ pub(super) fn is_slash_command(prompt: &str) -> bool {
     !name.is_empty() && !name.contains('/') && name.chars().all(|c| c.is_alphanumeric() || "-_:.".contains(c))
 }
 
+/// A prompt that is no words of the user's to retain: a slash command, or one the agent wrote.
+fn is_agents_command(prompt: &str) -> bool {
+    is_slash_command(prompt) || super::clean::is_command_echo(prompt)
+}
+
 /// How long a compaction waits at most for the session's queue to be delivered before it recalls
 /// (a quarter of `recall.timeout` if that is less): long enough for a local store, short enough
 /// that a slow or unreachable Hindsight server does not take the agent's hook past its own time
@@ -974,7 +979,11 @@ pub fn fingerprint(text: &str) -> u64 {
 /// then hidden across the two ([`cleaned_each`]); a prompt known only cleaned that left one open
 /// carries the opening tag again for that. A slash command (`/fix 123`) is not appended: the
 /// agent writes it to its transcript in a form of its own (Claude Code: `<command-name>` lines),
-/// so the next transcript would never hold it and the session would look rewritten.
+/// so the next transcript would never hold it and the session would look rewritten. Nor is a
+/// prompt the agent wrote in the user's place ([`super::clean::is_command_echo`]: Claude Code
+/// feeds a background subagent's `<task-notification>` back as a prompt, which its transcript
+/// leaves out): appended, it was stored as the user's words, and the next transcript, without
+/// it, started a new part holding the whole conversation again.
 fn with_current_turn(
     messages: &[Message],
     prompt: Option<(&str, bool)>,
@@ -984,7 +993,7 @@ fn with_current_turn(
     let mut messages = conversation(messages);
     // Cleaned to nothing compares as "", as a wholly private prompt is known.
     let same = |m: &Message, text: &str| same_lines(&clean(settings, &m.content).unwrap_or_default(), text);
-    if let Some((prompt, left_private)) = prompt.filter(|(p, _)| !is_slash_command(p)) {
+    if let Some((prompt, left_private)) = prompt.filter(|(p, _)| !is_agents_command(p)) {
         // The prompt is known as it was cleaned in its history: compared so.
         let last_user = messages.iter().rposition(|m| m.role == "user").map(|i| {
             let (before, last) = messages.split_at(i);
@@ -1004,7 +1013,7 @@ fn with_current_turn(
     // A slash command is not appended, but a span its arguments left open is kept open: the
     // reply goes in behind an opening tag, unless the messages hold the span open already (the
     // hook carries a command line's tags into the message after it).
-    let slash_left_open = prompt.is_some_and(|(p, open)| open && is_slash_command(p))
+    let slash_left_open = prompt.is_some_and(|(p, open)| open && is_agents_command(p))
         && settings.retain.strip_private
         && cleaned_each(settings, &messages, 0).open_at_end == 0;
     if let Some(cleaned_reply) = clean(settings, reply) {

@@ -27,6 +27,31 @@ pub fn clean_within(settings: &Settings, content: &str, open_before: usize) -> (
     (kept(shown), open)
 }
 
+/// Texts that open `user` lines Claude Code writes itself: what a slash command leaves behind,
+/// a `!command` run in shell mode and its output (`!cat .env` would store the file), a
+/// background task's notice. (An interruption's "[Request interrupted by user]" and a reminder
+/// stay: harmless, and left out they would change the turns of every session that has them,
+/// which would then start a new part, its document a copy of the old.)
+pub const COMMAND_ECHOES: [&str; 11] = [
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<task-notification>",
+    "<teammate-message",
+];
+
+/// Whether a text opens as one of the [`COMMAND_ECHOES`]: the agent's words in the user's place.
+pub fn is_command_echo(content: &str) -> bool {
+    let trimmed = content.trim_start();
+    COMMAND_ECHOES.iter().any(|e| trimmed.starts_with(e))
+}
+
 fn kept(content: String) -> Option<String> {
     let trimmed = content.trim();
     (!trimmed.is_empty()).then(|| trimmed.to_owned())

@@ -174,7 +174,7 @@ pub struct HeldTurns(#[allow(dead_code)] Vec<tokio::sync::OwnedMutexGuard<()>>);
 /// The conversation so far was deleted (cleared, or its document forgotten), or is kept as
 /// another `retain.mode` stored it: automatic retain drops its pending tail and goes on from the
 /// next turn, in a document of its own, instead of storing it again.
-fn start_after_erasure(s: &mut super::Session) {
+pub(super) fn start_after_erasure(s: &mut super::Session) {
     s.pending = None;
     let seen = (s.turn_prints.len() as i64).max(s.retained_turns);
     if s.retained_turns > s.first_turn {

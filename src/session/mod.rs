@@ -34,10 +34,10 @@ use crate::spool::{Spool, SpoolError};
 use crate::state::DaemonState;
 
 pub use auto::{fingerprint, memory_block, TurnEnd};
-pub use clean::{clean as clean_text, clean_imported, clean_within};
+pub use clean::{clean as clean_text, clean_imported, clean_within, is_command_echo};
 pub use clear::{ClearOutcome, ClearRequest, HeldTurns};
 pub use guide::{guide, GUIDE};
-pub use scope::{project_label, scope_for};
+pub use scope::{project_label, scope_for, MAX_LABEL_BYTES};
 pub use tools::{filter_tags, queued_message, recall_text, retained_message, RecallAnswer, Retained, OFF_MESSAGE};
 
 /// Longest accepted session id.
@@ -128,6 +128,10 @@ struct Ended {
     sliced: Vec<(i64, i64)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     part_stored: Option<StoredPart>,
+    /// Where its conversation was stored: started again in another scope (another project's
+    /// folder), it goes on there in a part of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scope: Option<Scope>,
 }
 
 const ENDED_RECORD: &str = "ended_session";
@@ -249,7 +253,12 @@ impl Session {
     }
 
     /// Moves it to another scope: what was recalled for the old one (the block, the cached
-    /// instructions) no longer applies. Whether it moved.
+    /// instructions) no longer applies, and the conversation so far stays where it was stored:
+    /// automatic retain goes on from the next turn in a part of its own. (Its document, given
+    /// the whole part again, replaced the old scope's: in one bank with project tags the old
+    /// project lost the conversation, and the new one got its turns.) The pending tail is
+    /// queued under the old scope before a move ([`Sessions::queue_tail_before_move`]); one
+    /// that arrives between the two goes with the session, whole. Whether it moved.
     fn move_to(&mut self, scope: &Scope, project: &str) -> bool {
         if self.scope == *scope {
             return false;
@@ -259,6 +268,9 @@ impl Session {
         self.recalled = false;
         self.block = None;
         self.instructions = None;
+        if self.pending.is_none() {
+            clear::start_after_erasure(self);
+        }
         true
     }
 }
@@ -521,6 +533,10 @@ impl Sessions {
         // reload in between re-scoped the sessions it found, and this one (or the parent whose
         // scope an alias copied) was not yet among them.
         let scope = scope::scope_of_project(&self.settings(), &project);
+        // Moving to another scope, the session's conversation so far stays where it is stored:
+        // its pending tail is queued there first (see `Session::move_to`).
+        let _turn = self.inner.turns.lock(&req.session_id).await;
+        self.queue_tail_before_move(&req.session_id, &scope).await?;
         let (session, rescoped) = {
             let mut map = self.inner.map.locked();
             let s = map.entry(req.session_id.clone()).or_insert_with(|| Session {
@@ -528,7 +544,8 @@ impl Sessions {
                 cwd: req.cwd.clone(),
                 agent: None,
                 parent: None,
-                scope: scope.clone(),
+                // Where it was: started in another scope, it moves (below).
+                scope: ended.scope.clone().unwrap_or_else(|| scope.clone()),
                 project: project.clone(),
                 recalled: false,
                 block: None,
@@ -580,6 +597,19 @@ impl Sessions {
         Ok(session)
     }
 
+    /// Queues the pending tail of session `id` under its scope when it is about to move to
+    /// `scope` (see [`Session::move_to`]). The caller holds the session's turn lock.
+    async fn queue_tail_before_move(&self, id: &str, scope: &Scope) -> Result<(), SpoolError> {
+        let Ok(session) = self.get(id) else { return Ok(()) };
+        if session.scope == *scope || session.parent.is_some() {
+            return Ok(());
+        }
+        match session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
+            Some(pending) => self.queue_pending(&session, pending).await,
+            None => Ok(()),
+        }
+    }
+
     /// Ends a session: queues the tail of its conversation not retained yet, flushes its queue
     /// and forgets it.
     pub async fn end(&self, id: &str, delivery: Delivery) -> Result<FlushReport, SessionError> {
@@ -605,6 +635,7 @@ impl Sessions {
                     last_turn_document: session.last_turn_document,
                     sliced: session.sliced.clone(),
                     part_stored,
+                    scope: Some(session.scope.clone()),
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

@@ -75,6 +75,12 @@ impl Sessions {
             .filter(|s| s.parent.is_none())
             .map(|s| (s.id.clone(), s.project.clone()))
             .collect();
+        // The conversations so far stay where they are stored: the pending tails of those that
+        // move are queued there first (see `Session::move_to`).
+        for (id, project) in &roots {
+            let _turn = self.inner.turns.lock(id).await;
+            self.queue_tail_before_move(id, &scope_of_project(&settings, project)).await?;
+        }
         self.update_each(|s| {
             let root = s.parent.as_deref().unwrap_or(&s.id);
             roots.get(root).is_some_and(|project| {

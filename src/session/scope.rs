@@ -24,16 +24,59 @@ pub fn scope_of_project(settings: &Settings, label: &str) -> Scope {
     }
 }
 
+/// The longest project label, in bytes: a longer one is cut and ends with a hash of the whole
+/// (a bank a project's name made longer than a bank may be could not be imported or named).
+pub const MAX_LABEL_BYTES: usize = 64;
+
 /// The lowercased base name of the git primary checkout containing `cwd` (a linked worktree maps
-/// to its main checkout), else of `cwd` itself, else "unknown".
+/// to its main checkout, a worktree of a bare repository to the repository), else of `cwd`
+/// itself, else "unknown". The path is resolved first (symbolic links, `..`), so every client
+/// naming one folder gets one project, however it spells the path.
 pub fn project_label(cwd: &Path) -> String {
-    let root = primary_checkout(cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let cwd = resolved(cwd);
+    let root = primary_checkout(&cwd).unwrap_or_else(|| cwd.clone());
     let label = root
         .file_name()
         .map(|n| n.to_string_lossy().trim().to_lowercase())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "unknown".into());
-    label.replace('/', "-")
+    let label = cut_label(label);
+    // A tag or a bank name holds no control character (a unit separator in a folder's name
+    // dropped the project's tag from its memories: every project saw them).
+    label.chars().map(|c| if c == '/' || c.is_control() { '-' } else { c }).collect()
+}
+
+/// `path` with its symbolic links and `.`/`..` steps resolved; when it does not exist (a folder
+/// deleted under the agent), the steps resolved in its text.
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(real) = path.canonicalize() {
+        return real;
+    }
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A label of at most [`MAX_LABEL_BYTES`]: a longer one cut at a character and ended with 8 hex
+/// digits of its whole text's fingerprint (two long names that share a start stay apart).
+fn cut_label(label: String) -> String {
+    if label.len() <= MAX_LABEL_BYTES {
+        return label;
+    }
+    let mut end = MAX_LABEL_BYTES - 9;
+    while !label.is_char_boundary(end) {
+        end -= 1;
+    }
+    let print = super::auto::fingerprint(&label);
+    format!("{}-{:08x}", label[..end].trim_end(), print as u32)
 }
 
 fn primary_checkout(cwd: &Path) -> Option<PathBuf> {
@@ -47,10 +90,18 @@ fn primary_checkout(cwd: &Path) -> Option<PathBuf> {
             // folder's "commondir" points at the main ".git".
             let text = read_small_file(&dot_git)?;
             let gitdir = dir.join(text.trim().strip_prefix("gitdir:")?.trim());
-            let common = read_small_file(&gitdir.join("commondir")).map(|c| gitdir.join(c.trim())).unwrap_or(gitdir);
+            let commondir = read_small_file(&gitdir.join("commondir"));
+            let linked = commondir.is_some();
+            let common = commondir.map(|c| gitdir.join(c.trim())).unwrap_or(gitdir);
             let common = common.canonicalize().unwrap_or(common);
-            return match common.file_name() {
-                Some(n) if n == ".git" => common.parent().map(Path::to_path_buf),
+            return match common.file_name().and_then(|n| n.to_str()) {
+                Some(".git") => common.parent().map(Path::to_path_buf),
+                // A worktree of a bare repository: the repository is the project, named after
+                // its folder (`project.git`), or after the folder holding it when hidden
+                // (`project/.bare`). Every worktree of it shares its memories.
+                Some(name) if linked && name.starts_with('.') => common.parent().map(Path::to_path_buf),
+                Some(name) if linked => Some(common.with_file_name(name.strip_suffix(".git").unwrap_or(name))),
+                // A checkout whose git folder lives elsewhere (`--separate-git-dir`).
                 _ => Some(dir.to_path_buf()),
             };
         }
@@ -94,6 +145,40 @@ mod tests {
         assert_eq!(project_label(&wt.join("sub")), "myrepo");
         assert_eq!(project_label(&tmp.path().join("Plain Dir")), "plain dir");
         assert_eq!(project_label(Path::new("/")), "unknown");
+    }
+
+    /// One folder is one project however the path to it is spelled: `..` steps and symbolic
+    /// links are resolved (a parent folder was put in its child repository's project), and the
+    /// worktrees of a bare repository share it. A control character or a name too long for a
+    /// bank does not make it into the label.
+    #[test]
+    fn labels_name_the_folder_not_the_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("a/RepoA/.git")).unwrap();
+        std::fs::create_dir_all(root.join("a/plain")).unwrap();
+        std::os::unix::fs::symlink(root.join("a/RepoA"), root.join("linkA")).unwrap();
+        assert_eq!(project_label(&root.join("a/RepoA/..")), "a");
+        assert_eq!(project_label(&root.join("a/RepoA/../plain")), "plain");
+        assert_eq!(project_label(&root.join("a/RepoA/sub/../../plain")), "plain", "a folder that does not exist");
+        assert_eq!(project_label(&root.join("linkA")), "repoa");
+        for (repo, common) in [("bareproj", ".bare"), ("tools", "tools.git")] {
+            let git = root.join(repo).join(common);
+            for wt in ["main", "feature"] {
+                std::fs::create_dir_all(git.join("worktrees").join(wt)).unwrap();
+                std::fs::write(git.join("worktrees").join(wt).join("commondir"), "../..\n").unwrap();
+                let dir = root.join(repo).join(wt);
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join(".git"), format!("gitdir: {}\n", git.join("worktrees").join(wt).display()))
+                    .unwrap();
+                assert_eq!(project_label(&dir), repo.to_lowercase(), "{repo}/{wt}");
+            }
+        }
+        assert_eq!(project_label(&root.join("ctl\u{1f}proj")), "ctl-proj");
+        let long = "项目".repeat(40);
+        let label = project_label(&root.join(&long));
+        assert!(label.len() <= MAX_LABEL_BYTES && label.starts_with("项目"), "{label}");
+        assert_ne!(label, project_label(&root.join(format!("{long}x"))));
     }
 
     /// A worktree pointer that names a FIFO, a device or an endless file is no project: the

@@ -713,6 +713,35 @@ async fn a_subagent_retains_under_its_parents_scope_as_it_is_now() {
     assert_eq!(m.tags, ["project:beavers"], "{m:?}");
 }
 
+/// A session started again in another project's folder (`claude --resume` there, a hook event
+/// whose cwd followed the agent's `cd`), live or ended: the conversation so far stays the first
+/// project's, its pending tail too, and the new project gets the turns had there. Its document,
+/// replaced whole, moved the conversation to the new project's tag.
+#[tokio::test]
+async fn a_session_started_again_in_another_project_leaves_the_conversation_where_it_was() {
+    for (settings, end_first) in [(every_turn(), false), (every_turn(), true), (Settings::default(), false)] {
+        let r = rig();
+        let s = sessions(&r, settings).await; // per-project-tagged
+        let in_folder = |cwd: &str| StartRequest { session_id: "a".into(), cwd: cwd.into(), ..StartRequest::default() };
+        s.start(in_folder("/p/otters")).await.unwrap();
+        s.agent_end("a", &turns(1), Turn::Work, TurnEnd::default()).await.unwrap();
+        if end_first {
+            s.end("a", Delivery::Wait).await.unwrap();
+        }
+        s.start(in_folder("/p/beavers")).await.unwrap();
+        s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+        s.end("a", Delivery::Wait).await.unwrap();
+        r.queue.flush_all().await;
+        let page = r.local.export(None, None, 10_000).await.unwrap();
+        let tags_of = |question: &str| -> Vec<Vec<String>> {
+            page.memories.iter().filter(|m| m.content.contains(question)).map(|m| m.tags.clone()).collect()
+        };
+        let (otters, beavers) = (vec!["project:otters".to_owned()], vec!["project:beavers".to_owned()]);
+        assert_eq!(tags_of("question 0 about"), [otters], "end first: {end_first}: {page:?}");
+        assert_eq!(tags_of("question 1 about"), [beavers], "end first: {end_first}: {page:?}");
+    }
+}
+
 #[tokio::test]
 async fn concurrent_first_turns_inject_one_block() {
     let (_rig, s) = one_fact_and_a_new_session().await;
@@ -1245,6 +1274,17 @@ async fn a_slash_command_does_not_store_the_conversation_again() {
         s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
     }
     each_turn_stored_once(&r, 5).await;
+    // A background subagent's notice, fed back as a prompt and left out of the transcript, is
+    // no turn of the user's either: neither stored nor the start of a new part.
+    let notice = "<task-notification>\n<task-id>a1b2</task-id>\n<output-file>/tmp/claude-0/tasks/a1b2.output</output-file>\n</task-notification>";
+    s.agent_start("a", notice, &turns(5), Turn::Work).await.unwrap();
+    let reply = TurnEnd { reply: Some("The subagent found the otter importer.".into()), ..TurnEnd::default() };
+    s.agent_end("a", &turns(5), Turn::Work, reply).await.unwrap();
+    s.agent_start("a", "question 5 about otters", &turns(5), Turn::Work).await.unwrap();
+    s.agent_end("a", &turns(6), Turn::Work, TurnEnd::default()).await.unwrap();
+    each_turn_stored_once(&r, 6).await;
+    let text = stored(&r).await;
+    assert!(!text.contains("task-notification") && !text.contains("a1b2.output"), "{text}");
     assert!(super::auto::is_slash_command("/fix 123") && super::auto::is_slash_command(" /review"));
     assert!(!super::auto::is_slash_command("/usr/bin holds it") && !super::auto::is_slash_command("/ alone"));
 }

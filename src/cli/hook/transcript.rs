@@ -26,25 +26,6 @@ const NOT_THE_USERS: [&str; 6] = [
     "isApiErrorMessage",
 ];
 
-/// Texts that open `user` lines Claude Code writes itself: what a slash command leaves behind,
-/// a `!command` run in shell mode and its output (`!cat .env` would store the file), a
-/// background task's notice. (An interruption's "[Request interrupted by user]" and a reminder
-/// stay: harmless, and left out they would change the turns of every session that has them,
-/// which would then start a new part, its document a copy of the old.)
-const COMMAND_ECHOES: [&str; 11] = [
-    "<command-name>",
-    "<command-message>",
-    "<command-args>",
-    "<local-command-stdout>",
-    "<local-command-stderr>",
-    "<local-command-caveat>",
-    "<bash-input>",
-    "<bash-stdout>",
-    "<bash-stderr>",
-    "<task-notification>",
-    "<teammate-message",
-];
-
 /// The conversation in the transcript at `path` (none when there is no file yet).
 pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
     read_tail(path, MAX_TRANSCRIPT_BYTES).messages
@@ -261,10 +242,9 @@ fn conversation(lines: impl Iterator<Item = Message>) -> Vec<Message> {
     messages
 }
 
-/// Whether a message is one Claude Code wrote as the user's ([`COMMAND_ECHOES`]).
+/// Whether a message is one Claude Code wrote as the user's ([`crate::session::is_command_echo`]).
 fn is_echo(content: &str) -> bool {
-    let trimmed = content.trim_start();
-    COMMAND_ECHOES.iter().any(|e| trimmed.starts_with(e))
+    crate::session::is_command_echo(content)
 }
 
 /// A line's message, echoes included; `None` for a line of another kind, one Claude Code flags
