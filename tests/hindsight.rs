@@ -83,6 +83,18 @@ async fn per_project_scoping_writes_to_the_projects_bank() {
     d.post("/v1/sessions/s/retain", json!({"items": [{"content": "otter uses sqlite"}]})).await;
     d.post("/v1/flush", json!({})).await;
     assert_eq!(wait_bank(&url, &format!("{base}-otter"), 1).await, vec!["otter uses sqlite"]);
+    // Clearing everything on the server clears every project's bank, not the base bank alone.
+    chunk_bank(&url, &format!("{base}-beaver")).await;
+    d.start_session("t", "/src/Beaver").await;
+    d.post("/v1/sessions/t/retain", json!({"items": [{"content": "beaver uses postgres"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    assert_eq!(wait_bank(&url, &format!("{base}-beaver"), 1).await, vec!["beaver uses postgres"]);
+    let (status, v) = d.post("/v1/clear", json!({"all": true, "remote": true})).await;
+    assert_eq!(status, 200, "{v}");
+    for project in ["otter", "beaver"] {
+        assert!(bank_texts(&url, &format!("{base}-{project}")).await.is_empty(), "{project}: {v}");
+        assert!(v["message"].as_str().unwrap().contains(&format!("{base}-{project}")), "{v}");
+    }
 }
 
 /// Forwards 127.0.0.1:`port` to `target` once started: the server "comes back".

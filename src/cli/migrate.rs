@@ -265,22 +265,9 @@ async fn banks_to_copy(
     if source.capabilities().lists_every_bank {
         return Ok(vec![None]);
     }
-    let base = settings.base_bank();
     let listed =
         source.banks().await.map_err(|e| CliError::Other(format!("listing the banks of {}: {e}", plan.from)))?;
-    let project_prefix = format!("{base}-");
-    let per_project = settings.memory.scoping == crate::config::Scoping::PerProject;
-    let mut banks: Vec<String> = listed
-        .into_iter()
-        .map(|b| b.bank)
-        .filter(|b| *b == base || (per_project && b.starts_with(&project_prefix)))
-        .collect();
-    banks.sort();
-    banks.dedup();
-    // The configured bank first, as before; an empty one is still read (the server may list
-    // only banks it holds facts in).
-    banks.retain(|b| *b != base);
-    banks.insert(0, base);
+    let banks = crate::session::banks_of_configuration(settings, listed.into_iter().map(|b| b.bank));
     Ok(banks.into_iter().map(Some).collect())
 }
 

@@ -1,6 +1,6 @@
 //! Deleting memories: one session's scope, or everything; what is spooled for them goes too.
 
-use mneme_core::{ClearWhat, Scope};
+use mneme_core::{BackendError, ClearReport, ClearWhat, Scope};
 use serde::Serialize;
 
 use super::{SessionError, Sessions};
@@ -136,7 +136,7 @@ impl Sessions {
         let (discarded, report) = if one_scope {
             queue.discard_scope_then(&scope, backend.clear(&scope, what)).await?
         } else {
-            queue.discard_then(None, backend.clear(&scope, what)).await?
+            queue.discard_then(None, self.clear_every_bank(&scope, what)).await?
         };
         let report = report?;
         // As a forget does: a recall asked before the deletion and answered after it is not
@@ -164,6 +164,28 @@ impl Sessions {
         // Deleting memories is announced, so every plugin's status line sees it.
         self.inner.notices.emit(Level::Info, backend.id().as_str(), req.session_id.as_deref(), message.clone()).await;
         Ok(ClearOutcome { deleted: report.deleted, discarded, message })
+    }
+}
+
+impl Sessions {
+    /// Clears everything: on a backend that is read a bank at a time (a Hindsight server), every
+    /// bank of this configuration it lists under `per-project` scoping, not only the base bank
+    /// (`--all --remote` left every project's memories on the server).
+    async fn clear_every_bank(&self, base: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError> {
+        let backend = self.backend();
+        if backend.capabilities().lists_every_bank || what != ClearWhat::Remote {
+            return backend.clear(base, what).await;
+        }
+        let listed = backend.banks().await?.into_iter().map(|b| b.bank);
+        let banks = super::scope::banks_of_configuration(&self.settings(), listed);
+        let mut messages = Vec::with_capacity(banks.len());
+        let mut deleted = Some(0);
+        for bank in banks {
+            let report = backend.clear(&Scope { bank, tags: vec![] }, what).await?;
+            deleted = deleted.zip(report.deleted).map(|(a, b)| a + b);
+            messages.push(report.message);
+        }
+        Ok(ClearReport { deleted, message: messages.join(" ") })
     }
 }
 

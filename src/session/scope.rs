@@ -24,6 +24,22 @@ pub fn scope_of_project(settings: &Settings, label: &str) -> Scope {
     }
 }
 
+/// Of the banks a server lists, those of this configuration: the base bank (first, listed or
+/// not: a server may list only banks it holds facts in) and, under `per-project` scoping, each
+/// project's (`{base}-{project}`; under the other scopings none: a bank of that name may be
+/// another tool's).
+pub fn banks_of_configuration(settings: &Settings, listed: impl IntoIterator<Item = String>) -> Vec<String> {
+    let base = settings.base_bank();
+    let project_prefix = format!("{base}-");
+    let per_project = settings.memory.scoping == Scoping::PerProject;
+    let mut banks: Vec<String> =
+        listed.into_iter().filter(|b| per_project && b.starts_with(&project_prefix) && *b != base).collect();
+    banks.sort();
+    banks.dedup();
+    banks.insert(0, base);
+    banks
+}
+
 /// The longest project label, in bytes: a longer one is cut and ends with a hash of the whole
 /// (a bank a project's name made longer than a bank may be could not be imported or named).
 pub const MAX_LABEL_BYTES: usize = 64;

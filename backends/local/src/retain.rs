@@ -66,7 +66,7 @@ pub(crate) fn retain_one(
             crate::store::unlink_context(tx, &removed)?;
             w.changes.removed.extend(removed);
         }
-        let mut exists = tx.prepare_cached("SELECT 1 FROM memories WHERE id = ?")?;
+        let mut bank_of = tx.prepare_cached("SELECT bank FROM memories WHERE id = ?")?;
         let mut candidate =
             tx.prepare_cached("SELECT bank, content, tags, document_id, id FROM memories WHERE seq = ?")?;
         let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
@@ -77,9 +77,20 @@ pub(crate) fn retain_one(
         let mut insert_passage =
             tx.prepare_cached("INSERT INTO passages (memory_seq, ord, text, prev_pid) VALUES (?, ?, ?, ?)")?;
         for item in items {
-            if exists.exists([&item.id])? {
-                continue;
-            }
+            let id = match bank_of.query_row([&item.id], |r| r.get::<_, String>(0)).optional()? {
+                None => std::borrow::Cow::Borrowed(item.id.as_str()),
+                Some(b) if b == bank => continue, // a batch sent again
+                Some(_) => {
+                    // The id is another bank's memory (an export imported into a bank of another
+                    // name): this copy takes an id of its own, the same at every import. Taken
+                    // for the other's, it was counted as there and nothing was copied.
+                    let own = format!("{}-{:016x}", item.id, dedupe::content_hash(bank) as u64);
+                    if bank_of.exists([&own])? {
+                        continue;
+                    }
+                    std::borrow::Cow::Owned(own)
+                }
+            };
             let hash = dedupe::content_hash(&item.content);
             let key = dedupe::key(bank, hash);
             // A duplicate is the same content in the same document (or outside any): a row is
@@ -122,7 +133,7 @@ pub(crate) fn retain_one(
             }
             let metadata = serde_json::to_string(&item.metadata).expect("string map serializes");
             insert.execute(params![
-                item.id,
+                id,
                 bank,
                 item.content,
                 hash,

@@ -184,7 +184,18 @@ async fn an_imported_document_arrives_whole_across_imports() {
     assert_eq!(b.import(std::slice::from_ref(&second)).await.unwrap(), Some(1));
     assert_eq!(b.status().await.memories, Some(2), "the second part did not replace the first");
     // Importing again stores nothing twice.
-    assert_eq!(b.import(&[first, second]).await.unwrap(), Some(0));
+    assert_eq!(b.import(&[first.clone(), second.clone()]).await.unwrap(), Some(0));
+    assert_eq!(b.status().await.memories, Some(2));
+    // Into a bank of another name (the export's bank rewritten), it is a copy, stored once:
+    // taken for the first bank's memories, nothing was copied.
+    let copies: Vec<StoredMemory> = [&first, &second].map(|m| StoredMemory { bank: "copy".into(), ..m.clone() }).into();
+    assert_eq!(b.import(&copies).await.unwrap(), Some(2));
+    assert_eq!(b.import(&copies).await.unwrap(), Some(0));
+    assert_eq!(b.status().await.memories, Some(4));
+    let in_copy = b.export(Some("copy"), None, 10).await.unwrap().memories;
+    assert_eq!(in_copy.len(), 2);
+    assert!(in_copy.iter().all(|m| m.id != first.id && m.id != second.id), "{in_copy:?}");
+    b.clear(&scope("copy"), ClearWhat::Scope).await.unwrap();
     assert_eq!(b.status().await.memories, Some(2));
     // A retain of the document still replaces it.
     let v2 = RetainBatch {
