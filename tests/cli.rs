@@ -41,6 +41,17 @@ fn retain_flush_recall_status_and_clear() {
     assert!(text.contains("backend:  local (healthy), 2 memories"), "{text}");
     assert!(text.contains("queue:    0 pending, 0 in flight, 0 dead"), "{text}");
     d.cli().args(["clear", "--all"]).assert().failure().stderr(predicates_contains("--yes"));
+    // `--here` clears this folder's project: another folder's memory stays.
+    let elsewhere = tempfile::tempdir().unwrap();
+    d.cli().current_dir(elsewhere.path()).args(["retain", "Another project deploys by hand"]).assert().success();
+    d.cli().arg("flush").assert().success();
+    d.cli()
+        .current_dir(elsewhere.path())
+        .args(["clear", "--here", "--yes"])
+        .assert()
+        .success()
+        .stdout("Deleted 1 memory from the local store.\n");
+    d.cli().args(["clear", "--here", "--all", "--yes"]).assert().failure();
     d.cli().args(["clear", "--all", "--yes"]).assert().success().stdout("Deleted 2 memories from the local store.\n");
     d.cli().arg("retry").assert().success().stdout("Re-queued 0 dead letters.\n");
     let out = d.cli().arg("notices").output().unwrap();

@@ -132,7 +132,11 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
                 follow_notices(&client, last, as_json).await?;
             }
         }
-        Command::Clear { session, all, remote, yes: _ } => {
+        Command::Clear { session, all, here, remote, yes: _ } => {
+            let session = match here {
+                true => Some(cli_session(&client, None).await?),
+                false => session,
+            };
             let v: Cleared = client.post("/v1/clear", &Clear { session_id: session, all, remote }).await?;
             show(as_json, &v, v.message.clone());
         }
@@ -189,7 +193,7 @@ async fn cli_session(client: &Client, session: Option<String>) -> Result<String,
     if let Some(id) = session {
         return Ok(id);
     }
-    let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into());
+    let cwd = std::env::current_dir().map(|p| crate::session::cwd_to_send(&p)).unwrap_or_else(|_| "/".into());
     let id = crate::ids::directory_session("cli", &cwd);
     let body = StartSession {
         session_id: id.clone(),

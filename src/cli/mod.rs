@@ -76,11 +76,15 @@ pub enum Command {
     /// Delete memories: one session's scope, or everything.
     Clear {
         /// The scope of this session.
-        #[arg(long, value_name = "ID", conflicts_with = "all", required_unless_present = "all")]
+        #[arg(long, value_name = "ID", conflicts_with_all = ["all", "here"], required_unless_present_any = ["all", "here"])]
         session: Option<String>,
         /// Everything.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "here")]
         all: bool,
+        /// The scope of this folder's project, as `mneme retain` run here stores into it (a
+        /// project whose agent sessions have ended has no session left to name).
+        #[arg(long)]
+        here: bool,
         /// Also delete the server's memories (hindsight): the whole bank, every project's memories
         /// in it, even with --session (Hindsight cannot delete by tag).
         #[arg(long)]

@@ -62,6 +62,20 @@ pub fn project_label(cwd: &Path) -> String {
     label.chars().map(|c| if c == '/' || c.is_control() { '-' } else { c }).collect()
 }
 
+/// The working directory as a client sends it to the daemon (in JSON: UTF-8). A path that is
+/// not UTF-8 cannot be sent as it is, and its lossy form names no folder on the disk, so the
+/// daemon took the last folder's name (`src`) for the project: the client sends its project's
+/// folder instead (the lossy form of the primary checkout, which the daemon reads the name of).
+pub fn cwd_to_send(cwd: &Path) -> String {
+    match cwd.to_str() {
+        Some(text) => text.to_owned(),
+        None => {
+            let cwd = resolved(cwd);
+            primary_checkout(&cwd).unwrap_or(cwd).to_string_lossy().into_owned()
+        }
+    }
+}
+
 /// `path` with its symbolic links and `.`/`..` steps resolved; when it does not exist (a folder
 /// deleted under the agent), the steps resolved in its text.
 fn resolved(path: &Path) -> PathBuf {
@@ -195,6 +209,20 @@ mod tests {
         let label = project_label(&root.join(&long));
         assert!(label.len() <= MAX_LABEL_BYTES && label.starts_with("项目"), "{label}");
         assert_ne!(label, project_label(&root.join(format!("{long}x"))));
+    }
+
+    /// A working directory that is not UTF-8 is sent as its project's folder: the label the
+    /// daemon reads from it is the project's, not the last folder's.
+    #[test]
+    fn a_cwd_that_is_not_utf8_is_sent_as_its_project() {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+        std::fs::create_dir_all(parent.join("myrepo/.git")).unwrap();
+        std::fs::create_dir_all(parent.join("myrepo/src")).unwrap();
+        let sent = cwd_to_send(&parent.join("myrepo/src"));
+        assert_eq!(project_label(Path::new(&sent)), "myrepo", "{sent}");
+        assert_eq!(cwd_to_send(Path::new("/plain/dir")), "/plain/dir");
     }
 
     /// A worktree pointer that names a FIFO, a device or an endless file is no project: the

@@ -252,7 +252,7 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     let cwd = std::env::var("CLAUDE_PROJECT_DIR")
         .ok()
         .filter(|d| !d.is_empty())
-        .or_else(|| std::env::current_dir().ok().map(|d| d.display().to_string()))
+        .or_else(|| std::env::current_dir().ok().map(|d| crate::session::cwd_to_send(&d)))
         .unwrap_or_else(|| "/".into());
     println!("{}", json!({"Authorization": format!("Bearer {}", token.trim()), "X-Mneme-Cwd": cwd}));
     Ok(ExitCode::SUCCESS)
