@@ -14,7 +14,7 @@ sed -i '/^\[server\]/a max_body_bytes = 65536' "$MC_RUN/mneme.toml"
 mc_start_daemon || exit 1
 mc_opencode_project
 OC_PORT=${MC_OPENCODE_PORT:-4096}
-(cd "$MC_PROJ" && exec env -i $(mc_opencode_envlist) \
+(cd "$MC_PROJ" && mapfile -t envs < <(mc_opencode_envlist) && exec env -i "${envs[@]}" \
    "$MC_OPENCODE" serve --port "$OC_PORT" --hostname 127.0.0.1 --print-logs --log-level INFO \
    > "$MC_RUN/logs/opencode-serve.out" 2> "$MC_RUN/logs/opencode-serve.err") &
 OC_PID=$!

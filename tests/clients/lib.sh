@@ -198,7 +198,7 @@ mc_claude_project() {
 mc_claude_p() {
   local prompt=$1 t0 rc; shift
   t0=$(mc_now_ms)
-  (cd "$MC_PROJ" && env -i $(mc_claude_envlist) timeout 300 "$MC_CLAUDE" -p "$prompt" "$@" \
+  (cd "$MC_PROJ" && mapfile -t envs < <(mc_claude_envlist) && env -i "${envs[@]}" timeout 300 "$MC_CLAUDE" -p "$prompt" "$@" \
     > "$MC_RUN/logs/claude-p.out" 2> "$MC_RUN/logs/claude-p.err" < /dev/null)
   rc=$?
   echo $(( $(mc_now_ms) - t0 ))
@@ -328,7 +328,7 @@ mc_opencode_run() {
   local prompt=$1 t0 rc words; shift
   read -ra words <<< "$prompt"
   t0=$(mc_now_ms)
-  (cd "$MC_PROJ" && env -i $(mc_opencode_envlist) timeout 300 "$MC_OPENCODE" run --print-logs --log-level "${MC_OPENCODE_LOG_LEVEL:-INFO}" \
+  (cd "$MC_PROJ" && mapfile -t envs < <(mc_opencode_envlist) && env -i "${envs[@]}" timeout 300 "$MC_OPENCODE" run --print-logs --log-level "${MC_OPENCODE_LOG_LEVEL:-INFO}" \
      -m stub/stub-model "$@" -- "${words[@]}" \
      > "$MC_RUN/logs/opencode.out" 2> "$MC_RUN/logs/opencode.err" < /dev/null)
   rc=$?

@@ -13,7 +13,7 @@ mc_start_daemon || exit 1
 mc_start_http_tap || exit 1
 mc_opencode_project --tap
 OC_PORT=${MC_OPENCODE_PORT:-4096}
-(cd "$MC_PROJ" && MC_DAEMON_PORT=$MC_TAP_PORT exec env -i $(MC_DAEMON_PORT=$MC_TAP_PORT mc_opencode_envlist) \
+(cd "$MC_PROJ" && mapfile -t envs < <(MC_DAEMON_PORT=$MC_TAP_PORT mc_opencode_envlist) && exec env -i "${envs[@]}" \
    "$MC_OPENCODE" serve --port "$OC_PORT" --hostname 127.0.0.1 --print-logs --log-level INFO \
    > "$MC_RUN/logs/opencode-serve.out" 2> "$MC_RUN/logs/opencode-serve.err") &
 OC_PID=$!
