@@ -162,7 +162,7 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
     // Year 1 and year 9999 are Hindsight's placeholders for "no date", which it refuses too.
     for timestamp in [
         "yesterday",
-        "1970-01-01T00:00:00+01:00",
+        "0001-01-01T00:30:00+01:00",
         "9999-12-31T23:00:00-02:00",
         "9999-06-01T00:00:00Z",
         "0001-01-01T00:00:00Z",
@@ -1142,4 +1142,86 @@ async fn a_rename_racing_a_forget_does_not_bring_the_memory_back() {
         let content = v["content"].as_str().unwrap();
         assert!(!content.contains(&word), "round {round}: the forgotten memory is back in the model: {v}");
     }
+}
+
+/// What a client written against the server relies on: `tag_groups` scope the results (they
+/// were ignored: every project's memories came back), a document whose new version is all
+/// private is gone, one result a memory (two passages of one came back under one id), dates
+/// before 1970 and in the server's other forms are taken, and `/version` has its features.
+#[tokio::test]
+async fn groups_documents_ids_and_dates_as_the_server_reads_them() {
+    let d = Daemon::start(LEXICAL);
+    let retain = |items: Value| {
+        let d = &d;
+        async move {
+            let (status, v) = d.post(&bank_path("hs", "/memories"), json!({ "items": items })).await;
+            assert_eq!(status, 200, "{v}");
+            v
+        }
+    };
+    let recall = |body: Value| {
+        let d = &d;
+        async move {
+            let (status, v) = d.post(&bank_path("hs", "/memories/recall"), body).await;
+            assert_eq!(status, 200, "{v}");
+            v["results"].as_array().unwrap().clone()
+        }
+    };
+    let texts = |results: &[Value]| -> Vec<String> {
+        let mut t: Vec<String> = results.iter().map(|r| r["text"].as_str().unwrap().to_owned()).collect();
+        t.sort();
+        t
+    };
+    retain(json!([
+        {"content": "The otter pool alpha is cleaned on Mondays.", "tags": ["project:alpha"]},
+        {"content": "The otter pool beta is cleaned on Fridays.", "tags": ["project:beta"]},
+        {"content": "Every otter pool is cleaned weekly."}
+    ]))
+    .await;
+    let only_alpha =
+        json!({"query": "otter pool cleaned", "tag_groups": [{"tags": ["project:alpha"], "match": "all_strict"}]});
+    assert_eq!(texts(&recall(only_alpha).await), ["The otter pool alpha is cleaned on Mondays."]);
+    let not_beta = json!({"query": "otter pool cleaned", "tag_groups": [{"not": {"tags": ["project:beta"]}}]});
+    assert_eq!(
+        texts(&recall(not_beta).await),
+        ["Every otter pool is cleaned weekly.", "The otter pool alpha is cleaned on Mondays."]
+    );
+    // A filter tag is read as a stored one: trimmed.
+    let spaced = json!({"query": "otter pool cleaned", "tags": [" project:beta "], "tags_match": "all_strict"});
+    assert_eq!(texts(&recall(spaced).await), ["The otter pool beta is cleaned on Fridays."]);
+
+    retain(json!([{"content": "The otter vault code is 4417.", "document_id": "vault"}])).await;
+    let v = retain(json!([{"content": "<private>the vault code changed</private>", "document_id": "vault"}])).await;
+    assert_eq!(v["items_count"], 0, "{v}");
+    assert!(recall(json!({"query": "otter vault code"})).await.iter().all(|r| r["document_id"] != "vault"));
+
+    let long: String =
+        (0..60).map(|i| format!("Line {i} of the otter handbook covers feeding and pool care. ")).collect();
+    retain(json!([{"content": long, "document_id": "handbook"}, {"content": "Quokkas are not otters.", "document_id": "other"}])).await;
+    let found = recall(json!({"query": "otter handbook feeding pool care", "max_tokens": 100000})).await;
+    let mut ids: Vec<&str> = found.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "{found:?}");
+    // Each document is a conversation of its own: the handbook lends the other none of its words,
+    // and mneme's own stamp is not shown as the client's metadata.
+    let quokka = recall(json!({"query": "quokkas"})).await;
+    assert_eq!(texts(&quokka), ["Quokkas are not otters."]);
+    assert!(quokka[0]["metadata"].get("session_id").is_none(), "{quokka:?}");
+    let handbook = recall(json!({"query": "feeding"})).await;
+    assert!(handbook.iter().all(|r| r["document_id"] == "handbook"), "{handbook:?}");
+
+    for (given, stored) in
+        [("1969-07-20T20:17:00Z", "1969-07-20T20:17:00.000Z"), ("2025-03-04T10:20", "2025-03-04T10:20:00.000Z")]
+    {
+        retain(json!([{"content": format!("The otter moon landing note {given}"), "timestamp": given}])).await;
+        let found = recall(json!({"query": format!("otter moon landing note {given}")})).await;
+        assert!(found.iter().any(|r| r["mentioned_at"] == stored), "{given}: {found:?}");
+    }
+    retain(json!([{"content": "An otter fact with no date.", "timestamp": "UNSET"}])).await;
+
+    let (status, v) = d.get("/hindsight/version").await;
+    assert_eq!(status, 200);
+    assert_eq!(v["features"]["observations"], false, "{v}");
 }

@@ -166,6 +166,21 @@ async fn health() -> Json<Health> {
 async fn version() -> Json<VersionAnswer> {
     Json(VersionAnswer {
         api_version: "1.1.0".into(),
+        // What a client may use: mental models are served, with no LLM, worker, uploads,
+        // document API, audit log or traces behind them.
+        features: serde_json::json!({
+            "observations": false,
+            "mcp": true,
+            "worker": false,
+            "bank_config_api": false,
+            "bank_llm_health": false,
+            "file_upload_api": false,
+            "document_export_api": false,
+            "document_import_api": false,
+            "audit_log": false,
+            "llm_trace": false,
+            "store_document_text": true,
+        }),
         server: "mneme".into(),
         mneme_version: env!("CARGO_PKG_VERSION").into(),
     })

@@ -12,6 +12,7 @@
 //! after it has gone stale.
 
 mod models;
+mod recall;
 pub(crate) mod time;
 pub mod wire;
 
@@ -164,8 +165,10 @@ impl HindsightApi {
         let mut timestamps = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
             timestamps.push(match item.timestamp.as_deref().map(str::trim) {
-                // `unset`: Hindsight's "no date"; every mneme memory is dated, at its retain.
-                None | Some("" | "unset") => None,
+                // `unset` (any case, as the server reads it): Hindsight's "no date"; every mneme
+                // memory is dated, at its retain.
+                None | Some("") => None,
+                Some(t) if t.eq_ignore_ascii_case("unset") => None,
                 Some(t) => {
                     let normalized = time::normalize(t).ok_or_else(|| {
                         let t = mneme_core::text::quoted_unless_private(t);
@@ -204,6 +207,22 @@ impl HindsightApi {
         // The items of one document are read in order, as a transcript's messages: an item that
         // opens a private span and a later one that closes it hide the items between.
         let contents = clean_by_document(&settings, &req.items, &contents);
+        let document_of =
+            |item: &MemoryItemIn| item.document_id.as_deref().and_then(|d| crate::session::clean_text(&settings, d));
+        // A new version of a document with nothing left of it (all private) replaces the old
+        // version with nothing, as the server does: it is forgotten. It was kept, and recalled.
+        let mut emptied: Vec<String> = req
+            .items
+            .iter()
+            .zip(&contents)
+            .filter(|(item, content)| content.is_none() && !appends(item))
+            .filter_map(|(item, _)| document_of(item))
+            .collect();
+        emptied.retain(|d| {
+            !req.items.iter().zip(&contents).any(|(i, c)| c.is_some() && document_of(i).as_ref() == Some(d))
+        });
+        emptied.sort();
+        emptied.dedup();
         let items: Vec<NewItem> = req
             .items
             .iter()
@@ -216,6 +235,12 @@ impl HindsightApi {
                     text::strip_private_map(&mut metadata);
                 }
                 session = session.take().or_else(|| metadata.get("session_id").cloned());
+                // A document of a client that names no session is a conversation of its own: under
+                // the bank's one session they were all one, and lent each other their words.
+                if let Some(document) = document_of(item).filter(|_| !metadata.contains_key("session_id")) {
+                    let own = format!("hindsight:{bank}:#{:016x}", crate::session::fingerprint(&document));
+                    metadata.insert("session_id".into(), own);
+                }
                 let mut tags = clean_list(&settings, item.tags.as_deref().unwrap_or_default());
                 for t in &document_tags {
                     if !tags.contains(t) {
@@ -237,6 +262,9 @@ impl HindsightApi {
                 })
             })
             .collect();
+        for document in &emptied {
+            self.forget_emptied_document(bank, document).await?;
+        }
         if items.is_empty() && client_operation.is_none() {
             return Ok(answer(0));
         }
@@ -284,24 +312,41 @@ impl HindsightApi {
         Ok(answer(n))
     }
 
+    /// Forgets `document` of `bank`, whose new version held nothing to keep: its versions still
+    /// queued, and the stored one.
+    async fn forget_emptied_document(&self, bank: &str, document: &str) -> Result<(), CompatError> {
+        let what = mneme_core::Forget::Document { id: document.to_owned(), bank: bank.to_owned() };
+        let backend = self.queue.backend();
+        let (_, done) = self.queue.discard_document_then(bank, document, backend.forget(&what)).await?;
+        match done {
+            Ok(_) | Err(BackendError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Recalls from `bank` through the active backend.
     pub async fn recall(&self, bank: &str, req: RecallRequest) -> Result<RecallResponse, CompatError> {
         check_bank(bank)?;
         let query = crate::session::recall_text(&self.settings(), &req.query).map_err(CompatError::Invalid)?;
         crate::session::filter_tags(req.tags.as_deref().unwrap_or_default()).map_err(CompatError::Invalid)?;
+        let groups = req.tag_groups.unwrap_or_default();
+        crate::session::filter_tags(&recall::named_tags(&groups)).map_err(CompatError::Invalid)?;
         if req.max_tokens == Some(0) {
             // As the server answers: no room is nothing.
             return Ok(RecallResponse::default());
         }
+        let (tags, tags_match) = recall::backend_filter(req.tags, req.tags_match, &groups);
         let q = RecallQuery {
             query,
             budget: req.budget.unwrap_or_default(),
             max_tokens: req.max_tokens.unwrap_or(4096).max(1),
             types: req.types.unwrap_or_default(),
-            tags: req.tags.unwrap_or_default(),
-            tags_match: req.tags_match.unwrap_or_default(),
+            tags,
+            tags_match,
         };
-        let results = self.recall_query(bank, &q).await?;
+        let mut results = self.recall_query(bank, &q).await?;
+        // Ignored, they let every project's memories through to a client that scoped by them.
+        results.retain(|r| recall::passes(&groups, r.tags.as_deref().unwrap_or_default()));
         Ok(RecallResponse {
             results,
             trace: None,
@@ -319,27 +364,8 @@ impl HindsightApi {
         }
         let scope = Scope { bank: bank.to_owned(), tags: Vec::new() };
         let found = backend.recall(&scope, q).await?;
-        Ok(found
-            .into_iter()
-            .map(|r| RecallResult {
-                // A backend that gives no id: a stable one from what was recalled.
-                id: r.id.clone().unwrap_or_else(|| stable_id(&r.text, &r.mentioned_at)),
-                text: r.text,
-                kind: (!r.kind.is_empty()).then_some(r.kind),
-                entities: None,
-                context: r.context,
-                occurred_start: None,
-                occurred_end: None,
-                mentioned_at: (!r.mentioned_at.is_empty()).then_some(r.mentioned_at),
-                document_id: r.document_id,
-                metadata: Some(r.metadata),
-                chunk_id: None,
-                tags: Some(r.tags),
-                source_fact_ids: None,
-                scores: Some(Scores { final_score: r.score, reranker: None, semantic: None, keyword: None }),
-                attachments: None,
-            })
-            .collect())
+        // A backend that gives no id: a stable one from what was recalled.
+        Ok(recall::results(found, stable_id))
     }
 
     /// Reflects through the active backend (the local backend has no LLM: an error clients handle).

@@ -1,58 +1,132 @@
 //! ISO 8601 date-times as Hindsight clients send them (`2026-01-02T03:04:05.123+01:00`, `…Z`, or
 //! no offset, meaning UTC) normalised to the RFC 3339 UTC form mneme stores, so that stored times
 //! sort as text.
+//!
+//! Read by hand rather than with `humantime`, which reads years from 1970 only: the server (its
+//! Python `datetime.fromisoformat`) takes any year from 1, a time without seconds or minutes,
+//! the basic forms without separators and a decimal comma, and a whole retain was refused for a
+//! date it would have stored.
 
-use std::time::Duration;
-
-/// The same instant as RFC 3339 UTC with milliseconds, or `None` when `s` is not a date-time.
+/// The same instant as RFC 3339 UTC with milliseconds, or `None` when `s` is not a date-time
+/// (or, moved to UTC, falls outside years 1 to 9999).
 pub fn normalize(s: &str) -> Option<String> {
     let s = s.trim();
-    let (local, offset) = split_offset(s)?;
-    // A date alone is midnight.
-    let local = if local.len() == 10 { format!("{local}T00:00:00") } else { local.replace(' ', "T") };
-    let at = humantime::parse_rfc3339_weak(&local).ok()?;
-    let at = if offset >= 0 {
-        at.checked_sub(Duration::from_secs(offset as u64))?
-    } else {
-        at.checked_add(Duration::from_secs(offset.unsigned_abs()))?
+    let (date, rest) = match s.find(['T', 't', ' ']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
     };
-    // Moved by its offset, a time may leave what RFC 3339 UTC (and the formatter, which
-    // panics) can write: before 1970 or past year 9999.
-    let since_epoch = at.duration_since(std::time::UNIX_EPOCH).ok()?;
-    (since_epoch <= LATEST).then(|| mneme_core::time::rfc3339_millis(at))
+    let days = days_of_date(date)?;
+    let (millis_of_day, offset_minutes) = match rest {
+        Some(rest) => time_of_day(rest)?,
+        None => (0, 0),
+    };
+    let millis = days * DAY_MS + millis_of_day - offset_minutes * 60_000;
+    (FIRST_MS..=LAST_MS).contains(&millis).then(|| format_millis(millis))
 }
 
-/// The latest instant written: 9999-12-31T23:59:59.999Z.
-const LATEST: Duration = Duration::from_millis(253_402_300_799_999);
+const DAY_MS: i64 = 86_400_000;
+/// 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z, in milliseconds from 1970.
+const FIRST_MS: i64 = -62_135_596_800_000;
+const LAST_MS: i64 = 253_402_300_799_999;
 
-/// The local part and the offset east of UTC in seconds.
-fn split_offset(s: &str) -> Option<(&str, i64)> {
-    if s.len() == 10 {
-        return Some((s, 0));
-    }
-    if let Some(local) = s.strip_suffix(['Z', 'z']) {
-        return Some((local, 0));
-    }
-    // An offset is the last '+' or '-' after the date (which holds '-' too).
-    let t = s.find(['T', 't', ' '])?;
-    match s[t..].rfind(['+', '-']).map(|i| i + t) {
-        Some(i) => {
-            let (hours, minutes) = parse_offset(&s[i + 1..])?;
-            let sign = if s.as_bytes()[i] == b'-' { -1 } else { 1 };
-            Some((&s[..i], sign * (hours * 3600 + minutes * 60)))
-        }
-        None => Some((s, 0)),
-    }
-}
-
-fn parse_offset(o: &str) -> Option<(i64, i64)> {
-    let digits: String = o.chars().filter(|c| *c != ':').collect();
-    if digits.len() != 4 && digits.len() != 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+/// Days from 1970-01-01 of `YYYY-MM-DD` or `YYYYMMDD`.
+fn days_of_date(date: &str) -> Option<i64> {
+    let digits: String = date.chars().filter(|c| *c != '-').collect();
+    let extended = date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[7] == b'-';
+    if !(extended || date.len() == 8) || digits.len() != 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let hours: i64 = digits[..2].parse().ok()?;
-    let minutes: i64 = if digits.len() == 4 { digits[2..].parse().ok()? } else { 0 };
-    (hours <= 23 && minutes <= 59).then_some((hours, minutes))
+    let (y, m, d): (i64, i64, i64) = (digits[..4].parse().ok()?, digits[4..6].parse().ok()?, digits[6..].parse().ok()?);
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let month_days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if y < 1 || !(1..=12).contains(&m) || d < 1 || d > month_days[(m - 1) as usize] {
+        return None;
+    }
+    Some(days_from_civil(y, m, d))
+}
+
+/// Milliseconds into the day and the offset east of UTC in minutes, of `HH[:MM[:SS[.fff]]]`
+/// (or without colons) followed by nothing, `Z`, or `±HH[:MM]`.
+fn time_of_day(t: &str) -> Option<(i64, i64)> {
+    let (clock, offset) = match t.find(['Z', 'z', '+', '-']) {
+        Some(i) => (&t[..i], Some(&t[i..])),
+        None => (t, None),
+    };
+    let offset_minutes = match offset {
+        None => 0,
+        Some(o) if o.eq_ignore_ascii_case("z") => 0,
+        Some(o) => {
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            let digits: String = o[1..].chars().filter(|c| *c != ':').collect();
+            if !(digits.len() == 2 || digits.len() == 4) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let hours: i64 = digits[..2].parse().ok()?;
+            let minutes: i64 = if digits.len() == 4 { digits[2..].parse().ok()? } else { 0 };
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            sign * (hours * 60 + minutes)
+        }
+    };
+    let (whole, fraction) = match clock.find(['.', ',']) {
+        Some(i) => (&clock[..i], Some(&clock[i + 1..])),
+        None => (clock, None),
+    };
+    let digits: String = whole.chars().filter(|c| *c != ':').collect();
+    let colons = whole.matches(':').count();
+    let fields = digits.len() / 2;
+    let well_formed = digits.len().is_multiple_of(2)
+        && (1..=3).contains(&fields)
+        && (colons == 0 || colons == fields - 1)
+        && digits.bytes().all(|b| b.is_ascii_digit());
+    if !well_formed || fraction.is_some() && fields != 3 {
+        return None;
+    }
+    let field = |i: usize| -> i64 { digits.get(2 * i..2 * i + 2).and_then(|f| f.parse().ok()).unwrap_or(0) };
+    let (hours, minutes, seconds) = (field(0), field(1), field(2));
+    if hours > 23 || minutes > 59 || seconds > 59 {
+        return None;
+    }
+    let millis = match fraction {
+        Some(f) if f.is_empty() || !f.bytes().all(|b| b.is_ascii_digit()) => return None,
+        Some(f) => format!("{f:0<3}")[..3].parse::<i64>().ok()?,
+        None => 0,
+    };
+    Some((((hours * 60 + minutes) * 60 + seconds) * 1000 + millis, offset_minutes))
+}
+
+/// Days from 1970-01-01 of a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day counted from 1970-01-01 (the inverse of [`days_from_civil`]).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` of milliseconds from 1970.
+fn format_millis(millis: i64) -> String {
+    let (days, ms) = (millis.div_euclid(DAY_MS), millis.rem_euclid(DAY_MS));
+    let (y, m, d) = civil_from_days(days);
+    let (h, min, s, frac) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{frac:03}Z")
 }
 
 #[cfg(test)]
@@ -61,23 +135,43 @@ mod tests {
 
     #[test]
     fn offsets_and_forms() {
-        assert_eq!(normalize("2026-01-02T03:04:05Z").as_deref(), Some("2026-01-02T03:04:05.000Z"));
-        assert_eq!(normalize("2026-01-02T03:04:05.250+01:00").as_deref(), Some("2026-01-02T02:04:05.250Z"));
-        assert_eq!(normalize("2026-01-02T23:30:00-02:00").as_deref(), Some("2026-01-03T01:30:00.000Z"));
-        assert_eq!(normalize("2026-01-02T03:04:05").as_deref(), Some("2026-01-02T03:04:05.000Z"));
-        assert_eq!(normalize("2026-01-02").as_deref(), Some("2026-01-02T00:00:00.000Z"));
-        assert_eq!(normalize("2026-01-02T03:04:05+0530").as_deref(), Some("2026-01-01T21:34:05.000Z"));
-        // The ends of what can be written, and past them once the offset is applied (these
-        // panicked in the formatter).
-        assert_eq!(normalize("1970-01-01T00:00:00Z").as_deref(), Some("1970-01-01T00:00:00.000Z"));
-        assert_eq!(normalize("9999-12-31T23:59:59.999Z").as_deref(), Some("9999-12-31T23:59:59.999Z"));
+        for (given, stored) in [
+            ("2026-01-02T03:04:05Z", "2026-01-02T03:04:05.000Z"),
+            ("2026-01-02T03:04:05.250+01:00", "2026-01-02T02:04:05.250Z"),
+            ("2026-01-02T23:30:00-02:00", "2026-01-03T01:30:00.000Z"),
+            ("2026-01-02T03:04:05", "2026-01-02T03:04:05.000Z"),
+            ("2026-01-02 03:04:05", "2026-01-02T03:04:05.000Z"),
+            ("2026-01-02", "2026-01-02T00:00:00.000Z"),
+            ("2026-01-02T03:04:05+0530", "2026-01-01T21:34:05.000Z"),
+            ("2026-01-02T03:04:05.123456Z", "2026-01-02T03:04:05.123Z"),
+            // As the server takes them: no seconds, no minutes, the basic form, a decimal comma.
+            ("2025-03-04T10:20", "2025-03-04T10:20:00.000Z"),
+            ("2025-03-04T10", "2025-03-04T10:00:00.000Z"),
+            ("20250304T102030Z", "2025-03-04T10:20:30.000Z"),
+            ("2025-03-04T10:20:30,5Z", "2025-03-04T10:20:30.500Z"),
+            // Any year from 1: before 1970 too.
+            ("1969-07-20T20:17:00Z", "1969-07-20T20:17:00.000Z"),
+            ("0002-03-01T00:00:00Z", "0002-03-01T00:00:00.000Z"),
+            ("1600-02-29", "1600-02-29T00:00:00.000Z"),
+            ("1970-01-01T00:00:00+01:00", "1969-12-31T23:00:00.000Z"),
+            ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+        ] {
+            assert_eq!(normalize(given).as_deref(), Some(stored), "{given:?}");
+        }
         for bad in [
             "yesterday",
             "2026-13-01T00:00:00Z",
+            "2026-02-29",
+            "1900-02-29",
             "2026-01-02T03:04:05+25:00",
+            "2026-01-02T24:00:00Z",
+            "2026-01-02T23:59:60Z",
+            "2026-01-02T03:04:05Z+01:00",
+            "2026-01-02T03:04.5",
             "",
             "12:00",
-            "1970-01-01T00:00:00+01:00",
+            "0000-01-01",
+            "0001-01-01T00:00:00+01:00",
             "9999-12-31T23:00:00-02:00",
         ] {
             assert_eq!(normalize(bad), None, "{bad:?}");

@@ -165,6 +165,45 @@ pub struct RecallRequest {
     /// How `tags` match.
     #[serde(default)]
     pub tags_match: Option<TagsMatch>,
+    /// Compound tag filters, all of which a memory must pass (applied to the results; a leaf's
+    /// `resolve: "fuzzy"` is read as exact).
+    #[serde(default)]
+    pub tag_groups: Option<Vec<TagGroup>>,
+    /// Score floors: accepted and not applied (mneme's scores are not on the server's scale).
+    #[serde(default)]
+    pub min_scores: Option<serde_json::Value>,
+}
+
+/// One of a recall's `tag_groups`: a leaf `{tags, match}`, or `{and: […]}`, `{or: […]}`, `{not: …}`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum TagGroup {
+    /// Memories matching `tags` as `match` says (`any_strict` when not given).
+    Leaf {
+        /// The tags.
+        tags: Vec<String>,
+        /// How they match.
+        #[serde(default, rename = "match")]
+        mode: Option<TagsMatch>,
+        /// `exact` or `fuzzy` (read as `exact`).
+        #[serde(default)]
+        resolve: Option<String>,
+    },
+    /// Every one.
+    And {
+        /// The groups.
+        and: Vec<TagGroup>,
+    },
+    /// At least one.
+    Or {
+        /// The groups.
+        or: Vec<TagGroup>,
+    },
+    /// Not this one.
+    Not {
+        /// The group.
+        not: Box<TagGroup>,
+    },
 }
 
 /// The answer to a recall.
@@ -637,6 +676,8 @@ pub struct Health {
 pub struct VersionAnswer {
     /// The Hindsight API version served.
     pub api_version: String,
+    /// The server's feature flags, as mneme serves them (the API's schema requires them).
+    pub features: serde_json::Value,
     /// "mneme".
     pub server: String,
     /// This mneme's version.
