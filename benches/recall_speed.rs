@@ -63,13 +63,19 @@ fn item(i: usize, content: String, session: &str) -> MemoryItem {
     MemoryItem::new(format!("m{i}"), content, "2026-01-01T00:00:00Z").in_session(session)
 }
 
+/// The store's memories belong to this many projects (a session's to one), as in a bank under
+/// `per-project-tagged` scoping.
+const PROJECTS: usize = 10;
+
 fn fill(db: &Path, texts: &[String], n: usize) {
     let mut store = Store::open(db).unwrap();
     let mut batch = Vec::new();
     for i in 0..n {
         let t = &texts[i % texts.len()];
         let content = if i < texts.len() { t.clone() } else { format!("{t} (note {i})") };
-        batch.push(item(i, content, &format!("s{}", i / 50)));
+        let mut memory = item(i, content, &format!("s{}", i / 50));
+        memory.tags = vec![format!("project:p{}", i / 50 % PROJECTS)];
+        batch.push(memory);
         if batch.len() == 1000 {
             store.retain("mneme", &batch).unwrap();
             batch.clear();
@@ -165,14 +171,15 @@ fn write_remaining_vectors(db: &Path) {
 
 async fn latency(db: &Path, questions: &[String]) {
     let scope = Scope { bank: "mneme".into(), tags: vec![] };
-    let query = |q: &str| RecallQuery {
+    let query = |q: &str, tags: &[String]| RecallQuery {
         query: q.to_owned(),
         budget: Budget::Mid,
         max_tokens: 1024,
         types: vec![],
-        tags: vec![],
+        tags: tags.to_vec(),
         tags_match: TagsMatch::Any,
     };
+    let one_project = ["project:p3".to_owned()];
     let qs: Vec<&String> = questions.iter().cycle().take(QUERIES).collect();
     for (name, config) in
         [("hybrid (built-in model)", LocalConfig::new(db)), ("BM25 only (embedder off)", LocalConfig::lexical(db))]
@@ -187,17 +194,23 @@ async fn latency(db: &Path, questions: &[String]) {
             }
             println!("neighbourhoods measured {} ms after open", t.elapsed().as_millis());
         }
-        for q in qs.iter().take(50) {
-            backend.recall(&scope, &query(q)).await.unwrap();
+        for (filter, tags) in [("", &[][..]), (", in one of 10 projects", &one_project[..])] {
+            for q in qs.iter().take(50) {
+                backend.recall(&scope, &query(q, tags)).await.unwrap();
+            }
+            let mut lat = Vec::new();
+            for q in &qs {
+                let t = Instant::now();
+                std::hint::black_box(backend.recall(&scope, &query(q, tags)).await.unwrap());
+                lat.push(t.elapsed());
+            }
+            lat.sort();
+            println!(
+                "recall, {name}{filter}: p50 {} p99 {} ({QUERIES} queries)",
+                ms(pct(&lat, 0.5)),
+                ms(pct(&lat, 0.99))
+            );
         }
-        let mut lat = Vec::new();
-        for q in &qs {
-            let t = Instant::now();
-            std::hint::black_box(backend.recall(&scope, &query(q)).await.unwrap());
-            lat.push(t.elapsed());
-        }
-        lat.sort();
-        println!("recall, {name}: p50 {} p99 {} ({QUERIES} queries)", ms(pct(&lat, 0.5)), ms(pct(&lat, 0.99)));
     }
 }
 

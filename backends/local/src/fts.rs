@@ -276,6 +276,21 @@ pub fn select_terms_and_alternatives(
     chosen
 }
 
+/// Every term the store holds, and its alternatives the store holds, without
+/// [`select_terms_and_alternatives`]'s postings budgets (at most as many of each): what a recall
+/// in one project ranks on when the budgets, spent on terms that are rare in the whole store
+/// and only found in other projects, left its own words out.
+pub fn all_known_terms(terms: Vec<(String, Option<u64>)>, alternatives: Vec<(String, Option<u64>)>) -> Vec<String> {
+    let known = |list: Vec<(String, Option<u64>)>, most: usize| {
+        let mut list: Vec<(String, Option<u64>)> = list.into_iter().filter(|(_, df)| *df != Some(0)).collect();
+        list.sort_by_key(|(_, df)| df.unwrap_or(1));
+        list.into_iter().take(most).map(|(t, _)| t).collect::<Vec<_>>()
+    };
+    let mut all = known(terms, MAX_QUERY_TERMS);
+    all.extend(known(alternatives, MAX_ALTERNATIVES));
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

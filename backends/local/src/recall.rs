@@ -42,6 +42,23 @@ const FETCH_CHUNK: usize = 25;
 pub(crate) const RANKED_POOL: &str =
     "SELECT rowid, rank FROM passages_fts WHERE passages_fts MATCH ?1 ORDER BY rank LIMIT 200";
 
+/// A query's MATCH expressions.
+struct Expressions {
+    /// Its rarest terms within the postings budgets, ranked by FTS5 alone over the whole store.
+    ranked: String,
+    /// Every term the store holds, when the budgets left some out: ranked with the bank and
+    /// filters when those leave fewer than [`FEW_FOUND`] matches of the rarest. The budgets count
+    /// a term's passages in the whole store, so a word rare there and found only in another
+    /// project's memories (or another bank's) took the budget, and the words this project's
+    /// memories hold were left out ("deploy the billing service" found nothing where "deploy"
+    /// found the project's note). Not more often: ranking the common words with the filters
+    /// costs a recall in a bank of ten projects three times its time.
+    unpruned: Option<String>,
+}
+
+/// Fewer matches than this in the bank and filters, and recall ranks every term of the query.
+const FEW_FOUND: usize = 5;
+
 /// One query's lexical side, with the rows it fetched (the answer reuses them).
 struct LexicalSide {
     lexical: Lexical,
@@ -64,16 +81,27 @@ impl Store {
     /// pool is needed for a fusion: FTS5's ranking is fetched a chunk at a time until the
     /// budget is filled (usually the first chunk fills it).
     pub fn recall(&self, query: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
-        let Some(expr) = self.ranking_expression(query)? else { return Ok(Vec::new()) };
-        let ranked = self.ranked_pool(&expr)?;
+        let Some(exprs) = self.expressions(self.query_terms(query)?)? else { return Ok(Vec::new()) };
+        let ranked = self.ranked_pool(&exprs.ranked)?;
         let mut rows = HashMap::new();
         let (out, full) = self.answer_bounded(query, &ranked, filter, &mut rows)?;
-        if ranked.len() == RANKED_POOL_SIZE && !full {
-            // The bank and filters left too few of FTS5's best: rank every match with them.
-            let pool = self.capped_matches(&expr, filter)?;
-            return self.answer(query, &pool, filter, &mut rows);
+        if full {
+            return Ok(out);
         }
-        Ok(out)
+        let filtered_out = ranked.iter().any(|(pid, _)| !rows.contains_key(pid));
+        // The bank and filters left too few of FTS5's best: rank every match with them.
+        let mut pool = None;
+        if ranked.len() == RANKED_POOL_SIZE {
+            pool = Some(self.capped_matches(&exprs.ranked, filter)?);
+        }
+        let found = pool.as_ref().map_or(rows.len(), Vec::len);
+        if let Some(unpruned) = exprs.unpruned.as_deref().filter(|_| filtered_out && found < FEW_FOUND) {
+            pool = Some(self.capped_matches(unpruned, filter)?);
+        }
+        match pool {
+            Some(pool) => self.answer(query, &pool, filter, &mut rows),
+            None => Ok(out),
+        }
     }
 
     /// FTS5's best [`RANKED_POOL_SIZE`] for an expression: (pid, rank, lower is better).
@@ -113,8 +141,8 @@ impl Store {
         let terms = self.query_terms(query)?;
         let idf_mass = self.idf_mass(&terms)?;
         let mut side = LexicalSide { lexical: Lexical { pool: Vec::new(), idf_mass }, rows: HashMap::new() };
-        let Some(expr) = self.expression(terms)? else { return Ok(side) };
-        let ranked = self.ranked_pool(&expr)?;
+        let Some(exprs) = self.expressions(terms)? else { return Ok(side) };
+        let ranked = self.ranked_pool(&exprs.ranked)?;
         let mut per_memory: HashMap<i64, usize> = HashMap::new();
         for chunk in ranked.chunks(POOL) {
             for (pid, seq, r) in self.fetch(chunk, filter)? {
@@ -129,8 +157,14 @@ impl Store {
                 return Ok(side);
             }
         }
+        let filtered_out = ranked.iter().any(|(pid, _)| !side.rows.contains_key(pid));
         if ranked.len() == RANKED_POOL_SIZE {
-            side.lexical.pool = self.capped_matches(&expr, filter)?;
+            side.lexical.pool = self.capped_matches(&exprs.ranked, filter)?;
+        }
+        if let Some(unpruned) =
+            exprs.unpruned.as_deref().filter(|_| filtered_out && side.lexical.pool.len() < FEW_FOUND)
+        {
+            side.lexical.pool = self.capped_matches(unpruned, filter)?;
         }
         Ok(side)
     }
@@ -284,14 +318,17 @@ impl Store {
     /// BM25 is a sum over terms, so a passage that says "deploy" scores for a question that says
     /// "ship" as if it had asked for "deploy" too.
     pub fn ranking_expression(&self, query: &str) -> rusqlite::Result<Option<String>> {
-        self.expression(self.query_terms(query)?)
+        Ok(self.expressions(self.query_terms(query)?)?.map(|e| e.ranked))
     }
 
-    /// [`Store::ranking_expression`] for terms already looked up.
-    fn expression(&self, terms: Vec<(String, Option<u64>)>) -> rusqlite::Result<Option<String>> {
+    /// [`Store::ranking_expression`] for terms already looked up, and the unpruned one.
+    fn expressions(&self, terms: Vec<(String, Option<u64>)>) -> rusqlite::Result<Option<Expressions>> {
         let words: Vec<String> = terms.iter().map(|(t, _)| t.clone()).collect();
         let alternatives = self.document_frequencies(self.thesaurus.alternatives(&words))?;
-        Ok(fts::or_expression(&fts::select_terms_and_alternatives(terms, alternatives)))
+        let chosen = fts::select_terms_and_alternatives(terms.clone(), alternatives.clone());
+        let all = fts::all_known_terms(terms, alternatives);
+        let unpruned = (all.len() > chosen.len()).then(|| fts::or_expression(&all)).flatten();
+        Ok(fts::or_expression(&chosen).map(|ranked| Expressions { ranked, unpruned }))
     }
 
     /// Σ idf over every query term (a term in no passage counts with the highest idf).

@@ -245,6 +245,29 @@ async fn a_projects_passage_found_by_meaning_is_not_crowded_out_by_another_proje
     assert_eq!(hybrid.first().map(String::as_str), Some(FACT), "{hybrid:?}");
 }
 
+/// As the lexical-only recall (tests/store.rs): the hybrid's word side ranks a project's own
+/// words when a rarer word of the question is only in other projects' memories.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_word_side_keeps_a_projects_words_past_a_word_only_others_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = LocalBackend::open(&LocalConfig::new(dir.path().join("m.db"))).unwrap();
+    let tagged = |id: String, text: String, project: &str| MemoryItem {
+        tags: vec![format!("project:{project}")],
+        ..item(&id, &text, &id)
+    };
+    let mut items = vec![tagged("a".into(), "To deploy alpha, run the go script.".into(), "alpha")];
+    items.extend((0..6000).map(|i| {
+        let billing = if i % 2000 == 0 { " for billing" } else { "" };
+        tagged(format!("b{i}"), format!("Beta note {i}: deploy step {i}{billing}."), "beta")
+    }));
+    retain(&b, items).await;
+    let ask = RecallQuery { tags: vec!["project:alpha".into()], ..query("how do we deploy the billing service") };
+    for mode in [RecallMode::Lexical, RecallMode::Hybrid] {
+        let found = b.recall_with(&scope(), &ask, mode).await.unwrap();
+        assert!(found.iter().any(|r| r.text.starts_with("To deploy alpha")), "{mode:?}: {found:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_of_the_previous_schema_is_backfilled() {
     let dir = tempfile::tempdir().unwrap();

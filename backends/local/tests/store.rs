@@ -109,6 +109,25 @@ async fn a_global_memory_and_a_projects_copy_of_it_keep_their_reach() {
     assert_eq!(b.status().await.memories, Some(1), "the global memory stays");
 }
 
+/// A word rare in the whole store and found only in other projects' memories does not hide a
+/// project's own: the postings budget, spent on it, left the project's words out of the
+/// ranking, and "deploy the billing service" found nothing where "deploy" found the note.
+#[tokio::test]
+async fn a_word_only_other_projects_hold_does_not_hide_the_projects_own_memory() {
+    let (_d, b) = open();
+    let mut items = vec![item("a", "To deploy alpha, run the go script.", &["project:alpha"], MemoryType::World, None)];
+    for i in 0..6000 {
+        let billing = if i % 2000 == 0 { " for billing" } else { "" };
+        let text = format!("Beta note {i}: deploy step {i}{billing}.");
+        items.push(item(&format!("b{i}"), &text, &["project:beta"], MemoryType::World, None));
+    }
+    b.retain(&scope("bank"), &RetainBatch { id: "all".into(), items }).await.unwrap();
+    for q in ["deploy", "how do we deploy the billing service"] {
+        let found = texts(&b, "bank", query(q, &["project:alpha"], TagsMatch::Any)).await;
+        assert_eq!(found, vec!["To deploy alpha, run the go script."], "{q}");
+    }
+}
+
 /// A row belongs to its document: the same text in another document, or retained on its own,
 /// is that one's, and a new version of the first document leaves it. Recall shows it once.
 #[tokio::test]
