@@ -357,11 +357,12 @@ async fn the_web_views_cookie_opens_its_routes_only_and_only_from_its_own_origin
     assert_eq!(b.logout(&d, &csrf).await.status(), 204);
     let r = b.req(&d, Method::GET, "/v1/memories").send().await.unwrap();
     assert_eq!(r.status(), 401);
+    let cookie_name = format!("mneme_ui_{}", d.addr.rsplit(':').next().unwrap());
     let cleared = |r: &reqwest::Response| {
         r.headers()
             .get(header::SET_COOKIE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("mneme_ui=;") && v.contains("Max-Age=0"))
+            .is_some_and(|v| v.starts_with(&format!("{cookie_name}=;")) && v.contains("Max-Age=0"))
     };
     assert!(cleared(&r), "the ended session's cookie is cleared: {:?}", r.headers());
     // Logging out again (a second tab) clears the cookie, without an error.
@@ -371,9 +372,15 @@ async fn the_web_views_cookie_opens_its_routes_only_and_only_from_its_own_origin
     let r = b.req(&d, Method::GET, "/ui/session").send().await.unwrap();
     assert_eq!(r.json::<Value>().await.unwrap()["logged_in"], false);
     // A made-up cookie opens nothing either.
-    let r =
-        reqwest::Client::new().get(d.url("/v1/status")).header(header::COOKIE, "mneme_ui=0000").send().await.unwrap();
+    let made_up = format!("{cookie_name}=0000");
+    let r = reqwest::Client::new().get(d.url("/v1/status")).header(header::COOKIE, made_up).send().await.unwrap();
     assert_eq!(r.status(), 401);
+    // Another daemon's view (another port, one cookie jar in the browser): its cookie is not
+    // this daemon's to refuse or clear.
+    let other = "mneme_ui_1=0000";
+    let r = reqwest::Client::new().get(d.url("/v1/status")).header(header::COOKIE, other).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get(header::SET_COOKIE).is_none(), "{:?}", r.headers());
 }
 
 /// With `server.allow_remote`, the view opened at the daemon's network address may change things

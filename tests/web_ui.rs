@@ -107,7 +107,7 @@ fn logging_in_through_the_one_time_url_sets_a_strict_http_only_cookie() {
     let cookie = r.step("cookie");
     assert_eq!(cookie["cookies"].as_array().unwrap().len(), 1, "{cookie}");
     let c = &cookie["cookies"][0];
-    assert_eq!(c["name"], "mneme_ui");
+    assert!(c["name"].as_str().unwrap().starts_with("mneme_ui_"), "named by the daemon's port: {c}");
     assert_eq!(c["httpOnly"], true);
     assert_eq!(c["sameSite"], "Strict");
     assert_eq!(cookie["readable_by_script"], "", "HttpOnly: scripts cannot read it");
@@ -157,6 +157,17 @@ fn search_finds_a_paraphrase_by_meaning_from_the_keyboard() {
     for id in ["tab-memories", "tab-queue", "tab-notices", "tab-backend", "bank", "tags", "query", "item"] {
         assert!(reached.iter().any(|x| x == id), "Tab never reached {id}: {reached:?}");
     }
+}
+
+/// Under "All banks" a search reads every bank, not only the configured one.
+#[test]
+fn a_search_of_all_banks_reads_every_bank() {
+    let Some(r) = run() else { return };
+    let all = r.step("search-all-banks");
+    let ids = all["ids"].as_array().unwrap();
+    let at = ids.iter().position(|id| id == "other-bank-1").unwrap_or_else(|| panic!("not found: {all}"));
+    assert_eq!(all["banks"][at], "ui-other", "{all}");
+    assert!(all["info"].as_str().unwrap().contains(" banks"), "{all}");
 }
 
 #[test]

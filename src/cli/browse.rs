@@ -111,11 +111,28 @@ pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<Exit
             .stderr(std::process::Stdio::null())
             .spawn()
         {
-            Ok(_) => eprintln!("Opened it in your browser."),
+            Ok(child) => match opened(child) {
+                Some(false) => eprintln!("{opener} could not open a browser: open the URL yourself."),
+                _ => eprintln!("Opened it in your browser."),
+            },
             Err(e) => eprintln!("Could not run {opener} ({e}): open the URL yourself."),
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the opener says it opened the page: its exit status within 3 s, or `None` while it
+/// still runs (some openers stay with the browser they started). "Opened" was said even when it
+/// failed at once (no display to open a browser on).
+fn opened(mut child: std::process::Child) -> Option<bool> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while std::time::Instant::now() < until {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status.success());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
 }
 
 /// Writes `ui-login.html` in `dir`, readable by its owner only, which sends the browser to `url`;

@@ -97,7 +97,8 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
     }
     let bearer = headers.get(header::AUTHORIZATION);
     if bearer.is_none() {
-        if let Some(id) = ui::auth::session_cookie(headers) {
+        let cookie = state.cookie_name();
+        if let Some(id) = ui::auth::session_cookie(headers, &cookie) {
             let id = id.to_owned();
             return match state.ui.session(&id) {
                 Some(live) if ui::cookie_may(req.method(), path) => {
@@ -126,7 +127,7 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
                     )
                     .into_response();
                     // The dead cookie goes, instead of being sent until its Max-Age.
-                    r.headers_mut().insert(header::SET_COOKIE, ui::clearing_cookie());
+                    r.headers_mut().insert(header::SET_COOKIE, ui::clearing_cookie(&cookie));
                     r
                 }
             };

@@ -72,6 +72,11 @@ impl AppState {
     async fn sessions_backend_status(&self) -> BackendStatus {
         self.queue.backend().status().await
     }
+
+    /// The web view's session cookie for this daemon's port.
+    fn cookie_name(&self) -> String {
+        ui::auth::cookie_name(self.listen.port())
+    }
 }
 
 /// The router with every route and layer.

@@ -479,6 +479,27 @@ def run_view(d, b, scope, fact_id, delete_id):
     step("delete-document", label=label, question=question, toast=b.js("return document.getElementById('toast').textContent"),
          api_status=gone)
 
+    # Under "All banks" a search reads every bank (per-project banks: the configured one held
+    # none of the projects' memories).
+    status, v = d.api("POST", "/v1/import", {"memories": [
+        {"id": "other-bank-1", "bank": "ui-other", "content": "The zebra stable is swept every night at ten.",
+         "created_at": "2026-11-30T10:00:02Z"}]})
+    assert status == 200, v
+    b.go(d.url + "/ui/")
+    b.wait("return document.body.dataset.listRendered", "the list with the other bank")
+    b.wait("return [...document.getElementById('bank').options].some(o => o.value === 'ui-other')", "the other bank listed")
+    v = b.version()
+    b.js("const q = document.getElementById('query'); q.value = 'when is the zebra stable swept?';"
+         "q.form.requestSubmit();")
+    b.wait_rerender(v, "the search of every bank")
+    step("search-all-banks", banks=b.js("return [...document.querySelectorAll('#list .item')].map(e => e.dataset.bank)"),
+         ids=b.js("return [...document.querySelectorAll('#list .item')].map(e => e.dataset.id)"),
+         info=b.js("return document.getElementById('list-info').textContent"))
+    d.api("DELETE", "/v1/memories/other-bank-1?bank=ui-other")
+    v = b.version()
+    b.click("#clear-search")
+    b.wait_rerender(v, "the list again")
+
     # Notices, live: a delivery that fails (the backend switched to a Hindsight nobody serves).
     b.go(d.url + "/ui/#notices")
     b.wait("return document.querySelectorAll('#notices li').length > 0", "the notice history")

@@ -626,12 +626,24 @@ pub(crate) fn without_private(m: StoredMemory) -> StoredMemory {
     let content = strip_private(&m.content);
     let mut metadata = m.metadata;
     mneme_core::text::strip_private_map(&mut metadata);
+    // The server makes ids and dates, but another of its clients may have written anything:
+    // shown as it is, private text in them reached the web view and the exports.
+    let id = match has_private_tag(&m.id) {
+        true => {
+            let print =
+                m.id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+            format!("private-{print:016x}")
+        }
+        false => m.id,
+    };
     StoredMemory {
+        id,
         content,
         context: m.context.map(|c| strip_private(&c)).filter(|c| !c.trim().is_empty()),
         tags: mneme_core::text::strip_private_list(m.tags),
         metadata,
         document_id: m.document_id.filter(|d| !has_private_tag(d)),
+        created_at: if has_private_tag(&m.created_at) { String::new() } else { m.created_at },
         ..m
     }
 }
@@ -678,6 +690,31 @@ mod tests {
     }
 
     use super::*;
+
+    /// What another client of the server wrote is shown without its private text, ids and
+    /// dates too (the server makes its own, but a client may have written any).
+    #[test]
+    fn private_text_leaves_every_field_of_a_listed_memory() {
+        let m = StoredMemory {
+            id: "<private>SECRET-id</private>".into(),
+            bank: "work".into(),
+            content: "kept <private>SECRET</private>".into(),
+            context: Some("<private>SECRET</private>".into()),
+            tags: vec!["t<private>SECRET</private>".into()],
+            metadata: [("k".to_owned(), "<private>SECRET</private>".to_owned())].into(),
+            document_id: Some("<private>SECRET</private>".into()),
+            kind: MemoryType::World,
+            created_at: "<private>SECRET-date</private>".into(),
+        };
+        let shown = without_private(m);
+        let text = format!("{shown:?}");
+        assert!(!text.contains("SECRET"), "{text}");
+        assert!(shown.id.starts_with("private-"), "{text}");
+        assert_eq!(
+            shown.id,
+            without_private(StoredMemory { id: "<private>SECRET-id</private>".into(), ..shown.clone() }).id
+        );
+    }
 
     #[test]
     fn an_import_chunks_id_is_of_its_bank_and_its_memories_whole() {

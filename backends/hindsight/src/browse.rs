@@ -57,7 +57,11 @@ pub(crate) async fn banks(b: &HindsightBackend) -> Result<Vec<BankCount>, Backen
     url.query_pairs_mut().append_pair("limit", "1000");
     let list: Option<BankList> = b.send("list banks", Method::GET, url, None::<&()>, b.timeout()).await?;
     Ok(list
-        .map(|l| l.banks.into_iter().map(|x| BankCount { bank: x.bank_id, memories: x.fact_count }).collect())
+        .map(|l| {
+            // A bank another client named with private text is not shown (nor can it be named).
+            let banks = l.banks.into_iter().filter(|x| !mneme_core::text::has_private_tag(&x.bank_id));
+            banks.map(|x| BankCount { bank: x.bank_id, memories: x.fact_count }).collect()
+        })
         .unwrap_or_default())
 }
 

@@ -16,8 +16,12 @@ use axum::http::{header, HeaderMap, Method};
 
 use crate::lock::MutexExt;
 
-/// The session cookie's name.
-pub const COOKIE: &str = "mneme_ui";
+/// The session cookie's name for the daemon listening on `port`: browsers keep one cookie jar for
+/// every port of a host, and under one name two daemons' views logged each other out (a
+/// request with the other's cookie was refused, and its answer cleared the cookie).
+pub fn cookie_name(port: u16) -> String {
+    format!("mneme_ui_{port}")
+}
 /// The header state-changing cookie requests carry, with the value from `GET /ui/session`.
 pub const CSRF_HEADER: &str = "x-mneme-csrf";
 /// How long a login code may be used.
@@ -122,15 +126,15 @@ impl UiAuth {
     }
 }
 
-/// The session cookie's value, if the request carries one.
-pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+/// The value of the session cookie named `name` ([`cookie_name`]), if the request carries one.
+pub fn session_cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(found, _)| *found == name)
         .map(|(_, value)| value.trim())
 }
 

@@ -107,7 +107,7 @@ pub async fn login(State(s): St, q: Result<Query<LoginQuery>, QueryRejection>) -
     };
     let cookie = format!(
         "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
-        auth::COOKIE,
+        s.cookie_name(),
         session.id,
         session.valid_for.as_secs()
     );
@@ -122,7 +122,7 @@ pub async fn login(State(s): St, q: Result<Query<LoginQuery>, QueryRejection>) -
 /// `GET /ui/session`: whether the cookie opens a session, and its CSRF value. Only a
 /// same-origin script can read the answer (no CORS), and the cross-site checks apply.
 pub async fn session(State(s): St, headers: HeaderMap) -> Result<Json<UiSession>, ApiError> {
-    let found = auth::session_cookie(&headers).and_then(|id| s.ui.session(id));
+    let found = auth::session_cookie(&headers, &s.cookie_name()).and_then(|id| s.ui.session(id));
     let Some(found) = found else {
         return Ok(Json(UiSession { logged_in: false, csrf: None, expires_in_seconds: None }));
     };
@@ -138,22 +138,25 @@ pub async fn session(State(s): St, headers: HeaderMap) -> Result<Json<UiSession>
 
 /// `POST /ui/logout` (cookie): ends the session and clears the cookie.
 pub async fn logout(State(s): St, headers: HeaderMap) -> Response {
-    if let Some(id) = auth::session_cookie(&headers) {
+    let name = s.cookie_name();
+    if let Some(id) = auth::session_cookie(&headers, &name) {
         s.ui.end(id);
     }
-    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, clearing_cookie())]).into_response()
+    (StatusCode::NO_CONTENT, [(header::SET_COOKIE, clearing_cookie(&name))]).into_response()
 }
 
-/// A `Set-Cookie` value that removes the session cookie ([`auth::COOKIE`]).
-pub fn clearing_cookie() -> HeaderValue {
-    HeaderValue::from_static("mneme_ui=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
+/// A `Set-Cookie` value that removes the session cookie `name` ([`auth::cookie_name`]).
+pub fn clearing_cookie(name: &str) -> HeaderValue {
+    let value = format!("{name}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    HeaderValue::from_str(&value).expect("cookie is ASCII")
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_clearing_cookie_names_the_session_cookie() {
-        let clearing = super::clearing_cookie();
-        assert!(clearing.to_str().unwrap().starts_with(&format!("{}=;", super::auth::COOKIE)));
+        let name = super::auth::cookie_name(6366);
+        let clearing = super::clearing_cookie(&name);
+        assert!(clearing.to_str().unwrap().starts_with("mneme_ui_6366=;"));
     }
 }

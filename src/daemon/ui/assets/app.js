@@ -138,7 +138,16 @@ function showLogin() {
   document.querySelector('nav').hidden = true;
   $('logout').hidden = true;
   state.loggedOut = true;
+  state.reconnecting = false;
   if (state.events) state.events.close();
+  // Logged out, nothing read while logged in stays in the page (hidden, it was still there).
+  $('list').replaceChildren();
+  $('list-info').textContent = '';
+  $('detail').hidden = true;
+  $('detail').replaceChildren();
+  $('notices').replaceChildren();
+  document.querySelectorAll('#queue-table tbody').forEach((b) => b.replaceChildren());
+  $('health').textContent = 'logged out';
   $('login').hidden = false;
 }
 
@@ -219,21 +228,39 @@ async function loadList(cursor) {
   }
 }
 
+// The banks a search reads: the one chosen, or under "All banks" every bank listed (an agent
+// recalls in one bank, so each is asked as an agent of it would be; with per-project banks the
+// configured bank alone held none of the projects' memories).
+function banksToSearch() {
+  if (state.bank) return [state.bank];
+  const listed = [...$('bank').options].map((o) => o.value).filter(Boolean);
+  const backend = state.status && state.status.backend.backend;
+  return backend === 'hindsight' || listed.length === 0 ? [null] : listed;
+}
+
 async function search(query) {
   const tags = state.tags ? state.tags.split(',').map((t) => t.trim()).filter(Boolean) : [];
-  const body = { query, tags };
-  if (state.bank) body.bank = state.bank;
   const asked = (state.listAsked += 1);
-  const answer = await api('POST', '/v1/search', body);
+  const answers = await Promise.all(banksToSearch().map((bank) => {
+    const body = { query, tags };
+    if (bank) body.bank = bank;
+    return api('POST', '/v1/search', body);
+  }));
   if (asked !== state.listAsked) return;
-  const items = answer.results.map((r, i) => memoryItem({
-    id: r.id, bank: answer.bank, text: r.text, kind: r.type, tags: r.tags, at: r.mentioned_at, doc: r.document_id,
+  // Each bank's answer best first; banks after one another, the one with the best first.
+  answers.sort((a, b) => ((b.results[0] && b.results[0].score) || 0) - ((a.results[0] && a.results[0].score) || 0));
+  const found = answers.flatMap((answer) => answer.results.map((r) => ({ r, bank: answer.bank })));
+  const items = found.map(({ r, bank }, i) => memoryItem({
+    id: r.id, bank, text: r.text, kind: r.type, tags: r.tags, at: r.mentioned_at, doc: r.document_id,
   }, h('span', { class: 'score' }, `#${i + 1}${typeof r.score === 'number' ? ` · score ${r.score.toFixed(3)}` : ''}`)));
   $('list').replaceChildren(...items);
   $('list').dataset.mode = 'search';
   $('list').dataset.version = String((state.version += 1));
-  $('list-info').textContent = `${items.length} ${items.length === 1 ? 'passage' : 'passages'} for “${query}” in ${answer.bank}`
-    + ` (${answer.took_ms} ms): what an agent would be given, best first.`;
+  const where = answers.length === 1 ? answers[0].bank : `${answers.length} banks`;
+  const took = answers.reduce((sum, a) => sum + a.took_ms, 0);
+  $('list-info').textContent = `${items.length} ${items.length === 1 ? 'passage' : 'passages'} for “${query}” in ${where}`
+    + ` (${Math.round(took * 1000) / 1000} ms): what an agent would be given, best first`
+    + (tags.length ? ' (with the tags: memories with any of them, and untagged ones, as an agent recalls).' : '.');
   $('older').hidden = true;
   $('newest').hidden = true;
   $('clear-search').hidden = false;
