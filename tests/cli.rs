@@ -62,6 +62,19 @@ fn retain_flush_recall_status_and_clear() {
     );
 }
 
+/// Under global scoping a folder has no project: `--here` would clear the whole bank, and is
+/// refused for `--all`.
+#[test]
+fn clear_here_under_global_scoping_is_refused() {
+    let d = Daemon::start("[memory]\nscoping = \"global\"\n[local]\nembedder = \"off\"\n");
+    d.cli().args(["retain", "A global fact"]).assert().success();
+    d.cli().arg("flush").assert().success();
+    d.cli().args(["clear", "--here", "--yes"]).assert().failure().stderr(predicates_contains("--all"));
+    let out = d.cli().args(["--json", "status"]).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["backend"]["memories"], 1, "{status}");
+}
+
 fn predicates_contains(s: &'static str) -> impl predicates_core::Predicate<[u8]> {
     struct Contains(&'static str);
     impl predicates_core::reflection::PredicateReflection for Contains {}

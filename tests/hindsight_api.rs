@@ -1194,6 +1194,20 @@ async fn groups_documents_ids_and_dates_as_the_server_reads_them() {
     let v = retain(json!([{"content": "<private>the vault code changed</private>", "document_id": "vault"}])).await;
     assert_eq!(v["items_count"], 0, "{v}");
     assert!(recall(json!({"query": "otter vault code"})).await.iter().all(|r| r["document_id"] != "vault"));
+    // The same by an asynchronous retain with the client's operation id; sent again after a
+    // newer version, it is answered as the first time and forgets nothing.
+    let op = "0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9";
+    let private_version = json!({"items": [{"content": "<private>changed again</private>", "document_id": "vault"}],
+        "async": true, "operation_id": op});
+    retain(json!([{"content": "The otter vault code is 5528.", "document_id": "vault"}])).await;
+    let (status, _) = d.post(&bank_path("hs", "/memories"), private_version.clone()).await;
+    assert_eq!(status, 200);
+    assert!(recall(json!({"query": "otter vault code"})).await.iter().all(|r| r["document_id"] != "vault"));
+    retain(json!([{"content": "The otter vault code is 6639.", "document_id": "vault"}])).await;
+    let (status, _) = d.post(&bank_path("hs", "/memories"), private_version).await;
+    assert_eq!(status, 200);
+    let kept = recall(json!({"query": "otter vault code"})).await;
+    assert!(kept.iter().any(|r| r["text"] == "The otter vault code is 6639."), "{kept:?}");
 
     let long: String =
         (0..60).map(|i| format!("Line {i} of the otter handbook covers feeding and pool care. ")).collect();

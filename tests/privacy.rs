@@ -439,7 +439,7 @@ async fn private_text_in_identifiers_is_refused_and_reaches_no_file_and_no_log()
 #[tokio::test]
 async fn an_imported_memory_needs_a_real_date() {
     let d = Daemon::start("");
-    for at in ["notadate", "2026-13-45T99:00:00Z", "yesterday", "1970-01-01T00:00:00+01:00"] {
+    for at in ["notadate", "2026-13-45T99:00:00Z", "yesterday", "0001-01-01T00:00:00+01:00"] {
         let m = json!({"id": "d-1", "bank": "mneme", "content": "dated fact", "created_at": at});
         let (status, v) = d.post("/v1/import", json!({"memories": [m]})).await;
         assert_eq!(status, 400, "{at}: {v}");

@@ -191,6 +191,7 @@ fn a_failed_delivery_shows_up_live_and_dead_letters_can_be_retried() {
     assert_eq!(live["reload"], 200);
     assert!(live["warning"].as_str().unwrap().contains("cannot reach Hindsight"), "{live}");
     assert_ne!(live["highlighted"], "rgba(0, 0, 0, 0)", "warnings are highlighted: {live}");
+    assert_eq!(live["banks_after_switch"][0], "The configured bank", "the banks read again: {live}");
     let queue = r.step("queue");
     let rows = queue["rows"].as_array().unwrap();
     assert!(rows.iter().any(|row| row.as_str().unwrap().starts_with("ui-fail\t1\t0\t1\t0")), "{queue}");

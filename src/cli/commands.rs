@@ -133,6 +133,12 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             }
         }
         Command::Clear { session, all, here, remote, yes: _ } => {
+            if here && settings.memory.scoping == crate::config::Scoping::Global {
+                // No project to clear: the folder's scope is the whole bank.
+                return Err(CliError::Other(
+                    "memory.scoping is \"global\": this folder's scope is the whole bank; clear it with --all".into(),
+                ));
+            }
             let session = match here {
                 true => Some(cli_session(&client, None).await?),
                 false => session,

@@ -262,10 +262,8 @@ impl HindsightApi {
                 })
             })
             .collect();
-        for document in &emptied {
-            self.forget_emptied_document(bank, document).await?;
-        }
         if items.is_empty() && client_operation.is_none() {
+            self.forget_emptied_documents(bank, &emptied).await?;
             return Ok(answer(0));
         }
         // One queue per client session (batched and debounced like a mneme session's), or per
@@ -300,10 +298,14 @@ impl HindsightApi {
                 }
                 return Ok(answer(kept["items_count"].as_u64().unwrap_or_default() as usize));
             }
+            // Only now: a retain sent again (answered as the first time) or refused (the id is
+            // another bank's) forgets nothing.
+            self.forget_emptied_documents(bank, &emptied).await?;
             self.forget_old_operations();
             return Ok(answer(n));
         }
         self.queue.enqueue(&queue_id, &scope, items).await?;
+        self.forget_emptied_documents(bank, &emptied).await?;
         if !req.is_async {
             // Hindsight answers a synchronous retain once it is stored. What fails here stays
             // spooled and is retried; the answer is still success: it is on disk.
@@ -312,16 +314,29 @@ impl HindsightApi {
         Ok(answer(n))
     }
 
-    /// Forgets `document` of `bank`, whose new version held nothing to keep: its versions still
-    /// queued, and the stored one.
-    async fn forget_emptied_document(&self, bank: &str, document: &str) -> Result<(), CompatError> {
-        let what = mneme_core::Forget::Document { id: document.to_owned(), bank: bank.to_owned() };
-        let backend = self.queue.backend();
-        let (_, done) = self.queue.discard_document_then(bank, document, backend.forget(&what)).await?;
-        match done {
-            Ok(_) | Err(BackendError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e.into()),
+    /// Forgets the `documents` of `bank` whose new version held nothing to keep, as a forget of a
+    /// document does: their versions still queued, the stored ones, what the bank's mental models
+    /// and the sessions' recalled blocks drew from them.
+    async fn forget_emptied_documents(&self, bank: &str, documents: &[String]) -> Result<(), CompatError> {
+        for document in documents {
+            let what = mneme_core::Forget::Document { id: document.to_owned(), bank: bank.to_owned() };
+            let backend = self.queue.backend();
+            let (queued, done) = self.queue.discard_document_then(bank, document, backend.forget(&what)).await?;
+            if queued > 0 {
+                self.queue.erase_traces().await;
+            }
+            match done {
+                Ok(_) | Err(BackendError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if let Err(e) = self.sessions.forgotten(Some(bank), Some(document)).await {
+                tracing::warn!("cannot drop the sessions' recalled blocks after a forget: {e}");
+            }
         }
+        if !documents.is_empty() {
+            self.recompute_after_forget(Some(bank)).await;
+        }
+        Ok(())
     }
 
     /// Recalls from `bank` through the active backend.

@@ -78,7 +78,7 @@ fn time_of_day(t: &str) -> Option<(i64, i64)> {
     let fields = digits.len() / 2;
     let well_formed = digits.len().is_multiple_of(2)
         && (1..=3).contains(&fields)
-        && (colons == 0 || colons == fields - 1)
+        && (colons == 0 || colons == fields - 1 && whole.split(':').all(|f| f.len() == 2))
         && digits.bytes().all(|b| b.is_ascii_digit());
     if !well_formed || fraction.is_some() && fields != 3 {
         return None;
@@ -168,6 +168,8 @@ mod tests {
             "2026-01-02T23:59:60Z",
             "2026-01-02T03:04:05Z+01:00",
             "2026-01-02T03:04.5",
+            "2026-01-02T1:020",
+            "2026-01-02T102:0",
             "",
             "12:00",
             "0000-01-01",

@@ -218,6 +218,7 @@ impl Sessions {
                             s.retained_turns = s.retained_turns.min(at);
                             s.pending = None;
                             slices_before(&mut s.sliced, at);
+                            taken_back_from_document(s, at);
                         });
                         if let Some(updated) = updated {
                             self.save(&updated).await?;
@@ -256,6 +257,7 @@ impl Sessions {
                     s.pending = None;
                     s.open_at_end = branch_open;
                     slices_before(&mut s.sliced, k as i64);
+                    taken_back_from_document(s, k as i64);
                 });
                 // Ended meanwhile: nothing saved (a record would bring it back).
                 if let Some(updated) = &updated {
@@ -494,8 +496,10 @@ impl Sessions {
         };
         let Some((turns, chars)) = given else { return Ok(session.clone()) };
         let sent = history.iter().filter(|m| m.role == "user").count() as i64;
-        if turns <= session.first_turn || sent < turns {
-            // A shorter copy sent late holds fewer of the turns, not less of them.
+        if turns <= session.first_turn || sent <= turns {
+            // A shorter copy sent late holds fewer of the turns, not less of them; one as long
+            // may lack the last turn's reply (a client whose transcript lags), and replaces the
+            // tail as before.
             return Ok(session.clone());
         }
         let from = first_message_of_turn(history, session.first_turn);
@@ -513,7 +517,11 @@ impl Sessions {
             s.first_turn = turns;
             s.retained_turns = s.retained_turns.max(turns);
             s.pending = None;
-            s.sliced.clear();
+            // The slices after those turns are the new part's: its document leaves them out too.
+            s.sliced.retain(|&(_, to)| to > turns);
+            for slice in &mut s.sliced {
+                slice.0 = slice.0.max(turns);
+            }
             s.part_stored = None;
         });
         match updated {
@@ -838,6 +846,15 @@ fn slices_before(sliced: &mut Vec<(i64, i64)>, turn: i64) {
     sliced.retain(|&(from, _)| from < turn);
     if let Some(last) = sliced.last_mut() {
         last.1 = last.1.min(turn);
+    }
+}
+
+/// A rewind took back the part's turns from `turn` on: what its document was last given is no
+/// measure of what it should hold any more (kept, a later whole transcript was taken for one
+/// that lost text, and the branch's turns after the rewind were never stored).
+fn taken_back_from_document(s: &mut Session, turn: i64) {
+    if s.part_stored.is_some_and(|p| p.turns > turn) {
+        s.part_stored = None;
     }
 }
 

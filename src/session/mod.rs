@@ -221,7 +221,17 @@ pub struct Session {
     /// of those turns does not replace it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part_stored: Option<StoredPart>,
+    /// [`SESSION_FORMAT`] when the record knows its part's slices and what its document holds;
+    /// 0 in a record an earlier mneme saved (see [`Sessions::load`]).
+    #[serde(default)]
+    pub format: u32,
 }
+
+/// The format of a session record that knows `sliced` and `part_stored`. A record without them
+/// (saved by an earlier mneme, or by one after a downgrade) goes on in a part of its own: its
+/// slices unknown, a whole transcript stored them a second time; its document's size unknown,
+/// a compacted history replaced it by less.
+pub const SESSION_FORMAT: u32 = 1;
 
 /// The transcript last queued as a part's document (see [`Session::part_stored`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -395,6 +405,7 @@ impl Sessions {
         if let Err(e) = spool.forget_records_older_than(ENDED_RECORD, before).await {
             tracing::warn!("cannot forget old ended sessions: {e}");
         }
+        let earlier: Vec<String> = map.values().filter(|s| s.format < SESSION_FORMAT).map(|s| s.id.clone()).collect();
         let sessions = Sessions {
             inner: Arc::new(Inner {
                 state,
@@ -407,6 +418,9 @@ impl Sessions {
                 forgets: Default::default(),
             }),
         };
+        for id in earlier {
+            sessions.go_on_in_a_part_of_its_own(&id).await?;
+        }
         for s in expired {
             tracing::info!(
                 session = s.id,
@@ -522,6 +536,10 @@ impl Sessions {
                     .map_err(|e| SessionError::Invalid(format!("cannot work out the project of cwd: {e}")))?
             }
         };
+        // Moving to another scope, the session's conversation so far stays where it is stored:
+        // its pending tail is queued there first (see `Session::move_to`). Taken before the
+        // ended record is read: an end between the two left a resume starting from nothing.
+        let _turn = self.inner.turns.lock(&req.session_id).await;
         // A session started again under the id of one that ended goes on where it stopped.
         let ended: Ended = match self.get(&req.session_id) {
             Ok(_) => Ended::default(),
@@ -533,38 +551,45 @@ impl Sessions {
         // reload in between re-scoped the sessions it found, and this one (or the parent whose
         // scope an alias copied) was not yet among them.
         let scope = scope::scope_of_project(&self.settings(), &project);
-        // Moving to another scope, the session's conversation so far stays where it is stored:
-        // its pending tail is queued there first (see `Session::move_to`).
-        let _turn = self.inner.turns.lock(&req.session_id).await;
         self.queue_tail_before_move(&req.session_id, &scope).await?;
+        // An ended session's record from an earlier mneme does not say where its conversation
+        // was stored, nor what its document holds: it goes on in a part of its own.
+        let earlier_ended = ended.scope.is_none() && (ended.retained_turns > ended.first_turn || ended.part > 0);
         let (session, rescoped) = {
             let mut map = self.inner.map.locked();
-            let s = map.entry(req.session_id.clone()).or_insert_with(|| Session {
-                id: req.session_id.clone(),
-                cwd: req.cwd.clone(),
-                agent: None,
-                parent: None,
-                // Where it was: started in another scope, it moves (below).
-                scope: ended.scope.clone().unwrap_or_else(|| scope.clone()),
-                project: project.clone(),
-                recalled: false,
-                block: None,
-                retained_turns: ended.retained_turns,
-                last_seen: 0,
-                tools: None,
-                pending: None,
-                last_prompt: None,
-                last_prompt_left_private: false,
-                open_at_part_start: ended.open_at_part_start,
-                open_at_end: ended.open_at_end,
-                part: ended.part,
-                turn_prints: ended.turn_prints.clone(),
-                first_turn: ended.first_turn,
-                instructions: None,
-                last_turn_document: ended.last_turn_document,
-                previous_part_prints: Vec::new(),
-                sliced: ended.sliced.clone(),
-                part_stored: ended.part_stored,
+            let s = map.entry(req.session_id.clone()).or_insert_with(|| {
+                let mut s = Session {
+                    id: req.session_id.clone(),
+                    cwd: req.cwd.clone(),
+                    agent: None,
+                    parent: None,
+                    // Where it was: started in another scope, it moves (below).
+                    scope: ended.scope.clone().unwrap_or_else(|| scope.clone()),
+                    project: project.clone(),
+                    recalled: false,
+                    block: None,
+                    retained_turns: ended.retained_turns,
+                    last_seen: 0,
+                    tools: None,
+                    pending: None,
+                    last_prompt: None,
+                    last_prompt_left_private: false,
+                    open_at_part_start: ended.open_at_part_start,
+                    open_at_end: ended.open_at_end,
+                    part: ended.part,
+                    turn_prints: ended.turn_prints.clone(),
+                    first_turn: ended.first_turn,
+                    instructions: None,
+                    last_turn_document: ended.last_turn_document,
+                    previous_part_prints: Vec::new(),
+                    sliced: ended.sliced.clone(),
+                    part_stored: ended.part_stored,
+                    format: SESSION_FORMAT,
+                };
+                if earlier_ended {
+                    clear::start_after_erasure(&mut s);
+                }
+                s
             });
             // A new cwd (or parent) re-scopes.
             let rescoped = s.move_to(&scope, &project);
@@ -595,6 +620,24 @@ impl Sessions {
             }
         });
         Ok(session)
+    }
+
+    /// A session of a record an earlier mneme saved ([`SESSION_FORMAT`]): what it retained stays
+    /// as stored (its pending tail is queued), and it goes on from its next turn in a part of its
+    /// own.
+    async fn go_on_in_a_part_of_its_own(&self, id: &str) -> Result<(), SpoolError> {
+        let Ok(session) = self.get(id) else { return Ok(()) };
+        if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
+            self.queue_pending(&session, pending).await?;
+        }
+        let updated = self.update(id, |s| {
+            clear::start_after_erasure(s);
+            s.format = SESSION_FORMAT;
+        });
+        match updated {
+            Some(s) => self.save(&s).await,
+            None => Ok(()),
+        }
     }
 
     /// Queues the pending tail of session `id` under its scope when it is about to move to
@@ -728,6 +771,13 @@ impl Sessions {
         let s = map.get_mut(id)?;
         f(s);
         Some(s.clone())
+    }
+
+    /// As [`Sessions::update`], the session only when `f` says it changed it.
+    fn update_if(&self, id: &str, f: impl FnOnce(&mut Session) -> bool) -> Option<Session> {
+        let mut map = self.inner.map.locked();
+        let s = map.get_mut(id)?;
+        f(s).then(|| s.clone())
     }
 
     async fn save(&self, s: &Session) -> Result<(), SpoolError> {

@@ -75,14 +75,20 @@ impl Sessions {
             .filter(|s| s.parent.is_none())
             .map(|s| (s.id.clone(), s.project.clone()))
             .collect();
-        // The conversations so far stay where they are stored: the pending tails of those that
-        // move are queued there first (see `Session::move_to`).
+        // The conversations so far stay where they are stored: the pending tail of each that
+        // moves is queued there first, and it moves before its turn lock is let go (a turn
+        // between the two left a tail that went with it, its whole part: see `Session::move_to`).
         for (id, project) in &roots {
             let _turn = self.inner.turns.lock(id).await;
-            self.queue_tail_before_move(id, &scope_of_project(&settings, project)).await?;
+            let scope = scope_of_project(&settings, project);
+            self.queue_tail_before_move(id, &scope).await?;
+            if let Some(s) = self.update_if(id, |s| s.move_to(&scope, project)) {
+                self.save(&s).await?;
+            }
         }
+        // Aliases (no turns of their own) follow their parents.
         self.update_each(|s| {
-            let root = s.parent.as_deref().unwrap_or(&s.id);
+            let Some(root) = s.parent.as_deref() else { return false };
             roots.get(root).is_some_and(|project| {
                 let scope = scope_of_project(&settings, project);
                 s.move_to(&scope, project)

@@ -33,6 +33,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         previous_part_prints: Vec::new(),
         sliced: Vec::new(),
         part_stored: None,
+        format: SESSION_FORMAT,
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -1145,6 +1146,101 @@ async fn a_history_that_drops_a_retained_reply_deletes_nothing() {
             assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
         }
     }
+}
+
+/// A rewind sent as a transcript without its start, then a whole one: what the document was
+/// given before the rewind is no measure of it after (taken for one that lost text, the whole
+/// transcript ended the part, and its new turns were never stored).
+#[tokio::test]
+async fn a_rewound_cut_transcript_then_a_whole_one_stores_the_branch_once() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(6), Turn::Work, TurnEnd::default()).await.unwrap();
+    let mut branch = turns(3);
+    let ask = |branch: &mut Vec<Message>, i: usize| {
+        branch.extend([Message::new("user", format!("question {i} about otters")), Message::new("assistant", "ok")]);
+    };
+    ask(&mut branch, 30);
+    ask(&mut branch, 31);
+    let end = TurnEnd { omitted_user_turns: 3, rewound: true, ..TurnEnd::default() };
+    s.agent_end("a", &branch[6..], Turn::Work, end).await.unwrap();
+    ask(&mut branch, 32);
+    ask(&mut branch, 33);
+    s.agent_end("a", &branch, Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [0, 1, 2, 30, 31, 32, 33] {
+        assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+}
+
+/// A part that ends because the history lost text keeps, for the part after it, the slices
+/// stored past its end: that part's document leaves them out too.
+#[tokio::test]
+async fn a_part_ended_for_lost_text_hands_its_later_slices_on() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    let long: Vec<Message> = turns(3)
+        .into_iter()
+        .map(|m| match m.role.as_str() {
+            "assistant" => Message::new("assistant", format!("{} with a long explanation of the otters", m.content)),
+            _ => m,
+        })
+        .collect();
+    s.agent_end("a", &long, Turn::Work, TurnEnd::default()).await.unwrap();
+    let cut = TurnEnd { omitted_user_turns: 3, ..TurnEnd::default() };
+    s.agent_end("a", &turns(4)[6..], Turn::Work, cut).await.unwrap();
+    // Whole again, the first turns' replies shortened (compacted), and a turn more.
+    s.agent_end("a", &turns(5), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    each_turn_stored_once(&r, 5).await;
+    assert_eq!(stored(&r).await.matches("long explanation").count(), 3, "nothing deleted");
+}
+
+/// The record as an earlier mneme saved it: without the fields it did not know.
+fn as_saved_before(record: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(record).unwrap();
+    for field in ["sliced", "part_stored", "format", "scope_of_ended"] {
+        v.as_object_mut().unwrap().remove(field);
+    }
+    v.to_string()
+}
+
+/// Sessions an earlier mneme saved, live or ended, do not know their slices, what their document
+/// holds, or (ended) where it was stored: after an upgrade each goes on in a part of its own, so
+/// a whole transcript after a cut one, or a compacted history, neither repeats nor deletes turns.
+#[tokio::test]
+async fn sessions_saved_by_an_earlier_mneme_go_on_without_repeating_or_losing_turns() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    for id in ["cut", "kept"] {
+        s.start(start(id)).await.unwrap();
+        s.agent_end(id, &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    let cut = TurnEnd { omitted_user_turns: 3, ..TurnEnd::default() };
+    s.agent_end("cut", &turns(5)[6..], Turn::Work, cut).await.unwrap();
+    r.queue.flush_all().await;
+    // Saved by the earlier mneme (as it would have written them), then a start of this one.
+    for (id, record) in r.spool.sessions().await.unwrap() {
+        r.spool.save_session(&id, as_saved_before(&record)).await.unwrap();
+    }
+    let s = sessions(&r, every_turn()).await;
+    s.agent_end("cut", &turns(6), Turn::Work, TurnEnd::default()).await.unwrap();
+    let mut compacted = turns(3)[..5].to_vec(); // the third turn's reply dropped
+    compacted.extend([Message::new("user", "question 9 about otters"), Message::new("assistant", "noted")]);
+    s.agent_end("kept", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 0..6 {
+        let n = text.matches(&format!("question {i} about otters\n")).count();
+        let expected = if i < 3 { 2 } else { 1 }; // turns 0-2 of both sessions
+        assert_eq!(n, expected, "turn {i}: {text}");
+    }
+    assert_eq!(text.matches("answer 2").count(), 2, "no reply deleted: {text}");
+    assert_eq!(s.get("cut").unwrap().format, SESSION_FORMAT);
 }
 
 /// A session started again while its end waits for the queue to deliver is kept: the end

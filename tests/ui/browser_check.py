@@ -513,7 +513,11 @@ def run_view(d, b, scope, fact_id, delete_id):
     d.api("POST", "/v1/flush", {"wait": True})
     t0 = time.time()
     b.wait("return [...document.querySelectorAll('#notices li')].some(e => e.dataset.level !== 'info')", "a live warning", 30)
+    # The switch's notice has the bank list read again (the local banks were still offered).
+    b.wait("return document.getElementById('bank').options[0].textContent === 'The configured bank'",
+           "the new backend's banks", 20)
     step("live-notice", reload=status, forget_notice=forgot, before=before, wait_ms=round((time.time() - t0) * 1000),
+         banks_after_switch=b.js("return [...document.getElementById('bank').options].map(o => o.textContent)"),
          warning=b.js("return [...document.querySelectorAll('#notices li')].find(e => e.dataset.level !== 'info').innerText"),
          highlighted=b.js("return getComputedStyle(document.querySelector('#notices li.warning, #notices li.error')).backgroundColor"))
     b.screenshot("5-notices")

@@ -241,12 +241,18 @@ function banksToSearch() {
 async function search(query) {
   const tags = state.tags ? state.tags.split(',').map((t) => t.trim()).filter(Boolean) : [];
   const asked = (state.listAsked += 1);
-  const answers = await Promise.all(banksToSearch().map((bank) => {
+  const banks = banksToSearch();
+  const settled = await Promise.allSettled(banks.map((bank) => {
     const body = { query, tags };
     if (bank) body.bank = bank;
     return api('POST', '/v1/search', body);
   }));
   if (asked !== state.listAsked) return;
+  // A bank that could not answer does not hide the others' answers; it is named.
+  const failed = banks.filter((_, i) => settled[i].status === 'rejected');
+  if (failed.length === settled.length) throw settled[0].reason;
+  if (failed.length) fail(new Error(`the search of ${failed.join(', ')} failed: ${settled.find((r) => r.status === 'rejected').reason.message}`));
+  const answers = settled.filter((r) => r.status === 'fulfilled').map((r) => r.value);
   // Each bank's answer best first; banks after one another, the one with the best first.
   answers.sort((a, b) => ((b.results[0] && b.results[0].score) || 0) - ((a.results[0] && a.results[0].score) || 0));
   const found = answers.flatMap((answer) => answer.results.map((r) => ({ r, bank: answer.bank })));
@@ -257,9 +263,9 @@ async function search(query) {
   $('list').dataset.mode = 'search';
   $('list').dataset.version = String((state.version += 1));
   const where = answers.length === 1 ? answers[0].bank : `${answers.length} banks`;
-  const took = answers.reduce((sum, a) => sum + a.took_ms, 0);
+  const took = Math.max(...answers.map((a) => a.took_ms));
   $('list-info').textContent = `${items.length} ${items.length === 1 ? 'passage' : 'passages'} for “${query}” in ${where}`
-    + ` (${Math.round(took * 1000) / 1000} ms): what an agent would be given, best first`
+    + ` (${took} ms${answers.length > 1 ? ' the slowest' : ''}): what an agent would be given, best first`
     + (tags.length ? ' (with the tags: memories with any of them, and untagged ones, as an agent recalls).' : '.');
   $('older').hidden = true;
   $('newest').hidden = true;
@@ -388,6 +394,10 @@ function startNotices(lastId, from) {
         h('span', {}, n.source), n.session_id ? h('span', {}, n.session_id) : null),
       h('div', { class: 'text' }, n.message));
     $('notices').prepend(li);
+    // A backend switched or reopened by a reload: its banks are others (the list kept the old).
+    if (n.id > (lastId || 0) && n.source === 'config' && /backend/.test(n.message || '')) {
+      loadStatus().then(loadBanks).catch(quiet);
+    }
     if (n.id > (lastId || 0) && n.level !== 'info' && state.view !== 'notices') {
       state.unseenProblems += 1;
       badge();
