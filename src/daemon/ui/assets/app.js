@@ -167,10 +167,18 @@ function route() {
 // ---------- memories ----------
 
 async function loadBanks() {
-  const { banks } = await api('GET', '/v1/banks');
   const select = $('bank');
   const backend = state.status && state.status.backend.backend;
   const all = backend === 'hindsight' ? 'The configured bank' : 'All banks';
+  // A backend that cannot list its banks (a Hindsight server down) leaves the choice of all of
+  // them, not the banks of the backend before it.
+  let banks = [];
+  const reachable = !(state.status && state.status.backend.healthy === false);
+  try {
+    if (reachable) ({ banks } = await api('GET', '/v1/banks'));
+  } catch (e) {
+    if (e && e.status === 401) throw e;
+  }
   select.replaceChildren(h('option', { value: '' }, all),
     ...banks.map((b) => h('option', { value: b.bank, selected: b.bank === state.bank },
       b.memories === null || b.memories === undefined ? b.bank : `${b.bank} (${b.memories})`)));
