@@ -183,8 +183,22 @@ pub fn strip_private_list(items: Vec<String>) -> Vec<String> {
 
 /// Removes private spans from every value of a string map (metadata).
 pub fn strip_private_map(map: &mut std::collections::BTreeMap<String, String>) {
-    let cleaned: std::collections::BTreeMap<String, String> =
-        std::mem::take(map).into_iter().map(|(k, v)| (strip_private(&k), strip_private(&v))).collect();
+    let mut cleaned = std::collections::BTreeMap::new();
+    let mut renamed = Vec::new();
+    for (key, value) in std::mem::take(map) {
+        let (clean_key, value) = (strip_private(&key), strip_private(&value));
+        match clean_key == key {
+            true => {
+                cleaned.insert(clean_key, value);
+            }
+            false => renamed.push((clean_key, value)),
+        }
+    }
+    // A key that held a private span and, cleaned, names another key does not replace that key's
+    // value (`{"k": "A", "k<private>x</private>": "B"}` was stored as `k: "B"`, and A was lost).
+    for (key, value) in renamed {
+        cleaned.entry(key).or_insert(value);
+    }
     *map = cleaned;
 }
 
@@ -642,6 +656,14 @@ mod tests {
         let mut m = std::collections::BTreeMap::from([("k".to_owned(), "v<private>s</private>".to_owned())]);
         strip_private_map(&mut m);
         assert_eq!(m["k"], "v");
+        // A key that, cleaned, names another does not take its value.
+        let mut m = std::collections::BTreeMap::from([
+            ("k".to_owned(), "A".to_owned()),
+            ("k<private>x</private>".to_owned(), "B".to_owned()),
+            ("j<private>x</private>".to_owned(), "C".to_owned()),
+        ]);
+        strip_private_map(&mut m);
+        assert_eq!((m["k"].as_str(), m["j"].as_str(), m.len()), ("A", "C", 2));
     }
 
     #[test]
