@@ -133,14 +133,20 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             }
         }
         Command::Clear { session, all, here, remote, yes: _ } => {
-            if here && settings.memory.scoping == crate::config::Scoping::Global {
-                // No project to clear: the folder's scope is the whole bank.
-                return Err(CliError::Other(
-                    "memory.scoping is \"global\": this folder's scope is the whole bank; clear it with --all".into(),
-                ));
-            }
             let session = match here {
-                true => Some(cli_session(&client, None).await?),
+                true => {
+                    // As the daemon scopes it (its settings, not this command's): under global
+                    // scoping a folder has no project, and its scope is the whole bank.
+                    let started = start_cli_session(&client).await?;
+                    let per_project = started.scope.bank.ends_with(&format!("-{}", started.project));
+                    if started.scope.tags.is_empty() && !per_project {
+                        return Err(CliError::Other(
+                            "memory.scoping is \"global\": this folder's scope is the whole bank; clear it with --all"
+                                .into(),
+                        ));
+                    }
+                    Some(started.session_id)
+                }
                 false => session,
             };
             let v: Cleared = client.post("/v1/clear", &Clear { session_id: session, all, remote }).await?;
@@ -196,9 +202,14 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
 /// (`cli-<hash of the directory>`: one shared id, scoped again by each call, let a retain from one
 /// project land in another's scope when two ran at once).
 async fn cli_session(client: &Client, session: Option<String>) -> Result<String, CliError> {
-    if let Some(id) = session {
-        return Ok(id);
+    match session {
+        Some(id) => Ok(id),
+        None => Ok(start_cli_session(client).await?.session_id),
     }
+}
+
+/// Starts (or scopes again) the current directory's "cli" session ([`cli_session`]).
+async fn start_cli_session(client: &Client) -> Result<SessionStarted, CliError> {
     let cwd = std::env::current_dir().map(|p| crate::session::cwd_to_send(&p)).unwrap_or_else(|_| "/".into());
     let id = crate::ids::directory_session("cli", &cwd);
     let body = StartSession {
@@ -208,8 +219,7 @@ async fn cli_session(client: &Client, session: Option<String>) -> Result<String,
         parent_session_id: None,
         tools: None,
     };
-    let _: SessionStarted = client.post("/v1/sessions", &body).await?;
-    Ok(id)
+    client.post("/v1/sessions", &body).await
 }
 
 async fn follow_notices(client: &Client, after: i64, as_json: bool) -> Result<(), CliError> {

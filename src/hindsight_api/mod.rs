@@ -283,6 +283,13 @@ impl HindsightApi {
         let scope = Scope { bank: bank.to_owned(), tags: Vec::new() };
         let n = items.len();
         if let Some(id) = client_operation {
+            // An all-private new version forgets its document at the id's first use only: sent
+            // again (answered as the first time), or refused (another bank's id), it forgets
+            // nothing. Before the id is kept: a forget that failed fails the retain, and the
+            // client's retry forgets again.
+            if self.spool.record(OPERATION, &id).await?.is_none() {
+                self.forget_emptied_documents(bank, &emptied).await?;
+            }
             // Kept with the items, in one transaction: a retry after a lost answer finds it,
             // and stores nothing again.
             let record = serde_json::json!({"bank": bank, "items_count": n, "at": mneme_core::time::unix_seconds(SystemTime::now())}).to_string();
@@ -298,14 +305,11 @@ impl HindsightApi {
                 }
                 return Ok(answer(kept["items_count"].as_u64().unwrap_or_default() as usize));
             }
-            // Only now: a retain sent again (answered as the first time) or refused (the id is
-            // another bank's) forgets nothing.
-            self.forget_emptied_documents(bank, &emptied).await?;
             self.forget_old_operations();
             return Ok(answer(n));
         }
-        self.queue.enqueue(&queue_id, &scope, items).await?;
         self.forget_emptied_documents(bank, &emptied).await?;
+        self.queue.enqueue(&queue_id, &scope, items).await?;
         if !req.is_async {
             // Hindsight answers a synchronous retain once it is stored. What fails here stays
             // spooled and is retried; the answer is still success: it is on disk.

@@ -490,16 +490,20 @@ impl Sessions {
         each: &[Option<Message>],
     ) -> Result<Session, SessionError> {
         let document = part_document(session);
+        let sent = history.iter().filter(|m| m.role == "user").count() as i64;
+        let stored = session.part_stored.filter(|p| p.part == session.part).map(|p| (p.turns, p.chars));
         let given = match &session.pending {
+            // A copy as long as the pending tail may lack its last turn's reply (a client whose
+            // transcript lags), and replaces the tail as before: measured against what the
+            // store holds instead.
+            Some(p) if p.document_id == document && p.sliced_from.is_none() && sent <= p.user_turns => stored,
             Some(p) if p.document_id == document && p.sliced_from.is_none() => Some((p.user_turns, p.content.len())),
-            _ => session.part_stored.filter(|p| p.part == session.part).map(|p| (p.turns, p.chars)),
+            _ => stored,
         };
         let Some((turns, chars)) = given else { return Ok(session.clone()) };
-        let sent = history.iter().filter(|m| m.role == "user").count() as i64;
         if turns <= session.first_turn || sent <= turns {
             // A shorter copy sent late holds fewer of the turns, not less of them; one as long
-            // may lack the last turn's reply (a client whose transcript lags), and replaces the
-            // tail as before.
+            // as what the store holds may lack the last turn's reply, as above.
             return Ok(session.clone());
         }
         let from = first_message_of_turn(history, session.first_turn);
@@ -509,8 +513,11 @@ impl Sessions {
         if transcript(&now).map_or(0, |t| t.len()) >= chars {
             return Ok(session.clone());
         }
+        // The document keeps what it was given and its pending tail: the new part begins after both.
+        let mut turns = turns;
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
+            turns = turns.max(pending.user_turns);
         }
         let updated = self.update(&session.id, |s| {
             s.part = s.part.saturating_add(1);

@@ -788,7 +788,9 @@ impl Sessions {
 
     /// A session's record as it is saved (marking the live one seen now).
     fn record_of(&self, s: &Session) -> String {
-        let mut record = Session { last_seen: unix_now(), ..s.clone() };
+        // This build's format, whatever was read: a record a later build saved loses what this
+        // one does not know, and must not say it has it.
+        let mut record = Session { last_seen: unix_now(), format: SESSION_FORMAT, ..s.clone() };
         // The prompt under way is written down only for automatic retain (a lagging transcript
         // still has its turn retained whole); while it keeps nothing (memory `off`, or
         // `retain.auto = false`), nothing of what the user says reaches the disk: it is kept in

@@ -78,15 +78,26 @@ impl Sessions {
         // The conversations so far stay where they are stored: the pending tail of each that
         // moves is queued there first, and it moves before its turn lock is let go (a turn
         // between the two left a tail that went with it, its whole part: see `Session::move_to`).
-        for (id, project) in &roots {
+        for id in roots.keys() {
             let _turn = self.inner.turns.lock(id).await;
-            let scope = scope_of_project(&settings, project);
+            // As it is now: a start while this waited for the lock may have moved it (read
+            // before, it was moved back to the project it had left).
+            let Some(project) = self.get(id).ok().filter(|s| s.parent.is_none()).map(|s| s.project) else { continue };
+            let scope = scope_of_project(&settings, &project);
             self.queue_tail_before_move(id, &scope).await?;
-            if let Some(s) = self.update_if(id, |s| s.move_to(&scope, project)) {
+            if let Some(s) = self.update_if(id, |s| s.move_to(&scope, &project)) {
                 self.save(&s).await?;
             }
         }
-        // Aliases (no turns of their own) follow their parents.
+        // Aliases (no turns of their own) follow their parents, as they are now.
+        let roots: std::collections::HashMap<String, String> = self
+            .inner
+            .map
+            .locked()
+            .values()
+            .filter(|s| s.parent.is_none())
+            .map(|s| (s.id.clone(), s.project.clone()))
+            .collect();
         self.update_each(|s| {
             let Some(root) = s.parent.as_deref() else { return false };
             roots.get(root).is_some_and(|project| {

@@ -1200,6 +1200,26 @@ async fn a_part_ended_for_lost_text_hands_its_later_slices_on() {
     assert_eq!(stored(&r).await.matches("long explanation").count(), 3, "nothing deleted");
 }
 
+/// A copy as long as the pending tail, with a stored turn's reply compacted: measured against
+/// what the store holds (skipped as a lagging copy, it replaced the tail, and then the document).
+#[tokio::test]
+async fn a_copy_as_long_as_the_tail_that_lost_stored_text_deletes_nothing() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.retain.every_n_turns = 2;
+    let s = sessions(&r, settings).await; // full-session, every 2 turns
+    s.start(start("a")).await.unwrap();
+    let mut long = turns(3);
+    long[1] = Message::new("assistant", "answer 0 with a long explanation of the otters");
+    s.agent_end("a", &long[..4], Turn::Work, TurnEnd::default()).await.unwrap(); // stored
+    s.agent_end("a", &long, Turn::Work, TurnEnd::default()).await.unwrap(); // pending
+    s.agent_end("a", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap(); // compacted copy
+    s.agent_end("a", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    each_turn_stored_once(&r, 4).await;
+    assert_eq!(stored(&r).await.matches("long explanation").count(), 1, "{}", stored(&r).await);
+}
+
 /// The record as an earlier mneme saved it: without the fields it did not know.
 fn as_saved_before(record: &str) -> String {
     let mut v: serde_json::Value = serde_json::from_str(record).unwrap();

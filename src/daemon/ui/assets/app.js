@@ -174,11 +174,14 @@ async function loadBanks() {
   // them, not the banks of the backend before it.
   let banks = [];
   const reachable = !(state.status && state.status.backend.healthy === false);
+  // A bank of the backend before is no choice any more.
+  const keep = (list) => { if (state.bank && !list.some((b) => b.bank === state.bank)) state.bank = ''; };
   try {
     if (reachable) ({ banks } = await api('GET', '/v1/banks'));
   } catch (e) {
     if (e && e.status === 401) throw e;
   }
+  keep(banks);
   select.replaceChildren(h('option', { value: '' }, all),
     ...banks.map((b) => h('option', { value: b.bank, selected: b.bank === state.bank },
       b.memories === null || b.memories === undefined ? b.bank : `${b.bank} (${b.memories})`)));
@@ -404,7 +407,10 @@ function startNotices(lastId, from) {
     $('notices').prepend(li);
     // A backend switched or reopened by a reload: its banks are others (the list kept the old).
     if (n.id > (lastId || 0) && n.source === 'config' && /backend/.test(n.message || '')) {
-      loadStatus().then(loadBanks).catch(quiet);
+      loadStatus().then(loadBanks).then(() => {
+        if (state.status.backend.healthy !== false && state.view === 'memories') return loadList(null);
+        return null;
+      }).catch(quiet);
     }
     if (n.id > (lastId || 0) && n.level !== 'info' && state.view !== 'notices') {
       state.unseenProblems += 1;
