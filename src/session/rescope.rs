@@ -67,14 +67,7 @@ impl Sessions {
     /// to another project's tag.
     pub async fn rescope(&self) -> Result<(), SpoolError> {
         let settings = self.settings();
-        let roots: std::collections::HashMap<String, String> = self
-            .inner
-            .map
-            .locked()
-            .values()
-            .filter(|s| s.parent.is_none())
-            .map(|s| (s.id.clone(), s.project.clone()))
-            .collect();
+        let roots = self.root_projects();
         // The conversations so far stay where they are stored: the pending tail of each that
         // moves is queued there first, and it moves before its turn lock is let go (a turn
         // between the two left a tail that went with it, its whole part: see `Session::move_to`).
@@ -90,14 +83,7 @@ impl Sessions {
             }
         }
         // Aliases (no turns of their own) follow their parents, as they are now.
-        let roots: std::collections::HashMap<String, String> = self
-            .inner
-            .map
-            .locked()
-            .values()
-            .filter(|s| s.parent.is_none())
-            .map(|s| (s.id.clone(), s.project.clone()))
-            .collect();
+        let roots = self.root_projects();
         self.update_each(|s| {
             let Some(root) = s.parent.as_deref() else { return false };
             roots.get(root).is_some_and(|project| {
@@ -106,5 +92,11 @@ impl Sessions {
             })
         })
         .await
+    }
+
+    /// The project of each session that is no alias, by id.
+    fn root_projects(&self) -> std::collections::HashMap<String, String> {
+        let map = self.inner.map.locked();
+        map.values().filter(|s| s.parent.is_none()).map(|s| (s.id.clone(), s.project.clone())).collect()
     }
 }
