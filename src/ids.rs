@@ -31,7 +31,7 @@ pub fn secret_hex(bytes: usize) -> std::io::Result<String> {
 /// two projects' calls never re-scope each other's session between a call and the next.
 pub fn directory_session(prefix: &str, cwd: &str) -> String {
     // FNV-1a: stable across runs and builds (the id is kept with the session).
-    let hash = cwd.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let hash = mneme_core::text::fnv1a(cwd.as_bytes());
     format!("{prefix}-{hash:016x}")
 }
 

@@ -994,7 +994,7 @@ fn first_message_of_turn(history: &[Message], n: i64) -> usize {
 /// A stable fingerprint of a text (FNV-1a, 64 bits): the same on every run and build, unlike
 /// the standard library's hasher, since it is saved with the session.
 pub fn fingerprint(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    text::fnv1a(text.as_bytes())
 }
 
 /// The messages with the current turn whole: a transcript that lags behind (it lacks the latest

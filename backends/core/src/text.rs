@@ -181,6 +181,12 @@ pub fn strip_private_list(items: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+/// FNV-1a over `bytes`: a fingerprint that is the same on every run and build (unlike the
+/// standard library's hasher), for what is saved or shown across runs.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// Removes private spans from every value of a string map (metadata).
 pub fn strip_private_map(map: &mut std::collections::BTreeMap<String, String>) {
     let mut cleaned = std::collections::BTreeMap::new();

@@ -629,11 +629,7 @@ pub(crate) fn without_private(m: StoredMemory) -> StoredMemory {
     // The server makes ids and dates, but another of its clients may have written anything:
     // shown as it is, private text in them reached the web view and the exports.
     let id = match has_private_tag(&m.id) {
-        true => {
-            let print =
-                m.id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-            format!("private-{print:016x}")
-        }
+        true => format!("private-{:016x}", mneme_core::text::fnv1a(m.id.as_bytes())),
         false => m.id,
     };
     StoredMemory {

@@ -8,6 +8,7 @@
 //! it is rebuilt from the table when another connection changed the database
 //! (`PRAGMA data_version`), checked inside the write transaction, and after a rollback.
 
+use mneme_core::text::fnv1a;
 use std::collections::HashMap;
 
 use rusqlite::Connection;
@@ -106,15 +107,6 @@ pub(crate) fn content_hash(content: &str) -> i64 {
 /// without reading the contents).
 pub(crate) fn key(bank: &str, content_hash: i64) -> u64 {
     (fnv1a(bank.as_bytes()) ^ content_hash as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 #[cfg(test)]
