@@ -41,6 +41,8 @@ fn retain_flush_recall_status_and_clear() {
     assert!(text.contains("backend:  local (healthy), 2 memories"), "{text}");
     assert!(text.contains("queue:    0 pending, 0 in flight, 0 dead"), "{text}");
     d.cli().args(["clear", "--all"]).assert().failure().stderr(predicates_contains("--yes"));
+    // Unconfirmed, a remote clear of everything says which server banks it would delete.
+    d.cli().args(["clear", "--all", "--remote"]).assert().failure().stderr(predicates_contains("`{bank}-…`"));
     // `--here` clears this folder's project: another folder's memory stays.
     let elsewhere = tempfile::tempdir().unwrap();
     d.cli().current_dir(elsewhere.path()).args(["retain", "Another project deploys by hand"]).assert().success();

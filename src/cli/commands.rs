@@ -72,8 +72,10 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
 
 pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool) -> Result<ExitCode, CliError> {
     // A clear not confirmed is refused first, whether or not a daemon runs.
-    if let Command::Clear { remote, yes: false, .. } = command {
-        let what = if remote {
+    if let Command::Clear { remote, all, yes: false, .. } = command {
+        let what = if remote && all {
+            "clear --all --remote deletes, on the server, the configured bank and under per-project scoping every bank named after it (`{bank}-…`, each project's: also one another tool named so), and cannot be undone; add --yes to confirm"
+        } else if remote {
             "clear --remote deletes the server's whole bank, every project's memories in it (Hindsight cannot delete by tag), and cannot be undone; add --yes to confirm"
         } else {
             "clear deletes memories and cannot be undone; add --yes to confirm"
