@@ -249,3 +249,47 @@ async fn the_web_views_routes_list_show_and_forget_documents_on_hindsight() {
     texts.sort();
     assert_eq!(texts, ["The heron queue drains every minute", "The ibis cache holds ten thousand keys"]);
 }
+
+/// A forget of a session's document while the server is down drops its queued version and
+/// answers 503, and the session forgets its conversation as after any forget: its next turn
+/// starts a part of its own, and the forgotten turns never reach the server once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forget_refused_by_a_server_down_still_forgets_the_sessions_conversation() {
+    let Some(url) = peer() else { return };
+    let bank = fresh("forgetdown");
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let extra = "[queue]\nretry_initial = \"200ms\"\nretry_max = \"1s\"\nflush_interval = \"100ms\"\n\
+                 [retain]\nevery_n_turns = 1\nmode = \"full-session\"\n";
+    let d = Daemon::start(&config(&format!("http://{addr}"), &bank, extra));
+    d.start_session("s", "/p/forgetdown").await;
+    let turns = |n: usize| -> Vec<serde_json::Value> {
+        (0..n)
+            .flat_map(|i| {
+                [
+                    json!({"role": "user", "content": format!("question {i} about the heron")}),
+                    json!({"role": "assistant", "content": format!("answer {i}")}),
+                ]
+            })
+            .collect()
+    };
+    let (status, _) = d.post("/v1/sessions/s/agent-end", json!({"messages": turns(2), "wait": false})).await;
+    assert_eq!(status, 200);
+    let (status, v) = d.req(reqwest::Method::DELETE, &format!("/v1/documents/s?bank={bank}"), None).await;
+    assert_eq!(status, 503, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("queued"), "{v}");
+    let (status, _) = d.post("/v1/sessions/s/agent-end", json!({"messages": turns(3), "wait": false})).await;
+    assert_eq!(status, 200);
+
+    let target = url.trim_start_matches("http://").to_owned();
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(forward(listener, target));
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let texts = wait_bank(&url, &bank, 1).await.join("\n");
+    assert!(texts.contains("question 2 about the heron"), "the turn after the forget is stored: {texts}");
+    for forgotten in ["question 0 about the heron", "question 1 about the heron"] {
+        assert!(!texts.contains(forgotten), "{forgotten} was forgotten: {texts}");
+    }
+}

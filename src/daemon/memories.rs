@@ -182,6 +182,13 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
         // The backend could not be asked (an outage): what was queued is gone all the same, and
         // the answer says so (a bare 503 read as if nothing had been forgotten).
         Err(e) if queued > 0 => {
+            // The copies dropped may be a session's conversation: it is forgotten as after a
+            // forget the backend did (its next retain stored the forgotten turns again).
+            let bank = match &what {
+                Forget::Memory { bank, .. } => bank.as_deref(),
+                Forget::Document { bank, .. } => Some(bank.as_str()),
+            };
+            sessions_forgot(s, document.as_ref(), bank).await;
             let mut refused = ApiError::from(e);
             refused.message = format!(
                 "{} — {queued} queued {} dropped before {} stored; forget it again once the backend answers, for what it already stores",
@@ -198,17 +205,22 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
         Forget::Document { id, bank } => ("document", id, Some(bank.as_str())),
     };
     s.hindsight.recompute_after_forget(bank).await;
-    let forgotten = match &document {
+    sessions_forgot(s, document.as_ref(), bank).await;
+    s.queue.erase_traces().await;
+    let message = format!("Forgot {noun} {id}: {}", done.message);
+    s.notices.emit(Level::Info, "forget", None, message).await;
+    Ok(Json(done))
+}
+
+/// Tells the sessions what was forgotten (`document` of its bank, or a memory of `bank`).
+async fn sessions_forgot(s: &AppState, document: Option<&(String, String)>, bank: Option<&str>) {
+    let forgotten = match document {
         Some((bank, id)) => s.sessions.forgotten(Some(bank), Some(id)).await,
         None => s.sessions.forgotten(bank, None).await,
     };
     if let Err(e) = forgotten {
         tracing::warn!("cannot drop the sessions' recalled blocks after a forget: {e}");
     }
-    s.queue.erase_traces().await;
-    let message = format!("Forgot {noun} {id}: {}", done.message);
-    s.notices.emit(Level::Info, "forget", None, message).await;
-    Ok(Json(done))
 }
 
 /// The largest `max_tokens` a search may ask for.

@@ -63,7 +63,7 @@ impl Sessions {
                     s.last_prompt_left_private = left_private;
                 });
                 if let Some(s) = updated {
-                    self.save(&s).await?;
+                    self.save(&s.id).await?;
                     session = s;
                 }
             }
@@ -105,7 +105,7 @@ impl Sessions {
             s.block = if overtaken { None } else { block.clone() };
         });
         if let Some(s) = updated {
-            self.save(&s).await?;
+            self.save(&s.id).await?;
         }
         Ok(block)
     }
@@ -135,7 +135,7 @@ impl Sessions {
                     // may never arrive (a hook that timed out).
                     if prompt.is_some() {
                         if let Some(s) = self.update(id, |s| s.last_prompt = None) {
-                            self.save(&s).await?;
+                            self.save(&s.id).await?;
                         }
                     }
                     std::borrow::Cow::Owned(messages)
@@ -221,7 +221,7 @@ impl Sessions {
                             taken_back_from_document(s, at);
                         });
                         if let Some(updated) = updated {
-                            self.save(&updated).await?;
+                            self.save(&updated.id).await?;
                             session = updated;
                         }
                     }
@@ -261,7 +261,7 @@ impl Sessions {
                 });
                 // Ended meanwhile: nothing saved (a record would bring it back).
                 if let Some(updated) = &updated {
-                    self.save(updated).await?;
+                    self.save(&updated.id).await?;
                 }
                 let session = updated.unwrap_or_else(|| session.clone());
                 let retained_from = first_message_of_turn(&history, session.retained_turns);
@@ -359,7 +359,7 @@ impl Sessions {
             Ok(1)
         } else {
             if let Some(s) = self.update(&session.id, |s| s.pending = Some(pending)) {
-                self.save(&s).await?;
+                self.save(&s.id).await?;
             }
             Ok(0)
         }
@@ -413,7 +413,7 @@ impl Sessions {
             (s.open_at_part_start, s.open_at_end) = open_at;
         });
         if let Some(s) = updated {
-            self.save(&s).await?;
+            self.save(&s.id).await?;
         }
         Ok(())
     }
@@ -533,7 +533,7 @@ impl Sessions {
         });
         match updated {
             Some(s) => {
-                self.save(&s).await?;
+                self.save(&s.id).await?;
                 Ok(s)
             }
             None => Ok(session.clone()),
@@ -547,7 +547,7 @@ impl Sessions {
             return Ok(());
         }
         match self.update(&session.id, |s| s.open_at_end = open_at_end) {
-            Some(s) => self.save(&s).await,
+            Some(s) => self.save(&s.id).await,
             None => Ok(()),
         }
     }
@@ -576,7 +576,7 @@ impl Sessions {
         });
         match updated {
             Some(s) => {
-                self.save(&s).await?;
+                self.save(&s.id).await?;
                 Ok(s)
             }
             None => Err(SessionError::NotFound(super::shown_id(&session.id))),
@@ -595,7 +595,9 @@ impl Sessions {
         };
         // The turn and the count that says it is retained in one spool transaction: a crash
         // between the two left it spooled and not counted, and the client's resend stored it a
-        // second time (in `last-turn` mode under a document of its own).
+        // second time (in `last-turn` mode under a document of its own). Under the session's
+        // save lock, as any save of its record (see `Sessions::save`).
+        let _order = self.inner.saves.lock(&session.id).await;
         let live = self.get(&session.id).ok();
         let Some(mut marked) = live else {
             // Ended meanwhile: no record to save (it would bring the session back).
@@ -625,7 +627,7 @@ impl Sessions {
             s.pending = None;
         });
         match updated {
-            Some(s) => self.save(&s).await,
+            Some(s) => self.save(&s.id).await,
             None => Ok(()),
         }
     }

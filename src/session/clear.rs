@@ -101,7 +101,7 @@ impl Sessions {
                 self.queue_pending(&session, pending).await?;
             }
             if let Some(s) = self.update(&id, start_after_erasure) {
-                self.save(&s).await?;
+                self.save(&s.id).await?;
             }
         }
         Ok(())
@@ -122,16 +122,17 @@ impl Sessions {
         };
         // `remote` only means something where there is a server.
         let what = if req.remote && backend.capabilities().clears_remotely { ClearWhat::Remote } else { what };
-        // The session's turn goes before or after the clear, never across it: an agent-end that
-        // read the session before the clear and queued its transcript after the clear's discard
-        // stored the cleared turns again. Clearing everything, every session's.
-        let _turns = match &req.session_id {
-            Some(id) => self.hold_turns(vec![id.clone()]).await,
-            None => {
-                let ids = self.inner.map.locked().keys().cloned().collect();
-                self.hold_turns(ids).await
-            }
+        // The turns of the sessions it clears go before or after the clear, never across it: an
+        // agent-end that read its session before the clear and queued its transcript after the
+        // clear's discard stored the cleared turns again. Every session of the scope (not only
+        // the one named: another session of the project was as much cleared), or every session.
+        let ids: Vec<String> = {
+            let map = self.inner.map.locked();
+            let cleared =
+                map.values().filter(|s| req.all || s.scope == scope || req.session_id.as_ref() == Some(&s.id));
+            cleared.map(|s| s.id.clone()).collect()
         };
+        let _turns = self.hold_turns(ids).await;
         let queue = &self.inner.queue;
         let (discarded, report) = if one_scope {
             queue.discard_scope_then(&scope, backend.clear(&scope, what)).await?

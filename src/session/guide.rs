@@ -92,7 +92,7 @@ impl Sessions {
                         }
                     });
                     if let Some(s) = updated {
-                        self.save(&s).await?;
+                        self.save(&s.id).await?;
                     }
                     Some(kept)
                 }

@@ -341,6 +341,9 @@ struct Inner {
     notices: Notices,
     map: Mutex<HashMap<String, Session>>,
     turns: TurnLocks,
+    /// A session's record is written to the spool one write at a time, each what the session is
+    /// when it is written (see [`Sessions::save`]).
+    saves: TurnLocks,
     /// Forgets so far: a recalled block or instructions asked before one are not kept (they
     /// may quote what it removed).
     forgets: std::sync::atomic::AtomicU64,
@@ -415,6 +418,7 @@ impl Sessions {
                 notices,
                 map: Mutex::new(map),
                 turns: TurnLocks::default(),
+                saves: TurnLocks::default(),
                 forgets: Default::default(),
             }),
         };
@@ -442,10 +446,10 @@ impl Sessions {
 
     /// Applies `change` to every session, and saves those it says it changed.
     pub(super) async fn update_each(&self, mut change: impl FnMut(&mut Session) -> bool) -> Result<(), SpoolError> {
-        let changed: Vec<Session> =
-            self.inner.map.locked().values_mut().filter_map(|s| change(s).then(|| s.clone())).collect();
-        for s in changed {
-            self.save(&s).await?;
+        let changed: Vec<String> =
+            self.inner.map.locked().values_mut().filter_map(|s| change(s).then(|| s.id.clone())).collect();
+        for id in changed {
+            self.save(&id).await?;
         }
         Ok(())
     }
@@ -473,6 +477,12 @@ impl Sessions {
     /// Starts (or re-scopes) a session. Idempotent.
     pub async fn start(&self, req: StartRequest) -> Result<Session, SessionError> {
         validate_id("session_id", &req.session_id)?;
+        // (A session known already, from a build that took such ids, goes on.)
+        if mneme_core::ends_as_a_session_document(&req.session_id) && self.get(&req.session_id).is_err() {
+            return Err(SessionError::Invalid(
+                "session_id may not end in -part<n> or -<13 digits or more>: automatic retain names another session's documents so".into(),
+            ));
+        }
         if let Some(parent) = req.parent_session_id.as_deref().filter(|p| !p.is_empty()) {
             validate_id("parent_session_id", parent)?;
         }
@@ -605,7 +615,7 @@ impl Sessions {
             }
             (s.clone(), rescoped)
         };
-        self.save(&session).await?;
+        self.save(&session.id).await?;
         if rescoped && session.parent.is_none() {
             // Its subagents move with it (their retains already do, see `route`): a clear, a
             // compaction or the instructions of one would otherwise name the old project.
@@ -635,7 +645,7 @@ impl Sessions {
             s.format = SESSION_FORMAT;
         });
         match updated {
-            Some(s) => self.save(&s).await,
+            Some(s) => self.save(&s.id).await,
             None => Ok(()),
         }
     }
@@ -686,8 +696,7 @@ impl Sessions {
             // Forgotten before the lock is let go: a call that comes in while the queue
             // delivers (a resumed session's start, a late turn) finds the session ended, not a
             // session about to be deleted under it.
-            self.inner.map.locked().remove(id);
-            self.inner.spool.delete_session(id).await?;
+            self.forget_session(id).await?;
             session
         };
         Ok(self.flush(session.queue_id(), delivery).await)
@@ -711,8 +720,7 @@ impl Sessions {
                     continue;
                 }
             }
-            self.inner.map.locked().remove(&id);
-            if let Err(e) = self.inner.spool.delete_session(&id).await {
+            if let Err(e) = self.forget_session(&id).await {
                 tracing::warn!(session = id, "cannot forget an expired session: {e}");
             }
             n += 1;
@@ -780,10 +788,26 @@ impl Sessions {
         f(s).then(|| s.clone())
     }
 
-    async fn save(&self, s: &Session) -> Result<(), SpoolError> {
-        let record = self.record_of(s);
-        let saved = self.inner.spool.save_session(&s.id, record).await;
-        self.inner.queue.accepted(&s.id, saved).await
+    async fn save(&self, id: &str) -> Result<(), SpoolError> {
+        // The session as it is now, read and written under its save lock: a copy taken before
+        // (a forget's pass over every session, without their turn locks) and written after an
+        // agent-end saved a newer one put the older record back, and a restart lost the turns
+        // it had kept. One ended meanwhile is not saved (a record would bring it back).
+        let _order = self.inner.saves.lock(id).await;
+        let Some(live) = self.inner.map.locked().get(id).cloned() else { return Ok(()) };
+        let record = self.record_of(&live);
+        let saved = self.inner.spool.save_session(id, record).await;
+        self.inner.queue.accepted(id, saved).await
+    }
+
+    /// Forgets session `id`: its record out of the spool, then out of the map (a record that
+    /// could not be deleted would bring it back at the next start), in order with its saves (a
+    /// save that read it before would write the record back after the delete).
+    async fn forget_session(&self, id: &str) -> Result<(), SpoolError> {
+        let _order = self.inner.saves.lock(id).await;
+        self.inner.spool.delete_session(id).await?;
+        self.inner.map.locked().remove(id);
+        Ok(())
     }
 
     /// A session's record as it is saved (marking the live one seen now).

@@ -79,7 +79,7 @@ impl Sessions {
             let scope = scope_of_project(&settings, &project);
             self.queue_tail_before_move(id, &scope).await?;
             if let Some(s) = self.update_if(id, |s| s.move_to(&scope, &project)) {
-                self.save(&s).await?;
+                self.save(&s.id).await?;
             }
         }
         // Aliases (no turns of their own) follow their parents, as they are now.

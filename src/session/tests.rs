@@ -1515,7 +1515,7 @@ async fn a_slice_after_a_restart_never_takes_the_name_of_one_stored_before() {
     // The last run's names a minute ahead of the clock.
     let ahead = first + 60_000;
     let record = s.update("a", |s| s.last_turn_document = ahead).unwrap();
-    s.save(&record).await.unwrap();
+    s.save(&record.id).await.unwrap();
     let s = sessions(&r, last_turn(1, 0)).await; // a restart: the records read again
     s.start(start("a")).await.unwrap();
     s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
@@ -1714,4 +1714,79 @@ async fn a_rewound_window_over_turns_never_seen_stores_nothing_twice() {
     for i in [7, 10, 11] {
         assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
     }
+}
+
+/// A clear of one session's scope waits for the turns under way of every session of that scope,
+/// not only the one named: another session's agent-end, having read its session before the
+/// clear, queued its whole transcript after the clear's discard and stored the cleared turns.
+#[tokio::test]
+async fn a_clear_waits_for_the_turns_of_every_session_of_its_scope() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    s.start(start("b")).await.unwrap();
+    s.start(StartRequest { session_id: "c".into(), cwd: "/p/elsewhere".into(), ..StartRequest::default() })
+        .await
+        .unwrap();
+    let other_project = s.inner.turns.lock("c").await;
+    let turn = s.inner.turns.lock("b").await;
+    let clear = tokio::spawn({
+        let s = s.clone();
+        async move { s.clear(super::clear::ClearRequest { session_id: Some("a".into()), ..Default::default() }).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!clear.is_finished(), "the clear went ahead during the turn of another session of its scope");
+    drop(turn);
+    clear.await.unwrap().unwrap();
+    drop(other_project);
+}
+
+/// A session's record in the spool is the session as it is: a forget's pass over every session
+/// (it drops their cached instructions) racing their agent-ends once saved copies taken before
+/// the agent-ends' saves, after them, and a restart lost the tails those had kept.
+#[tokio::test]
+async fn a_forget_racing_agent_ends_leaves_every_sessions_latest_record() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await; // every 3 turns: a turn is a tail
+    let ids: Vec<String> = (0..40).map(|i| format!("s{i}")).collect();
+    for id in &ids {
+        s.start(start(id)).await.unwrap();
+        s.agent_end(id, &turns(1), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    let with_instructions = |s: &mut Session| {
+        s.instructions = Some("kept".into());
+        true
+    };
+    s.update_each(with_instructions).await.unwrap();
+    let forget = tokio::spawn({
+        let s = s.clone();
+        async move { s.forgotten(None, None).await }
+    });
+    for id in &ids {
+        s.agent_end(id, &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    forget.await.unwrap().unwrap();
+    // A restart reads the records; each session's end stores both its turns.
+    let s = sessions(&r, Settings::default()).await;
+    for id in &ids {
+        assert_eq!(s.get(id).unwrap().pending.map(|p| p.user_turns), Some(2), "{id}");
+        s.end(id, Delivery::Wait).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert_eq!(text.matches("question 1 about otters").count(), ids.len(), "{text}");
+}
+
+/// A session id that ends as automatic retain names another session's later part or slice is
+/// refused: session `alpha`'s second part (`alpha-part2`) replaced the conversation of a session
+/// named `alpha-part2`. One known already goes on.
+#[tokio::test]
+async fn a_session_id_that_names_another_sessions_document_is_refused() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    for id in ["alpha-part2", "alpha-1733400000000"] {
+        let e = s.start(start(id)).await.unwrap_err();
+        assert!(matches!(e, SessionError::Invalid(ref m) if m.contains("-part<n>")), "{e:?}");
+    }
+    s.start(start("550e8400-e29b-41d4-a716-446655440000")).await.unwrap();
 }

@@ -153,13 +153,27 @@ impl MemoryType {
 
 /// Whether `document` is one automatic retain writes for session `session`: its first part's
 /// (the session's id), a later part's (`{session}-part{n}`) or a last-turn document's
-/// (`{session}-{ms}`).
+/// (`{session}-{ms}`, milliseconds since the epoch: 13 digits or more).
 pub fn is_session_document(session: &str, document: &str) -> bool {
     document == session
-        || document.strip_prefix(session).and_then(|rest| rest.strip_prefix('-')).is_some_and(|rest| {
-            let n = rest.strip_prefix("part").unwrap_or(rest);
-            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
-        })
+        || document.strip_prefix(session).and_then(|rest| rest.strip_prefix('-')).is_some_and(is_document_suffix)
+}
+
+/// Whether session id `id` ends as a document automatic retain names after another session
+/// (`{session}-part{n}`, `{session}-{ms}`; see [`is_session_document`]). Such an id is refused:
+/// its conversation's document would be another session's later part or slice, and each would
+/// replace the other's.
+pub fn ends_as_a_session_document(id: &str) -> bool {
+    id.rsplit_once('-').is_some_and(|(session, suffix)| !session.is_empty() && is_document_suffix(suffix))
+}
+
+/// `part{n}` or 13 digits or more (see [`is_session_document`]).
+fn is_document_suffix(suffix: &str) -> bool {
+    let digits = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    match suffix.strip_prefix("part") {
+        Some(n) => digits(n),
+        None => suffix.len() >= 13 && digits(suffix),
+    }
 }
 
 impl FromStr for MemoryType {
@@ -485,4 +499,32 @@ pub fn check_tag_filter(tags: &[String]) -> Result<(), crate::BackendError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_document_is_its_id_a_later_part_or_a_slice() {
+        assert!(is_session_document("abc", "abc"));
+        assert!(is_session_document("abc", "abc-part2"));
+        assert!(is_session_document("abc", "abc-1733400000000"));
+        // Another session's own document, however it begins.
+        assert!(!is_session_document("abc", "abc-7"));
+        assert!(!is_session_document("abc", "abc-part"));
+        assert!(!is_session_document("abc", "abc-notes"));
+        assert!(!is_session_document("abc", "abcd-part2"));
+    }
+
+    #[test]
+    fn an_id_that_ends_as_another_sessions_document_is_told() {
+        for id in ["alpha-part2", "a-b-part10", "alpha-1733400000000", "x-17334000000001"] {
+            assert!(ends_as_a_session_document(id), "{id}");
+        }
+        // A UUID's last group is 12 hex digits: never a slice's name.
+        for id in ["550e8400-e29b-41d4-a716-446655440000", "ses_01JABC", "-part2", "alpha-part", "a-123", "part2"] {
+            assert!(!ends_as_a_session_document(id), "{id}");
+        }
+    }
 }
