@@ -382,7 +382,10 @@ async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
 async fn private_spans_in_any_field_never_reach_the_disk() {
     let d = Daemon::start(LEXICAL);
     let secret = |field: &str| format!("HSECRET-{field}-zq9zq9");
-    let fields = ["content", "context", "metadata", "tag", "document", "doctag", "model", "trigger", "between"];
+    let fields = [
+        "content", "context", "metadata", "tag", "document", "doctag", "model", "trigger", "between", "across",
+        "docless",
+    ];
     let p = |field: &str| format!("<private>{}</private>", secret(field));
     let (status, v) = d
         .post(
@@ -409,6 +412,26 @@ async fn private_spans_in_any_field_never_reach_the_disk() {
                        "async": false});
     let (status, v) = d.post(&bank_path("priv", "/memories"), items).await;
     assert_eq!((status, v["items_count"].clone()), (200, json!(3)), "{v}");
+    // An append goes on inside the spans the document's version before left open, request after
+    // request; a replace starts outside them.
+    for (content, mode) in [
+        ("deploy notes <private> the staging password is".to_owned(), None),
+        (secret("across"), Some("append")),
+        ("closes </private> rotated monthly".to_owned(), Some("append")),
+        ("after the close".to_owned(), Some("append")),
+    ] {
+        let item = json!({"content": content, "document_id": "u", "update_mode": mode});
+        let (status, v) = d.post(&bank_path("priv", "/memories"), json!({"items": [item], "async": false})).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let (_, v) = d.post(&bank_path("priv", "/memories/recall"), json!({"query": "after the close"})).await;
+    assert!(v.to_string().contains("after the close"), "an append after the close is kept: {v}");
+    // The items without a document are read in order too: a span split across two hides the
+    // one between.
+    let items = json!({"items": [{"content": "the prod key: <private>"}, {"content": secret("docless")},
+                                 {"content": "</private> rotate monthly"}], "async": false});
+    let (status, v) = d.post(&bank_path("priv", "/memories"), items).await;
+    assert_eq!((status, v["items_count"].clone()), (200, json!(2)), "{v}");
     let (status, v) = d
         .post(
             &bank_path("priv", "/mental-models"),

@@ -155,11 +155,8 @@ async fn sweep(
 /// Returns the memories to copy and how many were left out.
 fn fit_to_import(settings: &crate::config::Settings, memories: Vec<StoredMemory>) -> (Vec<StoredMemory>, u64) {
     let read = memories.len() as u64;
-    let fit: Vec<StoredMemory> = memories
-        .into_iter()
-        .filter(|m| crate::daemon::import_problem(m).is_none())
-        .filter_map(|mut m| crate::session::clean_imported(settings, &mut m).then_some(m))
-        .collect();
+    let fit: Vec<StoredMemory> = memories.into_iter().filter(|m| crate::daemon::import_problem(m).is_none()).collect();
+    let fit = crate::session::clean_imported_all(settings, fit);
     let left_out = read - fit.len() as u64;
     (fit, left_out)
 }

@@ -290,11 +290,7 @@ pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<I
     }
     let received = b.memories.len();
     let settings = s.sessions.settings();
-    let memories: Vec<_> = b
-        .memories
-        .into_iter()
-        .filter_map(|mut m| crate::session::clean_imported(&settings, &mut m).then_some(m))
-        .collect();
+    let memories = crate::session::clean_imported_all(&settings, b.memories);
     let skipped = received - memories.len();
     let imported = s.queue.backend().import(&memories).await?;
     Ok(Json(Imported { received, imported, skipped }))

@@ -16,7 +16,7 @@ mod recall;
 pub(crate) mod time;
 pub mod wire;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -205,8 +205,14 @@ impl HindsightApi {
         let document_tags = clean_list(&settings, req.document_tags.as_deref().unwrap_or_default());
         let mut session = None;
         // The items of one document are read in order, as a transcript's messages: an item that
-        // opens a private span and a later one that closes it hide the items between.
-        let contents = clean_by_document(&settings, &req.items, &contents);
+        // opens a private span and a later one that closes it hide the items between; an append
+        // goes on inside the spans the document's version before left open.
+        let open_before = self.documents_open(bank, &req.items).await?;
+        let (contents, open_after) = clean_by_document(&settings, &req.items, &contents, &open_before);
+        // Spans left open are kept before the items are spooled, and the rest after (a crash
+        // between the two leaves more spans open than there are: the next append hides more,
+        // never less).
+        self.keep_documents_open(bank, &open_before, &open_after, Keep::Opened).await?;
         let document_of =
             |item: &MemoryItemIn| item.document_id.as_deref().and_then(|d| crate::session::clean_text(&settings, d));
         // A new version of a document with nothing left of it (all private) replaces the old
@@ -264,6 +270,7 @@ impl HindsightApi {
             .collect();
         if items.is_empty() && client_operation.is_none() {
             self.forget_emptied_documents(bank, &emptied).await?;
+            self.keep_documents_open(bank, &open_before, &open_after, Keep::All).await?;
             return Ok(answer(0));
         }
         // One queue per client session (batched and debounced like a mneme session's), or per
@@ -305,17 +312,58 @@ impl HindsightApi {
                 }
                 return Ok(answer(kept["items_count"].as_u64().unwrap_or_default() as usize));
             }
+            self.keep_documents_open(bank, &open_before, &open_after, Keep::All).await?;
             self.forget_old_operations();
             return Ok(answer(n));
         }
         self.forget_emptied_documents(bank, &emptied).await?;
         self.queue.enqueue(&queue_id, &scope, items).await?;
+        self.keep_documents_open(bank, &open_before, &open_after, Keep::All).await?;
         if !req.is_async {
             // Hindsight answers a synchronous retain once it is stored. What fails here stays
             // spooled and is retried; the answer is still success: it is on disk.
             self.queue.flush(&queue_id).await;
         }
         Ok(answer(n))
+    }
+
+    /// The `<private>` spans each document of `items` left open at the end of its version so far
+    /// (kept by [`Self::keep_documents_open`]), for those the request appends to first; a new
+    /// version starts outside any.
+    async fn documents_open(&self, bank: &str, items: &[MemoryItemIn]) -> Result<HashMap<String, usize>, CompatError> {
+        let mut open = HashMap::new();
+        for item in items {
+            let Some(document) = item.document_id.as_deref().map(str::trim) else { continue };
+            if open.contains_key(document) {
+                continue;
+            }
+            let kept = self.spool.record(DOCUMENT_OPEN, &document_key(bank, document)).await?;
+            open.insert(document.to_owned(), kept.and_then(|k| k.parse().ok()).unwrap_or(0));
+        }
+        Ok(open)
+    }
+
+    /// Keeps the spans each document was left open in (`after`) where they differ from what was
+    /// kept (`before`): with [`Keep::Opened`], only where more are open now.
+    async fn keep_documents_open(
+        &self,
+        bank: &str,
+        before: &HashMap<String, usize>,
+        after: &HashMap<String, usize>,
+        keep: Keep,
+    ) -> Result<(), CompatError> {
+        for (document, &open) in after {
+            let kept = before.get(document).copied().unwrap_or(0);
+            if open == kept || (keep == Keep::Opened && open < kept) {
+                continue;
+            }
+            let key = document_key(bank, document);
+            match open {
+                0 => self.spool.delete_record(DOCUMENT_OPEN, &key).await.map(drop)?,
+                n => self.spool.save_record(DOCUMENT_OPEN, &key, n.to_string()).await?,
+            }
+        }
+        Ok(())
     }
 
     /// Forgets the `documents` of `bank` whose new version held nothing to keep, as a forget of a
@@ -571,28 +619,51 @@ fn stable_id(text: &str, at: &str) -> String {
 /// The longest `metadata.session_id` a /hindsight retain's queue is named by as it is.
 const MAX_QUEUE_SESSION_LEN: usize = 128;
 
+/// Spans a document was left open in, by `{bank}/{document}` (a bank holds no `/`).
+const DOCUMENT_OPEN: &str = "hindsight_document_open";
+
+fn document_key(bank: &str, document: &str) -> String {
+    format!("{bank}/{document}")
+}
+
+/// What [`HindsightApi::keep_documents_open`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Only the documents left in more spans than were kept.
+    Opened,
+    /// Every change.
+    All,
+}
+
 /// Each item's content cleaned, the items of one document in order with the private spans each
-/// leaves open carried into the next; an item without a document stands alone.
+/// leaves open carried into the next, from those its version before left open (`open_before`)
+/// when the document's first item appends, else from none; the items without a document are
+/// read in order too (a span split across two items left the item between in the clear).
+/// Returns the contents and the spans each document is left open in.
 fn clean_by_document<C: AsRef<str>>(
     settings: &Settings,
     items: &[MemoryItemIn],
     contents: &[C],
-) -> Vec<Option<String>> {
-    let mut open: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    items
+    open_before: &HashMap<String, usize>,
+) -> (Vec<Option<String>>, HashMap<String, usize>) {
+    let mut open: HashMap<Option<&str>, usize> = HashMap::new();
+    let cleaned = items
         .iter()
         .zip(contents)
-        // Keyed as the ids are stored: trimmed ("t" and "t " are one document).
-        .map(|(item, content)| match item.document_id.as_deref().map(str::trim) {
-            Some(document) => {
-                let before = open.entry(document).or_default();
-                let (cleaned, after) = crate::session::clean_within(settings, content.as_ref(), *before);
-                *before = after;
-                cleaned
-            }
-            None => crate::session::clean_text(settings, content.as_ref()),
+        .map(|(item, content)| {
+            // Keyed as the ids are stored: trimmed ("t" and "t " are one document).
+            let document = item.document_id.as_deref().map(str::trim);
+            let before = open.entry(document).or_insert_with(|| match document {
+                Some(d) if item.update_mode == Some(UpdateMode::Append) => open_before.get(d).copied().unwrap_or(0),
+                _ => 0,
+            });
+            let (cleaned, after) = crate::session::clean_within(settings, content.as_ref(), *before);
+            *before = after;
+            cleaned
         })
-        .collect()
+        .collect();
+    let open_after = open.into_iter().filter_map(|(d, n)| Some((d?.to_owned(), n))).collect();
+    (cleaned, open_after)
 }
 
 #[cfg(test)]

@@ -54,7 +54,8 @@ impl Sessions {
         if turn == Turn::Work && !prompt.trim().is_empty() {
             // A prompt of which nothing is kept (wholly private) is known as "": the turn's, so
             // the prompt of a turn before is never taken for it.
-            let (cleaned, left_private) = prompt_in_context(&settings, messages, prompt);
+            let (cleaned, left_private) =
+                prompt_in_context(&settings, messages, prompt, spans_open_before(&session, messages));
             let changed = session.last_prompt.as_deref() != Some(cleaned.as_str())
                 || left_private != session.last_prompt_left_private;
             if changed {
@@ -999,6 +1000,20 @@ pub fn fingerprint(text: &str) -> u64 {
     text::fnv1a(text.as_bytes())
 }
 
+/// The `<private>` spans open before `history`, the messages an agent-start came with: those
+/// open where the session's part begins, and, when the history lacks turns the session has seen
+/// (a client that sends none, or a cut one), those its last transcript left open. A prompt typed
+/// inside a span an earlier turn opened was kept in the clear in the session's record when the
+/// agent-start came without that turn.
+fn spans_open_before(session: &Session, history: &[Message]) -> usize {
+    let users = history.iter().filter(|m| m.role == "user").count();
+    if users < session.turn_prints.len() || (history.is_empty() && session.open_at_end > 0) {
+        session.open_at_part_start.max(session.open_at_end)
+    } else {
+        session.open_at_part_start
+    }
+}
+
 /// The messages with the current turn whole: a transcript that lags behind (it lacks the latest
 /// prompt, or the reply to it) gets them appended. Compared after cleaning, as they are stored.
 /// The reply goes in as it came: a `<private>` span the prompt left open and the reply closes is
@@ -1023,7 +1038,7 @@ fn with_current_turn(
         // The prompt is known as it was cleaned in its history: compared so.
         let last_user = messages.iter().rposition(|m| m.role == "user").map(|i| {
             let (before, last) = messages.split_at(i);
-            prompt_in_context(settings, before, &last[0].content).0
+            prompt_in_context(settings, before, &last[0].content, 0).0
         });
         if !last_user.as_deref().is_some_and(|last| same_lines(last, prompt)) {
             // A wholly private prompt goes in as a turn of which nothing is kept.
@@ -1055,7 +1070,7 @@ fn with_current_turn(
 /// A prompt as the session keeps it until its turn ends: cleaned with the spans its history
 /// left open carried into it (a prompt inside a span an earlier message opened is private, and
 /// kept in the spool as ""), and whether it leaves a span open itself.
-fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str) -> (String, bool) {
+fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str, open_before: usize) -> (String, bool) {
     if !settings.retain.strip_private {
         return (clean(settings, prompt).unwrap_or_default(), false);
     }
@@ -1068,7 +1083,7 @@ fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str) -> 
     let open = history
         .iter()
         .filter(|m| text::has_private_tag(&m.content))
-        .fold(0, |open, m| text::strip_private_within(&m.content, open).1);
+        .fold(open_before, |open, m| text::strip_private_within(&m.content, open).1);
     let (shown, open_after) = text::strip_private_within(prompt, open);
     (clean(settings, &shown).unwrap_or_default(), open_after > 0)
 }

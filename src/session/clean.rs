@@ -80,9 +80,37 @@ pub(super) fn conversation(messages: &[Message]) -> Vec<Message> {
     kept
 }
 
-/// Cleans a memory that arrives whole (an import) like a retain: private spans are removed from
-/// every text field. `false` when no content is left (the memory is not stored).
-pub fn clean_imported(settings: &Settings, m: &mut mneme_core::StoredMemory) -> bool {
+/// Memories that arrive whole (an import) cleaned like a retain: private spans removed from every
+/// text field, and those of one document read in order
+/// with the private spans each leaves open carried into the next (a document's memories are
+/// its passages, read as a transcript's messages are; `/hindsight` reads a document's items so):
+/// a span split across two of them left the memories between in the clear. Those left with
+/// nothing are dropped.
+pub fn clean_imported_all(
+    settings: &Settings,
+    memories: Vec<mneme_core::StoredMemory>,
+) -> Vec<mneme_core::StoredMemory> {
+    let mut open: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    memories
+        .into_iter()
+        .filter_map(|mut m| {
+            // Keyed as the ids are stored: trimmed. One holding a tag is dropped (below), and
+            // its memory stands alone.
+            let document = m.document_id.as_deref().filter(|d| !text::has_private_tag(d)).map(|d| d.trim().to_owned());
+            let before = document.as_ref().map_or(0, |d| open.get(d).copied().unwrap_or(0));
+            let (kept, after) = clean_imported_within(settings, &mut m, before);
+            if let Some(d) = document {
+                open.insert(d, after);
+            }
+            kept.then_some(m)
+        })
+        .collect()
+}
+
+/// Cleans an imported memory whose content begins inside `open_before` private spans (dates made
+/// RFC 3339 UTC, private spans removed from every field); whether anything is left, and how many
+/// spans its content leaves open.
+fn clean_imported_within(settings: &Settings, m: &mut mneme_core::StoredMemory, open_before: usize) -> (bool, usize) {
     // Stored as every date is, RFC 3339 UTC with milliseconds (`+05:30`, a date alone, a space
     // for the `T` were kept as sent, and sorted and shown as such); none (a Hindsight memory
     // without one) is now.
@@ -96,12 +124,12 @@ pub fn clean_imported(settings: &Settings, m: &mut mneme_core::StoredMemory) -> 
         m.tags = text::strip_private_list(std::mem::take(&mut m.tags));
         text::strip_private_map(&mut m.metadata);
     }
-    match clean(settings, &m.content) {
-        Some(content) => {
+    match clean_within(settings, &m.content, open_before) {
+        (Some(content), after) => {
             m.content = content;
-            true
+            (true, after)
         }
-        None => false,
+        (None, after) => (false, after),
     }
 }
 
@@ -114,6 +142,33 @@ mod tests {
         let settings = Settings::default();
         let cleaned = clean(&settings, "abc <priv<memories>x</memories>ate>LEAK-G1 hmm");
         assert_eq!(cleaned.as_deref(), Some("abc"));
+    }
+
+    /// The memories of one document are read in order: a span one opens and a later one closes
+    /// hides those between; a memory of another document, or of none, stands outside it.
+    #[test]
+    fn imported_memories_of_one_document_carry_their_spans() {
+        let memory = |content: &str, document: Option<&str>| mneme_core::StoredMemory {
+            id: content.into(),
+            bank: "b".into(),
+            content: content.into(),
+            context: None,
+            tags: Vec::new(),
+            metadata: Default::default(),
+            document_id: document.map(Into::into),
+            kind: mneme_core::MemoryType::Experience,
+            created_at: "2026-01-02T03:04:05Z".into(),
+        };
+        let memories = vec![
+            memory("the prod key: <private>", Some("d")),
+            memory("a fact of its own", None),
+            memory("IMPORTSECRET", Some(" d ")),
+            memory("another document", Some("e")),
+            memory("</private> rotate monthly", Some("d")),
+        ];
+        let kept: Vec<String> =
+            clean_imported_all(&Settings::default(), memories).into_iter().map(|m| m.content).collect();
+        assert_eq!(kept, ["the prod key:", "a fact of its own", "another document", "rotate monthly"]);
     }
 
     #[test]

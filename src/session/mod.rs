@@ -34,7 +34,7 @@ use crate::spool::{Spool, SpoolError};
 use crate::state::DaemonState;
 
 pub use auto::{fingerprint, memory_block, TurnEnd};
-pub use clean::{clean as clean_text, clean_imported, clean_within, is_command_echo};
+pub use clean::{clean as clean_text, clean_imported_all, clean_within, is_command_echo};
 pub use clear::{ClearOutcome, ClearRequest, HeldTurns};
 pub use guide::{guide, GUIDE};
 pub use scope::{banks_of_configuration, cwd_to_send, project_label, scope_for, MAX_LABEL_BYTES};
@@ -546,6 +546,13 @@ impl Sessions {
                     .map_err(|e| SessionError::Invalid(format!("cannot work out the project of cwd: {e}")))?
             }
         };
+        // The project is named by the folder the cwd leads to (through a symbolic link, or a
+        // worktree's main checkout), which the check of the cwd's own text does not see.
+        if text::has_private_tag(&project) {
+            return Err(SessionError::Invalid(
+                "cwd leads to a project folder whose name holds a <private> tag (through a symbolic link or a worktree's main checkout): the name is stored as the project's tag".into(),
+            ));
+        }
         // Moving to another scope, the session's conversation so far stays where it is stored:
         // its pending tail is queued there first (see `Session::move_to`). Taken before the
         // ended record is read: an end between the two left a resume starting from nothing.

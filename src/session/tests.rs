@@ -589,6 +589,30 @@ async fn a_private_span_the_prompt_opens_and_the_reply_closes_is_hidden_across_t
     assert!(text.contains("public part") && text.contains("another question"), "{text}");
 }
 
+/// A prompt typed inside a span an earlier turn left open is private when the agent-start comes
+/// without that turn (a client that sends no history, a transcript that lags): it was kept in the
+/// clear in the session's record in the spool (its log and free pages kept it after).
+#[tokio::test]
+async fn a_prompt_inside_a_span_an_earlier_turn_opened_is_never_written() {
+    for mode in [every_turn(), Settings::default()] {
+        let r = rig();
+        let s = sessions(&r, mode).await;
+        s.start(start("a")).await.unwrap();
+        s.agent_start("a", "note this <private>my pin is", &[], Turn::Work).await.unwrap();
+        let reply = TurnEnd { reply: Some("noted".into()), ..TurnEnd::default() };
+        s.agent_end("a", &[], Turn::Work, reply).await.unwrap();
+        s.agent_start("a", "PROMPT-CANARY is 4921", &[], Turn::Work).await.unwrap();
+        assert_eq!(s.get("a").unwrap().last_prompt.as_deref(), Some(""));
+        let records = r.spool.sessions().await.unwrap();
+        assert!(records.iter().all(|(_, record)| !record.contains("CANARY")), "{records:?}");
+        // A history that holds the turn and closes the span: the prompt after it is its own.
+        let history =
+            [Message::new("user", "note this <private>my pin is"), Message::new("assistant", "noted </private> done")];
+        s.agent_start("a", "a public question", &history, Turn::Work).await.unwrap();
+        assert_eq!(s.get("a").unwrap().last_prompt.as_deref(), Some("a public question"));
+    }
+}
+
 #[tokio::test]
 async fn memory_tags_are_stripped_message_by_message() {
     let r = rig();
@@ -1789,4 +1813,39 @@ async fn a_session_id_that_names_another_sessions_document_is_refused() {
         assert!(matches!(e, SessionError::Invalid(ref m) if m.contains("-part<n>")), "{e:?}");
     }
     s.start(start("550e8400-e29b-41d4-a716-446655440000")).await.unwrap();
+}
+
+/// The items of one retain are read in order: a span one opens and a later one closes hides the
+/// items between (the middle one was stored).
+#[tokio::test]
+async fn a_span_split_across_the_items_of_a_retain_hides_the_items_between() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    let items = ["the prod key: <private>", "SPLITSECRET", "</private> rotate monthly", "a fact after"];
+    let done = s.retain("a", items.iter().map(|i| ((*i).to_owned(), None)).collect()).await.unwrap();
+    assert_eq!((done.queued, done.skipped), (3, 1));
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("SPLITSECRET") && text.contains("a fact after"), "{text}");
+}
+
+/// A cwd that leads to a project folder whose name holds a `<private>` tag (through a symbolic
+/// link) is refused: the name would be stored as the project's tag. The cwd's own text held none.
+#[tokio::test]
+async fn a_cwd_leading_to_a_project_named_with_a_private_tag_is_refused() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let named = dir.path().join("<private>LABELSECRET");
+    std::fs::create_dir(&named).unwrap();
+    let link = dir.path().join("work");
+    std::os::unix::fs::symlink(&named, &link).unwrap();
+    let req = StartRequest { session_id: "a".into(), cwd: link.display().to_string(), ..StartRequest::default() };
+    let e = s.start(req).await.unwrap_err();
+    assert!(
+        matches!(e, SessionError::Invalid(ref m) if m.contains("project folder") && !m.contains("LABELSECRET")),
+        "{e:?}"
+    );
+    assert!(s.get("a").is_err());
 }

@@ -52,10 +52,15 @@ impl Sessions {
         }
         let settings = self.settings();
         let total = items.len();
+        // The items are read in order, a span one opens hiding the items up to the one that
+        // closes it (a span split across two items left the items between in the clear).
+        let mut open = 0;
         let items: Vec<NewItem> = items
             .into_iter()
             .filter_map(|(content, context)| {
-                let content = clean(&settings, &content)?;
+                let (cleaned, after) = super::clean_within(&settings, &content, open);
+                open = after;
+                let content = cleaned?;
                 // A context that is private or blank falls back to the default.
                 let context =
                     context.and_then(|c| clean(&settings, &c)).unwrap_or_else(|| settings.retain.context.clone());

@@ -28,6 +28,9 @@ pub struct Row {
     /// A subagent's line (older versions wrote them into the main transcript): never the leaf.
     sidechain: bool,
     pub message: Option<Message>,
+    /// The text of a line Claude Code flags as its own, read only for the private spans it
+    /// leaves open.
+    pub own_text: Option<String>,
 }
 
 impl Row {
@@ -41,6 +44,7 @@ impl Row {
             compaction: v["subtype"] == "compact_boundary" || v["isCompactSummary"] == true,
             sidechain: v["isSidechain"] == true,
             message,
+            own_text: None,
         }
     }
 }

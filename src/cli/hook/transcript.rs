@@ -86,10 +86,17 @@ fn read_tail(path: Option<&Path>, max_bytes: u64) -> Tail {
     }
     let rows = lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()).map(|v| {
         let message = line_message(&v);
-        Row::new(&v, message)
+        let mut row = Row::new(&v, message);
+        row.own_text = own_text(&v);
+        row
     });
     let (rows, rewound) = active_branch(rows.collect());
-    let mut messages = conversation(rows.into_iter().filter_map(|r| r.message));
+    let lines = rows.into_iter().filter_map(|r| match (r.message, r.own_text) {
+        (Some(m), _) => Some(Line::Message(m)),
+        (None, Some(text)) => Some(Line::Own(text)),
+        (None, None) => None,
+    });
+    let mut messages = conversation(lines);
     if skip > 0 {
         // What is read begins inside the spans the unread start left open: it stays private.
         let open = open_in_unread_start(&mut file, skip);
@@ -121,9 +128,11 @@ fn open_in_unread_start(file: &mut std::fs::File, skip: u64) -> usize {
         if !mentions_private(&line) {
             continue;
         }
-        // An echo too: its spans are carried into the messages after it (see `conversation`).
-        if let Some(m) = serde_json::from_slice::<Value>(&line).ok().and_then(|v| line_message(&v)) {
-            texts.push(m.content);
+        // An echo, or a line Claude Code flags as its own, too: its spans are carried into the
+        // messages after it (see `conversation`).
+        let Ok(v) = serde_json::from_slice::<Value>(&line) else { continue };
+        if let Some(text) = line_message(&v).map(|m| m.content).or_else(|| own_text(&v)) {
+            texts.push(text);
         }
     }
     mneme_core::text::private_edges(&texts.join("\n")).open_at_end
@@ -219,21 +228,33 @@ fn mentions_private(line: &[u8]) -> bool {
     })
 }
 
-/// The conversation of a transcript's messages. A line Claude Code wrote itself is left out, but not the
-/// spans it leaves open: a slash command's arguments or a shell command can hold `<private>`,
-/// and the messages after it stay private up to the close (the next kept message carries the
-/// opening tags again).
-fn conversation(lines: impl Iterator<Item = Message>) -> Vec<Message> {
+/// A transcript line the conversation reads.
+enum Line {
+    /// A message, an echo included (see [`is_echo`]).
+    Message(Message),
+    /// The text of a line Claude Code flags as its own (see [`own_text`]).
+    Own(String),
+}
+
+/// The conversation of a transcript's messages. A line Claude Code wrote itself (an echo, or one
+/// it flags as its own) is left out, but not the spans it leaves open: a slash command's
+/// arguments, its expanded prompt (`isMeta`) or a shell command can hold `<private>`, and the
+/// messages after it stay private up to the close (the next kept message carries the opening
+/// tags again).
+fn conversation(lines: impl Iterator<Item = Line>) -> Vec<Message> {
     let mut messages = Vec::new();
     let mut opened_by_echoes = 0usize;
-    for mut m in lines {
-        if is_echo(&m.content) {
-            if mneme_core::text::has_private_tag(&m.content) {
-                let carried = format!("{}{}", "<private>".repeat(opened_by_echoes), m.content);
-                opened_by_echoes = mneme_core::text::private_edges(&carried).open_at_end;
+    for line in lines {
+        let mut m = match line {
+            Line::Message(m) if !is_echo(&m.content) => m,
+            Line::Message(Message { content: text, .. }) | Line::Own(text) => {
+                if mneme_core::text::has_private_tag(&text) {
+                    let carried = format!("{}{}", "<private>".repeat(opened_by_echoes), text);
+                    opened_by_echoes = mneme_core::text::private_edges(&carried).open_at_end;
+                }
+                continue;
             }
-            continue;
-        }
+        };
         if opened_by_echoes > 0 {
             m.content.insert_str(0, &"<private>".repeat(std::mem::take(&mut opened_by_echoes)));
         }
@@ -250,7 +271,25 @@ fn is_echo(content: &str) -> bool {
 /// A line's message, echoes included; `None` for a line of another kind, one Claude Code flags
 /// as its own, or one without text.
 fn line_message(v: &Value) -> Option<Message> {
-    if !matches!(v["type"].as_str(), Some("user" | "assistant")) || NOT_THE_USERS.iter().any(|f| v[*f] == true) {
+    if NOT_THE_USERS.iter().any(|f| v[*f] == true) {
+        return None;
+    }
+    any_message(v)
+}
+
+/// The text of a line Claude Code flags as its own (see [`NOT_THE_USERS`]) but a subagent's (a
+/// thread of its own, whose spans are not the conversation's).
+fn own_text(v: &Value) -> Option<String> {
+    if v["isSidechain"] == true || !NOT_THE_USERS.iter().any(|f| v[*f] == true) {
+        return None;
+    }
+    any_message(v).map(|m| m.content)
+}
+
+/// A `user` or `assistant` line's message, whoever wrote it; `None` for a line of another kind
+/// or one without text.
+fn any_message(v: &Value) -> Option<Message> {
+    if !matches!(v["type"].as_str(), Some("user" | "assistant")) {
         return None;
     }
     let msg = &v["message"];
@@ -390,6 +429,29 @@ mod tests {
         for plain in [r#"{"content":"private static void main"}"#, r#"{"content":"a private repo"}"#, "p"] {
             assert!(!mentions_private(plain.as_bytes()), "{plain}");
         }
+    }
+
+    /// A line Claude Code flags as its own (a custom command's expanded prompt is `isMeta`) is
+    /// left out, but the spans it opens are carried into the messages after it, as an echo's
+    /// are; a subagent's (`isSidechain`) are its own thread's.
+    #[test]
+    fn a_span_a_line_claude_code_flags_as_its_own_opens_stays_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines = [
+            r#"{"type":"user","message":{"role":"user","content":"start"}}"#,
+            r#"{"type":"user","isMeta":true,"message":{"content":"expanded command: the key is <private>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"METASECRET is what follows"}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":"noted </private> and public"}}"#,
+            r#"{"type":"assistant","isSidechain":true,"message":{"role":"assistant","content":"a subagent's <private>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"a public question"}}"#,
+        ];
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let stored: Vec<String> = read_transcript(Some(&path))
+            .into_iter()
+            .map(|m| mneme_core::text::strip_private(&m.content).trim().to_owned())
+            .collect();
+        assert_eq!(stored, ["start", "", "and public", "a public question"]);
     }
 
     #[test]
