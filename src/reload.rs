@@ -143,6 +143,14 @@ impl Reloader {
         }
         if new.storage != old.storage {
             restart_needed.push("storage.dir".to_owned());
+            let (running, moved_to) = (old.clone(), new.clone());
+            let lent =
+                tokio::task::spawn_blocking(move || crate::daemon::lend_token_and_address(&running, &moved_to)).await;
+            match lent {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!("cannot lend the token to {}: {e}", new.storage.dir.display()),
+                Err(e) => tracing::warn!("cannot lend the token to {}: {e}", new.storage.dir.display()),
+            }
             new.storage = old.storage.clone();
         }
         if new.queue.sync != old.queue.sync {

@@ -549,6 +549,15 @@ async fn a_new_storage_dir_says_what_the_old_spool_still_holds() {
     let n = wait_for_notice(&d, "still in the spool").await;
     let message = n["message"].as_str().unwrap();
     assert!(message.contains("1 retain is still") && message.contains("mneme flush"), "{message}");
+    // And the CLI, which reads the token where the file now says, reaches this daemon to do it:
+    // the token is lent to the new folder (it could not, and said to restart).
+    let out = d.cli().env("MNEME_STORAGE__DIR", "").arg("flush").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("Delivered 1 memory"),
+        "{said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A flush with memory off says what it keeps spooled (it said "Delivered 0 memories, 0 failed."

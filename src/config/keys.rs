@@ -52,6 +52,15 @@ impl Raw<'_> {
         }
     }
 
+    /// A pattern looked for in text (see [`Raw::pattern_list`]).
+    fn pattern(self) -> Result<String, String> {
+        let p = self.string()?;
+        if p.trim().is_empty() {
+            return Err("is blank, and a blank pattern is found in every text".into());
+        }
+        Ok(p)
+    }
+
     fn boolean(self) -> Result<bool, String> {
         match self {
             Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
@@ -107,6 +116,16 @@ impl Raw<'_> {
                 .collect(),
             Raw::Toml(v) => Err(format!("expected a list of strings, found {}", type_name(v))),
             Raw::Env(s) => Ok(s.split(',').map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).collect()),
+        }
+    }
+
+    /// A list of patterns or names looked for in text: a blank one is found in every text (an
+    /// empty compaction pattern took every request for a compaction, and nothing was retained).
+    fn pattern_list(self) -> Result<Vec<String>, String> {
+        let list = self.string_list()?;
+        match list.iter().position(|p| p.trim().is_empty()) {
+            Some(i) => Err(format!("item {} is blank, and a blank pattern is found in every text", i + 1)),
+            None => Ok(list),
         }
     }
 }
@@ -296,21 +315,21 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("hindsight", "reflect_timeout", [], |s, v, c| s.hindsight.reflect_timeout = nonzero(v.duration()?)?),
     key!("hindsight", "debug", ["HINDSIGHT_DEBUG"], |s, v, c| s.hindsight.debug = v.boolean()?),
     key!("classify", "agent_headers", [], |s, v, c| s.classify.agent_headers =
-        v.string_list()?.into_iter().map(|h| h.to_lowercase()).collect()),
-    key!("classify", "primary_agents", [], |s, v, c| s.classify.primary_agents = v.string_list()?),
-    key!("classify", "meta_agents", [], |s, v, c| s.classify.meta_agents = v.string_list()?),
+        v.pattern_list()?.into_iter().map(|h| h.to_lowercase()).collect()),
+    key!("classify", "primary_agents", [], |s, v, c| s.classify.primary_agents = v.pattern_list()?),
+    key!("classify", "meta_agents", [], |s, v, c| s.classify.meta_agents = v.pattern_list()?),
     key!("classify", "compaction_system_patterns", [], |s, v, c| s.classify.compaction_system_patterns =
-        v.string_list()?),
+        v.pattern_list()?),
     key!("classify", "compaction_user_patterns", [], |s, v, c| s.classify.compaction_user_patterns =
-        v.string_list()?),
+        v.pattern_list()?),
     key!("classify", "compaction_request_patterns", [], |s, v, c| s.classify.compaction_request_patterns =
-        v.string_list()?),
-    key!("classify", "template_marker", [], |s, v, c| s.classify.template_marker = v.string()?),
-    key!("classify", "template_headings", [], |s, v, c| s.classify.template_headings = v.string_list()?),
+        v.pattern_list()?),
+    key!("classify", "template_marker", [], |s, v, c| s.classify.template_marker = v.pattern()?),
+    key!("classify", "template_headings", [], |s, v, c| s.classify.template_headings = v.pattern_list()?),
     key!("classify", "template_min_headings", [], |s, v, c| s.classify.template_min_headings =
         at_least(v.integer()?, 1)? as usize),
-    key!("classify", "meta_system_patterns", [], |s, v, c| s.classify.meta_system_patterns = v.string_list()?),
-    key!("classify", "meta_phrases", [], |s, v, c| s.classify.meta_phrases = v.string_list()?),
+    key!("classify", "meta_system_patterns", [], |s, v, c| s.classify.meta_system_patterns = v.pattern_list()?),
+    key!("classify", "meta_phrases", [], |s, v, c| s.classify.meta_phrases = v.pattern_list()?),
     key!("classify", "meta_threshold", [], |s, v, c| s.classify.meta_threshold = at_least(v.integer()?, 1)?),
     key!("hooks", "timeout", [], |s, v, c| s.hooks.timeout = nonzero(v.duration()?)?),
     key!("hooks", "cooldown", [], |s, v, c| s.hooks.cooldown = v.duration()?),

@@ -62,6 +62,19 @@ fn an_empty_path_is_refused_naming_its_key_and_line() {
     assert_eq!(found, vec![("storage.dir".to_owned(), Some(2)), ("local.path".to_owned(), Some(4))], "{errors:?}");
 }
 
+/// A blank pattern is found in every text: an empty compaction pattern took every request for a
+/// compaction, and automatic retain kept nothing, with `config check` saying "valid".
+#[test]
+fn a_blank_classify_pattern_is_refused_naming_its_key_and_line() {
+    let text =
+        "[classify]\nmeta_phrases = [\"x\"]\ncompaction_system_patterns = [\"a\", \"\"]\ntemplate_marker = \" \"\n";
+    let errors = load::parse(text, None).unwrap_err();
+    let found: Vec<(String, Option<usize>)> = errors.iter().map(|e| (e.key.clone(), e.line)).collect();
+    let want = [("classify.compaction_system_patterns", 3), ("classify.template_marker", 4)];
+    assert_eq!(found, want.map(|(k, l)| (k.to_owned(), Some(l))), "{errors:?}");
+    assert!(errors[0].message.contains("item 2 is blank"), "{errors:?}");
+}
+
 /// DESIGN.md's example file, as it is written there: the bank and its scoping under
 /// [hindsight] (SPEC.md and mneme keep them under [memory]). It was refused (unknown keys).
 #[test]

@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 pub use auth::{constant_time_eq, is_loopback_host};
 pub use error::{error_body, ApiError};
 pub use routes::{import_problem, ImportProblem};
-pub use startup::{Daemon, StartError};
+pub use startup::{lend_token_and_address, Daemon, StartError};
 
 use crate::config::ServerSettings;
 use crate::metrics::Metrics;

@@ -253,19 +253,44 @@ fn load_or_create_token(path: &Path) -> Result<String, StartError> {
         }
         None => {
             let token = crate::ids::secret_hex(32).map_err(StartError::Token)?;
-            let tmp = path.with_extension("tmp");
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(|e| storage_error("write", &tmp, e))?;
-            f.write_all(token.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| storage_error("write", &tmp, e))?;
-            std::fs::rename(&tmp, path).map_err(|e| storage_error("write", path, e))?;
+            write_token(path, &token)?;
             Ok(token)
         }
     }
+}
+
+/// Writes `token` to `path`: private (0600), synced, then renamed into place.
+fn write_token(path: &Path, token: &str) -> Result<(), StartError> {
+    let tmp = path.with_extension("tmp");
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| storage_error("write", &tmp, e))?;
+    f.write_all(token.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| storage_error("write", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| storage_error("write", path, e))
+}
+
+/// A reload found `storage.dir` changed, which takes a restart: the running daemon's token and
+/// address (its pidfile, unlocked) are lent to the new folder (`new`, made as a start makes it),
+/// unless a token is there, so that the CLI, which looks for them where the file now says, still
+/// reaches this daemon to flush its spool before the restart (it could not, and the notice said
+/// to). The daemon started on the new folder keeps the token and writes its own pidfile.
+/// Whether they were lent.
+pub fn lend_token_and_address(running: &Settings, new: &Settings) -> Result<bool, StartError> {
+    let new_path = new.token_path();
+    if new_path.exists() {
+        return Ok(false);
+    }
+    let Some(token) = files::read_token(&running.token_path())? else { return Ok(false) };
+    create_private_dir(&new.storage.dir)?;
+    write_token(&new_path, &token)?;
+    if let (Ok(pidfile), false) = (std::fs::read(running.pid_path()), new.pid_path().exists()) {
+        std::fs::write(new.pid_path(), pidfile).map_err(|e| storage_error("write", &new.pid_path(), e))?;
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
