@@ -37,6 +37,8 @@ pub struct Reloaded {
     pub previous: BackendId,
     /// Keys that changed but only apply after a restart.
     pub restart_needed: Vec<String>,
+    /// Why the file was not read (gone, or empty), the running configuration kept.
+    pub not_read: Option<String>,
 }
 
 /// Why a reload was refused (the running configuration stays).
@@ -115,9 +117,10 @@ impl Reloader {
                 "{} is gone or empty; the running configuration stays (a file holding only a comment means all defaults)",
                 self.path.display()
             );
-            self.notices.emit(Level::Warning, "config", None, message).await;
+            self.notices.emit(Level::Warning, "config", None, message.clone()).await;
             let backend = old.memory.backend;
-            return Ok(Reloaded { backend, changed: false, previous: backend, restart_needed: Vec::new() });
+            let not_read = Some(message);
+            return Ok(Reloaded { backend, changed: false, previous: backend, restart_needed: Vec::new(), not_read });
         };
         let mut new = match loaded {
             Ok(loaded) => {
@@ -246,7 +249,13 @@ impl Reloader {
         } else if *new != *old {
             tracing::info!("configuration reloaded from {}", self.path.display());
         }
-        Ok(Reloaded { backend: new.memory.backend, changed: swap, previous: old.memory.backend, restart_needed })
+        Ok(Reloaded {
+            backend: new.memory.backend,
+            changed: swap,
+            previous: old.memory.backend,
+            restart_needed,
+            not_read: None,
+        })
     }
 
     /// Reloads on SIGHUP, as daemons do (its default action killed mneme with no drain: a

@@ -577,3 +577,16 @@ fn the_token_goes_only_to_a_daemon_that_proves_it_holds_it() {
     assert!(heard.contains("GET /v1/health?challenge="), "{heard}");
     assert!(!heard.contains("the-users-own-token") && !heard.contains("secret fact"), "{heard}");
 }
+
+/// A token file replaced while the daemon runs (it reads it at start): doctor says to restart
+/// the daemon so it reads it again, not to restart it "with this mneme version".
+#[test]
+fn doctor_says_a_token_file_replaced_since_the_start_wants_a_restart() {
+    let d = Daemon::start("");
+    std::fs::write(d.data().join("token"), "0123456789abcdef".repeat(4)).unwrap();
+    let out = d.cli().arg("doctor").output().unwrap();
+    let said = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("the token file changed since the daemon started"), "{said}");
+    assert!(!said.contains("with this mneme version"), "{said}");
+}

@@ -445,8 +445,9 @@ async fn an_imported_memory_needs_a_real_date() {
         assert_eq!(status, 400, "{at}: {v}");
         assert!(v["error"]["message"].as_str().unwrap().contains("memories[0].created_at"), "{at}: {v}");
     }
-    // An offset, and no date at all (what a Hindsight server gives a memory it has no date for).
-    for (i, at) in ["2026-01-02T03:04:05.123+01:00", ""].iter().enumerate() {
+    // An offset, and no date at all (what a Hindsight server gives a memory it has no date for),
+    // empty or null (as an export writes its other empty fields).
+    for (i, at) in [json!("2026-01-02T03:04:05.123+01:00"), json!(""), json!(null)].iter().enumerate() {
         let m =
             json!({"id": format!("d-ok-{i}"), "bank": "mneme", "content": format!("dated fact {i}"), "created_at": at});
         let (status, v) = d.post("/v1/import", json!({"memories": [m]})).await;

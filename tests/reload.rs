@@ -119,6 +119,11 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     std::fs::write(d.config_path(), "").unwrap();
     let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
     assert_eq!((status, &v["backend"]), (200, &json!("off")), "{v}");
+    assert!(v["not_read"].as_str().unwrap().contains("the running configuration stays"), "{v}");
+    // And `mneme reload` says so, rather than "Reloaded the configuration".
+    let out = d.cli().arg("reload").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("is gone or empty") && !said.contains("Reloaded"), "{said}");
     // A config that is a FIFO (nothing writes it) is refused, and the daemon goes on answering.
     std::fs::remove_file(d.config_path()).unwrap();
     let made = std::process::Command::new("mkfifo").arg(d.config_path()).status().unwrap();

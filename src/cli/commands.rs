@@ -170,6 +170,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             Ok(v) => {
                 let backend = v.backend;
                 let mut human = match v.previous_backend {
+                    _ if v.not_read.is_some() => v.not_read.clone().unwrap_or_default(),
                     _ if !v.changed => format!("Reloaded the configuration (backend {backend}, unchanged)."),
                     Some(previous) if previous == backend => {
                         format!("Reopened the {backend} backend with its new settings.")

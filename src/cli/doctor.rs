@@ -166,7 +166,10 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                     r.ok(format!("spool: {} waiting, {} in flight", q.pending, q.in_flight));
                     if q.dead > 0 {
                         r.problem(
-                            format!("{} dead letters could not be delivered", q.dead),
+                            match q.dead {
+                                1 => "1 dead letter could not be delivered".to_owned(),
+                                n => format!("{n} dead letters could not be delivered"),
+                            },
                             "read why with `mneme notices`, fix it, then `mneme retry`".into(),
                         );
                     }
@@ -183,9 +186,15 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                 None => r.problem(m, "start it: `mneme serve`".into()),
             },
             // The daemon holding this storage dir, older than the proof (an upgrade since).
-            Err(e @ CliError::NotOurs { .. }) if holder.is_some() => {
+            Err(e @ CliError::NotOurs { unproven: true, .. }) if holder.is_some() => {
                 r.problem(e.to_string(), "restart the daemon with this mneme version".into())
             }
+            // The daemon holding this storage dir proves another token: the file was replaced
+            // since it started (it reads it at start).
+            Err(e @ CliError::NotOurs { .. }) if holder.is_some() => r.problem(
+                e.to_string(),
+                "the token file changed since the daemon started: restart it (`kill` its process, then `mneme serve`) so that it reads the file again".into(),
+            ),
             // Another mneme's (another storage dir, another token) or another user's process.
             Err(CliError::NotOurs { addr, .. }) => r.problem(
                 format!(

@@ -488,6 +488,9 @@ pub struct Reloaded {
     pub previous_backend: Option<mneme_core::BackendId>,
     /// Changed keys that only apply after a restart.
     pub restart_needed: Vec<String>,
+    /// Why the file was not read (gone, or empty): the running configuration stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_read: Option<String>,
 }
 
 /// `GET /v1/status`

@@ -250,6 +250,7 @@ pub async fn reload(State(s): St) -> Response {
                 changed: r.changed,
                 previous_backend,
                 restart_needed: r.restart_needed,
+                not_read: r.not_read,
             })
             .into_response()
         }

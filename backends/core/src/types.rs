@@ -462,9 +462,14 @@ pub struct StoredMemory {
     /// world | experience | observation.
     #[serde(rename = "type", default)]
     pub kind: MemoryType,
-    /// When it was retained (RFC 3339); empty or absent in an import: the import's time.
-    #[serde(default)]
+    /// When it was retained (RFC 3339); empty, null or absent in an import: the import's time.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub created_at: String,
+}
+
+/// A string that may be `null` (an export writes its other empty fields so), read as "".
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// One page of an export.
