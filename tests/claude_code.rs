@@ -654,3 +654,24 @@ async fn turns_a_rewind_took_back_are_not_kept() {
     assert_eq!(all.matches("set up the puffin parser").count(), 1, "{all}");
     assert!(all.contains("added the puffin parser docs"), "{all}");
 }
+
+/// With `server.listen` on port 0 (the system picks one at each start), the MCP server's URL
+/// would name no daemon: installing it is refused, saying why; the hooks alone install.
+#[test]
+fn installing_the_mcp_server_on_port_0_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        assert_cmd::Command::new(common::bin())
+            .args(["hook", "claude-code", "--install"])
+            .args(args)
+            .current_dir(dir.path())
+            .env("MNEME_CONFIG", dir.path().join("none.toml"))
+            .env("MNEME_SERVER__LISTEN", "127.0.0.1:0")
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("port 0"), "{out:?}");
+    assert!(run(&["--no-mcp"]).status.success());
+}

@@ -449,7 +449,7 @@ fn migrate_creates_the_storage_privately() {
 
 #[test]
 fn a_daemon_whose_address_changed_in_the_config_is_still_reached() {
-    let d = Daemon::start("");
+    let d = Daemon::start("[queue]\nflush_interval = \"5s\"\n");
     // The config now names another port than the daemon started on: a restart would apply it,
     // and until then the CLI reaches the daemon where its pidfile says it listens.
     let out = d.cli().env("MNEME_SERVER__LISTEN", "127.0.0.1:9").arg("reload").output().unwrap();
@@ -589,4 +589,43 @@ fn doctor_says_a_token_file_replaced_since_the_start_wants_a_restart() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("the token file changed since the daemon started"), "{said}");
     assert!(!said.contains("with this mneme version"), "{said}");
+}
+
+/// The CLI's errors speak of the command line, not the HTTP API: a blank text to retain, and an
+/// unknown `--session` (it was told to "start it with POST /v1/sessions"); `clear` without a
+/// scope names each way to give one.
+#[test]
+fn errors_speak_of_the_command_line() {
+    let d = Daemon::start("");
+    let work = tempfile::tempdir().unwrap();
+    let out = d.cli().current_dir(work.path()).args(["retain", "  "]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to retain: the text is blank"), "{out:?}");
+    for args in [
+        &["retain", "--session", "nope", "a fact"][..],
+        &["flush", "--session", "nope"],
+        &["recall", "--session", "nope", "q"],
+    ] {
+        let out = d.cli().current_dir(work.path()).args(args).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("no session \"nope\"") && !said.contains("POST /v1/sessions"), "{args:?}: {said}");
+    }
+    let out = d.cli().arg("clear").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("--session") && said.contains("--all") && said.contains("--here"), "{said}");
+}
+
+/// A storage dir others may read (one the user made, 0755) is made private when the daemon
+/// starts, as a token others may read is: `doctor` failed on it while `serve` said nothing.
+#[test]
+fn a_storage_dir_others_may_read_is_made_private_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = Daemon::start_with_env(dir, "", &[]);
+    assert_eq!(std::fs::metadata(d.data()).unwrap().permissions().mode() & 0o777, 0o700);
+    let out = d.cli().arg("doctor").output().unwrap();
+    assert!(stdout(&out).contains("is private"), "{}", stdout(&out));
 }

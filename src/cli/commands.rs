@@ -90,7 +90,9 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             show(as_json, &s, human_status(&s));
         }
         Command::Flush { session } => {
-            let v: Flushed = client.post("/v1/flush", &Flush { session_id: session, wait: true }).await?;
+            let given = session.clone();
+            let flushed = client.post("/v1/flush", &Flush { session_id: session, wait: true }).await;
+            let v: Flushed = flushed.map_err(|e| of_the_command_line(e, given.as_deref()))?;
             let Flushed { delivered, failed, held } = v;
             let mut said = format!("Delivered {delivered} {}, {failed} failed.", noun(delivered));
             if held > 0 {
@@ -109,15 +111,22 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         }
         Command::Retain { session, context, text } => {
             let text = or_stdin(text)?;
+            if mneme_core::text::is_blank(&text) {
+                return Err(CliError::Other("nothing to retain: the text is blank".into()));
+            }
+            let given = session.clone();
             let id = cli_session(&client, session).await?;
             let body = Retain { items: vec![RetainItem { content: text, context }] };
-            let v: Queued = client.post(&session_path(&id, "retain"), &body).await?;
+            let queued = client.post(&session_path(&id, "retain"), &body).await;
+            let v: Queued = queued.map_err(|e| of_the_command_line(e, given.as_deref()))?;
             show(as_json, &v, v.message.clone());
         }
         Command::Recall { session, query } => {
             let query = or_stdin(query)?;
+            let given = session.clone();
             let id = cli_session(&client, session).await?;
-            let v: RecallAnswer = client.post(&session_path(&id, "recall"), &Recall { query }).await?;
+            let answer = client.post(&session_path(&id, "recall"), &Recall { query }).await;
+            let v: RecallAnswer = answer.map_err(|e| of_the_command_line(e, given.as_deref()))?;
             show(as_json, &v, v.message.clone());
         }
         Command::Notices { follow, after } => {
@@ -204,6 +213,21 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
 /// The session the CLI works in: the one given, or the current directory's "cli" session
 /// (`cli-<hash of the directory>`: one shared id, scoped again by each call, let a retain from one
 /// project land in another's scope when two ran at once).
+/// A daemon's refusal worded for the command line: an unknown `--session` was told to "start it
+/// with POST /v1/sessions" (the API's advice). The code and the answer `--json` prints stay.
+fn of_the_command_line(e: CliError, session: Option<&str>) -> CliError {
+    match (e, session) {
+        (CliError::Daemon { status, code, answer, .. }, Some(id)) if code == "unknown_session" => {
+            let message = format!(
+                "no session {} is known to the daemon: give --session the id of a session an agent started (or leave it out: this folder's own session is used)",
+                mneme_core::text::quoted_unless_private(id)
+            );
+            CliError::Daemon { status, code, message, answer }
+        }
+        (e, _) => e,
+    }
+}
+
 async fn cli_session(client: &Client, session: Option<String>) -> Result<String, CliError> {
     match session {
         Some(id) => Ok(id),

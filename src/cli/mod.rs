@@ -73,13 +73,14 @@ pub enum Command {
         #[arg(long, value_name = "ID", default_value_t = 0)]
         after: i64,
     },
-    /// Delete memories: one session's scope, or everything.
+    /// Delete memories: one session's scope, this folder's project, or everything.
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["session", "all", "here"])))]
     Clear {
         /// The scope of this session.
-        #[arg(long, value_name = "ID", conflicts_with_all = ["all", "here"], required_unless_present_any = ["all", "here"])]
+        #[arg(long, value_name = "ID")]
         session: Option<String>,
         /// Everything.
-        #[arg(long, conflicts_with = "here")]
+        #[arg(long)]
         all: bool,
         /// The scope of this folder's project, as `mneme retain` run here stores into it (a
         /// project whose agent sessions have ended has no session left to name).
@@ -146,7 +147,7 @@ pub enum Command {
         bank: Option<String>,
         /// Copy about this many memories in this run (run again to continue): a document is
         /// never cut, so its last memories may go over.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         limit: Option<u64>,
     },
     /// Check the installation and the running daemon; say what to do about each problem.

@@ -280,6 +280,11 @@ fn an_embedding_url_with_a_query_is_refused_without_repeating_it() {
     assert_eq!((errors[0].key.as_str(), errors[0].line), ("local.embedding_url", Some(2)));
     assert!(!errors[0].to_string().contains("S3CRET"), "{}", errors[0]);
     assert!(load::parse("[local]\nembedding_url = \"http://127.0.0.1:11434/v1\"\n", None).is_ok());
+    // Set, and refused: its own error, not also "not set".
+    let text = "[local]\nembedder = \"openai\"\nembedding_url = \"ftp://127.0.0.1/v1\"\nembedding_model = \"m\"\n";
+    let errors = load::parse(text, None).unwrap_err();
+    let found: Vec<(&str, Option<usize>)> = errors.iter().map(|e| (e.key.as_str(), e.line)).collect();
+    assert_eq!(found, [("local.embedding_url", Some(3))], "{errors:?}");
 }
 
 #[test]

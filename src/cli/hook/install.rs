@@ -185,6 +185,12 @@ pub fn install(config: Option<&Path>, what: Install, as_json: bool) -> Result<Ex
     if !what.mcp {
         hooks.as_object_mut().expect("object").remove("enabledMcpjsonServers");
     }
+    // Port 0 is the system's choice at each start: a URL written now names no daemon later.
+    if what.mcp && settings.server.listen.port() == 0 {
+        return Err(CliError::Other(
+            "server.listen has port 0 (a port the system picks at each start): the MCP server's URL in .mcp.json would name no daemon; give server.listen a fixed port, or install with --no-mcp".into(),
+        ));
+    }
     let server = json!({"mcpServers": {"mneme": mcp_server(&settings, &helper)}});
     if !what.write {
         println!("{}", serde_json::to_string_pretty(&hooks).expect("json"));
