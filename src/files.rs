@@ -67,8 +67,14 @@ fn advice(path: &Path, reason: &str, lost: &str) -> String {
     if lower.contains("permission denied") || lower.contains("access denied") {
         return format!("mneme cannot reach it: check the owner and mode of the file and its folders (`ls -ld {dir}`)");
     }
-    let not_made =
-        ["no such file", "unable to open", "cannot create", "not a directory"].iter().any(|s| lower.contains(s));
+    let not_made = ["no such file", "unable to open", "cannot create", "not a directory", "file exists"]
+        .iter()
+        .any(|s| lower.contains(s));
+    // A folder on the way is a file: it exists, and cannot be made a folder.
+    let file_on_the_way = path.ancestors().skip(1).find(|a| a.is_file());
+    if let Some(file) = file_on_the_way.filter(|_| not_made) {
+        return format!("{} is a file, not a folder: set the path to one under a folder", quoted(file));
+    }
     if not_made && !path.parent().is_some_and(Path::is_dir) {
         return format!(
             "Its folder {dir} does not exist and cannot be made: create it, or set the path to one that can be"
@@ -210,6 +216,11 @@ mod tests {
         let folder = tempfile::tempdir().unwrap();
         let a_folder = local_store_problem(folder.path(), "unable to open database file");
         assert!(a_folder.fix.contains("is a folder") && !a_folder.fix.contains("mv "), "{a_folder}");
+        // A folder on the way that is a file: said so, not that it "does not exist".
+        let file = folder.path().join("afile");
+        std::fs::write(&file, "").unwrap();
+        let under_a_file = local_store_problem(&file.join("x.db"), "File exists (os error 17)");
+        assert!(under_a_file.fix.contains("afile is a file, not a folder"), "{under_a_file}");
         let denied = spool_problem(spool, "spool: Permission denied (os error 13)");
         assert!(denied.fix.contains("ls -ld") && !denied.fix.contains("mv "), "{denied}");
     }
