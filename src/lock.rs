@@ -37,6 +37,29 @@ impl<T> RwLockExt<T> for RwLock<T> {
     }
 }
 
+/// One async lock per key (a session id, a document), made when first asked for: callers of
+/// one key wait for each other, and never for another key's.
+#[derive(Default)]
+pub struct KeyedLocks(Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>);
+
+impl KeyedLocks {
+    /// Locks no call holds or waits for are dropped once there are this many.
+    const PRUNE_AT: usize = 256;
+
+    /// Waits for `key`'s lock; held until the guard is dropped.
+    pub async fn lock(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.0.locked();
+            if locks.len() >= Self::PRUNE_AT {
+                // Held or awaited, a lock has a clone outside the map.
+                locks.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
+            }
+            locks.entry(key.to_owned()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

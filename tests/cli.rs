@@ -615,17 +615,21 @@ fn errors_speak_of_the_command_line() {
     assert!(said.contains("--session") && said.contains("--all") && said.contains("--here"), "{said}");
 }
 
-/// A storage dir others may read (one the user made, 0755) is made private when the daemon
-/// starts, as a token others may read is: `doctor` failed on it while `serve` said nothing.
+/// A storage dir others may read (one the user made, 0755, or a folder named by mistake) is
+/// said to be so when the daemon starts, as `doctor` says it, and left as it is: a home folder
+/// named as the storage dir must not be made 0700.
 #[test]
-fn a_storage_dir_others_may_read_is_made_private_at_start() {
+fn a_storage_dir_others_may_read_is_said_and_left_as_it_is() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let d = Daemon::start_with_env(dir, "", &[]);
-    assert_eq!(std::fs::metadata(d.data()).unwrap().permissions().mode() & 0o777, 0o700);
+    let log = dir.path().join("serve.log");
+    let d = Daemon::start_logged(dir, "", &[("MNEME_LOG", "warn")], Some(&log));
+    assert_eq!(std::fs::metadata(d.data()).unwrap().permissions().mode() & 0o777, 0o755);
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("is readable by others (mode 755)"), "{said}");
     let out = d.cli().arg("doctor").output().unwrap();
-    assert!(stdout(&out).contains("is private"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("is readable by others (mode 755)"), "{}", stdout(&out));
 }

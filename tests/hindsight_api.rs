@@ -1262,3 +1262,45 @@ async fn groups_documents_ids_and_dates_as_the_server_reads_them() {
     assert_eq!(status, 200);
     assert_eq!(v["features"]["observations"], false, "{v}");
 }
+
+/// A document forgotten and made again by an append starts outside the spans its old version
+/// left open (they were kept, and hid the new version's text); one not forgotten stays inside.
+#[tokio::test]
+async fn a_forgotten_document_made_again_by_an_append_is_not_private() {
+    let d = Daemon::start(LEXICAL);
+    let retain = |document: &str, content: &str, mode: Option<&str>| json!({"items": [{"content": content, "document_id": document, "update_mode": mode}], "async": false});
+    for document in ["w", "v"] {
+        let (status, v) =
+            d.post(&bank_path("reopen", "/memories"), retain(document, "notes <private> opened", None)).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let (status, v) = d.req(reqwest::Method::DELETE, "/v1/documents/w?bank=reopen", None).await;
+    assert_eq!(status, 200, "{v}");
+    for document in ["w", "v"] {
+        let content = format!("grebe sighting {document}");
+        let (_, v) = d.post(&bank_path("reopen", "/memories"), retain(document, &content, Some("append"))).await;
+        let stored = if document == "w" { 1 } else { 0 };
+        assert_eq!(v["items_count"], stored, "{document}: {v}");
+    }
+}
+
+/// An async retain sent again under its operation id stores nothing and leaves the spans its
+/// document is open in as they were (counted again, the close that followed left one open and
+/// hid the rest of the document).
+#[tokio::test]
+async fn a_resent_operation_leaves_its_documents_spans_as_they_were() {
+    let d = Daemon::start(LEXICAL);
+    let operation = "8f14e45f-ceea-467a-9575-4e1a8b1c2d3e";
+    let intro = json!({"items": [{"content": "intro", "document_id": "r"}], "async": false});
+    assert_eq!(d.post(&bank_path("resent", "/memories"), intro).await.0, 200);
+    let first = json!({"items": [{"content": "notes <private> opened", "document_id": "r", "update_mode": "append"}],
+                       "async": true, "operation_id": operation});
+    for _ in 0..2 {
+        let (status, v) = d.post(&bank_path("resent", "/memories"), first.clone()).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let close = json!({"items": [{"content": "closes </private> grebe visible", "document_id": "r",
+                                  "update_mode": "append"}], "async": false});
+    let (_, v) = d.post(&bank_path("resent", "/memories"), close).await;
+    assert_eq!(v["items_count"], 1, "{v}");
+}

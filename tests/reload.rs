@@ -563,6 +563,10 @@ async fn a_new_storage_dir_says_what_the_old_spool_still_holds() {
         "{said} {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // And `doctor` says what runs where, and what to do: not "another mneme's".
+    let out = d.cli().env("MNEME_STORAGE__DIR", "").arg("doctor").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("storage.dir was changed after it started") && !said.contains("another mneme"), "{said}");
 }
 
 /// A flush with memory off says what it keeps spooled (it said "Delivered 0 memories, 0 failed."

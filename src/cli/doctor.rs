@@ -134,6 +134,17 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             }
         }
         match daemon {
+            // It proved it holds this storage dir's token, from another dir: the one it started
+            // on before storage.dir was edited (the reload lends it the token to be reached).
+            Ok((client, Ok(s))) if foreign => r.problem(
+                format!(
+                    "the daemon on {} runs on the storage dir {}, not this config's {}: storage.dir was changed after it started",
+                    client.addr(),
+                    s.storage_dir,
+                    settings.storage.dir.display()
+                ),
+                "run `mneme flush` (and `mneme retry`) so that nothing waits in its spool, then restart it to apply".into(),
+            ),
             Ok((client, _)) if foreign => r.problem(
                 format!(
                     "a daemon answers on {}, but none runs on this config's storage dir {}: it is another mneme's",

@@ -52,15 +52,6 @@ impl Raw<'_> {
         }
     }
 
-    /// A pattern looked for in text (see [`Raw::pattern_list`]).
-    fn pattern(self) -> Result<String, String> {
-        let p = self.string()?;
-        if p.trim().is_empty() {
-            return Err("is blank, and a blank pattern is found in every text".into());
-        }
-        Ok(p)
-    }
-
     fn boolean(self) -> Result<bool, String> {
         match self {
             Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
@@ -315,16 +306,16 @@ pub(super) const REGISTRY: &[Key] = &[
     key!("hindsight", "reflect_timeout", [], |s, v, c| s.hindsight.reflect_timeout = nonzero(v.duration()?)?),
     key!("hindsight", "debug", ["HINDSIGHT_DEBUG"], |s, v, c| s.hindsight.debug = v.boolean()?),
     key!("classify", "agent_headers", [], |s, v, c| s.classify.agent_headers =
-        v.pattern_list()?.into_iter().map(|h| h.to_lowercase()).collect()),
-    key!("classify", "primary_agents", [], |s, v, c| s.classify.primary_agents = v.pattern_list()?),
-    key!("classify", "meta_agents", [], |s, v, c| s.classify.meta_agents = v.pattern_list()?),
+        v.string_list()?.into_iter().map(|h| h.to_lowercase()).collect()),
+    key!("classify", "primary_agents", [], |s, v, c| s.classify.primary_agents = v.string_list()?),
+    key!("classify", "meta_agents", [], |s, v, c| s.classify.meta_agents = v.string_list()?),
     key!("classify", "compaction_system_patterns", [], |s, v, c| s.classify.compaction_system_patterns =
         v.pattern_list()?),
     key!("classify", "compaction_user_patterns", [], |s, v, c| s.classify.compaction_user_patterns =
         v.pattern_list()?),
     key!("classify", "compaction_request_patterns", [], |s, v, c| s.classify.compaction_request_patterns =
         v.pattern_list()?),
-    key!("classify", "template_marker", [], |s, v, c| s.classify.template_marker = v.pattern()?),
+    key!("classify", "template_marker", [], |s, v, c| s.classify.template_marker = v.string()?),
     key!("classify", "template_headings", [], |s, v, c| s.classify.template_headings = v.pattern_list()?),
     key!("classify", "template_min_headings", [], |s, v, c| s.classify.template_min_headings =
         at_least(v.integer()?, 1)? as usize),

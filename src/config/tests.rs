@@ -66,13 +66,15 @@ fn an_empty_path_is_refused_naming_its_key_and_line() {
 /// compaction, and automatic retain kept nothing, with `config check` saying "valid".
 #[test]
 fn a_blank_classify_pattern_is_refused_naming_its_key_and_line() {
-    let text =
-        "[classify]\nmeta_phrases = [\"x\"]\ncompaction_system_patterns = [\"a\", \"\"]\ntemplate_marker = \" \"\n";
+    let text = "[classify]\nmeta_phrases = [\"x\"]\ncompaction_system_patterns = [\"a\", \"\"]\nmeta_system_patterns = [\" \"]\n";
     let errors = load::parse(text, None).unwrap_err();
     let found: Vec<(String, Option<usize>)> = errors.iter().map(|e| (e.key.clone(), e.line)).collect();
-    let want = [("classify.compaction_system_patterns", 3), ("classify.template_marker", 4)];
+    let want = [("classify.compaction_system_patterns", 3), ("classify.meta_system_patterns", 4)];
     assert_eq!(found, want.map(|(k, l)| (k.to_owned(), Some(l))), "{errors:?}");
     assert!(errors[0].message.contains("item 2 is blank"), "{errors:?}");
+    // An empty template marker turns that rule off, as it did; agent names are not patterns.
+    let off = "[classify]\ntemplate_marker = \"\"\nprimary_agents = [\"\"]\n";
+    assert!(load::parse(off, None).is_ok());
 }
 
 /// DESIGN.md's example file, as it is written there: the bank and its scoping under

@@ -205,6 +205,9 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
         Forget::Document { id, bank } => ("document", id, Some(bank.as_str())),
     };
     s.hindsight.recompute_after_forget(bank).await;
+    if let Forget::Document { id, bank } = &what {
+        s.hindsight.document_forgotten(bank, id).await;
+    }
     sessions_forgot(s, document.as_ref(), bank).await;
     s.queue.erase_traces().await;
     let message = format!("Forgot {noun} {id}: {}", done.message);

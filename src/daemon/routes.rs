@@ -237,6 +237,9 @@ pub async fn clear(State(s): St, body: Bytes) -> AppResult<Json<Cleared>> {
     let b: Clear = optional_body(&body)?;
     let cleared = s.sessions.clear(ClearRequest { session_id: b.session_id, all: b.all, remote: b.remote }).await?;
     s.hindsight.recompute_after_forget(None).await;
+    if b.all {
+        s.hindsight.everything_forgotten().await;
+    }
     Ok(Json(cleared.into()))
 }
 

@@ -181,13 +181,15 @@ fn create_private_dir(dir: &Path) -> Result<(), StartError> {
     match std::fs::metadata(dir) {
         Ok(m) => match files::storage_dir_refusal(dir, &m) {
             Some(problem) => Err(problem.into()),
-            // Others may list it (a folder the user made): restricted as the token is, so that
-            // `serve` and `doctor` agree (doctor failed on it, serve said nothing).
+            // Others may list it (a folder the user made, or named by mistake: a home folder):
+            // said, as `doctor` says it, and left as it is (its files are private).
             None if m.permissions().mode() & 0o077 != 0 => {
                 let mode = m.permissions().mode() & 0o777;
-                tracing::warn!("{} was readable by others (mode {mode:o}); restricting it to 0700", dir.display());
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                    .map_err(|e| files::storage_dir_problem(dir, format!("cannot make it private: {e}")).into())
+                tracing::warn!(
+                    "storage dir {} is readable by others (mode {mode:o}); its files are private, but `chmod 700` it",
+                    dir.display()
+                );
+                Ok(())
             }
             None => Ok(()),
         },

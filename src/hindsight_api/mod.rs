@@ -70,6 +70,9 @@ pub struct HindsightApi {
     /// Forgets and clears so far: a model computed across one is not saved (its recall may
     /// have found what was forgotten), as the recompute after the forget saves its own.
     forgets: Arc<Mutex<models::ForgetCounts>>,
+    /// A document's retains are read and spooled one at a time: the spans a request leaves it
+    /// open in are what the next one reads.
+    documents: Arc<crate::lock::KeyedLocks>,
 }
 
 /// The spool's record kind of a client's operation id.
@@ -90,6 +93,7 @@ impl HindsightApi {
             operations_kept: Arc::default(),
             model_writes: Arc::default(),
             forgets: Arc::default(),
+            documents: Arc::default(),
         }
     }
 
@@ -207,8 +211,17 @@ impl HindsightApi {
         // The items of one document are read in order, as a transcript's messages: an item that
         // opens a private span and a later one that closes it hide the items between; an append
         // goes on inside the spans the document's version before left open.
+        let _documents = self.hold_documents(bank, &req.items).await;
+        // A client's operation sent again stores nothing, and leaves the spans as they are.
+        let resent = match &client_operation {
+            Some(id) => self.spool.record(OPERATION, id).await?.is_some(),
+            None => false,
+        };
         let open_before = self.documents_open(bank, &req.items).await?;
-        let (contents, open_after) = clean_by_document(&settings, &req.items, &contents, &open_before);
+        let (contents, mut open_after) = clean_by_document(&settings, &req.items, &contents, &open_before);
+        if resent {
+            open_after = open_before.clone();
+        }
         // Spans left open are kept before the items are spooled, and the rest after (a crash
         // between the two leaves more spans open than there are: the next append hides more,
         // never less).
@@ -327,6 +340,20 @@ impl HindsightApi {
         Ok(answer(n))
     }
 
+    /// Holds the documents of `items` (in order: two requests never wait for each other) until
+    /// the guards are dropped.
+    async fn hold_documents(&self, bank: &str, items: &[MemoryItemIn]) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
+        let mut keys: Vec<String> =
+            items.iter().filter_map(|i| i.document_id.as_deref()).map(|d| document_key(bank, d.trim())).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut held = Vec::with_capacity(keys.len());
+        for key in &keys {
+            held.push(self.documents.lock(key).await);
+        }
+        held
+    }
+
     /// The `<private>` spans each document of `items` left open at the end of its version so far
     /// (kept by [`Self::keep_documents_open`]), for those the request appends to first; a new
     /// version starts outside any.
@@ -364,6 +391,30 @@ impl HindsightApi {
             }
         }
         Ok(())
+    }
+
+    /// Document `id` of `bank` was forgotten: an append that makes it again starts outside any
+    /// span (the spans its old version left open were kept, and hid the new one's text).
+    pub async fn document_forgotten(&self, bank: &str, id: &str) {
+        let key = document_key(bank, id.trim());
+        if let Err(e) = self.spool.delete_record(DOCUMENT_OPEN, &key).await {
+            tracing::warn!("cannot forget the spans a forgotten document left open: {e}");
+        }
+    }
+
+    /// Everything was cleared: no document's spans are open any more. (A clear of one scope
+    /// keeps them: which documents it took is not known, and a document of another project
+    /// left open must stay so.)
+    pub async fn everything_forgotten(&self) {
+        let kept = match self.spool.records(DOCUMENT_OPEN, "").await {
+            Ok(kept) => kept,
+            Err(e) => return tracing::warn!("cannot list the spans documents left open: {e}"),
+        };
+        for (key, _) in kept {
+            if let Err(e) = self.spool.delete_record(DOCUMENT_OPEN, &key).await {
+                tracing::warn!("cannot forget the spans a cleared document left open: {e}");
+            }
+        }
     }
 
     /// Forgets the `documents` of `bank` whose new version held nothing to keep, as a forget of a
@@ -608,12 +659,8 @@ fn clean_list(settings: &Settings, list: &[String]) -> Vec<String> {
 /// A stable id for a recalled memory a backend gave without one.
 fn stable_id(text: &str, at: &str) -> String {
     // FNV-1a over the text and time: the same memory gets the same id on every recall.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes().chain([0]).chain(at.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    let bytes: Vec<u8> = text.bytes().chain([0]).chain(at.bytes()).collect();
+    format!("{:016x}", mneme_core::text::fnv1a(&bytes))
 }
 
 /// The longest `metadata.session_id` a /hindsight retain's queue is named by as it is.

@@ -55,7 +55,7 @@ impl Sessions {
             // A prompt of which nothing is kept (wholly private) is known as "": the turn's, so
             // the prompt of a turn before is never taken for it.
             let (cleaned, left_private) =
-                prompt_in_context(&settings, messages, prompt, spans_open_before(&session, messages));
+                prompt_in_context(&settings, messages, prompt, spans_carried(&session, messages));
             let changed = session.last_prompt.as_deref() != Some(cleaned.as_str())
                 || left_private != session.last_prompt_left_private;
             if changed {
@@ -1000,17 +1000,27 @@ pub fn fingerprint(text: &str) -> u64 {
     text::fnv1a(text.as_bytes())
 }
 
-/// The `<private>` spans open before `history`, the messages an agent-start came with: those
-/// open where the session's part begins, and, when the history lacks turns the session has seen
-/// (a client that sends none, or a cut one), those its last transcript left open. A prompt typed
+/// The `<private>` spans a prompt's history is read with (see [`spans_carried`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct SpansCarried {
+    /// Open where the history begins.
+    before: usize,
+    /// Open after it at least, whatever it closes.
+    at_least_after: usize,
+}
+
+/// The spans an agent-start's `history` is read with: those open where the session's part
+/// begins and, when the history lacks turns the session has seen (a client that sends none, a
+/// lagging transcript), at least those its last transcript left open after it. A prompt typed
 /// inside a span an earlier turn opened was kept in the clear in the session's record when the
-/// agent-start came without that turn.
-fn spans_open_before(session: &Session, history: &[Message]) -> usize {
+/// agent-start came without that turn. (At least, not added: a cut history that holds the turn
+/// that opened the span counts it itself.)
+fn spans_carried(session: &Session, history: &[Message]) -> SpansCarried {
     let users = history.iter().filter(|m| m.role == "user").count();
-    if users < session.turn_prints.len() || (history.is_empty() && session.open_at_end > 0) {
-        session.open_at_part_start.max(session.open_at_end)
-    } else {
-        session.open_at_part_start
+    let lacks_turns = users < session.turn_prints.len() || history.is_empty();
+    SpansCarried {
+        before: session.open_at_part_start,
+        at_least_after: if lacks_turns { session.open_at_end } else { 0 },
     }
 }
 
@@ -1038,7 +1048,7 @@ fn with_current_turn(
         // The prompt is known as it was cleaned in its history: compared so.
         let last_user = messages.iter().rposition(|m| m.role == "user").map(|i| {
             let (before, last) = messages.split_at(i);
-            prompt_in_context(settings, before, &last[0].content, 0).0
+            prompt_in_context(settings, before, &last[0].content, SpansCarried::default()).0
         });
         if !last_user.as_deref().is_some_and(|last| same_lines(last, prompt)) {
             // A wholly private prompt goes in as a turn of which nothing is kept.
@@ -1070,7 +1080,7 @@ fn with_current_turn(
 /// A prompt as the session keeps it until its turn ends: cleaned with the spans its history
 /// left open carried into it (a prompt inside a span an earlier message opened is private, and
 /// kept in the spool as ""), and whether it leaves a span open itself.
-fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str, open_before: usize) -> (String, bool) {
+fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str, carried: SpansCarried) -> (String, bool) {
     if !settings.retain.strip_private {
         return (clean(settings, prompt).unwrap_or_default(), false);
     }
@@ -1083,7 +1093,8 @@ fn prompt_in_context(settings: &Settings, history: &[Message], prompt: &str, ope
     let open = history
         .iter()
         .filter(|m| text::has_private_tag(&m.content))
-        .fold(open_before, |open, m| text::strip_private_within(&m.content, open).1);
+        .fold(carried.before, |open, m| text::strip_private_within(&m.content, open).1)
+        .max(carried.at_least_after);
     let (shown, open_after) = text::strip_private_within(prompt, open);
     (clean(settings, &shown).unwrap_or_default(), open_after > 0)
 }

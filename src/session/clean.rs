@@ -90,13 +90,14 @@ pub fn clean_imported_all(
     settings: &Settings,
     memories: Vec<mneme_core::StoredMemory>,
 ) -> Vec<mneme_core::StoredMemory> {
-    let mut open: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut open: std::collections::HashMap<(String, String), usize> = std::collections::HashMap::new();
     memories
         .into_iter()
         .filter_map(|mut m| {
-            // Keyed as the ids are stored: trimmed. One holding a tag is dropped (below), and
-            // its memory stands alone.
-            let document = m.document_id.as_deref().filter(|d| !text::has_private_tag(d)).map(|d| d.trim().to_owned());
+            // Keyed as the ids are stored: trimmed, in their bank. One holding a tag is dropped
+            // (below), and its memory stands alone.
+            let document = m.document_id.as_deref().filter(|d| !text::has_private_tag(d));
+            let document = document.map(|d| (m.bank.clone(), d.trim().to_owned()));
             let before = document.as_ref().map_or(0, |d| open.get(d).copied().unwrap_or(0));
             let (kept, after) = clean_imported_within(settings, &mut m, before);
             if let Some(d) = document {
@@ -164,11 +165,15 @@ mod tests {
             memory("a fact of its own", None),
             memory("IMPORTSECRET", Some(" d ")),
             memory("another document", Some("e")),
+            mneme_core::StoredMemory { bank: "other".into(), ..memory("another bank's d", Some("d")) },
             memory("</private> rotate monthly", Some("d")),
         ];
         let kept: Vec<String> =
             clean_imported_all(&Settings::default(), memories).into_iter().map(|m| m.content).collect();
-        assert_eq!(kept, ["the prod key:", "a fact of its own", "another document", "rotate monthly"]);
+        assert_eq!(
+            kept,
+            ["the prod key:", "a fact of its own", "another document", "another bank's d", "rotate monthly"]
+        );
     }
 
     #[test]

@@ -354,25 +354,7 @@ struct Inner {
 /// (two blocks injected, turns sliced from the same count). One lock per session id: a session
 /// only ever waits for itself. (Locks shared by hash made an unrelated session wait out another's
 /// recall, outside its own timeout, until the agent's hook gave up and tripped its breaker.)
-#[derive(Default)]
-struct TurnLocks(std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
-
-impl TurnLocks {
-    /// Locks no call holds or waits for are dropped once there are this many.
-    const PRUNE_AT: usize = 256;
-
-    async fn lock(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut locks = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            if locks.len() >= Self::PRUNE_AT {
-                // Held or awaited, a lock has a clone outside the map.
-                locks.retain(|_, l| Arc::strong_count(l) > 1);
-            }
-            locks.entry(id.to_owned()).or_default().clone()
-        };
-        lock.lock_owned().await
-    }
-}
+type TurnLocks = crate::lock::KeyedLocks;
 
 /// The longest `cwd` a session takes, in bytes: Linux's `PATH_MAX`.
 const MAX_CWD_BYTES: usize = 4096;
@@ -480,7 +462,7 @@ impl Sessions {
         // (A session known already, from a build that took such ids, goes on.)
         if mneme_core::ends_as_a_session_document(&req.session_id) && self.get(&req.session_id).is_err() {
             return Err(SessionError::Invalid(
-                "session_id may not end in -part<n> or -<13 digits or more>: automatic retain names another session's documents so".into(),
+                "session_id may not end in -part<n> or -<13 digits>: automatic retain names another session's documents so".into(),
             ));
         }
         if let Some(parent) = req.parent_session_id.as_deref().filter(|p| !p.is_empty()) {

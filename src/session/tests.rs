@@ -1813,6 +1813,8 @@ async fn a_session_id_that_names_another_sessions_document_is_refused() {
         assert!(matches!(e, SessionError::Invalid(ref m) if m.contains("-part<n>")), "{e:?}");
     }
     s.start(start("550e8400-e29b-41d4-a716-446655440000")).await.unwrap();
+    // mneme's own default ids (`cli-` and 16 hex digits) may be all digits.
+    s.start(start("cli-1234567890123456")).await.unwrap();
 }
 
 /// The items of one retain are read in order: a span one opens and a later one closes hides the

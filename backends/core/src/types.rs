@@ -153,7 +153,7 @@ impl MemoryType {
 
 /// Whether `document` is one automatic retain writes for session `session`: its first part's
 /// (the session's id), a later part's (`{session}-part{n}`) or a last-turn document's
-/// (`{session}-{ms}`, milliseconds since the epoch: 13 digits or more).
+/// (`{session}-{ms}`, milliseconds since the epoch: 13 digits from 2001 to 2286).
 pub fn is_session_document(session: &str, document: &str) -> bool {
     document == session
         || document.strip_prefix(session).and_then(|rest| rest.strip_prefix('-')).is_some_and(is_document_suffix)
@@ -167,12 +167,14 @@ pub fn ends_as_a_session_document(id: &str) -> bool {
     id.rsplit_once('-').is_some_and(|(session, suffix)| !session.is_empty() && is_document_suffix(suffix))
 }
 
-/// `part{n}` or 13 digits or more (see [`is_session_document`]).
+/// `part{n}` or 13 digits (see [`is_session_document`]). Exactly 13: mneme's own default
+/// session ids (`cli-` and 16 hex digits, all of them digits in about one folder in 1,850)
+/// name no slice.
 fn is_document_suffix(suffix: &str) -> bool {
     let digits = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
     match suffix.strip_prefix("part") {
         Some(n) => digits(n),
-        None => suffix.len() >= 13 && digits(suffix),
+        None => suffix.len() == 13 && digits(suffix),
     }
 }
 
@@ -524,11 +526,13 @@ mod tests {
 
     #[test]
     fn an_id_that_ends_as_another_sessions_document_is_told() {
-        for id in ["alpha-part2", "a-b-part10", "alpha-1733400000000", "x-17334000000001"] {
+        for id in ["alpha-part2", "a-b-part10", "alpha-1733400000000"] {
             assert!(ends_as_a_session_document(id), "{id}");
         }
-        // A UUID's last group is 12 hex digits: never a slice's name.
-        for id in ["550e8400-e29b-41d4-a716-446655440000", "ses_01JABC", "-part2", "alpha-part", "a-123", "part2"] {
+        // A UUID's last group is 12 hex digits, mneme's own default ids 16: never a slice's name.
+        let ids =
+            ["550e8400-e29b-41d4-a716-446655440000", "cli-1234567890123456", "ses_01JABC", "-part2", "alpha-part"];
+        for id in ids.into_iter().chain(["a-123", "part2"]) {
             assert!(!ends_as_a_session_document(id), "{id}");
         }
     }
