@@ -117,12 +117,50 @@ pub fn results(found: Vec<Recalled>, stable_id: impl Fn(&str, &str) -> String) -
     out
 }
 
+/// Drops the last results until their texts fit in `units` (quarter tokens, see
+/// [`mneme_core::text::budget_units`]): the backend kept its passages within the budget, and
+/// the separator two passages of one memory are joined with went over it.
+pub fn keep_within(results: &mut Vec<RecallResult>, units: usize) {
+    let mut used = 0usize;
+    let fits = results
+        .iter()
+        .take_while(|r| {
+            used = used.saturating_add(mneme_core::text::budget_units(&r.text));
+            used <= units
+        })
+        .count();
+    results.truncate(fits);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn leaf(tags: &[&str], mode: TagsMatch) -> TagGroup {
         TagGroup::Leaf { tags: tags.iter().map(|t| t.to_string()).collect(), mode: Some(mode), resolve: None }
+    }
+
+    /// Two passages of one memory are one result, joined by a separator that the backend's
+    /// budget did not count: the results are cut to fit again.
+    #[test]
+    fn joined_passages_stay_within_the_budget() {
+        let passage = |id: &str, text: &str| Recalled {
+            text: text.into(),
+            kind: "world".into(),
+            mentioned_at: "2026-01-01T00:00:00Z".into(),
+            tags: Vec::new(),
+            score: None,
+            id: Some(id.into()),
+            document_id: None,
+            context: None,
+            metadata: Default::default(),
+        };
+        let found = vec![passage("m", &"a".repeat(40)), passage("n", &"b".repeat(30)), passage("m", &"c".repeat(30))];
+        let mut joined = results(found, |_, _| String::new());
+        assert_eq!(joined.len(), 2);
+        keep_within(&mut joined, 100);
+        assert_eq!(joined.len(), 1, "73 + 30 units is over 100");
+        assert_eq!(joined[0].text, format!("{}\n…\n{}", "a".repeat(40), "c".repeat(30)));
     }
 
     #[test]

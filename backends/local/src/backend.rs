@@ -305,7 +305,7 @@ impl MemoryBackend for LocalBackend {
     }
 
     async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
-        // Consecutive memories of one bank go in one transaction.
+        // Consecutive memories of one bank go together; all of them in one transaction.
         let mut groups: Vec<(String, Vec<MemoryItem>)> = Vec::new();
         for m in memories {
             let item = MemoryItem {
@@ -326,11 +326,9 @@ impl MemoryBackend for LocalBackend {
         }
         let stored = self
             .write(move |s| {
-                let mut n = 0;
-                for (bank, items) in &groups {
-                    n += s.import(bank, items)?;
-                }
-                Ok(n)
+                let banks: Vec<(&str, &[MemoryItem])> =
+                    groups.iter().map(|(b, i)| (b.as_str(), i.as_slice())).collect();
+                s.import_banks(&banks)
             })
             .await?;
         Ok(Some(stored as u64))
@@ -433,11 +431,15 @@ fn check_in_background(
 }
 
 /// A deletion the user asked for (forget, clear), then its traces on disk erased when it deleted
-/// anything (see [`Store::erase_traces`]).
+/// anything (see [`Store::erase_traces`]). The deletion committed is the answer: an erasure that
+/// fails (a full disk) is owed, and the writer tries it again until it goes through (answered
+/// as an error, the forget had deleted all the same, and its retry deleted, and erased, nothing).
 fn erased(store: &mut Store, delete: impl FnOnce(&mut Store) -> rusqlite::Result<u64>) -> rusqlite::Result<u64> {
     let deleted = delete(store)?;
     if deleted > 0 {
-        store.erase_traces()?;
+        if let Err(e) = store.erase_traces() {
+            tracing::warn!("deleted, but its traces on disk are not erased yet (tried again every second): {e}");
+        }
     }
     Ok(deleted)
 }

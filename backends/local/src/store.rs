@@ -134,6 +134,9 @@ pub struct Store {
     /// The last erasure left part of the log in place (a reader held it): see
     /// [`Store::retry_erasure`].
     traces_left: bool,
+    /// The last erasure could not merge the full-text index (a full disk, a lock held past the
+    /// busy timeout): the deleted passages' terms are still in its segments.
+    index_left: bool,
 }
 
 /// Passages a connection added and removed since the changes were last taken.
@@ -246,6 +249,7 @@ impl Store {
             changes: Changes::default(),
             thesaurus: Thesaurus::builtin(),
             traces_left: false,
+            index_left: false,
         })
     }
 
@@ -297,8 +301,44 @@ impl Store {
     /// memory with a document id joins its document: the document's stored memories stay, so a
     /// document read back across several pages (or files) arrives whole.
     pub fn import(&mut self, bank: &str, items: &[MemoryItem]) -> rusqlite::Result<usize> {
-        let mut results = self.write_batches(&[(bank, items)], Documents::Join)?;
-        results.pop().expect("one result per batch")
+        self.import_banks(&[(bank, items)])
+    }
+
+    /// [`Store::import`] of memories of several banks, all in one transaction: all of them or,
+    /// on an error (a full disk), none (a request answered 507 had stored the banks before the
+    /// one that failed).
+    pub fn import_banks(&mut self, banks: &[(&str, &[MemoryItem])]) -> rusqlite::Result<usize> {
+        self.passage_count.reset();
+        let (tx, mut w, changes) = self.begin_writing(Documents::Join)?;
+        let written = banks.iter().try_fold(0, |n, (bank, items)| Ok(n + retain_one(&tx, &mut w, bank, items)?));
+        let committed = written.and_then(|n| tx.commit().map(|()| n));
+        if committed.is_ok() {
+            changes.merge(w.changes);
+        } else {
+            // Rolled back: rows the map no longer lists may exist again.
+            w.contents.invalidate();
+            w.last_passage.clear();
+        }
+        committed
+    }
+
+    /// An immediate transaction and what a batch writes with, and the connection's changes to
+    /// merge a committed batch's into.
+    fn begin_writing(
+        &mut self,
+        documents: Documents,
+    ) -> rusqlite::Result<(rusqlite::Transaction<'_>, Writing<'_>, &mut Changes)> {
+        let Store { conn, contents, last_passage, changes, .. } = self;
+        // IMMEDIATE: the write lock is taken before the dedupe map is checked against other
+        // connections' changes, so none can slip in between.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Another connection wrote: look sessions up afresh. Past LAST_PASSAGES_KEPT sessions,
+        // too: the map is a cache of `session_tails`, and it gained an entry for every session
+        // that ever retained a conversation (160 B each, for the daemon's life).
+        if contents.refresh(&tx)? || last_passage.len() > LAST_PASSAGES_KEPT {
+            last_passage.clear();
+        }
+        Ok((tx, Writing { documents, contents, last_passage, changes: Changes::default() }, changes))
     }
 
     fn write_batches(
@@ -321,17 +361,7 @@ impl Store {
         batches: &[(&str, &[MemoryItem])],
         documents: Documents,
     ) -> rusqlite::Result<Vec<rusqlite::Result<usize>>> {
-        let Store { conn, contents, last_passage, changes, .. } = self;
-        // IMMEDIATE: the write lock is taken before the dedupe map is checked against other
-        // connections' changes, so none can slip in between.
-        let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        // Another connection wrote: look sessions up afresh. Past LAST_PASSAGES_KEPT sessions,
-        // too: the map is a cache of `session_tails`, and it gained an entry for every session
-        // that ever retained a conversation (160 B each, for the daemon's life).
-        if contents.refresh(&tx)? || last_passage.len() > LAST_PASSAGES_KEPT {
-            last_passage.clear();
-        }
-        let mut w = Writing { documents, contents, last_passage, changes: Changes::default() };
+        let (mut tx, mut w, changes) = self.begin_writing(documents)?;
         if let [(bank, items)] = batches {
             // Alone, the batch is the transaction: no savepoint needed.
             let n = retain_one(&tx, &mut w, bank, items);
@@ -452,29 +482,40 @@ impl Store {
     /// full-text index keeps a deleted passage's terms in its segments until they are merged, so
     /// they are merged whole (~0.5 s at 100k passages, measured; forgetting is rare), and the
     /// log, which still holds the pages as they were, is checkpointed and truncated.
+    /// On an error the erasure is owed ([`Self::traces_left`]) and tried again by
+    /// [`Self::retry_erasure`]: the deletion it follows is committed either way.
     pub fn erase_traces(&mut self) -> rusqlite::Result<()> {
-        self.conn.execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", [])?;
-        self.truncate_log()
+        if let Err(e) = self.conn.execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", []) {
+            (self.index_left, self.traces_left) = (true, true);
+            return Err(e);
+        }
+        self.index_left = false;
+        let truncated = self.truncate_log();
+        if truncated.is_err() {
+            self.traces_left = true;
+        }
+        truncated
     }
 
-    /// Whether the last erasure left part of the log in place, because a reader (a recall, the
-    /// integrity check, `mneme doctor`, a backup) held it past the busy timeout.
+    /// Whether the last erasure left traces on disk: part of the log, because a reader (a
+    /// recall, the integrity check, `mneme doctor`, a backup) held it past the busy timeout, or
+    /// the index's segments, because the merge failed (a full disk).
     pub fn traces_left(&self) -> bool {
-        self.traces_left
+        self.traces_left || self.index_left
     }
 
-    /// Tries the log's truncation again, without waiting for readers (the writer calls it
-    /// while [`Self::traces_left`]): the forgotten text stayed in the log until the next
-    /// forget, however long that was.
-    /// A failure other than a reader's is returned and ends the retries (tried every second, it
-    /// would fill the log with the same warning).
+    /// Tries the erasure again, without waiting for readers (the writer calls it while
+    /// [`Self::traces_left`], about once a second, until it goes through): the forgotten text
+    /// stayed in the log until the next forget, however long that was, and a forget answered an
+    /// error on a full disk though it had deleted, leaving its text in the index for good (a
+    /// retry deleted nothing, so it erased nothing).
     pub fn retry_erasure(&mut self) -> rusqlite::Result<()> {
         self.conn.busy_timeout(std::time::Duration::ZERO)?;
-        let tried = self.truncate_log();
+        let tried = match self.index_left {
+            true => self.erase_traces(),
+            false => self.truncate_log().inspect_err(|_| self.traces_left = true),
+        };
         self.conn.busy_timeout(BUSY_TIMEOUT)?;
-        if tried.is_err() {
-            self.traces_left = false;
-        }
         tried
     }
 
@@ -927,6 +968,64 @@ mod tests {
         store.retry_erasure().unwrap();
         assert!(!store.traces_left(), "truncated");
         assert!(!in_log(), "the forgotten text is gone from the log");
+    }
+
+    /// An erasure that fails (a full disk: here the database may not grow) after the deletion
+    /// committed is owed: the store says so, and a retry once there is room erases the text
+    /// (a forget answered an error though it had deleted, and its retry, deleting nothing,
+    /// erased nothing: the text stayed in the index for good).
+    #[test]
+    fn an_erasure_a_full_disk_refused_is_done_once_there_is_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let mut store = Store::open(&path).unwrap();
+        store.retain("b", &[item(0, "the vault phrase is quokkamarble88", None)]).unwrap();
+        // Many segments, so that merging them needs pages of its own.
+        for batch in 0..40 {
+            let notes: Vec<MemoryItem> = (0..50)
+                .map(|i| {
+                    item(1 + batch * 50 + i, &format!("note {batch} {i} about w{} and w{}", i * 7, batch * 13), None)
+                })
+                .collect();
+            store.retain("b", &notes).unwrap();
+        }
+        assert_eq!(store.forget_memory("item-0", None).unwrap(), 1);
+        let pages: i64 = store.conn.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+        store.conn.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(())).unwrap();
+        assert!(store.erase_traces().is_err(), "the merge needs room");
+        assert!(store.traces_left(), "the erasure is owed");
+        assert!(store.retry_erasure().is_err() && store.traces_left(), "still no room: still owed");
+        store.conn.query_row("PRAGMA max_page_count = 1073741823", [], |_| Ok(())).unwrap();
+        store.retry_erasure().unwrap();
+        assert!(!store.traces_left(), "erased");
+        let on_disk = |name: &str| std::fs::read(dir.path().join(name)).unwrap_or_default();
+        for file in ["m.db", "m.db-wal"] {
+            assert!(!on_disk(file).windows(10).any(|w| w == b"quokkamarb"), "{file} holds the forgotten text");
+        }
+    }
+
+    /// An import of several banks is all of them or none: on a full disk (here the database may
+    /// not grow) the bank before the one that failed was stored, and the request said 507,
+    /// "nothing was stored".
+    #[test]
+    fn an_import_of_several_banks_that_fails_stores_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("m.db")).unwrap();
+        store.retain("a", &[item(0, "an earlier note", None)]).unwrap();
+        let pages: i64 = store.conn.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+        store.conn.query_row(&format!("PRAGMA max_page_count = {}", pages + 8), [], |_| Ok(())).unwrap();
+        let small = [item(1, "a small imported note", None)];
+        let large: Vec<MemoryItem> =
+            (0..200).map(|i| item(2 + i, &format!("note {i} {}", "words ".repeat(200)), None)).collect();
+        assert!(store.import_banks(&[("a", &small), ("b", &large)]).is_err());
+        store.conn.query_row("PRAGMA max_page_count = 1073741823", [], |_| Ok(())).unwrap();
+        let count: i64 = store.conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
+        assert_eq!(count, 1, "only the earlier note");
+        assert_eq!(
+            store.import_banks(&[("a", &small), ("b", &large[..2])]).unwrap(),
+            3,
+            "and it goes in once there is room"
+        );
     }
 
     #[test]

@@ -105,14 +105,20 @@ fn run(mut store: Store, mut rx: mpsc::Receiver<Job>, semantic: Option<Arc<Seman
     lower_priority();
     let mut next = None;
     let mut erasure_tried = std::time::Instant::now();
+    let mut erasure_failed = false;
     loop {
-        // A forget's erasure a reader held off is tried again about once a second, busy or idle,
-        // until it goes through (left to the next forget, the text stayed in the log however long
-        // that took).
+        // A forget's erasure a reader held off, or that failed (a full disk), is tried again
+        // about once a second, busy or idle, until it goes through (left to the next forget, the
+        // text stayed on disk however long that took). A failure is said once, not every second.
         if store.traces_left() && erasure_tried.elapsed() >= ERASURE_RETRY {
             erasure_tried = std::time::Instant::now();
-            if let Err(e) = store.retry_erasure() {
-                tracing::warn!("cannot truncate the store's log after a forget: {e}");
+            match store.retry_erasure() {
+                Err(e) if !erasure_failed => {
+                    erasure_failed = true;
+                    tracing::warn!("cannot erase a forget's traces on disk yet (tried again every second): {e}");
+                }
+                Err(_) => {}
+                Ok(()) => erasure_failed = false,
             }
         }
         let job = match next.take() {
