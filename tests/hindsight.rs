@@ -293,3 +293,77 @@ async fn a_forget_refused_by_a_server_down_still_forgets_the_sessions_conversati
         assert!(!texts.contains(forgotten), "{forgotten} was forgotten: {texts}");
     }
 }
+
+/// A proxy to the real server that refuses (422, for good) every retain naming `refused` while
+/// `refusing` is set: a fault the real server cannot give on demand for one document of a batch.
+async fn refusing_proxy(
+    target: String,
+    refused: &'static str,
+    refusing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> String {
+    use axum::body::Bytes;
+    use axum::http::{Method, StatusCode, Uri};
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
+        let (client, target, refusing) = (client.clone(), target.clone(), refusing.clone());
+        async move {
+            let names_it = String::from_utf8_lossy(&body).contains(&format!("\"document_id\":\"{refused}\""));
+            if method == Method::POST && refusing.load(std::sync::atomic::Ordering::SeqCst) && names_it {
+                let detail = r#"{"detail": [{"loc": ["body", "items", 0], "msg": "refused by the test", "type": "value_error"}]}"#;
+                return (StatusCode::UNPROCESSABLE_ENTITY, [("content-type", "application/json")], detail.to_owned());
+            }
+            let url = format!("{target}{}", uri.path_and_query().map_or("", |p| p.as_str()));
+            let sent = client.request(method, url).header("content-type", "application/json").body(body).send().await.unwrap();
+            let status = StatusCode::from_u16(sent.status().as_u16()).unwrap();
+            (status, [("content-type", "application/json")], sent.text().await.unwrap())
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// A batch refused for good after one of its parts was stored: that part is delivered, not a
+/// dead letter. Dead-lettered whole, `mneme retry` after an append to the document sent the
+/// stored part again, as an append under another name, and the server stored it twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_stored_before_its_batch_failed_is_not_stored_again() {
+    let Some(url) = peer() else { return };
+    let bank = fresh("partly");
+    chunk_bank(&url, &bank).await;
+    let refusing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let proxy = refusing_proxy(url.clone(), "docE", refusing.clone()).await;
+    let d = Daemon::start(&config(&proxy, &bank, "[queue]\nflush_interval = \"100ms\"\n"));
+    let memories = format!("/hindsight/v1/default/banks/{bank}/memories");
+    let both = json!({"items": [{"content": "AAA the first text of document D", "document_id": "docD"},
+                                {"content": "BBB document E", "document_id": "docE"}], "async": true});
+    assert_eq!(d.post(&memories, both).await.0, 200);
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 2, "{v}");
+    let (_, v) = d.get("/v1/status").await;
+    assert_eq!(v["queue"]["dead"], 1, "only docE is a dead letter: {v}");
+    let append = json!({"items": [{"content": "CCC appended to D", "document_id": "docD", "update_mode": "append"}],
+                        "async": true});
+    assert_eq!(d.post(&memories, append).await.0, 200);
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    refusing.store(false, std::sync::atomic::Ordering::SeqCst);
+    d.cli().arg("retry").assert().success();
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let document = |id: &'static str| {
+        let (url, bank) = (url.clone(), bank.clone());
+        async move {
+            let v: serde_json::Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/documents/{id}"))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v["original_text"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    assert_eq!(document("docD").await, "AAA the first text of document D\nCCC appended to D");
+    assert_eq!(document("docE").await, "BBB document E");
+}

@@ -71,12 +71,13 @@ async fn private_spans_reach_no_file_and_no_log() {
     );
     d.start_session("s", "/p/privy").await;
 
-    // Tool retains: content, context, an unclosed span, another case.
+    // Tool retains: content, context, another case, an unclosed span.
     let items = json!({"items": [
         {"content": format!("the build uses bazel <private>{}</private> remotely", secret("content")),
          "context": format!("ops <private>{}</private>", secret("context"))},
-        {"content": format!("deploys need a VPN <private>{} and the rest", secret("unclosed"))},
         {"content": format!("tabs not spaces <PRIVATE>{}</Private>", secret("upper"))},
+        // Last: the items are read in order, and an unclosed span hides the items after it.
+        {"content": format!("deploys need a VPN <private>{} and the rest", secret("unclosed"))},
     ]});
     let (status, v) = d.post("/v1/sessions/s/retain", items).await;
     assert_eq!(status, 202, "{v}");
@@ -229,7 +230,12 @@ async fn recording_hindsight() -> (String, std::sync::Arc<std::sync::Mutex<Vec<S
             axum::Json(if path.ends_with("/recall") {
                 // What another client of the server stored with its private span.
                 json!({"results": [{"id": "held-1", "type": "world",
-                    "text": format!("the deploy key is kept in the vault <private>{}</private> by ops", secret("server-held"))}]})
+                    "text": format!("the deploy key is kept in the vault <private>{}</private> by ops", secret("server-held"))},
+                    // Fields the server makes, written by another of its clients.
+                    {"id": format!("<private>{}</private>", secret("server-held")),
+                     "type": format!("<private>{}</private>", secret("server-held")),
+                     "mentioned_at": format!("<private>{}</private>", secret("server-held")),
+                     "text": "the deploy key rotates monthly"}]})
             } else if path.ends_with("/reflect") {
                 json!({"text": "nothing to say"})
             } else {
@@ -266,9 +272,10 @@ async fn recall_and_reflect_queries_reach_no_backend_with_private_spans() {
     assert!(!v.to_string().contains(&secret("server-held")), "{v}");
     let (status, _) = d.post("/v1/search", json!({"query": ask("search")})).await;
     assert_eq!(status, 200);
-    let (status, _) =
+    let (status, v) =
         d.post("/hindsight/v1/default/banks/mneme/memories/recall", json!({"query": ask("api-recall")})).await;
     assert_eq!(status, 200);
+    assert!(v.to_string().contains("rotates monthly") && !v.to_string().contains(&secret("server-held")), "{v}");
     let (status, _) = d.post("/hindsight/v1/default/banks/mneme/reflect", json!({"query": ask("api-reflect")})).await;
     assert_eq!(status, 200);
     // Nothing but private text is refused, not sent.
@@ -296,6 +303,35 @@ async fn recall_and_reflect_queries_reach_no_backend_with_private_spans() {
             assert!(!contains(&bytes, &secret(path)), "{path} was written to {file}");
         }
     }
+}
+
+/// A server (or a proxy before it) that says what it was sent, the token in its refusal: the
+/// token is never repeated in what mneme answers, logs or notices.
+#[tokio::test]
+async fn a_refusal_that_repeats_the_token_does_not_pass_it_on() {
+    use axum::http::{HeaderMap, StatusCode};
+    let app = axum::Router::new().fallback(|headers: HeaderMap| async move {
+        let sent = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        (StatusCode::FORBIDDEN, axum::Json(json!({"detail": format!("forbidden for {sent}")})))
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let token = "TOKSECRET-q7xq7xq7x";
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let config =
+        format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\napi_token = \"{token}\"\n");
+    let d = Daemon::start_logged(tempfile::tempdir().unwrap(), &config, &[("MNEME_LOG", "debug")], Some(log.path()));
+    d.start_session("s", "/p/forbidden").await;
+    let (status, v) = d.post("/v1/sessions/s/recall", json!({"query": "where is the deploy key"})).await;
+    assert_eq!(status, 503, "{v}");
+    assert!(v.to_string().contains("forbidden for Bearer ****") && !v.to_string().contains(token), "{v}");
+    let (_, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "a fact"}]})).await;
+    assert!(!v.to_string().contains(token), "{v}");
+    d.post("/v1/flush", json!({})).await;
+    let (_, notices) = d.get("/v1/notices").await;
+    assert!(!notices.to_string().contains(token), "{notices}");
+    assert!(!std::fs::read_to_string(log.path()).unwrap().contains(token), "the log");
 }
 
 /// Identifiers are stored and shown as they are, so one holding a `<private>` tag is refused

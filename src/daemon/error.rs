@@ -77,7 +77,7 @@ impl From<BackendError> for ApiError {
     fn from(e: BackendError) -> Self {
         // Only 503 and 507 among the 5xx: a server error that is not "try again later" or "no
         // room" is a bug. What the backend cannot do at all is the caller's to know (422).
-        match &e {
+        match e.cause() {
             BackendError::Unsupported(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", m.clone()),
             BackendError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, "not_found", m.clone()),
             BackendError::Invalid(m) => ApiError::invalid(m.clone()),
@@ -103,7 +103,8 @@ impl From<BackendError> for ApiError {
             .retry_after(SPOOL_RETRY_AFTER_SECS),
             // A 503 always says when to ask again (the README's promise): the server may be
             // mended meanwhile (a token, a mission).
-            BackendError::Permanent { .. } => {
+            // (`cause` is never one: it unwraps them.)
+            BackendError::Permanent { .. } | BackendError::PartlyStored { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "backend_error", format!("memory backend refused: {e}"))
                     .retry_after(SPOOL_RETRY_AFTER_SECS)
             }

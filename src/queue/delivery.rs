@@ -82,7 +82,7 @@ impl Inner {
         if !switched && !result.as_ref().is_err_and(BackendError::is_outage) {
             self.unreachable_tries.store(0, Ordering::Relaxed); // it served: the outage is over
         }
-        let unavailable = matches!(result, Err(BackendError::Unavailable { .. }));
+        let unavailable = result.as_ref().is_err_and(|e| matches!(e.cause(), BackendError::Unavailable { .. }));
         self.with_shell(session, |q| {
             q.last_delivery = Some(last);
             q.unavailable_tries = if unavailable { q.unavailable_tries.saturating_add(1) } else { 0 };
@@ -133,7 +133,7 @@ impl Inner {
         }
         if !error.is_transient() {
             let reason = format!("{reason} (retrying will not help; once it is fixed, `mneme retry` re-queues it)");
-            if self.dead_letter(session, batch_id, n, &reason, backend).await {
+            if self.dead_letter(session, batch_id, error.stored_before(), &reason, backend).await {
                 return true;
             }
             return self.set_aside_later(session, n, retry::backoff(settings, attempts_before + 1, error));
@@ -164,12 +164,12 @@ impl Inner {
         // everything is delivered once it is back, nothing dead-lettered meanwhile.
         if attempts >= settings.max_attempts && !unreachable {
             let reason = format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)");
-            if self.dead_letter(session, batch_id, n, &reason, backend).await {
+            if self.dead_letter(session, batch_id, error.stored_before(), &reason, backend).await {
                 return true;
             }
             return self.set_aside_later(session, n, retry::backoff(settings, attempts, error));
         }
-        let delay = if matches!(error, BackendError::Unavailable { .. }) {
+        let delay = if matches!(error.cause(), BackendError::Unavailable { .. }) {
             // This session's own count (see `SessionShell::unavailable_tries`).
             let tries = self.with_shell(session, |q| q.unavailable_tries);
             retry::backoff(settings, tries, error)
@@ -203,11 +203,24 @@ impl Inner {
     }
 
     /// Moves a batch to the dead letters, with its notice; `false` when the spool could not.
-    async fn dead_letter(&self, session: &str, batch_id: &str, n: u64, reason: &str, backend: BackendId) -> bool {
-        if let Err(e) = self.spool.dead_letter(session, batch_id, reason).await {
-            tracing::error!(session, "cannot move batch {batch_id} to the dead letters: {e}");
-            return false;
-        }
+    /// Moves a batch to the dead letters, but for the items the backend `stored` before it
+    /// failed (see `BackendError::PartlyStored`), which are delivered.
+    async fn dead_letter(
+        &self,
+        session: &str,
+        batch_id: &str,
+        stored: &[String],
+        reason: &str,
+        backend: BackendId,
+    ) -> bool {
+        let n = match self.spool.dead_letter(session, batch_id, reason, stored).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(session, "cannot move batch {batch_id} to the dead letters: {e}");
+                return false;
+            }
+        };
+        self.metrics.items_delivered.fetch_add(stored.len() as u64, Ordering::Relaxed);
         self.metrics.items_dead.fetch_add(n, Ordering::Relaxed);
         let noun = if n == 1 { "memory" } else { "memories" };
         let message = format!("Memory retention failed for {n} {noun}: {reason}");

@@ -172,19 +172,44 @@ impl Spool {
         .await
     }
 
-    /// Moves a batch to the dead letters.
-    pub async fn dead_letter(&self, session_id: &str, batch_id: &str, reason: &str) -> Result<(), SpoolError> {
+    /// Moves a batch to the dead letters, but for the items of it the backend `stored` before it
+    /// failed: they are delivered, and go. An item left of a document one of them began in the
+    /// batch is an append from then on (sent again alone, it would replace what they stored).
+    /// Returns how many went to the dead letters.
+    pub async fn dead_letter(
+        &self,
+        session_id: &str,
+        batch_id: &str,
+        reason: &str,
+        stored: &[String],
+    ) -> Result<u64, SpoolError> {
         let (session_id, batch_id, reason) = (session_id.to_owned(), batch_id.to_owned(), reason.to_owned());
+        let stored = serde_json::to_string(stored).expect("strings serialize");
         let now = mneme_core::time::rfc3339(std::time::SystemTime::now());
         self.call(move |t| {
-            t.execute(
+            if stored != "[]" {
+                t.execute(
+                    "UPDATE items SET append = 1 WHERE session_id = ?1 AND batch_id = ?2 AND document_id IS NOT NULL
+                         AND append = 0 AND id NOT IN (SELECT value FROM json_each(?3)) AND EXISTS (
+                             SELECT 1 FROM items AS s WHERE s.session_id = ?1 AND s.batch_id = ?2
+                                 AND s.document_id = items.document_id AND s.bank = items.bank AND s.seq < items.seq
+                                 AND s.id IN (SELECT value FROM json_each(?3)))",
+                    params![session_id, batch_id, stored],
+                )?;
+                t.execute(
+                    "DELETE FROM items WHERE session_id = ?1 AND batch_id = ?2 AND id IN (SELECT value FROM json_each(?3))",
+                    params![session_id, batch_id, stored],
+                )?;
+            }
+            let n = t.execute(
                 "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
                      enqueued_at, batch_id, attempts, last_error, failed_at, append, request)
                  SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
                      enqueued_at, batch_id, attempts, ?, ?, append, request FROM items WHERE session_id = ? AND batch_id = ?",
                 params![reason, now, session_id, batch_id],
             )?;
-            t.execute("DELETE FROM items WHERE session_id = ? AND batch_id = ?", [&session_id, &batch_id]).map(|_| ())
+            t.execute("DELETE FROM items WHERE session_id = ? AND batch_id = ?", [&session_id, &batch_id])?;
+            Ok(n as u64)
         })
         .await
     }

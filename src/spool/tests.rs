@@ -200,3 +200,27 @@ async fn a_turn_and_its_session_record_are_written_together() {
     assert!(spool.append_with_session("s", "b", vec![item], "{}".into()).await.is_err());
     assert_eq!(spool.counts().await.unwrap().spooled, 1);
 }
+
+/// A batch the backend stored part of before it failed for good: the items it stored are
+/// delivered, not dead letters (put back, an append among them was stored again), and an item
+/// left of a document one of them began is an append from then on (alone, it would replace it).
+#[tokio::test]
+async fn a_batch_dead_after_a_part_was_stored_keeps_only_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let item = |id: &str, document: &str| mneme_core::MemoryItem {
+        document_id: Some(document.to_owned()),
+        ..mneme_core::MemoryItem::new(id, id, "2026-01-01T00:00:00.000Z")
+    };
+    spool.append("s", "b", vec![item("d1", "d"), item("e1", "e"), item("d2", "d")]).await.unwrap();
+    let batch = spool.next_batch("s", 10).await.unwrap().items;
+    let batch_id = batch[0].batch_id.clone().unwrap();
+    let dead = spool.dead_letter("s", &batch_id, "refused", &["d1".to_owned()]).await.unwrap();
+    assert_eq!(dead, 2);
+    assert_eq!(spool.counts().await.unwrap().spooled, 0);
+    spool.requeue_dead().await.unwrap();
+    let again = spool.next_batch("s", 10).await.unwrap().items;
+    let kept: Vec<(String, bool)> = again.iter().map(|s| (s.item.id.clone(), s.item.append)).collect();
+    assert_eq!(kept, [("e1".to_owned(), false), ("d2".to_owned(), true)]);
+    assert_eq!(again[0].batch_id.as_deref(), Some(batch_id.as_str()), "under its batch id still");
+}

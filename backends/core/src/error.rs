@@ -55,6 +55,17 @@ pub enum BackendError {
     /// The request does not make sense to this backend (a cursor it did not hand out).
     #[error("{0}")]
     Invalid(String),
+    /// A retain of which these items were stored before the rest failed as `error` says (a
+    /// server taking a batch a request at a time): they are delivered. Put back with the rest,
+    /// an append among them was stored a second time when the batch was sent again under
+    /// another name (`mneme retry` of its dead letters).
+    #[error("{error}")]
+    PartlyStored {
+        /// The ids of the items stored.
+        stored: Vec<String>,
+        /// Why the rest failed.
+        error: Box<BackendError>,
+    },
 }
 
 impl BackendError {
@@ -68,10 +79,27 @@ impl BackendError {
         Self::Permanent { reason: reason.into() }
     }
 
+    /// Why it failed: itself, or what failed after a part was stored (see
+    /// [`BackendError::PartlyStored`]).
+    pub fn cause(&self) -> &BackendError {
+        match self {
+            Self::PartlyStored { error, .. } => error.cause(),
+            e => e,
+        }
+    }
+
+    /// The ids of the items stored before it failed (see [`BackendError::PartlyStored`]).
+    pub fn stored_before(&self) -> &[String] {
+        match self {
+            Self::PartlyStored { stored, .. } => stored,
+            _ => &[],
+        }
+    }
+
     /// Whether a retry may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(
-            self,
+            self.cause(),
             Self::Transient { .. } | Self::StorageFull { .. } | Self::Unreachable { .. } | Self::Unavailable { .. }
         )
     }
@@ -79,22 +107,22 @@ impl BackendError {
     /// Whether this is an outage (no answer, or an answer that the server cannot serve now),
     /// which uses up none of a batch's attempts however long it lasts.
     pub fn is_outage(&self) -> bool {
-        matches!(self, Self::Unreachable { .. } | Self::Unavailable { .. })
+        matches!(self.cause(), Self::Unreachable { .. } | Self::Unavailable { .. })
     }
 
     /// Whether the backend gave no answer at all (see [`BackendError::Unreachable`]).
     pub fn is_unreachable(&self) -> bool {
-        matches!(self, Self::Unreachable { .. })
+        matches!(self.cause(), Self::Unreachable { .. })
     }
 
     /// Whether the store's disk is full.
     pub fn is_storage_full(&self) -> bool {
-        matches!(self, Self::StorageFull { .. })
+        matches!(self.cause(), Self::StorageFull { .. })
     }
 
     /// The server-requested delay before a retry, if any.
     pub fn retry_after(&self) -> Option<Duration> {
-        match self {
+        match self.cause() {
             Self::Transient { retry_after, .. } | Self::Unavailable { retry_after, .. } => *retry_after,
             _ => None,
         }

@@ -284,6 +284,11 @@ impl HindsightBackend {
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let text = read_answer(what, &self.shown, resp).await?;
         if !status.is_success() {
+            // A server or a proxy may say what it was sent: the token is never repeated.
+            let text = match &self.config.api_token {
+                Some(token) if !token.expose().is_empty() => text.replace(token.expose(), "****"),
+                _ => text,
+            };
             return Err(errors::from_status(what, status, retry_after.as_deref(), &text));
         }
         // An answer that is not what Hindsight sends (a proxy's page, a server mid-restart) is
@@ -390,12 +395,23 @@ impl MemoryBackend for HindsightBackend {
         // again, and those the server already has are answered from their operation ids.
         // Each part is done once the server has stored it, not when it has queued it: the
         // spool lets go of a batch only then, and a document's next part never overtakes it.
+        // A part that fails after others were stored says which: they are delivered, and are
+        // not dead-lettered with the rest (see `BackendError::PartlyStored`).
+        let mut stored: Vec<String> = Vec::new();
         for part in parts::parts(&batch.id, &batch.items) {
+            let ids = part.item_ids.clone();
             let body = RetainRequest::asynchronous(part.items, part.operation_id);
-            let answer =
-                self.send("retain", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
-            accepted("retain", answer, &scope.bank)?;
-            self.wait_for_operation(&scope.bank, &body.operation_id).await?;
+            let sent = async {
+                let answer =
+                    self.send("retain", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
+                accepted("retain", answer, &scope.bank)?;
+                self.wait_for_operation(&scope.bank, &body.operation_id).await
+            };
+            match sent.await {
+                Ok(()) => stored.extend(ids),
+                Err(error) if stored.is_empty() => return Err(error),
+                Err(error) => return Err(BackendError::PartlyStored { stored, error: Box::new(error) }),
+            }
         }
         Ok(())
     }
@@ -602,15 +618,22 @@ impl MemoryBackend for HindsightBackend {
 /// A recall result as the trait returns it, with its text (cleaned of private spans) and every
 /// other field it shows cleaned too.
 fn hindsight_result(r: RecallResult, text: String) -> Recalled {
+    use mneme_core::text::has_private_tag;
     let mut metadata = r.metadata.unwrap_or_default();
     mneme_core::text::strip_private_map(&mut metadata);
+    // The server makes ids, types and dates, but another of its clients may have written
+    // anything there (as `without_private` says of the lists).
+    let made_by_the_server = |field: Option<String>| field.filter(|f| !has_private_tag(f));
     Recalled {
         text,
-        kind: r.kind.unwrap_or_default(),
-        mentioned_at: r.mentioned_at.unwrap_or_default(),
+        kind: made_by_the_server(r.kind).unwrap_or_default(),
+        mentioned_at: made_by_the_server(r.mentioned_at).unwrap_or_default(),
         tags: mneme_core::text::strip_private_list(r.tags.unwrap_or_default()),
         score: r.scores.and_then(|s| s.final_score),
-        id: r.id,
+        id: r.id.map(|id| match has_private_tag(&id) {
+            true => format!("private-{:016x}", mneme_core::text::fnv1a(id.as_bytes())),
+            false => id,
+        }),
         document_id: r.document_id.filter(|d| !mneme_core::text::has_private_tag(d)),
         context: r.context.map(|c| mneme_core::text::strip_private(&c)).filter(|c| !c.trim().is_empty()),
         metadata,

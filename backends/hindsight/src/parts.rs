@@ -26,6 +26,8 @@ use crate::wire::{retain_timestamp, RetainItem};
 pub struct Part<'a> {
     /// What it sends.
     pub items: Vec<RetainItem<'a>>,
+    /// The ids of the batch's items it sends.
+    pub item_ids: Vec<String>,
     /// Named by the batch and by the items it sends (each with its mode), not by its place in the
     /// batch: items leave a batch between its attempts (a dead letter a newer version of its
     /// document superseded, a row set aside), and a part that took the place of another under
@@ -40,6 +42,7 @@ pub fn parts<'a>(batch_id: &str, items: &'a [MemoryItem]) -> Vec<Part<'a>> {
             sent.iter().map(|(i, append)| if *append { format!("+{}", i.id) } else { i.id.clone() }).collect();
         Part {
             operation_id: crate::operation_id(&format!("{batch_id}/{}", key.join(","))),
+            item_ids: sent.iter().map(|(i, _)| i.id.clone()).collect(),
             items: sent.into_iter().map(|(i, append)| wire(i, append)).collect(),
         }
     };
