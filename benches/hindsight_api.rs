@@ -5,7 +5,8 @@
 //! through mneme's own `/v1/sessions/{id}/recall`, alternating, so each pair sees the same
 //! machine state; the added latency is the median of the pairs' differences. Retain: what a
 //! client waits for `POST /hindsight/.../memories` (`async: true`, as oh-my-pi sends it) from one
-//! keep-alive connection: answered once the item is fsynced into the spool.
+//! keep-alive connection: answered once the item is fsynced into the spool; then the same for
+//! appends to four documents.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -108,6 +109,25 @@ async fn main() {
     }
     println!(
         "retain through the Hindsight API ({RETAINS}, one connection, queue.sync = full): p50 {} p99 {} max {}",
+        ms(pct(&mut waits, 0.5)),
+        ms(pct(&mut waits, 0.99)),
+        ms(pct(&mut waits, 1.0))
+    );
+
+    // Appends to documents, as oh-my-pi sends a session's turns: each request also reads and
+    // keeps the private spans its document is left open in, under the document's lock.
+    let mut waits = Vec::with_capacity(RETAINS);
+    for i in 0..RETAINS {
+        let body = json!({"items": [{"content": format!("Turn {i} of a session retained through the Hindsight API."),
+                          "document_id": format!("omp-session-{}", i % 4), "update_mode": "append",
+                          "tags": ["project:shop"], "timestamp": "2026-12-01T10:00:00+01:00"}], "async": true});
+        let t = Instant::now();
+        let (status, _) = d.post("/hindsight/v1/default/banks/mneme/memories", body).await;
+        waits.push(t.elapsed());
+        assert_eq!(status, 200);
+    }
+    println!(
+        "appends to 4 documents through the Hindsight API ({RETAINS}, one connection): p50 {} p99 {} max {}",
         ms(pct(&mut waits, 0.5)),
         ms(pct(&mut waits, 0.99)),
         ms(pct(&mut waits, 1.0))

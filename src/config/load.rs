@@ -380,7 +380,7 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
     }
     if s.local.embedder == super::EmbedderKind::OpenAi {
         // One the file sets that was refused has its own error (on its own line).
-        if s.local.embedding_url.is_none() && lines.key("local", "embedding_url").is_none() {
+        if s.local.embedding_url.is_none() && lines.exact_key("local", "embedding_url").is_none() {
             err(
                 "local",
                 "embedder",
@@ -388,7 +388,7 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
                     .into(),
             );
         }
-        if s.local.embedding_model.is_none() && lines.key("local", "embedding_model").is_none() {
+        if s.local.embedding_model.is_none() && lines.exact_key("local", "embedding_model").is_none() {
             err(
                 "local",
                 "embedder",

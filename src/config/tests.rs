@@ -287,6 +287,10 @@ fn an_embedding_url_with_a_query_is_refused_without_repeating_it() {
     let errors = load::parse(text, None).unwrap_err();
     let found: Vec<(&str, Option<usize>)> = errors.iter().map(|e| (e.key.as_str(), e.line)).collect();
     assert_eq!(found, [("local.embedding_url", Some(3))], "{errors:?}");
+    // Not set at all (its section is): said, on the embedder's line.
+    let errors = load::parse("[local]\nembedder = \"openai\"\nembedding_model = \"m\"\n", None).unwrap_err();
+    let found: Vec<(&str, Option<usize>)> = errors.iter().map(|e| (e.key.as_str(), e.line)).collect();
+    assert_eq!(found, [("local.embedder", Some(2))], "{errors:?}");
 }
 
 #[test]
