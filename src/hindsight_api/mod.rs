@@ -483,9 +483,7 @@ impl HindsightApi {
         let scope = Scope { bank: bank.to_owned(), tags: Vec::new() };
         let found = backend.recall(&scope, q).await?;
         // A backend that gives no id: a stable one from what was recalled.
-        let mut results = recall::results(found, stable_id);
-        recall::keep_within(&mut results, q.max_tokens.saturating_mul(4));
-        Ok(results)
+        Ok(recall::results(found, stable_id, q.max_tokens.saturating_mul(4)))
     }
 
     /// Reflects through the active backend (the local backend has no LLM: an error clients handle).

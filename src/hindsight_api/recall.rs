@@ -83,15 +83,29 @@ fn trimmed(tags: &[String]) -> Vec<String> {
 /// the two passages of one long memory it may show came back as two results with one id (a
 /// client keying results by id lost one); they are one result, its text the two joined.
 /// mneme's own stamp of the client session (`hindsight:…`, given to items that name none) is
-/// not metadata the client sent, and is left out.
-pub fn results(found: Vec<Recalled>, stable_id: impl Fn(&str, &str) -> String) -> Vec<RecallResult> {
+/// not metadata the client sent, and is left out. Within `max_units` of text (quarter tokens,
+/// see [`mneme_core::text::budget_units`]): the backend kept its passages within the budget, and
+/// the separator of two joined passages went over it; a passage that no longer fits is left
+/// out, for shorter ones after it.
+pub fn results(found: Vec<Recalled>, stable_id: impl Fn(&str, &str) -> String, max_units: usize) -> Vec<RecallResult> {
+    const JOIN: &str = "\n…\n";
     let mut out: Vec<RecallResult> = Vec::with_capacity(found.len());
+    let mut room = max_units;
     for r in found {
         let id = r.id.clone().unwrap_or_else(|| stable_id(&r.text, &r.mentioned_at));
+        let units = mneme_core::text::budget_units(&r.text);
         if let Some(first) = out.iter_mut().find(|o| o.id == id) {
-            first.text = format!("{}\n…\n{}", first.text, r.text);
+            let joined = units + mneme_core::text::budget_units(JOIN);
+            if joined <= room {
+                room -= joined;
+                first.text = format!("{}{JOIN}{}", first.text, r.text);
+            }
             continue;
         }
+        if units > room {
+            continue;
+        }
+        room -= units;
         let mut metadata = r.metadata;
         if metadata.get("session_id").is_some_and(|s| s.starts_with("hindsight:")) {
             metadata.remove("session_id");
@@ -117,21 +131,6 @@ pub fn results(found: Vec<Recalled>, stable_id: impl Fn(&str, &str) -> String) -
     out
 }
 
-/// Drops the last results until their texts fit in `units` (quarter tokens, see
-/// [`mneme_core::text::budget_units`]): the backend kept its passages within the budget, and
-/// the separator two passages of one memory are joined with went over it.
-pub fn keep_within(results: &mut Vec<RecallResult>, units: usize) {
-    let mut used = 0usize;
-    let fits = results
-        .iter()
-        .take_while(|r| {
-            used = used.saturating_add(mneme_core::text::budget_units(&r.text));
-            used <= units
-        })
-        .count();
-    results.truncate(fits);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,7 +140,7 @@ mod tests {
     }
 
     /// Two passages of one memory are one result, joined by a separator that the backend's
-    /// budget did not count: the results are cut to fit again.
+    /// budget did not count: what no longer fits is left out, and only that.
     #[test]
     fn joined_passages_stay_within_the_budget() {
         let passage = |id: &str, text: &str| Recalled {
@@ -155,12 +154,19 @@ mod tests {
             context: None,
             metadata: Default::default(),
         };
-        let found = vec![passage("m", &"a".repeat(40)), passage("n", &"b".repeat(30)), passage("m", &"c".repeat(30))];
-        let mut joined = results(found, |_, _| String::new());
-        assert_eq!(joined.len(), 2);
-        keep_within(&mut joined, 100);
-        assert_eq!(joined.len(), 1, "73 + 30 units is over 100");
-        assert_eq!(joined[0].text, format!("{}\n…\n{}", "a".repeat(40), "c".repeat(30)));
+        let found =
+            || vec![passage("m", &"a".repeat(40)), passage("n", &"b".repeat(30)), passage("m", &"c".repeat(30))];
+        let texts = |max: usize| -> Vec<String> {
+            results(found(), |_, _| String::new(), max).into_iter().map(|r| r.text).collect()
+        };
+        let joined = format!("{}\n…\n{}", "a".repeat(40), "c".repeat(30));
+        assert_eq!(texts(103), [joined.as_str(), &"b".repeat(30)]);
+        // The join no longer fits: the first passage stays, alone, and so does the other memory.
+        assert_eq!(texts(102), ["a".repeat(40), "b".repeat(30)]);
+        // One that does not fit leaves room for shorter ones after it.
+        let found = vec![passage("m", &"a".repeat(40)), passage("n", &"b".repeat(80)), passage("o", &"c".repeat(10))];
+        let kept: Vec<String> = results(found, |_, _| String::new(), 60).into_iter().map(|r| r.text).collect();
+        assert_eq!(kept, ["a".repeat(40), "c".repeat(10)]);
     }
 
     #[test]

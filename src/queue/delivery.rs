@@ -22,8 +22,10 @@ pub(super) enum Step {
     SpoolFailed(SpoolFault),
     /// The backend stored this many items.
     Delivered(u64),
-    /// The backend did not take this many; `go_on` says whether the flush may try the next batch.
-    Failed { items: u64, go_on: bool },
+    /// The backend did not take `items`, and stored `delivered` before it failed (see
+    /// `BackendError::PartlyStored`: counted once they leave the spool); `go_on` says whether
+    /// the flush may try the next batch.
+    Failed { items: u64, delivered: u64, go_on: bool },
 }
 
 /// A delivery the backend did not take, as [`Inner::delivery_failed`] handles it.
@@ -112,8 +114,8 @@ impl Inner {
                     backend: backend.id(),
                     switched,
                 };
-                let go_on = self.delivery_failed(failed, settings).await;
-                Step::Failed { items: n, go_on }
+                let (go_on, delivered) = self.delivery_failed(failed, settings).await;
+                Step::Failed { items: n - delivered, delivered, go_on }
             }
         }
     }
@@ -121,7 +123,7 @@ impl Inner {
     /// Handles a failed delivery: a transient failure backs off and retries (one notice per
     /// outage), a permanent one or the last attempt makes a dead letter. Returns whether the
     /// flush may go on with the next batch.
-    async fn delivery_failed(self: &Arc<Self>, f: FailedDelivery<'_>, settings: &QueueSettings) -> bool {
+    async fn delivery_failed(self: &Arc<Self>, f: FailedDelivery<'_>, settings: &QueueSettings) -> (bool, u64) {
         let FailedDelivery { session, batch_id, items: n, attempts_before, early_by, error, backend, switched } = f;
         let reason = error.to_string();
         let noun = if n == 1 { "memory" } else { "memories" };
@@ -129,21 +131,30 @@ impl Inner {
             // The backend it failed on is no longer the one in force: no attempt, no dead
             // letter (the new one has not been tried), no outage of the new one.
             tracing::warn!(session, "delivery to the {backend} backend, replaced meanwhile, failed: {reason}");
-            return self.set_aside_later(session, n, settings.retry_initial);
+            return (self.set_aside_later(session, n, settings.retry_initial), 0);
+        }
+        // What the backend stored before it failed is noted with the items: a later attempt that
+        // fails before it reaches them (a timeout, a proxy's 502) says nothing of them, and
+        // dead-lettered, they were sent again under other names.
+        if !error.stored_before().is_empty() {
+            if let Err(e) = self.spool.mark_stored(session, batch_id, error.stored_before()).await {
+                tracing::warn!(session, "cannot note the items a failed delivery stored: {e}");
+            }
         }
         if !error.is_transient() {
             let reason = format!("{reason} (retrying will not help; once it is fixed, `mneme retry` re-queues it)");
-            if self.dead_letter(session, batch_id, error.stored_before(), &reason, backend).await {
-                return true;
+            if let Some(delivered) = self.dead_letter(session, batch_id, error.stored_before(), &reason, backend).await
+            {
+                return (true, delivered);
             }
-            return self.set_aside_later(session, n, retry::backoff(settings, attempts_before + 1, error));
+            return (self.set_aside_later(session, n, retry::backoff(settings, attempts_before + 1, error)), 0);
         }
         if let Some(left) = early_by {
             // Sent before its backoff ran out (an agent's turn ended, a flush was asked for): it
             // uses up no attempt, and the backoff stands. Counted, a busy agent sent a batch to
             // the dead letters within seconds of an outage, in as many turns as it had attempts.
             tracing::warn!(session, "delivery failed again during its backoff: {reason}");
-            return self.set_aside_later(session, n, left);
+            return (self.set_aside_later(session, n, left), 0);
         }
         // A full disk does not use up attempts: waiting for room is not the batch's fault; nor
         // does an outage (nothing answers, or the server answers it cannot serve now: 429,
@@ -155,7 +166,7 @@ impl Inner {
         } else {
             match self.spool.failed(session, batch_id, &reason).await {
                 // Gone meanwhile (a clear dropped it): nothing is left to retry.
-                Ok(0) => return true,
+                Ok(0) => return (true, 0),
                 Ok(attempts) => attempts,
                 Err(_) => attempts_before + 1,
             }
@@ -164,10 +175,11 @@ impl Inner {
         // everything is delivered once it is back, nothing dead-lettered meanwhile.
         if attempts >= settings.max_attempts && !unreachable {
             let reason = format!("{reason} (gave up after {attempts} attempts; `mneme retry` re-queues it)");
-            if self.dead_letter(session, batch_id, error.stored_before(), &reason, backend).await {
-                return true;
+            if let Some(delivered) = self.dead_letter(session, batch_id, error.stored_before(), &reason, backend).await
+            {
+                return (true, delivered);
             }
-            return self.set_aside_later(session, n, retry::backoff(settings, attempts, error));
+            return (self.set_aside_later(session, n, retry::backoff(settings, attempts, error)), 0);
         }
         let delay = if matches!(error.cause(), BackendError::Unavailable { .. }) {
             // This session's own count (see `SessionShell::unavailable_tries`).
@@ -187,7 +199,7 @@ impl Inner {
         } else {
             tracing::warn!(session, attempts, "delivery retry failed: {reason}; next try in {delay:?}");
         }
-        false
+        (false, 0)
     }
 
     /// After an outage, sessions backing off need not wait out their delay: retry them now.
@@ -202,9 +214,10 @@ impl Inner {
         }
     }
 
-    /// Moves a batch to the dead letters, with its notice; `false` when the spool could not.
-    /// Moves a batch to the dead letters, but for the items the backend `stored` before it
-    /// failed (see `BackendError::PartlyStored`), which are delivered.
+    /// Moves a batch to the dead letters, with its notice, but for the items the backend stored
+    /// before it failed (`stored`, and those noted in an earlier attempt: see
+    /// `BackendError::PartlyStored`), which are delivered. How many were, or `None` when the
+    /// spool could not be written.
     async fn dead_letter(
         &self,
         session: &str,
@@ -212,20 +225,23 @@ impl Inner {
         stored: &[String],
         reason: &str,
         backend: BackendId,
-    ) -> bool {
-        let n = match self.spool.dead_letter(session, batch_id, reason, stored).await {
-            Ok(n) => n,
+    ) -> Option<u64> {
+        let moved = match self.spool.dead_letter(session, batch_id, reason, stored).await {
+            Ok(moved) => moved,
             Err(e) => {
                 tracing::error!(session, "cannot move batch {batch_id} to the dead letters: {e}");
-                return false;
+                return None;
             }
         };
-        self.metrics.items_delivered.fetch_add(stored.len() as u64, Ordering::Relaxed);
+        let n = moved.dead;
+        self.metrics.items_delivered.fetch_add(moved.delivered, Ordering::Relaxed);
         self.metrics.items_dead.fetch_add(n, Ordering::Relaxed);
         let noun = if n == 1 { "memory" } else { "memories" };
-        let message = format!("Memory retention failed for {n} {noun}: {reason}");
-        self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
-        true
+        if n > 0 {
+            let message = format!("Memory retention failed for {n} {noun}: {reason}");
+            self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
+        }
+        Some(moved.delivered)
     }
 
     /// Spooled rows this mneme could not read were moved to the dead letters (`why` each): they

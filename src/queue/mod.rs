@@ -743,8 +743,9 @@ impl Inner {
                         break;
                     }
                 }
-                Step::Failed { items, go_on } => {
+                Step::Failed { items, delivered, go_on } => {
                     report.failed += items;
+                    report.delivered += delivered;
                     if !go_on {
                         break;
                     }

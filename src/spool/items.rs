@@ -172,36 +172,68 @@ impl Spool {
         .await
     }
 
-    /// Moves a batch to the dead letters, but for the items of it the backend `stored` before it
-    /// failed: they are delivered, and go. An item left of a document one of them began in the
-    /// batch is an append from then on (sent again alone, it would replace what they stored).
-    /// Returns how many went to the dead letters.
+    /// Notes that the backend stored the items `stored` of a batch in an attempt that failed
+    /// after them (see [`Spool::dead_letter`]).
+    pub async fn mark_stored(&self, session_id: &str, batch_id: &str, stored: &[String]) -> Result<(), SpoolError> {
+        let (session_id, batch_id) = (session_id.to_owned(), batch_id.to_owned());
+        let stored = serde_json::to_string(stored).expect("strings serialize");
+        self.call(move |t| {
+            t.execute(
+                "UPDATE items SET stored = 1 WHERE session_id = ?1 AND batch_id = ?2 AND id IN (SELECT value FROM json_each(?3))",
+                params![session_id, batch_id, stored],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    /// Moves a batch to the dead letters, but for the items of it the backend stored before it
+    /// failed (`stored`, and those an earlier attempt noted: [`Spool::mark_stored`]): they are
+    /// delivered, and go as a delivered batch's items go (older dead letters of their document
+    /// they replace go with them). An item left of a document one of them began in the batch is
+    /// an append from then on (sent again alone, it would replace what they stored).
     pub async fn dead_letter(
         &self,
         session_id: &str,
         batch_id: &str,
         reason: &str,
         stored: &[String],
-    ) -> Result<u64, SpoolError> {
+    ) -> Result<DeadLettered, SpoolError> {
         let (session_id, batch_id, reason) = (session_id.to_owned(), batch_id.to_owned(), reason.to_owned());
         let stored = serde_json::to_string(stored).expect("strings serialize");
         let now = mneme_core::time::rfc3339(std::time::SystemTime::now());
         self.call(move |t| {
-            if stored != "[]" {
-                t.execute(
-                    "UPDATE items SET append = 1 WHERE session_id = ?1 AND batch_id = ?2 AND document_id IS NOT NULL
-                         AND append = 0 AND id NOT IN (SELECT value FROM json_each(?3)) AND EXISTS (
-                             SELECT 1 FROM items AS s WHERE s.session_id = ?1 AND s.batch_id = ?2
-                                 AND s.document_id = items.document_id AND s.bank = items.bank AND s.seq < items.seq
-                                 AND s.id IN (SELECT value FROM json_each(?3)))",
-                    params![session_id, batch_id, stored],
-                )?;
-                t.execute(
-                    "DELETE FROM items WHERE session_id = ?1 AND batch_id = ?2 AND id IN (SELECT value FROM json_each(?3))",
-                    params![session_id, batch_id, stored],
-                )?;
-            }
-            let n = t.execute(
+            t.execute(
+                "UPDATE items SET stored = 1 WHERE session_id = ?1 AND batch_id = ?2 AND id IN (SELECT value FROM json_each(?3))",
+                params![session_id, batch_id, stored],
+            )?;
+            // As `supersede_dead_letters` does for a delivered batch.
+            t.execute(
+                "DELETE FROM dead_letters WHERE document_id IS NOT NULL AND EXISTS (
+                     SELECT 1 FROM items i WHERE i.session_id = ?1 AND i.batch_id = ?2 AND i.stored = 1
+                         AND i.append = 0 AND i.document_id = dead_letters.document_id
+                         AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)",
+                params![session_id, batch_id],
+            )?;
+            t.execute(
+                "UPDATE dead_letters SET append = 1 WHERE document_id IS NOT NULL AND append = 0 AND EXISTS (
+                     SELECT 1 FROM items i WHERE i.session_id = ?1 AND i.batch_id = ?2 AND i.stored = 1
+                         AND i.append = 1 AND i.document_id = dead_letters.document_id
+                         AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)",
+                params![session_id, batch_id],
+            )?;
+            t.execute(
+                "UPDATE items SET append = 1 WHERE session_id = ?1 AND batch_id = ?2 AND document_id IS NOT NULL
+                     AND append = 0 AND stored = 0 AND EXISTS (
+                         SELECT 1 FROM items AS s WHERE s.session_id = ?1 AND s.batch_id = ?2 AND s.stored = 1
+                             AND s.document_id = items.document_id AND s.bank = items.bank AND s.seq < items.seq)",
+                params![session_id, batch_id],
+            )?;
+            let delivered = t.execute(
+                "DELETE FROM items WHERE session_id = ?1 AND batch_id = ?2 AND stored = 1",
+                params![session_id, batch_id],
+            )?;
+            let dead = t.execute(
                 "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
                      enqueued_at, batch_id, attempts, last_error, failed_at, append, request)
                  SELECT seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
@@ -209,7 +241,7 @@ impl Spool {
                 params![reason, now, session_id, batch_id],
             )?;
             t.execute("DELETE FROM items WHERE session_id = ? AND batch_id = ?", [&session_id, &batch_id])?;
-            Ok(n as u64)
+            Ok(DeadLettered { dead: dead as u64, delivered: delivered as u64 })
         })
         .await
     }
@@ -415,6 +447,15 @@ pub struct NextBatch {
     pub items: Vec<Spooled>,
     /// Why each row that could not be read was moved to the dead letters instead.
     pub set_aside: Vec<String>,
+}
+
+/// What [`Spool::dead_letter`] did with a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLettered {
+    /// Items moved to the dead letters.
+    pub dead: u64,
+    /// Items the backend had stored, which left the spool as delivered.
+    pub delivered: u64,
 }
 
 /// Rows read: the items, and (seq, why) of each row that could not be read.

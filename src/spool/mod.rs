@@ -26,7 +26,7 @@ use std::thread;
 use rusqlite::{Connection, Transaction};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
-pub use items::{NextBatch, OnceRecord, Spooled};
+pub use items::{DeadLettered, NextBatch, OnceRecord, Spooled};
 pub use notices::NoticeRow;
 use schema::SCHEMA;
 use writer::{run_in_savepoint, writer, Finish, Job, Message};

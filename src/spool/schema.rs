@@ -69,4 +69,9 @@ ALTER TABLE dead_letters ADD COLUMN append INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE items ADD COLUMN request INTEGER;
 ALTER TABLE dead_letters ADD COLUMN request INTEGER;
 "#,
+    r#"
+-- 1 when the backend stored the item in an attempt of its batch that failed after it: it is
+-- delivered, and never sent to the dead letters (see `Spool::dead_letter`).
+ALTER TABLE items ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;
+"#,
 ];

@@ -201,9 +201,11 @@ async fn a_turn_and_its_session_record_are_written_together() {
     assert_eq!(spool.counts().await.unwrap().spooled, 1);
 }
 
-/// A batch the backend stored part of before it failed for good: the items it stored are
-/// delivered, not dead letters (put back, an append among them was stored again), and an item
-/// left of a document one of them began is an append from then on (alone, it would replace it).
+/// A batch the backend stored part of before it failed for good, in this attempt or an earlier
+/// one: the items it stored are delivered, not dead letters (put back, an append among them was
+/// stored again), an older dead letter of their document goes as after a delivery (put back, it
+/// replaced the newer version), and an item left of a document one of them began is an append
+/// from then on (alone, it would replace it).
 #[tokio::test]
 async fn a_batch_dead_after_a_part_was_stored_keeps_only_the_rest() {
     let dir = tempfile::tempdir().unwrap();
@@ -212,11 +214,17 @@ async fn a_batch_dead_after_a_part_was_stored_keeps_only_the_rest() {
         document_id: Some(document.to_owned()),
         ..mneme_core::MemoryItem::new(id, id, "2026-01-01T00:00:00.000Z")
     };
+    // An older version of d, a dead letter already: the stored d1 replaced it.
+    spool.append("s", "b", vec![item("d0", "d")]).await.unwrap();
+    let old = spool.next_batch("s", 10).await.unwrap().items[0].batch_id.clone().unwrap();
+    spool.dead_letter("s", &old, "refused", &[]).await.unwrap();
     spool.append("s", "b", vec![item("d1", "d"), item("e1", "e"), item("d2", "d")]).await.unwrap();
     let batch = spool.next_batch("s", 10).await.unwrap().items;
     let batch_id = batch[0].batch_id.clone().unwrap();
-    let dead = spool.dead_letter("s", &batch_id, "refused", &["d1".to_owned()]).await.unwrap();
-    assert_eq!(dead, 2);
+    // Stored in an earlier attempt; the last one failed before it reached d1.
+    spool.mark_stored("s", &batch_id, &["d1".to_owned()]).await.unwrap();
+    let moved = spool.dead_letter("s", &batch_id, "refused", &[]).await.unwrap();
+    assert_eq!(moved, DeadLettered { dead: 2, delivered: 1 });
     assert_eq!(spool.counts().await.unwrap().spooled, 0);
     spool.requeue_dead().await.unwrap();
     let again = spool.next_batch("s", 10).await.unwrap().items;

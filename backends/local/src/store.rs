@@ -135,8 +135,11 @@ pub struct Store {
     /// [`Store::retry_erasure`].
     traces_left: bool,
     /// The last erasure could not merge the full-text index (a full disk, a lock held past the
-    /// busy timeout): the deleted passages' terms are still in its segments.
+    /// busy timeout): the deleted passages' terms are still in its segments. Kept across a
+    /// restart by a file beside the store ([`Store::erase_marker`]).
     index_left: bool,
+    /// `{store}-erase-owed`: there while an index merge is owed.
+    erase_marker: std::path::PathBuf,
 }
 
 /// Passages a connection added and removed since the changes were last taken.
@@ -241,6 +244,8 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         register_functions(&conn)?;
         crate::schema::migrate(&mut conn)?;
+        let erase_marker = Self::erase_marker(path);
+        let owed = erase_marker.exists();
         Ok(Self {
             conn,
             contents: ContentIndex::default(),
@@ -248,9 +253,18 @@ impl Store {
             passage_count: PassageCount::default(),
             changes: Changes::default(),
             thesaurus: Thesaurus::builtin(),
-            traces_left: false,
-            index_left: false,
+            traces_left: owed,
+            index_left: owed,
+            erase_marker,
         })
+    }
+
+    /// The file that says an erasure is owed to the store at `path` (see [`Store::erase_traces`]):
+    /// a restart forgot the debt, and the forgotten text stayed until some later forget.
+    pub fn erase_marker(path: &Path) -> std::path::PathBuf {
+        let mut name = path.file_name().unwrap_or_default().to_owned();
+        name.push("-erase-owed");
+        path.with_file_name(name)
     }
 
     /// This store with `thesaurus` in place of the built-in one, for recall.
@@ -486,10 +500,30 @@ impl Store {
     /// [`Self::retry_erasure`]: the deletion it follows is committed either way.
     pub fn erase_traces(&mut self) -> rusqlite::Result<()> {
         if let Err(e) = self.conn.execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", []) {
-            (self.index_left, self.traces_left) = (true, true);
+            if !self.index_left {
+                use std::os::unix::fs::OpenOptionsExt;
+                let made = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&self.erase_marker);
+                if let Err(m) = made {
+                    tracing::warn!("cannot note an owed erasure in {}: {m}", self.erase_marker.display());
+                }
+            }
+            self.index_left = true;
+            // The failed merge grew the log into whatever room there was (retains then found
+            // none): given back.
+            let _ = self.truncate_log();
+            self.traces_left = true;
             return Err(e);
         }
-        self.index_left = false;
+        if std::mem::take(&mut self.index_left) {
+            if let Err(e) = std::fs::remove_file(&self.erase_marker) {
+                tracing::warn!("cannot remove {}: {e}", self.erase_marker.display());
+            }
+        }
         let truncated = self.truncate_log();
         if truncated.is_err() {
             self.traces_left = true;
@@ -995,9 +1029,14 @@ mod tests {
         assert!(store.erase_traces().is_err(), "the merge needs room");
         assert!(store.traces_left(), "the erasure is owed");
         assert!(store.retry_erasure().is_err() && store.traces_left(), "still no room: still owed");
-        store.conn.query_row("PRAGMA max_page_count = 1073741823", [], |_| Ok(())).unwrap();
+        // Owed across a restart too.
+        let marker = Store::erase_marker(&path);
+        assert!(marker.exists());
+        drop(store);
+        let mut store = Store::open(&path).unwrap();
+        assert!(store.traces_left(), "still owed after a restart");
         store.retry_erasure().unwrap();
-        assert!(!store.traces_left(), "erased");
+        assert!(!store.traces_left() && !marker.exists(), "erased");
         let on_disk = |name: &str| std::fs::read(dir.path().join(name)).unwrap_or_default();
         for file in ["m.db", "m.db-wal"] {
             assert!(!on_disk(file).windows(10).any(|w| w == b"quokkamarb"), "{file} holds the forgotten text");

@@ -96,6 +96,8 @@ fn run_job<T: Send + 'static>(
 
 /// How often the writer, idle, tries again to truncate a log a reader kept after a forget.
 const ERASURE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest wait between two tries of an erasure that failed.
+const ERASURE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn stopped() -> BackendError {
     BackendError::transient("the local store writer stopped".to_owned())
@@ -105,20 +107,24 @@ fn run(mut store: Store, mut rx: mpsc::Receiver<Job>, semantic: Option<Arc<Seman
     lower_priority();
     let mut next = None;
     let mut erasure_tried = std::time::Instant::now();
-    let mut erasure_failed = false;
+    let mut erasure_wait = ERASURE_RETRY;
     loop {
-        // A forget's erasure a reader held off, or that failed (a full disk), is tried again
-        // about once a second, busy or idle, until it goes through (left to the next forget, the
-        // text stayed on disk however long that took). A failure is said once, not every second.
-        if store.traces_left() && erasure_tried.elapsed() >= ERASURE_RETRY {
+        // A forget's erasure a reader held off is tried again about once a second, busy or idle,
+        // until it goes through (left to the next forget, the text stayed on disk however long
+        // that took). One that failed (a full disk) waits twice as long each time, up to
+        // ERASURE_RETRY_MAX (each try may write the whole index), and is said once.
+        if !store.traces_left() {
+            erasure_wait = ERASURE_RETRY;
+        } else if erasure_tried.elapsed() >= erasure_wait {
             erasure_tried = std::time::Instant::now();
             match store.retry_erasure() {
-                Err(e) if !erasure_failed => {
-                    erasure_failed = true;
-                    tracing::warn!("cannot erase a forget's traces on disk yet (tried again every second): {e}");
+                Err(e) => {
+                    if erasure_wait == ERASURE_RETRY {
+                        tracing::warn!("cannot erase a forget's traces on disk yet (tried again later): {e}");
+                    }
+                    erasure_wait = (erasure_wait * 2).min(ERASURE_RETRY_MAX);
                 }
-                Err(_) => {}
-                Ok(()) => erasure_failed = false,
+                Ok(()) => erasure_wait = ERASURE_RETRY,
             }
         }
         let job = match next.take() {
