@@ -569,6 +569,28 @@ async fn a_new_storage_dir_says_what_the_old_spool_still_holds() {
     assert!(said.contains("storage.dir was changed after it started") && !said.contains("another mneme"), "{said}");
 }
 
+/// `mneme reload` typed right after `storage.dir` was edited reaches the daemon: it waits a
+/// moment for the token the daemon's watcher lends the new folder (it failed, the token "kept
+/// elsewhere", until the watcher had reloaded).
+#[tokio::test]
+async fn a_reload_typed_right_after_a_storage_dir_edit_reaches_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // A port of its own: with port 0 only the pidfile says where a daemon listens, and a
+    // command finds none in the new folder before it could wait for the token.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = |at: &std::path::Path| {
+        format!("[server]\nlisten = \"127.0.0.1:{port}\"\n[storage]\ndir = \"{}\"\n", at.display())
+    };
+    let env = [("MNEME_STORAGE__DIR", ""), ("MNEME_SERVER__LISTEN", "")];
+    let d = Daemon::start_with_env(dir, &config(&data), &env);
+    std::fs::write(d.config_path(), config(&d.dir.path().join("moved"))).unwrap();
+    let out = d.cli().envs(env).arg("reload").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.contains("Restart mneme to apply storage.dir"), "{said} {err}");
+}
+
 /// A flush with memory off says what it keeps spooled (it said "Delivered 0 memories, 0 failed."
 /// and exited 0, the items still queued).
 #[tokio::test]

@@ -19,6 +19,10 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a request may wait for the daemon's next bytes.
 const READ_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long a command waits for a token the daemon is lending to a storage dir edited a moment
+/// ago (its config watcher's debounce, and the reload after it).
+const LENT_TOKEN_WAIT: Duration = Duration::from_secs(3);
+
 /// A connection to a running daemon.
 pub struct Client {
     http: reqwest::Client,
@@ -59,6 +63,17 @@ impl Client {
 
     /// Connects to the daemon the settings point at and checks it speaks our protocol.
     pub async fn connect(settings: &Settings) -> Result<Client, CliError> {
+        Self::connect_waiting(settings, Duration::ZERO).await
+    }
+
+    /// [`Client::connect`] for a command the user typed: when a daemon answers and no token is
+    /// in the storage dir yet, waits a moment for the one the daemon lends a storage dir edited
+    /// a moment ago ([`LENT_TOKEN_WAIT`]). Not for the hooks, which run on the agent's prompt.
+    pub async fn connect_for_command(settings: &Settings) -> Result<Client, CliError> {
+        Self::connect_waiting(settings, LENT_TOKEN_WAIT).await
+    }
+
+    async fn connect_waiting(settings: &Settings, lent_token_wait: Duration) -> Result<Client, CliError> {
         let listen = settings.server.listen;
         let pid_path = settings.pid_path();
         let addr = match recorded_addr(&pid_path) {
@@ -122,6 +137,15 @@ impl Client {
             )));
         }
         let token_path = settings.token_path();
+        // A daemon answers, and no token is here: `storage.dir` may have been edited a moment
+        // ago, and the daemon's reload (its file watcher) lends its token to the new folder.
+        // Waited for briefly: `mneme reload` run right after the edit failed.
+        if !token_path.exists() {
+            let deadline = std::time::Instant::now() + lent_token_wait;
+            while !token_path.exists() && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
         let token = std::fs::read_to_string(&token_path)
             .map_err(|e| match e.kind() {
                 // A daemon answers, yet never wrote its token here: it runs on another dir.

@@ -83,7 +83,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         return Err(CliError::Other(what.into()));
     }
     let settings = load_client_settings(flag)?.settings;
-    let client = Client::connect(&settings).await?;
+    let client = Client::connect_for_command(&settings).await?;
     match command {
         Command::Status => {
             let s: Status = client.get("/v1/status").await?;
