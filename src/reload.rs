@@ -221,7 +221,7 @@ impl Reloader {
         self.state.replace(Current { settings: new.clone(), backend });
         self.queue.settings_changed(&old.queue, &new.queue);
         if swap {
-            self.queue.backend_switched();
+            self.queue.backend_switched().await;
             if let Err(e) = self.sessions.backend_switched().await {
                 tracing::error!("cannot save the sessions after the backend switch: {e}");
             }

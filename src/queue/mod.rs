@@ -443,10 +443,14 @@ impl Queue {
     }
 
     /// Call after the state's backend was replaced: an outage of the old one is not the new
-    /// one's (its first failure gets a notice of its own).
-    pub fn backend_switched(&self) {
+    /// one's (its first failure gets a notice of its own), nor are the items it stored of a
+    /// batch that failed (dead-lettered on the new one, they were taken for delivered).
+    pub async fn backend_switched(&self) {
         self.inner.backend_down.store(false, Ordering::Relaxed);
         self.inner.unreachable_tries.store(0, Ordering::Relaxed);
+        if let Err(e) = self.inner.spool.forget_stored().await {
+            tracing::warn!("cannot forget what the old backend stored of failed batches: {e}");
+        }
     }
 
     /// The backend deliveries go to.

@@ -854,7 +854,7 @@ async fn off_holds_items_for_the_next_storing_backend() {
     assert_eq!(r.queue.depths().await.spooled, 1);
     let b = TestBackend::new(&[Mode::Ok]);
     r.state.replace(Current { settings: r.state.settings(), backend: b.clone() });
-    r.queue.backend_switched();
+    r.queue.backend_switched().await;
     r.queue.flush("s").await;
     assert_eq!(b.delivered(), vec!["a0"]);
 }
@@ -877,7 +877,7 @@ async fn a_failure_after_a_switch(failure: Mode) {
     assert_eq!(old.running.load(Ordering::SeqCst), 1);
     let new = TestBackend::new(&[Mode::Ok]);
     r.state.replace(Current { settings: r.state.settings(), backend: new.clone() });
-    r.queue.backend_switched();
+    r.queue.backend_switched().await;
     old.release.notify_one();
     flush.await.unwrap();
     r.advance(1100).await;

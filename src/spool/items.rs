@@ -187,6 +187,12 @@ impl Spool {
         .await
     }
 
+    /// Forgets which items an attempt stored ([`Spool::mark_stored`]): the backend that stored
+    /// them is no longer the one in force, and the new one has not.
+    pub async fn forget_stored(&self) -> Result<(), SpoolError> {
+        self.call(|t| t.execute("UPDATE items SET stored = 0 WHERE stored <> 0", []).map(|_| ())).await
+    }
+
     /// Moves a batch to the dead letters, but for the items of it the backend stored before it
     /// failed (`stored`, and those an earlier attempt noted: [`Spool::mark_stored`]): they are
     /// delivered, and go as a delivered batch's items go (older dead letters of their document
@@ -207,32 +213,7 @@ impl Spool {
                 "UPDATE items SET stored = 1 WHERE session_id = ?1 AND batch_id = ?2 AND id IN (SELECT value FROM json_each(?3))",
                 params![session_id, batch_id, stored],
             )?;
-            // As `supersede_dead_letters` does for a delivered batch.
-            t.execute(
-                "DELETE FROM dead_letters WHERE document_id IS NOT NULL AND EXISTS (
-                     SELECT 1 FROM items i WHERE i.session_id = ?1 AND i.batch_id = ?2 AND i.stored = 1
-                         AND i.append = 0 AND i.document_id = dead_letters.document_id
-                         AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)",
-                params![session_id, batch_id],
-            )?;
-            t.execute(
-                "UPDATE dead_letters SET append = 1 WHERE document_id IS NOT NULL AND append = 0 AND EXISTS (
-                     SELECT 1 FROM items i WHERE i.session_id = ?1 AND i.batch_id = ?2 AND i.stored = 1
-                         AND i.append = 1 AND i.document_id = dead_letters.document_id
-                         AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)",
-                params![session_id, batch_id],
-            )?;
-            t.execute(
-                "UPDATE items SET append = 1 WHERE session_id = ?1 AND batch_id = ?2 AND document_id IS NOT NULL
-                     AND append = 0 AND stored = 0 AND EXISTS (
-                         SELECT 1 FROM items AS s WHERE s.session_id = ?1 AND s.batch_id = ?2 AND s.stored = 1
-                             AND s.document_id = items.document_id AND s.bank = items.bank AND s.seq < items.seq)",
-                params![session_id, batch_id],
-            )?;
-            let delivered = t.execute(
-                "DELETE FROM items WHERE session_id = ?1 AND batch_id = ?2 AND stored = 1",
-                params![session_id, batch_id],
-            )?;
+            let delivered = stored_leave_as_delivered(t, &session_id, &batch_id)?;
             let dead = t.execute(
                 "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
                      enqueued_at, batch_id, attempts, last_error, failed_at, append, request)
@@ -335,13 +316,11 @@ impl Spool {
                 .prepare(&format!("SELECT DISTINCT session_id FROM items WHERE {IN_SCOPE}"))?
                 .query_map(params![bank, tags], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            for table in ["dead_letters", "items"] {
-                t.execute(
-                    // A new body needs a new batch id: Hindsight answers 409 to an operation id
-                    // it knows sent with another body.
-                    &format!("UPDATE {table} SET tags = {UNTAGGED}, batch_id = NULL WHERE {IN_SCOPE} AND {SHARED}"),
-                    params![bank, tags, project],
-                )?;
+            // A new body needs a new batch id: Hindsight answers 409 to an operation id it knows
+            // sent with another body. (And what an attempt of the old batch stored is not this
+            // body's: see `mark_stored`.)
+            for set in ["UPDATE dead_letters SET batch_id = NULL", "UPDATE items SET batch_id = NULL, stored = 0"] {
+                t.execute(&format!("{set}, tags = {UNTAGGED} WHERE {IN_SCOPE} AND {SHARED}"), params![bank, tags, project])?;
             }
             t.execute(&format!("DELETE FROM dead_letters WHERE {IN_SCOPE}"), params![bank, tags])?;
             let n = t.execute(&format!("DELETE FROM items WHERE {IN_SCOPE}"), params![bank, tags])?;
@@ -447,6 +426,49 @@ pub struct NextBatch {
     pub items: Vec<Spooled>,
     /// Why each row that could not be read was moved to the dead letters instead.
     pub set_aside: Vec<String>,
+}
+
+/// The items of a batch marked stored leave the spool as delivered ones do (see
+/// [`Spool::dead_letter`]); how many. Nothing is looked at when none is (each statement on the
+/// dead letters reads them all, in the spool writer's one transaction: a dead-lettering held
+/// every retain for seconds once thousands had piled up).
+fn stored_leave_as_delivered(t: &Transaction<'_>, session_id: &str, batch_id: &str) -> rusqlite::Result<usize> {
+    let any: bool = t
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM items WHERE session_id = ?1 AND batch_id = ?2 AND stored = 1)")?
+        .query_row(params![session_id, batch_id], |r| r.get(0))?;
+    if !any {
+        return Ok(0);
+    }
+    // Their documents, first: each statement on the dead letters looks at those of these only.
+    const STORED_DOCUMENTS: &str = "dead_letters.document_id IN (SELECT document_id FROM items
+        WHERE session_id = ?1 AND batch_id = ?2 AND stored = 1 AND document_id IS NOT NULL)";
+    // As `supersede_dead_letters` does for a delivered batch.
+    t.execute(
+        &format!(
+            "DELETE FROM dead_letters WHERE {STORED_DOCUMENTS} AND EXISTS (
+                 SELECT 1 FROM items i WHERE i.session_id = ?1 AND i.batch_id = ?2 AND i.stored = 1
+                     AND i.append = 0 AND i.document_id = dead_letters.document_id
+                     AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)"
+        ),
+        params![session_id, batch_id],
+    )?;
+    t.execute(
+        &format!(
+            "UPDATE dead_letters SET append = 1 WHERE {STORED_DOCUMENTS} AND append = 0 AND EXISTS (
+                 SELECT 1 FROM items i WHERE i.session_id = ?1 AND i.batch_id = ?2 AND i.stored = 1
+                     AND i.append = 1 AND i.document_id = dead_letters.document_id
+                     AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)"
+        ),
+        params![session_id, batch_id],
+    )?;
+    t.execute(
+        "UPDATE items SET append = 1 WHERE session_id = ?1 AND batch_id = ?2 AND document_id IS NOT NULL
+             AND append = 0 AND stored = 0 AND EXISTS (
+                 SELECT 1 FROM items AS s WHERE s.session_id = ?1 AND s.batch_id = ?2 AND s.stored = 1
+                     AND s.document_id = items.document_id AND s.bank = items.bank AND s.seq < items.seq)",
+        params![session_id, batch_id],
+    )?;
+    t.execute("DELETE FROM items WHERE session_id = ?1 AND batch_id = ?2 AND stored = 1", params![session_id, batch_id])
 }
 
 /// What [`Spool::dead_letter`] did with a batch.

@@ -232,3 +232,18 @@ async fn a_batch_dead_after_a_part_was_stored_keeps_only_the_rest() {
     assert_eq!(kept, [("e1".to_owned(), false), ("d2".to_owned(), true)]);
     assert_eq!(again[0].batch_id.as_deref(), Some(batch_id.as_str()), "under its batch id still");
 }
+
+/// What an attempt stored is forgotten with the backend that stored it: dead-lettered on the
+/// new one, those items were taken for delivered, and the new backend never had them.
+#[tokio::test]
+async fn what_an_old_backend_stored_is_not_taken_for_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let item = |id: &str| mneme_core::MemoryItem::new(id, id, "2026-01-01T00:00:00.000Z");
+    spool.append("s", "b", vec![item("a"), item("b")]).await.unwrap();
+    let batch_id = spool.next_batch("s", 10).await.unwrap().items[0].batch_id.clone().unwrap();
+    spool.mark_stored("s", &batch_id, &["a".to_owned()]).await.unwrap();
+    spool.forget_stored().await.unwrap();
+    let moved = spool.dead_letter("s", &batch_id, "refused", &[]).await.unwrap();
+    assert_eq!(moved, DeadLettered { dead: 2, delivered: 0 });
+}
