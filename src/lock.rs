@@ -58,6 +58,18 @@ impl KeyedLocks {
         };
         lock.lock_owned().await
     }
+
+    /// Waits for the locks of every key in `keys`, taken sorted and once each (two callers that
+    /// hold several never wait for each other); held until the guards are dropped.
+    pub async fn lock_all(&self, mut keys: Vec<String>) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
+        keys.sort_unstable();
+        keys.dedup();
+        let mut held = Vec::with_capacity(keys.len());
+        for key in &keys {
+            held.push(self.lock(key).await);
+        }
+        held
+    }
 }
 
 #[cfg(test)]

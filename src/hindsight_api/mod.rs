@@ -343,15 +343,8 @@ impl HindsightApi {
     /// Holds the documents of `items` (in order: two requests never wait for each other) until
     /// the guards are dropped.
     async fn hold_documents(&self, bank: &str, items: &[MemoryItemIn]) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
-        let mut keys: Vec<String> =
-            items.iter().filter_map(|i| i.document_id.as_deref()).map(|d| document_key(bank, d.trim())).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let mut held = Vec::with_capacity(keys.len());
-        for key in &keys {
-            held.push(self.documents.lock(key).await);
-        }
-        held
+        let keys = items.iter().filter_map(|i| i.document_id.as_deref()).map(|d| document_key(bank, d.trim()));
+        self.documents.lock_all(keys.collect()).await
     }
 
     /// The `<private>` spans each document of `items` left open at the end of its version so far
@@ -406,14 +399,8 @@ impl HindsightApi {
     /// keeps them: which documents it took is not known, and a document of another project
     /// left open must stay so.)
     pub async fn everything_forgotten(&self) {
-        let kept = match self.spool.records(DOCUMENT_OPEN, "").await {
-            Ok(kept) => kept,
-            Err(e) => return tracing::warn!("cannot list the spans documents left open: {e}"),
-        };
-        for (key, _) in kept {
-            if let Err(e) = self.spool.delete_record(DOCUMENT_OPEN, &key).await {
-                tracing::warn!("cannot forget the spans a cleared document left open: {e}");
-            }
+        if let Err(e) = self.spool.delete_records(DOCUMENT_OPEN).await {
+            tracing::warn!("cannot forget the spans cleared documents left open: {e}");
         }
     }
 

@@ -76,14 +76,8 @@ impl Sessions {
 
     /// Locks the turns of `ids`, in order: callers that hold more than one lock take them
     /// sorted, so two of them never wait for each other.
-    async fn hold_turns(&self, mut ids: Vec<String>) -> HeldTurns {
-        ids.sort_unstable();
-        ids.dedup();
-        let mut held = Vec::with_capacity(ids.len());
-        for id in &ids {
-            held.push(self.inner.turns.lock(id).await);
-        }
-        HeldTurns(held)
+    async fn hold_turns(&self, ids: Vec<String>) -> HeldTurns {
+        HeldTurns(self.inner.turns.lock_all(ids).await)
     }
 
     /// `retain.mode` changed by a reload: the turns retained so far stay as the old mode stored

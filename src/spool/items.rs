@@ -177,14 +177,7 @@ impl Spool {
     pub async fn mark_stored(&self, session_id: &str, batch_id: &str, stored: &[String]) -> Result<(), SpoolError> {
         let (session_id, batch_id) = (session_id.to_owned(), batch_id.to_owned());
         let stored = serde_json::to_string(stored).expect("strings serialize");
-        self.call(move |t| {
-            t.execute(
-                "UPDATE items SET stored = 1 WHERE session_id = ?1 AND batch_id = ?2 AND id IN (SELECT value FROM json_each(?3))",
-                params![session_id, batch_id, stored],
-            )
-            .map(|_| ())
-        })
-        .await
+        self.call(move |t| mark_stored_in(t, &session_id, &batch_id, &stored)).await
     }
 
     /// Forgets which items an attempt stored ([`Spool::mark_stored`]): the backend that stored
@@ -209,10 +202,7 @@ impl Spool {
         let stored = serde_json::to_string(stored).expect("strings serialize");
         let now = mneme_core::time::rfc3339(std::time::SystemTime::now());
         self.call(move |t| {
-            t.execute(
-                "UPDATE items SET stored = 1 WHERE session_id = ?1 AND batch_id = ?2 AND id IN (SELECT value FROM json_each(?3))",
-                params![session_id, batch_id, stored],
-            )?;
+            mark_stored_in(t, &session_id, &batch_id, &stored)?;
             let delivered = stored_leave_as_delivered(t, &session_id, &batch_id)?;
             let dead = t.execute(
                 "INSERT OR IGNORE INTO dead_letters (seq, id, session_id, bank, tags, content, context, kind, document_id, metadata,
@@ -426,6 +416,15 @@ pub struct NextBatch {
     pub items: Vec<Spooled>,
     /// Why each row that could not be read was moved to the dead letters instead.
     pub set_aside: Vec<String>,
+}
+
+/// Marks the items of a batch whose ids the JSON array `stored` lists (see [`Spool::mark_stored`]).
+fn mark_stored_in(t: &Transaction<'_>, session_id: &str, batch_id: &str, stored: &str) -> rusqlite::Result<()> {
+    t.execute(
+        "UPDATE items SET stored = 1 WHERE session_id = ?1 AND batch_id = ?2 AND id IN (SELECT value FROM json_each(?3))",
+        params![session_id, batch_id, stored],
+    )
+    .map(|_| ())
 }
 
 /// The items of a batch marked stored leave the spool as delivered ones do (see

@@ -40,6 +40,11 @@ impl Spool {
         .await
     }
 
+    /// Deletes every record of `kind`; how many.
+    pub async fn delete_records(&self, kind: &'static str) -> Result<usize, SpoolError> {
+        self.call(move |t| t.execute("DELETE FROM records WHERE kind = ?", [kind])).await
+    }
+
     /// The record of `kind` under exactly `key`, if any.
     pub async fn record(&self, kind: &'static str, key: &str) -> Result<Option<String>, SpoolError> {
         let key = key.to_owned();
