@@ -434,12 +434,24 @@ fn check_in_background(
 /// anything (see [`Store::erase_traces`]). The deletion committed is the answer: an erasure that
 /// fails (a full disk) is owed, and the writer tries it again until it goes through (answered
 /// as an error, the forget had deleted all the same, and its retry deleted, and erased, nothing).
-fn erased(store: &mut Store, delete: impl FnOnce(&mut Store) -> rusqlite::Result<u64>) -> rusqlite::Result<u64> {
-    let deleted = delete(store)?;
-    if deleted > 0 {
-        if let Err(e) = store.erase_traces() {
-            tracing::warn!("deleted, but its traces on disk are not erased yet (tried again every second): {e}");
+/// The debt is on disk before the deletion commits, so a crash between the two does not forget
+/// it: the next start merges.
+pub(crate) fn erased(
+    store: &mut Store,
+    delete: impl FnOnce(&mut Store) -> rusqlite::Result<u64>,
+) -> rusqlite::Result<u64> {
+    store.note_erasure_owed();
+    let deleted = match delete(store) {
+        Ok(deleted) => deleted,
+        Err(e) => {
+            store.settle_erasure();
+            return Err(e);
         }
+    };
+    if deleted == 0 {
+        store.settle_erasure();
+    } else if let Err(e) = store.erase_traces() {
+        tracing::warn!("deleted, but its traces on disk are not erased yet (tried again every second): {e}");
     }
     Ok(deleted)
 }

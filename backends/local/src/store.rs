@@ -501,16 +501,7 @@ impl Store {
     pub fn erase_traces(&mut self) -> rusqlite::Result<()> {
         if let Err(e) = self.conn.execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", []) {
             if !self.index_left {
-                use std::os::unix::fs::OpenOptionsExt;
-                let made = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(&self.erase_marker);
-                if let Err(m) = made {
-                    tracing::warn!("cannot note an owed erasure in {}: {m}", self.erase_marker.display());
-                }
+                self.note_erasure_owed();
             }
             self.index_left = true;
             // The failed merge grew the log into whatever room there was (retains then found
@@ -519,16 +510,52 @@ impl Store {
             self.traces_left = true;
             return Err(e);
         }
-        if std::mem::take(&mut self.index_left) {
-            if let Err(e) = std::fs::remove_file(&self.erase_marker) {
-                tracing::warn!("cannot remove {}: {e}", self.erase_marker.display());
-            }
+        if std::mem::take(&mut self.index_left) || self.erase_marker.exists() {
+            self.settle_erasure();
         }
         let truncated = self.truncate_log();
         if truncated.is_err() {
             self.traces_left = true;
         }
         truncated
+    }
+
+    /// Writes, and syncs, the file that says an index merge is owed ([`Self::erase_marker`]).
+    /// Called before a deletion the user asked for, so that a crash between its commit and the
+    /// merge leaves the debt on disk (a restart then merges); removed by
+    /// [`Self::settle_erasure`] once nothing is owed. A marker that cannot be written (the disk
+    /// full to its last inode) is warned about: the deletion goes on, and the debt is kept in
+    /// memory as before.
+    pub fn note_erasure_owed(&self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&self.erase_marker)
+            .and_then(|file| file.sync_all())
+            .and_then(|()| match self.erase_marker.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => std::fs::File::open(dir)?.sync_all(),
+                _ => Ok(()),
+            });
+        if let Err(e) = made {
+            tracing::warn!("cannot note an owed erasure in {}: {e}", self.erase_marker.display());
+        }
+    }
+
+    /// Removes the marker [`Self::note_erasure_owed`] wrote, unless a merge is still owed (a
+    /// deletion that deleted nothing, or failed, owes none; one that merged owes none either).
+    pub fn settle_erasure(&self) {
+        if self.index_left {
+            return;
+        }
+        match std::fs::remove_file(&self.erase_marker) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!("cannot remove {}: {e}", self.erase_marker.display())
+            }
+            _ => {}
+        }
     }
 
     /// Whether the last erasure left traces on disk: part of the log, because a reader (a
@@ -1041,6 +1068,35 @@ mod tests {
         for file in ["m.db", "m.db-wal"] {
             assert!(!on_disk(file).windows(10).any(|w| w == b"quokkamarb"), "{file} holds the forgotten text");
         }
+    }
+
+    /// The debt is on disk before a deletion commits: a crash between the commit and the merge
+    /// left the forgotten text in the index's segments, and no marker to say so.
+    #[test]
+    fn a_deletion_owes_its_erasure_on_disk_before_it_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let marker = Store::erase_marker(&path);
+        let mut store = Store::open(&path).unwrap();
+        store.retain("b", &[item(0, "the vault phrase is quokkamarble88", None)]).unwrap();
+        let deleted = crate::backend::erased(&mut store, |s| {
+            assert!(marker.exists(), "no marker before the deletion");
+            s.forget_memory("item-0", None)
+        });
+        assert_eq!(deleted.unwrap(), 1);
+        assert!(!marker.exists() && !store.traces_left(), "merged: nothing owed");
+        // A deletion that deletes nothing owes nothing.
+        assert_eq!(crate::backend::erased(&mut store, |s| s.forget_memory("item-9", None)).unwrap(), 0);
+        assert!(!marker.exists());
+        // A crash after the commit (the merge never ran): the next start owes it, and merges.
+        store.retain("b", &[item(1, "the second phrase is wombatgranite77", None)]).unwrap();
+        store.note_erasure_owed();
+        assert_eq!(store.forget_memory("item-1", None).unwrap(), 1);
+        drop(store);
+        let mut store = Store::open(&path).unwrap();
+        assert!(store.traces_left(), "owed after the crash");
+        store.retry_erasure().unwrap();
+        assert!(!store.traces_left() && !marker.exists());
     }
 
     /// An import of several banks is all of them or none: on a full disk (here the database may
