@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::errors;
 use crate::parts;
+use crate::redelete::Redeletes;
 use crate::wire::*;
 
 /// Whether a retain or an import was taken. Writing creates banks, so a 404 is a wrong api_url
@@ -116,6 +117,8 @@ pub struct HindsightBackend {
     http: reqwest::Client,
     limiter: DefaultDirectRateLimiter,
     ensured: Mutex<HashSet<String>>,
+    /// Deletes owed once the retains the server was running at a forget or clear finish.
+    redeletes: Redeletes,
 }
 
 /// A URL as it may be shown: user and password (userinfo) replaced, never repeated.
@@ -208,7 +211,29 @@ impl HindsightBackend {
         let rps = NonZeroU32::new(config.requests_per_second.max(1)).expect("at least 1");
         let burst = NonZeroU32::new(config.burst.max(1)).expect("at least 1");
         let limiter = RateLimiter::direct(Quota::per_second(rps).allow_burst(burst));
-        Ok(Self { config, base, shown, http, limiter, ensured: Mutex::new(HashSet::new()) })
+        Ok(Self {
+            config,
+            base,
+            shown,
+            http,
+            limiter,
+            ensured: Mutex::new(HashSet::new()),
+            redeletes: Redeletes::default(),
+        })
+    }
+
+    pub(crate) fn config(&self) -> &HindsightConfig {
+        &self.config
+    }
+
+    pub(crate) fn redeletes(&self) -> &Redeletes {
+        &self.redeletes
+    }
+
+    /// How many deletes are owed until retains the server was running at a forget or a clear
+    /// have finished (see [`Redeletes`]).
+    pub fn deletes_owed(&self) -> usize {
+        self.redeletes.owed()
     }
 
     /// `{api_url}/{segments…}`, each segment percent-encoded.
@@ -391,6 +416,7 @@ impl MemoryBackend for HindsightBackend {
     async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
         self.ensure_bank(&scope.bank).await;
         let url = self.bank_url(&scope.bank, &["memories"])?;
+        self.redeletes.retaining(&scope.bank, batch.items.iter().map(|i| i.document_id.as_deref()));
         // One request per part (see `parts`), in order: a resend after any failure sends them all
         // again, and those the server already has are answered from their operation ids.
         // Each part is done once the server has stored it, not when it has queued it: the
@@ -466,14 +492,18 @@ impl MemoryBackend for HindsightBackend {
         match what {
             ClearWhat::Remote => {
                 // Retains still queued on the server would store what the clear deletes.
-                self.cancel_pending_retains(&scope.bank, None).await;
+                let pending = self.cancel_pending_retains(&scope.bank, None).await;
                 let url = self.bank_url(&scope.bank, &["memories"])?;
                 let answer: Option<serde_json::Value> =
                     self.send_delete("clear", url, self.config.timeout).await?;
-                let message = match answer {
+                let mut message = match answer {
                     Some(_) => format!("Deleted the memories of bank {:?} on the Hindsight server.", scope.bank),
                     None => format!("Bank {:?} does not exist on the Hindsight server: nothing to delete.", scope.bank),
                 };
+                if !pending.running.is_empty() {
+                    message.push_str(&pending.running_note());
+                    self.delete_again_after(&scope.bank, None, pending.running);
+                }
                 Ok(ClearReport { deleted: None, message })
             }
             ClearWhat::Scope | ClearWhat::All => Ok(ClearReport {

@@ -101,21 +101,24 @@ pub(crate) async fn forget(b: &HindsightBackend, what: &Forget) -> Result<Forgot
     };
     // A retain of the document still queued on the server would store it again (and a document
     // only queued answers 404 below).
-    let cancelled = b.cancel_pending_retains(bank, Some(id)).await;
+    let pending = b.cancel_pending_retains(bank, Some(id)).await;
     let url = b.bank_url(bank, &["documents", id])?;
     let done: Option<DocumentDeleted> = b.send_delete("delete document", url, b.timeout()).await?;
+    let running = pending.running_note();
+    b.delete_again_after(bank, Some(id), pending.running.clone());
     let Some(done) = done else {
-        if cancelled > 0 {
-            // Only queued: nothing was stored yet, and now nothing will be.
-            let message = format!("Cancelled the retain of document {id:?} still queued on Hindsight bank {bank:?}.");
+        if pending.cancelled > 0 || !pending.running.is_empty() {
+            // Only queued (or being stored): nothing was stored yet, and what the server is
+            // storing is deleted once it has.
+            let message = format!("Nothing of document {id:?} was stored on Hindsight bank {bank:?} yet; its queued retains are cancelled.{running}");
             return Ok(Forgotten { deleted: Some(0), message });
         }
         return Err(BackendError::NotFound(format!("no document {id:?} in Hindsight bank {bank:?}")));
     };
     let deleted = done.memory_units_deleted;
     let message = match deleted {
-        Some(n) => format!("Deleted document {id:?} and its {n} memory units from Hindsight bank {bank:?}."),
-        None => format!("Deleted document {id:?} from Hindsight bank {bank:?}."),
+        Some(n) => format!("Deleted document {id:?} and its {n} memory units from Hindsight bank {bank:?}.{running}"),
+        None => format!("Deleted document {id:?} from Hindsight bank {bank:?}.{running}"),
     };
     Ok(Forgotten { deleted, message })
 }

@@ -8,6 +8,8 @@
 //! - [`wire`]: the request and response bodies of the calls mneme makes.
 //! - `operations`: waiting until an asynchronous retain is stored; cancelling the queued ones
 //!   before a clear or a forget.
+//! - `redelete`: deleting again, once they finish, what retains the server was already running
+//!   at a forget or a clear store after it.
 //! - `parts`: a delivery cut into retains Hindsight runs in order and answers once (one document
 //!   each, all asynchronous, each with a stable operation id, sent once the one before is stored).
 
@@ -16,6 +18,7 @@ mod browse;
 pub mod errors;
 mod operations;
 mod parts;
+mod redelete;
 pub mod wire;
 
 pub use backend::{operation_id, HindsightBackend, HindsightConfig, Secret};

@@ -31,6 +31,26 @@ enum Cancel {
     Failed,
 }
 
+/// What a cancel pass found: the queued retains it cancelled, and those the server was
+/// already running (operation ids), left to finish.
+#[derive(Debug, Default)]
+pub(crate) struct PendingRetains {
+    pub cancelled: usize,
+    pub running: Vec<String>,
+}
+
+impl PendingRetains {
+    /// What the answer to a forget or clear says of the running retains ("" when none).
+    pub fn running_note(&self) -> String {
+        match self.running.len() {
+            0 => String::new(),
+            n => format!(
+                " The server was already storing {n} retain(s) there: they are left to finish and deleted again once they have."
+            ),
+        }
+    }
+}
+
 /// One operation as `GET …/operations` lists it.
 #[derive(Debug, Deserialize)]
 struct ListedOperation {
@@ -160,15 +180,18 @@ impl HindsightBackend {
         Ok(true)
     }
 
-    /// Cancels the bank's retains still queued or running on the server (those of `document`
-    /// only, when given): run after a clear or a forget, they would store again what it deleted.
-    /// Best effort: what cannot be listed or cancelled is logged, and the clear goes on.
-    pub(crate) async fn cancel_pending_retains(&self, bank: &str, document: Option<&str>) -> usize {
-        let mut cancelled = 0usize;
+    /// Cancels the bank's retains still queued on the server (those of `document` only, when
+    /// given): run after a clear or a forget, they would store again what it deleted. Those the
+    /// server is already running are left to finish, and listed: a cancel would stop one only
+    /// after the document it is on, with nothing to say when (see `redelete`), so the caller
+    /// deletes again once they have. Best effort: what cannot be listed or cancelled is logged,
+    /// and the clear goes on.
+    pub(crate) async fn cancel_pending_retains(&self, bank: &str, document: Option<&str>) -> PendingRetains {
+        let mut found = PendingRetains::default();
         for status in ["pending", "processing"] {
             let mut kept = 0usize; // listed and left alone: the next page starts after them
             for _ in 0..MAX_OPERATION_PAGES {
-                let Ok(mut url) = self.bank_url(bank, &["operations"]) else { return cancelled };
+                let Ok(mut url) = self.bank_url(bank, &["operations"]) else { return found };
                 url.query_pairs_mut()
                     .append_pair("status", status)
                     .append_pair("limit", "100")
@@ -178,10 +201,10 @@ impl HindsightBackend {
                     .await
                 {
                     Ok(Some(page)) => page.operations,
-                    Ok(None) => return cancelled, // no such bank, or a server without the route
+                    Ok(None) => return found, // no such bank, or a server without the route
                     Err(e) => {
                         tracing::warn!(bank, "cannot list the bank's queued retains to cancel them: {e}");
-                        return cancelled;
+                        return found;
                     }
                 };
                 if page.is_empty() {
@@ -194,21 +217,33 @@ impl HindsightBackend {
                         kept += 1;
                         continue;
                     }
+                    if status == "processing" {
+                        kept += 1;
+                        if !found.running.contains(&op.id) {
+                            found.running.push(op.id);
+                        }
+                        continue;
+                    }
                     // A cancel refused (409: it finished meanwhile, or went with its parent)
                     // left the list as a cancelled one did: counted as kept, the next page would
                     // start past a retain still queued. One that failed otherwise stays listed.
                     match self.cancel(bank, &op.id).await {
-                        Cancel::Done => cancelled += 1,
+                        Cancel::Done => found.cancelled += 1,
                         Cancel::Gone => {}
                         Cancel::Failed => kept += 1,
                     }
                 }
             }
         }
-        if cancelled > 0 {
-            tracing::info!(bank, cancelled, "cancelled retains still queued on the server before deleting");
+        if found.cancelled > 0 || !found.running.is_empty() {
+            tracing::info!(
+                bank,
+                cancelled = found.cancelled,
+                running = found.running.len(),
+                "cancelled the retains still queued on the server before deleting"
+            );
         }
-        cancelled
+        found
     }
 
     /// Cancels one operation.
@@ -218,8 +253,10 @@ impl HindsightBackend {
         match self.send::<serde_json::Value>("cancel operation", Method::DELETE, url, None::<&()>, timeout).await {
             Ok(Some(_)) => Cancel::Done,
             Ok(None) => Cancel::Gone,
-            // 409: it finished meanwhile (or went with its parent).
-            Err(e) if e.to_string().contains("409") => Cancel::Gone,
+            // 409: it finished meanwhile (or went with its parent). Read from the status, not
+            // from anywhere in the reason: the server's detail names the operation, whose id may
+            // hold "409".
+            Err(e) if e.to_string().starts_with("cancel operation: Hindsight answered 409") => Cancel::Gone,
             Err(e) => {
                 tracing::warn!(bank, id, "a retain queued on the server could not be cancelled: {e}");
                 Cancel::Failed

@@ -491,6 +491,122 @@ async fn a_clear_or_a_forget_cancels_the_retains_still_queued_on_the_server() {
     assert_eq!(*cancelled.lock().unwrap(), ["op-a", "op-b"], "every retain of the bank, not other work");
 }
 
+/// A server running a retain of a document stops only after that document, and a cancelled
+/// operation's status no longer says when: a forget that cancelled it and deleted at once found
+/// the document stored again after the delete. Now a running retain is left to finish, and the
+/// document deleted again once it has; not when mneme itself retained to it in between, nor
+/// for a bank cleared once the backend is gone. (The real server runs a retain within a moment
+/// with its test LLM: one cannot be kept running on demand, hence this stand-in.)
+#[tokio::test]
+async fn a_retain_the_server_was_running_at_a_forget_is_deleted_again_once_it_finished() {
+    use axum::extract::{Path, Query};
+    use axum::routing::{delete, get};
+    use std::collections::HashMap;
+    #[derive(Default)]
+    struct Server {
+        looks: AtomicUsize,
+        cancels: AtomicUsize,
+        document_deletes: AtomicUsize,
+        bank_deletes: AtomicUsize,
+    }
+    async fn start(finished_after: usize) -> (String, Arc<Server>) {
+        let server = Arc::new(Server::default());
+        let (a, b, c, d, e) = (server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
+        let app = Router::new()
+            .route(
+                "/v1/default/banks/b/operations",
+                get(move |Query(q): Query<HashMap<String, String>>| async move {
+                    let running = q.get("status").map(String::as_str) == Some("processing")
+                        && q.get("offset").map(String::as_str) == Some("0")
+                        && a.looks.load(Ordering::SeqCst) < finished_after;
+                    let ops: Vec<serde_json::Value> = match running {
+                        true => vec![serde_json::json!({"id": "op-r", "task_type": "retain", "document_id": "doc-a"})],
+                        false => Vec::new(),
+                    };
+                    axum::Json(serde_json::json!({"operations": ops}))
+                }),
+            )
+            .route(
+                "/v1/default/banks/b/operations/{id}",
+                get(move |Path(id): Path<String>| async move {
+                    let status = match id.as_str() {
+                        "op-r" if b.looks.fetch_add(1, Ordering::SeqCst) + 1 < finished_after => "processing",
+                        _ => "completed",
+                    };
+                    format!(r#"{{"operation_id":"{id}","status":"{status}"}}"#)
+                })
+                .delete(move || async move {
+                    c.cancels.fetch_add(1, Ordering::SeqCst);
+                    r#"{"success":true}"#
+                }),
+            )
+            .route(
+                "/v1/default/banks/b/documents/{id}",
+                delete(move || async move {
+                    d.document_deletes.fetch_add(1, Ordering::SeqCst);
+                    r#"{"success":true,"memory_units_deleted":1}"#
+                }),
+            )
+            .route(
+                "/v1/default/banks/b/memories",
+                delete(move || async move {
+                    e.bank_deletes.fetch_add(1, Ordering::SeqCst);
+                    r#"{"success":true}"#
+                })
+                .post(|| async { r#"{"success":true}"# }),
+            );
+        (serve(app).await, server)
+    }
+    async fn settled(b: &HindsightBackend) {
+        let started = Instant::now();
+        while b.deletes_owed() > 0 {
+            assert!(started.elapsed() < Duration::from_secs(20), "the delete owed never came");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let forget = Forget::Document { id: "doc-a".into(), bank: "b".into() };
+
+    // Deleted again once it finished (the second look says so).
+    let (url, server) = start(2).await;
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    let forgotten = b.forget(&forget).await.unwrap();
+    assert!(forgotten.message.contains("deleted again once"), "{}", forgotten.message);
+    assert_eq!(server.cancels.load(Ordering::SeqCst), 0, "a running retain is not cancelled");
+    assert_eq!(server.document_deletes.load(Ordering::SeqCst), 1);
+    assert_eq!(b.deletes_owed(), 1);
+    settled(&b).await;
+    assert_eq!(server.looks.load(Ordering::SeqCst), 2, "looked at until it finished");
+    assert_eq!(server.document_deletes.load(Ordering::SeqCst), 2, "deleted again after it finished");
+
+    // mneme retained to the document in between: the second delete would take that too.
+    let (url, server) = start(2).await;
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    b.forget(&forget).await.unwrap();
+    let mut item = MemoryItem::new("i", "the new text", "2026-01-01T00:00:00Z");
+    item.document_id = Some("doc-a".into());
+    b.retain(&scope(), &RetainBatch { id: "0192f4a1b2c3d4e5f60718293a4b5c6e".into(), items: vec![item] })
+        .await
+        .unwrap();
+    settled(&b).await;
+    assert_eq!(server.document_deletes.load(Ordering::SeqCst), 1, "not deleted again over a newer retain");
+
+    // A clear of the bank: the bank's memories deleted again.
+    let (url, server) = start(2).await;
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    let cleared = b.clear(&scope(), ClearWhat::Remote).await.unwrap();
+    assert!(cleared.message.contains("deleted again once"), "{}", cleared.message);
+    settled(&b).await;
+    assert_eq!(server.bank_deletes.load(Ordering::SeqCst), 2);
+
+    // The backend gone (a switch, a shutdown): its owed deletes go with it.
+    let (url, server) = start(usize::MAX).await;
+    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    b.forget(&forget).await.unwrap();
+    drop(b);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(server.looks.load(Ordering::SeqCst), 0, "nothing looked at after the backend went");
+}
+
 /// The TLS check reads the causes, not reqwest's own message, which holds the URL: a bank named
 /// after a project called `rustls` made every outage a permanent TLS error.
 #[tokio::test]
@@ -555,7 +671,7 @@ async fn cancelling_pages_through_refusals_and_a_queued_document_is_forgotten() 
     let b = HindsightBackend::new(common::config(&url, None)).unwrap();
     let forgotten = b.forget(&Forget::Document { id: "doc-q".into(), bank: "b".into() }).await.unwrap();
     assert_eq!(forgotten.deleted, Some(0));
-    assert!(forgotten.message.contains("Cancelled"), "{}", forgotten.message);
+    assert!(forgotten.message.contains("cancelled"), "{}", forgotten.message);
     let want: Vec<String> = ops.iter().filter(|id| id[3..].parse::<usize>().unwrap() % 3 != 0).cloned().collect();
     assert_eq!(*cancelled.lock().unwrap(), want, "every queued retain that could be cancelled was");
 }
