@@ -1,6 +1,6 @@
 //! [`HindsightBackend`]: the trait over Hindsight's HTTP API.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
@@ -117,6 +117,9 @@ pub struct HindsightBackend {
     http: reqwest::Client,
     limiter: DefaultDirectRateLimiter,
     ensured: Mutex<HashSet<String>>,
+    /// When each operation this client waits for was first seen unfinished (see
+    /// `wait_for_operation`); forgotten once it finished.
+    unfinished: Mutex<HashMap<String, Instant>>,
     /// Deletes owed once the retains the server was running at a forget or clear finish.
     redeletes: Redeletes,
 }
@@ -218,12 +221,24 @@ impl HindsightBackend {
             http,
             limiter,
             ensured: Mutex::new(HashSet::new()),
+            unfinished: Mutex::new(HashMap::new()),
             redeletes: Redeletes::default(),
         })
     }
 
     pub(crate) fn config(&self) -> &HindsightConfig {
         &self.config
+    }
+
+    /// When `operation_id` was first seen unfinished (now, the first time asked).
+    pub(crate) fn unfinished_since(&self, operation_id: &str) -> Instant {
+        let mut unfinished = self.unfinished.lock().unwrap_or_else(|e| e.into_inner());
+        *unfinished.entry(operation_id.to_owned()).or_insert_with(Instant::now)
+    }
+
+    /// `operation_id` finished (or is gone): no longer timed.
+    pub(crate) fn finished(&self, operation_id: &str) {
+        self.unfinished.lock().unwrap_or_else(|e| e.into_inner()).remove(operation_id);
     }
 
     pub(crate) fn redeletes(&self) -> &Redeletes {

@@ -15,6 +15,11 @@ use crate::wire::OperationStatus;
 const OPERATION_FIRST_LOOK: Duration = Duration::from_millis(50);
 const OPERATION_LOOK_MAX: Duration = Duration::from_secs(2);
 
+/// An operation still unfinished after this many `retain_timeout`s (an hour by default) is
+/// taken for stuck: each look then uses up an attempt, so that its batch reaches the dead
+/// letters instead of blocking its session for ever.
+const STUCK_AFTER_TIMEOUTS: u32 = 60;
+
 /// Imports of one chunk deleted and imported again, looked through before a new id is taken.
 const MAX_IMPORT_GENERATIONS: usize = 64;
 
@@ -85,7 +90,17 @@ impl HindsightBackend {
         loop {
             let answer: Option<OperationStatus> =
                 self.send("retain status", Method::GET, url.clone(), None::<&()>, self.timeout()).await?;
-            let Some(op) = answer else { return Ok(()) };
+            let Some(op) = answer else {
+                self.finished(operation_id);
+                return Ok(());
+            };
+            let unfinished_since = match op.status.as_str() {
+                "completed" | "not_found" | "cancelled" | "failed" => {
+                    self.finished(operation_id);
+                    None
+                }
+                _ => Some(self.unfinished_since(operation_id)),
+            };
             match op.status.as_str() {
                 "completed" | "not_found" => return Ok(()),
                 "cancelled" => {
@@ -108,8 +123,19 @@ impl HindsightBackend {
                     )));
                 }
                 // pending, processing, or a state this client does not know yet. A server behind
-                // on its work is an outage, not the batch's fault: it uses up no attempt.
+                // on its work is an outage, not the batch's fault: it uses up no attempt. Unless
+                // it has stood so for far longer than any backlog takes: a worker that died
+                // leaves its operation `processing` for good (Hindsight issue #4131), and as an
+                // outage it held the session's queue for ever, with one notice.
                 _ if Instant::now() + pause > deadline => {
+                    let stuck_for = unfinished_since.map(|t| t.elapsed()).unwrap_or_default();
+                    if stuck_for > self.retain_timeout() * STUCK_AFTER_TIMEOUTS {
+                        return Err(BackendError::transient(format!(
+                            "retain: Hindsight's operation {operation_id} has been {} for {} minutes: its worker may have died (restart the server; once the batch is a dead letter, `mneme retry` sends it again); counted as a failed attempt",
+                            op.status,
+                            stuck_for.as_secs() / 60
+                        )));
+                    }
                     return Err(BackendError::Unavailable {
                         reason: format!(
                             "retain: Hindsight has not finished storing the items after {:?} (operation {operation_id} is {}); looked at again later",

@@ -420,6 +420,29 @@ async fn an_operation_still_pending_after_the_retain_timeout_fails_the_delivery(
     assert!(looks.load(Ordering::SeqCst) >= 2);
 }
 
+/// An operation the server leaves unfinished for good (a worker that died: Hindsight issue
+/// #4131) was an outage for ever, holding its session's queue with one notice. Past 60
+/// `retain_timeout`s it uses up an attempt each time, so that the batch reaches the dead letters.
+#[tokio::test]
+async fn an_operation_unfinished_for_good_uses_up_attempts() {
+    let (url, _, _) = operation_server(&["processing"]).await;
+    let config =
+        mneme_hindsight::HindsightConfig { retain_timeout: Duration::from_millis(50), ..common::config(&url, None) };
+    let b = HindsightBackend::new(config).unwrap();
+    let started = Instant::now();
+    let e = b.retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.is_outage(), "a first wait is an outage: {e}");
+    let e = loop {
+        let e = b.retain(&scope(), &batch()).await.unwrap_err();
+        if !e.is_outage() || started.elapsed() > Duration::from_secs(10) {
+            break e;
+        }
+    };
+    assert!(e.is_transient() && !e.is_outage(), "{e}");
+    assert!(e.to_string().contains("worker may have died"), "{e}");
+    assert!(started.elapsed() >= Duration::from_secs(3), "after 60 timeouts, not before: {:?}", started.elapsed());
+}
+
 /// A server without the operations route (404), or one that pruned the operation, and one
 /// cancelled by a clear of the bank: done.
 #[tokio::test]
