@@ -63,7 +63,7 @@ impl Redeletes {
         }
     }
 
-    /// How many deletes are owed now (for tests and the status).
+    /// How many deletes are owed now.
     pub(crate) fn owed(&self) -> usize {
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         watches.retain(|w| Arc::strong_count(&w.spoiled) > 1);
