@@ -466,6 +466,28 @@ async fn with_the_backend_off_nothing_is_kept() {
     assert_eq!((status, v["results"].clone()), (200, json!([])), "{v}");
 }
 
+/// A document's spans are kept with memory off too: an append made after a switch to a store
+/// goes on inside the span a retain made while off opened (it was stored in the clear).
+#[tokio::test]
+async fn a_span_opened_with_the_backend_off_hides_the_appends_after_a_switch() {
+    let d = Daemon::start("[memory]\nbackend = \"off\"\n[local]\nembedder = \"off\"\n");
+    let retain = |content: &str, mode: Option<&str>| json!({"items": [{"content": content, "document_id": "d", "update_mode": mode}], "async": false});
+    let (status, v) = d.post(&bank_path("offspan", "/memories"), retain("Intro. <private> OFFCANARY1", None)).await;
+    assert_eq!((status, v["items_count"].clone()), (200, json!(0)), "{v}");
+    let config = std::fs::read_to_string(d.config_path()).unwrap().replace("backend = \"off\"", "backend = \"local\"");
+    std::fs::write(d.config_path(), config).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = d.post(&bank_path("offspan", "/memories"), retain("OFFCANARY2 goes on", Some("append"))).await;
+    assert_eq!(v["items_count"], 0, "inside the span: {v}");
+    let (_, v) =
+        d.post(&bank_path("offspan", "/memories"), retain("OFFCANARY3 </private> grebe tail", Some("append"))).await;
+    assert_eq!(v["items_count"], 1, "{v}");
+    let (_, v) = d.post(&bank_path("offspan", "/memories/recall"), json!({"query": "grebe tail"})).await;
+    let texts = v["results"].to_string();
+    assert!(texts.contains("grebe tail") && !texts.contains("OFFCANARY"), "{v}");
+}
+
 #[tokio::test]
 async fn an_acknowledged_retain_survives_the_daemon_being_killed() {
     let dir = tempfile::tempdir().unwrap();

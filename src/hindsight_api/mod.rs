@@ -203,9 +203,9 @@ impl HindsightApi {
             operation_ids: None,
             usage: None,
         };
-        if !self.queue.backend().capabilities().stores {
-            return Ok(answer(0));
-        }
+        // With memory off nothing is stored, but the spans a document is left open in still are:
+        // the append after a switch to a store goes on inside them (it was stored in the clear).
+        let stores = self.queue.backend().capabilities().stores;
         let document_tags = clean_list(&settings, req.document_tags.as_deref().unwrap_or_default());
         let mut session = None;
         // The items of one document are read in order, as a transcript's messages: an item that
@@ -221,6 +221,10 @@ impl HindsightApi {
         let (contents, mut open_after) = clean_by_document(&settings, &req.items, &contents, &open_before);
         if resent {
             open_after = open_before.clone();
+        }
+        if !stores {
+            self.keep_documents_open(bank, &open_before, &open_after, Keep::All).await?;
+            return Ok(answer(0));
         }
         // Spans left open are kept before the items are spooled, and the rest after (a crash
         // between the two leaves more spans open than there are: the next append hides more,
