@@ -630,3 +630,33 @@ async fn an_override_hiding_an_edited_key_is_told() {
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(said.contains("MNEME_MEMORY__BACKEND overrides memory.backend"), "{said}");
 }
+
+/// A delivery still running on the old backend when the switch's drain runs out of its grace
+/// stops, and its batch goes to the new backend: a Hindsight server that never answered held
+/// the batch, and every flush of its queue, until `retain_timeout` (here two minutes).
+#[tokio::test]
+async fn a_delivery_hung_on_the_old_backend_goes_to_the_new_one_after_the_grace() {
+    let addr = common::never_answering().await;
+    let d = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{addr}\"\nretain_timeout = \"120s\"\n\
+         [queue]\nflush_interval = \"200ms\"\nshutdown_grace = \"1s\"\n[local]\nembedder = \"off\"\n"
+    ));
+    d.start_session("s1", "/p/hung").await;
+    let (status, v) =
+        d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "hung on the old backend"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    // Its delivery is under way, and hangs.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let config =
+        std::fs::read_to_string(d.config_path()).unwrap().replace("backend = \"hindsight\"", "backend = \"local\"");
+    std::fs::write(d.config_path(), config).unwrap();
+    let started = std::time::Instant::now();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(spooled_after(&d, 100).await, 0, "still spooled");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(15), "the switch and the flush took {took:?}");
+    assert_eq!(common::stored_count(&d.data().join("memories.db"), "hung on the old backend"), 1);
+}

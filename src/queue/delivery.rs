@@ -74,7 +74,20 @@ impl Inner {
         let early_by = self.batcher.locked().backoff_left(session, self.clock.now());
         let delivery = RetainBatch { id: batch_id.clone(), items: batch.into_iter().map(|s| s.item).collect() };
         let started = Instant::now();
-        let result = backend.retain(&scope, &delivery).await;
+        // A delivery still running on a backend that was replaced (the switch's drain ran out of
+        // its grace) stops, and the batch goes to the new one: a Hindsight server behind on its
+        // work held it, and every flush of its queue, for minutes. The old backend may still
+        // store it (a server finishing a retain it was running): the docs say so.
+        let replaced = self.backend_replaced.notified();
+        tokio::pin!(replaced);
+        replaced.as_mut().enable();
+        let result = match Arc::ptr_eq(&backend, &self.backend()) {
+            false => Err(replaced_meanwhile(&backend)),
+            true => tokio::select! {
+                result = backend.retain(&scope, &delivery) => result,
+                () = &mut replaced => Err(replaced_meanwhile(&backend)),
+            },
+        };
         self.metrics.delivery_seconds.observe(started.elapsed());
         let last = LastDelivery::new(n, started.elapsed(), result.as_ref().err());
         self.batcher.locked().answered(session, n);
@@ -270,5 +283,16 @@ impl Inner {
         self.batcher.locked().retry_later(session, n, self.clock.now(), delay);
         self.timers_changed.notify_one();
         false
+    }
+}
+
+/// The error a delivery stopped by a backend switch ends with (no attempt: see `switched`).
+fn replaced_meanwhile(backend: &Arc<dyn mneme_core::MemoryBackend>) -> BackendError {
+    BackendError::Unavailable {
+        reason: format!(
+            "the {} backend was replaced while this delivery ran; the batch goes to the new one",
+            backend.id()
+        ),
+        retry_after: None,
     }
 }

@@ -171,6 +171,9 @@ struct Inner {
     clock: Arc<dyn Clock>,
     /// Woken when a timer is armed, so the timer task sleeps until the new earliest deadline.
     timers_changed: Notify,
+    /// Woken when the backend is replaced: a delivery still running on the old one past the
+    /// switch's drain stops (see `deliver_next`).
+    backend_replaced: Notify,
     tasks: TaskTracker,
     cancel: CancellationToken,
     /// Set by the first transient failure, cleared by the next success: one notice per outage,
@@ -240,6 +243,7 @@ impl Queue {
             sessions: Mutex::new(HashMap::new()),
             clock,
             timers_changed: Notify::new(),
+            backend_replaced: Notify::new(),
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
             backend_down: AtomicBool::new(false),
@@ -446,6 +450,7 @@ impl Queue {
     /// one's (its first failure gets a notice of its own), nor are the items it stored of a
     /// batch that failed (dead-lettered on the new one, they were taken for delivered).
     pub async fn backend_switched(&self) {
+        self.inner.backend_replaced.notify_waiters();
         self.inner.backend_down.store(false, Ordering::Relaxed);
         self.inner.unreachable_tries.store(0, Ordering::Relaxed);
         if let Err(e) = self.inner.spool.forget_stored().await {
