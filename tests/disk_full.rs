@@ -142,6 +142,10 @@ async fn a_full_disk_refuses_clearly_and_loses_nothing() {
         }
     }
     assert!(refused >= 20, "only {refused} of 30 retains were refused on a full disk");
+    // The first turn's recall is never an error to the agent (it answered 507: the session's
+    // record could not be saved).
+    let (status, v) = d.post("/v1/sessions/s/agent-start", json!({"prompt": "what did we do before?"})).await;
+    assert_eq!(status, 200, "{v}");
 
     std::fs::remove_file(d.data().join("filler")).unwrap();
     let back = Instant::now();

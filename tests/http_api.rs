@@ -647,3 +647,28 @@ async fn clearing_a_project_keeps_what_another_project_also_retained() {
     let (_, v) = d.post("/v1/sessions/a/recall", json!({"query": "how do we deploy"})).await;
     assert!(!v["message"].as_str().unwrap().contains(shared), "no longer the cleared project's: {v}");
 }
+
+/// An agent's name and its tools' names are kept with the session, in memory and in the spool,
+/// for its life: they are bounded like ids (a start with a 3 MB `agent` was a megabyte of the
+/// daemon's memory, read back by every restart).
+#[tokio::test]
+async fn a_sessions_agent_and_tool_names_are_bounded() {
+    let d = Daemon::start("");
+    let long = "a".repeat(257);
+    for body in [
+        json!({"session_id": "s", "cwd": "/p/x", "agent": long}),
+        json!({"session_id": "s", "cwd": "/p/x", "tools": {"recall": long}}),
+        json!({"session_id": "s", "cwd": "/p/x", "tools": {"reflect": long}}),
+    ] {
+        let (status, v) = d.post("/v1/sessions", body).await;
+        assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_request")), "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("longer than 256"), "{v}");
+    }
+    let (status, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"session_id": "s", "cwd": "/p/x", "agent": &long[1..], "tools": {"recall": &long[1..]}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+}

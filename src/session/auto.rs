@@ -64,7 +64,11 @@ impl Sessions {
                     s.last_prompt_left_private = left_private;
                 });
                 if let Some(s) = updated {
-                    self.save(&s.id).await?;
+                    // Never an error to the agent (a full disk): the session in memory has it,
+                    // and the next save writes it.
+                    if let Err(e) = self.save(&s.id).await {
+                        tracing::warn!(session = id, "cannot save the session's prompt: {e}");
+                    }
                     session = s;
                 }
             }
@@ -106,7 +110,10 @@ impl Sessions {
             s.block = if overtaken { None } else { block.clone() };
         });
         if let Some(s) = updated {
-            self.save(&s.id).await?;
+            // As above: the block is the agent's all the same.
+            if let Err(e) = self.save(&s.id).await {
+                tracing::warn!(session = id, "cannot save the session's first recall: {e}");
+            }
         }
         Ok(block)
     }

@@ -499,6 +499,20 @@ impl Sessions {
             {
                 return Err(SessionError::Invalid("tools may not contain <private> tags".into()));
             }
+            // Kept with the session (in memory and in the spool, for its life): a name of
+            // megabytes made every start a megabyte of memory that a restart read back.
+            for (field, name) in [("recall", &tools.recall), ("retain", &tools.retain), ("reflect", &tools.reflect)] {
+                if name.as_deref().is_some_and(|n| n.chars().count() > MAX_ID_LEN) {
+                    return Err(SessionError::Invalid(format!(
+                        "tools.{field} is longer than {MAX_ID_LEN} characters (a tool's name)"
+                    )));
+                }
+            }
+        }
+        if req.agent.as_deref().is_some_and(|a| a.chars().count() > MAX_ID_LEN) {
+            return Err(SessionError::Invalid(format!(
+                "agent is longer than {MAX_ID_LEN} characters (an agent's name)"
+            )));
         }
         let settings = self.settings();
         // The agent's name is free text: its private spans are dropped like a memory's.
