@@ -55,6 +55,9 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
     // split across reads.
     builder.max_header_size(MAX_HEADER_BYTES);
     let graceful = GracefulShutdown::new();
+    // Out of file descriptors, accept fails every ACCEPT_BACKOFF: said once a minute, not ten
+    // times a second.
+    let mut warned_at: Option<std::time::Instant> = None;
     loop {
         let place = tokio::select! {
             place = open.clone().acquire_owned() => place.expect("the semaphore is never closed"),
@@ -64,7 +67,10 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => tcp,
                 Err(e) => {
-                    tracing::warn!("cannot accept a connection: {e}");
+                    if warned_at.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60)) {
+                        tracing::warn!("cannot accept a connection (said again at most once a minute): {e}");
+                        warned_at = Some(std::time::Instant::now());
+                    }
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                     continue;
                 }
