@@ -136,18 +136,93 @@ async fn hundreds_of_half_open_connections_do_not_starve_the_daemon() {
     assert_eq!(closed, 600, "every half-open connection is closed after the header timeout");
 }
 
+/// At the cap, a new client takes the place of the connection idle longest (here half-open
+/// ones, which never finished their headers); the cap holds all the same: one of them is closed.
 #[tokio::test]
-async fn connections_past_the_cap_wait_instead_of_failing() {
-    let d = Daemon::start("[server]\nmax_connections = 8\nheader_timeout = \"1s\"\n");
+async fn connections_past_the_cap_take_the_place_of_an_idle_one() {
+    let d = Daemon::start("[server]\nmax_connections = 8\nheader_timeout = \"30s\"\n");
     let addr = d.addr.clone();
-    // Eight idle connections take every place; a ninth client waits until the timeout frees them.
-    let conns = tokio::task::spawn_blocking(move || half_open(&addr, 8)).await.unwrap();
+    let mut conns = tokio::task::spawn_blocking(move || half_open(&addr, 8)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
     let (status, _) = d.get("/v1/status").await;
     assert_eq!(status, 200);
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(500), "the cap did not hold: answered after {waited:?}");
+    assert!(waited < Duration::from_secs(3), "waited {waited:?} for an idle connection's timeout");
+    let closed = tokio::task::spawn_blocking(move || {
+        conns.iter_mut().map(|s| read_until_closed(s, Duration::from_millis(300)).1).filter(|c| *c).count()
+    })
+    .await
+    .unwrap();
+    assert!(closed >= 1, "the cap did not hold: none of the eight was closed");
+}
+
+/// When every connection is busy (here bodies that do not arrive), one past the cap waits for
+/// a place instead of failing.
+#[tokio::test]
+async fn connections_past_the_cap_wait_when_every_one_is_busy() {
+    let d = Daemon::start("[server]\nmax_connections = 4\nbody_timeout = \"1s\"\n");
+    let (addr, token) = (d.addr.clone(), d.token.clone());
+    let conns = tokio::task::spawn_blocking(move || {
+        (0..4)
+            .map(|_| {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                let head = format!(
+                    "POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+                     Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"query\":"
+                );
+                s.write_all(head.as_bytes()).unwrap();
+                s
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let (status, _) = d.get("/v1/health").await;
+    assert_eq!(status, 200);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(500), "a busy connection lost its place: answered after {waited:?}");
     drop(conns);
+}
+
+/// A local process without the token held every place with keep-alive connections, each asking
+/// for `/v1/health` (open to all) now and then: the agents' requests waited until a
+/// connection's keep-alive timeout, and their hooks timed out. The connection idle longest now
+/// makes room.
+#[tokio::test]
+async fn keep_alive_connections_holding_every_place_make_room() {
+    let d = Daemon::start("[server]\nmax_connections = 8\nheader_timeout = \"30s\"\n");
+    let addr = d.addr.clone();
+    let mut held = tokio::task::spawn_blocking(move || {
+        (0..8)
+            .map(|_| {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut buf = [0u8; 4096];
+                let n = s.read(&mut buf).unwrap();
+                assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+                s
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let (status, v) = d.get("/v1/status").await;
+        assert_eq!(status, 200, "{v}");
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(3), "an agent's request waited {waited:?}");
+    }
+    let closed = tokio::task::spawn_blocking(move || {
+        held.iter_mut().map(|s| read_until_closed(s, Duration::from_millis(300)).1).filter(|c| *c).count()
+    })
+    .await
+    .unwrap();
+    assert!(closed >= 1, "none of the idle connections made room");
 }
 
 /// Reads what the daemon answers on `s` until it closes the connection (or `within` passes).

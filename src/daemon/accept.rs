@@ -2,7 +2,8 @@
 //! flood of half-open ones cannot exhaust file descriptors or memory, and hyper closes a
 //! connection whose request headers do not arrive in time (also between keep-alive requests).
 //! A client that stops reading its answers is closed after the same timeout (`write_stall`).
-//! On shutdown it stops accepting and lets the requests in progress finish. What hyper answers
+//! At the cap, the connection idle longest makes room for a new one (see `idle`). On shutdown
+//! it stops accepting and lets the requests in progress finish. What hyper answers
 //! itself (bytes that are not HTTP, headers too large) gets the API's JSON error body too.
 
 use std::sync::Arc;
@@ -11,11 +12,13 @@ use std::time::Duration;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+use super::idle::{self, Connections};
 
 use crate::config::ServerSettings;
 
@@ -46,6 +49,8 @@ impl From<&ServerSettings> for Limits {
 /// Serves `app` on `listener` until `stop` is cancelled, then drains (for at most [`DRAIN`]).
 pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: CancellationToken) -> std::io::Result<()> {
     let open = Arc::new(Semaphore::new(limits.max_connections));
+    let connections = Arc::new(Connections::default());
+    let tasks = TaskTracker::new();
     // HTTP/1.1 only: agents' clients speak it on plain http, and detecting HTTP/2 first would
     // wait for a connection's first bytes with no timeout at all.
     let mut builder = http1::Builder::new();
@@ -54,15 +59,10 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
     // they end, so whether half a megabyte of headers got through depended on how the bytes were
     // split across reads.
     builder.max_header_size(MAX_HEADER_BYTES);
-    let graceful = GracefulShutdown::new();
     // Out of file descriptors, accept fails every ACCEPT_BACKOFF: said once a minute, not ten
     // times a second.
     let mut warned_at: Option<std::time::Instant> = None;
     loop {
-        let place = tokio::select! {
-            place = open.clone().acquire_owned() => place.expect("the semaphore is never closed"),
-            _ = stop.cancelled() => break,
-        };
         let tcp = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => tcp,
@@ -77,21 +77,57 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
             },
             _ = stop.cancelled() => break,
         };
+        // At the cap, the connection idle longest makes room (see `idle`); when every one is busy,
+        // this one waits for a place (and the next ones in the kernel's backlog).
+        let place = match open.clone().try_acquire_owned() {
+            Ok(place) => place,
+            Err(_) => {
+                connections.close_longest_idle();
+                tokio::select! {
+                    place = open.clone().acquire_owned() => place.expect("the semaphore is never closed"),
+                    _ = stop.cancelled() => break,
+                }
+            }
+        };
         // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let close = stop.child_token();
+        let activity = Arc::new(connections.add(close.clone()));
+        let (app, requests) = (app.clone(), activity.clone());
+        let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let (app, busy) = (app.clone(), requests.begin());
+            async move {
+                let Ok(answer) = app.oneshot(request).await;
+                Ok::<_, std::convert::Infallible>(answer.map(|body| idle::tracked(body, busy)))
+            }
+        });
         let tcp = super::write_stall::WriteStall::new(tcp, limits.header_timeout);
         let io = TokioIo::new(super::parse_errors::JsonParseErrors::new(tcp));
-        let connection = graceful.watch(builder.serve_connection(io, service));
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
+        let connection = builder.serve_connection(io, service);
+        tasks.spawn(async move {
+            let mut connection = std::pin::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                // Shutdown, or room made for another client: an answer in progress ends first.
+                // Without one the connection goes at once: hyper's graceful close would wait
+                // for a request whose headers are still coming (a slow client's, to its timeout).
+                () = close.cancelled() => match activity.is_busy() {
+                    true => {
+                        connection.as_mut().graceful_shutdown();
+                        connection.await
+                    }
+                    false => Ok(()),
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!("connection ended: {e}");
             }
             drop(place);
         });
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN, graceful.shutdown()).await.is_err() {
+    tasks.close();
+    if tokio::time::timeout(DRAIN, tasks.wait()).await.is_err() {
         tracing::warn!("requests still running after {DRAIN:?}; closing them");
     }
     Ok(())

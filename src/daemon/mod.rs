@@ -9,6 +9,7 @@ mod auth;
 mod body;
 mod error;
 mod hindsight;
+mod idle;
 mod json_object;
 mod mcp;
 mod memories;

@@ -1,0 +1,163 @@
+//! Which open connections are idle, so that a client waiting for a place at the connection cap
+//! gets the place of the one idle longest rather than waiting for its keep-alive timeout.
+//!
+//! Without it, a local process that held `server.max_connections` keep-alive connections,
+//! each asking for `/v1/health` (open to all) once a second, kept every place: the agents' own
+//! requests waited, and their hooks timed out. A connection is busy from a request's start until
+//! its answer's body has ended (a notice stream is busy for as long as it streams); between
+//! requests, and before its first, it is idle.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use http_body::{Frame, SizeHint};
+use tokio_util::sync::CancellationToken;
+
+/// The open connections, by id.
+#[derive(Debug, Default)]
+pub struct Connections {
+    open: Mutex<HashMap<u64, State>>,
+    next: AtomicU64,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Requests whose answers have not ended.
+    busy: usize,
+    /// When it last became idle (or was accepted).
+    idle_since: Instant,
+    /// Cancelled to close it once its answer in progress, if any, has ended.
+    close: CancellationToken,
+}
+
+impl Connections {
+    /// A connection accepted: closed when `close` is cancelled (by [`Self::close_longest_idle`]).
+    pub fn add(self: &Arc<Self>, close: CancellationToken) -> Activity {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.locked().insert(id, State { busy: 0, idle_since: Instant::now(), close });
+        Activity { connections: self.clone(), id }
+    }
+
+    /// Closes the connection idle longest, if one is idle. Returns whether there was one.
+    pub fn close_longest_idle(&self) -> bool {
+        let open = self.locked();
+        let idle = open.values().filter(|c| c.busy == 0 && !c.close.is_cancelled()).min_by_key(|c| c.idle_since);
+        match idle {
+            Some(c) => {
+                c.close.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn locked(&self) -> std::sync::MutexGuard<'_, HashMap<u64, State>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One connection's entry; removed when dropped (the connection ended).
+#[derive(Debug)]
+pub struct Activity {
+    connections: Arc<Connections>,
+    id: u64,
+}
+
+impl Activity {
+    /// A request began on this connection: busy until the guard (held by its answer's body)
+    /// drops.
+    pub fn begin(&self) -> Busy {
+        if let Some(c) = self.connections.locked().get_mut(&self.id) {
+            c.busy += 1;
+        }
+        Busy { connections: self.connections.clone(), id: self.id }
+    }
+}
+
+impl Activity {
+    /// Whether an answer is in progress on this connection.
+    pub fn is_busy(&self) -> bool {
+        self.connections.locked().get(&self.id).is_some_and(|c| c.busy > 0)
+    }
+}
+
+impl Drop for Activity {
+    fn drop(&mut self) {
+        self.connections.locked().remove(&self.id);
+    }
+}
+
+/// A request in progress (see [`Activity::begin`]).
+#[derive(Debug)]
+pub struct Busy {
+    connections: Arc<Connections>,
+    id: u64,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Some(c) = self.connections.locked().get_mut(&self.id) {
+            c.busy = c.busy.saturating_sub(1);
+            c.idle_since = Instant::now();
+        }
+    }
+}
+
+/// An answer's body that keeps its connection busy until it ends (or is dropped).
+pub fn tracked(body: Body, busy: Busy) -> Body {
+    Body::new(Tracked { body, _busy: busy })
+}
+
+struct Tracked {
+    body: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_idle_longest_is_closed_and_never_a_busy_one() {
+        let connections = Arc::new(Connections::default());
+        let tokens: Vec<CancellationToken> = (0..3).map(|_| CancellationToken::new()).collect();
+        let entries: Vec<Activity> = tokens.iter().map(|t| connections.add(t.clone())).collect();
+        // The first is busy; the second became idle after the third.
+        let busy = entries[0].begin();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        drop(entries[2].begin());
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        drop(entries[1].begin());
+        assert!(connections.close_longest_idle());
+        assert!(tokens[2].is_cancelled() && !tokens[0].is_cancelled() && !tokens[1].is_cancelled());
+        assert!(connections.close_longest_idle());
+        assert!(tokens[1].is_cancelled());
+        assert!(!connections.close_longest_idle(), "only the busy one is left");
+        drop(busy);
+        assert!(connections.close_longest_idle() && tokens[0].is_cancelled());
+        drop(entries);
+        assert!(connections.locked().is_empty());
+    }
+}
