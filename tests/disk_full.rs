@@ -146,6 +146,9 @@ async fn a_full_disk_refuses_clearly_and_loses_nothing() {
     // record could not be saved).
     let (status, v) = d.post("/v1/sessions/s/agent-start", json!({"prompt": "what did we do before?"})).await;
     assert_eq!(status, 200, "{v}");
+    // Nor are its instructions.
+    let (status, v) = d.get("/v1/sessions/s/instructions").await;
+    assert_eq!(status, 200, "{v}");
 
     std::fs::remove_file(d.data().join("filler")).unwrap();
     let back = Instant::now();

@@ -91,8 +91,13 @@ impl Sessions {
                             s.instructions = Some(kept.clone());
                         }
                     });
+                    // A save that fails (a full disk) costs only the kept copy on disk: the
+                    // agent gets its instructions all the same (it answered 507, and its hook
+                    // went without).
                     if let Some(s) = updated {
-                        self.save(&s.id).await?;
+                        if let Err(e) = self.save(&s.id).await {
+                            tracing::warn!(session = id, "cannot save the session's instructions: {e}");
+                        }
                     }
                     Some(kept)
                 }
