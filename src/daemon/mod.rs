@@ -270,6 +270,8 @@ async fn sweep_idle_sessions(sessions: Sessions, stop: CancellationToken) {
             if n > 0 {
                 tracing::info!("forgot {n} sessions idle for more than 30 days");
             }
+            // A start trims past the most as well; this also covers a spool that held more.
+            sessions.forget_least_recent(crate::session::MAX_SESSIONS).await;
         }
     }
 }

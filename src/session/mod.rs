@@ -289,6 +289,11 @@ impl Session {
 /// their pending tail is retained first).
 pub const SESSION_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// Live sessions at most. Past it the least recently seen tenth are forgotten as expired ones
+/// are (their pending tail queued first): each is kept in memory, a few KiB with its cwd, and a
+/// client starting new sessions in a loop grew the daemon without bound.
+pub const MAX_SESSIONS: usize = 10_000;
+
 fn unix_now() -> u64 {
     mneme_core::time::unix_seconds(SystemTime::now())
 }
@@ -347,6 +352,10 @@ struct Inner {
     /// Forgets so far: a recalled block or instructions asked before one are not kept (they
     /// may quote what it removed).
     forgets: std::sync::atomic::AtomicU64,
+    /// Live sessions at most ([`MAX_SESSIONS`]; smaller in tests).
+    max_sessions: usize,
+    /// A pass of [`Sessions::forget_least_recent`] is under way.
+    trimming: std::sync::atomic::AtomicBool,
 }
 
 /// A session's automatic work (first-turn recall, automatic retain, its end) runs one call at a
@@ -402,6 +411,8 @@ impl Sessions {
                 turns: TurnLocks::default(),
                 saves: TurnLocks::default(),
                 forgets: Default::default(),
+                max_sessions: MAX_SESSIONS,
+                trimming: Default::default(),
             }),
         };
         for id in earlier {
@@ -619,6 +630,7 @@ impl Sessions {
             (s.clone(), rescoped)
         };
         self.save(&session.id).await?;
+        self.trim_in_background();
         if rescoped && session.parent.is_none() {
             // Its subagents move with it (their retains already do, see `route`): a clear, a
             // compaction or the instructions of one would otherwise name the old project.
@@ -712,24 +724,66 @@ impl Sessions {
         let cutoff = unix_now().saturating_sub(SESSION_TTL.as_secs());
         let expired = |s: &Session| s.last_seen != 0 && s.last_seen < cutoff;
         let ids: Vec<String> = self.inner.map.locked().values().filter(|s| expired(s)).map(|s| s.id.clone()).collect();
+        let n = self.forget_idle(ids, expired).await;
+        if let Err(e) = self.inner.spool.forget_records_older_than(ENDED_RECORD, cutoff).await {
+            tracing::warn!("cannot forget old ended sessions: {e}");
+        }
+        n
+    }
+
+    /// Past `max` live sessions, forgets the least recently seen down to nine tenths of it, as
+    /// [`Self::forget_expired`] does; returns how many.
+    pub async fn forget_least_recent(&self, max: usize) -> usize {
+        let (ids, seen_by) = {
+            let map = self.inner.map.locked();
+            if map.len() <= max {
+                return 0;
+            }
+            let mut by_age: Vec<(u64, &String)> = map.values().map(|s| (s.last_seen, &s.id)).collect();
+            by_age.sort_unstable();
+            by_age.truncate(map.len() - max * 9 / 10);
+            let seen_by = by_age.last().map_or(0, |(seen, _)| *seen);
+            (by_age.into_iter().map(|(_, id)| id.clone()).collect::<Vec<_>>(), seen_by)
+        };
+        let n = self.forget_idle(ids, |s| s.last_seen <= seen_by).await;
+        if n > 0 {
+            tracing::info!("forgot the {n} least recently seen sessions: more than {max} were live");
+        }
+        n
+    }
+
+    /// After a start: forgets the least recently seen sessions in the background once there are
+    /// more than the most kept (one pass at a time).
+    fn trim_in_background(&self) {
+        use std::sync::atomic::Ordering;
+        if self.inner.map.locked().len() <= self.inner.max_sessions || self.inner.trimming.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let sessions = self.clone();
+        tokio::spawn(async move {
+            sessions.forget_least_recent(sessions.inner.max_sessions).await;
+            sessions.inner.trimming.store(false, Ordering::SeqCst);
+        });
+    }
+
+    /// Forgets the sessions `ids` that still are `gone` once their turn lock is held (one may
+    /// have come back meanwhile), their pending tail queued first. Returns how many.
+    async fn forget_idle(&self, ids: Vec<String>, gone: impl Fn(&Session) -> bool) -> usize {
         let mut n = 0;
         for id in ids {
-            // Under the session's turn lock, looked at again: it may have come back meanwhile.
             let _turn = self.inner.turns.lock(&id).await;
-            let Some(s) = self.get(&id).ok().filter(expired) else { continue };
+            let Some(s) = self.get(&id).ok().filter(|s| gone(s)) else { continue };
             if let Some(pending) = &s.pending {
                 if let Err(e) = self.queue_pending(&s, pending).await {
-                    tracing::warn!(session = s.id, "cannot retain an expired session's last turns: {e}");
+                    tracing::warn!(session = s.id, "cannot retain a forgotten session's last turns: {e}");
                     continue;
                 }
             }
             if let Err(e) = self.forget_session(&id).await {
-                tracing::warn!(session = id, "cannot forget an expired session: {e}");
+                tracing::warn!(session = id, "cannot forget a session: {e}");
             }
             n += 1;
-        }
-        if let Err(e) = self.inner.spool.forget_records_older_than(ENDED_RECORD, cutoff).await {
-            tracing::warn!("cannot forget old ended sessions: {e}");
         }
         n
     }

@@ -124,6 +124,40 @@ async fn idle_sessions_are_forgotten_while_the_daemon_runs() {
     assert_eq!(s.forget_expired().await, 0);
 }
 
+/// Past the most live sessions, the least recently seen are forgotten (their tails queued
+/// first), down to nine tenths: a client starting new sessions in a loop grew the daemon
+/// without bound. A start past the most does it in the background.
+#[tokio::test]
+async fn past_the_most_sessions_the_least_recently_seen_are_forgotten() {
+    let r = rig();
+    let mut s = sessions(&r, Settings::default()).await;
+    Arc::get_mut(&mut s.inner).expect("no other reference yet").max_sessions = 4;
+    for (i, id) in ["a", "b", "c", "d"].iter().enumerate() {
+        s.start(StartRequest { session_id: (*id).into(), cwd: "/p/otters".into(), ..StartRequest::default() })
+            .await
+            .unwrap();
+        s.inner.map.locked().get_mut(*id).unwrap().last_seen = 1_000 + i as u64;
+    }
+    s.inner.map.locked().get_mut("a").unwrap().pending = Some(PendingRetain {
+        content: "the tail of the oldest session".into(),
+        document_id: "a".into(),
+        user_turns: 1,
+        sliced_from: None,
+    });
+    assert_eq!(s.forget_least_recent(4).await, 0, "not past the most");
+    // A fifth start: the two least recently seen go (5 down to 3).
+    s.start(StartRequest { session_id: "e".into(), cwd: "/p/otters".into(), ..StartRequest::default() }).await.unwrap();
+    let started = std::time::Instant::now();
+    while s.get("b").is_ok() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "never trimmed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(s.get("a").is_err() && ["c", "d", "e"].iter().all(|id| s.get(id).is_ok()));
+    let kept: Vec<String> = r.spool.sessions().await.unwrap().into_iter().map(|(id, _)| id).collect();
+    assert!(!kept.contains(&"a".to_string()) && kept.contains(&"e".to_string()), "{kept:?}");
+    assert_eq!(r.queue.flush("a").await.delivered, 1, "the forgotten session's tail was queued");
+}
+
 #[tokio::test]
 async fn a_tail_below_the_cadence_is_retained_when_the_session_ends() {
     let r = rig();
