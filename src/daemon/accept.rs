@@ -26,6 +26,11 @@ use crate::config::ServerSettings;
 const DRAIN: Duration = Duration::from_secs(5);
 /// Pause after a failed accept (out of file descriptors), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// How long a connection must have been idle (since its last answer, or since it was
+/// accepted) before it makes room for a new one at the cap, and how often a client waiting at
+/// the cap looks again.
+const IDLE_BEFORE_EVICTION: Duration = Duration::from_secs(1);
+const EVICTION_LOOK: Duration = Duration::from_millis(250);
 /// The most bytes a request's line and headers may take; more is answered 431. Agents send a
 /// few hundred.
 const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -79,20 +84,24 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
         };
         // At the cap, the connection idle longest makes room (see `idle`); when every one is busy,
         // this one waits for a place (and the next ones in the kernel's backlog).
-        let place = match open.clone().try_acquire_owned() {
-            Ok(place) => place,
-            Err(_) => {
-                connections.close_longest_idle();
-                tokio::select! {
-                    place = open.clone().acquire_owned() => place.expect("the semaphore is never closed"),
-                    _ = stop.cancelled() => break,
-                }
+        let place = loop {
+            if let Ok(place) = open.clone().try_acquire_owned() {
+                break Some(place);
+            }
+            connections.close_longest_idle(IDLE_BEFORE_EVICTION);
+            tokio::select! {
+                place = open.clone().acquire_owned() => break Some(place.expect("the semaphore is never closed")),
+                // None idle long enough yet: looked at again.
+                _ = tokio::time::sleep(EVICTION_LOOK) => {}
+                _ = stop.cancelled() => break None,
             }
         };
+        let Some(place) = place else { break };
         // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
         let _ = tcp.set_nodelay(true);
-        let close = stop.child_token();
-        let activity = Arc::new(connections.add(close.clone()));
+        let evict = CancellationToken::new();
+        let activity = Arc::new(connections.add(evict.clone()));
+        let stop = stop.clone();
         let (app, requests) = (app.clone(), activity.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let (app, busy) = (app.clone(), requests.begin());
@@ -108,10 +117,16 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
             let mut connection = std::pin::pin!(connection);
             let ended = tokio::select! {
                 ended = connection.as_mut() => ended,
-                // Shutdown, or room made for another client: an answer in progress ends first.
-                // Without one the connection goes at once: hyper's graceful close would wait
-                // for a request whose headers are still coming (a slow client's, to its timeout).
-                () = close.cancelled() => match activity.is_busy() {
+                // Shutdown: the answer in progress, if any, ends first (and is written out).
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+                // Room made for another client. One that never finished a request's headers
+                // (idle for a while, so a slow or half-open one) goes at once: hyper's graceful
+                // close would wait for those headers until their timeout. One that has served
+                // closes gracefully: hyper writes out the end of an answer still being read.
+                () = evict.cancelled() => match activity.has_served() {
                     true => {
                         connection.as_mut().graceful_shutdown();
                         connection.await

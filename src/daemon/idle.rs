@@ -5,14 +5,16 @@
 //! each asking for `/v1/health` (open to all) once a second, kept every place: the agents' own
 //! requests waited, and their hooks timed out. A connection is busy from a request's start until
 //! its answer's body has ended (a notice stream is busy for as long as it streams); between
-//! requests, and before its first, it is idle.
+//! requests, and before its first, it is idle; only one idle for a while makes room (see
+//! `accept`), and it is closed gracefully once it has served a request, so that hyper writes out
+//! the end of an answer a slow client is still reading.
 
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use http_body::{Frame, SizeHint};
@@ -29,6 +31,8 @@ pub struct Connections {
 struct State {
     /// Requests whose answers have not ended.
     busy: usize,
+    /// Requests begun on it.
+    served: usize,
     /// When it last became idle (or was accepted).
     idle_since: Instant,
     /// Cancelled to close it once its answer in progress, if any, has ended.
@@ -39,14 +43,19 @@ impl Connections {
     /// A connection accepted: closed when `close` is cancelled (by [`Self::close_longest_idle`]).
     pub fn add(self: &Arc<Self>, close: CancellationToken) -> Activity {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.locked().insert(id, State { busy: 0, idle_since: Instant::now(), close });
+        self.locked().insert(id, State { busy: 0, served: 0, idle_since: Instant::now(), close });
         Activity { connections: self.clone(), id }
     }
 
-    /// Closes the connection idle longest, if one is idle. Returns whether there was one.
-    pub fn close_longest_idle(&self) -> bool {
+    /// Closes the connection idle longest, if one has been idle for `at_least` (a connection
+    /// just accepted is idle until its request's headers are read: closed at once, each new
+    /// client would close the one before it). Returns whether there was one.
+    pub fn close_longest_idle(&self, at_least: Duration) -> bool {
         let open = self.locked();
-        let idle = open.values().filter(|c| c.busy == 0 && !c.close.is_cancelled()).min_by_key(|c| c.idle_since);
+        let idle = open
+            .values()
+            .filter(|c| c.busy == 0 && !c.close.is_cancelled() && c.idle_since.elapsed() >= at_least)
+            .min_by_key(|c| c.idle_since);
         match idle {
             Some(c) => {
                 c.close.cancel();
@@ -74,15 +83,16 @@ impl Activity {
     pub fn begin(&self) -> Busy {
         if let Some(c) = self.connections.locked().get_mut(&self.id) {
             c.busy += 1;
+            c.served += 1;
         }
         Busy { connections: self.connections.clone(), id: self.id }
     }
 }
 
 impl Activity {
-    /// Whether an answer is in progress on this connection.
-    pub fn is_busy(&self) -> bool {
-        self.connections.locked().get(&self.id).is_some_and(|c| c.busy > 0)
+    /// Whether a request was ever begun on this connection.
+    pub fn has_served(&self) -> bool {
+        self.connections.locked().get(&self.id).is_some_and(|c| c.served > 0)
     }
 }
 
@@ -150,13 +160,14 @@ mod tests {
         drop(entries[2].begin());
         std::thread::sleep(std::time::Duration::from_millis(2));
         drop(entries[1].begin());
-        assert!(connections.close_longest_idle());
+        assert!(!connections.close_longest_idle(Duration::from_secs(60)), "none idle that long");
+        assert!(connections.close_longest_idle(Duration::ZERO));
         assert!(tokens[2].is_cancelled() && !tokens[0].is_cancelled() && !tokens[1].is_cancelled());
-        assert!(connections.close_longest_idle());
+        assert!(connections.close_longest_idle(Duration::ZERO));
         assert!(tokens[1].is_cancelled());
-        assert!(!connections.close_longest_idle(), "only the busy one is left");
+        assert!(!connections.close_longest_idle(Duration::ZERO), "only the busy one is left");
         drop(busy);
-        assert!(connections.close_longest_idle() && tokens[0].is_cancelled());
+        assert!(connections.close_longest_idle(Duration::ZERO) && tokens[0].is_cancelled());
         drop(entries);
         assert!(connections.locked().is_empty());
     }

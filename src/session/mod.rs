@@ -289,9 +289,10 @@ impl Session {
 /// their pending tail is retained first).
 pub const SESSION_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// Live sessions at most. Past it the least recently seen tenth are forgotten as expired ones
-/// are (their pending tail queued first): each is kept in memory, a few KiB with its cwd, and a
-/// client starting new sessions in a loop grew the daemon without bound.
+/// Live sessions at most. Past it the least recently seen tenth are ended, as an agent's end
+/// does (their pending tail queued first, a resume goes on where they stopped): each is kept in
+/// memory, a few KiB with its cwd, and a client starting new sessions in a loop grew the daemon
+/// without bound.
 pub const MAX_SESSIONS: usize = 10_000;
 
 fn unix_now() -> u64 {
@@ -731,8 +732,8 @@ impl Sessions {
         n
     }
 
-    /// Past `max` live sessions, forgets the least recently seen down to nine tenths of it, as
-    /// [`Self::forget_expired`] does; returns how many.
+    /// Past `max` live sessions, ends the least recently seen down to nine tenths of it, as
+    /// [`Self::end`] does; returns how many.
     pub async fn forget_least_recent(&self, max: usize) -> usize {
         let (ids, seen_by) = {
             let map = self.inner.map.locked();
@@ -745,9 +746,20 @@ impl Sessions {
             let seen_by = by_age.last().map_or(0, |(seen, _)| *seen);
             (by_age.into_iter().map(|(_, id)| id.clone()).collect::<Vec<_>>(), seen_by)
         };
-        let n = self.forget_idle(ids, |s| s.last_seen <= seen_by).await;
+        // Ended, not forgotten: one that comes back (a session used only through its tools is
+        // saved, and so seen, only at its starts) goes on where it stopped, as after an end.
+        let mut n = 0;
+        for id in ids {
+            if self.get(&id).is_ok_and(|s| s.last_seen > seen_by) {
+                continue;
+            }
+            match self.end(&id, Delivery::Background).await {
+                Ok(_) => n += 1,
+                Err(e) => tracing::warn!(session = id, "cannot end a least recently seen session: {e}"),
+            }
+        }
         if n > 0 {
-            tracing::info!("forgot the {n} least recently seen sessions: more than {max} were live");
+            tracing::info!("ended the {n} least recently seen sessions: more than {max} were live");
         }
         n
     }

@@ -124,6 +124,9 @@ pub struct HindsightBackend {
     redeletes: Redeletes,
 }
 
+/// Operations timed at most (see `unfinished_since`).
+const MAX_TIMED_OPERATIONS: usize = 1024;
+
 /// A URL as it may be shown: user and password (userinfo) replaced, never repeated.
 pub fn shown_url(url: &Url) -> String {
     if url.username().is_empty() && url.password().is_none() {
@@ -233,6 +236,14 @@ impl HindsightBackend {
     /// When `operation_id` was first seen unfinished (now, the first time asked).
     pub(crate) fn unfinished_since(&self, operation_id: &str) -> Instant {
         let mut unfinished = self.unfinished.lock().unwrap_or_else(|e| e.into_inner());
+        // An operation never looked at again (its batch cleared, or a dead letter never
+        // retried) leaves its entry: bounded, the oldest half dropped.
+        if unfinished.len() >= MAX_TIMED_OPERATIONS && !unfinished.contains_key(operation_id) {
+            let mut since: Vec<Instant> = unfinished.values().copied().collect();
+            since.sort_unstable();
+            let cut = since[since.len() / 2];
+            unfinished.retain(|_, t| *t > cut);
+        }
         *unfinished.entry(operation_id.to_owned()).or_insert_with(Instant::now)
     }
 
@@ -431,7 +442,7 @@ impl MemoryBackend for HindsightBackend {
     async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
         self.ensure_bank(&scope.bank).await;
         let url = self.bank_url(&scope.bank, &["memories"])?;
-        self.redeletes.retaining(&scope.bank, batch.items.iter().map(|i| i.document_id.as_deref()));
+        self.redeletes.retaining(&scope.bank, batch.items.iter().filter_map(|i| i.document_id.as_deref()));
         // One request per part (see `parts`), in order: a resend after any failure sends them all
         // again, and those the server already has are answered from their operation ids.
         // Each part is done once the server has stored it, not when it has queued it: the
@@ -515,10 +526,8 @@ impl MemoryBackend for HindsightBackend {
                     Some(_) => format!("Deleted the memories of bank {:?} on the Hindsight server.", scope.bank),
                     None => format!("Bank {:?} does not exist on the Hindsight server: nothing to delete.", scope.bank),
                 };
-                if !pending.running.is_empty() {
-                    message.push_str(&pending.running_note());
-                    self.delete_again_after(&scope.bank, None, pending.running);
-                }
+                message.push_str(&pending.running_note());
+                self.delete_again_after(&scope.bank, pending.owed(None, self.config.retain_timeout));
                 Ok(ClearReport { deleted: None, message })
             }
             ClearWhat::Scope | ClearWhat::All => Ok(ClearReport {
@@ -565,6 +574,9 @@ impl MemoryBackend for HindsightBackend {
             }
         }
         for (bank, of_bank) in banks {
+            // A delete owed after a forget or clear (see `redelete`) would take what is imported.
+            let documents = of_bank.iter().flat_map(|m| m.document_id.as_deref().into_iter().chain([m.id.as_str()]));
+            self.redeletes.retaining(bank, documents);
             for chunk in chunks_of_whole_documents(of_bank, ChunkLimit::items(IMPORT_CHUNK)) {
                 let chunk_id = import_chunk_id(bank, &chunk);
                 // A memory of no document goes as a document of its own, marked (see

@@ -105,7 +105,7 @@ pub(crate) async fn forget(b: &HindsightBackend, what: &Forget) -> Result<Forgot
     let url = b.bank_url(bank, &["documents", id])?;
     let done: Option<DocumentDeleted> = b.send_delete("delete document", url, b.timeout()).await?;
     let running = pending.running_note();
-    b.delete_again_after(bank, Some(id), pending.running.clone());
+    b.delete_again_after(bank, pending.owed(Some(id), b.config().retain_timeout));
     let Some(done) = done else {
         if pending.cancelled > 0 || !pending.running.is_empty() {
             // Only queued (or being stored): nothing was stored yet, and what the server is

@@ -15,7 +15,7 @@ use crate::wire::OperationStatus;
 const OPERATION_FIRST_LOOK: Duration = Duration::from_millis(50);
 const OPERATION_LOOK_MAX: Duration = Duration::from_secs(2);
 
-/// An operation still unfinished after this many `retain_timeout`s (an hour by default) is
+/// An operation still `processing` after this many `retain_timeout`s (an hour by default) is
 /// taken for stuck: each look then uses up an attempt, so that its batch reaches the dead
 /// letters instead of blocking its session for ever.
 const STUCK_AFTER_TIMEOUTS: u32 = 60;
@@ -36,12 +36,13 @@ enum Cancel {
     Failed,
 }
 
-/// What a cancel pass found: the queued retains it cancelled, and those the server was
-/// already running (operation ids), left to finish.
+/// What a cancel pass found: the queued retains it cancelled (and their documents), and those
+/// the server was already running (operation ids and documents), left to finish.
 #[derive(Debug, Default)]
 pub(crate) struct PendingRetains {
     pub cancelled: usize,
-    pub running: Vec<String>,
+    pub cancelled_documents: Vec<String>,
+    pub running: Vec<(String, Option<String>)>,
 }
 
 impl PendingRetains {
@@ -50,8 +51,27 @@ impl PendingRetains {
         match self.running.len() {
             0 => String::new(),
             n => format!(
-                " The server was already storing {n} retain(s) there: they are left to finish and deleted again once they have."
+                " The server was already storing {n} retain(s) there: they are left to finish, and what they store deleted again once they have."
             ),
+        }
+    }
+
+    /// The deletes owed (see `redelete`): the documents of the running retains once they have
+    /// finished, and those of the cancelled ones after `retain_timeout` (a worker may have taken
+    /// one just before its cancel arrived, and runs it on with nothing to say so). `only`: the
+    /// document forgotten, when one was.
+    pub fn owed(&self, only: Option<&str>, retain_timeout: Duration) -> crate::redelete::Owed {
+        let mut documents: Vec<String> = self.running.iter().filter_map(|(_, d)| d.clone()).collect();
+        documents.extend(self.cancelled_documents.iter().cloned());
+        if let Some(only) = only {
+            documents = if documents.is_empty() { Vec::new() } else { vec![only.to_owned()] };
+        }
+        documents.sort();
+        documents.dedup();
+        crate::redelete::Owed {
+            documents,
+            running: self.running.iter().map(|(id, _)| id.clone()).collect(),
+            at_least: if self.cancelled > 0 { retain_timeout } else { Duration::ZERO },
         }
     }
 }
@@ -128,8 +148,10 @@ impl HindsightBackend {
                 // leaves its operation `processing` for good (Hindsight issue #4131), and as an
                 // outage it held the session's queue for ever, with one notice.
                 _ if Instant::now() + pause > deadline => {
+                    // Only `processing`: one still `pending` waits behind the server's backlog,
+                    // which may be hours long after a large import, and is an outage.
                     let stuck_for = unfinished_since.map(|t| t.elapsed()).unwrap_or_default();
-                    if stuck_for > self.retain_timeout() * STUCK_AFTER_TIMEOUTS {
+                    if op.status == "processing" && stuck_for > self.retain_timeout() * STUCK_AFTER_TIMEOUTS {
                         return Err(BackendError::transient(format!(
                             "retain: Hindsight's operation {operation_id} has been {} for {} minutes: its worker may have died (restart the server; once the batch is a dead letter, `mneme retry` sends it again); counted as a failed attempt",
                             op.status,
@@ -245,8 +267,8 @@ impl HindsightBackend {
                     }
                     if status == "processing" {
                         kept += 1;
-                        if !found.running.contains(&op.id) {
-                            found.running.push(op.id);
+                        if !found.running.iter().any(|(id, _)| *id == op.id) {
+                            found.running.push((op.id, op.document_id));
                         }
                         continue;
                     }
@@ -254,7 +276,10 @@ impl HindsightBackend {
                     // left the list as a cancelled one did: counted as kept, the next page would
                     // start past a retain still queued. One that failed otherwise stays listed.
                     match self.cancel(bank, &op.id).await {
-                        Cancel::Done => found.cancelled += 1,
+                        Cancel::Done => {
+                            found.cancelled += 1;
+                            found.cancelled_documents.extend(op.document_id);
+                        }
                         Cancel::Gone => {}
                         Cancel::Failed => kept += 1,
                     }

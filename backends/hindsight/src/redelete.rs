@@ -5,9 +5,12 @@
 //! worker stopped. A forget that cancelled a running retain and deleted at once found the
 //! document the worker was on stored again after the delete: the forgotten text was back. So a
 //! forget or a clear cancels only the retains still queued, leaves the running ones to finish
-//! (their status then says when), and deletes once more after they have. Unless mneme itself
-//! retained to that document (or, after a clear, to that bank) in between: the second delete
-//! would take that too.
+//! (their status then says when), and deletes their documents once more after they have. A
+//! queued retain a worker took just before its cancel arrived runs on the same way, with
+//! nothing to say so: its document is deleted once more after `hindsight.retain_timeout`.
+//! Never when mneme itself retained or imported to that document in between (the second delete
+//! would take that too), and only documents: a clear of a bank does not delete the whole bank
+//! again (what other clients wrote since would go with it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,30 +37,34 @@ pub(crate) struct Redeletes {
     watches: Mutex<Vec<Watch>>,
 }
 
-/// A delete owed: of `document` in `bank`, or of the whole bank's memories.
+/// A delete owed: of `document` in `bank`.
 #[derive(Debug)]
 struct Watch {
     bank: String,
-    document: Option<String>,
-    /// mneme retained to what the delete would take, after the delete it follows.
+    document: String,
+    /// mneme retained to the document after the delete it follows.
     spoiled: Arc<AtomicBool>,
 }
 
+/// What a forget or a clear owes: the documents to delete once more, after the retains
+/// `running` (operation ids) have finished and at least `at_least` has passed.
+#[derive(Debug, Default)]
+pub(crate) struct Owed {
+    pub documents: Vec<String>,
+    pub running: Vec<String>,
+    pub at_least: Duration,
+}
+
 impl Redeletes {
-    /// mneme is sending a retain of `documents` (an item without one: `None`) to `bank`: a delete
-    /// owed there would take it too, so it is not made.
-    pub(crate) fn retaining<'a>(&self, bank: &str, documents: impl Iterator<Item = Option<&'a str>>) {
+    /// mneme is sending a retain or an import of `documents` to `bank`: a delete owed there
+    /// would take it too, so it is not made.
+    pub(crate) fn retaining<'a>(&self, bank: &str, documents: impl Iterator<Item = &'a str>) {
         let watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         if watches.is_empty() {
             return;
         }
-        let documents: Vec<Option<&str>> = documents.collect();
-        for w in watches.iter().filter(|w| w.bank == bank) {
-            let taken = match &w.document {
-                None => true,
-                Some(d) => documents.contains(&Some(d.as_str())),
-            };
-            if taken {
+        for document in documents {
+            for w in watches.iter().filter(|w| w.bank == bank && w.document == document) {
                 w.spoiled.store(true, Ordering::SeqCst);
             }
         }
@@ -70,12 +77,12 @@ impl Redeletes {
         watches.len()
     }
 
-    fn watch(&self, bank: &str, document: Option<&str>) -> Arc<AtomicBool> {
+    fn watch(&self, bank: &str, document: &str) -> Arc<AtomicBool> {
         let spoiled = Arc::new(AtomicBool::new(false));
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         // Those whose task ended hold the only reference.
         watches.retain(|w| Arc::strong_count(&w.spoiled) > 1);
-        watches.push(Watch { bank: bank.to_owned(), document: document.map(str::to_owned), spoiled: spoiled.clone() });
+        watches.push(Watch { bank: bank.to_owned(), document: document.to_owned(), spoiled: spoiled.clone() });
         spoiled
     }
 }
@@ -87,11 +94,12 @@ impl Drop for Redeletes {
 }
 
 impl HindsightBackend {
-    /// Deletes `document` of `bank` (the bank's memories when `None`) again once the retains
-    /// `running` (operation ids the server was running when it was deleted) have finished, in the
-    /// background. Not when mneme retained there in between, nor once the backend is gone.
-    pub(crate) fn delete_again_after(&self, bank: &str, document: Option<&str>, running: Vec<String>) {
-        if running.is_empty() {
+    /// Deletes `owed.documents` of `bank` again once the retains `owed.running` have finished
+    /// and `owed.at_least` has passed, in the background. Not a document mneme retained to in
+    /// between, nor once the backend is gone, nor after a running retain outlasted
+    /// [`WAITED_AT_MOST`].
+    pub(crate) fn delete_again_after(&self, bank: &str, owed: Owed) {
+        if owed.documents.is_empty() {
             return;
         }
         // A client of its own: the task outlives the request, not the backend (see `stop`).
@@ -102,43 +110,55 @@ impl HindsightBackend {
                 return;
             }
         };
-        let spoiled = self.redeletes().watch(bank, document);
+        let watched: Vec<(String, Arc<AtomicBool>)> =
+            owed.documents.iter().map(|d| (d.clone(), self.redeletes().watch(bank, d))).collect();
         let stop = self.redeletes().stop.child_token();
-        let (bank, document) = (bank.to_owned(), document.map(str::to_owned));
+        let bank = bank.to_owned();
         tokio::spawn(async move {
-            if stop.run_until_cancelled(detached.wait_until_finished(&bank, &running)).await.is_none() {
-                return;
-            }
-            if spoiled.load(Ordering::SeqCst) {
-                tracing::info!(bank, "not deleted again: mneme retained there since");
-                return;
-            }
-            let deleted = match &document {
-                Some(id) => detached.delete_again(&bank, &["documents", id]).await,
-                None => detached.delete_again(&bank, &["memories"]).await,
+            let waited = async {
+                let started = Instant::now();
+                let finished = detached.wait_until_finished(&bank, &owed.running).await;
+                tokio::time::sleep(owed.at_least.saturating_sub(started.elapsed())).await;
+                finished
             };
-            match (deleted, &document) {
-                (Ok(true), Some(id)) => tracing::info!(
-                    bank,
-                    "deleted document {id:?} again: a retain the server was running when it was forgotten stored it after"
-                ),
-                (Ok(true), None) => {
-                    tracing::info!(bank, "deleted the bank's memories again, after the retains the server was running")
+            match stop.run_until_cancelled(waited).await {
+                None => return,
+                Some(false) => {
+                    tracing::warn!(
+                        bank,
+                        "a retain the server was running when its documents were deleted is still running after {} minutes: not deleted again",
+                        WAITED_AT_MOST.as_secs() / 60
+                    );
+                    return;
                 }
-                (Ok(false), _) => {}
-                (Err(e), _) => tracing::warn!(
-                    bank,
-                    "a retain the server was running when it was deleted may have stored again, and deleting it again failed: {e}"
-                ),
+                Some(true) => {}
+            }
+            for (document, spoiled) in watched {
+                if spoiled.load(Ordering::SeqCst) {
+                    tracing::info!(bank, "document {document:?} not deleted again: mneme retained to it since");
+                    continue;
+                }
+                match detached.delete_again(&bank, &document).await {
+                    Ok(true) => tracing::info!(
+                        bank,
+                        "deleted document {document:?} again: a retain the server was running when it was deleted stored it after"
+                    ),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(
+                        bank,
+                        "a retain the server was running when document {document:?} was deleted may have stored it again, and deleting it again failed: {e}"
+                    ),
+                }
             }
         });
     }
 
     /// Waits until none of `running` is queued or running on the server (or it is gone), up to
-    /// [`WAITED_AT_MOST`]; an unreachable server is looked at again until then.
-    async fn wait_until_finished(&self, bank: &str, running: &[String]) {
+    /// [`WAITED_AT_MOST`]; an unreachable server is looked at again until then. Whether they
+    /// finished.
+    async fn wait_until_finished(&self, bank: &str, running: &[String]) -> bool {
         let deadline = Instant::now() + WAITED_AT_MOST;
-        for id in running {
+        'ops: for id in running {
             let Ok(url) = self.bank_url(bank, &["operations", id]) else { continue };
             let mut pause = FIRST_LOOK;
             while Instant::now() < deadline {
@@ -153,16 +173,18 @@ impl HindsightBackend {
                 );
                 match look.await {
                     Ok(Some(op)) if matches!(op.status.as_str(), "pending" | "processing") => {}
-                    Ok(_) => break,
+                    Ok(_) => continue 'ops,
                     Err(e) => tracing::debug!(bank, id, "cannot see whether a running retain finished: {e}"),
                 }
             }
+            return false;
         }
+        true
     }
 
-    /// One delete; whether there was something to delete.
-    async fn delete_again(&self, bank: &str, tail: &[&str]) -> Result<bool, mneme_core::BackendError> {
-        let url = self.bank_url(bank, tail)?;
+    /// One delete of a document; whether there was something to delete.
+    async fn delete_again(&self, bank: &str, document: &str) -> Result<bool, mneme_core::BackendError> {
+        let url = self.bank_url(bank, &["documents", document])?;
         let answer: Option<serde_json::Value> = self.send_delete("delete again", url, self.timeout()).await?;
         Ok(answer.is_some())
     }

@@ -441,6 +441,16 @@ async fn an_operation_unfinished_for_good_uses_up_attempts() {
     assert!(e.is_transient() && !e.is_outage(), "{e}");
     assert!(e.to_string().contains("worker may have died"), "{e}");
     assert!(started.elapsed() >= Duration::from_secs(3), "after 60 timeouts, not before: {:?}", started.elapsed());
+    // One only `pending` waits behind the server's backlog: an outage however long it lasts.
+    let (url, _, _) = operation_server(&["pending"]).await;
+    let config =
+        mneme_hindsight::HindsightConfig { retain_timeout: Duration::from_millis(50), ..common::config(&url, None) };
+    let b = HindsightBackend::new(config).unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(3500) {
+        let e = b.retain(&scope(), &batch()).await.unwrap_err();
+        assert!(e.is_outage(), "a backlog is an outage: {e}");
+    }
 }
 
 /// A server without the operations route (404), or one that pruned the operation, and one
@@ -516,9 +526,11 @@ async fn a_clear_or_a_forget_cancels_the_retains_still_queued_on_the_server() {
 
 /// A server running a retain of a document stops only after that document, and a cancelled
 /// operation's status no longer says when: a forget that cancelled it and deleted at once found
-/// the document stored again after the delete. Now a running retain is left to finish, and the
-/// document deleted again once it has; not when mneme itself retained to it in between, nor
-/// for a bank cleared once the backend is gone. (The real server runs a retain within a moment
+/// the document stored again after the delete. Now a running retain is left to finish, and its
+/// document deleted again once it has; a queued one cancelled (a worker may have taken it just
+/// before) has its document deleted again after `retain_timeout`. Not when mneme itself
+/// retained or imported to it in between; a clear deletes again only those documents, not the
+/// whole bank; nothing once the backend is gone. (The real server runs a retain within a moment
 /// with its test LLM: one cannot be kept running on demand, hence this stand-in.)
 #[tokio::test]
 async fn a_retain_the_server_was_running_at_a_forget_is_deleted_again_once_it_finished() {
@@ -532,17 +544,19 @@ async fn a_retain_the_server_was_running_at_a_forget_is_deleted_again_once_it_fi
         document_deletes: AtomicUsize,
         bank_deletes: AtomicUsize,
     }
-    async fn start(finished_after: usize) -> (String, Arc<Server>) {
+    /// `status`: how the retain of doc-a is listed, until its second look says it finished.
+    async fn start(status: &'static str, finished_after: usize) -> (String, Arc<Server>) {
         let server = Arc::new(Server::default());
         let (a, b, c, d, e) = (server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
         let app = Router::new()
             .route(
                 "/v1/default/banks/b/operations",
                 get(move |Query(q): Query<HashMap<String, String>>| async move {
-                    let running = q.get("status").map(String::as_str) == Some("processing")
+                    let listed = q.get("status").map(String::as_str) == Some(status)
                         && q.get("offset").map(String::as_str) == Some("0")
-                        && a.looks.load(Ordering::SeqCst) < finished_after;
-                    let ops: Vec<serde_json::Value> = match running {
+                        && a.looks.load(Ordering::SeqCst) < finished_after
+                        && a.cancels.load(Ordering::SeqCst) == 0;
+                    let ops: Vec<serde_json::Value> = match listed {
                         true => vec![serde_json::json!({"id": "op-r", "task_type": "retain", "document_id": "doc-a"})],
                         false => Vec::new(),
                     };
@@ -568,7 +582,8 @@ async fn a_retain_the_server_was_running_at_a_forget_is_deleted_again_once_it_fi
                 delete(move || async move {
                     d.document_deletes.fetch_add(1, Ordering::SeqCst);
                     r#"{"success":true,"memory_units_deleted":1}"#
-                }),
+                })
+                .get(|| async { (StatusCode::NOT_FOUND, r#"{"detail":"Document not found"}"#) }),
             )
             .route(
                 "/v1/default/banks/b/memories",
@@ -588,10 +603,14 @@ async fn a_retain_the_server_was_running_at_a_forget_is_deleted_again_once_it_fi
         }
     }
     let forget = Forget::Document { id: "doc-a".into(), bank: "b".into() };
+    let config = |url: &str| mneme_hindsight::HindsightConfig {
+        retain_timeout: Duration::from_millis(500),
+        ..common::config(url, None)
+    };
 
     // Deleted again once it finished (the second look says so).
-    let (url, server) = start(2).await;
-    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    let (url, server) = start("processing", 2).await;
+    let b = HindsightBackend::new(config(&url)).unwrap();
     let forgotten = b.forget(&forget).await.unwrap();
     assert!(forgotten.message.contains("deleted again once"), "{}", forgotten.message);
     assert_eq!(server.cancels.load(Ordering::SeqCst), 0, "a running retain is not cancelled");
@@ -601,29 +620,56 @@ async fn a_retain_the_server_was_running_at_a_forget_is_deleted_again_once_it_fi
     assert_eq!(server.looks.load(Ordering::SeqCst), 2, "looked at until it finished");
     assert_eq!(server.document_deletes.load(Ordering::SeqCst), 2, "deleted again after it finished");
 
-    // mneme retained to the document in between: the second delete would take that too.
-    let (url, server) = start(2).await;
-    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    // A queued retain cancelled: its document deleted again after retain_timeout.
+    let (url, server) = start("pending", 2).await;
+    let b = HindsightBackend::new(config(&url)).unwrap();
     b.forget(&forget).await.unwrap();
-    let mut item = MemoryItem::new("i", "the new text", "2026-01-01T00:00:00Z");
-    item.document_id = Some("doc-a".into());
-    b.retain(&scope(), &RetainBatch { id: "0192f4a1b2c3d4e5f60718293a4b5c6e".into(), items: vec![item] })
-        .await
-        .unwrap();
+    assert_eq!(server.cancels.load(Ordering::SeqCst), 1, "a queued retain is cancelled");
+    let started = Instant::now();
     settled(&b).await;
-    assert_eq!(server.document_deletes.load(Ordering::SeqCst), 1, "not deleted again over a newer retain");
+    assert!(started.elapsed() >= Duration::from_millis(400), "{:?}", started.elapsed());
+    assert_eq!(server.document_deletes.load(Ordering::SeqCst), 2, "deleted again after retain_timeout");
 
-    // A clear of the bank: the bank's memories deleted again.
-    let (url, server) = start(2).await;
-    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    // mneme retained, or imported, to the document in between: the second delete would take it.
+    for import in [false, true] {
+        let (url, server) = start("processing", 2).await;
+        let b = HindsightBackend::new(config(&url)).unwrap();
+        b.forget(&forget).await.unwrap();
+        let mut item = MemoryItem::new("i", "the new text", "2026-01-01T00:00:00Z");
+        item.document_id = Some("doc-a".into());
+        if import {
+            let memory = StoredMemory {
+                id: "m".into(),
+                bank: "b".into(),
+                content: "the imported text".into(),
+                context: None,
+                tags: Vec::new(),
+                metadata: Default::default(),
+                document_id: Some("doc-a".into()),
+                kind: MemoryType::World,
+                created_at: "2026-01-01T00:00:00Z".into(),
+            };
+            b.import(&[memory]).await.unwrap();
+        } else {
+            let batch = RetainBatch { id: "0192f4a1b2c3d4e5f60718293a4b5c6e".into(), items: vec![item] };
+            b.retain(&scope(), &batch).await.unwrap();
+        }
+        settled(&b).await;
+        assert_eq!(server.document_deletes.load(Ordering::SeqCst), 1, "deleted again over a newer write ({import})");
+    }
+
+    // A clear of the bank: the running retain's document deleted again, not the whole bank.
+    let (url, server) = start("processing", 2).await;
+    let b = HindsightBackend::new(config(&url)).unwrap();
     let cleared = b.clear(&scope(), ClearWhat::Remote).await.unwrap();
     assert!(cleared.message.contains("deleted again once"), "{}", cleared.message);
     settled(&b).await;
-    assert_eq!(server.bank_deletes.load(Ordering::SeqCst), 2);
+    assert_eq!(server.bank_deletes.load(Ordering::SeqCst), 1, "the bank is cleared once");
+    assert_eq!(server.document_deletes.load(Ordering::SeqCst), 1, "the running retain's document again");
 
     // The backend gone (a switch, a shutdown): its owed deletes go with it.
-    let (url, server) = start(usize::MAX).await;
-    let b = HindsightBackend::new(common::config(&url, None)).unwrap();
+    let (url, server) = start("processing", usize::MAX).await;
+    let b = HindsightBackend::new(config(&url)).unwrap();
     b.forget(&forget).await.unwrap();
     drop(b);
     tokio::time::sleep(Duration::from_millis(1500)).await;
