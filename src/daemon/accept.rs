@@ -99,8 +99,10 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
         let Some(place) = place else { break };
         // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
         let _ = tcp.set_nodelay(true);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
+        let tcp = super::write_stall::WriteStall::new(tcp, limits.header_timeout);
         let evict = CancellationToken::new();
-        let activity = Arc::new(connections.add(evict.clone()));
+        let activity = Arc::new(connections.add(evict.clone(), Some(fd)));
         let stop = stop.clone();
         let (app, requests) = (app.clone(), activity.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
@@ -110,7 +112,6 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
                 Ok::<_, std::convert::Infallible>(answer.map(|body| idle::tracked(body, busy)))
             }
         });
-        let tcp = super::write_stall::WriteStall::new(tcp, limits.header_timeout);
         let io = TokioIo::new(super::parse_errors::JsonParseErrors::new(tcp));
         let connection = builder.serve_connection(io, service);
         tasks.spawn(async move {

@@ -10,6 +10,7 @@
 //! the end of an answer a slow client is still reading.
 
 use std::collections::HashMap;
+use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,13 +38,40 @@ struct State {
     idle_since: Instant,
     /// Cancelled to close it once its answer in progress, if any, has ended.
     close: CancellationToken,
+    /// Its socket, for the bytes written that the client has not received yet.
+    fd: Option<RawFd>,
+}
+
+impl State {
+    /// An answer is still on its way to the client: the socket holds bytes the client has not
+    /// acknowledged (hyper may have let go of them, and of the body; when it waits to write
+    /// more, the socket's queue is full).
+    fn writing(&self) -> bool {
+        self.fd.is_some_and(|fd| unsent_bytes(fd) > 0)
+    }
+}
+
+/// Bytes in the socket's send queue not yet acknowledged by the peer (`SIOCOUTQ`); 0 when it
+/// cannot tell.
+fn unsent_bytes(fd: RawFd) -> i32 {
+    let mut queued: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one int; the fd is the connection's socket, open while it is listed.
+    let done = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) };
+    if done == 0 {
+        queued
+    } else {
+        0
+    }
 }
 
 impl Connections {
-    /// A connection accepted: closed when `close` is cancelled (by [`Self::close_longest_idle`]).
-    pub fn add(self: &Arc<Self>, close: CancellationToken) -> Activity {
+    /// A connection accepted: closed when `close` is cancelled (by [`Self::close_longest_idle`]);
+    /// never while an answer is on its way to the client: `fd`'s send queue holds bytes the
+    /// client has not received (a slow client still reading an answer hyper had let go of was
+    /// closed, the answer cut).
+    pub fn add(self: &Arc<Self>, close: CancellationToken, fd: Option<RawFd>) -> Activity {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.locked().insert(id, State { busy: 0, served: 0, idle_since: Instant::now(), close });
+        self.locked().insert(id, State { busy: 0, served: 0, idle_since: Instant::now(), close, fd });
         Activity { connections: self.clone(), id }
     }
 
@@ -55,6 +83,7 @@ impl Connections {
         let idle = open
             .values()
             .filter(|c| c.busy == 0 && !c.close.is_cancelled() && c.idle_since.elapsed() >= at_least)
+            .filter(|c| !c.writing())
             .min_by_key(|c| c.idle_since);
         match idle {
             Some(c) => {
@@ -149,11 +178,33 @@ impl http_body::Body for Tracked {
 mod tests {
     use super::*;
 
+    /// An answer hyper let go of may still sit in the socket's send queue, waiting for a slow
+    /// client: that connection is not idle (closed, the answer was cut).
+    #[test]
+    fn bytes_the_client_has_not_received_keep_a_connection_writing() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let connections = Arc::new(Connections::default());
+        let token = CancellationToken::new();
+        let _entry = connections.add(token.clone(), Some(server.as_raw_fd()));
+        assert!(connections.close_longest_idle(Duration::ZERO) && token.is_cancelled(), "nothing unsent: idle");
+        let token = CancellationToken::new();
+        let _entry = connections.add(token.clone(), Some(server.as_raw_fd()));
+        server.set_nonblocking(true).unwrap();
+        let _ = server.write(&vec![b'x'; 4 << 20]);
+        assert!(unsent_bytes(server.as_raw_fd()) > 0);
+        assert!(!connections.close_longest_idle(Duration::ZERO) && !token.is_cancelled(), "its answer is on its way");
+        drop(client);
+    }
+
     #[test]
     fn the_connection_idle_longest_is_closed_and_never_a_busy_one() {
         let connections = Arc::new(Connections::default());
         let tokens: Vec<CancellationToken> = (0..3).map(|_| CancellationToken::new()).collect();
-        let entries: Vec<Activity> = tokens.iter().map(|t| connections.add(t.clone())).collect();
+        let entries: Vec<Activity> = tokens.iter().map(|t| connections.add(t.clone(), None)).collect();
         // The first is busy; the second became idle after the third.
         let busy = entries[0].begin();
         std::thread::sleep(std::time::Duration::from_millis(2));
@@ -163,8 +214,7 @@ mod tests {
         assert!(!connections.close_longest_idle(Duration::from_secs(60)), "none idle that long");
         assert!(connections.close_longest_idle(Duration::ZERO));
         assert!(tokens[2].is_cancelled() && !tokens[0].is_cancelled() && !tokens[1].is_cancelled());
-        assert!(connections.close_longest_idle(Duration::ZERO));
-        assert!(tokens[1].is_cancelled());
+        assert!(connections.close_longest_idle(Duration::ZERO) && tokens[1].is_cancelled());
         assert!(!connections.close_longest_idle(Duration::ZERO), "only the busy one is left");
         drop(busy);
         assert!(connections.close_longest_idle(Duration::ZERO) && tokens[0].is_cancelled());
