@@ -135,6 +135,7 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
                     false => Ok(()),
                 }
             };
+            activity.closing();
             if let Err(e) = ended {
                 tracing::debug!("connection ended: {e}");
             }

@@ -119,6 +119,14 @@ impl Activity {
 }
 
 impl Activity {
+    /// The connection is about to close its socket: its fd is no longer looked at (the
+    /// number may be given to the next connection before this entry goes).
+    pub fn closing(&self) {
+        if let Some(c) = self.connections.locked().get_mut(&self.id) {
+            c.fd = None;
+        }
+    }
+
     /// Whether a request was ever begun on this connection.
     pub fn has_served(&self) -> bool {
         self.connections.locked().get(&self.id).is_some_and(|c| c.served > 0)
