@@ -103,7 +103,8 @@ pub struct ServerSettings {
     pub allow_remote: bool,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
-    /// Open connections at most; more wait until one closes.
+    /// Open connections at most; at the cap a new one takes the place of the connection idle
+    /// longest, and waits when every one is busy.
     pub max_connections: usize,
     /// A request's headers must arrive within this; idle keep-alive connections close after it.
     pub header_timeout: Duration,
