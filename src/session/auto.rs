@@ -66,9 +66,7 @@ impl Sessions {
                 if let Some(s) = updated {
                     // Never an error to the agent (a full disk): the session in memory has it,
                     // and the next save writes it.
-                    if let Err(e) = self.save(&s.id).await {
-                        tracing::warn!(session = id, "cannot save the session's prompt: {e}");
-                    }
+                    self.save_or_warn(&s.id, "prompt").await;
                     session = s;
                 }
             }
@@ -111,9 +109,7 @@ impl Sessions {
         });
         if let Some(s) = updated {
             // As above: the block is the agent's all the same.
-            if let Err(e) = self.save(&s.id).await {
-                tracing::warn!(session = id, "cannot save the session's first recall: {e}");
-            }
+            self.save_or_warn(&s.id, "first recall").await;
         }
         Ok(block)
     }

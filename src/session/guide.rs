@@ -95,9 +95,7 @@ impl Sessions {
                     // agent gets its instructions all the same (it answered 507, and its hook
                     // went without).
                     if let Some(s) = updated {
-                        if let Err(e) = self.save(&s.id).await {
-                            tracing::warn!(session = id, "cannot save the session's instructions: {e}");
-                        }
+                        self.save_or_warn(&s.id, "instructions").await;
                     }
                     Some(kept)
                 }

@@ -869,6 +869,15 @@ impl Sessions {
         self.inner.queue.accepted(id, saved).await
     }
 
+    /// [`Sessions::save`] where the answer does not depend on it (a route that is never an
+    /// error to the agent): a failure (a full disk) is logged; the session in memory has it, and
+    /// the next save writes it. `what` names what was being kept.
+    async fn save_or_warn(&self, id: &str, what: &str) {
+        if let Err(e) = self.save(id).await {
+            tracing::warn!(session = id, "cannot save the session's {what}: {e}");
+        }
+    }
+
     /// Forgets session `id`: its record out of the spool, then out of the map (a record that
     /// could not be deleted would bring it back at the next start), in order with its saves (a
     /// save that read it before would write the record back after the delete).

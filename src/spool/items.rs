@@ -441,23 +441,22 @@ fn stored_leave_as_delivered(t: &Transaction<'_>, session_id: &str, batch_id: &s
     // Their documents, first: each statement on the dead letters looks at those of these only.
     const STORED_DOCUMENTS: &str = "dead_letters.document_id IN (SELECT document_id FROM items
         WHERE session_id = ?1 AND batch_id = ?2 AND stored = 1 AND document_id IS NOT NULL)";
+    // A stored item of the batch, a replace (`append = 0`) or an append, came after the dead
+    // letter in its document.
+    let stored_after = |append: u8| {
+        format!(
+            "EXISTS (SELECT 1 FROM items i WHERE i.session_id = ?1 AND i.batch_id = ?2 AND i.stored = 1
+                 AND i.append = {append} AND i.document_id = dead_letters.document_id
+                 AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)"
+        )
+    };
     // As `supersede_dead_letters` does for a delivered batch.
     t.execute(
-        &format!(
-            "DELETE FROM dead_letters WHERE {STORED_DOCUMENTS} AND EXISTS (
-                 SELECT 1 FROM items i WHERE i.session_id = ?1 AND i.batch_id = ?2 AND i.stored = 1
-                     AND i.append = 0 AND i.document_id = dead_letters.document_id
-                     AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)"
-        ),
+        &format!("DELETE FROM dead_letters WHERE {STORED_DOCUMENTS} AND {}", stored_after(0)),
         params![session_id, batch_id],
     )?;
     t.execute(
-        &format!(
-            "UPDATE dead_letters SET append = 1 WHERE {STORED_DOCUMENTS} AND append = 0 AND EXISTS (
-                 SELECT 1 FROM items i WHERE i.session_id = ?1 AND i.batch_id = ?2 AND i.stored = 1
-                     AND i.append = 1 AND i.document_id = dead_letters.document_id
-                     AND i.bank = dead_letters.bank AND i.seq > dead_letters.seq)"
-        ),
+        &format!("UPDATE dead_letters SET append = 1 WHERE {STORED_DOCUMENTS} AND append = 0 AND {}", stored_after(1)),
         params![session_id, batch_id],
     )?;
     t.execute(

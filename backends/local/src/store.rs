@@ -510,9 +510,9 @@ impl Store {
             self.traces_left = true;
             return Err(e);
         }
-        if std::mem::take(&mut self.index_left) || self.erase_marker.exists() {
-            self.settle_erasure();
-        }
+        // Merged: nothing is owed (the marker `erased` wrote before the deletion goes too).
+        self.index_left = false;
+        self.settle_erasure();
         let truncated = self.truncate_log();
         if truncated.is_err() {
             self.traces_left = true;
