@@ -68,12 +68,22 @@ pub struct Reloader {
     queue: Queue,
     sessions: Sessions,
     notices: Notices,
+    /// The text and the warnings of the last file read that loaded.
+    last_warned: std::sync::Mutex<Option<(String, Vec<String>)>>,
 }
 
 impl Reloader {
     /// A reloader for the file at `path` that replaces `state`.
     pub fn new(path: PathBuf, state: DaemonState, queue: Queue, sessions: Sessions, notices: Notices) -> Self {
-        Self { path, state, serial: tokio::sync::Mutex::new(()), queue, sessions, notices }
+        Self {
+            path,
+            state,
+            serial: tokio::sync::Mutex::new(()),
+            queue,
+            sessions,
+            notices,
+            last_warned: Default::default(),
+        }
     }
 
     /// The settings in force.
@@ -103,12 +113,16 @@ impl Reloader {
             // Empty: an editor truncates the file before it writes it again.
             Ok(None) => None,
             Ok(Some(text)) if text.trim().is_empty() => None,
-            Ok(text) => Some(config::load_text_from_env(&path, text)),
-            Err(e) => Some(Err(e)),
+            Ok(text) => {
+                let read = text.clone().unwrap_or_default();
+                Some((config::load_text_from_env(&path, text), read))
+            }
+            Err(e) => Some((Err(e), String::new())),
         });
-        let loaded = match read.await {
-            Ok(loaded) => loaded,
-            Err(e) => Some(Err(config::ConfigErrors::unreadable(&self.path, e))),
+        let (loaded, text) = match read.await {
+            Ok(Some((loaded, text))) => (Some(loaded), text),
+            Ok(None) => (None, String::new()),
+            Err(e) => (Some(Err(config::ConfigErrors::unreadable(&self.path, e))), String::new()),
         };
         let Some(loaded) = loaded else {
             // A file that disappears or is emptied (deleted, or mid-save by an editor) is not a
@@ -127,7 +141,16 @@ impl Reloader {
                 // An override hiding a key the file sets, a value the environment gave that was
                 // ignored: a reload is when the user looks (an edit of memory.backend that an
                 // environment variable hides changed nothing, without a word).
-                if !loaded.warnings.is_empty() {
+                // Said again only when the file or the warnings changed: an editor's save of an
+                // unchanged file, or a reload that changed nothing, told the same thing each time.
+                let warned = (text, loaded.warnings.clone());
+                let repeated = {
+                    let mut last = self.last_warned.lock().unwrap_or_else(|p| p.into_inner());
+                    let repeated = last.as_ref() == Some(&warned);
+                    *last = Some(warned);
+                    repeated
+                };
+                if !loaded.warnings.is_empty() && !repeated {
                     let message = format!("Config reloaded with warnings: {}", loaded.warnings.join("; "));
                     self.notices.emit(Level::Warning, "config", None, message).await;
                 }

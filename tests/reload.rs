@@ -626,6 +626,21 @@ async fn an_override_hiding_an_edited_key_is_told() {
     let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
     assert_eq!(v["backend"], "off", "{v}");
     wait_for_notice(&d, "MNEME_MEMORY__BACKEND overrides memory.backend (line 4 of the file)").await;
+    // Told once a file: reloads and saves of the same text do not say it again (a review saw
+    // 38 of the same notice in a minute)...
+    async fn told(d: &Daemon) -> usize {
+        notices(d).await.into_iter().filter(|n| n["message"].as_str().unwrap().contains("overrides")).count()
+    }
+    for _ in 0..3 {
+        d.req(reqwest::Method::POST, "/v1/reload", None).await;
+        std::fs::write(d.config_path(), "[queue]\nbatch_size = 16\n[memory]\nbackend = \"local\"\n").unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(told(&d).await, 1);
+    // ...and an edit of the file says it again: a reload is when the user looks.
+    std::fs::write(d.config_path(), "[queue]\nbatch_size = 32\n[memory]\nbackend = \"local\"\n").unwrap();
+    d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(told(&d).await, 2);
     let out = d.cli().args(["config", "check"]).env("MNEME_MEMORY__BACKEND", "off").output().unwrap();
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(said.contains("MNEME_MEMORY__BACKEND overrides memory.backend"), "{said}");

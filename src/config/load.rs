@@ -211,10 +211,21 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Settings, Vec<ConfigErro
         Ok(t) => t,
         Err(e) => {
             let line = e.span().map(|s| line_of(text, s.start));
-            // The scan finds assignments in text TOML cannot parse, so the error names its key.
-            let key = line.and_then(|l| LineIndex::new(text).key_at(l)).unwrap_or_default();
+            // The scan finds assignments in text TOML cannot parse, so the error names its key;
+            // a line that assigns nothing (a key cut short mid-edit) names its section.
+            let index = LineIndex::new(text);
+            let key = line.and_then(|l| index.key_at(l).or_else(|| index.section_at(l))).unwrap_or_default();
             // One line: toml's message may run over several.
-            let message = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+            let mut message =
+                e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+            // What the line holds, when it assigns nothing: "expected `.`, `=`" alone does not
+            // say which text it is about.
+            let at = line.and_then(|l| text.lines().nth(l - 1)).map(str::trim).filter(|t| !t.is_empty());
+            if let Some(at) = at.filter(|_| line.and_then(|l| index.key_at(l)).is_none()) {
+                let shown: String = at.chars().take(60).collect();
+                let more = if shown.len() < at.len() { "…" } else { "" };
+                message.push_str(&format!(" (at `{shown}{more}`)"));
+            }
             return Err(vec![ConfigError { key, line, message }]);
         }
     };
@@ -440,6 +451,8 @@ fn line_of(text: &str, offset: usize) -> usize {
 /// (the toml crate's `Table` does not keep spans).
 struct LineIndex {
     sections: HashMap<String, usize>,
+    /// Each `[section]` header's line and section, in file order.
+    headers: Vec<(usize, String)>,
     keys: HashMap<(String, String), usize>,
 }
 
@@ -447,6 +460,7 @@ impl LineIndex {
     fn new(text: &str) -> Self {
         let mut sections = HashMap::new();
         let mut keys = HashMap::new();
+        let mut headers = Vec::new();
         let mut current = String::new();
         // The closing quotes of a multi-line string the scan is inside: its lines are text,
         // whatever they look like (a `[heading]` in a preamble is no section).
@@ -465,6 +479,7 @@ impl LineIndex {
             if let Some(header) = opened.and_then(|l| l.split(']').next()) {
                 current = header.trim().trim_matches('"').to_owned();
                 sections.entry(current.clone()).or_insert(i + 1);
+                headers.push((i + 1, current.clone()));
                 continue;
             }
             let Some((lhs, _)) = line.split_once('=') else { continue };
@@ -486,11 +501,16 @@ impl LineIndex {
             sections.entry(section.clone()).or_insert(i + 1);
             keys.entry((section, name)).or_insert(i + 1);
         }
-        Self { sections, keys }
+        Self { sections, headers, keys }
     }
 
     fn section(&self, section: &str) -> Option<usize> {
         self.sections.get(section).copied()
+    }
+
+    /// The section whose header is the last at or above `line` (none above the first header).
+    fn section_at(&self, line: usize) -> Option<String> {
+        self.headers.iter().rev().find(|(l, _)| *l <= line).map(|(_, s)| s.clone())
     }
 
     /// The `section.key` assigned on `line`.

@@ -55,6 +55,18 @@ fn syntax_errors_name_the_line() {
     assert_eq!(errors[0].line, Some(2));
 }
 
+/// A key cut short mid-edit assigns nothing: the error names the section it is in and shows
+/// the text (it said `key: ""` and "expected `.`, `=`" alone).
+#[test]
+fn a_key_cut_short_names_its_section_and_text() {
+    let errors = load::parse("[server]\nport = 7878\n[memory]\nback", None).unwrap_err();
+    assert_eq!((errors[0].key.as_str(), errors[0].line), ("memory", Some(4)), "{errors:?}");
+    assert!(errors[0].message.contains("`back`"), "{errors:?}");
+    let errors = load::parse("[queue]\nbatch_size = = 3\n", None).unwrap_err();
+    assert_eq!(errors[0].key, "queue.batch_size", "{errors:?}");
+    assert!(!errors[0].message.contains("(at"), "{errors:?}");
+}
+
 #[test]
 fn an_empty_path_is_refused_naming_its_key_and_line() {
     let errors = load::parse("[storage]\ndir = \"\"\n[local]\npath = \" \"\n", None).unwrap_err();
