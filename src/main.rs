@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     };
     if !matches!(cli.command, mneme::cli::Command::Serve) {
         // A command whose reader goes away (`mneme export | head`) ends quietly, as Unix tools
-        // do, instead of panicking on the failed write: killed by SIGPIPE, once stdout's write
+        // do, instead of panicking on the failed write (another write error ends it with 1): killed by SIGPIPE, once stdout's write
         // failed. SIGPIPE itself stays ignored (as the daemon ignores it: a client that hangs up
         // must never stop it): a write to the daemon's socket that it closed (a 413 answered
         // before the body was read) is an error to report, and it killed the CLI silently.
@@ -37,8 +37,15 @@ fn main() -> ExitCode {
             let payload = info.payload();
             let message =
                 payload.downcast_ref::<String>().map(String::as_str).or(payload.downcast_ref::<&str>().copied());
-            if message.is_some_and(|m| m.starts_with("failed printing to stdout") && m.contains("Broken pipe")) {
-                mneme::cli::end_by_sigpipe();
+            if let Some(failed) = message.and_then(|m| m.strip_prefix("failed printing to stdout: ")) {
+                if failed.contains("Broken pipe") {
+                    mneme::cli::end_by_sigpipe();
+                }
+                // Any other write error (a full disk under `> file`, EIO) is the command's
+                // failure, said in one line: it was a panic with a backtrace and exit 101,
+                // which hid that a retain had been acknowledged before its answer was printed.
+                eprintln!("mneme: cannot write standard output: {failed}");
+                std::process::exit(1);
             }
             default_hook(info);
         }));

@@ -290,6 +290,30 @@ async fn a_reader_that_goes_away_ends_a_command_quietly() {
     assert!(matches!(out.status.code(), Some(0 | 141)), "{:?}", out.status);
 }
 
+/// A write error on standard output other than a closed pipe (a full disk under `> file`) is
+/// the command's failure in one line, exit 1: it was a panic, exit 101 with a backtrace, which
+/// hid that the retain before it had been acknowledged.
+#[test]
+fn a_full_standard_output_is_an_error_not_a_panic() {
+    let d = Daemon::start("");
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    for args in [&["status"][..], &["retain", "written before the answer"], &["config", "example"]] {
+        let out = std::process::Command::new(common::bin())
+            .args(args)
+            .env("MNEME_CONFIG", d.config_path())
+            .envs(common::env_for(d.dir.path()))
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("cannot write standard output") && !stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    d.cli().arg("flush").assert().success();
+    let out = d.cli().args(["recall", "written before the answer"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("written before the answer"));
+}
+
 /// A request over `server.max_body_bytes` is refused by the CLI with the key that bounds it
 /// (sent, the daemon closed the connection on its 413 and SIGPIPE killed the CLI, exit 141,
 /// without a word).
