@@ -617,6 +617,68 @@ async fn a_document_copied_from_hindsight_keeps_the_order_of_its_parts() {
     assert_eq!(written, want);
 }
 
+/// The partial files of exports in a folder.
+struct Partial(std::path::PathBuf);
+
+impl Partial {
+    fn exists(&self) -> bool {
+        std::fs::read_dir(&self.0).unwrap().any(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.starts_with(".backup.jsonl.") && name.ends_with(".partial")
+        })
+    }
+}
+
+/// `export -o` writes to what its path is: a FIFO or a device as it is (it was replaced by a
+/// regular file, its reader given nothing), a symlink's target (the link kept); through a file
+/// of its own, never one already there (a `FILE.partial` symlink had the export write over the
+/// file it named, and two exports to one name wrote into each other).
+#[tokio::test]
+async fn an_export_goes_where_its_path_leads() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let a = Daemon::start("[local]\nembedder = \"off\"\n");
+    seed(&a, 3).await;
+    let dir = a.dir.path();
+    let whole = a.cli().arg("export").output().unwrap().stdout;
+    let n = String::from_utf8(whole).unwrap().lines().count();
+    assert!(n >= 3);
+    let export_to = |path: &std::path::Path| {
+        let out = a.cli().args(["export", "-o"]).arg(path).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    // A FIFO: its reader gets the lines, and it stays a FIFO.
+    let fifo = dir.join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    export_to(&fifo);
+    assert_eq!(reader.join().unwrap().lines().count(), n);
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // A symlink: its target replaced, the link kept.
+    let target = dir.join("real.jsonl");
+    std::fs::write(&target, "old\n").unwrap();
+    let link = dir.join("link.jsonl");
+    std::os::unix::fs::symlink("real.jsonl", &link).unwrap();
+    export_to(&link);
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap().lines().count(), n);
+    assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
+    // A `FILE.partial` already there (a link to another file) is neither written nor removed.
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, "mine\n").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("out.jsonl.partial")).unwrap();
+    export_to(&dir.join("out.jsonl"));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine\n");
+    assert!(std::fs::symlink_metadata(dir.join("out.jsonl.partial")).is_ok());
+    assert_eq!(std::fs::metadata(dir.join("out.jsonl")).unwrap().permissions().mode() & 0o777, 0o600);
+    // A folder is refused before anything is exported.
+    let out = a.cli().args(["export", "-o"]).arg(dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("it is a folder"));
+}
+
 /// An export stopped part-way (Ctrl-C) leaves no partial copy of the memories beside the file,
 /// and the file as it was. The daemon is paused (SIGSTOP) once the partial file exists, so the
 /// export is surely under way when it is interrupted.
@@ -625,7 +687,9 @@ async fn an_interrupted_export_leaves_no_partial_copy() {
     let mut a = Daemon::start("[local]\nembedder = \"off\"\n");
     seed(&a, 2000).await;
     let file = a.dir.path().join("backup.jsonl");
-    let partial = a.dir.path().join("backup.jsonl.partial");
+    // The export's own file beside it: `.backup.jsonl.<unique>.partial`.
+    let folder = a.dir.path().to_path_buf();
+    let partial = Partial(folder);
     std::fs::write(&file, "an earlier backup\n").unwrap();
     let daemon = a.child.as_ref().unwrap().id();
     let mut caught = false;

@@ -39,42 +39,22 @@ pub(super) async fn export(
     // export as ever.
     let stopped = output.is_some().then(stop_signal);
     // A file is written beside its name and renamed over it once whole: an export that fails
-    // part-way leaves an earlier backup of that name as it was, not a truncated one. Private,
-    // as the store it copies.
-    let partial = output.as_ref().map(|path| partial_path(path));
-    let mut out: Box<dyn Write> = match &partial {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            create_private_file(path).map_err(|e| CliError::Other(format!("cannot write {}: {e}", path.display())))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    // part-way leaves an earlier backup of that name as it was, not a truncated one.
+    let mut out = match &output {
+        Some(path) => Sink::open(path)?,
+        None => Sink::Stdout(std::io::BufWriter::new(std::io::stdout().lock())),
     };
     // Stopped (Ctrl-C, a terminal closed, SIGTERM), the export goes the way of a failed one: a
-    // partial copy of every memory is not left beside the file.
+    // partial copy of every memory is not left beside the file (the sink's drop removes it).
     let written = tokio::select! {
         written = write_export(&client, bank, &mut out) => written,
         Some(signal) = async { Some(stopped?.await) } => Err(CliError::Other(format!(
             "stopped by {signal}: {} was left as it was",
-            output.as_ref().expect("a partial file is for an output file").display()
+            output.as_ref().expect("signals are listened for with an output file").display()
         ))),
     };
-    drop(out);
-    let n = match (written, &partial, &output) {
-        (Ok(n), Some(partial), Some(path)) => {
-            std::fs::rename(partial, path).map_err(|e| {
-                // A whole copy of every memory is not left lying beside it (`-o` naming a folder).
-                let _ = std::fs::remove_file(partial);
-                CliError::Other(format!("cannot rename {} to {}: {e}", partial.display(), path.display()))
-            })?;
-            n
-        }
-        (Ok(n), _, _) => n,
-        (Err(e), partial, _) => {
-            if let Some(partial) = partial {
-                let _ = std::fs::remove_file(partial);
-            }
-            return Err(e);
-        }
-    };
+    let n = written?;
+    out.finish()?;
     if let Some(path) = output {
         if as_json {
             // Standard output is free when the memories went to a file: a script reads the count.
@@ -105,17 +85,97 @@ fn stop_signal() -> impl std::future::Future<Output = &'static str> {
     }
 }
 
-/// Where an export to `path` is written until it is whole.
-fn partial_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".partial");
-    path.with_file_name(name)
+/// Where an export's lines go.
+enum Sink {
+    Stdout(std::io::BufWriter<std::io::StdoutLock<'static>>),
+    /// A private file beside the regular file it replaces once whole (`target`: a symlink's
+    /// target, so the link stays). Unique and created anew (never one already there, nor one a
+    /// link names), so two exports to one name never write into each other; dropped unfinished,
+    /// it is removed.
+    Replacing {
+        file: std::io::BufWriter<tempfile::NamedTempFile>,
+        target: PathBuf,
+    },
+    /// A FIFO, a device, a terminal (`-o /dev/stdout`, `-o >(gzip > x)`): written as it is.
+    Direct(std::io::BufWriter<std::fs::File>),
 }
 
-/// Creates (or empties) a file only its owner may read.
-fn create_private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)
+impl Sink {
+    fn open(path: &Path) -> Result<Self, CliError> {
+        let failed = |e: std::io::Error| CliError::Other(format!("cannot write {}: {e}", path.display()));
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => {
+                return Err(CliError::Other(format!("cannot write {}: it is a folder", path.display())))
+            }
+            Ok(m) if !m.is_file() => {
+                let file = std::fs::OpenOptions::new().write(true).open(path).map_err(failed)?;
+                return Ok(Self::Direct(std::io::BufWriter::new(file)));
+            }
+            _ => {}
+        }
+        let target = link_target(path);
+        let folder = match target.parent() {
+            Some(f) if !f.as_os_str().is_empty() => f.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        // Private (0600), as the store it copies: tempfile creates it so.
+        let file = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".partial")
+            .tempfile_in(&folder)
+            .map_err(|e| CliError::Other(format!("cannot write in {}: {e}", folder.display())))?;
+        Ok(Self::Replacing { file: std::io::BufWriter::new(file), target })
+    }
+
+    /// Puts a whole export in place.
+    fn finish(self) -> Result<(), CliError> {
+        match self {
+            Self::Stdout(mut out) => out.flush().map_err(write_failed),
+            Self::Direct(mut out) => out.flush().map_err(write_failed),
+            Self::Replacing { file, target } => {
+                let file = file.into_inner().map_err(|e| write_failed(e.into_error()))?;
+                file.as_file().sync_all().map_err(write_failed)?;
+                // A failed rename drops the temporary file (a whole copy of every memory is not
+                // left lying beside it).
+                file.persist(&target)
+                    .map(drop)
+                    .map_err(|e| CliError::Other(format!("cannot put the export at {}: {}", target.display(), e.error)))
+            }
+        }
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Stdout(out) => out.write(buf),
+            Self::Replacing { file, .. } => file.write(buf),
+            Self::Direct(out) => out.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Self::Stdout(out) => out.flush(),
+            Self::Replacing { file, .. } => file.flush(),
+            Self::Direct(out) => out.flush(),
+        }
+    }
+}
+
+/// The file a symlink at `path` names, however many links deep (`path` itself when it is none).
+/// A link to a file not there yet names the file to create.
+fn link_target(path: &Path) -> PathBuf {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        let Ok(next) = std::fs::read_link(&at) else { return at };
+        at = match at.parent() {
+            Some(folder) if next.is_relative() => folder.join(next),
+            _ => next,
+        };
+    }
+    at
 }
 
 /// Writes every page of the export as JSON lines; returns how many memories.
