@@ -728,3 +728,51 @@ async fn an_interrupted_export_leaves_no_partial_copy() {
     assert!(caught, "every export finished before it could be paused");
     a.stop();
 }
+
+/// An import stopped part-way (here: the daemon killed once the first requests are stored)
+/// says how much of the file was imported before it and that the same command finishes it: it
+/// said only why it failed, beside other errors that say "nothing was imported".
+#[tokio::test]
+async fn an_import_stopped_part_way_says_what_it_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("many.jsonl");
+    let lines: Vec<String> = (0..6000)
+        .map(|i| {
+            json!({"id": format!("m{i}"), "bank": "b", "content": format!("imported fact {i} {}", "x".repeat(200)),
+                   "created_at": "2026-01-01T00:00:00Z"})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    for _ in 0..10 {
+        let a = Daemon::start("[local]\nembedder = \"off\"\n");
+        let cli = std::process::Command::new(common::bin())
+            .env("MNEME_CONFIG", a.config_path())
+            .envs(common::env_for(a.dir.path()))
+            .args(["import"])
+            .arg(&file)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once the first request is stored, the daemon goes.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < until {
+            let (_, v) = a.get("/v1/export?limit=1&bank=b").await;
+            if v["memories"].as_array().is_some_and(|m| !m.is_empty()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        common::unsafe_kill(a.child.as_ref().unwrap().id(), "KILL");
+        let out = cli.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            continue; // done before the daemon went: again
+        }
+        assert!(err.contains("of the file's 6000 memories were imported before that"), "{err}");
+        assert!(err.contains("the same command again imports the rest"), "{err}");
+        return;
+    }
+    panic!("every import finished before the daemon could be stopped");
+}

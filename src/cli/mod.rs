@@ -267,6 +267,24 @@ fn not_ours_message(addr: &str, version: &str, token: &str, unproven: bool) -> S
 }
 
 impl CliError {
+    /// The same failure, its message followed by `note` (what had been done before it).
+    pub(crate) fn with_note(self, note: &str) -> Self {
+        match self {
+            CliError::NotRunning(m) => CliError::NotRunning(m + note),
+            CliError::Silent(m) => CliError::Silent(m + note),
+            CliError::Config(m) => CliError::Config(m + note),
+            CliError::Other(m) => CliError::Other(m + note),
+            CliError::Daemon { status, code, message, mut answer } => {
+                let message = message + note;
+                if let Some(said) = answer.as_mut().and_then(|a| a.get_mut("error")).and_then(|e| e.as_object_mut()) {
+                    said.insert("message".into(), message.clone().into());
+                }
+                CliError::Daemon { status, code, message, answer }
+            }
+            other => other,
+        }
+    }
+
     /// A short name of the kind of failure, for `--json`.
     fn code(&self) -> &'static str {
         match self {

@@ -319,9 +319,21 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     }
     let client = Client::connect(&settings).await?;
     let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
+    let count = chunks.iter().map(|c| c.memories.len()).sum::<usize>();
     for chunk in chunks {
         let memories = chunk.memories.into_iter().map(|l| l.memory).collect();
-        let answer: Imported = client.post("/v1/import", &ImportBody { memories }).await?;
+        let answer: Imported = client.post("/v1/import", &ImportBody { memories }).await.map_err(|e| {
+            if total.received == 0 {
+                return e.with_note("; nothing was imported");
+            }
+            // The requests before this one were stored: said, as the other errors say what
+            // became of the file (an import stopped half way looked like one that did nothing).
+            let done = total.received;
+            let verb = if total.imported.is_some() { "imported" } else { "sent" };
+            e.with_note(&format!(
+                "; {done} of the file's {count} memories were {verb} before that: the same command again imports the rest (those already there are counted as such)"
+            ))
+        })?;
         total.received += answer.received;
         total.skipped += answer.skipped;
         total.imported = total.imported.zip(answer.imported).map(|(a, b)| a + b);
