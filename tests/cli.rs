@@ -657,3 +657,33 @@ fn a_storage_dir_others_may_read_is_said_and_left_as_it_is() {
     let out = d.cli().arg("doctor").output().unwrap();
     assert!(stdout(&out).contains("is readable by others (mode 755)"), "{}", stdout(&out));
 }
+
+/// With its config file emptied or deleted, a daemon keeps running on what the file said; a
+/// command then looks where the defaults say, and its "not running" said to start one (a
+/// second daemon). It now says why it may not have found it (CLI review, M4); a first run,
+/// whose config folder does not exist either, is told nothing more.
+#[test]
+fn a_command_without_its_config_file_says_why_it_may_not_find_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let run = |config: &std::path::Path| {
+        let out = std::process::Command::new(common::bin())
+            .arg("status")
+            .env("MNEME_CONFIG", config)
+            .env("MNEME_SERVER__LISTEN", free.to_string())
+            .env("MNEME_STORAGE__DIR", dir.path().join("data"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "\n").unwrap();
+    let said = run(&config);
+    assert!(said.contains("is empty, so this command looked where the defaults say"), "{said}");
+    std::fs::remove_file(&config).unwrap();
+    let said = run(&config);
+    assert!(said.contains("does not exist, so this command looked where the defaults say"), "{said}");
+    let said = run(&dir.path().join("first-run").join("config.toml"));
+    assert!(said.contains("not running") && !said.contains("defaults say"), "{said}");
+}

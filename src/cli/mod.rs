@@ -309,6 +309,25 @@ impl CliError {
     }
 }
 
+/// Why no daemon was found, when the config file is gone or empty: the command then looked
+/// where the defaults say, while a daemon started with the file keeps its settings (as it does
+/// through an editor's save) and runs where the file said. Empty when the file has content.
+fn config_gone_note(flag: Option<&std::path::Path>) -> String {
+    let path = crate::config::config_path(flag);
+    let state = match std::fs::read(&path) {
+        // (Its folder gone too: a first run, nothing was there to lose.)
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.parent().is_some_and(|f| f.is_dir()) => {
+            "does not exist"
+        }
+        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => "is empty",
+        _ => return String::new(),
+    };
+    format!(
+        "; {} {state}, so this command looked where the defaults say: a daemon started while it held settings keeps them and runs where they said until it is restarted (put the file back, its [server] and [storage] at least, to reach it)",
+        path.display()
+    )
+}
+
 /// A backend that keeps memories (`local` or `hindsight`), for migrate.
 fn storing_backend(s: &str) -> Result<mneme_core::BackendId, String> {
     match s.parse::<mneme_core::BackendId>() {
@@ -357,6 +376,7 @@ pub fn run(cli: Cli) -> ExitCode {
         }
     };
     let json = cli.json;
+    let config = cli.config.clone();
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve => serve::serve(cli.config.as_deref()).await,
@@ -383,6 +403,11 @@ pub fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
+            let e = if matches!(e, CliError::NotRunning(_)) {
+                e.with_note(&config_gone_note(config.as_deref()))
+            } else {
+                e
+            };
             eprintln!("mneme: {}", mneme_core::text::escape_controls(&e.to_string()));
             if json {
                 // A script reading standard output gets the failure as JSON too.
