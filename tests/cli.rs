@@ -166,6 +166,8 @@ fn config_check_example_and_path() {
     let out = run(&["config", "check"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("does not exist; the defaults apply"));
+    // A file the user named that is not there is more likely a typo: said.
+    assert!(stdout(&out).contains("warning: MNEME_CONFIG names a file that does not exist"), "{}", stdout(&out));
     let example = stdout(&run(&["config", "example"]));
     assert!(example.contains("[queue]") && example.contains("batch_size = 16"));
     std::fs::write(&config, "[memory]\nbackend = \"cloud\"\n\n[queue]\nbatch_size = -1\ntypo = 3\n").unwrap();

@@ -776,3 +776,31 @@ async fn an_import_stopped_part_way_says_what_it_did() {
     }
     panic!("every import finished before the daemon could be stopped");
 }
+
+/// A misspelt `--bank` is refused naming the banks there are: export wrote nothing and exit 0,
+/// migrate said "Copied 0 memories …; done" (CLI review, LOW 1). A forget in the wrong bank
+/// names the bank it looked in.
+#[tokio::test]
+async fn a_bank_that_holds_nothing_is_refused_by_name() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n");
+    seed(&d, 2).await;
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let bank = d.get("/v1/banks").await.1["banks"][0]["bank"].as_str().unwrap().to_owned();
+    let out = d.cli().args(["export", "--bank", "wrok"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no bank \"wrok\" holds memories") && err.contains(&bank), "{err}");
+    assert!(out.stdout.is_empty());
+    let out = d.cli().args(["export", "--bank", &bank]).output().unwrap();
+    assert!(out.status.success() && !out.stdout.is_empty());
+    let out = d.cli().args(["migrate", "--from", "local", "--to", "hindsight", "--bank", "wrok"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no bank \"wrok\" in local") && err.contains("nothing was copied"), "{err}");
+    let id =
+        d.get(&format!("/v1/export?limit=1&bank={bank}")).await.1["memories"][0]["id"].as_str().unwrap().to_owned();
+    let out = d.cli().args(["forget", &id, "--bank", "wrok"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("in bank \"wrok\" of the local store"), "{err}");
+}

@@ -43,7 +43,15 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
         }
         ConfigAction::Check => {
             let path = config::config_path(flag);
-            match config::load_from_env(&path) {
+            let loaded = config::load_from_env(&path).map(|mut loaded| {
+                if let Some(how) = config::config_named_by(flag).filter(|_| !loaded.exists) {
+                    loaded.warnings.push(format!(
+                        "{how} names a file that does not exist: the defaults apply (a daemon started so stores on them)"
+                    ));
+                }
+                loaded
+            });
+            match loaded {
                 Ok(loaded) if as_json => {
                     println!(
                         "{}",
@@ -52,7 +60,8 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
                 }
                 Ok(loaded) => {
                     let what = if loaded.exists { "is valid" } else { "does not exist; the defaults apply" };
-                    println!("{} {what} (backend: {})", path.display(), loaded.settings.memory.backend);
+                    let shown = mneme_core::text::escape_controls(&path.display().to_string()).into_owned();
+                    println!("{shown} {what} (backend: {})", loaded.settings.memory.backend);
                     for w in loaded.warnings {
                         println!("warning: {w}");
                     }

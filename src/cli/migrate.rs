@@ -256,14 +256,21 @@ async fn banks_to_copy(
     settings: &crate::config::Settings,
     plan: &Plan,
 ) -> Result<Vec<Option<String>>, CliError> {
-    if let Some(bank) = &plan.bank {
-        return Ok(vec![Some(bank.clone())]);
-    }
-    if source.capabilities().lists_every_bank {
+    if source.capabilities().lists_every_bank && plan.bank.is_none() {
         return Ok(vec![None]);
     }
     let listed =
         source.banks().await.map_err(|e| CliError::Other(format!("listing the banks of {}: {e}", plan.from)))?;
+    if let Some(bank) = &plan.bank {
+        // A misspelt --bank copied nothing and said "done".
+        if !listed.iter().any(|b| &b.bank == bank) {
+            let mut names: Vec<&str> = listed.iter().map(|b| b.bank.as_str()).collect();
+            names.sort_unstable();
+            let held = if names.is_empty() { "it has none".to_owned() } else { format!("it has {}", names.join(", ")) };
+            return Err(CliError::Other(format!("no bank {bank:?} in {} ({held}); nothing was copied", plan.from)));
+        }
+        return Ok(vec![Some(bank.clone())]);
+    }
     let banks = crate::session::banks_of_configuration(settings, listed.into_iter().map(|b| b.bank));
     Ok(banks.into_iter().map(Some).collect())
 }

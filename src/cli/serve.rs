@@ -15,8 +15,13 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }
-    if !loaded.exists {
-        tracing::info!("no config file at {}; using the defaults", loaded.path.display());
+    match crate::config::config_named_by(config) {
+        Some(how) if !loaded.exists => tracing::warn!(
+            "the config file {how} names, {}, does not exist; using the defaults (the file is read once it appears)",
+            loaded.path.display()
+        ),
+        _ if !loaded.exists => tracing::info!("no config file at {}; using the defaults", loaded.path.display()),
+        _ => {}
     }
     raise_fd_limit(loaded.settings.server.max_connections);
     let listen = loaded.settings.server.listen;

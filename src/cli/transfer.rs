@@ -35,6 +35,9 @@ pub(super) async fn export(
     as_json: bool,
 ) -> Result<ExitCode, CliError> {
     let client = Client::connect(&load_client_settings(config)?.settings).await?;
+    if let Some(bank) = &bank {
+        known_bank(&client, bank).await?;
+    }
     // Signals are listened for only when writing a file: to standard output they stop the
     // export as ever.
     let stopped = output.is_some().then(stop_signal);
@@ -83,6 +86,20 @@ fn stop_signal() -> impl std::future::Future<Output = &'static str> {
             _ = term.recv() => "SIGTERM",
         }
     }
+}
+
+/// Refuses a bank the backend does not hold, naming those it does: a misspelt `--bank`
+/// exported nothing and said it succeeded.
+pub(super) async fn known_bank(client: &Client, bank: &str) -> Result<(), CliError> {
+    let banks: crate::daemon::api::BankList = client.get("/v1/banks").await?;
+    if banks.banks.iter().any(|b| b.bank == bank) {
+        return Ok(());
+    }
+    let mut names: Vec<&str> = banks.banks.iter().map(|b| b.bank.as_str()).collect();
+    names.sort_unstable();
+    let held =
+        if names.is_empty() { "there are none".to_owned() } else { format!("those that do: {}", names.join(", ")) };
+    Err(CliError::Other(format!("no bank {bank:?} holds memories ({held}); nothing was exported")))
 }
 
 /// Where an export's lines go.
@@ -348,7 +365,9 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         let there = (received as u64).saturating_sub(imported + skipped as u64);
         println!("Imported {imported} of {received} memories ({there} already there{skipped_note}).");
     } else {
-        println!("Sent {received} memories to the backend{skipped_note}.");
+        // Those skipped were not sent.
+        let sent = received.saturating_sub(skipped);
+        println!("Sent {sent} {} to the backend{skipped_note}.", if sent == 1 { "memory" } else { "memories" });
     }
     Ok(ExitCode::SUCCESS)
 }

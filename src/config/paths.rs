@@ -25,6 +25,17 @@ pub fn config_path(flag: Option<&Path>) -> PathBuf {
     std::path::absolute(&path).unwrap_or(path)
 }
 
+/// What named the config file, when it is not the default one: `--config` or `MNEME_CONFIG`.
+/// (A file the user named that does not exist is more likely a typo than a wish for the
+/// defaults.)
+pub fn config_named_by(flag: Option<&Path>) -> Option<&'static str> {
+    match (flag, std::env::var_os("MNEME_CONFIG")) {
+        (Some(_), _) => Some("--config"),
+        (None, Some(p)) if !p.is_empty() => Some("MNEME_CONFIG"),
+        _ => None,
+    }
+}
+
 /// `$XDG_DATA_HOME/mneme` (`~/.local/share/mneme`).
 pub fn default_storage_dir() -> PathBuf {
     xdg("XDG_DATA_HOME", ".local/share").join("mneme")

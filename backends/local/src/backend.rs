@@ -357,17 +357,23 @@ impl MemoryBackend for LocalBackend {
     }
 
     async fn memory(&self, id: &str, bank: Option<&str>) -> Result<MemoryDetail, BackendError> {
-        let (key, bank) = (id.to_owned(), bank.map(str::to_owned));
-        match self.read(move |s| s.memory(&key, bank.as_deref())).await? {
+        let (key, asked) = (id.to_owned(), bank.map(str::to_owned));
+        match self.read(move |s| s.memory(&key, asked.as_deref())).await? {
             Some((memory, passages, document_memories)) => Ok(MemoryDetail { memory, passages, document_memories }),
-            None => Err(BackendError::NotFound(format!("no memory {id:?} in the local store"))),
+            None => Err(BackendError::NotFound(match bank {
+                Some(bank) => format!("no memory {id:?} in bank {bank:?} of the local store"),
+                None => format!("no memory {id:?} in the local store"),
+            })),
         }
     }
 
     async fn forget(&self, what: &Forget) -> Result<Forgotten, BackendError> {
         let (deleted, missing) = match what.clone() {
             Forget::Memory { id, bank } => {
-                let missing = format!("no memory {id:?} in the local store");
+                let missing = match &bank {
+                    Some(bank) => format!("no memory {id:?} in bank {bank:?} of the local store"),
+                    None => format!("no memory {id:?} in the local store"),
+                };
                 (self.write(move |s| erased(s, |s| s.forget_memory(&id, bank.as_deref()))).await?, missing)
             }
             Forget::Document { id, bank } => {
