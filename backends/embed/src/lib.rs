@@ -31,6 +31,10 @@ pub enum EmbedError {
     /// The endpoint answered with something unusable (an error, a wrong dimension).
     #[error("embedder answered badly: {0}")]
     Invalid(String),
+    /// The endpoint took longer than its timeout: worth trying again, with fewer texts at a
+    /// time (a slow endpoint embeds a few texts in time and never a whole batch).
+    #[error("embedder unavailable: {0}")]
+    TimedOut(String),
 }
 
 /// Texts to vectors.
@@ -41,6 +45,10 @@ pub trait Embedder: Send + Sync {
 
     /// The vectors' length.
     fn dim(&self) -> usize;
+
+    /// The length the stored vectors have, for an embedder that learns its own from its
+    /// answers: taken until an answer says otherwise (see `OpenAi`). The built-in model's is fixed.
+    fn expect_dim(&self, _dim: usize) {}
 
     /// One unit-length vector per text, in order. Blocks.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;

@@ -60,6 +60,11 @@ fn answer_limit(texts: usize) -> u64 {
     (texts as u64).saturating_mul(MAX_DIM as u64 * 24).saturating_add(64 << 10)
 }
 
+/// Answers of a new length, one after another, before it is taken as the endpoint's (another
+/// model served under the same name): one odd answer fixed the length for good, and every
+/// stored vector was dropped for it.
+const NEW_LENGTH_CONFIRMED_AFTER: u32 = 3;
+
 /// A client of one endpoint and model.
 pub struct OpenAi {
     config: OpenAiConfig,
@@ -67,7 +72,16 @@ pub struct OpenAi {
     id: String,
     /// `{url}/embeddings` as errors show it (see [`shown`]).
     shown_endpoint: String,
-    dim: std::sync::OnceLock<usize>,
+    dims: std::sync::Mutex<Dims>,
+}
+
+/// The vectors' length as the answers tell it, when `embedding_dim` is unset.
+#[derive(Default)]
+struct Dims {
+    /// The length answers are taken at (0: none known yet).
+    known: usize,
+    /// Another length, and how many answers running have had it.
+    other: Option<(usize, u32)>,
 }
 
 #[derive(Deserialize)]
@@ -85,18 +99,22 @@ struct Datum {
 impl OpenAi {
     /// A client; nothing is sent until [`Embedder::embed`].
     pub fn new(config: OpenAiConfig) -> Result<OpenAi, EmbedError> {
-        let http = reqwest::blocking::Client::builder()
+        let mut http = reqwest::blocking::Client::builder()
             .timeout(config.timeout)
             .user_agent(concat!("mneme/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| EmbedError::Invalid(format!("cannot build the HTTP client: {e}")))?;
-        let id = Self::model_id_for(&config);
-        let dim = std::sync::OnceLock::new();
-        if let Some(d) = config.dim {
-            let _ = dim.set(d);
+            // The passages go where the config says and nowhere else: a redirect is an answer
+            // (the text was sent to the host it named, without a word).
+            .redirect(reqwest::redirect::Policy::none());
+        if is_loopback(&config.url) {
+            // A proxy from the environment cannot reach this machine's loopback (and would see
+            // the passages and the key): a local server is reached directly.
+            http = http.no_proxy();
         }
+        let http = http.build().map_err(|e| EmbedError::Invalid(format!("cannot build the HTTP client: {e}")))?;
+        let id = Self::model_id_for(&config);
+        let dims = std::sync::Mutex::new(Dims { known: config.dim.unwrap_or(0), other: None });
         let shown_endpoint = format!("{}/embeddings", shown(&config.url));
-        Ok(OpenAi { config, http, id, shown_endpoint, dim })
+        Ok(OpenAi { config, http, id, shown_endpoint, dims })
     }
 }
 
@@ -112,9 +130,16 @@ impl Embedder for OpenAi {
         &self.id
     }
 
-    /// The configured dimension, else the one the first answer had (0 before any).
+    /// The configured dimension, else the one the answers have (0 before any).
     fn dim(&self) -> usize {
-        self.dim.get().copied().unwrap_or(0)
+        self.dims.lock().unwrap_or_else(|p| p.into_inner()).known
+    }
+
+    fn expect_dim(&self, dim: usize) {
+        let mut dims = self.dims.lock().unwrap_or_else(|p| p.into_inner());
+        if dims.known == 0 {
+            dims.known = dim;
+        }
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -128,17 +153,29 @@ impl Embedder for OpenAi {
             req = req.bearer_auth(key.expose());
         }
         let resp = req.send().map_err(|e| {
-            let what = if e.is_timeout() { "timed out" } else { "cannot connect" };
-            EmbedError::Unavailable(format!("{url} {what}"))
+            if e.is_timeout() {
+                EmbedError::TimedOut(format!("{url} timed out ({} texts)", texts.len()))
+            } else {
+                EmbedError::Unavailable(format!("{url} cannot connect"))
+            }
         })?;
         let status = resp.status();
         if status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408 {
             return Err(EmbedError::Unavailable(format!("{url} answered {status}")));
         }
+        if status.is_redirection() {
+            let to = resp.headers().get(reqwest::header::LOCATION).and_then(|l| l.to_str().ok()).map(shown);
+            let to = to.map_or_else(String::new, |to| format!(" to {}", self.unsaid(&to)));
+            return Err(EmbedError::Invalid(format!(
+                "{url} answered {status}{to}, which is not followed: set local.embedding_url to where it points"
+            )));
+        }
         if !status.is_success() {
             let mut body = Vec::new();
             let _ = resp.take(4096).read_to_end(&mut body);
             let body: String = String::from_utf8_lossy(&body).chars().take(200).collect();
+            // An endpoint or a proxy may say what it was sent: the key is never repeated.
+            let body = self.unsaid(&body);
             return Err(EmbedError::Invalid(format!("{url} answered {status}: {body}")));
         }
         // Read whole before it is parsed, and bounded: a timeout or a connection broken while
@@ -146,9 +183,16 @@ impl Embedder for OpenAi {
         // and the passages were left out for good), and an endless answer is not read to the end.
         let limit = answer_limit(texts.len());
         let mut body = Vec::new();
-        resp.take(limit + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| EmbedError::Unavailable(format!("{url} broke off its answer: {e}")))?;
+        resp.take(limit + 1).read_to_end(&mut body).map_err(|e| {
+            let timed_out = e.kind() == std::io::ErrorKind::TimedOut
+                || std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<reqwest::Error>())
+                    .is_some_and(reqwest::Error::is_timeout);
+            match timed_out {
+                true => EmbedError::TimedOut(format!("{url} timed out while answering ({} texts)", texts.len())),
+                false => EmbedError::Unavailable(format!("{url} broke off its answer: {e}")),
+            }
+        })?;
         if body.len() as u64 > limit {
             return Err(EmbedError::Invalid(format!(
                 "{url} answered more than {limit} bytes for {} texts",
@@ -167,7 +211,7 @@ impl Embedder for OpenAi {
                 data.iter().map(|d| d.embedding.len().to_string()).collect::<Vec<_>>().join(", ")
             )));
         }
-        let want = *self.dim.get_or_init(|| first);
+        let want = self.length_of(first).map_err(|why| EmbedError::Invalid(format!("{url} {why}")))?;
         let mut out = Vec::with_capacity(data.len());
         for d in data {
             if d.embedding.len() != want {
@@ -190,6 +234,54 @@ impl Embedder for OpenAi {
         }
         Ok(out)
     }
+}
+
+impl OpenAi {
+    /// The length an answer whose vectors are `got` long is taken at, or why it is refused.
+    /// Unconfigured, the first answer sets it, and another length takes its place once
+    /// [`NEW_LENGTH_CONFIRMED_AFTER`] answers running have had it (the stored vectors are then
+    /// embedded again): one odd answer is refused, and changes nothing.
+    fn length_of(&self, got: usize) -> Result<usize, String> {
+        let mut dims = self.dims.lock().unwrap_or_else(|p| p.into_inner());
+        if dims.known == 0 || dims.known == got {
+            dims.known = got;
+            dims.other = None;
+            return Ok(got);
+        }
+        let known = dims.known;
+        if self.config.dim.is_some() {
+            return Err(format!("gave a vector of {got} dimensions, expected {known} (local.embedding_dim)"));
+        }
+        let running = match dims.other {
+            Some((other, n)) if other == got => n + 1,
+            _ => 1,
+        };
+        if running >= NEW_LENGTH_CONFIRMED_AFTER {
+            dims.known = got;
+            dims.other = None;
+            return Ok(got);
+        }
+        dims.other = Some((got, running));
+        Err(format!(
+            "gave a vector of {got} dimensions, expected {known} (taken as the new length after {NEW_LENGTH_CONFIRMED_AFTER} answers running)"
+        ))
+    }
+
+    /// `text` with the key left out.
+    fn unsaid(&self, text: &str) -> String {
+        match &self.config.api_key {
+            Some(key) if !key.expose().is_empty() => text.replace(key.expose(), "****"),
+            _ => text.to_owned(),
+        }
+    }
+}
+
+/// Whether the URL's host is this machine's loopback (`localhost`, `127.0.0.0/8`, `::1`).
+fn is_loopback(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else { return false };
+    let Some(host) = url.host_str() else { return false };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The answer's vectors in the order of the texts: by their `index` when every one has one (each

@@ -25,8 +25,11 @@ use crate::store::{Changes, NewStoredVector, Store, Unembedded};
 use crate::vectors::{DenseFilter, DenseScan, DenseScores, Label, NewVector, VectorIndex};
 use crate::writer::Writer;
 
-/// Passages embedded per call.
+/// Passages embedded per call, at most.
 const BATCH: usize = 32;
+/// A batch that timed out is halved (down to one passage: an endpoint slower than its timeout
+/// for 32 passages embedded none of them, for good); this many batches in time, it doubles back.
+const GROW_AFTER: u32 = 64;
 /// Stored vectors loaded per page at start.
 const LOAD_PAGE: usize = 2048;
 /// Rows copied under the index's read lock at a time while measuring neighbourhoods (a copy
@@ -92,6 +95,11 @@ pub(crate) struct Semantic {
 struct Health {
     /// Why the embedder is unavailable, while it is.
     error: Option<String>,
+    /// Why queries are answered without vectors although the backfill goes on: the embedder
+    /// took longer than recall waits for a question (every recall waited for it in vain).
+    slow_queries: Option<String>,
+    /// How long recall waits for a question's vector (known once a wait ran out).
+    query_wait: Option<Duration>,
     last_notice: Option<Instant>,
     /// An outage notice went out and its end has not been told yet.
     told: bool,
@@ -171,8 +179,14 @@ impl Semantic {
     /// The query's vector, when the embedder is loaded and answering. Blocks (run it on a
     /// blocking thread).
     fn query_vector(&self, query: &str) -> Option<Vec<f32>> {
-        if !self.ready.load(Ordering::Acquire) || lock(&self.health).error.is_some() {
+        if !self.ready.load(Ordering::Acquire) {
             return None;
+        }
+        {
+            let h = lock(&self.health);
+            if h.error.is_some() || h.slow_queries.is_some() {
+                return None;
+            }
         }
         let embedder = read(&self.embedder).clone()?;
         match embedder.embed(&[query]) {
@@ -199,7 +213,13 @@ impl Semantic {
     /// The query wait ran out: recall answered without vectors, and does so until the embedder
     /// answers the embedding thread again.
     pub(crate) fn query_timed_out(&self, waited: Duration) {
-        self.unavailable(format!("the embedder took longer than {} ms to embed a query", waited.as_millis()));
+        let reason = format!("the embedder took longer than {} ms to embed a query", waited.as_millis());
+        {
+            let mut h = lock(&self.health);
+            h.slow_queries = Some(reason.clone());
+            h.query_wait = Some(waited);
+        }
+        self.unavailable(reason);
     }
 
     /// The query's vector scored against the bank's passages (the `k` best), when the embedder
@@ -224,7 +244,10 @@ impl Semantic {
 
     /// For status and metrics (`passages` from the store).
     pub(crate) fn status(&self, passages: u64) -> EmbeddingStatus {
-        let error = lock(&self.health).error.clone();
+        let error = {
+            let h = lock(&self.health);
+            h.error.clone().or_else(|| h.slow_queries.clone())
+        };
         let state = if error.is_some() {
             "unavailable"
         } else if self.ready.load(Ordering::Acquire) {
@@ -254,11 +277,19 @@ impl Semantic {
             lock(&self.retagged_in_load).take(); // nothing will take them
             return Err(format!("cannot load the stored vectors: {e}"));
         }
+        // An endpoint that tells its length by its answers takes the stored vectors' until
+        // answers say otherwise: one odd first answer after a start set the length, and every
+        // stored vector was dropped for it.
+        let stored = read(&self.index).dim();
+        if embedder.dim() == 0 && stored != 0 {
+            embedder.expect_dim(stored);
+        }
         *write(&self.embedder) = Some(embedder.clone());
         self.ready.store(true, Ordering::Release);
         tracing::debug!(model = %self.model, vectors = read(&self.index).len(), "semantic recall ready");
         let mut after = 0i64;
         let mut pause = RETRY_FIRST;
+        let (mut batch_size, mut in_time) = (BATCH, 0u32);
         loop {
             if let Some(from) = self.take_wake() {
                 after = after.min(from - 1);
@@ -280,7 +311,7 @@ impl Semantic {
             }
             // The store failing (its disk full, a busy file) is an outage like the embedder's:
             // retried with the same pauses, never the end of semantic recall until a restart.
-            let batch = match reader.unembedded(&self.model, after, BATCH) {
+            let batch = match reader.unembedded(&self.model, after, batch_size) {
                 Ok(batch) => batch,
                 Err(e) => {
                     self.back_off(format!("cannot read the passages to embed: {e}"), &mut pause);
@@ -289,12 +320,29 @@ impl Semantic {
             };
             if batch.is_empty() {
                 let refused_question = std::mem::take(&mut lock(&self.wake).refused_question);
-                if refused_question || lock(&self.health).error.is_some() {
-                    // Nothing to embed, but recall's queries wait for a sign of life.
+                let (down, slow) = {
+                    let h = lock(&self.health);
+                    (h.error.is_some(), h.query_wait.filter(|_| h.slow_queries.is_some()))
+                };
+                if refused_question || down || slow.is_some() {
+                    // Nothing to embed, but recall's queries wait for a sign of life: an answer
+                    // in the time a recall waits for one.
+                    let started = Instant::now();
                     match embedder.embed(&["ping"]) {
                         Ok(_) => {
                             // The next outage's first retry comes after the first pause again.
                             pause = RETRY_FIRST;
+                            let took = started.elapsed();
+                            match slow.filter(|wait| took > *wait) {
+                                Some(wait) => {
+                                    lock(&self.health).slow_queries = Some(format!(
+                                        "the embedder takes {} ms to embed a word, longer than the {} ms a recall waits",
+                                        took.as_millis(),
+                                        wait.as_millis()
+                                    ));
+                                }
+                                None => lock(&self.health).slow_queries = None,
+                            }
                             self.available();
                         }
                         Err(e) => {
@@ -309,6 +357,7 @@ impl Semantic {
             }
             self.defer_to_retains();
             let last = batch.last().map_or(after, |p| p.pid);
+            let sent = batch.len();
             let texts: Vec<&str> = batch.iter().map(Unembedded::embedding_text).collect();
             let embedded = match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
                 Err(EmbedError::Invalid(reason)) => one_by_one(&*embedder, batch, reason),
@@ -330,9 +379,18 @@ impl Semantic {
                         pause = RETRY_FIRST;
                         self.available();
                         after = last;
+                        in_time += 1;
+                        if batch_size < BATCH && in_time >= GROW_AFTER {
+                            (batch_size, in_time) = ((batch_size * 2).min(BATCH), 0);
+                        }
                     }
                     Err(e) => self.back_off(format!("cannot store the vectors: {e}"), &mut pause),
                 },
+                // Too many texts for the endpoint's time: fewer, at once (not an outage).
+                Err(EmbedError::TimedOut(why)) if sent > 1 => {
+                    (batch_size, in_time) = (sent / 2, 0);
+                    tracing::debug!("{why}: embedding {batch_size} passages at a time");
+                }
                 Err(e) => self.back_off(e.to_string(), &mut pause),
             }
         }
@@ -558,18 +616,27 @@ impl Semantic {
 
     fn available(&self) {
         let mut h = lock(&self.health);
-        if h.error.take().is_some() {
-            let told = std::mem::take(&mut h.told);
-            drop(h);
-            if told {
-                self.event(false, "the embedder answers again: semantic recall is back".into());
-            } else {
-                tracing::info!("the embedder answers again");
-            }
+        let cleared = h.error.take().is_some();
+        if h.slow_queries.is_some() {
+            // The backfill goes on; queries still go without vectors: not back yet.
+            return;
+        }
+        let told = std::mem::take(&mut h.told);
+        drop(h);
+        if told {
+            self.event(false, "the embedder answers again: semantic recall is back".into());
+        } else if cleared {
+            tracing::info!("the embedder answers again");
         }
     }
 
     fn event(&self, problem: bool, message: String) {
+        if lock(&self.wake).stop {
+            // This embedder was replaced (a switch) or the backend is closing: what it says
+            // now is about an embedder no longer in use.
+            tracing::debug!("{message} (an embedder no longer in use)");
+            return;
+        }
         if let Some(tx) = lock(&self.events).as_ref() {
             if tx.send(BackendEvent { problem, message: message.clone() }).is_ok() {
                 return;
