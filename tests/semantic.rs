@@ -127,6 +127,11 @@ async fn an_unreachable_embedder_leaves_recall_to_bm25_with_one_notice() {
     assert_eq!(about[0]["level"], "warning");
     assert!(!v.to_string().contains("sk-very-secret"));
     assert!(metrics(&d).await.lines().any(|l| l == "mneme_embedding_ready 0"));
+    // doctor says so too (it said "All is well." with the endpoint refusing every request).
+    let doctor = d.cli().arg("doctor").output().unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{said}");
+    assert!(said.contains("semantic recall is unavailable") && !said.contains("sk-very-secret"), "{said}");
     // Neither the key nor a password in the URL is shown or stored (the model id is stored).
     let (_, status) = d.get("/v1/status").await;
     let cli = d.cli().arg("status").output().unwrap();
@@ -139,6 +144,23 @@ async fn an_unreachable_embedder_leaves_recall_to_bm25_with_one_notice() {
         let bytes = std::fs::read(&entry).unwrap();
         assert!(!bytes.windows(7).any(|w| w == b"hunter2"), "the password is in {}", entry.display());
     }
+}
+
+/// SIGTERM ends the daemon after its drain even while a question's vector is still asked of an
+/// endpoint that hangs: the process waited for that call's own timeout (29 s of a 30 s
+/// `embedding_timeout`, after "mneme stopped").
+#[tokio::test]
+async fn a_hung_question_does_not_hold_the_daemon_past_its_drain() {
+    let hung = common::never_answering().await;
+    let mut d = Daemon::start(&format!(
+        "[local]\nembedder = \"openai\"\nembedding_url = \"http://{hung}/v1\"\nembedding_model = \"m\"\nembedding_timeout = \"60s\"\n"
+    ));
+    let (status, _) = d.post("/v1/search", json!({"query": "which port does walrus use?"})).await;
+    assert_eq!(status, 200);
+    let t = std::time::Instant::now();
+    let stopped = d.stop();
+    assert!(stopped.success(), "{stopped:?}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(15), "stopped after {:?}", t.elapsed());
 }
 
 #[test]

@@ -173,6 +173,19 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                             "check the server and the [hindsight] settings; retains stay spooled meanwhile".into(),
                         );
                     }
+                    // Semantic recall off because of its embedder (a refused key, an endpoint
+                    // down) is something wrong, though every retain and recall still answers.
+                    match b.embedding.as_ref() {
+                        Some(e) if e.state == "unavailable" => r.problem(
+                            format!(
+                                "semantic recall is unavailable ({}): recall answers by words only",
+                                e.error.as_deref().unwrap_or("no detail")
+                            ),
+                            "check local.embedding_url, local.embedding_model and local.embedding_api_key, and the endpoint itself".into(),
+                        ),
+                        Some(e) => r.ok(format!("semantic recall {} ({}, {} of {} passages embedded)", e.state, e.model, e.embedded, e.passages)),
+                        None => {}
+                    }
                     let q = &s.queue;
                     r.ok(format!("spool: {} waiting, {} in flight", q.pending, q.in_flight));
                     if q.dead > 0 {

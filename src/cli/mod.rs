@@ -359,6 +359,10 @@ pub fn end_by_sigpipe() {
     }
 }
 
+/// How long blocking calls still running when a command (or `serve`'s drain) has ended are
+/// waited for.
+const STRAGGLERS: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub fn run(cli: Cli) -> ExitCode {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
@@ -400,6 +404,10 @@ pub fn run(cli: Cli) -> ExitCode {
             other => commands::remote(cli.config.as_deref(), other, cli.json).await,
         }
     });
+    // A blocking call still running past the command's end (a question's vector from an
+    // endpoint that hangs, which recall stopped waiting for after a second) would hold the process
+    // until its own timeout, up to `local.embedding_timeout`: past the drain, nothing is waited for.
+    runtime.shutdown_timeout(STRAGGLERS);
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -285,7 +285,9 @@ pub(super) const REGISTRY: &[Key] = &[
         Some(v.string()?).filter(|m| !m.trim().is_empty()).map(|m| m.trim().to_owned())),
     key!("local", "embedding_api_key", [], |s, v, c| s.local.embedding_api_key = header_secret(v.string()?)?),
     key!("local", "embedding_timeout", [], |s, v, c| s.local.embedding_timeout = nonzero(v.duration()?)?),
-    key!("local", "embedding_dim", [], |s, v, c| s.local.embedding_dim = Some(at_least(v.integer()?, 1)? as usize)),
+    // At most what the client takes (a longer vector is refused, so nothing would be embedded).
+    key!("local", "embedding_dim", [], |s, v, c| s.local.embedding_dim =
+        Some(within(v.integer()?, 1, mneme_embed::MAX_DIM as i64)? as usize)),
     key!("local", "thesaurus", [], |s, v, c| s.local.thesaurus = v.boolean()?),
     key!("local", "thesaurus_file", [], |s, v, c| s.local.thesaurus_file = Some(v.string()?)
         .filter(|p| !p.trim().is_empty())

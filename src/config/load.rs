@@ -116,7 +116,10 @@ fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<Str
     if !errors.is_empty() {
         // Only the environment can have introduced these (the file passed the same checks):
         // each says which variable set what it refuses.
-        let from = format!(" (set by the environment: {})", set_by.join(", "));
+        let from = match set_by.is_empty() {
+            true => String::new(),
+            false => format!(" (set by the environment: {})", set_by.join(", ")),
+        };
         for e in &mut errors {
             e.message.push_str(&from);
         }
@@ -310,7 +313,12 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Settings, Vec<ConfigErro
     if let (false, Some(enabled)) = (backend_set, legacy_enabled) {
         settings.memory.backend = if enabled { BackendId::Local } else { BackendId::Off };
     }
-    errors.extend(cross_checks(&settings, &lines));
+    // A key already refused on its line is not refused again by a check across keys.
+    for e in cross_checks(&settings, &lines) {
+        if !errors.iter().any(|x| x.key == e.key) {
+            errors.push(e);
+        }
+    }
     errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
     if errors.is_empty() {
         Ok(settings)
@@ -399,12 +407,22 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
                     .into(),
             );
         }
-        if s.local.embedding_model.is_none() && lines.exact_key("local", "embedding_model").is_none() {
-            err(
+        match (&s.local.embedding_model, lines.exact_key("local", "embedding_model")) {
+            (Some(_), _) => {}
+            (None, None) => err(
                 "local",
                 "embedder",
                 "is \"openai\" but local.embedding_model is not set (e.g. \"nomic-embed-text\")".into(),
-            );
+            ),
+            // Set blank in the file (a value refused otherwise has its own error on its line,
+            // and this one is not added: see `parse`): said on its line, not blamed on an
+            // environment variable of no name.
+            (None, Some(_)) => err(
+                "local",
+                "embedding_model",
+                "is empty: local.embedder = \"openai\" needs the model name the endpoint knows (e.g. \"nomic-embed-text\")"
+                    .into(),
+            ),
         }
     }
     // A bank is at most 200 bytes (as import and the Hindsight API take one); per project, the

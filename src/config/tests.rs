@@ -464,3 +464,23 @@ fn a_paths_variables_are_expanded_and_an_unset_one_is_refused() {
     assert_eq!((errors[0].key.as_str(), errors[0].line), ("storage.dir", Some(3)));
     assert!(errors[0].message.contains("$MNEME_TEST_SURELY_UNSET_VAR"), "{errors:?}");
 }
+
+/// `embedding_model = ""` with the `openai` embedder is refused on its line (it was blamed on
+/// "the environment: " with no variable and no line), and an `embedding_dim` past what the
+/// client takes is refused (nothing could ever be embedded with it).
+#[test]
+fn a_blank_embedding_model_and_an_impossible_dim_are_refused_on_their_lines() {
+    let text = "[local]\nembedder = \"openai\"\nembedding_url = \"http://127.0.0.1:11434/v1\"\nembedding_model = \"\"\nembedding_dim = 100000\n";
+    let errors = load::parse(text, None).unwrap_err();
+    let found: Vec<(String, Option<usize>)> = errors.iter().map(|e| (e.key.clone(), e.line)).collect();
+    assert_eq!(
+        found,
+        vec![("local.embedding_model".to_owned(), Some(4)), ("local.embedding_dim".to_owned(), Some(5))],
+        "{errors:?}"
+    );
+    assert!(errors[0].message.contains("is empty") && !errors[0].message.contains("environment"), "{errors:?}");
+    // A model of the wrong type has its own error, not a second one.
+    let errors = load::parse(&text.replace("\"\"\nembedding_dim = 100000", "3"), None).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].key, "local.embedding_model");
+}

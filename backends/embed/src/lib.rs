@@ -20,7 +20,7 @@ mod openai;
 pub mod vector;
 
 pub use minilm::MiniLm;
-pub use openai::{OpenAi, OpenAiConfig};
+pub use openai::{OpenAi, OpenAiConfig, MAX_DIM};
 
 /// Why texts could not be embedded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
