@@ -804,3 +804,27 @@ async fn a_bank_that_holds_nothing_is_refused_by_name() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("in bank \"wrok\" of the local store"), "{err}");
 }
+
+/// An import to Hindsight counts what it sent: the memories left out (nothing but private text)
+/// were counted as sent too ("Sent 3 memories … 1 skipped" for 2 sent).
+#[tokio::test]
+async fn an_import_to_hindsight_counts_only_what_it_sent() {
+    let Some(url) = common::hindsight_peer() else { return };
+    let bank = common::fresh("sent");
+    common::chunk_bank(&url, &bank).await;
+    let d = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\nbank_id = \"{bank}\"\n[hindsight]\napi_url = \"{url}\"\n"
+    ));
+    let file = d.dir.path().join("three.jsonl");
+    let lines: Vec<String> = ["sent one", "<private>all of it</private>", "sent two"]
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({"id": format!("m{i}"), "bank": bank, "content": c, "created_at": "2026-01-01T00:00:00Z"}).to_string()
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let out = d.cli().arg("import").arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout(&out).contains("Sent 2 memories to the backend; 1 skipped"), "{}", stdout(&out));
+}
