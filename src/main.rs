@@ -1,6 +1,6 @@
 //! The `mneme` binary: parse arguments, set up logging, hand over to the library.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -44,7 +44,8 @@ fn main() -> ExitCode {
                 // Any other write error (a full disk under `> file`, EIO) is the command's
                 // failure, said in one line: it was a panic with a backtrace and exit 101,
                 // which hid that a retain had been acknowledged before its answer was printed.
-                eprintln!("mneme: cannot write standard output: {failed}");
+                // (Standard error may be on the same full disk: not a second panic, an abort.)
+                let _ = writeln!(std::io::stderr(), "mneme: cannot write standard output: {failed}");
                 std::process::exit(1);
             }
             default_hook(info);

@@ -75,6 +75,13 @@ pub struct Reloader {
 impl Reloader {
     /// A reloader for the file at `path` that replaces `state`.
     pub fn new(path: PathBuf, state: DaemonState, queue: Queue, sessions: Sessions, notices: Notices) -> Self {
+        // The start told the file's warnings (a notice each): a first reload of the same file
+        // says nothing more.
+        let read = config::read(&path).ok().flatten().filter(|t| !t.trim().is_empty());
+        let at_start = read.map(|text| {
+            let loaded = config::load_text_from_env(&path, Some(text.clone()));
+            (text, loaded.map(|l| l.warnings).unwrap_or_default())
+        });
         Self {
             path,
             state,
@@ -82,7 +89,7 @@ impl Reloader {
             queue,
             sessions,
             notices,
-            last_warned: Default::default(),
+            last_warned: std::sync::Mutex::new(at_start),
         }
     }
 

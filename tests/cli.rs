@@ -311,6 +311,16 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains("cannot write standard output") && !stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+    // Standard error on the full disk too (`&> file`): still exit 1, not an abort.
+    let status = std::process::Command::new(common::bin())
+        .arg("status")
+        .env("MNEME_CONFIG", d.config_path())
+        .envs(common::env_for(d.dir.path()))
+        .stdout(full.try_clone().unwrap())
+        .stderr(full.try_clone().unwrap())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{status:?}");
     d.cli().arg("flush").assert().success();
     let out = d.cli().args(["recall", "written before the answer"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("written before the answer"));

@@ -641,6 +641,14 @@ async fn an_override_hiding_an_edited_key_is_told() {
     std::fs::write(d.config_path(), "[queue]\nbatch_size = 32\n[memory]\nbackend = \"local\"\n").unwrap();
     d.req(reqwest::Method::POST, "/v1/reload", None).await;
     assert_eq!(told(&d).await, 2);
+    // A daemon started on such a file tells it at its start: a reload of the same file does not
+    // tell it again.
+    drop(d);
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with_env(dir, "[memory]\nbackend = \"local\"\n", &[("MNEME_MEMORY__BACKEND", "off")]);
+    assert_eq!(told(&d).await, 1);
+    d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(told(&d).await, 1);
     let out = d.cli().args(["config", "check"]).env("MNEME_MEMORY__BACKEND", "off").output().unwrap();
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(said.contains("MNEME_MEMORY__BACKEND overrides memory.backend"), "{said}");

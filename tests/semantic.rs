@@ -155,12 +155,60 @@ async fn a_hung_question_does_not_hold_the_daemon_past_its_drain() {
     let mut d = Daemon::start(&format!(
         "[local]\nembedder = \"openai\"\nembedding_url = \"http://{hung}/v1\"\nembedding_model = \"m\"\nembedding_timeout = \"60s\"\n"
     ));
+    // The embedder loaded first, so that the search asks it (and hangs on it) for the question.
+    for _ in 0..100 {
+        if d.get("/v1/status").await.1["backend"]["embedding"]["state"] == "ready" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let t = std::time::Instant::now();
     let (status, _) = d.post("/v1/search", json!({"query": "which port does walrus use?"})).await;
     assert_eq!(status, 200);
+    assert!(t.elapsed() >= std::time::Duration::from_millis(900), "the question was not asked of the endpoint");
     let t = std::time::Instant::now();
     let stopped = d.stop();
     assert!(stopped.success(), "{stopped:?}");
     assert!(t.elapsed() < std::time::Duration::from_secs(15), "stopped after {:?}", t.elapsed());
+}
+
+/// What an endpoint says is shown by doctor with its control characters escaped, as status
+/// shows it (an escape sequence in a 401's body reached the terminal).
+#[tokio::test]
+async fn doctor_shows_an_endpoints_words_escaped() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0; 65536];
+                let _ = s.read(&mut buf).await;
+                let body = "denied \u{1b}[2J\u{1b}[31mRED";
+                let answer = format!(
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    let d = Daemon::start(&format!(
+        "[local]\nembedder = \"openai\"\nembedding_url = \"http://{addr}/v1\"\nembedding_model = \"m\"\n"
+    ));
+    d.cli().args(["retain", "the walrus listens on 7070"]).assert().success();
+    d.cli().arg("flush").assert().success();
+    let mut said = String::new();
+    for _ in 0..100 {
+        let doctor = d.cli().arg("doctor").output().unwrap();
+        said = String::from_utf8_lossy(&doctor.stdout).into_owned();
+        if said.contains("semantic recall is unavailable") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(said.contains("semantic recall is unavailable") && said.contains("RED"), "{said}");
+    assert!(!said.contains('\u{1b}'), "{said:?}");
 }
 
 #[test]

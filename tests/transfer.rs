@@ -673,10 +673,49 @@ async fn an_export_goes_where_its_path_leads() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine\n");
     assert!(std::fs::symlink_metadata(dir.join("out.jsonl.partial")).is_ok());
     assert_eq!(std::fs::metadata(dir.join("out.jsonl")).unwrap().permissions().mode() & 0o777, 0o600);
-    // A folder is refused before anything is exported.
+    // A folder is refused before anything is exported; so is a symlink loop (the shell's `>`
+    // refuses it too).
     let out = a.cli().args(["export", "-o"]).arg(dir).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("it is a folder"));
+    std::os::unix::fs::symlink("loop-b", dir.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink("loop-a", dir.join("loop-b")).unwrap();
+    let out = a.cli().args(["export", "-o"]).arg(dir.join("loop-a")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic links"));
+    assert!(std::fs::symlink_metadata(dir.join("loop-a")).unwrap().file_type().is_symlink());
+    // `-o /dev/stdout` with standard output appended to a file (`>> file`): added to it, the
+    // file kept (it was replaced whole, its earlier lines lost, through /proc/self/fd/1).
+    let kept = dir.join("kept.jsonl");
+    std::fs::write(&kept, "earlier line\n").unwrap();
+    let appended = std::fs::OpenOptions::new().append(true).open(&kept).unwrap();
+    let status = std::process::Command::new(common::bin())
+        .args(["export", "-o", "/dev/stdout"])
+        .env("MNEME_CONFIG", a.config_path())
+        .envs(common::env_for(a.dir.path()))
+        .stdout(appended)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&kept).unwrap();
+    assert!(text.starts_with("earlier line\n") && text.lines().count() == n + 1, "{text}");
+    // A FIFO nobody reads: the export waits in its open, and Ctrl-C still ends it.
+    let lonely = dir.join("lonely");
+    assert!(std::process::Command::new("mkfifo").arg(&lonely).status().unwrap().success());
+    let mut waiting = std::process::Command::new(common::bin())
+        .args(["export", "-o"])
+        .arg(&lonely)
+        .env("MNEME_CONFIG", a.config_path())
+        .envs(common::env_for(a.dir.path()))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    common::unsafe_kill(waiting.id(), "INT");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while waiting.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < until, "Ctrl-C did not end an export waiting on a FIFO");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// An export stopped part-way (Ctrl-C) leaves no partial copy of the memories beside the file,

@@ -236,10 +236,13 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             r.lines.iter().map(|(ok, what, fix)| json!({"ok": ok, "check": what, "fix": fix})).collect();
         println!("{}", json!({"ok": all_well, "checks": checks}));
     } else {
+        // Control characters shown escaped, as `status` shows them: a check may quote what a
+        // server or an endpoint said.
+        let shown = |t: &str| mneme_core::text::escape_controls(t).into_owned();
         for (ok, what, fix) in &r.lines {
-            println!("{} {what}", if *ok { "ok  " } else { "FAIL" });
+            println!("{} {}", if *ok { "ok  " } else { "FAIL" }, shown(what));
             if let Some(fix) = fix {
-                println!("     → {fix}");
+                println!("     → {}", shown(fix));
             }
         }
         println!("{}", if all_well { "All is well." } else { "Some checks failed." });

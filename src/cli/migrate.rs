@@ -256,21 +256,25 @@ async fn banks_to_copy(
     settings: &crate::config::Settings,
     plan: &Plan,
 ) -> Result<Vec<Option<String>>, CliError> {
-    if source.capabilities().lists_every_bank && plan.bank.is_none() {
+    if let Some(bank) = &plan.bank {
+        // A misspelt --bank copied nothing and said "done". Asked of the bank itself (a
+        // Hindsight server lists its banks a page at a time); the list only names the others.
+        let first = source.export(Some(bank), None, 1).await;
+        if first.is_ok_and(|page| page.memories.is_empty()) {
+            let names = source.banks().await.map(|l| l.into_iter().map(|b| b.bank).collect()).unwrap_or_default();
+            return Err(CliError::Other(format!(
+                "no bank {bank:?} in {} holds memories ({}); nothing was copied",
+                plan.from,
+                super::transfer::banks_held(names)
+            )));
+        }
+        return Ok(vec![Some(bank.clone())]);
+    }
+    if source.capabilities().lists_every_bank {
         return Ok(vec![None]);
     }
     let listed =
         source.banks().await.map_err(|e| CliError::Other(format!("listing the banks of {}: {e}", plan.from)))?;
-    if let Some(bank) = &plan.bank {
-        // A misspelt --bank copied nothing and said "done".
-        if !listed.iter().any(|b| &b.bank == bank) {
-            let mut names: Vec<&str> = listed.iter().map(|b| b.bank.as_str()).collect();
-            names.sort_unstable();
-            let held = if names.is_empty() { "it has none".to_owned() } else { format!("it has {}", names.join(", ")) };
-            return Err(CliError::Other(format!("no bank {bank:?} in {} ({held}); nothing was copied", plan.from)));
-        }
-        return Ok(vec![Some(bank.clone())]);
-    }
     let banks = crate::session::banks_of_configuration(settings, listed.into_iter().map(|b| b.bank));
     Ok(banks.into_iter().map(Some).collect())
 }

@@ -38,15 +38,17 @@ pub(super) async fn export(
     if let Some(bank) = &bank {
         known_bank(&client, bank).await?;
     }
-    // Signals are listened for only when writing a file: to standard output they stop the
-    // export as ever.
-    let stopped = output.is_some().then(stop_signal);
     // A file is written beside its name and renamed over it once whole: an export that fails
-    // part-way leaves an earlier backup of that name as it was, not a truncated one.
+    // part-way leaves an earlier backup of that name as it was, not a truncated one. Opened
+    // before signals are listened for: a FIFO without a reader waits in its open, which Ctrl-C
+    // must still end.
     let mut out = match &output {
         Some(path) => Sink::open(path)?,
-        None => Sink::Stdout(std::io::BufWriter::new(std::io::stdout().lock())),
+        None => Sink::stdout(),
     };
+    // Signals are listened for only when writing a file: to standard output they stop the
+    // export as ever.
+    let stopped = matches!(out, Sink::Replacing { .. }).then(stop_signal);
     // Stopped (Ctrl-C, a terminal closed, SIGTERM), the export goes the way of a failed one: a
     // partial copy of every memory is not left beside the file (the sink's drop removes it).
     let written = tokio::select! {
@@ -88,18 +90,27 @@ fn stop_signal() -> impl std::future::Future<Output = &'static str> {
     }
 }
 
-/// Refuses a bank the backend does not hold, naming those it does: a misspelt `--bank`
-/// exported nothing and said it succeeded.
+/// Refuses a bank that holds no memory, naming those that do (as far as the backend lists
+/// them): a misspelt `--bank` exported nothing and said it succeeded. Asked of the bank itself,
+/// not looked up in the list (a Hindsight server lists its banks a page at a time).
 pub(super) async fn known_bank(client: &Client, bank: &str) -> Result<(), CliError> {
-    let banks: crate::daemon::api::BankList = client.get("/v1/banks").await?;
-    if banks.banks.iter().any(|b| b.bank == bank) {
+    let path = format!("/v1/export?limit=1&bank={}", super::browse::encode(bank));
+    let page: ExportAnswer = client.call(Method::GET, &path, None).await?;
+    if !page.memories.is_empty() {
         return Ok(());
     }
-    let mut names: Vec<&str> = banks.banks.iter().map(|b| b.bank.as_str()).collect();
+    let listed = client.get::<crate::daemon::api::BankList>("/v1/banks").await.ok();
+    let names: Vec<String> = listed.map(|l| l.banks.into_iter().map(|b| b.bank).collect()).unwrap_or_default();
+    Err(CliError::Other(format!("no bank {bank:?} holds memories ({}); nothing was exported", banks_held(names))))
+}
+
+/// "those that do: a, b" (sorted), or "there are none".
+pub(super) fn banks_held(mut names: Vec<String>) -> String {
     names.sort_unstable();
-    let held =
-        if names.is_empty() { "there are none".to_owned() } else { format!("those that do: {}", names.join(", ")) };
-    Err(CliError::Other(format!("no bank {bank:?} holds memories ({held}); nothing was exported")))
+    match names.is_empty() {
+        true => "there are none".to_owned(),
+        false => format!("those that do: {}", names.join(", ")),
+    }
 }
 
 /// Where an export's lines go.
@@ -118,8 +129,23 @@ enum Sink {
 }
 
 impl Sink {
+    fn stdout() -> Self {
+        Self::Stdout(std::io::BufWriter::new(std::io::stdout().lock()))
+    }
+
     fn open(path: &Path) -> Result<Self, CliError> {
         let failed = |e: std::io::Error| CliError::Other(format!("cannot write {}: {e}", path.display()));
+        // Standard output named as a file: written as standard output (the file a shell
+        // redirected it to, even with `>>`, was replaced whole through /proc/self/fd/1).
+        if ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].iter().any(|p| path == Path::new(p)) {
+            return Ok(Self::stdout());
+        }
+        // The system's own files are written as they are, never replaced (`-o /dev/null` made
+        // a regular file of /dev/null, as root); a descriptor's file is added to.
+        if path.starts_with("/dev") || path.starts_with("/proc") {
+            let file = std::fs::OpenOptions::new().append(true).open(path).map_err(failed)?;
+            return Ok(Self::Direct(std::io::BufWriter::new(file)));
+        }
         match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => {
                 return Err(CliError::Other(format!("cannot write {}: it is a folder", path.display())))
@@ -130,7 +156,7 @@ impl Sink {
             }
             _ => {}
         }
-        let target = link_target(path);
+        let target = link_target(path).map_err(failed)?;
         let folder = match target.parent() {
             Some(f) if !f.as_os_str().is_empty() => f.to_path_buf(),
             _ => PathBuf::from("."),
@@ -182,17 +208,18 @@ impl Write for Sink {
 }
 
 /// The file a symlink at `path` names, however many links deep (`path` itself when it is none).
-/// A link to a file not there yet names the file to create.
-fn link_target(path: &Path) -> PathBuf {
+/// A link to a file not there yet names the file to create; a loop is an error, as the shell's
+/// `>` makes it (it was replaced by a regular file).
+fn link_target(path: &Path) -> std::io::Result<PathBuf> {
     let mut at = path.to_path_buf();
     for _ in 0..40 {
-        let Ok(next) = std::fs::read_link(&at) else { return at };
+        let Ok(next) = std::fs::read_link(&at) else { return Ok(at) };
         at = match at.parent() {
             Some(folder) if next.is_relative() => folder.join(next),
             _ => next,
         };
     }
-    at
+    Err(std::io::Error::other("too many levels of symbolic links"))
 }
 
 /// Writes every page of the export as JSON lines; returns how many memories.

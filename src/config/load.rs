@@ -223,11 +223,16 @@ pub fn parse(text: &str, base: Option<&Path>) -> Result<Settings, Vec<ConfigErro
                 e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
             // What the line holds, when it assigns nothing: "expected `.`, `=`" alone does not
             // say which text it is about.
+            // Only a key's name cut short is shown: a line may hold a secret pasted without its
+            // `=` (`api_token "hs_…"`), and this message goes to notices and the log.
             let at = line.and_then(|l| text.lines().nth(l - 1)).map(str::trim).filter(|t| !t.is_empty());
-            if let Some(at) = at.filter(|_| line.and_then(|l| index.key_at(l)).is_none()) {
-                let shown: String = at.chars().take(60).collect();
-                let more = if shown.len() < at.len() { "…" } else { "" };
-                message.push_str(&format!(" (at `{shown}{more}`)"));
+            let a_key_cut_short = |t: &&str| {
+                t.len() <= 40
+                    && t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                    && keys::REGISTRY.iter().any(|k| k.name.starts_with(*t))
+            };
+            if let Some(at) = at.filter(a_key_cut_short).filter(|_| line.and_then(|l| index.key_at(l)).is_none()) {
+                message.push_str(&format!(" (at `{at}`)"));
             }
             return Err(vec![ConfigError { key, line, message }]);
         }

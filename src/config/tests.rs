@@ -65,6 +65,12 @@ fn a_key_cut_short_names_its_section_and_text() {
     let errors = load::parse("[queue]\nbatch_size = = 3\n", None).unwrap_err();
     assert_eq!(errors[0].key, "queue.batch_size", "{errors:?}");
     assert!(!errors[0].message.contains("(at"), "{errors:?}");
+    // A line that is no key's start (a secret pasted without its `=`) is not quoted.
+    let errors = load::parse("[hindsight]\napi_token \"hs_SECRET123\"\n", None).unwrap_err();
+    assert_eq!(errors[0].key, "hindsight", "{errors:?}");
+    assert!(!errors[0].message.contains("SECRET"), "{errors:?}");
+    let errors = load::parse("[local]\nsk-SECRET456\n", None).unwrap_err();
+    assert!(!errors[0].message.contains("SECRET"), "{errors:?}");
 }
 
 #[test]

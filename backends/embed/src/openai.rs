@@ -82,6 +82,10 @@ struct Dims {
     known: usize,
     /// Another length, and how many answers running have had it.
     other: Option<(usize, u32)>,
+    /// Lengths taken in place of another since the start: each makes the next take four times
+    /// as many answers running (an endpoint that flaps between two models re-embedded the whole
+    /// store again and again).
+    changes: u32,
 }
 
 #[derive(Deserialize)]
@@ -112,7 +116,7 @@ impl OpenAi {
         }
         let http = http.build().map_err(|e| EmbedError::Invalid(format!("cannot build the HTTP client: {e}")))?;
         let id = Self::model_id_for(&config);
-        let dims = std::sync::Mutex::new(Dims { known: config.dim.unwrap_or(0), other: None });
+        let dims = std::sync::Mutex::new(Dims { known: config.dim.unwrap_or(0), other: None, changes: 0 });
         let shown_endpoint = format!("{}/embeddings", shown(&config.url));
         Ok(OpenAi { config, http, id, shown_endpoint, dims })
     }
@@ -146,6 +150,18 @@ impl Embedder for OpenAi {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        // Whatever an error quotes of the answer (a body, a JSON value), the key is not in it:
+        // an endpoint or a proxy may say what it was sent.
+        self.ask(texts).map_err(|e| match e {
+            EmbedError::Unavailable(m) => EmbedError::Unavailable(self.unsaid(&m)),
+            EmbedError::Invalid(m) => EmbedError::Invalid(self.unsaid(&m)),
+            EmbedError::TimedOut(m) => EmbedError::TimedOut(self.unsaid(&m)),
+        })
+    }
+}
+
+impl OpenAi {
+    fn ask(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let endpoint = format!("{}/embeddings", self.config.url.trim_end_matches('/'));
         let url = &self.shown_endpoint;
         let mut req = self.http.post(&endpoint).json(&serde_json::json!({"model": self.config.model, "input": texts}));
@@ -173,9 +189,8 @@ impl Embedder for OpenAi {
         if !status.is_success() {
             let mut body = Vec::new();
             let _ = resp.take(4096).read_to_end(&mut body);
-            let body: String = String::from_utf8_lossy(&body).chars().take(200).collect();
-            // An endpoint or a proxy may say what it was sent: the key is never repeated.
-            let body = self.unsaid(&body);
+            // The key left out before the cut: cut first, a key across it stayed in part.
+            let body: String = self.unsaid(&String::from_utf8_lossy(&body)).chars().take(200).collect();
             return Err(EmbedError::Invalid(format!("{url} answered {status}: {body}")));
         }
         // Read whole before it is parsed, and bounded: a timeout or a connection broken while
@@ -256,14 +271,16 @@ impl OpenAi {
             Some((other, n)) if other == got => n + 1,
             _ => 1,
         };
-        if running >= NEW_LENGTH_CONFIRMED_AFTER {
+        let needed = NEW_LENGTH_CONFIRMED_AFTER * 4u32.pow(dims.changes.min(6));
+        if running >= needed {
             dims.known = got;
             dims.other = None;
+            dims.changes += 1;
             return Ok(got);
         }
         dims.other = Some((got, running));
         Err(format!(
-            "gave a vector of {got} dimensions, expected {known} (taken as the new length after {NEW_LENGTH_CONFIRMED_AFTER} answers running)"
+            "gave a vector of {got} dimensions, expected {known} (taken as the new length after {needed} answers running)"
         ))
     }
 
@@ -328,5 +345,43 @@ mod order_tests {
         assert!(in_order(vec![datum(Some(0), 0.0), datum(Some(2), 1.0)], 2).is_err());
         assert!(in_order(vec![datum(Some(0), 0.0), datum(None, 1.0)], 2).is_err());
         assert!(in_order(vec![datum(None, 0.0)], 2).is_err());
+    }
+}
+
+#[cfg(test)]
+mod length_tests {
+    use super::*;
+
+    fn client() -> OpenAi {
+        let config = OpenAiConfig {
+            url: "http://127.0.0.1:9/v1".into(),
+            model: "m".into(),
+            api_key: None,
+            timeout: Duration::from_secs(1),
+            dim: None,
+        };
+        OpenAi::new(config).unwrap()
+    }
+
+    /// The stored length holds through odd answers; three running give another, and each change
+    /// makes the next take four times as many (an endpoint flapping between two models re-embedded
+    /// the store again and again).
+    #[test]
+    fn a_new_length_takes_answers_running_and_more_each_time() {
+        let c = client();
+        c.expect_dim(64);
+        assert!(c.length_of(32).is_err());
+        assert_eq!(c.length_of(64), Ok(64));
+        assert!(c.length_of(32).is_err() && c.length_of(32).is_err());
+        assert_eq!(c.length_of(32), Ok(32));
+        assert_eq!(c.dim(), 32);
+        for _ in 0..11 {
+            assert!(c.length_of(64).is_err());
+        }
+        assert_eq!(c.length_of(64), Ok(64));
+        for _ in 0..47 {
+            assert!(c.length_of(32).is_err());
+        }
+        assert_eq!(c.length_of(32), Ok(32));
     }
 }

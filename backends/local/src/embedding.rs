@@ -27,8 +27,7 @@ use crate::writer::Writer;
 
 /// Passages embedded per call, at most.
 const BATCH: usize = 32;
-/// A batch that timed out is halved (down to one passage: an endpoint slower than its timeout
-/// for 32 passages embedded none of them, for good); this many batches in time, it doubles back.
+/// Batches in time before the batch may grow past the size that last timed out (see [`Sizing`]).
 const GROW_AFTER: u32 = 64;
 /// Stored vectors loaded per page at start.
 const LOAD_PAGE: usize = 2048;
@@ -86,6 +85,10 @@ pub(crate) struct Semantic {
     events: Mutex<Option<UnboundedSender<BackendEvent>>>,
     /// When the writer last stored new passages.
     last_write: Mutex<Option<Instant>>,
+    /// The last question whose vector was asked for: what the idle thread times, once one took
+    /// longer than recall waits (a word took far less than a question from an endpoint whose
+    /// time grows with the text, and every recall waited again).
+    last_question: Mutex<Option<String>>,
     /// While the stored vectors load: memories retagged meanwhile, applied to the loaded index
     /// when it is swapped in (its pages may have been read before the change).
     retagged_in_load: Mutex<Option<HashMap<i64, String>>>,
@@ -100,6 +103,11 @@ struct Health {
     slow_queries: Option<String>,
     /// How long recall waits for a question's vector (known once a wait ran out).
     query_wait: Option<Duration>,
+    /// The question that took too long, timed again by the idle thread.
+    slow_question: Option<String>,
+    /// Questions that took too long so far: one during the idle thread's timing makes that
+    /// timing's clearance moot.
+    slow_count: u64,
     last_notice: Option<Instant>,
     /// An outage notice went out and its end has not been told yet.
     told: bool,
@@ -130,6 +138,7 @@ impl Semantic {
             woken: Condvar::new(),
             events: Mutex::new(Some(events)),
             last_write: Mutex::new(None),
+            last_question: Mutex::new(None),
             retagged_in_load: Mutex::new(None),
         }))
     }
@@ -138,9 +147,16 @@ impl Semantic {
     pub(crate) fn start(self: &Arc<Self>, choice: EmbedderChoice, path: std::path::PathBuf, writer: Writer) {
         let me = self.clone();
         let spawned = std::thread::Builder::new().name("mneme-embedder".into()).spawn(move || {
+            // An endpoint's client is built first: its HTTP thread, started with it, keeps the
+            // normal priority (at idle priority, a busy machine held a question's vector past the
+            // second recall waits, and the backfill's requests for as long as the load lasted).
+            let client = match &choice {
+                EmbedderChoice::OpenAi(config) => Some(OpenAi::new(config.clone())),
+                _ => None,
+            };
             crate::writer::lower_priority();
             idle_priority();
-            if let Err(e) = me.run(choice, &path, &writer) {
+            if let Err(e) = me.run(choice, client, &path, &writer) {
                 me.unavailable(format!("the embedding thread stopped: {e}"));
             }
         });
@@ -214,10 +230,13 @@ impl Semantic {
     /// answers the embedding thread again.
     pub(crate) fn query_timed_out(&self, waited: Duration) {
         let reason = format!("the embedder took longer than {} ms to embed a query", waited.as_millis());
+        let question = lock(&self.last_question).clone();
         {
             let mut h = lock(&self.health);
             h.slow_queries = Some(reason.clone());
             h.query_wait = Some(waited);
+            h.slow_question = question;
+            h.slow_count += 1;
         }
         self.unavailable(reason);
     }
@@ -225,6 +244,7 @@ impl Semantic {
     /// The query's vector scored against the bank's passages (the `k` best), when the embedder
     /// is loaded and answering. Blocks.
     pub(crate) fn scan(&self, bank: &str, query: &str, k: usize, filter: &DenseFilter) -> Option<DenseScan> {
+        *lock(&self.last_question) = Some(query.to_owned());
         let vector = self.query_vector(query)?;
         let index = read(&self.index);
         if index.dim() != 0 && vector.len() != index.dim() {
@@ -263,14 +283,21 @@ impl Semantic {
         EmbeddingStatus { model: self.model.clone(), state: state.into(), embedded, banks_measuring, passages, error }
     }
 
-    fn run(self: &Arc<Self>, choice: EmbedderChoice, path: &std::path::Path, writer: &Writer) -> Result<(), String> {
-        let embedder: Arc<dyn Embedder> = match choice {
-            EmbedderChoice::Builtin => {
+    fn run(
+        self: &Arc<Self>,
+        choice: EmbedderChoice,
+        client: Option<Result<OpenAi, EmbedError>>,
+        path: &std::path::Path,
+        writer: &Writer,
+    ) -> Result<(), String> {
+        let embedder: Arc<dyn Embedder> = match (choice, client) {
+            (_, Some(client)) => Arc::new(client.map_err(|e| e.to_string())?),
+            (EmbedderChoice::Builtin, None) => {
                 let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
                 Arc::new(MiniLm::load(threads).map_err(|e| e.to_string())?)
             }
-            EmbedderChoice::OpenAi(config) => Arc::new(OpenAi::new(config).map_err(|e| e.to_string())?),
-            EmbedderChoice::Off => return Ok(()),
+            (EmbedderChoice::OpenAi(config), None) => Arc::new(OpenAi::new(config).map_err(|e| e.to_string())?),
+            (EmbedderChoice::Off, None) => return Ok(()),
         };
         let reader = Store::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         if let Err(e) = self.load_index(&reader, writer, embedder.dim()) {
@@ -289,7 +316,7 @@ impl Semantic {
         tracing::debug!(model = %self.model, vectors = read(&self.index).len(), "semantic recall ready");
         let mut after = 0i64;
         let mut pause = RETRY_FIRST;
-        let (mut batch_size, mut in_time) = (BATCH, 0u32);
+        let mut sizing = Sizing::default();
         loop {
             if let Some(from) = self.take_wake() {
                 after = after.min(from - 1);
@@ -311,7 +338,7 @@ impl Semantic {
             }
             // The store failing (its disk full, a busy file) is an outage like the embedder's:
             // retried with the same pauses, never the end of semantic recall until a restart.
-            let batch = match reader.unembedded(&self.model, after, batch_size) {
+            let batch = match reader.unembedded(&self.model, after, sizing.batch) {
                 Ok(batch) => batch,
                 Err(e) => {
                     self.back_off(format!("cannot read the passages to embed: {e}"), &mut pause);
@@ -320,29 +347,33 @@ impl Semantic {
             };
             if batch.is_empty() {
                 let refused_question = std::mem::take(&mut lock(&self.wake).refused_question);
-                let (down, slow) = {
+                let (down, slow, question, count) = {
                     let h = lock(&self.health);
-                    (h.error.is_some(), h.query_wait.filter(|_| h.slow_queries.is_some()))
+                    let slow = h.query_wait.filter(|_| h.slow_queries.is_some());
+                    (h.error.is_some(), slow, h.slow_question.clone(), h.slow_count)
                 };
                 if refused_question || down || slow.is_some() {
                     // Nothing to embed, but recall's queries wait for a sign of life: an answer
-                    // in the time a recall waits for one.
+                    // in the time a recall waits for one, to the question that took too long.
+                    let asked = question.filter(|_| slow.is_some()).unwrap_or_else(|| "ping".to_owned());
                     let started = Instant::now();
-                    match embedder.embed(&["ping"]) {
+                    match embedder.embed(&[asked.as_str()]) {
                         Ok(_) => {
                             // The next outage's first retry comes after the first pause again.
                             pause = RETRY_FIRST;
                             let took = started.elapsed();
-                            match slow.filter(|wait| took > *wait) {
-                                Some(wait) => {
-                                    lock(&self.health).slow_queries = Some(format!(
-                                        "the embedder takes {} ms to embed a word, longer than the {} ms a recall waits",
+                            let mut h = lock(&self.health);
+                            // (A question that took too long meanwhile is the last word.)
+                            if h.slow_count == count {
+                                h.slow_queries = slow.filter(|wait| took > *wait).map(|wait| {
+                                    format!(
+                                        "the embedder takes {} ms to embed a question, longer than the {} ms a recall waits",
                                         took.as_millis(),
                                         wait.as_millis()
-                                    ));
-                                }
-                                None => lock(&self.health).slow_queries = None,
+                                    )
+                                });
                             }
+                            drop(h);
                             self.available();
                         }
                         Err(e) => {
@@ -379,17 +410,14 @@ impl Semantic {
                         pause = RETRY_FIRST;
                         self.available();
                         after = last;
-                        in_time += 1;
-                        if batch_size < BATCH && in_time >= GROW_AFTER {
-                            (batch_size, in_time) = ((batch_size * 2).min(BATCH), 0);
-                        }
+                        sizing.in_time();
                     }
                     Err(e) => self.back_off(format!("cannot store the vectors: {e}"), &mut pause),
                 },
                 // Too many texts for the endpoint's time: fewer, at once (not an outage).
                 Err(EmbedError::TimedOut(why)) if sent > 1 => {
-                    (batch_size, in_time) = (sent / 2, 0);
-                    tracing::debug!("{why}: embedding {batch_size} passages at a time");
+                    sizing.timed_out(sent);
+                    tracing::debug!("{why}: embedding one passage, then up to {} at a time", sizing.ceiling);
                 }
                 Err(e) => self.back_off(e.to_string(), &mut pause),
             }
@@ -643,6 +671,41 @@ impl Semantic {
             }
         }
         tracing::warn!("{message}");
+    }
+}
+
+/// How many passages the embedding thread asks for at a time. A batch that times out is too
+/// many for the endpoint's time (an endpoint slower than its timeout for 32 passages embedded
+/// none of them, for good): the next is a single passage (which timing out too is an outage,
+/// told at once, not after halving five times), then it doubles with each batch in time up to
+/// half of what timed out; [`GROW_AFTER`] batches in time there, that ceiling doubles.
+struct Sizing {
+    batch: usize,
+    ceiling: usize,
+    in_time: u32,
+}
+
+impl Default for Sizing {
+    fn default() -> Self {
+        Self { batch: BATCH, ceiling: BATCH, in_time: 0 }
+    }
+}
+
+impl Sizing {
+    fn timed_out(&mut self, sent: usize) {
+        *self = Self { batch: 1, ceiling: (sent / 2).max(1), in_time: 0 };
+    }
+
+    fn in_time(&mut self) {
+        if self.batch < self.ceiling {
+            self.batch = (self.batch * 2).min(self.ceiling);
+        } else if self.ceiling < BATCH {
+            self.in_time += 1;
+            if self.in_time >= GROW_AFTER {
+                (self.ceiling, self.in_time) = ((self.ceiling * 2).min(BATCH), 0);
+                self.batch = self.ceiling;
+            }
+        }
     }
 }
 

@@ -34,11 +34,17 @@ pub enum Answer {
     EchoingUnauthorized,
     /// 307 to the endpoint on this port of 127.0.0.1.
     RedirectTo(u16),
+    /// 200 whose `data` is a text that says the Authorization header it got.
+    EchoingOk,
+    /// This many milliseconds a byte of the texts (a model whose time grows with the text).
+    SlowPerByte(u64),
 }
 
 pub const BROKEN_OFF: u64 = 1_000_000;
 pub const UNAUTHORIZED: u64 = 1_000_001;
 pub const ECHOING_UNAUTHORIZED: u64 = 1_000_002;
+pub const ECHOING_OK: u64 = 1_000_003;
+pub const SLOW_PER_BYTE: u64 = 4_000_000;
 pub const SLOW_PER_TEXT: u64 = 2_000_000;
 pub const REDIRECT: u64 = 3_000_000;
 
@@ -86,6 +92,8 @@ impl Stub {
             Answer::SlowPerText(ms) => SLOW_PER_TEXT + ms,
             Answer::EchoingUnauthorized => ECHOING_UNAUTHORIZED,
             Answer::RedirectTo(port) => REDIRECT + u64::from(port),
+            Answer::EchoingOk => ECHOING_OK,
+            Answer::SlowPerByte(ms) => SLOW_PER_BYTE + ms,
         };
         self.answer.store(code, Ordering::SeqCst);
     }
@@ -182,8 +190,20 @@ pub fn handle(stream: TcpStream, answer: u64) {
         );
         return;
     }
+    if answer == ECHOING_OK {
+        let out = format!(r#"{{"data": "denied for {authorization}"}}"#);
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
+            out.len()
+        );
+        return;
+    }
     if answer == ECHOING_UNAUTHORIZED {
-        let out = format!(r#"{{"error": {{"message": "Incorrect API key provided: {authorization}"}}}}"#);
+        // Far enough into the body that a long key crosses the 200 characters an error keeps.
+        let out = format!(
+            r#"{{"error": {{"message": "Incorrect API key provided. You can find your API key at https://example.invalid/account/api-keys. You sent: {authorization}"}}}}"#
+        );
         let _ = write!(
             stream,
             "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
@@ -191,7 +211,7 @@ pub fn handle(stream: TcpStream, answer: u64) {
         );
         return;
     }
-    if answer >= REDIRECT {
+    if (REDIRECT..SLOW_PER_BYTE).contains(&answer) {
         let _ = write!(
             stream,
             "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{}/v1/embeddings\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -201,6 +221,10 @@ pub fn handle(stream: TcpStream, answer: u64) {
     }
     if (4..BROKEN_OFF).contains(&answer) {
         std::thread::sleep(Duration::from_millis(answer - 4));
+    }
+    if answer >= SLOW_PER_BYTE {
+        let bytes: u64 = request["input"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().len() as u64).sum();
+        std::thread::sleep(Duration::from_millis((answer - SLOW_PER_BYTE) * bytes));
     }
     if (SLOW_PER_TEXT..REDIRECT).contains(&answer) {
         let texts = request["input"].as_array().unwrap().len() as u64;
