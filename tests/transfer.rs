@@ -806,8 +806,8 @@ async fn an_import_stopped_part_way_says_what_it_did() {
         common::unsafe_kill(a.child.as_ref().unwrap().id(), "KILL");
         let out = cli.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        if out.status.success() {
-            continue; // done before the daemon went: again
+        if out.status.success() || err.contains("nothing was imported") {
+            continue; // done before the daemon went, or stopped in its first request: again
         }
         assert!(err.contains("of the file's 6000 memories were imported before that"), "{err}");
         assert!(err.contains("the same command again imports the rest"), "{err}");

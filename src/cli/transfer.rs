@@ -38,17 +38,17 @@ pub(super) async fn export(
     if let Some(bank) = &bank {
         known_bank(&client, bank).await?;
     }
+    // Signals are listened for only when writing a file beside the one it replaces (so that
+    // what it wrote is removed), from before that file exists; to standard output, a FIFO or a
+    // device they stop the export as ever (a FIFO without a reader waits in its open, which
+    // Ctrl-C must still end).
+    let stopped = output.as_deref().is_some_and(Sink::replaces).then(stop_signal);
     // A file is written beside its name and renamed over it once whole: an export that fails
-    // part-way leaves an earlier backup of that name as it was, not a truncated one. Opened
-    // before signals are listened for: a FIFO without a reader waits in its open, which Ctrl-C
-    // must still end.
+    // part-way leaves an earlier backup of that name as it was, not a truncated one.
     let mut out = match &output {
         Some(path) => Sink::open(path)?,
         None => Sink::stdout(),
     };
-    // Signals are listened for only when writing a file: to standard output they stop the
-    // export as ever.
-    let stopped = matches!(out, Sink::Replacing { .. }).then(stop_signal);
     // Stopped (Ctrl-C, a terminal closed, SIGTERM), the export goes the way of a failed one: a
     // partial copy of every memory is not left beside the file (the sink's drop removes it).
     let written = tokio::select! {
@@ -133,28 +133,37 @@ impl Sink {
         Self::Stdout(std::io::BufWriter::new(std::io::stdout().lock()))
     }
 
+    /// Standard output named as a file: written as standard output (the file a shell
+    /// redirected it to, even with `>>`, was replaced whole through /proc/self/fd/1).
+    fn is_stdout(path: &Path) -> bool {
+        ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].iter().any(|p| path == Path::new(p))
+    }
+
+    /// The system's own files are written as they are, never replaced (`-o /dev/null` made a
+    /// regular file of /dev/null, as root); a descriptor's file is added to.
+    fn is_the_systems(path: &Path) -> bool {
+        path.starts_with("/dev") || path.starts_with("/proc")
+    }
+
+    /// Whether an export to `path` goes through a file beside it, renamed over it (a regular
+    /// file, or none yet), rather than to it as it is.
+    fn replaces(path: &Path) -> bool {
+        !Self::is_stdout(path)
+            && !Self::is_the_systems(path)
+            && !std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+    }
+
     fn open(path: &Path) -> Result<Self, CliError> {
         let failed = |e: std::io::Error| CliError::Other(format!("cannot write {}: {e}", path.display()));
-        // Standard output named as a file: written as standard output (the file a shell
-        // redirected it to, even with `>>`, was replaced whole through /proc/self/fd/1).
-        if ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].iter().any(|p| path == Path::new(p)) {
+        if Self::is_stdout(path) {
             return Ok(Self::stdout());
         }
-        // The system's own files are written as they are, never replaced (`-o /dev/null` made
-        // a regular file of /dev/null, as root); a descriptor's file is added to.
-        if path.starts_with("/dev") || path.starts_with("/proc") {
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(CliError::Other(format!("cannot write {}: it is a folder", path.display())));
+        }
+        if !Self::replaces(path) {
             let file = std::fs::OpenOptions::new().append(true).open(path).map_err(failed)?;
             return Ok(Self::Direct(std::io::BufWriter::new(file)));
-        }
-        match std::fs::metadata(path) {
-            Ok(m) if m.is_dir() => {
-                return Err(CliError::Other(format!("cannot write {}: it is a folder", path.display())))
-            }
-            Ok(m) if !m.is_file() => {
-                let file = std::fs::OpenOptions::new().write(true).open(path).map_err(failed)?;
-                return Ok(Self::Direct(std::io::BufWriter::new(file)));
-            }
-            _ => {}
         }
         let target = link_target(path).map_err(failed)?;
         let folder = match target.parent() {
