@@ -230,15 +230,7 @@ async fn vectors_of_a_new_length_after_a_restart_are_computed_again() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(embedded(&b, Duration::from_secs(30)).await.embedded, 10);
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let lengths: Vec<i64> = conn
-        .prepare("SELECT DISTINCT dim FROM passage_vectors")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(lengths, [DIM as i64 / 2]);
+    assert_eq!(vector_lengths(&path), [DIM as i64 / 2]);
 }
 
 /// Passages left to embed at a restart after which the endpoint's vectors changed length: the
