@@ -699,6 +699,34 @@ async fn an_export_goes_where_its_path_leads() {
     assert!(status.success());
     let text = std::fs::read_to_string(&kept).unwrap();
     assert!(text.starts_with("earlier line\n") && text.lines().count() == n + 1, "{text}");
+    // Through a link of one's own to /dev/stdout, and with --json (no count among the lines).
+    std::os::unix::fs::symlink("/dev/stdout", dir.join("out-link")).unwrap();
+    let appended = std::fs::OpenOptions::new().append(true).open(&kept).unwrap();
+    let status = std::process::Command::new(common::bin())
+        .args(["--json", "export", "-o"])
+        .arg(dir.join("out-link"))
+        .env("MNEME_CONFIG", a.config_path())
+        .envs(common::env_for(a.dir.path()))
+        .stdout(appended)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&kept).unwrap();
+    assert!(text.starts_with("earlier line\n") && text.lines().count() == 2 * n + 1, "{text}");
+    assert!(!text.contains("\"exported\""), "{text}");
+    // `-o /dev/stderr 2> file`: the lines, then the count, none written over.
+    let err_file = dir.join("err.txt");
+    let status = std::process::Command::new(common::bin())
+        .args(["export", "-o", "/dev/stderr"])
+        .env("MNEME_CONFIG", a.config_path())
+        .envs(common::env_for(a.dir.path()))
+        .stderr(std::fs::File::create(&err_file).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&err_file).unwrap();
+    assert_eq!(text.lines().filter(|l| l.starts_with('{')).count(), n, "{text}");
+    assert!(text.trim_end().ends_with("to /dev/stderr."), "{text}");
     // A FIFO nobody reads: the export waits in its open, and Ctrl-C still ends it.
     let lonely = dir.join("lonely");
     assert!(std::process::Command::new("mkfifo").arg(&lonely).status().unwrap().success());
@@ -839,6 +867,10 @@ async fn a_bank_that_holds_nothing_is_refused_by_name() {
     assert!(err.contains("no bank \"wrok\" in local") && err.contains("nothing was copied"), "{err}");
     let id =
         d.get(&format!("/v1/export?limit=1&bank={bank}")).await.1["memories"][0]["id"].as_str().unwrap().to_owned();
+    // A blank bank is no bank (the daemon reads it as every bank).
+    let out = d.cli().args(["export", "--bank", " "]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("names no bank") && out.stdout.is_empty());
     let out = d.cli().args(["forget", &id, "--bank", "wrok"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("in bank \"wrok\" of the local store"), "{err}");

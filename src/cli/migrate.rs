@@ -259,9 +259,13 @@ async fn banks_to_copy(
     if let Some(bank) = &plan.bank {
         // A misspelt --bank copied nothing and said "done". Asked of the bank itself (a
         // Hindsight server lists its banks a page at a time); the list only names the others.
+        if bank.trim().is_empty() {
+            return Err(CliError::Other("--bank names no bank (it is blank); nothing was copied".into()));
+        }
         let first = source.export(Some(bank), None, 1).await;
         if first.is_ok_and(|page| page.memories.is_empty()) {
-            let names = source.banks().await.map(|l| l.into_iter().map(|b| b.bank).collect()).unwrap_or_default();
+            let names =
+                source.banks().await.map(|l| l.into_iter().map(|b| b.bank).collect()).map_err(|e| e.to_string());
             return Err(CliError::Other(format!(
                 "no bank {bank:?} in {} holds memories ({}); nothing was copied",
                 plan.from,

@@ -59,9 +59,12 @@ pub(super) async fn export(
         ))),
     };
     let n = written?;
+    let to_stdout = matches!(out, Sink::Stdout(_));
     out.finish()?;
     if let Some(path) = output {
-        if as_json {
+        if as_json && to_stdout {
+            // `-o /dev/stdout`: standard output holds the memories, not a count among them.
+        } else if as_json {
             // Standard output is free when the memories went to a file: a script reads the count.
             println!("{}", serde_json::json!({"exported": n, "path": path}));
         } else {
@@ -94,22 +97,29 @@ fn stop_signal() -> impl std::future::Future<Output = &'static str> {
 /// them): a misspelt `--bank` exported nothing and said it succeeded. Asked of the bank itself,
 /// not looked up in the list (a Hindsight server lists its banks a page at a time).
 pub(super) async fn known_bank(client: &Client, bank: &str) -> Result<(), CliError> {
+    // (The daemon reads a blank bank as none given: every bank.)
+    if bank.trim().is_empty() {
+        return Err(CliError::Other("--bank names no bank (it is blank); nothing was exported".into()));
+    }
     let path = format!("/v1/export?limit=1&bank={}", super::browse::encode(bank));
     let page: ExportAnswer = client.call(Method::GET, &path, None).await?;
     if !page.memories.is_empty() {
         return Ok(());
     }
-    let listed = client.get::<crate::daemon::api::BankList>("/v1/banks").await.ok();
-    let names: Vec<String> = listed.map(|l| l.banks.into_iter().map(|b| b.bank).collect()).unwrap_or_default();
+    let listed = client.get::<crate::daemon::api::BankList>("/v1/banks").await;
+    let names = listed.map(|l| l.banks.into_iter().map(|b| b.bank).collect()).map_err(|e| e.to_string());
     Err(CliError::Other(format!("no bank {bank:?} holds memories ({}); nothing was exported", banks_held(names))))
 }
 
-/// "those that do: a, b" (sorted), or "there are none".
-pub(super) fn banks_held(mut names: Vec<String>) -> String {
-    names.sort_unstable();
-    match names.is_empty() {
-        true => "there are none".to_owned(),
-        false => format!("those that do: {}", names.join(", ")),
+/// "those that do: a, b" (sorted), "there are none", or why they could not be listed.
+pub(super) fn banks_held(names: Result<Vec<String>, String>) -> String {
+    match names {
+        Err(why) => format!("the banks could not be listed: {why}"),
+        Ok(names) if names.is_empty() => "there are none".to_owned(),
+        Ok(mut names) => {
+            names.sort_unstable();
+            format!("those that do: {}", names.join(", "))
+        }
     }
 }
 
@@ -133,36 +143,55 @@ impl Sink {
         Self::Stdout(std::io::BufWriter::new(std::io::stdout().lock()))
     }
 
-    /// Standard output named as a file: written as standard output (the file a shell
-    /// redirected it to, even with `>>`, was replaced whole through /proc/self/fd/1).
-    fn is_stdout(path: &Path) -> bool {
-        ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].iter().any(|p| path == Path::new(p))
-    }
-
-    /// The system's own files are written as they are, never replaced (`-o /dev/null` made a
-    /// regular file of /dev/null, as root); a descriptor's file is added to.
-    fn is_the_systems(path: &Path) -> bool {
-        path.starts_with("/dev") || path.starts_with("/proc")
+    /// The descriptor of this process a path names (`/dev/stdout`, `/dev/fd/3`,
+    /// `/proc/self/fd/2`, or a link to one): written through that descriptor, sharing its
+    /// offset (reopened, the file a shell redirected it to was replaced whole, or its start
+    /// written over by what the descriptor wrote after).
+    fn descriptor(path: &Path) -> Option<i32> {
+        let named = |p: &Path| -> Option<i32> {
+            match p.to_str()? {
+                "/dev/stdin" => Some(0),
+                "/dev/stdout" => Some(1),
+                "/dev/stderr" => Some(2),
+                p => p.strip_prefix("/dev/fd/").or_else(|| p.strip_prefix("/proc/self/fd/"))?.parse().ok(),
+            }
+        };
+        // Each hop of a link chain (/dev/stdout itself is a link to /proc/self/fd/1, which is
+        // one to the file the descriptor has open).
+        link_hops(path).unwrap_or_else(|_| vec![path.to_path_buf()]).iter().find_map(|p| named(p))
     }
 
     /// Whether an export to `path` goes through a file beside it, renamed over it (a regular
-    /// file, or none yet), rather than to it as it is.
+    /// file, or none yet), rather than to it as it is (a descriptor, a FIFO, a device: as
+    /// root, `-o /dev/null` made a regular file of /dev/null).
     fn replaces(path: &Path) -> bool {
-        !Self::is_stdout(path)
-            && !Self::is_the_systems(path)
-            && !std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+        Self::descriptor(path).is_none() && !std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
     }
 
     fn open(path: &Path) -> Result<Self, CliError> {
         let failed = |e: std::io::Error| CliError::Other(format!("cannot write {}: {e}", path.display()));
-        if Self::is_stdout(path) {
-            return Ok(Self::stdout());
+        match Self::descriptor(path) {
+            Some(1) => return Ok(Self::stdout()),
+            Some(fd) => {
+                use std::os::fd::{AsRawFd, BorrowedFd};
+                // SAFETY: `fd` is checked open (fcntl) before it is borrowed, and only for the
+                // duplicate, which is the file this sink owns.
+                let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1;
+                let copy = open
+                    .then(|| unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned())
+                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EBADF))
+                    .and_then(|r| r)
+                    .map_err(failed)?;
+                debug_assert!(copy.as_raw_fd() != fd);
+                return Ok(Self::Direct(std::io::BufWriter::new(std::fs::File::from(copy))));
+            }
+            None => {}
         }
         if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
             return Err(CliError::Other(format!("cannot write {}: it is a folder", path.display())));
         }
         if !Self::replaces(path) {
-            let file = std::fs::OpenOptions::new().append(true).open(path).map_err(failed)?;
+            let file = std::fs::OpenOptions::new().write(true).open(path).map_err(failed)?;
             return Ok(Self::Direct(std::io::BufWriter::new(file)));
         }
         let target = link_target(path).map_err(failed)?;
@@ -220,13 +249,20 @@ impl Write for Sink {
 /// A link to a file not there yet names the file to create; a loop is an error, as the shell's
 /// `>` makes it (it was replaced by a regular file).
 fn link_target(path: &Path) -> std::io::Result<PathBuf> {
-    let mut at = path.to_path_buf();
+    Ok(link_hops(path)?.pop().unwrap_or_else(|| path.to_path_buf()))
+}
+
+/// `path` and each path a symlink chain from it goes through, to the first that is no link.
+fn link_hops(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut hops = vec![path.to_path_buf()];
     for _ in 0..40 {
-        let Ok(next) = std::fs::read_link(&at) else { return Ok(at) };
-        at = match at.parent() {
+        let at = hops.last().expect("one at least");
+        let Ok(next) = std::fs::read_link(at) else { return Ok(hops) };
+        let next = match at.parent() {
             Some(folder) if next.is_relative() => folder.join(next),
             _ => next,
         };
+        hops.push(next);
     }
     Err(std::io::Error::other("too many levels of symbolic links"))
 }

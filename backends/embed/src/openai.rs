@@ -214,8 +214,12 @@ impl OpenAi {
                 texts.len()
             )));
         }
-        let answer: Answer = serde_json::from_slice(&body)
-            .map_err(|e| EmbedError::Invalid(format!("{url} answered something else than embeddings: {e}")))?;
+        let answer: Answer = serde_json::from_slice(&body).map_err(|e| {
+            // serde quotes the value it could not read, whole (a 200 KB text reached the
+            // status, a notice and the log): the key left out first, then cut.
+            let why: String = self.unsaid(&e.to_string()).chars().take(200).collect();
+            EmbedError::Invalid(format!("{url} answered something else than embeddings: {why}"))
+        })?;
         let data = in_order(answer.data, texts.len()).map_err(|why| EmbedError::Invalid(format!("{url} {why}")))?;
         // The length is learned from an answer that holds up, never from a broken one (a first
         // answer of empty vectors fixed the length at 0, refusing everything after it).
@@ -285,9 +289,11 @@ impl OpenAi {
     }
 
     /// `text` with the key left out.
+    /// (A key of a few letters is a placeholder a local server ignores, "ollama" say: left
+    /// out, it made `http://****:11434` of every error's URL.)
     fn unsaid(&self, text: &str) -> String {
         match &self.config.api_key {
-            Some(key) if !key.expose().is_empty() => text.replace(key.expose(), "****"),
+            Some(key) if key.expose().len() >= 8 => text.replace(key.expose(), "****"),
             _ => text.to_owned(),
         }
     }
@@ -361,6 +367,19 @@ mod length_tests {
             dim: None,
         };
         OpenAi::new(config).unwrap()
+    }
+
+    /// A key is left out of what an endpoint says, but not a placeholder of a few letters
+    /// ("ollama" made `http://****:11434` of every error's URL); a long answer is cut.
+    #[test]
+    fn a_key_is_left_out_but_not_a_placeholder() {
+        let with_key = |key: &str| {
+            let mut config = client().config.clone();
+            config.api_key = Some(mneme_core::Secret::new(key.to_owned()));
+            OpenAi::new(config).unwrap()
+        };
+        assert_eq!(with_key("sk-0123456789").unsaid("Bearer sk-0123456789 refused"), "Bearer **** refused");
+        assert_eq!(with_key("ollama").unsaid("http://ollama:11434/v1"), "http://ollama:11434/v1");
     }
 
     /// The stored length holds through odd answers; three running give another, and each change

@@ -85,9 +85,9 @@ pub(crate) struct Semantic {
     events: Mutex<Option<UnboundedSender<BackendEvent>>>,
     /// When the writer last stored new passages.
     last_write: Mutex<Option<Instant>>,
-    /// The last question whose vector was asked for: what the idle thread times, once one took
-    /// longer than recall waits (a word took far less than a question from an endpoint whose
-    /// time grows with the text, and every recall waited again).
+    /// The latest question recall wanted a vector for (asked or not): what the idle thread times
+    /// once one took longer than recall waits (a word took far less than a question from an
+    /// endpoint whose time grows with the text, and every recall waited again).
     last_question: Mutex<Option<String>>,
     /// While the stored vectors load: memories retagged meanwhile, applied to the loaded index
     /// when it is swapped in (its pages may have been read before the change).
@@ -103,8 +103,6 @@ struct Health {
     slow_queries: Option<String>,
     /// How long recall waits for a question's vector (known once a wait ran out).
     query_wait: Option<Duration>,
-    /// The question that took too long, timed again by the idle thread.
-    slow_question: Option<String>,
     /// Questions that took too long so far: one during the idle thread's timing makes that
     /// timing's clearance moot.
     slow_count: u64,
@@ -230,12 +228,10 @@ impl Semantic {
     /// answers the embedding thread again.
     pub(crate) fn query_timed_out(&self, waited: Duration) {
         let reason = format!("the embedder took longer than {} ms to embed a query", waited.as_millis());
-        let question = lock(&self.last_question).clone();
         {
             let mut h = lock(&self.health);
             h.slow_queries = Some(reason.clone());
             h.query_wait = Some(waited);
-            h.slow_question = question;
             h.slow_count += 1;
         }
         self.unavailable(reason);
@@ -347,21 +343,31 @@ impl Semantic {
             };
             if batch.is_empty() {
                 let refused_question = std::mem::take(&mut lock(&self.wake).refused_question);
-                let (down, slow, question, count) = {
+                let (down, slow, count) = {
                     let h = lock(&self.health);
                     let slow = h.query_wait.filter(|_| h.slow_queries.is_some());
-                    (h.error.is_some(), slow, h.slow_question.clone(), h.slow_count)
+                    (h.error.is_some(), slow, h.slow_count)
                 };
                 if refused_question || down || slow.is_some() {
                     // Nothing to embed, but recall's queries wait for a sign of life: an answer
-                    // in the time a recall waits for one, to the question that took too long.
-                    let asked = question.filter(|_| slow.is_some()).unwrap_or_else(|| "ping".to_owned());
+                    // in the time a recall waits for one, to the latest question (questions
+                    // asked meanwhile went without vectors, and a short one after a long one
+                    // would be answered in time).
+                    let latest = lock(&self.last_question).clone();
+                    let asked = latest.filter(|_| slow.is_some()).unwrap_or_else(|| "ping".to_owned());
                     let started = Instant::now();
-                    match embedder.embed(&[asked.as_str()]) {
-                        Ok(_) => {
+                    let answered = match embedder.embed(&[asked.as_str()]) {
+                        // A question the endpoint refuses is answered by its words (as when it
+                        // is asked at recall); whether the endpoint answers at all, a word says.
+                        Err(EmbedError::Invalid(_)) if asked != "ping" => {
+                            embedder.embed(&["ping"]).map(|_| Duration::ZERO)
+                        }
+                        other => other.map(|_| started.elapsed()),
+                    };
+                    match answered {
+                        Ok(took) => {
                             // The next outage's first retry comes after the first pause again.
                             pause = RETRY_FIRST;
-                            let took = started.elapsed();
                             let mut h = lock(&self.health);
                             // (A question that took too long meanwhile is the last word.)
                             if h.slow_count == count {

@@ -496,3 +496,25 @@ async fn a_hung_endpoint_is_told_after_two_timeouts() {
     assert_eq!(e.state, "unavailable", "{e:?}");
     assert!(t.elapsed() < Duration::from_millis(2900), "told after {:?}", t.elapsed());
 }
+
+/// The slow state ends once the latest question is answered in time: it was tied to the one
+/// question that timed out, re-asked every 10 s, so after one long question every short one
+/// went without vectors for as long as the daemon ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_question_after_a_slow_long_one_gets_its_vector() {
+    let dir = tempfile::tempdir().unwrap();
+    let stub = Stub::start();
+    let b = openai(&dir.path().join("m.db"), &stub, "hash-64", Duration::from_secs(5));
+    retain(&b, numbered(0, 10)).await;
+    embedded(&b, Duration::from_secs(30)).await;
+    stub.set(Answer::SlowPerByte(15));
+    let long = "which note is about walrus4 and the harbour, the one we wrote down last week for the team?";
+    let t = Instant::now();
+    recall(&b, long, RecallMode::Hybrid).await;
+    assert!(t.elapsed() >= Duration::from_millis(900), "{:?}", t.elapsed());
+    let until = Instant::now() + Duration::from_secs(40);
+    while recall(&b, "walrus4", RecallMode::Dense).await.is_empty() {
+        assert!(Instant::now() < until, "a short question stayed without its vector");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
