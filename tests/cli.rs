@@ -241,13 +241,7 @@ fn notices_follow_streams_new_notices() {
     // A notice before the command starts is listed from the backlog; only the second can come
     // through the stream.
     d.cli().args(["clear", "--all", "--yes"]).assert().success();
-    let mut child = std::process::Command::new(common::bin())
-        .args(["notices", "--follow"])
-        .env("MNEME_CONFIG", d.config_path())
-        .envs(common::env_for(d.dir.path()))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = d.command().args(["notices", "--follow"]).stdout(Stdio::piped()).spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -300,26 +294,14 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
     let d = Daemon::start("");
     let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
     for args in [&["status"][..], &["retain", "written before the answer"], &["config", "example"]] {
-        let out = std::process::Command::new(common::bin())
-            .args(args)
-            .env("MNEME_CONFIG", d.config_path())
-            .envs(common::env_for(d.dir.path()))
-            .stdout(full.try_clone().unwrap())
-            .output()
-            .unwrap();
+        let out = d.command().args(args).stdout(full.try_clone().unwrap()).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains("cannot write standard output") && !stderr.contains("panicked"), "{args:?}: {stderr}");
     }
     // Standard error on the full disk too (`&> file`): still exit 1, not an abort.
-    let status = std::process::Command::new(common::bin())
-        .arg("status")
-        .env("MNEME_CONFIG", d.config_path())
-        .envs(common::env_for(d.dir.path()))
-        .stdout(full.try_clone().unwrap())
-        .stderr(full.try_clone().unwrap())
-        .status()
-        .unwrap();
+    let status =
+        d.command().arg("status").stdout(full.try_clone().unwrap()).stderr(full.try_clone().unwrap()).status().unwrap();
     assert_eq!(status.code(), Some(1), "{status:?}");
     d.cli().arg("flush").assert().success();
     let out = d.cli().args(["recall", "written before the answer"]).output().unwrap();

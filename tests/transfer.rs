@@ -689,37 +689,24 @@ async fn an_export_goes_where_its_path_leads() {
     let kept = dir.join("kept.jsonl");
     std::fs::write(&kept, "earlier line\n").unwrap();
     let appended = std::fs::OpenOptions::new().append(true).open(&kept).unwrap();
-    let status = std::process::Command::new(common::bin())
-        .args(["export", "-o", "/dev/stdout"])
-        .env("MNEME_CONFIG", a.config_path())
-        .envs(common::env_for(a.dir.path()))
-        .stdout(appended)
-        .status()
-        .unwrap();
+    let status = a.command().args(["export", "-o", "/dev/stdout"]).stdout(appended).status().unwrap();
     assert!(status.success());
     let text = std::fs::read_to_string(&kept).unwrap();
     assert!(text.starts_with("earlier line\n") && text.lines().count() == n + 1, "{text}");
     // Through a link of one's own to /dev/stdout, and with --json (no count among the lines).
     std::os::unix::fs::symlink("/dev/stdout", dir.join("out-link")).unwrap();
     let appended = std::fs::OpenOptions::new().append(true).open(&kept).unwrap();
-    let status = std::process::Command::new(common::bin())
-        .args(["--json", "export", "-o"])
-        .arg(dir.join("out-link"))
-        .env("MNEME_CONFIG", a.config_path())
-        .envs(common::env_for(a.dir.path()))
-        .stdout(appended)
-        .status()
-        .unwrap();
+    let status =
+        a.command().args(["--json", "export", "-o"]).arg(dir.join("out-link")).stdout(appended).status().unwrap();
     assert!(status.success());
     let text = std::fs::read_to_string(&kept).unwrap();
     assert!(text.starts_with("earlier line\n") && text.lines().count() == 2 * n + 1, "{text}");
     assert!(!text.contains("\"exported\""), "{text}");
     // `-o /dev/stderr 2> file`: the lines, then the count, none written over.
     let err_file = dir.join("err.txt");
-    let status = std::process::Command::new(common::bin())
+    let status = a
+        .command()
         .args(["export", "-o", "/dev/stderr"])
-        .env("MNEME_CONFIG", a.config_path())
-        .envs(common::env_for(a.dir.path()))
         .stderr(std::fs::File::create(&err_file).unwrap())
         .status()
         .unwrap();
@@ -730,13 +717,7 @@ async fn an_export_goes_where_its_path_leads() {
     // A FIFO nobody reads: the export waits in its open, and Ctrl-C still ends it.
     let lonely = dir.join("lonely");
     assert!(std::process::Command::new("mkfifo").arg(&lonely).status().unwrap().success());
-    let mut waiting = std::process::Command::new(common::bin())
-        .args(["export", "-o"])
-        .arg(&lonely)
-        .env("MNEME_CONFIG", a.config_path())
-        .envs(common::env_for(a.dir.path()))
-        .spawn()
-        .unwrap();
+    let mut waiting = a.command().args(["export", "-o"]).arg(&lonely).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
     common::unsafe_kill(waiting.id(), "INT");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -761,14 +742,8 @@ async fn an_interrupted_export_leaves_no_partial_copy() {
     let daemon = a.child.as_ref().unwrap().id();
     let mut caught = false;
     for _ in 0..20 {
-        let mut cli = std::process::Command::new(common::bin())
-            .env("MNEME_CONFIG", a.config_path())
-            .envs(common::env_for(a.dir.path()))
-            .args(["export", "--output"])
-            .arg(&file)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut cli =
+            a.command().args(["export", "--output"]).arg(&file).stderr(std::process::Stdio::piped()).spawn().unwrap();
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !partial.exists() && cli.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_micros(200));
@@ -813,9 +788,8 @@ async fn an_import_stopped_part_way_says_what_it_did() {
     std::fs::write(&file, lines.join("\n")).unwrap();
     for _ in 0..10 {
         let a = Daemon::start("[local]\nembedder = \"off\"\n");
-        let cli = std::process::Command::new(common::bin())
-            .env("MNEME_CONFIG", a.config_path())
-            .envs(common::env_for(a.dir.path()))
+        let cli = a
+            .command()
             .args(["import"])
             .arg(&file)
             .stderr(std::process::Stdio::piped())

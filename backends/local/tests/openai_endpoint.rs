@@ -113,9 +113,7 @@ async fn a_text_the_endpoint_refuses_holds_up_no_other() {
 async fn semantic_recall_comes_back_after_a_slow_query_without_a_retain() {
     let dir = tempfile::tempdir().unwrap();
     let stub = Stub::start();
-    let b = openai(&dir.path().join("m.db"), &stub, "hash-64", Duration::from_millis(300));
-    retain(&b, numbered(0, 10)).await;
-    embedded(&b, Duration::from_secs(30)).await;
+    let b = embedded_openai(&dir.path().join("m.db"), &stub, Duration::from_millis(300), 10).await;
     stub.set(Answer::Slow(3000));
     assert!(!recall(&b, "walrus4", RecallMode::Hybrid).await.is_empty());
     assert_eq!(b.embedding_status().await.unwrap().state, "unavailable");
@@ -324,15 +322,10 @@ async fn a_slow_endpoint_is_sent_fewer_texts_at_a_time() {
 async fn an_endpoint_slower_than_recall_waits_holds_up_one_recall() {
     let dir = tempfile::tempdir().unwrap();
     let stub = Stub::start();
-    let b = openai(&dir.path().join("m.db"), &stub, "hash-64", Duration::from_secs(5));
-    retain(&b, numbered(0, 10)).await;
-    embedded(&b, Duration::from_secs(30)).await;
+    let b = embedded_openai(&dir.path().join("m.db"), &stub, Duration::from_secs(5), 10).await;
     // Its time grows with the text: a word in 60 ms, this question in over a second.
-    stub.set(Answer::SlowPerByte(15));
     let question = "which note is about walrus4 and the harbour, the one we wrote down last week?";
-    let t = Instant::now();
-    assert!(!recall(&b, question, RecallMode::Hybrid).await.is_empty());
-    assert!(t.elapsed() >= Duration::from_millis(900), "{:?}", t.elapsed());
+    a_question_takes_too_long(&b, &stub, question).await;
     // The idle thread times that question again: answered, but slower than a recall waits (a
     // word, which it timed before, was answered in time, and every recall waited again).
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -504,17 +497,21 @@ async fn a_hung_endpoint_is_told_after_two_timeouts() {
 async fn a_short_question_after_a_slow_long_one_gets_its_vector() {
     let dir = tempfile::tempdir().unwrap();
     let stub = Stub::start();
-    let b = openai(&dir.path().join("m.db"), &stub, "hash-64", Duration::from_secs(5));
-    retain(&b, numbered(0, 10)).await;
-    embedded(&b, Duration::from_secs(30)).await;
-    stub.set(Answer::SlowPerByte(15));
+    let b = embedded_openai(&dir.path().join("m.db"), &stub, Duration::from_secs(5), 10).await;
     let long = "which note is about walrus4 and the harbour, the one we wrote down last week for the team?";
-    let t = Instant::now();
-    recall(&b, long, RecallMode::Hybrid).await;
-    assert!(t.elapsed() >= Duration::from_millis(900), "{:?}", t.elapsed());
+    a_question_takes_too_long(&b, &stub, long).await;
     let until = Instant::now() + Duration::from_secs(40);
     while recall(&b, "walrus4", RecallMode::Dense).await.is_empty() {
         assert!(Instant::now() < until, "a short question stayed without its vector");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Makes the endpoint's time grow with the text (15 ms a byte) and asks `question`, which
+/// recall waits its second for in vain.
+async fn a_question_takes_too_long(b: &LocalBackend, stub: &Stub, question: &str) {
+    stub.set(Answer::SlowPerByte(15));
+    let t = Instant::now();
+    assert!(!recall(b, question, RecallMode::Hybrid).await.is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(900), "{:?}", t.elapsed());
 }

@@ -268,6 +268,14 @@ pub fn openai(path: &Path, stub: &Stub, model: &str, timeout: Duration) -> Local
     openai_with_key(path, stub, model, timeout, None)
 }
 
+/// An `openai` backend on the stub holding `n` numbered passages, all embedded.
+pub async fn embedded_openai(path: &Path, stub: &Stub, timeout: Duration, n: usize) -> LocalBackend {
+    let b = openai(path, stub, "hash-64", timeout);
+    super::retain(&b, numbered(0, n)).await;
+    super::embedded(&b, Duration::from_secs(30)).await;
+    b
+}
+
 pub fn openai_with_key(path: &Path, stub: &Stub, model: &str, timeout: Duration, key: Option<&str>) -> LocalBackend {
     let api_key = key.map(|k| mneme_core::Secret::new(k.to_owned()));
     let config = OpenAiConfig { url: stub.url(), model: model.into(), api_key, timeout, dim: None };
