@@ -173,17 +173,14 @@ impl Sink {
         match Self::descriptor(path) {
             Some(1) => return Ok(Self::stdout()),
             Some(fd) => {
-                use std::os::fd::{AsRawFd, BorrowedFd};
-                // SAFETY: `fd` is checked open (fcntl) before it is borrowed, and only for the
-                // duplicate, which is the file this sink owns.
-                let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1;
-                let copy = open
-                    .then(|| unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned())
-                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EBADF))
-                    .and_then(|r| r)
-                    .map_err(failed)?;
-                debug_assert!(copy.as_raw_fd() != fd);
-                return Ok(Self::Direct(std::io::BufWriter::new(std::fs::File::from(copy))));
+                // SAFETY: dup(2) takes a number and gives -1 (EBADF) when it names no open file.
+                let copy = unsafe { libc::dup(fd) };
+                if copy < 0 {
+                    return Err(failed(std::io::Error::last_os_error()));
+                }
+                // SAFETY: `copy` was just made by dup(2); nothing else owns it.
+                let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(copy) };
+                return Ok(Self::Direct(std::io::BufWriter::new(file)));
             }
             None => {}
         }
