@@ -2,7 +2,7 @@
 //! computes missing vectors in the background.
 //!
 //! Retains never wait for a vector: a new passage is found by BM25 at once and by meaning once
-//! the embedding thread (lowest CPU priority, batches of [`BATCH`]) has caught up. The same
+//! the embedding thread (lowest CPU priority, batches of up to 32) has caught up. The same
 //! thread backfills a store written before vectors existed, and re-embeds everything when the
 //! model changes (vectors are stored with their model's id; others count as missing). Vectors
 //! reach SQLite through the store's writer, which applies them to the in-memory index in the
@@ -25,10 +25,8 @@ use crate::store::{Changes, NewStoredVector, Store, Unembedded};
 use crate::vectors::{DenseFilter, DenseScan, DenseScores, Label, NewVector, VectorIndex};
 use crate::writer::Writer;
 
-/// Passages embedded per call, at most.
-const BATCH: usize = 32;
-/// Batches in time before the batch may grow past the size that last timed out (see [`Sizing`]).
-const GROW_AFTER: u32 = 64;
+use crate::embedding_batches::{check_dims, one_by_one, Sizing};
+
 /// Stored vectors loaded per page at start.
 const LOAD_PAGE: usize = 2048;
 /// Rows copied under the index's read lock at a time while measuring neighbourhoods (a copy
@@ -680,41 +678,6 @@ impl Semantic {
     }
 }
 
-/// How many passages the embedding thread asks for at a time. A batch that times out is too
-/// many for the endpoint's time (an endpoint slower than its timeout for 32 passages embedded
-/// none of them, for good): the next is a single passage (which timing out too is an outage,
-/// told at once, not after halving five times), then it doubles with each batch in time up to
-/// half of what timed out; [`GROW_AFTER`] batches in time there, that ceiling doubles.
-struct Sizing {
-    batch: usize,
-    ceiling: usize,
-    in_time: u32,
-}
-
-impl Default for Sizing {
-    fn default() -> Self {
-        Self { batch: BATCH, ceiling: BATCH, in_time: 0 }
-    }
-}
-
-impl Sizing {
-    fn timed_out(&mut self, sent: usize) {
-        *self = Self { batch: 1, ceiling: (sent / 2).max(1), in_time: 0 };
-    }
-
-    fn in_time(&mut self) {
-        if self.batch < self.ceiling {
-            self.batch = (self.batch * 2).min(self.ceiling);
-        } else if self.ceiling < BATCH {
-            self.in_time += 1;
-            if self.in_time >= GROW_AFTER {
-                (self.ceiling, self.in_time) = ((self.ceiling * 2).min(BATCH), 0);
-                self.batch = self.ceiling;
-            }
-        }
-    }
-}
-
 /// Runs the calling thread (and the threads it starts) only when no other thread wants the CPU
 /// (SCHED_IDLE): vectors are background work, recall answers by BM25 without them.
 fn idle_priority() {
@@ -726,47 +689,6 @@ fn idle_priority() {
             tracing::debug!("cannot make the embedding thread idle-priority: {}", std::io::Error::last_os_error());
         }
     }
-}
-
-/// A batch the embedder refused, embedded a text at a time: one text it refuses (an endpoint's
-/// input limit, say) is left out, with a warning, instead of holding up every later passage for
-/// good. Refusing them all and a plain word too is the endpoint's fault, not the texts': `Err`,
-/// retried as an outage.
-fn one_by_one(
-    embedder: &dyn Embedder,
-    batch: Vec<Unembedded>,
-    reason: String,
-) -> Result<(Vec<Unembedded>, Vec<Vec<f32>>), EmbedError> {
-    let mut kept = Vec::with_capacity(batch.len());
-    let mut vectors = Vec::with_capacity(batch.len());
-    let mut refused = Vec::new();
-    for passage in batch {
-        match embedder.embed(&[passage.embedding_text()]).and_then(|v| check_dims(v, 1)) {
-            Ok(mut v) => {
-                vectors.push(v.remove(0));
-                kept.push(passage);
-            }
-            Err(EmbedError::Invalid(why)) => refused.push((passage.pid, why)),
-            Err(unavailable) => return Err(unavailable),
-        }
-    }
-    // Every text refused: the endpoint refuses everything (an outage), unless it embeds a plain
-    // word, when these passages are what it refuses (a batch of one stopped semantic recall
-    // for every question until another passage came).
-    if kept.is_empty() && embedder.embed(&["ping"]).and_then(|v| check_dims(v, 1)).is_err() {
-        return Err(EmbedError::Invalid(reason));
-    }
-    for (pid, why) in refused {
-        tracing::warn!(pid, "the embedder refuses this passage, which recall finds by its words only: {why}");
-    }
-    Ok((kept, vectors))
-}
-
-fn check_dims(vectors: Vec<Vec<f32>>, n: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
-    if vectors.len() != n {
-        return Err(EmbedError::Invalid(format!("{} vectors for {n} texts", vectors.len())));
-    }
-    Ok(vectors)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

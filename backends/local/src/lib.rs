@@ -14,6 +14,7 @@ mod backend;
 mod browse;
 mod dedupe;
 mod embedding;
+mod embedding_batches;
 pub mod error;
 pub mod fts;
 mod fusion;
