@@ -73,15 +73,18 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// A reloader for the file at `path` that replaces `state`.
-    pub fn new(path: PathBuf, state: DaemonState, queue: Queue, sessions: Sessions, notices: Notices) -> Self {
-        // The start told the file's warnings (a notice each): a first reload of the same file
-        // says nothing more.
-        let read = config::read(&path).ok().flatten().filter(|t| !t.trim().is_empty());
-        let at_start = read.map(|text| {
-            let loaded = config::load_text_from_env(&path, Some(text.clone()));
-            (text, loaded.map(|l| l.warnings).unwrap_or_default())
-        });
+    /// A reloader for the file at `path` that replaces `state`. `told_at_start`: the file's
+    /// text as the start read it, and the warnings the start told (a notice each): a first
+    /// reload of the same text says them no more.
+    pub fn new(
+        path: PathBuf,
+        told_at_start: (String, Vec<String>),
+        state: DaemonState,
+        queue: Queue,
+        sessions: Sessions,
+        notices: Notices,
+    ) -> Self {
+        let at_start = Some(told_at_start).filter(|(text, _)| !text.trim().is_empty());
         Self {
             path,
             state,

@@ -21,6 +21,8 @@ pub struct Loaded {
     pub exists: bool,
     /// Ignored environment overrides and other non-fatal findings.
     pub warnings: Vec<String>,
+    /// The file's text as read (empty when there is none).
+    pub text: String,
 }
 
 /// One problem in a config file.
@@ -125,7 +127,7 @@ fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<Str
         }
         return Err(ConfigErrors { path: path.to_owned(), errors });
     }
-    Ok(Loaded { settings, path: path.to_owned(), exists, warnings })
+    Ok(Loaded { settings, path: path.to_owned(), exists, warnings, text })
 }
 
 /// [`load`] with this process's environment, warning also about `MNEME_<SECTION>__<KEY>`
@@ -170,7 +172,7 @@ pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), Co
         };
         if let Ok(mut settings) = parse(&kept.to_string(), path.parent()) {
             let warnings = apply_env(&mut settings, &|k| std::env::var(k).ok(), path.parent()).warnings;
-            let loaded = Loaded { settings, path: path.to_owned(), exists: true, warnings };
+            let loaded = Loaded { settings, path: path.to_owned(), exists: true, warnings, text: text.clone() };
             return Ok((loaded, Some(problem)));
         }
     }

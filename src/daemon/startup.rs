@@ -121,8 +121,14 @@ impl Daemon {
             notices.emit(Level::Warning, "config", None, warning.clone()).await;
         }
         let hindsight = HindsightApi::new(sessions.clone(), queue.clone(), spool);
-        let reloader =
-            Arc::new(Reloader::new(loaded.path.clone(), state, queue.clone(), sessions.clone(), notices.clone()));
+        let reloader = Arc::new(Reloader::new(
+            loaded.path.clone(),
+            (loaded.text, loaded.warnings),
+            state,
+            queue.clone(),
+            sessions.clone(),
+            notices.clone(),
+        ));
         Ok(Daemon {
             settings,
             sessions,
