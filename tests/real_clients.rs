@@ -276,6 +276,11 @@ fn claude_code_interactive_turns_and_compact() {
             "{text}"
         );
     }
+    // A custom command run with arguments: the user's turn as they typed it, not the prompt
+    // it expanded into.
+    assert_eq!(text.matches("[role: user]\n/facts TUI-CMD release notes\n[user:end]").count(), 1, "{text}");
+    assert_eq!(text.matches("re: Summarize the project facts for: TUI-CMD release notes").count(), 1, "{text}");
+    assert!(!text.contains("[role: user]\nSummarize the project facts"), "{text}");
     assert_eq!(text.matches("[role: user]\nafter compaction TUI-X\n[user:end]").count(), 1, "{text}");
     assert_eq!(text.matches("re: after compaction TUI-X").count(), 1, "the last turn: {text}");
     for noise in ["STUB-SUMMARY", "<command-name>", "<local-command", "This session is being continued"] {

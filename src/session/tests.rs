@@ -1464,6 +1464,72 @@ async fn a_slash_command_does_not_store_the_conversation_again() {
     assert!(!super::auto::is_slash_command("/usr/bin holds it") && !super::auto::is_slash_command("/ alone"));
 }
 
+/// The Claude Code hooks keep a custom command run with arguments as the user typed it
+/// (`/fix 123`): a transcript that lags behind at the command's turn (the reply appended, the
+/// command not: it is a slash command) and the later ones that hold it store each turn once, in
+/// one document, the command's words with them.
+#[tokio::test]
+async fn a_slash_command_a_later_transcript_holds_is_stored_once_in_the_document() {
+    for lags in [true, false] {
+        let r = rig();
+        let s = sessions(&r, every_turn()).await; // full-session
+        s.start(start("a")).await.unwrap();
+        s.agent_end("a", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_start("a", "/fix 123 the otter importer", &turns(3), Turn::Work).await.unwrap();
+        let with_command = |n: usize| {
+            let mut m = turns(3);
+            m.push(Message::new("user", "/fix 123 the otter importer"));
+            m.push(Message::new("assistant", "Fixed the otter importer."));
+            m.extend(turns(n).into_iter().skip(6));
+            m
+        };
+        let end = TurnEnd { reply: Some("Fixed the otter importer.".into()), ..TurnEnd::default() };
+        let first = if lags { turns(3) } else { with_command(3) };
+        s.agent_end("a", &first, Turn::Work, end).await.unwrap();
+        for n in [4, 5] {
+            let prompt = format!("question {} about otters", n - 1);
+            s.agent_start("a", &prompt, &with_command(n - 1), Turn::Work).await.unwrap();
+            s.agent_end("a", &with_command(n), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        each_turn_stored_once(&r, 5).await;
+        let text = stored(&r).await;
+        assert_eq!(text.matches("/fix 123 the otter importer").count(), 1, "lags {lags}: {text}");
+        assert_eq!(text.matches("Fixed the otter importer.").count(), 1, "lags {lags}: {text}");
+        assert!(!text.contains("----"), "lags {lags}: more than one document: {text}");
+    }
+}
+
+/// A conversation under way (or resumed) when the hooks began to keep a command as typed (an
+/// upgrade): its transcripts now hold a turn the earlier ones left out. It goes on in its one
+/// document as it knew it (each turn once), not as a new part storing it all again.
+#[tokio::test]
+async fn a_slash_command_the_earlier_transcripts_left_out_starts_no_new_part() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.agent_start("a", "/fix 123 the otter importer", &turns(3), Turn::Work).await.unwrap();
+    let history = |n: usize, command: bool| {
+        let mut m = turns(3);
+        if command {
+            m.push(Message::new("user", "/fix 123 the otter importer"));
+        }
+        m.push(Message::new("assistant", "Fixed the otter importer."));
+        m.extend(turns(n).into_iter().skip(6));
+        m
+    };
+    s.agent_end("a", &history(3, false), Turn::Work, TurnEnd::default()).await.unwrap();
+    for (n, command) in [(4, false), (5, false), (6, true), (7, true)] {
+        let prompt = format!("question {} about otters", n - 1);
+        s.agent_start("a", &prompt, &history(n - 1, command), Turn::Work).await.unwrap();
+        s.agent_end("a", &history(n, command), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    each_turn_stored_once(&r, 7).await;
+    let text = stored(&r).await;
+    assert!(!text.contains("----"), "a new part: {text}");
+    assert_eq!(text.matches("Fixed the otter importer.").count(), 1, "{text}");
+}
+
 /// A clear deletes the session's conversation with the rest: automatic retain goes on from the
 /// next turn instead of storing the turns before the clear again.
 #[tokio::test]

@@ -31,6 +31,9 @@ pub struct Row {
     /// The text of a line Claude Code flags as its own, read only for the private spans it
     /// leaves open.
     pub own_text: Option<String>,
+    /// The line is a custom slash command's prompt as it expanded (`isMeta`): the command's
+    /// line before it holds words of the user's (see `transcript::conversation`).
+    pub expands_command: bool,
 }
 
 impl Row {
@@ -45,6 +48,7 @@ impl Row {
             sidechain: v["isSidechain"] == true,
             message,
             own_text: None,
+            expands_command: false,
         }
     }
 }

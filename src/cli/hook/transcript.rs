@@ -88,12 +88,13 @@ fn read_tail(path: Option<&Path>, max_bytes: u64) -> Tail {
         let message = line_message(&v);
         let mut row = Row::new(&v, message);
         row.own_text = own_text(&v);
+        row.expands_command = expands_command(&v, row.own_text.as_deref());
         row
     });
     let (rows, rewound) = active_branch(rows.collect());
     let lines = rows.into_iter().filter_map(|r| match (r.message, r.own_text) {
         (Some(m), _) => Some(Line::Message(m)),
-        (None, Some(text)) => Some(Line::Own(text)),
+        (None, Some(text)) => Some(Line::Own { text, expands_command: r.expands_command }),
         (None, None) => None,
     });
     let mut messages = conversation(lines);
@@ -232,8 +233,9 @@ fn mentions_private(line: &[u8]) -> bool {
 enum Line {
     /// A message, an echo included (see [`is_echo`]).
     Message(Message),
-    /// The text of a line Claude Code flags as its own (see [`own_text`]).
-    Own(String),
+    /// The text of a line Claude Code flags as its own (see [`own_text`]), and whether it is a
+    /// custom command's expanded prompt (see [`expands_command`]).
+    Own { text: String, expands_command: bool },
 }
 
 /// The conversation of a transcript's messages. A line Claude Code wrote itself (an echo, or one
@@ -241,13 +243,39 @@ enum Line {
 /// arguments, its expanded prompt (`isMeta`) or a shell command can hold `<private>`, and the
 /// messages after it stay private up to the close (the next kept message carries the opening
 /// tags again).
+///
+/// A custom slash command the user ran with arguments (`/review the auth module`: its echo is
+/// followed by the prompt it expanded into) is the user's turn, kept as they typed it: its
+/// arguments are their words, and the reply answers them. Its expanded prompt stays out (the
+/// command file's text, not the user's); the spans it opens beyond those of the arguments it
+/// repeats are carried as an echo's are.
 fn conversation(lines: impl Iterator<Item = Line>) -> Vec<Message> {
     let mut messages = Vec::new();
     let mut opened_by_echoes = 0usize;
-    for line in lines {
+    let mut lines = lines.peekable();
+    // The spans of the arguments of the command kept just before (its expansion repeats them).
+    let mut opened_by_kept_command = None;
+    while let Some(line) = lines.next() {
+        let expanding_command_follows = matches!(lines.peek(), Some(Line::Own { expands_command: true, .. }));
         let mut m = match line {
             Line::Message(m) if !is_echo(&m.content) => m,
-            Line::Message(Message { content: text, .. }) | Line::Own(text) => {
+            Line::Message(m) if expanding_command_follows && slash_command_typed(&m.content).is_some() => {
+                let typed = slash_command_typed(&m.content).expect("checked");
+                opened_by_kept_command = Some(mneme_core::text::private_edges(&typed).open_at_end);
+                Message::new(m.role, typed)
+            }
+            Line::Own { text, expands_command: true } if opened_by_kept_command.is_some() => {
+                // The command's message took the spans carried before it: what is open now
+                // is the daemon's to count, the arguments' spans included.
+                let repeated = opened_by_kept_command.take().unwrap_or_default();
+                if mneme_core::text::has_private_tag(&text) {
+                    let open = mneme_core::text::private_edges(&text).open_at_end;
+                    opened_by_echoes = open.saturating_sub(repeated);
+                }
+                continue;
+            }
+            Line::Message(Message { content: text, .. }) | Line::Own { text, .. } => {
+                opened_by_kept_command = None;
                 if mneme_core::text::has_private_tag(&text) {
                     let carried = format!("{}{}", "<private>".repeat(opened_by_echoes), text);
                     opened_by_echoes = mneme_core::text::private_edges(&carried).open_at_end;
@@ -255,12 +283,39 @@ fn conversation(lines: impl Iterator<Item = Line>) -> Vec<Message> {
                 continue;
             }
         };
+        if !expanding_command_follows {
+            opened_by_kept_command = None;
+        }
         if opened_by_echoes > 0 {
             m.content.insert_str(0, &"<private>".repeat(std::mem::take(&mut opened_by_echoes)));
         }
         messages.push(m);
     }
     messages
+}
+
+/// What the user typed to run a slash command, from the echo Claude Code writes for it
+/// (`<command-name>/fix</command-name>` … `<command-args>issue 12</command-args>` → `/fix issue
+/// 12`); `None` when it is no command's echo or was run without arguments.
+fn slash_command_typed(echo: &str) -> Option<String> {
+    let within = |tag: &str| {
+        let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+        let start = echo.find(&open)? + open.len();
+        let len = echo[start..].find(&close)?;
+        Some(echo[start..start + len].trim())
+    };
+    let name = within("command-name")?;
+    let args = within("command-args")?;
+    let name_ok = name.strip_prefix('/').is_some_and(|n| !n.is_empty() && !n.contains(char::is_whitespace));
+    (name_ok && !args.is_empty()).then(|| format!("{name} {args}"))
+}
+
+/// Whether a line is the prompt a custom slash command expanded into: flagged `isMeta`, in the
+/// main thread, and not the caveat Claude Code writes before a built-in command's output.
+fn expands_command(v: &Value, own_text: Option<&str>) -> bool {
+    v["isMeta"] == true
+        && v["isSidechain"] != true
+        && own_text.is_some_and(|t| !t.trim_start().starts_with("<local-command-caveat>"))
 }
 
 /// Whether a message is one Claude Code wrote as the user's ([`crate::session::is_command_echo`]).
@@ -452,6 +507,66 @@ mod tests {
             .map(|m| mneme_core::text::strip_private(&m.content).trim().to_owned())
             .collect();
         assert_eq!(stored, ["start", "", "and public", "a public question"]);
+    }
+
+    /// Each message as the daemon shows it: cleaned with the spans the ones before left open.
+    fn shown(messages: &[Message]) -> Vec<String> {
+        let mut open = 0;
+        messages
+            .iter()
+            .map(|m| {
+                let (shown, after) = mneme_core::text::strip_private_within(&m.content, open);
+                open = after;
+                shown.trim().to_owned()
+            })
+            .collect()
+    }
+
+    /// A custom command run with arguments is the user's turn, as they typed it; its expanded
+    /// prompt, a command run without arguments and a built-in one's output are not.
+    #[test]
+    fn a_custom_commands_arguments_are_the_users_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let lines = [
+            r#"{"type":"user","message":{"role":"user","content":"turn one"}}"#,
+            r#"{"type":"user","message":{"content":"<command-message>facts</command-message>\n<command-name>/facts</command-name>\n<command-args>SL-2 release notes</command-args>"}}"#,
+            r#"{"type":"user","isMeta":true,"message":{"content":[{"type":"text","text":"Summarize the project facts for: SL-2 release notes"}]}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":"the notes"}}"#,
+            r#"{"type":"user","message":{"content":"<command-message>facts</command-message>\n<command-name>/facts</command-name>\n<command-args></command-args>"}}"#,
+            r#"{"type":"user","isMeta":true,"message":{"content":"Summarize the project facts for: "}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":"all of them"}}"#,
+            r#"{"type":"user","isMeta":true,"message":{"content":"<local-command-caveat>Caveat</local-command-caveat>"}}"#,
+            r#"{"type":"user","message":{"content":"<command-name>/model</command-name>\n<command-message>model</command-message>\n<command-args>sonnet</command-args>"}}"#,
+            r#"{"type":"user","message":{"content":"<local-command-stdout>Set model to sonnet</local-command-stdout>"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"turn four"}}"#,
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let got: Vec<(String, String)> =
+            read_transcript(Some(&path)).into_iter().map(|m| (m.role, m.content)).collect();
+        let want = [
+            ("user", "turn one"),
+            ("user", "/facts SL-2 release notes"),
+            ("assistant", "the notes"),
+            ("assistant", "all of them"),
+            ("user", "turn four"),
+        ];
+        assert_eq!(got, want.map(|(r, c)| (r.to_owned(), c.to_owned())));
+        // Arguments that open a span: the expanded prompt repeats it, and is not counted again
+        // (the user's close ends it); a span the command's file opens is carried.
+        let lines = [
+            r#"{"type":"user","message":{"content":"<command-message>deploy</command-message>\n<command-name>/deploy</command-name>\n<command-args>prod <private> SLASHSECRET</command-args>"}}"#,
+            r#"{"type":"user","isMeta":true,"message":{"content":"Deploy to prod <private> SLASHSECRET"}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":"Deployed with SLASHSECRET"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"done </private> and the docs"}}"#,
+            r#"{"type":"user","message":{"content":"<command-message>keys</command-message>\n<command-name>/keys</command-name>\n<command-args>rotate</command-args>"}}"#,
+            r#"{"type":"user","isMeta":true,"message":{"content":"Rotate the keys: <private> rotate"}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":"KEYSECRET rotated"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"</private> thanks"}}"#,
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let messages = read_transcript(Some(&path));
+        assert_eq!(shown(&messages), ["/deploy prod", "", "and the docs", "/keys rotate", "", "thanks"]);
     }
 
     #[test]
