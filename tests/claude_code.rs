@@ -57,6 +57,7 @@ async fn a_claude_code_session_through_the_hooks() {
     assert_eq!(v["hookSpecificOutput"]["hookEventName"], "SessionStart");
     let ctx = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
     assert!(ctx.contains("# Memory") && ctx.contains("gannet importer must stay idempotent"), "{ctx}");
+    let instructions = ctx.trim_end().to_owned();
 
     let mut prompt = common("UserPromptSubmit");
     prompt["prompt"] = json!("Make the gannet importer idempotent");
@@ -88,8 +89,11 @@ async fn a_claude_code_session_through_the_hooks() {
     let v = hook(&d, &after);
     let ctx = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
     assert!(ctx.contains("before compaction") && ctx.contains("<memories>"), "{ctx}");
-    // One recalled block: the instructions' cached first-turn block is left out beside it.
-    assert_eq!(ctx.matches("<memories>").count(), 1, "{ctx}");
+    // One recalled block: the instructions' cached first-turn block is left out beside it, and
+    // nothing else of them (the guide names the tag: every span from there to the block's end
+    // went with it).
+    assert_eq!(ctx.matches("<memories>\n").count(), 1, "{ctx}");
+    assert!(ctx.starts_with(&format!("{instructions}\n\nMemories relevant to the conversation before")), "{ctx}");
 
     let mut end = common("SessionEnd");
     end["reason"] = json!("exit");

@@ -243,7 +243,7 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
                     // One recalled block: the session's cached first-turn block, in the
                     // instructions, held much the same memories again (and the two went past
                     // recall.max_tokens together).
-                    text = mneme_core::text::strip_memory_tags(&text).trim_end().to_owned();
+                    text = without_recalled_block(&text).to_owned();
                     text.push_str(&format!("\n\nMemories relevant to the conversation before compaction:\n{c}\n"));
                 }
             }
@@ -281,6 +281,22 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         }
         _ => Ok(Answer::empty_for(name)),
     }
+}
+
+/// Session instructions without the recalled block cached at their end (the first turn's
+/// `<memories>` block). Cut at the block's opening line: the guide before it names the tag in a
+/// sentence, and removing every `<memories>…</memories>` span took the guide from there on
+/// with the block.
+fn without_recalled_block(instructions: &str) -> &str {
+    let text = instructions.trim_end();
+    if !text.ends_with("</memories>") {
+        return text;
+    }
+    // The block's opening tag stands on a line of its own; the guide's mention does not, and
+    // what the backend adds has its tags defused. A memory in the block can hold a line with an
+    // unclosed tag (retain leaves one alone): the first such line is the block's.
+    let opening = text.match_indices("<memories>\n").map(|(at, _)| at).find(|&at| at == 0 || text[..at].ends_with('\n'));
+    opening.map_or(text, |at| text[..at].trim_end())
 }
 
 /// The reply as it is sent beside the transcript's tail (which takes up to `budget`, half the
@@ -361,6 +377,17 @@ fn hook_budget(event: &str, payload: &Value, settings: &Settings) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    /// The cached block goes, the guide that names its tag stays, and a memory in the block
+    /// holding a line with an unclosed tag does not move the cut.
+    #[test]
+    fn the_recalled_block_and_only_it_leaves_the_instructions() {
+        let guide = "# Memory\n- Blocks inside <memories> tags are background.\n- Use `recall`.\n";
+        let block = "<memories>\nRelevant memories:\n\n- a note ending in\n<memories>\nunclosed\n</memories>";
+        assert_eq!(super::without_recalled_block(&format!("{guide}\n{block}\n")), guide.trim_end());
+        assert_eq!(super::without_recalled_block(guide), guide.trim_end(), "no block");
+        assert_eq!(super::without_recalled_block(&format!("{block}\n")), "", "the block alone");
+    }
+
     #[test]
     fn a_long_reply_fits_beside_the_transcript_and_keeps_its_private_span_closed() {
         let budget = 2 * 1024 * 1024;
