@@ -295,7 +295,8 @@ fn without_recalled_block(instructions: &str) -> &str {
     // The block's opening tag stands on a line of its own; the guide's mention does not, and
     // what the backend adds has its tags defused. A memory in the block can hold a line with an
     // unclosed tag (retain leaves one alone): the first such line is the block's.
-    let opening = text.match_indices("<memories>\n").map(|(at, _)| at).find(|&at| at == 0 || text[..at].ends_with('\n'));
+    let opening =
+        text.match_indices("<memories>\n").map(|(at, _)| at).find(|&at| at == 0 || text[..at].ends_with('\n'));
     opening.map_or(text, |at| text[..at].trim_end())
 }
 
