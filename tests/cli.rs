@@ -623,6 +623,7 @@ fn errors_speak_of_the_command_line() {
         &["retain", "--session", "nope", "a fact"][..],
         &["flush", "--session", "nope"],
         &["recall", "--session", "nope", "q"],
+        &["clear", "--session", "nope", "--yes"],
     ] {
         let out = d.cli().current_dir(work.path()).args(args).output().unwrap();
         let said = String::from_utf8_lossy(&out.stderr);

@@ -13,6 +13,19 @@ async fn health_is_open_and_everything_else_needs_the_token() {
     assert_eq!(health["status"], "ok");
     assert_eq!(health["protocol"], 1);
     assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
+    assert!(health.get("proof").is_none(), "{health}");
+    // A challenge is proved; one the daemon cannot prove is refused, saying why.
+    let proved: Value = d.http.get(d.url("/v1/health?challenge=abc123")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(proved["proof"].as_str().map(str::len), Some(64), "{proved}");
+    for bad in ["abc-123", &"a".repeat(129), ""] {
+        let r = d.http.get(d.url(&format!("/v1/health?challenge={bad}"))).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{bad:?}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "invalid_field", "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("128 ASCII letters and digits"), "{v}");
+    }
+    let other: Value = d.http.get(d.url("/v1/health?probe=1")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(other["status"], "ok", "the rest of a query is ignored");
     for path in ["/v1/status", "/v1/notices", "/metrics"] {
         let r = d.http.get(d.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 401, "{path}");

@@ -169,7 +169,9 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
                 }
                 false => session,
             };
-            let v: Cleared = client.post("/v1/clear", &Clear { session_id: session, all, remote }).await?;
+            let given = session.clone().filter(|_| !here);
+            let cleared = client.post("/v1/clear", &Clear { session_id: session, all, remote }).await;
+            let v: Cleared = cleared.map_err(|e| of_the_command_line_for(e, given.as_deref(), CLEAR_HINT))?;
             show(as_json, &v, v.message.clone());
         }
         Command::Forget { id, bank, document } => {
@@ -225,10 +227,18 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
 /// A daemon's refusal worded for the command line: an unknown `--session` was told to "start it
 /// with POST /v1/sessions" (the API's advice). The code and the answer `--json` prints stay.
 fn of_the_command_line(e: CliError, session: Option<&str>) -> CliError {
+    of_the_command_line_for(e, session, "(or leave it out: this folder's own session is used)")
+}
+
+/// What `clear` says of an unknown `--session` after the advice to name a known one.
+const CLEAR_HINT: &str = "(or clear this folder's project with --here)";
+
+/// [`of_the_command_line`] with the command's own `hint` on what else to do.
+fn of_the_command_line_for(e: CliError, session: Option<&str>, hint: &str) -> CliError {
     match (e, session) {
         (CliError::Daemon { status, code, answer, .. }, Some(id)) if code == "unknown_session" => {
             let message = format!(
-                "no session {} is known to the daemon: give --session the id of a session an agent started (or leave it out: this folder's own session is used)",
+                "no session {} is known to the daemon: give --session the id of a session an agent started {hint}",
                 mneme_core::text::quoted_unless_private(id)
             );
             CliError::Daemon { status, code, message, answer }
@@ -299,7 +309,7 @@ fn print_notice(n: &Notice, as_json: bool) {
     println!("{}", mneme_core::text::escape_controls(&line));
 }
 
-fn noun(n: u64) -> &'static str {
+pub(super) fn noun(n: u64) -> &'static str {
     if n == 1 {
         "memory"
     } else {

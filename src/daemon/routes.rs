@@ -47,14 +47,27 @@ pub(super) fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> App
 }
 
 /// `GET /v1/health[?challenge=…]`: open to all; with a challenge (up to 128 letters and digits),
-/// the proof that this daemon holds the token.
-/// A query it cannot read is ignored: health answers whatever it is asked.
-pub async fn health(State(s): St, axum::extract::RawQuery(query): axum::extract::RawQuery) -> Json<Health> {
+/// the proof that this daemon holds the token. The rest of a query is ignored (health answers a
+/// probe whatever it adds), but a challenge it cannot prove is refused: answered without a
+/// proof, a client's token check failed as if the daemon were another's.
+pub async fn health(State(s): St, axum::extract::RawQuery(query): axum::extract::RawQuery) -> Result<Json<Health>, ApiError> {
     let challenge = query.as_deref().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("challenge="));
-    let proof = challenge
-        .filter(|c| !c.is_empty() && c.len() <= 128 && c.bytes().all(|b| b.is_ascii_alphanumeric()))
-        .map(|c| health_proof(&s.token, c));
-    Json(Health { status: "ok".into(), version: env!("CARGO_PKG_VERSION").into(), protocol: PROTOCOL, proof })
+    let proof = match challenge {
+        None => None,
+        Some(c) if !c.is_empty() && c.len() <= 128 && c.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+            Some(health_proof(&s.token, c))
+        }
+        Some(c) => {
+            let why = match c.len() {
+                0 => "is empty".to_owned(),
+                n if n > 128 => format!("has {n} characters"),
+                _ => "holds a character that is not an ASCII letter or digit".to_owned(),
+            };
+            let message = format!("the challenge {why}: give 1 to 128 ASCII letters and digits (hex, say)");
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_field", message));
+        }
+    };
+    Ok(Json(Health { status: "ok".into(), version: env!("CARGO_PKG_VERSION").into(), protocol: PROTOCOL, proof }))
 }
 
 pub async fn status(State(s): St) -> Json<Status> {
