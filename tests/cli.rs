@@ -632,6 +632,10 @@ fn errors_speak_of_the_command_line() {
     let out = d.cli().arg("clear").output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("--session") && said.contains("--all") && said.contains("--here"), "{said}");
+    // A duration reads as the config reads one: "5M" (months to the parser) is ambiguous.
+    let out = d.cli().args(["ui", "--no-open", "--valid-for", "5M"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"5M\" is ambiguous"), "{out:?}");
 }
 
 /// A storage dir others may read (one the user made, 0755, or a folder named by mistake) is

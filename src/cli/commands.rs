@@ -23,6 +23,14 @@ pub(super) fn load_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
 
 /// The settings a command that talks to the daemon needs: with a problem in the file, those of
 /// its sections that reach the daemon (see [`config::load_for_client`]), the problem told on stderr.
+/// The settings to reach the daemon with, as [`load_client_settings`] reads them, without saying
+/// what is wrong with the file: for `reload`, whose answer from the daemon says it (told twice, and
+/// "going on" before the reload was refused).
+fn load_client_settings_quietly(flag: Option<&Path>) -> Result<Loaded, CliError> {
+    let path = config::config_path(flag);
+    Ok(config::load_for_client(&path).map_err(|e| CliError::Config(e.to_string()))?.0)
+}
+
 pub(super) fn load_client_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
     let path = config::config_path(flag);
     let (loaded, problem) = config::load_for_client(&path).map_err(|e| CliError::Config(e.to_string()))?;
@@ -91,7 +99,10 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         };
         return Err(CliError::Other(what.into()));
     }
-    let settings = load_client_settings(flag)?.settings;
+    let settings = match command {
+        Command::Reload => load_client_settings_quietly(flag)?.settings,
+        _ => load_client_settings(flag)?.settings,
+    };
     let client = Client::connect_for_command(&settings).await?;
     match command {
         Command::Status => {

@@ -126,7 +126,9 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             let store = settings.local_db_path();
             if store.exists() {
                 match mneme_local::check(&store) {
-                    Ok(n) => r.ok(format!("local store {} is sound ({n} {})", store.display(), super::commands::noun(n))),
+                    Ok(n) => {
+                        r.ok(format!("local store {} is sound ({n} {})", store.display(), super::commands::noun(n)))
+                    }
                     Err(e) => r.file_problem(files::local_store_problem(&store, e)),
                 }
             } else {

@@ -111,7 +111,7 @@ pub enum Command {
     /// Print (and on a desktop, open) a one-time login URL for the web view at /ui.
     Ui {
         /// How long the browser stays logged in (e.g. 8h, 2days; default 12h, at most 30 days).
-        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = crate::config::parse_duration)]
         valid_for: Option<std::time::Duration>,
         /// Only print the URL.
         #[arg(long)]

@@ -79,20 +79,7 @@ impl Raw<'_> {
             Raw::Toml(v) => return Err(format!("expected a duration string like \"5s\", found {}", type_name(v))),
             Raw::Env(s) => s.to_owned(),
         };
-        if has_bare_capital_m(&text) {
-            // humantime reads "M" as months: "5M" meant as 5 minutes held a queue for 5 months.
-            return Err(format!(
-                "{text:?} is ambiguous: \"M\" would be months; write \"m\" or \"min\" for minutes, \"months\" for months"
-            ));
-        }
-        let d = humantime::parse_duration(text.trim())
-            .map_err(|e| format!("expected a duration like \"5s\" or \"2m\", found {text:?} ({e})"))?;
-        // Past this no setting means anything, and a time that far ahead overflows (the queue
-        // panicked adding a flush interval of "500000000000years" to now).
-        if d > MAX_DURATION {
-            return Err(format!("must be at most 365 days, found {text:?}"));
-        }
-        Ok(d)
+        parse_duration(&text)
     }
 
     fn string_list(self) -> Result<Vec<String>, String> {
@@ -122,6 +109,25 @@ impl Raw<'_> {
 }
 
 /// Whether a duration's text has the unit "M" on its own (after a number, before no other letter).
+/// A duration as the config reads one (`5s`, `2m`, `1h 30m`, `2days`), at most 365 days; a bare
+/// `M` (months to the parser) is refused as ambiguous. Also what the CLI's durations take.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    if has_bare_capital_m(text) {
+        // humantime reads "M" as months: "5M" meant as 5 minutes held a queue for 5 months.
+        return Err(format!(
+            "{text:?} is ambiguous: \"M\" would be months; write \"m\" or \"min\" for minutes, \"months\" for months"
+        ));
+    }
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("expected a duration like \"5s\" or \"2m\", found {text:?} ({e})"))?;
+    // Past this no setting means anything, and a time that far ahead overflows (the queue
+    // panicked adding a flush interval of "500000000000years" to now).
+    if d > MAX_DURATION {
+        return Err(format!("must be at most 365 days, found {text:?}"));
+    }
+    Ok(d)
+}
+
 fn has_bare_capital_m(text: &str) -> bool {
     let chars: Vec<char> = text.chars().collect();
     chars.iter().enumerate().any(|(i, &c)| {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use mneme_core::{BackendId, Budget, MemoryType};
 pub use mneme_hindsight::{HindsightConfig, Secret};
 
+pub use keys::parse_duration;
 pub use load::{
     load, load_for_client, load_from_env, load_text_from_env, read, unknown_env_keys, ConfigError, ConfigErrors, Loaded,
 };

@@ -50,7 +50,10 @@ pub(super) fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> App
 /// the proof that this daemon holds the token. The rest of a query is ignored (health answers a
 /// probe whatever it adds), but a challenge it cannot prove is refused: answered without a
 /// proof, a client's token check failed as if the daemon were another's.
-pub async fn health(State(s): St, axum::extract::RawQuery(query): axum::extract::RawQuery) -> Result<Json<Health>, ApiError> {
+pub async fn health(
+    State(s): St,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Result<Json<Health>, ApiError> {
     let challenge = query.as_deref().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("challenge="));
     let proof = match challenge {
         None => None,

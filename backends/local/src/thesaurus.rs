@@ -151,8 +151,9 @@ impl Lines {
     }
 
     fn add(&mut self, line: &str) -> Result<(), String> {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
+        // `#` starts a comment, at a line's start or after its words (no word holds one).
+        let line = line.split_once('#').map_or(line, |(words, _)| words).trim();
+        if line.is_empty() {
             return Ok(());
         }
         match line.split_once(" > ") {
@@ -235,10 +236,13 @@ fn stems(words: &str) -> Result<Vec<String>, String> {
             let stem = fts::index_terms(word);
             if stem.is_empty() || stem.contains(' ') || word.contains('>') {
                 let joined: String = word.chars().filter(|c| c.is_alphanumeric()).collect::<String>().to_lowercase();
-                Err(format!(
-                    "{word:?} is not one word: the index splits text at anything but letters and digits; \
-                     write it joined ({joined:?}) or as words of their own"
-                ))
+                Err(match joined.is_empty() {
+                    true => format!("{word:?} is no word: it holds no letter or digit"),
+                    false => format!(
+                        "{word:?} is not one word: the index splits text at anything but letters and digits; \
+                         write it joined ({joined:?}) or as words of their own"
+                    ),
+                })
             } else {
                 Ok(stem)
             }
@@ -334,6 +338,11 @@ mod tests {
         let e = bad("deploy ship\n\npull-request pr\n");
         assert_eq!(e.line, 3);
         assert!(e.to_string().starts_with("line 3: \"pull-request\" is not one word"), "{e}");
+        // A comment after a line's words is a comment; a word of no letters is said to be one.
+        let t = Thesaurus::with_lines(false, "k8s kubernetes   # container orchestration\n# alone").unwrap();
+        assert_eq!(t.dense_query("k8s?"), "k8s? (kubernetes)");
+        let e = Thesaurus::with_lines(false, "ship ++ deploy").unwrap_err();
+        assert!(e.to_string().contains("\"++\" is no word: it holds no letter or digit"), "{e}");
         assert_eq!(bad("# fine\nlonely\n").line, 2);
         assert_eq!(bad("database > \n").line, 1);
         assert!(bad("shop >\n").message.contains("both sides"), "said as a category missing a side");
