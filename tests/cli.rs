@@ -64,6 +64,21 @@ fn retain_flush_recall_status_and_clear() {
     );
 }
 
+/// Read your own writes: a recall delivers what its session retained first, however long the
+/// debounce; another folder's session keeps its queue.
+#[test]
+fn a_recall_finds_what_its_session_just_retained() {
+    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+    let (work, elsewhere) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    d.cli().current_dir(work.path()).args(["retain", "We ship with cargo-dist"]).assert().success();
+    d.cli().current_dir(elsewhere.path()).args(["retain", "Elsewhere deploys by hand"]).assert().success();
+    let out = d.cli().current_dir(work.path()).args(["recall", "how do we ship?"]).output().unwrap();
+    assert!(stdout(&out).contains("- We ship with cargo-dist [world]"), "{}", stdout(&out));
+    let out = d.cli().args(["--json", "status"]).output().unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["queue"]["pending"], 1, "the other folder's retain waits for its debounce: {status}");
+}
+
 /// Under global scoping a folder has no project: `--here` would clear the whole bank, and is
 /// refused for `--all`.
 #[test]

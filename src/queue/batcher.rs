@@ -174,6 +174,12 @@ impl Batcher {
             .filter(|d| !d.is_zero())
     }
 
+    /// Whether the session has items spooled or being delivered and is not backing off after a
+    /// failure: what a flush could deliver now.
+    pub fn deliverable(&self, id: &str, now: Instant) -> bool {
+        self.sessions.get(id).is_some_and(|q| (q.pending > 0 || q.in_flight > 0) && !q.backing_off(now))
+    }
+
     /// Whether a flush of `trigger` must stop before sending (more): debounce flushes wait out
     /// a backoff.
     pub fn holds_back(&self, id: &str, trigger: Trigger, now: Instant) -> bool {

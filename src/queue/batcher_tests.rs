@@ -82,6 +82,10 @@ fn a_failure_backs_off_and_its_retry_replaces_the_timer() {
     assert!(b.holds_back("s", Trigger::Timer, at(t0, 5500)));
     assert!(b.holds_back("s", Trigger::Size, at(t0, 5500)));
     assert!(!b.holds_back("s", Trigger::Explicit, at(t0, 5500)), "explicit flushes do not wait");
+    // A recall does not wait on a session backing off (see `Queue::deliverable`).
+    assert!(!b.deliverable("s", at(t0, 5500)));
+    assert!(b.deliverable("s", at(t0, 6000)), "pending, its backoff over");
+    assert!(!b.deliverable("idle", at(t0, 6000)));
     // While backing off, a full batch asks for no size flush and arms no timer: the retry will send it.
     assert_eq!(b.arrived("s", 4, at(t0, 5500), RULES), Arrival { size_flush: false, timer_armed: false });
     assert_eq!(b.due(at(t0, 6000)), vec![("s".to_owned(), Trigger::Retry)]);

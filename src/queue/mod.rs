@@ -398,6 +398,12 @@ impl Queue {
         }
     }
 
+    /// Whether a flush of the session could deliver something now: it has items spooled or being
+    /// delivered, and is not backing off after a failure.
+    pub fn deliverable(&self, session_id: &str) -> bool {
+        self.inner.batcher.locked().deliverable(session_id, self.inner.clock.now())
+    }
+
     /// Delivers everything pending for a session now and waits.
     pub async fn flush(&self, session_id: &str) -> FlushReport {
         self.inner.clone().flush_session(session_id.to_owned(), Trigger::Explicit).await

@@ -74,7 +74,7 @@ impl Sessions {
 
     /// The recall tool.
     pub async fn recall(&self, id: &str, query: &str) -> Result<RecallAnswer, SessionError> {
-        let (scope, _) = self.route(id)?;
+        let (scope, queue_id) = self.route(id)?;
         let query = recall_text(&self.settings(), query).map_err(SessionError::Invalid)?;
         // The message is what the agent reads: within `recall.max_tokens` (in quarter tokens), its
         // heading and each result's formatting included, like the first-turn block.
@@ -90,6 +90,7 @@ impl Sessions {
             // two, or an ellipsis alone, as the first-turn block gives none.
             return Ok(RecallAnswer { results: Vec::new(), message: within(NOTHING_FITS) });
         }
+        self.deliver_own_retains(&queue_id).await;
         let results = self.recall_scope(&scope, &query, room).await?;
         if results.is_empty() {
             return Ok(RecallAnswer { results, message: within("No relevant memories found.") });
@@ -103,9 +104,24 @@ impl Sessions {
         Ok(RecallAnswer { results, message })
     }
 
+    /// Read your own writes: what the session retained and its queue still holds (the debounce
+    /// waits up to `queue.flush_interval`) is delivered before it recalls, waiting
+    /// [`OWN_RETAINS_WAIT`] at most (a quarter of `recall.timeout` if that is less). A retain
+    /// followed by a recall found nothing for 5 s. Not while the session backs off after a
+    /// failed delivery: the backend is down or throttling, and every recall would wait on it.
+    async fn deliver_own_retains(&self, queue_id: &str) {
+        if !self.inner.queue.deliverable(queue_id) {
+            return;
+        }
+        let wait = OWN_RETAINS_WAIT.min(self.settings().recall.timeout / 4);
+        // The flush runs on a task of its own: one that outlasts the wait goes on.
+        let _ = tokio::time::timeout(wait, self.inner.queue.flush(queue_id)).await;
+    }
+
     /// The reflect tool.
     pub async fn reflect(&self, id: &str, query: &str, context: Option<String>) -> Result<String, SessionError> {
-        let (scope, _) = self.route(id)?;
+        let (scope, queue_id) = self.route(id)?;
+        self.deliver_own_retains(&queue_id).await;
         let settings = self.settings();
         let query = recall_text(&settings, query).map_err(SessionError::Invalid)?;
         let q = ReflectQuery {
@@ -153,6 +169,9 @@ impl Sessions {
         r
     }
 }
+
+/// How long a recall waits at most for its session's own retains to be delivered first.
+const OWN_RETAINS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a result's line adds to its text at most ([`format_results`]: `- `, its type, its date,
 /// the blank line before the next).
