@@ -108,7 +108,6 @@ impl Raw<'_> {
     }
 }
 
-/// Whether a duration's text has the unit "M" on its own (after a number, before no other letter).
 /// A duration as the config reads one (`5s`, `2m`, `1h 30m`, `2days`), at most 365 days; a bare
 /// `M` (months to the parser) is refused as ambiguous. Also what the CLI's durations take.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -128,6 +127,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Whether a duration's text has the unit "M" on its own (after a number, before no other letter).
 fn has_bare_capital_m(text: &str) -> bool {
     let chars: Vec<char> = text.chars().collect();
     chars.iter().enumerate().any(|(i, &c)| {

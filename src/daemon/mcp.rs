@@ -233,7 +233,7 @@ impl ServerHandler for MemoryTools {
         let me = rmcp::model::Implementation::new("mneme", env!("CARGO_PKG_VERSION")).with_title("mneme memory");
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(me)
-            .with_instructions(crate::session::GUIDE)
+            .with_instructions(crate::session::guide(None, crate::session::Behaviour::of(&self.sessions.settings())))
     }
 }
 

@@ -166,12 +166,7 @@ impl Sessions {
         end: &TurnEnd,
     ) -> Result<usize, SessionError> {
         let last = end.last;
-        let mut history = conversation(messages);
-        if end.omitted_user_turns == 0 {
-            if let Some(as_known) = without_commands_it_did_not_hold(session, settings, &history) {
-                history = as_known;
-            }
-        }
+        let history = conversation(messages);
         let omitted = i64::try_from(end.omitted_user_turns).unwrap_or(i64::MAX);
         let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
         let open_before = match end.omitted_user_turns {
@@ -779,28 +774,6 @@ fn window_opens_inside(session: &Session, omitted: usize, history: &[Message]) -
         history[..overlap].iter().fold(start, |open, m| text::strip_private_within(&m.content, open).1)
     };
     (0..=open_at_end).find(|&start| depth_after(start) == open_at_end).unwrap_or(session.open_at_part_start)
-}
-
-/// The history without its slash commands (`/fix 123`), when the session's part knew it so:
-/// the Claude Code hooks of earlier builds left a command out, and a conversation under way (or
-/// resumed) when they began to keep it as typed would otherwise look rewritten, and start a new
-/// part holding all of it again. `None` when the history places as it is, or holds no
-/// command, or places no better without them.
-fn without_commands_it_did_not_hold(
-    session: &Session,
-    settings: &Settings,
-    history: &[Message],
-) -> Option<Vec<Message>> {
-    let is_command = |m: &Message| m.role == "user" && is_slash_command(&m.content);
-    if session.turn_prints.is_empty() || !history.iter().any(is_command) {
-        return None;
-    }
-    let prints = |h: &[Message]| user_prints(&cleaned_each(settings, h, session.open_at_part_start).each, h);
-    if place_in_part(&session.turn_prints, &prints(history)) != Placement::StartsOver {
-        return None;
-    }
-    let without: Vec<Message> = history.iter().filter(|m| !is_command(m)).cloned().collect();
-    (place_in_part(&session.turn_prints, &prints(&without)) != Placement::StartsOver).then_some(without)
 }
 
 /// Whether `seen` is no part of the current part's history but the start of the previous

@@ -36,7 +36,7 @@ use crate::state::DaemonState;
 pub use auto::{fingerprint, memory_block, TurnEnd};
 pub use clean::{clean as clean_text, clean_imported_all, clean_within, is_command_echo};
 pub use clear::{ClearOutcome, ClearRequest, HeldTurns};
-pub use guide::{guide, GUIDE};
+pub use guide::{guide, Behaviour};
 pub use scope::{banks_of_configuration, cwd_to_send, project_label, scope_for, MAX_LABEL_BYTES};
 pub use tools::{filter_tags, queued_message, recall_text, retained_message, RecallAnswer, Retained, OFF_MESSAGE};
 

@@ -151,8 +151,12 @@ impl Lines {
     }
 
     fn add(&mut self, line: &str) -> Result<(), String> {
-        // `#` starts a comment, at a line's start or after its words (no word holds one).
-        let line = line.split_once('#').map_or(line, |(words, _)| words).trim();
+        // `#` starts a comment at a line's start or after a space (`c#` is a word: the index
+        // reads it as `c`).
+        let line = line.trim();
+        let comment =
+            line.match_indices('#').map(|(at, _)| at).find(|&at| at == 0 || line[..at].ends_with(char::is_whitespace));
+        let line = comment.map_or(line, |at| &line[..at]).trim();
         if line.is_empty() {
             return Ok(());
         }
@@ -341,6 +345,9 @@ mod tests {
         // A comment after a line's words is a comment; a word of no letters is said to be one.
         let t = Thesaurus::with_lines(false, "k8s kubernetes   # container orchestration\n# alone").unwrap();
         assert_eq!(t.dense_query("k8s?"), "k8s? (kubernetes)");
+        // A `#` inside a word is no comment's start.
+        let t = Thesaurus::with_lines(false, "csharp c# dotnet").unwrap();
+        assert_eq!(t.dense_query("csharp?"), "csharp? (c#, dotnet)");
         let e = Thesaurus::with_lines(false, "ship ++ deploy").unwrap_err();
         assert!(e.to_string().contains("\"++\" is no word: it holds no letter or digit"), "{e}");
         assert_eq!(bad("# fine\nlonely\n").line, 2);

@@ -247,35 +247,44 @@ enum Line {
 /// A custom slash command the user ran with arguments (`/review the auth module`: its echo is
 /// followed by the prompt it expanded into) is the user's turn, kept as they typed it: its
 /// arguments are their words, and the reply answers them. Its expanded prompt stays out (the
-/// command file's text, not the user's); the spans it opens beyond those of the arguments it
-/// repeats are carried as an echo's are.
+/// command file's text, not the user's); the spans it opens are carried as an echo's are, but
+/// for those of the arguments it repeats (the command's message holds them). One that does not
+/// hold the arguments as typed (a file using `$1`) has all of its spans carried: hidden twice
+/// rather than not at all.
 fn conversation(lines: impl Iterator<Item = Line>) -> Vec<Message> {
     let mut messages = Vec::new();
     let mut opened_by_echoes = 0usize;
     let mut lines = lines.peekable();
-    // The spans of the arguments of the command kept just before (its expansion repeats them).
-    let mut opened_by_kept_command = None;
+    // The arguments of the command kept just before (its expansion may repeat them).
+    let mut kept_command_args: Option<String> = None;
     while let Some(line) = lines.next() {
         let expanding_command_follows = matches!(lines.peek(), Some(Line::Own { expands_command: true, .. }));
+        let typed = match &line {
+            Line::Message(m) if expanding_command_follows => slash_command_typed(&m.content),
+            _ => None,
+        };
         let mut m = match line {
             Line::Message(m) if !is_echo(&m.content) => m,
-            Line::Message(m) if expanding_command_follows && slash_command_typed(&m.content).is_some() => {
-                let typed = slash_command_typed(&m.content).expect("checked");
-                opened_by_kept_command = Some(mneme_core::text::private_edges(&typed).open_at_end);
+            Line::Message(m) if typed.is_some() => {
+                let SlashCommand { typed, args } = typed.expect("checked");
+                kept_command_args = Some(args);
                 Message::new(m.role, typed)
             }
-            Line::Own { text, expands_command: true } if opened_by_kept_command.is_some() => {
-                // The command's message took the spans carried before it: what is open now
-                // is the daemon's to count, the arguments' spans included.
-                let repeated = opened_by_kept_command.take().unwrap_or_default();
+            Line::Own { text, expands_command: true } if kept_command_args.is_some() => {
+                // The command's message took the spans carried before it, and holds its
+                // arguments' own: what the expansion opens besides is carried.
+                let args = kept_command_args.take().unwrap_or_default();
                 if mneme_core::text::has_private_tag(&text) {
-                    let open = mneme_core::text::private_edges(&text).open_at_end;
-                    opened_by_echoes = open.saturating_sub(repeated);
+                    let besides = match mneme_core::text::has_private_tag(&args) && text.contains(&args) {
+                        true => text.replace(&args, " "),
+                        false => text,
+                    };
+                    opened_by_echoes = mneme_core::text::private_edges(&besides).open_at_end;
                 }
                 continue;
             }
             Line::Message(Message { content: text, .. }) | Line::Own { text, .. } => {
-                opened_by_kept_command = None;
+                kept_command_args = None;
                 if mneme_core::text::has_private_tag(&text) {
                     let carried = format!("{}{}", "<private>".repeat(opened_by_echoes), text);
                     opened_by_echoes = mneme_core::text::private_edges(&carried).open_at_end;
@@ -284,7 +293,7 @@ fn conversation(lines: impl Iterator<Item = Line>) -> Vec<Message> {
             }
         };
         if !expanding_command_follows {
-            opened_by_kept_command = None;
+            kept_command_args = None;
         }
         if opened_by_echoes > 0 {
             m.content.insert_str(0, &"<private>".repeat(std::mem::take(&mut opened_by_echoes)));
@@ -294,10 +303,16 @@ fn conversation(lines: impl Iterator<Item = Line>) -> Vec<Message> {
     messages
 }
 
+/// A slash command as the user typed it (`/fix issue 12`), and its arguments (`issue 12`).
+struct SlashCommand {
+    typed: String,
+    args: String,
+}
+
 /// What the user typed to run a slash command, from the echo Claude Code writes for it
 /// (`<command-name>/fix</command-name>` … `<command-args>issue 12</command-args>` → `/fix issue
 /// 12`); `None` when it is no command's echo or was run without arguments.
-fn slash_command_typed(echo: &str) -> Option<String> {
+fn slash_command_typed(echo: &str) -> Option<SlashCommand> {
     let within = |tag: &str| {
         let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
         let start = echo.find(&open)? + open.len();
@@ -307,7 +322,7 @@ fn slash_command_typed(echo: &str) -> Option<String> {
     let name = within("command-name")?;
     let args = within("command-args")?;
     let name_ok = name.strip_prefix('/').is_some_and(|n| !n.is_empty() && !n.contains(char::is_whitespace));
-    (name_ok && !args.is_empty()).then(|| format!("{name} {args}"))
+    (name_ok && !args.is_empty()).then(|| SlashCommand { typed: format!("{name} {args}"), args: args.to_owned() })
 }
 
 /// Whether a line is the prompt a custom slash command expanded into: flagged `isMeta`, in the
@@ -567,6 +582,17 @@ mod tests {
         std::fs::write(&path, lines.join("\n")).unwrap();
         let messages = read_transcript(Some(&path));
         assert_eq!(shown(&messages), ["/deploy prod", "", "and the docs", "/keys rotate", "", "thanks"]);
+        // A file that does not repeat the arguments as typed (`$1`) and opens a span of its own:
+        // all of the expansion's spans are carried (the user's close ends only theirs).
+        let lines = [
+            r#"{"type":"user","message":{"content":"<command-message>ship</command-message>\n<command-name>/ship</command-name>\n<command-args>prod <private> TOKEN</command-args>"}}"#,
+            r#"{"type":"user","isMeta":true,"message":{"content":"Ship prod now. <private>Internal runbook"}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":"Shipped with TOKEN per the runbook"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"</private> thanks, RUNBOOKSTEP 4 next"}}"#,
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let messages = read_transcript(Some(&path));
+        assert_eq!(shown(&messages), ["/ship prod", "", ""]);
     }
 
     #[test]
