@@ -157,6 +157,38 @@ impl Sessions {
         Ok((retained, flushed))
     }
 
+    /// A part begun from transcripts without their slash commands ([`Session::commands_unseen`])
+    /// given a whole history: its known turns are looked for in it with the commands aside, and
+    /// the part, which holds nothing yet, goes on from the first turn after them (a command
+    /// among them is not stored: its reply was, with the turn before). A history that does not
+    /// hold them in order (rewritten, compacted) is placed as any other. Once: the prints are
+    /// the history's from then on.
+    async fn place_among_commands_unseen(
+        &self,
+        session: &Session,
+        history: &[Message],
+        seen: &[u64],
+    ) -> Result<Session, SessionError> {
+        let users: Vec<&str> = history.iter().filter(|m| m.role == "user").map(|m| m.content.as_str()).collect();
+        let known_end = known_turns_end(&session.turn_prints, &users, seen)
+            .filter(|&at| session.retained_turns == session.first_turn && at as i64 >= session.first_turn);
+        let updated = self.update(&session.id, |s| {
+            s.commands_unseen = false;
+            if let Some(at) = known_end {
+                s.turn_prints = seen[..at].to_vec();
+                s.first_turn = at as i64;
+                s.retained_turns = at as i64;
+            }
+        });
+        match updated {
+            Some(updated) => {
+                self.save(&updated.id).await?;
+                Ok(updated)
+            }
+            None => Ok(session.clone()),
+        }
+    }
+
     /// The transcript of the turns not retained yet: queued when due, else kept as pending.
     async fn retain_turns(
         &self,
@@ -175,6 +207,14 @@ impl Sessions {
         };
         let cleaned = cleaned_each(settings, &history, open_before);
         let seen = user_prints(&cleaned.each, &history);
+        let realigned;
+        let session = match session.commands_unseen && omitted == 0 {
+            true => {
+                realigned = self.place_among_commands_unseen(session, &history, &seen).await?;
+                &realigned
+            }
+            false => session,
+        };
         if omitted == 0 && is_late_copy_of_previous_part(session, &seen) {
             // Sent before the history started over and arriving after (a compaction racing
             // the turn before it): its turns are the previous part's, stored with it. Taken
@@ -774,6 +814,31 @@ fn window_opens_inside(session: &Session, omitted: usize, history: &[Message]) -
         history[..overlap].iter().fold(start, |open, m| text::strip_private_within(&m.content, open).1)
     };
     (0..=open_at_end).find(|&start| depth_after(start) == open_at_end).unwrap_or(session.open_at_part_start)
+}
+
+/// How many of a history's user turns (`users`, their prints `seen`) reach past the last of the
+/// `known` prints, when every known turn is there in order and only slash commands come between
+/// them; `None` otherwise (a known turn missing or changed, or one the client never sent). A
+/// turn known as wholly private stands for any turn but a command.
+fn known_turns_end(known: &[u64], users: &[&str], seen: &[u64]) -> Option<usize> {
+    if known.contains(&UNKNOWN_TURN) {
+        return None;
+    }
+    let mut next = 0;
+    for (i, (text, print)) in users.iter().zip(seen).enumerate() {
+        if next == known.len() {
+            return Some(i);
+        }
+        let command = is_slash_command(text);
+        // A turn known wholly private (0) may show words now: the earlier hooks counted a
+        // command's span twice, and hid the turn that closed it.
+        if *print == known[next] || (known[next] == 0 && !command) {
+            next += 1;
+        } else if !command {
+            return None;
+        }
+    }
+    (next == known.len()).then_some(users.len())
 }
 
 /// Whether `seen` is no part of the current part's history but the start of the previous

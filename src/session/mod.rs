@@ -132,6 +132,9 @@ struct Ended {
     /// folder), it goes on there in a part of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     scope: Option<Scope>,
+    /// The [`SESSION_FORMAT`] its turn prints were made in (0: an earlier mneme's record).
+    #[serde(default)]
+    format: u32,
 }
 
 const ENDED_RECORD: &str = "ended_session";
@@ -225,13 +228,21 @@ pub struct Session {
     /// 0 in a record an earlier mneme saved (see [`Sessions::load`]).
     #[serde(default)]
     pub format: u32,
+    /// The part's turn prints were made from transcripts without their slash commands (the
+    /// Claude Code hooks before format 2 left a command out; now one run with arguments is a
+    /// turn): the next whole transcript is placed among them with its commands aside, once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub commands_unseen: bool,
 }
 
-/// The format of a session record that knows `sliced` and `part_stored`. A record without them
+/// The format of a session record. 1: it knows `sliced` and `part_stored`; a record without them
 /// (saved by an earlier mneme, or by one after a downgrade) goes on in a part of its own: its
 /// slices unknown, a whole transcript stored them a second time; its document's size unknown,
-/// a compacted history replaced it by less.
-pub const SESSION_FORMAT: u32 = 1;
+/// a compacted history replaced it by less. 2: its turn prints count the slash commands the
+/// Claude Code hooks keep as turns; a record before goes on in a part of its own too, from the
+/// turn after those it knows ([`Session::commands_unseen`]): placed as it was, its history
+/// looked rewritten, and the new part held the whole conversation again.
+pub const SESSION_FORMAT: u32 = 2;
 
 /// The transcript last queued as a part's document (see [`Session::part_stored`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -610,8 +621,9 @@ impl Sessions {
                     sliced: ended.sliced.clone(),
                     part_stored: ended.part_stored,
                     format: SESSION_FORMAT,
+                    commands_unseen: ended.format < 2 && !ended.turn_prints.is_empty(),
                 };
-                if earlier_ended {
+                if earlier_ended || s.commands_unseen {
                     clear::start_after_erasure(&mut s);
                 }
                 s
@@ -658,6 +670,7 @@ impl Sessions {
         }
         let updated = self.update(id, |s| {
             clear::start_after_erasure(s);
+            s.commands_unseen |= s.format < 2 && !s.turn_prints.is_empty();
             s.format = SESSION_FORMAT;
         });
         match updated {
@@ -705,6 +718,7 @@ impl Sessions {
                     sliced: session.sliced.clone(),
                     part_stored,
                     scope: Some(session.scope.clone()),
+                    format: if session.commands_unseen { 1 } else { SESSION_FORMAT },
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

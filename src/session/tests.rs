@@ -34,6 +34,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         sliced: Vec::new(),
         part_stored: None,
         format: SESSION_FORMAT,
+        commands_unseen: false,
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -1320,6 +1321,79 @@ async fn sessions_saved_by_an_earlier_mneme_go_on_without_repeating_or_losing_tu
     }
     assert_eq!(text.matches("answer 2").count(), 2, "no reply deleted: {text}");
     assert_eq!(s.get("cut").unwrap().format, SESSION_FORMAT);
+}
+
+/// The record as the build before format 2 saved it (its turn prints without slash commands).
+fn as_saved_by_format_1(record: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(record).unwrap();
+    let o = v.as_object_mut().unwrap();
+    o.insert("format".into(), serde_json::json!(1));
+    o.remove("commands_unseen");
+    v.to_string()
+}
+
+/// A history as the Claude Code hooks send it: `n` turns, with a custom command run with
+/// arguments (whose span hides the reply up to the user's close) after the second; the hooks
+/// before format 2 left the command out (`kept = false`), and its span was carried onto the
+/// reply.
+fn with_a_command(n: usize, kept: bool) -> Vec<Message> {
+    let mut m = turns(2);
+    m.push(Message::new("user", "/deploy prod <private> CMDSECRET-9"));
+    let carried = if kept { "" } else { "<private>" };
+    m.push(Message::new("assistant", format!("{carried}Deployed with CMDSECRET-9")));
+    m.push(Message::new("user", "</private> question 2 about otters"));
+    m.push(Message::new("assistant", "answer 2"));
+    m.extend(turns(n).into_iter().skip(6));
+    if !kept {
+        m.remove(4);
+    }
+    m
+}
+
+/// Sessions of the build before format 2 knew no slash command as a turn: after an upgrade a
+/// live one, and an ended one resumed, go on from the turn after those they know, in a part of
+/// their own; placed as they were, the history with its commands looked rewritten, and a new
+/// part stored the whole conversation again. A span the command opened stays closed over.
+#[tokio::test]
+async fn sessions_whose_commands_went_unseen_go_on_without_repeating_turns() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await; // full-session
+    for id in ["live", "ended"] {
+        s.start(start(id)).await.unwrap();
+        for n in [3, 4] {
+            s.agent_end(id, &with_a_command(n, false), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+    }
+    s.end("ended", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    for (id, record) in r.spool.sessions().await.unwrap() {
+        r.spool.save_session(&id, as_saved_by_format_1(&record)).await.unwrap();
+    }
+    let (key, ended) = r.spool.records("ended_session", "").await.unwrap().remove(0);
+    let mut v: serde_json::Value = serde_json::from_str(&ended).unwrap();
+    v.as_object_mut().unwrap().remove("format");
+    r.spool.save_record("ended_session", &key, v.to_string()).await.unwrap();
+    // The upgraded build: its hooks keep the command.
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("ended")).await.unwrap();
+    for id in ["live", "ended"] {
+        for n in [5, 6] {
+            let prompt = format!("question {} about otters", n - 1);
+            s.agent_start(id, &prompt, &with_a_command(n - 1, true), Turn::Work).await.unwrap();
+            s.agent_end(id, &with_a_command(n, true), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+    }
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("CMDSECRET"), "{text}");
+    for i in 0..6 {
+        let n = text.matches(&format!("question {i} about otters\n")).count();
+        assert_eq!(n, 2, "turn {i}, once in each session: {text}");
+    }
+    assert_eq!(text.matches("Deployed with").count(), 0, "{text}");
+    for id in ["live", "ended"] {
+        assert!(!s.get(id).unwrap().commands_unseen, "{id}");
+    }
 }
 
 /// A session started again while its end waits for the queue to deliver is kept: the end
