@@ -14,6 +14,7 @@ async fn health_is_open_and_everything_else_needs_the_token() {
     assert_eq!(health["protocol"], 1);
     assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
     assert!(health.get("proof").is_none(), "{health}");
+    assert_eq!(health["session_format"], 2, "the hooks keep commands only for such a daemon");
     // A challenge is proved; one the daemon cannot prove is refused, saying why.
     let proved: Value = d.http.get(d.url("/v1/health?challenge=abc123")).send().await.unwrap().json().await.unwrap();
     assert_eq!(proved["proof"].as_str().map(str::len), Some(64), "{proved}");

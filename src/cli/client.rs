@@ -31,6 +31,8 @@ pub struct Client {
     /// `server.max_body_bytes`: a longer request is refused here, with the key that bounds it
     /// (sent, the daemon answers 413 before reading it and the write fails half-way).
     max_body: usize,
+    /// The daemon's [`Health::session_format`].
+    session_format: u32,
 }
 
 /// The address a running daemon recorded in its pidfile (second line), if any.
@@ -56,6 +58,12 @@ fn pidfile_line(pid_path: &Path, n: usize) -> Option<String> {
 }
 
 impl Client {
+    /// Whether the daemon counts a custom slash command the hooks keep as a turn (one started
+    /// before session format 2 and still running after its binary was replaced does not).
+    pub fn counts_command_turns(&self) -> bool {
+        self.session_format >= 2
+    }
+
     /// The address it talks to (`host:port`).
     pub fn addr(&self) -> &str {
         self.base.trim_start_matches("http://")
@@ -168,7 +176,13 @@ impl Client {
             let unproven = health.proof.is_none();
             return Err(CliError::NotOurs { addr, version: health.version, token, unproven });
         }
-        Ok(Client { http, base, token, max_body: settings.server.max_body_bytes })
+        Ok(Client {
+            http,
+            base,
+            token,
+            max_body: settings.server.max_body_bytes,
+            session_format: health.session_format,
+        })
     }
 
     /// Sends a request and decodes the JSON answer; an error answer becomes [`CliError::Daemon`].

@@ -34,7 +34,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 pub use install::{install, mcp_headers, Install, EVENTS};
-pub use transcript::{read_transcript, tail_within, turns_within};
+pub use transcript::{read_transcript, tail_within, turns_within, Commands};
 pub use uninstall::uninstall;
 
 use super::commands::load_client_settings;
@@ -231,9 +231,13 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
             tools: Some(tools),
         },
     };
+    let commands = match hook.client.counts_command_turns() {
+        true => Commands::AsTyped,
+        false => Commands::LeftOut,
+    };
     match name {
         "SessionStart" => {
-            let messages = || tail_within(read_transcript(transcript.as_deref()), budget).0;
+            let messages = || tail_within(read_transcript(transcript.as_deref(), commands), budget).0;
             hook.start().await?;
             let v: Instructions = hook.get("/instructions").await?;
             let mut text = v.markdown.unwrap_or_default();
@@ -251,7 +255,7 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         }
         "UserPromptSubmit" => {
             let prompt = event["prompt"].as_str().unwrap_or_default().to_owned();
-            let (messages, _) = tail_within(read_transcript(transcript.as_deref()), budget);
+            let (messages, _) = tail_within(read_transcript(transcript.as_deref(), commands), budget);
             let turn = TurnInfo { agent: Some(AGENT.into()), request: None };
             let v: Inject = hook.post("/agent-start", &AgentStart { prompt, messages, turn }).await?;
             Ok(context(name, v.inject))
@@ -262,7 +266,7 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
             Ok(Answer::Nothing)
         }
         "Stop" => {
-            let t = turns_within(transcript.as_deref(), budget);
+            let t = turns_within(transcript.as_deref(), budget, commands);
             let reply = event["last_assistant_message"].as_str().map(|r| bounded_reply(r, budget));
             let (omitted_user_turns, rewound) = (t.omitted_user_turns, t.rewound);
             let body = Messages { reply, wait: false, omitted_user_turns, rewound, ..claude_turn(t.messages) };
@@ -271,7 +275,7 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
         }
         "SessionEnd" => {
             // The transcript is complete by now: whatever the cadence left is retained.
-            let t = turns_within(transcript.as_deref(), budget);
+            let t = turns_within(transcript.as_deref(), budget, commands);
             let (omitted_user_turns, rewound) = (t.omitted_user_turns, t.rewound);
             let body =
                 Messages { ends_session: true, wait: false, omitted_user_turns, rewound, ..claude_turn(t.messages) };

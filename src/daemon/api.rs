@@ -68,6 +68,11 @@ pub struct Health {
     /// be another user's process (which took the port while the daemon was down).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
+    /// The format of the session records the daemon keeps (`crate::session::SESSION_FORMAT`);
+    /// 2 and later count a custom slash command the Claude Code hooks keep as a turn. Absent
+    /// (0) from a daemon before: the hooks then leave commands out.
+    #[serde(default)]
+    pub session_format: u32,
 }
 
 /// The proof of holding `token` for `challenge` (see [`Health::proof`]).

@@ -70,7 +70,13 @@ pub async fn health(
             return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_field", message));
         }
     };
-    Ok(Json(Health { status: "ok".into(), version: env!("CARGO_PKG_VERSION").into(), protocol: PROTOCOL, proof }))
+    Ok(Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        protocol: PROTOCOL,
+        proof,
+        session_format: crate::session::SESSION_FORMAT,
+    }))
 }
 
 pub async fn status(State(s): St) -> Json<Status> {

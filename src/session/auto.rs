@@ -157,27 +157,25 @@ impl Sessions {
         Ok((retained, flushed))
     }
 
-    /// A part begun from transcripts without their slash commands ([`Session::commands_unseen`])
-    /// given a whole history: its known turns are looked for in it with the commands aside, and
-    /// the part, which holds nothing yet, goes on from the first turn after them (a command
-    /// among them is not stored: its reply was, with the turn before). A history that does not
-    /// hold them in order (rewritten, compacted) is placed as any other. Once: the prints are
-    /// the history's from then on.
+    /// A part whose turns were counted without their slash commands ([`Session::commands_unseen`])
+    /// given a whole history: its known turns are looked for in it in order, the commands
+    /// aside, and every turn number the session keeps is moved to where that turn stands now,
+    /// so the part goes on as it was (a command among the known turns was never stored alone:
+    /// its reply was, with the turn before). A history that does not hold them (rewritten,
+    /// rewound, compacted) is placed as any other, by the numbers kept. Once either way.
     async fn place_among_commands_unseen(
         &self,
         session: &Session,
         history: &[Message],
         seen: &[u64],
+        rewound: bool,
     ) -> Result<Session, SessionError> {
         let users: Vec<&str> = history.iter().filter(|m| m.role == "user").map(|m| m.content.as_str()).collect();
-        let known_end = known_turns_end(&session.turn_prints, &users, seen)
-            .filter(|&at| session.retained_turns == session.first_turn && at as i64 >= session.first_turn);
+        let positions = known_turns_among_commands(&session.turn_prints, &users, seen, rewound);
         let updated = self.update(&session.id, |s| {
             s.commands_unseen = false;
-            if let Some(at) = known_end {
-                s.turn_prints = seen[..at].to_vec();
-                s.first_turn = at as i64;
-                s.retained_turns = at as i64;
+            if let Some(positions) = &positions {
+                renumber_turns(s, positions, seen);
             }
         });
         match updated {
@@ -210,7 +208,7 @@ impl Sessions {
         let realigned;
         let session = match session.commands_unseen && omitted == 0 {
             true => {
-                realigned = self.place_among_commands_unseen(session, &history, &seen).await?;
+                realigned = self.place_among_commands_unseen(session, &history, &seen, end.rewound).await?;
                 &realigned
             }
             false => session,
@@ -816,29 +814,69 @@ fn window_opens_inside(session: &Session, omitted: usize, history: &[Message]) -
     (0..=open_at_end).find(|&start| depth_after(start) == open_at_end).unwrap_or(session.open_at_part_start)
 }
 
-/// How many of a history's user turns (`users`, their prints `seen`) reach past the last of the
-/// `known` prints, when every known turn is there in order and only slash commands come between
-/// them; `None` otherwise (a known turn missing or changed, or one the client never sent). A
-/// turn known as wholly private stands for any turn but a command.
-fn known_turns_end(known: &[u64], users: &[&str], seen: &[u64]) -> Option<usize> {
+/// Where each of the `known` turns stands among a history's user turns (`users`, their prints
+/// `seen`), and last where the turns after them begin, when every known turn is there in order
+/// and only slash commands come between; `None` otherwise (a known turn missing or changed, or
+/// one the client never sent). A turn known as wholly private (0) stands for the turn after a
+/// command whose arguments hold `<private>`, and the turns after it known so: the earlier hooks
+/// counted such a command's span twice, and hid the turns up to a second close. Not in a
+/// history the client says it rewound, where such a turn may be one taken back.
+fn known_turns_among_commands(known: &[u64], users: &[&str], seen: &[u64], rewound: bool) -> Option<Vec<usize>> {
     if known.contains(&UNKNOWN_TURN) {
         return None;
     }
-    let mut next = 0;
+    let mut positions = Vec::with_capacity(known.len() + 1);
+    let mut hidden_by_a_command = false;
     for (i, (text, print)) in users.iter().zip(seen).enumerate() {
-        if next == known.len() {
-            return Some(i);
-        }
+        let Some(&want) = known.get(positions.len()) else { break };
         let command = is_slash_command(text);
-        // A turn known wholly private (0) may show words now: the earlier hooks counted a
-        // command's span twice, and hid the turn that closed it.
-        if *print == known[next] || (known[next] == 0 && !command) {
-            next += 1;
-        } else if !command {
+        if *print == want {
+            positions.push(i);
+            hidden_by_a_command = false;
+        } else if want == 0 && hidden_by_a_command && !command && !rewound {
+            positions.push(i);
+        } else if command {
+            hidden_by_a_command = text::has_private_tag(text);
+        } else {
             return None;
         }
     }
-    (next == known.len()).then_some(users.len())
+    if positions.len() < known.len() {
+        return None;
+    }
+    positions.push(positions.last().map_or(0, |last| last + 1));
+    Some(positions)
+}
+
+/// Moves every turn number `s` keeps from its count without slash commands to where the turn
+/// stands in the history (`positions`, see [`known_turns_among_commands`]; its last entry is
+/// where the turns after the known ones begin), and takes the history's prints (`seen`) for
+/// the known turns. A number past the known turns (none is, but for a client's unknown gap)
+/// leaves the session as it was.
+fn renumber_turns(s: &mut Session, positions: &[usize], seen: &[u64]) {
+    let at = |turn: i64| usize::try_from(turn).ok().and_then(|t| positions.get(t)).map(|&p| p as i64);
+    let numbers = [Some(s.first_turn), Some(s.retained_turns), s.pending.as_ref().map(|p| p.user_turns)];
+    if numbers.into_iter().flatten().any(|n| at(n).is_none())
+        || s.pending.as_ref().and_then(|p| p.sliced_from).is_some_and(|n| at(n).is_none())
+        || s.sliced.iter().any(|&(from, to)| at(from).is_none() || at(to).is_none())
+        || s.part_stored.is_some_and(|p| at(p.turns).is_none())
+    {
+        return;
+    }
+    let end = positions[positions.len() - 1];
+    s.first_turn = at(s.first_turn).unwrap_or_default();
+    s.retained_turns = at(s.retained_turns).unwrap_or_default();
+    if let Some(p) = s.pending.as_mut() {
+        p.user_turns = at(p.user_turns).unwrap_or_default();
+        p.sliced_from = p.sliced_from.and_then(at);
+    }
+    for slice in &mut s.sliced {
+        *slice = (at(slice.0).unwrap_or_default(), at(slice.1).unwrap_or_default());
+    }
+    if let Some(p) = s.part_stored.as_mut() {
+        p.turns = at(p.turns).unwrap_or_default();
+    }
+    s.turn_prints = seen[..end].to_vec();
 }
 
 /// Whether `seen` is no part of the current part's history but the start of the previous

@@ -228,9 +228,10 @@ pub struct Session {
     /// 0 in a record an earlier mneme saved (see [`Sessions::load`]).
     #[serde(default)]
     pub format: u32,
-    /// The part's turn prints were made from transcripts without their slash commands (the
-    /// Claude Code hooks before format 2 left a command out; now one run with arguments is a
-    /// turn): the next whole transcript is placed among them with its commands aside, once.
+    /// The part's turns were counted from transcripts without their slash commands (the Claude
+    /// Code hooks before format 2 left a command out; now one run with arguments is a turn): the
+    /// next whole transcript is placed among them with its commands aside, once, and the turn
+    /// numbers kept are moved to where the turns stand in it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub commands_unseen: bool,
 }
@@ -238,10 +239,10 @@ pub struct Session {
 /// The format of a session record. 1: it knows `sliced` and `part_stored`; a record without them
 /// (saved by an earlier mneme, or by one after a downgrade) goes on in a part of its own: its
 /// slices unknown, a whole transcript stored them a second time; its document's size unknown,
-/// a compacted history replaced it by less. 2: its turn prints count the slash commands the
-/// Claude Code hooks keep as turns; a record before goes on in a part of its own too, from the
-/// turn after those it knows ([`Session::commands_unseen`]): placed as it was, its history
-/// looked rewritten, and the new part held the whole conversation again.
+/// a compacted history replaced it by less. 2: its turns count the slash commands the Claude
+/// Code hooks keep as turns; in a record before, the next whole transcript places them
+/// ([`Session::commands_unseen`]): placed by the numbers kept, its history looked rewritten, and
+/// a new part held the whole conversation again.
 pub const SESSION_FORMAT: u32 = 2;
 
 /// The transcript last queued as a part's document (see [`Session::part_stored`]).
@@ -410,6 +411,11 @@ impl Sessions {
         let before = unix_now().saturating_sub(SESSION_TTL.as_secs());
         if let Err(e) = spool.forget_records_older_than(ENDED_RECORD, before).await {
             tracing::warn!("cannot forget old ended sessions: {e}");
+        }
+        // Format 1 counted no slash command as a turn: the next transcript is placed among its
+        // commands (see `Session::commands_unseen`); format 0 knew less, see below.
+        for s in map.values_mut().filter(|s| s.format < SESSION_FORMAT) {
+            s.commands_unseen |= !s.turn_prints.is_empty();
         }
         let earlier: Vec<String> = map.values().filter(|s| s.format < SESSION_FORMAT).map(|s| s.id.clone()).collect();
         let sessions = Sessions {
@@ -623,7 +629,7 @@ impl Sessions {
                     format: SESSION_FORMAT,
                     commands_unseen: ended.format < 2 && !ended.turn_prints.is_empty(),
                 };
-                if earlier_ended || s.commands_unseen {
+                if earlier_ended {
                     clear::start_after_erasure(&mut s);
                 }
                 s
@@ -660,17 +666,20 @@ impl Sessions {
         Ok(session)
     }
 
-    /// A session of a record an earlier mneme saved ([`SESSION_FORMAT`]): what it retained stays
-    /// as stored (its pending tail is queued), and it goes on from its next turn in a part of its
-    /// own.
+    /// A session of a record an earlier mneme saved ([`SESSION_FORMAT`]): one of format 0 keeps
+    /// what it retained as stored (its pending tail is queued), and goes on from its next turn in
+    /// a part of its own; one of format 1 goes on in its part, its turns placed among the slash
+    /// commands its transcripts now hold ([`Session::commands_unseen`], set at load).
     async fn go_on_in_a_part_of_its_own(&self, id: &str) -> Result<(), SpoolError> {
         let Ok(session) = self.get(id) else { return Ok(()) };
-        if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
+        let pending = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns && session.format < 1);
+        if let Some(pending) = pending {
             self.queue_pending(&session, pending).await?;
         }
         let updated = self.update(id, |s| {
-            clear::start_after_erasure(s);
-            s.commands_unseen |= s.format < 2 && !s.turn_prints.is_empty();
+            if s.format < 1 {
+                clear::start_after_erasure(s);
+            }
             s.format = SESSION_FORMAT;
         });
         match updated {

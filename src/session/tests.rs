@@ -1332,68 +1332,141 @@ fn as_saved_by_format_1(record: &str) -> String {
     v.to_string()
 }
 
+/// How the hooks of a build send a custom command run with arguments.
+#[derive(Clone, Copy, PartialEq)]
+enum Hooks {
+    /// Before format 2: the command left out, its arguments' span carried onto the reply, and
+    /// its expansion's (which repeats them) too: twice.
+    Before,
+    /// Now: the command as typed.
+    Now,
+}
+
 /// A history as the Claude Code hooks send it: `n` turns, with a custom command run with
-/// arguments (whose span hides the reply up to the user's close) after the second; the hooks
-/// before format 2 left the command out (`kept = false`), and its span was carried onto the
-/// reply.
-fn with_a_command(n: usize, kept: bool) -> Vec<Message> {
+/// arguments after the second; with `private`, its arguments open a span the next prompt closes.
+fn with_a_command(n: usize, hooks: Hooks, private: bool) -> Vec<Message> {
     let mut m = turns(2);
-    m.push(Message::new("user", "/deploy prod <private> CMDSECRET-9"));
-    let carried = if kept { "" } else { "<private>" };
-    m.push(Message::new("assistant", format!("{carried}Deployed with CMDSECRET-9")));
-    m.push(Message::new("user", "</private> question 2 about otters"));
+    let (args, close) = match private {
+        true => ("prod <private> CMDSECRET-9", "</private> "),
+        false => ("prod", ""),
+    };
+    if hooks == Hooks::Now {
+        m.push(Message::new("user", format!("/deploy {args}")));
+    }
+    let carried = if hooks == Hooks::Before && private { "<private><private>" } else { "" };
+    m.push(Message::new("assistant", format!("{carried}Deployed CMDSECRET-9")));
+    m.push(Message::new("user", format!("{close}question 2 about otters")));
     m.push(Message::new("assistant", "answer 2"));
     m.extend(turns(n).into_iter().skip(6));
-    if !kept {
-        m.remove(4);
-    }
     m
 }
 
-/// Sessions of the build before format 2 knew no slash command as a turn: after an upgrade a
-/// live one, and an ended one resumed, go on from the turn after those they know, in a part of
-/// their own; placed as they were, the history with its commands looked rewritten, and a new
-/// part stored the whole conversation again. A span the command opened stays closed over.
-#[tokio::test]
-async fn sessions_whose_commands_went_unseen_go_on_without_repeating_turns() {
-    let r = rig();
-    let s = sessions(&r, every_turn()).await; // full-session
-    for id in ["live", "ended"] {
-        s.start(start(id)).await.unwrap();
-        for n in [3, 4] {
-            s.agent_end(id, &with_a_command(n, false), Turn::Work, TurnEnd::default()).await.unwrap();
-        }
-    }
-    s.end("ended", Delivery::Wait).await.unwrap();
-    r.queue.flush_all().await;
+/// Saves every session as the build before format 2 did, its ended records too.
+async fn as_saved_before_format_2(r: &Rig) {
     for (id, record) in r.spool.sessions().await.unwrap() {
         r.spool.save_session(&id, as_saved_by_format_1(&record)).await.unwrap();
     }
-    let (key, ended) = r.spool.records("ended_session", "").await.unwrap().remove(0);
-    let mut v: serde_json::Value = serde_json::from_str(&ended).unwrap();
-    v.as_object_mut().unwrap().remove("format");
-    r.spool.save_record("ended_session", &key, v.to_string()).await.unwrap();
-    // The upgraded build: its hooks keep the command.
-    let s = sessions(&r, every_turn()).await;
-    s.start(start("ended")).await.unwrap();
-    for id in ["live", "ended"] {
-        for n in [5, 6] {
-            let prompt = format!("question {} about otters", n - 1);
-            s.agent_start(id, &prompt, &with_a_command(n - 1, true), Turn::Work).await.unwrap();
-            s.agent_end(id, &with_a_command(n, true), Turn::Work, TurnEnd::default()).await.unwrap();
+    for (key, ended) in r.spool.records("ended_session", "").await.unwrap() {
+        let mut v: serde_json::Value = serde_json::from_str(&ended).unwrap();
+        v.as_object_mut().unwrap().remove("format");
+        r.spool.save_record("ended_session", &key, v.to_string()).await.unwrap();
+    }
+}
+
+/// Sessions of the build before format 2 counted no slash command as a turn: after an upgrade a
+/// live one, and an ended one resumed, go on in their part, their turns placed among the
+/// commands the transcripts now hold; placed by the numbers kept, the history looked rewritten,
+/// and a new part stored the whole conversation again. The part's document, replaced whole,
+/// now holds the turns the earlier hooks hid (they counted a command's span twice), never the
+/// command's secret.
+#[tokio::test]
+async fn sessions_whose_commands_went_unseen_go_on_without_repeating_turns() {
+    for private in [false, true] {
+        let r = rig();
+        let s = sessions(&r, every_turn()).await; // full-session
+        for id in ["live", "ended"] {
+            s.start(start(id)).await.unwrap();
+            for n in [3, 4] {
+                s.agent_end(id, &with_a_command(n, Hooks::Before, private), Turn::Work, TurnEnd::default())
+                    .await
+                    .unwrap();
+            }
+        }
+        s.end("ended", Delivery::Wait).await.unwrap();
+        r.queue.flush_all().await;
+        as_saved_before_format_2(&r).await;
+        let s = sessions(&r, every_turn()).await; // the upgraded build
+        s.start(start("ended")).await.unwrap();
+        for id in ["live", "ended"] {
+            for n in [5, 6] {
+                let prompt = format!("question {} about otters", n - 1);
+                s.agent_start(id, &prompt, &with_a_command(n - 1, Hooks::Now, private), Turn::Work).await.unwrap();
+                s.agent_end(id, &with_a_command(n, Hooks::Now, private), Turn::Work, TurnEnd::default()).await.unwrap();
+            }
+        }
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert_eq!(text.contains("CMDSECRET"), !private, "private {private}: {text}");
+        for i in 0..6 {
+            let n = text.matches(&format!("question {i} about otters\n")).count();
+            assert_eq!(n, 2, "private {private}, turn {i}, once in each session: {text}");
+        }
+        assert_eq!(text.matches("----").count(), 1, "private {private}: one document a session: {text}");
+        for id in ["live", "ended"] {
+            assert!(!s.get(id).unwrap().commands_unseen, "{id}");
         }
     }
+}
+
+/// After an upgrade, a rewind goes back to a turn the earlier build stored: the document is
+/// replaced by the branch taken (the turns taken back leave it, none is stored twice), whether
+/// the first transcript after the upgrade is the rewind or a turn comes before it; and a turn
+/// the earlier build knew wholly private that a rewind replaced is stored.
+#[tokio::test]
+async fn a_rewind_after_an_upgrade_takes_back_what_the_earlier_build_stored() {
+    for turn_first in [false, true] {
+        let r = rig();
+        let s = sessions(&r, every_turn()).await;
+        s.start(start("a")).await.unwrap();
+        for n in [3, 4] {
+            s.agent_end("a", &with_a_command(n, Hooks::Before, false), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        r.queue.flush_all().await;
+        as_saved_before_format_2(&r).await;
+        let s = sessions(&r, every_turn()).await;
+        if turn_first {
+            s.agent_end("a", &with_a_command(5, Hooks::Now, false), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        // Back to after turn 2 ("question 2"), and on with another turn.
+        let mut branch = with_a_command(3, Hooks::Now, false);
+        branch.extend([Message::new("user", "a new branch about voles"), Message::new("assistant", "voles")]);
+        let end = TurnEnd { rewound: true, ..TurnEnd::default() };
+        s.agent_end("a", &branch, Turn::Work, end).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("question 3 about otters") && !text.contains("question 4"), "{turn_first}: {text}");
+        for i in 0..3 {
+            assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "{turn_first}: {text}");
+        }
+        assert_eq!(text.matches("a new branch about voles").count(), 1, "{turn_first}: {text}");
+    }
+    // A turn known wholly private, replaced by a rewind as the first transcript after the upgrade.
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("p")).await.unwrap();
+    let mut before = turns(2);
+    before.extend([Message::new("user", "<private>all of it</private>"), Message::new("assistant", "ok")]);
+    s.agent_end("p", &before, Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    as_saved_before_format_2(&r).await;
+    let s = sessions(&r, every_turn()).await;
+    let mut branch = turns(2);
+    branch.extend([Message::new("user", "the turn that replaced it"), Message::new("assistant", "fine")]);
+    let end = TurnEnd { rewound: true, ..TurnEnd::default() };
+    s.agent_end("p", &branch, Turn::Work, end).await.unwrap();
     r.queue.flush_all().await;
     let text = stored(&r).await;
-    assert!(!text.contains("CMDSECRET"), "{text}");
-    for i in 0..6 {
-        let n = text.matches(&format!("question {i} about otters\n")).count();
-        assert_eq!(n, 2, "turn {i}, once in each session: {text}");
-    }
-    assert_eq!(text.matches("Deployed with").count(), 0, "{text}");
-    for id in ["live", "ended"] {
-        assert!(!s.get(id).unwrap().commands_unseen, "{id}");
-    }
+    assert_eq!(text.matches("the turn that replaced it").count(), 1, "{text}");
 }
 
 /// A session started again while its end waits for the queue to deliver is kept: the end

@@ -121,9 +121,12 @@ impl Sessions {
     /// The reflect tool.
     pub async fn reflect(&self, id: &str, query: &str, context: Option<String>) -> Result<String, SessionError> {
         let (scope, queue_id) = self.route(id)?;
-        self.deliver_own_retains(&queue_id).await;
         let settings = self.settings();
         let query = recall_text(&settings, query).map_err(SessionError::Invalid)?;
+        // A backend that cannot reflect answers so at once, without waiting on a delivery.
+        if self.backend().capabilities().reflects {
+            self.deliver_own_retains(&queue_id).await;
+        }
         let q = ReflectQuery {
             query,
             context: context.and_then(|c| clean(&settings, &c)),

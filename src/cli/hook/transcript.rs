@@ -26,9 +26,20 @@ const NOT_THE_USERS: [&str; 6] = [
     "isApiErrorMessage",
 ];
 
+/// What becomes of a custom slash command run with arguments (see [`conversation`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commands {
+    /// Kept as the user typed it: a turn of theirs.
+    AsTyped,
+    /// Left out, its spans carried: for a daemon that counts no command as a turn (one before
+    /// session format 2, still running after the binary was replaced), to which a turn its
+    /// transcripts never held made the conversation look rewritten.
+    LeftOut,
+}
+
 /// The conversation in the transcript at `path` (none when there is no file yet).
-pub fn read_transcript(path: Option<&Path>) -> Vec<Message> {
-    read_tail(path, MAX_TRANSCRIPT_BYTES).messages
+pub fn read_transcript(path: Option<&Path>, commands: Commands) -> Vec<Message> {
+    read_tail(path, MAX_TRANSCRIPT_BYTES, commands).messages
 }
 
 /// The messages read from a transcript's end.
@@ -54,8 +65,8 @@ pub struct TurnsWithin {
 /// read whole, since the turns in its unread start cannot be counted. Told a count too small,
 /// the daemon would take every later turn for one it had retained already; told none, it places
 /// the messages among the turns it has seen by their fingerprints.
-pub fn turns_within(path: Option<&Path>, max_bytes: usize) -> TurnsWithin {
-    let tail = read_tail(path, MAX_TRANSCRIPT_BYTES);
+pub fn turns_within(path: Option<&Path>, max_bytes: usize, commands: Commands) -> TurnsWithin {
+    let tail = read_tail(path, MAX_TRANSCRIPT_BYTES, commands);
     let (messages, omitted) = tail_within(tail.messages, max_bytes);
     TurnsWithin { messages, omitted_user_turns: if tail.cut { 0 } else { omitted }, rewound: tail.rewound }
 }
@@ -64,7 +75,7 @@ pub fn turns_within(path: Option<&Path>, max_bytes: usize) -> TurnsWithin {
 /// time: the cut, or a line a crash left half written, can fall inside a character, and read as
 /// one string the whole read failed on it (every hook of the session then saw no messages).
 /// Also whether the file's start was left unread, and whether a rewind took messages back.
-fn read_tail(path: Option<&Path>, max_bytes: u64) -> Tail {
+fn read_tail(path: Option<&Path>, max_bytes: u64, commands: Commands) -> Tail {
     let Some(path) = path else { return Tail { messages: Vec::new(), cut: false, rewound: false } };
     // Only a regular file: opening a FIFO would wait for a writer, and the agent with it.
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
@@ -97,7 +108,7 @@ fn read_tail(path: Option<&Path>, max_bytes: u64) -> Tail {
         (None, Some(text)) => Some(Line::Own { text, expands_command: r.expands_command }),
         (None, None) => None,
     });
-    let mut messages = conversation(lines);
+    let mut messages = conversation(lines, commands);
     if skip > 0 {
         // What is read begins inside the spans the unread start left open: it stays private.
         let open = open_in_unread_start(&mut file, skip);
@@ -251,7 +262,7 @@ enum Line {
 /// for those of the arguments it repeats (the command's message holds them). One that does not
 /// hold the arguments as typed (a file using `$1`) has all of its spans carried: hidden twice
 /// rather than not at all.
-fn conversation(lines: impl Iterator<Item = Line>) -> Vec<Message> {
+fn conversation(lines: impl Iterator<Item = Line>, commands: Commands) -> Vec<Message> {
     let mut messages = Vec::new();
     let mut opened_by_echoes = 0usize;
     let mut lines = lines.peekable();
@@ -260,7 +271,9 @@ fn conversation(lines: impl Iterator<Item = Line>) -> Vec<Message> {
     while let Some(line) = lines.next() {
         let expanding_command_follows = matches!(lines.peek(), Some(Line::Own { expands_command: true, .. }));
         let typed = match &line {
-            Line::Message(m) if expanding_command_follows => slash_command_typed(&m.content),
+            Line::Message(m) if expanding_command_follows && commands == Commands::AsTyped => {
+                slash_command_typed(&m.content)
+            }
             _ => None,
         };
         let mut m = match line {
@@ -400,6 +413,10 @@ mod tests {
     }
     use super::*;
 
+    fn read_transcript_as_typed(path: Option<&Path>) -> Vec<Message> {
+        read_transcript(path, Commands::AsTyped)
+    }
+
     #[test]
     fn a_private_span_the_cut_opened_stays_private() {
         let m = |role: &str, text: &str| Message::new(role.to_owned(), text.to_owned());
@@ -437,13 +454,18 @@ mod tests {
         bytes.extend_from_slice(&[b'{', 0xc3, b'\n']); // a line a crash left with half a character
         bytes.extend_from_slice(last.as_bytes());
         std::fs::write(&path, &bytes).unwrap();
-        let contents = |max| read_tail(Some(&path), max).messages.into_iter().map(|m| m.content).collect::<Vec<_>>();
+        let contents = |max| {
+            read_tail(Some(&path), max, Commands::AsTyped).messages.into_iter().map(|m| m.content).collect::<Vec<_>>()
+        };
         assert_eq!(contents(1 << 20), ["é", "the newest"]);
-        assert!(!read_tail(Some(&path), 1 << 20).cut, "read whole");
+        assert!(!read_tail(Some(&path), 1 << 20, Commands::AsTyped).cut, "read whole");
         // A cut in the middle of the first line's "é".
         let at = bytes.len() - first.find('é').unwrap() - 1;
         assert_eq!(contents(at as u64), ["the newest"]);
-        assert!(read_tail(Some(&path), at as u64).cut, "its start unread: the turns left out are not known");
+        assert!(
+            read_tail(Some(&path), at as u64, Commands::AsTyped).cut,
+            "its start unread: the turns left out are not known"
+        );
     }
 
     #[test]
@@ -462,7 +484,7 @@ mod tests {
         lines.push(line("assistant", "</private> and now in the open"));
         std::fs::write(&path, lines.join("\n")).unwrap();
         // The tail read starts inside the padding: both opening tags are in the unread start.
-        let Tail { messages, cut, .. } = read_tail(Some(&path), 9000);
+        let Tail { messages, cut, .. } = read_tail(Some(&path), 9000, Commands::AsTyped);
         assert!(cut);
         // Each message cleaned as the daemon cleans a transcript: with the spans before it open.
         let mut open = 0;
@@ -480,7 +502,7 @@ mod tests {
         // Spans closed in the unread start leave the tail alone.
         lines[2] = line("user", "</private></private> closed again");
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let messages = read_tail(Some(&path), 9000).messages;
+        let messages = read_tail(Some(&path), 9000, Commands::AsTyped).messages;
         assert!(!messages[0].content.contains("<private>"), "{:?}", messages[0].content);
     }
 
@@ -517,7 +539,7 @@ mod tests {
         ];
         let path = dir.path().join("t.jsonl");
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let stored: Vec<String> = read_transcript(Some(&path))
+        let stored: Vec<String> = read_transcript_as_typed(Some(&path))
             .into_iter()
             .map(|m| mneme_core::text::strip_private(&m.content).trim().to_owned())
             .collect();
@@ -558,7 +580,7 @@ mod tests {
         ];
         std::fs::write(&path, lines.join("\n")).unwrap();
         let got: Vec<(String, String)> =
-            read_transcript(Some(&path)).into_iter().map(|m| (m.role, m.content)).collect();
+            read_transcript_as_typed(Some(&path)).into_iter().map(|m| (m.role, m.content)).collect();
         let want = [
             ("user", "turn one"),
             ("user", "/facts SL-2 release notes"),
@@ -580,7 +602,7 @@ mod tests {
             r#"{"type":"user","message":{"role":"user","content":"</private> thanks"}}"#,
         ];
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let messages = read_transcript(Some(&path));
+        let messages = read_transcript_as_typed(Some(&path));
         assert_eq!(shown(&messages), ["/deploy prod", "", "and the docs", "/keys rotate", "", "thanks"]);
         // A file that does not repeat the arguments as typed (`$1`) and opens a span of its own:
         // all of the expansion's spans are carried (the user's close ends only theirs).
@@ -591,8 +613,12 @@ mod tests {
             r#"{"type":"user","message":{"role":"user","content":"</private> thanks, RUNBOOKSTEP 4 next"}}"#,
         ];
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let messages = read_transcript(Some(&path));
+        let messages = read_transcript_as_typed(Some(&path));
         assert_eq!(shown(&messages), ["/ship prod", "", ""]);
+        // For a daemon that counts no command as a turn: left out, its spans carried.
+        let messages = read_transcript(Some(&path), Commands::LeftOut);
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(shown(&messages), ["", ""]);
     }
 
     #[test]
@@ -615,10 +641,10 @@ mod tests {
         let path = dir.path().join("t.jsonl");
         std::fs::write(&path, lines.join("\n")).unwrap();
         let got: Vec<(String, String)> =
-            read_transcript(Some(&path)).into_iter().map(|m| (m.role, m.content)).collect();
+            read_transcript_as_typed(Some(&path)).into_iter().map(|m| (m.role, m.content)).collect();
         let want = [("user", "fix the build"), ("assistant", "Fixed."), ("user", "and now the tests")];
         assert_eq!(got, want.map(|(r, c)| (r.to_owned(), c.to_owned())));
-        assert!(read_transcript(Some(&dir.path().join("missing.jsonl"))).is_empty());
+        assert!(read_transcript_as_typed(Some(&dir.path().join("missing.jsonl"))).is_empty());
         // Shell mode, a task's notice, an API error: not the user's words.
         let lines = [
             r#"{"type":"user","message":{"role":"user","content":"<bash-input>cat .env</bash-input>"}}"#,
@@ -628,7 +654,7 @@ mod tests {
             r#"{"type":"user","message":{"role":"user","content":"now the tests"}}"#,
         ];
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let got: Vec<String> = read_transcript(Some(&path)).into_iter().map(|m| m.content).collect();
+        let got: Vec<String> = read_transcript_as_typed(Some(&path)).into_iter().map(|m| m.content).collect();
         assert_eq!(got, ["now the tests"]);
         // A slash command's arguments that open a span: the reply after it stays private.
         let lines = [
@@ -637,24 +663,13 @@ mod tests {
             r#"{"type":"user","message":{"role":"user","content":"done </private> and the docs"}}"#,
         ];
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let messages = read_transcript(Some(&path));
+        let messages = read_transcript_as_typed(Some(&path));
         assert_eq!(messages.len(), 2);
-        let shown: Vec<String> = {
-            let mut open = 0;
-            messages
-                .iter()
-                .map(|m| {
-                    let (shown, after) = mneme_core::text::strip_private_within(&m.content, open);
-                    open = after;
-                    shown
-                })
-                .collect()
-        };
-        assert_eq!(shown, ["", " and the docs"]);
+        assert_eq!(shown(&messages), ["", "and the docs"]);
         // A FIFO (nothing ever writes it) and a folder are no transcript, and do not block.
         let fifo = dir.path().join("fifo");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        assert!(read_transcript(Some(&fifo)).is_empty());
-        assert!(read_transcript(Some(dir.path())).is_empty());
+        assert!(read_transcript_as_typed(Some(&fifo)).is_empty());
+        assert!(read_transcript_as_typed(Some(dir.path())).is_empty());
     }
 }
