@@ -161,8 +161,9 @@ impl Sessions {
     /// given a whole history: its known turns are looked for in it in order, the commands
     /// aside, and every turn number the session keeps is moved to where that turn stands now,
     /// so the part goes on as it was (a command among the known turns was never stored alone:
-    /// its reply was, with the turn before). A history that does not hold them (rewritten,
-    /// rewound, compacted) is placed as any other, by the numbers kept. Once either way.
+    /// its reply was, with the turn before). A history that holds only the first of them (a
+    /// rewind) is then placed from where it leaves them; one that holds none, by the numbers
+    /// kept. Once either way.
     async fn place_among_commands_unseen(
         &self,
         session: &Session,
@@ -174,9 +175,7 @@ impl Sessions {
         let positions = known_turns_among_commands(&session.turn_prints, &users, seen, rewound);
         let updated = self.update(&session.id, |s| {
             s.commands_unseen = false;
-            if let Some(positions) = &positions {
-                renumber_turns(s, positions, seen);
-            }
+            renumber_turns(s, &positions, seen);
         });
         match updated {
             Some(updated) => {
@@ -814,69 +813,62 @@ fn window_opens_inside(session: &Session, omitted: usize, history: &[Message]) -
     (0..=open_at_end).find(|&start| depth_after(start) == open_at_end).unwrap_or(session.open_at_part_start)
 }
 
-/// Where each of the `known` turns stands among a history's user turns (`users`, their prints
-/// `seen`), and last where the turns after them begin, when every known turn is there in order
-/// and only slash commands come between; `None` otherwise (a known turn missing or changed, or
-/// one the client never sent). A turn known as wholly private (0) stands for the turn after a
-/// command whose arguments hold `<private>`, and the turns after it known so: the earlier hooks
-/// counted such a command's span twice, and hid the turns up to a second close. Not in a
-/// history the client says it rewound, where such a turn may be one taken back.
-fn known_turns_among_commands(known: &[u64], users: &[&str], seen: &[u64], rewound: bool) -> Option<Vec<usize>> {
-    if known.contains(&UNKNOWN_TURN) {
-        return None;
-    }
-    let mut positions = Vec::with_capacity(known.len() + 1);
+/// Where the `known` turns stand among a history's user turns (`users`, their prints `seen`):
+/// those found from the start in order, only slash commands between them, up to the first
+/// known turn it does not hold (all of them, in a history that goes on; fewer in a rewound or
+/// rewritten one). A turn known as wholly private (0) stands for any turn but a command once the
+/// history has shown a command whose arguments hold `<private>`: the earlier hooks counted
+/// such a span twice, and hid every turn after it up to a second close. Not in a history the
+/// client says it rewound, where such a turn may be one taken back.
+fn known_turns_among_commands(known: &[u64], users: &[&str], seen: &[u64], rewound: bool) -> Vec<usize> {
+    let mut positions = Vec::with_capacity(known.len());
     let mut hidden_by_a_command = false;
     for (i, (text, print)) in users.iter().zip(seen).enumerate() {
         let Some(&want) = known.get(positions.len()) else { break };
         let command = is_slash_command(text);
-        if *print == want {
-            positions.push(i);
-            hidden_by_a_command = false;
-        } else if want == 0 && hidden_by_a_command && !command && !rewound {
+        if want != UNKNOWN_TURN && (*print == want || (want == 0 && hidden_by_a_command && !command && !rewound)) {
             positions.push(i);
         } else if command {
-            hidden_by_a_command = text::has_private_tag(text);
+            hidden_by_a_command |= text::has_private_tag(text);
         } else {
-            return None;
+            break;
         }
     }
-    if positions.len() < known.len() {
-        return None;
-    }
-    positions.push(positions.last().map_or(0, |last| last + 1));
-    Some(positions)
+    positions
 }
 
-/// Moves every turn number `s` keeps from its count without slash commands to where the turn
-/// stands in the history (`positions`, see [`known_turns_among_commands`]; its last entry is
-/// where the turns after the known ones begin), and takes the history's prints (`seen`) for
-/// the known turns. A number past the known turns (none is, but for a client's unknown gap)
-/// leaves the session as it was.
+/// Moves every turn number `s` keeps from its count without slash commands to where that turn
+/// stands in the history (`positions` of its first known turns, see
+/// [`known_turns_among_commands`]): a command before a known turn counts with the turns before
+/// it (its reply was stored with them), numbers past the turns found move with the commands
+/// met. The known turns found take the history's prints (`seen`); those after keep theirs, so
+/// that a rewound history is placed from where it leaves them.
 fn renumber_turns(s: &mut Session, positions: &[usize], seen: &[u64]) {
-    let at = |turn: i64| usize::try_from(turn).ok().and_then(|t| positions.get(t)).map(|&p| p as i64);
-    let numbers = [Some(s.first_turn), Some(s.retained_turns), s.pending.as_ref().map(|p| p.user_turns)];
-    if numbers.into_iter().flatten().any(|n| at(n).is_none())
-        || s.pending.as_ref().and_then(|p| p.sliced_from).is_some_and(|n| at(n).is_none())
-        || s.sliced.iter().any(|&(from, to)| at(from).is_none() || at(to).is_none())
-        || s.part_stored.is_some_and(|p| at(p.turns).is_none())
-    {
-        return;
-    }
-    let end = positions[positions.len() - 1];
-    s.first_turn = at(s.first_turn).unwrap_or_default();
-    s.retained_turns = at(s.retained_turns).unwrap_or_default();
+    let found = positions.len();
+    let end = positions.last().map_or(0, |last| last + 1);
+    let moved = |turn: i64| -> i64 {
+        let n = usize::try_from(turn).unwrap_or_default();
+        match n {
+            0 => 0,
+            n if n < found => positions[n] as i64,
+            n => (end + (n - found)) as i64,
+        }
+    };
+    s.first_turn = moved(s.first_turn);
+    s.retained_turns = moved(s.retained_turns);
     if let Some(p) = s.pending.as_mut() {
-        p.user_turns = at(p.user_turns).unwrap_or_default();
-        p.sliced_from = p.sliced_from.and_then(at);
+        p.user_turns = moved(p.user_turns);
+        p.sliced_from = p.sliced_from.map(moved);
     }
     for slice in &mut s.sliced {
-        *slice = (at(slice.0).unwrap_or_default(), at(slice.1).unwrap_or_default());
+        *slice = (moved(slice.0), moved(slice.1));
     }
     if let Some(p) = s.part_stored.as_mut() {
-        p.turns = at(p.turns).unwrap_or_default();
+        p.turns = moved(p.turns);
     }
-    s.turn_prints = seen[..end].to_vec();
+    let mut prints = seen[..end].to_vec();
+    prints.extend_from_slice(&s.turn_prints[found.min(s.turn_prints.len())..]);
+    s.turn_prints = prints;
 }
 
 /// Whether `seen` is no part of the current part's history but the start of the previous

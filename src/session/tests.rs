@@ -1418,37 +1418,102 @@ async fn sessions_whose_commands_went_unseen_go_on_without_repeating_turns() {
     }
 }
 
+/// The earlier hooks counted a command's span twice, so every turn after its close was known
+/// wholly private: those turns are still found after the upgrade when the closing turn is
+/// wholly private to this build too, or another command comes between.
+#[tokio::test]
+async fn turns_the_earlier_hooks_hid_are_found_after_any_turn_or_command() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    for second_command in [false, true] {
+        let history = |hooks: Hooks, n: usize| {
+            let mut h = vec![m("user", "turn one WR-1"), m("assistant", "reply one")];
+            if hooks == Hooks::Now {
+                h.push(m("user", "/deploy prod <private> WRSECRET-1"));
+            }
+            let carried = if hooks == Hooks::Before { "<private><private>" } else { "" };
+            h.push(m("assistant", &format!("{carried}Deployed")));
+            h.extend([m("user", "also WRSECRET-2 </private>"), m("assistant", "noted")]);
+            if second_command && hooks == Hooks::Now {
+                h.push(m("user", "/status now"));
+            }
+            if second_command {
+                h.push(m("assistant", "status ok"));
+            }
+            h.extend([m("user", "turn five WR-5"), m("assistant", "five ok")]);
+            if n > 5 {
+                h.extend([m("user", "turn six WR-6"), m("assistant", "six ok")]);
+            }
+            h
+        };
+        let r = rig();
+        let s = sessions(&r, every_turn()).await;
+        s.start(start("w")).await.unwrap();
+        s.agent_end("w", &history(Hooks::Before, 5), Turn::Work, TurnEnd::default()).await.unwrap();
+        r.queue.flush_all().await;
+        as_saved_before_format_2(&r).await;
+        let s = sessions(&r, every_turn()).await;
+        s.agent_end("w", &history(Hooks::Now, 6), Turn::Work, TurnEnd::default()).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("WRSECRET"), "{second_command}: {text}");
+        assert!(!text.contains("----"), "{second_command}: one document: {text}");
+        for t in ["WR-1", "WR-5", "WR-6"] {
+            assert_eq!(text.matches(t).count(), 1, "{second_command}: {t}: {text}");
+        }
+    }
+}
+
 /// After an upgrade, a rewind goes back to a turn the earlier build stored: the document is
 /// replaced by the branch taken (the turns taken back leave it, none is stored twice), whether
 /// the first transcript after the upgrade is the rewind or a turn comes before it; and a turn
 /// the earlier build knew wholly private that a rewind replaced is stored.
 #[tokio::test]
 async fn a_rewind_after_an_upgrade_takes_back_what_the_earlier_build_stored() {
-    for turn_first in [false, true] {
-        let r = rig();
-        let s = sessions(&r, every_turn()).await;
-        s.start(start("a")).await.unwrap();
-        for n in [3, 4] {
-            s.agent_end("a", &with_a_command(n, Hooks::Before, false), Turn::Work, TurnEnd::default()).await.unwrap();
+    // In each mode, the command after the second turn or (the history opening with it) first,
+    // and the rewind as the first transcript after the upgrade or after a turn.
+    for (mode, settings) in [("full-session", every_turn()), ("last-turn", last_turn(1, 0))] {
+        for (command_first, turn_first) in [(false, false), (false, true), (true, false), (true, true)] {
+            let history = |n: usize, hooks: Hooks| {
+                let mut m = with_a_command(n, hooks, false);
+                if command_first {
+                    // The command's turn moved before the first.
+                    let (command, rest) = match hooks {
+                        Hooks::Now => (m.drain(4..6).collect::<Vec<_>>(), m),
+                        Hooks::Before => (m.drain(4..5).collect::<Vec<_>>(), m),
+                    };
+                    m = command.into_iter().chain(rest).collect();
+                }
+                m
+            };
+            let case = format!("{mode}, command first {command_first}, a turn first {turn_first}");
+            let r = rig();
+            let s = sessions(&r, settings.clone()).await;
+            s.start(start("a")).await.unwrap();
+            for n in [3, 4] {
+                s.agent_end("a", &history(n, Hooks::Before), Turn::Work, TurnEnd::default()).await.unwrap();
+            }
+            r.queue.flush_all().await;
+            as_saved_before_format_2(&r).await;
+            let s = sessions(&r, settings.clone()).await;
+            if turn_first {
+                s.agent_end("a", &history(5, Hooks::Now), Turn::Work, TurnEnd::default()).await.unwrap();
+            }
+            // Back to after turn 2 ("question 2"), and on with another turn.
+            let mut branch = history(3, Hooks::Now);
+            branch.extend([Message::new("user", "a new branch about voles"), Message::new("assistant", "voles")]);
+            let end = TurnEnd { rewound: true, ..TurnEnd::default() };
+            s.agent_end("a", &branch, Turn::Work, end).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            for i in 0..3 {
+                let n = text.matches(&format!("question {i} about otters\n")).count();
+                assert_eq!(n, 1, "{case}: turn {i}: {text}");
+            }
+            assert_eq!(text.matches("a new branch about voles").count(), 1, "{case}: {text}");
+            if mode == "full-session" {
+                assert!(!text.contains("question 3 about") && !text.contains("question 4"), "{case}: {text}");
+            }
         }
-        r.queue.flush_all().await;
-        as_saved_before_format_2(&r).await;
-        let s = sessions(&r, every_turn()).await;
-        if turn_first {
-            s.agent_end("a", &with_a_command(5, Hooks::Now, false), Turn::Work, TurnEnd::default()).await.unwrap();
-        }
-        // Back to after turn 2 ("question 2"), and on with another turn.
-        let mut branch = with_a_command(3, Hooks::Now, false);
-        branch.extend([Message::new("user", "a new branch about voles"), Message::new("assistant", "voles")]);
-        let end = TurnEnd { rewound: true, ..TurnEnd::default() };
-        s.agent_end("a", &branch, Turn::Work, end).await.unwrap();
-        r.queue.flush_all().await;
-        let text = stored(&r).await;
-        assert!(!text.contains("question 3 about otters") && !text.contains("question 4"), "{turn_first}: {text}");
-        for i in 0..3 {
-            assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "{turn_first}: {text}");
-        }
-        assert_eq!(text.matches("a new branch about voles").count(), 1, "{turn_first}: {text}");
     }
     // A turn known wholly private, replaced by a rewind as the first transcript after the upgrade.
     let r = rig();
