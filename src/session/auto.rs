@@ -175,7 +175,7 @@ impl Sessions {
         let positions = known_turns_among_commands(&session.turn_prints, &users, seen, rewound);
         let updated = self.update(&session.id, |s| {
             s.commands_unseen = false;
-            renumber_turns(s, &positions, seen);
+            renumber_turns(s, &positions, &users, seen);
         });
         match updated {
             Some(updated) => {
@@ -838,35 +838,45 @@ fn known_turns_among_commands(known: &[u64], users: &[&str], seen: &[u64], rewou
 }
 
 /// Moves every turn number `s` keeps from its count without slash commands to where that turn
-/// stands in the history (`positions` of its first known turns, see
-/// [`known_turns_among_commands`]): a command before a known turn counts with the turns before
-/// it (its reply was stored with them), numbers past the turns found move with the commands
-/// met. The known turns found take the history's prints (`seen`); those after keep theirs, so
-/// that a rewound history is placed from where it leaves them.
-fn renumber_turns(s: &mut Session, positions: &[usize], seen: &[u64]) {
+/// stands in the history (`users`, their prints `seen`; `positions` of its first known turns,
+/// see [`known_turns_among_commands`]): a command before a known turn counts with the turns
+/// before it (its reply was stored with them), numbers past the turns found move with the
+/// commands met. What the session kept as text up to all its known turns (the part's start
+/// after turns had with memory off, its pending tail, what its document was given) also holds
+/// the commands after the last of them that came before the history's newest turn: the earlier
+/// build saw them, and their replies. The known turns found take the history's prints; those
+/// after keep theirs, so that a rewound history is placed from where it leaves them.
+fn renumber_turns(s: &mut Session, positions: &[usize], users: &[&str], seen: &[u64]) {
     let found = positions.len();
     let end = positions.last().map_or(0, |last| last + 1);
-    let moved = |turn: i64| -> i64 {
+    let newest = users.len().saturating_sub(1);
+    let seen_by_the_earlier_build = match found == s.turn_prints.len() {
+        true => (end..newest).take_while(|&i| is_slash_command(users[i])).last().map_or(end, |i| i + 1),
+        false => end,
+    };
+    let moved_to = |turn: i64, all_known_at: usize| -> i64 {
         let n = usize::try_from(turn).unwrap_or_default();
         match n {
             0 => 0,
             n if n < found => positions[n] as i64,
-            n => (end + (n - found)) as i64,
+            n => (all_known_at + (n - found)) as i64,
         }
     };
-    s.first_turn = moved(s.first_turn);
-    s.retained_turns = moved(s.retained_turns);
+    let moved = |turn: i64| moved_to(turn, end);
+    let kept_as_text = |turn: i64| moved_to(turn, seen_by_the_earlier_build);
+    s.first_turn = kept_as_text(s.first_turn);
+    s.retained_turns = moved(s.retained_turns).max(s.first_turn);
     if let Some(p) = s.pending.as_mut() {
-        p.user_turns = moved(p.user_turns);
+        p.user_turns = kept_as_text(p.user_turns);
         p.sliced_from = p.sliced_from.map(moved);
     }
     for slice in &mut s.sliced {
         *slice = (moved(slice.0), moved(slice.1));
     }
     if let Some(p) = s.part_stored.as_mut() {
-        p.turns = moved(p.turns);
+        p.turns = kept_as_text(p.turns);
     }
-    let mut prints = seen[..end].to_vec();
+    let mut prints = seen[..seen_by_the_earlier_build].to_vec();
     prints.extend_from_slice(&s.turn_prints[found.min(s.turn_prints.len())..]);
     s.turn_prints = prints;
 }

@@ -1463,6 +1463,63 @@ async fn turns_the_earlier_hooks_hid_are_found_after_any_turn_or_command() {
     }
 }
 
+/// The earlier build saw a command after the last turn it knows when the history's newest turn
+/// came after it: kept in its pending tail (the default cadence) or queued at the session's end,
+/// the command's reply is not taken for text the document lost (the part split, the reply was
+/// stored twice, and a later rewind across the upgrade was none), and one had while memory was
+/// off stays unstored.
+#[tokio::test]
+async fn a_command_last_before_the_upgrade_belongs_to_what_the_earlier_build_kept() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let history = |hooks: Hooks, n: usize| {
+        let mut h = turns(4);
+        if hooks == Hooks::Now {
+            h.push(m("user", "/deploy prod LCARG"));
+        }
+        h.push(m("assistant", "Deployed LCREPLY"));
+        h.extend(turns(n).into_iter().skip(8));
+        h
+    };
+    for ended in [false, true] {
+        let r = rig();
+        let s = sessions(&r, Settings::default()).await; // full-session, every third turn
+        s.start(start("c")).await.unwrap();
+        s.agent_end("c", &history(Hooks::Before, 4), Turn::Work, TurnEnd::default()).await.unwrap();
+        if ended {
+            s.end("c", Delivery::Wait).await.unwrap();
+        }
+        r.queue.flush_all().await;
+        as_saved_before_format_2(&r).await;
+        let s = sessions(&r, Settings::default()).await;
+        if ended {
+            s.start(start("c")).await.unwrap();
+        }
+        s.agent_end("c", &history(Hooks::Now, 6), Turn::Work, TurnEnd::default()).await.unwrap();
+        s.end("c", Delivery::Wait).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("----"), "ended {ended}: one document: {text}");
+        assert_eq!(text.matches("LCREPLY").count(), 1, "ended {ended}: {text}");
+        for i in 0..6 {
+            assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "ended {ended}: {text}");
+        }
+    }
+    // Memory off under the earlier build, on after the upgrade.
+    let r = rig();
+    let mut off = every_turn();
+    off.retain.auto = false;
+    let s = sessions(&r, off).await;
+    s.start(start("o")).await.unwrap();
+    s.agent_end("o", &history(Hooks::Before, 4), Turn::Work, TurnEnd::default()).await.unwrap();
+    as_saved_before_format_2(&r).await;
+    let s = sessions(&r, every_turn()).await;
+    s.agent_end("o", &history(Hooks::Now, 5), Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("LCARG") && !text.contains("LCREPLY") && !text.contains("question 3"), "{text}");
+    assert_eq!(text.matches("question 4 about otters").count(), 1, "{text}");
+}
+
 /// After an upgrade, a rewind goes back to a turn the earlier build stored: the document is
 /// replaced by the branch taken (the turns taken back leave it, none is stored twice), whether
 /// the first transcript after the upgrade is the rewind or a turn comes before it; and a turn
