@@ -58,10 +58,19 @@ impl Sessions {
                 prompt_in_context(&settings, messages, prompt, spans_carried(&session, messages));
             let changed = session.last_prompt.as_deref() != Some(cleaned.as_str())
                 || left_private != session.last_prompt_left_private;
-            if changed {
+            // A command run since the upgrade is none the earlier build saw (its Stop may never
+            // come: an interrupted reply), whatever the next transcript holds after it.
+            let command_since = session.commands_unseen && is_slash_command(prompt);
+            if changed || command_since {
+                let typed = command_since.then(|| as_typed(prompt));
                 let updated = self.update(id, |s| {
                     s.last_prompt = Some(cleaned);
                     s.last_prompt_left_private = left_private;
+                    if let Some(typed) = typed {
+                        if s.commands_since_upgrade.len() < MAX_COMMANDS_SINCE_UPGRADE {
+                            s.commands_since_upgrade.push(typed);
+                        }
+                    }
                 });
                 if let Some(s) = updated {
                     // Never an error to the agent (a full disk): the session in memory has it,
@@ -819,14 +828,17 @@ fn window_opens_inside(session: &Session, omitted: usize, history: &[Message]) -
 /// rewritten one). A turn known as wholly private (0) stands for any turn but a command once the
 /// history has shown a command whose arguments hold `<private>`: the earlier hooks counted
 /// such a span twice, and hid every turn after it up to a second close. Not in a history the
-/// client says it rewound, where such a turn may be one taken back.
+/// client says it rewound, where such a turn may be one taken back, nor for the history's
+/// newest turn, which the earlier build never saw.
 fn known_turns_among_commands(known: &[u64], users: &[&str], seen: &[u64], rewound: bool) -> Vec<usize> {
     let mut positions = Vec::with_capacity(known.len());
     let mut hidden_by_a_command = false;
     for (i, (text, print)) in users.iter().zip(seen).enumerate() {
         let Some(&want) = known.get(positions.len()) else { break };
         let command = is_slash_command(text);
-        if want != UNKNOWN_TURN && (*print == want || (want == 0 && hidden_by_a_command && !command && !rewound)) {
+        let newest = i + 1 == users.len();
+        let hidden = want == 0 && hidden_by_a_command && !command && !rewound && !newest;
+        if want != UNKNOWN_TURN && (*print == want || hidden) {
             positions.push(i);
         } else if command {
             hidden_by_a_command |= text::has_private_tag(text);
@@ -850,8 +862,12 @@ fn renumber_turns(s: &mut Session, positions: &[usize], users: &[&str], seen: &[
     let found = positions.len();
     let end = positions.last().map_or(0, |last| last + 1);
     let newest = users.len().saturating_sub(1);
+    let run_since = |text: &str| s.commands_since_upgrade.iter().any(|c| *c == as_typed(text));
     let seen_by_the_earlier_build = match found == s.turn_prints.len() {
-        true => (end..newest).take_while(|&i| is_slash_command(users[i])).last().map_or(end, |i| i + 1),
+        true => (end..newest)
+            .take_while(|&i| is_slash_command(users[i]) && !run_since(users[i]))
+            .last()
+            .map_or(end, |i| i + 1),
         false => end,
     };
     let moved_to = |turn: i64, all_known_at: usize| -> i64 {
@@ -879,6 +895,15 @@ fn renumber_turns(s: &mut Session, positions: &[usize], users: &[&str], seen: &[
     let mut prints = seen[..seen_by_the_earlier_build].to_vec();
     prints.extend_from_slice(&s.turn_prints[found.min(s.turn_prints.len())..]);
     s.turn_prints = prints;
+    s.commands_since_upgrade.clear();
+}
+
+/// The commands [`Session::commands_since_upgrade`] keeps at most.
+const MAX_COMMANDS_SINCE_UPGRADE: usize = 64;
+
+/// A prompt's words joined by single spaces: a command as typed and as the hook writes it.
+fn as_typed(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Whether `seen` is no part of the current part's history but the start of the previous

@@ -234,6 +234,10 @@ pub struct Session {
     /// numbers kept are moved to where the turns stand in it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub commands_unseen: bool,
+    /// The slash commands run (their prompts) while `commands_unseen`: none of them is one the
+    /// earlier build saw, though its reply may never have come (an interrupted turn).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands_since_upgrade: Vec<String>,
 }
 
 /// The format of a session record. 1: it knows `sliced` and `part_stored`; a record without them
@@ -628,6 +632,7 @@ impl Sessions {
                     part_stored: ended.part_stored,
                     format: SESSION_FORMAT,
                     commands_unseen: ended.format < 2 && !ended.turn_prints.is_empty(),
+                    commands_since_upgrade: Vec::new(),
                 };
                 if earlier_ended {
                     clear::start_after_erasure(&mut s);

@@ -35,6 +35,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         part_stored: None,
         format: SESSION_FORMAT,
         commands_unseen: false,
+        commands_since_upgrade: Vec::new(),
     };
     serde_json::to_string(&s).unwrap()
 }
@@ -1518,6 +1519,34 @@ async fn a_command_last_before_the_upgrade_belongs_to_what_the_earlier_build_kep
     let text = stored(&r).await;
     assert!(!text.contains("LCARG") && !text.contains("LCREPLY") && !text.contains("question 3"), "{text}");
     assert_eq!(text.matches("question 4 about otters").count(), 1, "{text}");
+}
+
+/// A command run after the upgrade whose reply's Stop never came (an interrupted turn) is no
+/// command the earlier build saw: after turns had with memory off, it is stored with the turn
+/// after it.
+#[tokio::test]
+async fn a_command_run_since_the_upgrade_is_not_taken_for_the_earlier_builds() {
+    let r = rig();
+    let mut off = every_turn();
+    off.retain.auto = false;
+    let s = sessions(&r, off).await;
+    s.start(start("i")).await.unwrap();
+    s.agent_end("i", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    as_saved_before_format_2(&r).await;
+    let s = sessions(&r, every_turn()).await;
+    s.agent_start("i", "/deploy  staging ICMD", &turns(2), Turn::Work).await.unwrap();
+    let mut history = turns(2);
+    history.extend([Message::new("user", "/deploy staging ICMD"), Message::new("assistant", "deployed IREPLY")]);
+    s.agent_start("i", "question 2 about otters", &history, Turn::Work).await.unwrap();
+    history.extend(turns(3).into_iter().skip(4));
+    s.agent_end("i", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("question 0") && !text.contains("question 1"), "{text}");
+    for t in ["/deploy staging ICMD", "IREPLY", "question 2 about otters"] {
+        assert_eq!(text.matches(t).count(), 1, "{t}: {text}");
+    }
+    assert!(s.get("i").unwrap().commands_since_upgrade.is_empty());
 }
 
 /// After an upgrade, a rewind goes back to a turn the earlier build stored: the document is
