@@ -21,19 +21,21 @@ pub(super) fn load_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
     config::load_from_env(&path).map_err(|e| CliError::Config(e.to_string()))
 }
 
-/// The settings to reach the daemon with, as [`load_client_settings`] reads them, without saying
-/// what is wrong with the file: for `reload`, whose answer from the daemon says it (told twice, and
-/// "going on" before the reload was refused).
-fn load_client_settings_quietly(flag: Option<&Path>) -> Result<Loaded, CliError> {
-    let path = config::config_path(flag);
-    Ok(config::load_for_client(&path).map_err(|e| CliError::Config(e.to_string()))?.0)
+/// The settings a command that talks to the daemon needs: with a problem in the file, those of
+/// its sections that reach the daemon (see [`config::load_for_client`]), and the problem.
+fn read_client_settings(flag: Option<&Path>) -> Result<(Loaded, Option<config::ConfigErrors>), CliError> {
+    config::load_for_client(&config::config_path(flag)).map_err(|e| CliError::Config(e.to_string()))
 }
 
-/// The settings a command that talks to the daemon needs: with a problem in the file, those of
-/// its sections that reach the daemon (see [`config::load_for_client`]), the problem told on stderr.
+/// [`read_client_settings`] without saying what is wrong with the file: for `reload`, whose
+/// answer from the daemon says it (told twice, and "going on" before the reload was refused).
+fn load_client_settings_quietly(flag: Option<&Path>) -> Result<Loaded, CliError> {
+    Ok(read_client_settings(flag)?.0)
+}
+
+/// [`read_client_settings`], the problem told on stderr.
 pub(super) fn load_client_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
-    let path = config::config_path(flag);
-    let (loaded, problem) = config::load_for_client(&path).map_err(|e| CliError::Config(e.to_string()))?;
+    let (loaded, problem) = read_client_settings(flag)?;
     if let Some(problem) = problem {
         let problem = mneme_core::text::escape_controls(&problem.to_string()).into_owned();
         eprintln!("mneme: {problem}\nmneme: going on with its [server] and [storage]: the daemon keeps its last good configuration");

@@ -682,7 +682,7 @@ impl Sessions {
         }
     }
 
-    /// Flushes the session (waiting [`COMPACTION_FLUSH_WAIT`] at most), then recalls for the
+    /// Flushes the session ([`Sessions::flush_before_recall`]), then recalls for the
     /// last user message: the block to splice into a compaction summary, or `None`.
     pub async fn compaction(&self, id: &str, messages: &[Message]) -> Result<Option<String>, SessionError> {
         let session = self.get(id)?;
@@ -691,8 +691,7 @@ impl Sessions {
         // their own bound, and a daemon answering later trips their breaker. The flush goes on
         // on its own task if its wait ends first.
         let deadline = tokio::time::Instant::now() + settings.recall.timeout;
-        let flush_wait = COMPACTION_FLUSH_WAIT.min(settings.recall.timeout / 4);
-        let _ = tokio::time::timeout(flush_wait, self.inner.queue.flush(session.queue_id())).await;
+        self.flush_before_recall(session.queue_id(), &settings).await;
         let history = conversation(messages);
         let Some(latest) = history.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()) else {
             return Ok(None);
@@ -725,11 +724,20 @@ fn is_agents_command(prompt: &str) -> bool {
     is_slash_command(prompt) || super::clean::is_command_echo(prompt)
 }
 
-/// How long a compaction waits at most for the session's queue to be delivered before it recalls
-/// (a quarter of `recall.timeout` if that is less): long enough for a local store, short enough
-/// that a slow or unreachable Hindsight server does not take the agent's hook past its own time
-/// limit (the compaction would lose its memories).
-const COMPACTION_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a recall waits at most for its session's queue to be delivered first (a quarter of
+/// `recall.timeout` if that is less): long enough for a local store, short enough that a slow or
+/// unreachable Hindsight server does not take the agent's hook past its own time limit (a
+/// compaction would lose its memories).
+const FLUSH_BEFORE_RECALL: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Sessions {
+    /// Delivers the session queue `queue_id` before a recall, waiting [`FLUSH_BEFORE_RECALL`] at
+    /// most; a flush that outlasts the wait goes on on its own task.
+    pub(super) async fn flush_before_recall(&self, queue_id: &str, settings: &Settings) {
+        let wait = FLUSH_BEFORE_RECALL.min(settings.recall.timeout / 4);
+        let _ = tokio::time::timeout(wait, self.inner.queue.flush(queue_id)).await;
+    }
+}
 
 /// Each message cleaned as [`text::strip_private`] reads one text, with the spans earlier
 /// messages left open carried into it: a `<private>` left unclosed hides the later messages,

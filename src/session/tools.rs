@@ -105,17 +105,14 @@ impl Sessions {
     }
 
     /// Read your own writes: what the session retained and its queue still holds (the debounce
-    /// waits up to `queue.flush_interval`) is delivered before it recalls, waiting
-    /// [`OWN_RETAINS_WAIT`] at most (a quarter of `recall.timeout` if that is less). A retain
-    /// followed by a recall found nothing for 5 s. Not while the session backs off after a
-    /// failed delivery: the backend is down or throttling, and every recall would wait on it.
+    /// waits up to `queue.flush_interval`) is delivered before it recalls
+    /// ([`Sessions::flush_before_recall`]). A retain followed by a recall found nothing for 5 s.
+    /// Not while the session backs off after a failed delivery: the backend is down or
+    /// throttling, and every recall would wait on it.
     async fn deliver_own_retains(&self, queue_id: &str) {
-        if !self.inner.queue.deliverable(queue_id) {
-            return;
+        if self.inner.queue.deliverable(queue_id) {
+            self.flush_before_recall(queue_id, &self.settings()).await;
         }
-        let wait = OWN_RETAINS_WAIT.min(self.settings().recall.timeout / 4);
-        // The flush runs on a task of its own: one that outlasts the wait goes on.
-        let _ = tokio::time::timeout(wait, self.inner.queue.flush(queue_id)).await;
     }
 
     /// The reflect tool.
@@ -172,9 +169,6 @@ impl Sessions {
         r
     }
 }
-
-/// How long a recall waits at most for its session's own retains to be delivered first.
-const OWN_RETAINS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a result's line adds to its text at most ([`format_results`]: `- `, its type, its date,
 /// the blank line before the next).
