@@ -130,8 +130,15 @@ pub fn parse_retry_after(v: &str) -> Option<Duration> {
     }
 }
 
-/// `{"detail": "..."}` or `{"detail": [{loc, msg, type}, …]}` as one line.
+/// `{"detail": "..."}` or `{"detail": [{loc, msg, type}, …]}` as one line, without the private
+/// spans it quotes: the server may hold text other clients marked private, and an error goes
+/// into answers, notices (on disk) and the log.
 pub fn readable_detail(body: &str) -> Option<String> {
+    let detail = detail_as_given(body)?;
+    Some(mneme_core::text::strip_private(&detail)).filter(|d| !d.trim().is_empty())
+}
+
+fn detail_as_given(body: &str) -> Option<String> {
     let v: Value = serde_json::from_str(body).ok()?;
     match &v["detail"] {
         Value::String(s) => Some(s.clone()),
@@ -168,6 +175,19 @@ mod tests {
         let list = r#"{"detail":[{"type":"missing","loc":["body","items",0,"content"],"msg":"Field required"},{"loc":[],"msg":"bad"}]}"#;
         assert_eq!(readable_detail(list).unwrap(), "body.items.0.content: Field required; bad");
         assert_eq!(readable_detail("<html>"), None);
+    }
+
+    #[test]
+    fn a_detail_quoting_a_private_span_loses_it() {
+        let said = r#"{"detail": "worker crashed on fact: deploy key <PRIVATE a=1>hunter2</private> rotated"}"#;
+        let d = readable_detail(said).unwrap();
+        assert!(!d.contains("hunter2") && d.contains("worker crashed") && d.contains("rotated"), "{d}");
+        let list = r#"{"detail":[{"loc":["body","items",0],"msg":"bad <private>hunter2</private>"}]}"#;
+        assert!(!readable_detail(list).unwrap().contains("hunter2"));
+        // An unclosed span takes the rest; nothing left is no detail.
+        assert_eq!(readable_detail(r#"{"detail": "<private>hunter2"}"#), None);
+        let e = from_status("recall", StatusCode::INTERNAL_SERVER_ERROR, None, said);
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 
     #[test]
