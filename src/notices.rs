@@ -113,6 +113,29 @@ impl Notices {
         self.spool.notices_after(after, limit).await
     }
 
+    /// [`Notices::after`], then the notices the spool could not store yet (id 0), newest last:
+    /// while the disk is full, the notice saying so is one of them, and the one a user looking
+    /// at the notices most needs. A read the full disk makes fail answers with them alone.
+    pub async fn after_with_unsaved(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<NoticeRow>, crate::spool::SpoolError> {
+        let stored = self.after(after, limit).await;
+        let unsaved = self.unsaved.locked().clone();
+        let mut rows = match stored {
+            Ok(rows) => rows,
+            Err(e) if unsaved.is_empty() => return Err(e),
+            Err(e) => {
+                tracing::debug!("cannot read the stored notices: {e}");
+                Vec::new()
+            }
+        };
+        let room = limit.saturating_sub(rows.len()).min(unsaved.len());
+        rows.extend_from_slice(&unsaved[unsaved.len() - room..]);
+        Ok(rows)
+    }
+
     /// The newest notice id.
     pub async fn last_id(&self) -> i64 {
         self.spool.last_notice_id().await.unwrap_or(0)

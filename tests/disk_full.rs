@@ -150,6 +150,12 @@ async fn a_full_disk_refuses_clearly_and_loses_nothing() {
     let (status, v) = d.get("/v1/sessions/s/instructions").await;
     assert_eq!(status, 200, "{v}");
 
+    // The notice can be read while the disk is full (it could be stored only once there was
+    // room, so `mneme notices` said "No notices." or answered the read with a 507).
+    let (status, list) = d.get("/v1/notices?after=0").await;
+    assert_eq!(status, 200, "{list}");
+    assert!(list.to_string().contains("disk holding the spool is full"), "{list}");
+
     std::fs::remove_file(d.data().join("filler")).unwrap();
     let back = Instant::now();
     let mut accepted_again = None;

@@ -156,7 +156,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             let mut last = after;
             for n in &list.notices {
                 print_notice(n, as_json);
-                last = n.id;
+                last = last.max(n.id); // a notice not stored yet has id 0
             }
             if list.notices.is_empty() && !follow && !as_json {
                 println!("No notices.");
@@ -318,7 +318,9 @@ fn print_notice(n: &Notice, as_json: bool) {
         return;
     }
     let session = n.session_id.as_deref().map(|s| format!(" (session {s})")).unwrap_or_default();
-    let line = format!("#{} {} {:<7} [{}]{session} {}", n.id, n.at, n.level, n.source, n.message);
+    // Id 0: a notice the spool could not store yet (a full disk); it gets its id once stored.
+    let id = if n.id > 0 { format!("#{}", n.id) } else { "(not stored yet)".to_owned() };
+    let line = format!("{id} {} {:<7} [{}]{session} {}", n.at, n.level, n.source, n.message);
     println!("{}", mneme_core::text::escape_controls(&line));
 }
 

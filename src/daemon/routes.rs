@@ -418,7 +418,7 @@ pub async fn notices(
 ) -> AppResult<Json<NoticeList>> {
     let Query(q) = q?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
-    let rows = s.notices.after(q.after.unwrap_or(0), limit).await?;
+    let rows = s.notices.after_with_unsaved(q.after.unwrap_or(0), limit).await?;
     Ok(Json(NoticeList { notices: rows.into_iter().map(to_wire).collect() }))
 }
 
@@ -434,10 +434,10 @@ pub async fn notice_stream(
     // Subscribe before reading history so nothing falls between the two.
     let receiver = s.notices.subscribe();
     let history = match after {
-        Some(after) => s.notices.after(after, 1000).await?,
+        Some(after) => s.notices.after_with_unsaved(after, 1000).await?,
         None => Vec::new(),
     };
-    let mut last = history.last().map_or(after.unwrap_or(0), |n| n.id);
+    let mut last = history.iter().map(|n| n.id).max().unwrap_or(0).max(after.unwrap_or(0));
     if after.is_none() {
         last = s.notices.last_id().await;
     }
