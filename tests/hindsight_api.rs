@@ -988,6 +988,45 @@ async fn too_many_tags_are_refused() {
         .post(&bank_path("tagged", "/memories"), json!({"items": [{"content": "a fact", "tags": &tags[..100]}]}))
         .await;
     assert_eq!(status, 200, "{v}");
+    // A recall's tag groups filter every result as its tags do: bounded alike, leaves counted
+    // wherever they are in the tree.
+    let leaves: Vec<Value> = tags.iter().map(|t| json!({"tags": [t], "match": "any"})).collect();
+    let recall_path = bank_path("tagged", "/memories/recall");
+    let recall = |groups: Value| d.post(&recall_path, json!({"query": "fact", "tag_groups": groups}));
+    let (status, v) = recall(json!([{"or": leaves}])).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("tag_groups name 101 tags"), "{v}");
+    let (status, v) = recall(json!([{"or": &leaves[..100]}])).await;
+    assert_eq!(status, 200, "{v}");
+}
+
+/// Ids a client chooses are stored as they are: a memory's or a document's id is bounded, and one
+/// holding a `<private>` tag is refused by import as by the `/hindsight` API (import stored the
+/// memories without their document and said nothing). An error quotes a long id cut.
+#[tokio::test]
+async fn long_and_private_ids_are_refused() {
+    let d = Daemon::start(LEXICAL);
+    let long = "d".repeat(1025);
+    let memory = |id: &str, document: &str| json!({"id": id, "bank": "b", "content": "a fact", "document_id": document, "created_at": "2026-01-01T00:00:00Z"});
+    for (m, field) in [
+        (memory(&long, "doc"), "memories[0].id is longer than 1024"),
+        (memory("m1", &long), "memories[0].document_id is longer than 1024"),
+        (memory("m1", "runbook<private>v2</private>"), "memories[0].document_id may not contain <private>"),
+    ] {
+        let (status, v) = d.post("/v1/import", json!({"memories": [m]})).await;
+        assert_eq!(status, 400, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(field), "{v}");
+    }
+    let (status, v) = d.post("/v1/import", json!({"memories": [memory(&"i".repeat(1024), &"d".repeat(1024))]})).await;
+    assert_eq!(status, 200, "at the bound: {v}");
+    let (status, v) =
+        d.post(&bank_path("b", "/memories"), json!({"items": [{"content": "a fact", "document_id": long}]})).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("longer than 1024"), "{v}");
+    let (status, v) = d.get(&format!("/v1/memories/{}", "x".repeat(5000))).await;
+    assert_eq!(status, 404, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 400 && message.contains("(5000 characters)"), "{message}");
 }
 
 /// A Hindsight server whose recall takes `delay` (and answers nothing).

@@ -366,6 +366,17 @@ pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<ImportProblem> {
     if mneme_core::text::has_private_tag(&m.id) || mneme_core::text::has_private_tag(&m.bank) {
         return problem(None, "id and bank may not contain <private> tags (they are stored as they are)".into());
     }
+    // Cleaned, two document ids could become one, and one document replace another (the
+    // memories were stored without their document, and the import said nothing of it).
+    if m.document_id.as_deref().is_some_and(mneme_core::text::has_private_tag) {
+        return problem(Some("document_id"), "may not contain <private> tags (it is stored as it is)".into());
+    }
+    let max = mneme_core::MAX_STORED_ID_CHARS;
+    for (field, value) in [("id", Some(m.id.as_str())), ("document_id", m.document_id.as_deref())] {
+        if value.is_some_and(|v| v.chars().count() > max) {
+            return problem(Some(field), format!("is longer than {max} characters"));
+        }
+    }
     // A URL path reads "." and ".." as its own steps: such a memory could not be shown or
     // forgotten (`/v1/memories/{id}`).
     if matches!(m.id.as_str(), "." | "..") {

@@ -143,6 +143,12 @@ impl HindsightApi {
                     "items[{i}].document_id may not contain <private> tags: ids are stored as they are; nothing was stored"
                 )));
             }
+            let max = mneme_core::MAX_STORED_ID_CHARS;
+            if item.document_id.as_deref().is_some_and(|d| d.chars().count() > max) {
+                return Err(CompatError::Invalid(format!(
+                    "items[{i}].document_id is longer than {max} characters; nothing was stored"
+                )));
+            }
             // A URL reads "." and ".." as its own steps: the document could not be deleted. As
             // it is stored: trimmed (" .. ").
             let document = item.document_id.as_deref().and_then(|d| crate::session::clean_text(&settings, d));
@@ -439,7 +445,16 @@ impl HindsightApi {
         let query = crate::session::recall_text(&self.settings(), &req.query).map_err(CompatError::Invalid)?;
         crate::session::filter_tags(req.tags.as_deref().unwrap_or_default()).map_err(CompatError::Invalid)?;
         let groups = req.tag_groups.unwrap_or_default();
-        crate::session::filter_tags(&recall::named_tags(&groups)).map_err(CompatError::Invalid)?;
+        let named = recall::named_tags(&groups);
+        crate::session::filter_tags(&named).map_err(CompatError::Invalid)?;
+        // Every result is checked against the whole tree: bounded as a filter's tags are.
+        if named.len() > mneme_core::MAX_FILTER_TAGS {
+            return Err(CompatError::Invalid(format!(
+                "tag_groups name {} tags; at most {} are accepted",
+                named.len(),
+                mneme_core::MAX_FILTER_TAGS
+            )));
+        }
         if req.max_tokens == Some(0) {
             // As the server answers: no room is nothing.
             return Ok(RecallResponse::default());

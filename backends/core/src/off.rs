@@ -1,5 +1,6 @@
 //! The `off` backend: stores nothing, finds nothing.
 
+use crate::text::quoted_unless_private as q;
 use async_trait::async_trait;
 
 use crate::backend::MemoryBackend;
@@ -66,7 +67,7 @@ impl MemoryBackend for OffBackend {
     }
 
     async fn memory(&self, id: &str, _bank: Option<&str>) -> Result<MemoryDetail, BackendError> {
-        Err(BackendError::NotFound(format!("memory is off: no memory {id:?} is stored")))
+        Err(BackendError::NotFound(format!("memory is off: no memory {} is stored", q(id))))
     }
 
     /// Refused, not answered "nothing to forget": the memory stays in the store it is in, and

@@ -136,14 +136,22 @@ pub struct PrivateEdges {
 }
 
 /// A value as an error message quotes it (`"…"`), unless it holds a `<private>` tag: then it is
-/// not repeated, since error messages reach clients and logs.
+/// not repeated, since error messages reach clients and logs. A long one is cut after its first
+/// [`QUOTED_HEAD`] characters, with its length.
 pub fn quoted_unless_private(value: &str) -> String {
     if has_private_tag(value) {
-        "(a value with <private> text)".to_owned()
-    } else {
-        format!("{value:?}")
+        return "(a value with <private> text)".to_owned();
     }
+    let chars = value.chars().count();
+    if chars > QUOTED_HEAD * 2 {
+        let head: String = value.chars().take(QUOTED_HEAD).collect();
+        return format!("{head:?}… ({chars} characters)");
+    }
+    format!("{value:?}")
 }
+
+/// How much of a long value an error message quotes.
+pub const QUOTED_HEAD: usize = 100;
 
 /// Where `text`'s `<private>` spans cross its edges (see [`PrivateEdges`]).
 pub fn private_edges(text: &str) -> PrivateEdges {
@@ -551,6 +559,15 @@ pub fn take_chars(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_value_is_quoted_cut() {
+        assert_eq!(quoted_unless_private("short"), "\"short\"");
+        let q = quoted_unless_private(&"x".repeat(5000));
+        assert_eq!(q, format!("{:?}… (5000 characters)", "x".repeat(QUOTED_HEAD)));
+        assert_eq!(quoted_unless_private(&"y".repeat(2 * QUOTED_HEAD)), format!("{:?}", "y".repeat(2 * QUOTED_HEAD)));
+        assert_eq!(quoted_unless_private("a <private>b</private>"), "(a value with <private> text)");
+    }
 
     #[test]
     fn a_budget_counts_cjk_as_a_token_a_character() {

@@ -492,6 +492,10 @@ pub const MAX_FILTER_TAGS: usize = 100;
 /// are a small set; 150,000 of them in one request held the daemon for minutes.
 pub const MAX_MEMORY_TAGS: usize = 100;
 
+/// The longest memory or document id a client may give, in characters (a session id, at most
+/// 256, is also its transcript's document id, `-part{n}` added after a history starts over).
+pub const MAX_STORED_ID_CHARS: usize = 1024;
+
 /// `None` when `n` tags are within [`MAX_MEMORY_TAGS`], else why not.
 pub fn too_many_tags(n: usize) -> Option<String> {
     (n > MAX_MEMORY_TAGS).then(|| format!("has {n} tags; a memory carries at most {MAX_MEMORY_TAGS}"))

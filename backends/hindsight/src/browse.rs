@@ -2,6 +2,7 @@
 //! document. Hindsight 1.1 has no call that deletes a single memory unit, so forgetting one is
 //! refused with what to do instead.
 
+use mneme_core::text::quoted_unless_private as q;
 use mneme_core::{BackendError, BankCount, BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail};
 use reqwest::Method;
 
@@ -71,12 +72,12 @@ pub(crate) async fn memory(b: &HindsightBackend, id: &str, bank: Option<&str>) -
     // The server's memory ids are UUIDs, and it answers any other with a 400 (an error to retry
     // or report), where there is simply no such memory.
     if !is_uuid(id) {
-        return Err(BackendError::NotFound(format!("no memory {id:?} in Hindsight bank {bank:?}")));
+        return Err(BackendError::NotFound(format!("no memory {} in Hindsight bank {bank:?}", q(id))));
     }
     let url = b.bank_url(bank, &["memories", id])?;
     let unit: Option<ListedMemory> = b.send("get memory", Method::GET, url, None::<&()>, b.timeout()).await?;
     let memory = unit
-        .ok_or_else(|| BackendError::NotFound(format!("no memory {id:?} in Hindsight bank {bank:?}")))?
+        .ok_or_else(|| BackendError::NotFound(format!("no memory {} in Hindsight bank {bank:?}", q(id))))?
         .into_stored(bank);
     let memory = crate::backend::without_private(memory);
     Ok(MemoryDetail { memory, passages: Vec::new(), document_memories: 1 })
@@ -110,15 +111,17 @@ pub(crate) async fn forget(b: &HindsightBackend, what: &Forget) -> Result<Forgot
         if pending.cancelled > 0 || !pending.running.is_empty() {
             // Only queued (or being stored): nothing was stored yet, and what the server is
             // storing is deleted once it has.
-            let message = format!("Nothing of document {id:?} was stored on Hindsight bank {bank:?} yet; its queued retains are cancelled.{running}");
+            let message = format!("Nothing of document {} was stored on Hindsight bank {bank:?} yet; its queued retains are cancelled.{running}", q(id));
             return Ok(Forgotten { deleted: Some(0), message });
         }
-        return Err(BackendError::NotFound(format!("no document {id:?} in Hindsight bank {bank:?}")));
+        return Err(BackendError::NotFound(format!("no document {} in Hindsight bank {bank:?}", q(id))));
     };
     let deleted = done.memory_units_deleted;
     let message = match deleted {
-        Some(n) => format!("Deleted document {id:?} and its {n} memory units from Hindsight bank {bank:?}.{running}"),
-        None => format!("Deleted document {id:?} from Hindsight bank {bank:?}.{running}"),
+        Some(n) => {
+            format!("Deleted document {} and its {n} memory units from Hindsight bank {bank:?}.{running}", q(id))
+        }
+        None => format!("Deleted document {} from Hindsight bank {bank:?}.{running}", q(id)),
     };
     Ok(Forgotten { deleted, message })
 }

@@ -1,6 +1,7 @@
 //! [`LocalBackend`]: the store behind the async trait. SQLite work runs on tokio's blocking pool so
 //! it never stalls the async workers; one writer connection, a few readers (WAL lets them overlap).
 
+use mneme_core::text::quoted_unless_private as q;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -361,8 +362,8 @@ impl MemoryBackend for LocalBackend {
         match self.read(move |s| s.memory(&key, asked.as_deref())).await? {
             Some((memory, passages, document_memories)) => Ok(MemoryDetail { memory, passages, document_memories }),
             None => Err(BackendError::NotFound(match bank {
-                Some(bank) => format!("no memory {id:?} in bank {bank:?} of the local store"),
-                None => format!("no memory {id:?} in the local store"),
+                Some(bank) => format!("no memory {} in bank {bank:?} of the local store", q(id)),
+                None => format!("no memory {} in the local store", q(id)),
             })),
         }
     }
@@ -371,13 +372,13 @@ impl MemoryBackend for LocalBackend {
         let (deleted, missing) = match what.clone() {
             Forget::Memory { id, bank } => {
                 let missing = match &bank {
-                    Some(bank) => format!("no memory {id:?} in bank {bank:?} of the local store"),
-                    None => format!("no memory {id:?} in the local store"),
+                    Some(bank) => format!("no memory {} in bank {bank:?} of the local store", q(&id)),
+                    None => format!("no memory {} in the local store", q(&id)),
                 };
                 (self.write(move |s| erased(s, |s| s.forget_memory(&id, bank.as_deref()))).await?, missing)
             }
             Forget::Document { id, bank } => {
-                let missing = format!("no document {id:?} in bank {bank:?} of the local store");
+                let missing = format!("no document {} in bank {bank:?} of the local store", q(&id));
                 (self.write(move |s| erased(s, |s| s.forget_document(&bank, &id))).await?, missing)
             }
         };

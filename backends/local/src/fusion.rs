@@ -105,9 +105,10 @@ pub(crate) fn fuse(lexical: &Lexical, dense: Option<&DenseScores>) -> Vec<(i64, 
     // A paraphrase's fact is often the model's best at a cosine under the floor; where some
     // passage matches the question's words the answer holds something anyway, and the dense best
     // joins it (seated third at most). Where nothing does, it must show it is not chance.
-    let best_shown = dense.top.first().is_some_and(|t| {
-        !lexical.pool.is_empty() || t.2 >= DENSE_FLOOR || dense_best_stands_out >= STANDS_OUT
-    });
+    let best_shown = dense
+        .top
+        .first()
+        .is_some_and(|t| !lexical.pool.is_empty() || t.2 >= DENSE_FLOOR || dense_best_stands_out >= STANDS_OUT);
     for (i, (pid, smoothed, own)) in dense.top.iter().enumerate() {
         let shown = *own >= DENSE_FLOOR || standing(dense, *smoothed) >= STANDS_OUT || (best_shown && i < FOLLOWERS);
         let score = (1.0 - c) * nd(*smoothed);
