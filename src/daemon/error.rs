@@ -177,6 +177,7 @@ const MAX_MESSAGE_CHARS: usize = 1_000;
 /// be told apart from text.
 pub(crate) fn quoting_input(message: String) -> String {
     use mneme_core::text::has_private_tag;
+    let message = surrogates_explained(message);
     let message = if has_private_tag(&message) {
         let is_quote = |c: char| c == '"' || c == '`';
         let unquoted = match (message.find(is_quote), message.rfind(is_quote)) {
@@ -197,6 +198,21 @@ pub(crate) fn quoting_input(message: String) -> String {
     }
 }
 
+/// serde_json names a bad `\u` escape by where its reader stood: a lone low surrogate is "lone
+/// leading surrogate", a high one followed by anything but its low half "unexpected end of hex
+/// escape" (as is an escape cut short). Said as what the client sent.
+fn surrogates_explained(message: String) -> String {
+    message
+        .replace(
+            "lone leading surrogate in hex escape",
+            "an unpaired UTF-16 surrogate in a \\u escape (U+D800 to U+DFFF must come as a high and low pair)",
+        )
+        .replace(
+            "unexpected end of hex escape",
+            "a \\u escape cut short, or a high surrogate (U+D800 to U+DBFF) without its low half",
+        )
+}
+
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> Self {
         ApiError::invalid(quoting_input(r.body_text()))
@@ -212,6 +228,15 @@ impl From<PathRejection> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::quoting_input;
+
+    #[test]
+    fn an_unpaired_surrogate_is_named_as_sent() {
+        for body in [r#"{"a": "x\udc00"}"#, r#"{"a": "x\ud800"}"#] {
+            let e = serde_json::from_str::<serde_json::Value>(body).unwrap_err();
+            let said = quoting_input(e.to_string());
+            assert!(said.contains("surrogate") && !said.contains("lone leading"), "{body}: {said}");
+        }
+    }
 
     #[test]
     fn every_503_says_when_to_ask_again() {
