@@ -372,10 +372,9 @@ async fn a_stateless_client_is_answered_without_a_session() {
     assert_eq!(legacy.status(), 400);
 }
 
-/// A tool call the daemon's shutdown cuts short is a 503 to try again, not the library's 500.
-#[tokio::test]
-async fn a_call_cut_short_by_shutdown_is_a_503() {
-    // A Hindsight server that takes connections and never answers: the recall is in progress.
+/// A Hindsight server that takes connections and never answers: a recall through it stays in
+/// progress until the daemon stops.
+async fn silent_server() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -384,6 +383,22 @@ async fn a_call_cut_short_by_shutdown_is_a_503() {
             held.push(s);
         }
     });
+    url
+}
+
+/// SIGTERM to the daemon once a call is well under way (within the 5 s a recall may take).
+async fn stop_soon(d: &Daemon) {
+    let pid = d.child.as_ref().unwrap().id();
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    common::unsafe_kill(pid, "TERM");
+}
+
+/// A tool call the daemon's shutdown cuts short is answered: a result marked `isError` telling
+/// the model to try again once mneme is back (as when the backend is down), not the library's
+/// 500 (stateless) or an event stream closed without an answer (a session of an earlier revision).
+#[tokio::test]
+async fn a_call_cut_short_by_shutdown_is_answered() {
+    let url = silent_server().await;
     let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n"));
     let call = stateless(
         &d,
@@ -392,20 +407,47 @@ async fn a_call_cut_short_by_shutdown_is_a_503() {
             "params": {"name": "recall", "arguments": {"query": "where is the deploy key"}}}),
     )
     .send();
-    let pid = d.child.as_ref().unwrap().id();
-    let stop = async {
-        // Well within the 5 s a recall may take, and long enough for the call to be under way.
-        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
-        common::unsafe_kill(pid, "TERM");
-    };
-    let (answer, ()) = tokio::join!(call, stop);
+    let (answer, ()) = tokio::join!(call, stop_soon(&d));
     let answer = answer.unwrap();
-    let status = answer.status();
-    let retry_after = answer.headers().get("retry-after").cloned();
-    let body: Value = answer.json().await.unwrap();
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(body["error"]["code"], "stopping", "{body}");
-    assert!(retry_after.is_some());
+    assert_eq!(answer.status(), 200);
+    let body = answer.text().await.unwrap();
+    let v: Value = serde_json::from_str(body.trim()).unwrap_or_else(|_| sse_message(&body));
+    assert_eq!(v["id"], 1, "{body}");
+    assert_eq!(v["result"]["isError"], true, "{body}");
+    assert!(v["result"]["content"][0]["text"].as_str().unwrap().contains("mneme is stopping"), "{body}");
+}
+
+#[tokio::test]
+async fn a_call_cut_short_by_shutdown_is_answered_on_a_sessions_stream() {
+    let url = silent_server().await;
+    let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n"));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let accept = [("accept", "application/json, text/event-stream")];
+    let r = mcp_post(&d, &accept, &init).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let headers = [accept[0], ("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert!(mcp_post(&d, &headers, &initialized).send().await.unwrap().status().is_success());
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "recall", "arguments": {"query": "where is the deploy key"}}});
+    let call = async { mcp_post(&d, &headers, &call).send().await.unwrap().text().await.unwrap() };
+    let (body, ()) = tokio::join!(call, stop_soon(&d));
+    let v = sse_message(&body);
+    assert_eq!(v["id"], 7, "{body}");
+    assert_eq!(v["result"]["isError"], true, "{body}");
+    assert!(v["result"]["content"][0]["text"].as_str().unwrap().contains("mneme is stopping"), "{body}");
+}
+
+/// The JSON-RPC message of an event stream's body (its one `data:` line that is not empty).
+fn sse_message(body: &str) -> Value {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|d| !d.is_empty())
+        .map(|d| serde_json::from_str(d).unwrap())
+        .unwrap_or_else(|| panic!("no message in the stream: {body:?}"))
 }
 
 /// Memory failing to do its part is the tool's own failure: a result marked `isError` that the

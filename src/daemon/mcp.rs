@@ -116,8 +116,18 @@ pub struct ReflectArgs {
 #[derive(Clone)]
 pub struct MemoryTools {
     sessions: Sessions,
+    /// The daemon's shutdown: a call still in progress then is answered that it was cut short.
+    stop: CancellationToken,
     tool_router: ToolRouter<Self>,
 }
+
+/// What a tool call the daemon's shutdown cut short answers.
+const STOPPING: &str = "mneme is stopping and cut this call short: try again once it is back";
+
+/// How long after the daemon's shutdown begins the library ends its sessions and streams: the
+/// calls it cut short have been answered by then ([`MemoryTools::unless_stopping`]). Ended at
+/// once, a session's event stream closed without an answer to the call in progress.
+const LIBRARY_STOP_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A tool's answer. A call the model got wrong (an unknown session, an unusable argument, a tool
 /// the backend lacks) is a JSON-RPC error; memory failing to do its part (a backend down, a full
@@ -143,9 +153,23 @@ fn tool_answer(answer: Result<String, SessionError>) -> Result<CallToolResult, E
 }
 
 impl MemoryTools {
-    /// Tools over the daemon's sessions.
-    pub fn new(sessions: Sessions) -> Self {
-        Self { sessions, tool_router: Self::tool_router() }
+    /// Tools over the daemon's sessions, answering a call in progress at `stop` as cut short.
+    pub fn new(sessions: Sessions, stop: CancellationToken) -> Self {
+        Self { sessions, stop, tool_router: Self::tool_router() }
+    }
+
+    /// The call's answer, or, if the daemon stops first, a result marked `isError` saying it
+    /// was cut short (the model is told to try again, as when the backend is down). A call that
+    /// is done when the stop comes is answered as it ended.
+    async fn unless_stopping(
+        &self,
+        call: impl std::future::Future<Output = Result<CallToolResult, ErrorData>>,
+    ) -> Result<CallToolResult, ErrorData> {
+        tokio::select! {
+            biased;
+            answer = call => answer,
+            () = self.stop.cancelled() => Ok(CallToolResult::error(vec![ContentBlock::text(STOPPING.to_owned())])),
+        }
     }
 
     /// The named session, or the default MCP session of `cwd` when none is named (started when
@@ -182,13 +206,16 @@ impl MemoryTools {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<RetainArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        tool_answer(
-            async {
-                let id = self.session(a.target.or_headers(&parts)).await?;
-                Ok(self.sessions.retain(&id, vec![(a.content, a.context)]).await?.message)
-            }
-            .await,
-        )
+        self.unless_stopping(async {
+            tool_answer(
+                async {
+                    let id = self.session(a.target.or_headers(&parts)).await?;
+                    Ok(self.sessions.retain(&id, vec![(a.content, a.context)]).await?.message)
+                }
+                .await,
+            )
+        })
+        .await
     }
 
     /// Same answer as `POST /v1/sessions/{id}/recall`.
@@ -200,13 +227,16 @@ impl MemoryTools {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<RecallArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        tool_answer(
-            async {
-                let id = self.session(a.target.or_headers(&parts)).await?;
-                Ok(self.sessions.recall(&id, &a.query).await?.message)
-            }
-            .await,
-        )
+        self.unless_stopping(async {
+            tool_answer(
+                async {
+                    let id = self.session(a.target.or_headers(&parts)).await?;
+                    Ok(self.sessions.recall(&id, &a.query).await?.message)
+                }
+                .await,
+            )
+        })
+        .await
     }
 
     /// Same answer as `POST /v1/sessions/{id}/reflect`.
@@ -216,13 +246,16 @@ impl MemoryTools {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ReflectArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        tool_answer(
-            async {
-                let id = self.session(a.target.or_headers(&parts)).await?;
-                self.sessions.reflect(&id, &a.query, a.context).await
-            }
-            .await,
-        )
+        self.unless_stopping(async {
+            tool_answer(
+                async {
+                    let id = self.session(a.target.or_headers(&parts)).await?;
+                    self.sessions.reflect(&id, &a.query, a.context).await
+                }
+                .await,
+            )
+        })
+        .await
     }
 }
 
@@ -509,13 +542,28 @@ const MAX_MCP_SESSIONS: usize = 256;
 /// The router to nest at `/mcp`: the library's service behind [`check_message`].
 pub fn router(sessions: Sessions, stop: CancellationToken, max_body: usize) -> axum::Router {
     let open = Arc::new(LocalSessionManager::default());
+    let stop_tools = stop.clone();
+    let library_stop = match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            let later = CancellationToken::new();
+            let (stop, library_stop) = (stop.clone(), later.clone());
+            runtime.spawn(async move {
+                stop.cancelled().await;
+                tokio::time::sleep(LIBRARY_STOP_DELAY).await;
+                library_stop.cancel();
+            });
+            later
+        }
+        // Built outside a runtime (a test of the router alone): nothing runs to stop it later.
+        Err(_) => stop.child_token(),
+    };
     let service = StreamableHttpService::new(
-        move || Ok(MemoryTools::new(sessions.clone())),
+        move || Ok(MemoryTools::new(sessions.clone(), stop_tools.clone())),
         open.clone(),
         // The daemon's guard checks every request's Host already (loopback names, or any with
         // `server.allow_remote`); the library's own list refused other loopback names
         // (`app.localhost`, `127.0.0.2`) and every remote host, on this route alone.
-        StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(stop.child_token()),
+        StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(library_stop),
     );
     axum::Router::new()
         .fallback_service(service)
