@@ -679,3 +679,54 @@ fn installing_the_mcp_server_on_port_0_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("port 0"), "{out:?}");
     assert!(run(&["--no-mcp"]).status.success());
 }
+
+/// The hook reads one event, not stdin to its end: a caller that keeps the pipe open after a
+/// whole event is answered without waiting on it (it was held for as long as the pipe stayed
+/// open), and one that never finishes its event is let go after a bounded wait.
+#[tokio::test]
+async fn the_hook_does_not_wait_for_stdin_to_close() {
+    use std::io::{Read, Write};
+    let d = Daemon::start("");
+    let cwd = tempfile::tempdir().unwrap();
+    let event =
+        json!({"session_id": "cc-open", "cwd": cwd.path(), "hook_event_name": "SessionStart", "source": "startup"});
+    for (input, whole) in [(event.to_string(), true), ("{\"session_id\": ".to_owned(), false)] {
+        let mut child = std::process::Command::new(common::bin())
+            .args(["hook", "claude-code"])
+            .env("MNEME_CONFIG", d.config_path())
+            .env("MNEME_LOG", "error")
+            .envs(common::env_for(d.dir.path()))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "the hook still waits on an open stdin: {input}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        drop(stdin);
+        assert_eq!(status.code(), Some(0), "{input}");
+        let (mut out, mut err) = (String::new(), String::new());
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));
+        match whole {
+            true => {
+                assert!(!err.contains("no whole event"), "{err}");
+                assert_eq!(v["hookSpecificOutput"]["hookEventName"], "SessionStart", "{out}");
+            }
+            false => {
+                assert!(err.contains("no whole event on stdin"), "{err}");
+                assert_eq!(v, json!({}));
+            }
+        }
+    }
+}

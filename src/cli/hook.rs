@@ -48,6 +48,25 @@ use crate::session::ToolNames;
 
 /// Largest event accepted on stdin.
 const MAX_EVENT_BYTES: u64 = 16 * 1024 * 1024;
+/// How long the hook waits for its event on stdin, at most.
+const EVENT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The event on stdin: one JSON value, read without waiting for the end of stdin (a caller that
+/// kept the pipe open after a whole event held the hook for as long), and for at most
+/// [`EVENT_WAIT`] (the read goes on in a thread the hook's exit ends).
+fn read_event() -> Result<Value, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let stdin = std::io::BufReader::new(std::io::stdin().lock().take(MAX_EVENT_BYTES));
+        let _ = tx.send(serde_json::Deserializer::from_reader(stdin).into_iter::<Value>().next());
+    });
+    match rx.recv_timeout(EVENT_WAIT) {
+        Ok(Some(Ok(event))) => Ok(event),
+        Ok(Some(Err(e))) => Err(format!("the event on stdin is not JSON: {e}")),
+        Ok(None) => Err("no event on stdin".into()),
+        Err(_) => Err(format!("no whole event on stdin within {EVENT_WAIT:?}")),
+    }
+}
 
 /// What a hook prints.
 enum Answer {
@@ -74,12 +93,10 @@ impl Answer {
 }
 
 pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
-    let mut input = String::new();
-    let _ = std::io::stdin().take(MAX_EVENT_BYTES).read_to_string(&mut input);
-    let event: Value = match serde_json::from_str(&input) {
+    let event = match read_event() {
         Ok(v) => v,
-        Err(e) => {
-            eprintln!("mneme hook: the event on stdin is not JSON: {e}");
+        Err(why) => {
+            eprintln!("mneme hook: {why}");
             Answer::Json(json!({})).print();
             return ExitCode::SUCCESS;
         }
