@@ -521,3 +521,29 @@ async fn open_mcp_sessions_are_bounded() {
     assert!(r.status().is_success(), "{}", r.status());
     assert_eq!(open().await.unwrap().status(), 200);
 }
+
+/// A call the model got wrong is told in the tool's own terms: its arguments, not the HTTP
+/// route's `items`, and not to start a session over HTTP, which a model cannot do.
+#[tokio::test]
+async fn a_wrong_call_is_told_in_the_tools_terms() {
+    let d = Daemon::start("");
+    let call = |id: i64, name: &str, arguments: Value| {
+        stateless(
+            &d,
+            "tools/call",
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}),
+        )
+        .send()
+    };
+    let answer = |r: reqwest::Response| async move {
+        let body = r.text().await.unwrap();
+        serde_json::from_str::<Value>(body.trim()).unwrap_or_else(|_| sse_message(&body))
+    };
+    let v = answer(call(1, "retain", json!({"content": ""})).await.unwrap()).await;
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("content is blank"), "{v}");
+    let v = answer(call(2, "recall", json!({"query": "x", "session_id": "nosuch"})).await.unwrap()).await;
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("\"nosuch\"") && message.contains("leave session_id out"), "{v}");
+    assert!(!message.contains("POST"), "{v}");
+}

@@ -136,8 +136,16 @@ const LIBRARY_STOP_DELAY: std::time::Duration = std::time::Duration::from_millis
 fn tool_answer(answer: Result<String, SessionError>) -> Result<CallToolResult, ErrorData> {
     let e = match answer {
         Ok(text) => return Ok(CallToolResult::success(vec![ContentBlock::text(text)])),
-        Err(e @ (SessionError::NotFound(_) | SessionError::Invalid(_))) => {
-            return Err(ErrorData::invalid_params(e.to_string(), None))
+        // Said in the tool's own terms: the model cannot start a session over HTTP, and a tool
+        // call carries one item, not `items`.
+        Err(SessionError::NotFound(id)) => {
+            let id = mneme_core::text::quoted_unless_private(&id);
+            let why = format!("unknown session {id}: leave session_id out to use this directory's own session");
+            return Err(ErrorData::invalid_params(why, None));
+        }
+        Err(e @ SessionError::Invalid(_)) => {
+            let why = e.to_string().replacen("items[0].", "", 1);
+            return Err(ErrorData::invalid_params(why, None));
         }
         // What the backend cannot do at all (reflect on the local store) is the caller's to know.
         Err(e @ SessionError::Backend(mneme_core::BackendError::Unsupported(_))) => {
