@@ -658,6 +658,25 @@ impl MemoryBackend for HindsightBackend {
                     .send::<VersionResponse>("version", Method::GET, self.url(&["version"]), None::<&()>, quick)
                     .await;
                 status.version = version.ok().flatten().and_then(|v| v.api_version);
+                // /health needs no key: a route that does says whether the token is taken (a
+                // wrong one showed "healthy" while every recall was refused), and whether the
+                // URL is a Hindsight API at all.
+                let mut url = self.url(&["v1", "default", "banks"]);
+                url.query_pairs_mut().append_pair("limit", "1");
+                match self.send::<serde_json::Value>("list banks", Method::GET, url, None::<&()>, quick).await {
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        status.healthy = false;
+                        status.detail = Some(format!(
+                            "{} answers /health but has no /v1/default/banks: is hindsight.api_url right?",
+                            self.shown
+                        ));
+                    }
+                    Err(e) => {
+                        status.healthy = false;
+                        status.detail = Some(e.to_string());
+                    }
+                }
             }
             Ok(None) => {
                 status.healthy = false;

@@ -801,3 +801,32 @@ async fn a_delete_the_server_deadlocked_is_tried_again() {
     assert!(e.is_transient() && e.to_string().contains("deadlock detected"), "{e}");
     assert_eq!(clear_tries.load(Ordering::SeqCst), 3);
 }
+
+/// `/health` needs no key: a server that refuses the token everywhere else, or a web server that
+/// answers `/health` but is no Hindsight API, is not reported healthy (a wrong token showed
+/// "healthy" while every recall was refused).
+#[tokio::test]
+async fn status_checks_the_token_and_the_api_beyond_health() {
+    use axum::routing::get;
+    let health = || async { axum::Json(serde_json::json!({"status": "healthy"})) };
+    let keyed = serve(Router::new().route("/health", get(health)).route(
+        "/v1/default/banks",
+        get(|| async { (StatusCode::UNAUTHORIZED, r#"{"detail":"Authentication failed: Invalid API key"}"#) }),
+    ))
+    .await;
+    let status = HindsightBackend::new(common::config(&keyed, None)).unwrap().status().await;
+    assert!(!status.healthy, "{status:?}");
+    assert!(status.detail.as_deref().unwrap_or_default().contains("API token"), "{status:?}");
+    let other = serve(Router::new().route("/health", get(health))).await;
+    let status = HindsightBackend::new(common::config(&other, None)).unwrap().status().await;
+    assert!(!status.healthy, "{status:?}");
+    assert!(status.detail.as_deref().unwrap_or_default().contains("is hindsight.api_url right?"), "{status:?}");
+    let fine = serve(
+        Router::new()
+            .route("/health", get(health))
+            .route("/v1/default/banks", get(|| async { axum::Json(serde_json::json!({"banks": []})) })),
+    )
+    .await;
+    let status = HindsightBackend::new(common::config(&fine, None)).unwrap().status().await;
+    assert!(status.healthy, "{status:?}");
+}
