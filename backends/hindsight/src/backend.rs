@@ -302,6 +302,33 @@ impl HindsightBackend {
         body: Option<&(impl Serialize + Sync)>,
         timeout: Duration,
     ) -> Result<Option<T>, BackendError> {
+        self.send_with(what, method, url, body, timeout, Missing::Nothing).await
+    }
+
+    /// [`Self::send`] for a read of a bank whose 404 would read as "no memories" (recall,
+    /// reflect, export): `Ok(None)` only when the server names what is missing (`Bank 'b' not
+    /// found`), an error when the 404 names nothing (a web server's page, the bare `Not Found` of
+    /// a route the server lacks): a wrong `hindsight.api_url` looked like an empty memory.
+    pub(crate) async fn send_bank_read<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        method: Method,
+        url: Url,
+        body: Option<&(impl Serialize + Sync)>,
+        timeout: Duration,
+    ) -> Result<Option<T>, BackendError> {
+        self.send_with(what, method, url, body, timeout, Missing::Named).await
+    }
+
+    async fn send_with<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        method: Method,
+        url: Url,
+        body: Option<&(impl Serialize + Sync)>,
+        timeout: Duration,
+        missing: Missing,
+    ) -> Result<Option<T>, BackendError> {
         self.limiter.until_ready().await;
         let started = Instant::now();
         let mut req = self.http.request(method.clone(), url.clone()).timeout(timeout);
@@ -326,6 +353,12 @@ impl HindsightBackend {
             )));
         }
         if status == StatusCode::NOT_FOUND {
+            if let Missing::Named = missing {
+                let text = read_answer(what, &self.shown, resp).await.unwrap_or_default();
+                if errors::readable_detail(&text).is_none_or(|d| d.trim().eq_ignore_ascii_case("not found")) {
+                    return Err(errors::no_such_route(what, &self.shown));
+                }
+            }
             return Ok(None);
         }
         if status.is_redirection() {
@@ -479,7 +512,7 @@ impl MemoryBackend for HindsightBackend {
         };
         let url = self.bank_url(&scope.bank, &["memories", "recall"])?;
         let answer: Option<RecallResponse> =
-            self.send("recall", Method::POST, url, Some(&body), self.config.recall_timeout).await?;
+            self.send_bank_read("recall", Method::POST, url, Some(&body), self.config.recall_timeout).await?;
         // A bank that does not exist yet holds no memories.
         let Some(answer) = answer else { return Ok(Vec::new()) };
         // The server may hold what other clients marked private: it is never passed on (nor
@@ -505,7 +538,7 @@ impl MemoryBackend for HindsightBackend {
         };
         let url = self.bank_url(&scope.bank, &["reflect"])?;
         let answer: Option<ReflectResponse> =
-            self.send("reflect", Method::POST, url, Some(&body), self.config.reflect_timeout).await?;
+            self.send_bank_read("reflect", Method::POST, url, Some(&body), self.config.reflect_timeout).await?;
         // The server's LLM read memories other clients marked private, and may quote them.
         Ok(answer.map(|a| mneme_core::text::strip_private(&a.text)).unwrap_or_default())
     }
@@ -552,7 +585,7 @@ impl MemoryBackend for HindsightBackend {
         let mut url = self.bank_url(bank, &["memories", "list"])?;
         url.query_pairs_mut().append_pair("limit", &limit.to_string()).append_pair("offset", &offset.to_string());
         let page: Option<ListResponse> =
-            self.send("export", Method::GET, url, None::<&()>, self.config.timeout).await?;
+            self.send_bank_read("export", Method::GET, url, None::<&()>, self.config.timeout).await?;
         let Some(page) = page else { return Ok(ExportPage::default()) };
         let n = page.items.len();
         let memories = page.items.into_iter().map(|m| without_private(m.into_stored(bank))).collect();
@@ -866,4 +899,13 @@ mod tests {
         }
         assert!(b.bank_url("...", &["documents", ".a"]).is_ok(), "only a whole . or .. is a step");
     }
+}
+
+/// What a 404 means to a request ([`HindsightBackend::send_with`]).
+#[derive(Debug, Clone, Copy)]
+enum Missing {
+    /// Nothing there: `Ok(None)`.
+    Nothing,
+    /// `Ok(None)` when the server names what is missing, else the URL is wrong.
+    Named,
 }

@@ -120,6 +120,15 @@ pub fn redirected(what: &str, status: StatusCode, location: Option<&str>) -> Bac
     ))
 }
 
+/// A 404 that names nothing missing where Hindsight names the bank: `hindsight.api_url` points
+/// at something else (another web server, a path the server lacks). Permanent: waiting mends
+/// nothing.
+pub fn no_such_route(what: &str, shown: &str) -> BackendError {
+    BackendError::permanent(format!(
+        "{what}: {shown} answered 404 Not Found where Hindsight names the missing bank: is hindsight.api_url right?"
+    ))
+}
+
 /// `Retry-After` as seconds (an HTTP date is treated as "soon": 1 s).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
     let v = v.trim();

@@ -231,6 +231,13 @@ async fn bearer_auth_with_the_right_and_a_wrong_token() {
     assert!(!e.to_string().contains("not-the-key"));
     let none = mneme_hindsight::HindsightBackend::new(config(&url, None)).unwrap();
     assert!(!none.recall(&scope, &q).await.unwrap_err().is_transient());
+    // The server's /health takes no key: status asks a route that does.
+    assert!(right.status().await.healthy);
+    for refused in [&wrong, &none] {
+        let status = refused.status().await;
+        assert!(!status.healthy, "{status:?}");
+        assert!(status.detail.unwrap_or_default().contains("hindsight.api_token"));
+    }
 }
 
 #[tokio::test]

@@ -830,3 +830,35 @@ async fn status_checks_the_token_and_the_api_beyond_health() {
     let status = HindsightBackend::new(common::config(&fine, None)).unwrap().status().await;
     assert!(status.healthy, "{status:?}");
 }
+
+/// A recall answered 404 is an empty bank only when the server names the bank missing: a wrong
+/// `hindsight.api_url` (another web server, a path the server lacks) answered the bare
+/// `Not Found` of a route, and looked like an empty memory.
+#[tokio::test]
+async fn a_404_naming_nothing_is_a_wrong_url_not_an_empty_bank() {
+    let q = RecallQuery {
+        query: "where is the deploy key".into(),
+        budget: Budget::Mid,
+        max_tokens: 1024,
+        types: vec![],
+        tags: vec![],
+        tags_match: TagsMatch::Any,
+    };
+    let no_bank = serve(Router::new().route(
+        "/v1/default/banks/b/memories/recall",
+        post(|| async { (StatusCode::NOT_FOUND, r#"{"detail":"Bank 'b' not found"}"#) }),
+    ))
+    .await;
+    let found = HindsightBackend::new(common::config(&no_bank, None)).unwrap().recall(&scope(), &q).await.unwrap();
+    assert!(found.is_empty());
+    for wrong in [
+        serve(Router::new()).await,
+        serve(Router::new().fallback(|| async { (StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#) })).await,
+    ] {
+        let b = HindsightBackend::new(common::config(&wrong, None)).unwrap();
+        let e = b.recall(&scope(), &q).await.unwrap_err();
+        assert!(e.to_string().contains("is hindsight.api_url right?"), "{e}");
+        let e = b.export(Some("b"), None, 10).await.unwrap_err();
+        assert!(e.to_string().contains("is hindsight.api_url right?"), "{e}");
+    }
+}
