@@ -367,6 +367,12 @@ impl HindsightBackend {
         }
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let text = read_answer(what, &self.shown, resp).await?;
+        let no_token = self.config.api_token.as_ref().is_none_or(|t| t.expose().is_empty());
+        if status == StatusCode::UNAUTHORIZED && no_token {
+            return Err(BackendError::permanent(format!(
+                "{what}: Hindsight asks for an API key and none is set; set hindsight.api_token (or HINDSIGHT_API_TOKEN)"
+            )));
+        }
         if !status.is_success() {
             // A server or a proxy may say what it was sent: the token is never repeated.
             let text = match &self.config.api_token {

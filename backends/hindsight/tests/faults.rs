@@ -814,9 +814,13 @@ async fn status_checks_the_token_and_the_api_beyond_health() {
         get(|| async { (StatusCode::UNAUTHORIZED, r#"{"detail":"Authentication failed: Invalid API key"}"#) }),
     ))
     .await;
+    let status = HindsightBackend::new(common::config(&keyed, Some("wrong"))).unwrap().status().await;
+    assert!(!status.healthy, "{status:?}");
+    assert!(status.detail.as_deref().unwrap_or_default().contains("refused the API token"), "{status:?}");
+    // None set: said so, not that one was refused.
     let status = HindsightBackend::new(common::config(&keyed, None)).unwrap().status().await;
     assert!(!status.healthy, "{status:?}");
-    assert!(status.detail.as_deref().unwrap_or_default().contains("API token"), "{status:?}");
+    assert!(status.detail.as_deref().unwrap_or_default().contains("none is set"), "{status:?}");
     let other = serve(Router::new().route("/health", get(health))).await;
     let status = HindsightBackend::new(common::config(&other, None)).unwrap().status().await;
     assert!(!status.healthy, "{status:?}");
