@@ -805,6 +805,15 @@ fn within_chars(results: Vec<Recalled>, max_units: usize) -> Vec<Recalled> {
     kept
 }
 
+/// What a 404 means to a request ([`HindsightBackend::send_with`]).
+#[derive(Debug, Clone, Copy)]
+enum Missing {
+    /// Nothing there: `Ok(None)`.
+    Nothing,
+    /// `Ok(None)` when the server names what is missing, else the URL is wrong.
+    Named,
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -905,13 +914,4 @@ mod tests {
         }
         assert!(b.bank_url("...", &["documents", ".a"]).is_ok(), "only a whole . or .. is a step");
     }
-}
-
-/// What a 404 means to a request ([`HindsightBackend::send_with`]).
-#[derive(Debug, Clone, Copy)]
-enum Missing {
-    /// Nothing there: `Ok(None)`.
-    Nothing,
-    /// `Ok(None)` when the server names what is missing, else the URL is wrong.
-    Named,
 }
