@@ -6,16 +6,22 @@
 //! - `tools`: the retain, recall and reflect tools;
 //! - `auto`: first-turn automatic recall, automatic retain on its cadence (and of the tail a
 //!   session leaves when it ends or goes idle), compaction context;
+//! - `placement`: where the turns a client sends stand in the session's current part;
+//! - `spans`: `<private>` spans carried across a transcript's messages and its current turn;
+//! - `block`: the first-turn `<memories>` block and the query it is recalled with;
 //! - `guide`: the developer instructions, naming the tools the client really has;
 //! - `clean`: what is removed from text before it is stored (private spans, recalled blocks);
 //! - `clear`: deleting a scope's memories.
 
 mod auto;
+mod block;
 mod clean;
 mod clear;
 mod guide;
+mod placement;
 mod rescope;
 mod scope;
+mod spans;
 mod tools;
 
 use std::collections::HashMap;
@@ -33,10 +39,12 @@ use crate::queue::{FlushReport, Queue};
 use crate::spool::{Spool, SpoolError};
 use crate::state::DaemonState;
 
-pub use auto::{fingerprint, memory_block, TurnEnd};
+pub use auto::TurnEnd;
+pub use block::memory_block;
 pub use clean::{clean as clean_text, clean_imported_all, clean_within, is_command_echo};
 pub use clear::{ClearOutcome, ClearRequest, HeldTurns};
 pub use guide::{guide, Behaviour};
+pub use placement::fingerprint;
 pub use scope::{banks_of_configuration, cwd_to_send, project_label, scope_for, MAX_LABEL_BYTES};
 pub use tools::{filter_tags, queued_message, recall_text, retained_message, RecallAnswer, Retained, OFF_MESSAGE};
 

@@ -105,7 +105,7 @@ fn cut_label(label: String) -> String {
     while !label.is_char_boundary(end) {
         end -= 1;
     }
-    let print = super::auto::fingerprint(&label);
+    let print = super::placement::fingerprint(&label);
     format!("{}-{:08x}", label[..end].trim_end(), print as u32)
 }
 

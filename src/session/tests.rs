@@ -668,7 +668,7 @@ async fn memory_tags_are_stripped_message_by_message() {
     // The recall query keeps every line as well.
     let mut with_context = Settings::default();
     with_context.recall.context_turns = 3;
-    let q = super::auto::query_for(&with_context, "and the closing one is </memories> ok", &messages[..3]);
+    let q = super::block::query_for(&with_context, "and the closing one is </memories> ok", &messages[..3]);
     assert!(q.as_deref().is_some_and(|q| q.contains("Noted.")), "{q:?}");
 }
 
@@ -1758,8 +1758,8 @@ async fn a_slash_command_does_not_store_the_conversation_again() {
     each_turn_stored_once(&r, 6).await;
     let text = stored(&r).await;
     assert!(!text.contains("task-notification") && !text.contains("a1b2.output"), "{text}");
-    assert!(super::auto::is_slash_command("/fix 123") && super::auto::is_slash_command(" /review"));
-    assert!(!super::auto::is_slash_command("/usr/bin holds it") && !super::auto::is_slash_command("/ alone"));
+    assert!(super::placement::is_slash_command("/fix 123") && super::placement::is_slash_command(" /review"));
+    assert!(!super::placement::is_slash_command("/usr/bin holds it") && !super::placement::is_slash_command("/ alone"));
 }
 
 /// The Claude Code hooks keep a custom command run with arguments as the user typed it

@@ -1,0 +1,342 @@
+//! Where the user turns a client sends stand in a session's current part: placed against the
+//! turns seen before (continuing, a window, a rewind, a new part), renumbered after an upgrade,
+//! and the slices of a part stored as documents of their own.
+
+use mneme_core::text::{self, Message};
+
+use super::{clean::is_command_echo, Session};
+
+/// A prompt that runs one of the agent's commands: `/name`, then arguments or nothing.
+pub(super) fn is_slash_command(prompt: &str) -> bool {
+    let Some(rest) = prompt.trim_start().strip_prefix('/') else { return false };
+    let name = rest.split(char::is_whitespace).next().unwrap_or_default();
+    // A path (`/usr/bin …`) is not a command name.
+    !name.is_empty() && !name.contains('/') && name.chars().all(|c| c.is_alphanumeric() || "-_:.".contains(c))
+}
+
+/// A prompt that is no words of the user's to retain: a slash command, or one the agent wrote.
+pub(super) fn is_agents_command(prompt: &str) -> bool {
+    is_slash_command(prompt) || is_command_echo(prompt)
+}
+
+/// Where the `known` turns stand among a history's user turns (`users`, their prints `seen`):
+/// those found from the start in order, only slash commands between them, up to the first
+/// known turn it does not hold (all of them, in a history that goes on; fewer in a rewound or
+/// rewritten one). A turn known as wholly private (0) stands for any turn but a command once the
+/// history has shown a command whose arguments hold `<private>`: the earlier hooks counted
+/// such a span twice, and hid every turn after it up to a second close. Not in a history the
+/// client says it rewound, where such a turn may be one taken back, nor for the history's
+/// newest turn, which the earlier build never saw.
+pub(super) fn known_turns_among_commands(known: &[u64], users: &[&str], seen: &[u64], rewound: bool) -> Vec<usize> {
+    let mut positions = Vec::with_capacity(known.len());
+    let mut hidden_by_a_command = false;
+    for (i, (text, print)) in users.iter().zip(seen).enumerate() {
+        let Some(&want) = known.get(positions.len()) else { break };
+        let command = is_slash_command(text);
+        let newest = i + 1 == users.len();
+        let hidden = want == 0 && hidden_by_a_command && !command && !rewound && !newest;
+        if want != UNKNOWN_TURN && (*print == want || hidden) {
+            positions.push(i);
+        } else if command {
+            hidden_by_a_command |= text::has_private_tag(text);
+        } else {
+            break;
+        }
+    }
+    positions
+}
+
+/// Moves every turn number `s` keeps from its count without slash commands to where that turn
+/// stands in the history (`users`, their prints `seen`; `positions` of its first known turns,
+/// see [`known_turns_among_commands`]): a command before a known turn counts with the turns
+/// before it (its reply was stored with them), numbers past the turns found move with the
+/// commands met. What the session kept as text up to all its known turns (the part's start
+/// after turns had with memory off, its pending tail, what its document was given) also holds
+/// the commands after the last of them that came before the history's newest turn: the earlier
+/// build saw them, and their replies. The known turns found take the history's prints; those
+/// after keep theirs, so that a rewound history is placed from where it leaves them.
+pub(super) fn renumber_turns(s: &mut Session, positions: &[usize], users: &[&str], seen: &[u64]) {
+    let found = positions.len();
+    let end = positions.last().map_or(0, |last| last + 1);
+    let newest = users.len().saturating_sub(1);
+    let run_since = |text: &str| s.commands_since_upgrade.iter().any(|c| *c == as_typed(text));
+    let seen_by_the_earlier_build = match found == s.turn_prints.len() {
+        true => (end..newest)
+            .take_while(|&i| is_slash_command(users[i]) && !run_since(users[i]))
+            .last()
+            .map_or(end, |i| i + 1),
+        false => end,
+    };
+    let moved_to = |turn: i64, all_known_at: usize| -> i64 {
+        let n = usize::try_from(turn).unwrap_or_default();
+        match n {
+            0 => 0,
+            n if n < found => positions[n] as i64,
+            n => (all_known_at + (n - found)) as i64,
+        }
+    };
+    let moved = |turn: i64| moved_to(turn, end);
+    let kept_as_text = |turn: i64| moved_to(turn, seen_by_the_earlier_build);
+    s.first_turn = kept_as_text(s.first_turn);
+    s.retained_turns = moved(s.retained_turns).max(s.first_turn);
+    if let Some(p) = s.pending.as_mut() {
+        p.user_turns = kept_as_text(p.user_turns);
+        p.sliced_from = p.sliced_from.map(moved);
+    }
+    for slice in &mut s.sliced {
+        *slice = (moved(slice.0), moved(slice.1));
+    }
+    if let Some(p) = s.part_stored.as_mut() {
+        p.turns = kept_as_text(p.turns);
+    }
+    let mut prints = seen[..seen_by_the_earlier_build].to_vec();
+    prints.extend_from_slice(&s.turn_prints[found.min(s.turn_prints.len())..]);
+    s.turn_prints = prints;
+    s.commands_since_upgrade.clear();
+}
+
+/// The commands [`Session::commands_since_upgrade`] keeps at most.
+pub(super) const MAX_COMMANDS_SINCE_UPGRADE: usize = 64;
+
+/// A prompt's words joined by single spaces: a command as typed and as the hook writes it.
+pub(super) fn as_typed(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `seen` is no part of the current part's history but the start of the previous
+/// part's, all of it known there. One turn says too little: a client that sends a turn at a
+/// time starts a part each turn, and a prompt repeated two turns apart ("yes", "go on") is a
+/// new turn. Nor do turns that are all private (cleaned here from the spans open where the
+/// current part began, a new part's turns can look so).
+pub(super) fn is_late_copy_of_previous_part(session: &Session, seen: &[u64]) -> bool {
+    let previous = &session.previous_part_prints;
+    seen.len() >= 2
+        && seen.iter().any(|p| *p != 0 && *p != UNKNOWN_TURN)
+        && seen.len() <= previous.len()
+        && previous[..seen.len()] == *seen
+        && place_in_part(&session.turn_prints, seen) == Placement::StartsOver
+}
+
+/// Adds the user turns `[from, to)` to a part's slices ([`Session::sliced`]), joined with those
+/// they touch.
+pub(super) fn add_slice(sliced: &mut Vec<(i64, i64)>, (from, to): (i64, i64)) {
+    if from >= to {
+        return;
+    }
+    sliced.push((from, to));
+    sliced.sort_unstable();
+    let mut joined: Vec<(i64, i64)> = Vec::with_capacity(sliced.len());
+    for &(a, b) in sliced.iter() {
+        match joined.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => joined.push((a, b)),
+        }
+    }
+    *sliced = joined;
+}
+
+/// Keeps of a part's slices the turns before `turn`: those from there on were taken back (a
+/// rewind), and the branch's turns in their places are others.
+pub(super) fn slices_before(sliced: &mut Vec<(i64, i64)>, turn: i64) {
+    sliced.retain(|&(from, _)| from < turn);
+    if let Some(last) = sliced.last_mut() {
+        last.1 = last.1.min(turn);
+    }
+}
+
+/// A rewind took back the part's turns from `turn` on: what its document was last given is no
+/// measure of what it should hold any more (kept, a later whole transcript was taken for one
+/// that lost text, and the branch's turns after the rewind were never stored).
+pub(super) fn taken_back_from_document(s: &mut Session, turn: i64) {
+    if s.part_stored.is_some_and(|p| p.turns > turn) {
+        s.part_stored = None;
+    }
+}
+
+/// The part's messages (`part_each`, cleaned, of the history from the part's first turn) without
+/// those of its turns stored as slices of their own.
+pub(super) fn without_slices(
+    session: &Session,
+    part: &[Message],
+    part_each: &[Option<Message>],
+) -> Vec<Option<Message>> {
+    let mut kept = part_each.to_vec();
+    for &(from, to) in &session.sliced {
+        let at = |turn: i64| first_message_of_turn(part, turn - session.first_turn);
+        kept[at(from)..at(to)].fill(None);
+    }
+    kept
+}
+
+/// Where a history that agrees with the part's first `k` user turns (at least one, and at
+/// least those had with memory on) and then goes its own way was rewound to: `k`.
+pub(super) fn rewound_at(known: &[u64], seen: &[u64], first_turn: i64) -> Option<usize> {
+    let k = known.iter().zip(seen).take_while(|(a, b)| a == b && **a != UNKNOWN_TURN).count();
+    (k >= 1 && k < known.len() && k < seen.len() && k as i64 >= first_turn).then_some(k)
+}
+
+/// Where the user turns a client sent stand in the session's current part.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Placement {
+    /// From the part's start, agreeing with what was seen before (longer, as long, or a shorter
+    /// copy sent late): the turns past the retained ones are new.
+    Continues,
+    /// Agreeing with the part from its `k`-th user turn on: the start was left out.
+    Window(usize),
+    /// Agreeing with nothing seen (compacted, another conversation): a new part.
+    StartsOver,
+    /// Agreeing with the part's first `k` turns, then not, from a client that says the user
+    /// took turns back: in `full-session` mode the part goes on along the new branch
+    /// ([`rewound_at`]; `place_in_part` gives `StartsOver`). Not without the client's word: a
+    /// history compacted to its first prompt, a summary and new turns looks the same, and
+    /// replacing the document with it would delete the turns in between from the store.
+    Rewound(usize),
+}
+
+/// Places the user turns `seen` (their fingerprints) against those `known` of the part: where
+/// they agree with it, from its start or from a later turn, wherever they overlap.
+pub(super) fn place_in_part(known: &[u64], seen: &[u64]) -> Placement {
+    if known.is_empty() || seen.is_empty() {
+        return Placement::Continues;
+    }
+    // How far `seen` agrees with `known` from each turn of it, for all turns at once (the
+    // Z-algorithm): comparing from each turn in turn took time in the product of the two
+    // lengths, seconds on a worker for a client repeating one prompt a hundred thousand times.
+    let agreeing = common_prefixes(seen, known);
+    let agrees_from = |k: usize| agreeing[k] >= seen.len().min(known.len() - k);
+    match (0..known.len()).find(|&k| agrees_from(k)) {
+        Some(0) => Placement::Continues,
+        Some(k) => Placement::Window(k),
+        None => Placement::StartsOver,
+    }
+}
+
+/// For each position k of `text`, how long a start of `pattern` `text[k..]` begins with, in time
+/// linear in both (the Z-function of `pattern`, a separator, then `text`).
+pub(super) fn common_prefixes(pattern: &[u64], text: &[u64]) -> Vec<usize> {
+    let s: Vec<Option<u64>> =
+        pattern.iter().map(|p| Some(*p)).chain(std::iter::once(None)).chain(text.iter().map(|t| Some(*t))).collect();
+    let n = s.len();
+    let mut z = vec![0usize; n];
+    let (mut left, mut right) = (0usize, 0usize);
+    for i in 1..n {
+        if i < right {
+            z[i] = (right - i).min(z[i - left]);
+        }
+        // The separator matches nothing, so no run crosses it.
+        while i + z[i] < n && s[z[i]].is_some() && s[z[i]] == s[i + z[i]] {
+            z[i] += 1;
+        }
+        if i + z[i] > right {
+            (left, right) = (i, i + z[i]);
+        }
+    }
+    z.split_off(pattern.len() + 1)
+}
+
+/// The fingerprint of a turn left out of every transcript sent: it agrees with no turn.
+pub(super) const UNKNOWN_TURN: u64 = u64::MAX;
+/// At most this many turns never seen are kept as [`UNKNOWN_TURN`]s between those seen.
+pub(super) const MAX_UNKNOWN_TURNS: usize = 4096;
+
+/// The fingerprints of a history's user messages, cleaned (`each`, message by message): 0 for
+/// one wholly private. Line ends count as one (see [`same_lines`]).
+pub(super) fn user_prints(each: &[Option<Message>], history: &[Message]) -> Vec<u64> {
+    history
+        .iter()
+        .zip(each)
+        .filter(|(m, _)| m.role == "user")
+        .map(|(_, c)| c.as_ref().map_or(0, |c| fingerprint(&unix_lines(&c.content))))
+        .collect()
+}
+
+/// `text` with `\n` for every line end (`\r\n`, `\r`). A prompt the client gave with one and
+/// its transcript with the other were two turns: every transcript that lagged (the reply given
+/// apart) looked rewritten, and started a new part holding the whole history again.
+pub(super) fn unix_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.contains('\r') {
+        true => std::borrow::Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n")),
+        false => std::borrow::Cow::Borrowed(text),
+    }
+}
+
+/// Whether two texts are the same but for their line ends.
+pub(super) fn same_lines(a: &str, b: &str) -> bool {
+    a == b || unix_lines(a) == unix_lines(b)
+}
+
+/// Where a history's user turn `n` (counted from 0) begins: after the messages of the turns
+/// before it. Past its end, the history's length.
+pub(super) fn first_message_of_turn(history: &[Message], n: i64) -> usize {
+    if n <= 0 {
+        return 0;
+    }
+    let mut users = 0;
+    for (i, m) in history.iter().enumerate() {
+        if m.role == "user" {
+            if users == n {
+                return i;
+            }
+            users += 1;
+        }
+    }
+    history.len()
+}
+
+/// A stable fingerprint of a text (FNV-1a, 64 bits): the same on every run and build, unlike
+/// the standard library's hasher, since it is saved with the session.
+pub fn fingerprint(text: &str) -> u64 {
+    text::fnv1a(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turns_are_placed_as_by_comparing_from_each_turn() {
+        let naive = |known: &[u64], seen: &[u64]| {
+            let agrees_from = |k: usize| {
+                let overlap = seen.len().min(known.len() - k);
+                seen[..overlap] == known[k..k + overlap]
+            };
+            match (0..known.len()).find(|&k| agrees_from(k)) {
+                Some(0) => Placement::Continues,
+                Some(k) => Placement::Window(k),
+                None => Placement::StartsOver,
+            }
+        };
+        // Small alphabets, so that turns repeat and partial agreements are common.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..5000 {
+            let known: Vec<u64> = (0..1 + next(12)).map(|_| next(3)).collect();
+            let seen: Vec<u64> = (0..1 + next(12)).map(|_| next(3)).collect();
+            assert_eq!(place_in_part(&known, &seen), naive(&known, &seen), "{known:?} {seen:?}");
+        }
+        // One prompt repeated: linear now.
+        let known = vec![7u64; 200_000];
+        let mut seen = vec![7u64; 100_000];
+        seen.push(8);
+        assert_eq!(place_in_part(&known, &seen), Placement::Window(100_000));
+    }
+
+    #[test]
+    fn turns_are_placed_in_their_part() {
+        let known = [1, 2, 3, 4, 5];
+        assert_eq!(place_in_part(&[], &[9, 9]), Placement::Continues, "the first turns of a part");
+        assert_eq!(place_in_part(&known, &[1, 2, 3, 4, 5, 6]), Placement::Continues, "it grew");
+        assert_eq!(place_in_part(&known, &[1, 2, 3]), Placement::Continues, "a late, shorter copy");
+        assert_eq!(place_in_part(&known, &[3, 4, 5, 6, 7]), Placement::Window(2), "its start left out");
+        assert_eq!(place_in_part(&known, &[4]), Placement::Window(3));
+        assert_eq!(place_in_part(&known, &[8, 6, 7]), Placement::StartsOver, "compacted");
+        assert_eq!(place_in_part(&known, &[1, 2, 9]), Placement::StartsOver, "rewound and retold");
+        // A repeated prompt ("continue") is placed where the turns after it agree too.
+        assert_eq!(place_in_part(&[7, 1, 2, 7, 3], &[7, 3, 4]), Placement::Window(3));
+    }
+}

@@ -1,0 +1,217 @@
+//! `<private>` spans across the messages of a transcript: each message cleaned with the spans the
+//! ones before it left open, where a part or a window of it begins inside spans, and the prompt
+//! and reply of the current turn read in their context.
+
+use mneme_core::text::{self, Message};
+
+use super::clean::{clean, conversation};
+use super::placement::{first_message_of_turn, is_agents_command, same_lines};
+use super::Session;
+use crate::config::Settings;
+
+/// Each message cleaned as [`text::strip_private`] reads one text, with the spans earlier
+/// messages left open carried into it: a `<private>` left unclosed hides the later messages,
+/// whole, up to the one that closes it (fail closed: a reply may repeat what the prompt hid, and a
+/// retain may run before the close arrives), and a close with no opening tag before it hides what
+/// precedes it, in its message and in those before ([`Cleaned::kept`]).
+/// The history begins inside `open_before` spans (a part that started over inside one an
+/// earlier transcript left open).
+pub(super) fn cleaned_each(settings: &Settings, history: &[Message], open_before: usize) -> Cleaned {
+    let cleaned = |m: &Message, content: &str| clean(settings, content).map(|c| Message::new(m.role.clone(), c));
+    if !settings.retain.strip_private {
+        let each = history.iter().map(|m| cleaned(m, &m.content)).collect();
+        return Cleaned { each, hidden_before: 0, open_at_end: 0 };
+    }
+    let mut open = open_before; // spans earlier messages left open
+    let mut hidden_before = 0;
+    let each = history
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            if text::has_private_tag(&m.content) {
+                let carried = format!("{}{}", "<private>".repeat(open), m.content);
+                if text::private_edges(&carried).closes_earlier {
+                    hidden_before = i; // a close whose opening tag is in no message before it
+                }
+            }
+            let (content, open_after) = text::strip_private_within(&m.content, open);
+            open = open_after;
+            cleaned(m, &content)
+        })
+        .collect();
+    Cleaned { each, hidden_before, open_at_end: open }
+}
+
+/// A transcript's messages cleaned ([`cleaned_each`]).
+pub(super) struct Cleaned {
+    /// Each message, `None` where nothing is left of it; what its user turns' fingerprints are
+    /// taken from.
+    pub(super) each: Vec<Option<Message>>,
+    /// The messages before this one are hidden: a later one holds a `</private>` whose opening
+    /// tag is in none of them (lost with a start the client did not send, or in a message it
+    /// sent apart), so all that precedes it may be private, as in a single text.
+    pub(super) hidden_before: usize,
+    /// The spans it leaves open at its end.
+    pub(super) open_at_end: usize,
+}
+
+impl Cleaned {
+    /// What may be stored: `each`, with the messages from `from` that a stray close hides taken
+    /// out (those before `from` are retained already, and stay as they were stored).
+    pub(super) fn into_kept(mut self, from: usize) -> Vec<Option<Message>> {
+        if from < self.hidden_before {
+            self.each[from..self.hidden_before].fill(None);
+        }
+        self.each
+    }
+}
+
+/// The spans a part that starts over begins inside: those the last transcript left open, when
+/// the new history is another (a client that sends a turn at a time, a history compacted inside a
+/// span); none beyond the old part's own when it begins with the same turn (an edited or reverted
+/// history holds the opening tag again, and counted twice the span never closed).
+pub(super) fn carried_into_new_part(session: &Session, seen: &[u64]) -> usize {
+    match (session.turn_prints.first(), seen.first()) {
+        (Some(known), Some(now)) if known == now => session.open_at_part_start,
+        _ => session.open_at_end,
+    }
+}
+
+/// The spans open where a transcript sent without its start (`omitted` user turns left out)
+/// begins, when it begins among or just after the turns known and the last transcript ended
+/// inside spans: the fewest that its messages of known turns (or, when it holds none, the
+/// opening tags it begins with: the Claude Code hooks and the opencode plugin open again what
+/// their cut left open) turn into the spans the last transcript left open. A client that cut
+/// the transcript without putting the tags back had its private text stored. Elsewhere what is
+/// known of the part's start, as before.
+pub(super) fn window_opens_inside(session: &Session, omitted: usize, history: &[Message]) -> usize {
+    let (known, open_at_end) = (session.turn_prints.len(), session.open_at_end);
+    if open_at_end == 0 || omitted > known {
+        return session.open_at_part_start;
+    }
+    let overlap = first_message_of_turn(history, (known - omitted) as i64);
+    let depth_after = |start: usize| -> usize {
+        if overlap == 0 {
+            let reopened = history.first().map_or(0, |m| leading_opening_tags(&m.content));
+            return start + reopened;
+        }
+        history[..overlap].iter().fold(start, |open, m| text::strip_private_within(&m.content, open).1)
+    };
+    (0..=open_at_end).find(|&start| depth_after(start) == open_at_end).unwrap_or(session.open_at_part_start)
+}
+
+/// How many `<private>` tags (any case) a text begins with, blanks between them allowed.
+pub(super) fn leading_opening_tags(text: &str) -> usize {
+    const TAG: &str = "<private>";
+    let mut rest = text.trim_start();
+    let mut n = 0;
+    while rest.get(..TAG.len()).is_some_and(|t| t.eq_ignore_ascii_case(TAG)) {
+        n += 1;
+        rest = rest[TAG.len()..].trim_start();
+    }
+    n
+}
+
+/// The `<private>` spans a prompt's history is read with (see [`spans_carried`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct SpansCarried {
+    /// Open where the history begins.
+    pub(super) before: usize,
+    /// Open after it at least, whatever it closes.
+    pub(super) at_least_after: usize,
+}
+
+/// The spans an agent-start's `history` is read with: those open where the session's part
+/// begins and, when the history lacks turns the session has seen (a client that sends none, a
+/// lagging transcript), at least those its last transcript left open after it. A prompt typed
+/// inside a span an earlier turn opened was kept in the clear in the session's record when the
+/// agent-start came without that turn. (At least, not added: a cut history that holds the turn
+/// that opened the span counts it itself.)
+pub(super) fn spans_carried(session: &Session, history: &[Message]) -> SpansCarried {
+    let users = history.iter().filter(|m| m.role == "user").count();
+    let lacks_turns = users < session.turn_prints.len() || history.is_empty();
+    SpansCarried {
+        before: session.open_at_part_start,
+        at_least_after: if lacks_turns { session.open_at_end } else { 0 },
+    }
+}
+
+/// The messages with the current turn whole: a transcript that lags behind (it lacks the latest
+/// prompt, or the reply to it) gets them appended. Compared after cleaning, as they are stored.
+/// The reply goes in as it came: a `<private>` span the prompt left open and the reply closes is
+/// then hidden across the two ([`cleaned_each`]); a prompt known only cleaned that left one open
+/// carries the opening tag again for that. A slash command (`/fix 123`) is not appended: the
+/// agent writes it to its transcript in a form of its own (Claude Code: `<command-name>` lines),
+/// so the next transcript would never hold it and the session would look rewritten. Nor is a
+/// prompt the agent wrote in the user's place ([`super::clean::is_command_echo`]: Claude Code
+/// feeds a background subagent's `<task-notification>` back as a prompt, which its transcript
+/// leaves out): appended, it was stored as the user's words, and the next transcript, without
+/// it, started a new part holding the whole conversation again.
+pub(super) fn with_current_turn(
+    messages: &[Message],
+    prompt: Option<(&str, bool)>,
+    reply: &str,
+    settings: &Settings,
+) -> Vec<Message> {
+    let mut messages = conversation(messages);
+    // Cleaned to nothing compares as "", as a wholly private prompt is known.
+    let same = |m: &Message, text: &str| same_lines(&clean(settings, &m.content).unwrap_or_default(), text);
+    if let Some((prompt, left_private)) = prompt.filter(|(p, _)| !is_agents_command(p)) {
+        // The prompt is known as it was cleaned in its history: compared so.
+        let last_user = messages.iter().rposition(|m| m.role == "user").map(|i| {
+            let (before, last) = messages.split_at(i);
+            prompt_in_context(settings, before, &last[0].content, SpansCarried::default()).0
+        });
+        if !last_user.as_deref().is_some_and(|last| same_lines(last, prompt)) {
+            // A wholly private prompt goes in as a turn of which nothing is kept.
+            let prompt = match (prompt.is_empty(), left_private) {
+                (true, true) => "<private>".to_owned(),
+                (true, false) => "<private></private>".to_owned(),
+                (false, true) => format!("{prompt} <private>"),
+                (false, false) => prompt.to_owned(),
+            };
+            messages.push(Message::new("user", prompt));
+        }
+    }
+    // A slash command is not appended, but a span its arguments left open is kept open: the
+    // reply goes in behind an opening tag, unless the messages hold the span open already (the
+    // hook carries a command line's tags into the message after it).
+    let slash_left_open = prompt.is_some_and(|(p, open)| open && is_agents_command(p))
+        && settings.retain.strip_private
+        && cleaned_each(settings, &messages, 0).open_at_end == 0;
+    if let Some(cleaned_reply) = clean(settings, reply) {
+        let after_user = messages.iter().rposition(|m| m.role == "user").map_or(0, |i| i + 1);
+        if !messages[after_user..].iter().any(|m| m.role == "assistant" && same(m, &cleaned_reply)) {
+            let reply = if slash_left_open { format!("<private>{reply}") } else { reply.to_owned() };
+            messages.push(Message::new("assistant", reply));
+        }
+    }
+    messages
+}
+
+/// A prompt as the session keeps it until its turn ends: cleaned with the spans its history
+/// left open carried into it (a prompt inside a span an earlier message opened is private, and
+/// kept in the spool as ""), and whether it leaves a span open itself.
+pub(super) fn prompt_in_context(
+    settings: &Settings,
+    history: &[Message],
+    prompt: &str,
+    carried: SpansCarried,
+) -> (String, bool) {
+    if !settings.retain.strip_private {
+        return (clean(settings, prompt).unwrap_or_default(), false);
+    }
+    let mut history = conversation(history);
+    // A client may send the history with the prompt in it already (a transcript written before
+    // the hook ran): its spans are counted once, as the prompt's.
+    if history.last().is_some_and(|m| m.role == "user" && m.content == prompt) {
+        history.pop();
+    }
+    let open = history
+        .iter()
+        .filter(|m| text::has_private_tag(&m.content))
+        .fold(carried.before, |open, m| text::strip_private_within(&m.content, open).1)
+        .max(carried.at_least_after);
+    let (shown, open_after) = text::strip_private_within(prompt, open);
+    (clean(settings, &shown).unwrap_or_default(), open_after > 0)
+}
