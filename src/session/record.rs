@@ -1,0 +1,225 @@
+//! A session as it is kept in the spool: its record, the tail automatic retain holds back, and
+//! what is remembered of one that ended.
+
+use mneme_core::Scope;
+use serde::{Deserialize, Serialize};
+
+use super::ToolNames;
+
+/// A transcript automatic retain has prepared but not queued yet (the cadence was not reached):
+/// queued when the session ends or goes idle, so a session's last turns are never lost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingRetain {
+    /// The cleaned transcript.
+    pub content: String,
+    /// The document it replaces or starts.
+    pub document_id: String,
+    /// User turns it covers, counted from the session's start.
+    pub user_turns: i64,
+    /// A slice of the part's turns (those from this one on) stored as a document of its own
+    /// (`full-session`, a transcript sent without its start): once queued, the part's document
+    /// leaves them out ([`Session::sliced`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliced_from: Option<i64>,
+}
+
+/// What automatic retain knows of a session that ended, kept [`SESSION_TTL`] in case the
+/// agent starts it again under the same id (a resumed conversation): its part and its turns'
+/// fingerprints, so its next transcript goes on where it stopped instead of replacing the part
+/// it retained first. No text: fingerprints only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct Ended {
+    /// When it ended (unix seconds), for forgetting it.
+    pub(super) at: u64,
+    pub(super) part: u32,
+    pub(super) retained_turns: i64,
+    pub(super) turn_prints: Vec<u64>,
+    #[serde(default)]
+    pub(super) first_turn: i64,
+    /// The session's open `<private>` spans ([`Session::open_at_part_start`], `open_at_end`):
+    /// a resumed session goes on inside them.
+    #[serde(default, skip_serializing_if = "is_none_open")]
+    pub(super) open_at_part_start: usize,
+    #[serde(default, skip_serializing_if = "is_none_open")]
+    pub(super) open_at_end: usize,
+    /// [`Session::last_turn_document`]: a resumed session's slices are not named as its earlier ones.
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    pub(super) last_turn_document: u64,
+    /// [`Session::sliced`] and [`Session::part_stored`]: a resumed session's document goes on
+    /// leaving out its slices, and is not replaced by less.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) sliced: Vec<(i64, i64)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) part_stored: Option<StoredPart>,
+    /// Where its conversation was stored: started again in another scope (another project's
+    /// folder), it goes on there in a part of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) scope: Option<Scope>,
+    /// The [`SESSION_FORMAT`] its turn prints were made in (0: an earlier mneme's record).
+    #[serde(default)]
+    pub(super) format: u32,
+}
+
+pub(super) const ENDED_RECORD: &str = "ended_session";
+
+/// A session as persisted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// The agent's id for it.
+    pub id: String,
+    /// Working directory it started in.
+    pub cwd: String,
+    /// Agent name, when given.
+    pub agent: Option<String>,
+    /// Parent session: this one is an alias of it.
+    pub parent: Option<String>,
+    /// Where its memories go.
+    pub scope: Scope,
+    /// Project label the scope came from.
+    pub project: String,
+    /// First-turn recall done.
+    pub recalled: bool,
+    /// The cached `<memories>` block.
+    pub block: Option<String>,
+    /// User turns already retained automatically.
+    pub retained_turns: i64,
+    /// When the session was last saved (unix seconds); idle sessions are forgotten after
+    /// [`SESSION_TTL`].
+    #[serde(default)]
+    pub last_seen: u64,
+    /// The tools the client offers (`None`: it did not say).
+    #[serde(default)]
+    pub tools: Option<ToolNames>,
+    /// The not yet retained tail of the conversation.
+    #[serde(default)]
+    pub pending: Option<PendingRetain>,
+    /// The prompt of the work turn under way (cleaned; "" when nothing of it is kept): a client
+    /// whose transcript lags behind (Claude Code's) still has the turn retained whole. Taken
+    /// when the turn ends.
+    #[serde(default)]
+    pub last_prompt: Option<String>,
+    /// The latest prompt left a `<private>` span open: a reply that closes it is hidden up to the
+    /// close even when the transcript lacks the prompt (only its cleaned text is kept).
+    #[serde(default)]
+    pub last_prompt_left_private: bool,
+    /// Which part of the conversation automatic retain is in: a client whose history starts
+    /// over (compacted, or sent a turn at a time) begins a new part, so the transcript it
+    /// retains next is a document of its own and never replaces the turns retained before.
+    #[serde(default)]
+    pub part: u32,
+    /// Fingerprints of the current part's user messages (cleaned; 0 for one wholly private), as
+    /// far as the client has sent them: to tell a history that goes on, or comes without its
+    /// start, from one that starts over.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turn_prints: Vec<u64>,
+    /// The first user turn of the part that is retained (counted in the client's history from
+    /// 0): the turns before it were had while memory was off, and are never retained.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_turn: i64,
+    /// What the backend adds to the session's instructions (the local store: its most recent
+    /// memories), as first asked: the instructions then stay the same from one model call to
+    /// the next, and the agent's prompt cache warm. Asked again after a re-scope or a clear.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// `<private>` spans open where the current part's history begins: the last transcript of
+    /// the part before left them open (a client that sends a turn at a time, a history
+    /// compacted inside a span).
+    #[serde(default, skip_serializing_if = "is_none_open")]
+    pub open_at_part_start: usize,
+    /// The spans the last transcript left open at its end.
+    #[serde(default, skip_serializing_if = "is_none_open")]
+    pub open_at_end: usize,
+    /// The fingerprints of the part before this one (see `turn_prints`): a late copy of its
+    /// history, sent after the part began, is known for what it is instead of starting one more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_part_prints: Vec<u64>,
+    /// The milliseconds in the name of the last document of its own automatic retain gave a
+    /// slice of the session's turns (`{session}-{ms}`): the next is named past it, whatever the
+    /// clock says after a restart. 0 before the first.
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    pub last_turn_document: u64,
+    /// The part's user turns stored as documents of their own (`[from, to)`, from transcripts
+    /// sent without their start): the part's document leaves them out. A whole transcript that
+    /// followed stored them a second time in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sliced: Vec<(i64, i64)>,
+    /// What the part's document was last given (`full-session`): a later transcript holding less
+    /// of those turns does not replace it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_stored: Option<StoredPart>,
+    /// [`SESSION_FORMAT`] when the record knows its part's slices and what its document holds;
+    /// 0 in a record an earlier mneme saved (see [`Sessions::load`]).
+    #[serde(default)]
+    pub format: u32,
+    /// The part's turns were counted from transcripts without their slash commands (the Claude
+    /// Code hooks before format 2 left a command out; now one run with arguments is a turn): the
+    /// next whole transcript is placed among them with its commands aside, once, and the turn
+    /// numbers kept are moved to where the turns stand in it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub commands_unseen: bool,
+    /// The slash commands run (their prompts) while `commands_unseen`: none of them is one the
+    /// earlier build saw, though its reply may never have come (an interrupted turn).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands_since_upgrade: Vec<String>,
+}
+
+/// The format of a session record. 1: it knows `sliced` and `part_stored`; a record without them
+/// (saved by an earlier mneme, or by one after a downgrade) goes on in a part of its own: its
+/// slices unknown, a whole transcript stored them a second time; its document's size unknown,
+/// a compacted history replaced it by less. 2: its turns count the slash commands the Claude
+/// Code hooks keep as turns; in a record before, the next whole transcript places them
+/// ([`Session::commands_unseen`]): placed by the numbers kept, its history looked rewritten, and
+/// a new part held the whole conversation again.
+pub const SESSION_FORMAT: u32 = 2;
+
+/// The transcript last queued as a part's document (see [`Session::part_stored`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredPart {
+    /// The part it is the document of.
+    pub part: u32,
+    /// The user turns it holds, counted from the session's start.
+    pub turns: i64,
+    /// Its length in bytes.
+    pub chars: usize,
+}
+
+pub(super) fn is_zero_ms(n: &u64) -> bool {
+    *n == 0
+}
+
+pub(super) fn is_none_open(n: &usize) -> bool {
+    *n == 0
+}
+
+pub(super) fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+impl Session {
+    /// The queue its retains join: the parent's for an alias.
+    pub fn queue_id(&self) -> &str {
+        self.parent.as_deref().unwrap_or(&self.id)
+    }
+
+    /// Moves it to another scope: what was recalled for the old one (the block, the cached
+    /// instructions) no longer applies, and the conversation so far stays where it was stored:
+    /// automatic retain goes on from the next turn in a part of its own. (Its document, given
+    /// the whole part again, replaced the old scope's: in one bank with project tags the old
+    /// project lost the conversation, and the new one got its turns.) The pending tail is
+    /// queued under the old scope before a move ([`Sessions::queue_tail_before_move`]); one
+    /// that arrives between the two goes with the session, whole. Whether it moved.
+    pub(super) fn move_to(&mut self, scope: &Scope, project: &str) -> bool {
+        if self.scope == *scope {
+            return false;
+        }
+        self.scope = scope.clone();
+        self.project = project.to_owned();
+        self.recalled = false;
+        self.block = None;
+        self.instructions = None;
+        if self.pending.is_none() {
+            super::clear::start_after_erasure(self);
+        }
+        true
+    }
+}
