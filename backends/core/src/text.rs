@@ -2,6 +2,7 @@
 //! (`../shared/golden/content.jsonl`). Lengths and cuts count Unicode scalar values.
 
 use serde::{Deserialize, Serialize};
+use unicode_segmentation::{GraphemeCursor, UnicodeSegmentation};
 
 /// A conversation message, already flattened to text by the agent's plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -444,39 +445,40 @@ pub fn char_len(s: &str) -> usize {
     s.chars().count()
 }
 
-/// Whether `c` belongs to the character before it as it is shown: a combining mark, a variation
-/// selector, an emoji modifier or tag, or a zero-width joiner. A cut just before it splits one
-/// shown character in two.
-pub fn continues_previous(c: char) -> bool {
-    matches!(c as u32,
-        0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F // combining marks
-        | 0xFE00..=0xFE0F | 0xE0100..=0xE01EF // variation selectors
-        | 0x200D // zero-width joiner
-        | 0x1F3FB..=0x1F3FF // skin tones
-        | 0xE0020..=0xE007F) // tags (subdivision flags)
-}
+/// How far back (in bytes) a cut moves to the start of the shown character it would split: a
+/// longer cluster (a letter under hundreds of combining marks) is cut where it was asked.
+const SHOWN_CHAR_MAX_BYTES: usize = 128;
 
-/// Whether a cut between `before` and `after` splits one shown character (see
-/// [`continues_previous`]; a zero-width joiner binds what follows it too).
-pub fn splits_shown_char(before: char, after: char) -> bool {
-    continues_previous(after) || before == '\u{200D}'
+/// Whether a cut at byte `at` (a char boundary of `text`) splits no shown character: it falls
+/// between two grapheme clusters (UAX #29: a flag's two letters, a joined emoji, a letter and
+/// its accents, a Hangul syllable's jamo stay together).
+pub fn is_shown_char_boundary(text: &str, at: usize) -> bool {
+    GraphemeCursor::new(at, text.len(), true).is_boundary(text, 0).unwrap_or(true)
 }
 
 /// A byte offset at or before `at` (a char boundary of `text`) where a cut splits no shown
-/// character: moved back over joined emoji and combining marks, at most 32 chars (a longer run
-/// is cut where it was asked).
+/// character ([`is_shown_char_boundary`]); `at` itself when that would move it back more than
+/// [`SHOWN_CHAR_MAX_BYTES`].
 pub fn shown_char_boundary(text: &str, at: usize) -> usize {
-    let mut cut = at;
-    for _ in 0..32 {
-        let (Some(before), Some(after)) = (text[..cut].chars().next_back(), text[cut..].chars().next()) else {
-            return cut;
-        };
-        if !splits_shown_char(before, after) {
-            return cut;
-        }
-        cut -= before.len_utf8();
+    let mut cursor = GraphemeCursor::new(at, text.len(), true);
+    if cursor.is_boundary(text, 0).unwrap_or(true) {
+        return at;
     }
-    at
+    match cursor.prev_boundary(text, 0) {
+        Ok(Some(start)) if at - start <= SHOWN_CHAR_MAX_BYTES => start,
+        _ => at,
+    }
+}
+
+/// For each char offset of `text` (and its end), whether a cut there splits no shown character.
+pub fn shown_char_starts(text: &str) -> Vec<bool> {
+    let mut starts = Vec::with_capacity(text.len() + 1);
+    for g in text.graphemes(true) {
+        starts.push(true);
+        starts.extend(std::iter::repeat_n(false, g.chars().count() - 1));
+    }
+    starts.push(true);
+    starts
 }
 
 /// A memory's text with the memory block's own tags made inert (`<` → `‹`, the same length): a
@@ -510,29 +512,26 @@ pub fn budget_units(s: &str) -> usize {
 }
 
 /// What one character costs against a recall budget, in quarter tokens. Agents' tokenizers take
-/// about 4 characters of English a token, about one character of Chinese, Japanese or Korean (or
-/// an emoji) a token, and 2 to 3 characters of other scripts (Cyrillic, Greek, Arabic,
-/// Devanagari …): counted as a quarter token each, a CJK answer ran to about 4 times its budget.
+/// about 4 characters of English a token, 2 to 3 characters of the other alphabets they learned
+/// (Cyrillic, Greek, Arabic, Devanagari …), and a token or more for each other character: one
+/// of Chinese, Japanese or Korean, an emoji, a currency sign, an arrow, a musical or
+/// mathematical symbol, a character of a script they rarely see. Counted as a quarter or half a
+/// token, a CJK answer ran to about 4 times its budget and one of symbols to twice it, so only
+/// the alphabets below U+2000 and the general punctuation count less than a token.
 pub fn budget_units_of(c: char) -> usize {
     match c as u32 {
         // ASCII, Latin, and the general punctuation Latin text uses (… – “ ”).
         0..=0x024F | 0x2000..=0x206F => 1,
-        // Hangul Jamo; letterlike symbols, arrows, technical and geometric symbols, dingbats and
-        // the other symbol blocks up to U+2BFF (the emoji ✅ ⭐ ⚡ ☕ ✨ ❌ ⏰ among them: a
-        // tokenizer takes each as one token or more); CJK radicals to unified ideographs (with
-        // kana, bopomofo, CJK symbols and punctuation), Hangul, compatibility ideographs and
-        // forms, full-width forms, emoji and pictographs, and the supplementary ideographs.
-        0x1100..=0x11FF
-        | 0x2100..=0x2BFF
-        | 0x2E80..=0x9FFF
-        | 0xA960..=0xA97F
-        | 0xAC00..=0xD7FF
-        | 0xF900..=0xFAFF
-        | 0xFE30..=0xFE4F
-        | 0xFF00..=0xFFEF
-        | 0x1F000..=0x1FAFF
-        | 0x20000..=0x3FFFF => 4,
-        _ => 2,
+        // Hangul Jamo: a syllable's parts, each a token as a syllable is.
+        0x1100..=0x11FF => 4,
+        // The other alphabets (IPA and combining marks to Greek Extended): letters tokenizers
+        // merge in pairs or threes.
+        0x0250..=0x1FFF => 2,
+        // Everything from U+2070 on: symbol blocks (currency, letterlike, arrows, technical,
+        // geometric, dingbats: ✅ ⭐ ⚡ ☕ among them), CJK, Hangul, full-width forms, private use,
+        // and every character past the first plane (emoji, musical and mathematical symbols,
+        // historic scripts, supplementary ideographs).
+        _ => 4,
     }
 }
 
@@ -542,7 +541,7 @@ pub fn take_units(s: &str, units: usize) -> &str {
     for (i, c) in s.char_indices() {
         used += budget_units_of(c);
         if used > units {
-            return &s[..i];
+            return &s[..shown_char_boundary(s, i)];
         }
     }
     s
@@ -578,6 +577,8 @@ mod tests {
         assert_eq!(budget_units("🚀"), 4);
         assert_eq!(budget_units("✅⭐⚡☕✨❌⏰→"), 32, "the symbol blocks below U+2E80 hold emoji too: a token each");
         assert_eq!(budget_units("деплой"), 12, "other scripts: half a token a character");
+        assert_eq!(budget_units("£¥"), 2, "Latin-1's currency signs are Latin text's");
+        assert_eq!(budget_units("€₹₿𝄞𝔸\u{E000}"), 24, "other symbols: a token each, wherever their block");
         assert_eq!(take_units("ab我们", 5), "ab", "a character that does not fit whole is left out");
         assert_eq!(take_units("ab我们", 6), "ab我");
         assert_eq!(take_units("ab", 0), "");
@@ -593,17 +594,22 @@ mod tests {
     }
 
     #[test]
-    fn cuts_keep_joined_emoji_and_accents_whole() {
-        let family = "deploy 👨\u{200D}👩\u{200D}👧 done";
-        for at in (0..=family.len()).filter(|&i| family.is_char_boundary(i)) {
-            let cut = shown_char_boundary(family, at);
-            let (head, tail) = family.split_at(cut);
-            let split = head.chars().next_back().zip(tail.chars().next()).is_some_and(|(b, a)| splits_shown_char(b, a));
-            assert!(!split, "{at} → {cut}: {head:?} | {tail:?}");
+    fn cuts_keep_joined_emoji_flags_and_accents_whole() {
+        let text = "deploy 👨\u{200D}👩\u{200D}👧 done 🇺🇸🇫🇷🇩🇪 cafe\u{301}s 한국";
+        let shown: Vec<&str> = text.graphemes(true).collect();
+        for at in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
+            let cut = shown_char_boundary(text, at);
+            assert!(cut <= at && is_shown_char_boundary(text, cut), "{at} → {cut}");
+            let (head, tail) = text.split_at(cut);
+            let pieces = head.graphemes(true).chain(tail.graphemes(true)).collect::<Vec<_>>();
+            assert_eq!(pieces, shown, "{at} → {cut}: {head:?} | {tail:?}");
         }
-        let accent = "cafe\u{301}s";
-        assert_eq!(shown_char_boundary(accent, 4), 3, "not between the e and its accent");
+        assert_eq!(shown_char_boundary("cafe\u{301}s", 4), 3, "not between the e and its accent");
+        assert_eq!(shown_char_boundary("🇺🇸🇫🇷", 12), 8, "not between a flag's two letters");
         assert_eq!(shown_char_boundary("plain", 3), 3);
+        assert_eq!(take_units("🇺🇸🇫🇷", 10), "🇺🇸", "a flag is whole or left out");
+        let starts = shown_char_starts("a🇺🇸e\u{301}");
+        assert_eq!(starts, [true, true, false, true, false, true]);
     }
 
     #[test]
