@@ -26,21 +26,36 @@ pub fn split(text: &str) -> Vec<String> {
     }
     let mut passages: Vec<String> = Vec::new();
     let mut current = String::new();
+    // Where the unit before ended in `text`: units are joined by what stood between them (a
+    // blank line between turn frames, the space where a long paragraph was cut, nothing where a
+    // word was), so a passage is the memory's own text. Joined by blank lines, a recalled
+    // passage of a one-line memory showed line breaks it never had.
+    let mut last_end: Option<usize> = None;
     for unit in units {
-        if !current.is_empty() && chars(&current) + 2 + chars(unit) > TARGET {
+        let start = offset_in(text, unit);
+        let between = last_end.map_or("", |end| &text[end..start]);
+        if !current.is_empty() && chars(&current) + chars(between) + chars(unit) > TARGET {
             let tail = overlap(&current);
             passages.push(std::mem::take(&mut current));
             current.push_str(&tail);
         }
         if !current.is_empty() {
-            current.push_str("\n\n");
+            current.push_str(between);
         }
         current.push_str(unit);
+        last_end = Some(start + unit.len());
     }
     if !current.trim().is_empty() {
         passages.push(current);
     }
     passages
+}
+
+/// Where `part`, a slice of `text`, begins in it.
+fn offset_in(text: &str, part: &str) -> usize {
+    let at = (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    debug_assert!(at + part.len() <= text.len(), "not a slice of the text");
+    at
 }
 
 fn chars(s: &str) -> usize {
@@ -89,7 +104,9 @@ pub fn own_text<'a>(passage: &'a str, previous: Option<&str>) -> &'a str {
     if lead.is_empty() {
         return passage;
     }
-    passage.strip_prefix(lead.as_str()).and_then(|rest| rest.strip_prefix("\n\n")).unwrap_or(passage)
+    // What follows the repetition is what stood there in the memory's text (blank lines in a
+    // transcript, a space, or nothing where a word was cut), then this passage's first unit.
+    passage.strip_prefix(lead.as_str()).map_or(passage, str::trim_start)
 }
 
 /// The end of a passage that opens the next one: its last [`OVERLAP`] characters, from a word start.
@@ -99,7 +116,7 @@ fn overlap(passage: &str) -> String {
         return String::new();
     }
     let start = passage.char_indices().nth(n - OVERLAP).map_or(0, |(i, _)| i);
-    let tail = &passage[start..];
+    let tail = &passage[mneme_core::text::shown_char_boundary(passage, start)..];
     let tail = tail.find(char::is_whitespace).map_or(tail, |i| &tail[i..]).trim_start();
     if tail.is_empty() {
         String::new()
@@ -242,7 +259,8 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
         to -= 1;
     }
     // Neither end splits a character as shown (a joined emoji, a letter and its accent).
-    let splits = |at: usize| at > 0 && at < cs.len() && mneme_core::text::splits_shown_char(cs[at - 1], cs[at]);
+    let shown_starts = mneme_core::text::shown_char_starts(text);
+    let splits = |at: usize| !shown_starts[at];
     while from < to && splits(from) {
         from += 1;
     }
@@ -281,12 +299,13 @@ mod tests {
         assert!(w.contains("cargo-dist"), "{w}");
     }
 
-    /// No piece of `pieces` starts or ends inside a shown character.
-    fn whole(pieces: &[&str]) {
+    /// No piece of `pieces` starts or ends inside a shown character: each of its characters
+    /// beyond ASCII is one of `shown` whole.
+    fn whole(pieces: &[&str], shown: &[&str]) {
+        use unicode_segmentation::UnicodeSegmentation;
         for p in pieces {
             let p = p.trim_start_matches("… ").trim_end_matches(" …");
-            let (first, last) = (p.chars().next().unwrap(), p.chars().next_back().unwrap());
-            assert!(!mneme_core::text::continues_previous(first) && last != '\u{200D}', "{p:?}");
+            assert!(p.graphemes(true).all(|g| g.is_ascii() || shown.contains(&g)), "{p:?}");
         }
     }
 
@@ -308,16 +327,18 @@ mod tests {
     }
 
     #[test]
-    fn passages_and_windows_keep_joined_emoji_whole() {
+    fn passages_and_windows_keep_joined_emoji_and_flags_whole() {
         let family = "👨\u{200D}👩\u{200D}👧\u{200D}👦";
         let long = family.repeat(2_000);
         let parts = split(&long);
         assert!(parts.len() > 1);
-        whole(&parts.iter().map(String::as_str).collect::<Vec<_>>());
-        let text = format!("deploy {} deploy", family.repeat(50));
+        whole(&parts.iter().map(String::as_str).collect::<Vec<_>>(), &[family]);
         let thesaurus = Thesaurus::builtin();
-        for max in 8..60 {
-            whole(&[window(&text, "deploy", &thesaurus, max).as_str()]);
+        for (unit, shown) in [(family, &[family][..]), ("🇺🇸🇫🇷", &["🇺🇸", "🇫🇷"][..])] {
+            let text = format!("deploy {} deploy", unit.repeat(50));
+            for max in 1..60 {
+                whole(&[window(&text, "deploy", &thesaurus, max).as_str()], shown);
+            }
         }
     }
 
@@ -435,6 +456,27 @@ mod tests {
                 ["alpha", "betamax", "the", "release", "is", "built", "with", "cargo-dist"].contains(&first),
                 "{budget}: {w:?}"
             );
+        }
+    }
+
+    /// A memory of one long line is split where it was cut, and its passages are its own text:
+    /// no line breaks it never had between the pieces.
+    #[test]
+    fn a_one_line_memory_is_split_into_its_own_text() {
+        let code = format!("{} needlefn {}", "function(a){return a+1};".repeat(250), "x".repeat(3000));
+        let prose = "we deploy the build with cargo-dist on fridays. ".repeat(60);
+        for text in [code, prose] {
+            let passages = split(&text);
+            assert!(passages.len() > 2, "{}", passages.len());
+            let mut own = String::new();
+            for (k, p) in passages.iter().enumerate() {
+                assert!(!p.contains('\n'), "{k}: {p}");
+                let mine = own_text(p, k.checked_sub(1).map(|j| passages[j].as_str()));
+                assert!(text.contains(mine), "{k}: {mine}");
+                own.push_str(mine);
+            }
+            let squeezed = |t: &str| t.split_whitespace().collect::<String>();
+            assert_eq!(squeezed(&own), squeezed(&text), "nothing lost, nothing twice");
         }
     }
 }
