@@ -277,16 +277,33 @@ async fn a_budget_too_small_for_one_memory_gives_none_and_stays_within_it() {
         assert!(nothing.message.chars().count() <= budget, "{max_tokens}: {:?}", nothing.message);
     }
     // Room for the heading and a result's line but not for a few words of it: no result (the
-    // backend's window gave "- … an" or "- The …").
-    for max_tokens in [24, 28, 31] {
+    // backend's window gave "- … an" or "- The …"), or a window of a few words at least.
+    for max_tokens in [24, 28, 31, 34] {
         let mut settings = Settings::default();
         settings.recall.max_tokens = max_tokens;
         let s = sessions(&r, settings).await;
         s.start(start("c")).await.unwrap();
         let answer = s.recall("c", "deploy otter service cargo-dist").await.unwrap();
-        assert!(answer.results.is_empty(), "{max_tokens}: {answer:?}");
-        assert_eq!(answer.message, "No memory fits in recall.max_tokens.", "{max_tokens}");
+        assert!(answer.message.chars().count() <= max_tokens * 4, "{max_tokens}: {:?}", answer.message);
+        match answer.results.as_slice() {
+            [] => assert_eq!(answer.message, "No memory fits in recall.max_tokens.", "{max_tokens}"),
+            [one] => {
+                let words = one.text.trim_start_matches("… ").trim_end_matches(" …");
+                assert!(words.chars().count() >= 24 && words.contains("otter"), "{max_tokens}: {answer:?}");
+            }
+            more => panic!("{max_tokens}: {more:?}"),
+        }
     }
+    // A memory short enough to fit whole is shown where a window of a long one would not be.
+    s.retain("a", vec![("otter note 0".to_owned(), None)]).await.unwrap();
+    r.queue.flush_all().await;
+    let mut settings = Settings::default();
+    settings.recall.max_tokens = 30;
+    let s = sessions(&r, settings).await;
+    s.start(start("d")).await.unwrap();
+    let answer = s.recall("d", "otter note").await.unwrap();
+    assert!(answer.results.iter().any(|r| r.text == "otter note 0"), "{answer:?}");
+    assert!(answer.message.chars().count() <= 120, "{:?}", answer.message);
 }
 
 /// A token of Chinese is about one character, not four: the block and the recall tool's answer

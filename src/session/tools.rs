@@ -85,9 +85,7 @@ impl Sessions {
         // A message within the bound, or none (a budget of a few tokens).
         let within = |message: &str| if budget_units(message) <= budget { message.to_owned() } else { String::new() };
         let room = budget.saturating_sub(budget_units(&heading(100)));
-        if room.saturating_sub(RESULT_LINE_UNITS) < MIN_CUT_CHARS {
-            // Too little room for any result's words: the backend's window would be a word or
-            // two, or an ellipsis alone, as the first-turn block gives none.
+        if room == 0 {
             return Ok(RecallAnswer { results: Vec::new(), message: within(NOTHING_FITS) });
         }
         self.deliver_own_retains(&queue_id).await;
@@ -158,7 +156,10 @@ impl Sessions {
         let q = RecallQuery {
             query: query.to_owned(),
             budget: settings.recall.budget,
-            max_tokens: (room.saturating_sub(RESULT_LINE_UNITS) / 4).max(1),
+            // At least a few words of each: a window shorter is not worth reading, and what
+            // does not fit then is left out for shorter results (a short memory fits whole
+            // where a window of a long one would have been a word or two).
+            max_tokens: room.saturating_sub(RESULT_LINE_UNITS).max(MIN_CUT_CHARS + CUT_MARKS) / 4,
             types: settings.recall.types.clone(),
             tags: scope.tags.clone(),
             tags_match: TagsMatch::Any,
@@ -245,6 +246,8 @@ pub(super) fn fit_results(results: &[Recalled], room: usize) -> Vec<Recalled> {
 
 /// The least of a result's text worth showing cut: below this, nothing is shown.
 const MIN_CUT_CHARS: usize = 24;
+/// What the `… ` and ` …` around a window cost.
+const CUT_MARKS: usize = 4;
 
 /// `text` costing at most `max` (quarter tokens), cut at a word and marked with `…`.
 fn cut_at_word(text: &str, max: usize) -> String {
