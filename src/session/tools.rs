@@ -84,10 +84,9 @@ impl Sessions {
         let budget = self.settings().recall.max_tokens.saturating_mul(4);
         // A message within the bound, or none (a budget of a few tokens).
         let within = |message: &str| if budget_units(message) <= budget { message.to_owned() } else { String::new() };
+        // Asked even when no result could fit: the agent is told whether nothing fits or nothing
+        // was found.
         let room = budget.saturating_sub(budget_units(&heading(100)));
-        if room == 0 {
-            return Ok(RecallAnswer { results: Vec::new(), message: within(NOTHING_FITS) });
-        }
         self.deliver_own_retains(&queue_id).await;
         let results = self.recall_scope(&scope, &query, room).await?;
         if results.is_empty() {
