@@ -14,7 +14,8 @@ use super::placement::{
     user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::spans::{
-    carried_into_new_part, cleaned_each, prompt_in_context, spans_carried, window_opens_inside, with_current_turn,
+    carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, prompt_in_context, spans_carried,
+    window_opens_inside, with_current_turn,
 };
 use super::{Delivery, PendingRetain, Session, SessionError, Sessions, StoredPart, Turn};
 use crate::config::{RetainMode, Settings};
@@ -292,6 +293,13 @@ impl Sessions {
             return self.retain_tail(&session, &history, &cleaned.into_kept(0), user_turns).await;
         }
         let mut placement = place_in_part(&session.turn_prints, &seen);
+        let mut seen = seen;
+        if placement == Placement::Continues {
+            if let Some(reread) = next_turn_after_a_closed_span(settings, session, &history, &seen, cleaned.open_at_end)
+            {
+                (seen, placement) = (reread, Placement::StartsOver);
+            }
+        }
         if placement == Placement::StartsOver && end.rewound {
             placement =
                 rewound_at(&session.turn_prints, &seen, session.first_turn).map_or(placement, Placement::Rewound);

@@ -275,6 +275,9 @@ async fn a_budget_too_small_for_one_memory_gives_none_and_stays_within_it() {
         assert!(answer.results.iter().all(|r| r.text.chars().any(char::is_alphanumeric)), "{answer:?}");
         let nothing = s.recall("b", "zebra xylophone").await.unwrap();
         assert!(nothing.message.chars().count() <= budget, "{max_tokens}: {:?}", nothing.message);
+        if max_tokens >= 7 {
+            assert_eq!(nothing.message, "No relevant memories found.", "{max_tokens}: nothing found, not nothing fits");
+        }
     }
     // Room for the heading and a result's line but not for a few words of it: no result (the
     // backend's window gave "- … an" or "- The …"), or a window of a few words at least.
@@ -2259,4 +2262,33 @@ async fn a_cwd_leading_to_a_project_named_with_a_private_tag_is_refused() {
         "{e:?}"
     );
     assert!(s.get("a").is_err());
+}
+
+/// A client that sends a turn at a time, whose user closes a span in the next turn's prompt
+/// with nothing after the close: the turns after it are ordinary text, retained (they were all
+/// lost, the session's end included), and nothing inside the span is.
+#[tokio::test]
+async fn a_span_closed_by_a_wholly_private_prompt_lets_the_turns_after_it_be_retained() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("t")).await.unwrap();
+        for turn in [
+            [m("user", "first turn keepA <private>LEAK-1 opened"), m("assistant", "noted")],
+            [m("user", "LEAK-2 </private>"), m("assistant", "answer two keepB")],
+            [m("user", "turn three keepC we use cargo-dist"), m("assistant", "answer three keepD")],
+            [m("user", "turn four keepE the db is postgres"), m("assistant", "answer four keepF")],
+        ] {
+            s.agent_end("t", &turn, Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        let last = [m("user", "turn five keepG"), m("assistant", "answer five keepH")];
+        s.agent_end("t", &last, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("LEAK"), "{text}");
+        for kept in ["keepA", "keepB", "keepC", "keepD", "keepE", "keepF", "keepG", "keepH"] {
+            assert!(text.contains(kept), "{kept} missing: {text}");
+        }
+    }
 }
