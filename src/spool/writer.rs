@@ -60,11 +60,16 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
     // After a transaction could not begin, removals alone are retried less eagerly.
     let mut removal_wait = REMOVAL_WAIT;
     let mut failures = FailureLog::default();
+    // An erasure of the log that could not be done (a full disk) is owed until it is: tried
+    // again after every commit and each second the writer is idle, so a forget's text leaves
+    // the log as soon as there is room. Owed at start too: a daemon stopped owing one (killed,
+    // or the disk still full) left the text in the log it opens.
+    let mut erase_owed = true;
     loop {
-        let first = if removals.is_empty() {
-            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
-        } else {
-            rx.recv_timeout(removal_wait)
+        let first = match (removals.is_empty(), erase_owed) {
+            (true, false) => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            (true, true) => rx.recv_timeout(ERASE_RETRY),
+            (false, _) => rx.recv_timeout(removal_wait),
         };
         let mut group = Vec::new();
         let mut checkpoints = Vec::new();
@@ -75,6 +80,10 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             Ok(Message::Remove(r, place)) => {
                 removals.push((r, place));
                 continue; // wait a little for a job to ride on
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if removals.is_empty() => {
+                erase_owed = erase_log(&conn).is_err();
+                continue;
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {} // the removals go alone
             Err(mpsc::RecvTimeoutError::Disconnected) if removals.is_empty() => return,
@@ -161,13 +170,33 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             finish(commit.clone());
         }
         drop(places);
+        if checkpoints.is_empty() && erase_owed && commit.is_ok() {
+            erase_owed = erase_log(&conn).is_err();
+        }
         for (done, _place) in checkpoints {
-            done(conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").map_err(SpoolError::from));
+            let erased = erase_log(&conn);
+            erase_owed = erased.is_err();
+            done(erased);
         }
         if closed {
             return;
         }
     }
+}
+
+/// How often an owed erasure of the log is tried again while the writer is idle.
+const ERASE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Copies the log into the file and empties it (`wal_checkpoint(TRUNCATE)`), so that no old log
+/// frame keeps the text of a row deleted since. `Err` when it could not complete (a full disk).
+fn erase_log(conn: &Connection) -> Result<(), SpoolError> {
+    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+    if busy != 0 {
+        let code = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY);
+        let why = "the log could not be emptied".to_owned();
+        return Err(rusqlite::Error::SqliteFailure(code, Some(why)).into());
+    }
+    Ok(())
 }
 
 /// What a job hears when an earlier job of its group made SQLite roll the transaction back.
