@@ -217,12 +217,9 @@ async fn forget(s: &AppState, what: Forget) -> AppResult<Json<Forgotten>> {
 
 /// Tells the sessions what was forgotten (`document` of its bank, or a memory of `bank`).
 async fn sessions_forgot(s: &AppState, document: Option<&(String, String)>, bank: Option<&str>) {
-    let forgotten = match document {
+    match document {
         Some((bank, id)) => s.sessions.forgotten(Some(bank), Some(id)).await,
         None => s.sessions.forgotten(bank, None).await,
-    };
-    if let Err(e) = forgotten {
-        tracing::warn!("cannot drop the sessions' recalled blocks after a forget: {e}");
     }
 }
 

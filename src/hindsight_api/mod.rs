@@ -429,9 +429,7 @@ impl HindsightApi {
                 Ok(_) | Err(BackendError::NotFound(_)) => {}
                 Err(e) => return Err(e.into()),
             }
-            if let Err(e) = self.sessions.forgotten(Some(bank), Some(document)).await {
-                tracing::warn!("cannot drop the sessions' recalled blocks after a forget: {e}");
-            }
+            self.sessions.forgotten(Some(bank), Some(document)).await;
         }
         if !documents.is_empty() {
             self.recompute_after_forget(Some(bank)).await;

@@ -38,11 +38,11 @@ impl Sessions {
     /// had so far would store the forgotten turns again (the tail when the session ends or goes
     /// idle, the next retain of a `full-session` part with the whole history), so the session
     /// goes on from its next turn, in a document of its own, as after a clear.
-    pub async fn forgotten(&self, bank: Option<&str>, document: Option<&str>) -> Result<(), crate::spool::SpoolError> {
+    pub async fn forgotten(&self, bank: Option<&str>, document: Option<&str>) {
         // Counted first: a recall or a backend's instructions asked before now, and answered
         // after, is not kept either.
         self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.update_each(|s| {
+        self.update_each_after_erasure(|s| {
             if bank.is_some_and(|b| s.scope.bank != b) {
                 return false;
             }
@@ -58,7 +58,7 @@ impl Sessions {
             }
             true
         })
-        .await
+        .await;
     }
     /// Holds the turns of the sessions whose conversation `document` of `bank` is (see
     /// [`Sessions::forgotten`]) while it is forgotten: an agent-end that read the session before
@@ -137,7 +137,7 @@ impl Sessions {
         // As a forget does: a recall asked before the deletion and answered after it is not
         // kept as a session's block (or instructions), which would quote what was cleared.
         self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.update_each(|s| {
+        self.update_each_after_erasure(|s| {
             if !(req.all || s.scope == scope) {
                 return false;
             }
@@ -147,7 +147,7 @@ impl Sessions {
             start_after_erasure(s);
             true
         })
-        .await?;
+        .await;
         self.inner.queue.erase_traces().await;
         let mut message = report.message;
         if discarded > 0 {

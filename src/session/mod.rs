@@ -52,6 +52,9 @@ pub use record::{PendingRetain, Session, StoredPart, SESSION_FORMAT};
 pub use scope::{banks_of_configuration, cwd_to_send, project_label, scope_for, MAX_LABEL_BYTES};
 pub use tools::{filter_tags, queued_message, recall_text, retained_message, RecallAnswer, Retained, OFF_MESSAGE};
 
+/// How often a session record a deletion could not save is tried again.
+const SAVE_RETRY: Duration = Duration::from_secs(1);
+
 /// Longest accepted session id.
 const MAX_ID_LEN: usize = 256;
 
@@ -261,6 +264,44 @@ impl Sessions {
             self.save(&id).await?;
         }
         Ok(())
+    }
+
+    /// [`Sessions::update_each`] after a deletion that is done: a failure to save is no reason to
+    /// answer that nothing was deleted. A record that cannot be saved (a full disk) is saved
+    /// again each second in the background until it is, since it may hold a recalled block
+    /// quoting what was deleted (the session in memory has it cleared already).
+    pub(super) async fn update_each_after_erasure(&self, change: impl FnMut(&mut Session) -> bool) {
+        let changed: Vec<String> = {
+            let mut map = self.inner.map.locked();
+            let mut change = change;
+            map.values_mut().filter_map(|s| change(s).then(|| s.id.clone())).collect()
+        };
+        let unsaved = self.save_all(changed).await;
+        let Some(first) = unsaved.first() else { return };
+        tracing::warn!(
+            "cannot save {} session record(s) after a deletion ({}): trying again each second",
+            unsaved.len(),
+            first.1
+        );
+        let sessions = self.clone();
+        let mut unsaved: Vec<String> = unsaved.into_iter().map(|(id, _)| id).collect();
+        tokio::spawn(async move {
+            while !unsaved.is_empty() {
+                tokio::time::sleep(SAVE_RETRY).await;
+                unsaved = sessions.save_all(unsaved).await.into_iter().map(|(id, _)| id).collect();
+            }
+        });
+    }
+
+    /// Saves each of `ids`; returns those that could not be, with why.
+    async fn save_all(&self, ids: Vec<String>) -> Vec<(String, SpoolError)> {
+        let mut unsaved = Vec::new();
+        for id in ids {
+            if let Err(e) = self.save(&id).await {
+                unsaved.push((id, e));
+            }
+        }
+        unsaved
     }
 
     /// How many sessions are known.

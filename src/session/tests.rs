@@ -1876,7 +1876,7 @@ async fn a_forgotten_conversation_is_not_stored_again_by_its_session() {
     s.agent_end("a", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap(); // a pending tail
     let bank = s.get("a").unwrap().scope.bank;
     r.local.forget(&mneme_core::Forget::Document { id: "a".into(), bank: bank.clone() }).await.unwrap();
-    s.forgotten(Some(&bank), Some("a")).await.unwrap();
+    s.forgotten(Some(&bank), Some("a")).await;
     assert_eq!(stored(&r).await, "");
     s.agent_end("a", &turns(7), Turn::Work, TurnEnd::default()).await.unwrap();
     s.end("a", Delivery::Wait).await.unwrap();
@@ -2201,7 +2201,7 @@ async fn a_forget_racing_agent_ends_leaves_every_sessions_latest_record() {
     for id in &ids {
         s.agent_end(id, &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
     }
-    forget.await.unwrap().unwrap();
+    forget.await.unwrap();
     // A restart reads the records; each session's end stores both its turns.
     let s = sessions(&r, Settings::default()).await;
     for id in &ids {
