@@ -293,7 +293,7 @@ impl OpenAi {
     /// out, it made `http://****:11434` of every error's URL.)
     fn unsaid(&self, text: &str) -> String {
         match &self.config.api_key {
-            Some(key) if key.expose().len() >= 8 => text.replace(key.expose(), "****"),
+            Some(key) if key.expose().len() >= 8 => key.masked_in(text),
             _ => text.to_owned(),
         }
     }
@@ -379,6 +379,12 @@ mod length_tests {
             OpenAi::new(config).unwrap()
         };
         assert_eq!(with_key("sk-0123456789").unsaid("Bearer sk-0123456789 refused"), "Bearer **** refused");
+        let key = with_key("Zm9vYmFy/c2VjcmV0+a2V5MTIz==");
+        assert_eq!(
+            key.unsaid(r#"{"message":"Incorrect API key: Zm9vYmFy\/c2VjcmV0+a2V5MTIz=="}"#),
+            r#"{"message":"Incorrect API key: ****"}"#
+        );
+        assert_eq!(key.unsaid("to /login?key=Zm9vYmFy%2Fc2VjcmV0%2Ba2V5MTIz%3D%3D"), "to /login?key=****");
         assert_eq!(with_key("ollama").unsaid("http://ollama:11434/v1"), "http://ollama:11434/v1");
     }
 

@@ -362,8 +362,13 @@ impl HindsightBackend {
             return Ok(None);
         }
         if status.is_redirection() {
-            let location = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok());
-            return Err(errors::redirected(what, status, location));
+            // A redirect may carry the token in its URL: never repeated.
+            let location =
+                resp.headers().get(LOCATION).and_then(|v| v.to_str().ok()).map(|l| match &self.config.api_token {
+                    Some(token) if !token.expose().is_empty() => token.masked_in(l),
+                    _ => l.to_owned(),
+                });
+            return Err(errors::redirected(what, status, location.as_deref()));
         }
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let text = read_answer(what, &self.shown, resp).await?;
@@ -376,7 +381,7 @@ impl HindsightBackend {
         if !status.is_success() {
             // A server or a proxy may say what it was sent: the token is never repeated.
             let text = match &self.config.api_token {
-                Some(token) if !token.expose().is_empty() => text.replace(token.expose(), "****"),
+                Some(token) if !token.expose().is_empty() => token.masked_in(&text),
                 _ => text,
             };
             return Err(errors::from_status(what, status, retry_after.as_deref(), &text));
