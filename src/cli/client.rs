@@ -132,7 +132,11 @@ impl Client {
                 if e.is_timeout() {
                     hung()
                 } else {
-                    CliError::Other(format!("{addr} did not answer like a mneme daemon: {e}"))
+                    // Another program holds the port: no mneme daemon runs there (exit 3, as
+                    // with nothing on it), and nothing was refused.
+                    CliError::NotRunning(format!(
+                        "no mneme daemon is running at {addr}: another program answers there ({e}); stop it or set server.listen"
+                    ))
                 }
             })?,
             Err(e) if e.is_connect() || e.is_timeout() => return Err(not_running()),
