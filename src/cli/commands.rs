@@ -38,7 +38,8 @@ pub(super) fn load_client_settings(flag: Option<&Path>) -> Result<Loaded, CliErr
     let (loaded, problem) = read_client_settings(flag)?;
     if let Some(problem) = problem {
         let problem = mneme_core::text::escape_controls(&problem.to_string()).into_owned();
-        eprintln!("mneme: {problem}\nmneme: going on with its [server] and [storage]: the daemon keeps its last good configuration");
+        let with = if loaded.exists { "its [server] and [storage]" } else { "the defaults and the environment" };
+        eprintln!("mneme: {problem}\nmneme: going on with {with}: the daemon keeps its last good configuration");
     }
     Ok(loaded)
 }

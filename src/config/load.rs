@@ -150,7 +150,13 @@ pub fn load_text_from_env(path: &Path, text: Option<String>) -> Result<Loaded, C
 /// configuration through a bad edit; a hook that gave up on the file would lose the turn. `Err`
 /// when even those sections cannot be read (a syntax error in them, a bad `[server]`).
 pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), ConfigErrors> {
-    let text = read(path)?;
+    let text = match read(path) {
+        Ok(text) => text,
+        // A file that cannot be read at all (a directory for a moment while a dotfile tool swaps
+        // it, a file of another user's): the defaults and the environment, as with no file, and
+        // the problem told. The daemon keeps its configuration; a command that gave up did nothing.
+        Err(problem) => return load_text_from_env(path, None).map(|loaded| (loaded, Some(problem))),
+    };
     let problem = match load_text_from_env(path, text.clone()) {
         Ok(loaded) => return Ok((loaded, None)),
         Err(problem) => problem,

@@ -377,6 +377,12 @@ fn a_client_reads_its_sections_past_a_syntax_error_elsewhere() {
     assert!(problem.is_some_and(|p| p.to_string().contains("line 5")));
     std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:7777\n[recall]\n").unwrap();
     assert!(load_for_client(&path).is_err());
+    // A path that cannot be read at all: the defaults, with the problem beside.
+    let folder = dir.path().join("folder.toml");
+    std::fs::create_dir(&folder).unwrap();
+    let (loaded, problem) = load_for_client(&folder).expect("the defaults");
+    assert_eq!(loaded.settings.server.listen, crate::config::Settings::default().server.listen);
+    assert!(problem.is_some_and(|p| p.to_string().contains("not a regular file")));
 }
 
 /// Values the daemon could not use are refused naming their key and line: a duration that
