@@ -63,6 +63,13 @@ fn advice(path: &Path, reason: &str, lost: &str) -> String {
     if path.is_dir() {
         return format!("{} is a folder: name a file (in it, or elsewhere) instead", quoted(path));
     }
+    if lower.contains("is empty (0 bytes)") {
+        return format!(
+            "Put it back from a backup if there is one; else move it aside (`mv {} {}`) and start mneme again with an empty one",
+            quoted(path),
+            quoted(&aside(path))
+        );
+    }
     // Nothing to move aside when the file or its folder cannot be made or reached.
     if lower.contains("permission denied") || lower.contains("access denied") {
         return format!("mneme cannot reach it: check the owner and mode of the file and its folders (`ls -ld {dir}`)");

@@ -65,6 +65,20 @@ fn a_garbage_local_store_is_named_with_what_to_do() {
     refused(dir.path(), &store, &["memories.db.broken", ".recover", "mneme doctor"]);
 }
 
+/// A spool or a store truncated to 0 bytes is refused, not taken for a new, empty one: what it
+/// held (retains acknowledged and queued, every memory) was dropped without a word, and doctor
+/// called it sound.
+#[test]
+fn an_emptied_spool_or_store_is_refused_not_started_afresh() {
+    for name in ["spool.db", "memories.db"] {
+        let dir = data_dir();
+        let file = dir.path().join("data").join(name);
+        std::fs::write(&file, b"").unwrap();
+        refused(dir.path(), &file, &["empty (0 bytes)", "truncated", &format!("{name}.broken")]);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 0, "{name} left as it was");
+    }
+}
+
 #[test]
 fn a_token_that_cannot_be_read_is_named_with_what_to_do() {
     let dir = data_dir();

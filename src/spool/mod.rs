@@ -63,6 +63,9 @@ pub enum SpoolError {
     /// The writer thread is gone (the daemon is stopping).
     #[error("spool: the writer thread stopped")]
     Stopped,
+    /// The file is there but empty: truncated since mneme wrote it.
+    #[error("{}", mneme_core::database_file::EMPTIED)]
+    Emptied,
     /// The file was deleted or replaced while the daemon had it open.
     #[error("the spool file {} {what} while mneme had it open: restart mneme (what it acknowledged before is being delivered)", path.display())]
     Gone {
@@ -169,6 +172,9 @@ impl Spool {
 
     /// Opens the spool with the given durability of a commit.
     pub fn open_with(path: &Path, sync: crate::config::SpoolSync) -> Result<Spool, SpoolError> {
+        if mneme_core::database_file::was_emptied(path) {
+            return Err(SpoolError::Emptied);
+        }
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // Only this daemon's writer thread uses the spool: holding the lock for good spares two
@@ -229,6 +235,9 @@ impl Spool {
     /// Checks a spool file that no daemon has open: that it is a spool database this mneme can
     /// read and that SQLite finds it sound. Returns its counts.
     pub fn check(path: &Path) -> Result<SpoolCounts, SpoolError> {
+        if mneme_core::database_file::was_emptied(path) {
+            return Err(SpoolError::Emptied);
+        }
         use rusqlite::OpenFlags;
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;

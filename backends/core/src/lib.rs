@@ -9,9 +9,11 @@
 //! - [`time`]: the few timestamp formats the contract fixes.
 //! - [`transfer`]: how an import is cut into requests, a document never split.
 //! - [`secret`]: [`Secret`], a string that never shows in logs or `Debug` output.
+//! - [`database_file`]: whether a spool's or store's file was emptied since mneme wrote it.
 
 pub mod backend;
 pub mod browse;
+pub mod database_file;
 pub mod error;
 pub mod off;
 pub mod secret;

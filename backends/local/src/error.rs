@@ -19,6 +19,9 @@ pub enum OpenError {
     /// SQLite's check finds the file damaged.
     #[error("SQLite finds it damaged: {0}")]
     Damaged(String),
+    /// The file is there but empty: truncated since mneme wrote it.
+    #[error("{}", mneme_core::database_file::EMPTIED)]
+    Emptied,
     /// A thread the store needs could not be started.
     #[error("cannot start the local store's {what} thread: {source}")]
     Thread {
@@ -33,7 +36,7 @@ pub enum OpenError {
 impl From<OpenError> for BackendError {
     fn from(e: OpenError) -> Self {
         match e {
-            e @ (OpenError::Sql(_) | OpenError::NewerSchema { .. } | OpenError::Damaged(_)) => {
+            e @ (OpenError::Sql(_) | OpenError::NewerSchema { .. } | OpenError::Damaged(_) | OpenError::Emptied) => {
                 BackendError::permanent(e.to_string())
             }
             e @ OpenError::Thread { .. } => BackendError::transient(e.to_string()),

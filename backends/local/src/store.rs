@@ -226,6 +226,9 @@ const WAL_SIZE_KEPT: i64 = 16 << 20;
 impl Store {
     /// Opens (creating if needed) the database at `path`, in WAL mode, migrated.
     pub fn open(path: &Path) -> Result<Self, OpenError> {
+        if mneme_core::database_file::was_emptied(path) {
+            return Err(OpenError::Emptied);
+        }
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_KEPT)?;
@@ -276,6 +279,9 @@ impl Store {
     /// See [`crate::check`].
     pub fn check(path: &Path) -> Result<u64, OpenError> {
         use rusqlite::OpenFlags;
+        if mneme_core::database_file::was_emptied(path) {
+            return Err(OpenError::Emptied);
+        }
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
