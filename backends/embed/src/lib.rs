@@ -31,6 +31,11 @@ pub enum EmbedError {
     /// The endpoint answered with something unusable (an error, a wrong dimension).
     #[error("embedder answered badly: {0}")]
     Invalid(String),
+    /// The endpoint's answers disagree on the vectors' length (two models behind one name, a
+    /// rolling upgrade) and this one had the other length: the text is not at fault, and is
+    /// worth embedding again later.
+    #[error("embedder answered badly: {0}")]
+    Unsettled(String),
     /// The endpoint took longer than its timeout: worth trying again, with fewer texts at a
     /// time (a slow endpoint embeds a few texts in time and never a whole batch).
     #[error("embedder unavailable: {0}")]

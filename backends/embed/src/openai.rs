@@ -155,6 +155,7 @@ impl Embedder for OpenAi {
         self.ask(texts).map_err(|e| match e {
             EmbedError::Unavailable(m) => EmbedError::Unavailable(self.unsaid(&m)),
             EmbedError::Invalid(m) => EmbedError::Invalid(self.unsaid(&m)),
+            EmbedError::Unsettled(m) => EmbedError::Unsettled(self.unsaid(&m)),
             EmbedError::TimedOut(m) => EmbedError::TimedOut(self.unsaid(&m)),
         })
     }
@@ -230,7 +231,10 @@ impl OpenAi {
                 data.iter().map(|d| d.embedding.len().to_string()).collect::<Vec<_>>().join(", ")
             )));
         }
-        let want = self.length_of(first).map_err(|why| EmbedError::Invalid(format!("{url} {why}")))?;
+        let want = self.length_of(first).map_err(|why| match why {
+            Length::Configured(why) => EmbedError::Invalid(format!("{url} {why}")),
+            Length::Unsettled(why) => EmbedError::Unsettled(format!("{url} {why}")),
+        })?;
         let mut out = Vec::with_capacity(data.len());
         for d in data {
             if d.embedding.len() != want {
@@ -255,12 +259,21 @@ impl OpenAi {
     }
 }
 
+/// Why an answer's length is refused (see [`OpenAi::length_of`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Length {
+    /// Not the configured `local.embedding_dim`.
+    Configured(String),
+    /// Not the length answers have had, which another takes only after answers running.
+    Unsettled(String),
+}
+
 impl OpenAi {
     /// The length an answer whose vectors are `got` long is taken at, or why it is refused.
     /// Unconfigured, the first answer sets it, and another length takes its place once
     /// [`NEW_LENGTH_CONFIRMED_AFTER`] answers running have had it (the stored vectors are then
     /// embedded again): one odd answer is refused, and changes nothing.
-    fn length_of(&self, got: usize) -> Result<usize, String> {
+    fn length_of(&self, got: usize) -> Result<usize, Length> {
         let mut dims = self.dims.lock().unwrap_or_else(|p| p.into_inner());
         if dims.known == 0 || dims.known == got {
             dims.known = got;
@@ -269,7 +282,9 @@ impl OpenAi {
         }
         let known = dims.known;
         if self.config.dim.is_some() {
-            return Err(format!("gave a vector of {got} dimensions, expected {known} (local.embedding_dim)"));
+            return Err(Length::Configured(format!(
+                "gave a vector of {got} dimensions, expected {known} (local.embedding_dim)"
+            )));
         }
         let running = match dims.other {
             Some((other, n)) if other == got => n + 1,
@@ -283,9 +298,9 @@ impl OpenAi {
             return Ok(got);
         }
         dims.other = Some((got, running));
-        Err(format!(
+        Err(Length::Unsettled(format!(
             "gave a vector of {got} dimensions, expected {known} (taken as the new length after {needed} answers running)"
-        ))
+        )))
     }
 
     /// `text` with the key left out.

@@ -25,7 +25,7 @@ use crate::store::{Changes, NewStoredVector, Store, Unembedded};
 use crate::vectors::{DenseFilter, DenseScan, DenseScores, Label, NewVector, VectorIndex};
 use crate::writer::Writer;
 
-use crate::embedding_batches::{check_dims, one_by_one, Sizing};
+use crate::embedding_batches::{check_dims, one_by_one, Embedded, Sizing};
 
 /// Stored vectors loaded per page at start.
 const LOAD_PAGE: usize = 2048;
@@ -215,6 +215,12 @@ impl Semantic {
                 self.woken.notify_all();
                 None
             }
+            // An answer of the other length an unsettled endpoint gives: this question is
+            // answered by its words, the next is asked again (no outage).
+            Err(EmbedError::Unsettled(why)) => {
+                tracing::debug!("a question answered by its words only: {why}");
+                None
+            }
             Err(e) => {
                 self.unavailable(e.to_string());
                 None
@@ -311,6 +317,9 @@ impl Semantic {
         let mut after = 0i64;
         let mut pause = RETRY_FIRST;
         let mut sizing = Sizing::default();
+        // Passages passed over while the endpoint's length was unsettled: the pass starts again
+        // from the first once it is through (they were embedded only after a restart).
+        let mut unsettled_left = false;
         loop {
             if let Some(from) = self.take_wake() {
                 after = after.min(from - 1);
@@ -339,6 +348,11 @@ impl Semantic {
                     continue;
                 }
             };
+            if batch.is_empty() && std::mem::take(&mut unsettled_left) {
+                self.sleep(RETRY_FIRST);
+                after = 0;
+                continue;
+            }
             if batch.is_empty() {
                 let refused_question = std::mem::take(&mut lock(&self.wake).refused_question);
                 let (down, slow, count) = {
@@ -395,22 +409,25 @@ impl Semantic {
             let sent = batch.len();
             let texts: Vec<&str> = batch.iter().map(Unembedded::embedding_text).collect();
             let embedded = match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
-                Err(EmbedError::Invalid(reason)) => one_by_one(&*embedder, batch, reason),
-                other => other.map(|vectors| (batch, vectors)),
+                Err(EmbedError::Invalid(reason) | EmbedError::Unsettled(reason)) => {
+                    one_by_one(&*embedder, batch, reason)
+                }
+                other => other.map(|vectors| Embedded { passages: batch, vectors, unsettled: 0 }),
             };
             // The endpoint's length became known with this very batch (its first answer since a
             // start) and differs from the stored vectors': the loop starts over above, and this
             // batch is embedded again with the rest (stored now, the index would refuse it and
             // the start-over keep it, so it would never be found).
             let index_dim = read(&self.index).dim();
-            if let Ok((_, vectors)) = &embedded {
+            if let Ok(Embedded { vectors, .. }) = &embedded {
                 if index_dim != 0 && vectors.first().is_some_and(|v| v.len() != index_dim) {
                     continue;
                 }
             }
             match embedded {
-                Ok((batch, vectors)) => match self.store(writer, batch, vectors) {
+                Ok(Embedded { passages, vectors, unsettled }) => match self.store(writer, passages, vectors) {
                     Ok(()) => {
+                        unsettled_left |= unsettled > 0;
                         pause = RETRY_FIRST;
                         self.available();
                         after = last;

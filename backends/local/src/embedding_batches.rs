@@ -48,35 +48,46 @@ impl Sizing {
 /// A batch the embedder refused, embedded a text at a time: one text it refuses (an endpoint's
 /// input limit, say) is left out, with a warning, instead of holding up every later passage for
 /// good. Refusing them all and a plain word too is the endpoint's fault, not the texts': `Err`,
-/// retried as an outage.
+/// retried as an outage. A text answered with a vector of the other length an unsettled
+/// endpoint gives ([`EmbedError::Unsettled`]) is not refused: it is among those the answer
+/// leaves [`Embedded::unsettled`], to be embedded again.
 pub(crate) fn one_by_one(
     embedder: &dyn Embedder,
     batch: Vec<Unembedded>,
     reason: String,
-) -> Result<(Vec<Unembedded>, Vec<Vec<f32>>), EmbedError> {
-    let mut kept = Vec::with_capacity(batch.len());
-    let mut vectors = Vec::with_capacity(batch.len());
+) -> Result<Embedded, EmbedError> {
+    let mut done = Embedded { passages: Vec::with_capacity(batch.len()), vectors: Vec::new(), unsettled: 0 };
     let mut refused = Vec::new();
     for passage in batch {
         match embedder.embed(&[passage.embedding_text()]).and_then(|v| check_dims(v, 1)) {
             Ok(mut v) => {
-                vectors.push(v.remove(0));
-                kept.push(passage);
+                done.vectors.push(v.remove(0));
+                done.passages.push(passage);
             }
             Err(EmbedError::Invalid(why)) => refused.push((passage.pid, why)),
+            Err(EmbedError::Unsettled(_)) => done.unsettled += 1,
             Err(unavailable) => return Err(unavailable),
         }
     }
     // Every text refused: the endpoint refuses everything (an outage), unless it embeds a plain
     // word, when these passages are what it refuses (a batch of one stopped semantic recall
     // for every question until another passage came).
-    if kept.is_empty() && embedder.embed(&["ping"]).and_then(|v| check_dims(v, 1)).is_err() {
+    let all_refused = done.passages.is_empty() && done.unsettled == 0;
+    if all_refused && embedder.embed(&["ping"]).and_then(|v| check_dims(v, 1)).is_err() {
         return Err(EmbedError::Invalid(reason));
     }
     for (pid, why) in refused {
         tracing::warn!(pid, "the embedder refuses this passage, which recall finds by its words only: {why}");
     }
-    Ok((kept, vectors))
+    Ok(done)
+}
+
+/// What a batch gave: the passages embedded and their vectors, and how many were left for an
+/// endpoint whose vectors' length is unsettled.
+pub(crate) struct Embedded {
+    pub(crate) passages: Vec<Unembedded>,
+    pub(crate) vectors: Vec<Vec<f32>>,
+    pub(crate) unsettled: usize,
 }
 
 pub(crate) fn check_dims(vectors: Vec<Vec<f32>>, n: usize) -> Result<Vec<Vec<f32>>, EmbedError> {

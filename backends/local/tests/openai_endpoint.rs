@@ -388,6 +388,37 @@ async fn one_odd_length_changes_nothing_and_a_lasting_one_re_embeds() {
     assert_eq!(dense.first().map(String::as_str), Some("note 12 about walrus12 and the harbour"));
 }
 
+/// An endpoint whose answers alternate between two lengths (two models behind one name, a
+/// rolling upgrade) leaves no passage unembedded once it settles: those answered with the
+/// other length were taken for texts it refuses, and stayed without vectors until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passages_passed_over_while_the_length_alternates_are_embedded_once_it_settles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let stub = Stub::start();
+    let b = openai(&path, &stub, "hash-64", Duration::from_secs(5));
+    retain(&b, numbered(0, 2)).await;
+    assert_eq!(embedded(&b, Duration::from_secs(30)).await.embedded, 2);
+    stub.set(Answer::Alternating);
+    // Two at a time: a batch answered with the other length is embedded a text at a time, and
+    // the second text's answer is the other length again.
+    for n in (2..14).step_by(2) {
+        retain(&b, numbered(n, 2)).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    stub.set(Answer::Vectors);
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let e = b.embedding_status().await.unwrap();
+        if e.embedded == 14 {
+            break;
+        }
+        assert!(Instant::now() < until, "passages left unembedded after the endpoint settled: {e:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(vector_lengths(&path), [DIM as i64]);
+}
+
 fn vector_lengths(path: &std::path::Path) -> Vec<i64> {
     let conn = rusqlite::Connection::open(path).unwrap();
     let mut lengths: Vec<i64> = conn

@@ -38,6 +38,9 @@ pub enum Answer {
     EchoingOk,
     /// This many milliseconds a byte of the texts (a model whose time grows with the text).
     SlowPerByte(u64),
+    /// Vectors of the right length and of half of it, request by request (two models behind
+    /// one name).
+    Alternating,
 }
 
 pub const BROKEN_OFF: u64 = 1_000_000;
@@ -47,6 +50,7 @@ pub const ECHOING_OK: u64 = 1_000_003;
 pub const SLOW_PER_BYTE: u64 = 4_000_000;
 pub const SLOW_PER_TEXT: u64 = 2_000_000;
 pub const REDIRECT: u64 = 3_000_000;
+pub const ALTERNATING: u64 = 1_000_004;
 
 /// An OpenAI-compatible `/v1/embeddings` server on 127.0.0.1: a word-hashing embedder of 64
 /// dimensions (texts sharing words are near). It can be stopped (the port refuses connections)
@@ -94,6 +98,7 @@ impl Stub {
             Answer::RedirectTo(port) => REDIRECT + u64::from(port),
             Answer::EchoingOk => ECHOING_OK,
             Answer::SlowPerByte(ms) => SLOW_PER_BYTE + ms,
+            Answer::Alternating => ALTERNATING,
         };
         self.answer.store(code, Ordering::SeqCst);
     }
@@ -118,9 +123,12 @@ impl Stub {
             while running.load(Ordering::SeqCst) {
                 match listener.accept() {
                     Ok((stream, _)) => {
-                        let answer = answer.clone();
-                        requests.fetch_add(1, Ordering::SeqCst);
-                        std::thread::spawn(move || handle(stream, answer.load(Ordering::SeqCst)));
+                        let n = requests.fetch_add(1, Ordering::SeqCst);
+                        let answer = match answer.load(Ordering::SeqCst) {
+                            ALTERNATING => u64::from(n % 2 == 1), // 1: the wrong length
+                            code => code,
+                        };
+                        std::thread::spawn(move || handle(stream, answer));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
