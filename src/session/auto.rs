@@ -293,12 +293,10 @@ impl Sessions {
             return self.retain_tail(&session, &history, &cleaned.into_kept(0), user_turns).await;
         }
         let mut placement = place_in_part(&session.turn_prints, &seen);
-        let mut seen = seen;
-        if placement == Placement::Continues {
-            if let Some(reread) = next_turn_after_a_closed_span(settings, session, &history, &seen, cleaned.open_at_end)
-            {
-                (seen, placement) = (reread, Placement::StartsOver);
-            }
+        let next_turn = placement == Placement::Continues
+            && next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned);
+        if next_turn {
+            placement = Placement::StartsOver;
         }
         if placement == Placement::StartsOver && end.rewound {
             placement =
@@ -365,7 +363,10 @@ impl Sessions {
                 // The new part begins inside the spans the last transcript left open (a client
                 // that sends a turn at a time, a history compacted with a span open); not when
                 // it begins as the part did (edited or reverted), and holds the opening tag again.
-                let carried = carried_into_new_part(session, &seen);
+                let carried = match next_turn {
+                    true => session.open_at_end,
+                    false => carried_into_new_part(session, &seen),
+                };
                 let cleaned = cleaned_each(settings, &history, carried);
                 let open_at_end = cleaned.open_at_end;
                 let prints = user_prints(&cleaned.each, &history);

@@ -5,7 +5,7 @@
 use mneme_core::text::{self, Message};
 
 use super::clean::{clean, conversation};
-use super::placement::{first_message_of_turn, is_agents_command, same_lines, user_prints};
+use super::placement::{first_message_of_turn, is_agents_command, same_lines};
 use super::Session;
 use crate::config::Settings;
 
@@ -66,26 +66,27 @@ impl Cleaned {
     }
 }
 
-/// A history that agrees with the part only in wholly private turns (fingerprint 0, read from
-/// where the part began) but ends inside other spans than the last transcript left open is no
-/// copy of the part: it is the next turn of a client that sends a turn at a time, after a turn
-/// that closed a span and showed nothing. Read from the part's start, inside that span, it
-/// looked like that turn again, and it and every turn after it were hidden, the session's end
-/// included. Its fingerprints read from where the last transcript ended, when that shows any
-/// of its turns (`None`: it is what it looked like).
+/// Whether a history that agrees with the part only in wholly private turns (fingerprint 0,
+/// read from where the part began: `cleaned`) is the next turn of a client that sends a turn at
+/// a time, after a turn that closed a span and showed nothing. Read from the part's start,
+/// inside that span, it looked like that turn again, and it and every turn after it were
+/// hidden, the session's end included. It is when it ends inside other spans than the last
+/// transcript left open (a copy of the part, read from the same start, ends where it did) and,
+/// read from where the last transcript ended, shows more of its messages. It then starts a part
+/// inside the spans open there.
 pub(super) fn next_turn_after_a_closed_span(
     settings: &Settings,
     session: &Session,
     history: &[Message],
     seen: &[u64],
-    open_at_end: usize,
-) -> Option<Vec<u64>> {
-    if seen.iter().any(|p| *p != 0) || open_at_end == session.open_at_end {
-        return None;
+    cleaned: &Cleaned,
+) -> bool {
+    if seen.iter().any(|p| *p != 0) || cleaned.open_at_end == session.open_at_end {
+        return false;
     }
     let reread = cleaned_each(settings, history, session.open_at_end);
-    let prints = user_prints(&reread.each, history);
-    prints.iter().any(|p| *p != 0).then_some(prints)
+    let shown = |c: &Cleaned| c.each.iter().filter(|m| m.is_some()).count();
+    shown(&reread) > shown(cleaned)
 }
 
 /// The spans a part that starts over begins inside: those the last transcript left open, when

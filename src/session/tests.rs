@@ -2277,6 +2277,9 @@ async fn a_span_closed_by_a_wholly_private_prompt_lets_the_turns_after_it_be_ret
         for turn in [
             [m("user", "first turn keepA <private>LEAK-1 opened"), m("assistant", "noted")],
             [m("user", "LEAK-2 </private>"), m("assistant", "answer two keepB")],
+            // Wholly private by its own tags, right after the close: its reply is kept, and so
+            // is what follows.
+            [m("user", "<private>LEAK-3</private>"), m("assistant", "answer private keepI")],
             [m("user", "turn three keepC we use cargo-dist"), m("assistant", "answer three keepD")],
             [m("user", "turn four keepE the db is postgres"), m("assistant", "answer four keepF")],
         ] {
@@ -2287,7 +2290,7 @@ async fn a_span_closed_by_a_wholly_private_prompt_lets_the_turns_after_it_be_ret
         r.queue.flush_all().await;
         let text = stored(&r).await;
         assert!(!text.contains("LEAK"), "{text}");
-        for kept in ["keepA", "keepB", "keepC", "keepD", "keepE", "keepF", "keepG", "keepH"] {
+        for kept in ["keepA", "keepB", "keepC", "keepD", "keepI", "keepE", "keepF", "keepG", "keepH"] {
             assert!(text.contains(kept), "{kept} missing: {text}");
         }
     }
