@@ -56,6 +56,13 @@ pub(crate) const DENSE_FLOOR: f32 = 0.25;
 /// Measured on the dev sets with full yielding at 1.25, 1.5 and 2, and the floor at 1.25, 1.3
 /// and 1.5 (one threshold for both changed nothing against the best pair); see BENCHMARKS.md.
 const STANDS_OUT: f32 = 1.25;
+/// The least cosine of a dense find shown beside the words' matches under [`DENSE_FLOOR`] (the
+/// best, and its first [`FOLLOWERS`]): below it the text is unrelated, and a question sharing
+/// one word with one note brought back five more by "meaning" (a review's off-topic questions:
+/// 6, 5, 5 and 6 results on a bank of 20 notes, then 6, 4, 2 and 5). Measured at 0.1 and 0.15:
+/// 0.1 leaves both dev sets and the blind coding set where they were, 0.15 cost two coding
+/// questions.
+const SHOWN_BESIDE_WORDS: f32 = 0.1;
 /// Once the dense side's best is worth showing, its first this many are shown whatever their
 /// cosine (the fused order still places them): the question is about something the bank holds,
 /// and a paraphrase's fact is often the vectors' 2nd–5th at a cosine under [`DENSE_FLOOR`].
@@ -105,12 +112,15 @@ pub(crate) fn fuse(lexical: &Lexical, dense: Option<&DenseScores>) -> Vec<(i64, 
     // A paraphrase's fact is often the model's best at a cosine under the floor; where some
     // passage matches the question's words the answer holds something anyway, and the dense best
     // joins it (seated third at most). Where nothing does, it must show it is not chance.
-    let best_shown = dense
-        .top
-        .first()
-        .is_some_and(|t| !lexical.pool.is_empty() || t.2 >= DENSE_FLOOR || dense_best_stands_out >= STANDS_OUT);
+    let best_shown = dense.top.first().is_some_and(|t| {
+        (!lexical.pool.is_empty() && t.2 >= SHOWN_BESIDE_WORDS)
+            || t.2 >= DENSE_FLOOR
+            || dense_best_stands_out >= STANDS_OUT
+    });
     for (i, (pid, smoothed, own)) in dense.top.iter().enumerate() {
-        let shown = *own >= DENSE_FLOOR || standing(dense, *smoothed) >= STANDS_OUT || (best_shown && i < FOLLOWERS);
+        let shown = *own >= DENSE_FLOOR
+            || standing(dense, *smoothed) >= STANDS_OUT
+            || (best_shown && i < FOLLOWERS && *own >= SHOWN_BESIDE_WORDS);
         let score = (1.0 - c) * nd(*smoothed);
         // Where the lexical side explains the whole question (c = 1), what only the dense side
         // found weighs nothing: its best may still be seated, the rest would only fill the budget.
@@ -292,6 +302,18 @@ mod tests {
         let mut over = top.clone();
         over[0].2 = 0.4;
         assert_eq!(shown(&dense_in_bank(&over, &[], 10_000)), (10..10 + FOLLOWERS as i64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_dense_find_of_an_unrelated_text_is_not_shown_beside_word_matches() {
+        // One incidental shared word: the words' matches are shown, weak as they are.
+        let lexical = Lexical { pool: vec![(1, 1.1), (2, 1.0)], idf_mass: 12.0 };
+        let ids = |d: &DenseScores| -> Vec<i64> { fuse(&lexical, Some(d)).into_iter().map(|(p, _)| p).collect() };
+        // Cosines where unrelated texts stand: none of them joins them.
+        assert_eq!(ids(&dense(&[(9, 0.08), (8, 0.06), (7, 0.05)], &[(1, 0.05), (2, 0.04)])), [1, 2]);
+        // A paraphrase's fact under the floor still does, without the unrelated ones after it.
+        let shown = ids(&dense(&[(9, 0.12), (8, 0.06)], &[(1, 0.05), (2, 0.04)]));
+        assert!(shown.contains(&9) && !shown.contains(&8), "{shown:?}");
     }
 
     #[test]
