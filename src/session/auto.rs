@@ -9,9 +9,9 @@ use mneme_core::MemoryType;
 use super::block::{block_room, memory_block, query_for};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, as_typed, first_message_of_turn, is_late_copy_of_previous_part, is_slash_command,
+    add_slice, as_typed, fingerprint, first_message_of_turn, is_late_copy_of_previous_part, is_slash_command,
     known_turns_among_commands, place_in_part, renumber_turns, rewound_at, slices_before, taken_back_from_document,
-    user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    unix_lines, user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::spans::{
     carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, prompt_in_context, spans_carried,
@@ -293,8 +293,11 @@ impl Sessions {
             return self.retain_tail(&session, &history, &cleaned.into_kept(0), user_turns).await;
         }
         let mut placement = place_in_part(&session.turn_prints, &seen);
+        let reply_print = last_reply_print(&history, &cleaned.each);
         let next_turn = placement == Placement::Continues
-            && next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned);
+            && (next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned)
+                || same_prompt_another_reply(session, &seen, reply_print));
+        self.keep_last_reply(session, reply_print).await?;
         if next_turn {
             placement = Placement::StartsOver;
         }
@@ -608,6 +611,17 @@ impl Sessions {
 
     /// Keeps the spans a transcript left open (in memory, and in the spool when they changed:
     /// a restart must not forget that the conversation is inside a span).
+    /// Keeps the fingerprint of the reply that ended the last transcript ([`last_reply_print`]).
+    async fn keep_last_reply(&self, session: &Session, print: u64) -> Result<(), SpoolError> {
+        if session.last_reply_print == print {
+            return Ok(());
+        }
+        match self.update(&session.id, |s| s.last_reply_print = print) {
+            Some(s) => self.save(&s.id).await,
+            None => Ok(()),
+        }
+    }
+
     async fn keep_open_at_end(&self, session: &Session, open_at_end: usize) -> Result<(), SpoolError> {
         if session.open_at_end == open_at_end {
             return Ok(());
@@ -773,4 +787,26 @@ fn part_document(session: &Session) -> String {
         0 => session.id.clone(),
         n => format!("{}-part{}", session.id, n + 1),
     }
+}
+
+/// The fingerprint of the reply a history ends with (its last message, an assistant's, as
+/// cleaned in `each`); 0 when it ends otherwise or the reply is wholly private.
+fn last_reply_print(history: &[Message], each: &[Option<Message>]) -> u64 {
+    match (history.last(), each.last()) {
+        (Some(m), Some(Some(cleaned))) if m.role == "assistant" => fingerprint(&unix_lines(&cleaned.content)),
+        _ => 0,
+    }
+}
+
+/// Whether a history of one user turn, the same as the part's only one (a prompt repeated, or
+/// two wholly private ones: fingerprint 0 both), is a new turn of a client that sends a turn at
+/// a time rather than the last one sent again: its reply is another. Taken for a resend, the
+/// second "continue" replaced the first turn's reply, or was dropped. (A real resend carries
+/// the same reply; a history of more turns is placed by them.)
+fn same_prompt_another_reply(session: &Session, seen: &[u64], reply_print: u64) -> bool {
+    seen.len() == 1
+        && session.turn_prints.len() == 1
+        && session.last_reply_print != 0
+        && reply_print != 0
+        && reply_print != session.last_reply_print
 }

@@ -463,6 +463,7 @@ impl Sessions {
                     instructions: None,
                     last_turn_document: ended.last_turn_document,
                     previous_part_prints: Vec::new(),
+                    last_reply_print: 0,
                     sliced: ended.sliced.clone(),
                     part_stored: ended.part_stored,
                     format: SESSION_FORMAT,

@@ -133,6 +133,12 @@ pub struct Session {
     /// history, sent after the part began, is known for what it is instead of starting one more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_part_prints: Vec<u64>,
+    /// The fingerprint of the reply that ended the last transcript (cleaned; 0 when it had none
+    /// or it was wholly private): a client that sends a turn at a time and a prompt the same as
+    /// the one before ("continue", or two wholly private ones) sends a new turn, not the last
+    /// again, when its reply is another.
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    pub last_reply_print: u64,
     /// The milliseconds in the name of the last document of its own automatic retain gave a
     /// slice of the session's turns (`{session}-{ms}`): the next is named past it, whatever the
     /// clock says after a restart. 0 before the first.

@@ -31,6 +31,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         open_at_end: 0,
         last_turn_document: 0,
         previous_part_prints: Vec::new(),
+        last_reply_print: 0,
         sliced: Vec::new(),
         part_stored: None,
         format: SESSION_FORMAT,
@@ -2292,6 +2293,38 @@ async fn a_span_closed_by_a_wholly_private_prompt_lets_the_turns_after_it_be_ret
         assert!(!text.contains("LEAK"), "{text}");
         for kept in ["keepA", "keepB", "keepC", "keepD", "keepI", "keepE", "keepF", "keepG", "keepH"] {
             assert!(text.contains(kept), "{kept} missing: {text}");
+        }
+    }
+}
+
+/// A client that sends a turn at a time, whose user sends the same prompt twice in a row
+/// ("continue"), or two wholly private prompts in a row: each is a turn of its own, told from a
+/// resend by its reply. The second was taken for the first sent again: it replaced the first
+/// turn's reply, or was dropped. A real resend (the same reply) stores nothing twice.
+#[tokio::test]
+async fn a_prompt_repeated_turn_after_turn_is_a_turn_of_its_own() {
+    for settings in [Settings::default(), every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("t")).await.unwrap();
+        let turns = [
+            [m("user", "continue"), m("assistant", "first answer keepA")],
+            [m("user", "continue"), m("assistant", "second answer keepB")],
+            [m("user", "continue"), m("assistant", "second answer keepB")], // sent again
+            [m("user", "<private>LEAK-1</private>"), m("assistant", "noted keepC")],
+            [m("user", "<private>LEAK-2</private>"), m("assistant", "noted keepD")],
+        ];
+        for turn in &turns {
+            s.agent_end("t", turn, Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        let last = [m("user", "ship it"), m("assistant", "shipped keepE")];
+        s.agent_end("t", &last, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("LEAK"), "{text}");
+        for kept in ["keepA", "keepB", "keepC", "keepD", "keepE"] {
+            assert_eq!(text.matches(kept).count(), 1, "{kept} stored once: {text}");
         }
     }
 }
