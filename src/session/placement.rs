@@ -240,7 +240,7 @@ pub(super) const UNKNOWN_TURN: u64 = u64::MAX;
 pub(super) const MAX_UNKNOWN_TURNS: usize = 4096;
 
 /// The fingerprints of a history's user messages, cleaned (`each`, message by message): 0 for
-/// one wholly private. Line ends count as one (see [`same_lines`]).
+/// one wholly private. Line ends count as one (see [`unix_lines`]).
 pub(super) fn user_prints(each: &[Option<Message>], history: &[Message]) -> Vec<u64> {
     history
         .iter()
@@ -260,9 +260,12 @@ pub(super) fn unix_lines(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Whether two texts are the same but for their line ends.
-pub(super) fn same_lines(a: &str, b: &str) -> bool {
-    a == b || unix_lines(a) == unix_lines(b)
+/// Whether two texts are the same but for their blanks: line ends, and the spaces, tabs and
+/// blank lines a client's copy of a message may trim or collapse (a Markdown hard break's two
+/// spaces, a no-break space). A reply given apart that differed so from the transcript's copy
+/// was stored twice, and every later turn began a part of its own.
+pub(super) fn same_words(a: &str, b: &str) -> bool {
+    a == b || a.split_whitespace().eq(b.split_whitespace())
 }
 
 /// Where a history's user turn `n` (counted from 0) begins: after the messages of the turns

@@ -5,7 +5,7 @@
 use mneme_core::text::{self, Message};
 
 use super::clean::{clean, conversation};
-use super::placement::{first_message_of_turn, is_agents_command, same_lines};
+use super::placement::{first_message_of_turn, is_agents_command, same_words};
 use super::Session;
 use crate::config::Settings;
 
@@ -178,14 +178,14 @@ pub(super) fn with_current_turn(
 ) -> Vec<Message> {
     let mut messages = conversation(messages);
     // Cleaned to nothing compares as "", as a wholly private prompt is known.
-    let same = |m: &Message, text: &str| same_lines(&clean(settings, &m.content).unwrap_or_default(), text);
+    let same = |m: &Message, text: &str| same_words(&clean(settings, &m.content).unwrap_or_default(), text);
     if let Some((prompt, left_private)) = prompt.filter(|(p, _)| !is_agents_command(p)) {
         // The prompt is known as it was cleaned in its history: compared so.
         let last_user = messages.iter().rposition(|m| m.role == "user").map(|i| {
             let (before, last) = messages.split_at(i);
             prompt_in_context(settings, before, &last[0].content, SpansCarried::default()).0
         });
-        if !last_user.as_deref().is_some_and(|last| same_lines(last, prompt)) {
+        if !last_user.as_deref().is_some_and(|last| same_words(last, prompt)) {
             // A wholly private prompt goes in as a turn of which nothing is kept.
             let prompt = match (prompt.is_empty(), left_private) {
                 (true, true) => "<private>".to_owned(),

@@ -2328,3 +2328,29 @@ async fn a_prompt_repeated_turn_after_turn_is_a_turn_of_its_own() {
         }
     }
 }
+
+/// A reply given apart that differs from the transcript's copy only in its blanks (a Markdown
+/// hard break's two spaces trimmed, a tab, a no-break space) is that copy: stored once, and the
+/// cadence holds. It was stored twice, and every turn began a part of its own.
+#[tokio::test]
+async fn a_reply_given_apart_that_differs_only_in_blanks_is_stored_once() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    s.start(start("t")).await.unwrap();
+    let mut history = Vec::new();
+    for n in 1..=3 {
+        let copy = format!("Fixed it.\nThe cause was a stale lock keep{n}.\n\n- removed the lock");
+        let given = format!("Fixed it.  \nThe cause was\ta stale lock keep{n}.\n\n\n-\u{a0}removed the lock");
+        history.push(Message::new("user", format!("prompt {n}")));
+        history.push(Message::new("assistant", copy));
+        let end = TurnEnd { reply: Some(given), last: n == 3, ..TurnEnd::default() };
+        s.agent_end("t", &history, Turn::Work, end).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let page = r.local.export(None, None, 100).await.unwrap();
+    assert_eq!(page.memories.len(), 1, "one document: {:?}", page.memories);
+    let text = &page.memories[0].content;
+    for n in 1..=3 {
+        assert_eq!(text.matches(&format!("keep{n}")).count(), 1, "{text}");
+    }
+}
