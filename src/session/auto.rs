@@ -374,7 +374,11 @@ impl Sessions {
                 let open_at_end = cleaned.open_at_end;
                 let prints = user_prints(&cleaned.each, &history);
                 let each = cleaned.into_kept(0);
-                let session = self.next_part(session, carried, prints).await?;
+                // Turn after turn from a client that sends a turn at a time, the history is all
+                // new; else its first turns may be the part's (compacted to the first prompt and a
+                // summary, edited after them): those are in the old part's document.
+                let kept = if next_turn { 0 } else { turns_kept_by_the_part(session, &prints) };
+                let session = self.next_part(session, carried, prints, kept).await?;
                 self.keep_open_at_end(&session, open_at_end).await?;
                 (self.get(&session.id).unwrap_or(session), each)
             }
@@ -635,12 +639,14 @@ impl Sessions {
     /// A history that starts over (compacted, or a client that sends a turn at a time): the
     /// pending tail of the part before is queued, and what follows is counted afresh into a
     /// document of its own, so it never replaces the turns retained before.
-    /// `open_at_part_start`: the spans the new part begins inside.
+    /// `open_at_part_start`: the spans the new part begins inside; `kept`: its first user turns
+    /// that the part before stored (see [`turns_kept_by_the_part`]), not stored again.
     async fn next_part(
         &self,
         session: &Session,
         open_at_part_start: usize,
         turn_prints: Vec<u64>,
+        kept: i64,
     ) -> Result<Session, SessionError> {
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
@@ -648,8 +654,10 @@ impl Sessions {
         let updated = self.update(&session.id, |s| {
             s.part = s.part.saturating_add(1);
             s.open_at_part_start = open_at_part_start;
-            s.retained_turns = 0;
-            s.first_turn = 0; // a history of its own: none of its turns were had while off
+            // A history of its own: its turns were not had while memory was off, and those it
+            // begins with that the part before stored count as retained.
+            s.retained_turns = kept;
+            s.first_turn = kept;
             s.pending = None;
             s.sliced.clear();
             s.previous_part_prints = std::mem::replace(&mut s.turn_prints, turn_prints);
@@ -809,4 +817,19 @@ fn same_prompt_another_reply(session: &Session, seen: &[u64], reply_print: u64) 
         && session.last_reply_print != 0
         && reply_print != 0
         && reply_print != session.last_reply_print
+}
+
+/// How many of the first user turns of a history that starts over (its fingerprints `prints`)
+/// are the part's own first turns, stored (or queued) with its document: a history compacted to
+/// its first prompt and a summary, or edited after its first turns. The new part holds the turns
+/// after them; it stored that first prompt a second time. None when nothing follows them, or
+/// when the part stored none of them (had while memory was off).
+fn turns_kept_by_the_part(session: &Session, prints: &[u64]) -> i64 {
+    let stored = session.retained_turns.max(session.pending.as_ref().map_or(0, |p| p.user_turns));
+    let same = session.turn_prints.iter().zip(prints).take_while(|(a, b)| a == b && **a != UNKNOWN_TURN).count();
+    let kept = (same as i64).min(stored);
+    match kept > session.first_turn && (kept as usize) < prints.len() {
+        true => kept,
+        false => 0,
+    }
 }

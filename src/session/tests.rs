@@ -2354,3 +2354,39 @@ async fn a_reply_given_apart_that_differs_only_in_blanks_is_stored_once() {
         assert_eq!(text.matches(&format!("keep{n}")).count(), 1, "{text}");
     }
 }
+
+/// A history compacted to its first prompt and a summary goes on in a part of its own that
+/// holds the turns after that prompt: the prompt is the first part's, stored once (it was
+/// stored again at the head of the new part).
+#[tokio::test]
+async fn a_history_compacted_to_its_first_prompt_does_not_store_it_again() {
+    for settings in [Settings::default(), every_turn()] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("t")).await.unwrap();
+        let mut history = Vec::new();
+        for n in 1..=4 {
+            history.push(m("user", &format!("prompt {n} keepP{n}")));
+            history.push(m("assistant", &format!("reply {n} keepR{n}")));
+            s.agent_end("t", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        let mut compacted = vec![
+            m("user", "prompt 1 keepP1"),
+            m("user", "This session is being continued from a previous conversation. Summary: keepS"),
+        ];
+        for n in 5..=6 {
+            compacted.push(m("user", &format!("prompt {n} keepP{n}")));
+            compacted.push(m("assistant", &format!("reply {n} keepR{n}")));
+            let end = TurnEnd { last: n == 6, ..TurnEnd::default() };
+            s.agent_end("t", &compacted, Turn::Work, end).await.unwrap();
+        }
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for n in 1..=6 {
+            for kept in [format!("keepP{n}"), format!("keepR{n}")] {
+                assert_eq!(text.matches(&kept).count(), 1, "{kept} stored once: {text}");
+            }
+        }
+    }
+}
