@@ -39,6 +39,21 @@ impl Tmpfs {
     }
 }
 
+impl Tmpfs {
+    /// [`Tmpfs::mount`], or `None` with the reason printed where a tmpfs cannot be mounted (not
+    /// root); under CI that fails the test.
+    fn mount_or_skip(at: &Path, size: &str) -> Option<Tmpfs> {
+        match Tmpfs::mount(at, size) {
+            Ok(m) => Some(m),
+            Err(reason) => {
+                assert!(std::env::var("CI").is_err(), "the disk-full test must run under CI: {reason}");
+                println!("disk-full test skipped: {reason}");
+                None
+            }
+        }
+    }
+}
+
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
@@ -63,14 +78,7 @@ fn content(phase: &str, i: usize) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_refuses_clearly_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let _mount = match Tmpfs::mount(&dir.path().join("data"), "6m") {
-        Ok(m) => m,
-        Err(reason) => {
-            assert!(std::env::var("CI").is_err(), "the disk-full test must run under CI: {reason}");
-            println!("disk-full test skipped: {reason}");
-            return;
-        }
-    };
+    let Some(_mount) = Tmpfs::mount_or_skip(&dir.path().join("data"), "6m") else { return };
     let mut d =
         Daemon::start_in(dir, "[queue]\nflush_interval = \"100ms\"\nretry_initial = \"100ms\"\nretry_max = \"1s\"\n");
     d.start_session("s", "/p/full").await;
@@ -221,14 +229,7 @@ async fn a_full_disk_refuses_clearly_and_loses_nothing() {
 async fn a_full_disk_under_the_local_store_keeps_deliveries_spooled_without_dead_letters() {
     let dir = tempfile::tempdir().unwrap();
     let store_dir = dir.path().join("store");
-    let _mount = match Tmpfs::mount(&store_dir, "2m") {
-        Ok(m) => m,
-        Err(reason) => {
-            assert!(std::env::var("CI").is_err(), "the disk-full test must run under CI: {reason}");
-            println!("disk-full test skipped: {reason}");
-            return;
-        }
-    };
+    let Some(_mount) = Tmpfs::mount_or_skip(&store_dir, "2m") else { return };
     // Few attempts: a full disk must not use them up.
     let config = format!(
         "[local]\npath = \"{}\"\n[queue]\nbatch_size = 1000\nflush_interval = \"1h\"\nmax_attempts = 2\nretry_initial = \"100ms\"\n",
@@ -318,14 +319,7 @@ fn files_holding(dir: &Path, marker: &str) -> Vec<String> {
 async fn a_forget_on_a_full_disk_leaves_its_text_nowhere_once_there_is_room() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let _mount = match Tmpfs::mount(&data, "8m") {
-        Ok(m) => m,
-        Err(reason) => {
-            assert!(std::env::var("CI").is_err(), "the disk-full test must run under CI: {reason}");
-            println!("disk-full test skipped: {reason}");
-            return;
-        }
-    };
+    let Some(_mount) = Tmpfs::mount_or_skip(&data, "8m") else { return };
     let d = Daemon::start_in(dir, "[queue]\nflush_interval = \"100ms\"\n");
     d.start_session("s", "/p/full").await;
     const MARKER: &str = "fdmarker9911";
@@ -373,14 +367,7 @@ async fn a_forget_on_a_full_disk_leaves_its_text_nowhere_once_there_is_room() {
 async fn a_clear_on_a_full_disk_says_what_it_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let _mount = match Tmpfs::mount(&data, "8m") {
-        Ok(m) => m,
-        Err(reason) => {
-            assert!(std::env::var("CI").is_err(), "the disk-full test must run under CI: {reason}");
-            println!("disk-full test skipped: {reason}");
-            return;
-        }
-    };
+    let Some(_mount) = Tmpfs::mount_or_skip(&data, "8m") else { return };
     let d = Daemon::start_in(dir, "[queue]\nflush_interval = \"100ms\"\n");
     let filler = data.join("filler");
     let stored = || async {
