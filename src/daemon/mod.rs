@@ -67,6 +67,8 @@ pub struct AppState {
     max_body_bytes: usize,
     stopping: CancellationToken,
     ui: ui::UiAuth,
+    /// Places for notice streams ([`routes::MAX_NOTICE_STREAMS`]).
+    notice_streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {

@@ -441,6 +441,17 @@ pub async fn notice_stream(
     q: Result<Query<NoticesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> AppResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let Query(q) = q?;
+    // A stream keeps its connection busy for as long as it is open: without a bound, streams
+    // filled `server.max_connections`, and every other request (the health check, the agents'
+    // retains) waited.
+    let place = s.notice_streams.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            format!("{MAX_NOTICE_STREAMS} notice streams are open: close one, or try again later"),
+        )
+        .retry_after(NOTICE_STREAM_RETRY_SECS)
+    })?;
     let after = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).or(q.after);
     // Subscribe before reading history so nothing falls between the two.
     let receiver = s.notices.subscribe();
@@ -458,7 +469,11 @@ pub async fn notice_stream(
         Ok::<_, Infallible>(event.event("notice").json_data(to_wire(n)).expect("notice serializes"))
     };
     let replay = stream::iter(history.into_iter().map(event));
-    let live = live_notices(s.notices.clone(), receiver, last).map(event);
+    // The place is held by the stream, and given back when it ends or its client goes away.
+    let live = live_notices(s.notices.clone(), receiver, last).map(move |n| {
+        let _held = &place;
+        event(n)
+    });
     // The stream ends when the daemon stops, and, opened by the web view, when its session
     // ends (a logout, or its time up): it went on delivering notices until the daemon stopped.
     let state = s.clone();
@@ -475,6 +490,11 @@ pub async fn notice_stream(
     };
     Ok(Sse::new(replay.chain(live).take_until(ends)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
+
+/// Notice streams open at most (`mneme notices --follow`, the web view's tabs); one more is a 503.
+pub(super) const MAX_NOTICE_STREAMS: usize = 64;
+/// When a stream refused at [`MAX_NOTICE_STREAMS`] may try again.
+const NOTICE_STREAM_RETRY_SECS: u64 = 5;
 
 /// How often a notice stream opened by the web view checks that its session still holds.
 const SESSION_CHECK: Duration = Duration::from_secs(2);

@@ -175,6 +175,7 @@ impl Daemon {
             max_body_bytes: self.settings.server.max_body_bytes,
             stopping: CancellationToken::new(),
             ui: super::ui::UiAuth::default(),
+            notice_streams: Arc::new(tokio::sync::Semaphore::new(super::routes::MAX_NOTICE_STREAMS)),
         })
     }
 }
