@@ -95,7 +95,7 @@ fn read_tail(path: Option<&Path>, max_bytes: u64, commands: Commands) -> Tail {
     if skip > 0 {
         lines.next(); // the partial first line
     }
-    let rows = lines.filter_map(|line| serde_json::from_slice::<Value>(line).ok()).map(|v| {
+    let rows = lines.filter_map(parse_line).map(|v| {
         let message = line_message(&v);
         let mut row = Row::new(&v, message);
         row.own_text = own_text(&v);
@@ -117,6 +117,56 @@ fn read_tail(path: Option<&Path>, max_bytes: u64, commands: Commands) -> Tail {
         }
     }
     Tail { messages, cut: skip > 0, rewound }
+}
+
+/// A transcript line as JSON. A line written with half an emoji (`JSON.stringify` of a string
+/// cut inside a surrogate pair writes a lone `\ud83d`) or with a byte that is not UTF-8 is read
+/// with U+FFFD in their places: refused whole, the line's text was never stored (not even by the
+/// session's end), and the history without it looked rewritten.
+fn parse_line(line: &[u8]) -> Option<Value> {
+    if let Ok(v) = serde_json::from_slice(line) {
+        return Some(v);
+    }
+    let text = String::from_utf8_lossy(line);
+    serde_json::from_str(&without_lone_surrogates(&text)).ok()
+}
+
+/// `json` with each `\uXXXX` escape of a surrogate that is not half of a pair replaced by
+/// `\ufffd` (an escaped backslash before a `u` is no escape).
+fn without_lone_surrogates(json: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = json.as_bytes();
+    let escape_at = |i: usize| -> Option<u16> {
+        let hex = json.get(i + 2..i + 6)?;
+        (bytes.get(i + 1) == Some(&b'u')).then(|| u16::from_str_radix(hex, 16).ok()).flatten()
+    };
+    let mut out = String::new();
+    let (mut i, mut copied) = (0, 0);
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        let Some(unit) = escape_at(i) else {
+            i += 2; // another escape: the character after the backslash is taken with it
+            continue;
+        };
+        let pair = (0xD800..0xDC00).contains(&unit) && escape_at(i + 6).is_some_and(|u| (0xDC00..0xE000).contains(&u));
+        if pair {
+            i += 12;
+        } else if (0xD800..0xE000).contains(&unit) {
+            out.push_str(&json[copied..i]);
+            out.push_str("\\ufffd");
+            i += 6;
+            copied = i;
+        } else {
+            i += 6;
+        }
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    out.push_str(&json[copied..]);
+    std::borrow::Cow::Owned(out)
 }
 
 /// How many `<private>` spans the messages on the lines left unread leave open: those starting
@@ -142,7 +192,7 @@ fn open_in_unread_start(file: &mut std::fs::File, skip: u64) -> usize {
         }
         // An echo, or a line Claude Code flags as its own, too: its spans are carried into the
         // messages after it (see `conversation`).
-        let Ok(v) = serde_json::from_slice::<Value>(&line) else { continue };
+        let Some(v) = parse_line(&line) else { continue };
         if let Some(text) = line_message(&v).map(|m| m.content).or_else(|| own_text(&v)) {
             texts.push(text);
         }
@@ -396,6 +446,20 @@ fn any_message(v: &Value) -> Option<Message> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    /// A line with half an emoji (a lone surrogate escape) or a byte that is not UTF-8 is read,
+    /// its text kept with U+FFFD in their places; an escaped backslash before a `u` and a whole
+    /// pair are left as they are.
+    #[test]
+    fn a_line_with_half_an_emoji_is_read_not_dropped() {
+        let v = parse_line(br#"{"message":{"content":"before a tool call \ud83d and after"}}"#).unwrap();
+        assert_eq!(v["message"]["content"], "before a tool call \u{fffd} and after");
+        let v = parse_line(br#"{"t":"low \udc00 alone, pair \ud83d\ude00, text \\ud83d"}"#).unwrap();
+        assert_eq!(v["t"], "low \u{fffd} alone, pair \u{1f600}, text \\ud83d");
+        let v = parse_line(b"{\"t\":\"a byte \xff here\"}").unwrap();
+        assert_eq!(v["t"], "a byte \u{fffd} here");
+        assert!(parse_line(b"{\"t\": truncated").is_none());
+    }
 
     #[test]
     fn the_tail_that_fits_and_the_user_turns_left_out() {
