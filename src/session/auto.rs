@@ -296,7 +296,7 @@ impl Sessions {
         let reply_print = last_reply_print(&history, &cleaned.each);
         let next_turn = placement == Placement::Continues
             && (next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned)
-                || same_prompt_another_reply(session, &seen, reply_print));
+                || same_prompt_another_reply(session, &seen, reply_print, &history, &cleaned.each));
         self.keep_last_reply(session, reply_print).await?;
         if next_turn {
             placement = Placement::StartsOver;
@@ -808,15 +808,28 @@ fn last_reply_print(history: &[Message], each: &[Option<Message>]) -> u64 {
 
 /// Whether a history of one user turn, the same as the part's only one (a prompt repeated, or
 /// two wholly private ones: fingerprint 0 both), is a new turn of a client that sends a turn at
-/// a time rather than the last one sent again: its reply is another. Taken for a resend, the
-/// second "continue" replaced the first turn's reply, or was dropped. (A real resend carries
-/// the same reply; a history of more turns is placed by them.)
-fn same_prompt_another_reply(session: &Session, seen: &[u64], reply_print: u64) -> bool {
+/// a time rather than the last one sent again: its reply is another, and the reply the last
+/// transcript ended with is not in it. Taken for a resend, the second "continue" replaced the
+/// first turn's reply, or was dropped. (A real resend carries the same reply; the same turn
+/// gone on, as when a Stop hook blocked the stop and the agent wrote more, still holds the
+/// reply before; a history of more turns is placed by them.)
+fn same_prompt_another_reply(
+    session: &Session,
+    seen: &[u64],
+    reply_print: u64,
+    history: &[Message],
+    each: &[Option<Message>],
+) -> bool {
+    let holds_the_last_reply = history.iter().zip(each).any(|(m, c)| {
+        m.role == "assistant"
+            && c.as_ref().is_some_and(|c| fingerprint(&unix_lines(&c.content)) == session.last_reply_print)
+    });
     seen.len() == 1
         && session.turn_prints.len() == 1
         && session.last_reply_print != 0
         && reply_print != 0
         && reply_print != session.last_reply_print
+        && !holds_the_last_reply
 }
 
 /// How many of the first user turns of a history that starts over (its fingerprints `prints`)

@@ -2318,11 +2318,17 @@ async fn a_prompt_repeated_turn_after_turn_is_a_turn_of_its_own() {
         for turn in &turns {
             s.agent_end("t", turn, Turn::Work, TurnEnd::default()).await.unwrap();
         }
+        // The same turn gone on (a Stop hook blocked the stop, and the agent wrote more): the
+        // history holds the reply before, and is no new turn (its turn stored once, not again in
+        // a part of its own; what it adds is stored with the next whole transcript).
+        let on = [m("user", "<private>LEAK-2</private>"), m("assistant", "noted keepD"), m("assistant", "more keepF")];
+        s.agent_end("t", &on, Turn::Work, TurnEnd::default()).await.unwrap();
         let last = [m("user", "ship it"), m("assistant", "shipped keepE")];
         s.agent_end("t", &last, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
         r.queue.flush_all().await;
         let text = stored(&r).await;
         assert!(!text.contains("LEAK"), "{text}");
+        assert!(text.matches("keepF").count() <= 1, "{text}");
         for kept in ["keepA", "keepB", "keepC", "keepD", "keepE"] {
             assert_eq!(text.matches(kept).count(), 1, "{kept} stored once: {text}");
         }
