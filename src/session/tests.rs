@@ -2396,3 +2396,26 @@ async fn a_history_compacted_to_its_first_prompt_does_not_store_it_again() {
         }
     }
 }
+
+/// A history the client says was rewound to before its first prompt replaces the part's
+/// document: the turns taken back leave the store (they stayed, and the new branch went into a
+/// part of its own).
+#[tokio::test]
+async fn a_rewind_to_before_the_first_prompt_takes_every_turn_back() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    let m = |role: &str, text: &str| Message::new(role, text);
+    s.start(start("t")).await.unwrap();
+    let history = [m("user", "one TAKEN-BACK"), m("assistant", "reply one TAKEN-BACK")];
+    s.agent_end("t", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    let history = [&history[..], &[m("user", "two TAKEN-BACK"), m("assistant", "reply two TAKEN-BACK")]].concat();
+    s.agent_end("t", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    let branch = [m("user", "a fresh start keepA"), m("assistant", "reply keepB")];
+    let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+    s.agent_end("t", &branch, Turn::Work, end).await.unwrap();
+    r.queue.flush_all().await;
+    let page = r.local.export(None, None, 100).await.unwrap();
+    let text = stored(&r).await;
+    assert!(!text.contains("TAKEN-BACK") && text.contains("keepA") && text.contains("keepB"), "{text}");
+    assert_eq!(page.memories.len(), 1, "{text}");
+}
