@@ -820,16 +820,19 @@ fn same_prompt_another_reply(
     history: &[Message],
     each: &[Option<Message>],
 ) -> bool {
-    let holds_the_last_reply = history.iter().zip(each).any(|(m, c)| {
-        m.role == "assistant"
-            && c.as_ref().is_some_and(|c| fingerprint(&unix_lines(&c.content)) == session.last_reply_print)
-    });
+    // Looked for last: it fingerprints every reply, and most histories are settled before.
+    let holds_the_last_reply = || {
+        history.iter().zip(each).any(|(m, c)| {
+            m.role == "assistant"
+                && c.as_ref().is_some_and(|c| fingerprint(&unix_lines(&c.content)) == session.last_reply_print)
+        })
+    };
     seen.len() == 1
         && session.turn_prints.len() == 1
         && session.last_reply_print != 0
         && reply_print != 0
         && reply_print != session.last_reply_print
-        && !holds_the_last_reply
+        && !holds_the_last_reply()
 }
 
 /// How many of the first user turns of a history that starts over (its fingerprints `prints`)

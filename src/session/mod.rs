@@ -257,13 +257,16 @@ impl Sessions {
     }
 
     /// Applies `change` to every session, and saves those it says it changed.
-    pub(super) async fn update_each(&self, mut change: impl FnMut(&mut Session) -> bool) -> Result<(), SpoolError> {
-        let changed: Vec<String> =
-            self.inner.map.locked().values_mut().filter_map(|s| change(s).then(|| s.id.clone())).collect();
-        for id in changed {
+    pub(super) async fn update_each(&self, change: impl FnMut(&mut Session) -> bool) -> Result<(), SpoolError> {
+        for id in self.change_each(change) {
             self.save(&id).await?;
         }
         Ok(())
+    }
+
+    /// Applies `change` to every session in memory; returns the ids of those it changed.
+    fn change_each(&self, mut change: impl FnMut(&mut Session) -> bool) -> Vec<String> {
+        self.inner.map.locked().values_mut().filter_map(|s| change(s).then(|| s.id.clone())).collect()
     }
 
     /// [`Sessions::update_each`] after a deletion that is done: a failure to save is no reason to
@@ -271,12 +274,7 @@ impl Sessions {
     /// again each second in the background until it is, since it may hold a recalled block
     /// quoting what was deleted (the session in memory has it cleared already).
     pub(super) async fn update_each_after_erasure(&self, change: impl FnMut(&mut Session) -> bool) {
-        let changed: Vec<String> = {
-            let mut map = self.inner.map.locked();
-            let mut change = change;
-            map.values_mut().filter_map(|s| change(s).then(|| s.id.clone())).collect()
-        };
-        let unsaved = self.save_all(changed).await;
+        let unsaved = self.save_all(self.change_each(change)).await;
         let Some(first) = unsaved.first() else { return };
         tracing::warn!(
             "cannot save {} session record(s) after a deletion ({}): trying again each second",

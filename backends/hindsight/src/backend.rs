@@ -320,6 +320,12 @@ impl HindsightBackend {
         self.send_with(what, method, url, body, timeout, Missing::Named).await
     }
 
+    /// `text` with the API token left out, however the server spelled it (see
+    /// [`mneme_core::secret::mask`]).
+    fn unsaid(&self, text: &str) -> String {
+        self.config.api_token.as_ref().map_or_else(|| text.to_owned(), |token| token.masked_in(text))
+    }
+
     async fn send_with<T: DeserializeOwned>(
         &self,
         what: &str,
@@ -363,11 +369,7 @@ impl HindsightBackend {
         }
         if status.is_redirection() {
             // A redirect may carry the token in its URL: never repeated.
-            let location =
-                resp.headers().get(LOCATION).and_then(|v| v.to_str().ok()).map(|l| match &self.config.api_token {
-                    Some(token) if !token.expose().is_empty() => token.masked_in(l),
-                    _ => l.to_owned(),
-                });
+            let location = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok()).map(|l| self.unsaid(l));
             return Err(errors::redirected(what, status, location.as_deref()));
         }
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
@@ -380,11 +382,7 @@ impl HindsightBackend {
         }
         if !status.is_success() {
             // A server or a proxy may say what it was sent: the token is never repeated.
-            let text = match &self.config.api_token {
-                Some(token) if !token.expose().is_empty() => token.masked_in(&text),
-                _ => text,
-            };
-            return Err(errors::from_status(what, status, retry_after.as_deref(), &text));
+            return Err(errors::from_status(what, status, retry_after.as_deref(), &self.unsaid(&text)));
         }
         // An answer that is not what Hindsight sends (a proxy's page, a server mid-restart) is
         // worth retrying: a retain carries its operation id, so a resend stores nothing twice.
