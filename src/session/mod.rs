@@ -461,7 +461,7 @@ impl Sessions {
                     instructions: None,
                     last_turn_document: ended.last_turn_document,
                     previous_part_prints: Vec::new(),
-                    last_reply_print: 0,
+                    last_reply_print: ended.last_reply_print,
                     sliced: ended.sliced.clone(),
                     part_stored: ended.part_stored,
                     format: SESSION_FORMAT,
@@ -567,6 +567,7 @@ impl Sessions {
                     part_stored,
                     scope: Some(session.scope.clone()),
                     format: if session.commands_unseen { 1 } else { SESSION_FORMAT },
+                    last_reply_print: session.last_reply_print,
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

@@ -43,7 +43,7 @@ pub(super) struct Ended {
     #[serde(default, skip_serializing_if = "is_none_open")]
     pub(super) open_at_end: usize,
     /// [`Session::last_turn_document`]: a resumed session's slices are not named as its earlier ones.
-    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub(super) last_turn_document: u64,
     /// [`Session::sliced`] and [`Session::part_stored`]: a resumed session's document goes on
     /// leaving out its slices, and is not replaced by less.
@@ -58,6 +58,10 @@ pub(super) struct Ended {
     /// The [`SESSION_FORMAT`] its turn prints were made in (0: an earlier mneme's record).
     #[serde(default)]
     pub(super) format: u32,
+    /// [`Session::last_reply_print`]: a resumed client that sends a turn at a time, whose user
+    /// sends the last prompt again ("continue"), has a turn of its own, not a resend.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub(super) last_reply_print: u64,
 }
 
 pub(super) const ENDED_RECORD: &str = "ended_session";
@@ -137,12 +141,12 @@ pub struct Session {
     /// or it was wholly private): a client that sends a turn at a time and a prompt the same as
     /// the one before ("continue", or two wholly private ones) sends a new turn, not the last
     /// again, when its reply is another.
-    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub last_reply_print: u64,
     /// The milliseconds in the name of the last document of its own automatic retain gave a
     /// slice of the session's turns (`{session}-{ms}`): the next is named past it, whatever the
     /// clock says after a restart. 0 before the first.
-    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub last_turn_document: u64,
     /// The part's user turns stored as documents of their own (`[from, to)`, from transcripts
     /// sent without their start): the part's document leaves them out. A whole transcript that
@@ -189,7 +193,7 @@ pub struct StoredPart {
     pub chars: usize,
 }
 
-pub(super) fn is_zero_ms(n: &u64) -> bool {
+pub(super) fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 

@@ -2335,6 +2335,30 @@ async fn a_prompt_repeated_turn_after_turn_is_a_turn_of_its_own() {
     }
 }
 
+/// A client that sends a turn at a time, resumed: its user's first prompt after the resume is
+/// the last one again ("continue"). The ended session's record kept no reply to tell it by, so
+/// the new turn replaced the last one's reply.
+#[tokio::test]
+async fn a_prompt_repeated_across_a_resume_is_a_turn_of_its_own() {
+    for settings in [Settings::default(), every_turn()] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("t")).await.unwrap();
+        let first = [m("user", "continue"), m("assistant", "first answer keepA")];
+        s.agent_end("t", &first, Turn::Work, TurnEnd::default()).await.unwrap();
+        s.end("t", Delivery::Wait).await.unwrap();
+        s.start(start("t")).await.unwrap();
+        let again = [m("user", "continue"), m("assistant", "second answer keepB")];
+        s.agent_end("t", &again, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for kept in ["keepA", "keepB"] {
+            assert_eq!(text.matches(kept).count(), 1, "{kept} stored once: {text}");
+        }
+    }
+}
+
 /// A reply given apart that differs from the transcript's copy only in its blanks (a Markdown
 /// hard break's two spaces trimmed, a tab, a no-break space) is that copy: stored once, and the
 /// cadence holds. It was stored twice, and every turn began a part of its own.
