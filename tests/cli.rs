@@ -80,13 +80,22 @@ fn a_recall_finds_what_its_session_just_retained() {
 }
 
 /// Under global scoping a folder has no project: `--here` would clear the whole bank, and is
-/// refused for `--all`.
+/// refused for `--all`. Also in a folder named as the bank's name ends (`team-backend` and a
+/// folder `backend`), which looked per-project to the CLI: it deleted every memory of the bank.
 #[test]
 fn clear_here_under_global_scoping_is_refused() {
-    let d = Daemon::start("[memory]\nscoping = \"global\"\n[local]\nembedder = \"off\"\n");
+    let config = "[memory]\nscoping = \"global\"\nbank_id = \"backend\"\nbank_id_prefix = \"team\"\n\
+                  [local]\nembedder = \"off\"\n";
+    let d = Daemon::start(config);
     d.cli().args(["retain", "A global fact"]).assert().success();
     d.cli().arg("flush").assert().success();
-    d.cli().args(["clear", "--here", "--yes"]).assert().failure().stderr(predicates_contains("--all"));
+    let parent = tempfile::tempdir().unwrap();
+    let named_as_the_bank = parent.path().join("backend");
+    std::fs::create_dir(&named_as_the_bank).unwrap();
+    for folder in [d.dir.path(), named_as_the_bank.as_path()] {
+        let refused = d.cli().current_dir(folder).args(["clear", "--here", "--yes"]).assert().failure();
+        refused.stderr(predicates_contains("--all"));
+    }
     let out = d.cli().args(["--json", "status"]).output().unwrap();
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(status["backend"]["memories"], 1, "{status}");

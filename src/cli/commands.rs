@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::{CliError, Client, Command, ConfigAction};
-use crate::config::{self, Loaded};
+use crate::config::{self, Loaded, Scoping};
 use crate::daemon::api::{
     Clear, Cleared, Flush, Flushed, Notice, NoticeList, Queued, Recall, RecallAnswer, Reloaded, Requeued, Retain,
     RetainItem, SessionStarted, StartSession, Status,
@@ -172,8 +172,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
                     // As the daemon scopes it (its settings, not this command's): under global
                     // scoping a folder has no project, and its scope is the whole bank.
                     let started = start_cli_session(&client).await?;
-                    let per_project = started.scope.bank.ends_with(&format!("-{}", started.project));
-                    if started.scope.tags.is_empty() && !per_project {
+                    if is_global(&started) {
                         return Err(CliError::Other(
                             "memory.scoping is \"global\": this folder's scope is the whole bank; clear it with --all"
                                 .into(),
@@ -269,6 +268,17 @@ async fn cli_session(client: &Client, session: Option<String>) -> Result<String,
 }
 
 /// Starts (or scopes again) the current directory's "cli" session ([`cli_session`]).
+/// Whether the daemon scopes by `global`: a folder's scope is then the whole bank. Asked of the
+/// daemon; guessed from the bank's name, `-<project>` at its end, only when an earlier daemon
+/// does not say (a bank id of its own such as `my-app` in a folder `app` looked per-project, and
+/// `clear --here` there deleted every project's memories).
+fn is_global(started: &SessionStarted) -> bool {
+    match started.scoping.as_deref() {
+        Some(scoping) => scoping == Scoping::Global.as_str(),
+        None => started.scope.tags.is_empty() && !started.scope.bank.ends_with(&format!("-{}", started.project)),
+    }
+}
+
 async fn start_cli_session(client: &Client) -> Result<SessionStarted, CliError> {
     let cwd = std::env::current_dir().map(|p| crate::session::cwd_to_send(&p)).unwrap_or_else(|_| "/".into());
     let id = crate::ids::directory_session("cli", &cwd);

@@ -121,6 +121,10 @@ pub struct SessionStarted {
     /// a hung daemon.
     #[serde(default)]
     pub recall_timeout_ms: u64,
+    /// `memory.scoping` as the daemon reads it (`global`, `per-project`, `per-project-tagged`):
+    /// under `global` a folder has no project of its own, and its scope is the whole bank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scoping: Option<String>,
 }
 
 /// One item of a retain.

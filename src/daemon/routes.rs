@@ -122,6 +122,7 @@ pub async fn start_session(State(s): St, Body(b): Body<StartSession>) -> AppResu
         alias_of: session.parent,
         max_body_bytes: s.max_body_bytes,
         recall_timeout_ms: u64::try_from(s.sessions.settings().recall.timeout.as_millis()).unwrap_or(u64::MAX),
+        scoping: Some(s.sessions.settings().memory.scoping.as_str().to_owned()),
     }))
 }
 
