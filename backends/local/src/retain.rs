@@ -8,7 +8,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::dedupe::{self, ContentIndex};
 use crate::passages;
-use crate::rows::{encode_tags, merge_tags};
+use crate::rows::{encode_tags, merge_tags, same_reach};
 use crate::store::{Changes, INDEX_NEW_PASSAGES};
 
 /// What a batch's document ids do to the passages a document already has.
@@ -113,9 +113,8 @@ pub(crate) fn retain_one(
                         // Untagged is global (every project's recall sees it): merged with a
                         // project's tags it was narrowed to that project, and a clear of the
                         // project deleted it; a global retain of a project's memory stayed the
-                        // project's. One of each is kept instead.
-                        let same_reach = tags.is_empty() == encode_tags(&item.tags).is_empty();
-                        if (doc == item.document_id || unmarked_copy) && same_reach {
+                        // project's. So with tags other than a project's. One of each is kept.
+                        if (doc == item.document_id || unmarked_copy) && same_reach(&tags, &item.tags) {
                             dup = Some((seq, tags));
                             break;
                         }

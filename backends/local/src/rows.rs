@@ -125,6 +125,20 @@ pub(crate) fn decode_tags(encoded: &str) -> Vec<String> {
     encoded.split(SEP).filter(|t| !t.is_empty()).map(str::to_owned).collect()
 }
 
+/// Whether a memory's stored tags (`encoded`) and a retain's `tags` reach the same recalls, so
+/// that the retain may merge its tags into the memory: both untagged (global), or both tagged
+/// with the same tags but the projects'. A project's tag is the only one a clear leaves a
+/// shared memory under; merged with another tag (a Hindsight client's `team:red`), the memory
+/// was deleted by a clear of the project that retained it second.
+pub(crate) fn same_reach(encoded: &str, tags: &[String]) -> bool {
+    let others = |tags: Vec<String>| -> std::collections::BTreeSet<String> {
+        tags.into_iter().filter(|t| !t.starts_with(mneme_core::PROJECT_TAG_PREFIX)).collect()
+    };
+    let stored = decode_tags(encoded);
+    let given: Vec<String> = tags.iter().map(|t| stored_tag(t).into_owned()).collect();
+    stored.is_empty() == given.is_empty() && others(stored) == others(given)
+}
+
 pub(crate) fn merge_tags(encoded: &str, more: &[String]) -> String {
     let mut tags = decode_tags(encoded);
     tags.extend(more.iter().cloned());

@@ -46,7 +46,7 @@ async fn resending_a_batch_and_identical_content_store_once() {
     let batch = RetainBatch {
         id: "b1".into(),
         items: vec![
-            item("1", "the parser uses pest", &["w"], MemoryType::World, None),
+            item("1", "the parser uses pest", &["project:w"], MemoryType::World, None),
             item("2", "tabs not spaces", &[], MemoryType::World, None),
         ],
     };
@@ -54,7 +54,7 @@ async fn resending_a_batch_and_identical_content_store_once() {
     b.retain(&scope("bank"), &batch).await.unwrap();
     let again = RetainBatch {
         id: "b2".into(),
-        items: vec![item("3", "the parser uses pest", &["x"], MemoryType::World, None)],
+        items: vec![item("3", "the parser uses pest", &["project:x"], MemoryType::World, None)],
     };
     b.retain(&scope("bank"), &again).await.unwrap();
     assert_eq!(b.status().await.memories, Some(2));
@@ -62,7 +62,34 @@ async fn resending_a_batch_and_identical_content_store_once() {
     b.retain(&scope("other"), &again).await.unwrap();
     assert_eq!(b.status().await.memories, Some(3));
     // Merged tags: the duplicate's tag now matches a strict filter.
-    assert_eq!(texts(&b, "bank", query("parser", &["x"], TagsMatch::AnyStrict)).await, vec!["the parser uses pest"]);
+    assert_eq!(
+        texts(&b, "bank", query("parser", &["project:x"], TagsMatch::AnyStrict)).await,
+        vec!["the parser uses pest"]
+    );
+}
+
+/// A memory another client retained under a tag of its own (`team:red`, through `/hindsight`)
+/// is not merged with a project's retain of the same text: merged, a clear of the project
+/// deleted it (only a project's tag kept a shared memory). Each keeps its own, and a clear of the
+/// project takes the project's copy only.
+#[tokio::test]
+async fn a_memory_of_another_tag_is_not_taken_by_a_projects_clear() {
+    let (_d, b) = open();
+    let text = "Red team runbook: rotate the keys on Fridays";
+    let retain = |id: &str, tags: &[&str]| RetainBatch {
+        id: format!("b{id}"),
+        items: vec![item(id, text, tags, MemoryType::World, None)],
+    };
+    b.retain(&scope("bank"), &retain("1", &["team:red"])).await.unwrap();
+    b.retain(&scope("bank"), &retain("2", &["project:alpha"])).await.unwrap();
+    // The same other tags, from two projects: one memory, as before.
+    b.retain(&scope("bank"), &retain("3", &["team:red", "project:beta"])).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(2));
+    let alpha = Scope { bank: "bank".into(), tags: vec!["project:alpha".into()] };
+    b.clear(&alpha, ClearWhat::Scope).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(1));
+    assert_eq!(texts(&b, "bank", query("runbook", &["team:red"], TagsMatch::AnyStrict)).await, vec![text]);
+    assert!(texts(&b, "bank", query("runbook", &["project:alpha"], TagsMatch::AnyStrict)).await.is_empty());
 }
 
 /// Untagged is global: the same text retained by a project is kept apart from it (merged,
@@ -141,8 +168,12 @@ async fn identical_content_in_other_documents_survives_a_new_version_of_one() {
     b.retain(&scope("bank"), &batch("2", vec![item("b1", "Use pnpm, not npm.", &[], w, Some("notes-B"))]))
         .await
         .unwrap();
-    b.retain(&scope("bank"), &batch("3", vec![item("f1", "Use pnpm, not npm.", &["y"], w, None)])).await.unwrap();
-    b.retain(&scope("bank"), &batch("4", vec![item("f2", "Use pnpm, not npm.", &["x"], w, None)])).await.unwrap();
+    b.retain(&scope("bank"), &batch("3", vec![item("f1", "Use pnpm, not npm.", &["project:y"], w, None)]))
+        .await
+        .unwrap();
+    b.retain(&scope("bank"), &batch("4", vec![item("f2", "Use pnpm, not npm.", &["project:x"], w, None)]))
+        .await
+        .unwrap();
     assert_eq!(b.status().await.memories, Some(3), "once per document, and once outside any");
     // Recall shows the text once: the copies would only spend the agent's budget.
     assert_eq!(texts(&b, "bank", query("pnpm", &[], TagsMatch::Any)).await, vec!["Use pnpm, not npm."]);
