@@ -489,11 +489,24 @@ impl Sessions {
         };
         self.save(&session.id).await?;
         self.trim_in_background();
-        if rescoped && session.parent.is_none() {
-            // Its subagents move with it (their retains already do, see `route`): a clear, a
-            // compaction or the instructions of one would otherwise name the old project.
+        // Its subagents move with it (their retains already do, see `route`): a clear, a
+        // compaction or the instructions of one would otherwise name the old project. A session
+        // that became another's subagent hands its own to that one (aliases are one level): they
+        // kept the scope they copied, and a clear of one deleted the old project's memories.
+        let root = session.parent.as_ref();
+        if rescoped || root.is_some() {
             let (id, scope, project) = (&session.id, &session.scope, &session.project);
-            self.update_each(|s| s.parent.as_ref() == Some(id) && s.move_to(scope, project)).await?;
+            self.update_each(|s| {
+                if s.parent.as_ref() != Some(id) {
+                    return false;
+                }
+                let handed = root.is_some_and(|root| {
+                    s.parent = Some(root.clone());
+                    true
+                });
+                s.move_to(scope, project) | handed
+            })
+            .await?;
         }
         // Preparing the scope (e.g. a bank's mission) may wait on a server: never on the agent.
         let (backend, scope, id) = (self.backend(), session.scope.clone(), session.id.clone());

@@ -796,6 +796,37 @@ async fn a_subagent_retains_under_its_parents_scope_as_it_is_now() {
     assert_eq!(m.tags, ["project:beavers"], "{m:?}");
 }
 
+/// A session with a subagent that becomes the subagent of a session in another project hands
+/// its own subagent over: the subagent's clear, instructions and compaction are the new
+/// project's, as its retains are. It kept the scope it copied, and its clear deleted the old
+/// project's memories.
+#[tokio::test]
+async fn a_subagent_of_a_session_that_becomes_a_subagent_follows_it() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    let in_folder = |id: &str, cwd: &str, parent: Option<&str>| StartRequest {
+        session_id: id.into(),
+        cwd: cwd.into(),
+        parent_session_id: parent.map(str::to_owned),
+        ..StartRequest::default()
+    };
+    s.start(in_folder("p", "/p/otters", None)).await.unwrap();
+    s.start(in_folder("c", "/p/otters", Some("p"))).await.unwrap();
+    s.retain("p", vec![("otters hold hands while they sleep".to_owned(), None)]).await.unwrap();
+    r.queue.flush_all().await;
+    s.start(in_folder("q", "/p/beavers", None)).await.unwrap();
+    s.start(in_folder("p", "/p/beavers", Some("q"))).await.unwrap();
+    let c = s.get("c").unwrap();
+    assert_eq!((c.parent.as_deref(), c.project.as_str()), (Some("q"), "beavers"), "{c:?}");
+    s.retain("c", vec![("beavers build dams at night".to_owned(), None)]).await.unwrap();
+    r.queue.flush_all().await;
+    let cleared = s.clear(ClearRequest { session_id: Some("c".into()), all: false, remote: false }).await.unwrap();
+    assert_eq!(cleared.deleted, Some(1));
+    let page = r.local.export(None, None, 10_000).await.unwrap();
+    let left: Vec<&str> = page.memories.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(left, ["otters hold hands while they sleep"]);
+}
+
 /// A session started again in another project's folder (`claude --resume` there, a hook event
 /// whose cwd followed the agent's `cd`), live or ended: the conversation so far stays the first
 /// project's, its pending tail too, and the new project gets the turns had there. Its document,
