@@ -156,6 +156,41 @@ async fn optional_arguments_are_plain_and_the_cwd_header_picks_the_project() {
     let _ = client.cancel().await;
 }
 
+/// The folder's MCP session follows the folder to another project (a link switched, a
+/// worktree's path reused): it kept its first project for good, and retained the new
+/// project's memories under the old project's tag.
+#[tokio::test]
+async fn the_folders_mcp_session_follows_the_folder_to_another_project() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let root = tempfile::tempdir().unwrap();
+    for repo in ["projx", "projy"] {
+        std::fs::create_dir_all(root.path().join(repo).join(".git")).unwrap();
+    }
+    let current = root.path().join("current");
+    let client = ClientConfig::default()
+        .serve(StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(d.url("/mcp")).auth_header(d.token.clone()),
+        ))
+        .await
+        .expect("initialize");
+    for (repo, fact) in [("projx", "projx deploys with helm"), ("projy", "projy deploys with nomad")] {
+        let _ = std::fs::remove_file(&current);
+        std::os::unix::fs::symlink(root.path().join(repo), &current).unwrap();
+        let call = args(json!({"content": fact, "cwd": current.display().to_string()}));
+        let r = client.call_tool(CallToolRequestParams::new("retain").with_arguments(call)).await.unwrap();
+        assert_eq!(text(&r), "1 memory queued.");
+    }
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/export").await;
+    let tags_of = |fact: &str| -> Value {
+        let found = v["memories"].as_array().unwrap().iter().find(|m| m["content"] == fact);
+        found.map_or(Value::Null, |m| m["tags"].clone())
+    };
+    assert_eq!(tags_of("projx deploys with helm"), json!(["project:projx"]), "{v}");
+    assert_eq!(tags_of("projy deploys with nomad"), json!(["project:projy"]), "{v}");
+    let _ = client.cancel().await;
+}
+
 #[tokio::test]
 async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
     let d = Daemon::start("");

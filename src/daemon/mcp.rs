@@ -15,7 +15,7 @@ use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::session::{SessionError, Sessions, StartRequest};
+use crate::session::{project_label, SessionError, Sessions, StartRequest};
 
 /// The session MCP calls use when they name none.
 const DEFAULT_SESSION: &str = "mcp";
@@ -188,8 +188,15 @@ impl MemoryTools {
         }
         let cwd = target.cwd.filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "/".into());
         let id = crate::ids::directory_session(DEFAULT_SESSION, &cwd);
-        if self.sessions.get(&id).is_ok() {
-            return Ok(id);
+        if let Ok(session) = self.sessions.get(&id) {
+            // The folder may be another project's since (a worktree's path reused for another
+            // repository, a link switched): then started again, it moves there, as the CLI's
+            // folder session does each command. It kept its first project for good.
+            let folder = cwd.clone();
+            let project = tokio::task::spawn_blocking(move || project_label(std::path::Path::new(&folder))).await;
+            if project.is_ok_and(|p| p == session.project) {
+                return Ok(id);
+            }
         }
         let req = StartRequest {
             session_id: id.clone(),
