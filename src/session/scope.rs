@@ -77,13 +77,21 @@ pub fn cwd_to_send(cwd: &Path) -> String {
 }
 
 /// `path` with its symbolic links and `.`/`..` steps resolved; when it does not exist (a folder
-/// deleted under the agent), the steps resolved in its text.
+/// deleted under the agent), the longest start of it that does, resolved, and the rest's steps
+/// resolved in its text (through a link, a deleted folder was named after the link).
 fn resolved(path: &Path) -> PathBuf {
-    if let Ok(real) = path.canonicalize() {
-        return real;
+    for start in path.ancestors() {
+        if let Ok(real) = start.canonicalize() {
+            let rest = path.strip_prefix(start).unwrap_or(Path::new(""));
+            return steps_resolved(real, rest);
+        }
     }
-    let mut out = PathBuf::new();
-    for part in path.components() {
+    steps_resolved(PathBuf::new(), path)
+}
+
+/// `rest`'s components added to `out`, its `.`/`..` steps resolved in the text.
+fn steps_resolved(mut out: PathBuf, rest: &Path) -> PathBuf {
+    for part in rest.components() {
         match part {
             std::path::Component::CurDir => {}
             std::path::Component::ParentDir => {
@@ -192,6 +200,9 @@ mod tests {
         assert_eq!(project_label(&root.join("a/RepoA/../plain")), "plain");
         assert_eq!(project_label(&root.join("a/RepoA/sub/../../plain")), "plain", "a folder that does not exist");
         assert_eq!(project_label(&root.join("linkA")), "repoa");
+        // A folder deleted under the agent, reached through a link: the link's target's project.
+        assert_eq!(project_label(&root.join("linkA/src/deleted")), "repoa");
+        assert_eq!(project_label(&root.join("linkA/gone/../src/x")), "repoa");
         for (repo, common) in [("bareproj", ".bare"), ("tools", "tools.git")] {
             let git = root.join(repo).join(common);
             for wt in ["main", "feature"] {
