@@ -185,6 +185,24 @@ pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {
     Ok(Some(token.to_owned()))
 }
 
+/// Those of `files` that exist, are this user's, and that others may read or write (after a
+/// restore made with umask 022), with their modes: the memories and the spool are as private
+/// as the token. Symbolic links are not followed.
+pub fn open_to_others(files: &[PathBuf]) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let open = |path: &PathBuf| {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        let open = m.is_file() && m.uid() == effective_uid() && m.mode() & 0o077 != 0;
+        open.then(|| (path.clone(), m.mode() & 0o777))
+    };
+    files.iter().filter_map(open).collect()
+}
+
+/// `files` named with their modes, for a message: `/d/spool.db (mode 644), /d/memories.db (mode 644)`.
+pub fn named_with_modes(files: &[(PathBuf, u32)]) -> String {
+    files.iter().map(|(p, mode)| format!("{} (mode {mode:o})", p.display())).collect::<Vec<_>>().join(", ")
+}
+
 /// Makes every file and directory this process creates from now on private to its user (the
 /// storage dir, the spool, the memories and their WAL files), whatever the shell's umask.
 pub fn create_private() {

@@ -721,6 +721,44 @@ fn a_storage_dir_others_may_read_is_said_and_left_as_it_is() {
     assert!(stdout(&out).contains("is readable by others (mode 755)"), "{}", stdout(&out));
 }
 
+/// mneme's files that others may read (a restore made with umask 022) are said by `doctor` and
+/// restricted to 0600 at start, as the token is: the memories were readable by every user. A
+/// token others could write is replaced by a new one (its value may be another user's choice,
+/// and restricting it kept that user's token); the CLI reads the new one.
+#[test]
+fn files_others_may_read_are_made_private_and_a_token_others_could_write_is_replaced() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut d = Daemon::start("[local]\nembedder = \"off\"\n");
+    d.cli().args(["retain", "the staging password rotates on Mondays"]).assert().success();
+    d.cli().arg("flush").assert().success();
+    d.stop();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let set = |p: &std::path::Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let (data, planted) = (d.data(), "planted-by-another-user-0123456789");
+    for name in ["spool.db", "memories.db"] {
+        set(&data.join(name), 0o644);
+    }
+    std::fs::write(data.join("token"), planted).unwrap();
+    set(&data.join("token"), 0o666);
+    let out = d.cli().arg("doctor").output().unwrap();
+    let said = stdout(&out);
+    assert!(said.contains("may be written by others (mode 666)") && said.contains("replaces it"), "{said}");
+    assert!(said.contains("spool.db (mode 644)") && said.contains("memories.db (mode 644)"), "{said}");
+    let log = d.dir.path().join("serve.log");
+    let d = Daemon::start_logged(d.into_dir(), "", &[("MNEME_LOG", "warn")], Some(&log));
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("was writable by others (mode 666)"), "{logged}");
+    assert!(logged.contains("restricted them to 0600"), "{logged}");
+    assert_ne!(d.token, planted);
+    for name in ["token", "spool.db", "memories.db"] {
+        assert_eq!(mode(&data.join(name)), 0o600, "{name}");
+    }
+    let answer = d.http.get(d.url("/v1/status")).bearer_auth(planted).send();
+    let answer = tokio::runtime::Runtime::new().unwrap().block_on(answer).unwrap();
+    assert_eq!(answer.status(), 401);
+    d.cli().arg("status").assert().success();
+}
+
 /// With its config file emptied or deleted, a daemon keeps running on what the file said; a
 /// command then looks where the defaults say, and its "not running" said to start one (a
 /// second daemon). It now says why it may not have found it (CLI review, M4); a first run,

@@ -85,12 +85,29 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
         let token = settings.token_path();
         match (std::fs::metadata(&token), files::read_token(&token)) {
             (_, Err(p)) => r.file_problem(p),
+            (Ok(m), Ok(Some(_))) if m.permissions().mode() & 0o022 != 0 => r.problem(
+                format!(
+                    "token {} may be written by others (mode {:o}): its token may be another user's",
+                    token.display(),
+                    m.permissions().mode() & 0o777
+                ),
+                "the next start of the daemon replaces it with a new one (clients read it again)".into(),
+            ),
             (Ok(m), Ok(Some(_))) if m.permissions().mode() & 0o077 != 0 => r.problem(
                 format!("token {} is readable by others (mode {:o})", token.display(), m.permissions().mode() & 0o777),
                 format!("chmod 600 {}", token.display()),
             ),
             (Ok(_), Ok(Some(_))) => r.ok(format!("token {} has mode 600", token.display())),
             _ => r.problem(format!("no token at {}", token.display()), "start the daemon once: `mneme serve`".into()),
+        }
+        // The memories and the spool are as private as the token (a restore made with umask 022).
+        let open: Vec<_> =
+            files::open_to_others(&settings.private_files()).into_iter().filter(|(p, _)| *p != token).collect();
+        if !open.is_empty() {
+            r.problem(
+                format!("mneme's files are readable by others: {}", files::named_with_modes(&open)),
+                "the next start of the daemon restricts them to 0600 (or `chmod 600` them)".into(),
+            );
         }
         // The daemon on the configured address, with its answer to a status request.
         let daemon = match Client::connect(settings).await {

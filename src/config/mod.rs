@@ -433,6 +433,21 @@ impl Settings {
         self.storage.dir.join("mneme.pid")
     }
 
+    /// Every file mneme keeps its data in (those that exist or may): the token, the pidfile,
+    /// the spool and the local store with their SQLite logs and markers, the web view's login
+    /// page. Only these are made private: the storage dir may be a folder of the user's own.
+    pub fn private_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.token_path(), self.pid_path(), self.storage.dir.join("ui-login.html")];
+        for db in [self.spool_path(), self.local_db_path()] {
+            for suffix in ["", "-wal", "-shm", "-journal", "-erase-owed"] {
+                let mut name = db.clone().into_os_string();
+                name.push(suffix);
+                files.push(PathBuf::from(name));
+            }
+        }
+        files
+    }
+
     /// The base bank: `bank_id` trimmed (or "mneme"), with the prefix when set.
     pub fn base_bank(&self) -> String {
         let base = match self.memory.bank_id.trim() {

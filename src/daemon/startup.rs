@@ -85,6 +85,7 @@ impl Daemon {
         create_private_dir(dir)?;
         let lock = lock_storage(&settings.pid_path(), dir)?;
         let token = load_or_create_token(&settings.token_path())?;
+        make_files_private(&settings.private_files());
         let spool_path = settings.spool_path();
         let spool =
             Spool::open_with(&spool_path, settings.queue.sync).map_err(|e| files::spool_problem(&spool_path, e))?;
@@ -255,12 +256,39 @@ fn lock_soon(file: &File) -> Result<(), std::fs::TryLockError> {
     }
 }
 
+/// The storage dir's files that others may read (the memories, the spool and their logs, after
+/// a restore made with umask 022) are restricted to 0600, as the token is: the folder's mode
+/// alone kept them from others, and a folder others may read is only warned about.
+fn make_files_private(files: &[PathBuf]) {
+    let open = files::open_to_others(files);
+    if open.is_empty() {
+        return;
+    }
+    for (path, _) in &open {
+        if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            tracing::warn!("cannot restrict {} to mode 600: {e}", path.display());
+        }
+    }
+    let named = files::named_with_modes(&open);
+    tracing::warn!("mneme's files were readable by others: {named}; restricted them to 0600");
+}
+
 /// Reads the token, or generates one (mode 0600) on first start. A token file others can read
-/// is tightened back to 0600.
+/// is tightened back to 0600; one others could write is replaced by a new token (its contents
+/// may be another user's choice, which would give that user every route).
 fn load_or_create_token(path: &Path) -> Result<String, StartError> {
     match files::read_token(path)? {
         Some(token) => {
             let mode = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0o600);
+            if mode & 0o022 != 0 {
+                tracing::warn!(
+                    "{} was writable by others (mode {mode:o}), so its token may be another user's; replaced it with a new one (clients read it again)",
+                    path.display()
+                );
+                let token = crate::ids::secret_hex(32).map_err(StartError::Token)?;
+                write_token(path, &token)?;
+                return Ok(token);
+            }
             if mode & 0o077 != 0 {
                 tracing::warn!("{} was readable by others (mode {mode:o}); restricting it to 0600", path.display());
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
