@@ -449,42 +449,63 @@ fn a_daemon_that_takes_connections_but_never_answers_is_one_clear_line_and_exit_
 
 /// Another program holding the port (a plain web server) is no running mneme daemon: exit 3,
 /// as with nothing on the port (it was 1, "the daemon refused"), and no token is sent to it.
+/// Nor to one that redirects the proof it is asked for to a daemon that holds the token (the
+/// CLI followed the redirect, took the proof for the program's, and sent it the token).
 #[test]
 fn another_program_on_the_port_is_no_running_daemon_and_exit_3() {
     use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let heard = seen.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let n = stream.read(&mut buf).unwrap_or(0);
-            heard.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            let page = "<html>a web server</html>";
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
-                page.len()
-            );
+    let real = Daemon::start("[local]\nembedder = \"off\"\n");
+    for redirect in [None, Some(real.addr.clone())] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let heard = seen.clone();
+        let to = redirect.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut buf = [0u8; 4096];
+                let n = stream.read(&mut buf).unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+                heard.lock().unwrap().push_str(&request);
+                let _ = match &to {
+                    Some(addr) => {
+                        let target = request.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                        write!(
+                            stream,
+                            "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://{addr}{target}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        )
+                    }
+                    None => {
+                        let page = "<html>a web server</html>";
+                        write!(
+                            stream,
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                            page.len()
+                        )
+                    }
+                };
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
+        // A storage dir holding the real daemon's token, and no pidfile that says where it runs.
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        std::fs::copy(real.data().join("token"), dir.path().join("data/token")).unwrap();
+        for args in [vec!["status"], vec!["retain", "a fact"]] {
+            let out = assert_cmd::Command::new(common::bin())
+                .env("MNEME_CONFIG", &config)
+                .env("MNEME_STORAGE__DIR", dir.path().join("data"))
+                .args(&args)
+                .timeout(std::time::Duration::from_secs(20))
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(3), "{redirect:?} {args:?}: {out:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("no mneme daemon is running") && err.contains("another program"), "{err}");
         }
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
-    for args in [vec!["status"], vec!["retain", "a fact"]] {
-        let out = assert_cmd::Command::new(common::bin())
-            .env("MNEME_CONFIG", &config)
-            .env("MNEME_STORAGE__DIR", dir.path().join("data"))
-            .args(&args)
-            .timeout(std::time::Duration::from_secs(20))
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("no mneme daemon is running") && err.contains("another program"), "{err}");
+        assert!(!seen.lock().unwrap().to_ascii_lowercase().contains("authorization"), "the token went to it");
     }
-    assert!(!seen.lock().unwrap().to_ascii_lowercase().contains("authorization"), "the token went to it");
 }
 
 #[test]

@@ -187,7 +187,9 @@ async function toolCall(budget: Budget, path: string, body: unknown): Promise<st
  */
 async function proven(at: string, tok: string, left: number): Promise<boolean> {
   const challenge = randomBytes(16).toString("hex")
-  const res = await fetch(`${at}/v1/health?challenge=${challenge}`, { signal: AbortSignal.timeout(left) })
+  // The daemon never redirects: a process that redirected the challenge to a daemon holding the
+  // token would pass for it, and be sent the token.
+  const res = await fetch(`${at}/v1/health?challenge=${challenge}`, { redirect: "error", signal: AbortSignal.timeout(left) })
   const health: any = await res.json().catch(() => null)
   const want = Buffer.from(createHmac("sha256", tok).update(`mneme-health:${challenge}`).digest("hex"))
   const got = Buffer.from(typeof health?.proof === "string" ? health.proof : "")
@@ -215,6 +217,7 @@ async function send(
       method,
       headers: { "content-type": "application/json", authorization: `Bearer ${tok}` },
       body: body === undefined ? undefined : JSON.stringify(body),
+      redirect: "error",
       signal: AbortSignal.timeout(rest),
     })
     closeBreaker()

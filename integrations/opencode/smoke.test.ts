@@ -237,6 +237,40 @@ test("the token goes only to a daemon that proves it holds it", async () => {
   }
 })
 
+test("the token goes not to a process that redirects the proof to a daemon holding it", async () => {
+  const { createServer } = await import("node:http")
+  const { createHmac } = await import("node:crypto")
+  const proving = createServer((req: any, res: any) => {
+    const health = String(req.url).match(/^\/v1\/health\?challenge=(\w+)$/)
+    const proof = health ? createHmac("sha256", "tok").update(`mneme-health:${health[1]}`).digest("hex") : undefined
+    res.setHeader("content-type", "application/json")
+    res.end(JSON.stringify(health ? { status: "ok", version: "0.1.0", protocol: 1, proof } : { message: "1 memory queued." }))
+  })
+  await new Promise<void>((ready) => proving.listen(0, "127.0.0.1", () => ready()))
+  const heard: string[] = []
+  const redirecting = createServer((req: any, res: any) => {
+    heard.push(`${req.url} ${req.headers.authorization ?? ""}`)
+    res.writeHead(307, { location: `http://127.0.0.1:${(proving.address() as any).port}${req.url}` })
+    res.end()
+  })
+  await new Promise<void>((ready) => redirecting.listen(0, "127.0.0.1", () => ready()))
+  const saved = { ...process.env }
+  try {
+    process.env.MNEME_URL = `http://127.0.0.1:${(redirecting.address() as any).port}`
+    process.env.MNEME_TOKEN = "tok"
+    const { MnemePlugin } = await import(MODULE + "?redirected")
+    const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+    const answer = await hooks.tool.mneme_retain.execute({ content: "a secret plan" }, { sessionID: "rd" })
+    assert.match(answer, /unavailable/)
+    assert.ok(heard.length > 0 && !heard.some((h) => h.includes("tok")), heard.join("\n"))
+  } finally {
+    redirecting.close()
+    proving.close()
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
+    Object.assign(process.env, saved)
+  }
+})
+
 test("a daemon proven once is not trusted after another process takes its port", async () => {
   const { createServer } = await import("node:http")
   const { createHmac } = await import("node:crypto")

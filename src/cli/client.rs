@@ -99,6 +99,9 @@ impl Client {
             // instead of hanging it; a long flush or an event stream keeps sending (keep-alives).
             .read_timeout(READ_TIMEOUT)
             .no_proxy()
+            // The daemon never redirects: a program on the port that redirects the proof it is
+            // asked for to a daemon holding the token would be sent the token.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| CliError::Other(format!("cannot build an HTTP client: {e}")))?;
         // No daemon has recorded itself in this storage dir: one may run on another (started
