@@ -47,6 +47,8 @@ pub(crate) struct TestBackend {
     pub(crate) guide_asked: AtomicUsize,
     /// What each `import` was given (contents).
     pub(crate) imports: Mutex<Vec<Vec<String>>>,
+    /// The query of each `recall`.
+    pub(crate) queries: Mutex<Vec<String>>,
 }
 
 impl TestBackend {
@@ -62,6 +64,7 @@ impl TestBackend {
             guide: Mutex::new(None),
             guide_asked: AtomicUsize::new(0),
             imports: Mutex::new(Vec::new()),
+            queries: Mutex::new(Vec::new()),
         })
     }
     fn next_mode(&self) -> Mode {
@@ -125,7 +128,8 @@ impl MemoryBackend for TestBackend {
             Mode::Unavailable => Err(BackendError::Unavailable { reason: "503".into(), retry_after: None }),
         }
     }
-    async fn recall(&self, _: &Scope, _: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
+    async fn recall(&self, _: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
+        self.queries.lock().unwrap().push(q.query.clone());
         Ok(vec![])
     }
     async fn reflect(&self, _: &Scope, _: &ReflectQuery) -> Result<String, BackendError> {

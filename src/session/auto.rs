@@ -15,7 +15,7 @@ use super::placement::{
 };
 use super::spans::{
     carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, prompt_in_context, spans_carried,
-    window_opens_inside, with_current_turn,
+    window_opens_inside, with_current_turn, SpansCarried,
 };
 use super::{Delivery, PendingRetain, Session, SessionError, Sessions, StoredPart, Turn};
 use crate::config::{RetainMode, Settings};
@@ -63,7 +63,7 @@ impl Sessions {
             // A prompt of which nothing is kept (wholly private) is known as "": the turn's, so
             // the prompt of a turn before is never taken for it.
             let (cleaned, left_private) =
-                prompt_in_context(&settings, messages, prompt, spans_carried(&session, messages));
+                prompt_in_context(&settings, messages, prompt, spans_carried(&session, messages, prompt));
             let changed = session.last_prompt.as_deref() != Some(cleaned.as_str())
                 || left_private != session.last_prompt_left_private;
             // A command run since the upgrade is none the earlier build saw (its Stop may never
@@ -96,11 +96,12 @@ impl Sessions {
         {
             return Ok(None);
         }
+        let carried = spans_carried(&session, messages, prompt);
         let mut history = conversation(messages);
         history.push(Message::new("user", prompt));
         // Nothing left once cleaned (a wholly private prompt): nothing is asked, and the session's
         // one automatic recall is kept for its next prompt (used up, the session never had one).
-        let Some(query) = query_for(&settings, prompt, &history).filter(|q| !q.trim().is_empty()) else {
+        let Some(query) = query_for(&settings, prompt, &history, carried).filter(|q| !q.trim().is_empty()) else {
             return Ok(None);
         };
         let forgets = self.forgets();
@@ -731,10 +732,17 @@ impl Sessions {
         let deadline = tokio::time::Instant::now() + settings.recall.timeout;
         self.flush_before_recall(session.queue_id(), &settings).await;
         let history = conversation(messages);
-        let Some(latest) = history.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()) else {
+        let Some(at) = history.iter().rposition(|m| m.role == "user") else {
             return Ok(None);
         };
-        let Some(query) = query_for(&settings, &latest, &history) else {
+        let latest = history[at].content.clone();
+        // A compacted history may begin anywhere in the conversation: a span the last transcript
+        // left open is taken to hide its latest prompt (read then up to it). Fail closed: what
+        // is lost is one recall's question, not a secret sent to a backend.
+        let carried =
+            SpansCarried { at_least_after: session.open_at_end, ..spans_carried(&session, &history[..at], &latest) };
+        let asked = if carried.at_least_after > 0 { &history[..=at] } else { &history[..] };
+        let Some(query) = query_for(&settings, &latest, asked, carried) else {
             return Ok(None);
         };
         match tokio::time::timeout_at(deadline, self.recall_scope(&session.scope, &query, block_room(&settings))).await

@@ -6,7 +6,7 @@ use mneme_core::text::{self, budget_units, Message};
 use mneme_core::Recalled;
 
 use super::clean::clean;
-use super::spans::cleaned_each;
+use super::spans::{cleaned_each, prompt_in_context, SpansCarried};
 use super::tools::{fit_results, format_results};
 use crate::config::Settings;
 
@@ -15,8 +15,23 @@ use crate::config::Settings;
 /// Each message is cleaned on its own first (as [`cleaned_each`] does for a transcript, so a private
 /// span crossing messages is hidden across them), never the composed text: a memory tag in one
 /// line and its close in another would take the lines between with them.
-pub(super) fn query_for(settings: &Settings, latest: &str, history: &[Message]) -> Option<String> {
-    let each = cleaned_each(settings, history, 0).into_kept(0);
+/// The history is read inside the spans `carried` says (see [`super::spans::spans_carried`]): when it lacks
+/// turns the session has seen and the last transcript ended inside a span, which of its messages
+/// that span hides is not known, so the prompt is asked alone, read inside it. A prompt typed
+/// inside a span an earlier request opened was sent to the backend as the query.
+pub(super) fn query_for(
+    settings: &Settings,
+    latest: &str,
+    history: &[Message],
+    carried: SpansCarried,
+) -> Option<String> {
+    if carried.at_least_after > 0 && settings.retain.strip_private {
+        let (latest, _) = prompt_in_context(settings, history, latest, carried);
+        let query = text::truncate_recall_query(&latest, &latest, settings.recall.max_query_chars);
+        let query = query.trim();
+        return (!query.is_empty()).then(|| query.to_owned());
+    }
+    let each = cleaned_each(settings, history, carried.before).into_kept(0);
     // The latest prompt as it stands in the history (a span an earlier message opened may hide
     // its start), else on its own.
     let at = history.iter().rposition(|m| m.role == "user" && m.content == latest);

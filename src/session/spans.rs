@@ -150,8 +150,15 @@ pub(super) struct SpansCarried {
 /// inside a span an earlier turn opened was kept in the clear in the session's record when the
 /// agent-start came without that turn. (At least, not added: a cut history that holds the turn
 /// that opened the span counts it itself.)
-pub(super) fn spans_carried(session: &Session, history: &[Message]) -> SpansCarried {
-    let users = history.iter().filter(|m| m.role == "user").count();
+pub(super) fn spans_carried(session: &Session, history: &[Message], prompt: &str) -> SpansCarried {
+    // The prompt itself, when the history ends with it, is no turn the session has seen: counted,
+    // a client that sends a turn at a time (its history the prompt alone) looked as if it lacked
+    // none, and the prompt typed inside the span its last turn left open was kept in the clear.
+    let before_prompt = match history.last() {
+        Some(m) if m.role == "user" && m.content == prompt => &history[..history.len() - 1],
+        _ => history,
+    };
+    let users = before_prompt.iter().filter(|m| m.role == "user").count();
     let lacks_turns = users < session.turn_prints.len() || history.is_empty();
     SpansCarried {
         before: session.open_at_part_start,

@@ -671,6 +671,34 @@ async fn a_prompt_inside_a_span_an_earlier_turn_opened_is_never_written() {
     }
 }
 
+/// A prompt inside a span the session's last transcript left open, from a client that sends a
+/// turn at a time (its history the prompt alone) or resumed, or the latest prompt of a history
+/// compacted inside a span: it is kept in no record and asked of no backend. It was written to
+/// the session's record and sent as the first-turn recall's query (and the compaction's).
+#[tokio::test]
+async fn a_prompt_inside_a_span_the_last_transcript_left_open_is_never_asked() {
+    for resumed in [false, true] {
+        let r = rig();
+        let s = sessions(&r, every_turn()).await;
+        let asked = crate::queue::tests::TestBackend::new(&[crate::queue::tests::Mode::Ok]);
+        r.state.replace(Current { settings: r.state.settings(), backend: asked.clone() });
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("k")).await.unwrap();
+        let opened = [m("user", "my AWS key follows <private>"), m("assistant", "ok")];
+        s.agent_end("k", &opened, Turn::Work, TurnEnd { last: resumed, ..TurnEnd::default() }).await.unwrap();
+        if resumed {
+            s.start(start("k")).await.unwrap();
+        }
+        let prompt = "deploy with AKIA-SECRET-1";
+        s.agent_start("k", prompt, &[m("user", prompt)], Turn::Work).await.unwrap();
+        s.compaction("k", &[m("user", "summary of the work"), m("user", "use token SECRET-2 now")]).await.unwrap();
+        let records = r.spool.sessions().await.unwrap();
+        assert!(records.iter().all(|(_, record)| !record.contains("SECRET")), "resumed {resumed}: {records:?}");
+        let queries = asked.queries.lock().unwrap().clone();
+        assert!(queries.iter().all(|q| !q.contains("SECRET")), "resumed {resumed}: {queries:?}");
+    }
+}
+
 #[tokio::test]
 async fn memory_tags_are_stripped_message_by_message() {
     let r = rig();
@@ -689,7 +717,12 @@ async fn memory_tags_are_stripped_message_by_message() {
     // The recall query keeps every line as well.
     let mut with_context = Settings::default();
     with_context.recall.context_turns = 3;
-    let q = super::block::query_for(&with_context, "and the closing one is </memories> ok", &messages[..3]);
+    let q = super::block::query_for(
+        &with_context,
+        "and the closing one is </memories> ok",
+        &messages[..3],
+        Default::default(),
+    );
     assert!(q.as_deref().is_some_and(|q| q.contains("Noted.")), "{q:?}");
 }
 
