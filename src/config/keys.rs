@@ -60,7 +60,7 @@ impl Raw<'_> {
             Raw::Env(s) => match s.trim().to_ascii_lowercase().as_str() {
                 "true" | "1" | "yes" | "on" => Ok(true),
                 "false" | "0" | "no" | "off" => Ok(false),
-                _ => Err(format!("expected true or false (or 1/0, yes/no, on/off), found {s:?}")),
+                _ => Err(format!("expected true or false (or 1/0, yes/no, on/off), found {}", quoted(s))),
             },
         }
     }
@@ -69,7 +69,7 @@ impl Raw<'_> {
         match self {
             Raw::Toml(toml::Value::Integer(i)) => Ok(*i),
             Raw::Toml(v) => Err(format!("expected an integer, found {}", type_name(v))),
-            Raw::Env(s) => s.trim().parse().map_err(|_| format!("expected an integer, found {s:?}")),
+            Raw::Env(s) => s.trim().parse().map_err(|_| format!("expected an integer, found {}", quoted(s))),
         }
     }
 
@@ -114,15 +114,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if has_bare_capital_m(text) {
         // humantime reads "M" as months: "5M" meant as 5 minutes held a queue for 5 months.
         return Err(format!(
-            "{text:?} is ambiguous: \"M\" would be months; write \"m\" or \"min\" for minutes, \"months\" for months"
+            "{} is ambiguous: \"M\" would be months; write \"m\" or \"min\" for minutes, \"months\" for months",
+            quoted(text)
         ));
     }
-    let d = humantime::parse_duration(text.trim())
-        .map_err(|e| format!("expected a duration like \"5s\" or \"2m\", found {text:?} ({e})"))?;
+    let d = humantime::parse_duration(text.trim()).map_err(|e| match mneme_core::text::has_private_tag(text) {
+        // The parser's reason quotes the text too.
+        true => format!("expected a duration like \"5s\" or \"2m\", found {}", quoted(text)),
+        false => format!("expected a duration like \"5s\" or \"2m\", found {} ({e})", quoted(text)),
+    })?;
     // Past this no setting means anything, and a time that far ahead overflows (the queue
     // panicked adding a flush interval of "500000000000years" to now).
     if d > MAX_DURATION {
-        return Err(format!("must be at most 365 days, found {text:?}"));
+        return Err(format!("must be at most 365 days, found {}", quoted(text)));
     }
     Ok(d)
 }
@@ -167,7 +171,7 @@ fn one_of<T: Copy>(text: &str, choices: &[(&str, T)]) -> Result<T, String> {
     let text = text.trim();
     choices.iter().find(|(name, _)| *name == text).map(|(_, v)| *v).ok_or_else(|| {
         let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
-        format!("must be one of {}, found {text:?}", names.join(", "))
+        format!("must be one of {}, found {}", names.join(", "), quoted(text))
     })
 }
 
@@ -203,11 +207,11 @@ fn bank_part(s: String) -> Result<String, String> {
         // A bank's name is stored and sent as it is, so private text in it would be written.
         Err("may not hold a <private> tag: a bank id is stored and sent as it is".into())
     } else if s.contains('/') {
-        Err(format!("may not contain '/' (Hindsight answers 404 for such banks), found {s:?}"))
+        Err(format!("may not contain '/' (Hindsight answers 404 for such banks), found {}", quoted(&s)))
     } else if matches!(s.trim(), "." | "..") {
         Err(format!("may not be {:?}: in a URL it is a step in the path, not a bank", s.trim()))
     } else if s.chars().any(char::is_control) {
-        Err(format!("may not contain control characters (a bank's name cannot), found {s:?}"))
+        Err(format!("may not contain control characters (a bank's name cannot), found {}", quoted(&s)))
     } else {
         Ok(s)
     }
@@ -356,7 +360,7 @@ fn http_url(s: String) -> Result<String, String> {
         _ if s.contains('@') => {
             Err("expected an http:// or https:// URL (the value is not shown: it holds an @)".into())
         }
-        _ => Err(format!("expected an http:// or https:// URL, found {s:?}")),
+        _ => Err(format!("expected an http:// or https:// URL, found {}", quoted(&s))),
     }
 }
 
@@ -379,4 +383,10 @@ pub(super) fn find(section: &str, name: &str) -> Option<&'static Key> {
 /// Whether any key lives in `section`.
 pub(super) fn is_section(section: &str) -> bool {
     REGISTRY.iter().any(|k| k.section == section)
+}
+
+/// A value as an error message quotes it: not when it holds `<private>` text (the message goes
+/// to the log, the notices and a reload's answer), and cut when long.
+fn quoted(value: &str) -> String {
+    mneme_core::text::quoted_unless_private(value)
 }

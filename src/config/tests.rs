@@ -247,6 +247,31 @@ fn a_bank_id_holding_private_text_is_refused_without_repeating_it() {
     );
 }
 
+/// A value of any key refused for another reason (not one of the choices, not a number, not a
+/// duration) is not repeated when it holds `<private>` text: the message goes to the log, the
+/// notices and a reload's answer. It was (`found "<private>…</private>"`).
+#[test]
+fn a_refused_value_holding_private_text_is_not_repeated() {
+    let file = "[recall]\nbudget = \"<private>SECRET-1</private>\"\nmax_tokens = \"<private>SECRET-2\"\n\
+                [queue]\nflush_interval = \"<private>SECRET-3</private>\"\nbatch_size = \"x\"\n";
+    let errors = load::parse(file, None).unwrap_err();
+    assert_eq!(errors.len(), 4, "{errors:?}");
+    for e in &errors {
+        assert!(!e.message.contains("SECRET"), "{e}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (name, value) in [
+        ("MNEME_RECALL__BUDGET", "<private>SECRET-4</private>"),
+        ("MNEME_RECALL__MAX_TOKENS", "<private>SECRET-5"),
+        ("MNEME_QUEUE__FLUSH_INTERVAL", "5 <private>SECRET-6</private>"),
+        ("MNEME_RECALL__AUTO", "<private>SECRET-7</private>"),
+    ] {
+        let loaded = load(&dir.path().join("none.toml"), &env_of(&[(name, value)])).unwrap();
+        assert_eq!(loaded.warnings.len(), 1, "{name}: {:?}", loaded.warnings);
+        assert!(!loaded.warnings[0].contains("SECRET"), "{}", loaded.warnings[0]);
+    }
+}
+
 #[test]
 fn a_thesaurus_file_is_read_and_checked_with_the_config() {
     let dir = tempfile::tempdir().unwrap();
