@@ -609,6 +609,24 @@ async fn refused_values_holding_private_spans_are_not_repeated() {
             Some(json!({"query": "x", "max_tokens": format!("<private\nx>{}", secret("refused-newline"))})),
         ),
         (reqwest::Method::PUT, "/hindsight/v1/default/banks/b".into(), Some(json!({"disposition": hidden(4)}))),
+        // A value hidden by a span an earlier value opens, with no tag of its own.
+        (
+            reqwest::Method::POST,
+            "/v1/sessions/s/retain".into(),
+            Some(
+                json!({"items": [{"content": "my key: <private>"}, secret("refused-carried"), {"content": "</private> ok"}]}),
+            ),
+        ),
+        (
+            reqwest::Method::POST,
+            "/v1/sessions/s/agent-end".into(),
+            Some(json!({"messages": [{"role": "user", "content": "my key: <private>"}, secret("refused-message")]})),
+        ),
+        (
+            reqwest::Method::POST,
+            "/hindsight/v1/default/banks/b/memories".into(),
+            Some(json!({"items": [{"content": "my key: \u{3c}private>"}, secret("refused-item")]})),
+        ),
         (
             reqwest::Method::GET,
             format!("/hindsight/v1/default/banks/b/mental-models?detail={}", urlencoding(&hidden(5))),

@@ -111,6 +111,20 @@ async fn export_then_import_is_lossless_and_idempotent() {
     let out = b.cli().arg("import").arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl:2"));
+    // Its error does not repeat a value of a line that holds private text.
+    for line in [
+        r#"{"id":"m1","bank":"mneme","content":"x","type":"<private>SECRET-TYPE</private>"}"#,
+        r#"{"id":"m2","bank":"mneme","content":"x <private>","tags":"SECRET-TAGS"}"#,
+    ] {
+        std::fs::write(&bad, format!("{line}\n")).unwrap();
+        for json in [false, true] {
+            let out =
+                b.cli().args(if json { vec!["--json", "import"] } else { vec!["import"] }).arg(&bad).output().unwrap();
+            assert_eq!(out.status.code(), Some(1));
+            let said = format!("{}{}", String::from_utf8_lossy(&out.stderr), stdout(&out));
+            assert!(said.contains("bad.jsonl:1") && !said.contains("SECRET"), "{said}");
+        }
+    }
     // A line that is not UTF-8 is named too.
     let mut bytes = format!("{}\n", exported.lines().next().unwrap()).into_bytes();
     bytes.extend_from_slice(b"{\"id\": \"\xff\"}\n");

@@ -374,8 +374,11 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         if line.trim().is_empty() {
             continue;
         }
-        let memory: StoredMemory = serde_json::from_str(line)
-            .map_err(|e| CliError::Other(format!("{}:{}: not a memory line: {e}", file.display(), i + 1)))?;
+        // Its error quotes the line: not when it holds private text, as the daemon answers.
+        let memory: StoredMemory = serde_json::from_str(line).map_err(|e| {
+            let said = crate::daemon::quoting_request(e.to_string(), line.as_bytes());
+            CliError::Other(format!("{}:{}: not a memory line: {said}", file.display(), i + 1))
+        })?;
         // What the daemon would refuse, refused here with its line, before anything is sent.
         if let Some(problem) = crate::daemon::import_problem(&memory) {
             return Err(CliError::Other(format!("{}:{}: {problem}; nothing was imported", file.display(), i + 1)));

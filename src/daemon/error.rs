@@ -153,6 +153,13 @@ impl From<SpoolError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
+        ApiError::of_json_rejection(r, quoting_input)
+    }
+}
+
+impl ApiError {
+    /// A refused JSON body, its message (which quotes the body) passed through `quoting`.
+    pub(crate) fn of_json_rejection(r: JsonRejection, quoting: fn(String) -> String) -> Self {
         let status = r.status();
         let code = match status {
             StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
@@ -160,7 +167,7 @@ impl From<JsonRejection> for ApiError {
             StatusCode::UNPROCESSABLE_ENTITY => "invalid_field",
             _ => "invalid_json",
         };
-        ApiError::new(status, code, quoting_input(r.body_text()))
+        ApiError::new(status, code, quoting(r.body_text()))
     }
 }
 
@@ -176,22 +183,61 @@ const MAX_MESSAGE_CHARS: usize = 1_000;
 /// last, because the quoting escapes the value (`\t` for a tab), so the tags in it can no longer
 /// be told apart from text.
 pub(crate) fn quoting_input(message: String) -> String {
-    use mneme_core::text::has_private_tag;
     let message = surrogates_explained(message);
-    let message = if has_private_tag(&message) {
-        let is_quote = |c: char| c == '"' || c == '`';
-        let unquoted = match (message.find(is_quote), message.rfind(is_quote)) {
-            (Some(first), Some(last)) if first < last => format!("{}…{}", &message[..first], &message[last + 1..]),
-            _ => message,
-        };
-        if has_private_tag(&unquoted) {
-            "the request is not valid, and its value holds a <private> span, which is not repeated".to_owned()
-        } else {
-            format!("{unquoted} (a value holding a <private> span is not repeated)")
-        }
-    } else {
-        message
+    let message = match mneme_core::text::has_private_tag(&message) {
+        true => unquoted(message),
+        false => message,
     };
+    cut(message)
+}
+
+/// [`quoting_input`] for a request that holds `<private>` text somewhere: no value of it is
+/// repeated, with a tag or not (an item an earlier item's open span hides has none of its own).
+pub(crate) fn quoting_no_input(message: String) -> String {
+    cut(unquoted(surrogates_explained(message)))
+}
+
+/// A message that quotes `request` (serde's, about it), as [`quoting_input`] or, when the request
+/// holds `<private>` text anywhere, [`quoting_no_input`].
+pub(crate) fn quoting_request(message: String, request: &[u8]) -> String {
+    match holds_private_text(request) {
+        true => quoting_no_input(message),
+        false => quoting_input(message),
+    }
+}
+
+/// Whether a body holds a `<private>` tag: in its text, or in a string of it once read as JSON
+/// (escaped, `\u003cprivate\u003e`).
+pub(crate) fn holds_private_text(bytes: &[u8]) -> bool {
+    use mneme_core::text::has_private_tag;
+    fn any_string(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::String(s) => has_private_tag(s),
+            serde_json::Value::Array(a) => a.iter().any(any_string),
+            serde_json::Value::Object(o) => o.iter().any(|(k, v)| has_private_tag(k) || any_string(v)),
+            _ => false,
+        }
+    }
+    has_private_tag(&String::from_utf8_lossy(bytes))
+        || serde_json::from_slice::<serde_json::Value>(bytes).is_ok_and(|v| any_string(&v))
+}
+
+/// `message` without what it quotes, from the first quote to the last.
+fn unquoted(message: String) -> String {
+    let is_quote = |c: char| c == '"' || c == '`';
+    let unquoted = match (message.find(is_quote), message.rfind(is_quote)) {
+        (Some(first), Some(last)) if first < last => format!("{}…{}", &message[..first], &message[last + 1..]),
+        _ => message,
+    };
+    if mneme_core::text::has_private_tag(&unquoted) {
+        "the request is not valid, and its value holds a <private> span, which is not repeated".to_owned()
+    } else {
+        format!("{unquoted} (a value holding a <private> span is not repeated)")
+    }
+}
+
+/// `message` cut to [`MAX_MESSAGE_CHARS`].
+fn cut(message: String) -> String {
     match message.char_indices().nth(MAX_MESSAGE_CHARS) {
         Some((at, _)) => format!("{}…", &message[..at]),
         None => message,

@@ -18,6 +18,9 @@ pub struct ObjectJson<T>(pub T);
 pub enum ObjectJsonRejection {
     /// As `axum::Json` refuses: no JSON content type, not JSON, the wrong fields, too long.
     Json(JsonRejection),
+    /// As `Json`, for a body that holds `<private>` text: its message repeats no value of it
+    /// (the value it quotes may be hidden by a span another value opens).
+    HoldingPrivate(JsonRejection),
     /// JSON, but not an object.
     NotAnObject,
 }
@@ -32,6 +35,7 @@ impl From<ObjectJsonRejection> for ApiError {
     fn from(r: ObjectJsonRejection) -> Self {
         match r {
             ObjectJsonRejection::Json(r) => r.into(),
+            ObjectJsonRejection::HoldingPrivate(r) => ApiError::of_json_rejection(r, super::error::quoting_no_input),
             ObjectJsonRejection::NotAnObject => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", "the body must be a JSON object")
             }
@@ -58,8 +62,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ObjectJson<T> {
         if !opens_an_object && serde_json::from_slice::<IgnoredAny>(&bytes).is_ok() {
             return Err(ObjectJsonRejection::NotAnObject);
         }
-        let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes)?;
-        Ok(ObjectJson(value))
+        match axum::Json::<T>::from_bytes(&bytes) {
+            Ok(axum::Json(value)) => Ok(ObjectJson(value)),
+            Err(r) if super::error::holds_private_text(&bytes) => Err(ObjectJsonRejection::HoldingPrivate(r)),
+            Err(r) => Err(r.into()),
+        }
     }
 }
 

@@ -38,6 +38,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use auth::{constant_time_eq, is_loopback_host};
+pub(crate) use error::quoting_request;
 pub use error::{error_body, ApiError};
 pub use routes::{import_problem, ImportProblem};
 pub use startup::{lend_token_and_address, Daemon, StartError};
