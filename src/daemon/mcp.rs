@@ -124,6 +124,31 @@ pub struct MemoryTools {
 /// What a tool call the daemon's shutdown cut short answers.
 const STOPPING: &str = "mneme is stopping and cut this call short: try again once it is back";
 
+/// How long a retain in progress when the daemon's shutdown begins may take to end as it would
+/// ([`MemoryTools::finished_unless_stuck`]): within [`LIBRARY_STOP_DELAY`], so that its answer
+/// is sent before the library ends the session.
+const WRITE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// `call`'s answer or, when `stop` comes first and the call does not end within `grace` after
+/// it, a result marked `isError` saying it was cut short.
+async fn answered_unless_stopping(
+    stop: &CancellationToken,
+    call: impl std::future::Future<Output = Result<CallToolResult, ErrorData>>,
+    grace: std::time::Duration,
+) -> Result<CallToolResult, ErrorData> {
+    let cut_short = || Ok(CallToolResult::error(vec![ContentBlock::text(STOPPING.to_owned())]));
+    tokio::pin!(call);
+    tokio::select! {
+        biased;
+        answer = &mut call => return answer,
+        () = stop.cancelled() => {}
+    }
+    match grace.is_zero() {
+        true => cut_short(),
+        false => tokio::time::timeout(grace, call).await.unwrap_or_else(|_| cut_short()),
+    }
+}
+
 /// How long after the daemon's shutdown begins the library ends its sessions and streams: the
 /// calls it cut short have been answered by then ([`MemoryTools::unless_stopping`]). Ended at
 /// once, a session's event stream closed without an answer to the call in progress.
@@ -173,11 +198,18 @@ impl MemoryTools {
         &self,
         call: impl std::future::Future<Output = Result<CallToolResult, ErrorData>>,
     ) -> Result<CallToolResult, ErrorData> {
-        tokio::select! {
-            biased;
-            answer = call => answer,
-            () = self.stop.cancelled() => Ok(CallToolResult::error(vec![ContentBlock::text(STOPPING.to_owned())])),
-        }
+        answered_unless_stopping(&self.stop, call, std::time::Duration::ZERO).await
+    }
+
+    /// [`Self::unless_stopping`] for a call that writes (a retain): once the stop comes it is
+    /// given [`WRITE_GRACE`] to end as it would. Its item may be in the spool's hands already,
+    /// and stored whatever comes: told it was cut short, the model tried again and stored it
+    /// twice. (Only a write that takes longer than the grace is still answered so.)
+    async fn finished_unless_stuck(
+        &self,
+        call: impl std::future::Future<Output = Result<CallToolResult, ErrorData>>,
+    ) -> Result<CallToolResult, ErrorData> {
+        answered_unless_stopping(&self.stop, call, WRITE_GRACE).await
     }
 
     /// The named session, or the default MCP session of `cwd` when none is named (started when
@@ -221,7 +253,7 @@ impl MemoryTools {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<RetainArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.unless_stopping(async {
+        self.finished_unless_stuck(async {
             tool_answer(
                 async {
                     let id = self.session(a.target.or_headers(&parts)).await?;
@@ -592,4 +624,38 @@ pub struct Checks {
     open: Arc<LocalSessionManager>,
     /// The daemon's shutdown: the library cuts the calls in progress short then.
     stop: CancellationToken,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(answer: Result<CallToolResult, ErrorData>) -> String {
+        let result = answer.unwrap();
+        serde_json::to_value(&result.content).unwrap().to_string()
+    }
+
+    /// A retain under way when the stop comes ends as it would, within the grace: told it was cut
+    /// short, a model tried again a retain that was stored, and stored it twice. One stuck past
+    /// the grace is still answered, and a read is cut short at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_write_under_way_at_the_stop_is_answered_as_it_ended() {
+        let stop = CancellationToken::new();
+        let ends_after = |ms: u64| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            Ok(CallToolResult::success(vec![ContentBlock::text("1 memory queued.".to_owned())]))
+        };
+        let stopper = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            stopper.cancel();
+        });
+        let write = answered_unless_stopping(&stop, ends_after(60), WRITE_GRACE).await;
+        assert!(said(write).contains("1 memory queued."));
+        let stuck = answered_unless_stopping(&stop, ends_after(60_000), WRITE_GRACE).await;
+        assert!(said(stuck).contains("cut this call short"));
+        let read = answered_unless_stopping(&stop, ends_after(60), std::time::Duration::ZERO).await;
+        assert!(said(read).contains("cut this call short"));
+        assert!(WRITE_GRACE < LIBRARY_STOP_DELAY);
+    }
 }
