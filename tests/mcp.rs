@@ -237,28 +237,6 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
             "invalid_params",
             -32602,
         ),
-        // A tool's argument missing or of the wrong type (the library answered with a result
-        // marked isError).
-        (
-            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "recall"}}"#,
-            "invalid_params",
-            -32602,
-        ),
-        (
-            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": 5}}}"#,
-            "invalid_params",
-            -32602,
-        ),
-        (
-            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "retain", "arguments": {"text": "x"}}}"#,
-            "invalid_params",
-            -32602,
-        ),
-        (
-            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "reflect", "arguments": {"query": "x", "cwd": 1}}}"#,
-            "invalid_params",
-            -32602,
-        ),
     ] {
         let r = post(body, "application/json").await.unwrap();
         assert_eq!(r.status(), 400, "{body}");
@@ -574,6 +552,21 @@ async fn a_wrong_call_is_told_in_the_tools_terms() {
         let body = r.text().await.unwrap();
         serde_json::from_str::<Value>(body.trim()).unwrap_or_else(|_| sse_message(&body))
     };
+    // A tool's argument missing or of the wrong type (the library answered with a result marked
+    // isError; then a 400 that ended the Python SDK's session): a JSON-RPC error, its code a
+    // number, in a 200.
+    for (id, name, arguments) in [
+        (5, "recall", Value::Null),
+        (6, "recall", json!({"query": 5})),
+        (7, "retain", json!({"text": "x"})),
+        (8, "reflect", json!({"query": "x", "cwd": 1})),
+    ] {
+        let r = call(id, name, arguments.clone()).await.unwrap();
+        assert_eq!(r.status(), 200, "{name} {arguments}");
+        let v = answer(r).await;
+        assert_eq!((&v["id"], &v["error"]["code"]), (&json!(id), &json!(-32602)), "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().starts_with("Invalid params: "), "{v}");
+    }
     let v = answer(call(1, "retain", json!({"content": ""})).await.unwrap()).await;
     let message = v["error"]["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("content is blank"), "{v}");

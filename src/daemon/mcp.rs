@@ -388,6 +388,7 @@ pub async fn check_message(
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
     let refused = |rpc_code: i64, message: &str| refused_request(serde_json::Value::Null, rpc_code, message);
+    let mut tool_problem = None;
     let (initialize, stateless) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Err(e) => return refused(-32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
@@ -421,6 +422,7 @@ pub async fn check_message(
             if let Some(why) = params_problem(&m) {
                 return refused_request(id, -32602, &format!("Invalid params: {why}"));
             }
+            tool_problem = tool_call_problem(&m).map(|why| (id, why));
             (m.get("method").and_then(|v| v.as_str()) == Some("initialize"), is_stateless(&m, &parts.headers))
         }
         Ok(_) => {
@@ -446,6 +448,21 @@ pub async fn check_message(
     if !initialize && !session && !stateless {
         let why = "before MCP 2026-07-28 every message but initialize names its session: send the Mcp-Session-Id header that initialize answered with (or speak 2026-07-28, which needs none)";
         return super::ApiError::invalid(why).into_response();
+    }
+    // A tool's argument missing or of the wrong type is the model's mistake, in a session that
+    // goes on: a JSON-RPC error (its code a number) in a 200, as the library answers an argument
+    // mneme refuses. A 400 with the API's string code ended the Python SDK's session, and the
+    // TypeScript SDK took it for a transport error.
+    if let Some((id, why)) = tool_problem {
+        let named = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(|s| s.to_owned().into());
+        if let Some(named) = named {
+            if !open.has_session(&named).await.unwrap_or(true) {
+                return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
+            }
+        }
+        let message = format!("Invalid params: {why}");
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": message}});
+        return (StatusCode::OK, axum::Json(body)).into_response();
     }
     let response = next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await;
     if session && response.status() == StatusCode::NOT_FOUND {
@@ -543,11 +560,18 @@ fn params_problem(m: &serde_json::Map<String, serde_json::Value>) -> Option<&'st
         Some("tools/call") if field("arguments").is_some_and(|a| !a.is_object() && !a.is_null()) => {
             Some("tools/call's params.arguments must be an object")
         }
-        Some("tools/call") => {
-            field("name").and_then(|n| n.as_str()).and_then(|n| tool_arguments_problem(n, field("arguments")))
-        }
         _ => None,
     }
+}
+
+/// What is wrong with the arguments a `tools/call` (sound otherwise) passes to one of mneme's
+/// tools ([`tool_arguments_problem`]).
+fn tool_call_problem(m: &serde_json::Map<String, serde_json::Value>) -> Option<&'static str> {
+    if m.get("method").and_then(|v| v.as_str()) != Some("tools/call") {
+        return None;
+    }
+    let params = m.get("params")?;
+    tool_arguments_problem(params.get("name")?.as_str()?, params.get("arguments"))
 }
 
 /// What is wrong with a call's arguments to one of mneme's tools: the library answered a missing
