@@ -388,8 +388,7 @@ pub async fn check_message(
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
     let refused = |rpc_code: i64, message: &str| refused_request(serde_json::Value::Null, rpc_code, message);
-    let mut tool_problem = None;
-    let (initialize, stateless) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+    let (initialize, stateless, tool_problem) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Err(e) => return refused(-32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
             if m.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0")
@@ -422,8 +421,8 @@ pub async fn check_message(
             if let Some(why) = params_problem(&m) {
                 return refused_request(id, -32602, &format!("Invalid params: {why}"));
             }
-            tool_problem = tool_call_problem(&m).map(|why| (id, why));
-            (m.get("method").and_then(|v| v.as_str()) == Some("initialize"), is_stateless(&m, &parts.headers))
+            let initialize = m.get("method").and_then(|v| v.as_str()) == Some("initialize");
+            (initialize, is_stateless(&m, &parts.headers), tool_call_problem(&m).map(|why| (id, why)))
         }
         Ok(_) => {
             let why = "Invalid Request: a request is one JSON-RPC 2.0 message, an object with \"jsonrpc\": \"2.0\"";
