@@ -154,6 +154,36 @@ async fn optional_arguments_are_plain_and_the_cwd_header_picks_the_project() {
         .unwrap();
     assert!(text(&r).contains("otters use rocks as tools"), "{}", text(&r));
     let _ = client.cancel().await;
+    // As a fetch client sends it (Latin-1 bytes), and as `--mcp-headers` does (percent-encoded
+    // whole): the same project. As Latin-1 it went to the "/" scope.
+    let latin1: Vec<u8> = cwd.chars().map(|c| c as u8).collect();
+    let encoded: String = cwd.bytes().map(|b| format!("%{b:02X}")).collect();
+    for (n, value) in [latin1, encoded.into_bytes()].into_iter().enumerate() {
+        let headers = std::collections::HashMap::from([(
+            reqwest::header::HeaderName::from_static("x-mneme-cwd"),
+            reqwest::header::HeaderValue::from_bytes(&value).unwrap(),
+        )]);
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(d.url("/mcp"))
+                .auth_header(d.token.clone())
+                .custom_headers(headers),
+        );
+        let client = ClientConfig::default().serve(transport).await.expect("initialize");
+        let fact = format!("otters groom their fur {n}");
+        let r = client
+            .call_tool(CallToolRequestParams::new("retain").with_arguments(args(json!({"content": fact}))))
+            .await
+            .unwrap();
+        assert_eq!(text(&r), "1 memory queued.");
+        let _ = client.cancel().await;
+    }
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/export").await;
+    for n in 0..2 {
+        let fact = format!("otters groom their fur {n}");
+        let m = v["memories"].as_array().unwrap().iter().find(|m| m["content"] == fact.as_str());
+        assert_eq!(m.map(|m| m["tags"].clone()), Some(json!(["project:otter-café"])), "{fact}: {v}");
+    }
 }
 
 /// The folder's MCP session follows the folder to another project (a link switched, a

@@ -76,9 +76,17 @@ async fn an_invalid_edit_is_reported_and_the_daemon_keeps_serving() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("additionalContext"), "{out:?}");
     // So do the MCP server's headers (without them the agent loses mneme's tools) and an import.
-    let out = d.cli().args(["hook", "claude-code", "--mcp-headers"]).output().unwrap();
+    let out = d
+        .cli()
+        .args(["hook", "claude-code", "--mcp-headers"])
+        .env("CLAUDE_PROJECT_DIR", "/srv/josé/app")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("Bearer {}", d.token)), "{out:?}");
+    // A path that is not ASCII goes percent-encoded (a fetch client cannot send it as it is).
+    let headers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(headers["X-Mneme-Cwd"], "%2Fsrv%2Fjos%C3%A9%2Fapp", "{headers}");
     let file = d.dir.path().join("import.jsonl");
     let line = json!({"id": "imported-1", "bank": "mneme", "content": "imported on a bad config", "tags": [],
         "kind": "world", "created_at": "2026-01-01T00:00:00Z", "metadata": {}});

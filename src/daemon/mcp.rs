@@ -54,20 +54,44 @@ const SESSION_HEADER: &str = "x-mneme-session";
 impl Target {
     /// Arguments win; the request's headers fill in what they leave out.
     fn or_headers(mut self, parts: &Parts) -> Self {
-        // Decoded as UTF-8, not as `to_str` (visible ASCII only): a project path like
-        // `/home/josé/app` came to nothing, and its memories went to the "/" session and scope.
         let header = |name: &str| {
-            parts
-                .headers
-                .get(name)
-                .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(str::to_owned)
+            let text = parts.headers.get(name).map(|v| header_text(v.as_bytes()))?;
+            Some(text.trim().to_owned()).filter(|v| !v.is_empty())
         };
         self.session_id = self.session_id.filter(|s| !s.trim().is_empty()).or_else(|| header(SESSION_HEADER));
-        self.cwd = self.cwd.filter(|c| !c.trim().is_empty()).or_else(|| header(CWD_HEADER));
+        self.cwd = self.cwd.filter(|c| !c.trim().is_empty()).or_else(|| header_path(header(CWD_HEADER)));
         self
+    }
+}
+
+/// A header's text: its bytes as UTF-8 (curl sends a path so), else as Latin-1 (a fetch client,
+/// Node's among them, sends `é` as one byte). Read as `to_str` does (visible ASCII only), a
+/// project path like `/home/josé/app` came to nothing, and its memories went to the "/" session
+/// and scope.
+fn header_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_owned(),
+        Err(_) => bytes.iter().map(|&b| char::from(b)).collect(),
+    }
+}
+
+/// A path from a header, percent-decoded when it is sent encoded whole (`%2F…`: a path is
+/// absolute, so none begins so as it is). `mneme hook claude-code --mcp-headers` encodes a path
+/// that is not ASCII, which a fetch client cannot send otherwise (beyond U+00FF not at all).
+fn header_path(text: Option<String>) -> Option<String> {
+    let text = text?;
+    if !text.get(..3).is_some_and(|start| start.eq_ignore_ascii_case("%2f")) {
+        return Some(text);
+    }
+    percent_encoding::percent_decode_str(&text).decode_utf8().ok().map(|path| path.into_owned())
+}
+
+/// A path as `--mcp-headers` sends it in `X-Mneme-Cwd`: as it is when ASCII, else
+/// percent-encoded whole ([`header_path`] reads it back).
+pub(crate) fn path_for_header(path: &str) -> String {
+    match path.is_ascii() || !path.starts_with('/') {
+        true => path.to_owned(),
+        false => percent_encoding::utf8_percent_encode(path, percent_encoding::NON_ALPHANUMERIC).to_string(),
     }
 }
 
@@ -661,6 +685,21 @@ mod tests {
     /// A retain under way when the stop comes ends as it would, within the grace: told it was cut
     /// short, a model tried again a retain that was stored, and stored it twice. One stuck past
     /// the grace is still answered, and a read is cut short at once.
+    /// A project path that is not ASCII reaches the daemon from any client: percent-encoded
+    /// whole (what `--mcp-headers` sends for it), as UTF-8 bytes (curl) or as Latin-1 bytes (a
+    /// fetch client). As Latin-1 it was dropped, and its memories went to the "/" scope.
+    #[test]
+    fn a_path_that_is_not_ascii_is_read_from_its_header_however_sent() {
+        for path in ["/home/josé/app", "/srv/日本/app", "/plain/path", "/a%2Fb/100%done"] {
+            let sent = path_for_header(path);
+            assert!(sent.is_ascii(), "{sent}");
+            assert_eq!(header_path(Some(header_text(sent.as_bytes()))).as_deref(), Some(path), "{sent}");
+            assert_eq!(header_path(Some(header_text(path.as_bytes()))).as_deref(), Some(path));
+        }
+        let latin1: Vec<u8> = "/home/josé/app".chars().map(|c| c as u8).collect();
+        assert_eq!(header_text(&latin1), "/home/josé/app");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_write_under_way_at_the_stop_is_answered_as_it_ended() {
         let stop = CancellationToken::new();

@@ -260,6 +260,9 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
         .filter(|d| !d.is_empty())
         .or_else(|| std::env::current_dir().ok().map(|d| crate::session::cwd_to_send(&d)))
         .unwrap_or_else(|| "/".into());
+    // A path that is not ASCII goes percent-encoded: a fetch client (Claude Code's, Node's)
+    // sends a header's text as Latin-1, and cannot send one beyond U+00FF at all.
+    let cwd = crate::daemon::path_for_header(&cwd);
     println!("{}", json!({"Authorization": format!("Bearer {}", token.trim()), "X-Mneme-Cwd": cwd}));
     Ok(ExitCode::SUCCESS)
 }
