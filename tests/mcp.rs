@@ -605,3 +605,43 @@ async fn a_wrong_call_is_told_in_the_tools_terms() {
     assert!(message.contains("\"nosuch\"") && message.contains("leave session_id out"), "{v}");
     assert!(!message.contains("POST"), "{v}");
 }
+
+/// The library's bare refusals ("Bad Request") say what is wrong, and an initialize is bounded:
+/// what it names is kept while its session is open (a 4 MB clientInfo a session took the daemon
+/// to a gigabyte at the sessions' cap).
+#[tokio::test]
+async fn refusals_say_why_and_an_initialize_is_bounded() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let both = ("accept", "application/json, text/event-stream");
+    let init = |client_info: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client_info}})
+    };
+    let r = mcp_post(&d, &[both], &init(json!({"name": "t", "version": "1"}))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let said = |r: reqwest::Response| async move {
+        let status = r.status().as_u16();
+        let v: Value = r.json().await.unwrap();
+        (status, v["error"]["message"].as_str().unwrap_or_default().to_owned())
+    };
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let headers = [both, ("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2099-01-01")];
+    let (status, message) = said(mcp_post(&d, &headers, &ping).send().await.unwrap()).await;
+    assert_eq!(status, 400);
+    assert!(message.contains("MCP-Protocol-Version \"2099-01-01\"") && message.contains("2025-06-18"), "{message}");
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let r = d.http.request(method.clone(), d.url("/mcp")).bearer_auth(&d.token).header(both.0, both.1);
+        let (status, message) = said(r.send().await.unwrap()).await;
+        assert_eq!(status, 400, "{method}");
+        assert!(message.contains("Mcp-Session-Id"), "{method}: {message}");
+    }
+    let bare = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}});
+    let (status, message) = said(mcp_post(&d, &[both], &bare).send().await.unwrap()).await;
+    assert_eq!(status, 400);
+    assert!(message.contains("clientInfo"), "{message}");
+    let huge = init(json!({"name": "x".repeat(100 * 1024), "version": "1"}));
+    let (status, message) = said(mcp_post(&d, &[both], &huge).send().await.unwrap()).await;
+    assert_eq!(status, 413);
+    assert!(message.contains("64 KiB"), "{message}");
+}

@@ -370,7 +370,9 @@ pub async fn check_message(
         }
     }
     if req.method() != Method::POST {
-        return next.run(req).await;
+        let (method, headers) = (req.method().clone(), req.headers().clone());
+        let response = next.run(req).await;
+        return explained(response, || bare_refusal(&method, &headers, false)).await;
     }
     let json = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
         let essence = v.split(';').next().unwrap_or_default().trim();
@@ -453,6 +455,15 @@ pub async fn check_message(
             return refused(-32600, why);
         }
     };
+    // What initialize names (clientInfo, capabilities) is kept for the session's life: a few
+    // hundred bytes from a real client, megabytes a session from one that loops on initialize.
+    if initialize && bytes.len() > MAX_INITIALIZE_BYTES {
+        let why = format!(
+            "Invalid params: an initialize is at most {} KiB (its clientInfo and capabilities are kept while the session is open)",
+            MAX_INITIALIZE_BYTES / 1024
+        );
+        return super::ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", why).into_response();
+    }
     // Each session holds a task and its tools until it has been idle 5 minutes: a client
     // looping on initialize would grow the daemon without bound.
     // An `initialize` always opens a session, whatever version it names (the library takes it
@@ -487,12 +498,15 @@ pub async fn check_message(
         let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": message}});
         return (StatusCode::OK, axum::Json(body)).into_response();
     }
+    let parts_headers = parts.headers.clone();
     let response = next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await;
     if session && response.status() == StatusCode::NOT_FOUND {
         return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
     }
     if response.status().is_client_error() {
-        return with_string_code(response).await;
+        let headers = parts_headers;
+        let response = with_string_code(response).await;
+        return explained(response, || bare_refusal(&Method::POST, &headers, initialize)).await;
     }
     // The library answers a call it cut short at shutdown with a 500 ("empty response").
     if response.status() == StatusCode::INTERNAL_SERVER_ERROR && stop.is_cancelled() {
@@ -500,6 +514,50 @@ pub async fn check_message(
         return super::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "stopping", why).retry_after(1).into_response();
     }
     response
+}
+
+/// The longest `initialize` message taken (see [`check_message`]).
+const MAX_INITIALIZE_BYTES: usize = 64 * 1024;
+
+/// `response`, or, when the library refused the request with a bare 400 (plain text, "Bad
+/// Request"), the API's error saying why (`why`).
+async fn explained(response: axum::response::Response, why: impl FnOnce() -> String) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let plain = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| !v.contains("json") && !v.contains("event-stream"));
+    if response.status() != axum::http::StatusCode::BAD_REQUEST || !plain {
+        return response;
+    }
+    super::ApiError::invalid(why()).into_response()
+}
+
+/// Why the library refused a request with a bare 400, as far as its headers tell.
+fn bare_refusal(method: &axum::http::Method, headers: &axum::http::HeaderMap, initialize: bool) -> String {
+    use axum::http::Method;
+    use rmcp::model::ProtocolVersion;
+    let known: Vec<&str> = ProtocolVersion::KNOWN_VERSIONS.iter().map(|v| v.as_str()).collect();
+    let version = headers.get("mcp-protocol-version").map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_owned());
+    if let Some(version) = version.filter(|v| !known.contains(&v.as_str())) {
+        return format!(
+            "MCP-Protocol-Version {} is not a revision this server speaks ({})",
+            mneme_core::text::quoted_unless_private(&version),
+            known.join(", ")
+        );
+    }
+    let session = headers.contains_key("mcp-session-id");
+    match *method {
+        Method::GET if !session => {
+            "GET /mcp opens a session's event stream: send the Mcp-Session-Id header that initialize answered with".into()
+        }
+        Method::DELETE if !session => {
+            "DELETE /mcp ends a session: send the Mcp-Session-Id header that initialize answered with".into()
+        }
+        _ if initialize => "initialize was refused: its params name protocolVersion (a string), capabilities (an object) and clientInfo (an object with name and version)".into(),
+        _ => "the MCP request was refused: its headers or params are not as MCP asks".into(),
+    }
 }
 
 /// The API's string code for a JSON-RPC error number.
