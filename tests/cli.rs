@@ -101,6 +101,17 @@ fn clear_here_under_global_scoping_is_refused() {
     assert_eq!(status["backend"]["memories"], 1, "{status}");
 }
 
+/// The CLI with `config` and the storage dir `data`, bounded to 20 s.
+fn cli_on(config: &std::path::Path, data: &std::path::Path, args: &[&str]) -> std::process::Output {
+    assert_cmd::Command::new(common::bin())
+        .env("MNEME_CONFIG", config)
+        .env("MNEME_STORAGE__DIR", data)
+        .args(args)
+        .timeout(std::time::Duration::from_secs(20))
+        .output()
+        .unwrap()
+}
+
 fn predicates_contains(s: &'static str) -> impl predicates_core::Predicate<[u8]> {
     struct Contains(&'static str);
     impl predicates_core::reflection::PredicateReflection for Contains {}
@@ -431,13 +442,7 @@ fn a_daemon_that_takes_connections_but_never_answers_is_one_clear_line_and_exit_
     std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
     for args in [vec!["status"], vec!["recall", "x"], vec!["notices"]] {
         let started = std::time::Instant::now();
-        let out = assert_cmd::Command::new(common::bin())
-            .env("MNEME_CONFIG", &config)
-            .env("MNEME_STORAGE__DIR", dir.path().join("data"))
-            .args(&args)
-            .timeout(std::time::Duration::from_secs(20))
-            .output()
-            .unwrap();
+        let out = cli_on(&config, &dir.path().join("data"), &args);
         assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -493,13 +498,7 @@ fn another_program_on_the_port_is_no_running_daemon_and_exit_3() {
         std::fs::create_dir(dir.path().join("data")).unwrap();
         std::fs::copy(real.data().join("token"), dir.path().join("data/token")).unwrap();
         for args in [vec!["status"], vec!["retain", "a fact"]] {
-            let out = assert_cmd::Command::new(common::bin())
-                .env("MNEME_CONFIG", &config)
-                .env("MNEME_STORAGE__DIR", dir.path().join("data"))
-                .args(&args)
-                .timeout(std::time::Duration::from_secs(20))
-                .output()
-                .unwrap();
+            let out = cli_on(&config, &dir.path().join("data"), &args);
             assert_eq!(out.status.code(), Some(3), "{redirect:?} {args:?}: {out:?}");
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(err.contains("no mneme daemon is running") && err.contains("another program"), "{err}");

@@ -219,23 +219,33 @@ test("the token goes only to a daemon that proves it holds it", async () => {
     res.end(JSON.stringify({ status: "ok", version: "0.1.0", protocol: 1 }))
   })
   await new Promise<void>((ready) => server.listen(0, "127.0.0.1", () => ready()))
-  const saved = { ...process.env }
   try {
-    process.env.MNEME_URL = `http://127.0.0.1:${(server.address() as any).port}`
-    process.env.MNEME_TOKEN = "the-users-own-token"
-    const { MnemePlugin } = await import(MODULE + "?squatted")
-    const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
-    const answer = await hooks.tool.mneme_retain.execute({ content: "a secret plan" }, { sessionID: "sq" })
-    assert.match(answer, /unavailable/)
-    // Each request proves the daemon afresh: none of them carried the token.
-    assert.ok(heard.length > 0 && heard.every((h) => h.startsWith("/v1/health?challenge=")), heard.join("\n"))
-    assert.ok(!heard.some((h) => h.includes("the-users-own-token")))
+    await withDaemonAt((server.address() as any).port, "the-users-own-token", async () => {
+      const { MnemePlugin } = await import(MODULE + "?squatted")
+      const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+      const answer = await hooks.tool.mneme_retain.execute({ content: "a secret plan" }, { sessionID: "sq" })
+      assert.match(answer, /unavailable/)
+      // Each request proves the daemon afresh: none of them carried the token.
+      assert.ok(heard.length > 0 && heard.every((h) => h.startsWith("/v1/health?challenge=")), heard.join("\n"))
+      assert.ok(!heard.some((h) => h.includes("the-users-own-token")))
+    })
   } finally {
     server.close()
+  }
+})
+
+/** Runs `body` with the plugin pointed at `port` with `token`, then puts the environment back. */
+async function withDaemonAt(port: number, token: string, body: () => Promise<void>) {
+  const saved = { ...process.env }
+  try {
+    process.env.MNEME_URL = `http://127.0.0.1:${port}`
+    process.env.MNEME_TOKEN = token
+    await body()
+  } finally {
     for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
     Object.assign(process.env, saved)
   }
-})
+}
 
 test("the token goes not to a process that redirects the proof to a daemon holding it", async () => {
   const { createServer } = await import("node:http")
@@ -254,20 +264,17 @@ test("the token goes not to a process that redirects the proof to a daemon holdi
     res.end()
   })
   await new Promise<void>((ready) => redirecting.listen(0, "127.0.0.1", () => ready()))
-  const saved = { ...process.env }
   try {
-    process.env.MNEME_URL = `http://127.0.0.1:${(redirecting.address() as any).port}`
-    process.env.MNEME_TOKEN = "tok"
-    const { MnemePlugin } = await import(MODULE + "?redirected")
-    const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
-    const answer = await hooks.tool.mneme_retain.execute({ content: "a secret plan" }, { sessionID: "rd" })
-    assert.match(answer, /unavailable/)
-    assert.ok(heard.length > 0 && !heard.some((h) => h.includes("tok")), heard.join("\n"))
+    await withDaemonAt((redirecting.address() as any).port, "tok", async () => {
+      const { MnemePlugin } = await import(MODULE + "?redirected")
+      const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+      const answer = await hooks.tool.mneme_retain.execute({ content: "a secret plan" }, { sessionID: "rd" })
+      assert.match(answer, /unavailable/)
+      assert.ok(heard.length > 0 && !heard.some((h) => h.includes("tok")), heard.join("\n"))
+    })
   } finally {
     redirecting.close()
     proving.close()
-    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
-    Object.assign(process.env, saved)
   }
 })
 
