@@ -303,8 +303,7 @@ impl Sessions {
             placement = Placement::StartsOver;
         }
         if placement == Placement::StartsOver && end.rewound {
-            placement =
-                rewound_at(&session.turn_prints, &seen, session.first_turn).map_or(placement, Placement::Rewound);
+            placement = rewound_at(&session.turn_prints, &seen).map_or(placement, Placement::Rewound);
         }
         // The stored document holds turns the client took back: replaced now, not on the cadence.
         let mut taken_back = false;
@@ -320,6 +319,10 @@ impl Sessions {
                 let branch_open = cleaned.open_at_end;
                 let updated = self.update(&session.id, |s| {
                     s.turn_prints = seen;
+                    // Back to before the part's first turn: the branch's turns before `k` are
+                    // those it shares with the turns never to be retained (had while memory was
+                    // off, forgotten, or the part's before); its own begin the part.
+                    s.first_turn = s.first_turn.min(k as i64);
                     s.retained_turns = s.retained_turns.min(k as i64);
                     s.pending = None;
                     s.open_at_end = branch_open;

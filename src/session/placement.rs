@@ -168,13 +168,16 @@ pub(super) fn without_slices(
     kept
 }
 
-/// Where a history that agrees with the part's first `k` user turns (at least those had with
-/// memory on) and then goes its own way was rewound to: `k`. 0 when it was rewound to before its
-/// first prompt (the client says so: the turns taken back were stored in the part's document,
-/// and a new part left them there).
-pub(super) fn rewound_at(known: &[u64], seen: &[u64], first_turn: i64) -> Option<usize> {
+/// Where a history that agrees with the part's first `k` user turns and then goes its own way
+/// was rewound to: `k`. 0 when it was rewound to before its first prompt (the client says so:
+/// the turns taken back were stored in the part's document, and a new part left them there).
+/// Also to before the part's first turn (`first_turn`: the turns before it had while memory was
+/// off, forgotten or cleared, stored in the part before a move or by an earlier build): taken for
+/// a history that starts over, the branch was stored whole in a new part, those turns with it (a
+/// password the user had forgotten came back).
+pub(super) fn rewound_at(known: &[u64], seen: &[u64]) -> Option<usize> {
     let k = known.iter().zip(seen).take_while(|(a, b)| a == b && **a != UNKNOWN_TURN).count();
-    (k < known.len() && k < seen.len() && k as i64 >= first_turn).then_some(k)
+    (k < known.len() && k < seen.len()).then_some(k)
 }
 
 /// Where the user turns a client sent stand in the session's current part.

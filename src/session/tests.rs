@@ -1953,6 +1953,45 @@ async fn a_forgotten_conversation_is_not_stored_again_by_its_session() {
     }
 }
 
+/// A rewind to before what was forgotten (or cleared) stores nothing forgotten: the branch's
+/// turns shared with the forgotten ones stay unstored, its own are stored, and the turn taken back
+/// goes. Taken for a history that starts over, the branch was stored whole in a new part, the
+/// forgotten password with it. So with a rewind to before a move to another project: the turns
+/// had in the first project are not copied into the second.
+#[tokio::test]
+async fn a_rewind_to_before_a_forget_or_a_move_stores_nothing_of_before_it_again() {
+    for (settings, moved) in [(Settings::default(), false), (every_turn(), false), (Settings::default(), true)] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        s.start(start("k")).await.unwrap();
+        s.agent_end("k", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+        r.queue.flush_all().await;
+        if moved {
+            let beavers = StartRequest { session_id: "k".into(), cwd: "/p/beavers".into(), ..StartRequest::default() };
+            s.start(beavers).await.unwrap();
+        } else {
+            let bank = s.get("k").unwrap().scope.bank;
+            r.local.forget(&mneme_core::Forget::Document { id: "k".into(), bank: bank.clone() }).await.unwrap();
+            s.forgotten(Some(&bank), Some("k")).await;
+        }
+        s.agent_end("k", &turns(4), Turn::Work, TurnEnd::default()).await.unwrap();
+        // Back to before turn 2 (the third), and on along another branch.
+        let mut branch = turns(2);
+        branch.extend([Message::new("user", "question 2b about beavers"), Message::new("assistant", "answer 2b")]);
+        s.agent_end("k", &branch, Turn::Work, TurnEnd { rewound: true, ..TurnEnd::default() }).await.unwrap();
+        s.end("k", Delivery::Wait).await.unwrap();
+        r.queue.flush_all().await;
+        let page = r.local.export(None, None, 10_000).await.unwrap();
+        let count = |text: &str| page.memories.iter().filter(|m| m.content.contains(text)).count();
+        let before = if moved { 1 } else { 0 }; // moved: the first project keeps its conversation
+        for i in 0..3 {
+            assert_eq!(count(&format!("question {i} about otters")), before, "moved {moved}: turn {i}: {page:?}");
+        }
+        assert_eq!(count("question 3 about otters"), 0, "the turn taken back: {page:?}");
+        assert_eq!(count("question 2b about beavers"), 1, "{page:?}");
+    }
+}
+
 /// A clear of a session's scope drops what any session queued for that scope (another session
 /// of the same project), not only its own queue, and leaves other scopes' items alone.
 #[tokio::test]
