@@ -35,7 +35,15 @@ pub(super) fn known_turns_among_commands(known: &[u64], users: &[&str], seen: &[
         let command = is_slash_command(text);
         let newest = i + 1 == users.len();
         let hidden = want == 0 && hidden_by_a_command && !command && !rewound && !newest;
+        // A command the earlier build counted as a turn in another form (Claude Code's line for
+        // a custom command run with arguments, `<command-message>` first, read as words): it is
+        // that turn when the turn after it is the known one after. Skipped, every known turn
+        // after it was missed, and a new part stored the whole conversation again.
+        let known_in_another_form =
+            || want != UNKNOWN_TURN && known.get(positions.len() + 1).is_some_and(|next| seen.get(i + 1) == Some(next));
         if want != UNKNOWN_TURN && (*print == want || hidden) {
+            positions.push(i);
+        } else if command && known_in_another_form() {
             positions.push(i);
         } else if command {
             hidden_by_a_command |= text::has_private_tag(text);
@@ -332,6 +340,18 @@ mod tests {
         let mut seen = vec![7u64; 100_000];
         seen.push(8);
         assert_eq!(place_in_part(&known, &seen), Placement::Window(100_000));
+    }
+
+    /// The known turns stand among the history's commands: skipped when the earlier build never
+    /// counted them, taken for the known turn they stand in for when it counted them in another
+    /// form (the turn after agrees).
+    #[test]
+    fn known_turns_are_found_among_commands() {
+        let users = ["q1", "/review the auth module", "q3", "q4", "q5"];
+        let seen = [1, 20, 3, 4, 5];
+        assert_eq!(known_turns_among_commands(&[1, 3, 4], &users, &seen, false), [0, 2, 3], "unseen");
+        assert_eq!(known_turns_among_commands(&[1, 21, 3, 4], &users, &seen, false), [0, 1, 2, 3], "another form");
+        assert_eq!(known_turns_among_commands(&[1, 21, 9], &users, &seen, false), [0], "rewritten after it");
     }
 
     #[test]
