@@ -126,17 +126,18 @@ pub(crate) fn decode_tags(encoded: &str) -> Vec<String> {
 }
 
 /// Whether a memory's stored tags (`encoded`) and a retain's `tags` reach the same recalls, so
-/// that the retain may merge its tags into the memory: both untagged (global), or both tagged
-/// with the same tags but the projects'. A project's tag is the only one a clear leaves a
-/// shared memory under; merged with another tag (a Hindsight client's `team:red`), the memory
-/// was deleted by a clear of the project that retained it second.
+/// that the retain may merge its tags into the memory: the same tags but the projects', and a
+/// project's on both or on neither (untagged, global, being the case of no tag at all). A
+/// project's tag is the only one a clear leaves a shared memory under: merged with a memory of
+/// no project (global, or a Hindsight client's `team:red` alone), a project's retain made it
+/// that project's, and a clear of the project deleted it.
 pub(crate) fn same_reach(encoded: &str, tags: &[String]) -> bool {
-    let others = |tags: Vec<String>| -> std::collections::BTreeSet<String> {
-        tags.into_iter().filter(|t| !t.starts_with(mneme_core::PROJECT_TAG_PREFIX)).collect()
+    let is_project = |t: &String| t.starts_with(mneme_core::PROJECT_TAG_PREFIX);
+    let reach = |tags: Vec<String>| -> (bool, std::collections::BTreeSet<String>) {
+        (tags.iter().any(is_project), tags.into_iter().filter(|t| !is_project(t)).collect())
     };
-    let stored = decode_tags(encoded);
     let given: Vec<String> = tags.iter().map(|t| stored_tag(t).into_owned()).collect();
-    stored.is_empty() == given.is_empty() && others(stored) == others(given)
+    reach(decode_tags(encoded)) == reach(given)
 }
 
 pub(crate) fn merge_tags(encoded: &str, more: &[String]) -> String {

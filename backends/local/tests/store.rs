@@ -82,14 +82,19 @@ async fn a_memory_of_another_tag_is_not_taken_by_a_projects_clear() {
     };
     b.retain(&scope("bank"), &retain("1", &["team:red"])).await.unwrap();
     b.retain(&scope("bank"), &retain("2", &["project:alpha"])).await.unwrap();
+    // The other tag with a project's: not the first client's memory either.
+    b.retain(&scope("bank"), &retain("3", &["team:red", "project:alpha"])).await.unwrap();
     // The same other tags, from two projects: one memory, as before.
-    b.retain(&scope("bank"), &retain("3", &["team:red", "project:beta"])).await.unwrap();
-    assert_eq!(b.status().await.memories, Some(2));
+    b.retain(&scope("bank"), &retain("4", &["team:red", "project:beta"])).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(3));
     let alpha = Scope { bank: "bank".into(), tags: vec!["project:alpha".into()] };
     b.clear(&alpha, ClearWhat::Scope).await.unwrap();
-    assert_eq!(b.status().await.memories, Some(1));
+    assert_eq!(b.status().await.memories, Some(2), "the first client's, and project beta's");
     assert_eq!(texts(&b, "bank", query("runbook", &["team:red"], TagsMatch::AnyStrict)).await, vec![text]);
     assert!(texts(&b, "bank", query("runbook", &["project:alpha"], TagsMatch::AnyStrict)).await.is_empty());
+    let beta = Scope { bank: "bank".into(), tags: vec!["project:beta".into()] };
+    b.clear(&beta, ClearWhat::Scope).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(1), "the first client's stays");
 }
 
 /// Untagged is global: the same text retained by a project is kept apart from it (merged,
