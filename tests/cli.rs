@@ -79,6 +79,35 @@ fn a_recall_finds_what_its_session_just_retained() {
     assert_eq!(status["queue"]["pending"], 1, "the other folder's retain waits for its debounce: {status}");
 }
 
+/// A command run in a folder deleted under the shell is the folder's project's (the shell's
+/// PWD), not the project of no folder: `clear --here` there deleted "/"'s memories ("unknown",
+/// every MCP retain made without a cwd) and kept the folder's own.
+#[test]
+fn a_command_in_a_folder_deleted_under_the_shell_is_the_folders_project() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("proj");
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    d.cli().current_dir(&project).args(["retain", "proj deploys with helm"]).assert().success();
+    d.cli().current_dir("/").args(["retain", "a fact of no folder"]).assert().success();
+    d.cli().arg("flush").assert().success();
+    let gone = project.join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let out = std::process::Command::new("bash")
+        .args(["-c", r#"cd "$1" && rmdir "$1" && exec "$2" clear --here --yes"#, "_"])
+        .arg(&gone)
+        .arg(common::bin())
+        .env("MNEME_CONFIG", d.config_path())
+        .envs(common::env_for(d.dir.path()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = d.cli().arg("export").output().unwrap();
+    let exported = stdout(&out);
+    assert!(!exported.contains("proj deploys with helm"), "{exported}");
+    assert!(exported.contains("a fact of no folder"), "{exported}");
+}
+
 /// Under global scoping a folder has no project: `--here` would clear the whole bank, and is
 /// refused for `--all`. Also in a folder named as the bank's name ends (`team-backend` and a
 /// folder `backend`), which looked per-project to the CLI: it deleted every memory of the bank.

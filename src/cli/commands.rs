@@ -267,7 +267,6 @@ async fn cli_session(client: &Client, session: Option<String>) -> Result<String,
     }
 }
 
-/// Starts (or scopes again) the current directory's "cli" session ([`cli_session`]).
 /// Whether the daemon scopes by `global`: a folder's scope is then the whole bank. Asked of the
 /// daemon; guessed from the bank's name, `-<project>` at its end, only when an earlier daemon
 /// does not say (a bank id of its own such as `my-app` in a folder `app` looked per-project, and
@@ -279,8 +278,13 @@ fn is_global(started: &SessionStarted) -> bool {
     }
 }
 
+/// Starts (or scopes again) the current directory's "cli" session ([`cli_session`]).
 async fn start_cli_session(client: &Client) -> Result<SessionStarted, CliError> {
-    let cwd = std::env::current_dir().map(|p| crate::session::cwd_to_send(&p)).unwrap_or_else(|_| "/".into());
+    let cwd = super::working_folder().ok_or_else(|| {
+        CliError::Other(
+            "cannot read the current folder (deleted under this shell?): run the command from the project's folder, or name a session with --session".into(),
+        )
+    })?;
     let id = crate::ids::directory_session("cli", &cwd);
     let body = StartSession {
         session_id: id.clone(),

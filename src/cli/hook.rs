@@ -220,9 +220,7 @@ fn project_dir(event: &Value) -> String {
         .ok()
         .filter(|dir| Path::new(dir).is_absolute())
         .or_else(|| event["cwd"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| {
-            std::env::current_dir().map(|p| crate::session::cwd_to_send(&p)).unwrap_or_else(|_| "/".into())
-        })
+        .unwrap_or_else(|| super::working_folder().unwrap_or_else(|| "/".into()))
 }
 
 async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer, CliError> {

@@ -329,6 +329,17 @@ fn config_gone_note(flag: Option<&std::path::Path>) -> String {
 }
 
 /// A backend that keeps memories (`local` or `hindsight`), for migrate.
+/// The folder a command runs in, as sent to the daemon: the process's, else the shell's `PWD`
+/// when that folder was deleted under it (the daemon names a folder that is gone by the nearest
+/// one that is not). Taken for "/", a clear of "this folder's project" deleted the memories of
+/// the project of no folder. `None` when neither can be read.
+pub(crate) fn working_folder() -> Option<String> {
+    match std::env::current_dir() {
+        Ok(dir) => Some(crate::session::cwd_to_send(&dir)),
+        Err(_) => std::env::var("PWD").ok().filter(|pwd| std::path::Path::new(pwd).is_absolute()),
+    }
+}
+
 fn storing_backend(s: &str) -> Result<mneme_core::BackendId, String> {
     match s.parse::<mneme_core::BackendId>() {
         Ok(mneme_core::BackendId::Off) | Err(_) => {

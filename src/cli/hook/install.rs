@@ -258,7 +258,7 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     let cwd = std::env::var("CLAUDE_PROJECT_DIR")
         .ok()
         .filter(|d| !d.is_empty())
-        .or_else(|| std::env::current_dir().ok().map(|d| crate::session::cwd_to_send(&d)))
+        .or_else(crate::cli::working_folder)
         .unwrap_or_else(|| "/".into());
     // A path that is not ASCII goes percent-encoded: a fetch client (Claude Code's, Node's)
     // sends a header's text as Latin-1, and cannot send one beyond U+00FF at all.
