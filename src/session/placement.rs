@@ -41,9 +41,7 @@ pub(super) fn known_turns_among_commands(known: &[u64], users: &[&str], seen: &[
         // after it was missed, and a new part stored the whole conversation again.
         let known_in_another_form =
             || want != UNKNOWN_TURN && known.get(positions.len() + 1).is_some_and(|next| seen.get(i + 1) == Some(next));
-        if want != UNKNOWN_TURN && (*print == want || hidden) {
-            positions.push(i);
-        } else if command && known_in_another_form() {
+        if (want != UNKNOWN_TURN && (*print == want || hidden)) || (command && known_in_another_form()) {
             positions.push(i);
         } else if command {
             hidden_by_a_command |= text::has_private_tag(text);
