@@ -6,7 +6,7 @@ use mneme_core::text::{self, budget_units, Message};
 use mneme_core::Recalled;
 
 use super::clean::clean;
-use super::spans::{cleaned_each, prompt_in_context, SpansCarried};
+use super::spans::{cleaned_each, is_the_prompt, prompt_in_context, SpansCarried};
 use super::tools::{fit_results, format_results};
 use crate::config::Settings;
 
@@ -34,7 +34,7 @@ pub(super) fn query_for(
     let each = cleaned_each(settings, history, carried.before).into_kept(0);
     // The latest prompt as it stands in the history (a span an earlier message opened may hide
     // its start), else on its own.
-    let at = history.iter().rposition(|m| m.role == "user" && m.content == latest);
+    let at = history.iter().rposition(|m| is_the_prompt(m, latest));
     let latest = match at {
         Some(i) => each[i].as_ref()?.content.clone(),
         None => clean(settings, latest)?,

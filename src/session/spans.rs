@@ -135,6 +135,13 @@ pub(super) fn leading_opening_tags(text: &str) -> usize {
     n
 }
 
+/// Whether `m` is the prompt `prompt` as the history holds it: the same words but for the blanks
+/// around them (a transcript's copy may end in a newline the hook's prompt has not). Told apart,
+/// the prompt was counted twice, or as a turn the session had seen.
+pub(super) fn is_the_prompt(m: &Message, prompt: &str) -> bool {
+    m.role == "user" && m.content.trim() == prompt.trim()
+}
+
 /// The `<private>` spans a prompt's history is read with (see [`spans_carried`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct SpansCarried {
@@ -155,7 +162,7 @@ pub(super) fn spans_carried(session: &Session, history: &[Message], prompt: &str
     // a client that sends a turn at a time (its history the prompt alone) looked as if it lacked
     // none, and the prompt typed inside the span its last turn left open was kept in the clear.
     let before_prompt = match history.last() {
-        Some(m) if m.role == "user" && m.content == prompt => &history[..history.len() - 1],
+        Some(m) if is_the_prompt(m, prompt) => &history[..history.len() - 1],
         _ => history,
     };
     let users = before_prompt.iter().filter(|m| m.role == "user").count();
@@ -234,7 +241,7 @@ pub(super) fn prompt_in_context(
     let mut history = conversation(history);
     // A client may send the history with the prompt in it already (a transcript written before
     // the hook ran): its spans are counted once, as the prompt's.
-    if history.last().is_some_and(|m| m.role == "user" && m.content == prompt) {
+    if history.last().is_some_and(|m| is_the_prompt(m, prompt)) {
         history.pop();
     }
     let open = history

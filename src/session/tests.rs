@@ -677,7 +677,8 @@ async fn a_prompt_inside_a_span_an_earlier_turn_opened_is_never_written() {
 /// the session's record and sent as the first-turn recall's query (and the compaction's).
 #[tokio::test]
 async fn a_prompt_inside_a_span_the_last_transcript_left_open_is_never_asked() {
-    for resumed in [false, true] {
+    // The transcript's copy of the prompt may end in a newline the hook's prompt has not.
+    for (resumed, copy_end) in [(false, ""), (true, ""), (false, "\n")] {
         let r = rig();
         let s = sessions(&r, every_turn()).await;
         let asked = crate::queue::tests::TestBackend::new(&[crate::queue::tests::Mode::Ok]);
@@ -690,7 +691,7 @@ async fn a_prompt_inside_a_span_the_last_transcript_left_open_is_never_asked() {
             s.start(start("k")).await.unwrap();
         }
         let prompt = "deploy with AKIA-SECRET-1";
-        s.agent_start("k", prompt, &[m("user", prompt)], Turn::Work).await.unwrap();
+        s.agent_start("k", prompt, &[m("user", &format!("{prompt}{copy_end}"))], Turn::Work).await.unwrap();
         s.compaction("k", &[m("user", "summary of the work"), m("user", "use token SECRET-2 now")]).await.unwrap();
         let records = r.spool.sessions().await.unwrap();
         assert!(records.iter().all(|(_, record)| !record.contains("SECRET")), "resumed {resumed}: {records:?}");
