@@ -74,7 +74,10 @@ fn expand_variables(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<
         let (name, len) = match after.strip_prefix('{') {
             Some(inner) => match inner.find('}') {
                 Some(end) if end > 0 && inner[..end].chars().all(is_name) => (&inner[..end], end + 2),
-                _ => return Err(format!("{text:?}: \"${{\" opens no variable name closed by \"}}\"")),
+                _ => {
+                    let shown = mneme_core::text::quoted_unless_private(text);
+                    return Err(format!("{shown}: \"${{\" opens no variable name closed by \"}}\""));
+                }
             },
             None => {
                 let end = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
@@ -88,7 +91,10 @@ fn expand_variables(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<
         }
         match env(name).filter(|v| !v.is_empty()) {
             Some(value) => out.push_str(&value),
-            None => return Err(format!("{text:?} names ${name}, which is not set in mneme's environment")),
+            None => {
+                let shown = mneme_core::text::quoted_unless_private(text);
+                return Err(format!("{shown} names ${name}, which is not set in mneme's environment"));
+            }
         }
         rest = &after[len..];
     }

@@ -265,6 +265,8 @@ fn a_refused_value_holding_private_text_is_not_repeated() {
         ("MNEME_RECALL__MAX_TOKENS", "<private>SECRET-5"),
         ("MNEME_QUEUE__FLUSH_INTERVAL", "5 <private>SECRET-6</private>"),
         ("MNEME_RECALL__AUTO", "<private>SECRET-7</private>"),
+        ("MNEME_STORAGE__DIR", "$UNSET_VARIABLE/<private>SECRET-8</private>"),
+        ("MNEME_STORAGE__DIR", "${<private>SECRET-9</private>"),
     ] {
         let loaded = load(&dir.path().join("none.toml"), &env_of(&[(name, value)])).unwrap();
         assert_eq!(loaded.warnings.len(), 1, "{name}: {:?}", loaded.warnings);
