@@ -260,13 +260,6 @@ async fn what_is_not_a_json_rpc_message_gets_json_rpc_errors() {
             "invalid_params",
             -32602,
         ),
-        (r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call"}"#, "invalid_params", -32602),
-        (r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": 7}}"#, "invalid_params", -32602),
-        (
-            r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "recall", "arguments": [1]}}"#,
-            "invalid_params",
-            -32602,
-        ),
     ] {
         let r = post(body, "application/json").await.unwrap();
         assert_eq!(r.status(), 400, "{body}");
@@ -597,6 +590,20 @@ async fn a_wrong_call_is_told_in_the_tools_terms() {
         assert_eq!((&v["id"], &v["error"]["code"]), (&json!(id), &json!(-32602)), "{v}");
         assert!(v["error"]["message"].as_str().unwrap().starts_with("Invalid params: "), "{v}");
     }
+    // So is a call that names no tool, or passes its arguments as a JSON string (as bridges of
+    // other function-calling APIs do).
+    for (id, params) in [
+        (9, json!({})),
+        (10, json!({"name": 7})),
+        (11, json!({"name": "recall", "arguments": "{\"query\": \"x\"}"})),
+        (12, json!({"name": "recall", "arguments": [1]})),
+    ] {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let r = stateless(&d, "tools/call", message).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{params}");
+        let v = answer(r).await;
+        assert_eq!((&v["id"], &v["error"]["code"]), (&json!(id), &json!(-32602)), "{v}");
+    }
     let v = answer(call(1, "retain", json!({"content": ""})).await.unwrap()).await;
     let message = v["error"]["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("content is blank"), "{v}");
@@ -636,6 +643,15 @@ async fn refusals_say_why_and_an_initialize_is_bounded() {
         assert_eq!(status, 400, "{method}");
         assert!(message.contains("Mcp-Session-Id"), "{method}: {message}");
     }
+    let r = d.http.get(d.url("/mcp")).bearer_auth(&d.token).header(both.0, both.1).header("mcp-session-id", "gone");
+    let r = r.send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "unknown_session");
+    let meta = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}, "_meta": "x"}});
+    let (status, message) = said(mcp_post(&d, &[both], &meta).send().await.unwrap()).await;
+    assert_eq!(status, 400);
+    assert!(message.contains("params._meta must be an object"), "{message}");
     let bare = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}});
     let (status, message) = said(mcp_post(&d, &[both], &bare).send().await.unwrap()).await;
     assert_eq!(status, 400);

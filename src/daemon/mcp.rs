@@ -372,6 +372,9 @@ pub async fn check_message(
     if req.method() != Method::POST {
         let (method, headers) = (req.method().clone(), req.headers().clone());
         let response = next.run(req).await;
+        if response.status() == StatusCode::NOT_FOUND && headers.contains_key("mcp-session-id") {
+            return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
+        }
         return explained(response, || bare_refusal(&method, &headers, false)).await;
     }
     let json = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
@@ -630,29 +633,35 @@ fn params_problem(m: &serde_json::Map<String, serde_json::Value>) -> Option<&'st
     if params.is_some_and(|p| !p.is_object() && !p.is_null()) {
         return Some("params must be an object");
     }
+    // The library answered another `_meta` with a bare 415, as if the body were not JSON.
+    if params.and_then(|p| p.get("_meta")).is_some_and(|meta| !meta.is_object() && !meta.is_null()) {
+        return Some("params._meta must be an object");
+    }
     let field = |name: &str| params.and_then(|p| p.get(name));
     match m.get("method").and_then(|v| v.as_str()) {
         Some("initialize") if !field("protocolVersion").is_some_and(|v| v.is_string()) => {
             Some("initialize needs params.protocolVersion, a string such as \"2025-06-18\"")
         }
-        Some("tools/call") if !field("name").is_some_and(|v| v.is_string()) => {
-            Some("tools/call needs params.name, the tool's name")
-        }
-        Some("tools/call") if field("arguments").is_some_and(|a| !a.is_object() && !a.is_null()) => {
-            Some("tools/call's params.arguments must be an object")
-        }
         _ => None,
     }
 }
 
-/// What is wrong with the arguments a `tools/call` (sound otherwise) passes to one of mneme's
-/// tools ([`tool_arguments_problem`]).
+/// What is wrong with a `tools/call`: it names its tool and passes its arguments as an object,
+/// those one of mneme's tools takes ([`tool_arguments_problem`]). Answered as a JSON-RPC error in
+/// a 200 (see [`check_message`]): a bridge that passes the model's arguments as a JSON string
+/// got a 400 the SDKs take for a broken transport.
 fn tool_call_problem(m: &serde_json::Map<String, serde_json::Value>) -> Option<&'static str> {
     if m.get("method").and_then(|v| v.as_str()) != Some("tools/call") {
         return None;
     }
-    let params = m.get("params")?;
-    tool_arguments_problem(params.get("name")?.as_str()?, params.get("arguments"))
+    let field = |name: &str| m.get("params").and_then(|p| p.get(name));
+    let Some(name) = field("name").and_then(|n| n.as_str()) else {
+        return Some("tools/call needs params.name, the tool's name");
+    };
+    if field("arguments").is_some_and(|a| !a.is_object() && !a.is_null()) {
+        return Some("tools/call's params.arguments must be an object");
+    }
+    tool_arguments_problem(name, field("arguments"))
 }
 
 /// What is wrong with a call's arguments to one of mneme's tools: the library answered a missing
