@@ -80,10 +80,23 @@ pub fn cwd_to_send(cwd: &Path) -> String {
 /// deleted under the agent), the longest start of it that does, resolved, and the rest's steps
 /// resolved in its text (through a link, a deleted folder was named after the link).
 fn resolved(path: &Path) -> PathBuf {
+    resolved_within(path, MAX_LINKS_FOLLOWED)
+}
+
+/// How many links to folders that are gone [`resolved`] follows (a loop of them ends).
+const MAX_LINKS_FOLLOWED: usize = 8;
+
+/// [`resolved`], following at most `links` more links whose target is gone (a link into a
+/// monorepo's folder that a branch switch removed names that folder, not the link's).
+fn resolved_within(path: &Path, links: usize) -> PathBuf {
     for start in path.ancestors() {
+        let rest = path.strip_prefix(start).unwrap_or(Path::new(""));
         if let Ok(real) = start.canonicalize() {
-            let rest = path.strip_prefix(start).unwrap_or(Path::new(""));
             return steps_resolved(real, rest);
+        }
+        if let (Some(left), Ok(target)) = (links.checked_sub(1), std::fs::read_link(start)) {
+            let target = start.parent().map_or(target.clone(), |dir| dir.join(&target));
+            return resolved_within(&target.join(rest), left);
         }
     }
     steps_resolved(PathBuf::new(), path)
@@ -203,6 +216,14 @@ mod tests {
         // A folder deleted under the agent, reached through a link: the link's target's project.
         assert_eq!(project_label(&root.join("linkA/src/deleted")), "repoa");
         assert_eq!(project_label(&root.join("linkA/gone/../src/x")), "repoa");
+        // A link to a folder of the repository that is gone itself.
+        std::os::unix::fs::symlink(root.join("a/RepoA/removed"), root.join("linkGone")).unwrap();
+        assert_eq!(project_label(&root.join("linkGone")), "repoa");
+        assert_eq!(project_label(&root.join("linkGone/deeper")), "repoa");
+        // Links that loop end.
+        std::os::unix::fs::symlink(root.join("loopB"), root.join("loopA")).unwrap();
+        std::os::unix::fs::symlink(root.join("loopA"), root.join("loopB")).unwrap();
+        assert_eq!(project_label(&root.join("loopA/x")), "x");
         for (repo, common) in [("bareproj", ".bare"), ("tools", "tools.git")] {
             let git = root.join(repo).join(common);
             for wt in ["main", "feature"] {
