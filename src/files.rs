@@ -187,15 +187,19 @@ pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {
 
 /// Those of `files` that exist, are this user's, and that others may read or write (after a
 /// restore made with umask 022), with their modes: the memories and the spool are as private
-/// as the token. Symbolic links are not followed.
+/// as the token. A symbolic link is followed (a store kept on another disk through one is still
+/// mneme's; the storage dir, which holds the link, is this user's alone), and only a regular file
+/// of this user's is named.
 pub fn open_to_others(files: &[PathBuf]) -> Vec<(PathBuf, u32)> {
     use std::os::unix::fs::MetadataExt;
-    let open = |path: &PathBuf| {
-        let m = std::fs::symlink_metadata(path).ok()?;
+    let mut seen = std::collections::HashSet::new();
+    let mut open = |path: &PathBuf| {
+        let m = std::fs::metadata(path).ok()?;
         let open = m.is_file() && m.uid() == effective_uid() && m.mode() & 0o077 != 0;
-        open.then(|| (path.clone(), m.mode() & 0o777))
+        // A file named twice (a link and where it leads) once.
+        (open && seen.insert((m.dev(), m.ino()))).then(|| (path.clone(), m.mode() & 0o777))
     };
-    files.iter().filter_map(open).collect()
+    files.iter().filter_map(&mut open).collect()
 }
 
 /// `files` named with their modes, for a message: `/d/spool.db (mode 644), /d/memories.db (mode 644)`.

@@ -806,6 +806,26 @@ fn files_others_may_read_are_made_private_and_a_token_others_could_write_is_repl
     let answer = tokio::runtime::Runtime::new().unwrap().block_on(answer).unwrap();
     assert_eq!(answer.status(), 401);
     d.cli().arg("status").assert().success();
+    // A store kept elsewhere through a link in the storage dir: the file it leads to, and the log
+    // SQLite keeps beside it.
+    let mut d = d;
+    d.stop();
+    let elsewhere = tempfile::tempdir().unwrap();
+    for name in ["memories.db", "memories.db-wal", "memories.db-shm"] {
+        if data.join(name).exists() {
+            std::fs::rename(data.join(name), elsewhere.path().join(name)).unwrap();
+            set(&elsewhere.path().join(name), 0o644);
+        }
+    }
+    std::os::unix::fs::symlink(elsewhere.path().join("memories.db"), data.join("memories.db")).unwrap();
+    let out = d.cli().arg("doctor").output().unwrap();
+    assert!(stdout(&out).contains("memories.db (mode 644)"), "{}", stdout(&out));
+    let d = Daemon::start_logged(d.into_dir(), "", &[("MNEME_LOG", "warn")], Some(&log));
+    d.cli().args(["retain", "kept through a link"]).assert().success();
+    d.cli().arg("flush").assert().success();
+    for name in ["memories.db", "memories.db-wal"] {
+        assert_eq!(mode(&elsewhere.path().join(name)), 0o600, "{name}");
+    }
 }
 
 /// With its config file emptied or deleted, a daemon keeps running on what the file said; a

@@ -439,10 +439,14 @@ impl Settings {
     pub fn private_files(&self) -> Vec<PathBuf> {
         let mut files = vec![self.token_path(), self.pid_path(), self.storage.dir.join("ui-login.html")];
         for db in [self.spool_path(), self.local_db_path()] {
-            for suffix in ["", "-wal", "-shm", "-journal", "-erase-owed"] {
-                let mut name = db.clone().into_os_string();
-                name.push(suffix);
-                files.push(PathBuf::from(name));
+            // Kept elsewhere through a link: SQLite keeps its log beside the file it leads to.
+            let real = std::fs::canonicalize(&db).ok().filter(|real| *real != db);
+            for db in std::iter::once(db).chain(real) {
+                for suffix in ["", "-wal", "-shm", "-journal", "-erase-owed"] {
+                    let mut name = db.clone().into_os_string();
+                    name.push(suffix);
+                    files.push(PathBuf::from(name));
+                }
             }
         }
         files
