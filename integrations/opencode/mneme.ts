@@ -216,7 +216,7 @@ async function send(
     const res = await fetch(at + path, {
       method,
       headers: { "content-type": "application/json", authorization: `Bearer ${tok}` },
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined ? undefined : JSON.stringify(body, wellFormed),
       redirect: "error",
       signal: AbortSignal.timeout(rest),
     })
@@ -256,13 +256,24 @@ type Msg = { role: string; content: string }
 /** The largest body the daemon takes (its session start says; 4 MiB, its default, until then). */
 let maxBody = 4 * 1024 * 1024
 
+/**
+ * A JSON replacer that puts U+FFFD in place of an unpaired UTF-16 surrogate (half an emoji cut by
+ * a paste, a tool or another plugin): JSON.stringify writes one as `\ud83d`, which the daemon
+ * refuses, and every later turn of the session, sent with it, was refused too.
+ */
+function wellFormed(_key: string, value: unknown): unknown {
+  return typeof value === "string" ? value.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, "\uFFFD") : value
+}
+
 /** A user message the daemon counts as a turn (it skips those with no letter or digit). */
 const hasSubstance = (text: string) => /[\p{L}\p{N}]/u.test(text)
 
 /**
  * The newest messages whose JSON fits in `maxBytes`, and how many user turns were left out before
  * them: a session too long for one request goes without its start rather than be refused (413),
- * which would lose every later turn. The newest message alone over the bound keeps its end.
+ * which would lose every later turn. The message at the cut keeps its end when it is the newest
+ * alone, or the newest turn's prompt: left out whole, a long paste was counted as a turn already
+ * there and never stored, its reply stored with no prompt.
  */
 function tail(messages: Msg[], maxBytes: number): { messages: Msg[]; omitted: number } {
   let start = messages.length
@@ -274,35 +285,35 @@ function tail(messages: Msg[], maxBytes: number): { messages: Msg[]; omitted: nu
     start -= 1
   }
   const kept = messages.slice(start)
-  let left: string[]
-  if (kept.length === 0 && messages.length > 0) {
-    start = messages.length - 1
-    const last = messages[start]
-    // Escaping can double a text's length: a quarter of the bound always fits.
-    const keep = Math.floor(maxBytes / 4)
-    let content = last.content
-    let cutOff = ""
-    if (Buffer.byteLength(content) > keep) {
-      // A UTF-16 unit is at most 3 bytes of UTF-8; a surrogate pair is not cut in half.
-      let at = content.length - Math.floor(keep / 3)
-      if (/^[\uDC00-\uDFFF]/.test(content.slice(at))) at += 1
-      // Not inside a tag's name: `…<priv` cut off and `ate>…` kept would each be no tag.
-      const partial = /<\/?[a-z]{0,7}$/i.exec(content.slice(Math.max(0, at - 9), at))?.[0].toLowerCase()
-      if (partial && ("<private".startsWith(partial) || "</private".startsWith(partial))) at -= partial.length
-      cutOff = content.slice(0, at)
-      content = content.slice(at)
-    }
-    kept.push({ role: last.role, content })
-    left = messages.slice(0, start).map((m) => m.content).concat(cutOff)
-  } else {
-    left = messages.slice(0, start).map((m) => m.content)
+  let cutOff = ""
+  const newestPrompt = messages.map((m) => m.role).lastIndexOf("user")
+  if (start > 0 && (kept.length === 0 || newestPrompt === start - 1)) {
+    start -= 1
+    const at = messages[start]
+    // Escaping can double a text's length: a quarter of the room left always fits.
+    const cut = endOf(at.content, Math.floor((maxBytes - size) / 4))
+    cutOff = cut.cutOff
+    kept.unshift({ role: at.role, content: cut.end })
   }
+  const left = messages.slice(0, start).map((m) => m.content).concat(cutOff)
   // What is kept may begin inside a span the left-out part opened: it stays private (the daemon
   // sees only the kept part, and would take its close tag for a stray one).
   const open = privateDepth(left.join("\n"))
   if (kept.length > 0 && open > 0) kept[0] = { ...kept[0], content: "<private>".repeat(open) + kept[0].content }
   const omitted = messages.slice(0, start).filter((m) => m.role === "user" && hasSubstance(m.content)).length
   return { messages: kept, omitted }
+}
+
+/** `content`'s end within `keep` bytes of UTF-8, and what is cut off before it. */
+function endOf(content: string, keep: number): { end: string; cutOff: string } {
+  if (Buffer.byteLength(content) <= keep) return { end: content, cutOff: "" }
+  // A UTF-16 unit is at most 3 bytes of UTF-8; a surrogate pair is not cut in half.
+  let at = content.length - Math.floor(keep / 3)
+  if (/^[\uDC00-\uDFFF]/.test(content.slice(at))) at += 1
+  // Not inside a tag's name: `…<priv` cut off and `ate>…` kept would each be no tag.
+  const partial = /<\/?[a-z]{0,7}$/i.exec(content.slice(Math.max(0, at - 9), at))?.[0].toLowerCase()
+  if (partial && ("<private".startsWith(partial) || "</private".startsWith(partial))) at -= partial.length
+  return { end: content.slice(at), cutOff: content.slice(0, at) }
 }
 
 /** A `<private>` or `</private>` tag as the daemon reads one: any case, attributes allowed. */
@@ -411,7 +422,8 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
   /**
    * Whether the user undid turns since the last turn sent (`/undo`: opencode deletes the messages
    * after the one reverted to once the next prompt is sent): the messages that went are the last
-   * ones sent, and those before them are all still there. Told so, the daemon replaces the
+   * ones sent (all of them, back to before the first prompt), and those before them are all
+   * still there. Told so, the daemon replaces the
    * session's stored document with the branch now taken, without the turns undone; anything else
    * that drops messages is not called an undo (the daemon then keeps what it stored).
    */
@@ -423,8 +435,10 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
     if (sentIds.size > 256) sentIds.delete(sentIds.keys().next().value as string)
     if (!before || ids.length === 0) return false
     const now = new Set(ids)
+    // From the first message on (an undo to before the first prompt) too: its turns, a key pasted
+    // by mistake among them, stayed stored, and the new conversation went to a part of its own.
     const firstGone = before.findIndex((x) => !now.has(x))
-    return firstGone > 0 && before.slice(firstGone).every((x) => !now.has(x))
+    return firstGone >= 0 && before.slice(firstGone).every((x) => !now.has(x))
   }
 
   /** Whether a model call with this system prompt is the agent's work (not a title or summary). */

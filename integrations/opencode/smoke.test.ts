@@ -209,6 +209,46 @@ test("a cut that falls inside an opening tag's name keeps the tag whole", async 
   })
 })
 
+test("the newest prompt is sent, cut to its end, when it does not fit beside its reply", async () => {
+  // A paste over the bound, then its reply: left out whole, the prompt was counted as a turn
+  // already there and never stored.
+  const history = [
+    { info: { role: "user" }, parts: [{ type: "text", text: "first question" }] },
+    { info: { role: "assistant" }, parts: [{ type: "text", text: "first answer" }] },
+    { info: { role: "user" }, parts: [{ type: "text", text: "x".repeat(5000) + " PROMPT-END" }] },
+    { info: { role: "assistant" }, parts: [{ type: "text", text: "REPLY-BIG" }] },
+  ]
+  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
+  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 4000, recall_timeout_ms: 100 } } : null)
+  await withFakeDaemon(answer, async (_dir, bodies) => {
+    const { MnemePlugin } = await import(MODULE + "?bigprompt")
+    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
+    await hooks.event({ event: { type: "session.created", properties: { info: { id: "big" } } } })
+    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "big" } } })
+    const end = bodies.find((b) => b.url.endsWith("/agent-end"))!.body
+    const roles = end.messages.map((m: any) => m.role)
+    assert.deepEqual(roles, ["user", "assistant"], JSON.stringify(end).slice(0, 300))
+    assert.ok(end.messages[0].content.endsWith(" PROMPT-END") && end.messages[1].content === "REPLY-BIG")
+    assert.equal(end.omitted_user_turns, 1)
+  })
+})
+
+test("half an emoji is sent as U+FFFD, and the session's turns go on", async () => {
+  const history = [
+    { info: { role: "user" }, parts: [{ type: "text", text: "launch " + "🚀".slice(0, 1) + " now" }] },
+    { info: { role: "assistant" }, parts: [{ type: "text", text: "launched" }] },
+  ]
+  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
+  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 100000, recall_timeout_ms: 100 } } : null)
+  await withFakeDaemon(answer, async (_dir, bodies) => {
+    const { MnemePlugin } = await import(MODULE + "?surrogate")
+    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
+    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "emoji" } } })
+    const end = bodies.find((b) => b.url.endsWith("/agent-end"))!.body
+    assert.equal(end.messages[0].content, "launch \uFFFD now")
+  })
+})
+
 test("the token goes only to a daemon that proves it holds it", async () => {
   // Another user's process on the daemon's port answers health like mneme, without the proof.
   const { createServer } = await import("node:http")
@@ -354,6 +394,11 @@ test("an undo (the messages after the one reverted to gone) is told as a rewind;
     await other("w")
     history = [history[0], history[2], history[3]]
     assert.equal((await other("w")).rewound, undefined, "the middle gone")
+    // An undo back to before the first prompt: every message sent is gone.
+    history = [msg("c1", "user", "the key is sk-FIRST"), msg("c2", "assistant", "noted")]
+    await other("x")
+    history = [msg("c3", "user", "start over"), msg("c4", "assistant", "ok")]
+    assert.equal((await other("x")).rewound, true, "back to before the first prompt")
   })
 })
 
