@@ -674,6 +674,25 @@ async fn an_append_adds_to_its_document_and_a_plain_retain_replaces_it() {
     assert_eq!(status, 422, "{v}");
     let (_, v) = d.get("/v1/export?bank=app").await;
     assert_eq!(texts(&v), ["beluga warms the cache"], "nothing stored by the refused requests");
+    // One request's items of a document are read as the server reads them: by the first that
+    // names a mode (an append then an item of no mode, or the other way round, append; it
+    // replaced the document's earlier version).
+    let item = |text: &str, mode: Option<&str>| retain(text, mode)["items"][0].clone();
+    for (n, modes) in [[Some("append"), None], [None, Some("append")]].into_iter().enumerate() {
+        let items =
+            json!({"items": [item(&format!("orca {n} one"), modes[0]), item(&format!("orca {n} two"), modes[1])]});
+        let (status, v) = d.post(&bank_path("app", "/memories"), items).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let (_, v) = d.get("/v1/export?bank=app").await;
+    let kept = texts(&v).join(" | ");
+    for text in ["beluga warms the cache", "orca 0 one", "orca 0 two", "orca 1 one", "orca 1 two"] {
+        assert!(kept.contains(text), "{text}: {kept}");
+    }
+    let items = json!({"items": [item("seal replaces", Some("replace")), item("seal appends", Some("append"))]});
+    d.post(&bank_path("app", "/memories"), items).await;
+    let (_, v) = d.get("/v1/export?bank=app").await;
+    assert_eq!(texts(&v).join(" | ").matches("orca").count(), 0, "the first named mode, replace: {v}");
 }
 
 /// The same requests against the real Hindsight 1.1.0 peer and against mneme: the same status

@@ -165,8 +165,11 @@ impl HindsightApi {
             }
             contents.push(content);
         }
-        let appends = |i: &MemoryItemIn| i.update_mode == Some(UpdateMode::Append);
-        if let Some(i) = req.items.iter().position(|i| appends(i) && i.document_id.as_deref().is_none_or(str::is_empty))
+        let modes = document_modes(&req.items);
+        let appends = |i: &MemoryItemIn| item_appends(i, &modes);
+        let named_append = |i: &MemoryItemIn| i.update_mode == Some(UpdateMode::Append);
+        if let Some(i) =
+            req.items.iter().position(|i| named_append(i) && i.document_id.as_deref().is_none_or(str::is_empty))
         {
             return Err(CompatError::Refused(format!(
                 "items[{i}].update_mode \"append\" adds to a document: it needs a document_id; nothing was stored"
@@ -224,7 +227,7 @@ impl HindsightApi {
             None => false,
         };
         let open_before = self.documents_open(bank, &req.items).await?;
-        let (contents, mut open_after) = clean_by_document(&settings, &req.items, &contents, &open_before);
+        let (contents, mut open_after) = clean_by_document(&settings, &req.items, &contents, &open_before, &modes);
         if resent {
             open_after = open_before.clone();
         }
@@ -686,6 +689,29 @@ enum Keep {
     All,
 }
 
+/// Whether each document a retain names (its id as stored: trimmed) is appended to: as the
+/// Hindsight server reads a request, by the first of its items that names a mode (`append`, or
+/// `replace`), else replaced. Read item by item, a request of an appending item and one that
+/// named no mode replaced the document's earlier version, which the server keeps.
+fn document_modes(items: &[MemoryItemIn]) -> HashMap<String, bool> {
+    let mut modes = HashMap::new();
+    for item in items {
+        if let (Some(document), Some(mode)) = (item.document_id.as_deref(), item.update_mode) {
+            modes.entry(document.trim().to_owned()).or_insert(mode == UpdateMode::Append);
+        }
+    }
+    modes
+}
+
+/// Whether `item` adds to its document ([`document_modes`]); an item of no document appends
+/// when it says so (refused: an append needs a document).
+fn item_appends(item: &MemoryItemIn, modes: &HashMap<String, bool>) -> bool {
+    match item.document_id.as_deref() {
+        Some(document) => modes.get(document.trim()).copied().unwrap_or(false),
+        None => item.update_mode == Some(UpdateMode::Append),
+    }
+}
+
 /// Each item's content cleaned, the items of one document in order with the private spans each
 /// leaves open carried into the next, from those its version before left open (`open_before`)
 /// when the document's first item appends, else from none; the items without a document are
@@ -696,6 +722,7 @@ fn clean_by_document<C: AsRef<str>>(
     items: &[MemoryItemIn],
     contents: &[C],
     open_before: &HashMap<String, usize>,
+    modes: &HashMap<String, bool>,
 ) -> (Vec<Option<String>>, HashMap<String, usize>) {
     let mut open: HashMap<Option<&str>, usize> = HashMap::new();
     let cleaned = items
@@ -705,7 +732,7 @@ fn clean_by_document<C: AsRef<str>>(
             // Keyed as the ids are stored: trimmed ("t" and "t " are one document).
             let document = item.document_id.as_deref().map(str::trim);
             let before = open.entry(document).or_insert_with(|| match document {
-                Some(d) if item.update_mode == Some(UpdateMode::Append) => open_before.get(d).copied().unwrap_or(0),
+                Some(d) if item_appends(item, modes) => open_before.get(d).copied().unwrap_or(0),
                 _ => 0,
             });
             let (cleaned, after) = crate::session::clean_within(settings, content.as_ref(), *before);
