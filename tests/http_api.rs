@@ -686,3 +686,22 @@ async fn a_sessions_agent_and_tool_names_are_bounded() {
         .await;
     assert_eq!(status, 200, "{v}");
 }
+
+/// Half an emoji (a client's text cut by UTF-16 units, written by JSON.stringify as `\ud83d`) is
+/// read as U+FFFD, as the Hindsight server reads it: refused, oh-my-pi's recall failed, and the
+/// opencode plugin lost every later turn of the session.
+#[tokio::test]
+async fn an_unpaired_surrogate_is_read_as_a_replacement_character() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    d.start_session("s", "/p/emoji").await;
+    let post = |path: &str, body: &'static str| {
+        d.http.post(d.url(path)).bearer_auth(&d.token).header("content-type", "application/json").body(body).send()
+    };
+    let r = post("/v1/sessions/s/retain", r#"{"items": [{"content": "launch the rocket \ud83d now"}]}"#).await.unwrap();
+    assert_eq!(r.status(), 202, "{}", r.text().await.unwrap());
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/export").await;
+    assert_eq!(v["memories"][0]["content"], "launch the rocket \u{fffd} now", "{v}");
+    let r = post("/hindsight/v1/default/banks/mneme/memories/recall", r#"{"query": "rocket \ud83d"}"#).await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+}
