@@ -116,6 +116,13 @@ pub(crate) fn lone_surrogates_mended(json: &[u8]) -> Option<Vec<u8>> {
     mended.then_some(out)
 }
 
+/// `application/json` or `application/…+json`, as `axum::Json` takes them.
+fn json_content_type(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence.strip_prefix("application/").is_some_and(|sub| sub == "json" || sub.ends_with("+json"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::lone_surrogates_mended;
@@ -132,11 +139,4 @@ mod tests {
             serde_json::from_slice(&lone_surrogates_mended(br#"{"q": "go \ud83d"}"#).unwrap()).unwrap();
         assert_eq!(v["q"], "go \u{fffd}");
     }
-}
-
-/// `application/json` or `application/…+json`, as `axum::Json` takes them.
-fn json_content_type(headers: &HeaderMap) -> bool {
-    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
-    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-    essence.strip_prefix("application/").is_some_and(|sub| sub == "json" || sub.ends_with("+json"))
 }
