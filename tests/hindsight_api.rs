@@ -1384,3 +1384,54 @@ async fn a_resent_operation_leaves_its_documents_spans_as_they_were() {
     let (_, v) = d.post(&bank_path("resent", "/memories"), close).await;
     assert_eq!(v["items_count"], 1, "{v}");
 }
+
+/// A mental model's content is recalled as the Hindsight server refreshes one: a tagged model
+/// matches its tags `all_strict` (a project's model takes no other project's memories, nor the
+/// global ones), or by its trigger's `tags_match`, `tag_groups` and `fact_types`. Matched with
+/// `any`, it took every untagged memory and every memory sharing one of its tags.
+#[tokio::test]
+async fn a_mental_models_content_keeps_to_its_tags_and_trigger() {
+    let d = Daemon::start(LEXICAL);
+    let item = |text: &str, tags: &[&str]| json!({"content": text, "tags": tags});
+    let items = json!({"items": [
+        item("Alpha widget uses redis caching", &["a", "b"]),
+        item("Beta widget uses redis queues", &["a"]),
+        item("Gamma widget uses redis streams", &["c"]),
+        item("Delta widget uses redis untagged", &[]),
+        {"content": "Epsilon widget uses redis in a transcript", "document_id": "t1"},
+    ], "async": false});
+    let (status, v) = d.post(&bank_path("iso", "/memories"), items).await;
+    assert_eq!(status, 200, "{v}");
+    let models = [
+        ("ab", json!({"tags": ["a", "b"]}), vec!["Alpha"]),
+        ("a", json!({"tags": ["a"]}), vec!["Alpha", "Beta"]),
+        ("a-any", json!({"tags": ["a"], "trigger": {"tags_match": "any"}}), vec!["Alpha", "Beta", "Delta", "Epsilon"]),
+        ("not-a", json!({"trigger": {"tag_groups": [{"not": {"tags": ["a"]}}]}}), vec!["Gamma", "Delta", "Epsilon"]),
+        ("experience", json!({"trigger": {"fact_types": ["experience"]}}), vec!["Epsilon"]),
+    ];
+    for (id, fields, wanted) in models {
+        let mut model = json!({"id": id, "name": id, "source_query": "widget redis", "max_tokens": 1000});
+        for (k, v) in fields.as_object().unwrap() {
+            model[k] = v.clone();
+        }
+        let (status, v) = d.post(&bank_path("iso", "/mental-models"), model).await;
+        assert_eq!(status, 200, "{v}");
+        let mut content = String::new();
+        for _ in 0..50 {
+            let (_, v) = d.get(&bank_path("iso", &format!("/mental-models/{id}?detail=full"))).await;
+            content = v["content"].as_str().unwrap_or_default().to_owned();
+            if !content.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut found: Vec<&str> = ["Alpha", "Beta", "Gamma", "Delta", "Epsilon"]
+            .into_iter()
+            .filter(|w| content.contains(&format!("{w} widget")))
+            .collect();
+        found.sort();
+        let mut wanted = wanted;
+        wanted.sort();
+        assert_eq!(found, wanted, "{id}: {content}");
+    }
+}

@@ -278,18 +278,21 @@ impl HindsightApi {
         let Some(query) = model.source_query.clone() else { return };
         let max_tokens = model.max_tokens.unwrap_or(2048);
         let budget = max_tokens.saturating_mul(4);
+        let filter = ModelFilter::of(model);
+        let (tags, tags_match) = super::recall::backend_filter(filter.tags, filter.tags_match, &filter.groups);
         let q = RecallQuery {
             query,
             budget: mneme_core::Budget::Mid,
             // Room for the first line's "- " and its line end: asked for the whole budget, a long
             // first result's window filled it, the line did not fit, and the model was empty.
             max_tokens: (budget.saturating_sub(LINE_UNITS) / 4).max(1),
-            types: Vec::new(),
-            tags: model.tags.clone(),
-            tags_match: TagsMatch::Any,
+            types: filter.types,
+            tags,
+            tags_match,
         };
         match self.recall_query(&model.bank_id, &q).await {
-            Ok(results) => {
+            Ok(mut results) => {
+                results.retain(|r| super::recall::passes(&filter.groups, r.tags.as_deref().unwrap_or_default()));
                 let (mut content, mut used) = (String::new(), 0);
                 for r in results {
                     let line = format!("- {}\n", r.text.trim());
@@ -482,6 +485,39 @@ fn model_tokens(n: usize) -> Result<usize, CompatError> {
             MODEL_TOKENS.start(),
             MODEL_TOKENS.end()
         )))
+    }
+}
+
+/// What a mental model's content is recalled from, as the Hindsight server refreshes one: its
+/// trigger's `tag_groups` when given, else its tags matched by the trigger's `tags_match`, else
+/// `all_strict` for a tagged model (the server's "security isolation": a project's model takes no
+/// other project's memories, nor the untagged ones); only the trigger's `fact_types`, when given.
+/// Matched with `any`, a model tagged `project:x` took in every global memory and every memory
+/// that shared one of its tags.
+struct ModelFilter {
+    tags: Option<Vec<String>>,
+    tags_match: Option<TagsMatch>,
+    groups: Vec<super::wire::TagGroup>,
+    types: Vec<mneme_core::MemoryType>,
+}
+
+impl ModelFilter {
+    fn of(model: &MentalModel) -> Self {
+        fn read<T: serde::de::DeserializeOwned>(trigger: Option<&Value>, name: &str) -> Option<T> {
+            let field = trigger.and_then(|t| t.get(name)).filter(|v| !v.is_null())?;
+            serde_json::from_value(field.clone()).ok()
+        }
+        let trigger = model.trigger.as_ref();
+        let groups: Vec<super::wire::TagGroup> = read(trigger, "tag_groups").unwrap_or_default();
+        let types = read(trigger, "fact_types").unwrap_or_default();
+        if !groups.is_empty() {
+            return ModelFilter { tags: None, tags_match: None, groups, types };
+        }
+        let tags_match = read(trigger, "tags_match").unwrap_or(match model.tags.is_empty() {
+            true => TagsMatch::Any,
+            false => TagsMatch::AllStrict,
+        });
+        ModelFilter { tags: Some(model.tags.clone()), tags_match: Some(tags_match), groups, types }
     }
 }
 
