@@ -1046,6 +1046,21 @@ async fn long_and_private_ids_are_refused() {
     assert_eq!(status, 404, "{v}");
     let message = v["error"]["message"].as_str().unwrap();
     assert!(message.len() < 400 && message.contains("(5000 characters)"), "{message}");
+    // A bank id within a Hindsight server's 192 bytes, and not past them (acknowledged, it was
+    // dead-lettered for good by the hindsight backend).
+    let item = json!({"items": [{"content": "a fact"}]});
+    assert_eq!(d.post(&bank_path(&"k".repeat(192), "/memories"), item.clone()).await.0, 200);
+    let (status, v) = d.post(&bank_path(&"k".repeat(193), "/memories"), item).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("1 to 192 bytes"), "{v}");
+    let (status, v) = d
+        .post(
+            "/v1/import",
+            json!({"memories": [{"id": "m2", "bank": "k".repeat(193), "content": "x",
+        "created_at": "2026-01-01T00:00:00Z"}]}),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
 }
 
 /// A Hindsight server whose recall takes `delay` (and answers nothing).

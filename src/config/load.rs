@@ -438,11 +438,11 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
             ),
         }
     }
-    // A bank is at most 200 bytes (as import and the Hindsight API take one); per project, the
-    // project's name (at most `MAX_LABEL_BYTES`) follows the base bank.
+    // A bank is at most `MAX_BANK_BYTES` (as import and the Hindsight API take one, and a Hindsight
+    // server); per project, the project's name (at most `MAX_LABEL_BYTES`) follows the base bank.
     let bank_room = match s.memory.scoping {
-        super::Scoping::PerProject => 200 - 1 - crate::session::MAX_LABEL_BYTES,
-        _ => 200,
+        super::Scoping::PerProject => mneme_core::MAX_BANK_BYTES - 1 - crate::session::MAX_LABEL_BYTES,
+        _ => mneme_core::MAX_BANK_BYTES,
     };
     let base = s.base_bank();
     if base.len() > bank_room {
@@ -454,7 +454,11 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
                 "makes the bank {} bytes long (\"{}…\"); it may be at most {bank_room}{}",
                 base.len(),
                 base.chars().take(24).collect::<String>(),
-                if bank_room < 200 { " with per-project scoping (the project's name follows it)" } else { "" }
+                if bank_room < mneme_core::MAX_BANK_BYTES {
+                    " with per-project scoping (the project's name follows it)"
+                } else {
+                    ""
+                }
             ),
         );
     }

@@ -208,8 +208,8 @@ fn remote_listen_needs_allow_remote_and_banks_refuse_slashes() {
         let errors = load::parse(&format!("[memory]\nscoping = \"global\"\nbank_id = \"{dot}\"\n"), None).unwrap_err();
         assert_eq!((errors[0].key.as_str(), errors[0].line), ("memory.bank_id", Some(3)), "{dot}");
     }
-    // Nor is a bank that import and the Hindsight API refuse: a control character, past 200
-    // bytes, or past 135 when a project's name follows it.
+    // Nor is a bank that import, the Hindsight API and a Hindsight server refuse: a control
+    // character, past 192 bytes, or past 127 when a project's name follows it.
     let errors = load::parse("[memory]\nbank_id = \"a\\u001fb\"\n", None).unwrap_err();
     assert_eq!((errors[0].key.as_str(), errors[0].line), ("memory.bank_id", Some(2)));
     let long = "b".repeat(150);
@@ -217,7 +217,9 @@ fn remote_listen_needs_allow_remote_and_banks_refuse_slashes() {
     let errors =
         load::parse(&format!("[memory]\nscoping = \"per-project\"\nbank_id = \"{long}\"\n"), None).unwrap_err();
     assert_eq!((errors[0].key.as_str(), errors[0].line), ("memory.bank_id", Some(3)));
-    assert!(errors[0].message.contains("at most 135"), "{}", errors[0].message);
+    assert!(errors[0].message.contains("at most 127"), "{}", errors[0].message);
+    let errors = load::parse(&format!("[memory]\nscoping = \"global\"\nbank_id = \"{}\"\n", "b".repeat(193)), None);
+    assert_eq!(errors.unwrap_err()[0].key, "memory.bank_id", "past a Hindsight server's 192 bytes");
     let errors = load::parse(&format!("[memory]\nbank_id_prefix = \"{}\"\n", "p".repeat(200)), None).unwrap_err();
     assert_eq!(errors[0].key, "memory.bank_id_prefix");
 }

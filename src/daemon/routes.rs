@@ -392,14 +392,16 @@ pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<ImportProblem> {
     // As every route that names a bank takes it (`?bank=`, the Hindsight API): stored under
     // another name, its memories could not be listed or forgotten.
     if matches!(m.bank.as_str(), "." | "..")
-        || m.bank.len() > 200
+        || m.bank.len() > mneme_core::MAX_BANK_BYTES
         || m.bank.chars().any(char::is_control)
         || m.bank.trim() != m.bank
     {
         return problem(
             Some("bank"),
-            "must be at most 200 bytes without control characters or spaces at its ends, and not \".\" or \"..\" (a URL cannot name it)"
-                .into(),
+            format!(
+                "must be at most {} bytes without control characters or spaces at its ends, and not \".\" or \"..\" (a URL cannot name it)",
+                mneme_core::MAX_BANK_BYTES
+            ),
         );
     }
     // A Hindsight server may give a memory no date (exported as ""); any other value must be a

@@ -639,12 +639,13 @@ fn check_bank(bank: &str) -> Result<(), CompatError> {
         || bank.trim() != bank
         || bank.contains('/')
         || matches!(bank, "." | "..")
-        || bank.len() > 200
+        || bank.len() > mneme_core::MAX_BANK_BYTES
         || bank.chars().any(char::is_control)
     {
-        return Err(CompatError::Invalid(
-            "bank_id must be 1 to 200 characters without '/', control characters or spaces at its ends, and not . or ..".into(),
-        ));
+        return Err(CompatError::Invalid(format!(
+            "bank_id must be 1 to {} bytes without '/', control characters or spaces at its ends, and not . or ..",
+            mneme_core::MAX_BANK_BYTES
+        )));
     }
     if mneme_core::text::has_private_tag(bank) {
         return Err(CompatError::Invalid(

@@ -483,6 +483,10 @@ pub struct ExportPage {
     pub next: Option<String>,
 }
 
+/// The longest bank id, in bytes: the Hindsight server's bound (a longer one, taken from a
+/// client or a config, was acknowledged, then dead-lettered for good by the hindsight backend).
+pub const MAX_BANK_BYTES: usize = 192;
+
 /// Most tags a recall, listing or clear may filter on: a filter is one SQL condition a tag, and
 /// SQLite refuses an expression deeper than 1,000 (a client's mistake then looked like a failing
 /// store, 503).
