@@ -167,6 +167,25 @@ test("what the plugin sends: the parent asked of opencode, the user's words only
   })
 })
 
+/**
+ * The first `agent-end` body the plugin sends for session `id` when opencode's history is
+ * `history` and the daemon takes `maxBody` bytes (`tag` loads a fresh copy of the plugin).
+ */
+async function firstAgentEnd(history: any[], maxBody: number, tag: string, id: string): Promise<any> {
+  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
+  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: maxBody, recall_timeout_ms: 100 } } : null)
+  let body: any
+  await withFakeDaemon(answer, async (_dir, bodies) => {
+    const { MnemePlugin } = await import(MODULE + "?" + tag)
+    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
+    await hooks.event({ event: { type: "session.created", properties: { info: { id } } } })
+    await hooks.event({ event: { type: "session.idle", properties: { sessionID: id } } })
+    body = bodies.find((b) => b.url.endsWith("/agent-end"))?.body
+  })
+  assert.ok(body, "the turn reached the daemon")
+  return body
+}
+
 test("a compaction's summary is not retained, and nested spans the cut left open stay open", async () => {
   const history = [
     { info: { role: "user" }, parts: [{ type: "text", text: "<private><private>" + "x".repeat(5000) }] },
@@ -175,38 +194,20 @@ test("a compaction's summary is not retained, and nested spans the cut left open
     { info: { role: "assistant", summary: true, mode: "compaction" }, parts: [{ type: "text", text: "SUMMARY-MARK of it all" }] },
     { info: { role: "user" }, parts: [{ type: "text", text: "and now?" }] },
   ]
-  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
-  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 4000, recall_timeout_ms: 100 } } : null)
-  await withFakeDaemon(answer, async (_dir, bodies) => {
-    const { MnemePlugin } = await import(MODULE + "?summary")
-    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
-    await hooks.event({ event: { type: "session.created", properties: { info: { id: "sum" } } } })
-    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "sum" } } })
-    const end = bodies.find((b) => b.url.endsWith("/agent-end"))
-    assert.ok(end, "the turn reached the daemon")
-    const sent = JSON.stringify(end.body.messages)
-    assert.ok(!sent.includes("SUMMARY-MARK"), sent.slice(0, 200))
-    const first = end.body.messages[0].content as string
-    assert.ok(first.startsWith("<private><private>inner</private>"), first.slice(0, 60))
-  })
+  const end = await firstAgentEnd(history, 4000, "summary", "sum")
+  const sent = JSON.stringify(end.messages)
+  assert.ok(!sent.includes("SUMMARY-MARK"), sent.slice(0, 200))
+  const first = end.messages[0].content as string
+  assert.ok(first.startsWith("<private><private>inner</private>"), first.slice(0, 60))
 })
 
 test("a cut that falls inside an opening tag's name keeps the tag whole", async () => {
   // 280 bytes of history: the newest message alone keeps its last 23 characters, which begin
   // three characters into the tag.
   const history = [{ info: { role: "user" }, parts: [{ type: "text", text: "x".repeat(5000) + "<private>SECRET-T and more" }] }]
-  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
-  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 560, recall_timeout_ms: 100 } } : null)
-  await withFakeDaemon(answer, async (_dir, bodies) => {
-    const { MnemePlugin } = await import(MODULE + "?tagcut")
-    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
-    await hooks.event({ event: { type: "session.created", properties: { info: { id: "cut" } } } })
-    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "cut" } } })
-    const end = bodies.find((b) => b.url.endsWith("/agent-end"))
-    assert.ok(end, "the turn reached the daemon")
-    const kept = end.body.messages[0].content as string
-    assert.ok(kept.startsWith("<private>SECRET-T"), kept)
-  })
+  const end = await firstAgentEnd(history, 560, "tagcut", "cut")
+  const kept = end.messages[0].content as string
+  assert.ok(kept.startsWith("<private>SECRET-T"), kept)
 })
 
 test("the newest prompt is sent, cut to its end, when it does not fit beside its reply", async () => {
@@ -218,19 +219,11 @@ test("the newest prompt is sent, cut to its end, when it does not fit beside its
     { info: { role: "user" }, parts: [{ type: "text", text: "x".repeat(5000) + " PROMPT-END" }] },
     { info: { role: "assistant" }, parts: [{ type: "text", text: "REPLY-BIG" }] },
   ]
-  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
-  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 4000, recall_timeout_ms: 100 } } : null)
-  await withFakeDaemon(answer, async (_dir, bodies) => {
-    const { MnemePlugin } = await import(MODULE + "?bigprompt")
-    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
-    await hooks.event({ event: { type: "session.created", properties: { info: { id: "big" } } } })
-    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "big" } } })
-    const end = bodies.find((b) => b.url.endsWith("/agent-end"))!.body
-    const roles = end.messages.map((m: any) => m.role)
-    assert.deepEqual(roles, ["user", "assistant"], JSON.stringify(end).slice(0, 300))
-    assert.ok(end.messages[0].content.endsWith(" PROMPT-END") && end.messages[1].content === "REPLY-BIG")
-    assert.equal(end.omitted_user_turns, 1)
-  })
+  const end = await firstAgentEnd(history, 4000, "bigprompt", "big")
+  const roles = end.messages.map((m: any) => m.role)
+  assert.deepEqual(roles, ["user", "assistant"], JSON.stringify(end).slice(0, 300))
+  assert.ok(end.messages[0].content.endsWith(" PROMPT-END") && end.messages[1].content === "REPLY-BIG")
+  assert.equal(end.omitted_user_turns, 1)
 })
 
 test("half an emoji is sent as U+FFFD, and the session's turns go on", async () => {
@@ -238,15 +231,8 @@ test("half an emoji is sent as U+FFFD, and the session's turns go on", async () 
     { info: { role: "user" }, parts: [{ type: "text", text: "launch " + "🚀".slice(0, 1) + " now" }] },
     { info: { role: "assistant" }, parts: [{ type: "text", text: "launched" }] },
   ]
-  const client = { session: { messages: async () => ({ data: history }), get: async () => ({ data: {} }) } }
-  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { max_body_bytes: 100000, recall_timeout_ms: 100 } } : null)
-  await withFakeDaemon(answer, async (_dir, bodies) => {
-    const { MnemePlugin } = await import(MODULE + "?surrogate")
-    const hooks: any = await MnemePlugin({ client, directory: "/tmp/x" } as any)
-    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "emoji" } } })
-    const end = bodies.find((b) => b.url.endsWith("/agent-end"))!.body
-    assert.equal(end.messages[0].content, "launch \uFFFD now")
-  })
+  const end = await firstAgentEnd(history, 100000, "surrogate", "emoji")
+  assert.equal(end.messages[0].content, "launch \uFFFD now")
 })
 
 test("the token goes only to a daemon that proves it holds it", async () => {
