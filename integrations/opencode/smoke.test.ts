@@ -273,7 +273,8 @@ async function withDaemonAt(port: number, token: string, body: () => Promise<voi
   }
 }
 
-test("the token goes not to a process that redirects the proof to a daemon holding it", async () => {
+/** A daemon on 127.0.0.1 that holds the token "tok", proves it, and queues whatever it is sent. */
+async function provingDaemon(): Promise<any> {
   const { createServer } = await import("node:http")
   const { createHmac } = await import("node:crypto")
   const proving = createServer((req: any, res: any) => {
@@ -283,6 +284,12 @@ test("the token goes not to a process that redirects the proof to a daemon holdi
     res.end(JSON.stringify(health ? { status: "ok", version: "0.1.0", protocol: 1, proof } : { message: "1 memory queued." }))
   })
   await new Promise<void>((ready) => proving.listen(0, "127.0.0.1", () => ready()))
+  return proving
+}
+
+test("the token goes not to a process that redirects the proof to a daemon holding it", async () => {
+  const { createServer } = await import("node:http")
+  const proving = await provingDaemon()
   const heard: string[] = []
   const redirecting = createServer((req: any, res: any) => {
     heard.push(`${req.url} ${req.headers.authorization ?? ""}`)
@@ -306,15 +313,8 @@ test("the token goes not to a process that redirects the proof to a daemon holdi
 
 test("a daemon proven once is not trusted after another process takes its port", async () => {
   const { createServer } = await import("node:http")
-  const { createHmac } = await import("node:crypto")
   const heard: string[] = []
-  const proving = createServer((req: any, res: any) => {
-    const health = String(req.url).match(/^\/v1\/health\?challenge=(\w+)$/)
-    const proof = health ? createHmac("sha256", "tok").update(`mneme-health:${health[1]}`).digest("hex") : undefined
-    res.setHeader("content-type", "application/json")
-    res.end(JSON.stringify(health ? { status: "ok", version: "0.1.0", protocol: 1, proof } : { message: "1 memory queued." }))
-  })
-  await new Promise<void>((ready) => proving.listen(0, "127.0.0.1", () => ready()))
+  const proving = await provingDaemon()
   const port = (proving.address() as any).port
   const saved = { ...process.env }
   try {
