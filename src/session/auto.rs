@@ -617,24 +617,31 @@ impl Sessions {
         }
     }
 
-    /// Keeps the spans a transcript left open (in memory, and in the spool when they changed:
-    /// a restart must not forget that the conversation is inside a span).
     /// Keeps the fingerprint of the reply that ended the last transcript ([`last_reply_print`]).
     async fn keep_last_reply(&self, session: &Session, print: u64) -> Result<(), SpoolError> {
-        if session.last_reply_print == print {
-            return Ok(());
-        }
-        match self.update(&session.id, |s| s.last_reply_print = print) {
-            Some(s) => self.save(&s.id).await,
-            None => Ok(()),
-        }
+        let unchanged = session.last_reply_print == print;
+        self.save_change(&session.id, unchanged, |s| s.last_reply_print = print).await
     }
 
+    /// Keeps the spans a transcript left open (in memory, and in the spool when they changed:
+    /// a restart must not forget that the conversation is inside a span).
     async fn keep_open_at_end(&self, session: &Session, open_at_end: usize) -> Result<(), SpoolError> {
-        if session.open_at_end == open_at_end {
+        let unchanged = session.open_at_end == open_at_end;
+        self.save_change(&session.id, unchanged, |s| s.open_at_end = open_at_end).await
+    }
+
+    /// Applies `change` to session `id` and saves it, unless it is `unchanged` (nothing to write)
+    /// or the session ended meanwhile (a record would bring it back).
+    async fn save_change(
+        &self,
+        id: &str,
+        unchanged: bool,
+        change: impl FnOnce(&mut Session),
+    ) -> Result<(), SpoolError> {
+        if unchanged {
             return Ok(());
         }
-        match self.update(&session.id, |s| s.open_at_end = open_at_end) {
+        match self.update(id, change) {
             Some(s) => self.save(&s.id).await,
             None => Ok(()),
         }
