@@ -57,6 +57,10 @@ pub(super) struct SessionState {
     /// Items a delivery read from the spool before their arrival was counted (a flush and a
     /// retain of the session in one spool commit): their arrival is not counted as pending.
     taken_early: u64,
+    /// Items that were pending when the debounce timer fired: the timer's flush delivers them
+    /// all, even when a batch is cut short (at a second version of one document), instead of
+    /// leaving the rest another full interval per cut.
+    owed: u64,
 }
 
 impl SessionState {
@@ -142,6 +146,7 @@ impl Batcher {
         for (id, q) in &mut self.sessions {
             if q.flush_at.is_some_and(|t| t <= now) {
                 q.flush_at = None;
+                q.owed = q.pending;
                 due.push((id.clone(), Trigger::Timer));
             }
             if q.retry_at.is_some_and(|t| t <= now) {
@@ -187,10 +192,10 @@ impl Batcher {
     }
 
     /// Whether a flush of `trigger` stops after a delivered batch: debounce flushes send full
-    /// batches only after their first, so what trickles in meanwhile waits for its own size or
-    /// timer trigger instead of going out in tiny batches under a steady stream.
+    /// batches only after what their timer found due, so what trickles in meanwhile waits for
+    /// its own size or timer trigger instead of going out in tiny batches under a steady stream.
     pub fn stops_after_delivery(&self, id: &str, trigger: Trigger, rules: Rules) -> bool {
-        trigger.is_debounce() && self.sessions.get(id).is_none_or(|q| q.pending < rules.batch_size)
+        trigger.is_debounce() && self.sessions.get(id).is_none_or(|q| q.pending < rules.batch_size && q.owed == 0)
     }
 
     /// `n` items were read from the spool for a delivery. Those beyond the pending count had
@@ -203,6 +208,7 @@ impl Batcher {
         q.pending -= counted;
         q.taken_early += n - counted;
         q.in_flight += n;
+        q.owed = q.owed.saturating_sub(n).min(q.pending);
         if q.pending == 0 {
             q.flush_at = None;
         }
@@ -252,6 +258,7 @@ impl Batcher {
     pub fn requeued(&mut self, id: &str, spooled: u64) {
         let q = self.entry(id);
         q.pending = spooled.saturating_sub(q.in_flight);
+        q.owed = q.owed.min(q.pending);
         q.taken_early = 0;
         q.backoff_until = None;
     }
@@ -261,6 +268,7 @@ impl Batcher {
         for (s, q) in &mut self.sessions {
             if id.is_none_or(|id| id == s) {
                 q.pending = 0;
+                q.owed = 0;
             }
         }
     }

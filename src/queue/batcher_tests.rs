@@ -185,6 +185,31 @@ fn items_taken_before_their_arrival_was_counted_are_not_pending_after_it() {
     assert!(b.arrived("s", 1, t0, RULES).size_flush, "the fourth item fills the batch");
 }
 
+/// The items pending when the timer fired are owed by its flush: a batch cut short (at a second
+/// version of one document) does not stop it, and once they are out, it stops as before.
+#[test]
+fn a_timer_flush_goes_on_until_what_was_due_is_out() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    b.arrived("s", 3, t0, RULES);
+    assert_eq!(b.due(at(t0, 5000)), [("s".to_owned(), Trigger::Timer)]);
+    b.arrived("s", 1, at(t0, 5001), RULES); // after the timer fired: not owed
+    let deliver_one = |b: &mut Batcher| {
+        b.taken("s", 1);
+        b.answered("s", 1);
+        b.succeeded("s");
+    };
+    deliver_one(&mut b);
+    assert!(!b.stops_after_delivery("s", Trigger::Timer, RULES), "two owed items are left");
+    deliver_one(&mut b);
+    assert!(!b.stops_after_delivery("s", Trigger::Timer, RULES), "one owed item is left");
+    deliver_one(&mut b);
+    assert!(b.stops_after_delivery("s", Trigger::Timer, RULES), "the late item waits for its own timer");
+    assert_eq!(b.session("s").pending, 1);
+    b.flush_ended("s", at(t0, 5002), RULES);
+    assert_eq!(b.next_deadline(), Some(at(t0, 10001)), "its timer counts from its arrival");
+}
+
 #[derive(Debug, Clone)]
 enum Event {
     Arrive(usize, u64),

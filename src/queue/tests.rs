@@ -456,6 +456,29 @@ async fn a_delivery_holds_one_requests_version_of_a_document() {
     assert_eq!(batches, [vec!["transcript v1"], vec!["transcript v2", "part 1", "part 2", "part 3"]]);
 }
 
+/// Versions of one document that a client sent one after another (a session's transcript
+/// re-sent) all go out when their timer fires, one batch a version: the timer's flush stopped
+/// after the first and armed a fresh interval for each version left, so 8 versions took 40 s.
+#[tokio::test]
+async fn a_timer_delivers_every_version_of_a_document_it_found_due() {
+    let b = TestBackend::new(&[Mode::Ok]);
+    let r = rig(b.clone(), settings());
+    for v in 1..=8 {
+        r.queue.enqueue("s", &scope(), vec![doc(&format!("transcript v{v}"), "t", false)]).await.unwrap();
+    }
+    r.advance(4900).await;
+    assert!(b.batch_sizes().is_empty(), "nothing is due before the interval");
+    r.advance(200).await;
+    assert_eq!(b.batch_sizes(), vec![1; 8], "every version went when the timer fired");
+    assert_eq!(r.queue.depths().await, Depths::default());
+    // What arrives after the timer fired waits for its own.
+    r.queue.enqueue("s", &scope(), items("late", 2)).await.unwrap();
+    r.advance(100).await;
+    assert_eq!(b.batch_sizes().len(), 8);
+    r.advance(5000).await;
+    assert_eq!(b.batch_sizes(), [vec![1; 8], vec![2]].concat());
+}
+
 #[tokio::test]
 async fn a_steady_stream_goes_out_in_full_batches() {
     // While a size flush delivers, a few more items arrive: they wait for their own trigger
