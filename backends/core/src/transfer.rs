@@ -27,6 +27,12 @@ impl ChunkLimit {
 /// carries the mark and no document.
 pub const LOOSE_MEMORY_KEY: &str = "mneme_loose_memory";
 
+/// The metadata key the Hindsight backend keeps a memory's type in when it imports it: the
+/// server types what it stores itself (a chunk is a `world` fact), so a transcript (`experience`)
+/// copied there and back came back a `world` fact, and a `recall.types` that kept transcripts
+/// out let it in. Read back, the key gives the type and is taken out of the metadata.
+pub const TYPE_KEY: &str = "mneme_type";
+
 /// The document a memory travels with: its own, or the one its loose-memory mark names (the
 /// facts a server made of one imported memory go together, as a document's memories do: sent
 /// in two requests, the second replaced the first).

@@ -626,15 +626,16 @@ impl MemoryBackend for HindsightBackend {
                 let loose_document = |m: &StoredMemory| {
                     m.metadata.get(crate::wire::LOOSE_MEMORY_KEY).cloned().unwrap_or_else(|| m.id.clone())
                 };
-                let metadata: Vec<std::borrow::Cow<'_, BTreeMap<String, String>>> = chunk
+                // Its type goes along too (see `TYPE_KEY`): the server would make it its own.
+                let metadata: Vec<BTreeMap<String, String>> = chunk
                     .iter()
-                    .map(|m| match m.document_id {
-                        Some(_) => std::borrow::Cow::Borrowed(&m.metadata),
-                        None => {
-                            let mut marked = m.metadata.clone();
+                    .map(|m| {
+                        let mut marked = m.metadata.clone();
+                        marked.insert(crate::wire::TYPE_KEY.to_owned(), m.kind.as_str().to_owned());
+                        if m.document_id.is_none() {
                             marked.insert(crate::wire::LOOSE_MEMORY_KEY.to_owned(), loose_document(m));
-                            std::borrow::Cow::Owned(marked)
                         }
+                        marked
                     })
                     .collect();
                 let items = chunk
@@ -644,7 +645,7 @@ impl MemoryBackend for HindsightBackend {
                         content: &m.content,
                         context: m.context.as_deref(),
                         timestamp: retain_timestamp(&m.created_at),
-                        metadata: metadata.as_ref(),
+                        metadata,
                         tags: &m.tags,
                         document_id: Some(
                             m.document_id.as_deref().unwrap_or_else(|| &metadata[crate::wire::LOOSE_MEMORY_KEY]),

@@ -242,7 +242,12 @@ fn metadata_as_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<BTr
 impl ListedMemory {
     /// The memory as mneme stores and exports it, in `bank`.
     pub fn into_stored(self, bank: &str) -> mneme_core::StoredMemory {
-        let metadata = self.metadata.unwrap_or_default();
+        let mut metadata = self.metadata.unwrap_or_default();
+        // The type an import kept (see `TYPE_KEY`) over the one the server gave it.
+        let kept_kind = metadata.get(TYPE_KEY).and_then(|t| t.parse().ok());
+        if kept_kind.is_some() {
+            metadata.remove(TYPE_KEY);
+        }
         let mut document_id = self.document_id;
         // A memory of no document, imported as a document of its own: of none again. The mark
         // stays, so that imported again it goes to the same document (replacing it) instead of
@@ -258,7 +263,7 @@ impl ListedMemory {
             tags: self.tags.unwrap_or_default(),
             metadata,
             document_id,
-            kind: self.fact_type.as_deref().and_then(|t| t.parse().ok()).unwrap_or_default(),
+            kind: kept_kind.or_else(|| self.fact_type.as_deref().and_then(|t| t.parse().ok())).unwrap_or_default(),
             created_at: self.mentioned_at.or(self.date).unwrap_or_default(),
         }
     }
@@ -270,7 +275,7 @@ impl ListedMemory {
 /// local store keeps one loose memory of a text in a bank), and imported into Hindsight again it
 /// replaces the document it was (not one named after the server's id for it). Chunks and pages
 /// keep the memories of one mark together (`mneme_core::transfer::document_of`).
-pub use mneme_core::transfer::LOOSE_MEMORY_KEY;
+pub use mneme_core::transfer::{LOOSE_MEMORY_KEY, TYPE_KEY};
 
 /// `GET /v1/default/banks`, one page.
 #[derive(Debug, Deserialize)]
@@ -332,5 +337,25 @@ mod tests {
         assert_eq!(listed.into_stored("b").kind, mneme_core::MemoryType::Observation);
         let shown: ListedMemory = serde_json::from_str(r#"{"id": "m", "text": "t", "type": "experience"}"#).unwrap();
         assert_eq!(shown.into_stored("b").kind, mneme_core::MemoryType::Experience);
+    }
+
+    /// The type an import kept in the metadata wins over the server's, and leaves the metadata;
+    /// a value that names no type is the client's own and stays.
+    #[test]
+    fn the_type_an_import_kept_comes_back() {
+        let kept: ListedMemory = serde_json::from_str(
+            r#"{"id": "m", "text": "t", "fact_type": "world", "metadata": {"mneme_type": "experience", "k": "v"}}"#,
+        )
+        .unwrap();
+        let m = kept.into_stored("b");
+        assert_eq!(m.kind, mneme_core::MemoryType::Experience);
+        assert_eq!(m.metadata.keys().collect::<Vec<_>>(), ["k"]);
+        let other: ListedMemory = serde_json::from_str(
+            r#"{"id": "m", "text": "t", "fact_type": "observation", "metadata": {"mneme_type": "note"}}"#,
+        )
+        .unwrap();
+        let m = other.into_stored("b");
+        assert_eq!(m.kind, mneme_core::MemoryType::Observation);
+        assert_eq!(m.metadata.get("mneme_type").map(String::as_str), Some("note"));
     }
 }

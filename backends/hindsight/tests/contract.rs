@@ -340,6 +340,26 @@ async fn a_backup_imported_after_a_clear_is_stored_again() {
     }
 }
 
+/// A memory's type survives a copy to the server and back: the server makes every chunk a
+/// `world` fact, so a transcript (`experience`) came back a world fact and a `recall.types` that
+/// kept transcripts out let it in.
+#[tokio::test]
+async fn an_imported_memory_comes_back_with_its_type() {
+    let Some(Peer { url, bank, b, .. }) = peer_bank("contract-import-type").await else { return };
+    let mut transcript = exported("typed-1", &bank, "user: how do we ship? assistant: with cargo-dist");
+    transcript.kind = MemoryType::Experience;
+    transcript.document_id = Some("session-typed".into());
+    let fact = exported("typed-2", &bank, "The ibis cache is warmed at noon");
+    b.import(&[transcript, fact]).await.unwrap();
+    let contents = ["The ibis cache is warmed at noon", "user: how do we ship? assistant: with cargo-dist"];
+    each_once(&wait_for_texts(&url, &bank, &contents).await, &contents);
+    let page = b.export(Some(&bank), None, 100).await.unwrap();
+    let kinds: BTreeMap<&str, MemoryType> = page.memories.iter().map(|m| (m.content.as_str(), m.kind)).collect();
+    assert_eq!(kinds[contents[0]], MemoryType::World);
+    assert_eq!(kinds[contents[1]], MemoryType::Experience, "{:?}", page.memories);
+    assert!(page.memories.iter().all(|m| !m.metadata.contains_key(transfer::TYPE_KEY)), "{:?}", page.memories);
+}
+
 /// An import the server answers 404 (a wrong api_url) fails instead of counting as sent.
 #[tokio::test]
 async fn an_import_answered_404_is_not_success() {
