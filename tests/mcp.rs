@@ -476,6 +476,40 @@ async fn a_call_cut_short_by_shutdown_is_answered_on_a_sessions_stream() {
     assert!(v["result"]["content"][0]["text"].as_str().unwrap().contains("mneme is stopping"), "{body}");
 }
 
+/// SSE priming events (an empty `data` with an id and a retry, MCP 2025-11-25) go only to
+/// clients of that revision or later: the earlier revisions' SDKs parse every `data` as a
+/// message, and reported an error on every call.
+#[tokio::test]
+async fn priming_events_go_only_to_clients_that_expect_them() {
+    let d = Daemon::start("");
+    let accept = ("accept", "application/json, text/event-stream");
+    let primed =
+        |body: &str| body.lines().any(|l| l.starts_with("retry:")) || body.lines().any(|l| l.trim() == "data:");
+    for (version, expected) in
+        [("2024-11-05", false), ("2025-03-26", false), ("2025-06-18", false), ("2025-11-25", true)]
+    {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        let r = mcp_post(&d, &[accept], &init).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        let body = r.text().await.unwrap();
+        assert_eq!(primed(&body), expected, "{version}: {body:?}");
+        assert_eq!(sse_message(&body)["result"]["protocolVersion"], version, "{body}");
+        // Later requests carry the version in a header from 2025-06-18 on, none before.
+        let mut headers = vec![accept, ("mcp-session-id", session.as_str())];
+        if version >= "2025-06-18" {
+            headers.push(("mcp-protocol-version", version));
+        }
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert!(mcp_post(&d, &headers, &initialized).send().await.unwrap().status().is_success());
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+        let body = mcp_post(&d, &headers, &list).send().await.unwrap().text().await.unwrap();
+        assert_eq!(primed(&body), expected, "{version}: {body:?}");
+        assert!(sse_message(&body)["result"]["tools"].is_array(), "{body}");
+    }
+}
+
 /// The JSON-RPC message of an event stream's body (its one `data:` line that is not empty).
 fn sse_message(body: &str) -> Value {
     body.lines()

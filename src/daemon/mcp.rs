@@ -360,17 +360,19 @@ pub async fn check_message(
 ) -> axum::response::Response {
     use axum::http::{header, Method, StatusCode};
     use axum::response::IntoResponse;
-    use rmcp::transport::streamable_http_server::session::SessionManager;
     if req.method() == Method::DELETE {
         let named = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(|s| s.to_owned().into());
         if let Some(id) = named {
-            if !open.has_session(&id).await.unwrap_or(true) {
+            if !open.has(&id).await {
                 return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
             }
         }
     }
     if req.method() != Method::POST {
         let (method, headers) = (req.method().clone(), req.headers().clone());
+        let mut req = req;
+        let primed = open.serves_primed(&headers, primes(&headers, None)).await;
+        req.extensions_mut().insert(Priming(primed));
         let response = next.run(req).await;
         if response.status() == StatusCode::NOT_FOUND && headers.contains_key("mcp-session-id") {
             return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
@@ -417,7 +419,7 @@ pub async fn check_message(
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
     let refused = |rpc_code: i64, message: &str| refused_request(serde_json::Value::Null, rpc_code, message);
-    let (initialize, stateless, tool_problem) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+    let (initialize, stateless, tool_problem, primed) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Err(e) => return refused(-32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
             if m.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0")
@@ -451,7 +453,10 @@ pub async fn check_message(
                 return refused_request(id, -32602, &format!("Invalid params: {why}"));
             }
             let initialize = m.get("method").and_then(|v| v.as_str()) == Some("initialize");
-            (initialize, is_stateless(&m, &parts.headers), tool_call_problem(&m).map(|why| (id, why)))
+            let asked = m.get("params").and_then(|p| p.get("protocolVersion")).and_then(|v| v.as_str());
+            let stateless = is_stateless(&m, &parts.headers);
+            let primed = stateless || primes(&parts.headers, asked.filter(|_| initialize));
+            (initialize, stateless, tool_call_problem(&m).map(|why| (id, why)), primed)
         }
         Ok(_) => {
             let why = "Invalid Request: a request is one JSON-RPC 2.0 message, an object with \"jsonrpc\": \"2.0\"";
@@ -471,7 +476,7 @@ pub async fn check_message(
     // looping on initialize would grow the daemon without bound.
     // An `initialize` always opens a session, whatever version it names (the library takes it
     // for the earlier revisions): naming a stateless one in it got past the bound.
-    if initialize && open.sessions.read().await.len() >= MAX_MCP_SESSIONS {
+    if initialize && open.len().await >= MAX_MCP_SESSIONS {
         let why = format!(
             "{MAX_MCP_SESSIONS} MCP sessions are open (each ends when its client deletes it or after 5 minutes idle): try again later"
         );
@@ -481,6 +486,8 @@ pub async fn check_message(
     }
     let mut parts = parts;
     accept_both(&mut parts.headers);
+    let primed = open.serves_primed(&parts.headers, primed).await;
+    parts.extensions.insert(Priming(primed));
     let session = parts.headers.contains_key("mcp-session-id");
     if !initialize && !session && !stateless {
         let why = "before MCP 2026-07-28 every message but initialize names its session: send the Mcp-Session-Id header that initialize answered with (or speak 2026-07-28, which needs none)";
@@ -493,7 +500,7 @@ pub async fn check_message(
     if let Some((id, why)) = tool_problem {
         let named = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(|s| s.to_owned().into());
         if let Some(named) = named {
-            if !open.has_session(&named).await.unwrap_or(true) {
+            if !open.has(&named).await {
                 return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
             }
         }
@@ -702,7 +709,7 @@ const MAX_MCP_SESSIONS: usize = 256;
 
 /// The router to nest at `/mcp`: the library's service behind [`check_message`].
 pub fn router(sessions: Sessions, stop: CancellationToken, max_body: usize) -> axum::Router {
-    let open = Arc::new(LocalSessionManager::default());
+    let open = OpenSessions::new();
     let stop_tools = stop.clone();
     let library_stop = match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
@@ -718,24 +725,99 @@ pub fn router(sessions: Sessions, stop: CancellationToken, max_body: usize) -> a
         // Built outside a runtime (a test of the router alone): nothing runs to stop it later.
         Err(_) => stop.child_token(),
     };
-    let service = StreamableHttpService::new(
-        move || Ok(MemoryTools::new(sessions.clone(), stop_tools.clone())),
-        open.clone(),
-        // The daemon's guard checks every request's Host already (loopback names, or any with
-        // `server.allow_remote`); the library's own list refused other loopback names
-        // (`app.localhost`, `127.0.0.2`) and every remote host, on this route alone.
-        StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(library_stop),
-    );
+    let tools = move || Ok(MemoryTools::new(sessions.clone(), stop_tools.clone()));
+    // The daemon's guard checks every request's Host already (loopback names, or any with
+    // `server.allow_remote`); the library's own list refused other loopback names
+    // (`app.localhost`, `127.0.0.2`) and every remote host, on this route alone.
+    let config = StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(library_stop);
+    // SSE priming events (an empty `data`, MCP 2025-11-25) go only to clients of that revision
+    // or later: clients of earlier ones parse every `data` as a message, and their SDKs reported
+    // an error on every call. The library sets them per service and per session manager, so
+    // there are two of each (see `OpenSessions`).
+    let priming = StreamableHttpService::new(tools.clone(), open.primed.clone(), config.clone());
+    let plain = StreamableHttpService::new(tools, open.plain.clone(), config.with_sse_retry(None));
+    let serve = move |req: axum::extract::Request| {
+        use tower::ServiceExt;
+        let primes = req.extensions().get::<Priming>().is_some_and(|p| p.0);
+        let (priming, plain) = (priming.clone(), plain.clone());
+        async move {
+            match primes {
+                true => priming.oneshot(req).await,
+                false => plain.oneshot(req).await,
+            }
+        }
+    };
     axum::Router::new()
-        .fallback_service(service)
+        .fallback(serve)
         .layer(axum::middleware::from_fn_with_state(Checks { max_body, open, stop }, check_message))
+}
+
+/// The open MCP sessions, in two managers: those whose streams begin with a priming event and
+/// those whose do not (the library configures them per manager).
+#[derive(Clone)]
+pub struct OpenSessions {
+    primed: Arc<LocalSessionManager>,
+    plain: Arc<LocalSessionManager>,
+}
+
+impl OpenSessions {
+    fn new() -> Self {
+        let mut plain = LocalSessionManager::default();
+        plain.session_config.sse_retry = None;
+        OpenSessions { primed: Arc::new(LocalSessionManager::default()), plain: Arc::new(plain) }
+    }
+
+    /// Whether the session is open.
+    async fn has(&self, id: &rmcp::transport::streamable_http_server::SessionId) -> bool {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        self.primed.has_session(id).await.unwrap_or(true) || self.plain.has_session(id).await.unwrap_or(true)
+    }
+
+    /// Sessions open, in both.
+    async fn len(&self) -> usize {
+        self.primed.sessions.read().await.len() + self.plain.sessions.read().await.len()
+    }
+
+    /// Whether the request goes to the primed service: a session's own manager decides (a
+    /// client that left out its version header later is still served), else `by_version`.
+    async fn serves_primed(&self, headers: &axum::http::HeaderMap, by_version: bool) -> bool {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        let named = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+        match named {
+            Some(id) => {
+                let id = id.to_owned().into();
+                match (self.primed.has_session(&id).await.unwrap_or(false), self.plain.has_session(&id).await) {
+                    (true, _) => true,
+                    (false, Ok(true)) => false,
+                    _ => by_version,
+                }
+            }
+            None => by_version,
+        }
+    }
+}
+
+/// Whether a request's answer may begin with an SSE priming event: [`check_message`] decides by
+/// the client's protocol revision, the router serves by it.
+#[derive(Debug, Clone, Copy)]
+struct Priming(bool);
+
+/// The first MCP revision whose clients expect SSE priming events.
+const FIRST_PRIMED: &str = "2025-11-25";
+
+/// Whether the client speaks [`FIRST_PRIMED`] or later: by the `MCP-Protocol-Version` header
+/// every request after initialize carries from 2025-06-18 on (none before), else by the version
+/// an initialize asks for. Versions are dates, so they compare as strings.
+fn primes(headers: &axum::http::HeaderMap, asked: Option<&str>) -> bool {
+    let in_header = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok());
+    in_header.or(asked).is_some_and(|v| v.trim() >= FIRST_PRIMED)
 }
 
 /// What [`check_message`] needs: the body bound, the open sessions and the daemon's shutdown.
 #[derive(Clone)]
 pub struct Checks {
     max_body: usize,
-    open: Arc<LocalSessionManager>,
+    open: OpenSessions,
     /// The daemon's shutdown: the library cuts the calls in progress short then.
     stop: CancellationToken,
 }
