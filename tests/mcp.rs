@@ -520,6 +520,41 @@ fn sse_message(body: &str) -> Value {
         .unwrap_or_else(|| panic!("no message in the stream: {body:?}"))
 }
 
+/// A recall tool is bounded by `recall.timeout`, as automatic recall is: the session start hands
+/// it out as the wait a plugin's recall should exceed, and a backend that took longer (up to
+/// `hindsight.recall_timeout`, 30 s) made the opencode plugin take the daemon for hung and skip
+/// it, the turn's retains too, for 30 s.
+#[tokio::test]
+async fn a_recall_tool_gives_up_at_the_recall_timeout() {
+    let url = silent_server().await;
+    let d = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{url}\"\n[recall]\ntimeout = \"1s\"\n"
+    ));
+    let (_, v) = d.post("/v1/sessions", json!({"session_id": "slow", "cwd": "/p/slow"})).await;
+    assert_eq!(v["recall_timeout_ms"], 1000, "{v}");
+    let started = std::time::Instant::now();
+    let (status, v) = d.post("/v1/sessions/slow/recall", json!({"query": "where is the deploy key"})).await;
+    let took = started.elapsed();
+    assert_eq!(status, 503, "{v}");
+    assert_eq!(v["error"]["code"], "backend_unavailable", "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("recall.timeout (1s)"), "{v}");
+    assert!(took < std::time::Duration::from_secs(5), "answered after {took:?}, not at recall.timeout");
+    // The MCP tool says it to the model, with when to try again.
+    let answer = stateless(
+        &d,
+        "tools/call",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "recall", "arguments": {"query": "where is the deploy key", "cwd": "/p/slow"}}}),
+    )
+    .send()
+    .await
+    .unwrap();
+    let v = sse_message(&answer.text().await.unwrap());
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    let text = v["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("recall.timeout") && text.contains("try again in"), "{text}");
+}
+
 /// Memory failing to do its part is the tool's own failure: a result marked `isError` that the
 /// model is shown, saying what the HTTP route says and when to try again, not a JSON-RPC
 /// internal error a client shows as a broken tool.

@@ -87,8 +87,20 @@ impl Sessions {
         // Asked even when no result could fit: the agent is told whether nothing fits or nothing
         // was found.
         let room = budget.saturating_sub(budget_units(&heading(100)));
+        // Bounded by `recall.timeout`, its delivery first included, as automatic recall is: the
+        // session start hands that out as the wait a plugin's recall should exceed, and the
+        // opencode plugin took a later answer for a hung daemon and skipped it (its turn's
+        // retains too) for 30 s.
+        let timeout = self.settings().recall.timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         self.deliver_own_retains(&queue_id).await;
-        let results = self.recall_scope(&scope, &query, room).await?;
+        let results = match tokio::time::timeout_at(deadline, self.recall_scope(&scope, &query, room)).await {
+            Ok(results) => results?,
+            Err(_) => {
+                tracing::warn!(session = id, "recall timed out after {timeout:?}");
+                return Err(BackendError::transient(recall_timed_out(timeout)).into());
+            }
+        };
         if results.is_empty() {
             return Ok(RecallAnswer { results, message: within("No relevant memories found.") });
         }
@@ -176,6 +188,11 @@ const RESULT_LINE_UNITS: usize = 48;
 
 /// The recall tool's message when no result fits in `recall.max_tokens`.
 const NOTHING_FITS: &str = "No memory fits in recall.max_tokens.";
+
+/// Why a recall tool got nothing: its backend took longer than `recall.timeout`.
+fn recall_timed_out(timeout: std::time::Duration) -> String {
+    format!("it did not answer within recall.timeout ({})", humantime::format_duration(timeout))
+}
 
 /// What a recall query asks once `<private>` spans (when `retain.strip_private`) and recalled
 /// memory blocks are removed: a query goes to the backend, which may be a server that keeps or
