@@ -136,9 +136,9 @@ pub struct Store {
     traces_left: bool,
     /// The last erasure could not merge the full-text index (a full disk, a lock held past the
     /// busy timeout): the deleted passages' terms are still in its segments. Kept across a
-    /// restart by a file beside the store ([`Store::erase_marker`]).
+    /// restart by a file beside the store ([`Store::erase_marker`]), as an owed checkpoint is.
     index_left: bool,
-    /// `{store}-erase-owed`: there while an index merge is owed.
+    /// `{store}-erase-owed`: there while an index merge or the log's checkpoint is owed.
     erase_marker: std::path::PathBuf,
 }
 
@@ -516,13 +516,15 @@ impl Store {
             self.traces_left = true;
             return Err(e);
         }
-        // Merged: nothing is owed (the marker `erased` wrote before the deletion goes too).
+        // Merged: the log is owed still. The marker `erased` wrote before the deletion goes
+        // once it is emptied too: gone after the merge, a crash before the checkpoint (a full
+        // disk refused it) left the forgotten text in the log for good.
         self.index_left = false;
-        self.settle_erasure();
         let truncated = self.truncate_log();
         if truncated.is_err() {
             self.traces_left = true;
         }
+        self.settle_erasure();
         truncated
     }
 
@@ -550,10 +552,11 @@ impl Store {
         }
     }
 
-    /// Removes the marker [`Self::note_erasure_owed`] wrote, unless a merge is still owed (a
-    /// deletion that deleted nothing, or failed, owes none; one that merged owes none either).
+    /// Removes the marker [`Self::note_erasure_owed`] wrote, unless an erasure is still owed: a
+    /// merge, or the log's checkpoint (a deletion that deleted nothing, or failed, owes none of
+    /// its own; one that merged and emptied the log owes none either).
     pub fn settle_erasure(&self) {
-        if self.index_left {
+        if self.index_left || self.traces_left {
             return;
         }
         match std::fs::remove_file(&self.erase_marker) {
@@ -580,7 +583,11 @@ impl Store {
         self.conn.busy_timeout(std::time::Duration::ZERO)?;
         let tried = match self.index_left {
             true => self.erase_traces(),
-            false => self.truncate_log().inspect_err(|_| self.traces_left = true),
+            false => {
+                let truncated = self.truncate_log().inspect_err(|_| self.traces_left = true);
+                self.settle_erasure();
+                truncated
+            }
         };
         self.conn.busy_timeout(BUSY_TIMEOUT)?;
         tried

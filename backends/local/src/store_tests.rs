@@ -264,6 +264,28 @@ fn a_deletion_owes_its_erasure_on_disk_before_it_commits() {
     assert!(!store.traces_left() && !marker.exists());
 }
 
+/// The marker stays until the log is emptied too: removed after the merge, a crash before the
+/// checkpoint (a full disk refused it; here a reader holds the log) left the forgotten text in
+/// the log for good, with nothing on disk to say so.
+#[test]
+fn an_owed_checkpoint_keeps_the_marker_until_the_log_is_emptied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let marker = Store::erase_marker(&path);
+    let mut store = Store::open(&path).unwrap();
+    store.retain("b", &[item(0, "the vault phrase is quokkamarble88", None)]).unwrap();
+    store.conn.busy_timeout(std::time::Duration::ZERO).unwrap();
+    let reader = rusqlite::Connection::open(&path).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let _: i64 = reader.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
+    let deleted = crate::backend::erased(&mut store, |s| s.forget_memory("item-0", None));
+    assert_eq!(deleted.unwrap(), 1);
+    assert!(store.traces_left() && marker.exists(), "the log's checkpoint is owed, and said so on disk");
+    drop(reader);
+    store.retry_erasure().unwrap();
+    assert!(!store.traces_left() && !marker.exists(), "erased: nothing owed");
+}
+
 /// An import of several banks is all of them or none: on a full disk (here the database may
 /// not grow) the bank before the one that failed was stored, and the request said 507,
 /// "nothing was stored".
