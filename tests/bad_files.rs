@@ -20,9 +20,34 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
+/// `mneme serve`, which is to refuse to start: one that starts instead is stopped after 20 s
+/// (the test then fails on its exit, instead of waiting for it for ever).
+fn serve(dir: &Path) -> Output {
+    use std::process::Stdio;
+    let child = Command::new(common::bin())
+        .arg("serve")
+        .env("MNEME_CONFIG", dir.join("config.toml"))
+        .env("MNEME_LOG", "error")
+        .envs(common::env_for(dir))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (done, waited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if waited.recv_timeout(std::time::Duration::from_secs(20)).is_err() {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = done.send(());
+    out
+}
+
 /// `serve` refuses to start naming `path` and `hints`; `doctor` fails naming them too.
 fn refused(dir: &Path, path: &Path, hints: &[&str]) {
-    let serve = run(dir, &["serve"]);
+    let serve = serve(dir);
     let out = text(&serve);
     assert_eq!(serve.status.code(), Some(1), "{out}");
     assert!(!out.contains("panicked"), "{out}");
@@ -76,6 +101,28 @@ fn an_emptied_spool_or_store_is_refused_not_started_afresh() {
         std::fs::write(&file, b"").unwrap();
         refused(dir.path(), &file, &["empty (0 bytes)", "truncated", &format!("{name}.broken")]);
         assert_eq!(std::fs::metadata(&file).unwrap().len(), 0, "{name} left as it was");
+    }
+}
+
+/// A spool or a store emptied, or its header overwritten, beside the log that holds its last
+/// commits (its usual state after a crash, and a store's after a clean stop): refused without
+/// SQLite opening it, so that the log is kept. SQLite deletes the log of a database of no pages
+/// when it opens it: the daemon started empty and healthy, every acknowledged retain (or every
+/// memory) gone.
+#[test]
+fn a_damaged_spool_or_store_keeps_its_log() {
+    let log = b"log frames that hold the last commits".repeat(100);
+    for name in ["spool.db", "memories.db"] {
+        for (damage, hint) in [(&b""[..], "empty (0 bytes)"), (&[0x5a; 8192][..], "not a database")] {
+            let dir = data_dir();
+            let file = dir.path().join("data").join(name);
+            let wal = dir.path().join("data").join(format!("{name}-wal"));
+            std::fs::write(&file, damage).unwrap();
+            std::fs::write(&wal, &log).unwrap();
+            refused(dir.path(), &file, &[hint, "-wal", &format!("{name}.broken")]);
+            assert_eq!(std::fs::read(&wal).unwrap(), log, "{name} ({hint}): its log is kept");
+            assert_eq!(std::fs::read(&file).unwrap(), damage, "{name} ({hint}) left as it was");
+        }
     }
 }
 

@@ -66,6 +66,9 @@ pub enum SpoolError {
     /// The file is there but empty: truncated since mneme wrote it.
     #[error("{}", mneme_core::database_file::EMPTIED)]
     Emptied,
+    /// The file's header is not an SQLite database's: overwritten or replaced.
+    #[error("spool: {0}")]
+    Overwritten(String),
     /// The file was deleted or replaced while the daemon had it open.
     #[error("the spool file {} {what} while mneme had it open: restart mneme (what it acknowledged before is being delivered)", path.display())]
     Gone {
@@ -164,6 +167,16 @@ impl OpenedFile {
     }
 }
 
+/// Refuses a spool file that SQLite must not be given: emptied, or its header overwritten
+/// (opening either may delete the log that holds its last commits).
+fn unusable(path: &Path) -> Result<(), SpoolError> {
+    use mneme_core::database_file::{damaged_header, was_emptied};
+    if was_emptied(path) {
+        return Err(SpoolError::Emptied);
+    }
+    damaged_header(path).map_or(Ok(()), |why| Err(SpoolError::Overwritten(why)))
+}
+
 impl Spool {
     /// Opens (creating) the spool database, fsyncing every commit, and starts its writer thread.
     pub fn open(path: &Path) -> Result<Spool, SpoolError> {
@@ -172,9 +185,7 @@ impl Spool {
 
     /// Opens the spool with the given durability of a commit.
     pub fn open_with(path: &Path, sync: crate::config::SpoolSync) -> Result<Spool, SpoolError> {
-        if mneme_core::database_file::was_emptied(path) {
-            return Err(SpoolError::Emptied);
-        }
+        unusable(path)?;
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // Only this daemon's writer thread uses the spool: holding the lock for good spares two
@@ -235,9 +246,7 @@ impl Spool {
     /// Checks a spool file that no daemon has open: that it is a spool database this mneme can
     /// read and that SQLite finds it sound. Returns its counts.
     pub fn check(path: &Path) -> Result<SpoolCounts, SpoolError> {
-        if mneme_core::database_file::was_emptied(path) {
-            return Err(SpoolError::Emptied);
-        }
+        unusable(path)?;
         use rusqlite::OpenFlags;
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;

@@ -1,37 +1,98 @@
-//! What a database file's size says before SQLite opens it.
+//! What a database file's first bytes say before SQLite opens it.
+//!
+//! Both checks run before SQLite is given the file, because opening it may destroy what is
+//! left: SQLite deletes the write-ahead log beside a database of no pages, and a refused open
+//! of a damaged one closed with a checkpoint that did the same.
 
+use std::io::Read;
 use std::path::Path;
 
 /// Whether the database file at `path` was emptied since mneme wrote it: it is there with no
-/// byte in it, and no write-ahead log beside it holds any. SQLite reads an empty file as a new,
-/// empty database, so a spool or a store truncated to 0 bytes opened as a fresh one, and what
-/// it held was gone without a word. mneme never leaves one empty: its first open sets WAL mode,
-/// which writes the file's header. (A missing file is a new one, not an emptied one.)
+/// byte in it. SQLite reads an empty file as a new, empty database (and deletes its log), so a
+/// spool or a store truncated to 0 bytes opened as a fresh one, and what it held was gone
+/// without a word. mneme never leaves one empty: its first open sets WAL mode, which writes the
+/// file's header before any write reaches the log. (A missing file is a new one, not an
+/// emptied one.)
 pub fn was_emptied(path: &Path) -> bool {
-    let len = |p: &Path| std::fs::metadata(p).ok().filter(|m| m.is_file()).map(|m| m.len());
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    len(path) == Some(0) && len(Path::new(&wal)).unwrap_or(0) == 0
+    std::fs::metadata(path).ok().filter(|m| m.is_file()).is_some_and(|m| m.len() == 0)
 }
 
 /// Why a database file [`was_emptied`] is not opened.
-pub const EMPTIED: &str = "the file is empty (0 bytes), yet mneme wrote it: it was truncated, and what it held is gone from it (opened, it would be taken for a new, empty one)";
+pub const EMPTIED: &str = "the file is empty (0 bytes), yet mneme wrote it: it was truncated, and what it held is gone from it (opened, it would be taken for a new, empty one, and SQLite would delete the write-ahead log beside it, `-wal`, which may hold part of it: move both aside together)";
+
+/// What is wrong with the header of the database file at `path`, if it has one that is not an
+/// SQLite database's (overwritten, or another kind of file): its magic string and the fixed
+/// fields of the format (<https://www.sqlite.org/fileformat.html>, 1.3). `None` for a missing,
+/// empty or unreadable file: those are told otherwise.
+pub fn damaged_header(path: &Path) -> Option<String> {
+    let mut file = std::fs::File::open(path).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
+    let mut header = Vec::with_capacity(100);
+    file.by_ref().take(100).read_to_end(&mut header).ok()?;
+    if header.is_empty() {
+        return None;
+    }
+    let why = if header.len() < 100 {
+        format!("it is not a database: {} bytes long, shorter than a database's 100-byte header", header.len())
+    } else if &header[..16] != b"SQLite format 3\0" {
+        "it is not a database: its first bytes are not an SQLite database's header".to_owned()
+    } else {
+        let page_size = u32::from(u16::from_be_bytes([header[16], header[17]]));
+        let page_size = if page_size == 1 { 65536 } else { page_size };
+        let fixed = header[21] == 64 && header[22] == 32 && header[23] == 32;
+        if !(512..=65536).contains(&page_size) || !page_size.is_power_of_two() || !fixed {
+            "it is not a database: its header's page size or fixed fields are not SQLite's".to_owned()
+        } else {
+            return None;
+        }
+    };
+    Some(format!(
+        "{why}: it was overwritten or replaced (not opened, so that the write-ahead log beside it, `-wal`, is kept: move both aside together)"
+    ))
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn only_a_file_left_empty_with_no_log_was_emptied() {
+    fn a_file_left_empty_was_emptied_whatever_its_log_holds() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("spool.db");
         assert!(!was_emptied(&db), "a new file");
         std::fs::write(&db, b"").unwrap();
         assert!(was_emptied(&db));
+        // SQLite deletes the log of a database of no pages when it opens it: refused all the same.
         std::fs::write(dir.path().join("spool.db-wal"), b"frames").unwrap();
-        assert!(!was_emptied(&db), "its content is in the log");
+        assert!(was_emptied(&db));
         std::fs::write(&db, b"SQLite format 3\0").unwrap();
         assert!(!was_emptied(&db));
         assert!(!was_emptied(dir.path()), "a folder is another problem");
+    }
+
+    #[test]
+    fn a_header_that_is_not_sqlites_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        assert_eq!(damaged_header(&db), None, "a new file");
+        std::fs::write(&db, b"").unwrap();
+        assert_eq!(damaged_header(&db), None, "an emptied one is told otherwise");
+        // A WAL database's header: magic, page size 4096, WAL versions, no reserve, the fixed
+        // payload fractions.
+        let mut sound = b"SQLite format 3\0".to_vec();
+        sound.extend_from_slice(&[0x10, 0x00, 2, 2, 0, 64, 32, 32]);
+        sound.resize(4096, 0);
+        std::fs::write(&db, &sound).unwrap();
+        assert_eq!(damaged_header(&db), None, "a sound database");
+        let mut overwritten = sound.clone();
+        overwritten[..16].copy_from_slice(b"garbage garbage!");
+        std::fs::write(&db, &overwritten).unwrap();
+        assert!(damaged_header(&db).unwrap().contains("first bytes"));
+        let mut fields = sound.clone();
+        fields[21] = 0;
+        std::fs::write(&db, &fields).unwrap();
+        assert!(damaged_header(&db).unwrap().contains("fixed fields"));
+        std::fs::write(&db, &sound[..50]).unwrap();
+        assert!(damaged_header(&db).unwrap().contains("50 bytes"));
+        assert_eq!(damaged_header(dir.path()), None, "a folder is another problem");
     }
 }

@@ -22,6 +22,9 @@ pub enum OpenError {
     /// The file is there but empty: truncated since mneme wrote it.
     #[error("{}", mneme_core::database_file::EMPTIED)]
     Emptied,
+    /// The file's header is not an SQLite database's: overwritten or replaced.
+    #[error("{0}")]
+    Overwritten(String),
     /// A thread the store needs could not be started.
     #[error("cannot start the local store's {what} thread: {source}")]
     Thread {
@@ -36,9 +39,11 @@ pub enum OpenError {
 impl From<OpenError> for BackendError {
     fn from(e: OpenError) -> Self {
         match e {
-            e @ (OpenError::Sql(_) | OpenError::NewerSchema { .. } | OpenError::Damaged(_) | OpenError::Emptied) => {
-                BackendError::permanent(e.to_string())
-            }
+            e @ (OpenError::Sql(_)
+            | OpenError::NewerSchema { .. }
+            | OpenError::Damaged(_)
+            | OpenError::Emptied
+            | OpenError::Overwritten(_)) => BackendError::permanent(e.to_string()),
             e @ OpenError::Thread { .. } => BackendError::transient(e.to_string()),
         }
     }

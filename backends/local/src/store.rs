@@ -219,6 +219,16 @@ pub struct StoredVector {
 /// Sessions whose last passage the writer keeps in memory at most (see `retain_in_transaction`).
 const LAST_PASSAGES_KEPT: usize = 4096;
 
+/// Refuses a store file that SQLite must not be given: emptied, or its header overwritten
+/// (opening either may delete the log that holds its last commits).
+fn unusable(path: &Path) -> Result<(), OpenError> {
+    use mneme_core::database_file::{damaged_header, was_emptied};
+    if was_emptied(path) {
+        return Err(OpenError::Emptied);
+    }
+    damaged_header(path).map_or(Ok(()), |why| Err(OpenError::Overwritten(why)))
+}
+
 /// The write-ahead log's size once a checkpoint has emptied it: without a limit it keeps the
 /// largest size it ever reached (67 MB beside a 25 MB store after a burst of sessions).
 const WAL_SIZE_KEPT: i64 = 16 << 20;
@@ -226,9 +236,7 @@ const WAL_SIZE_KEPT: i64 = 16 << 20;
 impl Store {
     /// Opens (creating if needed) the database at `path`, in WAL mode, migrated.
     pub fn open(path: &Path) -> Result<Self, OpenError> {
-        if mneme_core::database_file::was_emptied(path) {
-            return Err(OpenError::Emptied);
-        }
+        unusable(path)?;
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_KEPT)?;
@@ -279,9 +287,7 @@ impl Store {
     /// See [`crate::check`].
     pub fn check(path: &Path) -> Result<u64, OpenError> {
         use rusqlite::OpenFlags;
-        if mneme_core::database_file::was_emptied(path) {
-            return Err(OpenError::Emptied);
-        }
+        unusable(path)?;
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
