@@ -139,3 +139,43 @@ async fn a_spool_deleted_under_the_daemon_refuses_retains_and_delivers_what_it_h
     let (_, notices) = d.get("/v1/notices?after=0").await;
     assert!(notices.to_string().contains("spool file") && notices.to_string().contains("was deleted"), "{notices}");
 }
+
+/// The local store's file deleted under the running daemon: deliveries are refused as an
+/// outage (status unhealthy, saying so), so what is acknowledged stays in the spool and reaches
+/// the store after a restart. Written to the deleted file, retains were acknowledged, reported
+/// delivered and lost at the restart, with a healthy status and no notice.
+#[tokio::test]
+async fn a_store_deleted_under_the_daemon_keeps_what_is_acknowledged_for_the_next_start() {
+    let config = "[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
+    let mut d = Daemon::start(config);
+    d.start_session("s", "/p/gone").await;
+    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "stored before GONE-1"}]})).await;
+    assert_eq!(status, 202);
+    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(flushed["delivered"], 1, "{flushed}");
+    for name in ["memories.db", "memories.db-wal", "memories.db-shm"] {
+        let _ = std::fs::remove_file(d.data().join(name));
+    }
+    let (status, _) =
+        d.post("/v1/sessions/s/retain", json!({"items": [{"content": "acknowledged after GONE-2"}]})).await;
+    assert_eq!(status, 202);
+    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(flushed["delivered"], 0, "not into the deleted file: {flushed}");
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["backend"]["healthy"], false, "{status}");
+    assert!(status.to_string().contains("was deleted while mneme had it open"), "{status}");
+    assert!(!d.data().join("memories.db").exists(), "no new, empty store made meanwhile");
+    let (_, notices) = d.get("/v1/notices?after=0").await;
+    assert!(notices.to_string().contains("was deleted while mneme had it open"), "{notices}");
+    d.stop();
+    let d = Daemon::start_in(d.into_dir(), config);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, found) = d.post("/v1/search", json!({"query": "acknowledged after GONE-2"})).await;
+        if found.to_string().contains("GONE-2") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "what was acknowledged is lost: {found}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

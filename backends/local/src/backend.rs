@@ -72,6 +72,8 @@ struct Inner {
     events: Mutex<Option<UnboundedReceiver<BackendEvent>>>,
     /// What the integrity check found wrong with the file, once it has.
     damage: Arc<Mutex<Option<String>>>,
+    /// The file as it was opened: one deleted or replaced since makes the store unhealthy.
+    opened: crate::store::OpenedFile,
 }
 
 impl Drop for Inner {
@@ -99,6 +101,7 @@ impl LocalBackend {
         check_in_background(config.path.clone(), damage.clone(), events_tx.clone());
         let semantic = Semantic::new(&config.embedder, events_tx);
         let writer = Writer::start(&config.path, semantic.clone())?;
+        let opened = crate::store::OpenedFile::of(&config.path);
         if let Some(s) = &semantic {
             // The model and the stored vectors load in the background: the store answers (by
             // BM25) at once.
@@ -112,6 +115,7 @@ impl LocalBackend {
             semantic,
             events: Mutex::new(Some(events)),
             damage,
+            opened,
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -207,6 +211,8 @@ impl LocalBackend {
             let store = match pooled {
                 Some(s) => s,
                 None => {
+                    // Not a new, empty file where the store was deleted (see `OpenedFile`).
+                    inner.opened.still_there()?;
                     Store::open(&inner.path).map_err(crate::error::open_failed)?.with_thesaurus(inner.thesaurus.clone())
                 }
             };
@@ -393,6 +399,13 @@ impl MemoryBackend for LocalBackend {
         let damage = self.inner.damage.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(damage) = damage {
             return BackendStatus { healthy: false, detail: Some(damage), ..BackendStatus::healthy(BackendId::Local) };
+        }
+        if let Err(gone) = self.inner.opened.still_there() {
+            return BackendStatus {
+                healthy: false,
+                detail: Some(gone.to_string()),
+                ..BackendStatus::healthy(BackendId::Local)
+            };
         }
         match self.read(|s| s.stats()).await {
             Ok(stats) => BackendStatus {

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use mneme_core::{MemoryItem, Recalled, StoredMemory, TagsMatch};
+use mneme_core::{BackendError, MemoryItem, Recalled, StoredMemory, TagsMatch};
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{params, params_from_iter, Connection, TransactionBehavior};
 
@@ -140,6 +140,43 @@ pub struct Store {
     index_left: bool,
     /// `{store}-erase-owed`: there while an index merge or the log's checkpoint is owed.
     erase_marker: std::path::PathBuf,
+    /// The file as it was opened, to tell it was deleted or replaced under the daemon.
+    opened: OpenedFile,
+}
+
+/// A file's path and identity (device and inode) when it was opened.
+#[derive(Debug)]
+pub(crate) struct OpenedFile {
+    path: std::path::PathBuf,
+    identity: Option<(u64, u64)>,
+}
+
+impl OpenedFile {
+    pub(crate) fn of(path: &Path) -> OpenedFile {
+        use std::os::unix::fs::MetadataExt;
+        let identity = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        OpenedFile { path: path.to_owned(), identity }
+    }
+
+    /// `Err` when the file was deleted or replaced since it was opened: what the store wrote
+    /// now would go to a file no later start reads, so a write is refused instead, as an outage
+    /// (the retain queue keeps what it holds, uses no attempts, and delivers it after a restart).
+    pub(crate) fn still_there(&self) -> Result<(), BackendError> {
+        use std::os::unix::fs::MetadataExt;
+        let Some(opened) = self.identity else { return Ok(()) };
+        let what = match std::fs::metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "was deleted",
+            Ok(m) if (m.dev(), m.ino()) != opened => "was replaced by another file",
+            _ => return Ok(()),
+        };
+        Err(BackendError::Unavailable {
+            reason: format!(
+                "the local store {} {what} while mneme had it open: restart mneme (what the queue holds is delivered then)",
+                self.path.display()
+            ),
+            retry_after: None,
+        })
+    }
 }
 
 /// Passages a connection added and removed since the changes were last taken.
@@ -267,7 +304,13 @@ impl Store {
             traces_left: owed,
             index_left: owed,
             erase_marker,
+            opened: OpenedFile::of(path),
         })
+    }
+
+    /// See [`OpenedFile::still_there`].
+    pub fn still_there(&self) -> Result<(), BackendError> {
+        self.opened.still_there()
     }
 
     /// The file that says an erasure is owed to the store at `path` (see [`Store::erase_traces`]):

@@ -91,7 +91,8 @@ fn run_job<T: Send + 'static>(
     f: impl FnOnce(&mut Store) -> Result<T, BackendError> + Send + 'static,
 ) -> (Job, oneshot::Receiver<Result<T, BackendError>>) {
     let (done, answer) = oneshot::channel();
-    (Job::Run(Box::new(move |store| drop(done.send(f(store))))), answer)
+    let job = move |store: &mut Store| drop(done.send(store.still_there().and_then(|()| f(store))));
+    (Job::Run(Box::new(job)), answer)
 }
 
 /// How often the writer, idle, tries again to truncate a log a reader kept after a forget.
@@ -167,6 +168,12 @@ fn run(mut store: Store, mut rx: mpsc::Receiver<Job>, semantic: Option<Arc<Seman
 }
 
 fn retain_group(store: &mut Store, group: Vec<(String, Vec<MemoryItem>, Reply<usize>)>) {
+    if let Err(e) = store.still_there() {
+        for (_, _, done) in group {
+            let _ = done.send(Err(e.clone()));
+        }
+        return;
+    }
     let batches: Vec<(&str, &[MemoryItem])> =
         group.iter().map(|(bank, items, _)| (bank.as_str(), items.as_slice())).collect();
     let results = store.retain_batches(&batches);
