@@ -406,3 +406,55 @@ async fn a_clear_on_a_full_disk_says_what_it_deleted() {
     }
     assert!(cleared, "no clear was done with up to 256 KiB free");
 }
+
+/// Sets the process's file-size limit (`ulimit -f`) to `bytes` (`None`: no limit).
+fn limit_file_size(pid: u32, bytes: Option<u64>) {
+    let limit = bytes.unwrap_or(libc::RLIM_INFINITY);
+    let new = libc::rlimit { rlim_cur: limit, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: prlimit reads the struct passed in and writes nothing (the old limit is not asked).
+    let done = unsafe { libc::prlimit(pid as libc::pid_t, libc::RLIMIT_FSIZE, &new, std::ptr::null_mut()) };
+    assert_eq!(done, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// A write past the file-size limit (`ulimit -f`) is a failed write the daemon answers, not a
+/// SIGXFSZ that killed it: retains are refused while it lasts, and every one acknowledged is
+/// delivered once the limit is lifted.
+#[tokio::test]
+async fn a_file_size_limit_refuses_retains_instead_of_killing_the_daemon() {
+    let mut d = Daemon::start("[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n");
+    d.start_session("s", "/p/fsize").await;
+    let pid = d.child.as_ref().unwrap().id();
+    limit_file_size(pid, Some(600 * 1024));
+    let pad = "x".repeat(2700);
+    let mut acknowledged = 0;
+    let refused = loop {
+        let item = json!({"items": [{"content": format!("fsize-{acknowledged} {pad}")}]});
+        let (status, v) = d.post("/v1/sessions/s/retain", item).await;
+        if status != 202 {
+            break (status, v);
+        }
+        acknowledged += 1;
+        assert!(acknowledged < 2000, "the limit was never reached");
+    };
+    assert!(matches!(refused.0, 503 | 507), "{refused:?}");
+    assert!(d.child.as_mut().unwrap().try_wait().unwrap().is_none(), "the daemon died");
+    let (status, _) = d.get("/v1/health").await;
+    assert_eq!(status, 200);
+    limit_file_size(pid, None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, flushed) = d.post("/v1/flush", json!({})).await;
+        let (_, status) = d.get("/v1/status").await;
+        if status["queue"]["pending"] == 0 && flushed["failed"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not delivered: {flushed} {status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let export = d.cli().args(["export"]).output().unwrap();
+    let text = String::from_utf8_lossy(&export.stdout);
+    for i in 0..acknowledged {
+        assert!(text.contains(&format!("fsize-{i} ")), "acknowledged retain {i} is lost");
+    }
+    d.stop();
+}

@@ -24,6 +24,7 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
         _ => {}
     }
     raise_fd_limit(loaded.settings.server.max_connections);
+    ignore_file_size_signal();
     let listen = loaded.settings.server.listen;
     let daemon = Daemon::open(loaded).await.map_err(|e| CliError::Other(e.to_string()))?;
     let listener = TcpListener::bind(listen).await.map_err(|e| {
@@ -43,6 +44,16 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
 const FD_HEADROOM: u64 = 256;
 
 /// Raises the soft open-file limit so `max_connections` connections fit (up to the hard limit).
+/// A write past the file-size limit (`ulimit -f`) fails with EFBIG instead of killing the
+/// daemon with SIGXFSZ: the spool and the store answer such a failure (a 503, the queue keeps
+/// what it acknowledged), and a dead daemon answered nothing at all.
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 fn raise_fd_limit(max_connections: usize) {
     let want = max_connections as u64 + FD_HEADROOM;
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
