@@ -510,6 +510,64 @@ async fn priming_events_go_only_to_clients_that_expect_them() {
     }
 }
 
+/// Event streams (GET /mcp) are bounded as notice streams are: a client's streams (dozens a
+/// session) filled `server.max_connections`, and nothing else was answered, the health check
+/// included. A stream closed gives its place back.
+#[tokio::test]
+async fn mcp_event_streams_are_bounded() {
+    let d = Daemon::start("");
+    let accept = ("accept", "application/json, text/event-stream");
+    let session = || async {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        let r = mcp_post(&d, &[accept], &init).send().await.unwrap();
+        let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let headers = [accept, ("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-06-18")];
+        assert!(mcp_post(&d, &headers, &initialized).send().await.unwrap().status().is_success());
+        session
+    };
+    let get = |session: &str| {
+        d.http
+            .get(d.url("/mcp"))
+            .bearer_auth(&d.token)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-06-18")
+            .send()
+    };
+    // The library keeps a session's newest 33 streams (it ends older ones): three sessions.
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let id = session().await;
+        for _ in 0..22 {
+            if open.len() < 64 {
+                let stream = get(&id).await.unwrap();
+                assert_eq!(stream.status(), 200);
+                open.push(stream);
+            }
+        }
+    }
+    let id = session().await;
+    let refused = get(&id).await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    let v: Value = refused.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "too_many_streams", "{v}");
+    let (status, _) = d.get("/v1/health").await;
+    assert_eq!(status, 200);
+    open.clear();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let again = get(&id).await.unwrap();
+        if again.status() == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "closed streams kept their places: {}", again.status());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// The JSON-RPC message of an event stream's body (its one `data:` line that is not empty).
 fn sse_message(body: &str) -> Value {
     body.lines()

@@ -354,7 +354,7 @@ const UNKNOWN_SESSION: &str =
 /// as MCP says of any request naming such a session; the library answered 202 as if it had
 /// ended one.
 pub async fn check_message(
-    axum::extract::State(Checks { max_body, open, stop }): axum::extract::State<Checks>,
+    axum::extract::State(Checks { max_body, open, stop, streams }): axum::extract::State<Checks>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -373,7 +373,24 @@ pub async fn check_message(
         let mut req = req;
         let primed = open.serves_primed(&headers, primes(&headers, None)).await;
         req.extensions_mut().insert(Priming(primed));
-        let response = next.run(req).await;
+        // A GET opens an event stream that keeps its connection for as long as the client
+        // likes: without a bound, a client's streams (dozens a session) filled
+        // `server.max_connections`, and nothing else was answered, the health check included.
+        let place = match method == Method::GET {
+            true => match streams.clone().try_acquire_owned() {
+                Ok(place) => Some(place),
+                Err(_) => {
+                    let why = format!(
+                        "{MAX_MCP_STREAMS} MCP event streams (GET /mcp) are open: close one, or try again later"
+                    );
+                    return super::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_streams", why)
+                        .retry_after(MCP_STREAM_RETRY_SECS)
+                        .into_response();
+                }
+            },
+            false => None,
+        };
+        let response = held_while_streaming(next.run(req).await, place);
         if response.status() == StatusCode::NOT_FOUND && headers.contains_key("mcp-session-id") {
             return super::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
         }
@@ -707,6 +724,29 @@ fn accept_both(headers: &mut axum::http::HeaderMap) {
 /// MCP sessions open at once, at most (an agent opens one a process).
 const MAX_MCP_SESSIONS: usize = 256;
 
+/// MCP event streams (GET /mcp) open at once, at most; one more is a 503.
+const MAX_MCP_STREAMS: usize = 64;
+/// When a stream refused at [`MAX_MCP_STREAMS`] may try again.
+const MCP_STREAM_RETRY_SECS: u64 = 5;
+
+/// The response, its body holding `place` until the body is done or dropped (the client went
+/// away).
+fn held_while_streaming(
+    response: axum::response::Response,
+    place: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> axum::response::Response {
+    use http_body_util::BodyExt;
+    match place {
+        None => response,
+        Some(place) => response.map(|body| {
+            axum::body::Body::new(body.map_frame(move |frame| {
+                let _held = &place;
+                frame
+            }))
+        }),
+    }
+}
+
 /// The router to nest at `/mcp`: the library's service behind [`check_message`].
 pub fn router(sessions: Sessions, stop: CancellationToken, max_body: usize) -> axum::Router {
     let open = OpenSessions::new();
@@ -747,9 +787,10 @@ pub fn router(sessions: Sessions, stop: CancellationToken, max_body: usize) -> a
             }
         }
     };
-    axum::Router::new()
-        .fallback(serve)
-        .layer(axum::middleware::from_fn_with_state(Checks { max_body, open, stop }, check_message))
+    axum::Router::new().fallback(serve).layer(axum::middleware::from_fn_with_state(
+        Checks { max_body, open, stop, streams: Arc::new(tokio::sync::Semaphore::new(MAX_MCP_STREAMS)) },
+        check_message,
+    ))
 }
 
 /// The open MCP sessions, in two managers: those whose streams begin with a priming event and
@@ -820,6 +861,8 @@ pub struct Checks {
     open: OpenSessions,
     /// The daemon's shutdown: the library cuts the calls in progress short then.
     stop: CancellationToken,
+    /// Places for event streams ([`MAX_MCP_STREAMS`]).
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 #[cfg(test)]
