@@ -178,6 +178,46 @@ fn a_storage_dir_changed_under_a_running_daemon_is_said() {
     assert!(err.contains("keeps its token elsewhere") && err.contains("storage.dir changed"), "{err}");
 }
 
+/// A config that is a FIFO (no writer) is read by no command: with no daemon to reach, `status`
+/// said the file was not a regular file, then opened it again for its "not running" message and
+/// waited for a writer for ever.
+#[test]
+fn a_config_that_is_a_fifo_is_never_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let made = std::process::Command::new("mkfifo").arg(&config).status().unwrap();
+    assert!(made.success());
+    for args in [vec!["status"], vec!["retain", "x"]] {
+        let out = assert_cmd::Command::new(common::bin())
+            .env("MNEME_CONFIG", &config)
+            .env("MNEME_SERVER__LISTEN", "127.0.0.1:9")
+            .env("MNEME_STORAGE__DIR", dir.path().join("data"))
+            .args(&args)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("not a regular file") && err.contains("not running"), "{err}");
+    }
+}
+
+/// A session id far too long to send is told in the CLI's words: the HTTP client refused the
+/// URL with its own ("builder error for url") and printed it whole, 66 KB of it.
+#[test]
+fn a_session_id_too_long_to_send_is_said_briefly() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let long = "s".repeat(70_000);
+    let out = d.cli().args(["retain", "--session", &long, "a fact"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.len() < 1000 && err.contains("too long") && err.contains("nothing was sent"),
+        "{}",
+        &err[..err.len().min(300)]
+    );
+}
+
 #[test]
 fn a_stopped_daemon_is_one_clear_line_and_exit_3() {
     let dir = tempfile::tempdir().unwrap();

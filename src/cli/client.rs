@@ -161,6 +161,13 @@ impl Client {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+        // Only a regular file is read: a FIFO would wait for a writer, and the command with it.
+        if std::fs::metadata(&token_path).is_ok_and(|m| !m.is_file()) {
+            return Err(CliError::Other(format!(
+                "cannot read the token {}: it is not a regular file",
+                token_path.display()
+            )));
+        }
         let token = std::fs::read_to_string(&token_path)
             .map_err(|e| match e.kind() {
                 // A daemon answers, yet never wrote its token here: it runs on another dir.
@@ -224,6 +231,13 @@ impl Client {
         path: &str,
         body: Option<&B>,
     ) -> Result<T, CliError> {
+        // The HTTP client refuses a URL past 64 KiB with its own words and the whole URL.
+        if path.len() > MAX_PATH_BYTES {
+            return Err(CliError::Other(format!(
+                "the request's path is {} bytes, too long to send: a value in it is (a session id is at most 256 characters); nothing was sent",
+                path.len()
+            )));
+        }
         let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
         if let Some(b) = body {
             let bytes = serde_json::to_vec(b).map_err(|e| CliError::Other(format!("cannot write the request: {e}")))?;
@@ -279,8 +293,13 @@ fn challenge() -> Result<String, CliError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// The longest path (with its query) the CLI sends: far past any the daemon takes.
+const MAX_PATH_BYTES: usize = 16 * 1024;
+
 /// A request that failed on the way: a daemon gone silent is told apart from other failures.
+/// (Without its URL, which repeated what the command was given, however long.)
 fn failed(what: &str, e: reqwest::Error) -> CliError {
+    let e = e.without_url();
     if e.is_timeout() {
         return CliError::Other(format!(
             "the daemon sent nothing for {READ_TIMEOUT:?}; what it was asked may still be going on there (see `mneme status` and `mneme notices`)"

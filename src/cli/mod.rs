@@ -314,12 +314,11 @@ impl CliError {
 /// through an editor's save) and runs where the file said. Empty when the file has content.
 fn config_gone_note(flag: Option<&std::path::Path>) -> String {
     let path = crate::config::config_path(flag);
-    let state = match std::fs::read(&path) {
+    // Read as the config is (a regular file only: a FIFO waited for a writer for ever).
+    let state = match crate::config::read(&path) {
         // (Its folder gone too: a first run, nothing was there to lose.)
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.parent().is_some_and(|f| f.is_dir()) => {
-            "does not exist"
-        }
-        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => "is empty",
+        Ok(None) if path.parent().is_some_and(|f| f.is_dir()) => "does not exist",
+        Ok(Some(text)) if text.bytes().all(|b| b.is_ascii_whitespace()) => "is empty",
         _ => return String::new(),
     };
     format!(
