@@ -382,8 +382,11 @@ impl Reloader {
             }
             let mut files = vec![config.clone()];
             files.extend(settings.local.thesaurus_file.as_ref().map(|f| f.path.clone()));
+            // Every link of a chain (a dotfile manager's own layer of links: one in the middle
+            // pointed elsewhere changes the config as much as an edit), and the file at its end.
+            let hops: Vec<PathBuf> = files.iter().flat_map(|f| link_chain(f)).collect();
             let targets: Vec<PathBuf> = files.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
-            for file in files.into_iter().chain(targets) {
+            for file in files.into_iter().chain(hops).chain(targets) {
                 let (Some(folder), Some(name)) = (file.parent(), file.file_name()) else { continue };
                 {
                     // The file, and its folder as its parent sees it: a folder replaced whole
@@ -431,4 +434,20 @@ impl Reloader {
             }
         });
     }
+}
+
+/// The links a symbolic link at `path` goes through, each as its path (relative targets read
+/// from the folder of the link that names them), after `path` itself; at most 16.
+fn link_chain(path: &Path) -> Vec<PathBuf> {
+    let mut chain = Vec::new();
+    let mut at = path.to_path_buf();
+    while chain.len() < 16 {
+        let Ok(target) = std::fs::read_link(&at) else { break };
+        at = match at.parent() {
+            Some(folder) if target.is_relative() => folder.join(target),
+            _ => target,
+        };
+        chain.push(at.clone());
+    }
+    chain
 }

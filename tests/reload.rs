@@ -358,6 +358,27 @@ async fn an_edit_through_a_symlinked_config_is_applied() {
     assert_eq!(st["backend"]["backend"], "off", "{st}");
 }
 
+/// A config reached through a chain of links (a dotfile manager's own layer of links): the link
+/// in the middle pointed at another file changes the config, and is applied. Only the file at
+/// the chain's end was watched: the daemon kept the old settings until `mneme reload`.
+#[tokio::test]
+async fn a_middle_link_of_a_symlinked_config_pointed_elsewhere_is_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let dots = dir.path().join("dots");
+    std::fs::create_dir_all(dots.join("a")).unwrap();
+    std::fs::create_dir_all(dots.join("b")).unwrap();
+    std::fs::write(dots.join("a/real.toml"), "[queue]\nbatch_size = 16\n").unwrap();
+    std::fs::write(dots.join("b/other.toml"), "[queue]\nbatch_size = 16\n[memory]\nbackend = \"off\"\n").unwrap();
+    std::os::unix::fs::symlink("a/real.toml", dots.join("mid.toml")).unwrap();
+    std::os::unix::fs::symlink("dots/mid.toml", dir.path().join("config.toml")).unwrap();
+    let d = Daemon::start_in(dir, "");
+    let dots = d.dir.path().join("dots");
+    // `ln -sfn`: a new link renamed over the old one.
+    std::os::unix::fs::symlink("b/other.toml", dots.join("mid.toml.new")).unwrap();
+    std::fs::rename(dots.join("mid.toml.new"), dots.join("mid.toml")).unwrap();
+    wait_for_notice(&d, "memory backend switched from local to off").await;
+}
+
 #[tokio::test]
 async fn a_config_folder_replaced_whole_is_watched_again() {
     let dir = tempfile::tempdir().unwrap();
