@@ -737,7 +737,8 @@ fn the_token_goes_only_to_a_daemon_that_proves_it_holds_it() {
             .unwrap()
     };
     let out = run(&["retain", "a secret fact about the project"]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    // Exit 3, as with no daemon: no daemon of this mneme's answers there.
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("this mneme's token") && said.contains("the token was not sent"), "{said}");
     // Nor does Claude Code's MCP headers helper hand it over (it printed the token unasked).

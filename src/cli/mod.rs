@@ -210,7 +210,7 @@ pub enum CliError {
     /// A daemon takes connections but does not answer (exit 3): stopped, or wedged.
     #[error("{0}")]
     Silent(String),
-    /// What answers on the address does not hold this mneme's token (exit 1): another mneme's
+    /// What answers on the address does not hold this mneme's token (exit 3): another mneme's
     /// daemon, of another storage dir, or another user's process. Nothing was sent to it.
     #[error("{}", not_ours_message(addr, version, token, *unproven))]
     NotOurs {
@@ -351,9 +351,11 @@ fn storing_backend(s: &str) -> Result<mneme_core::BackendId, String> {
 impl CliError {
     fn exit_code(&self) -> ExitCode {
         match self {
-            CliError::NotRunning(_) | CliError::Silent(_) => ExitCode::from(3),
+            // Another program on the port is no daemon of this mneme's, as the README says: a
+            // script that reads 3 as "not running" read 1, "refused", for it.
+            CliError::NotRunning(_) | CliError::Silent(_) | CliError::NotOurs { .. } => ExitCode::from(3),
             CliError::Config(_) | CliError::ConfigRefused { .. } => ExitCode::from(2),
-            CliError::Daemon { .. } | CliError::NotOurs { .. } | CliError::Other(_) => ExitCode::from(1),
+            CliError::Daemon { .. } | CliError::Other(_) => ExitCode::from(1),
         }
     }
 }
