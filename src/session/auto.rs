@@ -98,7 +98,11 @@ impl Sessions {
         }
         let carried = spans_carried(&session, messages, prompt);
         let mut history = conversation(messages);
-        history.push(Message::new("user", prompt));
+        // A client whose history already ends with the prompt (the opencode plugin) has it once:
+        // twice, it took the place of the earlier turn `recall.context_turns` asks for.
+        if !history.last().is_some_and(|m| super::spans::is_the_prompt(m, prompt)) {
+            history.push(Message::new("user", prompt));
+        }
         // Nothing left once cleaned (a wholly private prompt): nothing is asked, and the session's
         // one automatic recall is kept for its next prompt (used up, the session never had one).
         let Some(query) = query_for(&settings, prompt, &history, carried).filter(|q| !q.trim().is_empty()) else {

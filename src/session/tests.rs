@@ -2547,3 +2547,29 @@ async fn a_rewind_to_before_the_first_prompt_takes_every_turn_back() {
     assert!(!text.contains("TAKEN-BACK") && text.contains("keepA") && text.contains("keepB"), "{text}");
     assert_eq!(page.memories.len(), 1, "{text}");
 }
+
+/// `recall.context_turns = 2` asks with the turn before the prompt, whether the client's
+/// history holds the prompt already (the opencode plugin's) or not yet (a Claude Code
+/// transcript's): held, the prompt was added a second time and took that turn's place.
+#[tokio::test]
+async fn the_turn_before_the_prompt_is_asked_with_it_in_either_shape_of_history() {
+    for with_prompt in [false, true] {
+        let r = rig();
+        let mut settings = every_turn();
+        settings.recall.context_turns = 2;
+        let s = sessions(&r, settings).await;
+        let asked = crate::queue::tests::TestBackend::new(&[crate::queue::tests::Mode::Ok]);
+        r.state.replace(Current { settings: r.state.settings(), backend: asked.clone() });
+        s.start(start("z")).await.unwrap();
+        let prompt = "and what about it?";
+        let mut history =
+            vec![Message::new("user", "tell me about the zebrafish pipeline"), Message::new("assistant", "ok")];
+        if with_prompt {
+            history.push(Message::new("user", prompt));
+        }
+        s.agent_start("z", prompt, &history, Turn::Work).await.unwrap();
+        let queries = asked.queries.lock().unwrap().clone();
+        assert_eq!(queries.len(), 1, "{queries:?}");
+        assert!(queries[0].contains("zebrafish") && queries[0].ends_with(prompt), "{with_prompt}: {queries:?}");
+    }
+}
