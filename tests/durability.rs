@@ -127,15 +127,7 @@ async fn a_spool_deleted_under_the_daemon_refuses_retains_and_delivers_what_it_h
     let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "after GONE-2"}]})).await;
     assert_eq!(status, 503, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("was deleted"), "{v}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, found) = d.post("/v1/search", json!({"query": "acknowledged before GONE-1"})).await;
-        if found.to_string().contains("GONE-1") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "what was acknowledged is not delivered: {found}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    found_within_10_s(&d, "acknowledged before GONE-1", "GONE-1").await;
     let (_, notices) = d.get("/v1/notices?after=0").await;
     assert!(notices.to_string().contains("spool file") && notices.to_string().contains("was deleted"), "{notices}");
 }
@@ -169,13 +161,18 @@ async fn a_store_deleted_under_the_daemon_keeps_what_is_acknowledged_for_the_nex
     assert!(notices.to_string().contains("was deleted while mneme had it open"), "{notices}");
     d.stop();
     let d = Daemon::start_in(d.into_dir(), config);
+    found_within_10_s(&d, "acknowledged after GONE-2", "GONE-2").await;
+}
+
+/// Waits until a search for `query` finds `needle` (delivered), failing after 10 s.
+async fn found_within_10_s(d: &Daemon, query: &str, needle: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let (_, found) = d.post("/v1/search", json!({"query": "acknowledged after GONE-2"})).await;
-        if found.to_string().contains("GONE-2") {
-            break;
+        let (_, found) = d.post("/v1/search", json!({ "query": query })).await;
+        if found.to_string().contains(needle) {
+            return;
         }
-        assert!(std::time::Instant::now() < deadline, "what was acknowledged is lost: {found}");
+        assert!(std::time::Instant::now() < deadline, "what was acknowledged is not delivered: {found}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

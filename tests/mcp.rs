@@ -578,6 +578,13 @@ fn sse_message(body: &str) -> Value {
         .unwrap_or_else(|| panic!("no message in the stream: {body:?}"))
 }
 
+/// The recall tool called (statelessly) for "where is the deploy key" in `cwd`.
+async fn recall_tool(d: &Daemon, cwd: &str) -> reqwest::Response {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "recall", "arguments": {"query": "where is the deploy key", "cwd": cwd}}});
+    stateless(d, "tools/call", call).send().await.unwrap()
+}
+
 /// A recall tool is bounded by `recall.timeout`, as automatic recall is: the session start hands
 /// it out as the wait a plugin's recall should exceed, and a backend that took longer (up to
 /// `hindsight.recall_timeout`, 30 s) made the opencode plugin take the daemon for hung and skip
@@ -598,16 +605,7 @@ async fn a_recall_tool_gives_up_at_the_recall_timeout() {
     assert!(v["error"]["message"].as_str().unwrap().contains("recall.timeout (1s)"), "{v}");
     assert!(took < std::time::Duration::from_secs(5), "answered after {took:?}, not at recall.timeout");
     // The MCP tool says it to the model, with when to try again.
-    let answer = stateless(
-        &d,
-        "tools/call",
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "recall", "arguments": {"query": "where is the deploy key", "cwd": "/p/slow"}}}),
-    )
-    .send()
-    .await
-    .unwrap();
-    let v = sse_message(&answer.text().await.unwrap());
+    let v = sse_message(&recall_tool(&d, "/p/slow").await.text().await.unwrap());
     assert_eq!(v["result"]["isError"], true, "{v}");
     let text = v["result"]["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("recall.timeout") && text.contains("try again in"), "{text}");
@@ -621,15 +619,7 @@ async fn a_backend_that_is_down_is_a_tool_result_saying_when_to_try_again() {
     // A Hindsight server that is not there: connections are refused.
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
     let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{closed}\"\n"));
-    let answer = stateless(
-        &d,
-        "tools/call",
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "recall", "arguments": {"query": "where is the deploy key", "cwd": "/p/down"}}}),
-    )
-    .send()
-    .await
-    .unwrap();
+    let answer = recall_tool(&d, "/p/down").await;
     let status = answer.status();
     let body = answer.text().await.unwrap();
     assert_eq!(status, 200, "{body}");

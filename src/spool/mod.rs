@@ -138,33 +138,7 @@ pub struct Spool {
     /// Updated by the writer after each commit.
     commit_counters: Arc<CommitCounters>,
     /// The file as it was opened, to tell it was deleted or replaced under the daemon.
-    file: Arc<OpenedFile>,
-}
-
-/// A file's path and identity (device and inode) when it was opened.
-#[derive(Debug)]
-struct OpenedFile {
-    path: std::path::PathBuf,
-    identity: Option<(u64, u64)>,
-}
-
-impl OpenedFile {
-    fn of(path: &Path) -> OpenedFile {
-        use std::os::unix::fs::MetadataExt;
-        let identity = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-        OpenedFile { path: path.to_owned(), identity }
-    }
-
-    /// What became of the file since it was opened, when it is no longer there under its path.
-    fn gone(&self) -> Option<&'static str> {
-        use std::os::unix::fs::MetadataExt;
-        let opened = self.identity?;
-        match std::fs::metadata(&self.path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("was deleted"),
-            Ok(m) if (m.dev(), m.ino()) != opened => Some("was replaced by another file"),
-            _ => None,
-        }
-    }
+    file: Arc<mneme_core::database_file::OpenedFile>,
 }
 
 /// Refuses a spool file that SQLite must not be given: emptied, or its header overwritten
@@ -230,7 +204,7 @@ impl Spool {
             places: Arc::new(Semaphore::new(MAX_WAITING)),
             next_seq: Arc::new(AtomicI64::new(max_seq + 1)),
             commit_counters,
-            file: Arc::new(OpenedFile::of(path)),
+            file: Arc::new(mneme_core::database_file::OpenedFile::of(path)),
         })
     }
 
@@ -238,7 +212,7 @@ impl Spool {
     /// acknowledge now is written to a file no later start reads (a retain is refused instead).
     pub fn still_there(&self) -> Result<(), SpoolError> {
         match self.file.gone() {
-            Some(what) => Err(SpoolError::Gone { path: self.file.path.clone(), what }),
+            Some(what) => Err(SpoolError::Gone { path: self.file.path().to_owned(), what }),
             None => Ok(()),
         }
     }

@@ -50,6 +50,41 @@ pub fn damaged_header(path: &Path) -> Option<String> {
     ))
 }
 
+/// A database file's path and identity (device and inode) when it was opened, to tell it was
+/// deleted or replaced under the daemon: what is written to it then goes to a file no later
+/// start reads.
+#[derive(Debug)]
+pub struct OpenedFile {
+    path: std::path::PathBuf,
+    identity: Option<(u64, u64)>,
+}
+
+impl OpenedFile {
+    /// The file at `path` as it is now (just opened).
+    pub fn of(path: &Path) -> OpenedFile {
+        use std::os::unix::fs::MetadataExt;
+        let identity = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        OpenedFile { path: path.to_owned(), identity }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What became of the file since it was opened ("was deleted", "was replaced by another
+    /// file"), when it is no longer there under its path. One `stat`.
+    pub fn gone(&self) -> Option<&'static str> {
+        use std::os::unix::fs::MetadataExt;
+        let opened = self.identity?;
+        match std::fs::metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("was deleted"),
+            Ok(m) if (m.dev(), m.ino()) != opened => Some("was replaced by another file"),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +129,22 @@ mod tests {
         std::fs::write(&db, &sound[..50]).unwrap();
         assert!(damaged_header(&db).unwrap().contains("50 bytes"));
         assert_eq!(damaged_header(dir.path()), None, "a folder is another problem");
+    }
+
+    #[test]
+    fn a_file_deleted_or_replaced_since_its_open_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        std::fs::write(&db, b"one").unwrap();
+        let opened = OpenedFile::of(&db);
+        assert_eq!(opened.gone(), None);
+        std::fs::write(&db, b"edited in place").unwrap();
+        assert_eq!(opened.gone(), None, "the same file");
+        std::fs::write(dir.path().join("other"), b"two").unwrap();
+        std::fs::rename(dir.path().join("other"), &db).unwrap();
+        assert_eq!(opened.gone(), Some("was replaced by another file"));
+        std::fs::remove_file(&db).unwrap();
+        assert_eq!(opened.gone(), Some("was deleted"));
+        assert_eq!(OpenedFile::of(&db).gone(), None, "one missing at its open is a new one");
     }
 }

@@ -144,38 +144,29 @@ pub struct Store {
     opened: OpenedFile,
 }
 
-/// A file's path and identity (device and inode) when it was opened.
+/// The store's file as it was opened: one deleted or replaced since is refused writes.
 #[derive(Debug)]
-pub(crate) struct OpenedFile {
-    path: std::path::PathBuf,
-    identity: Option<(u64, u64)>,
-}
+pub(crate) struct OpenedFile(mneme_core::database_file::OpenedFile);
 
 impl OpenedFile {
     pub(crate) fn of(path: &Path) -> OpenedFile {
-        use std::os::unix::fs::MetadataExt;
-        let identity = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-        OpenedFile { path: path.to_owned(), identity }
+        OpenedFile(mneme_core::database_file::OpenedFile::of(path))
     }
 
     /// `Err` when the file was deleted or replaced since it was opened: what the store wrote
     /// now would go to a file no later start reads, so a write is refused instead, as an outage
     /// (the retain queue keeps what it holds, uses no attempts, and delivers it after a restart).
     pub(crate) fn still_there(&self) -> Result<(), BackendError> {
-        use std::os::unix::fs::MetadataExt;
-        let Some(opened) = self.identity else { return Ok(()) };
-        let what = match std::fs::metadata(&self.path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "was deleted",
-            Ok(m) if (m.dev(), m.ino()) != opened => "was replaced by another file",
-            _ => return Ok(()),
-        };
-        Err(BackendError::Unavailable {
-            reason: format!(
-                "the local store {} {what} while mneme had it open: restart mneme (what the queue holds is delivered then)",
-                self.path.display()
-            ),
-            retry_after: None,
-        })
+        match self.0.gone() {
+            None => Ok(()),
+            Some(what) => Err(BackendError::Unavailable {
+                reason: format!(
+                    "the local store {} {what} while mneme had it open: restart mneme (what the queue holds is delivered then)",
+                    self.0.path().display()
+                ),
+                retry_after: None,
+            }),
+        }
     }
 }
 
