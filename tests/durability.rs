@@ -176,3 +176,39 @@ async fn found_within_10_s(d: &Daemon, query: &str, needle: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// `mneme doctor` beside a running daemon leaves its store's log alone: the daemon read the
+/// store's header through a descriptor of its own at each reader's open, and closing it gave up
+/// the process's locks on the file, SQLite's included. Doctor's connection then took itself for
+/// the last and deleted the log the daemon went on writing to: what was delivered after it was
+/// lost at a crash, though acknowledged, delivered and recalled.
+#[tokio::test]
+async fn doctor_beside_the_daemon_keeps_the_stores_log_and_a_crash_loses_nothing() {
+    let config = "[local]\nembedder = \"off\"\n";
+    let mut d = Daemon::start(config);
+    d.start_session("s", "/p/doctor").await;
+    let retain_and_flush = |text: &'static str| {
+        let d = &d;
+        async move {
+            let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": text}]})).await;
+            assert_eq!(status, 202);
+            let (_, flushed) = d.post("/v1/flush", json!({})).await;
+            assert_eq!(flushed["failed"], 0, "{flushed}");
+        }
+    };
+    retain_and_flush("delivered before the doctor DOC-1").await;
+    // Readers open (a status, a search), then the doctor reads every file.
+    d.get("/v1/status").await;
+    d.post("/v1/search", json!({"query": "doctor"})).await;
+    let out = d.cli().arg("doctor").output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("panicked"), "{out:?}");
+    assert!(d.data().join("memories.db-wal").exists(), "the doctor deleted the store's log");
+    for text in ["delivered after the doctor DOC-2", "delivered after the doctor DOC-3"] {
+        retain_and_flush(text).await;
+    }
+    d.kill();
+    let d = Daemon::start_in(d.into_dir(), config);
+    for needle in ["DOC-1", "DOC-2", "DOC-3"] {
+        found_within_10_s(&d, &format!("delivered doctor {needle}"), needle).await;
+    }
+}

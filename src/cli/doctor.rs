@@ -142,7 +142,7 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
         if settings.memory.backend == mneme_core::BackendId::Local {
             let store = settings.local_db_path();
             if store.exists() {
-                match mneme_local::check(&store) {
+                match mneme_local::check_header(&store).and_then(|()| mneme_local::check(&store)) {
                     Ok(n) => {
                         r.ok(format!("local store {} is sound ({n} {})", store.display(), super::commands::noun(n)))
                     }

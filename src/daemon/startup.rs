@@ -91,6 +91,12 @@ impl Daemon {
             Spool::open_with(&spool_path, settings.queue.sync).map_err(|e| files::spool_problem(&spool_path, e))?;
         let notices = Notices::new(spool.clone());
         let metrics = Arc::new(Metrics::default());
+        // The store's header is read before the process opens the store (never beside it: see
+        // `mneme_local::check_header`).
+        if settings.memory.backend == mneme_core::BackendId::Local {
+            let store = settings.local_db_path();
+            mneme_local::check_header(&store).map_err(|e| StartError::File(files::local_store_problem(&store, e)))?;
+        }
         let backend = crate::backends::build(&settings).map_err(|e| match e {
             crate::backends::BuildError::File(f) => StartError::File(f),
             other => StartError::Backend { backend: settings.memory.backend.to_string(), reason: other.to_string() },

@@ -24,6 +24,11 @@ pub const EMPTIED: &str = "the file is empty (0 bytes), yet mneme wrote it: it w
 /// SQLite database's (overwritten, or another kind of file): its magic string and the fixed
 /// fields of the format (<https://www.sqlite.org/fileformat.html>, 1.3). `None` for a missing,
 /// empty or unreadable file: those are told otherwise.
+///
+/// It reads through a descriptor of its own: call it only where the process has no SQLite
+/// connection to the file open. Closing any descriptor of a file gives up every POSIX lock the
+/// process holds on it, SQLite's included, and another process's connection then took itself
+/// for the last one and deleted the log the daemon was writing to.
 pub fn damaged_header(path: &Path) -> Option<String> {
     let mut file = std::fs::File::open(path).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
     let mut header = Vec::with_capacity(100);

@@ -41,3 +41,11 @@ pub use thesaurus::{Thesaurus, ThesaurusError};
 pub fn check(path: &std::path::Path) -> Result<u64, OpenError> {
     store::Store::check(path)
 }
+
+/// Refuses a local store file whose header is not an SQLite database's, without SQLite opening
+/// it (which may delete the log beside it). Only where this process has no connection to the
+/// file open: a daemon's start before it opens its store, `mneme doctor` (see
+/// `store::check_header` for why).
+pub fn check_header(path: &std::path::Path) -> Result<(), OpenError> {
+    store::check_header(path)
+}

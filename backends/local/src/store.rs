@@ -247,14 +247,24 @@ pub struct StoredVector {
 /// Sessions whose last passage the writer keeps in memory at most (see `retain_in_transaction`).
 const LAST_PASSAGES_KEPT: usize = 4096;
 
-/// Refuses a store file that SQLite must not be given: emptied, or its header overwritten
-/// (opening either may delete the log that holds its last commits).
+/// Refuses a store file that SQLite must not be given: emptied (opened, SQLite takes it for a
+/// new one and deletes the log that holds its last commits). Its size alone: no descriptor of
+/// the file is opened here (see [`check_header`]).
 fn unusable(path: &Path) -> Result<(), OpenError> {
-    use mneme_core::database_file::{damaged_header, was_emptied};
-    if was_emptied(path) {
-        return Err(OpenError::Emptied);
+    match mneme_core::database_file::was_emptied(path) {
+        true => Err(OpenError::Emptied),
+        false => Ok(()),
     }
-    damaged_header(path).map_or(Ok(()), |why| Err(OpenError::Overwritten(why)))
+}
+
+/// Refuses a store file whose header is not SQLite's, before SQLite opens it. Only for a process
+/// with no connection to the file open: it reads the header through a descriptor of its own,
+/// and closing one gives up every lock the process holds on the file (POSIX locks are the
+/// process's), SQLite's included. Done beside a running store (a reader's open, the integrity
+/// check), it left the daemon's connections unlocked, and `mneme doctor`'s connection, finding
+/// itself the last, deleted the log the daemon was writing to.
+pub(crate) fn check_header(path: &Path) -> Result<(), OpenError> {
+    mneme_core::database_file::damaged_header(path).map_or(Ok(()), |why| Err(OpenError::Overwritten(why)))
 }
 
 /// The write-ahead log's size once a checkpoint has emptied it: without a limit it keeps the
