@@ -156,6 +156,15 @@ pub fn storage_dir_problem(path: &Path, reason: impl fmt::Display) -> FileProble
     }
 }
 
+/// The text of the file at `path`, a regular file only: a FIFO in its place (the token, the
+/// pidfile) would wait for a writer, and the command with it.
+pub fn read_regular(path: &Path) -> std::io::Result<String> {
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "it is not a regular file"));
+    }
+    std::fs::read_to_string(path)
+}
+
 /// Reads a token file: `Ok(None)` when there is none yet (or it is empty), a problem when it
 /// cannot be read or does not hold a token.
 pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {
@@ -164,6 +173,11 @@ pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {
         // Whoever placed a link, or a file of theirs, there chose the token clients are asked for.
         if m.file_type().is_symlink() {
             return Err(token_problem(path, "it is a symbolic link; the token is a file of its own"));
+        }
+        // A FIFO would wait for a writer, and the daemon's start (or doctor) with it. (A folder
+        // is told by the read: "Is a directory".)
+        if !m.is_file() && !m.is_dir() {
+            return Err(token_problem(path, "it is not a regular file"));
         }
         if m.uid() != effective_uid() {
             return Err(token_problem(path, format!("it belongs to another user (uid {})", m.uid())));

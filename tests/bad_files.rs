@@ -23,9 +23,15 @@ fn text(o: &Output) -> String {
 /// `mneme serve`, which is to refuse to start: one that starts instead is stopped after 20 s
 /// (the test then fails on its exit, instead of waiting for it for ever).
 fn serve(dir: &Path) -> Output {
+    bounded(dir, &["serve"])
+}
+
+/// `mneme ARGS`, stopped after 20 s if it has not ended (a start that should have been refused,
+/// an open that waits).
+fn bounded(dir: &Path, args: &[&str]) -> Output {
     use std::process::Stdio;
     let child = Command::new(common::bin())
-        .arg("serve")
+        .args(args)
         .env("MNEME_CONFIG", dir.join("config.toml"))
         .env("MNEME_LOG", "error")
         .envs(common::env_for(dir))
@@ -55,7 +61,7 @@ fn refused(dir: &Path, path: &Path, hints: &[&str]) {
     for hint in hints {
         assert!(out.contains(hint), "serve says {hint:?}: {out}");
     }
-    let doctor = run(dir, &["doctor"]);
+    let doctor = bounded(dir, &["doctor"]);
     let out = text(&doctor);
     assert_eq!(doctor.status.code(), Some(1), "{out}");
     assert!(
@@ -229,4 +235,17 @@ async fn a_spool_whose_queued_items_cannot_be_read_stops_the_daemon() {
     let out = text(&child.wait_with_output().unwrap());
     assert_eq!(status.code(), Some(1), "{out}");
     assert!(out.contains(&spool.display().to_string()) && out.contains("mv "), "{out}");
+}
+
+/// A FIFO in place of the spool, the store or the token is refused, naming it: opening one
+/// waits for a writer, and `serve` and `doctor` waited for ever.
+#[test]
+fn a_fifo_in_place_of_a_storage_file_is_refused_not_waited_on() {
+    for name in ["spool.db", "memories.db", "token"] {
+        let dir = data_dir();
+        let file = dir.path().join("data").join(name);
+        let made = Command::new("mkfifo").arg(&file).status().unwrap();
+        assert!(made.success());
+        refused(dir.path(), &file, &["not a regular file"]);
+    }
 }

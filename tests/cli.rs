@@ -202,6 +202,29 @@ fn a_config_that_is_a_fifo_is_never_waited_on() {
     }
 }
 
+/// A FIFO in place of the token or the pidfile is read by no command: opening one waits for a
+/// writer, and `status` and Claude Code's MCP headers helper waited for ever.
+#[test]
+fn a_fifo_token_or_pidfile_is_never_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    for name in ["token", "mneme.pid"] {
+        assert!(std::process::Command::new("mkfifo").arg(data.join(name)).status().unwrap().success());
+    }
+    for args in [vec!["status"], vec!["hook", "claude-code", "--mcp-headers"]] {
+        let out = assert_cmd::Command::new(common::bin())
+            .env("MNEME_CONFIG", dir.path().join("none.toml"))
+            .env("MNEME_SERVER__LISTEN", "127.0.0.1:9")
+            .env("MNEME_STORAGE__DIR", &data)
+            .args(&args)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        assert!(out.status.code().is_some_and(|c| c != 0), "{args:?}: {out:?}");
+    }
+}
+
 /// A session id far too long to send is told in the CLI's words: the HTTP client refused the
 /// URL with its own ("builder error for url") and printed it whole, 66 KB of it.
 #[test]

@@ -43,7 +43,8 @@ pub fn recorded_addr(pid_path: &Path) -> Option<String> {
 /// The pid of a daemon that holds the pidfile's lock (first line), if one does: it may not
 /// answer (stopped, or wedged).
 pub fn locked_pid(pid_path: &Path) -> Option<u32> {
-    let file = std::fs::File::open(pid_path).ok()?;
+    // A regular file only: a FIFO would wait for a writer.
+    let file = std::fs::File::open(pid_path).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
     // Shared: two commands looking at once do not take each other for a daemon.
     match file.try_lock_shared() {
         // Nobody holds it: no daemon (the lock goes with the file when it is dropped).
@@ -53,7 +54,7 @@ pub fn locked_pid(pid_path: &Path) -> Option<u32> {
 }
 
 fn pidfile_line(pid_path: &Path, n: usize) -> Option<String> {
-    let text = std::fs::read_to_string(pid_path).ok()?;
+    let text = crate::files::read_regular(pid_path).ok()?;
     text.lines().nth(n).map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned)
 }
 
@@ -161,14 +162,7 @@ impl Client {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
-        // Only a regular file is read: a FIFO would wait for a writer, and the command with it.
-        if std::fs::metadata(&token_path).is_ok_and(|m| !m.is_file()) {
-            return Err(CliError::Other(format!(
-                "cannot read the token {}: it is not a regular file",
-                token_path.display()
-            )));
-        }
-        let token = std::fs::read_to_string(&token_path)
+        let token = crate::files::read_regular(&token_path)
             .map_err(|e| match e.kind() {
                 // A daemon answers, yet never wrote its token here: it runs on another dir.
                 std::io::ErrorKind::NotFound => CliError::Other(format!(

@@ -144,7 +144,10 @@ pub struct Spool {
 /// Refuses a spool file that SQLite must not be given: emptied, or its header overwritten
 /// (opening either may delete the log that holds its last commits).
 fn unusable(path: &Path) -> Result<(), SpoolError> {
-    use mneme_core::database_file::{damaged_header, was_emptied};
+    use mneme_core::database_file::{damaged_header, not_a_file, was_emptied, NOT_A_FILE};
+    if not_a_file(path) {
+        return Err(SpoolError::Overwritten(NOT_A_FILE.to_owned()));
+    }
     if was_emptied(path) {
         return Err(SpoolError::Emptied);
     }

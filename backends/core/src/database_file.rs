@@ -17,20 +17,34 @@ pub fn was_emptied(path: &Path) -> bool {
     std::fs::metadata(path).ok().filter(|m| m.is_file()).is_some_and(|m| m.len() == 0)
 }
 
+/// Whether something other than a regular file is at `path` (a FIFO, a device, a folder):
+/// SQLite's open of a FIFO waited for a writer for ever, and the daemon's start with it. Its
+/// metadata alone (following links).
+pub fn not_a_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+}
+
+/// Why a database file [`not_a_file`] is not opened.
+pub const NOT_A_FILE: &str = "it is not a regular file (a FIFO, a device or a folder): move it aside";
+
 /// Why a database file [`was_emptied`] is not opened.
 pub const EMPTIED: &str = "the file is empty (0 bytes), yet mneme wrote it: it was truncated, and what it held is gone from it (opened, it would be taken for a new, empty one, and SQLite would delete the write-ahead log beside it, `-wal`, which may hold part of it: move both aside together)";
 
 /// What is wrong with the header of the database file at `path`, if it has one that is not an
 /// SQLite database's (overwritten, or another kind of file): its magic string and the fixed
 /// fields of the format (<https://www.sqlite.org/fileformat.html>, 1.3). `None` for a missing,
-/// empty or unreadable file: those are told otherwise.
+/// empty or unreadable file, or one that is not a regular file: those are told otherwise.
 ///
 /// It reads through a descriptor of its own: call it only where the process has no SQLite
 /// connection to the file open. Closing any descriptor of a file gives up every POSIX lock the
 /// process holds on it, SQLite's included, and another process's connection then took itself
 /// for the last one and deleted the log the daemon was writing to.
 pub fn damaged_header(path: &Path) -> Option<String> {
-    let mut file = std::fs::File::open(path).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
+    // Not opened unless a regular file: a FIFO's open waits for a writer ([`not_a_file`]).
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let mut file = std::fs::File::open(path).ok()?;
     let mut header = Vec::with_capacity(100);
     file.by_ref().take(100).read_to_end(&mut header).ok()?;
     if header.is_empty() {

@@ -251,7 +251,11 @@ const LAST_PASSAGES_KEPT: usize = 4096;
 /// new one and deletes the log that holds its last commits). Its size alone: no descriptor of
 /// the file is opened here (see [`check_header`]).
 fn unusable(path: &Path) -> Result<(), OpenError> {
-    match mneme_core::database_file::was_emptied(path) {
+    use mneme_core::database_file::{not_a_file, was_emptied, NOT_A_FILE};
+    if not_a_file(path) {
+        return Err(OpenError::Overwritten(NOT_A_FILE.to_owned()));
+    }
+    match was_emptied(path) {
         true => Err(OpenError::Emptied),
         false => Ok(()),
     }

@@ -246,7 +246,7 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     // helper that gave up would take mneme's tools away from the agent.
     let settings = load_client_settings(config)?.settings;
     let token_path = settings.token_path();
-    let token = std::fs::read_to_string(&token_path)
+    let token = crate::files::read_regular(&token_path)
         .map_err(|e| CliError::Other(format!("cannot read the token {}: {e}", token_path.display())))?;
     // Claude Code sends these headers to the MCP URL: only a daemon that proves it holds the
     // token is given it (what answers on the port may be another user's process). A daemon not
