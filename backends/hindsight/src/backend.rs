@@ -182,6 +182,21 @@ fn import_chunk_id(bank: &str, chunk: &[&StoredMemory]) -> String {
 }
 
 impl HindsightBackend {
+    /// `error` (a transient failure of a retain) as an outage when the server does not answer
+    /// its health check either (hung, stopped, a proxy with nothing behind it): a hung server's
+    /// timeouts used up every batch's attempts, and its memories were dead letters, not
+    /// delivered when it came back. One that answers keeps `error`, an attempt.
+    async fn outage_unless_answering(&self, error: BackendError) -> BackendError {
+        let quick = self.config.timeout.min(Duration::from_secs(3));
+        let health = self.send::<serde_json::Value>("health", Method::GET, self.url(&["health"]), None::<&()>, quick);
+        match health.await {
+            Ok(_) => error,
+            Err(health) => BackendError::Unreachable {
+                reason: format!("{error}; the server does not answer its health check either ({health})"),
+            },
+        }
+    }
+
     /// A client for `config`. Does not contact the server: a server that is down at start is fine.
     pub fn new(config: HindsightConfig) -> Result<Self, BackendError> {
         let base = Url::parse(config.api_url.trim())
@@ -501,11 +516,21 @@ impl MemoryBackend for HindsightBackend {
                 accepted("retain", answer, &scope.bank)?;
                 self.wait_for_operation(&scope.bank, &body.operation_id).await
             };
-            match sent.await {
-                Ok(()) => stored.extend(ids),
-                Err(error) if stored.is_empty() => return Err(error),
-                Err(error) => return Err(BackendError::PartlyStored { stored, error: Box::new(error) }),
-            }
+            let error = match sent.await {
+                Ok(()) => {
+                    stored.extend(ids);
+                    continue;
+                }
+                // A timeout or a 5xx counts as an attempt (this very batch may be choking the
+                // server) only while the server answers its health check: when that fails too,
+                // the server does not answer at all, and an outage dead-letters nothing.
+                Err(error @ BackendError::Transient { .. }) => self.outage_unless_answering(error).await,
+                Err(error) => error,
+            };
+            return Err(match stored.is_empty() {
+                true => error,
+                false => BackendError::PartlyStored { stored, error: Box::new(error) },
+            });
         }
         Ok(())
     }

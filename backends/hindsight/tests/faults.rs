@@ -75,15 +75,21 @@ async fn an_answer_that_is_not_hindsights_json_is_transient() {
     }
 }
 
+/// A server that answers its health check but not a retain in time may be choking on this very
+/// batch: an attempt, so that it is not retried for ever.
 #[tokio::test]
 async fn a_slow_server_past_the_timeout_is_transient() {
-    let url = serve(Router::new().route(
-        "/v1/default/banks/b/memories",
-        post(|| async {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            "{}"
-        }),
-    ))
+    let url = serve(
+        Router::new()
+            .route(
+                "/v1/default/banks/b/memories",
+                post(|| async {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    "{}"
+                }),
+            )
+            .route("/health", axum::routing::get(|| async { r#"{"status":"healthy"}"# })),
+    )
     .await;
     let mut config = common::config(&url, None);
     config.retain_timeout = Duration::from_millis(200);
@@ -91,6 +97,27 @@ async fn a_slow_server_past_the_timeout_is_transient() {
     let e = HindsightBackend::new(config).unwrap().retain(&scope(), &batch()).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(e.is_transient() && e.to_string().contains("timed out"), "{e}");
+}
+
+/// A server that took the connection and answers nothing, its health check included (hung,
+/// stopped, a VM paused): an outage, which uses up no attempt. Counted as attempts, its
+/// timeouts made every batch a dead letter within minutes, not delivered when it came back.
+#[tokio::test]
+async fn a_hung_server_is_an_outage_not_an_attempt() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let mut config = common::config(&url, None);
+    config.retain_timeout = Duration::from_millis(300);
+    config.timeout = Duration::from_millis(300);
+    let e = HindsightBackend::new(config).unwrap().retain(&scope(), &batch()).await.unwrap_err();
+    assert!(e.is_outage(), "{e}");
+    assert!(e.to_string().contains("timed out") && e.to_string().contains("health check"), "{e}");
 }
 
 #[tokio::test]
