@@ -127,6 +127,11 @@ async fn a_spool_deleted_under_the_daemon_refuses_retains_and_delivers_what_it_h
     let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "after GONE-2"}]})).await;
     assert_eq!(status, 503, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("was deleted"), "{v}");
+    // What `/hindsight` keeps in the spool (a bank's profile, a mental model) too: answered 200,
+    // it was gone at the next start.
+    let (status, v) =
+        d.req(reqwest::Method::PUT, "/hindsight/v1/default/banks/gone", Some(json!({"mission": "kept?"}))).await;
+    assert_eq!(status, 503, "{v}");
     found_within_10_s(&d, "acknowledged before GONE-1", "GONE-1").await;
     let (_, notices) = d.get("/v1/notices?after=0").await;
     assert!(notices.to_string().contains("spool file") && notices.to_string().contains("was deleted"), "{notices}");
@@ -211,4 +216,38 @@ async fn doctor_beside_the_daemon_keeps_the_stores_log_and_a_crash_loses_nothing
     for needle in ["DOC-1", "DOC-2", "DOC-3"] {
         found_within_10_s(&d, &format!("delivered doctor {needle}"), needle).await;
     }
+}
+
+/// A write-ahead log deleted under the daemon is noticed as its database file would be: SQLite
+/// goes on writing to the deleted log, and every commit in it is gone at the next start. The
+/// spool's: retains are refused (503). The store's: deliveries stay in the queue (status
+/// unhealthy), and reach the store after a restart.
+#[tokio::test]
+async fn a_log_deleted_under_the_daemon_is_noticed() {
+    let config = "[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
+    let d = Daemon::start(config);
+    d.start_session("s", "/p/log").await;
+    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "before LOG-1"}]})).await;
+    assert_eq!(status, 202);
+    std::fs::remove_file(d.data().join("spool.db-wal")).unwrap();
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "after LOG-2"}]})).await;
+    assert_eq!(status, 503, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("write-ahead log"), "{v}");
+
+    let mut d = Daemon::start(config);
+    d.start_session("s", "/p/log").await;
+    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "stored LOG-3"}]})).await;
+    assert_eq!(status, 202);
+    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(flushed["delivered"], 1, "{flushed}");
+    std::fs::remove_file(d.data().join("memories.db-wal")).unwrap();
+    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "acknowledged LOG-4"}]})).await;
+    assert_eq!(status, 202);
+    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(flushed["delivered"], 0, "not into the deleted log: {flushed}");
+    let (_, status) = d.get("/v1/status").await;
+    assert!(status.to_string().contains("lost its write-ahead log"), "{status}");
+    d.stop();
+    let d = Daemon::start_in(d.into_dir(), config);
+    found_within_10_s(&d, "acknowledged LOG-4", "LOG-4").await;
 }

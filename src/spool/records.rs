@@ -18,8 +18,11 @@ impl Spool {
         self.call(move |t| t.execute("DELETE FROM sessions WHERE id = ?", [&id]).map(|_| ())).await
     }
 
-    /// Saves (replacing) a record of `kind` under `key`.
+    /// Saves (replacing) a record of `kind` under `key`. Refused when the spool's file was
+    /// deleted or replaced under the daemon: saved there, a mental model or a bank's profile was
+    /// answered 200 and gone at the next start.
     pub async fn save_record(&self, kind: &'static str, key: &str, record: String) -> Result<(), SpoolError> {
+        self.still_there()?;
         let key = key.to_owned();
         self.call(move |t| {
             t.execute(

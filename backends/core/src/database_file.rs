@@ -69,21 +69,22 @@ pub fn damaged_header(path: &Path) -> Option<String> {
     ))
 }
 
-/// A database file's path and identity (device and inode) when it was opened, to tell it was
-/// deleted or replaced under the daemon: what is written to it then goes to a file no later
-/// start reads.
+/// A database file's path and identity (device and inode) when it was opened, and its
+/// write-ahead log's, to tell either was deleted or replaced under the daemon: what is written
+/// then goes to a file no later start reads (a log deleted under SQLite is written to all the
+/// same, and gone at the next start with every commit it held).
 #[derive(Debug)]
 pub struct OpenedFile {
     path: std::path::PathBuf,
     identity: Option<(u64, u64)>,
+    log_identity: Option<(u64, u64)>,
 }
 
 impl OpenedFile {
-    /// The file at `path` as it is now (just opened).
+    /// The file at `path` and its log as they are now (just opened: a log SQLite has not made
+    /// yet is not looked at).
     pub fn of(path: &Path) -> OpenedFile {
-        use std::os::unix::fs::MetadataExt;
-        let identity = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-        OpenedFile { path: path.to_owned(), identity }
+        OpenedFile { path: path.to_owned(), identity: identity(path), log_identity: identity(&log_of(path)) }
     }
 
     /// Its path.
@@ -91,17 +92,41 @@ impl OpenedFile {
         &self.path
     }
 
-    /// What became of the file since it was opened ("was deleted", "was replaced by another
-    /// file"), when it is no longer there under its path. One `stat`.
+    /// What became of the file or its log since it was opened ("was deleted", "lost its
+    /// write-ahead log …"), when either is no longer there under its path. A `stat` each.
     pub fn gone(&self) -> Option<&'static str> {
-        use std::os::unix::fs::MetadataExt;
-        let opened = self.identity?;
-        match std::fs::metadata(&self.path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("was deleted"),
-            Ok(m) if (m.dev(), m.ino()) != opened => Some("was replaced by another file"),
-            _ => None,
+        let changed = |opened: Option<(u64, u64)>, path: &Path| {
+            let opened = opened?;
+            match std::fs::metadata(path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(true),
+                Ok(_) if identity(path) != Some(opened) => Some(false),
+                _ => None,
+            }
+        };
+        match changed(self.identity, &self.path) {
+            Some(true) => return Some("was deleted"),
+            Some(false) => return Some("was replaced by another file"),
+            None => {}
+        }
+        match changed(self.log_identity, &log_of(&self.path)) {
+            Some(true) => Some("lost its write-ahead log (its -wal file was deleted)"),
+            Some(false) => Some("had its write-ahead log (its -wal file) replaced"),
+            None => None,
         }
     }
+}
+
+/// The device and inode of the file at `path`, if there is one.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The write-ahead log beside the database at `path`.
+fn log_of(path: &Path) -> std::path::PathBuf {
+    let mut log = path.as_os_str().to_owned();
+    log.push("-wal");
+    std::path::PathBuf::from(log)
 }
 
 #[cfg(test)]
@@ -165,5 +190,13 @@ mod tests {
         std::fs::remove_file(&db).unwrap();
         assert_eq!(opened.gone(), Some("was deleted"));
         assert_eq!(OpenedFile::of(&db).gone(), None, "one missing at its open is a new one");
+        // Its log.
+        std::fs::write(&db, b"one").unwrap();
+        std::fs::write(dir.path().join("m.db-wal"), b"frames").unwrap();
+        let opened = OpenedFile::of(&db);
+        std::fs::write(dir.path().join("m.db-wal"), b"").unwrap();
+        assert_eq!(opened.gone(), None, "a log emptied in place (a checkpoint) is the same");
+        std::fs::remove_file(dir.path().join("m.db-wal")).unwrap();
+        assert!(opened.gone().unwrap().contains("write-ahead log"));
     }
 }
