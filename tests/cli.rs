@@ -544,6 +544,27 @@ fn a_daemon_that_takes_connections_but_never_answers_is_one_clear_line_and_exit_
     drop(held);
 }
 
+/// A program on the port that takes the connection and closes it without an HTTP answer is no
+/// running mneme daemon either: exit 3, in one line without the request's URL (it was exit 1,
+/// "cannot reach the daemon", with the URL).
+#[test]
+fn a_program_closing_without_an_answer_is_no_running_daemon() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            drop(stream);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
+    let out = cli_on(&config, &dir.path().join("data"), &["status"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("closed the connection without an HTTP answer") && !err.contains("challenge="), "{err}");
+}
+
 /// Another program holding the port (a plain web server) is no running mneme daemon: exit 3,
 /// as with nothing on the port (it was 1, "the daemon refused"), and no token is sent to it.
 /// Nor to one that redirects the proof it is asked for to a daemon that holds the token (the

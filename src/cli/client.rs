@@ -144,7 +144,14 @@ impl Client {
                 }
             })?,
             Err(e) if e.is_connect() || e.is_timeout() => return Err(not_running()),
-            Err(e) => return Err(CliError::Other(format!("cannot reach the daemon at {addr}: {e}"))),
+            // Taken and closed without an HTTP answer: no mneme daemon (which answers its health
+            // check), so exit 3 as for another program there (it was exit 1).
+            Err(e) => {
+                return Err(CliError::NotRunning(format!(
+                    "no mneme daemon is running at {addr}: what listens there closed the connection without an HTTP answer ({}); stop it or set server.listen",
+                    e.without_url()
+                )))
+            }
         };
         if health.protocol != PROTOCOL {
             return Err(CliError::Other(format!(
