@@ -604,6 +604,11 @@ async fn a_recall_tool_gives_up_at_the_recall_timeout() {
     assert_eq!(v["error"]["code"], "backend_unavailable", "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("recall.timeout (1s)"), "{v}");
     assert!(took < std::time::Duration::from_secs(5), "answered after {took:?}, not at recall.timeout");
+    // The web view's search ("recall as an agent would get it") too.
+    let started = std::time::Instant::now();
+    let (status, v) = d.post("/v1/search", json!({"query": "where is the deploy key"})).await;
+    assert_eq!((status, &v["error"]["code"]), (503, &json!("backend_unavailable")), "{v}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "search answered after {:?}", started.elapsed());
     // The MCP tool says it to the model, with when to try again.
     let v = sse_message(&recall_tool(&d, "/p/slow").await.text().await.unwrap());
     assert_eq!(v["result"]["isError"], true, "{v}");

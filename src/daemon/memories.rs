@@ -250,7 +250,12 @@ pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<Searc
     };
     let scope = Scope { bank: bank.clone(), tags: b.tags };
     let started = Instant::now();
-    let results = s.queue.backend().recall(&scope, &query).await?;
+    // Bounded as the recall tools are (what an agent would get, within its wait).
+    let timeout = settings.recall.timeout;
+    let results = match tokio::time::timeout(timeout, s.queue.backend().recall(&scope, &query)).await {
+        Ok(results) => results?,
+        Err(_) => Err(mneme_core::BackendError::transient(crate::session::recall_timed_out(timeout)))?,
+    };
     let took_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
     Ok(Json(SearchAnswer { bank, results, took_ms }))
 }

@@ -50,7 +50,9 @@ pub use placement::fingerprint;
 use record::{Ended, ENDED_RECORD};
 pub use record::{PendingRetain, Session, StoredPart, SESSION_FORMAT};
 pub use scope::{banks_of_configuration, cwd_to_send, project_label, scope_for, MAX_LABEL_BYTES};
-pub use tools::{filter_tags, queued_message, recall_text, retained_message, RecallAnswer, Retained, OFF_MESSAGE};
+pub use tools::{
+    filter_tags, queued_message, recall_text, recall_timed_out, retained_message, RecallAnswer, Retained, OFF_MESSAGE,
+};
 
 /// How often a session record a deletion could not save is tried again.
 const SAVE_RETRY: Duration = Duration::from_secs(1);

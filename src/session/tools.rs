@@ -190,7 +190,7 @@ const RESULT_LINE_UNITS: usize = 48;
 const NOTHING_FITS: &str = "No memory fits in recall.max_tokens.";
 
 /// Why a recall tool got nothing: its backend took longer than `recall.timeout`.
-fn recall_timed_out(timeout: std::time::Duration) -> String {
+pub fn recall_timed_out(timeout: std::time::Duration) -> String {
     format!("it did not answer within recall.timeout ({})", humantime::format_duration(timeout))
 }
 
