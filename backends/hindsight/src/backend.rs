@@ -656,7 +656,8 @@ impl MemoryBackend for HindsightBackend {
                     .iter()
                     .map(|m| {
                         let mut marked = m.metadata.clone();
-                        marked.insert(crate::wire::TYPE_KEY.to_owned(), m.kind.as_str().to_owned());
+                        // (A client's own value under the key is left as it is.)
+                        marked.entry(crate::wire::TYPE_KEY.to_owned()).or_insert_with(|| m.kind.as_str().to_owned());
                         if m.document_id.is_none() {
                             marked.insert(crate::wire::LOOSE_MEMORY_KEY.to_owned(), loose_document(m));
                         }

@@ -350,14 +350,24 @@ async fn an_imported_memory_comes_back_with_its_type() {
     transcript.kind = MemoryType::Experience;
     transcript.document_id = Some("session-typed".into());
     let fact = exported("typed-2", &bank, "The ibis cache is warmed at noon");
-    b.import(&[transcript, fact]).await.unwrap();
-    let contents = ["The ibis cache is warmed at noon", "user: how do we ship? assistant: with cargo-dist"];
+    // A client's own value under the key is its own: left as it is.
+    let mut own = exported("typed-3", &bank, "The heron job keeps its own note");
+    own.metadata.insert(transfer::TYPE_KEY.to_owned(), "note".to_owned());
+    b.import(&[transcript, fact, own]).await.unwrap();
+    let contents = [
+        "The heron job keeps its own note",
+        "The ibis cache is warmed at noon",
+        "user: how do we ship? assistant: with cargo-dist",
+    ];
     each_once(&wait_for_texts(&url, &bank, &contents).await, &contents);
     let page = b.export(Some(&bank), None, 100).await.unwrap();
     let kinds: BTreeMap<&str, MemoryType> = page.memories.iter().map(|m| (m.content.as_str(), m.kind)).collect();
-    assert_eq!(kinds[contents[0]], MemoryType::World);
-    assert_eq!(kinds[contents[1]], MemoryType::Experience, "{:?}", page.memories);
-    assert!(page.memories.iter().all(|m| !m.metadata.contains_key(transfer::TYPE_KEY)), "{:?}", page.memories);
+    assert_eq!(kinds[contents[1]], MemoryType::World);
+    assert_eq!(kinds[contents[2]], MemoryType::Experience, "{:?}", page.memories);
+    for m in &page.memories {
+        let kept = m.metadata.get(transfer::TYPE_KEY).map(String::as_str);
+        assert_eq!(kept, (m.content == contents[0]).then_some("note"), "{m:?}");
+    }
 }
 
 /// An import the server answers 404 (a wrong api_url) fails instead of counting as sent.
