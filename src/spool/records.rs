@@ -34,8 +34,10 @@ impl Spool {
         .await
     }
 
-    /// Deletes a record; whether there was one.
+    /// Deletes a record; whether there was one. Refused, as a save is, once the spool's file
+    /// is gone: answered, the deletion was undone at the next start.
     pub async fn delete_record(&self, kind: &'static str, key: &str) -> Result<bool, SpoolError> {
+        self.still_there()?;
         let key = key.to_owned();
         self.call(move |t| {
             t.execute("DELETE FROM records WHERE kind = ? AND key = ?", params![kind, key]).map(|n| n > 0)
@@ -43,8 +45,9 @@ impl Spool {
         .await
     }
 
-    /// Deletes every record of `kind`; how many.
+    /// Deletes every record of `kind`; how many (refused once the spool's file is gone).
     pub async fn delete_records(&self, kind: &'static str) -> Result<usize, SpoolError> {
+        self.still_there()?;
         self.call(move |t| t.execute("DELETE FROM records WHERE kind = ?", [kind])).await
     }
 

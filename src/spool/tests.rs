@@ -247,3 +247,18 @@ async fn what_an_old_backend_stored_is_not_taken_for_delivered() {
     let moved = spool.dead_letter("s", &batch_id, "refused", &[]).await.unwrap();
     assert_eq!(moved, DeadLettered { dead: 2, delivered: 0 });
 }
+
+/// Records (a `/hindsight` bank's profile, a mental model) are neither saved nor deleted once
+/// the spool's file is gone: answered, the save was lost and the deletion undone at the next
+/// start.
+#[tokio::test]
+async fn records_are_refused_once_the_spool_file_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spool.db");
+    let spool = Spool::open(&path).unwrap();
+    spool.save_record("model", "b/m", "{}".into()).await.unwrap();
+    std::fs::remove_file(dir.path().join("spool.db-wal")).unwrap();
+    assert!(matches!(spool.save_record("model", "b/n", "{}".into()).await, Err(SpoolError::Gone { .. })));
+    assert!(matches!(spool.delete_record("model", "b/m").await, Err(SpoolError::Gone { .. })));
+    assert!(matches!(spool.delete_records("model").await, Err(SpoolError::Gone { .. })));
+}

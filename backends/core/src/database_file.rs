@@ -77,6 +77,9 @@ pub fn damaged_header(path: &Path) -> Option<String> {
 pub struct OpenedFile {
     path: std::path::PathBuf,
     identity: Option<(u64, u64)>,
+    /// Beside the file the path leads to: SQLite keeps the log of a database reached through a
+    /// symbolic link beside its target.
+    log: std::path::PathBuf,
     log_identity: Option<(u64, u64)>,
 }
 
@@ -84,7 +87,8 @@ impl OpenedFile {
     /// The file at `path` and its log as they are now (just opened: a log SQLite has not made
     /// yet is not looked at).
     pub fn of(path: &Path) -> OpenedFile {
-        OpenedFile { path: path.to_owned(), identity: identity(path), log_identity: identity(&log_of(path)) }
+        let log = log_of(&std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
+        OpenedFile { path: path.to_owned(), identity: identity(path), log_identity: identity(&log), log }
     }
 
     /// Its path.
@@ -108,7 +112,7 @@ impl OpenedFile {
             Some(false) => return Some("was replaced by another file"),
             None => {}
         }
-        match changed(self.log_identity, &log_of(&self.path)) {
+        match changed(self.log_identity, &self.log) {
             Some(true) => Some("lost its write-ahead log (its -wal file was deleted)"),
             Some(false) => Some("had its write-ahead log (its -wal file) replaced"),
             None => None,
@@ -197,6 +201,15 @@ mod tests {
         std::fs::write(dir.path().join("m.db-wal"), b"").unwrap();
         assert_eq!(opened.gone(), None, "a log emptied in place (a checkpoint) is the same");
         std::fs::remove_file(dir.path().join("m.db-wal")).unwrap();
+        assert!(opened.gone().unwrap().contains("write-ahead log"));
+        // Reached through a link: the log beside its target, where SQLite keeps it.
+        let real = dir.path().join("elsewhere");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::write(real.join("r.db"), b"one").unwrap();
+        std::fs::write(real.join("r.db-wal"), b"frames").unwrap();
+        std::os::unix::fs::symlink(real.join("r.db"), dir.path().join("link.db")).unwrap();
+        let opened = OpenedFile::of(&dir.path().join("link.db"));
+        std::fs::remove_file(real.join("r.db-wal")).unwrap();
         assert!(opened.gone().unwrap().contains("write-ahead log"));
     }
 }

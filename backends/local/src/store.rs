@@ -595,6 +595,8 @@ impl Store {
             .create(true)
             .truncate(true)
             .mode(0o600)
+            // A FIFO in its place fails (no reader) instead of blocking the writer for good.
+            .custom_flags(libc::O_NONBLOCK)
             .open(&self.erase_marker)
             .and_then(|file| file.sync_all())
             .and_then(|()| match self.erase_marker.parent() {

@@ -328,3 +328,20 @@ fn hot_statements_are_not_re_prepared() {
     }
     assert!(RANKED_POOL.ends_with(&format!("LIMIT {RANKED_POOL_SIZE}")));
 }
+
+/// A FIFO in place of the erasure marker does not block the writer: its open fails (no reader)
+/// and is warned about, where it waited for a reader for good, and every later write with it.
+#[test]
+fn a_fifo_in_place_of_the_erasure_marker_blocks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let store = Store::open(&path).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(Store::erase_marker(&path)).status().unwrap();
+    assert!(made.success());
+    let (done, waited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        store.note_erasure_owed();
+        let _ = done.send(());
+    });
+    assert!(waited.recv_timeout(std::time::Duration::from_secs(10)).is_ok(), "the writer waited on the FIFO");
+}
