@@ -258,6 +258,8 @@ async fn records_are_refused_once_the_spool_file_is_gone() {
     let spool = Spool::open(&path).unwrap();
     spool.save_record("model", "b/m", "{}".into()).await.unwrap();
     std::fs::remove_file(dir.path().join("spool.db-wal")).unwrap();
+    // (A log is looked at every 100 ms at most.)
+    tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(matches!(spool.save_record("model", "b/n", "{}".into()).await, Err(SpoolError::Gone { .. })));
     assert!(matches!(spool.delete_record("model", "b/m").await, Err(SpoolError::Gone { .. })));
     assert!(matches!(spool.delete_records("model").await, Err(SpoolError::Gone { .. })));
