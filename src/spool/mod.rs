@@ -141,8 +141,9 @@ pub struct Spool {
     file: Arc<mneme_core::database_file::OpenedFile>,
 }
 
-/// Refuses a spool file that SQLite must not be given: emptied, or its header overwritten
-/// (opening either may delete the log that holds its last commits).
+/// Refuses a spool file that SQLite must not be given: not a regular file (a FIFO's open
+/// waits for a writer), emptied, or its header overwritten (opening either may delete the log
+/// that holds its last commits).
 fn unusable(path: &Path) -> Result<(), SpoolError> {
     use mneme_core::database_file::{damaged_header, not_a_file, was_emptied, NOT_A_FILE};
     if not_a_file(path) {

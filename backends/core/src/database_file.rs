@@ -1,8 +1,9 @@
-//! What a database file's first bytes say before SQLite opens it.
+//! A database file before SQLite opens it, and while it is open.
 //!
-//! Both checks run before SQLite is given the file, because opening it may destroy what is
-//! left: SQLite deletes the write-ahead log beside a database of no pages, and a refused open
-//! of a damaged one closed with a checkpoint that did the same.
+//! Before: its kind, size and header are looked at before SQLite is given the file, because
+//! opening it may destroy what is left (SQLite deletes the write-ahead log beside a database of
+//! no pages, and a refused open of a damaged one closed with a checkpoint that did the same).
+//! While open: [`OpenedFile`] tells the file or its log was deleted or replaced under the daemon.
 
 use std::io::Read;
 use std::path::Path;

@@ -247,9 +247,10 @@ pub struct StoredVector {
 /// Sessions whose last passage the writer keeps in memory at most (see `retain_in_transaction`).
 const LAST_PASSAGES_KEPT: usize = 4096;
 
-/// Refuses a store file that SQLite must not be given: emptied (opened, SQLite takes it for a
-/// new one and deletes the log that holds its last commits). Its size alone: no descriptor of
-/// the file is opened here (see [`check_header`]).
+/// Refuses a store file that SQLite must not be given: not a regular file (a FIFO's open waits
+/// for a writer), or emptied (opened, SQLite takes it for a new one and deletes the log that
+/// holds its last commits). Its metadata alone: no descriptor of the file is opened here (see
+/// [`check_header`]).
 fn unusable(path: &Path) -> Result<(), OpenError> {
     use mneme_core::database_file::{not_a_file, was_emptied, NOT_A_FILE};
     if not_a_file(path) {
