@@ -243,7 +243,6 @@ async fn a_log_deleted_under_the_daemon_is_noticed() {
     let (_, flushed) = d.post("/v1/flush", json!({})).await;
     assert_eq!(flushed["delivered"], 1, "{flushed}");
     std::fs::remove_file(d.data().join("memories.db-wal")).unwrap();
-    tokio::time::sleep(Duration::from_millis(150)).await;
     let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "acknowledged LOG-4"}]})).await;
     assert_eq!(status, 202);
     let (_, flushed) = d.post("/v1/flush", json!({})).await;

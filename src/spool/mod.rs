@@ -215,7 +215,7 @@ impl Spool {
     /// `Err` when the spool's file was deleted or replaced under the daemon: what it would
     /// acknowledge now is written to a file no later start reads (a retain is refused instead).
     pub fn still_there(&self) -> Result<(), SpoolError> {
-        match self.file.gone() {
+        match self.file.gone_cheaply() {
             Some(what) => Err(SpoolError::Gone { path: self.file.path().to_owned(), what }),
             None => Ok(()),
         }
