@@ -118,9 +118,7 @@ async fn three_sigkills_mid_stream_lose_no_acknowledged_retain() {
 async fn a_spool_deleted_under_the_daemon_refuses_retains_and_delivers_what_it_held() {
     let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
     d.start_session("s", "/p/gone").await;
-    let (status, _) =
-        d.post("/v1/sessions/s/retain", json!({"items": [{"content": "acknowledged before GONE-1"}]})).await;
-    assert_eq!(status, 202);
+    retain_acknowledged(&d, "acknowledged before GONE-1").await;
     for name in ["spool.db", "spool.db-wal", "spool.db-shm"] {
         let _ = std::fs::remove_file(d.data().join(name));
     }
@@ -146,17 +144,14 @@ async fn a_store_deleted_under_the_daemon_keeps_what_is_acknowledged_for_the_nex
     let config = "[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
     let mut d = Daemon::start(config);
     d.start_session("s", "/p/gone").await;
-    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "stored before GONE-1"}]})).await;
-    assert_eq!(status, 202);
-    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    retain_acknowledged(&d, "stored before GONE-1").await;
+    let flushed = flush(&d).await;
     assert_eq!(flushed["delivered"], 1, "{flushed}");
     for name in ["memories.db", "memories.db-wal", "memories.db-shm"] {
         let _ = std::fs::remove_file(d.data().join(name));
     }
-    let (status, _) =
-        d.post("/v1/sessions/s/retain", json!({"items": [{"content": "acknowledged after GONE-2"}]})).await;
-    assert_eq!(status, 202);
-    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    retain_acknowledged(&d, "acknowledged after GONE-2").await;
+    let flushed = flush(&d).await;
     assert_eq!(flushed["delivered"], 0, "not into the deleted file: {flushed}");
     let (_, status) = d.get("/v1/status").await;
     assert_eq!(status["backend"]["healthy"], false, "{status}");
@@ -167,6 +162,24 @@ async fn a_store_deleted_under_the_daemon_keeps_what_is_acknowledged_for_the_nex
     d.stop();
     let d = Daemon::start_in(d.into_dir(), config);
     found_within_10_s(&d, "acknowledged after GONE-2", "GONE-2").await;
+}
+
+/// Retains `text` in session `s`, asserting it was acknowledged.
+async fn retain_acknowledged(d: &Daemon, text: &str) {
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": text}]})).await;
+    assert_eq!(status, 202, "{v}");
+}
+
+/// Delivers what is queued now; the flush's report (`delivered`, `failed`).
+async fn flush(d: &Daemon) -> serde_json::Value {
+    d.post("/v1/flush", json!({})).await.1
+}
+
+/// Retains `text` and delivers it, asserting both.
+async fn retain_and_flush(d: &Daemon, text: &str) {
+    retain_acknowledged(d, text).await;
+    let flushed = flush(d).await;
+    assert_eq!(flushed["failed"], 0, "{flushed}");
 }
 
 /// Waits until a search for `query` finds `needle` (delivered), failing after 10 s.
@@ -192,16 +205,7 @@ async fn doctor_beside_the_daemon_keeps_the_stores_log_and_a_crash_loses_nothing
     let config = "[local]\nembedder = \"off\"\n";
     let mut d = Daemon::start(config);
     d.start_session("s", "/p/doctor").await;
-    let retain_and_flush = |text: &'static str| {
-        let d = &d;
-        async move {
-            let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": text}]})).await;
-            assert_eq!(status, 202);
-            let (_, flushed) = d.post("/v1/flush", json!({})).await;
-            assert_eq!(flushed["failed"], 0, "{flushed}");
-        }
-    };
-    retain_and_flush("delivered before the doctor DOC-1").await;
+    retain_and_flush(&d, "delivered before the doctor DOC-1").await;
     // Readers open (a status, a search), then the doctor reads every file.
     d.get("/v1/status").await;
     d.post("/v1/search", json!({"query": "doctor"})).await;
@@ -209,7 +213,7 @@ async fn doctor_beside_the_daemon_keeps_the_stores_log_and_a_crash_loses_nothing
     assert!(!String::from_utf8_lossy(&out.stdout).contains("panicked"), "{out:?}");
     assert!(d.data().join("memories.db-wal").exists(), "the doctor deleted the store's log");
     for text in ["delivered after the doctor DOC-2", "delivered after the doctor DOC-3"] {
-        retain_and_flush(text).await;
+        retain_and_flush(&d, text).await;
     }
     d.kill();
     let d = Daemon::start_in(d.into_dir(), config);
@@ -227,8 +231,7 @@ async fn a_log_deleted_under_the_daemon_is_noticed() {
     let config = "[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
     let d = Daemon::start(config);
     d.start_session("s", "/p/log").await;
-    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "before LOG-1"}]})).await;
-    assert_eq!(status, 202);
+    retain_acknowledged(&d, "before LOG-1").await;
     std::fs::remove_file(d.data().join("spool.db-wal")).unwrap();
     // A log is looked at every 100 ms at most (a stat on every retain cost a quarter of its CPU).
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -238,14 +241,12 @@ async fn a_log_deleted_under_the_daemon_is_noticed() {
 
     let mut d = Daemon::start(config);
     d.start_session("s", "/p/log").await;
-    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "stored LOG-3"}]})).await;
-    assert_eq!(status, 202);
-    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    retain_acknowledged(&d, "stored LOG-3").await;
+    let flushed = flush(&d).await;
     assert_eq!(flushed["delivered"], 1, "{flushed}");
     std::fs::remove_file(d.data().join("memories.db-wal")).unwrap();
-    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "acknowledged LOG-4"}]})).await;
-    assert_eq!(status, 202);
-    let (_, flushed) = d.post("/v1/flush", json!({})).await;
+    retain_acknowledged(&d, "acknowledged LOG-4").await;
+    let flushed = flush(&d).await;
     assert_eq!(flushed["delivered"], 0, "not into the deleted log: {flushed}");
     let (_, status) = d.get("/v1/status").await;
     assert!(status.to_string().contains("lost its write-ahead log"), "{status}");
