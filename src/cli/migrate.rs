@@ -134,8 +134,7 @@ async fn sweep(
                 if source.id() == BackendId::Hindsight {
                     oldest_first(&mut unseen);
                 }
-                let (fit, _) = fit_to_import(settings, unseen);
-                target.import(&fit).await?;
+                target.import(&fit_to_import(settings, unseen).fit).await?;
                 stored += new_here as u64;
             }
             match page.next {
@@ -152,13 +151,40 @@ async fn sweep(
 
 /// A page as the target is given it: each memory checked and cleaned as `/v1/import` does (a
 /// Hindsight server holds what other clients wrote: private spans, blank or odd ids and dates).
-/// Returns the memories to copy and how many were left out.
-fn fit_to_import(settings: &crate::config::Settings, memories: Vec<StoredMemory>) -> (Vec<StoredMemory>, u64) {
+fn fit_to_import(settings: &crate::config::Settings, memories: Vec<StoredMemory>) -> Fitted {
     let read = memories.len() as u64;
-    let fit: Vec<StoredMemory> = memories.into_iter().filter(|m| crate::daemon::import_problem(m).is_none()).collect();
+    let mut first_refusal = None;
+    let fit: Vec<StoredMemory> = memories
+        .into_iter()
+        .filter(|m| match crate::daemon::import_problem(m) {
+            None => true,
+            Some(problem) => {
+                first_refusal.get_or_insert_with(|| refusal_of(m, &problem));
+                false
+            }
+        })
+        .collect();
     let fit = crate::session::clean_imported_all(settings, fit);
     let left_out = read - fit.len() as u64;
-    (fit, left_out)
+    Fitted { fit, left_out, first_refusal }
+}
+
+/// What [`fit_to_import`] leaves of a page.
+struct Fitted {
+    /// The memories to copy, cleaned.
+    fit: Vec<StoredMemory>,
+    /// How many were left out: refused, or blank once cleaned.
+    left_out: u64,
+    /// The first refused, and why (see [`refusal_of`]).
+    first_refusal: Option<String>,
+}
+
+/// `memory "ID": why`, for the summary; the id left out when it holds a private span.
+fn refusal_of(m: &StoredMemory, problem: &crate::daemon::ImportProblem) -> String {
+    match mneme_core::text::has_private_tag(&m.id) {
+        true => format!("a memory: {problem}"),
+        false => format!("memory {:?}: {problem}", m.id),
+    }
 }
 
 /// The progress file of a copy of `bank`: `migrate-A-to-B.json` for a copy of no bank, of the
@@ -179,6 +205,8 @@ struct Copied {
     total: u64,
     found_again: u64,
     skipped: u64,
+    /// The first memory left out because an import refuses it, and why.
+    first_refusal: Option<String>,
     finished: bool,
     /// What became of progress saved before that was not simply resumed.
     progress_note: Option<&'static str>,
@@ -298,8 +326,12 @@ fn summary(plan: &Plan, c: &Copied) -> String {
         resumed.push_str(&format!(" ({note})"));
     }
     if c.skipped > 0 {
+        let first = match &c.first_refusal {
+            Some(refusal) => format!("; the first refused: {refusal}"),
+            None => String::new(),
+        };
         resumed.push_str(&format!(
-            " ({} of them left out, as an import would: blank or private only, or an id or date it refuses)",
+            " ({} of them left out, as an import would: blank or private only, or refused{first})",
             c.skipped
         ));
     }
@@ -360,6 +392,7 @@ async fn copy_bank(
     let mut ahead = None;
     // Read but not copied: what `/v1/import` would refuse or clean away (see `fit_to_import`).
     let mut skipped = 0u64;
+    let mut first_refusal = None;
     // What this run read, for the source read again at the end (see `sweep`): Hindsight's list
     // is paged by offset, newest first; the local store's by a sequence that a replaced
     // document's new version (or a memory retained after the newest was forgotten) may take
@@ -390,9 +423,10 @@ async fn copy_bank(
             break;
         }
         let n = page.memories.len() as u64;
-        let (fit, unfit) = fit_to_import(settings, page.memories.clone());
-        skipped += unfit;
-        target.import(&fit).await.map_err(|e| {
+        let fitted = fit_to_import(settings, page.memories.clone());
+        skipped += fitted.left_out;
+        first_refusal = first_refusal.or(fitted.first_refusal);
+        target.import(&fitted.fit).await.map_err(|e| {
             CliError::Other(format!(
                 "writing to {} (progress is saved; run the same command again to resume): {e}",
                 plan.to
@@ -425,7 +459,7 @@ async fn copy_bank(
         let _ = std::fs::remove_file(&state_file);
         let _ = std::fs::remove_file(&seen_file);
     }
-    Ok(Copied { this_run, total: progress.copied, found_again, skipped, finished, progress_note })
+    Ok(Copied { this_run, total: progress.copied, found_again, skipped, first_refusal, finished, progress_note })
 }
 
 /// Appends the ids of a page copied to `path` (see `seen_file`).
@@ -560,8 +594,12 @@ mod tests {
             m("..", "an id no URL can name"),
             StoredMemory { created_at: "yesterday".into(), ..m("4", "a date it refuses") },
         ];
-        let (fit, left_out) = fit_to_import(&crate::config::Settings::default(), page);
+        let Fitted { fit, left_out, first_refusal } = fit_to_import(&crate::config::Settings::default(), page);
         assert_eq!(left_out, 3);
+        assert_eq!(
+            first_refusal.as_deref(),
+            Some("memory \"..\": id may not be \".\" or \"..\" (a URL cannot name it)")
+        );
         assert_eq!(fit.len(), 1);
         assert!(!fit[0].content.contains("hunter2") && fit[0].content.starts_with("kept"), "{}", fit[0].content);
         assert_eq!(fit[0].context, None);

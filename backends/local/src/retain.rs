@@ -8,7 +8,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::dedupe::{self, ContentIndex};
 use crate::passages;
-use crate::rows::{encode_tags, merge_tags, same_reach};
+use crate::rows::{decode_tags, encode_tags, merge_tags, same_reach};
 use crate::store::{Changes, INDEX_NEW_PASSAGES};
 
 /// What a batch's document ids do to the passages a document already has.
@@ -114,16 +114,21 @@ pub(crate) fn retain_one(
                         // project's tags it was narrowed to that project, and a clear of the
                         // project deleted it; a global retain of a project's memory stayed the
                         // project's. So with tags other than a project's. One of each is kept.
+                        // A memory carries at most `MAX_MEMORY_TAGS`: past them the text is stored
+                        // once more (merged without a cap, the same fact retained in 101 projects
+                        // made a memory no import or migrate would take back).
                         if (doc == item.document_id || unmarked_copy) && same_reach(&tags, &item.tags) {
-                            dup = Some((seq, tags));
-                            break;
+                            let merged = merge_tags(&tags, &item.tags);
+                            if decode_tags(&merged).len() <= mneme_core::MAX_MEMORY_TAGS {
+                                dup = Some((seq, tags, merged));
+                                break;
+                            }
                         }
                     }
                     _ => w.contents.remove(key, seq), // gone, or a hash collision
                 }
             }
-            if let Some((seq, tags)) = dup {
-                let merged = merge_tags(&tags, &item.tags);
+            if let Some((seq, tags, merged)) = dup {
                 if merged != tags {
                     merge.execute(params![merged, seq])?;
                     w.changes.retagged.insert(seq, merged);

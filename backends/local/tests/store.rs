@@ -68,6 +68,34 @@ async fn resending_a_batch_and_identical_content_store_once() {
     );
 }
 
+/// The same text retained by more projects than a memory carries tags is stored once more
+/// past [`MAX_MEMORY_TAGS`]: merged without a cap, a memory of 105 project tags was built, and
+/// no import or migrate would take it back. Every project still finds it, and an export imports.
+#[tokio::test]
+async fn the_same_text_from_more_projects_than_a_memory_has_tags_is_stored_again() {
+    let (_d, b) = open();
+    let text = "The user prefers conventional commits";
+    let projects = MAX_MEMORY_TAGS + 5;
+    for p in 0..projects {
+        let batch = RetainBatch {
+            id: format!("b{p}"),
+            items: vec![item(&format!("m{p}"), text, &[&format!("project:p{p}")], MemoryType::World, None)],
+        };
+        b.retain(&scope("bank"), &batch).await.unwrap();
+    }
+    assert_eq!(b.status().await.memories, Some(2), "one memory a hundred projects");
+    let page = b.export(Some("bank"), None, 10).await.unwrap();
+    let tags: Vec<usize> = page.memories.iter().map(|m| m.tags.len()).collect();
+    assert!(tags.iter().all(|&n| n <= MAX_MEMORY_TAGS), "{tags:?}");
+    assert_eq!(tags.iter().sum::<usize>(), projects, "{tags:?}");
+    for p in [0, MAX_MEMORY_TAGS - 1, MAX_MEMORY_TAGS, projects - 1] {
+        let found = texts(&b, "bank", query("conventional commits", &[&format!("project:p{p}")], TagsMatch::AnyStrict));
+        assert_eq!(found.await, vec![text], "project {p}");
+    }
+    let (_d2, fresh) = open();
+    assert_eq!(fresh.import(&page.memories).await.unwrap(), Some(2));
+}
+
 /// A memory another client retained under a tag of its own (`team:red`, through `/hindsight`)
 /// is not merged with a project's retain of the same text: merged, a clear of the project
 /// deleted it (only a project's tag kept a shared memory). Each keeps its own, and a clear of the
