@@ -447,6 +447,44 @@ fn a_request_over_the_body_limit_is_refused_with_its_key() {
     assert!(stderr.contains("server.max_body_bytes = 4096") && stderr.contains("nothing was sent"), "{stderr}");
 }
 
+/// Standard input and an import's lines are read no further than the daemon's body limit:
+/// read without a bound, `retain -`, `recall -` and `import` of `/dev/zero` grew the CLI by a
+/// gigabyte a second until the OOM killer came. (Run under a 2 GB address-space limit, and
+/// killed after 20 s, so that the old way fails rather than takes the machine.)
+#[test]
+fn endless_input_is_read_no_further_than_the_body_limit() {
+    let d = Daemon::start("[server]\nmax_body_bytes = 65536\n");
+    for (args, said) in [
+        ("retain -", "standard input is longer than the daemon takes"),
+        ("recall -", "standard input is longer than the daemon takes"),
+        ("import -", "-: the memory on line 1 is longer than the daemon takes"),
+        ("import /dev/zero", "/dev/zero: the memory on line 1 is longer than the daemon takes"),
+    ] {
+        let cmd = d.command();
+        let mneme = cmd.get_program().to_owned();
+        let script = format!("ulimit -v 2000000; exec {} {args} < /dev/zero", mneme.to_string_lossy());
+        let child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let (done, waited) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if waited.recv_timeout(std::time::Duration::from_secs(20)).is_err() {
+                let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            }
+        });
+        let out = child.wait_with_output().unwrap();
+        let _ = done.send(());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args}: {stderr}");
+        assert!(stderr.contains(said) && stderr.contains("server.max_body_bytes = 65536"), "{args}: {stderr}");
+    }
+}
+
 #[test]
 fn every_file_the_daemon_creates_is_private() {
     use std::os::unix::fs::PermissionsExt;

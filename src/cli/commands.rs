@@ -133,7 +133,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             }
         }
         Command::Retain { session, context, text } => {
-            let text = or_stdin(text)?;
+            let text = or_stdin(text, settings.server.max_body_bytes)?;
             if mneme_core::text::is_blank(&text) {
                 return Err(CliError::Other("nothing to retain: the text is blank".into()));
             }
@@ -145,7 +145,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             show(as_json, &v, v.message.clone());
         }
         Command::Recall { session, query } => {
-            let query = or_stdin(query)?;
+            let query = or_stdin(query, settings.server.max_body_bytes)?;
             let given = session.clone();
             let id = cli_session(&client, session).await?;
             let answer = client.post(&session_path(&id, "recall"), &Recall { query }).await;
@@ -438,16 +438,24 @@ fn session_path(id: &str, tail: &str) -> String {
     super::browse::api_path(&["v1", "sessions", id, tail], None)
 }
 
-/// The argument, or standard input when it is `-`.
-fn or_stdin(arg: String) -> Result<String, CliError> {
+/// The argument, or standard input when it is `-`: at most `most` bytes, what the daemon takes
+/// in one request (read without a bound, `/dev/zero` grew the CLI until the OOM killer came).
+fn or_stdin(arg: String, most: usize) -> Result<String, CliError> {
     if arg != "-" {
         return Ok(arg);
     }
-    let mut buf = String::new();
+    let mut buf = Vec::new();
     std::io::stdin()
-        .read_to_string(&mut buf)
+        .lock()
+        .take(most as u64 + 1)
+        .read_to_end(&mut buf)
         .map_err(|e| CliError::Other(format!("cannot read standard input: {e}")))?;
-    Ok(buf)
+    if buf.len() > most {
+        return Err(CliError::Other(format!(
+            "standard input is longer than the daemon takes in one request (server.max_body_bytes = {most}); nothing was sent"
+        )));
+    }
+    String::from_utf8(buf).map_err(|_| CliError::Other("standard input is not UTF-8 text; nothing was sent".into()))
 }
 
 /// An answer as one line of JSON (`--json`), or the line for a person.

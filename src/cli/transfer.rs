@@ -360,15 +360,31 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
             std::fs::File::open(file).map_err(|e| CliError::Other(format!("cannot read {}: {e}", file.display())))?,
         ))
     };
+    let settings = load_client_settings(config)?.settings;
     // Read and check every line before sending anything: a bad file imports nothing.
     let mut memories = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| match e.kind() {
-            std::io::ErrorKind::InvalidData => {
-                CliError::Other(format!("{}:{}: not UTF-8 text; nothing was imported", file.display(), i + 1))
+    let mut lines = BoundedLines { reader, most: settings.server.max_body_bytes };
+    for i in 0.. {
+        let line = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(LineError::TooLong) => {
+                return Err(CliError::Other(format!(
+                    "{}: the memory on line {} is longer than the daemon takes in one request (server.max_body_bytes = {}); raise it and restart the daemon. Nothing was imported.",
+                    file.display(),
+                    i + 1,
+                    settings.server.max_body_bytes
+                )))
             }
-            _ => CliError::Other(format!("cannot read {}: {e}", file.display())),
-        })?;
+            Err(LineError::NotUtf8) => {
+                return Err(CliError::Other(format!(
+                    "{}:{}: not UTF-8 text; nothing was imported",
+                    file.display(),
+                    i + 1
+                )))
+            }
+            Err(LineError::Io(e)) => return Err(CliError::Other(format!("cannot read {}: {e}", file.display()))),
+        };
         // A file saved by an editor that marks UTF-8 may open with a byte-order mark.
         let line = if i == 0 { line.trim_start_matches('\u{feff}') } else { &line };
         if line.trim().is_empty() {
@@ -385,7 +401,6 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         }
         memories.push(Line { number: i + 1, memory });
     }
-    let settings = load_client_settings(config)?.settings;
     // Each request within the daemon's body limit, less the request's own JSON around the memories.
     let most = settings.server.max_body_bytes.saturating_sub(64);
     let limit = ChunkLimit { items: IMPORT_CHUNK, bytes: Some(most) };
@@ -452,6 +467,43 @@ fn write_failed(e: std::io::Error) -> CliError {
         super::end_by_sigpipe();
     }
     CliError::Other(format!("cannot write: {e}"))
+}
+
+/// The lines of a file, each at most `most` bytes (its end of line aside): no longer line can be
+/// sent, and one read whole without a bound (`/dev/zero`) grew the CLI until the OOM killer came.
+struct BoundedLines<R> {
+    reader: R,
+    most: usize,
+}
+
+/// Why [`BoundedLines`] gave no line.
+enum LineError {
+    TooLong,
+    NotUtf8,
+    Io(std::io::Error),
+}
+
+impl<R: BufRead> BoundedLines<R> {
+    /// The next line without its `\n` or `\r\n`; `None` at the end.
+    fn next_line(&mut self) -> Result<Option<String>, LineError> {
+        let mut buf = Vec::new();
+        let read = std::io::Read::take(&mut self.reader, self.most as u64 + 2)
+            .read_until(b'\n', &mut buf)
+            .map_err(LineError::Io)?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+        }
+        if buf.len() > self.most {
+            return Err(LineError::TooLong);
+        }
+        String::from_utf8(buf).map(Some).map_err(|_| LineError::NotUtf8)
+    }
 }
 
 #[cfg(test)]

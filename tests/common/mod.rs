@@ -133,7 +133,6 @@ impl Daemon {
         std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
     }
 
-    /// A CLI command against this daemon.
     /// The CLI as a plain process, for a test that sets its standard streams itself.
     pub fn command(&self) -> std::process::Command {
         let mut c = std::process::Command::new(bin());
@@ -141,6 +140,7 @@ impl Daemon {
         c
     }
 
+    /// A CLI command against this daemon.
     pub fn cli(&self) -> assert_cmd::Command {
         let mut c = assert_cmd::Command::new(bin());
         c.env("MNEME_CONFIG", self.config_path()).env("MNEME_LOG", "error").envs(env_for(self.dir.path()));
