@@ -10,9 +10,11 @@ use super::block::{block_room, memory_block, query_for};
 use super::clean::conversation;
 use super::placement::{
     add_slice, as_typed, fingerprint, first_message_of_turn, is_late_copy_of_previous_part, is_slash_command,
-    known_turns_among_commands, place_in_part, renumber_turns, rewound_at, slices_before, taken_back_from_document,
-    unix_lines, user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    known_turns_among_commands, latest_window_past_the_end, place_in_part, renumber_turns, rewound_at, slices_before,
+    taken_back_from_document, unix_lines, user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE,
+    MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
+use super::record::{reply_print, MAX_RECENT_REPLIES};
 use super::spans::{
     carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, prompt_in_context, spans_carried,
     window_opens_inside, with_current_turn, SpansCarried,
@@ -302,9 +304,25 @@ impl Sessions {
         let next_turn = placement == Placement::Continues
             && (next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned)
                 || same_prompt_another_reply(session, &seen, reply_print, &history, &cleaned.each));
-        self.keep_last_reply(session, reply_print).await?;
+        // Prompts all known, no more of them than known, and a last turn whose reply is new:
+        // not a late copy. From a client that says the user took turns back, the prompt taken
+        // back sent again; in a window (read from a transcript's end), the turns past the known
+        // ones, among prompts that repeat ("yes", "yes").
+        let known_prompts_new_reply = !next_turn
+            && !seen.is_empty()
+            && seen.len() <= session.turn_prints.len()
+            && last_turn_replies_unseen(session, &history, &cleaned.each);
+        self.keep_last_reply(session, reply_print, &history, &cleaned.each).await?;
         if next_turn {
             placement = Placement::StartsOver;
+        }
+        if known_prompts_new_reply {
+            placement = match placement {
+                Placement::Continues if end.rewound => Placement::Rewound(seen.len() - 1),
+                Placement::Window(k) => latest_window_past_the_end(&session.turn_prints, &seen)
+                    .map_or(Placement::Window(k), Placement::Window),
+                other => other,
+            };
         }
         if placement == Placement::StartsOver && end.rewound {
             placement = rewound_at(&session.turn_prints, &seen).map_or(placement, Placement::Rewound);
@@ -621,10 +639,31 @@ impl Sessions {
         }
     }
 
-    /// Keeps the fingerprint of the reply that ended the last transcript ([`last_reply_print`]).
-    async fn keep_last_reply(&self, session: &Session, print: u64) -> Result<(), SpoolError> {
-        let unchanged = session.last_reply_print == print;
-        self.save_change(&session.id, unchanged, |s| s.last_reply_print = print).await
+    /// Keeps the fingerprint of the reply that ended the last transcript ([`last_reply_print`]),
+    /// and by its words among the recent ones ([`Session::recent_reply_prints`]).
+    async fn keep_last_reply(
+        &self,
+        session: &Session,
+        print: u64,
+        history: &[Message],
+        each: &[Option<Message>],
+    ) -> Result<(), SpoolError> {
+        let words = match (history.last(), each.last()) {
+            (Some(m), Some(Some(cleaned))) if m.role == "assistant" => Some(reply_print(&cleaned.content)),
+            _ => None,
+        };
+        let known = words.is_none_or(|w| session.recent_reply_prints.contains(&w));
+        let unchanged = session.last_reply_print == print && known;
+        self.save_change(&session.id, unchanged, |s| {
+            s.last_reply_print = print;
+            if let Some(w) = words.filter(|w| !s.recent_reply_prints.contains(w)) {
+                if s.recent_reply_prints.len() == MAX_RECENT_REPLIES {
+                    s.recent_reply_prints.remove(0);
+                }
+                s.recent_reply_prints.push(w);
+            }
+        })
+        .await
     }
 
     /// Keeps the spans a transcript left open (in memory, and in the spool when they changed:
@@ -826,6 +865,25 @@ fn last_reply_print(history: &[Message], each: &[Option<Message>]) -> u64 {
         (Some(m), Some(Some(cleaned))) if m.role == "assistant" => fingerprint(&unix_lines(&cleaned.content)),
         _ => 0,
     }
+}
+
+/// Whether the replies of a history's last turn are all new: it has one, and none is among the
+/// replies that ended the transcripts sent lately ([`Session::recent_reply_prints`], which must
+/// know some). A late copy ends with a reply seen before; a turn gone on (a Stop hook that
+/// blocked the stop) still holds the reply it had.
+fn last_turn_replies_unseen(session: &Session, history: &[Message], each: &[Option<Message>]) -> bool {
+    if session.recent_reply_prints.is_empty() {
+        return false;
+    }
+    let last_user = history.iter().rposition(|m| m.role == "user");
+    let from = last_user.map_or(0, |i| i + 1);
+    let mut replies = history[from..]
+        .iter()
+        .zip(&each[from..])
+        .filter(|(m, _)| m.role == "assistant")
+        .filter_map(|(_, c)| c.as_ref())
+        .peekable();
+    replies.peek().is_some() && replies.all(|c| !session.recent_reply_prints.contains(&reply_print(&c.content)))
 }
 
 /// Whether a history of one user turn, the same as the part's only one (a prompt repeated, or

@@ -464,6 +464,7 @@ impl Sessions {
                     last_turn_document: ended.last_turn_document,
                     previous_part_prints: Vec::new(),
                     last_reply_print: ended.last_reply_print,
+                    recent_reply_prints: Vec::new(),
                     sliced: ended.sliced.clone(),
                     part_stored: ended.part_stored,
                     format: SESSION_FORMAT,

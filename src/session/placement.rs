@@ -222,6 +222,15 @@ pub(super) fn place_in_part(known: &[u64], seen: &[u64]) -> Placement {
     }
 }
 
+/// Of the places where a window `seen` agrees with the part's turns `known`, the last that
+/// reaches past them (its last turns new): `None` when none does. For a window whose last reply
+/// is new (see `last_turn_replies_unseen`): among prompts that repeat, [`place_in_part`]'s
+/// first agreement put it over turns known, and its new turns were never stored.
+pub(super) fn latest_window_past_the_end(known: &[u64], seen: &[u64]) -> Option<usize> {
+    let agreeing = common_prefixes(seen, known);
+    (1..known.len()).rev().find(|&k| agreeing[k] >= known.len() - k && k + seen.len() > known.len())
+}
+
 /// For each position k of `text`, how long a start of `pattern` `text[k..]` begins with, in time
 /// linear in both (the Z-function of `pattern`, a separator, then `text`).
 pub(super) fn common_prefixes(pattern: &[u64], text: &[u64]) -> Vec<usize> {

@@ -143,6 +143,14 @@ pub struct Session {
     /// again, when its reply is another.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub last_reply_print: u64,
+    /// The replies that ended the transcripts sent lately (their words' fingerprints, see
+    /// [`reply_print`], at most [`MAX_RECENT_REPLIES`], oldest first): a history whose prompts
+    /// are all known but whose last turn's reply is none of them is not a late copy. A rewind
+    /// followed by the prompt taken back (both clients offer it again) was taken for one, and
+    /// its new reply never stored; a window of repeated prompts ("yes", "yes") was placed over
+    /// the turns known, and its new turns never stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_reply_prints: Vec<u64>,
     /// The milliseconds in the name of the last document of its own automatic retain gave a
     /// slice of the session's turns (`{session}-{ms}`): the next is named past it, whatever the
     /// clock says after a restart. 0 before the first.
@@ -181,6 +189,15 @@ pub struct Session {
 /// ([`Session::commands_unseen`]): placed by the numbers kept, its history looked rewritten, and
 /// a new part held the whole conversation again.
 pub const SESSION_FORMAT: u32 = 2;
+
+/// The replies [`Session::recent_reply_prints`] keeps at most.
+pub const MAX_RECENT_REPLIES: usize = 64;
+
+/// A reply's fingerprint by its words (blanks, line ends and a client's trimming aside), as
+/// [`Session::recent_reply_prints`] keeps it.
+pub fn reply_print(cleaned: &str) -> u64 {
+    super::placement::fingerprint(&super::placement::as_typed(cleaned))
+}
 
 /// The transcript last queued as a part's document (see [`Session::part_stored`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -32,6 +32,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         last_turn_document: 0,
         previous_part_prints: Vec::new(),
         last_reply_print: 0,
+        recent_reply_prints: Vec::new(),
         sliced: Vec::new(),
         part_stored: None,
         format: SESSION_FORMAT,
@@ -2180,6 +2181,98 @@ async fn a_rewind_in_last_turn_mode_stores_the_branch_alone() {
     let text = stored(&r).await;
     for i in [0, 1, 2, 3, 9] {
         assert_eq!(text.matches(&format!("question {i} about otters\n")).count(), 1, "turn {i}: {text}");
+    }
+}
+
+/// A rewind followed by the prompt taken back, sent again (both clients offer it again in their
+/// input box): the branch's prompts are all known, and only its new reply tells it from a late
+/// copy. Taken for one, the taken-back turns stayed stored and the new reply never was. In both
+/// modes, to after a turn and to before the first prompt; a late copy stays a late copy.
+#[tokio::test]
+async fn a_rewind_that_sends_the_taken_back_prompt_again_stores_the_new_reply() {
+    // Turns 0..n answered "answer i {mark}-i", the last one `last` instead when given.
+    let answered = |n: usize, mark: &str, last: Option<&str>| {
+        let mut h = turns(n);
+        for (i, reply) in h.iter_mut().filter(|m| m.role == "assistant").enumerate() {
+            reply.content = format!("answer {i} {mark}-{i}");
+        }
+        if let Some(last) = last {
+            h.last_mut().unwrap().content = last.into();
+        }
+        h
+    };
+    let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let full = settings.retain.mode == crate::config::RetainMode::FullSession;
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        s.start(start("a")).await.unwrap();
+        for n in 1..=4 {
+            s.agent_end("a", &answered(n, "A", None), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        // A late copy of turn 2's history, after the rewind flag stuck: nothing changes.
+        s.agent_end("a", &answered(3, "A", None), Turn::Work, rewound.clone()).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(text.contains("A-3"), "full {full}: a late copy is no rewind: {text}");
+        // Rewound to after turn 1 and turn 2's prompt sent again: another reply.
+        let branch = answered(3, "A", Some("answer 2 BRANCH-2"));
+        s.agent_end("a", &branch, Turn::Work, rewound.clone()).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert_eq!(text.matches("BRANCH-2").count(), 1, "full {full}: {text}");
+        for kept in ["A-0", "A-1"] {
+            assert_eq!(text.matches(kept).count(), 1, "full {full}: {kept}: {text}");
+        }
+        if full {
+            assert!(!text.contains("A-2") && !text.contains("A-3"), "taken back: {text}");
+        }
+        // Sent again (the session's end): stored once still.
+        s.agent_end("a", &branch, Turn::Work, TurnEnd { last: true, ..rewound.clone() }).await.unwrap();
+        r.queue.flush_all().await;
+        assert_eq!(stored(&r).await.matches("BRANCH-2").count(), 1, "full {full}");
+
+        // To before the first prompt, the first prompt sent again.
+        s.start(start("b")).await.unwrap();
+        for n in 1..=2 {
+            s.agent_end("b", &answered(n, "B", None), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        s.agent_end("b", &answered(1, "B", Some("answer 0 NEW-FIRST")), Turn::Work, rewound.clone()).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert_eq!(text.matches("NEW-FIRST").count(), 1, "full {full}: {text}");
+        if full {
+            assert!(!text.contains("B-0") && !text.contains("B-1"), "taken back: {text}");
+        }
+    }
+}
+
+/// A transcript read from its end, sent without a count of the turns left out (the Claude Code
+/// hook past 32 MiB), whose prompts repeat ("yes", "yes"): placed over the known turns its
+/// prompts first agree with, its new turns were never stored. Its last reply, new, places it
+/// past them.
+#[tokio::test]
+async fn a_window_of_repeated_prompts_keeps_its_new_turns() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    let turn = |prompt: &str, reply: &str| [Message::new("user", prompt), Message::new("assistant", reply)];
+    let mut history: Vec<Message> = turn("fix the parser", "REPLY-A").into();
+    for reply in ["REPLY-B", "REPLY-C"] {
+        history.extend(turn("yes", reply));
+    }
+    s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    let windows = [["REPLY-C", "REPLY-D"], ["REPLY-D", "REPLY-E"], ["REPLY-E", "REPLY-F"]];
+    for (i, [before, new]) in windows.iter().enumerate() {
+        let mut window: Vec<Message> = turn("yes", before).into();
+        window.extend(turn("yes", new));
+        let end = TurnEnd { last: i == windows.len() - 1, ..TurnEnd::default() };
+        s.agent_end("a", &window, Turn::Work, end).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for reply in ["REPLY-A", "REPLY-B", "REPLY-C", "REPLY-D", "REPLY-E", "REPLY-F"] {
+        assert_eq!(text.matches(reply).count(), 1, "{reply}: {text}");
     }
 }
 
