@@ -241,6 +241,15 @@ impl Reloader {
                     return Err(ReloadError::Backend { backend: new.memory.backend, reason });
                 }
             };
+            // Another store (not the same one reopened with other settings): the sessions'
+            // conversations so far stay in the old one, their tails queued before it is drained.
+            let store_changed = new.memory.backend != old.memory.backend
+                || new.store_of(new.memory.backend) != old.store_of(old.memory.backend);
+            if store_changed {
+                if let Err(e) = self.sessions.store_changing().await {
+                    tracing::error!("cannot save the sessions before the store changes: {e}");
+                }
+            }
             // Nothing acknowledged may be lost: deliver what we can to the old backend first.
             let grace = old.queue.shutdown_grace;
             if tokio::time::timeout(grace, self.queue.flush_all()).await.is_err() {

@@ -453,6 +453,51 @@ async fn the_instructions_follow_a_switch_to_another_store() {
     assert!(!v["markdown"].as_str().unwrap().contains("the old store holds this"), "{v}");
 }
 
+/// A session's conversation across a switch to another store: what it retained stays in the
+/// old store, and its next turns go to the new one in a part of their own, as after a move to
+/// another bank. It went on under the same document, and the new store was given the whole
+/// conversation again: every turn before the switch was in both (review37 #2). With the
+/// default cadence, the turns the old store had not been given yet (the pending tail) go there.
+#[tokio::test]
+async fn a_sessions_conversation_does_not_follow_it_to_another_store() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    d.start_session("s", "/p/switch").await;
+    let turn = |n: usize| {
+        (0..n)
+            .flat_map(|i| {
+                [
+                    json!({"role": "user", "content": format!("question {i} TURN-{i}")}),
+                    json!({"role": "assistant", "content": format!("answer {i}")}),
+                ]
+            })
+            .collect::<Vec<_>>()
+    };
+    for n in 1..=2 {
+        let (status, v) = d.post("/v1/sessions/s/agent-end", json!({ "messages": turn(n) })).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let exported = |d: &Daemon| String::from_utf8_lossy(&d.cli().arg("export").output().unwrap().stdout).into_owned();
+    let first = d.dir.path().join("data").join("memories.db");
+    let other = d.dir.path().join("other.db");
+    let config =
+        |path: &std::path::Path| format!("[local]\nembedder = \"off\"\npath = {:?}\n", path.display().to_string());
+    std::fs::write(d.config_path(), config(&other)).unwrap();
+    assert!(d.cli().arg("reload").output().unwrap().status.success());
+    let end = json!({ "messages": turn(3), "ends_session": true });
+    let (status, v) = d.post("/v1/sessions/s/agent-end", end).await;
+    assert_eq!(status, 200, "{v}");
+    d.post("/v1/flush", json!({})).await;
+    let in_other = exported(&d);
+    assert!(in_other.contains("TURN-2") && !in_other.contains("TURN-0") && !in_other.contains("TURN-1"), "{in_other}");
+    std::fs::write(d.config_path(), config(&first)).unwrap();
+    assert!(d.cli().arg("reload").output().unwrap().status.success());
+    let in_first = exported(&d);
+    for t in ["TURN-0", "TURN-1"] {
+        assert_eq!(in_first.matches(t).count(), 1, "{t}: {in_first}");
+    }
+    assert!(!in_first.contains("TURN-2"), "{in_first}");
+}
+
 /// A first run has no config folder: creating it and the file later is picked up as any edit
 /// (the README: "Edit the config file: the daemon watches it").
 #[tokio::test]

@@ -49,12 +49,7 @@ struct Progress {
 /// `local.path` or `hindsight.api_url` was edited, the cursor and the memories seen belonged
 /// to other stores, and the copy said it was done with what it had copied to the old one.
 fn stores_of(settings: &crate::config::Settings, plan: &Plan) -> u64 {
-    let store = |id: BackendId| match id {
-        BackendId::Local => settings.local_db_path().display().to_string(),
-        BackendId::Hindsight => settings.hindsight.api_url.trim().trim_end_matches('/').to_owned(),
-        BackendId::Off => String::new(),
-    };
-    crate::session::fingerprint(&format!("{}\n{}", store(plan.from), store(plan.to)))
+    crate::session::fingerprint(&format!("{}\n{}", settings.store_of(plan.from), settings.store_of(plan.to)))
 }
 
 /// A page of `want` memories, and the pages after it while a document runs on into them: a

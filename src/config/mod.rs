@@ -418,6 +418,17 @@ impl Settings {
         self.local.path.clone().unwrap_or_else(|| self.storage.dir.join("memories.db"))
     }
 
+    /// Where backend `id` keeps memories under these settings: the local store's file, the
+    /// Hindsight server's URL (which may hold a password: not for showing), nothing for `off`.
+    /// Two settings with the same are the same store.
+    pub fn store_of(&self, id: BackendId) -> String {
+        match id {
+            BackendId::Local => self.local_db_path().display().to_string(),
+            BackendId::Hindsight => self.hindsight.api_url.trim().trim_end_matches('/').to_owned(),
+            BackendId::Off => String::new(),
+        }
+    }
+
     /// The bearer token file.
     pub fn token_path(&self) -> PathBuf {
         self.storage.dir.join("token")

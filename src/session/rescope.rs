@@ -44,6 +44,8 @@ impl Sessions {
         match &kept {
             Some(ScopedUnder { bank, scoping, backend }) => {
                 if *backend != now.backend {
+                    // Switched while mneme was down (live, the reload did this before the switch).
+                    self.store_changing().await?;
                     self.backend_switched().await?;
                 }
                 if *bank != now.bank || *scoping != now.scoping {
@@ -92,6 +94,32 @@ impl Sessions {
             })
         })
         .await
+    }
+
+    /// The store the conversations go to is being replaced by another (a backend switch, another
+    /// local file or Hindsight server): each session's conversation so far stays in the store it
+    /// was retained to, its pending tail queued first (before the queue drains into the old
+    /// store), and its next turns go in a part of their own, as after a move to another bank.
+    /// Going on under the same document, a session gave the new store its whole part again, and
+    /// every turn before the switch was in both (and `migrate` then put the old store's shorter
+    /// version back over the new one's).
+    pub async fn store_changing(&self) -> Result<(), SpoolError> {
+        for id in self.root_projects().keys() {
+            let _turn = self.inner.turns.lock(id).await;
+            let Ok(session) = self.get(id) else { continue };
+            if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
+                self.queue_pending(&session, pending).await?;
+            }
+            let moved = self.update_if(id, |s| {
+                let before = (s.part, s.first_turn, s.retained_turns, s.pending.is_some());
+                super::clear::start_after_erasure(s);
+                before != (s.part, s.first_turn, s.retained_turns, s.pending.is_some())
+            });
+            if let Some(s) = moved {
+                self.save(&s.id).await?;
+            }
+        }
+        Ok(())
     }
 
     /// The project of each session that is no alias, by id.
