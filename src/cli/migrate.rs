@@ -15,6 +15,7 @@ use mneme_core::{BackendError, BackendId, ExportPage, MemoryBackend, StoredMemor
 use serde::{Deserialize, Serialize};
 
 use super::commands::load_settings;
+use super::versions::TargetVersions;
 use super::CliError;
 
 /// Memories read per page.
@@ -100,6 +101,7 @@ async fn sweep(
     bank: Option<&str>,
     seen: &mut HashSet<String>,
     settings: &crate::config::Settings,
+    versions: &mut TargetVersions,
 ) -> Result<u64, BackendError> {
     let mut stored = 0;
     for _ in 0..SWEEPS {
@@ -129,7 +131,9 @@ async fn sweep(
                 if source.id() == BackendId::Hindsight {
                     oldest_first(&mut unseen);
                 }
-                target.import(&fit_to_import(settings, unseen).fit).await?;
+                let mut fit = fit_to_import(settings, unseen).fit;
+                versions.keep_newer(target, &mut fit).await?;
+                target.import(&fit).await?;
                 stored += new_here as u64;
             }
             match page.next {
@@ -202,6 +206,8 @@ struct Copied {
     skipped: u64,
     /// The first memory left out because an import refuses it, and why.
     first_refusal: Option<String>,
+    /// Documents left as the target has them: it holds a newer version (see [`TargetVersions`]).
+    kept_newer: u64,
     finished: bool,
     /// What became of progress saved before that was not simply resumed.
     progress_note: Option<&'static str>,
@@ -247,6 +253,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
         all.total += copied.total;
         all.found_again += copied.found_again;
         all.skipped += copied.skipped;
+        all.kept_newer += copied.kept_newer;
         if !copied.finished {
             all.finished = false;
             break; // the banks after it wait for the run that finishes this one
@@ -255,7 +262,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     if as_json {
         println!(
             "{}",
-            serde_json::json!({"copied": all.this_run, "total_copied": all.total, "finished": all.finished, "found_again": all.found_again, "skipped": all.skipped, "banks": banks.len()})
+            serde_json::json!({"copied": all.this_run, "total_copied": all.total, "finished": all.finished, "found_again": all.found_again, "skipped": all.skipped, "kept_newer": all.kept_newer, "banks": banks.len()})
         );
     } else {
         if banks.is_empty() {
@@ -330,6 +337,15 @@ fn summary(plan: &Plan, c: &Copied) -> String {
             c.skipped
         ));
     }
+    if c.kept_newer > 0 {
+        resumed.push_str(&format!(
+            " ({} {} left as {} has {}: it holds a newer version)",
+            c.kept_newer,
+            if c.kept_newer == 1 { "document" } else { "documents" },
+            plan.to,
+            if c.kept_newer == 1 { "it" } else { "them" },
+        ));
+    }
     if c.finished && c.found_again > 0 {
         format!(
             "Copied {} memories from {} to {}{resumed}, and {} more the bank's list had moved past while it changed (found by reading it again); done.",
@@ -388,6 +404,9 @@ async fn copy_bank(
     // Read but not copied: what `/v1/import` would refuse or clean away (see `fit_to_import`).
     let mut skipped = 0u64;
     let mut first_refusal = None;
+    // Documents the target holds a newer version of: left as they are there.
+    let mut versions = TargetVersions::default();
+    let mut kept_newer = 0u64;
     // What this run read, for the source read again at the end (see `sweep`): Hindsight's list
     // is paged by offset, newest first; the local store's by a sequence that a replaced
     // document's new version (or a memory retained after the newest was forgotten) may take
@@ -418,9 +437,15 @@ async fn copy_bank(
             break;
         }
         let n = page.memories.len() as u64;
-        let fitted = fit_to_import(settings, page.memories.clone());
+        let mut fitted = fit_to_import(settings, page.memories.clone());
         skipped += fitted.left_out;
         first_refusal = first_refusal.or(fitted.first_refusal);
+        kept_newer += versions.keep_newer(target, &mut fitted.fit).await.map_err(|e| {
+            CliError::Other(format!(
+                "reading {} for the versions of the documents it holds (progress is saved; run the same command again to resume): {e}",
+                plan.to
+            ))
+        })?;
         target.import(&fitted.fit).await.map_err(|e| {
             CliError::Other(format!(
                 "writing to {} (progress is saved; run the same command again to resume): {e}",
@@ -442,7 +467,7 @@ async fn copy_bank(
     }
     let mut found_again = 0;
     if finished {
-        found_again = sweep(source, target, bank, &mut seen, settings).await.map_err(|e| {
+        found_again = sweep(source, target, bank, &mut seen, settings, &mut versions).await.map_err(|e| {
             CliError::Other(format!(
                 "reading {} again for what changed during the copy (all it read once is copied; run the same command again to finish): {e}",
                 plan.from
@@ -454,7 +479,16 @@ async fn copy_bank(
         let _ = std::fs::remove_file(&state_file);
         let _ = std::fs::remove_file(&seen_file);
     }
-    Ok(Copied { this_run, total: progress.copied, found_again, skipped, first_refusal, finished, progress_note })
+    Ok(Copied {
+        this_run,
+        total: progress.copied,
+        found_again,
+        skipped,
+        first_refusal,
+        kept_newer,
+        finished,
+        progress_note,
+    })
 }
 
 /// Appends the ids of a page copied to `path` (see `seen_file`).
@@ -538,6 +572,53 @@ mod tests {
         assert!(summary(&plan(None), &foreign).contains("started over"), "{}", summary(&plan(None), &foreign));
     }
 
+    /// A document the target holds a newer version of is left as it is there: after a live
+    /// switch, a client's plan replaced on the new store was put back to the old store's version,
+    /// and migrate said it was done (review37 #1). An older one, and a document it lacks, are copied.
+    #[tokio::test]
+    async fn a_document_newer_on_the_target_is_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = crate::config::Settings::default();
+        settings.storage.dir = dir.path().to_owned();
+        settings.local.path = Some(dir.path().join("source.db"));
+        let open = |name: &str| {
+            mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(dir.path().join(name))).unwrap()
+        };
+        let (source, target) = (open("source.db"), open("target.db"));
+        let scope = Scope { bank: "b".into(), tags: vec![] };
+        let retain = |id: &str, content: &str, doc: &str, at: &str| RetainBatch {
+            id: format!("batch-{id}"),
+            items: vec![MemoryItem { document_id: Some(doc.into()), ..MemoryItem::new(id, content, at) }],
+        };
+        source
+            .retain(&scope, &retain("p1", "plan v1: deploy on friday", "plan", "2026-01-01T00:00:00.000Z"))
+            .await
+            .unwrap();
+        source
+            .retain(&scope, &retain("n2", "notes v2: the newer notes", "notes", "2026-01-03T00:00:00.000Z"))
+            .await
+            .unwrap();
+        source.retain(&scope, &retain("o1", "only in the source", "only", "2026-01-01T00:00:00.000Z")).await.unwrap();
+        target
+            .retain(&scope, &retain("p2", "plan v2: deploy moved to monday", "plan", "2026-01-02T00:00:00.000Z"))
+            .await
+            .unwrap();
+        target
+            .retain(&scope, &retain("n1", "notes v1: the older notes", "notes", "2026-01-02T00:00:00.000Z"))
+            .await
+            .unwrap();
+        let plan = Plan { from: BackendId::Local, to: BackendId::Local, bank: None, limit: None };
+        let copied = copy_bank(&source, &target, &settings, &plan, None).await.unwrap();
+        assert_eq!(copied.kept_newer, 1);
+        assert!(summary(&plan, &copied).contains("1 document left as local has it: it holds a newer version"));
+        let on_target: Vec<String> =
+            target.export(Some("b"), None, 100).await.unwrap().memories.into_iter().map(|m| m.content).collect();
+        assert!(!on_target.iter().any(|c| c.contains("plan v1")), "{on_target:?}");
+        for kept in ["plan v2", "notes v2", "only in the source"] {
+            assert!(on_target.iter().any(|c| c.contains(kept)), "{kept}: {on_target:?}");
+        }
+    }
+
     /// Read again at the end, the local store gives what its cursor moved past during the copy:
     /// a replaced document's new version, which took the sequence number of the one it replaced
     /// (missed, and the progress saved past it), and an append to a document already read, sent
@@ -563,7 +644,9 @@ mod tests {
         local.retain(&scope, &retain("t2", "transcript version two", "transcript", false)).await.unwrap();
         local.retain(&scope, &retain("r2", "runbook second step", "runbook", true)).await.unwrap();
         let target = crate::queue::tests::TestBackend::new(&[crate::queue::tests::Mode::Ok]);
-        let found = sweep(&local, target.as_ref(), None, &mut seen, &crate::config::Settings::default()).await.unwrap();
+        let settings = crate::config::Settings::default();
+        let mut versions = TargetVersions::default();
+        let found = sweep(&local, target.as_ref(), None, &mut seen, &settings, &mut versions).await.unwrap();
         let mut sent: Vec<String> = target.imports.lock().unwrap().concat();
         sent.sort();
         assert_eq!(sent, ["runbook first step", "runbook second step", "transcript version two"]);

@@ -9,6 +9,7 @@ mod hook;
 mod migrate;
 mod serve;
 mod transfer;
+mod versions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

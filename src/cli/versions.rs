@@ -1,0 +1,96 @@
+//! The newest version of each document a migration's target holds: a copy never puts an older
+//! version of a document over a newer one. After a live switch, a client goes on writing its
+//! documents to the new store (a `/hindsight` client's plan, replaced there); the old store's
+//! version of them, copied over, replaced the newer one, and `migrate` said it was done.
+
+use std::collections::{HashMap, HashSet};
+use std::time::SystemTime;
+
+use mneme_core::transfer::document_of;
+use mneme_core::{BackendError, MemoryBackend, StoredMemory};
+
+/// Memories read per page when a target bank is read.
+const PAGE: usize = 1000;
+
+/// When each document of the target's banks read so far was last written: its newest memory's
+/// date. A bank is read whole the first time a copy meets it.
+#[derive(Default)]
+pub(super) struct TargetVersions {
+    banks: HashMap<String, HashMap<String, Written>>,
+}
+
+/// A date as a memory gives it: parsed when it can be, else as written (RFC 3339 in UTC, as
+/// both stores give it, orders as text too).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Written {
+    At(SystemTime),
+    Text(String),
+}
+
+impl Written {
+    fn of(m: &StoredMemory) -> Written {
+        match mneme_core::time::parse_rfc3339(&m.created_at) {
+            Some(at) => Written::At(at),
+            None => Written::Text(m.created_at.clone()),
+        }
+    }
+}
+
+impl TargetVersions {
+    /// Takes out of `memories` the documents the target holds a newer version of (its newest
+    /// memory dated later than the source's newest); returns how many documents that was.
+    pub(super) async fn keep_newer(
+        &mut self,
+        target: &dyn MemoryBackend,
+        memories: &mut Vec<StoredMemory>,
+    ) -> Result<u64, BackendError> {
+        let mut source: HashMap<(String, String), Written> = HashMap::new();
+        for m in memories.iter() {
+            let Some(document) = document_of(m) else { continue };
+            let written = Written::of(m);
+            let newest = source.entry((m.bank.clone(), document.to_owned())).or_insert_with(|| written.clone());
+            *newest = (*newest).clone().max(written);
+        }
+        let mut older: HashSet<(String, String)> = HashSet::new();
+        for ((bank, document), written) in source {
+            let on_target = self.bank(target, &bank).await?.get(&document);
+            if on_target.is_some_and(|t| *t > written) {
+                older.insert((bank, document));
+            }
+        }
+        memories.retain(|m| document_of(m).is_none_or(|d| !older.contains(&(m.bank.clone(), d.to_owned()))));
+        Ok(older.len() as u64)
+    }
+
+    /// The documents of `bank` on the target, read whole the first time.
+    async fn bank(
+        &mut self,
+        target: &dyn MemoryBackend,
+        bank: &str,
+    ) -> Result<&HashMap<String, Written>, BackendError> {
+        if !self.banks.contains_key(bank) {
+            let mut documents: HashMap<String, Written> = HashMap::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let page = match target.export(Some(bank), cursor.as_deref(), PAGE).await {
+                    Ok(page) => page,
+                    // A store that cannot list what it holds has no versions to keep.
+                    Err(BackendError::Unsupported(_)) => break,
+                    Err(e) => return Err(e),
+                };
+                for m in &page.memories {
+                    let Some(document) = document_of(m) else { continue };
+                    let written = Written::of(m);
+                    let newest = documents.entry(document.to_owned()).or_insert_with(|| written.clone());
+                    *newest = (*newest).clone().max(written);
+                }
+                match page.next.filter(|_| !page.memories.is_empty()) {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            self.banks.insert(bank.to_owned(), documents);
+        }
+        Ok(&self.banks[bank])
+    }
+}
