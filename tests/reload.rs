@@ -730,6 +730,37 @@ async fn an_override_hiding_an_edited_key_is_told() {
     assert!(said.contains("MNEME_MEMORY__BACKEND overrides memory.backend"), "{said}");
 }
 
+/// A flush whose own delivery hangs on the old backend when a switch comes says what became of
+/// the batch: delivered to the new backend, not failed (review37 #3: "1 memory could not be
+/// delivered", exit 1, while it was delivered moments later).
+#[tokio::test]
+async fn a_flush_under_way_at_a_switch_counts_what_the_new_backend_took() {
+    let addr = common::never_answering().await;
+    let d = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{addr}\"\nretain_timeout = \"120s\"\n\
+         [queue]\nflush_interval = \"1h\"\nshutdown_grace = \"1s\"\n[local]\nembedder = \"off\"\n"
+    ));
+    d.start_session("s1", "/p/hung").await;
+    let (status, v) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "flushed at the switch"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    let waiting = {
+        let (http, url, token) = (d.http.clone(), d.url("/v1/flush"), d.token.clone());
+        tokio::spawn(async move {
+            let sent = http.post(url).bearer_auth(token).json(&json!({"wait": true})).send().await.unwrap();
+            sent.json::<Value>().await.unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let config =
+        std::fs::read_to_string(d.config_path()).unwrap().replace("backend = \"hindsight\"", "backend = \"local\"");
+    std::fs::write(d.config_path(), config).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200, "{v}");
+    let report = tokio::time::timeout(Duration::from_secs(15), waiting).await.unwrap().unwrap();
+    assert_eq!((report["delivered"].as_u64(), report["failed"].as_u64()), (Some(1), Some(0)), "{report}");
+    assert_eq!(common::stored_count(&d.data().join("memories.db"), "flushed at the switch"), 1);
+}
+
 /// A delivery still running on the old backend when the switch's drain runs out of its grace
 /// stops, and its batch goes to the new backend: a Hindsight server that never answered held
 /// the batch, and every flush of its queue, until `retain_timeout` (here two minutes).

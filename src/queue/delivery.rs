@@ -26,6 +26,10 @@ pub(super) enum Step {
     /// `BackendError::PartlyStored`: counted once they leave the spool); `go_on` says whether
     /// the flush may try the next batch.
     Failed { items: u64, delivered: u64, go_on: bool },
+    /// The backend was replaced while it ran (a switch's drain past its grace): the batch, not
+    /// taken, goes to the new one, and the flush goes on there. Counted as failed, a `mneme
+    /// flush` under way said they could not be delivered, and exited 1, as they were.
+    Moved,
 }
 
 /// A delivery the backend did not take, as [`Inner::delivery_failed`] handles it.
@@ -41,8 +45,6 @@ struct FailedDelivery<'a> {
     early_by: Option<std::time::Duration>,
     error: &'a BackendError,
     backend: BackendId,
-    /// The backend was replaced while it ran: its failure is no outage of the one in force.
-    switched: bool,
 }
 
 impl Inner {
@@ -115,6 +117,13 @@ impl Inner {
                 }
                 Step::Delivered(n)
             }
+            Err(e) if switched => {
+                // The backend it failed on is no longer the one in force: no attempt, no dead
+                // letter (the new one has not been tried), no outage of the new one.
+                let backend = backend.id();
+                tracing::warn!(session, "delivery to the {backend} backend, replaced meanwhile, failed: {e}");
+                Step::Moved
+            }
             Err(e) => {
                 self.metrics.delivery_failures.fetch_add(1, Ordering::Relaxed);
                 let failed = FailedDelivery {
@@ -125,7 +134,6 @@ impl Inner {
                     early_by,
                     error: &e,
                     backend: backend.id(),
-                    switched,
                 };
                 let (go_on, delivered) = self.delivery_failed(failed, settings).await;
                 Step::Failed { items: n - delivered, delivered, go_on }
@@ -137,15 +145,9 @@ impl Inner {
     /// outage), a permanent one or the last attempt makes a dead letter. Returns whether the
     /// flush may go on with the next batch.
     async fn delivery_failed(self: &Arc<Self>, f: FailedDelivery<'_>, settings: &QueueSettings) -> (bool, u64) {
-        let FailedDelivery { session, batch_id, items: n, attempts_before, early_by, error, backend, switched } = f;
+        let FailedDelivery { session, batch_id, items: n, attempts_before, early_by, error, backend } = f;
         let reason = error.to_string();
         let noun = if n == 1 { "memory" } else { "memories" };
-        if switched {
-            // The backend it failed on is no longer the one in force: no attempt, no dead
-            // letter (the new one has not been tried), no outage of the new one.
-            tracing::warn!(session, "delivery to the {backend} backend, replaced meanwhile, failed: {reason}");
-            return (self.set_aside_later(session, n, settings.retry_initial), 0);
-        }
         // What the backend stored before it failed is noted with the items: a later attempt that
         // fails before it reaches them (a timeout, a proxy's 502) says nothing of them, and
         // dead-lettered, they were sent again under other names.

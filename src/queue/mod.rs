@@ -765,6 +765,7 @@ impl Inner {
                         break;
                     }
                 }
+                Step::Moved => {}
             }
         }
         self.flush_ended(session, rules);
