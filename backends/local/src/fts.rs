@@ -226,6 +226,38 @@ fn longest_in_order(mut terms: Vec<String>, max: usize) -> Vec<String> {
     terms
 }
 
+/// At most this many identifier phrases a query (see [`identifier_phrases`]).
+const MAX_PHRASES: usize = 4;
+/// ... of at most this many words each.
+const MAX_PHRASE_WORDS: usize = 8;
+
+/// The identifiers and paths a query names (`parse_config`, `src/config/parse.rs`), each as the
+/// phrase of its words' terms (`pars config`): its words are split apart like any others, and a
+/// note holding one of them and an alternative of the other ("parse" and "yaml") ranked with the
+/// memory holding the identifier itself. As a phrase too, the identifier counts where its words
+/// stand together (and recall gives a name's words no alternatives). Words joined as prose joins them (`self-care`, `Caroline's`, `2:30`, `2.5`)
+/// are no identifier, nor are abbreviations (`e.g.`): at least two of the words are words, with
+/// letters and more than one character.
+pub fn identifier_phrases(text: &str) -> Vec<String> {
+    let joiner = |c: char| matches!(c, '_' | '.' | '/');
+    let mut phrases: Vec<String> = Vec::new();
+    for token in text.split(|c: char| !(c.is_alphanumeric() || joiner(c))) {
+        let words: Vec<&str> = token.split(joiner).filter(|w| !w.is_empty()).collect();
+        let worded = words.iter().filter(|w| w.chars().count() > 1 && w.chars().any(char::is_alphabetic)).count();
+        if worded < 2 || words.len() > MAX_PHRASE_WORDS || token.chars().any(is_cjk) {
+            continue;
+        }
+        let phrase = words.iter().map(|w| stemmer().stem(&lowered(w)).into_owned()).collect::<Vec<_>>().join(" ");
+        if !phrases.contains(&phrase) {
+            phrases.push(phrase);
+        }
+        if phrases.len() == MAX_PHRASES {
+            break;
+        }
+    }
+    phrases
+}
+
 /// OR of quoted terms: the FTS5 MATCH expression for them, `None` when there are none.
 pub fn or_expression(terms: &[String]) -> Option<String> {
     (!terms.is_empty()).then(|| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
@@ -321,6 +353,17 @@ mod tests {
         assert_eq!(chosen.len(), 32);
         assert!(chosen.ends_with(&known.map(str::to_owned)), "{chosen:?}");
         assert_eq!(or_expression(&query_terms("a b")), Some(r#""b""#.into()));
+    }
+
+    #[test]
+    fn identifiers_and_paths_are_phrases_and_prose_is_not() {
+        assert_eq!(identifier_phrases("where is parse_config defined?"), vec!["pars config"]);
+        assert_eq!(identifier_phrases("see src/config/parse.rs and Foo::Bar"), vec!["src config pars rs"]);
+        for prose in ["self-care on Mother's Day", "at 2:30 or 2.5 hours", "e.g. this", "数据_库"] {
+            assert!(identifier_phrases(prose).is_empty(), "{prose}");
+        }
+        let many = "ab_cd ef_gh ij_kl mn_op qr_st";
+        assert_eq!(identifier_phrases(many).len(), MAX_PHRASES);
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl Store {
     /// pool is needed for a fusion: FTS5's ranking is fetched a chunk at a time until the
     /// budget is filled (usually the first chunk fills it).
     pub fn recall(&self, query: &str, filter: &RecallFilter<'_>) -> rusqlite::Result<Vec<Recalled>> {
-        let Some(exprs) = self.expressions(self.query_terms(query)?)? else { return Ok(Vec::new()) };
+        let Some(exprs) = self.expressions(query, self.query_terms(query)?)? else { return Ok(Vec::new()) };
         let ranked = self.ranked_pool(&exprs.ranked)?;
         let mut rows = HashMap::new();
         let (out, full) = self.answer_bounded(query, &ranked, filter, &mut rows)?;
@@ -141,7 +141,7 @@ impl Store {
         let terms = self.query_terms(query)?;
         let idf_mass = self.idf_mass(&terms)?;
         let mut side = LexicalSide { lexical: Lexical { pool: Vec::new(), idf_mass }, rows: HashMap::new() };
-        let Some(exprs) = self.expressions(terms)? else { return Ok(side) };
+        let Some(exprs) = self.expressions(query, terms)? else { return Ok(side) };
         let ranked = self.ranked_pool(&exprs.ranked)?;
         let mut per_memory: HashMap<i64, usize> = HashMap::new();
         for chunk in ranked.chunks(POOL) {
@@ -318,15 +318,23 @@ impl Store {
     /// BM25 is a sum over terms, so a passage that says "deploy" scores for a question that says
     /// "ship" as if it had asked for "deploy" too.
     pub fn ranking_expression(&self, query: &str) -> rusqlite::Result<Option<String>> {
-        Ok(self.expressions(self.query_terms(query)?)?.map(|e| e.ranked))
+        Ok(self.expressions(query, self.query_terms(query)?)?.map(|e| e.ranked))
     }
 
-    /// [`Store::ranking_expression`] for terms already looked up, and the unpruned one.
-    fn expressions(&self, terms: Vec<(String, Option<u64>)>) -> rusqlite::Result<Option<Expressions>> {
-        let words: Vec<String> = terms.iter().map(|(t, _)| t.clone()).collect();
+    /// [`Store::ranking_expression`] for terms already looked up, and the unpruned one; both
+    /// with the query's identifiers as phrases (see [`fts::identifier_phrases`]).
+    fn expressions(&self, query: &str, terms: Vec<(String, Option<u64>)>) -> rusqlite::Result<Option<Expressions>> {
+        // A word of a name is no concept: `config` in `parse_config` has no alternatives.
+        let phrases = fts::identifier_phrases(query);
+        let named: std::collections::HashSet<&str> = phrases.iter().flat_map(|p| p.split(' ')).collect();
+        let words: Vec<String> = terms.iter().map(|(t, _)| t.clone()).filter(|t| !named.contains(t.as_str())).collect();
         let alternatives = self.document_frequencies(self.thesaurus.alternatives(&words))?;
-        let chosen = fts::select_terms_and_alternatives(terms.clone(), alternatives.clone());
-        let all = fts::all_known_terms(terms, alternatives);
+        let mut chosen = fts::select_terms_and_alternatives(terms.clone(), alternatives.clone());
+        let mut all = fts::all_known_terms(terms, alternatives);
+        if !chosen.is_empty() {
+            chosen.extend(phrases.iter().cloned());
+            all.extend(phrases.iter().cloned());
+        }
         let unpruned = (all.len() > chosen.len()).then(|| fts::or_expression(&all)).flatten();
         Ok(fts::or_expression(&chosen).map(|ranked| Expressions { ranked, unpruned }))
     }

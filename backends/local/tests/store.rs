@@ -96,6 +96,32 @@ async fn the_same_text_from_more_projects_than_a_memory_has_tags_is_stored_again
     assert_eq!(fresh.import(&page.memories).await.unwrap(), Some(2));
 }
 
+/// An identifier asked for is found before notes holding one of its words and an alternative of
+/// the other: the built-in thesaurus has `config > toml yaml …`, and asked `parse_config`, notes of
+/// "parse" and "YAML" or of "config" and "toml" ranked with the memory naming `parse_config(path)`
+/// (12th of 23 in review39's store), and a small budget left it out. Its words as a phrase rank it
+/// first; so do a path's.
+#[tokio::test]
+async fn an_identifier_is_found_before_notes_of_its_words_and_their_alternatives() {
+    let (_d, b) = open();
+    let answer =
+        "The config parser lives in src/config/parse.rs; its entry point is parse_config(path) -> Result<Config>.";
+    let mut items = vec![item("0", answer, &[], MemoryType::World, None)];
+    for i in 0..10 {
+        let note = format!("The auth timeout {i} is 30 seconds, set in config/auth{i}.toml.");
+        items.push(item(&format!("t{i}"), &note, &[], MemoryType::World, None));
+    }
+    for (i, what) in ["YAML front matter", "CSV upload", "INI file", "TOML manifest"].iter().enumerate() {
+        let note = format!("We parse the {what} by hand, no library.");
+        items.push(item(&format!("p{i}"), &note, &[], MemoryType::World, None));
+    }
+    b.retain(&scope("bank"), &RetainBatch { id: "b".into(), items }).await.unwrap();
+    for q in ["parse_config", "where is parse_config defined?", "src/config/parse.rs"] {
+        let first = b.recall(&scope("bank"), &query(q, &[], TagsMatch::Any)).await.unwrap();
+        assert_eq!(first.first().map(|r| r.text.as_str()), Some(answer), "{q}: {first:?}");
+    }
+}
+
 /// A memory another client retained under a tag of its own (`team:red`, through `/hindsight`)
 /// is not merged with a project's retain of the same text: merged, a clear of the project
 /// deleted it (only a project's tag kept a shared memory). Each keeps its own, and a clear of the
