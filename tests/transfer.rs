@@ -175,6 +175,25 @@ async fn import_requests_stay_within_the_body_limit() {
     assert!(err.contains("bad-date.jsonl:3: created_at must be an RFC 3339 date-time"), "{err}");
     let (_, v) = d.get("/v1/memories/big-10").await;
     assert_eq!(v["error"]["code"], "not_found", "nothing was imported: {v}");
+
+    // A document larger than a request (grown by appends), each of its memories within one:
+    // the local store takes it in parts, which join it (review39 #2: a backup of it did not
+    // restore with the settings that wrote it).
+    let grown = d.dir.path().join("grown.jsonl");
+    let lines: Vec<String> = (20..23)
+        .map(|i| {
+            let mut m = memory(i, 27_000);
+            m["document_id"] = json!("BOOK");
+            m.to_string()
+        })
+        .collect();
+    std::fs::write(&grown, lines.join("\n")).unwrap();
+    let out = d.cli().arg("import").arg(&grown).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout(&out).trim(), "Imported 3 of 3 memories (0 already there).");
+    let (_, v) = d.get("/v1/export?bank=mneme&limit=1000").await;
+    let book: Vec<&Value> = v["memories"].as_array().unwrap().iter().filter(|m| m["document_id"] == "BOOK").collect();
+    assert_eq!(book.len(), 3, "{v}");
 }
 
 #[tokio::test]

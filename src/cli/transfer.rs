@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mneme_core::transfer::{document_of, oldest_first, sized_chunks_of_whole_documents, ChunkLimit};
+use mneme_core::transfer::{document_of, oldest_first, sized_chunks_of_whole_documents, ChunkLimit, SizedChunk};
 use mneme_core::StoredMemory;
 use reqwest::Method;
 
@@ -405,6 +405,14 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     let most = settings.server.max_body_bytes.saturating_sub(64);
     let limit = ChunkLimit { items: IMPORT_CHUNK, bytes: Some(most) };
     let chunks = sized_chunks_of_whole_documents(memories, limit);
+    let client = Client::connect(&settings).await?;
+    // The local store takes a document's memories in several imports (they join it): one
+    // larger than a request (grown by appends) goes in parts. Hindsight replaces a document with
+    // what one request holds of it.
+    let chunks = match chunks.iter().any(|c| c.bytes > most) && documents_join(&client).await? {
+        true => chunks.into_iter().flat_map(|c| in_parts(c, most)).collect(),
+        false => chunks,
+    };
     for chunk in &chunks {
         let size = chunk.bytes;
         if size > most {
@@ -421,7 +429,6 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
             )));
         }
     }
-    let client = Client::connect(&settings).await?;
     let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
     let count = chunks.iter().map(|c| c.memories.len()).sum::<usize>();
     for chunk in chunks {
@@ -467,6 +474,34 @@ fn write_failed(e: std::io::Error) -> CliError {
         super::end_by_sigpipe();
     }
     CliError::Other(format!("cannot write: {e}"))
+}
+
+/// Whether the daemon's backend takes a document's memories in several imports: the local
+/// store (they join their document).
+async fn documents_join(client: &Client) -> Result<bool, CliError> {
+    let status: serde_json::Value = client.get("/v1/status").await?;
+    Ok(status["backend"]["backend"] == "local")
+}
+
+/// A chunk over `most` bytes as chunks of its memories within it, in order; one that holds a
+/// single memory, or whose memories each fit, as they come (a memory larger than `most` stays
+/// a chunk of its own, over it).
+fn in_parts(chunk: SizedChunk<Line>, most: usize) -> Vec<SizedChunk<Line>> {
+    if chunk.bytes <= most || chunk.memories.len() == 1 {
+        return vec![chunk];
+    }
+    let mut parts: Vec<SizedChunk<Line>> = Vec::new();
+    for line in chunk.memories {
+        let bytes = mneme_core::transfer::json_size(&line.memory);
+        match parts.last_mut() {
+            Some(part) if part.bytes + bytes <= most => {
+                part.bytes += bytes;
+                part.memories.push(line);
+            }
+            _ => parts.push(SizedChunk { memories: vec![line], bytes }),
+        }
+    }
+    parts
 }
 
 /// The lines of a file, each at most `most` bytes (its end of line aside): no longer line can be
