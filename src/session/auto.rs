@@ -158,7 +158,8 @@ impl Sessions {
             let messages = match end.reply.as_deref() {
                 Some(reply) => {
                     let prompt = session.last_prompt.as_deref().map(|p| (p, session.last_prompt_left_private));
-                    let messages = with_current_turn(messages, prompt, reply, &settings);
+                    let known = &session.recent_reply_prints;
+                    let messages = with_current_turn(messages, prompt, reply, &settings, known);
                     // The turn has ended: its prompt is not the next turn's, whose agent-start
                     // may never arrive (a hook that timed out).
                     if prompt.is_some() {

@@ -184,22 +184,36 @@ pub(super) fn spans_carried(session: &Session, history: &[Message], prompt: &str
 /// feeds a background subagent's `<task-notification>` back as a prompt, which its transcript
 /// leaves out): appended, it was stored as the user's words, and the next transcript, without
 /// it, started a new part holding the whole conversation again.
+///
+/// A transcript whose last prompt is the same as this turn's ("yes", "yes") holds it only when no
+/// reply of an earlier turn follows it (`known_replies`: the session's recent ones, see
+/// `Session::recent_reply_prints`): followed by one, it is the turn before's, and this turn's
+/// reply, attached to it, was stored twice and split the conversation.
 pub(super) fn with_current_turn(
     messages: &[Message],
     prompt: Option<(&str, bool)>,
     reply: &str,
     settings: &Settings,
+    known_replies: &[u64],
 ) -> Vec<Message> {
     let mut messages = conversation(messages);
     // Cleaned to nothing compares as "", as a wholly private prompt is known.
     let same = |m: &Message, text: &str| same_words(&clean(settings, &m.content).unwrap_or_default(), text);
     if let Some((prompt, left_private)) = prompt.filter(|(p, _)| !is_agents_command(p)) {
         // The prompt is known as it was cleaned in its history: compared so.
-        let last_user = messages.iter().rposition(|m| m.role == "user").map(|i| {
+        let last_user_at = messages.iter().rposition(|m| m.role == "user");
+        let last_user = last_user_at.map(|i| {
             let (before, last) = messages.split_at(i);
             prompt_in_context(settings, before, &last[0].content, SpansCarried::default()).0
         });
-        if !last_user.as_deref().is_some_and(|last| same_words(last, prompt)) {
+        let answered_before = last_user_at.is_some_and(|i| {
+            messages[i + 1..].iter().any(|m| {
+                m.role == "assistant"
+                    && clean(settings, &m.content)
+                        .is_some_and(|c| known_replies.contains(&super::record::reply_print(&c)))
+            })
+        });
+        if answered_before || !last_user.as_deref().is_some_and(|last| same_words(last, prompt)) {
             // A wholly private prompt goes in as a turn of which nothing is kept.
             let prompt = match (prompt.is_empty(), left_private) {
                 (true, true) => "<private>".to_owned(),

@@ -457,6 +457,42 @@ async fn a_prompt_and_its_transcript_differing_in_line_ends_are_one_turn() {
     }
 }
 
+/// A transcript one turn behind (the Stop hook before Claude Code wrote the turn) whose last
+/// prompt is the same as this turn's ("yes", "yes"): the reply goes to a turn of its own. Taken
+/// for the last turn's, it was stored twice, and the conversation split into parts (review38 #4).
+/// Where only the reply lags (the prompt written), it still completes that turn.
+#[tokio::test]
+async fn a_repeated_prompt_one_turn_behind_is_a_turn_of_its_own() {
+    for only_the_reply_lags in [false, true] {
+        let r = rig();
+        let s = sessions(&r, every_turn()).await;
+        s.start(start("a")).await.unwrap();
+        let mut history: Vec<Message> = Vec::new();
+        let prompts = ["fix the bug in the parser", "yes", "yes", "yes", "thanks, run the tests"];
+        for (i, prompt) in prompts.iter().enumerate() {
+            s.agent_start("a", prompt, &history, Turn::Work).await.unwrap();
+            let reply = format!("REPLY-{i}");
+            if only_the_reply_lags {
+                history.push(Message::new("user", *prompt));
+            }
+            let end = TurnEnd { reply: Some(reply.clone()), ..TurnEnd::default() };
+            s.agent_end("a", &history, Turn::Work, end).await.unwrap();
+            if !only_the_reply_lags {
+                history.push(Message::new("user", *prompt));
+            }
+            history.push(Message::new("assistant", reply));
+        }
+        r.queue.flush_all().await;
+        let page = r.local.export(None, None, 100).await.unwrap();
+        assert_eq!(page.memories.len(), 1, "one document: {:?}", page.memories);
+        let text = stored(&r).await;
+        for i in 0..prompts.len() {
+            assert_eq!(text.matches(&format!("REPLY-{i}")).count(), 1, "{text}");
+        }
+        assert_eq!(text.matches("\nyes\n").count(), 3, "{text}");
+    }
+}
+
 /// A transcript sent before a compaction and arriving after it is the previous part's: taken
 /// for a history that started over, it stored the whole old history again, and the next
 /// compacted transcript started one more part and stored its turns again too.
