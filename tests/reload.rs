@@ -730,19 +730,26 @@ async fn an_override_hiding_an_edited_key_is_told() {
     assert!(said.contains("MNEME_MEMORY__BACKEND overrides memory.backend"), "{said}");
 }
 
+/// A daemon on a Hindsight server that never answers (its retains hang for two minutes), flushing
+/// every `flush_interval`, with `text` retained in session `s1`.
+async fn hung_hindsight_daemon(flush_interval: &str, text: &str) -> Daemon {
+    let addr = common::never_answering().await;
+    let d = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{addr}\"\nretain_timeout = \"120s\"\n\
+         [queue]\nflush_interval = \"{flush_interval}\"\nshutdown_grace = \"1s\"\n[local]\nembedder = \"off\"\n"
+    ));
+    d.start_session("s1", "/p/hung").await;
+    let (status, v) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": text}]})).await;
+    assert_eq!(status, 202, "{v}");
+    d
+}
+
 /// A flush whose own delivery hangs on the old backend when a switch comes says what became of
 /// the batch: delivered to the new backend, not failed (review37 #3: "1 memory could not be
 /// delivered", exit 1, while it was delivered moments later).
 #[tokio::test]
 async fn a_flush_under_way_at_a_switch_counts_what_the_new_backend_took() {
-    let addr = common::never_answering().await;
-    let d = Daemon::start(&format!(
-        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{addr}\"\nretain_timeout = \"120s\"\n\
-         [queue]\nflush_interval = \"1h\"\nshutdown_grace = \"1s\"\n[local]\nembedder = \"off\"\n"
-    ));
-    d.start_session("s1", "/p/hung").await;
-    let (status, v) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "flushed at the switch"}]})).await;
-    assert_eq!(status, 202, "{v}");
+    let d = hung_hindsight_daemon("1h", "flushed at the switch").await;
     let waiting = {
         let (http, url, token) = (d.http.clone(), d.url("/v1/flush"), d.token.clone());
         tokio::spawn(async move {
@@ -766,15 +773,7 @@ async fn a_flush_under_way_at_a_switch_counts_what_the_new_backend_took() {
 /// the batch, and every flush of its queue, until `retain_timeout` (here two minutes).
 #[tokio::test]
 async fn a_delivery_hung_on_the_old_backend_goes_to_the_new_one_after_the_grace() {
-    let addr = common::never_answering().await;
-    let d = Daemon::start(&format!(
-        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{addr}\"\nretain_timeout = \"120s\"\n\
-         [queue]\nflush_interval = \"200ms\"\nshutdown_grace = \"1s\"\n[local]\nembedder = \"off\"\n"
-    ));
-    d.start_session("s1", "/p/hung").await;
-    let (status, v) =
-        d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "hung on the old backend"}]})).await;
-    assert_eq!(status, 202, "{v}");
+    let d = hung_hindsight_daemon("200ms", "hung on the old backend").await;
     // Its delivery is under way, and hangs.
     tokio::time::sleep(Duration::from_millis(800)).await;
     let config =
