@@ -190,8 +190,9 @@ pub struct Session {
 /// a new part held the whole conversation again.
 pub const SESSION_FORMAT: u32 = 2;
 
-/// The replies [`Session::recent_reply_prints`] keeps at most.
-pub const MAX_RECENT_REPLIES: usize = 64;
+/// The replies [`Session::recent_reply_prints`] keeps at most: a late copy is a few turns late
+/// at most, and the record is saved at every turn (each costs it some 20 bytes).
+pub const MAX_RECENT_REPLIES: usize = 16;
 
 /// A reply's fingerprint by its words (blanks, line ends and a client's trimming aside), as
 /// [`Session::recent_reply_prints`] keeps it.
