@@ -641,7 +641,9 @@ impl Sessions {
     }
 
     /// Keeps the fingerprint of the reply that ended the last transcript ([`last_reply_print`]),
-    /// and by its words among the recent ones ([`Session::recent_reply_prints`]).
+    /// and by their words those that ended its last turns among the recent ones
+    /// ([`Session::recent_reply_prints`]): a turn's transcript can arrive after the next turn's
+    /// (a late copy), whose last reply it never was.
     async fn keep_last_reply(
         &self,
         session: &Session,
@@ -649,15 +651,15 @@ impl Sessions {
         history: &[Message],
         each: &[Option<Message>],
     ) -> Result<(), SpoolError> {
-        let words = match (history.last(), each.last()) {
-            (Some(m), Some(Some(cleaned))) if m.role == "assistant" => Some(reply_print(&cleaned.content)),
-            _ => None,
-        };
-        let known = words.is_none_or(|w| session.recent_reply_prints.contains(&w));
+        let words = turn_replies(history, each, MAX_RECENT_REPLIES);
+        let known = words.iter().all(|w| session.recent_reply_prints.contains(w));
         let unchanged = session.last_reply_print == print && known;
         self.save_change(&session.id, unchanged, |s| {
             s.last_reply_print = print;
-            if let Some(w) = words.filter(|w| !s.recent_reply_prints.contains(w)) {
+            for w in words {
+                if let Some(at) = s.recent_reply_prints.iter().position(|r| *r == w) {
+                    s.recent_reply_prints.remove(at);
+                }
                 if s.recent_reply_prints.len() == MAX_RECENT_REPLIES {
                     s.recent_reply_prints.remove(0);
                 }
@@ -866,6 +868,25 @@ fn last_reply_print(history: &[Message], each: &[Option<Message>]) -> u64 {
         (Some(m), Some(Some(cleaned))) if m.role == "assistant" => fingerprint(&unix_lines(&cleaned.content)),
         _ => 0,
     }
+}
+
+/// The fingerprints by words ([`reply_print`]) of the replies that end the last `most` turns of
+/// a history (a turn's last message, when it is the agent's), oldest first.
+fn turn_replies(history: &[Message], each: &[Option<Message>], most: usize) -> Vec<u64> {
+    let mut replies = Vec::new();
+    for (i, (m, c)) in history.iter().zip(each).enumerate().rev() {
+        let ends_a_turn = history.get(i + 1).is_none_or(|next| next.role == "user");
+        if m.role == "assistant" && ends_a_turn {
+            if let Some(c) = c {
+                replies.push(reply_print(&c.content));
+            }
+            if replies.len() == most {
+                break;
+            }
+        }
+    }
+    replies.reverse();
+    replies
 }
 
 /// Whether the replies of a history's last turn are all new: it has one, and none is among the

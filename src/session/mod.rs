@@ -464,7 +464,7 @@ impl Sessions {
                     last_turn_document: ended.last_turn_document,
                     previous_part_prints: Vec::new(),
                     last_reply_print: ended.last_reply_print,
-                    recent_reply_prints: Vec::new(),
+                    recent_reply_prints: ended.recent_reply_prints.clone(),
                     sliced: ended.sliced.clone(),
                     part_stored: ended.part_stored,
                     format: SESSION_FORMAT,
@@ -584,6 +584,7 @@ impl Sessions {
                     scope: Some(session.scope.clone()),
                     format: if session.commands_unseen { 1 } else { SESSION_FORMAT },
                     last_reply_print: session.last_reply_print,
+                    recent_reply_prints: session.recent_reply_prints.clone(),
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

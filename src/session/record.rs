@@ -62,6 +62,10 @@ pub(super) struct Ended {
     /// sends the last prompt again ("continue"), has a turn of its own, not a resend.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub(super) last_reply_print: u64,
+    /// [`Session::recent_reply_prints`]: a resumed session's rewind that sends the prompt taken
+    /// back again is told from a late copy as before it ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) recent_reply_prints: Vec<u64>,
 }
 
 pub(super) const ENDED_RECORD: &str = "ended_session";
@@ -143,9 +147,10 @@ pub struct Session {
     /// again, when its reply is another.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub last_reply_print: u64,
-    /// The replies that ended the transcripts sent lately (their words' fingerprints, see
-    /// [`reply_print`], at most [`MAX_RECENT_REPLIES`], oldest first): a history whose prompts
-    /// are all known but whose last turn's reply is none of them is not a late copy. A rewind
+    /// The replies that ended the last turns of the transcripts sent lately (their words'
+    /// fingerprints, see [`reply_print`], at most [`MAX_RECENT_REPLIES`], oldest first): a
+    /// history whose prompts are all known but whose last turn's reply is none of them is not a
+    /// late copy. A rewind
     /// followed by the prompt taken back (both clients offer it again) was taken for one, and
     /// its new reply never stored; a window of repeated prompts ("yes", "yes") was placed over
     /// the turns known, and its new turns never stored.

@@ -2283,6 +2283,50 @@ async fn a_rewind_that_sends_the_taken_back_prompt_again_stores_the_new_reply() 
     }
 }
 
+/// The replies that tell a rewind from a late copy go on across an end and a resume, and
+/// count every turn a transcript holds, not only its last: turn 2's transcript arriving after
+/// turn 3's, from a client whose `rewound` stuck (opencode after any `/undo`), was taken for a
+/// rewind and turn 3 left the store (review40 #3); after a resume, a rewind that sent the prompt
+/// taken back again was not followed (review40 #1).
+#[tokio::test]
+async fn replies_tell_rewinds_from_late_copies_across_a_resume_and_out_of_order() {
+    let answered = |n: usize, last: Option<&str>| {
+        let mut h = turns(n);
+        for (i, reply) in h.iter_mut().filter(|m| m.role == "assistant").enumerate() {
+            reply.content = format!("answer {i} R-{i}");
+        }
+        if let Some(last) = last {
+            h.last_mut().unwrap().content = last.into();
+        }
+        h
+    };
+    let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &answered(1, None), Turn::Work, TurnEnd::default()).await.unwrap();
+    // Turn 3's transcript, then turn 2's, late.
+    s.agent_end("a", &answered(3, None), Turn::Work, rewound.clone()).await.unwrap();
+    s.agent_end("a", &answered(2, None), Turn::Work, rewound.clone()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 0..3 {
+        assert_eq!(text.matches(&format!("R-{i}")).count(), 1, "turn {i}: {text}");
+    }
+    // Turn 4, the session ends and is resumed; rewound to after turn 1, turn 2's prompt again.
+    s.agent_end("a", &answered(4, None), Turn::Work, rewound.clone()).await.unwrap();
+    s.end("a", Delivery::Wait).await.unwrap();
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &answered(3, Some("answer 2 BRANCH-2")), Turn::Work, rewound.clone()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert_eq!(text.matches("BRANCH-2").count(), 1, "{text}");
+    assert!(!text.contains("R-2") && !text.contains("R-3"), "taken back: {text}");
+    for i in 0..2 {
+        assert_eq!(text.matches(&format!("R-{i}")).count(), 1, "turn {i}: {text}");
+    }
+}
+
 /// A transcript read from its end, sent without a count of the turns left out (the Claude Code
 /// hook past 32 MiB), whose prompts repeat ("yes", "yes"): placed over the known turns its
 /// prompts first agree with, its new turns were never stored. Its last reply, new, places it
