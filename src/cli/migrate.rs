@@ -206,8 +206,10 @@ struct Copied {
     skipped: u64,
     /// The first memory left out because an import refuses it, and why.
     first_refusal: Option<String>,
-    /// Documents left as the target has them: it holds a newer version (see [`TargetVersions`]).
+    /// Documents left as the target has them: it holds a newer version (see [`TargetVersions`]),
+    /// and their memories (read, not copied).
     kept_newer: u64,
+    kept_newer_memories: u64,
     finished: bool,
     /// What became of progress saved before that was not simply resumed.
     progress_note: Option<&'static str>,
@@ -254,6 +256,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
         all.found_again += copied.found_again;
         all.skipped += copied.skipped;
         all.kept_newer += copied.kept_newer;
+        all.kept_newer_memories += copied.kept_newer_memories;
         if !copied.finished {
             all.finished = false;
             break; // the banks after it wait for the run that finishes this one
@@ -262,7 +265,7 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     if as_json {
         println!(
             "{}",
-            serde_json::json!({"copied": all.this_run, "total_copied": all.total, "finished": all.finished, "found_again": all.found_again, "skipped": all.skipped, "kept_newer": all.kept_newer, "banks": banks.len()})
+            serde_json::json!({"copied": all.this_run - all.kept_newer_memories, "total_copied": all.total, "finished": all.finished, "found_again": all.found_again, "skipped": all.skipped, "kept_newer": all.kept_newer, "banks": banks.len()})
         );
     } else {
         if banks.is_empty() {
@@ -338,25 +341,28 @@ fn summary(plan: &Plan, c: &Copied) -> String {
         ));
     }
     if c.kept_newer > 0 {
+        let documents = match c.kept_newer {
+            1 => "its document".to_owned(),
+            n => format!("their {n} documents"),
+        };
         resumed.push_str(&format!(
-            " ({} {} left as {} has {}: it holds a newer version)",
-            c.kept_newer,
-            if c.kept_newer == 1 { "document" } else { "documents" },
-            plan.to,
-            if c.kept_newer == 1 { "it" } else { "them" },
+            " ({} more read and left out: {} holds a newer version of {documents})",
+            c.kept_newer_memories, plan.to
         ));
     }
+    // Read, but not copied: the documents the target holds newer.
+    let copied = c.this_run - c.kept_newer_memories;
     if c.finished && c.found_again > 0 {
         format!(
             "Copied {} memories from {} to {}{resumed}, and {} more the bank's list had moved past while it changed (found by reading it again); done.",
-            c.this_run, plan.from, plan.to, c.found_again
+            copied, plan.from, plan.to, c.found_again
         )
     } else if c.finished {
-        format!("Copied {} memories from {} to {}{resumed}; done.", c.this_run, plan.from, plan.to)
+        format!("Copied {copied} memories from {} to {}{resumed}; done.", plan.from, plan.to)
     } else {
         format!(
-            "Copied {} memories from {} to {}{resumed}; {} so far. Run the same command again to continue.",
-            c.this_run, plan.from, plan.to, c.total
+            "Copied {copied} memories from {} to {}{resumed}; {} so far. Run the same command again to continue.",
+            plan.from, plan.to, c.total
         )
     }
 }
@@ -407,6 +413,7 @@ async fn copy_bank(
     // Documents the target holds a newer version of: left as they are there.
     let mut versions = TargetVersions::default();
     let mut kept_newer = 0u64;
+    let mut kept_newer_memories = 0u64;
     // What this run read, for the source read again at the end (see `sweep`): Hindsight's list
     // is paged by offset, newest first; the local store's by a sequence that a replaced
     // document's new version (or a memory retained after the newest was forgotten) may take
@@ -440,12 +447,14 @@ async fn copy_bank(
         let mut fitted = fit_to_import(settings, page.memories.clone());
         skipped += fitted.left_out;
         first_refusal = first_refusal.or(fitted.first_refusal);
-        kept_newer += versions.keep_newer(target, &mut fitted.fit).await.map_err(|e| {
+        let (documents, memories) = versions.keep_newer(target, &mut fitted.fit).await.map_err(|e| {
             CliError::Other(format!(
                 "reading {} for the versions of the documents it holds (progress is saved; run the same command again to resume): {e}",
                 plan.to
             ))
         })?;
+        kept_newer += documents;
+        kept_newer_memories += memories;
         target.import(&fitted.fit).await.map_err(|e| {
             CliError::Other(format!(
                 "writing to {} (progress is saved; run the same command again to resume): {e}",
@@ -486,6 +495,7 @@ async fn copy_bank(
         skipped,
         first_refusal,
         kept_newer,
+        kept_newer_memories,
         finished,
         progress_note,
     })
@@ -610,7 +620,10 @@ mod tests {
         let plan = Plan { from: BackendId::Local, to: BackendId::Local, bank: None, limit: None };
         let copied = copy_bank(&source, &target, &settings, &plan, None).await.unwrap();
         assert_eq!(copied.kept_newer, 1);
-        assert!(summary(&plan, &copied).contains("1 document left as local has it: it holds a newer version"));
+        assert_eq!(
+            summary(&plan, &copied),
+            "Copied 2 memories from local to local (1 more read and left out: local holds a newer version of its document); done."
+        );
         let on_target: Vec<String> =
             target.export(Some("b"), None, 100).await.unwrap().memories.into_iter().map(|m| m.content).collect();
         assert!(!on_target.iter().any(|c| c.contains("plan v1")), "{on_target:?}");

@@ -38,12 +38,13 @@ impl Written {
 
 impl TargetVersions {
     /// Takes out of `memories` the documents the target holds a newer version of (its newest
-    /// memory dated later than the source's newest); returns how many documents that was.
+    /// memory dated later than the source's newest); returns how many documents that was, and
+    /// how many memories.
     pub(super) async fn keep_newer(
         &mut self,
         target: &dyn MemoryBackend,
         memories: &mut Vec<StoredMemory>,
-    ) -> Result<u64, BackendError> {
+    ) -> Result<(u64, u64), BackendError> {
         let mut source: HashMap<(String, String), Written> = HashMap::new();
         for m in memories.iter() {
             let Some(document) = document_of(m) else { continue };
@@ -58,8 +59,9 @@ impl TargetVersions {
                 older.insert((bank, document));
             }
         }
+        let before = memories.len();
         memories.retain(|m| document_of(m).is_none_or(|d| !older.contains(&(m.bank.clone(), d.to_owned()))));
-        Ok(older.len() as u64)
+        Ok((older.len() as u64, (before - memories.len()) as u64))
     }
 
     /// The documents of `bank` on the target, read whole the first time.
