@@ -415,11 +415,20 @@ impl Sessions {
         let from = first_message_of_turn(&history, session.first_turn);
         let (part, part_each) = (&history[from..], &each[from..]);
         let new_turns = user_turns - session.retained_turns;
-        if new_turns <= 0 {
+        // No new turn, but the part's last turn went on (a Stop hook blocked the stop, and the
+        // agent wrote more): its document, given that turn before, is given it again, longer.
+        // Left at that, what the agent wrote after the block was never stored. Only from a
+        // transcript as the client has it: one completed with a reply given apart may hold it
+        // in the wrong turn (a slash command's, which the transcript writes as a turn later).
+        let went_on = new_turns == 0
+            && end.reply.is_none()
+            && settings.retain.mode == RetainMode::FullSession
+            && session.part_stored.is_some_and(|p| p.part == session.part && p.turns == user_turns);
+        if new_turns < 0 || (new_turns == 0 && !went_on) {
             return Ok(0);
         }
         let every_n = settings.retain.every_n_turns;
-        let due = new_turns >= every_n || last || taken_back;
+        let due = new_turns >= every_n || last || taken_back || went_on;
         if let Some(kept) = session.pending.as_ref().filter(|p| p.user_turns > user_turns) {
             // A shorter copy sent late: the tail kept already holds its turns, and more. (One as
             // long replaces it: it may hold the turn's reply the kept one lacked.)
@@ -446,6 +455,9 @@ impl Sessions {
             }
         };
         let content = transcript(&target);
+        if went_on && content.as_ref().is_none_or(|c| session.part_stored.is_some_and(|p| c.len() <= p.chars)) {
+            return Ok(0); // a resend, or a late copy: nothing more of the turn
+        }
         let Some(content) = content else {
             // Nothing worth keeping in these turns.
             if due {

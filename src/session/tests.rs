@@ -2327,6 +2327,32 @@ async fn replies_tell_rewinds_from_late_copies_across_a_resume_and_out_of_order(
     }
 }
 
+/// A turn that went on after it was retained (a Stop hook blocked the stop, and the agent wrote
+/// more): no new turn, but the part's document is given it again, longer. What the agent wrote
+/// after the block was never stored, the session's end included (review40 #2). A resend or a
+/// late copy of it stores nothing again.
+#[tokio::test]
+async fn a_turn_that_went_on_after_it_was_retained_is_stored_whole() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    let first = turns(2);
+    s.agent_end("a", &first, Turn::Work, TurnEnd::default()).await.unwrap();
+    let mut went_on = first.clone();
+    went_on.push(Message::new("assistant", "and after the block, WENT-ON"));
+    s.agent_end("a", &went_on, Turn::Work, TurnEnd::default()).await.unwrap();
+    s.agent_end("a", &first, Turn::Work, TurnEnd::default()).await.unwrap(); // a late copy
+    s.agent_end("a", &went_on, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+    r.queue.flush_all().await;
+    let page = r.local.export(None, None, 100).await.unwrap();
+    assert_eq!(page.memories.len(), 1, "one document: {:?}", page.memories);
+    let text = stored(&r).await;
+    assert_eq!(text.matches("WENT-ON").count(), 1, "{text}");
+    for i in 0..2 {
+        assert_eq!(text.matches(&format!("answer {i}\n")).count(), 1, "{text}");
+    }
+}
+
 /// A transcript read from its end, sent without a count of the turns left out (the Claude Code
 /// hook past 32 MiB), whose prompts repeat ("yes", "yes"): placed over the known turns its
 /// prompts first agree with, its new turns were never stored. Its last reply, new, places it
