@@ -366,10 +366,16 @@ impl Sessions {
                 }
                 // A stray close hides the messages before it that are not retained yet:
                 // shrinking the stored document for a mention of the tag would delete turns
-                // stored long ago.
+                // stored long ago. Those it hid stay hidden once their turn is retained
+                // (`Session::hidden_from_turn`).
                 let retained_from = first_message_of_turn(&history, session.retained_turns);
                 let hides_kept = cleaned.hidden_before > retained_from;
-                let each = cleaned.into_kept(retained_from);
+                let hidden_from =
+                    session.hidden_from_turn.map_or(session.retained_turns, |t| t.min(session.retained_turns));
+                if hides_kept && session.hidden_from_turn != Some(hidden_from) {
+                    self.save_change(&session.id, false, |s| s.hidden_from_turn = Some(hidden_from)).await?;
+                }
+                let each = cleaned.into_kept(first_message_of_turn(&history, hidden_from));
                 let session = match settings.retain.mode {
                     // Hidden by a stray close, the kept tail is not to be stored as it was.
                     RetainMode::FullSession if !hides_kept => {
@@ -722,6 +728,7 @@ impl Sessions {
         }
         let updated = self.update(&session.id, |s| {
             s.part = s.part.saturating_add(1);
+            s.hidden_from_turn = None;
             s.open_at_part_start = open_at_part_start;
             // A history of its own: its turns were not had while memory was off, and those it
             // begins with that the part before stored count as retained.

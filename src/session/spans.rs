@@ -187,8 +187,9 @@ pub(super) fn spans_carried(session: &Session, history: &[Message], prompt: &str
 ///
 /// A transcript whose last prompt is the same as this turn's ("yes", "yes") holds it only when no
 /// reply of an earlier turn follows it (`known_replies`: the session's recent ones, see
-/// `Session::recent_reply_prints`): followed by one, it is the turn before's, and this turn's
-/// reply, attached to it, was stored twice and split the conversation.
+/// `Session::recent_reply_prints`), unless its last reply is this one: followed by one, it is the
+/// turn before's, and this turn's reply, attached to it, was stored twice and split the
+/// conversation.
 pub(super) fn with_current_turn(
     messages: &[Message],
     prompt: Option<(&str, bool)>,
@@ -206,12 +207,18 @@ pub(super) fn with_current_turn(
             let (before, last) = messages.split_at(i);
             prompt_in_context(settings, before, &last[0].content, SpansCarried::default()).0
         });
+        // (Not when the turn there already ends with this reply: the transcript holds the whole
+        // turn, and a reply the same as the turn before's, "Done.", stored it twice.)
         let answered_before = last_user_at.is_some_and(|i| {
-            messages[i + 1..].iter().any(|m| {
-                m.role == "assistant"
-                    && clean(settings, &m.content)
-                        .is_some_and(|c| known_replies.contains(&super::record::reply_print(&c)))
-            })
+            let after = &messages[i + 1..];
+            let holds_this_reply = clean(settings, reply)
+                .is_some_and(|r| after.iter().rev().find(|m| m.role == "assistant").is_some_and(|m| same(m, &r)));
+            !holds_this_reply
+                && after.iter().any(|m| {
+                    m.role == "assistant"
+                        && clean(settings, &m.content)
+                            .is_some_and(|c| known_replies.contains(&super::record::reply_print(&c)))
+                })
         });
         if answered_before || !last_user.as_deref().is_some_and(|last| same_words(last, prompt)) {
             // A wholly private prompt goes in as a turn of which nothing is kept.

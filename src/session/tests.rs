@@ -33,6 +33,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         previous_part_prints: Vec::new(),
         last_reply_print: 0,
         recent_reply_prints: Vec::new(),
+        hidden_from_turn: None,
         sliced: Vec::new(),
         part_stored: None,
         format: SESSION_FORMAT,
@@ -490,6 +491,65 @@ async fn a_repeated_prompt_one_turn_behind_is_a_turn_of_its_own() {
             assert_eq!(text.matches(&format!("REPLY-{i}")).count(), 1, "{text}");
         }
         assert_eq!(text.matches("\nyes\n").count(), 3, "{text}");
+    }
+}
+
+/// Turns that end with the same reply ("Done."), each written whole before its Stop hook ran:
+/// the reply given apart is the transcript's own, and each turn is stored once. Taken for the
+/// turn before's (its reply is a known one), the turn was stored twice and each later one began a
+/// part of its own (review41 #4).
+#[tokio::test]
+async fn turns_that_end_with_the_same_reply_are_each_stored_once() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    let mut history: Vec<Message> = Vec::new();
+    for i in 1..=3 {
+        let prompt = format!("prompt {i} step");
+        s.agent_start("a", &prompt, &history, Turn::Work).await.unwrap();
+        history.push(Message::new("user", prompt));
+        history.push(Message::new("assistant", "Done."));
+        let end = TurnEnd { reply: Some("Done.".into()), ..TurnEnd::default() };
+        s.agent_end("a", &history, Turn::Work, end).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let page = r.local.export(None, None, 100).await.unwrap();
+    assert_eq!(page.memories.len(), 1, "one document: {:?}", page.memories);
+    let text = stored(&r).await;
+    for i in 1..=3 {
+        assert_eq!(text.matches(&format!("prompt {i} step")).count(), 1, "{text}");
+    }
+    assert_eq!(text.matches("Done.").count(), 3, "{text}");
+}
+
+/// What a stray `</private>` hid when its turn was retained stays hidden in what is stored after:
+/// the next turn's document (or slice, with its overlap), and a resend of the same transcript
+/// (Stop, then SessionEnd). Once its turn counted as retained it was shown, and stored
+/// (review41 #1, #2).
+#[tokio::test]
+async fn what_a_stray_close_hid_stays_hidden_once_its_turn_is_retained() {
+    for settings in [every_turn(), last_turn(1, 1)] {
+        let full = settings.retain.mode == crate::config::RetainMode::FullSession;
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        s.start(start("a")).await.unwrap();
+        let mut history = vec![Message::new("user", "do a"), Message::new("assistant", "R1X done a")];
+        s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        history.extend([
+            Message::new("user", "do b"),
+            Message::new("assistant", "SECRETQQ the password is hunter2"),
+            Message::new("assistant", "x </private> R2 visible"),
+        ]);
+        s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap(); // sent again
+        history.extend([Message::new("user", "do c"), Message::new("assistant", "R3X done c")]);
+        s.agent_end("a", &history, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("SECRETQQ") && !text.contains("hunter2"), "full {full}: {text}");
+        for kept in ["R1X", "R2 visible", "R3X"] {
+            assert!(text.contains(kept), "full {full}: {kept}: {text}");
+        }
     }
 }
 
