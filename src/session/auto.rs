@@ -357,8 +357,13 @@ impl Sessions {
                     self.save(&updated.id).await?;
                 }
                 let session = updated.unwrap_or_else(|| session.clone());
-                let retained_from = first_message_of_turn(&history, session.retained_turns);
-                (session, cleaned.into_kept(retained_from))
+                // What stray closes before the branch point hid stays hidden in the branch.
+                let (each, froms) =
+                    cleaned.into_kept_by_closes(&history, session.retained_turns, &session.hidden_from_turns);
+                if froms != session.hidden_from_turns {
+                    self.save_change(&session.id, false, |s| s.hidden_from_turns = froms).await?;
+                }
+                (session, each)
             }
             Placement::Continues => {
                 if seen.len() > session.turn_prints.len() {
@@ -367,15 +372,16 @@ impl Sessions {
                 // A stray close hides the messages before it that are not retained yet:
                 // shrinking the stored document for a mention of the tag would delete turns
                 // stored long ago. Those it hid stay hidden once their turn is retained
-                // (`Session::hidden_from_turn`).
+                // (`Session::hidden_from_turns`).
                 let retained_from = first_message_of_turn(&history, session.retained_turns);
                 let hides_kept = cleaned.hidden_before > retained_from;
-                let hidden_from =
-                    session.hidden_from_turn.map_or(session.retained_turns, |t| t.min(session.retained_turns));
-                if hides_kept && session.hidden_from_turn != Some(hidden_from) {
-                    self.save_change(&session.id, false, |s| s.hidden_from_turn = Some(hidden_from)).await?;
+                let (each, froms) =
+                    cleaned.into_kept_by_closes(&history, session.retained_turns, &session.hidden_from_turns);
+                // Not from a history holding fewer of them (a late copy): the closes it lacks
+                // still hide what they hid.
+                if froms.len() >= session.hidden_from_turns.len() && froms != session.hidden_from_turns {
+                    self.save_change(&session.id, false, |s| s.hidden_from_turns = froms).await?;
                 }
-                let each = cleaned.into_kept(first_message_of_turn(&history, hidden_from));
                 let session = match settings.retain.mode {
                     // Hidden by a stray close, the kept tail is not to be stored as it was.
                     RetainMode::FullSession if !hides_kept => {
@@ -728,7 +734,7 @@ impl Sessions {
         }
         let updated = self.update(&session.id, |s| {
             s.part = s.part.saturating_add(1);
-            s.hidden_from_turn = None;
+            s.hidden_from_turns.clear();
             s.open_at_part_start = open_at_part_start;
             // A history of its own: its turns were not had while memory was off, and those it
             // begins with that the part before stored count as retained.

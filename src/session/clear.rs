@@ -193,7 +193,7 @@ pub struct HeldTurns(#[allow(dead_code)] Vec<tokio::sync::OwnedMutexGuard<()>>);
 /// next turn, in a document of its own, instead of storing it again.
 pub(super) fn start_after_erasure(s: &mut super::Session) {
     s.pending = None;
-    s.hidden_from_turn = None;
+    s.hidden_from_turns.clear();
     let seen = (s.turn_prints.len() as i64).max(s.retained_turns);
     if s.retained_turns > s.first_turn {
         s.part = s.part.saturating_add(1);

@@ -465,7 +465,7 @@ impl Sessions {
                     previous_part_prints: Vec::new(),
                     last_reply_print: ended.last_reply_print,
                     recent_reply_prints: ended.recent_reply_prints.clone(),
-                    hidden_from_turn: ended.hidden_from_turn,
+                    hidden_from_turns: ended.hidden_from_turns.clone(),
                     sliced: ended.sliced.clone(),
                     part_stored: ended.part_stored,
                     format: SESSION_FORMAT,
@@ -586,7 +586,7 @@ impl Sessions {
                     format: if session.commands_unseen { 1 } else { SESSION_FORMAT },
                     last_reply_print: session.last_reply_print,
                     recent_reply_prints: session.recent_reply_prints.clone(),
-                    hidden_from_turn: session.hidden_from_turn,
+                    hidden_from_turns: session.hidden_from_turns.clone(),
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

@@ -66,9 +66,9 @@ pub(super) struct Ended {
     /// back again is told from a late copy as before it ended.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) recent_reply_prints: Vec<u64>,
-    /// [`Session::hidden_from_turn`]: a resumed session goes on hiding them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) hidden_from_turn: Option<i64>,
+    /// [`Session::hidden_from_turns`]: a resumed session goes on hiding them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) hidden_from_turns: Vec<(i64, i64)>,
 }
 
 pub(super) const ENDED_RECORD: &str = "ended_session";
@@ -159,12 +159,13 @@ pub struct Session {
     /// the turns known, and its new turns never stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent_reply_prints: Vec<u64>,
-    /// The part's first turn whose messages a stray `</private>` hid when it was retained (the
-    /// close came in it, or in a turn retained with it): they stay hidden in what later turns
-    /// store. Shown once their turn counted as retained, the next turn's document (or slice's
-    /// overlap) stored them, and so did a resend of the same transcript. `None`: no such close.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hidden_from_turn: Option<i64>,
+    /// For each stray `</private>` of the part (a close whose opening tag is in no earlier
+    /// message), in order, the first turn it hid messages of (the first not retained when it
+    /// came) and the turn it is in. What it hid stays hidden in what later turns store, and what was stored before it
+    /// came stays. Shown once their turn counted as retained, the next turn's document (or
+    /// slice's overlap) stored them, and so did a resend of the same transcript.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden_from_turns: Vec<(i64, i64)>,
     /// The milliseconds in the name of the last document of its own automatic retain gave a
     /// slice of the session's turns (`{session}-{ms}`): the next is named past it, whatever the
     /// clock says after a restart. 0 before the first.

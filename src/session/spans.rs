@@ -20,10 +20,11 @@ pub(super) fn cleaned_each(settings: &Settings, history: &[Message], open_before
     let cleaned = |m: &Message, content: &str| clean(settings, content).map(|c| Message::new(m.role.clone(), c));
     if !settings.retain.strip_private {
         let each = history.iter().map(|m| cleaned(m, &m.content)).collect();
-        return Cleaned { each, hidden_before: 0, open_at_end: 0 };
+        return Cleaned { each, hidden_before: 0, stray_closes: Vec::new(), open_at_end: 0 };
     }
     let mut open = open_before; // spans earlier messages left open
     let mut hidden_before = 0;
+    let mut stray_closes = Vec::new();
     let each = history
         .iter()
         .enumerate()
@@ -32,6 +33,7 @@ pub(super) fn cleaned_each(settings: &Settings, history: &[Message], open_before
                 let carried = format!("{}{}", "<private>".repeat(open), m.content);
                 if text::private_edges(&carried).closes_earlier {
                     hidden_before = i; // a close whose opening tag is in no message before it
+                    stray_closes.push(i);
                 }
             }
             let (content, open_after) = text::strip_private_within(&m.content, open);
@@ -39,7 +41,7 @@ pub(super) fn cleaned_each(settings: &Settings, history: &[Message], open_before
             cleaned(m, &content)
         })
         .collect();
-    Cleaned { each, hidden_before, open_at_end: open }
+    Cleaned { each, hidden_before, stray_closes, open_at_end: open }
 }
 
 /// A transcript's messages cleaned ([`cleaned_each`]).
@@ -51,11 +53,43 @@ pub(super) struct Cleaned {
     /// tag is in none of them (lost with a start the client did not send, or in a message it
     /// sent apart), so all that precedes it may be private, as in a single text.
     pub(super) hidden_before: usize,
+    /// The messages holding such a close, in order.
+    pub(super) stray_closes: Vec<usize>,
     /// The spans it leaves open at its end.
     pub(super) open_at_end: usize,
 }
 
 impl Cleaned {
+    /// What may be stored of a history (`history`) whose first `retained` user turns are
+    /// retained: each stray close hides the messages before it from the first turn it found not
+    /// retained (`known`: (that turn, the close's turn) of the closes seen before, in order; a
+    /// close seen now for the first time, or not in the turn known for it (a rewind took that
+    /// one back), hides from the first turn not retained now, or from its own turn if that is
+    /// retained already). Returns the kept messages and the closes to remember.
+    pub(super) fn into_kept_by_closes(
+        mut self,
+        history: &[Message],
+        retained: i64,
+        known: &[(i64, i64)],
+    ) -> (Vec<Option<Message>>, Vec<(i64, i64)>) {
+        let retained_from = super::placement::first_message_of_turn(history, retained);
+        let mut froms = Vec::with_capacity(self.stray_closes.len());
+        for (n, &at) in self.stray_closes.iter().enumerate() {
+            let close_turn = turn_holding(history, at);
+            let from_turn = match known.get(n) {
+                Some(&(from, turn)) if turn == close_turn => from,
+                _ if at >= retained_from => retained.min(close_turn),
+                _ => close_turn,
+            };
+            froms.push((from_turn, close_turn));
+            let from = super::placement::first_message_of_turn(history, from_turn);
+            if from < at {
+                self.each[from..at].fill(None);
+            }
+        }
+        (self.each, froms)
+    }
+
     /// What may be stored: `each`, with the messages from `from` that a stray close hides taken
     /// out (those before `from` are retained already, and stay as they were stored).
     pub(super) fn into_kept(mut self, from: usize) -> Vec<Option<Message>> {
@@ -272,4 +306,11 @@ pub(super) fn prompt_in_context(
         .max(carried.at_least_after);
     let (shown, open_after) = text::strip_private_within(prompt, open);
     (clean(settings, &shown).unwrap_or_default(), open_after > 0)
+}
+
+/// The user turn (counted from 0) message `at` of a history belongs to: its user messages up to
+/// and including it, less one (0 before the first).
+fn turn_holding(history: &[Message], at: usize) -> i64 {
+    let users = history[..=at.min(history.len().saturating_sub(1))].iter().filter(|m| m.role == "user").count();
+    users.saturating_sub(1) as i64
 }

@@ -33,7 +33,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         previous_part_prints: Vec::new(),
         last_reply_print: 0,
         recent_reply_prints: Vec::new(),
-        hidden_from_turn: None,
+        hidden_from_turns: Vec::new(),
         sliced: Vec::new(),
         part_stored: None,
         format: SESSION_FORMAT,
@@ -548,6 +548,50 @@ async fn what_a_stray_close_hid_stays_hidden_once_its_turn_is_retained() {
         let text = stored(&r).await;
         assert!(!text.contains("SECRETQQ") && !text.contains("hunter2"), "full {full}: {text}");
         for kept in ["R1X", "R2 visible", "R3X"] {
+            assert!(text.contains(kept), "full {full}: {kept}: {text}");
+        }
+    }
+}
+
+/// Each stray close hides only what came before it among the turns not retained when it came:
+/// a second one, turns later, leaves the turns stored between them (it deleted them, and the
+/// first close's turn's visible text, from the document: review42 #2); and a rewind of a later
+/// turn keeps what the first one hid hidden in the branch (review42 #1).
+#[tokio::test]
+async fn each_stray_close_hides_only_its_own_and_a_rewind_keeps_them_hidden() {
+    for settings in [every_turn(), last_turn(1, 1)] {
+        let full = settings.retain.mode == crate::config::RetainMode::FullSession;
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        s.start(start("a")).await.unwrap();
+        let turn = |prompt: &str, replies: &[&str]| {
+            let mut t = vec![Message::new("user", prompt)];
+            t.extend(replies.iter().map(|r| Message::new("assistant", *r)));
+            t
+        };
+        let mut history = turn("do a", &["R1X done a"]);
+        s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        history.extend(turn("do b", &["SECRETQQ one", "x </private> R2 vis"]));
+        s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        history.extend(turn("do c", &["R3X done c"]));
+        s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        history.extend(turn("do d", &["SECRETWW two", "y </private> R4 vis"]));
+        s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("SECRET"), "full {full}: {text}");
+        for kept in ["R1X", "R2 vis", "R3X", "R4 vis"] {
+            assert!(text.contains(kept), "full {full}: {kept}: {text}");
+        }
+        // Rewound to after turn 3, a new turn 4.
+        let mut branch = history[..history.iter().position(|m| m.content == "do d").unwrap()].to_vec();
+        branch.extend(turn("do e", &["R5X done e"]));
+        let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+        s.agent_end("a", &branch, Turn::Work, end).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("SECRET"), "full {full}: {text}");
+        for kept in ["R1X", "R2 vis", "R3X", "R5X"] {
             assert!(text.contains(kept), "full {full}: {kept}: {text}");
         }
     }
