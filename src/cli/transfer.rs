@@ -479,8 +479,8 @@ fn write_failed(e: std::io::Error) -> CliError {
 /// Whether the daemon's backend takes a document's memories in several imports: the local
 /// store (they join their document).
 async fn documents_join(client: &Client) -> Result<bool, CliError> {
-    let status: serde_json::Value = client.get("/v1/status").await?;
-    Ok(status["backend"]["backend"] == "local")
+    let status: crate::daemon::api::Status = client.get("/v1/status").await?;
+    Ok(status.backend.backend == mneme_core::BackendId::Local)
 }
 
 /// A chunk over `most` bytes as chunks of its memories within it, in order; one that holds a

@@ -46,12 +46,7 @@ impl TargetVersions {
         memories: &mut Vec<StoredMemory>,
     ) -> Result<(u64, u64), BackendError> {
         let mut source: HashMap<(String, String), Written> = HashMap::new();
-        for m in memories.iter() {
-            let Some(document) = document_of(m) else { continue };
-            let written = Written::of(m);
-            let newest = source.entry((m.bank.clone(), document.to_owned())).or_insert_with(|| written.clone());
-            *newest = (*newest).clone().max(written);
-        }
+        note_newest(&mut source, memories, |m, document| (m.bank.clone(), document.to_owned()));
         let mut older: HashSet<(String, String)> = HashSet::new();
         for ((bank, document), written) in source {
             let on_target = self.bank(target, &bank).await?.get(&document);
@@ -80,12 +75,7 @@ impl TargetVersions {
                     Err(BackendError::Unsupported(_)) => break,
                     Err(e) => return Err(e),
                 };
-                for m in &page.memories {
-                    let Some(document) = document_of(m) else { continue };
-                    let written = Written::of(m);
-                    let newest = documents.entry(document.to_owned()).or_insert_with(|| written.clone());
-                    *newest = (*newest).clone().max(written);
-                }
+                note_newest(&mut documents, &page.memories, |_, document| document.to_owned());
                 match page.next.filter(|_| !page.memories.is_empty()) {
                     Some(next) => cursor = Some(next),
                     None => break,
@@ -94,5 +84,26 @@ impl TargetVersions {
             self.banks.insert(bank.to_owned(), documents);
         }
         Ok(&self.banks[bank])
+    }
+}
+
+/// Notes in `newest`, under `key`, the newest date of each document among `memories`.
+fn note_newest<K: std::hash::Hash + Eq>(
+    newest: &mut HashMap<K, Written>,
+    memories: &[StoredMemory],
+    key: impl Fn(&StoredMemory, &str) -> K,
+) {
+    for m in memories {
+        let Some(document) = document_of(m) else { continue };
+        let written = Written::of(m);
+        match newest.entry(key(m, document)) {
+            std::collections::hash_map::Entry::Occupied(mut e) if written > *e.get() => {
+                e.insert(written);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {}
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(written);
+            }
+        }
     }
 }

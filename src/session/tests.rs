@@ -81,6 +81,19 @@ fn turns(n: usize) -> Vec<Message> {
         .collect()
 }
 
+/// Turns 0..n of [`turns`], each answered "answer i {mark}-i", the last one `last` instead when
+/// given.
+fn answered(n: usize, mark: &str, last: Option<&str>) -> Vec<Message> {
+    let mut h = turns(n);
+    for (i, reply) in h.iter_mut().filter(|m| m.role == "assistant").enumerate() {
+        reply.content = format!("answer {i} {mark}-{i}");
+    }
+    if let Some(last) = last {
+        h.last_mut().unwrap().content = last.into();
+    }
+    h
+}
+
 #[tokio::test]
 async fn idle_sessions_are_forgotten_at_start_and_their_tail_retained() {
     let r = rig();
@@ -2330,17 +2343,6 @@ async fn a_rewind_in_last_turn_mode_stores_the_branch_alone() {
 /// modes, to after a turn and to before the first prompt; a late copy stays a late copy.
 #[tokio::test]
 async fn a_rewind_that_sends_the_taken_back_prompt_again_stores_the_new_reply() {
-    // Turns 0..n answered "answer i {mark}-i", the last one `last` instead when given.
-    let answered = |n: usize, mark: &str, last: Option<&str>| {
-        let mut h = turns(n);
-        for (i, reply) in h.iter_mut().filter(|m| m.role == "assistant").enumerate() {
-            reply.content = format!("answer {i} {mark}-{i}");
-        }
-        if let Some(last) = last {
-            h.last_mut().unwrap().content = last.into();
-        }
-        h
-    };
     let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
     for settings in [every_turn(), last_turn(1, 0)] {
         let full = settings.retain.mode == crate::config::RetainMode::FullSession;
@@ -2394,16 +2396,7 @@ async fn a_rewind_that_sends_the_taken_back_prompt_again_stores_the_new_reply() 
 /// taken back again was not followed (review40 #1).
 #[tokio::test]
 async fn replies_tell_rewinds_from_late_copies_across_a_resume_and_out_of_order() {
-    let answered = |n: usize, last: Option<&str>| {
-        let mut h = turns(n);
-        for (i, reply) in h.iter_mut().filter(|m| m.role == "assistant").enumerate() {
-            reply.content = format!("answer {i} R-{i}");
-        }
-        if let Some(last) = last {
-            h.last_mut().unwrap().content = last.into();
-        }
-        h
-    };
+    let answered = |n: usize, last: Option<&str>| answered(n, "R", last);
     let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
     let r = rig();
     let s = sessions(&r, every_turn()).await;

@@ -235,9 +235,9 @@ const MAX_PHRASE_WORDS: usize = 8;
 /// phrase of its words' terms (`pars config`): its words are split apart like any others, and a
 /// note holding one of them and an alternative of the other ("parse" and "yaml") ranked with the
 /// memory holding the identifier itself. As a phrase too, the identifier counts where its words
-/// stand together (and recall gives a name's words no alternatives). Words joined as prose joins them (`self-care`, `Caroline's`, `2:30`, `2.5`)
-/// are no identifier, nor are abbreviations (`e.g.`): at least two of the words are words, with
-/// letters and more than one character.
+/// stand together (and recall gives a name's words no alternatives). Words joined as prose joins
+/// them (`self-care`, `Caroline's`, `2:30`, `2.5`) are no identifier, nor are abbreviations
+/// (`e.g.`): at least two of the words are words, with letters and more than one character.
 pub fn identifier_phrases(text: &str) -> Vec<String> {
     let joiner = |c: char| matches!(c, '_' | '.' | '/');
     let mut phrases: Vec<String> = Vec::new();
