@@ -268,6 +268,9 @@ impl Reloader {
                 tracing::error!("cannot save the sessions after the backend switch: {e}");
             }
         }
+        if new.retain.idle_after != old.retain.idle_after {
+            self.sessions.idle_after_changed();
+        }
         if new.retain.mode != old.retain.mode {
             if let Err(e) = self.sessions.retain_mode_changed().await {
                 tracing::error!("cannot save the sessions after retain.mode changed: {e}");

@@ -789,3 +789,34 @@ async fn a_delivery_hung_on_the_old_backend_goes_to_the_new_one_after_the_grace(
     assert!(took < Duration::from_secs(15), "the switch and the flush took {took:?}");
     assert_eq!(common::stored_count(&d.data().join("memories.db"), "hung on the old backend"), 1);
 }
+
+/// A `retain.idle_after` lowered by a reload applies at once: the sweep waited out the interval
+/// the old value set (a minute for the default 15 minutes) before it looked again (review37).
+#[tokio::test]
+async fn a_lowered_idle_after_retains_idle_sessions_at_once() {
+    let config = |idle: &str| format!("[retain]\nevery_n_turns = 4\nidle_after = \"{idle}\"\n");
+    let d = Daemon::start(&config("1h"));
+    d.start_session("s", "/p/idle").await;
+    let turn = json!({"messages": [
+        {"role": "user", "content": "where do the release notes live?"},
+        {"role": "assistant", "content": "In docs/CHANGELOG.md, one section a release."}
+    ]});
+    let (status, v) = d.post("/v1/sessions/s/agent-end", turn).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(d.get("/v1/status").await.1["queue"]["pending"], 0, "one turn of four: kept as the pending tail");
+    // Idle for a second before the reload, so the new value finds it idle at once.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    std::fs::write(d.config_path(), config("1s")).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200, "{v}");
+    let mut found = false;
+    for _ in 0..100 {
+        let out = d.cli().arg("export").output().unwrap();
+        if String::from_utf8_lossy(&out.stdout).contains("docs/CHANGELOG.md") {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(found, "the idle session's turn was retained within 10 s of the reload");
+}

@@ -263,7 +263,11 @@ async fn sweep_idle_sessions(sessions: Sessions, stop: CancellationToken) {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
+            // A reload changed the interval: sessions idle past the new one are due now, and the
+            // next pass comes on its timer, not at the end of the old interval (up to a minute).
+            _ = sessions.idle_after_change() => {}
         }
+        let idle = sessions.settings().retain.idle_after;
         let n = sessions.retain_idle(idle).await;
         if n > 0 {
             tracing::info!("retained the last turns of {n} idle sessions");

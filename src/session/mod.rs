@@ -172,6 +172,9 @@ struct Inner {
     max_sessions: usize,
     /// A pass of [`Sessions::forget_least_recent`] is under way.
     trimming: std::sync::atomic::AtomicBool,
+    /// `retain.idle_after` was changed by a reload: the idle sweep's pass is due on the new
+    /// interval, not at the end of the old one.
+    idle_after_changed: tokio::sync::Notify,
 }
 
 /// A session's automatic work (first-turn recall, automatic retain, its end) runs one call at a
@@ -234,6 +237,7 @@ impl Sessions {
                 forgets: Default::default(),
                 max_sessions: MAX_SESSIONS,
                 trimming: Default::default(),
+                idle_after_changed: tokio::sync::Notify::new(),
             }),
         };
         for id in earlier {
@@ -707,6 +711,17 @@ impl Sessions {
             }
         }
         n
+    }
+
+    /// Tells the idle sweep that `retain.idle_after` changed (a reload).
+    pub fn idle_after_changed(&self) {
+        self.inner.idle_after_changed.notify_one();
+    }
+
+    /// Resolves once `retain.idle_after` has changed since the last call; a change made while no
+    /// one was waiting is kept for the next.
+    pub async fn idle_after_change(&self) {
+        self.inner.idle_after_changed.notified().await;
     }
 
     /// Flushes a queue, waiting or not.
