@@ -424,6 +424,8 @@ impl HindsightApi {
         for document in documents {
             let what = mneme_core::Forget::Document { id: document.to_owned(), bank: bank.to_owned() };
             let backend = self.queue.backend();
+            // As a forget does: a session's turn in between would store the forgotten turns again.
+            let _turns = self.sessions.hold_conversations(bank, document).await;
             let (queued, done) = self.queue.discard_document_then(bank, document, backend.forget(&what)).await?;
             if queued > 0 {
                 self.queue.erase_traces().await;

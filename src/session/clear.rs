@@ -3,6 +3,7 @@
 use mneme_core::{BackendError, ClearReport, ClearWhat, Scope};
 use serde::Serialize;
 
+use super::record::{Ended, ENDED_RECORD};
 use super::{SessionError, Sessions};
 use crate::lock::MutexExt;
 use crate::notices::Level;
@@ -42,6 +43,10 @@ impl Sessions {
         // Counted first: a recall or a backend's instructions asked before now, and answered
         // after, is not kept either.
         self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(document) = document {
+            let ids = sessions_of_document(document).map(str::to_owned).collect();
+            self.erase_ended(ids, |e| bank.is_none_or(|b| e.scope.as_ref().is_none_or(|s| s.bank == b))).await;
+        }
         self.update_each_after_erasure(|s| {
             if bank.is_some_and(|b| s.scope.bank != b) {
                 return false;
@@ -64,14 +69,57 @@ impl Sessions {
     /// [`Sessions::forgotten`]) while it is forgotten: an agent-end that read the session before
     /// the forget and queued its transcript after the forget's discard stored the forgotten
     /// turns again. Held until dropped, after `forgotten`.
+    /// Those of ended sessions too: one started again meanwhile read its record before it was
+    /// marked, and stored the forgotten turns again.
     pub async fn hold_conversations(&self, bank: &str, document: &str) -> HeldTurns {
-        let ids = {
+        let ids: Vec<String> = {
             let map = self.inner.map.locked();
             let sessions =
                 map.values().filter(|s| s.scope.bank == bank && mneme_core::is_session_document(&s.id, document));
-            sessions.map(|s| s.id.clone()).collect()
+            let ended = sessions_of_document(document).filter(|id| !map.contains_key(*id));
+            sessions.map(|s| s.id.clone()).chain(ended.map(str::to_owned)).collect()
         };
         self.hold_turns(ids).await
+    }
+
+    /// Marks the records of the ended sessions among `ids` that `erased` picks as erased (see
+    /// [`Ended::erased`]). The caller holds their turns.
+    async fn erase_ended(&self, ids: Vec<String>, erased: impl Fn(&Ended) -> bool) {
+        let spool = &self.inner.spool;
+        for id in ids {
+            let record = match spool.record(ENDED_RECORD, &id).await {
+                Ok(Some(record)) => record,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(session = id, "cannot read the ended session's record after a deletion: {e}");
+                    continue;
+                }
+            };
+            let Ok(mut ended) = serde_json::from_str::<Ended>(&record) else { continue };
+            if ended.erased || !erased(&ended) {
+                continue;
+            }
+            ended.erased = true;
+            let record = serde_json::to_string(&ended).expect("plain data serializes");
+            if let Err(e) = spool.save_record(ENDED_RECORD, &id, record).await {
+                tracing::warn!(session = id, "cannot mark the ended session's conversation as deleted: {e}");
+            }
+        }
+    }
+
+    /// The ids of the ended sessions whose record `picked` chooses.
+    async fn ended_sessions(&self, picked: impl Fn(&Ended) -> bool) -> Vec<String> {
+        match self.inner.spool.records(ENDED_RECORD, "").await {
+            Ok(records) => records
+                .into_iter()
+                .filter(|(_, r)| serde_json::from_str::<Ended>(r).is_ok_and(|e| picked(&e)))
+                .map(|(id, _)| id)
+                .collect(),
+            Err(e) => {
+                tracing::warn!("cannot read the ended sessions' records: {e}");
+                Vec::new()
+            }
+        }
     }
 
     /// Locks the turns of `ids`, in order: callers that hold more than one lock take them
@@ -120,12 +168,16 @@ impl Sessions {
         // agent-end that read its session before the clear and queued its transcript after the
         // clear's discard stored the cleared turns again. Every session of the scope (not only
         // the one named: another session of the project was as much cleared), or every session.
-        let ids: Vec<String> = {
+        let mut ids: Vec<String> = {
             let map = self.inner.map.locked();
             let cleared =
                 map.values().filter(|s| req.all || s.scope == scope || req.session_id.as_ref() == Some(&s.id));
             cleared.map(|s| s.id.clone()).collect()
         };
+        // Ended sessions of the scope too: started again, they stored the cleared turns again.
+        let in_scope = |e: &Ended| req.all || e.scope.as_ref() == Some(&scope);
+        let ended = self.ended_sessions(in_scope).await;
+        ids.extend(ended.iter().cloned());
         let _turns = self.hold_turns(ids).await;
         let queue = &self.inner.queue;
         let (discarded, report) = if one_scope {
@@ -137,6 +189,7 @@ impl Sessions {
         // As a forget does: a recall asked before the deletion and answered after it is not
         // kept as a session's block (or instructions), which would quote what was cleared.
         self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.erase_ended(ended, in_scope).await;
         self.update_each_after_erasure(|s| {
             if !(req.all || s.scope == scope) {
                 return false;
@@ -182,6 +235,14 @@ impl Sessions {
         }
         Ok(ClearReport { deleted, message: messages.join(" ") })
     }
+}
+
+/// The ids of the sessions whose conversation `document` may be (see
+/// [`mneme_core::is_session_document`]): itself, and each of its beginnings that ends before a
+/// `-`, of which it is a later part or a slice.
+fn sessions_of_document(document: &str) -> impl Iterator<Item = &str> {
+    let beginnings = document.match_indices('-').map(|(i, _)| &document[..i]);
+    beginnings.chain(std::iter::once(document)).filter(|id| mneme_core::is_session_document(id, document))
 }
 
 /// Turns held by a forget or a clear (see [`Sessions::hold_conversations`]).

@@ -476,7 +476,7 @@ impl Sessions {
                     commands_unseen: ended.format < 2 && !ended.turn_prints.is_empty(),
                     commands_since_upgrade: Vec::new(),
                 };
-                if earlier_ended {
+                if earlier_ended || ended.erased {
                     clear::start_after_erasure(&mut s);
                 }
                 s
@@ -591,6 +591,7 @@ impl Sessions {
                     last_reply_print: session.last_reply_print,
                     recent_reply_prints: session.recent_reply_prints.clone(),
                     hidden_from_turns: session.hidden_from_turns.clone(),
+                    erased: false,
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

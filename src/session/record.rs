@@ -69,6 +69,12 @@ pub(super) struct Ended {
     /// [`Session::hidden_from_turns`]: a resumed session goes on hiding them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) hidden_from_turns: Vec<(i64, i64)>,
+    /// Its conversation was forgotten (a forget of its document, a clear of its scope) after it
+    /// ended: started again, it goes on from its next turn in a part of its own, as a live
+    /// session does after one, instead of storing the forgotten turns again with the next
+    /// transcript.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) erased: bool,
 }
 
 pub(super) const ENDED_RECORD: &str = "ended_session";

@@ -2108,6 +2108,54 @@ async fn a_forgotten_conversation_is_not_stored_again_by_its_session() {
     }
 }
 
+/// A conversation forgotten (its document, or its scope cleared) after its session ended stays
+/// forgotten when the session is started again under its id (a resumed conversation): the next
+/// transcript, which holds the forgotten turns, went on in the part it had, and stored them all
+/// again (review44 #1). In both modes, it goes on from its next turn in a part of its own.
+#[tokio::test]
+async fn a_conversation_forgotten_after_its_session_ended_stays_forgotten_on_a_resume() {
+    for (settings, cleared) in
+        [(every_turn(), false), (every_turn(), true), (last_turn(1, 0), false), (Settings::default(), true)]
+    {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        s.start(start("e")).await.unwrap();
+        s.agent_end("e", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+        s.end("e", Delivery::Wait).await.unwrap();
+        r.queue.flush_all().await;
+        assert!(stored(&r).await.contains("question 1 about otters"));
+        let bank = Settings::default().base_bank();
+        if cleared {
+            s.start(start("other")).await.unwrap();
+            s.clear(ClearRequest { session_id: Some("other".into()), all: false, remote: false }).await.unwrap();
+        } else {
+            let page = r.local.export(None, None, 10_000).await.unwrap();
+            let documents: Vec<String> = page.memories.iter().filter_map(|m| m.document_id.clone()).collect();
+            assert!(!documents.is_empty());
+            for document in documents {
+                r.local
+                    .forget(&mneme_core::Forget::Document { id: document.clone(), bank: bank.clone() })
+                    .await
+                    .unwrap();
+                s.forgotten(Some(&bank), Some(&document)).await;
+            }
+        }
+        assert_eq!(stored(&r).await, "", "cleared: {cleared}");
+        s.start(start("e")).await.unwrap();
+        s.agent_end("e", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+        s.end("e", Delivery::Wait).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(text.contains("question 2 about otters"), "the turn after the forget is kept: {text}");
+        for i in 0..2 {
+            assert!(
+                !text.contains(&format!("question {i} about otters")),
+                "turn {i} came back (cleared: {cleared}): {text}"
+            );
+        }
+    }
+}
+
 /// A rewind to before what was forgotten (or cleared) stores nothing forgotten: the branch's
 /// turns shared with the forgotten ones stay unstored, its own are stored, and the turn taken back
 /// goes. Taken for a history that starts over, the branch was stored whole in a new part, the
