@@ -244,3 +244,16 @@ fn the_view_reads_well_narrow_and_has_no_console_errors() {
         assert!(p.starts_with(&r.out) && std::fs::metadata(p).unwrap().len() > 5_000, "{p:?}");
     }
 }
+
+/// Seven tabs of the view in one browser all load, hear of each notice, and their requests are
+/// answered: a notice stream held open by each tab took the six connections a browser opens to
+/// one host, and the seventh tab, and every request of the others, waited for ever (review45 #1).
+#[test]
+fn seven_tabs_share_one_notice_stream_and_all_work() {
+    let Some(r) = run() else { return };
+    let tabs = r.step("tabs");
+    assert_eq!(tabs["loaded"], serde_json::json!(vec![true; 7]), "{tabs}");
+    assert_eq!(tabs["heard"], serde_json::json!(vec![true; 7]), "{tabs}");
+    assert_eq!(tabs["first_tab_status"], 200, "{tabs}");
+    assert_eq!(tabs["heard_after_closing"], true, "the last tab streams once the others close: {tabs}");
+}

@@ -325,6 +325,7 @@ def main():
         results["ids"] = {"fact": fact_id, "delete": delete_id}
         b = Browser(root)
         run_view(d, b, scope, fact_id, delete_id)
+        run_tabs(d, b)
         run_other_origin(d, b, scope, fact_id)
         run_logout(d, b)
     finally:
@@ -573,6 +574,56 @@ def run_view(d, b, scope, fact_id, delete_id):
         reached.add(b.js("const e = document.activeElement; return e.id || e.className || e.tagName"))
     step("keyboard", reached=sorted(reached))
     step("console", entries=b.console())
+
+
+def run_tabs(d, b):
+    """Seven tabs of the view in one browser: it opens six connections to one host at most, and a
+    notice stream held by each tab left the seventh, and every request of the others, waiting."""
+    def settles(script, seconds, *args):
+        try:
+            return bool(b.wait(script, "", seconds, *args))
+        except RuntimeError:
+            return False
+
+    first = b.call("GET", "/window")
+    b.go(d.url + "/ui/#notices")
+    b.wait("return document.body.dataset.listRendered", "the list in the first tab")
+    tabs, loaded = [first], [True]
+    for _ in range(6):
+        handle = b.call("POST", "/window/new", {"type": "tab"})["handle"]
+        b.call("POST", "/window", {"handle": handle})
+        b.go(d.url + "/ui/#notices")
+        loaded.append(settles("return document.body.dataset.listRendered", 20))
+        tabs.append(handle)
+    # A notice made now reaches every tab (one of them streams, and passes it on).
+    status, v = d.api("POST", "/v1/sessions/ui-seed/retain", {"items": [{"content": "a fact for the tabs to hear of"}]})
+    assert status == 202, v
+    d.api("POST", "/v1/flush", {"wait": True})
+    _, page = d.api("GET", "/v1/memories?limit=1000")
+    marker = next(m["id"] for m in page["memories"] if m["content"] == "a fact for the tabs to hear of")
+    d.api("DELETE", f"/v1/memories/{marker}")
+    heard = []
+    for handle in tabs:
+        b.call("POST", "/window", {"handle": handle})
+        heard.append(settles("return [...document.querySelectorAll('#notices li')].some(e => e.textContent.includes(arguments[0]))",
+                             15, marker))
+    b.call("POST", "/window", {"handle": first})
+    answer = b.call("POST", "/execute/async", {"script": (
+        "const done = arguments[0]; setTimeout(() => done('no answer in 10 s'), 10000);"
+        "fetch('/v1/status', {cache: 'no-store'}).then(r => done(r.status)).catch(e => done(String(e)));"), "args": []})
+    for handle in tabs[1:]:
+        b.call("POST", "/window", {"handle": handle})
+        b.call("DELETE", "/window")
+    b.call("POST", "/window", {"handle": first})
+    # The first tab goes on hearing of notices once the others are closed (it may not have streamed).
+    status, v = d.api("POST", "/v1/sessions/ui-seed/retain", {"items": [{"content": "a fact after the tabs closed"}]})
+    d.api("POST", "/v1/flush", {"wait": True})
+    _, page = d.api("GET", "/v1/memories?limit=1000")
+    after = next(m["id"] for m in page["memories"] if m["content"] == "a fact after the tabs closed")
+    d.api("DELETE", f"/v1/memories/{after}")
+    heard_after = settles(
+        "return [...document.querySelectorAll('#notices li')].some(e => e.textContent.includes(arguments[0]))", 15, after)
+    step("tabs", loaded=loaded, heard=heard, first_tab_status=answer, heard_after_closing=heard_after)
 
 
 def run_other_origin(d, b, scope, fact_id):

@@ -16,7 +16,11 @@ const state = {
   rendered: false,
   unseenProblems: 0,
   status: null,
-  events: null,     // the notice stream
+  events: null,     // the notice stream, in the tab that holds it
+  channel: null,    // the notices the streaming tab passes on
+  releaseStream: null, // lets another tab stream the notices
+  lastId: 0,        // the newest notice when the page loaded
+  seenNotice: 0,    // the newest notice shown
   loggedOut: false,
   reconnecting: false, // the notice stream dropped and is reconnecting
   version: 0,       // bumped on every render of the list (tests wait on it)
@@ -140,6 +144,11 @@ function showLogin() {
   state.loggedOut = true;
   state.reconnecting = false;
   if (state.events) state.events.close();
+  state.events = null;
+  // Another tab streams the notices now (it finds it is logged out too, and passes it on).
+  if (state.releaseStream) state.releaseStream();
+  if (state.channel) state.channel.close();
+  state.channel = null;
   // Logged out, nothing read while logged in stays in the page (hidden, it was still there).
   $('list').replaceChildren();
   $('list-info').textContent = '';
@@ -388,52 +397,99 @@ function badge() {
 }
 
 /**
- * Streams the notices after `from` (by default the last 100 before `lastId`, the newest when the
- * page loaded; newer ones count as unseen problems).
+ * Shows the notices from the last 100 before `lastId` (the newest when the page loaded; newer
+ * ones count as unseen problems) and every one after, live.
+ *
+ * Every tab of the view gets them through one stream: a browser opens at most six connections
+ * to one host, and a stream held open by each tab left a sixth tab, and every request of the
+ * others, waiting for ever. The tab that holds the lock streams and passes each notice on to the
+ * others over a channel; when it closes (or logs out), the next takes the lock and streams from
+ * the last notice it saw. A browser without locks or channels streams in each tab.
  */
-function startNotices(lastId, from) {
-  const after = from === undefined ? Math.max(0, (lastId || 0) - 100) : from;
-  let seen = after;
-  const es = new EventSource(`/v1/notices/stream?after=${after}`);
+function startNotices(lastId) {
+  state.lastId = lastId || 0;
+  state.seenNotice = Math.max(0, state.lastId - 100);
+  if (!navigator.locks || typeof BroadcastChannel !== 'function') { streamNotices(); return; }
+  const channel = new BroadcastChannel('mneme-notices');
+  state.channel = channel;
+  // Until the backlog is shown, what the streaming tab passes on waits (it is newer).
+  let waiting = [];
+  channel.onmessage = (ev) => {
+    if (state.events || state.loggedOut) return; // this tab streams: it has them already
+    const m = ev.data || {};
+    if (m.kind === 'notice' && waiting) waiting.push(m.notice);
+    else if (m.kind === 'notice') showNotice(m.notice);
+    else if (m.kind === 'reconnecting') reconnecting();
+    else if (m.kind === 'open') reconnected();
+  };
+  api('GET', `/v1/notices?after=${state.seenNotice}&limit=100`)
+    .then((v) => { for (const n of v.notices || []) if (n.id) showNotice(n); })
+    .catch(quiet)
+    .finally(() => { const later = waiting; waiting = null; later.forEach(showNotice); });
+  navigator.locks.request('mneme-notices', () => new Promise((release) => {
+    state.releaseStream = release;
+    if (state.loggedOut) { release(); return; }
+    streamNotices();
+  })).catch(quiet);
+}
+
+/** Streams the notices after the last one shown; passes each on to the other tabs. */
+function streamNotices() {
+  const es = new EventSource(`/v1/notices/stream?after=${state.seenNotice}`);
   state.events = es;
+  const tell = (m) => { if (state.channel) state.channel.postMessage(m); };
   es.addEventListener('notice', (ev) => {
     let n;
     try { n = JSON.parse(ev.data); } catch (_) { return; }
-    if (typeof n.id === 'number') seen = Math.max(seen, n.id);
-    const li = h('li', { class: `notice ${n.level}`, dataset: { id: n.id, level: n.level } },
-      h('div', { class: 'meta' }, h('span', {}, when(n.at)), h('span', { class: 'chip' }, n.level),
-        h('span', {}, n.source), n.session_id ? h('span', {}, n.session_id) : null),
-      h('div', { class: 'text' }, n.message));
-    $('notices').prepend(li);
-    // A backend switched or reopened by a reload: its banks are others (the list kept the old).
-    if (n.id > (lastId || 0) && n.source === 'config' && /backend/.test(n.message || '')) {
-      loadStatus().then(loadBanks).then(() => {
-        if (state.status.backend.healthy !== false && state.view === 'memories') return loadList(null);
-        return null;
-      }).catch(quiet);
-    }
-    if (n.id > (lastId || 0) && n.level !== 'info' && state.view !== 'notices') {
-      state.unseenProblems += 1;
-      badge();
-    }
+    showNotice(n);
+    tell({ kind: 'notice', notice: n });
   });
   es.addEventListener('error', () => {
-    state.reconnecting = true;
-    $('health').textContent = 'reconnecting to the daemon…';
+    reconnecting();
+    tell({ kind: 'reconnecting' });
     // A refused stream (the session ended: a daemon restarted forgets its sessions) is not
     // retried by the browser: log in again, or stream again once the daemon is back.
     if (es.readyState !== EventSource.CLOSED) return;
     setTimeout(() => {
       if (state.loggedOut || state.events !== es) return;
       api('GET', '/ui/session')
-        .then((session) => { if (!session.logged_in) showLogin(); else startNotices(lastId, seen); })
-        .catch(() => { state.events = null; setTimeout(() => { if (!state.events && !state.loggedOut) startNotices(lastId, seen); }, 3000); });
+        .then((session) => { if (!session.logged_in) showLogin(); else streamNotices(); })
+        .catch(() => { state.events = null; setTimeout(() => { if (!state.events && !state.loggedOut) streamNotices(); }, 3000); });
     }, 3000);
   });
   // Back after a drop: the health line says so again (the first open needs nothing: boot loaded it).
-  es.addEventListener('open', () => {
-    if (state.reconnecting) { state.reconnecting = false; loadStatus().catch(quiet); }
-  });
+  es.addEventListener('open', () => { reconnected(); tell({ kind: 'open' }); });
+}
+
+/** Puts a notice at the top of the list, once. */
+function showNotice(n) {
+  if (typeof n.id !== 'number' || n.id <= state.seenNotice) return;
+  state.seenNotice = n.id;
+  const li = h('li', { class: `notice ${n.level}`, dataset: { id: n.id, level: n.level } },
+    h('div', { class: 'meta' }, h('span', {}, when(n.at)), h('span', { class: 'chip' }, n.level),
+      h('span', {}, n.source), n.session_id ? h('span', {}, n.session_id) : null),
+    h('div', { class: 'text' }, n.message));
+  $('notices').prepend(li);
+  // A backend switched or reopened by a reload: its banks are others (the list kept the old).
+  if (n.id > state.lastId && n.source === 'config' && /backend/.test(n.message || '')) {
+    loadStatus().then(loadBanks).then(() => {
+      if (state.status.backend.healthy !== false && state.view === 'memories') return loadList(null);
+      return null;
+    }).catch(quiet);
+  }
+  if (n.id > state.lastId && n.level !== 'info' && state.view !== 'notices') {
+    state.unseenProblems += 1;
+    badge();
+  }
+}
+
+function reconnecting() {
+  state.reconnecting = true;
+  $('health').textContent = 'reconnecting to the daemon…';
+}
+
+function reconnected() {
+  if (state.reconnecting) { state.reconnecting = false; loadStatus().catch(quiet); }
 }
 
 // ---------- backend ----------
