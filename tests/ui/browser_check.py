@@ -625,6 +625,20 @@ def run_tabs(d, b):
         "return [...document.querySelectorAll('#notices li')].some(e => e.textContent.includes(arguments[0]))", 15, after)
     step("tabs", loaded=loaded, heard=heard, first_tab_status=answer, heard_after_closing=heard_after)
 
+    # One long word (a hash as a document id, a long tag) wraps: the page is no wider than the window.
+    long_id, long_tag = "sha256-" + "ab12cd34ef" * 30, "ticket:" + "x" * 200
+    status, v = d.api("POST", "/v1/import", {"memories": [
+        {"id": "long-words", "bank": page["memories"][0]["bank"], "content": "a memory with long words around it",
+         "document_id": long_id, "tags": [long_tag], "created_at": "2026-12-01T10:00:00Z"}]})
+    assert status == 200, v
+    d.api("POST", "/v1/flush", {"wait": True})
+    b.go(d.url + "/ui/")
+    b.wait("return [...document.querySelectorAll('#list .item')].some(e => e.textContent.includes('long words'))",
+           "the memory with long words")
+    wide = b.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    d.api("DELETE", "/v1/memories/long-words")
+    step("long-words", overflow=wide)
+
 
 def run_other_origin(d, b, scope, fact_id):
     other = OtherOrigin(d.url, fact_id, scope["bank"])

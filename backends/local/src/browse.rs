@@ -1,4 +1,4 @@
-//! Browsing the store one memory at a time: newest first by bank and tags, one memory with its
+//! Browsing the store one memory at a time: the last stored first by bank and tags, one memory with its
 //! passages, and forgetting a memory or a whole document (the web view and `mneme forget`).
 
 use mneme_core::{StoredMemory, TagsMatch};
@@ -15,7 +15,7 @@ const COLUMNS: &str =
 pub type Detail = (StoredMemory, Vec<String>, u64);
 
 impl Store {
-    /// Up to `limit` memories older than sequence `before` (all when `None`), newest first, of
+    /// Up to `limit` memories stored before sequence `before` (all when `None`), the last first, of
     /// one bank or of all, carrying every tag in `tags`. Walks `memories_bank_seq` (or the
     /// primary key) backwards, so a page costs the same at any depth.
     pub fn browse(

@@ -237,7 +237,7 @@ async function loadList(cursor) {
   $('list-info').textContent = count === 0
     ? (page.next ? 'Nothing to show on this page (private memories are not shown); older ones follow.'
       : (cursor ? 'No older memories.' : 'No memories here yet.'))
-    : `${count} ${count === 1 ? 'memory' : 'memories'}, newest first${cursor ? ' (older page)' : ''}.`;
+    : `${count} ${count === 1 ? 'memory' : 'memories'}, the last stored first${cursor ? ' (an earlier page)' : ''}.`;
   $('older').hidden = !page.next;
   $('newest').hidden = !cursor;
   $('known-tags').replaceChildren(...[...state.seenTags].sort().map((t) => h('option', { value: t })));
