@@ -194,6 +194,33 @@ async fn import_requests_stay_within_the_body_limit() {
     let (_, v) = d.get("/v1/export?bank=mneme&limit=1000").await;
     let book: Vec<&Value> = v["memories"].as_array().unwrap().iter().filter(|m| m["document_id"] == "BOOK").collect();
     assert_eq!(book.len(), 3, "{v}");
+
+    // A private span one part opens and a later part closes hides what lies between: each part
+    // was cleaned alone, and the second stored its memories in clear (review43 #1).
+    let spanned = d.dir.path().join("spanned.jsonl");
+    let lines: Vec<String> = (30..35)
+        .map(|i| {
+            let mut m = memory(i, 27_000);
+            m["document_id"] = json!("SPANNED");
+            let text = m["content"].as_str().unwrap().to_owned();
+            m["content"] = json!(match i {
+                30 => format!("{text} <private>OPENED-30"),
+                34 => format!("SECRET-34</private> {text}"),
+                _ => format!("SECRET-{i} {text}"),
+            });
+            m.to_string()
+        })
+        .collect();
+    std::fs::write(&spanned, lines.join("\n")).unwrap();
+    let out = d.cli().arg("import").arg(&spanned).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout(&out).trim(), "Imported 2 of 5 memories (0 already there; 3 skipped: nothing but private text).");
+    let (_, v) = d.get("/v1/export?bank=mneme&limit=1000").await;
+    let text = v.to_string();
+    assert!(!text.contains("SECRET-") && !text.contains("OPENED-30"), "{v}");
+    let kept: Vec<&Value> =
+        v["memories"].as_array().unwrap().iter().filter(|m| m["document_id"] == "SPANNED").collect();
+    assert_eq!(kept.len(), 2, "the memory that opens the span and the one that closes it, cleaned: {v}");
 }
 
 #[tokio::test]
@@ -462,6 +489,59 @@ async fn migrate_from_hindsight_copies_what_a_change_during_the_copy_made_it_ski
     let conn = rusqlite::Connection::open(dir.path().join("data/memories.db")).unwrap();
     let n: i64 = conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)).unwrap();
     assert_eq!(n, 450, "every memory the bank held when the copy began");
+}
+
+/// A copy from Hindsight cut (`--limit`, or a kill) and run again until it is done copies every
+/// document whole. Hindsight lists a bank newest first, so the documents a cut falls across had
+/// their newest memories copied by the run before; the resumed run took those for a newer version
+/// the target holds, and left the rest of each out for good (review43 #2).
+#[tokio::test]
+async fn a_cut_migrate_from_hindsight_copies_the_documents_across_each_cut_whole() {
+    let Some(url) = common::hindsight_peer() else { return };
+    let bank = common::fresh("migrate-cut");
+    common::chunk_bank(&url, &bank).await;
+    // Twelve documents of ten memories, part p of each dated second p: the list runs through
+    // every document's part 9, then every part 8, and so on.
+    let http = reqwest::Client::new();
+    for d in 0..12 {
+        let items: Vec<Value> = (0..10)
+            .map(|p| {
+                json!({"content": format!("document {d} part {p} about the wombat{d}x{p} service"),
+                       "document_id": format!("doc-{d}"), "timestamp": format!("2026-01-01T00:00:{p:02}Z")})
+            })
+            .collect();
+        let res = http
+            .post(format!("{url}/v1/default/banks/{bank}/memories"))
+            .json(&json!({"items": items, "async": false}))
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "{}", res.text().await.unwrap());
+    }
+    let held = common::bank_texts(&url, &bank).await;
+    assert_eq!(held.len(), 120);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let settings =
+        format!("[memory]\nbank_id = \"{bank}\"\n[local]\nembedder = \"off\"\n[hindsight]\napi_url = \"{url}\"\n");
+    std::fs::write(&config, settings).unwrap();
+    let mut said = String::new();
+    for _ in 0..10 {
+        let out = run_with(config.clone(), &["migrate", "--from", "hindsight", "--to", "local", "--limit", "35"]).await;
+        let run = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{run}");
+        said.push_str(&run);
+        if run.contains("done") {
+            break;
+        }
+    }
+    assert!(said.contains("done"), "{said}");
+    assert!(!said.contains("newer version"), "its own copies are no newer version: {said}");
+    let conn = rusqlite::Connection::open(dir.path().join("data/memories.db")).unwrap();
+    let mut stmt = conn.prepare("SELECT content FROM memories").unwrap();
+    let mut copied: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    copied.sort();
+    assert_eq!(copied, held, "{said}");
 }
 
 /// Memories another client of the Hindsight server wrote wholly inside `<private>` spans are

@@ -132,7 +132,7 @@ async fn sweep(
                     oldest_first(&mut unseen);
                 }
                 let mut fit = fit_to_import(settings, unseen).fit;
-                versions.keep_newer(target, &mut fit).await?;
+                versions.keep_newer(target, &mut fit, seen).await?;
                 target.import(&fit).await?;
                 stored += new_here as u64;
             }
@@ -447,7 +447,7 @@ async fn copy_bank(
         let mut fitted = fit_to_import(settings, page.memories.clone());
         skipped += fitted.left_out;
         first_refusal = first_refusal.or(fitted.first_refusal);
-        let (documents, memories) = versions.keep_newer(target, &mut fitted.fit).await.map_err(|e| {
+        let (documents, memories) = versions.keep_newer(target, &mut fitted.fit, &seen).await.map_err(|e| {
             CliError::Other(format!(
                 "reading {} for the versions of the documents it holds (progress is saved; run the same command again to resume): {e}",
                 plan.to
@@ -455,14 +455,17 @@ async fn copy_bank(
         })?;
         kept_newer += documents;
         kept_newer_memories += memories;
+        // Remembered before they are written: a run cut between the two would find them on the
+        // target as versions of its own, and leave out the older rest of their documents. (The
+        // progress is saved after: a resumed run reads this page again.)
+        remember_seen(&seen_file, &page.memories)?;
+        seen.extend(page.memories.iter().map(|m| m.id.clone()));
         target.import(&fitted.fit).await.map_err(|e| {
             CliError::Other(format!(
                 "writing to {} (progress is saved; run the same command again to resume): {e}",
                 plan.to
             ))
         })?;
-        remember_seen(&seen_file, &page.memories)?;
-        seen.extend(page.memories.iter().map(|m| m.id.clone()));
         this_run += n;
         progress.copied += n;
         bar.inc(n);

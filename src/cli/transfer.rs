@@ -401,6 +401,12 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         }
         memories.push(Line { number: i + 1, memory });
     }
+    // Cleaned here as the daemon cleans an import, the whole file at once: a document sent in
+    // parts (below) was cleaned a part at a time, and the private span one part left open was
+    // stored in clear by the next (review43 #1). Those left with nothing are not sent.
+    let read = memories.len();
+    let memories = crate::session::clean_imported_each(&settings, memories, |l| &mut l.memory);
+    let cleaned_away = read - memories.len();
     // Each request within the daemon's body limit, less the request's own JSON around the memories.
     let most = settings.server.max_body_bytes.saturating_sub(64);
     let limit = ChunkLimit { items: IMPORT_CHUNK, bytes: Some(most) };
@@ -430,7 +436,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         }
     }
     let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
-    let count = chunks.iter().map(|c| c.memories.len()).sum::<usize>();
+    let count = read;
     for chunk in chunks {
         let memories = chunk.memories.into_iter().map(|l| l.memory).collect();
         let answer: Imported = client.post("/v1/import", &ImportBody { memories }).await.map_err(|e| {
@@ -449,6 +455,9 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         total.skipped += answer.skipped;
         total.imported = total.imported.zip(answer.imported).map(|(a, b)| a + b);
     }
+    // Received and skipped, as the daemon counts what it cleans away.
+    total.received += cleaned_away;
+    total.skipped += cleaned_away;
     let Imported { received, imported, skipped } = total;
     // Memories with nothing but `<private>` text are not stored (and not "already there").
     let skipped_note =

@@ -39,17 +39,20 @@ impl Written {
 impl TargetVersions {
     /// Takes out of `memories` the documents the target holds a newer version of (its newest
     /// memory dated later than the source's newest); returns how many documents that was, and
-    /// how many memories.
+    /// how many memories. What the target holds of `copied` (the ids this migration copied, in
+    /// earlier runs too) is no version of its own: a document Hindsight listed across a cut
+    /// had its newest memories copied by the run before, and the rest, older, was left out.
     pub(super) async fn keep_newer(
         &mut self,
         target: &dyn MemoryBackend,
         memories: &mut Vec<StoredMemory>,
+        copied: &HashSet<String>,
     ) -> Result<(u64, u64), BackendError> {
         let mut source: HashMap<(String, String), Written> = HashMap::new();
-        note_newest(&mut source, memories, |m, document| (m.bank.clone(), document.to_owned()));
+        note_newest(&mut source, memories.iter(), |m, document| (m.bank.clone(), document.to_owned()));
         let mut older: HashSet<(String, String)> = HashSet::new();
         for ((bank, document), written) in source {
-            let on_target = self.bank(target, &bank).await?.get(&document);
+            let on_target = self.bank(target, &bank, copied).await?.get(&document);
             if on_target.is_some_and(|t| *t > written) {
                 older.insert((bank, document));
             }
@@ -64,6 +67,7 @@ impl TargetVersions {
         &mut self,
         target: &dyn MemoryBackend,
         bank: &str,
+        copied: &HashSet<String>,
     ) -> Result<&HashMap<String, Written>, BackendError> {
         if !self.banks.contains_key(bank) {
             let mut documents: HashMap<String, Written> = HashMap::new();
@@ -75,7 +79,8 @@ impl TargetVersions {
                     Err(BackendError::Unsupported(_)) => break,
                     Err(e) => return Err(e),
                 };
-                note_newest(&mut documents, &page.memories, |_, document| document.to_owned());
+                let written_there = page.memories.iter().filter(|m| !copied.contains(&m.id));
+                note_newest(&mut documents, written_there, |_, document| document.to_owned());
                 match page.next.filter(|_| !page.memories.is_empty()) {
                     Some(next) => cursor = Some(next),
                     None => break,
@@ -88,9 +93,9 @@ impl TargetVersions {
 }
 
 /// Notes in `newest`, under `key`, the newest date of each document among `memories`.
-fn note_newest<K: std::hash::Hash + Eq>(
+fn note_newest<'a, K: std::hash::Hash + Eq>(
     newest: &mut HashMap<K, Written>,
-    memories: &[StoredMemory],
+    memories: impl Iterator<Item = &'a StoredMemory>,
     key: impl Fn(&StoredMemory, &str) -> K,
 ) {
     for m in memories {

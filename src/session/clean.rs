@@ -90,20 +90,31 @@ pub fn clean_imported_all(
     settings: &Settings,
     memories: Vec<mneme_core::StoredMemory>,
 ) -> Vec<mneme_core::StoredMemory> {
+    clean_imported_each(settings, memories, |m| m)
+}
+
+/// [`clean_imported_all`] of items that each hold a memory (`memory` gives it): `mneme import`
+/// cleans a whole file so, with its line numbers, before it sends it in parts.
+pub fn clean_imported_each<T>(
+    settings: &Settings,
+    items: Vec<T>,
+    memory: fn(&mut T) -> &mut mneme_core::StoredMemory,
+) -> Vec<T> {
     let mut open: std::collections::HashMap<(String, String), usize> = std::collections::HashMap::new();
-    memories
+    items
         .into_iter()
-        .filter_map(|mut m| {
+        .filter_map(|mut item| {
+            let m = memory(&mut item);
             // Keyed as the ids are stored: trimmed, in their bank. One holding a tag is dropped
             // (below), and its memory stands alone.
             let document = m.document_id.as_deref().filter(|d| !text::has_private_tag(d));
             let document = document.map(|d| (m.bank.clone(), d.trim().to_owned()));
             let before = document.as_ref().map_or(0, |d| open.get(d).copied().unwrap_or(0));
-            let (kept, after) = clean_imported_within(settings, &mut m, before);
+            let (kept, after) = clean_imported_within(settings, m, before);
             if let Some(d) = document {
                 open.insert(d, after);
             }
-            kept.then_some(m)
+            kept.then_some(item)
         })
         .collect()
 }

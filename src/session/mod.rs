@@ -43,7 +43,7 @@ use crate::state::DaemonState;
 
 pub use auto::TurnEnd;
 pub use block::memory_block;
-pub use clean::{clean as clean_text, clean_imported_all, clean_within, is_command_echo};
+pub use clean::{clean as clean_text, clean_imported_all, clean_imported_each, clean_within, is_command_echo};
 pub use clear::{ClearOutcome, ClearRequest, HeldTurns};
 pub use guide::{guide, Behaviour};
 pub use placement::fingerprint;
