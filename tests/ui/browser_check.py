@@ -127,6 +127,7 @@ class Daemon:
 class Browser:
     def __init__(self, root):
         self.port = free_port()
+        self.profile = os.path.join(root, "chrome-profile")
         self.log = open(os.path.join(root, "chromedriver.log"), "w")
         self.proc = subprocess.Popen(["chromedriver", f"--port={self.port}"], stdout=self.log, stderr=self.log)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -136,7 +137,7 @@ class Browser:
             "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--disable-default-apps", "--metrics-recording-only",
             "--disable-domain-reliability", "--disable-breakpad", "--disable-crash-reporter",
-            f"--user-data-dir={os.path.join(root, 'chrome-profile')}",
+            f"--user-data-dir={self.profile}",
         ]
         caps = {"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
@@ -208,9 +209,13 @@ class Browser:
 
     def quit(self):
         try:
-            request("DELETE", f"{self.base}/session/{self.sid}")
+            request("DELETE", f"{self.base}/session/{self.sid}", timeout=10)
+        except Exception as e:  # a browser that hangs still goes, below
+            log(f"closing the browser session: {e}")
         finally:
             self.proc.terminate()
+            # Chromium outlives its driver: its processes (this run's profile) go too.
+            subprocess.run(["pkill", "-f", "--", f"--user-data-dir={self.profile}"], check=False)
 
 
 class OtherOrigin:
@@ -329,9 +334,11 @@ def main():
         run_other_origin(d, b, scope, fact_id)
         run_logout(d, b)
     finally:
-        if b:
-            b.quit()
-        d.stop()
+        try:
+            if b:
+                b.quit()
+        finally:
+            d.stop()
         # The token, the login code and the cookie value must appear in no log line.
         with open(d.log_path) as f:
             text = f.read()
