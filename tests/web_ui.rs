@@ -232,6 +232,8 @@ fn the_view_reads_well_narrow_and_has_no_console_errors() {
     assert_eq!(r.step("narrow")["overflow"], 0, "nothing scrolls sideways at 420 px");
     // A long document id and tag on a memory widened the page to 2,219 px (review45 #2).
     assert_eq!(r.step("long-words")["overflow"], 0, "a long word wraps");
+    // And in the confirmation to delete its document (review46 #2).
+    assert_eq!(r.step("long-words")["dialog_overflow"], 0, "a long document id wraps in the dialog");
     let console = r.step("console")["entries"].as_array().unwrap().clone();
     let problems: Vec<&Value> = console
         .iter()

@@ -643,8 +643,15 @@ def run_tabs(d, b):
     b.wait("return [...document.querySelectorAll('#list .item')].some(e => e.textContent.includes('long words'))",
            "the memory with long words")
     wide = b.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    # The confirmation to delete its document names the id whole, within the dialog.
+    b.click('#list .item[data-id="long-words"]')
+    b.wait("return document.getElementById('detail').dataset.id === 'long-words'", "the long memory's detail")
+    b.click("#forget-document")
+    b.wait("return document.getElementById('confirm').open", "the document confirmation")
+    dialog = b.js("const d = document.getElementById('confirm'); return d.scrollWidth - d.clientWidth")
+    b.click("#confirm-cancel")
     d.api("DELETE", "/v1/memories/long-words")
-    step("long-words", overflow=wide)
+    step("long-words", overflow=wide, dialog_overflow=dialog)
 
 
 def run_other_origin(d, b, scope, fact_id):
