@@ -500,10 +500,10 @@ async fn a_cut_migrate_from_hindsight_copies_the_documents_across_each_cut_whole
     let Some(url) = common::hindsight_peer() else { return };
     let bank = common::fresh("migrate-cut");
     common::chunk_bank(&url, &bank).await;
-    // Twelve documents of ten memories, part p of each dated second p: the list runs through
-    // every document's part 9, then every part 8, and so on.
+    // 24 documents of ten memories, part p of each dated second p: the list runs through every
+    // document's part 9, then every part 8, and so on (past a page of 200).
     let http = reqwest::Client::new();
-    for d in 0..12 {
+    for d in 0..24 {
         let items: Vec<Value> = (0..10)
             .map(|p| {
                 json!({"content": format!("document {d} part {p} about the wombat{d}x{p} service"),
@@ -519,29 +519,59 @@ async fn a_cut_migrate_from_hindsight_copies_the_documents_across_each_cut_whole
         assert!(res.status().is_success(), "{}", res.text().await.unwrap());
     }
     let held = common::bank_texts(&url, &bank).await;
-    assert_eq!(held.len(), 120);
+    assert_eq!(held.len(), 240);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     let settings =
         format!("[memory]\nbank_id = \"{bank}\"\n[local]\nembedder = \"off\"\n[hindsight]\napi_url = \"{url}\"\n");
     std::fs::write(&config, settings).unwrap();
-    let mut said = String::new();
-    for _ in 0..10 {
-        let out = run_with(config.clone(), &["migrate", "--from", "hindsight", "--to", "local", "--limit", "35"]).await;
-        let run = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{run}");
-        said.push_str(&run);
-        if run.contains("done") {
-            break;
+    // A client went on writing document 11 on the target after a live switch: its version stays.
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let local = mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(data.join("memories.db"))).unwrap();
+    let rewritten = mneme_core::MemoryItem {
+        document_id: Some("doc-11".into()),
+        ..mneme_core::MemoryItem::new(
+            "client-1",
+            "document 11 as the client wrote it after the switch",
+            "2026-06-01T00:00:00Z",
+        )
+    };
+    let batch = mneme_core::RetainBatch { id: "client".into(), items: vec![rewritten] };
+    mneme_core::MemoryBackend::retain(&local, &mneme_core::Scope { bank: bank.clone(), tags: vec![] }, &batch)
+        .await
+        .unwrap();
+    drop(local);
+    let mut expected: Vec<String> = held.iter().filter(|t| !t.starts_with("document 11 ")).cloned().collect();
+    expected.push("document 11 as the client wrote it after the switch".into());
+    expected.sort();
+    // Copied in runs of 35, then once more whole (pages of 200) once it is done, with nothing
+    // written between: only document 11 is called newer, once a run however many pages it spans
+    // (it was counted once a page), and the second time no document the first copied is (its
+    // memories on the page before were taken for a newer version of it: review46 #1).
+    for limit in [Some("35"), None] {
+        let mut said = String::new();
+        for _ in 0..10 {
+            let mut args = vec!["migrate", "--from", "hindsight", "--to", "local"];
+            args.extend(limit.map(|l| ["--limit", l]).into_iter().flatten());
+            let out = run_args(config.clone(), args).await;
+            let run = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success(), "{run}");
+            let newer = run.matches("newer version").count();
+            assert!(newer == 0 || run.contains("newer version of its document)"), "limit {limit:?}: {run}");
+            said.push_str(&run);
+            if run.contains("done") {
+                break;
+            }
         }
+        assert!(said.contains("done"), "{said}");
+        let conn = rusqlite::Connection::open(data.join("memories.db")).unwrap();
+        let mut stmt = conn.prepare("SELECT content FROM memories").unwrap();
+        let mut copied: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        copied.sort();
+        assert_eq!(copied, expected, "limit {limit:?}: {said}");
     }
-    assert!(said.contains("done"), "{said}");
-    assert!(!said.contains("newer version"), "its own copies are no newer version: {said}");
-    let conn = rusqlite::Connection::open(dir.path().join("data/memories.db")).unwrap();
-    let mut stmt = conn.prepare("SELECT content FROM memories").unwrap();
-    let mut copied: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
-    copied.sort();
-    assert_eq!(copied, held, "{said}");
 }
 
 /// Memories another client of the Hindsight server wrote wholly inside `<private>` spans are
@@ -612,6 +642,11 @@ async fn store_on_peer(url: &str, bank: &str, items: Vec<Value>) {
         .unwrap();
     assert!(res.status().is_success(), "{}", res.text().await.unwrap());
     assert_eq!(common::bank_texts(url, bank).await.len(), n);
+}
+
+/// [`run_with`] of arguments made at run time.
+async fn run_args(config: std::path::PathBuf, args: Vec<&'static str>) -> std::process::Output {
+    run_with(config, args.leak()).await
 }
 
 /// Runs the CLI with `config`, its storage in a `data` folder beside it, without a daemon.

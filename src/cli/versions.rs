@@ -12,11 +12,13 @@ use mneme_core::{BackendError, MemoryBackend, StoredMemory};
 /// Memories read per page when a target bank is read.
 const PAGE: usize = 1000;
 
-/// When each document of the target's banks read so far was last written: its newest memory's
-/// date. A bank is read whole the first time a copy meets it.
+/// When each memory of each document of the target's banks read so far was written. A bank is
+/// read whole the first time a copy meets it.
 #[derive(Default)]
 pub(super) struct TargetVersions {
-    banks: HashMap<String, HashMap<String, Written>>,
+    banks: HashMap<String, HashMap<String, Vec<(String, Written)>>>,
+    /// The documents left out so far, each counted once however many pages it spans.
+    left_out: HashSet<(String, String)>,
 }
 
 /// A date as a memory gives it: parsed when it can be, else as written (RFC 3339 in UTC, as
@@ -38,10 +40,11 @@ impl Written {
 
 impl TargetVersions {
     /// Takes out of `memories` the documents the target holds a newer version of (its newest
-    /// memory dated later than the source's newest); returns how many documents that was, and
-    /// how many memories. What the target holds of `copied` (the ids this migration copied, in
-    /// earlier runs too) is no version of its own: a document Hindsight listed across a cut
-    /// had its newest memories copied by the run before, and the rest, older, was left out.
+    /// memory dated later than the source's newest); returns how many documents that was (not
+    /// counted before), and how many memories. What the target holds of `copied` (the ids this
+    /// migration read, in earlier runs too) is no version of its own: Hindsight lists newest
+    /// first, so a document across a cut, or across two pages of a run repeated after a copy was
+    /// done, had its newest memories there, and the rest, older, was left out.
     pub(super) async fn keep_newer(
         &mut self,
         target: &dyn MemoryBackend,
@@ -49,17 +52,19 @@ impl TargetVersions {
         copied: &HashSet<String>,
     ) -> Result<(u64, u64), BackendError> {
         let mut source: HashMap<(String, String), Written> = HashMap::new();
-        note_newest(&mut source, memories.iter(), |m, document| (m.bank.clone(), document.to_owned()));
+        note_newest(&mut source, memories, |m, document| (m.bank.clone(), document.to_owned()));
         let mut older: HashSet<(String, String)> = HashSet::new();
         for ((bank, document), written) in source {
-            let on_target = self.bank(target, &bank, copied).await?.get(&document);
-            if on_target.is_some_and(|t| *t > written) {
+            let on_target = self.bank(target, &bank).await?.get(&document);
+            let written_there = on_target.into_iter().flatten().filter(|(id, _)| !copied.contains(id));
+            if written_there.map(|(_, at)| at).max().is_some_and(|t| *t > written) {
                 older.insert((bank, document));
             }
         }
         let before = memories.len();
         memories.retain(|m| document_of(m).is_none_or(|d| !older.contains(&(m.bank.clone(), d.to_owned()))));
-        Ok((older.len() as u64, (before - memories.len()) as u64))
+        let documents = older.into_iter().filter(|d| self.left_out.insert(d.clone())).count();
+        Ok((documents as u64, (before - memories.len()) as u64))
     }
 
     /// The documents of `bank` on the target, read whole the first time.
@@ -67,10 +72,9 @@ impl TargetVersions {
         &mut self,
         target: &dyn MemoryBackend,
         bank: &str,
-        copied: &HashSet<String>,
-    ) -> Result<&HashMap<String, Written>, BackendError> {
+    ) -> Result<&HashMap<String, Vec<(String, Written)>>, BackendError> {
         if !self.banks.contains_key(bank) {
-            let mut documents: HashMap<String, Written> = HashMap::new();
+            let mut documents: HashMap<String, Vec<(String, Written)>> = HashMap::new();
             let mut cursor: Option<String> = None;
             loop {
                 let page = match target.export(Some(bank), cursor.as_deref(), PAGE).await {
@@ -79,8 +83,11 @@ impl TargetVersions {
                     Err(BackendError::Unsupported(_)) => break,
                     Err(e) => return Err(e),
                 };
-                let written_there = page.memories.iter().filter(|m| !copied.contains(&m.id));
-                note_newest(&mut documents, written_there, |_, document| document.to_owned());
+                for m in &page.memories {
+                    if let Some(document) = document_of(m) {
+                        documents.entry(document.to_owned()).or_default().push((m.id.clone(), Written::of(m)));
+                    }
+                }
                 match page.next.filter(|_| !page.memories.is_empty()) {
                     Some(next) => cursor = Some(next),
                     None => break,
@@ -93,9 +100,9 @@ impl TargetVersions {
 }
 
 /// Notes in `newest`, under `key`, the newest date of each document among `memories`.
-fn note_newest<'a, K: std::hash::Hash + Eq>(
+fn note_newest<K: std::hash::Hash + Eq>(
     newest: &mut HashMap<K, Written>,
-    memories: impl Iterator<Item = &'a StoredMemory>,
+    memories: &[StoredMemory],
     key: impl Fn(&StoredMemory, &str) -> K,
 ) {
     for m in memories {
