@@ -136,6 +136,14 @@ async fn export_then_import_is_lossless_and_idempotent() {
 }
 
 /// `mneme import` keeps each request within the daemon's body limit: memories that fit one by
+/// Writes `lines` to `file` and imports it with the CLI; what it said, once it succeeded.
+fn import_lines(d: &Daemon, file: &std::path::Path, lines: &[String]) -> String {
+    std::fs::write(file, lines.join("\n")).unwrap();
+    let out = d.cli().arg("import").arg(file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    stdout(&out).trim().to_owned()
+}
+
 /// one are all imported, and one that cannot fit is named (file and line) before anything is sent.
 #[tokio::test]
 async fn import_requests_stay_within_the_body_limit() {
@@ -187,10 +195,7 @@ async fn import_requests_stay_within_the_body_limit() {
             m.to_string()
         })
         .collect();
-    std::fs::write(&grown, lines.join("\n")).unwrap();
-    let out = d.cli().arg("import").arg(&grown).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(stdout(&out).trim(), "Imported 3 of 3 memories (0 already there).");
+    assert_eq!(import_lines(&d, &grown, &lines), "Imported 3 of 3 memories (0 already there).");
     let (_, v) = d.get("/v1/export?bank=mneme&limit=1000").await;
     let book: Vec<&Value> = v["memories"].as_array().unwrap().iter().filter(|m| m["document_id"] == "BOOK").collect();
     assert_eq!(book.len(), 3, "{v}");
@@ -211,10 +216,10 @@ async fn import_requests_stay_within_the_body_limit() {
             m.to_string()
         })
         .collect();
-    std::fs::write(&spanned, lines.join("\n")).unwrap();
-    let out = d.cli().arg("import").arg(&spanned).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(stdout(&out).trim(), "Imported 2 of 5 memories (0 already there; 3 skipped: nothing but private text).");
+    assert_eq!(
+        import_lines(&d, &spanned, &lines),
+        "Imported 2 of 5 memories (0 already there; 3 skipped: nothing but private text)."
+    );
     let (_, v) = d.get("/v1/export?bank=mneme&limit=1000").await;
     let text = v.to_string();
     assert!(!text.contains("SECRET-") && !text.contains("OPENED-30"), "{v}");
@@ -502,7 +507,6 @@ async fn a_cut_migrate_from_hindsight_copies_the_documents_across_each_cut_whole
     common::chunk_bank(&url, &bank).await;
     // 24 documents of ten memories, part p of each dated second p: the list runs through every
     // document's part 9, then every part 8, and so on (past a page of 200).
-    let http = reqwest::Client::new();
     for d in 0..24 {
         let items: Vec<Value> = (0..10)
             .map(|p| {
@@ -510,13 +514,7 @@ async fn a_cut_migrate_from_hindsight_copies_the_documents_across_each_cut_whole
                        "document_id": format!("doc-{d}"), "timestamp": format!("2026-01-01T00:00:{p:02}Z")})
             })
             .collect();
-        let res = http
-            .post(format!("{url}/v1/default/banks/{bank}/memories"))
-            .json(&json!({"items": items, "async": false}))
-            .send()
-            .await
-            .unwrap();
-        assert!(res.status().is_success(), "{}", res.text().await.unwrap());
+        post_to_peer(&url, &bank, items).await;
     }
     let held = common::bank_texts(&url, &bank).await;
     assert_eq!(held.len(), 240);
@@ -634,6 +632,12 @@ async fn a_page_of_private_memories_does_not_end_a_migrate_or_an_export() {
 /// waits until it lists them.
 async fn store_on_peer(url: &str, bank: &str, items: Vec<Value>) {
     let n = items.len();
+    post_to_peer(url, bank, items).await;
+    assert_eq!(common::bank_texts(url, bank).await.len(), n);
+}
+
+/// Retains `items` straight into the peer's bank, in one request, and waits for it.
+async fn post_to_peer(url: &str, bank: &str, items: Vec<Value>) {
     let res = reqwest::Client::new()
         .post(format!("{url}/v1/default/banks/{bank}/memories"))
         .json(&json!({"items": items, "async": false}))
@@ -641,7 +645,6 @@ async fn store_on_peer(url: &str, bank: &str, items: Vec<Value>) {
         .await
         .unwrap();
     assert!(res.status().is_success(), "{}", res.text().await.unwrap());
-    assert_eq!(common::bank_texts(url, bank).await.len(), n);
 }
 
 /// [`run_with`] of arguments made at run time.
