@@ -544,6 +544,23 @@ async fn a_cut_migrate_from_hindsight_copies_the_documents_across_each_cut_whole
     let mut expected: Vec<String> = held.iter().filter(|t| !t.starts_with("document 11 ")).cloned().collect();
     expected.push("document 11 as the client wrote it after the switch".into());
     expected.sort();
+    // After the first run (which cut documents), a client appends to one of them on the target:
+    // the target's document is still this copy, and its rest is copied (review47 #3: it was
+    // called newer, and 9 of its 10 memories never came).
+    let mut appended_once = false;
+    let append = |data: &std::path::Path| {
+        let local =
+            mneme_local::LocalBackend::open(&mneme_local::LocalConfig::lexical(data.join("memories.db"))).unwrap();
+        let line = mneme_core::MemoryItem {
+            document_id: Some("doc-5".into()),
+            append: true,
+            ..mneme_core::MemoryItem::new("client-2", "document 5 appended by the client", "2026-06-01T00:00:00Z")
+        };
+        let batch = mneme_core::RetainBatch { id: "client-2".into(), items: vec![line] };
+        (local, batch)
+    };
+    expected.push("document 5 appended by the client".into());
+    expected.sort();
     // Copied in runs of 35, then once more whole (pages of 200) once it is done, with nothing
     // written between: only document 11 is called newer, once a run however many pages it spans
     // (it was counted once a page), and the second time no document the first copied is (its
@@ -561,6 +578,12 @@ async fn a_cut_migrate_from_hindsight_copies_the_documents_across_each_cut_whole
             said.push_str(&run);
             if run.contains("done") {
                 break;
+            }
+            if !appended_once {
+                appended_once = true;
+                let (local, batch) = append(&data);
+                let scope = mneme_core::Scope { bank: bank.clone(), tags: vec![] };
+                mneme_core::MemoryBackend::retain(&local, &scope, &batch).await.unwrap();
             }
         }
         assert!(said.contains("done"), "{said}");

@@ -40,11 +40,12 @@ impl Written {
 
 impl TargetVersions {
     /// Takes out of `memories` the documents the target holds a newer version of (its newest
-    /// memory dated later than the source's newest); returns how many documents that was (not
-    /// counted before), and how many memories. What the target holds of `copied` (the ids this
-    /// migration read, in earlier runs too) is no version of its own: Hindsight lists newest
-    /// first, so a document across a cut, or across two pages of a run repeated after a copy was
-    /// done, had its newest memories there, and the rest, older, was left out.
+    /// memory dated later than the source's newest, and none of `copied`, the ids this migration
+    /// read, in earlier runs too, nor of `memories`); returns how many documents that was (not counted before), and
+    /// how many memories. A document the target holds some of `copied` of is this migration's
+    /// copy: Hindsight lists newest first, so a document across a cut, or across two pages of a
+    /// run repeated after a copy was done, had its newest memories there, and the rest, older,
+    /// was left out; and so after a client appended to it between two runs.
     pub(super) async fn keep_newer(
         &mut self,
         target: &dyn MemoryBackend,
@@ -54,10 +55,18 @@ impl TargetVersions {
         let mut source: HashMap<(String, String), Written> = HashMap::new();
         note_newest(&mut source, memories, |m, document| (m.bank.clone(), document.to_owned()));
         let mut older: HashSet<(String, String)> = HashSet::new();
+        // The ids of these memories too: a run after one that was done no longer has the ids it
+        // read, and the target's copy of a document holds them.
+        let these: HashSet<&str> = memories.iter().map(|m| m.id.as_str()).collect();
         for ((bank, document), written) in source {
-            let on_target = self.bank(target, &bank).await?.get(&document);
-            let written_there = on_target.into_iter().flatten().filter(|(id, _)| !copied.contains(id));
-            if written_there.map(|(_, at)| at).max().is_some_and(|t| *t > written) {
+            let on_target = self.bank(target, &bank).await?.get(&document).map_or(&[][..], Vec::as_slice);
+            // What this migration copied of it is still there: the target's document is that copy,
+            // maybe appended to since (a cut inside the document, then a client's append), and
+            // its rest belongs with it. A client that replaced it left none of those.
+            if on_target.iter().any(|(id, _)| copied.contains(id) || these.contains(id.as_str())) {
+                continue;
+            }
+            if on_target.iter().map(|(_, at)| at).max().is_some_and(|t| *t > written) {
                 older.insert((bank, document));
             }
         }
