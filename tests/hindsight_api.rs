@@ -1304,6 +1304,17 @@ async fn groups_documents_ids_and_dates_as_the_server_reads_them() {
         texts(&recall(not_beta).await),
         ["Every otter pool is cleaned weekly.", "The otter pool alpha is cleaned on Mondays."]
     );
+    // A paragraph two memories hold is shown once, after the groups: the one they leave out does
+    // not take it from the one they keep (review47 #2: the answer was empty).
+    let rule = "The otter pool gate is opened with the keeper's badge on gate 7, never with the spare key.";
+    retain(json!([
+        {"content": format!("{rule}\n\nThe red keepers also hold the spare key, for the otter pool."), "tags": ["team:red"]},
+        {"content": rule, "tags": ["team:blue"]}
+    ]))
+    .await;
+    let gate = json!({"query": "which keepers hold the spare key of the otter pool gate? the red keepers?", "tag_groups": [{"not": {"tags": ["team:red"]}}]});
+    let found = texts(&recall(gate).await);
+    assert!(found.iter().any(|t| t == rule), "{found:?}");
     // A filter tag is read as a stored one: trimmed.
     let spaced = json!({"query": "otter pool cleaned", "tags": [" project:beta "], "tags_match": "all_strict"});
     assert_eq!(texts(&recall(spaced).await), ["The otter pool beta is cleaned on Fridays."]);

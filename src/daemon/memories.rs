@@ -257,6 +257,7 @@ pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<Searc
         Err(_) => Err(mneme_core::BackendError::transient(crate::session::recall_timed_out(timeout)))?,
     };
     let took_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+    let results = crate::session::shown_once(results);
     Ok(Json(SearchAnswer { bank, results, took_ms }))
 }
 

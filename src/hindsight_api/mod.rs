@@ -474,6 +474,8 @@ impl HindsightApi {
         let mut results = self.recall_query(bank, &q).await?;
         // Ignored, they let every project's memories through to a client that scoped by them.
         results.retain(|r| recall::passes(&groups, r.tags.as_deref().unwrap_or_default()));
+        // Once filtered: a result the filter leaves out takes nothing another was cut for.
+        let results = mneme_core::repeats::without_repeats(results, |r| &mut r.text);
         Ok(RecallResponse {
             results,
             trace: None,

@@ -54,7 +54,7 @@ pub(super) fn query_for(
 pub fn memory_block(settings: &Settings, results: &[Recalled]) -> Option<String> {
     let head = block_head(settings);
     let room = block_room(settings);
-    let kept = if room > 0 { fit_results(results, room) } else { Vec::new() };
+    let kept = if room > 0 { super::tools::shown_once(fit_results(results, room)) } else { Vec::new() };
     (!kept.is_empty()).then(|| format!("{head}{}{BLOCK_TAIL}", format_results(&kept)))
 }
 
@@ -89,6 +89,35 @@ mod tests {
         let block = memory_block(&settings, &[r.clone(), r]).unwrap();
         assert!(block.contains("部署"), "{block}");
         assert!(mneme_core::text::budget_units(&block) <= 400, "{block}");
+    }
+
+    /// A conversation forked under another session id is stored again with the turns it copied:
+    /// the block shows each turn once (review44 #2). What is left out is left out after the fit:
+    /// a result the fit skips for its size takes nothing another was cut for (review47 #1).
+    #[test]
+    fn the_block_shows_a_turn_once_and_loses_none() {
+        let turn = |i: usize| {
+            format!(
+                "[role: user]\nQuestion {i}: which port does the zephyr{i} service listen on, and who owns it?\n[user:end]\n\n\
+                 [role: assistant]\nAnswer {i}: the zephyr{i} service listens on port 80{i:02}.\n[assistant:end]"
+            )
+        };
+        let conversation = |n: usize| (0..n).map(turn).collect::<Vec<_>>().join("\n\n");
+        let results = [Recalled::of_text(conversation(4)), Recalled::of_text(conversation(3))];
+        let block = memory_block(&Settings::default(), &results).unwrap();
+        assert_eq!(block.matches("Answer 2: the zephyr2").count(), 1, "{block}");
+        assert!(block.contains("Answer 3: the zephyr3"), "{block}");
+
+        let rule =
+            "Access rule: the staging host pylon-7.internal takes SSH on port 2222 with the SSO certificate only.";
+        let too_long = format!("{rule}\n\n{}", "orchid lantern pylon ".repeat(250));
+        let results = [
+            Recalled::of_text("Orchid lantern pylon note: in the vault."),
+            Recalled::of_text(too_long),
+            Recalled::of_text(rule),
+        ];
+        let block = memory_block(&Settings::default(), &results).unwrap();
+        assert_eq!(block.matches(rule).count(), 1, "{block}");
     }
 
     #[test]

@@ -51,7 +51,8 @@ use record::{Ended, ENDED_RECORD};
 pub use record::{PendingRetain, Session, StoredPart, SESSION_FORMAT};
 pub use scope::{banks_of_configuration, cwd_to_send, project_label, scope_for, MAX_LABEL_BYTES};
 pub use tools::{
-    filter_tags, queued_message, recall_text, recall_timed_out, retained_message, RecallAnswer, Retained, OFF_MESSAGE,
+    filter_tags, queued_message, recall_text, recall_timed_out, retained_message, shown_once, RecallAnswer, Retained,
+    OFF_MESSAGE,
 };
 
 /// How often a session record a deletion could not save is tried again.

@@ -105,6 +105,7 @@ impl Sessions {
             return Ok(RecallAnswer { results, message: within("No relevant memories found.") });
         }
         let results = fit_results(&results, budget.saturating_sub(budget_units(&heading(results.len()))));
+        let results = shown_once(results);
         if results.is_empty() {
             // Not even one result fits: the bound holds, and says so when the words fit in it.
             return Ok(RecallAnswer { results, message: within(NOTHING_FITS) });
@@ -234,6 +235,13 @@ pub fn retained_message(queued: usize, skipped: usize) -> String {
         n => message.push_str(&format!(" {n} items held only <private> or recalled text and were not stored.")),
     }
     message
+}
+
+/// The results as the agent is given them, after every filter and fit: a turn (or paragraph)
+/// an earlier result showed is left out of later ones, and a result with nothing of its own
+/// goes (see [`mneme_core::repeats`]).
+pub fn shown_once(results: Vec<Recalled>) -> Vec<Recalled> {
+    mneme_core::repeats::without_repeats(results, |r| &mut r.text)
 }
 
 /// The results that fit in `room` characters as [`format_results`] shows them, best first:

@@ -16,6 +16,7 @@ pub mod browse;
 pub mod database_file;
 pub mod error;
 pub mod off;
+pub mod repeats;
 pub mod secret;
 pub mod text;
 pub mod time;

@@ -68,47 +68,6 @@ fn frames(text: &str) -> Vec<&str> {
     text.split("\n\n").map(str::trim).filter(|u| !u.is_empty()).collect()
 }
 
-/// A unit (a turn frame, a paragraph) this long or longer that an answer shows once is not shown
-/// again in another of its results; shorter ones ("yes", "Done.") are too common to be copies.
-const REPEATED_UNIT: usize = 80;
-
-/// The units of `text`, to note as shown (see [`without_shown`]). Not a passage's opening that
-/// repeats the end of the one before (nor a window's cut ends): the passage it comes from, shown
-/// later, keeps what is its own.
-pub fn shown_units(text: &str) -> impl Iterator<Item = &str> {
-    frames(text).into_iter().filter(|u| unmarked(u).len() == u.len())
-}
-
-/// `text` without what another result of the same answer showed already (`shown`, from
-/// [`shown_units`]): a conversation forked or resumed under another session id is stored again,
-/// and its turns came back twice within the agent's budget. A unit of [`REPEATED_UNIT`]
-/// characters or more, or a piece of one (a passage's opening repeats the end of the one before),
-/// goes when a shown unit holds it; shorter ones stay with what they stand beside. `None` when
-/// everything in it was shown; the text as it is when it repeats nothing.
-pub fn without_shown<'a>(text: &'a str, shown: &[String]) -> Option<std::borrow::Cow<'a, str>> {
-    if shown.is_empty() {
-        return Some(text.into());
-    }
-    let units = frames(text);
-    let goes = |u: &&str| {
-        let own = unmarked(u);
-        (chars(own) >= REPEATED_UNIT || own.len() < u.len()) && shown.iter().any(|s| s.contains(own))
-    };
-    if !units.iter().any(goes) {
-        return Some(text.into());
-    }
-    let kept: Vec<&str> = units.into_iter().filter(|u| !goes(u)).collect();
-    if kept.iter().all(|u| shown.iter().any(|s| s == unmarked(u))) {
-        return None;
-    }
-    Some(kept.join("\n\n").into())
-}
-
-/// A unit without the marks that say a passage or window starts or ends inside the text.
-fn unmarked(unit: &str) -> &str {
-    unit.trim_start_matches("… ").trim_end_matches(" …")
-}
-
 /// Cuts a unit longer than [`MAX_PASSAGE`] at line, sentence or word ends.
 fn cut_long<'a>(unit: &'a str, out: &mut Vec<&'a str>) {
     let mut rest = unit;

@@ -240,9 +240,6 @@ impl Store {
         // The same text stored under two documents (a note retained twice, a fact repeated in
         // a transcript) is shown once, at its best rank: a copy adds nothing but spends budget.
         let mut shown: std::collections::HashSet<String> = std::collections::HashSet::new();
-        // So is a turn frame (or paragraph) another result showed: a conversation forked or
-        // resumed under another session id holds the same turns, in passages cut elsewhere.
-        let mut units: Vec<String> = Vec::new();
         for chunk in order.chunks(FETCH_CHUNK) {
             let missing: Vec<(i64, f64)> = chunk.iter().filter(|(pid, _)| !rows.contains_key(pid)).copied().collect();
             for (pid, seq, r) in self.fetch(&missing, filter)? {
@@ -255,11 +252,6 @@ impl Store {
                 if *n == PER_MEMORY || shown.contains(r.text.trim()) {
                     continue;
                 }
-                match passages::without_shown(&r.text, &units) {
-                    None => continue,
-                    Some(std::borrow::Cow::Owned(own)) => r.text = own,
-                    Some(std::borrow::Cow::Borrowed(_)) => {}
-                }
                 let len = budget_units(&r.text);
                 if out.is_empty() && len > filter.max_chars {
                     r.text = passages::window(&r.text, query, &self.thesaurus, filter.max_chars);
@@ -269,7 +261,6 @@ impl Store {
                 }
                 *n += 1;
                 shown.insert(r.text.trim().to_owned());
-                units.extend(passages::shown_units(&r.text).map(str::to_owned));
                 used += budget_units(&r.text);
                 out.push(r);
                 if out.len() == RECALL_ROW_LIMIT || used >= filter.max_chars {

@@ -89,36 +89,6 @@ async fn a_long_session_is_recalled_as_passages_within_the_budget() {
     assert!(total <= 4096, "{total}");
 }
 
-/// A conversation forked or resumed under another session id (Claude Code's `--fork-session`)
-/// is stored again, with its turns: recall showed the same turns twice within the budget, once
-/// from each document (review44 #2). A turn one result showed is left out of the others, and a
-/// result with no turn of its own is not shown.
-#[tokio::test]
-async fn a_forked_conversation_does_not_show_its_turns_twice() {
-    let turn = |i: usize| {
-        format!(
-            "[role: user]\nQuestion {i}: which port does the zephyr{i} service listen on, and who owns it?\n[user:end]\n\n\
-             [role: assistant]\nAnswer {i}: the zephyr{i} service listens on port 80{i:02}; the platform team owns it.\n[assistant:end]"
-        )
-    };
-    let conversation = |n: usize| (0..n).map(turn).collect::<Vec<_>>().join("\n\n");
-    for (original, forked) in [(3, 4), (12, 13)] {
-        let (_d, b) = open().await;
-        let items = vec![
-            item("a", &conversation(original), Some("session-a")),
-            item("b", &conversation(forked), Some("session-b")),
-        ];
-        b.retain(&scope(), &RetainBatch { id: "1".into(), items }).await.unwrap();
-        let results = b.recall(&scope(), &query("which port does the zephyr2 service use?", 1024)).await.unwrap();
-        let all: String = results.iter().map(|r| r.text.as_str()).collect::<Vec<_>>().join("\n\n");
-        for i in 0..forked {
-            let answer = format!("Answer {i}: the zephyr{i} service");
-            assert!(all.matches(&answer).count() <= 1, "{original} turns forked: turn {i} twice in {all}");
-        }
-        assert!(all.contains("Answer 2: the zephyr2 service listens on port 8002"), "{all}");
-    }
-}
-
 #[tokio::test]
 async fn a_new_version_of_a_document_replaces_all_of_its_passages() {
     let (_d, b) = open().await;
