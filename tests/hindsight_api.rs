@@ -249,6 +249,34 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
     assert_eq!(r.status(), 403);
 }
 
+/// A mental model's content is what recall answers: a turn (or paragraph) two results hold is
+/// shown once there too (review48 #1: a forked conversation's copied turns came twice).
+#[tokio::test]
+async fn a_mental_models_content_shows_a_paragraph_once() {
+    let d = Daemon::start(LEXICAL);
+    let rule = "The user prefers tabs over spaces in every Rust file, and rustfmt runs with hard_tabs = true.";
+    let items = json!({"items": [
+        {"content": format!("{rule}\n\nThe user also prefers short commit subjects."), "document_id": "fork"},
+        {"content": rule, "document_id": "original"}
+    ]});
+    let (status, v) = d.post(&bank_path("prefs", "/memories"), items).await;
+    assert_eq!(status, 200, "{v}");
+    let model = json!({"id": "style", "name": "Style", "source_query": "what does the user prefer in Rust files?"});
+    let (status, v) = d.post(&bank_path("prefs", "/mental-models"), model).await;
+    assert_eq!(status, 200, "{v}");
+    let mut content = String::new();
+    for _ in 0..100 {
+        let (_, v) = d.get(&bank_path("prefs", "/mental-models/style?detail=content")).await;
+        if let Some(c) = v["content"].as_str().filter(|c| !c.is_empty()) {
+            content = c.to_owned();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(content.matches(rule).count(), 1, "{content}");
+    assert!(content.contains("short commit subjects"), "{content}");
+}
+
 #[tokio::test]
 async fn banks_and_mental_models_are_kept_and_computed_from_recall() {
     let dir = tempfile::tempdir().unwrap();

@@ -293,16 +293,19 @@ impl HindsightApi {
         match self.recall_query(&model.bank_id, &q).await {
             Ok(mut results) => {
                 results.retain(|r| super::recall::passes(&filter.groups, r.tags.as_deref().unwrap_or_default()));
-                let (mut content, mut used) = (String::new(), 0);
+                let line = |r: &super::RecallResult| format!("- {}\n", r.text.trim());
+                let (mut fitted, mut used) = (Vec::new(), 0);
                 for r in results {
-                    let line = format!("- {}\n", r.text.trim());
-                    let units = mneme_core::text::budget_units(&line);
+                    let units = mneme_core::text::budget_units(&line(&r));
                     // One that does not fit is left out for shorter ones after it.
                     if used + units <= budget {
                         used += units;
-                        content.push_str(&line);
+                        fitted.push(r);
                     }
                 }
+                // As recall answers it: a turn the model shows once (after the fit, see `repeats`).
+                let fitted = mneme_core::repeats::without_repeats(fitted, |r| &mut r.text);
+                let content: String = fitted.iter().map(line).collect();
                 let now = mneme_core::time::rfc3339_millis(SystemTime::now());
                 model.content = Some(content.trim_end().to_owned());
                 model.last_refreshed_at = Some(now.clone());

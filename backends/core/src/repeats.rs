@@ -62,9 +62,25 @@ fn trimmed(text: &str, shown: &[String]) -> Trimmed {
     Trimmed::To(kept.join("\n\n"))
 }
 
-/// The units of a text: split at blank lines, trimmed.
+/// The units of a text: split at blank lines (`\r\n` line ends too), trimmed.
 fn units(text: &str) -> impl Iterator<Item = &str> {
-    text.split("\n\n").map(str::trim).filter(|u| !u.is_empty())
+    let mut units = Vec::new();
+    let (mut start, mut end, mut at) = (None, 0, 0);
+    for line in text.split_inclusive('\n') {
+        if line.trim().is_empty() {
+            if let Some(s) = start.take() {
+                units.push(text[s..end].trim());
+            }
+        } else {
+            start = start.or(Some(at));
+            end = at + line.len();
+        }
+        at += line.len();
+    }
+    if let Some(s) = start {
+        units.push(text[s..end].trim());
+    }
+    units.into_iter()
 }
 
 /// A unit without the marks that say a passage or window starts or ends inside its text.
@@ -130,6 +146,17 @@ mod tests {
         );
         let short = "Done.";
         assert_eq!(answer(&[short, short]), vec![short, short], "the same text twice is the store's to fold");
+    }
+
+    /// Paragraphs written with Windows line ends are units too (review48 #2).
+    #[test]
+    fn crlf_paragraphs_are_units() {
+        let long = "The platform team owns the zephyr service and answers its pages within the hour, day or night.";
+        let with = format!("A note from the wiki:\r\n\r\n{long}\r\n\r\nAnd the rota lives in the ops wiki.");
+        assert_eq!(
+            answer(&[long, &with]),
+            vec![long.to_owned(), "A note from the wiki:\n\nAnd the rota lives in the ops wiki.".to_owned()]
+        );
     }
 
     /// A passage's opening (marked `… `) goes when an earlier unit holds it word for word, and is
