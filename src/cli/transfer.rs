@@ -436,7 +436,6 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         }
     }
     let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
-    let count = read;
     for chunk in chunks {
         let memories = chunk.memories.into_iter().map(|l| l.memory).collect();
         let answer: Imported = client.post("/v1/import", &ImportBody { memories }).await.map_err(|e| {
@@ -448,7 +447,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
             let done = total.received;
             let verb = if total.imported.is_some() { "imported" } else { "sent" };
             e.with_note(&format!(
-                "; {done} of the file's {count} memories were {verb} before that: the same command again imports the rest (those already there are counted as such)"
+                "; {done} of the file's {read} memories were {verb} before that: the same command again imports the rest (those already there are counted as such)"
             ))
         })?;
         total.received += answer.received;

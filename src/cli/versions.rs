@@ -39,21 +39,22 @@ impl Written {
 }
 
 impl TargetVersions {
-    /// Takes out of `memories` the documents the target holds a newer version of (its newest
-    /// memory dated later than the source's newest, and none of `copied`, the ids this migration
-    /// read, in earlier runs too, nor of `memories`); returns how many documents that was (not counted before), and
-    /// how many memories. A document the target holds some of `copied` of is this migration's
-    /// copy: Hindsight lists newest first, so a document across a cut, or across two pages of a
-    /// run repeated after a copy was done, had its newest memories there, and the rest, older,
-    /// was left out; and so after a client appended to it between two runs.
+    /// Takes out of `memories` the documents the target holds a newer version of: its newest
+    /// memory dated later than the source's newest, and none of `copied` (the ids this migration
+    /// read, in earlier runs too) nor of `memories` among its memories. Returns how many documents
+    /// that was (not counted before), and how many memories.
+    ///
+    /// A document the target holds some of those ids of is this migration's copy: Hindsight lists
+    /// newest first, so a document across a cut, or across two pages of a run repeated after a
+    /// copy was done, had its newest memories there (and they took the older rest for a version
+    /// of their own); so after a client appended to it between two runs.
     pub(super) async fn keep_newer(
         &mut self,
         target: &dyn MemoryBackend,
         memories: &mut Vec<StoredMemory>,
         copied: &HashSet<String>,
     ) -> Result<(u64, u64), BackendError> {
-        let mut source: HashMap<(String, String), Written> = HashMap::new();
-        note_newest(&mut source, memories, |m, document| (m.bank.clone(), document.to_owned()));
+        let source = newest_of_each_document(memories);
         let mut older: HashSet<(String, String)> = HashSet::new();
         // The ids of these memories too: a run after one that was done no longer has the ids it
         // read, and the target's copy of a document holds them.
@@ -108,23 +109,16 @@ impl TargetVersions {
     }
 }
 
-/// Notes in `newest`, under `key`, the newest date of each document among `memories`.
-fn note_newest<K: std::hash::Hash + Eq>(
-    newest: &mut HashMap<K, Written>,
-    memories: &[StoredMemory],
-    key: impl Fn(&StoredMemory, &str) -> K,
-) {
+/// The newest date of each document (by bank) among `memories`.
+fn newest_of_each_document(memories: &[StoredMemory]) -> HashMap<(String, String), Written> {
+    let mut newest: HashMap<(String, String), Written> = HashMap::new();
     for m in memories {
         let Some(document) = document_of(m) else { continue };
         let written = Written::of(m);
-        match newest.entry(key(m, document)) {
-            std::collections::hash_map::Entry::Occupied(mut e) if written > *e.get() => {
-                e.insert(written);
-            }
-            std::collections::hash_map::Entry::Occupied(_) => {}
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(written);
-            }
+        let at = newest.entry((m.bank.clone(), document.to_owned())).or_insert_with(|| written.clone());
+        if written > *at {
+            *at = written;
         }
     }
+    newest
 }

@@ -298,7 +298,7 @@ impl Sessions {
                 }
             }
             // Only the new turns are stored: a stray close hides what precedes it of them.
-            return self.retain_tail(&session, &history, &cleaned.into_kept(0), user_turns).await;
+            return self.retain_tail(&session, &history, &cleaned.into_kept(), user_turns).await;
         }
         let mut placement = place_in_part(&session.turn_prints, &seen);
         let reply_print = last_reply_print(&history, &cleaned.each);
@@ -399,7 +399,7 @@ impl Sessions {
                 if prints.len() > session.turn_prints.len() {
                     self.update(&session.id, |s| s.turn_prints = prints);
                 }
-                return self.retain_tail(session, &history, &cleaned.into_kept(0), k as i64 + user_turns).await;
+                return self.retain_tail(session, &history, &cleaned.into_kept(), k as i64 + user_turns).await;
             }
             Placement::StartsOver => {
                 // The new part begins inside the spans the last transcript left open (a client
@@ -412,7 +412,7 @@ impl Sessions {
                 let cleaned = cleaned_each(settings, &history, carried);
                 let open_at_end = cleaned.open_at_end;
                 let prints = user_prints(&cleaned.each, &history);
-                let each = cleaned.into_kept(0);
+                let each = cleaned.into_kept();
                 // Turn after turn from a client that sends a turn at a time, the history is all
                 // new; else its first turns may be the part's (compacted to the first prompt and a
                 // summary, edited after them): those are in the old part's document.

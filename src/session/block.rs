@@ -31,7 +31,7 @@ pub(super) fn query_for(
         let query = query.trim();
         return (!query.is_empty()).then(|| query.to_owned());
     }
-    let each = cleaned_each(settings, history, carried.before).into_kept(0);
+    let each = cleaned_each(settings, history, carried.before).into_kept();
     // The latest prompt as it stands in the history (a span an earlier message opened may hide
     // its start), else on its own.
     let at = history.iter().rposition(|m| is_the_prompt(m, latest));

@@ -68,9 +68,9 @@ impl Sessions {
     /// Holds the turns of the sessions whose conversation `document` of `bank` is (see
     /// [`Sessions::forgotten`]) while it is forgotten: an agent-end that read the session before
     /// the forget and queued its transcript after the forget's discard stored the forgotten
-    /// turns again. Held until dropped, after `forgotten`.
-    /// Those of ended sessions too: one started again meanwhile read its record before it was
-    /// marked, and stored the forgotten turns again.
+    /// turns again. Held until dropped, after `forgotten`. Those of ended sessions too: one
+    /// started again meanwhile read its record before it was marked, and stored the forgotten
+    /// turns again.
     pub async fn hold_conversations(&self, bank: &str, document: &str) -> HeldTurns {
         let ids: Vec<String> = {
             let map = self.inner.map.locked();
@@ -83,7 +83,8 @@ impl Sessions {
     }
 
     /// Marks the records of the ended sessions among `ids` that `erased` picks as erased (see
-    /// [`Ended::erased`]). The caller holds their turns.
+    /// [`Ended::erased`]). The caller holds their turns; each record is read under them (a clear
+    /// listed them before: an end in between wrote a newer one, which this keeps).
     async fn erase_ended(&self, ids: Vec<String>, erased: impl Fn(&Ended) -> bool) {
         let spool = &self.inner.spool;
         for id in ids {

@@ -90,12 +90,11 @@ impl Cleaned {
         (self.each, froms)
     }
 
-    /// What may be stored: `each`, with the messages from `from` that a stray close hides taken
-    /// out (those before `from` are retained already, and stay as they were stored).
-    pub(super) fn into_kept(mut self, from: usize) -> Vec<Option<Message>> {
-        if from < self.hidden_before {
-            self.each[from..self.hidden_before].fill(None);
-        }
+    /// What may be stored of a history none of which is retained yet (a new part, a window):
+    /// `each`, with the messages a stray close hides taken out. (A history whose start is
+    /// retained keeps what each close hid, see [`Cleaned::into_kept_by_closes`].)
+    pub(super) fn into_kept(mut self) -> Vec<Option<Message>> {
+        self.each[..self.hidden_before].fill(None);
         self.each
     }
 }

@@ -26,7 +26,7 @@ pub fn without_repeats<T>(items: Vec<T>, text: fn(&mut T) -> &mut String) -> Vec
             Trimmed::Nothing => continue,
         }
         // A passage's opening is not noted: the passage it comes from keeps its own turns.
-        shown.extend(units(t).filter(|u| unmarked(u).len() == u.len()).map(str::to_owned));
+        shown.extend(units(t).into_iter().filter(|u| unmarked(u).len() == u.len()).map(str::to_owned));
         out.push(item);
     }
     out
@@ -42,7 +42,7 @@ fn trimmed(text: &str, shown: &[String]) -> Trimmed {
     if shown.is_empty() {
         return Trimmed::Whole;
     }
-    let units: Vec<&str> = units(text).collect();
+    let units = units(text);
     let goes = |u: &&str| {
         let own = unmarked(u);
         if own.len() < u.len() {
@@ -63,7 +63,7 @@ fn trimmed(text: &str, shown: &[String]) -> Trimmed {
 }
 
 /// The units of a text: split at blank lines (`\r\n` line ends too), trimmed.
-fn units(text: &str) -> impl Iterator<Item = &str> {
+fn units(text: &str) -> Vec<&str> {
     let mut units = Vec::new();
     let (mut start, mut end, mut at) = (None, 0, 0);
     for line in text.split_inclusive('\n') {
@@ -80,7 +80,7 @@ fn units(text: &str) -> impl Iterator<Item = &str> {
     if let Some(s) = start {
         units.push(text[s..end].trim());
     }
-    units.into_iter()
+    units
 }
 
 /// A unit without the marks that say a passage or window starts or ends inside its text.
