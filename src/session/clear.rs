@@ -45,7 +45,9 @@ impl Sessions {
         self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Some(document) = document {
             let ids = sessions_of_document(document).map(str::to_owned).collect();
-            self.erase_ended(ids, |e| bank.is_none_or(|b| e.scope.as_ref().is_none_or(|s| s.bank == b))).await;
+            let bank = bank.map(str::to_owned);
+            let of_bank = move |e: &Ended| bank.as_ref().is_none_or(|b| e.scope.as_ref().is_none_or(|s| &s.bank == b));
+            self.erase_ended(ids, of_bank).await;
         }
         self.update_each_after_erasure(|s| {
             if bank.is_some_and(|b| s.scope.bank != b) {
@@ -83,28 +85,23 @@ impl Sessions {
     }
 
     /// Marks the records of the ended sessions among `ids` that `erased` picks as erased (see
-    /// [`Ended::erased`]). The caller holds their turns; each record is read under them (a clear
-    /// listed them before: an end in between wrote a newer one, which this keeps).
-    async fn erase_ended(&self, ids: Vec<String>, erased: impl Fn(&Ended) -> bool) {
-        let spool = &self.inner.spool;
-        for id in ids {
-            let record = match spool.record(ENDED_RECORD, &id).await {
-                Ok(Some(record)) => record,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(session = id, "cannot read the ended session's record after a deletion: {e}");
-                    continue;
-                }
-            };
-            let Ok(mut ended) = serde_json::from_str::<Ended>(&record) else { continue };
+    /// [`Ended::erased`]), in one spool transaction. The caller holds their turns; each record is
+    /// read under them (a clear listed them before: an end in between wrote a newer one, which
+    /// this keeps).
+    async fn erase_ended(&self, ids: Vec<String>, erased: impl Fn(&Ended) -> bool + Send + 'static) {
+        if ids.is_empty() {
+            return;
+        }
+        let marked = self.inner.spool.change_records(ENDED_RECORD, ids, move |record| {
+            let mut ended = serde_json::from_str::<Ended>(record).ok()?;
             if ended.erased || !erased(&ended) {
-                continue;
+                return None;
             }
             ended.erased = true;
-            let record = serde_json::to_string(&ended).expect("plain data serializes");
-            if let Err(e) = spool.save_record(ENDED_RECORD, &id, record).await {
-                tracing::warn!(session = id, "cannot mark the ended session's conversation as deleted: {e}");
-            }
+            Some(serde_json::to_string(&ended).expect("plain data serializes"))
+        });
+        if let Err(e) = marked.await {
+            tracing::warn!("cannot mark the ended sessions' conversations as deleted: {e}");
         }
     }
 
@@ -176,8 +173,11 @@ impl Sessions {
             cleared.map(|s| s.id.clone()).collect()
         };
         // Ended sessions of the scope too: started again, they stored the cleared turns again.
-        let in_scope = |e: &Ended| req.all || e.scope.as_ref() == Some(&scope);
-        let ended = self.ended_sessions(in_scope).await;
+        let in_scope = {
+            let (all, scope) = (req.all, scope.clone());
+            move |e: &Ended| all || e.scope.as_ref() == Some(&scope)
+        };
+        let ended = self.ended_sessions(in_scope.clone()).await;
         ids.extend(ended.iter().cloned());
         let _turns = self.hold_turns(ids).await;
         let queue = &self.inner.queue;

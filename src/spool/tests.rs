@@ -263,4 +263,26 @@ async fn records_are_refused_once_the_spool_file_is_gone() {
     assert!(matches!(spool.save_record("model", "b/n", "{}".into()).await, Err(SpoolError::Gone { .. })));
     assert!(matches!(spool.delete_record("model", "b/m").await, Err(SpoolError::Gone { .. })));
     assert!(matches!(spool.delete_records("model").await, Err(SpoolError::Gone { .. })));
+    let changed = spool.change_records("model", vec!["b/m".into()], |_| Some("{}".into())).await;
+    assert!(matches!(changed, Err(SpoolError::Gone { .. })));
+}
+
+/// Records changed together: each one there is, as `change` answers; one it leaves, or that is
+/// not there, stays as it was; one of another kind is not touched.
+#[tokio::test]
+async fn records_are_changed_together_as_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    for key in ["a", "b", "c"] {
+        spool.save_record("ended", key, format!("{key}0")).await.unwrap();
+    }
+    spool.save_record("model", "a", "m0".into()).await.unwrap();
+    let keys = ["a", "b", "missing", "c"].map(String::from).to_vec();
+    let changed = spool.change_records("ended", keys, |r| (r != "b0").then(|| r.replace('0', "1"))).await.unwrap();
+    assert_eq!(changed, 2);
+    let records = spool.records("ended", "").await.unwrap();
+    let expected = [("a", "a1"), ("b", "b0"), ("c", "c1")].map(|(k, r)| (k.to_owned(), r.to_owned()));
+    assert_eq!(records, expected.to_vec());
+    assert_eq!(spool.record("model", "a").await.unwrap().as_deref(), Some("m0"));
+    assert_eq!(spool.record("ended", "missing").await.unwrap(), None);
 }
