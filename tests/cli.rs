@@ -173,9 +173,9 @@ fn a_storage_dir_changed_under_a_running_daemon_is_said() {
     // On the daemon's own address it answers, but its token is not in the new dir.
     let out =
         d.cli().env("MNEME_STORAGE__DIR", &moved).env("MNEME_SERVER__LISTEN", &d.addr).arg("status").output().unwrap();
-    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("keeps its token elsewhere") && err.contains("storage.dir changed"), "{err}");
+    assert!(err.contains("keeps its token elsewhere") && err.contains("storage.dir was changed"), "{err}");
 }
 
 /// A config that is a FIFO (no writer) is read by no command: with no daemon to reach, `status`

@@ -171,9 +171,11 @@ impl Client {
         }
         let token = crate::files::read_regular(&token_path)
             .map_err(|e| match e.kind() {
-                // A daemon answers, yet never wrote its token here: it runs on another dir.
-                std::io::ErrorKind::NotFound => CliError::Other(format!(
-                    "the daemon at {addr} keeps its token elsewhere: there is none at {} (was storage.dir changed after it started? restart it to apply)",
+                // A daemon answers, yet never wrote its token here: it runs on another dir, or
+                // is another user's. None of this config's runs, and nothing was sent: exit 3,
+                // as for a daemon that proves another token (it was exit 1).
+                std::io::ErrorKind::NotFound => CliError::NotRunning(format!(
+                    "no mneme daemon of this config is running: the daemon at {addr} keeps its token elsewhere, there is none at {} (another storage dir's daemon or another user's; or storage.dir was changed after it started: restart it to apply)",
                     token_path.display()
                 )),
                 _ => CliError::Other(format!("cannot read the token {}: {e}", token_path.display())),
