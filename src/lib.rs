@@ -24,6 +24,7 @@ pub mod daemon;
 pub mod files;
 pub mod hindsight_api;
 pub mod ids;
+pub mod json_text;
 pub mod lock;
 pub mod metrics;
 pub mod notices;

@@ -705,3 +705,19 @@ async fn an_unpaired_surrogate_is_read_as_a_replacement_character() {
     let r = post("/hindsight/v1/default/banks/mneme/memories/recall", r#"{"query": "rocket \ud83d"}"#).await.unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
 }
+
+/// An unknown session's long id is quoted cut, as every error quotes a long value: a flush or a
+/// clear naming one of 200,000 characters answered 600 KB of error.
+#[tokio::test]
+async fn an_unknown_sessions_long_id_is_quoted_cut() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let id = "大".repeat(200_000);
+    for (path, body) in
+        [("/v1/flush", json!({"session_id": id})), ("/v1/clear", json!({"session_id": id, "remote": false}))]
+    {
+        let (status, v) = d.post(path, body).await;
+        assert_eq!((status, v["error"]["code"].as_str()), (404, Some("unknown_session")), "{path}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.len() < 1_000 && message.contains("(200000 characters)"), "{path}: {} bytes", message.len());
+    }
+}

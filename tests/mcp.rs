@@ -408,6 +408,26 @@ async fn a_stateless_client_is_answered_without_a_session() {
     assert_eq!(legacy.status(), 400);
 }
 
+/// Half an emoji in a tool's argument (`\ud83d`, text cut by UTF-16 units) is read as U+FFFD,
+/// as every other route reads it: the message was refused whole ("Parse error", id null), and
+/// the memory was not stored.
+#[tokio::test]
+async fn a_tool_call_with_half_an_emoji_is_read() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let mut message = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "retain", "arguments": {"content": "the rocket HALF launches at noon"}}});
+    message["params"]["_meta"] = stateless_meta();
+    let body = serde_json::to_string(&message).unwrap().replace("HALF", r"\ud83d");
+    let called = stateless(&d, "tools/call", message).body(body).send().await.unwrap();
+    let status = called.status();
+    let body = called.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("1 memory queued.") && body.contains("\"id\":4"), "{body}");
+    d.post("/v1/flush", json!({})).await;
+    let (_, v) = d.get("/v1/export").await;
+    assert_eq!(v["memories"][0]["content"], "the rocket \u{fffd} launches at noon", "{v}");
+}
+
 /// A Hindsight server that takes connections and never answers: a recall through it stays in
 /// progress until the daemon stops.
 async fn silent_server() -> String {

@@ -135,7 +135,6 @@ async fn export_then_import_is_lossless_and_idempotent() {
     assert!(said.contains("bad.jsonl:2: not UTF-8"), "{said}");
 }
 
-/// `mneme import` keeps each request within the daemon's body limit: memories that fit one by
 /// Writes `lines` to `file` and imports it with the CLI; what it said, once it succeeded.
 fn import_lines(d: &Daemon, file: &std::path::Path, lines: &[String]) -> String {
     std::fs::write(file, lines.join("\n")).unwrap();
@@ -144,6 +143,7 @@ fn import_lines(d: &Daemon, file: &std::path::Path, lines: &[String]) -> String 
     stdout(&out).trim().to_owned()
 }
 
+/// `mneme import` keeps each request within the daemon's body limit: memories that fit one by
 /// one are all imported, and one that cannot fit is named (file and line) before anything is sent.
 #[tokio::test]
 async fn import_requests_stay_within_the_body_limit() {
@@ -181,6 +181,20 @@ async fn import_requests_stay_within_the_body_limit() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("bad-date.jsonl:3: created_at must be an RFC 3339 date-time"), "{err}");
+    // A long one is quoted cut (it was repeated whole: 600 KB of error for a 600 KB date).
+    late["created_at"] = json!("大".repeat(5_000));
+    std::fs::write(&bad_date, format!("{late}\n")).unwrap();
+    let out = d.cli().arg("import").arg(&bad_date).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.len() < 1_000 && err.contains("(5000 characters)"), "{err}");
+    // Half an emoji (`\ud83d`: a text cut by UTF-16 units) is read as U+FFFD, as the daemon's
+    // import reads it: the file was refused whole.
+    let half = d.dir.path().join("half.jsonl");
+    let line = memory(12, 100).to_string().replace("note 12", r"note \ud83d 12");
+    assert_eq!(import_lines(&d, &half, &[line]), "Imported 1 of 1 memories (0 already there).");
+    let (_, v) = d.get("/v1/memories/big-12").await;
+    assert!(v["memory"]["content"].as_str().is_some_and(|c| c.starts_with("note \u{fffd} 12")), "{v}");
     let (_, v) = d.get("/v1/memories/big-10").await;
     assert_eq!(v["error"]["code"], "not_found", "nothing was imported: {v}");
 

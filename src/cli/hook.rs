@@ -53,18 +53,59 @@ const EVENT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The event on stdin: one JSON value, read without waiting for the end of stdin (a caller that
 /// kept the pipe open after a whole event held the hook for as long), and for at most
-/// [`EVENT_WAIT`] (the read goes on in a thread the hook's exit ends).
+/// [`EVENT_WAIT`] (the read goes on in a thread the hook's exit ends). Half an emoji in it
+/// (`\ud83d`) is read as U+FFFD, as the daemon reads it: refused, the event was dropped whole
+/// (no recall for its prompt, nothing retained of its turn).
 fn read_event() -> Result<Value, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let stdin = std::io::BufReader::new(std::io::stdin().lock().take(MAX_EVENT_BYTES));
-        let _ = tx.send(serde_json::Deserializer::from_reader(stdin).into_iter::<Value>().next());
+        let _ = tx.send(read_one_value(std::io::stdin().lock().take(MAX_EVENT_BYTES)));
     });
     match rx.recv_timeout(EVENT_WAIT) {
         Ok(Some(Ok(event))) => Ok(event),
         Ok(Some(Err(e))) => Err(format!("the event on stdin is not JSON: {e}")),
         Ok(None) => Err("no event on stdin".into()),
         Err(_) => Err(format!("no whole event on stdin within {EVENT_WAIT:?}")),
+    }
+}
+
+/// The first JSON value `input` holds, read as it comes; one refused for an unpaired surrogate
+/// escape is read again from the bytes read so far, and more, until it is whole.
+fn read_one_value(input: impl std::io::Read) -> Option<serde_json::Result<Value>> {
+    let mut kept = Kept { input, bytes: Vec::new() };
+    let refused = match serde_json::Deserializer::from_reader(std::io::BufReader::new(&mut kept)).into_iter().next()? {
+        Ok(value) => return Some(Ok(value)),
+        Err(e) if e.is_eof() || !e.to_string().contains("surrogate") && !e.to_string().contains("hex escape") => {
+            return Some(Err(e))
+        }
+        Err(e) => e,
+    };
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let mended = crate::json_text::lone_surrogates_mended(&kept.bytes).unwrap_or_else(|| kept.bytes.clone());
+        match serde_json::Deserializer::from_slice(&mended).into_iter::<Value>().next() {
+            Some(Ok(value)) => return Some(Ok(value)),
+            Some(Err(e)) if e.is_eof() => {}
+            _ => return Some(Err(refused)),
+        }
+        match std::io::Read::read(&mut kept.input, &mut chunk) {
+            Ok(0) | Err(_) => return Some(Err(refused)),
+            Ok(n) => kept.bytes.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// A reader that keeps what it read.
+struct Kept<R> {
+    input: R,
+    bytes: Vec<u8>,
+}
+
+impl<R: std::io::Read> std::io::Read for Kept<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.input.read(buf)?;
+        self.bytes.extend_from_slice(&buf[..n]);
+        Ok(n)
     }
 }
 
@@ -397,6 +438,20 @@ fn hook_budget(event: &str, payload: &Value, settings: &Settings) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    /// An event with half an emoji is read, U+FFFD in its place; the first value is taken
+    /// whatever follows it; what is no JSON stays refused.
+    #[test]
+    fn an_event_is_read_with_half_an_emoji() {
+        let read = |bytes: &[u8]| super::read_one_value(bytes);
+        let event = read(br#"{"prompt": "cut \ud83d", "n": [1, 2]} {"next": 1}"#).unwrap().unwrap();
+        assert_eq!(event, serde_json::json!({"prompt": "cut \u{fffd}", "n": [1, 2]}));
+        let event = read(br#"{"prompt": "a pair \ud83d\ude00"}"#).unwrap().unwrap();
+        assert_eq!(event["prompt"], "a pair \u{1f600}");
+        assert!(read(br#"{"prompt": "cut \ud83d", }"#).unwrap().is_err());
+        assert!(read(br#"{"prompt": "cut \ud83d"#).unwrap().is_err());
+        assert!(read(b"").is_none());
+    }
+
     /// The cached block goes, the guide that names its tag stays, and a memory in the block
     /// holding a line with an unclosed tag does not move the cut.
     #[test]

@@ -391,7 +391,8 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
             continue;
         }
         // Its error quotes the line: not when it holds private text, as the daemon answers.
-        let memory: StoredMemory = serde_json::from_str(line).map_err(|e| {
+        // Half an emoji (`\ud83d`) is read as U+FFFD, as the daemon reads its import.
+        let memory: StoredMemory = crate::json_text::from_slice_mended(line.as_bytes()).map_err(|e| {
             let said = crate::daemon::quoting_request(e.to_string(), line.as_bytes());
             CliError::Other(format!("{}:{}: not a memory line: {said}", file.display(), i + 1))
         })?;

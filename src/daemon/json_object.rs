@@ -69,7 +69,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ObjectJson<T> {
         // Half an emoji (a client's text cut by UTF-16 units, as JavaScript's `slice` cuts it),
         // which JSON.stringify writes as `\ud83d`: read as U+FFFD, as the Hindsight server reads
         // it. Refused, a client's recall failed, and every later turn of a session sent with it.
-        if let Some(mended) = lone_surrogates_mended(&bytes) {
+        if let Some(mended) = crate::json_text::lone_surrogates_mended(&bytes) {
             if let Ok(axum::Json(value)) = axum::Json::<T>::from_bytes(&mended) {
                 return Ok(ObjectJson(value));
             }
@@ -81,62 +81,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ObjectJson<T> {
     }
 }
 
-/// A JSON text with each `\u` escape of an unpaired UTF-16 surrogate written as `\uFFFD`; `None`
-/// when it holds none. (Other escapes are passed over whole, so `\\ud83d`, an escaped backslash
-/// before `ud83d`, is no escape of a surrogate.)
-pub(crate) fn lone_surrogates_mended(json: &[u8]) -> Option<Vec<u8>> {
-    let unit_at = |i: usize| -> Option<u16> {
-        if json.get(i) != Some(&b'\\') || json.get(i + 1) != Some(&b'u') {
-            return None;
-        }
-        u16::from_str_radix(std::str::from_utf8(json.get(i + 2..i + 6)?).ok()?, 16).ok()
-    };
-    let (mut out, mut mended, mut i) = (Vec::with_capacity(json.len()), false, 0);
-    while i < json.len() {
-        if json[i] != b'\\' {
-            out.push(json[i]);
-            i += 1;
-            continue;
-        }
-        let len = match unit_at(i) {
-            Some(0xD800..=0xDBFF) if matches!(unit_at(i + 6), Some(0xDC00..=0xDFFF)) => 12,
-            Some(0xD800..=0xDFFF) => {
-                out.extend_from_slice(b"\\uFFFD");
-                mended = true;
-                i += 6;
-                continue;
-            }
-            Some(_) => 6,
-            None => 2,
-        };
-        let end = (i + len).min(json.len());
-        out.extend_from_slice(&json[i..end]);
-        i = end;
-    }
-    mended.then_some(out)
-}
-
 /// `application/json` or `application/…+json`, as `axum::Json` takes them.
 fn json_content_type(headers: &HeaderMap) -> bool {
     let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
     let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
     essence.strip_prefix("application/").is_some_and(|sub| sub == "json" || sub.ends_with("+json"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::lone_surrogates_mended;
-
-    #[test]
-    fn unpaired_surrogates_are_mended_and_nothing_else() {
-        let mended = |s: &str| lone_surrogates_mended(s.as_bytes()).map(|b| String::from_utf8(b).unwrap());
-        assert_eq!(mended(r#"{"q": "go \ud83d"}"#).as_deref(), Some(r#"{"q": "go \uFFFD"}"#));
-        assert_eq!(mended(r#"{"q": "\udc00 x \ud800\u0041"}"#).as_deref(), Some(r#"{"q": "\uFFFD x \uFFFD\u0041"}"#));
-        assert_eq!(mended(r#"{"q": "a pair \ud83d\ude80 stays"}"#), None);
-        assert_eq!(mended(r#"{"q": "an escaped backslash \\ud83d"}"#), None);
-        assert_eq!(mended(r#"{"q": "cut \ud8"#), None);
-        let v: serde_json::Value =
-            serde_json::from_slice(&lone_surrogates_mended(br#"{"q": "go \ud83d"}"#).unwrap()).unwrap();
-        assert_eq!(v["q"], "go \u{fffd}");
-    }
 }

@@ -410,8 +410,8 @@ pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<ImportProblem> {
         return problem(
             Some("created_at"),
             format!(
-                "must be an RFC 3339 date-time (like 2026-01-02T03:04:05Z), found {:?}",
-                mneme_core::text::strip_private(&m.created_at)
+                "must be an RFC 3339 date-time (like 2026-01-02T03:04:05Z), found {}",
+                mneme_core::text::quoted_unless_private(&mneme_core::text::strip_private(&m.created_at))
             ),
         );
     }

@@ -65,7 +65,8 @@ const MAX_ID_LEN: usize = 256;
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     /// No session with that id.
-    #[error("unknown session {0:?}; start it with POST /v1/sessions")]
+    /// (A long id is quoted cut: an error's length stays bounded.)
+    #[error("unknown session {}; start it with POST /v1/sessions", mneme_core::text::quoted_unless_private(.0))]
     NotFound(String),
     /// The caller sent something unusable.
     #[error("{0}")]

@@ -127,46 +127,7 @@ fn parse_line(line: &[u8]) -> Option<Value> {
     if let Ok(v) = serde_json::from_slice(line) {
         return Some(v);
     }
-    let text = String::from_utf8_lossy(line);
-    serde_json::from_str(&without_lone_surrogates(&text)).ok()
-}
-
-/// `json` with each `\uXXXX` escape of a surrogate that is not half of a pair replaced by
-/// `\ufffd` (an escaped backslash before a `u` is no escape).
-fn without_lone_surrogates(json: &str) -> std::borrow::Cow<'_, str> {
-    let bytes = json.as_bytes();
-    let escape_at = |i: usize| -> Option<u16> {
-        let hex = json.get(i + 2..i + 6)?;
-        (bytes.get(i + 1) == Some(&b'u')).then(|| u16::from_str_radix(hex, 16).ok()).flatten()
-    };
-    let mut out = String::new();
-    let (mut i, mut copied) = (0, 0);
-    while i < bytes.len() {
-        if bytes[i] != b'\\' {
-            i += 1;
-            continue;
-        }
-        let Some(unit) = escape_at(i) else {
-            i += 2; // another escape: the character after the backslash is taken with it
-            continue;
-        };
-        let pair = (0xD800..0xDC00).contains(&unit) && escape_at(i + 6).is_some_and(|u| (0xDC00..0xE000).contains(&u));
-        if pair {
-            i += 12;
-        } else if (0xD800..0xE000).contains(&unit) {
-            out.push_str(&json[copied..i]);
-            out.push_str("\\ufffd");
-            i += 6;
-            copied = i;
-        } else {
-            i += 6;
-        }
-    }
-    if copied == 0 {
-        return std::borrow::Cow::Borrowed(json);
-    }
-    out.push_str(&json[copied..]);
-    std::borrow::Cow::Owned(out)
+    crate::json_text::from_slice_mended(String::from_utf8_lossy(line).as_bytes()).ok()
 }
 
 /// How many `<private>` spans the messages on the lines left unread leave open: those starting

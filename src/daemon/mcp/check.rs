@@ -108,6 +108,11 @@ pub(super) async fn check_message(
         (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
     };
     let refused = |rpc_code: i64, message: &str| refused_request(serde_json::Value::Null, rpc_code, message);
+    // Half an emoji (`\ud83d`, a client's text cut by UTF-16 units) is read as U+FFFD, as every
+    // other route reads it: the library refused the message whole ("Parse error"), and the memory
+    // was not stored. (Such an escape is in no JSON serde_json reads, and its mend keeps its
+    // length: the body's length stays right.)
+    let bytes = crate::json_text::lone_surrogates_mended(&bytes).map_or(bytes, Into::into);
     let (initialize, stateless, tool_problem, primed) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Err(e) => return refused(-32700, &format!("Parse error: the body is not JSON ({e})")),
         Ok(serde_json::Value::Object(m))
