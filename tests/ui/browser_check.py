@@ -636,13 +636,18 @@ def run_tabs(d, b):
     long_id, long_tag = "sha256-" + "ab12cd34ef" * 30, "ticket:" + "x" * 200
     status, v = d.api("POST", "/v1/import", {"memories": [
         {"id": "long-words", "bank": page["memories"][0]["bank"], "content": "a memory with long words around it",
-         "document_id": long_id, "tags": [long_tag], "created_at": "2026-12-01T10:00:00Z"}]})
+         "document_id": long_id, "tags": [long_tag], "created_at": "2026-12-01T10:00:00Z"},
+        # A Hebrew note ("Hello! We deploy with cargo-dist.") reads right to left.
+        {"id": "rtl", "bank": page["memories"][0]["bank"], "content": "שלום! אנחנו פורסים עם cargo-dist.",
+         "created_at": "2026-12-01T10:00:01Z"}]})
     assert status == 200, v
     d.api("POST", "/v1/flush", {"wait": True})
     b.go(d.url + "/ui/")
     b.wait("return [...document.querySelectorAll('#list .item')].some(e => e.textContent.includes('long words'))",
            "the memory with long words")
     wide = b.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    rtl = b.js("const e = document.querySelector('#list .item[data-id=\"rtl\"] .text');"
+               "return e && getComputedStyle(e).direction")
     # The confirmation to delete its document names the id whole, within the dialog.
     b.click('#list .item[data-id="long-words"]')
     b.wait("return document.getElementById('detail').dataset.id === 'long-words'", "the long memory's detail")
@@ -651,7 +656,8 @@ def run_tabs(d, b):
     dialog = b.js("const d = document.getElementById('confirm'); return d.scrollWidth - d.clientWidth")
     b.click("#confirm-cancel")
     d.api("DELETE", "/v1/memories/long-words")
-    step("long-words", overflow=wide, dialog_overflow=dialog)
+    d.api("DELETE", "/v1/memories/rtl")
+    step("long-words", overflow=wide, dialog_overflow=dialog, rtl_direction=rtl)
 
 
 def run_other_origin(d, b, scope, fact_id):

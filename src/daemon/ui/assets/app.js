@@ -1,5 +1,6 @@
 // mneme's web view: plain DOM, no framework, no build step. Every piece of stored text is put
-// in the page with textContent, never as HTML.
+// in the page with textContent, never as HTML. What a user wrote is laid out in its own
+// direction (dir="auto"): a Hebrew or Arabic memory reads right to left.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -132,7 +133,7 @@ function confirmDelete(text) {
 }
 
 function facts(dl, rows) {
-  dl.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+  dl.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { dir: 'auto' }, v)]));
 }
 
 // ---------- views ----------
@@ -209,9 +210,9 @@ function memoryItem(m, extra) {
       h('span', {}, when(m.at)),
       m.kind ? h('span', { class: 'chip' }, m.kind) : null,
       m.bank ? h('span', {}, m.bank) : null,
-      (m.tags || []).map((t) => h('span', { class: 'chip' }, t)),
-      m.doc ? h('span', { title: 'document' }, `doc ${m.doc}`) : null),
-    h('div', { class: 'text' }, m.text)));
+      (m.tags || []).map((t) => h('span', { class: 'chip', dir: 'auto' }, t)),
+      m.doc ? h('span', { title: 'document', dir: 'auto' }, `doc ${m.doc}`) : null),
+    h('div', { class: 'text', dir: 'auto' }, m.text)));
 }
 
 async function loadList(cursor) {
@@ -310,7 +311,7 @@ async function showDetail(id, bank) {
     ['document', m.document_id ? `${m.document_id} (${d.document_memories} ${d.document_memories === 1 ? 'memory' : 'memories'})` : '—'],
   ]);
   const passages = d.passages.length > 1
-    ? [h('h3', {}, `Passages (${d.passages.length}) — what recall ranks`), h('ol', { class: 'passages' }, d.passages.map((p) => h('li', {}, p)))]
+    ? [h('h3', {}, `Passages (${d.passages.length}) — what recall ranks`), h('ol', { class: 'passages' }, d.passages.map((p) => h('li', { dir: 'auto' }, p)))]
     : [];
   const buttons = h('div', { class: 'row' },
     h('button', { type: 'button', class: 'danger', id: 'forget-memory', onclick: () => forgetMemory(m).catch(fail) }, 'Delete memory'),
@@ -318,7 +319,7 @@ async function showDetail(id, bank) {
       onclick: () => forgetDocument(m, d.document_memories).catch(fail) }, `Delete document (${d.document_memories})`) : null,
     h('button', { type: 'button', onclick: closeDetail }, 'Close'));
   const detail = $('detail');
-  detail.replaceChildren(h('h2', {}, 'Memory'), dl, h('h3', {}, 'Content'), h('pre', { id: 'detail-content' }, m.content), ...passages, buttons);
+  detail.replaceChildren(h('h2', {}, 'Memory'), dl, h('h3', {}, 'Content'), h('pre', { id: 'detail-content', dir: 'auto' }, m.content), ...passages, buttons);
   detail.dataset.id = m.id;
   detail.hidden = false;
   detail.focus();
@@ -365,7 +366,7 @@ async function loadQueue() {
     : 'No delivery since the daemon started.';
   $('retry').disabled = t.dead === 0;
   const rows = q.sessions.map((s) => h('tr', { class: s.dead > 0 ? 'dead' : null },
-    h('td', { class: 'session' }, s.session_id), h('td', {}, s.pending), h('td', {}, s.in_flight),
+    h('td', { class: 'session', dir: 'auto' }, s.session_id), h('td', {}, s.pending), h('td', {}, s.in_flight),
     h('td', {}, s.spooled), h('td', {}, s.dead),
     h('td', { class: s.last_delivery && !s.last_delivery.ok ? 'bad' : null }, s.last_delivery
       ? `${when(s.last_delivery.at)} · ${s.last_delivery.items} in ${s.last_delivery.took_ms} ms${s.last_delivery.ok ? '' : ' · failed'}`
@@ -468,7 +469,7 @@ function showNotice(n) {
   const li = h('li', { class: `notice ${n.level}`, dataset: { id: n.id, level: n.level } },
     h('div', { class: 'meta' }, h('span', {}, when(n.at)), h('span', { class: 'chip' }, n.level),
       h('span', {}, n.source), n.session_id ? h('span', {}, n.session_id) : null),
-    h('div', { class: 'text' }, n.message));
+    h('div', { class: 'text', dir: 'auto' }, n.message));
   $('notices').prepend(li);
   // A backend switched or reopened by a reload: its banks are others (the list kept the old).
   if (n.id > state.lastId && n.source === 'config' && /backend/.test(n.message || '')) {
