@@ -40,35 +40,85 @@ fn stemmer() -> &'static Stemmer {
     STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
 }
 
-/// The runs of letters and digits, as they are written; in Chinese and Japanese, which write
-/// no spaces, each ideograph or kana is a word of its own (and a Latin word written against one,
-/// "RedisではなくMemcached", is a word apart): a run of them was one term, so no word in it
-/// could be found.
+/// The words of a text, as they are written: runs of letters and digits, with the marks that
+/// follow them (Thai's and Hindi's vowel signs are part of a word; they were separators, so a
+/// Hindi word was found only as its consonants). In Chinese and Japanese, which write no
+/// spaces, each ideograph or kana is a word of its own (and a Latin word written against one,
+/// "RedisではなくMemcached", is a word apart): a run of them was one term, so no word in it could
+/// be found. Thai, Lao, Khmer and Myanmar write no spaces either, and their words are several
+/// letters long: a run of them gives each pair of neighbouring letters (with their marks) as a
+/// word, so a word asked for is found wherever it stands in the run.
 fn raw_words(text: &str) -> impl Iterator<Item = &str> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).flat_map(|w| CjkPieces { rest: w })
+    text.split(|c: char| !(c.is_alphanumeric() || is_mark(c)))
+        .map(|w| w.trim_start_matches(is_mark))
+        .filter(|w| !w.is_empty())
+        .flat_map(|w| Pieces { rest: w, paired: false })
 }
 
-/// A run of letters and digits cut at each ideograph or kana (see [`raw_words`]).
-struct CjkPieces<'a> {
+/// The byte ranges of a text's words (see [`raw_words`]), in order; the pairs of a run in a
+/// script without spaces overlap.
+pub(crate) fn word_spans(text: &str) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    raw_words(text).map(move |w| {
+        let start = w.as_ptr() as usize - text.as_ptr() as usize;
+        start..start + w.len()
+    })
+}
+
+/// A word cut at each ideograph or kana, and into pairs of letters in a run of a script
+/// without spaces (see [`raw_words`]).
+struct Pieces<'a> {
     rest: &'a str,
+    /// The letter at the start of `rest` ended a pair already given.
+    paired: bool,
 }
 
-impl<'a> Iterator for CjkPieces<'a> {
+impl<'a> Iterator for Pieces<'a> {
     type Item = &'a str;
 
     fn next(&mut self) -> Option<&'a str> {
-        let first = self.rest.chars().next()?;
-        let end = if self.rest.is_ascii() {
-            self.rest.len()
-        } else if is_cjk(first) {
-            first.len_utf8()
-        } else {
-            self.rest.find(is_cjk).unwrap_or(self.rest.len())
-        };
-        let (piece, rest) = self.rest.split_at(end);
-        self.rest = rest;
-        Some(piece)
+        loop {
+            let first = self.rest.chars().next()?;
+            let end = if self.rest.is_ascii() {
+                self.rest.len()
+            } else if is_cjk(first) {
+                first.len_utf8()
+            } else if is_unspaced(first) {
+                let one = letter_end(self.rest, 0);
+                let next_is_unspaced = self.rest[one..].chars().next().is_some_and(is_unspaced);
+                if next_is_unspaced {
+                    // A pair; the next starts at its second letter.
+                    let pair = &self.rest[..letter_end(self.rest, one)];
+                    self.rest = &self.rest[one..];
+                    self.paired = true;
+                    return Some(pair);
+                }
+                let (letter, paired) = (&self.rest[..one], std::mem::take(&mut self.paired));
+                self.rest = &self.rest[one..];
+                if paired {
+                    continue; // the last letter of a run, given with the one before it
+                }
+                return Some(letter);
+            } else {
+                self.rest.find(|c| is_cjk(c) || is_unspaced(c)).unwrap_or(self.rest.len())
+            };
+            self.paired = false;
+            let (piece, rest) = self.rest.split_at(end);
+            self.rest = rest;
+            return Some(piece);
+        }
     }
+}
+
+/// Where the letter starting at `start` ends, with the marks that follow it.
+fn letter_end(text: &str, start: usize) -> usize {
+    let mut chars = text[start..].char_indices();
+    chars.next();
+    chars.find(|(_, c)| !is_mark(*c)).map_or(text.len(), |(i, _)| start + i)
+}
+
+/// A combining mark (a vowel sign, an accent written apart).
+fn is_mark(c: char) -> bool {
+    !c.is_ascii() && unicode_normalization::char::is_combining_mark(c)
 }
 
 /// Han ideographs and kana: scripts written without spaces between words. (Hangul is written
@@ -77,10 +127,16 @@ pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3040..=0x30FF | 0x31F0..=0x31FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x3134F)
 }
 
-/// Whether a text is split into other terms than before ideographs and kana were words of
-/// their own and full-width forms were folded (the index is made again for such passages).
+/// Thai, Lao, Myanmar and Khmer: scripts written without spaces, whose words are several letters.
+pub(crate) fn is_unspaced(c: char) -> bool {
+    matches!(c as u32, 0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF | 0x19E0..=0x19FF | 0xA9E0..=0xA9FF | 0xAA60..=0xAA7F)
+}
+
+/// Whether a text is split into other terms than by runs of letters and digits alone, as the
+/// index first had it (it is made again for such passages): ideographs and kana, full-width
+/// forms, marks, and scripts without spaces.
 pub fn split_differs(text: &str) -> bool {
-    !text.is_ascii() && text.chars().any(|c| is_cjk(c) || full_width(c).is_some())
+    !text.is_ascii() && text.chars().any(|c| is_cjk(c) || full_width(c).is_some() || is_mark(c) || is_unspaced(c))
 }
 
 /// The ASCII letter or digit a full-width form stands for (what an input method types: `ＱＳ`).
@@ -89,12 +145,38 @@ fn full_width(c: char) -> Option<char> {
     (matches!(c as u32, 0xFF01..=0xFF5E) && folded.is_ascii_alphanumeric()).then_some(folded)
 }
 
-/// A word lowercased, full-width forms folded to ASCII.
+/// A word lowercased, full-width forms folded to ASCII, its marks as the index keeps them (see
+/// [`indexed_mark`]).
 fn lowered(word: &str) -> String {
     if word.is_ascii() {
         return word.to_ascii_lowercase();
     }
-    word.chars().map(|c| full_width(c).unwrap_or(c)).flat_map(char::to_lowercase).collect()
+    word.chars()
+        .map(|c| full_width(c).unwrap_or(c))
+        .flat_map(char::to_lowercase)
+        .filter_map(|c| if is_mark(c) { indexed_mark(c) } else { Some(c) })
+        .collect()
+}
+
+/// A mark as a term holds it. Accents written apart (a `café` typed as `e` and U+0301) and the
+/// optional vowel points of Arabic and Hebrew are dropped, as the index folds accents away, and
+/// so are variation selectors.
+/// Other marks are letters of their word (Thai's and Hindi's vowel signs), but FTS5's tokenizer
+/// takes a mark for a separator (it keeps letters, digits and private-use characters), so the
+/// term holds each as a private-use character of its own: `U+F0000` plus its code point (marks
+/// are below `U+10000`, but for a few, which go to `U+100000` on).
+fn indexed_mark(c: char) -> Option<char> {
+    let code = c as u32;
+    let optional = matches!(code, 0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F)
+        || matches!(code, 0xFE00..=0xFE0F | 0xE0100..=0xE01EF) // variation selectors
+        || matches!(code, 0x0591..=0x05C7 | 0x0610..=0x061A | 0x064B..=0x065F | 0x0670 | 0x06D6..=0x06ED);
+    if optional {
+        return None;
+    }
+    match code {
+        0..=0xFFFF => char::from_u32(0xF0000 + code),
+        _ => char::from_u32(0x100000 + (code & 0xFFFF)),
+    }
 }
 
 fn words(text: &str) -> impl Iterator<Item = String> + '_ {
@@ -244,7 +326,7 @@ pub fn identifier_phrases(text: &str) -> Vec<String> {
     for token in text.split(|c: char| !(c.is_alphanumeric() || joiner(c))) {
         let words: Vec<&str> = token.split(joiner).filter(|w| !w.is_empty()).collect();
         let worded = words.iter().filter(|w| w.chars().count() > 1 && w.chars().any(char::is_alphabetic)).count();
-        if worded < 2 || words.len() > MAX_PHRASE_WORDS || token.chars().any(is_cjk) {
+        if worded < 2 || words.len() > MAX_PHRASE_WORDS || token.chars().any(|c| is_cjk(c) || is_unspaced(c)) {
             continue;
         }
         let phrase = words.iter().map(|w| stemmer().stem(&lowered(w)).into_owned()).collect::<Vec<_>>().join(" ");
@@ -373,6 +455,23 @@ mod tests {
         assert_eq!(index_terms("데이터베이스 설정"), "데이터베이스 설정", "Korean words stay whole");
         assert_eq!(index_terms("ＱＳ＿ＦＥＡＴＵＲＥＳ ｍａｋｅ"), "qs featur make", "full-width forms fold");
         assert!(split_differs("数据") && split_differs("ｍａｋｅ") && !split_differs("café") && !split_differs("make"));
+    }
+
+    #[test]
+    fn thai_is_indexed_a_pair_of_letters_at_a_time_and_marks_are_of_their_word() {
+        let mark = |c: char| char::from_u32(0xF0000 + c as u32).unwrap();
+        // "queue": ค with its vowel sign, then ว; a run of one letter is itself.
+        assert_eq!(index_terms("คิว"), format!("ค{}ว", mark('\u{e34}')));
+        assert_eq!(index_terms("ทนทาน ก"), "ทน นท ทา าน ก");
+        assert_eq!(index_terms("ใช้Redis"), format!("ใช{} redi", mark('\u{e49}')));
+        // A Hindi word keeps its vowel signs: "work" is not "little".
+        assert_ne!(index_terms("काम"), index_terms("कम"));
+        assert_eq!(index_terms("काम").chars().count(), 3);
+        // Optional marks go: an accent typed apart, Arabic's vowel points, a variation selector.
+        assert_eq!(index_terms("cafe\u{301} كَتَبَ x\u{fe0f}"), index_terms("cafe كتب x"));
+        // A mark with no letter before it is no word.
+        assert_eq!(index_terms("a \u{e34}\u{301} b"), "a b");
+        assert!(split_differs("คิว") && split_differs("काम") && split_differs("cafe\u{301}"));
     }
 
     #[test]

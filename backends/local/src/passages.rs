@@ -141,34 +141,19 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     wanted.extend(thesaurus.alternatives(&wanted));
     // Each wanted term's number, for counting how many of them a window holds.
     let wanted: std::collections::HashMap<String, usize> = wanted.into_iter().zip(0..).collect();
-    // Words (char offsets of their start and end) and which wanted term each is, if any. An
-    // ideograph or kana is a word of its own, as the index has it (a run of them was one word,
-    // which no query term equals: the window of Chinese or Japanese text ignored the question).
-    let mut words: Vec<(usize, usize, Option<usize>)> = Vec::new();
-    let mut in_word = false;
-    let mut start = 0;
+    // Words (char offsets of their start and end) and which wanted term each is, if any, as the
+    // index has them (see `fts::word_spans`): an ideograph or kana is a word of its own, and a
+    // run of Thai a pair of letters at a time (a run of them was one word, which no query term
+    // equals: the window of such text ignored the question).
     let cs: Vec<char> = text.chars().collect();
-    for (i, c) in cs.iter().enumerate() {
-        let alnum = c.is_alphanumeric();
-        let alone = fts::is_cjk(*c);
-        if in_word && (!alnum || alone) {
-            let w: String = cs[start..i].iter().collect();
-            words.push((start, i, wanted.get(&fts::index_terms(&w)).copied()));
-        }
-        if alone {
-            words.push((i, i + 1, wanted.get(&fts::index_terms(&c.to_string())).copied()));
-            in_word = false;
-            continue;
-        }
-        if alnum && !in_word {
-            start = i;
-        }
-        in_word = alnum;
+    let mut char_at = vec![0usize; text.len() + 1]; // a byte offset's char offset
+    for (n, (i, c)) in text.char_indices().enumerate() {
+        char_at[i..i + c.len_utf8()].fill(n);
     }
-    if in_word {
-        let w: String = cs[start..].iter().collect();
-        words.push((start, cs.len(), wanted.get(&fts::index_terms(&w)).copied()));
-    }
+    char_at[text.len()] = cs.len();
+    let words: Vec<(usize, usize, Option<usize>)> = fts::word_spans(text)
+        .map(|span| (char_at[span.start], char_at[span.end], wanted.get(&fts::index_terms(&text[span])).copied()))
+        .collect();
     let room_units = max_units - 4; // for the two "… " marks
                                     // The window's length in characters, as the text costs on average (then cut to the bound).
     let room = (room_units as f64 * cs.len() as f64 / units as f64) as usize;
@@ -361,6 +346,11 @@ mod tests {
             let w = window(&text, query, &thesaurus, 200);
             assert!(w.contains("数据库用PostgreSQL"), "{query}: {w}");
         }
+        // And in Thai, written without spaces: the window holds the sentence with the word asked for.
+        let fact = "เราใช้ระบบคิวแบบทนทาน";
+        let text = format!("{}{fact}{}", "วันนี้อากาศดีมาก".repeat(100), "วันนี้อากาศดีมาก".repeat(100));
+        let w = window(&text, "ระบบคิว", &thesaurus, 200);
+        assert!(w.contains(fact), "{w}");
     }
 
     fn transcript(turns: usize) -> String {

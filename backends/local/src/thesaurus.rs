@@ -238,20 +238,34 @@ fn stems(words: &str) -> Result<Vec<String>, String> {
         .split_whitespace()
         .map(|word| {
             let stem = fts::index_terms(word);
-            if stem.is_empty() || stem.contains(' ') || word.contains('>') {
-                let joined: String = word.chars().filter(|c| c.is_alphanumeric()).collect::<String>().to_lowercase();
-                Err(match joined.is_empty() {
-                    true => format!("{word:?} is no word: it holds no letter or digit"),
-                    false => format!(
-                        "{word:?} is not one word: the index splits text at anything but letters and digits; \
-                         write it joined ({joined:?}) or as words of their own"
-                    ),
-                })
-            } else {
-                Ok(stem)
+            if !(stem.is_empty() || stem.contains(' ') || word.contains('>')) {
+                return Ok(stem);
             }
+            let shown = shown(word);
+            if word.chars().any(|c| fts::is_cjk(c) || fts::is_unspaced(c)) {
+                return Err(format!(
+                    "{shown} is written in a script the index reads a character at a time (Chinese, Japanese) or two \
+                     letters at a time (Thai, Lao, Khmer, Myanmar), so the thesaurus cannot name its words: leave it out"
+                ));
+            }
+            let joined: String = word.chars().filter(|c| c.is_alphanumeric()).collect::<String>().to_lowercase();
+            Err(match joined.is_empty() {
+                true => format!("{shown} is no word: it holds no letter or digit"),
+                false => format!(
+                    "{shown} is not one word: the index splits text at anything but letters, digits and their marks; \
+                     write it joined (\"{joined}\") or as words of their own"
+                ),
+            })
         })
         .collect()
+}
+
+/// A word as a message quotes it: as written, but for control characters, which are escaped.
+fn shown(word: &str) -> String {
+    match word.chars().any(char::is_control) {
+        true => format!("{word:?}"),
+        false => format!("\"{word}\""),
+    }
 }
 
 #[cfg(test)]
@@ -342,6 +356,18 @@ mod tests {
         let e = bad("deploy ship\n\npull-request pr\n");
         assert_eq!(e.line, 3);
         assert!(e.to_string().starts_with("line 3: \"pull-request\" is not one word"), "{e}");
+        // Words of scripts the index reads a letter or two at a time cannot be named, and the
+        // message says so (it advised writing "数据库" joined, as it was); Thai is shown as written.
+        let e = bad("数据库 postgres\n");
+        assert!(
+            e.to_string().contains("\"数据库\" is written in a script") && e.to_string().contains("leave it out"),
+            "{e}"
+        );
+        let e = bad("deploy ship\nฐานข้อมูล postgres\n");
+        assert_eq!(e.line, 2);
+        assert!(e.to_string().contains("\"ฐานข้อมูล\" is written in a script"), "{e}");
+        // A Hindi word with its vowel signs is one word.
+        assert!(Thesaurus::with_lines(false, "काम कार्य\n").is_ok());
         // A comment after a line's words is a comment; a word of no letters is said to be one.
         let t = Thesaurus::with_lines(false, "k8s kubernetes   # container orchestration\n# alone").unwrap();
         assert_eq!(t.dense_query("k8s?"), "k8s? (kubernetes)");

@@ -763,6 +763,65 @@ async fn words_in_chinese_and_japanese_text_are_found_also_in_a_store_indexed_be
     assert_eq!(found(&b, "lunch").await, vec![notes[2].to_owned()], "the others are as they were");
 }
 
+/// Thai writes no spaces, and its vowel signs, like Hindi's, are marks: a Thai word inside a
+/// sentence is found, a Hindi word is told from one of the same consonants, Arabic's optional
+/// vowel points and an accent typed apart are folded away; a store indexed before (marks were
+/// separators, a Thai run one term) is indexed again.
+#[tokio::test]
+async fn words_with_marks_and_thai_words_are_found_also_in_a_store_indexed_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let notes = [
+        "เราใช้ระบบคิวแบบทนทานสำหรับงานพื้นหลัง", // we use a durable queue system for background jobs
+        "काम पूरा हुआ",                       // the work is done
+        "कम समय बचा है",                     // little time is left
+        "كَتَبَ الطالب الدرس",                 // the student wrote the lesson
+        "cafe\u{301} au lait every morning",
+    ];
+    let found = |b: &LocalBackend, q: &'static str| {
+        let b = b.clone();
+        async move { texts(&b, "bank", query(q, &[], TagsMatch::Any)).await }
+    };
+    let check = |b: LocalBackend| async move {
+        assert_eq!(found(&b, "คิว").await, vec![notes[0].to_owned()], "queue");
+        assert_eq!(found(&b, "ทนทาน").await, vec![notes[0].to_owned()], "durable");
+        assert_eq!(found(&b, "ระบบคิว").await, vec![notes[0].to_owned()], "queue system");
+        assert_eq!(found(&b, "काम").await, vec![notes[1].to_owned()], "work, not little");
+        assert_eq!(found(&b, "كتب").await, vec![notes[3].to_owned()], "wrote, without its vowel points");
+        assert_eq!(found(&b, "café").await, vec![notes[4].to_owned()], "an accent typed apart");
+    };
+    {
+        let b = LocalBackend::open(&LocalConfig::lexical(path.clone())).unwrap();
+        let items =
+            notes.iter().enumerate().map(|(i, t)| item(&i.to_string(), t, &[], MemoryType::World, None)).collect();
+        b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
+        check(b).await;
+    }
+    {
+        // As the previous schema indexed them: runs of letters and digits, marks between.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let rows: Vec<(i64, String)> = conn
+            .prepare("SELECT pid, text FROM passages")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for (pid, text) in rows {
+            let old: Vec<String> =
+                text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+            conn.execute("DELETE FROM passages_fts WHERE rowid = ?1", [pid]).unwrap();
+            conn.execute(
+                "INSERT INTO passages_fts (rowid, terms, ctx) VALUES (?1, ?2, '')",
+                rusqlite::params![pid, old.join(" ")],
+            )
+            .unwrap();
+        }
+        conn.pragma_update(None, "user_version", 7i64).unwrap();
+    }
+    check(LocalBackend::open(&LocalConfig::lexical(path.clone())).unwrap()).await;
+}
+
 /// A forget while another process writes the store (`mneme migrate --to local` beside the
 /// daemon) waits for it: a read that became a write was not given the busy timeout, and failed
 /// at once as "database is locked".
