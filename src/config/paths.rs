@@ -1,5 +1,6 @@
 //! Where the config file and the data directory are.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 fn home() -> PathBuf {
@@ -45,17 +46,23 @@ pub fn default_storage_dir() -> PathBuf {
 /// path relative to `base` (the config file's folder). A variable that is not set (or empty) is
 /// an error naming it: kept as written, `$HOME/.mneme` made a folder called `$HOME` beside the
 /// config.
+/// A value that is not UTF-8 (a Latin-1 folder name) is taken as it is, as `HOME` is.
 pub fn resolve(path: &str, base: Option<&Path>) -> Result<PathBuf, String> {
-    resolve_with(path, base, &|name| std::env::var(name).ok())
+    resolve_with(path, base, &|name| std::env::var_os(name))
 }
 
 /// [`resolve`] with the environment given.
-pub fn resolve_with(path: &str, base: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
-    let path = expand_variables(path, env)?;
-    let p = match path.strip_prefix("~/") {
-        Some(rest) => home().join(rest),
-        None if path == "~" => home(),
-        None => PathBuf::from(path),
+pub fn resolve_with(
+    path: &str,
+    base: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf, String> {
+    let path = PathBuf::from(expand_variables(path, env)?);
+    // (`~` as the first component: `~/x` or `~`, not `~user`.)
+    let p = match path.strip_prefix("~") {
+        Ok(rest) if rest.as_os_str().is_empty() => home(),
+        Ok(rest) => home().join(rest),
+        Err(_) => path,
     };
     Ok(match base {
         Some(b) if p.is_relative() => b.join(p),
@@ -64,12 +71,12 @@ pub fn resolve_with(path: &str, base: Option<&Path>, env: &dyn Fn(&str) -> Optio
 }
 
 /// `$NAME` and `${NAME}` replaced by their values; a `$` before anything else stays as it is.
-fn expand_variables(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+fn expand_variables(text: &str, env: &dyn Fn(&str) -> Option<OsString>) -> Result<OsString, String> {
     let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    let mut out = String::with_capacity(text.len());
+    let mut out = OsString::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
+        out.push(&rest[..at]);
         let after = &rest[at + 1..];
         let (name, len) = match after.strip_prefix('{') {
             Some(inner) => match inner.find('}') {
@@ -85,12 +92,12 @@ fn expand_variables(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<
             }
         };
         if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
-            out.push('$');
+            out.push("$");
             rest = after;
             continue;
         }
         match env(name).filter(|v| !v.is_empty()) {
-            Some(value) => out.push_str(&value),
+            Some(value) => out.push(value),
             None => {
                 let shown = mneme_core::text::quoted_unless_private(text);
                 return Err(format!("{shown} names ${name}, which is not set in mneme's environment"));
@@ -98,6 +105,6 @@ fn expand_variables(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<
         }
         rest = &after[len..];
     }
-    out.push_str(rest);
+    out.push(rest);
     Ok(out)
 }

@@ -487,9 +487,12 @@ fn a_capital_m_duration_is_refused_as_ambiguous() {
 #[test]
 fn a_paths_variables_are_expanded_and_an_unset_one_is_refused() {
     use super::paths::resolve_with;
+    use std::os::unix::ffi::OsStringExt;
     let env = |name: &str| match name {
-        "DATA" => Some("/srv/data".to_owned()),
-        "EMPTY" => Some(String::new()),
+        "DATA" => Some("/srv/data".into()),
+        "EMPTY" => Some(std::ffi::OsString::new()),
+        // A Latin-1 folder name: taken as it is (it was "not set").
+        "LATIN" => Some(std::ffi::OsString::from_vec(b"/srv/caf\xe9".to_vec())),
         _ => None,
     };
     let base = std::path::Path::new("/etc/mneme");
@@ -497,6 +500,9 @@ fn a_paths_variables_are_expanded_and_an_unset_one_is_refused() {
     assert_eq!(ok("$DATA/mneme"), "/srv/data/mneme");
     assert_eq!(ok("${DATA}_x/y"), "/srv/data_x/y");
     assert_eq!(ok("cost$5/a$"), "/etc/mneme/cost$5/a$", "a $ before no name stays");
+    use std::os::unix::ffi::OsStrExt;
+    let latin = resolve_with("$LATIN/mneme", Some(base), &env).unwrap();
+    assert_eq!(latin.as_os_str().as_bytes(), b"/srv/caf\xe9/mneme");
     for bad in ["$NOPE/x", "${NOPE}", "$EMPTY/x", "${DATA"] {
         let e = resolve_with(bad, Some(base), &env).unwrap_err();
         assert!(e.contains("NOPE") || e.contains("EMPTY") || e.contains("${"), "{bad}: {e}");
