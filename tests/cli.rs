@@ -832,6 +832,60 @@ fn the_token_goes_only_to_a_daemon_that_proves_it_holds_it() {
     assert!(!heard.contains("the-users-own-token") && !heard.contains("secret fact"), "{heard}");
 }
 
+/// Claude Code's MCP headers helper gives the token only to a daemon that proves it holds it
+/// at the URL Claude Code names (`CLAUDE_CODE_MCP_SERVER_URL`): not when a program that is no
+/// mneme holds the port (it closes connections, answers no JSON, streams without end), not
+/// when nothing listens there (a program may a moment later), and not to the old port a
+/// project's `.mcp.json` names after the daemon moved (review50 #1). A health answer is read
+/// up to 64 KiB (review50 #3: gigabytes, in every hook too).
+#[test]
+fn the_mcp_headers_helper_gives_the_token_only_where_it_is_proven() {
+    use std::io::{Read, Write};
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let program = |answer: &'static [u8], endless: bool| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { break };
+                let mut buf = [0u8; 8192];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(answer);
+                while endless && conn.write_all(&[b'x'; 65536]).is_ok() {}
+            }
+        });
+        port
+    };
+    let closes = program(b"", false);
+    let html = program(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 5\r\n\r\n<p>hi", false);
+    let endless =
+        program(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"status\":\"ok\",\"version\":\"", true);
+    let nothing = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let helper = |url: &str| {
+        d.cli()
+            .args(["hook", "claude-code", "--mcp-headers"])
+            .env("CLAUDE_CODE_MCP_SERVER_URL", url)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap()
+    };
+    for port in [closes, html, endless, nothing] {
+        let out = helper(&format!("http://127.0.0.1:{port}/mcp"));
+        assert_eq!(out.status.code(), Some(3), "{port}: {out:?}");
+        assert!(!stdout(&out).contains(&d.token), "{port}");
+    }
+    let said = String::from_utf8_lossy(&helper(&format!("http://127.0.0.1:{endless}/mcp")).stderr).into_owned();
+    assert!(said.contains("longer than 64 KiB"), "{said}");
+    // Not to another machine, whatever answers there.
+    let out = helper("http://example.com:80/mcp");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("goes only to a daemon on this machine"), "{out:?}");
+    // The daemon's own URL, as `--install` writes it: the token.
+    let out = helper(&format!("http://{}/mcp", d.addr));
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains(&format!("Bearer {}", d.token)), "{out:?}");
+}
+
 /// A token file replaced while the daemon runs (it reads it at start): doctor says to restart
 /// the daemon so it reads it again, not to restart it "with this mneme version".
 #[test]
@@ -979,4 +1033,42 @@ fn a_command_without_its_config_file_says_why_it_may_not_find_the_daemon() {
     assert!(said.contains("does not exist, so this command looked where the defaults say"), "{said}");
     let said = run(&dir.path().join("first-run").join("config.toml"));
     assert!(said.contains("not running") && !said.contains("defaults say"), "{said}");
+}
+
+/// A command of many requests has the daemon prove it holds the token before each one: a
+/// daemon stopped during a long import (a restart, an upgrade) closed its connections, and the
+/// next request went, with the token and 500 memories, to another user's program that took the
+/// port in the gap (review50 #2).
+#[tokio::test]
+async fn a_long_command_has_the_daemon_prove_itself_before_each_request() {
+    use std::io::{Read, Write};
+    let mut d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let env: std::collections::HashMap<String, String> = common::env_for(d.dir.path()).into_iter().collect();
+    let settings = mneme::config::load(&d.config_path(), &|k| env.get(k).cloned()).unwrap().settings;
+    let client = mneme::cli::Client::connect(&settings).await.unwrap();
+    for _ in 0..2 {
+        let _: Value = client.get("/v1/status").await.unwrap();
+    }
+    d.stop();
+    let squatter = std::net::TcpListener::bind(&d.addr).unwrap();
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let log = heard.clone();
+    std::thread::spawn(move || {
+        for conn in squatter.incoming() {
+            let Ok(mut conn) = conn else { break };
+            let mut buf = [0u8; 8192];
+            let n = conn.read(&mut buf).unwrap_or(0);
+            log.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}");
+        }
+    });
+    // (The client's kept-alive connection sees the daemon close it, as a long import's does
+    // while it sends its next part.)
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let asked: Result<Value, _> = client.post("/v1/import", &serde_json::json!({"memories": []})).await;
+    let Err(mneme::cli::CliError::NotRunning(why)) = asked else { panic!("{asked:?}") };
+    assert!(why.contains("went away during this command") && why.contains("nothing more was sent"), "{why}");
+    let heard = heard.lock().unwrap().clone();
+    assert!(heard.contains("GET /v1/health?challenge="), "{why}: {heard}");
+    assert!(!heard.contains(&d.token) && !heard.contains("/v1/import"), "{heard}");
 }

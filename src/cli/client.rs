@@ -33,6 +33,9 @@ pub struct Client {
     max_body: usize,
     /// The daemon's [`Health::session_format`].
     session_format: u32,
+    /// The proof of [`Client::connect`] has not been relied on yet: the first request needs
+    /// no other (see [`Client::prove_again`]).
+    fresh: std::sync::atomic::AtomicBool,
 }
 
 /// The address a running daemon recorded in its pidfile (second line), if any.
@@ -82,10 +85,26 @@ impl Client {
         Self::connect_waiting(settings, LENT_TOKEN_WAIT).await
     }
 
+    /// [`Client::connect`] to the daemon at `addr` (`host:port`), not the one the settings point
+    /// at: where a client that was given an address will send the token (Claude Code's MCP URL,
+    /// written into `.mcp.json` before the daemon moved to another port).
+    pub async fn connect_at(settings: &Settings, addr: String) -> Result<Client, CliError> {
+        Self::connect_to(settings, Some(addr), Duration::ZERO).await
+    }
+
     async fn connect_waiting(settings: &Settings, lent_token_wait: Duration) -> Result<Client, CliError> {
+        Self::connect_to(settings, None, lent_token_wait).await
+    }
+
+    async fn connect_to(
+        settings: &Settings,
+        at: Option<String>,
+        lent_token_wait: Duration,
+    ) -> Result<Client, CliError> {
         let listen = settings.server.listen;
         let pid_path = settings.pid_path();
         let addr = match recorded_addr(&pid_path) {
+            _ if at.is_some() => at.clone().unwrap_or_default(),
             Some(a) if listen.port() == 0 || a.ends_with(&format!(":{}", listen.port())) => a,
             // The daemon on this storage dir listens where it started: the config's address
             // changed since (a restart applies it), and `mneme reload` must still reach it to say so.
@@ -119,7 +138,7 @@ impl Client {
                 (false, _) => format!("the mneme daemon is not running at {addr} (start it with `mneme serve`)"),
             })
         };
-        if unrecorded && listen.port() == 0 {
+        if unrecorded && listen.port() == 0 && at.is_none() {
             // Port 0: only a daemon's pidfile says where it listens.
             return Err(not_running());
         }
@@ -132,7 +151,7 @@ impl Client {
         let health = http.get(format!("{base}/v1/health?challenge={challenge}")).timeout(HEALTH_TIMEOUT).send().await;
         let health: Health = match health {
             Err(e) if e.is_timeout() && !e.is_connect() => return Err(hung()),
-            Ok(r) => r.json().await.map_err(|e| {
+            Ok(r) => health_answer(r).await.map_err(|e| {
                 if e.is_timeout() {
                     hung()
                 } else {
@@ -199,7 +218,40 @@ impl Client {
             token,
             max_body: settings.server.max_body_bytes,
             session_format: health.session_format,
+            fresh: std::sync::atomic::AtomicBool::new(true),
         })
+    }
+
+    /// Before each request but the first, the daemon proves again that it holds the token: a
+    /// daemon stopped during a long command (a restart, an upgrade) closes its connections, the
+    /// next request opens a new one, and what answers on the port by then may be another user's
+    /// program, which was sent the token and the next 500 memories of an import. (The proof
+    /// and the request then go on one kept-alive connection, so the daemon that proved is the
+    /// one that is asked, but in the moment between them.)
+    async fn prove_again(&self) -> Result<(), CliError> {
+        if self.fresh.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        let addr = self.addr();
+        let gone = |why: String| {
+            CliError::NotRunning(format!(
+                "the mneme daemon at {addr} went away during this command: {why}; nothing more was sent"
+            ))
+        };
+        let challenge = challenge()?;
+        let url = format!("{}/v1/health?challenge={challenge}", self.base);
+        let answer =
+            self.http.get(url).timeout(HEALTH_TIMEOUT).send().await.map_err(|e| gone(e.without_url().to_string()))?;
+        let health =
+            health_answer(answer).await.map_err(|e| gone(format!("what answers there now is no mneme ({e})")))?;
+        let proven = health.proof.as_deref().is_some_and(|p| {
+            let want = crate::daemon::api::health_proof(&self.token, &challenge);
+            crate::daemon::constant_time_eq(p.as_bytes(), want.as_bytes())
+        });
+        match proven {
+            true => Ok(()),
+            false => Err(gone("what answers there now does not hold this mneme's token".into())),
+        }
     }
 
     /// Sends a request and decodes the JSON answer; an error answer becomes [`CliError::Daemon`].
@@ -253,6 +305,7 @@ impl Client {
             }
             req = req.header(reqwest::header::CONTENT_TYPE, "application/json").body(bytes);
         }
+        self.prove_again().await?;
         let resp = req.send().await.map_err(|e| failed("request to the daemon failed", e))?;
         let status = resp.status();
         let text = resp.text().await.map_err(|e| failed("reading the daemon's answer failed", e))?;
@@ -269,6 +322,7 @@ impl Client {
 
     /// A streaming GET (for Server-Sent Events).
     pub async fn stream(&self, path: &str) -> Result<reqwest::Response, CliError> {
+        self.prove_again().await?;
         let resp = self
             .http
             .get(format!("{}{path}", self.base))
@@ -289,6 +343,40 @@ impl Client {
 }
 
 /// 128 random bits in hex, for the daemon to prove it holds the token (see `Health::proof`).
+/// The longest health answer read: a daemon's is a few hundred bytes, and what answers on the
+/// port may be another user's program streaming without end (it took gigabytes of memory, in
+/// every hook too).
+const MAX_HEALTH_BYTES: usize = 64 * 1024;
+
+/// A health answer, read up to [`MAX_HEALTH_BYTES`].
+async fn health_answer(mut answer: reqwest::Response) -> Result<Health, HealthError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = answer.chunk().await? {
+        if body.len() + chunk.len() > MAX_HEALTH_BYTES {
+            return Err(HealthError::TooLong);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Why a health answer could not be read.
+#[derive(Debug, thiserror::Error)]
+enum HealthError {
+    #[error("{0}")]
+    Http(#[from] reqwest::Error),
+    #[error("not a mneme health answer: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("an answer longer than {} KiB, where a mneme daemon's is a few hundred bytes", MAX_HEALTH_BYTES / 1024)]
+    TooLong,
+}
+
+impl HealthError {
+    fn is_timeout(&self) -> bool {
+        matches!(self, HealthError::Http(e) if e.is_timeout())
+    }
+}
+
 fn challenge() -> Result<String, CliError> {
     let mut bytes = [0u8; 16];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)

@@ -248,13 +248,17 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     let token_path = settings.token_path();
     let token = crate::files::read_regular(&token_path)
         .map_err(|e| CliError::Other(format!("cannot read the token {}: {e}", token_path.display())))?;
-    // Claude Code sends these headers to the MCP URL: only a daemon that proves it holds the
-    // token is given it (what answers on the port may be another user's process). A daemon not
-    // running yet gets the headers all the same: nothing answers there to take them.
-    match super::super::client::Client::connect(&settings).await {
-        Ok(_) | Err(CliError::NotRunning(_) | CliError::Silent(_)) => {}
-        Err(e) => return Err(e),
-    }
+    // Claude Code sends these headers to the server's URL, which it names to the helper: only a
+    // daemon there that proves it holds the token is given it. What answers on that port may be
+    // another user's process, which took it while the daemon was down, or since the daemon
+    // moved to another port and `.mcp.json` still names the old one; nothing answering may be
+    // such a process a moment later. (Given the headers whatever answered but a daemon of
+    // another token, Claude Code sent the token to a program that closed the connection.)
+    let client = match std::env::var("CLAUDE_CODE_MCP_SERVER_URL").ok().filter(|u| !u.trim().is_empty()) {
+        Some(url) => super::super::client::Client::connect_at(&settings, loopback_addr(&url)?).await,
+        None => super::super::client::Client::connect(&settings).await,
+    };
+    client?;
     let cwd = std::env::var("CLAUDE_PROJECT_DIR")
         .ok()
         .filter(|d| !d.is_empty())
@@ -265,6 +269,34 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     let cwd = crate::daemon::path_for_header(&cwd);
     println!("{}", json!({"Authorization": format!("Bearer {}", token.trim()), "X-Mneme-Cwd": cwd}));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `host:port` of the MCP server's URL Claude Code names, when it is this machine's: the
+/// token never goes to another.
+fn loopback_addr(url: &str) -> Result<String, CliError> {
+    let refused = |why: &str| {
+        CliError::Other(format!(
+            "the MCP server's URL {} {why}: mneme's token goes only to a daemon on this machine",
+            mneme_core::text::quoted_unless_private(url)
+        ))
+    };
+    let parsed = reqwest::Url::parse(url.trim()).map_err(|e| refused(&format!("is not a URL ({e})")))?;
+    if parsed.scheme() != "http" {
+        return Err(refused("is not http://"));
+    }
+    let loopback = match parsed.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    let port =
+        parsed.port_or_known_default().filter(|_| loopback).ok_or_else(|| refused("names no loopback address"))?;
+    Ok(match parsed.host() {
+        Some(url::Host::Ipv6(ip)) => format!("[{ip}]:{port}"),
+        Some(url::Host::Domain(_)) => format!("127.0.0.1:{port}"),
+        _ => format!("{}:{port}", parsed.host_str().unwrap_or("127.0.0.1")),
+    })
 }
 
 pub(super) fn read_json(path: &Path) -> Result<Value, CliError> {
