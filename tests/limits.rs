@@ -416,6 +416,45 @@ async fn a_client_that_never_reads_its_answers_loses_its_place() {
     drop(writer.join().unwrap());
 }
 
+/// Without the token, a local process held every place with connections that pipeline
+/// `GET /v1/health` and read none of the answers (never idle: busy writing): the owner's
+/// requests waited until those writes stalled for `server.header_timeout` (review50 #4). At
+/// the cap, a connection on which no request showed the token, open a while, is cut at once.
+#[tokio::test]
+async fn connections_that_never_show_the_token_make_room_for_the_owners() {
+    let d = Daemon::start("[server]\nmax_connections = 4\nheader_timeout = \"60s\"\n[local]\nembedder = \"off\"\n");
+    let addr: std::net::SocketAddr = d.addr.parse().unwrap();
+    let mut writers = Vec::new();
+    for _ in 0..4 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(addr).await.unwrap().into_std().unwrap();
+        stream.set_nonblocking(false).unwrap();
+        let requests = "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".repeat(20_000);
+        writers.push(std::thread::spawn(move || {
+            let _ = stream.write_all(requests.as_bytes());
+            stream
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The owner's request: answered once an anonymous connection is cut (a second), long
+    // before the stalled writes' 60 s.
+    let answered = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+        .get(d.url("/v1/status"))
+        .bearer_auth(&d.token)
+        .send()
+        .await;
+    assert!(answered.is_ok_and(|r| r.status() == 200), "the owner's request found no place");
+    drop(d);
+    for w in writers {
+        drop(w.join().unwrap());
+    }
+}
+
 /// A burst of new clients at the cap, the other place busy (a notice stream): each waits for a
 /// place and is answered. (A connection just accepted counted as idle, and the next one closed
 /// it before its request was read: 9 of 40 lost their answer.)

@@ -2,7 +2,8 @@
 //! flood of half-open ones cannot exhaust file descriptors or memory, and hyper closes a
 //! connection whose request headers do not arrive in time (also between keep-alive requests).
 //! A client that stops reading its answers is closed after the same timeout (`write_stall`).
-//! At the cap, the connection idle longest makes room for a new one (see `idle`). On shutdown
+//! At the cap, the connection idle longest makes room for a new one, else the oldest on which
+//! no request showed the token (see `idle`). On shutdown
 //! it stops accepting and lets the requests in progress finish. What hyper answers
 //! itself (bytes that are not HTTP, headers too large) gets the API's JSON error body too.
 
@@ -88,7 +89,9 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
             if let Ok(place) = open.clone().try_acquire_owned() {
                 break Some(place);
             }
-            connections.close_longest_idle(IDLE_BEFORE_EVICTION);
+            // Else one that never showed the token, open a while, goes at once (see `idle`).
+            let _ = connections.close_longest_idle(IDLE_BEFORE_EVICTION)
+                || connections.cut_longest_anonymous(IDLE_BEFORE_EVICTION);
             tokio::select! {
                 place = open.clone().acquire_owned() => break Some(place.expect("the semaphore is never closed")),
                 // None idle long enough yet: looked at again.
@@ -101,12 +104,14 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
         let _ = tcp.set_nodelay(true);
         let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
         let tcp = super::write_stall::WriteStall::new(tcp, limits.header_timeout);
-        let evict = CancellationToken::new();
-        let activity = Arc::new(connections.add(evict.clone(), Some(fd)));
+        let (evict, cut) = (CancellationToken::new(), CancellationToken::new());
+        let activity = Arc::new(connections.add(evict.clone(), cut.clone(), Some(fd)));
         let stop = stop.clone();
         let (app, requests) = (app.clone(), activity.clone());
-        let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
             let (app, busy) = (app.clone(), requests.begin());
+            // For the guard to mark the connection as its owner's once a request shows the token.
+            request.extensions_mut().insert(idle::ConnectionOf(requests.clone()));
             async move {
                 let Ok(answer) = app.oneshot(request).await;
                 Ok::<_, std::convert::Infallible>(answer.map(|body| idle::tracked(body, busy)))
@@ -127,6 +132,8 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
                 // (idle for a while, so a slow or half-open one) goes at once: hyper's graceful
                 // close would wait for those headers until their timeout. One that has served
                 // closes gracefully: hyper writes out the end of an answer still being read.
+                // Cut, as a connection that never showed the token at the cap: at once.
+                () = cut.cancelled() => Ok(()),
                 () = evict.cancelled() => match activity.has_served() {
                     true => {
                         connection.as_mut().graceful_shutdown();

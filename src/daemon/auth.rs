@@ -106,6 +106,7 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
                         None => {
                             // What the request runs on, for a route that outlives it (a stream).
                             req.extensions_mut().insert(ui::auth::ViewSession(id));
+                            owners_connection(&req);
                             next.run(req).await
                         }
                         Some(why) => ApiError::new(StatusCode::FORBIDDEN, "forbidden_cross_site", why).into_response(),
@@ -151,7 +152,16 @@ pub async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: N
         };
         return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
     }
+    owners_connection(&req);
     next.run(req).await
+}
+
+/// The request showed the token (or the web view's session): its connection is never cut at
+/// the connection cap as an anonymous one (see `idle`).
+fn owners_connection(req: &Request) {
+    if let Some(connection) = req.extensions().get::<super::idle::ConnectionOf>() {
+        connection.0.authenticated();
+    }
 }
 
 #[cfg(test)]

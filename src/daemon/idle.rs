@@ -30,6 +30,13 @@ pub struct Connections {
 
 #[derive(Debug)]
 struct State {
+    /// When it was accepted.
+    accepted: Instant,
+    /// A request on it presented the token (or the web view's session).
+    authenticated: bool,
+    /// Cancelled to drop it at once, answer in progress or not (see
+    /// [`Connections::cut_longest_anonymous`]).
+    cut: CancellationToken,
     /// Requests whose answers have not ended.
     busy: usize,
     /// Requests begun on it.
@@ -69,10 +76,36 @@ impl Connections {
     /// never while an answer is on its way to the client: `fd`'s send queue holds bytes the
     /// client has not received (a slow client still reading an answer hyper had let go of was
     /// closed, the answer cut).
-    pub fn add(self: &Arc<Self>, close: CancellationToken, fd: Option<RawFd>) -> Activity {
+    /// Dropped at once when `cut` is cancelled (by [`Self::cut_longest_anonymous`]).
+    pub fn add(self: &Arc<Self>, close: CancellationToken, cut: CancellationToken, fd: Option<RawFd>) -> Activity {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.locked().insert(id, State { busy: 0, served: 0, idle_since: Instant::now(), close, fd });
+        let now = Instant::now();
+        let state = State { accepted: now, authenticated: false, cut, busy: 0, served: 0, idle_since: now, close, fd };
+        self.locked().insert(id, state);
         Activity { connections: self.clone(), id }
+    }
+
+    /// Drops the connection open longest, if it has been open `at_least`, on which no request
+    /// presented the token: answers in progress or not. Returns whether there was one.
+    ///
+    /// Without the token, a local process could hold every place: connections that pipeline
+    /// `GET /v1/health` (open to all) and read none of the answers are never idle, and each
+    /// stayed busy until its writes stalled for `server.header_timeout`; the owner's own
+    /// requests took seconds, and the agent's hooks gave up. A client of the owner's proves
+    /// itself on a connection's first requests, within milliseconds.
+    pub fn cut_longest_anonymous(&self, at_least: Duration) -> bool {
+        let open = self.locked();
+        let anonymous = open
+            .values()
+            .filter(|c| !c.authenticated && !c.cut.is_cancelled() && c.accepted.elapsed() >= at_least)
+            .min_by_key(|c| c.accepted);
+        match anonymous {
+            Some(c) => {
+                c.cut.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Closes the connection idle longest, if one has been idle for `at_least` (a connection
@@ -99,6 +132,11 @@ impl Connections {
     }
 }
 
+/// The connection a request came on, in the request's extensions (see
+/// [`Activity::authenticated`]).
+#[derive(Debug, Clone)]
+pub struct ConnectionOf(pub Arc<Activity>);
+
 /// One connection's entry; removed when dropped (the connection ended).
 #[derive(Debug)]
 pub struct Activity {
@@ -124,6 +162,14 @@ impl Activity {
     pub fn closing(&self) {
         if let Some(c) = self.connections.locked().get_mut(&self.id) {
             c.fd = None;
+        }
+    }
+
+    /// A request on this connection presented the token (or the web view's session): the
+    /// connection is never cut as an anonymous one.
+    pub fn authenticated(&self) {
+        if let Some(c) = self.connections.locked().get_mut(&self.id) {
+            c.authenticated = true;
         }
     }
 
@@ -197,10 +243,10 @@ mod tests {
         let (mut server, _) = listener.accept().unwrap();
         let connections = Arc::new(Connections::default());
         let token = CancellationToken::new();
-        let _entry = connections.add(token.clone(), Some(server.as_raw_fd()));
+        let _entry = connections.add(token.clone(), CancellationToken::new(), Some(server.as_raw_fd()));
         assert!(connections.close_longest_idle(Duration::ZERO) && token.is_cancelled(), "nothing unsent: idle");
         let token = CancellationToken::new();
-        let _entry = connections.add(token.clone(), Some(server.as_raw_fd()));
+        let _entry = connections.add(token.clone(), CancellationToken::new(), Some(server.as_raw_fd()));
         server.set_nonblocking(true).unwrap();
         let _ = server.write(&vec![b'x'; 4 << 20]);
         assert!(unsent_bytes(server.as_raw_fd()) > 0);
@@ -212,7 +258,8 @@ mod tests {
     fn the_connection_idle_longest_is_closed_and_never_a_busy_one() {
         let connections = Arc::new(Connections::default());
         let tokens: Vec<CancellationToken> = (0..3).map(|_| CancellationToken::new()).collect();
-        let entries: Vec<Activity> = tokens.iter().map(|t| connections.add(t.clone(), None)).collect();
+        let entries: Vec<Activity> =
+            tokens.iter().map(|t| connections.add(t.clone(), CancellationToken::new(), None)).collect();
         // The first is busy; the second became idle after the third.
         let busy = entries[0].begin();
         std::thread::sleep(std::time::Duration::from_millis(2));
@@ -228,5 +275,21 @@ mod tests {
         assert!(connections.close_longest_idle(Duration::ZERO) && tokens[0].is_cancelled());
         drop(entries);
         assert!(connections.locked().is_empty());
+    }
+
+    #[test]
+    fn only_a_connection_that_never_showed_the_token_is_cut_the_oldest_first() {
+        let connections = Arc::new(Connections::default());
+        let cuts: Vec<CancellationToken> = (0..3).map(|_| CancellationToken::new()).collect();
+        let entries: Vec<Activity> =
+            cuts.iter().map(|c| connections.add(CancellationToken::new(), c.clone(), None)).collect();
+        // All three are busy with answers; the first showed the token.
+        let _busy: Vec<Busy> = entries.iter().map(Activity::begin).collect();
+        entries[0].authenticated();
+        assert!(!connections.cut_longest_anonymous(Duration::from_secs(60)), "none open that long");
+        assert!(connections.cut_longest_anonymous(Duration::ZERO));
+        assert!(cuts[1].is_cancelled() && !cuts[0].is_cancelled() && !cuts[2].is_cancelled());
+        assert!(connections.cut_longest_anonymous(Duration::ZERO) && cuts[2].is_cancelled());
+        assert!(!connections.cut_longest_anonymous(Duration::ZERO), "only the one that showed the token is left");
     }
 }
