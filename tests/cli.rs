@@ -1072,3 +1072,32 @@ async fn a_long_command_has_the_daemon_prove_itself_before_each_request() {
     assert!(heard.contains("GET /v1/health?challenge="), "{why}: {heard}");
     assert!(!heard.contains(&d.token) && !heard.contains("/v1/import"), "{heard}");
 }
+
+/// A config file holding a secret (`hindsight.api_token`, `local.embedding_api_key`) that other
+/// local users may read (0644, as umask 022 makes it) is said, by `config check`, `doctor` and at
+/// the start: `doctor` called it valid and nothing warned (review50 #7).
+#[test]
+fn a_config_file_others_may_read_holding_a_secret_is_said() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[hindsight]\napi_token = \"hs_secret_0123\"\n[local]\nembedder = \"off\"\n").unwrap();
+    let run = |args: &[&str]| {
+        assert_cmd::Command::new(common::bin())
+            .args(args)
+            .env("MNEME_CONFIG", &config)
+            .env("MNEME_STORAGE__DIR", dir.path().join("data"))
+            .output()
+            .unwrap()
+    };
+    for (mode, said) in [(0o644, true), (0o600, false)] {
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(mode)).unwrap();
+        let check = stdout(&run(&["config", "check"]));
+        let doctor = stdout(&run(&["doctor"]));
+        for out in [&check, &doctor] {
+            let warned = out.contains("holds hindsight.api_token and others may read it (mode 644)");
+            assert_eq!(warned, said, "{mode:o}: {out}");
+            assert!(!out.contains("hs_secret_0123"), "{out}");
+        }
+    }
+}

@@ -63,16 +63,18 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
                 loaded
             });
             match loaded {
-                Ok(loaded) if as_json => {
+                Ok(mut loaded) if as_json => {
+                    loaded.warnings.extend(crate::config::secrets_others_may_read(&loaded));
                     println!(
                         "{}",
                         json!({"ok": true, "path": path, "exists": loaded.exists, "warnings": loaded.warnings})
                     )
                 }
-                Ok(loaded) => {
+                Ok(mut loaded) => {
                     let what = if loaded.exists { "is valid" } else { "does not exist; the defaults apply" };
                     let shown = mneme_core::text::escape_controls(&path.display().to_string()).into_owned();
                     println!("{shown} {what} (backend: {})", loaded.settings.memory.backend);
+                    loaded.warnings.extend(crate::config::secrets_others_may_read(&loaded));
                     for w in loaded.warnings {
                         println!("warning: {w}");
                     }

@@ -54,6 +54,9 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             for w in &loaded.warnings {
                 r.problem(format!("environment: {w}"), "fix or unset that variable".into());
             }
+            if let Some(w) = config::secrets_others_may_read(&loaded) {
+                r.problem(w, format!("chmod 600 {}", loaded.path.display()));
+            }
             Some(loaded.settings)
         }
         Err(e) => {

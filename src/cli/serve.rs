@@ -15,6 +15,9 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }
+    if let Some(w) = crate::config::secrets_others_may_read(&loaded) {
+        tracing::warn!("{w}");
+    }
     match crate::config::config_named_by(config) {
         Some(how) if !loaded.exists => tracing::warn!(
             "the config file {how} names, {}, does not exist; using the defaults (the file is read once it appears)",

@@ -98,6 +98,40 @@ pub fn read(path: &Path) -> Result<Option<String>, ConfigErrors> {
 }
 
 /// [`load`] of a text already [`read`] from `path`.
+/// The config file's secrets (`hindsight.api_token`, `local.embedding_api_key`) when others
+/// may read the file (a config made with umask 022 is 0644): what to say, once at the start and
+/// by `mneme doctor`. The token file is 0600; a key written beside it in a world-readable file
+/// gave every local user the Hindsight server's or the embedding endpoint's key.
+pub fn secrets_others_may_read(loaded: &Loaded) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&loaded.path).ok()?.permissions().mode();
+    if mode & 0o044 == 0 {
+        return None;
+    }
+    let table: toml::Table = loaded.text.parse().ok()?;
+    let set = |section: &str, key: &str| {
+        table.get(section).and_then(|s| s.get(key)).and_then(toml::Value::as_str).is_some_and(|v| !v.trim().is_empty())
+    };
+    let secrets = [
+        ("hindsight", "api_token", "HINDSIGHT_API_TOKEN"),
+        ("local", "embedding_api_key", "MNEME_LOCAL__EMBEDDING_API_KEY"),
+    ];
+    let (named, variables): (Vec<String>, Vec<&str>) = secrets
+        .into_iter()
+        .filter(|(section, key, _)| set(section, key))
+        .map(|(section, key, variable)| (format!("{section}.{key}"), variable))
+        .unzip();
+    (!named.is_empty()).then(|| {
+        format!(
+            "the config file {} holds {} and others may read it (mode {:o}): `chmod 600` it, or set {} in mneme's environment instead",
+            loaded.path.display(),
+            named.join(" and "),
+            mode & 0o777,
+            variables.join(" and "),
+        )
+    })
+}
+
 fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigErrors> {
     let exists = text.is_some();
     let text = text.unwrap_or_default();

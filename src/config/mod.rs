@@ -18,7 +18,8 @@ pub use mneme_hindsight::{HindsightConfig, Secret};
 
 pub use keys::parse_duration;
 pub use load::{
-    load, load_for_client, load_from_env, load_text_from_env, read, unknown_env_keys, ConfigError, ConfigErrors, Loaded,
+    load, load_for_client, load_from_env, load_text_from_env, read, secrets_others_may_read, unknown_env_keys,
+    ConfigError, ConfigErrors, Loaded,
 };
 pub use paths::{config_named_by, config_path, default_storage_dir};
 
