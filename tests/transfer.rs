@@ -1061,3 +1061,43 @@ async fn an_import_to_hindsight_counts_only_what_it_sent() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout(&out).contains("Sent 2 memories to the backend; 1 skipped"), "{}", stdout(&out));
 }
+
+/// `mneme export -o` into a folder every user may write to (/tmp) does not write through a link
+/// or a FIFO another user made there: the link replaced the file it named (the user's own
+/// `~/.profile`), and the FIFO's maker read every memory (review50 #5). Needs root, to make
+/// them as another user.
+#[tokio::test]
+async fn an_export_does_not_write_through_what_another_user_planted() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to make files as another user");
+        return;
+    }
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    seed(&d, 3).await;
+    let shared = d.dir.path().join("tmp");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let own = d.dir.path().join("profile");
+    std::fs::write(&own, "export PATH=/usr/bin\n").unwrap();
+    let link = shared.join("backup.jsonl");
+    std::os::unix::fs::symlink(&own, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let fifo = shared.join("pipe.jsonl");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    std::os::unix::fs::chown(&fifo, Some(65534), Some(65534)).unwrap();
+    for planted in [&link, &fifo] {
+        let out =
+            d.cli().args(["export", "-o"]).arg(planted).timeout(std::time::Duration::from_secs(20)).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("another user (uid 65534) made in") && err.contains("not written through"), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&own).unwrap(), "export PATH=/usr/bin\n");
+    // One's own link there is followed, as before.
+    std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+    let out = d.cli().args(["export", "-o"]).arg(&link).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&own).unwrap().starts_with("{\""), "the export replaced it");
+}

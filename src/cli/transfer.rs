@@ -187,6 +187,14 @@ impl Sink {
         if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
             return Err(CliError::Other(format!("cannot write {}: it is a folder", path.display())));
         }
+        // What another user planted in a folder every user may write to (/tmp): a link to a file
+        // of this user's (replaced by the export), a FIFO (read by its maker). The kernel refuses
+        // both only with fs.protected_symlinks and fs.protected_fifos on.
+        for hop in link_hops(path).map_err(failed)? {
+            if let Some(refusal) = planted_by_another(&hop) {
+                return Err(CliError::Other(format!("cannot write {}: {refusal}", path.display())));
+            }
+        }
         if !Self::replaces(path) {
             let file = std::fs::OpenOptions::new().write(true).open(path).map_err(failed)?;
             return Ok(Self::Direct(std::io::BufWriter::new(file)));
@@ -240,6 +248,32 @@ impl Write for Sink {
             Self::Direct(out) => out.flush(),
         }
     }
+}
+
+/// Why `path` is not written through, when it is a link or a file (a FIFO) another user made in
+/// a folder every user may write to (sticky: only its owner and the folder's may replace it):
+/// as fs.protected_symlinks and fs.protected_fifos judge it.
+fn planted_by_another(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let this = std::fs::symlink_metadata(path).ok()?;
+    let folder = match path.parent() {
+        Some(f) if !f.as_os_str().is_empty() => f,
+        _ => Path::new("."),
+    };
+    let shared = std::fs::metadata(folder).ok()?;
+    // SAFETY: geteuid(2) cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let sticky_and_shared = shared.mode() & 0o1002 == 0o1002;
+    if !sticky_and_shared || this.uid() == me || this.uid() == shared.uid() || this.is_dir() {
+        return None;
+    }
+    let kind = if this.file_type().is_symlink() { "a symbolic link" } else { "a file" };
+    Some(format!(
+        "{} is {kind} another user (uid {}) made in {}, a folder every user may write to: not written through; name a file of your own",
+        path.display(),
+        this.uid(),
+        folder.display()
+    ))
 }
 
 /// The file a symlink at `path` names, however many links deep (`path` itself when it is none).
