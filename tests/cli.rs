@@ -884,6 +884,21 @@ fn the_mcp_headers_helper_gives_the_token_only_where_it_is_proven() {
     let out = helper(&format!("http://{}/mcp", d.addr));
     assert!(out.status.success(), "{out:?}");
     assert!(stdout(&out).contains(&format!("Bearer {}", d.token)), "{out:?}");
+    // A Claude Code that names no URL: the one the project's .mcp.json gives mneme's server.
+    let project = d.dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    for (port, proven) in [(nothing.to_string(), false), (d.addr.rsplit_once(':').unwrap().1.to_owned(), true)] {
+        let servers = serde_json::json!({"mcpServers": {"mneme": {"type": "http", "url": format!("http://127.0.0.1:{port}/mcp")}}});
+        std::fs::write(project.join(".mcp.json"), servers.to_string()).unwrap();
+        let out = d
+            .cli()
+            .args(["hook", "claude-code", "--mcp-headers"])
+            .env("CLAUDE_PROJECT_DIR", &project)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.success(), proven, "{port}: {out:?}");
+        assert_eq!(stdout(&out).contains(&d.token), proven, "{port}: {out:?}");
+    }
 }
 
 /// A token file replaced while the daemon runs (it reads it at start): doctor says to restart

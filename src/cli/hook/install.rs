@@ -254,21 +254,31 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     // moved to another port and `.mcp.json` still names the old one; nothing answering may be
     // such a process a moment later. (Given the headers whatever answered but a daemon of
     // another token, Claude Code sent the token to a program that closed the connection.)
-    let client = match std::env::var("CLAUDE_CODE_MCP_SERVER_URL").ok().filter(|u| !u.trim().is_empty()) {
-        Some(url) => super::super::client::Client::connect_at(&settings, loopback_addr(&url)?).await,
-        None => super::super::client::Client::connect(&settings).await,
-    };
-    client?;
     let cwd = std::env::var("CLAUDE_PROJECT_DIR")
         .ok()
         .filter(|d| !d.is_empty())
         .or_else(crate::cli::working_folder)
         .unwrap_or_else(|| "/".into());
+    let client = match mcp_server_url(Path::new(&cwd)) {
+        Some(url) => super::super::client::Client::connect_at(&settings, loopback_addr(&url)?).await,
+        None => super::super::client::Client::connect(&settings).await,
+    };
+    client?;
     // A path that is not ASCII goes percent-encoded: a fetch client (Claude Code's, Node's)
     // sends a header's text as Latin-1, and cannot send one beyond U+00FF at all.
     let cwd = crate::daemon::path_for_header(&cwd);
     println!("{}", json!({"Authorization": format!("Bearer {}", token.trim()), "X-Mneme-Cwd": cwd}));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The URL Claude Code sends the headers to: the one it names to the helper, or (a Claude Code
+/// that names none) the one the project's `.mcp.json` gives mneme's server.
+fn mcp_server_url(project: &Path) -> Option<String> {
+    if let Some(url) = std::env::var("CLAUDE_CODE_MCP_SERVER_URL").ok().filter(|u| !u.trim().is_empty()) {
+        return Some(url);
+    }
+    let servers = read_json(&project.join(".mcp.json")).ok()?;
+    servers["mcpServers"]["mneme"]["url"].as_str().map(str::to_owned)
 }
 
 /// The `host:port` of the MCP server's URL Claude Code names, when it is this machine's: the
