@@ -3,7 +3,7 @@
 //! connection whose request headers do not arrive in time (also between keep-alive requests).
 //! A client that stops reading its answers is closed after the same timeout (`write_stall`).
 //! At the cap, the connection idle longest makes room for a new one, else the oldest on which
-//! no request showed the token (see `idle`). On shutdown
+//! no request showed the token; those hold half the places at most (see `idle`). On shutdown
 //! it stops accepting and lets the requests in progress finish. What hyper answers
 //! itself (bytes that are not HTTP, headers too large) gets the API's JSON error body too.
 
@@ -32,6 +32,9 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// the cap looks again.
 const IDLE_BEFORE_EVICTION: Duration = Duration::from_secs(1);
 const EVICTION_LOOK: Duration = Duration::from_millis(250);
+/// How long a connection may go without showing the token before it may be cut to make room
+/// (see `idle`): an owner's client shows it on its first requests, within milliseconds.
+const ANONYMOUS_GRACE: Duration = Duration::from_millis(250);
 /// The most bytes a request's line and headers may take; more is answered 431. Agents send a
 /// few hundred.
 const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -83,6 +86,12 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
             },
             _ = stop.cancelled() => break,
         };
+        // Connections that never showed the token hold half the places at most: past that, the
+        // oldest of them goes as this one comes, so the owner's clients find a place at once
+        // however many another local user opens (see `idle`).
+        if connections.anonymous() >= limits.max_connections.div_ceil(2) {
+            connections.cut_longest_anonymous(ANONYMOUS_GRACE);
+        }
         // At the cap, the connection idle longest makes room (see `idle`); when every one is busy,
         // this one waits for a place (and the next ones in the kernel's backlog).
         let place = loop {
@@ -91,7 +100,7 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
             }
             // Else one that never showed the token, open a while, goes at once (see `idle`).
             let _ = connections.close_longest_idle(IDLE_BEFORE_EVICTION)
-                || connections.cut_longest_anonymous(IDLE_BEFORE_EVICTION);
+                || connections.cut_longest_anonymous(ANONYMOUS_GRACE);
             tokio::select! {
                 place = open.clone().acquire_owned() => break Some(place.expect("the semaphore is never closed")),
                 // None idle long enough yet: looked at again.

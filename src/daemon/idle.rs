@@ -85,6 +85,11 @@ impl Connections {
         Activity { connections: self.clone(), id }
     }
 
+    /// How many open connections never showed the token.
+    pub fn anonymous(&self) -> usize {
+        self.locked().values().filter(|c| !c.authenticated && !c.cut.is_cancelled()).count()
+    }
+
     /// Drops the connection open longest, if it has been open `at_least`, on which no request
     /// presented the token: answers in progress or not. Returns whether there was one.
     ///
