@@ -780,30 +780,37 @@ fn json_failures_carry_the_daemons_answer() {
     assert_eq!(v["error"]["errors"][0]["line"], 2, "{v}");
 }
 
+/// Another program on a port: it answers each connection's first read with `answer`, and keeps
+/// what it heard.
+fn squat(listener: std::net::TcpListener, answer: String) -> std::sync::Arc<std::sync::Mutex<String>> {
+    use std::io::{Read, Write};
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let log = heard.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { break };
+            let mut buf = [0u8; 8192];
+            let n = conn.read(&mut buf).unwrap_or(0);
+            log.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            let _ = conn.write_all(answer.as_bytes());
+        }
+    });
+    heard
+}
+
 /// The CLI sends the token only to a daemon that proves it holds it: whatever answers on the
 /// port may be another user's process, which took it while the daemon was down (it was sent
 /// the token, and the retained text, by every command).
 #[test]
 fn the_token_goes_only_to_a_daemon_that_proves_it_holds_it() {
-    use std::io::{Read, Write};
     let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = squatter.local_addr().unwrap().port();
-    let heard = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let log = heard.clone();
-    std::thread::spawn(move || {
-        for conn in squatter.incoming() {
-            let Ok(mut conn) = conn else { break };
-            let mut buf = [0u8; 8192];
-            let n = conn.read(&mut buf).unwrap_or(0);
-            log.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            let body = r#"{"status":"ok","version":"0.1.0","protocol":1}"#;
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = conn.write_all(answer.as_bytes());
-        }
-    });
+    let body = r#"{"status":"ok","version":"0.1.0","protocol":1}"#;
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let heard = squat(squatter, answer);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
@@ -1056,7 +1063,6 @@ fn a_command_without_its_config_file_says_why_it_may_not_find_the_daemon() {
 /// port in the gap (review50 #2).
 #[tokio::test]
 async fn a_long_command_has_the_daemon_prove_itself_before_each_request() {
-    use std::io::{Read, Write};
     let mut d = Daemon::start("[local]\nembedder = \"off\"\n");
     let env: std::collections::HashMap<String, String> = common::env_for(d.dir.path()).into_iter().collect();
     let settings = mneme::config::load(&d.config_path(), &|k| env.get(k).cloned()).unwrap().settings;
@@ -1066,17 +1072,8 @@ async fn a_long_command_has_the_daemon_prove_itself_before_each_request() {
     }
     d.stop();
     let squatter = std::net::TcpListener::bind(&d.addr).unwrap();
-    let heard = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let log = heard.clone();
-    std::thread::spawn(move || {
-        for conn in squatter.incoming() {
-            let Ok(mut conn) = conn else { break };
-            let mut buf = [0u8; 8192];
-            let n = conn.read(&mut buf).unwrap_or(0);
-            log.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}");
-        }
-    });
+    let heard =
+        squat(squatter, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}".into());
     // (The client's kept-alive connection sees the daemon close it, as a long import's does
     // while it sends its next part.)
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;

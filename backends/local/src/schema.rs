@@ -97,26 +97,20 @@ DROP TABLE memories_fts;
 -- neighbourhood.rs), so a restart need not measure every bank again; NULL: not measured.
 ALTER TABLE passage_vectors ADD COLUMN crowding REAL;
 "#,
-    r#"
--- Ideographs and kana became words of their own, and full-width forms fold to ASCII: the
--- passages whose text (or whose context, the passage before) holds them are indexed again.
-CREATE TEMP TABLE reindexed AS
-    SELECT p.pid FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid
-    WHERE mneme_split_differs(p.text) OR mneme_split_differs(q.text);
-DELETE FROM passages_fts WHERE rowid IN (SELECT pid FROM reindexed);
-INSERT INTO passages_fts (rowid, terms, ctx)
-    SELECT p.pid, mneme_own_terms(p.text, CASE WHEN q.memory_seq = p.memory_seq THEN q.text END), mneme_terms(q.text)
-    FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid WHERE p.pid IN (SELECT pid FROM reindexed);
-DROP TABLE reindexed;
-"#,
+    // Ideographs and kana became words of their own, and full-width forms fold to ASCII.
+    REINDEX_SPLIT_DIFFERENTLY,
     r#"
 -- Memories stored before passages and left one passage by an earlier build of schema 4 are
 -- split (in Rust: see `split_long_memories`).
 "#,
-    r#"
--- Marks became part of their word (Thai's and Hindi's vowel signs), and Thai, Lao, Khmer and
--- Myanmar, written without spaces, are indexed a pair of letters at a time: the passages whose
--- text (or whose context, the passage before) holds marks or those scripts are indexed again.
+    // Marks became part of their word (Thai's and Hindi's vowel signs), and Thai, Lao, Khmer and
+    // Myanmar, written without spaces, are indexed a pair of letters at a time.
+    REINDEX_SPLIT_DIFFERENTLY,
+];
+
+/// Indexes again the passages whose text (or whose context, the passage before) the index now
+/// splits into other terms than runs of letters and digits (`fts::split_differs`).
+const REINDEX_SPLIT_DIFFERENTLY: &str = r#"
 CREATE TEMP TABLE reindexed AS
     SELECT p.pid FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid
     WHERE mneme_split_differs(p.text) OR mneme_split_differs(q.text);
@@ -125,8 +119,7 @@ INSERT INTO passages_fts (rowid, terms, ctx)
     SELECT p.pid, mneme_own_terms(p.text, CASE WHEN q.memory_seq = p.memory_seq THEN q.text END), mneme_terms(q.text)
     FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid WHERE p.pid IN (SELECT pid FROM reindexed);
 DROP TABLE reindexed;
-"#,
-];
+"#;
 
 /// The newest schema version.
 pub const VERSION: usize = MIGRATIONS.len();

@@ -734,29 +734,9 @@ async fn words_in_chinese_and_japanese_text_are_found_also_in_a_store_indexed_be
         assert_eq!(found(&b, "数据库").await, vec![notes[1].to_owned()]);
         assert_eq!(found(&b, "ｍｅｍｃａｃｈｅｄ").await, vec![notes[0].to_owned()], "full-width folds");
     }
-    {
-        // As the previous schema indexed them: a run of letters one term, whatever its script.
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        let rows: Vec<(i64, String)> = conn
-            .prepare("SELECT pid, text FROM passages")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        for (pid, text) in rows {
-            let old: Vec<String> =
-                text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
-            conn.execute("DELETE FROM passages_fts WHERE rowid = ?1", [pid]).unwrap();
-            conn.execute(
-                "INSERT INTO passages_fts (rowid, terms, ctx) VALUES (?1, ?2, '')",
-                rusqlite::params![pid, old.join(" ")],
-            )
-            .unwrap();
-        }
-        // Before schema 6, which indexed ideographs and kana as words of their own.
-        conn.pragma_update(None, "user_version", 5i64).unwrap();
-    }
+    // As the schemas before 6 indexed them: a run of letters one term, whatever its script (6
+    // indexed ideographs and kana as words of their own).
+    index_as_runs_of_letters(&path, 5);
     let b = LocalBackend::open(&LocalConfig::lexical(path.clone())).unwrap();
     assert_eq!(found(&b, "Memcached").await, vec![notes[0].to_owned()]);
     assert_eq!(found(&b, "数据库").await, vec![notes[1].to_owned()]);
@@ -797,29 +777,33 @@ async fn words_with_marks_and_thai_words_are_found_also_in_a_store_indexed_befor
         b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
         check(b).await;
     }
-    {
-        // As the previous schema indexed them: runs of letters and digits, marks between.
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        let rows: Vec<(i64, String)> = conn
-            .prepare("SELECT pid, text FROM passages")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        for (pid, text) in rows {
-            let old: Vec<String> =
-                text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
-            conn.execute("DELETE FROM passages_fts WHERE rowid = ?1", [pid]).unwrap();
-            conn.execute(
-                "INSERT INTO passages_fts (rowid, terms, ctx) VALUES (?1, ?2, '')",
-                rusqlite::params![pid, old.join(" ")],
-            )
-            .unwrap();
-        }
-        conn.pragma_update(None, "user_version", 7i64).unwrap();
-    }
+    // As schema 7 indexed them: runs of letters and digits, marks between.
+    index_as_runs_of_letters(&path, 7);
     check(LocalBackend::open(&LocalConfig::lexical(path.clone())).unwrap()).await;
+}
+
+/// Indexes the store at `path` as an earlier schema did (each run of letters and digits a term,
+/// lowercased), and says it is of `version`.
+fn index_as_runs_of_letters(path: &std::path::Path, version: i64) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let rows: Vec<(i64, String)> = conn
+        .prepare("SELECT pid, text FROM passages")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for (pid, text) in rows {
+        let old: Vec<String> =
+            text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+        conn.execute("DELETE FROM passages_fts WHERE rowid = ?1", [pid]).unwrap();
+        conn.execute(
+            "INSERT INTO passages_fts (rowid, terms, ctx) VALUES (?1, ?2, '')",
+            rusqlite::params![pid, old.join(" ")],
+        )
+        .unwrap();
+    }
+    conn.pragma_update(None, "user_version", version).unwrap();
 }
 
 /// A forget while another process writes the store (`mneme migrate --to local` beside the
