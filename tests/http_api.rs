@@ -704,6 +704,28 @@ async fn an_unpaired_surrogate_is_read_as_a_replacement_character() {
     assert_eq!(v["memories"][0]["content"], "launch the rocket \u{fffd} now", "{v}");
     let r = post("/hindsight/v1/default/banks/mneme/memories/recall", r#"{"query": "rocket \ud83d"}"#).await.unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    // Every route reads it so, those whose body may be empty too: a session started under an id
+    // holding one is flushed and cleared by that id (review51 #1).
+    let r = post("/v1/sessions", r#"{"session_id": "sess-\ud83d", "cwd": "/p/emoji"}"#).await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    for (path, body) in [
+        ("/v1/flush", r#"{"session_id": "sess-\ud83d"}"#),
+        ("/v1/clear", r#"{"session_id": "sess-\ud83d"}"#),
+        ("/v1/ui/codes", r#"{"note": "\ud83d"}"#),
+    ] {
+        let r = post(path, body).await.unwrap();
+        assert_eq!(r.status(), 200, "{path}: {}", r.text().await.unwrap());
+    }
+    let r = d
+        .http
+        .put(d.url("/hindsight/v1/default/banks/b1"))
+        .bearer_auth(&d.token)
+        .header("content-type", "application/json")
+        .body(r#"{"background": "half \ud83d"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
 }
 
 /// An unknown session's long id is quoted cut, as every error quotes a long value: a flush or a

@@ -653,6 +653,33 @@ async fn refused_values_holding_private_spans_are_not_repeated() {
     }
 }
 
+/// So when the tags are escaped (`\u003cprivate\u003e`) and the body also holds half an emoji
+/// (`\ud83d`): the body as sent is no JSON serde reads, so the escaped tags went unseen, and the
+/// error quoted the value the span hides (review51 #5).
+#[tokio::test]
+async fn a_refused_value_in_an_escaped_span_is_not_repeated_beside_half_an_emoji() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    d.start_session("s", "/p/refused").await;
+    let hidden = secret("escaped-span");
+    for tail in ["", " \\ud83d"] {
+        let body = format!(
+            r#"{{"items": [{{"content": "\u003cprivate\u003e the vault password follows"}}, "{hidden}", {{"content": "\u003c/private\u003e that was it{tail}"}}]}}"#
+        );
+        let r = d
+            .http
+            .post(d.url("/v1/sessions/s/retain"))
+            .bearer_auth(&d.token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{tail:?}");
+        let text = r.text().await.unwrap();
+        assert!(!text.contains("SECRET-") && text.contains("not repeated"), "{tail:?}: {text}");
+    }
+}
+
 /// A filter tag holding a private span is refused, not sent to the backend (a server that may
 /// log what it is asked), on every route that filters by tags.
 #[tokio::test]

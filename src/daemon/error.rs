@@ -207,7 +207,8 @@ pub(crate) fn quoting_request(message: String, request: &[u8]) -> String {
 }
 
 /// Whether a body holds a `<private>` tag: in its text, or in a string of it once read as JSON
-/// (escaped, `\u003cprivate\u003e`).
+/// (escaped, `\u003cprivate\u003e`), read as every route reads it (half an emoji elsewhere in the
+/// body, `\ud83d`, hid the escaped tags, and the error quoted what the span hides).
 pub(crate) fn holds_private_text(bytes: &[u8]) -> bool {
     use mneme_core::text::has_private_tag;
     fn any_string(v: &serde_json::Value) -> bool {
@@ -219,7 +220,7 @@ pub(crate) fn holds_private_text(bytes: &[u8]) -> bool {
         }
     }
     has_private_tag(&String::from_utf8_lossy(bytes))
-        || serde_json::from_slice::<serde_json::Value>(bytes).is_ok_and(|v| any_string(&v))
+        || crate::json_text::from_slice_mended::<serde_json::Value>(bytes).is_ok_and(|v| any_string(&v))
 }
 
 /// `message` without what it quotes, from the first quote to the last.

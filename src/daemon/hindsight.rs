@@ -200,7 +200,7 @@ async fn put_bank(State(s): St, Path(bank): Path<String>, body: axum::body::Byte
             HindsightError(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", quoting_input(message)))
         };
         // An object: serde would also read a struct from an array (`[]`).
-        match serde_json::from_slice::<serde_json::Value>(&body) {
+        match crate::json_text::from_slice_mended::<serde_json::Value>(&body) {
             Ok(v) if v.is_object() => serde_json::from_value(v).map_err(|e| invalid(format!("invalid body: {e}")))?,
             Ok(_) => return Err(invalid("the body must be a JSON object".into())),
             Err(e) => return Err(invalid(format!("invalid body: {e}"))),

@@ -35,7 +35,9 @@ pub(super) fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> App
     }
     // A body that is not JSON is a 400 like every route's; JSON of the wrong shape (an array
     // where an object goes, a wrong type) a 422.
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+    // Half an emoji (`\ud83d`) is read as U+FFFD, as every route reads it: a session started
+    // under an id holding one is then flushed or cleared by the same id.
+    let value: serde_json::Value = crate::json_text::from_slice_mended(bytes).map_err(|e| {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", quoting_input(format!("the body is not JSON: {e}")))
     })?;
     if !value.is_object() {
