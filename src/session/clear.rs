@@ -177,9 +177,8 @@ impl Sessions {
             let (all, scope) = (req.all, scope.clone());
             move |e: &Ended| all || e.scope.as_ref() == Some(&scope)
         };
-        let ended = self.ended_sessions(in_scope.clone()).await;
-        ids.extend(ended.iter().cloned());
-        let _turns = self.hold_turns(ids).await;
+        ids.extend(self.ended_sessions(in_scope.clone()).await);
+        let _turns = self.hold_turns(ids.clone()).await;
         let queue = &self.inner.queue;
         let (discarded, report) = if one_scope {
             queue.discard_scope_then(&scope, backend.clear(&scope, what)).await?
@@ -190,7 +189,9 @@ impl Sessions {
         // As a forget does: a recall asked before the deletion and answered after it is not
         // kept as a session's block (or instructions), which would quote what was cleared.
         self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.erase_ended(ended, in_scope).await;
+        // Every session held, the live ones too: one that ended between the listing and the
+        // hold wrote a record neither list holds, and started again it stored the cleared turns.
+        self.erase_ended(ids, in_scope).await;
         self.update_each_after_erasure(|s| {
             if !(req.all || s.scope == scope) {
                 return false;

@@ -2156,6 +2156,46 @@ async fn a_conversation_forgotten_after_its_session_ended_stays_forgotten_on_a_r
     }
 }
 
+/// A session that ends while a clear of its scope waits for its turn (listed live, so not among
+/// the ended records the clear read) is marked erased too: started again under its id, it stored
+/// the cleared turns again (review51 #2).
+#[tokio::test]
+async fn a_session_that_ends_while_a_clear_waits_stays_cleared_on_a_resume() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("e")).await.unwrap();
+    s.agent_end("e", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    // The session's turn is taken, so its end waits, and so does the clear after it, which has
+    // listed the session live by then.
+    let turn = s.inner.turns.lock("e").await;
+    let end = tokio::spawn({
+        let s = s.clone();
+        async move { s.end("e", Delivery::Wait).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let clear = tokio::spawn({
+        let s = s.clone();
+        async move { s.clear(ClearRequest { all: true, ..Default::default() }).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!end.is_finished() && !clear.is_finished());
+    drop(turn);
+    end.await.unwrap().unwrap();
+    clear.await.unwrap().unwrap();
+    r.queue.flush_all().await;
+    assert_eq!(stored(&r).await, "");
+    s.start(start("e")).await.unwrap();
+    s.agent_end("e", &turns(3), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("e", Delivery::Wait).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(text.contains("question 2 about otters"), "the turn after the clear is kept: {text}");
+    for i in 0..2 {
+        assert!(!text.contains(&format!("question {i} about otters")), "turn {i} came back: {text}");
+    }
+}
+
 /// A rewind to before what was forgotten (or cleared) stores nothing forgotten: the branch's
 /// turns shared with the forgotten ones stay unstored, its own are stored, and the turn taken back
 /// goes. Taken for a history that starts over, the branch was stored whole in a new part, the
