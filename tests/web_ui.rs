@@ -235,6 +235,8 @@ fn the_view_reads_well_narrow_and_has_no_console_errors() {
     // And in the confirmation to delete its document (review46 #2).
     assert_eq!(r.step("long-words")["dialog_overflow"], 0, "a long document id wraps in the dialog");
     assert_eq!(r.step("long-words")["rtl_direction"], "rtl", "a Hebrew memory reads right to left");
+    // And a Hebrew line of a conversation's turn, after its Latin "[role: user]" (review51 #3).
+    assert_eq!(r.step("long-words")["rtl_turn"], true, "a Hebrew line of a turn reads right to left");
     let console = r.step("console")["entries"].as_array().unwrap().clone();
     let problems: Vec<&Value> = console
         .iter()

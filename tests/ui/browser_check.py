@@ -639,7 +639,11 @@ def run_tabs(d, b):
          "document_id": long_id, "tags": [long_tag], "created_at": "2026-12-01T10:00:00Z"},
         # A Hebrew note ("Hello! We deploy with cargo-dist.") reads right to left.
         {"id": "rtl", "bank": page["memories"][0]["bank"], "content": "שלום! אנחנו פורסים עם cargo-dist.",
-         "created_at": "2026-12-01T10:00:01Z"}]})
+         "created_at": "2026-12-01T10:00:01Z"},
+        # So does its line in a conversation's turn, after the Latin "[role: user]" line.
+        {"id": "rtl-turn", "bank": page["memories"][0]["bank"],
+         "content": "[role: user]\nשלום! אנחנו פורסים עם cargo-dist.\n[user:end]",
+         "created_at": "2026-12-01T10:00:02Z"}]})
     assert status == 200, v
     d.api("POST", "/v1/flush", {"wait": True})
     b.go(d.url + "/ui/")
@@ -648,6 +652,14 @@ def run_tabs(d, b):
     wide = b.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
     rtl = b.js("const e = document.querySelector('#list .item[data-id=\"rtl\"] .text');"
                "return e && getComputedStyle(e).direction")
+    # Where the line's words land: Hebrew read right to left puts its first word right of the
+    # Latin one at its end.
+    turn_rtl = b.js("const e = document.querySelector('#list .item[data-id=\"rtl-turn\"] .text');"
+                    "if (!e) return null;"
+                    "const t = [...e.childNodes].find(n => n.nodeType === 3 && n.data.includes('cargo'));"
+                    "const at = w => { const r = document.createRange(), i = t.data.indexOf(w);"
+                    "  r.setStart(t, i); r.setEnd(t, i + w.length); return r.getBoundingClientRect().left; };"
+                    "return at('שלום') > at('cargo')")
     # The confirmation to delete its document names the id whole, within the dialog.
     b.click('#list .item[data-id="long-words"]')
     b.wait("return document.getElementById('detail').dataset.id === 'long-words'", "the long memory's detail")
@@ -657,7 +669,8 @@ def run_tabs(d, b):
     b.click("#confirm-cancel")
     d.api("DELETE", "/v1/memories/long-words")
     d.api("DELETE", "/v1/memories/rtl")
-    step("long-words", overflow=wide, dialog_overflow=dialog, rtl_direction=rtl)
+    d.api("DELETE", "/v1/memories/rtl-turn")
+    step("long-words", overflow=wide, dialog_overflow=dialog, rtl_direction=rtl, rtl_turn=turn_rtl)
 
 
 def run_other_origin(d, b, scope, fact_id):

@@ -211,7 +211,7 @@ function memoryItem(m, extra) {
       m.kind ? h('span', { class: 'chip' }, m.kind) : null,
       m.bank ? h('span', {}, m.bank) : null,
       (m.tags || []).map((t) => h('span', { class: 'chip', dir: 'auto' }, t)),
-      m.doc ? h('span', { title: 'document', dir: 'auto' }, `doc ${m.doc}`) : null),
+      m.doc ? h('span', { title: 'document' }, 'doc ', h('bdi', {}, m.doc)) : null),
     h('div', { class: 'text', dir: 'auto' }, m.text)));
 }
 
@@ -468,7 +468,7 @@ function showNotice(n) {
   state.seenNotice = n.id;
   const li = h('li', { class: `notice ${n.level}`, dataset: { id: n.id, level: n.level } },
     h('div', { class: 'meta' }, h('span', {}, when(n.at)), h('span', { class: 'chip' }, n.level),
-      h('span', {}, n.source), n.session_id ? h('span', {}, n.session_id) : null),
+      h('span', {}, n.source), n.session_id ? h('span', { dir: 'auto' }, n.session_id) : null),
     h('div', { class: 'text', dir: 'auto' }, n.message));
   $('notices').prepend(li);
   // A backend switched or reopened by a reload: its banks are others (the list kept the old).
