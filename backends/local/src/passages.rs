@@ -128,14 +128,15 @@ fn overlap(passage: &str) -> String {
 /// `text` cut to cost at most `max_units` (quarter tokens, as [`budget_units`] counts them)
 /// around the part that holds most of the query's words (stemmed as the index stems them) or
 /// their alternatives (see [`crate::thesaurus`]: the words a passage may have been found by),
-/// marked with `…` where it was cut. A text that fits is returned as it is.
-pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) -> String {
+/// marked with `…` where it was cut. A text that fits is returned as it is; `None` when no
+/// character of it fits (a budget smaller than its first joined emoji).
+pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) -> Option<String> {
     let units = budget_units(text);
     if units <= max_units {
-        return text.to_owned();
+        return Some(text.to_owned());
     }
     if max_units < 8 {
-        return take_units(text, max_units).to_owned();
+        return Some(take_units(text, max_units)).filter(|t| !t.trim().is_empty()).map(str::to_owned);
     }
     let mut wanted = fts::query_terms(query);
     wanted.extend(thesaurus.alternatives(&wanted));
@@ -154,18 +155,25 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     let words: Vec<(usize, usize, Option<usize>)> = fts::word_spans(text)
         .map(|span| (char_at[span.start], char_at[span.end], wanted.get(&fts::index_terms(&text[span])).copied()))
         .collect();
+    // What the text up to each char offset costs: a window is measured by what it costs, not by
+    // its length (by the text's average cost, a window in ideographs or emoji came out too
+    // short for the English word asked for, and held none of the question).
+    let mut cost_to = Vec::with_capacity(cs.len() + 1);
+    cost_to.push(0usize);
+    for c in &cs {
+        cost_to.push(cost_to[cost_to.len() - 1] + budget_units_of(*c));
+    }
+    let cost_of = |range: std::ops::Range<usize>| -> usize { cost_to[range.end] - cost_to[range.start] };
     let room_units = max_units - 4; // for the two "… " marks
-                                    // The window's length in characters, as the text costs on average (then cut to the bound).
-    let room = (room_units as f64 * cs.len() as f64 / units as f64) as usize;
-    // The window starting at a wanted word that holds the most of the wanted terms (then the
-    // most wanted words), centred on them: counted with repeats, a common word of the question
-    // ("我们", "the") over and over outweighed the one place that answers it.
+                                    // The window starting at a wanted word that holds the most of the wanted terms (then the
+                                    // most wanted words), centred on them: counted with repeats, a common word of the question
+                                    // ("我们", "the") over and over outweighed the one place that answers it.
     let mut held = vec![0usize; wanted.len()]; // how often each term is in the window
     let (mut best, mut best_score, mut distinct, mut hits, mut j) = ((0usize, 0usize), (0, 0), 0usize, 0usize, 0usize);
     for i in 0..words.len() {
         j = j.max(i); // (a word longer than the window is in none)
                       // The words that end in the window starting at word i.
-        while j < words.len() && words[j].1 <= words[i].0 + room {
+        while j < words.len() && cost_of(words[i].0..words[j].1) <= room_units {
             if let Some(t) = words[j].2 {
                 distinct += usize::from(held[t] == 0);
                 held[t] += 1;
@@ -183,7 +191,6 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
             hits -= 1;
         }
     }
-    let cost_of = |range: std::ops::Range<usize>| -> usize { cs[range].iter().map(|c| budget_units_of(*c)).sum() };
     // Start at a word (within 20 characters).
     let at_a_word = |from: usize| -> usize {
         match words.iter().find(|w| w.0 >= from) {
@@ -191,51 +198,36 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
             _ => from,
         }
     };
-    let (from, mut to) = if cost_of(best.0..best.1) <= room_units {
-        // The wanted words fit: the window grows from them a character at a time on each side
-        // while the budget lasts, so it is as long as the budget whatever the text around costs
-        // (sized by the average cost, it came out a quarter of the budget where the question's
-        // English stood in text of emoji or ideographs, and left out the word asked for).
-        let (mut from, mut to) = best;
-        let mut cost = cost_of(from..to);
-        let grow_right = |to: &mut usize, cost: &mut usize| -> bool {
-            let fits = *to < cs.len() && *cost + budget_units_of(cs[*to]) <= room_units;
-            if fits {
-                *cost += budget_units_of(cs[*to]);
-                *to += 1;
-            }
-            fits
-        };
-        let (mut left, mut right) = (true, true);
-        while left || right {
-            right = right && grow_right(&mut to, &mut cost);
-            left = left && from > 0 && cost + budget_units_of(cs[from - 1]) <= room_units;
-            if left {
-                from -= 1;
-                cost += budget_units_of(cs[from]);
-            }
+    // The wanted words fit (the scan counts only windows that do; with none, `best` is the
+    // text's start): the window grows from them a character at a time on each side while the
+    // budget lasts, so it is as long as the budget whatever the text around costs.
+    let (mut from, mut to) = best;
+    let mut cost = cost_of(from..to);
+    let grow_right = |to: &mut usize, cost: &mut usize| -> bool {
+        let fits = *to < cs.len() && *cost + budget_units_of(cs[*to]) <= room_units;
+        if fits {
+            *cost += budget_units_of(cs[*to]);
+            *to += 1;
         }
-        let start = at_a_word(from).min(best.0);
-        cost -= cost_of(from..start);
-        while grow_right(&mut to, &mut cost) {}
-        (start, to)
-    } else {
-        let middle = (best.0 + best.1) / 2;
-        let from = middle.saturating_sub(room / 2).min(cs.len().saturating_sub(room));
-        let from = at_a_word(from);
-        let mut to = (from + room).min(cs.len());
-        let mut cost = cost_of(from..to);
-        while cost > room_units {
-            to -= 1;
-            cost -= budget_units_of(cs[to]);
-        }
-        (from, to)
+        fits
     };
-    let mut from = from;
+    let (mut left, mut right) = (true, true);
+    while left || right {
+        right = right && grow_right(&mut to, &mut cost);
+        left = left && from > 0 && cost + budget_units_of(cs[from - 1]) <= room_units;
+        if left {
+            from -= 1;
+            cost += budget_units_of(cs[from]);
+        }
+    }
+    let start = at_a_word(from).min(best.0);
+    cost -= cost_of(from..start);
+    while grow_right(&mut to, &mut cost) {}
+    let mut from = start;
     // End after a word, not inside one (a word of 20 characters or more is cut).
     // (An ideograph is a word of its own: between two, the cut is between words.)
     let in_a_word = |a: char, b: char| a.is_alphanumeric() && b.is_alphanumeric() && !fts::is_cjk(a) && !fts::is_cjk(b);
-    if to < cs.len() && in_a_word(cs[to - 1], cs[to]) {
+    if to < cs.len() && to > from && in_a_word(cs[to - 1], cs[to]) {
         if let Some(gap) = (to.saturating_sub(20).max(from + 1)..to).rev().find(|&i| !cs[i].is_alphanumeric()) {
             to = gap;
         }
@@ -253,6 +245,10 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     while to > from && splits(to) && widest - to < 32 {
         to -= 1;
     }
+    // Nothing of the text fits between the marks (a joined emoji longer than the budget).
+    if cs[from..to].iter().all(|c| c.is_whitespace()) {
+        return None;
+    }
     let mut out = String::new();
     if from > 0 {
         out.push_str("… ");
@@ -261,7 +257,7 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     if to < cs.len() {
         out.push_str(" …");
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
@@ -275,12 +271,12 @@ mod tests {
         let text = format!("{}{}", "今天天气很好我们去公园散步。".repeat(70), "我们的数据库用PostgreSQL。");
         let q = "我们的数据库是什么? PostgreSQL?";
         for max in [100, 372, 1000] {
-            let w = window(&text, q, &Thesaurus::builtin(), max);
+            let w = window(&text, q, &Thesaurus::builtin(), max).unwrap();
             assert!(w.contains("我们的数据库用PostgreSQL") && budget_units(&w) <= max, "{max}: {w}");
         }
         let text =
             format!("{} the deploy uses cargo-dist {}", "the the the deploy the the ".repeat(40), "x ".repeat(400));
-        let w = window(&text, "how does the deploy use cargo-dist", &Thesaurus::builtin(), 120);
+        let w = window(&text, "how does the deploy use cargo-dist", &Thesaurus::builtin(), 120).unwrap();
         assert!(w.contains("cargo-dist"), "{w}");
     }
 
@@ -322,7 +318,7 @@ mod tests {
         for (unit, shown) in [(family, &[family][..]), ("🇺🇸🇫🇷", &["🇺🇸", "🇫🇷"][..])] {
             let text = format!("deploy {} deploy", unit.repeat(50));
             for max in 1..60 {
-                whole(&[window(&text, "deploy", &thesaurus, max).as_str()], shown);
+                whole(&[window(&text, "deploy", &thesaurus, max).unwrap_or_default().as_str()], shown);
             }
         }
     }
@@ -333,7 +329,7 @@ mod tests {
             format!("{} otter cargo-dist 部署 {}", "我们每周五部署服务。".repeat(40), "然后检查日志。".repeat(40));
         let thesaurus = Thesaurus::builtin();
         for max in [8, 9, 40, 41, 100, 400] {
-            let w = window(&text, "otter cargo-dist", &thesaurus, max);
+            let w = window(&text, "otter cargo-dist", &thesaurus, max).unwrap();
             assert!(budget_units(&w) <= max, "{max}: {} units: {w}", budget_units(&w));
             if max >= 100 {
                 assert!(w.contains("otter cargo-dist"), "{max}: {w}");
@@ -343,13 +339,13 @@ mod tests {
         let text =
             format!("{}我们的数据库用PostgreSQL。{}", "今天天气很好。".repeat(100), "今天天气很好。".repeat(100));
         for query in ["PostgreSQL", "数据库"] {
-            let w = window(&text, query, &thesaurus, 200);
+            let w = window(&text, query, &thesaurus, 200).unwrap();
             assert!(w.contains("数据库用PostgreSQL"), "{query}: {w}");
         }
         // And in Thai, written without spaces: the window holds the sentence with the word asked for.
         let fact = "เราใช้ระบบคิวแบบทนทาน";
         let text = format!("{}{fact}{}", "วันนี้อากาศดีมาก".repeat(100), "วันนี้อากาศดีมาก".repeat(100));
-        let w = window(&text, "ระบบคิว", &thesaurus, 200);
+        let w = window(&text, "ระบบคิว", &thesaurus, 200).unwrap();
         assert!(w.contains(fact), "{w}");
     }
 
@@ -403,14 +399,14 @@ mod tests {
     #[test]
     fn the_window_holds_the_query_words() {
         let text = format!("{} the release is built with cargo-dist {}", "filler ".repeat(300), "padding ".repeat(300));
-        let w = window(&text, "how is the release built?", &Thesaurus::builtin(), 200);
+        let w = window(&text, "how is the release built?", &Thesaurus::builtin(), 200).unwrap();
         assert!(chars(&w) <= 200, "{}", chars(&w));
         assert!(w.contains("release is built with cargo-dist"), "{w}");
         assert!(w.starts_with("… ") && w.ends_with(" …"), "{w}");
-        assert_eq!(window("short", "x", &Thesaurus::builtin(), 200), "short");
+        assert_eq!(window("short", "x", &Thesaurus::builtin(), 200).as_deref(), Some("short"));
         // Found through the thesaurus, cut around the word it was found by.
         let text = format!("{} we deploy with cargo-dist {}", "filler ".repeat(300), "padding ".repeat(300));
-        let w = window(&text, "how do we ship a release?", &Thesaurus::builtin(), 200);
+        let w = window(&text, "how do we ship a release?", &Thesaurus::builtin(), 200).unwrap();
         assert!(w.contains("we deploy with cargo-dist"), "{w}");
     }
 
@@ -421,10 +417,34 @@ mod tests {
     fn a_window_in_costly_text_fills_its_budget() {
         for sea in ["✅", "我们"] {
             let text = format!("{} the launch code word is zqmxvt today {}", sea.repeat(400), sea.repeat(400));
-            let w = window(&text, "launch code word zqmxvt", &Thesaurus::builtin(), 100);
+            let w = window(&text, "launch code word zqmxvt", &Thesaurus::builtin(), 100).unwrap();
             assert!(budget_units(&w) <= 100, "{}", budget_units(&w));
             assert!(w.contains("the launch code word is zqmxvt today"), "{w}");
             assert!(budget_units(&w) >= 90, "the window uses its budget: {} of 100 in {w:?}", budget_units(&w));
+        }
+    }
+
+    /// A window is measured by what it costs: by the text's average cost, one in ideographs or
+    /// emoji was too short for the English word asked for, held none of the question, and came
+    /// back as the text's start, or as nothing but its marks (review51 #4).
+    #[test]
+    fn a_window_in_costly_text_holds_a_long_word_asked_for() {
+        let thesaurus = Thesaurus::builtin();
+        let text = format!("{} PostgreSQLReplication {}", "数据库".repeat(300), "数据库".repeat(300));
+        for max in 30..=100 {
+            let w = window(&text, "PostgreSQLReplication", &thesaurus, max).unwrap();
+            assert!(w.contains("PostgreSQLReplication") && budget_units(&w) <= max, "{max}: {w}");
+        }
+        let family = "👨\u{200D}👩\u{200D}👧";
+        let text = format!("{} cargo {}", family.repeat(200), family.repeat(200));
+        for max in 9..=40 {
+            let w = window(&text, "cargo", &thesaurus, max).unwrap();
+            assert!(w.contains("cargo") && budget_units(&w) <= max, "{max}: {w:?}");
+        }
+        // A budget smaller than the text's first joined emoji: nothing of it fits.
+        let text = family.repeat(200);
+        for max in 1..=12 {
+            assert_eq!(window(&text, "cargo", &thesaurus, max), None, "{max}");
         }
     }
 
@@ -432,7 +452,7 @@ mod tests {
     fn a_window_ends_after_a_word() {
         let text = format!("{}the release is built with cargo-dist {}", "alpha ".repeat(300), "betamax ".repeat(300));
         for budget in 60..140 {
-            let w = window(&text, "how is the release built?", &Thesaurus::builtin(), budget);
+            let w = window(&text, "how is the release built?", &Thesaurus::builtin(), budget).unwrap();
             assert!(chars(&w) <= budget, "{budget}: {}", chars(&w));
             let body = w.trim_start_matches("… ").trim_end_matches(" …");
             assert!(text.contains(body), "{budget}: {w:?}");

@@ -254,7 +254,13 @@ impl Store {
                 }
                 let len = budget_units(&r.text);
                 if out.is_empty() && len > filter.max_chars {
-                    r.text = passages::window(&r.text, query, &self.thesaurus, filter.max_chars);
+                    // Nothing of it fits (a budget smaller than its first joined emoji): not
+                    // given as a result of no text.
+                    let Some(window) = passages::window(&r.text, query, &self.thesaurus, filter.max_chars) else {
+                        cut = true;
+                        continue;
+                    };
+                    r.text = window;
                 } else if used + len > filter.max_chars {
                     cut = true;
                     continue;
