@@ -1094,6 +1094,31 @@ async fn an_export_does_not_write_through_what_another_user_planted() {
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(err.contains("another user (uid 65534) made in") && err.contains("not written through"), "{err}");
     }
+    // A link of that user's to a folder of its own, named as a folder of the path (review52 #3),
+    // and a FIFO of that user's in a folder every user may write to that is not sticky
+    // (review52 #5).
+    let theirs = d.dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let trap = theirs.join("out.jsonl");
+    assert!(std::process::Command::new("mkfifo").arg(&trap).status().unwrap().success());
+    std::os::unix::fs::chown(&trap, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let folder_link = shared.join("backups");
+    std::os::unix::fs::symlink(&theirs, &folder_link).unwrap();
+    std::os::unix::fs::lchown(&folder_link, Some(65534), Some(65534)).unwrap();
+    let open_folder = d.dir.path().join("drop");
+    std::fs::create_dir(&open_folder).unwrap();
+    std::fs::set_permissions(&open_folder, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let open_fifo = open_folder.join("out.jsonl");
+    assert!(std::process::Command::new("mkfifo").arg(&open_fifo).status().unwrap().success());
+    std::os::unix::fs::chown(&open_fifo, Some(65534), Some(65534)).unwrap();
+    for planted in [folder_link.join("out.jsonl"), open_fifo] {
+        let out =
+            d.cli().args(["export", "-o"]).arg(&planted).timeout(std::time::Duration::from_secs(20)).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {err}", planted.display());
+        assert!(err.contains("another user (uid 65534) made in") && err.contains("not written through"), "{err}");
+    }
     assert_eq!(std::fs::read_to_string(&own).unwrap(), "export PATH=/usr/bin\n");
     // One's own link there is followed, as before.
     std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
