@@ -798,6 +798,38 @@ fn squat(listener: std::net::TcpListener, answer: String) -> std::sync::Arc<std:
     heard
 }
 
+/// A relay on 127.0.0.1 to `to`: each connection is passed on both ways.
+struct Relay {
+    port: u16,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Relay {
+    /// Whether a connection was passed on.
+    fn relayed(&self) -> bool {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+}
+
+fn relay_to(to: &str) -> Relay {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (count, to) = (connections.clone(), to.to_owned());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(client) = conn else { break };
+            let Ok(daemon) = std::net::TcpStream::connect(&to) else { continue };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let (mut c2, mut d2) = (client.try_clone().unwrap(), daemon.try_clone().unwrap());
+            let (mut client, mut daemon) = (client, daemon);
+            std::thread::spawn(move || std::io::copy(&mut c2, &mut d2));
+            std::thread::spawn(move || std::io::copy(&mut daemon, &mut client));
+        }
+    });
+    Relay { port, connections }
+}
+
 /// The CLI sends the token only to a daemon that proves it holds it: whatever answers on the
 /// port may be another user's process, which took it while the daemon was down (it was sent
 /// the token, and the retained text, by every command).
@@ -868,6 +900,9 @@ fn the_mcp_headers_helper_gives_the_token_only_where_it_is_proven() {
     let endless =
         program(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"status\":\"ok\",\"version\":\"", true);
     let nothing = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Another user's relay on another port (the one the daemon used before it moved), which
+    // passes the question on to the daemon and its proof back (review52 #1).
+    let relay = relay_to(&d.addr);
     let helper = |url: &str| {
         d.cli()
             .args(["hook", "claude-code", "--mcp-headers"])
@@ -883,6 +918,11 @@ fn the_mcp_headers_helper_gives_the_token_only_where_it_is_proven() {
     }
     let said = String::from_utf8_lossy(&helper(&format!("http://127.0.0.1:{endless}/mcp")).stderr).into_owned();
     assert!(said.contains("longer than 64 KiB"), "{said}");
+    let out = helper(&format!("http://127.0.0.1:{}/mcp", relay.port));
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(!stdout(&out).contains(&d.token), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a relay"), "{out:?}");
+    assert!(relay.relayed(), "the relay passed the question on");
     // Not to another machine, whatever answers there.
     let out = helper("http://example.com:80/mcp");
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -906,6 +946,53 @@ fn the_mcp_headers_helper_gives_the_token_only_where_it_is_proven() {
         assert_eq!(out.status.success(), proven, "{port}: {out:?}");
         assert_eq!(stdout(&out).contains(&d.token), proven, "{port}: {out:?}");
     }
+}
+
+/// A URL naming `localhost` is proven at every address the name gives: on a machine whose
+/// /etc/hosts names ::1 too (Debian's), Claude Code (Node) connects to [::1] first, where another
+/// user's process may listen while the daemon listens on 127.0.0.1 alone, and the helper had
+/// proven 127.0.0.1 and printed the token (review52 #2). Needs root, for a mount namespace of
+/// its own with such a hosts file.
+#[test]
+fn the_mcp_headers_helper_proves_every_address_localhost_names() {
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root for a mount namespace");
+        return;
+    }
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let port = d.addr.rsplit_once(':').unwrap().1.to_owned();
+    // Another user's listener on [::1] at the daemon's port, which proves nothing.
+    let ipv6 = std::net::TcpListener::bind(format!("[::1]:{port}")).ok();
+    let url = format!("http://localhost:{port}/mcp");
+    let hosts = d.dir.path().join("hosts");
+    let with_hosts = |lines: &str| {
+        std::fs::write(&hosts, lines).unwrap();
+        let mut c = std::process::Command::new("unshare");
+        c.args([
+            "-m",
+            "sh",
+            "-c",
+            "mount --bind \"$1\" /etc/hosts && exec \"$2\" hook claude-code --mcp-headers",
+            "sh",
+        ])
+        .arg(&hosts)
+        .arg(common::bin())
+        .env("MNEME_CONFIG", d.config_path())
+        .env("MNEME_LOG", "error")
+        .envs(common::env_for(d.dir.path()))
+        .env("CLAUDE_CODE_MCP_SERVER_URL", &url);
+        c.output().unwrap()
+    };
+    let out = with_hosts("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(!stdout(&out).contains(&d.token), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("names [::1]:{port} too")), "{out:?}");
+    // Where the name gives 127.0.0.1 alone, that is where Claude Code connects: the token.
+    let out = with_hosts("127.0.0.1 localhost\n");
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains(&format!("Bearer {}", d.token)), "{out:?}");
+    drop(ipv6);
 }
 
 /// A token file replaced while the daemon runs (it reads it at start): doctor says to restart

@@ -18,6 +18,13 @@ async fn health_is_open_and_everything_else_needs_the_token() {
     // A challenge is proved; one the daemon cannot prove is refused, saying why.
     let proved: Value = d.http.get(d.url("/v1/health?challenge=abc123")).send().await.unwrap().json().await.unwrap();
     assert_eq!(proved["proof"].as_str().map(str::len), Some(64), "{proved}");
+    // And the proof at the address the question came in at, which a relay elsewhere cannot
+    // give for its own (review52 #1).
+    let at: std::net::SocketAddr = d.addr.parse().unwrap();
+    let want = mneme::daemon::api::health_proof_at(&d.token, "abc123", at);
+    assert_eq!(proved["address_proof"].as_str(), Some(want.as_str()), "{proved}");
+    let elsewhere = std::net::SocketAddr::new(at.ip(), at.port().wrapping_add(1));
+    assert_ne!(want, mneme::daemon::api::health_proof_at(&d.token, "abc123", elsewhere));
     for bad in ["abc-123", &"a".repeat(129), ""] {
         let r = d.http.get(d.url(&format!("/v1/health?challenge={bad}"))).send().await.unwrap();
         assert_eq!(r.status(), 400, "{bad:?}");

@@ -31,6 +31,8 @@
 import type { Plugin } from "@opencode-ai/plugin"
 import { tool } from "@opencode-ai/plugin"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+import { lookup } from "node:dns/promises"
+import { isIP } from "node:net"
 import { appendFileSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { homedir } from "node:os"
 import { dirname, isAbsolute, join, resolve } from "node:path"
@@ -179,20 +181,38 @@ async function toolCall(budget: Budget, path: string, body: unknown): Promise<st
 }
 
 /**
- * Whether what answers at `at` holds `tok`: the token goes only to a daemon that proves it (an
- * HMAC-SHA256 of a random challenge, keyed with the token, as mneme's CLI checks), since what
- * answers on the port may be another user's process that took it while the daemon was down.
+ * `at` with its host written as the address it is (a name such as `localhost` looked up once,
+ * here), and that address as the daemon's proof names it (`127.0.0.1:6366`, `[::1]:6366`): the
+ * proof and the request then go to the one address proven (looked up twice, `localhost` could
+ * give ::1, where another user's process may listen, for one and 127.0.0.1 for the other).
+ */
+async function pinned(at: string): Promise<{ url: string; address: string }> {
+  const url = new URL(at)
+  const host = url.hostname.replace(/^\[(.*)\]$/, "$1")
+  const ip = isIP(host) ? host : (await lookup(host)).address
+  const shown = ip.includes(":") ? `[${ip}]` : ip
+  url.hostname = shown
+  const port = url.port || (url.protocol === "https:" ? "443" : "80")
+  return { url: url.toString().replace(/\/$/, ""), address: `${shown}:${port}` }
+}
+
+/**
+ * Whether what answers at `at` (the address `address`) holds `tok`: the token goes only to a
+ * daemon that proves it (an HMAC-SHA256 of a random challenge and the address the question came
+ * in at, keyed with the token, as mneme's CLI checks), since what answers on the port may be
+ * another user's process that took it while the daemon was down, or a relay of that user's that
+ * passes the question on to the daemon at another address, which proves that address.
  * Asked before every request (one loopback round trip): a proof kept for the process would
  * still stand after the daemon restarted and another process took its port meanwhile.
  */
-async function proven(at: string, tok: string, left: number): Promise<boolean> {
+async function proven(at: string, address: string, tok: string, left: number): Promise<boolean> {
   const challenge = randomBytes(16).toString("hex")
   // The daemon never redirects: a process that redirected the challenge to a daemon holding the
   // token would pass for it, and be sent the token.
   const res = await fetch(`${at}/v1/health?challenge=${challenge}`, { redirect: "error", signal: AbortSignal.timeout(left) })
   const health: any = await res.json().catch(() => null)
-  const want = Buffer.from(createHmac("sha256", tok).update(`mneme-health:${challenge}`).digest("hex"))
-  const got = Buffer.from(typeof health?.proof === "string" ? health.proof : "")
+  const want = Buffer.from(createHmac("sha256", tok).update(`mneme-health:${challenge}@${address}`).digest("hex"))
+  const got = Buffer.from(typeof health?.address_proof === "string" ? health.address_proof : "")
   return got.length === want.length && timingSafeEqual(got, want)
 }
 
@@ -208,8 +228,8 @@ async function send(
   if (tripped && breakerOpen()) return null
   try {
     const tok = token() ?? ""
-    const at = base()
-    if (!(await proven(at, tok, left))) return null
+    const { url: at, address } = await pinned(base())
+    if (!(await proven(at, address, tok, left))) return null
     // The proof came out of the same budget: what is left of it bounds the request.
     const rest = budget.left()
     if (rest <= 0) return null

@@ -71,8 +71,10 @@ async function withFakeDaemon(
       const health = String(req.url).match(/^\/v1\/health\?challenge=(\w+)$/)
       if (health) {
         const proof = createHmac("sha256", "t").update(`mneme-health:${health[1]}`).digest("hex")
+        const at = `127.0.0.1:${(server.address() as any).port}`
+        const address_proof = createHmac("sha256", "t").update(`mneme-health:${health[1]}@${at}`).digest("hex")
         res.setHeader("content-type", "application/json")
-        res.end(JSON.stringify({ status: "ok", version: "0.1.0", protocol: 1, proof }))
+        res.end(JSON.stringify({ status: "ok", version: "0.1.0", protocol: 1, proof, address_proof }))
         return
       }
       const request = { url: String(req.url), body: data ? JSON.parse(data) : null }
@@ -279,9 +281,15 @@ async function provingDaemon(): Promise<any> {
   const { createHmac } = await import("node:crypto")
   const proving = createServer((req: any, res: any) => {
     const health = String(req.url).match(/^\/v1\/health\?challenge=(\w+)$/)
+    const at = `127.0.0.1:${(proving.address() as any).port}`
     const proof = health ? createHmac("sha256", "tok").update(`mneme-health:${health[1]}`).digest("hex") : undefined
+    const address_proof = health
+      ? createHmac("sha256", "tok").update(`mneme-health:${health[1]}@${at}`).digest("hex")
+      : undefined
     res.setHeader("content-type", "application/json")
-    res.end(JSON.stringify(health ? { status: "ok", version: "0.1.0", protocol: 1, proof } : { message: "1 memory queued." }))
+    res.end(
+      JSON.stringify(health ? { status: "ok", version: "0.1.0", protocol: 1, proof, address_proof } : { message: "1 memory queued." }),
+    )
   })
   await new Promise<void>((ready) => proving.listen(0, "127.0.0.1", () => ready()))
   return proving
@@ -307,6 +315,35 @@ test("the token goes not to a process that redirects the proof to a daemon holdi
     })
   } finally {
     redirecting.close()
+    proving.close()
+  }
+})
+
+test("the token goes not to a relay that passes the proof on from a daemon holding it", async () => {
+  const { createServer, connect } = await import("node:net")
+  const proving = await provingDaemon()
+  let heard = ""
+  // Another user's relay on another port (the daemon's old one): bytes passed on both ways.
+  const relay = createServer((client: any) => {
+    const daemon = connect((proving.address() as any).port, "127.0.0.1")
+    client.on("data", (b: any) => (heard += b.toString()))
+    client.pipe(daemon)
+    daemon.pipe(client)
+    client.on("error", () => daemon.destroy())
+    daemon.on("error", () => client.destroy())
+  })
+  await new Promise<void>((ready) => relay.listen(0, "127.0.0.1", () => ready()))
+  try {
+    await withDaemonAt((relay.address() as any).port, "tok", async () => {
+      const { MnemePlugin } = await import(MODULE + "?relayed")
+      const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+      const answer = await hooks.tool.mneme_retain.execute({ content: "a secret plan" }, { sessionID: "rl" })
+      assert.match(answer, /unavailable/)
+      assert.ok(heard.includes("/v1/health?challenge="), heard)
+      assert.ok(!heard.includes("tok") && !heard.includes("secret plan"), heard)
+    })
+  } finally {
+    relay.close()
     proving.close()
   }
 })

@@ -149,6 +149,8 @@ impl Client {
         };
         let challenge = challenge()?;
         let health = http.get(format!("{base}/v1/health?challenge={challenge}")).timeout(HEALTH_TIMEOUT).send().await;
+        // The address the answer came from, which the daemon's proof must name.
+        let reached = health.as_ref().ok().and_then(reqwest::Response::remote_addr);
         let health: Health = match health {
             Err(e) if e.is_timeout() && !e.is_connect() => return Err(hung()),
             Ok(r) => health_answer(r).await.map_err(|e| {
@@ -202,15 +204,14 @@ impl Client {
             .trim()
             .to_owned();
         // The token goes only to a daemon that proves it holds it: whatever answers on the port
-        // may be another user's process, which took it while the daemon was down.
-        let proven = health.proof.as_deref().is_some_and(|p| {
-            let want = crate::daemon::api::health_proof(&token, &challenge);
-            crate::daemon::constant_time_eq(p.as_bytes(), want.as_bytes())
-        });
-        if !proven {
+        // may be another user's process, which took it while the daemon was down. Proven at the
+        // address reached: a relay another user runs elsewhere passes the question on to the
+        // daemon, whose proof names the daemon's own address.
+        if !proven_at(&health, &token, &challenge, reached) {
+            let unproven = health.address_proof.is_none();
+            let relayed = !unproven && proven_anywhere(&health, &token, &challenge);
             let token = token_path.display().to_string();
-            let unproven = health.proof.is_none();
-            return Err(CliError::NotOurs { addr, version: health.version, token, unproven });
+            return Err(CliError::NotOurs { addr, version: health.version, token, unproven, relayed });
         }
         Ok(Client {
             http,
@@ -242,13 +243,10 @@ impl Client {
         let url = format!("{}/v1/health?challenge={challenge}", self.base);
         let answer =
             self.http.get(url).timeout(HEALTH_TIMEOUT).send().await.map_err(|e| gone(e.without_url().to_string()))?;
+        let reached = answer.remote_addr();
         let health =
             health_answer(answer).await.map_err(|e| gone(format!("what answers there now is no mneme ({e})")))?;
-        let proven = health.proof.as_deref().is_some_and(|p| {
-            let want = crate::daemon::api::health_proof(&self.token, &challenge);
-            crate::daemon::constant_time_eq(p.as_bytes(), want.as_bytes())
-        });
-        match proven {
+        match proven_at(&health, &self.token, &challenge, reached) {
             true => Ok(()),
             false => Err(gone("what answers there now does not hold this mneme's token".into())),
         }
@@ -340,6 +338,23 @@ impl Client {
         }
         Ok(resp)
     }
+}
+
+/// Whether `health` proves that the daemon at `reached` (the address the client's connection
+/// reached) holds `token` (see `Health::address_proof`).
+fn proven_at(health: &Health, token: &str, challenge: &str, reached: Option<std::net::SocketAddr>) -> bool {
+    let (Some(proof), Some(reached)) = (health.address_proof.as_deref(), reached) else { return false };
+    let want = crate::daemon::api::health_proof_at(token, challenge, reached);
+    crate::daemon::constant_time_eq(proof.as_bytes(), want.as_bytes())
+}
+
+/// Whether `health` proves that a daemon, wherever it is, holds `token`: one that does, but not
+/// at the address reached, was reached through a relay.
+fn proven_anywhere(health: &Health, token: &str, challenge: &str) -> bool {
+    health.proof.as_deref().is_some_and(|p| {
+        let want = crate::daemon::api::health_proof(token, challenge);
+        crate::daemon::constant_time_eq(p.as_bytes(), want.as_bytes())
+    })
 }
 
 /// 128 random bits in hex, for the daemon to prove it holds the token (see `Health::proof`).

@@ -213,7 +213,7 @@ pub enum CliError {
     Silent(String),
     /// What answers on the address does not hold this mneme's token (exit 3): another mneme's
     /// daemon, of another storage dir, or another user's process. Nothing was sent to it.
-    #[error("{}", not_ours_message(addr, version, token, *unproven))]
+    #[error("{}", not_ours_message(addr, version, token, *unproven, *relayed))]
     NotOurs {
         /// Where it answers.
         addr: String,
@@ -224,6 +224,9 @@ pub enum CliError {
         /// It gave no proof at all (a mneme older than the check, or not mneme), rather than a
         /// wrong one (another token: another storage dir's daemon).
         unproven: bool,
+        /// It proved the token for another address than the one reached: what answers passes
+        /// the question on to this mneme's daemon elsewhere (a relay).
+        relayed: bool,
     },
     /// The daemon refused (exit 1).
     #[error("{message}")]
@@ -255,8 +258,12 @@ pub enum CliError {
     Other(String),
 }
 
-fn not_ours_message(addr: &str, version: &str, token: &str, unproven: bool) -> String {
-    if unproven {
+fn not_ours_message(addr: &str, version: &str, token: &str, unproven: bool, relayed: bool) -> String {
+    if relayed {
+        format!(
+            "what answers at {addr} passes questions on to this mneme's daemon at another address: a relay (another user's process, perhaps on a port the daemon used before); the token was not sent. Name the address the daemon listens at (`mneme status` says it)"
+        )
+    } else if unproven {
         format!(
             "what answers at {addr} as mneme {version} does not prove it holds this mneme's token ({token}): a daemon older than this mneme (restart it with this version) or another user's process; the token was not sent"
         )

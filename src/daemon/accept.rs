@@ -23,6 +23,11 @@ use super::idle::{self, Connections};
 
 use crate::config::ServerSettings;
 
+/// This daemon's end of the connection a request came on, in the request's extensions: the
+/// health proof names it (see `api::Health::address_proof`).
+#[derive(Debug, Clone, Copy)]
+pub struct ArrivedAt(pub std::net::SocketAddr);
+
 /// How long requests in progress may take to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(5);
 /// Pause after a failed accept (out of file descriptors), so the loop does not spin.
@@ -112,6 +117,7 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
         // Agents send small requests and wait for each answer: never hold a reply back for Nagle.
         let _ = tcp.set_nodelay(true);
         let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
+        let arrived_at = tcp.local_addr().ok().map(ArrivedAt);
         let tcp = super::write_stall::WriteStall::new(tcp, limits.header_timeout);
         let (evict, cut) = (CancellationToken::new(), CancellationToken::new());
         let activity = Arc::new(connections.add(evict.clone(), cut.clone(), Some(fd)));
@@ -121,6 +127,9 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
             let (app, busy) = (app.clone(), requests.begin());
             // For the guard to mark the connection as its owner's once a request shows the token.
             request.extensions_mut().insert(idle::ConnectionOf(requests.clone()));
+            if let Some(arrived_at) = arrived_at {
+                request.extensions_mut().insert(arrived_at);
+            }
             async move {
                 let Ok(answer) = app.oneshot(request).await;
                 Ok::<_, std::convert::Infallible>(answer.map(|body| idle::tracked(body, busy)))

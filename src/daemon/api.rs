@@ -68,11 +68,29 @@ pub struct Health {
     /// be another user's process (which took the port while the daemon was down).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
+    /// Asked with `?challenge=`: HMAC-SHA256 of `mneme-health:<challenge>@<address>` keyed with
+    /// the token, in hex, where `<address>` is the daemon's end of the connection the question
+    /// came on (`127.0.0.1:6366`, `[::1]:6366`). A client checks it against the address it
+    /// connected to: a relay another user runs on another port (or address) passes the
+    /// question on to the daemon, which proves its own address, not the relay's (`proof` alone
+    /// was passed on and taken, and the client gave that user the token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_proof: Option<String>,
     /// The format of the session records the daemon keeps (`crate::session::SESSION_FORMAT`);
     /// 2 and later count a custom slash command the Claude Code hooks keep as a turn. Absent
     /// (0) from a daemon before: the hooks then leave commands out.
     #[serde(default)]
     pub session_format: u32,
+}
+
+/// The proof of holding `token` for `challenge`, answered at `address` (see
+/// [`Health::address_proof`]). An IPv4 address a dual-stack socket shows as IPv6
+/// (`::ffff:127.0.0.1`) is written as IPv4, as a client that connected to it names it.
+pub fn health_proof_at(token: &str, challenge: &str, address: std::net::SocketAddr) -> String {
+    let address = std::net::SocketAddr::new(address.ip().to_canonical(), address.port());
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, token.trim().as_bytes());
+    let tag = ring::hmac::sign(&key, format!("mneme-health:{challenge}@{address}").as_bytes());
+    tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The proof of holding `token` for `challenge` (see [`Health::proof`]).

@@ -54,13 +54,15 @@ pub(super) fn optional_body<T: DeserializeOwned + Default>(bytes: &Bytes) -> App
 /// proof, a client's token check failed as if the daemon were another's.
 pub async fn health(
     State(s): St,
+    arrived_at: Option<axum::Extension<super::accept::ArrivedAt>>,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
 ) -> Result<Json<Health>, ApiError> {
     let challenge = query.as_deref().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("challenge="));
-    let proof = match challenge {
-        None => None,
+    let (proof, address_proof) = match challenge {
+        None => (None, None),
         Some(c) if !c.is_empty() && c.len() <= 128 && c.bytes().all(|b| b.is_ascii_alphanumeric()) => {
-            Some(health_proof(&s.token, c))
+            let at = arrived_at.map(|axum::Extension(at)| health_proof_at(&s.token, c, at.0));
+            (Some(health_proof(&s.token, c)), at)
         }
         Some(c) => {
             let why = match c.len() {
@@ -77,6 +79,7 @@ pub async fn health(
         version: env!("CARGO_PKG_VERSION").into(),
         protocol: PROTOCOL,
         proof,
+        address_proof,
         session_format: crate::session::SESSION_FORMAT,
     }))
 }

@@ -259,11 +259,26 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
         .filter(|d| !d.is_empty())
         .or_else(crate::cli::working_folder)
         .unwrap_or_else(|| "/".into());
-    let client = match mcp_server_url(Path::new(&cwd)) {
-        Some(url) => super::super::client::Client::connect_at(&settings, loopback_addr(&url)?).await,
-        None => super::super::client::Client::connect(&settings).await,
-    };
-    client?;
+    match mcp_server_url(Path::new(&cwd)) {
+        // Every address a name gives: Claude Code may connect to any of them (Node tries ::1
+        // first for `localhost`, where another user's process may listen while the daemon
+        // listens on 127.0.0.1 alone).
+        Some(url) => {
+            let addrs = loopback_addrs(&url)?;
+            let several = addrs.len() > 1;
+            for addr in addrs {
+                let proven = super::super::client::Client::connect_at(&settings, addr.clone()).await;
+                proven.map_err(|e| match several {
+                    true => e.with_note(&format!(
+                        "; {} names {addr} too, where Claude Code may connect: write the daemon's address in .mcp.json (`mneme hook claude-code --install` does)",
+                        mneme_core::text::quoted_unless_private(&url)
+                    )),
+                    false => e,
+                })?;
+            }
+        }
+        None => drop(super::super::client::Client::connect(&settings).await?),
+    }
     // A path that is not ASCII goes percent-encoded: a fetch client (Claude Code's, Node's)
     // sends a header's text as Latin-1, and cannot send one beyond U+00FF at all.
     let cwd = crate::daemon::path_for_header(&cwd);
@@ -281,9 +296,9 @@ fn mcp_server_url(project: &Path) -> Option<String> {
     servers["mcpServers"]["mneme"]["url"].as_str().map(str::to_owned)
 }
 
-/// The `host:port` of the MCP server's URL Claude Code names, when it is this machine's: the
-/// token never goes to another.
-fn loopback_addr(url: &str) -> Result<String, CliError> {
+/// The `host:port`s of the MCP server's URL Claude Code names, when they are this machine's:
+/// the token never goes to another. A name (`localhost`) gives each address it resolves to.
+fn loopback_addrs(url: &str) -> Result<Vec<String>, CliError> {
     let refused = |why: &str| {
         CliError::Other(format!(
             "the MCP server's URL {} {why}: mneme's token goes only to a daemon on this machine",
@@ -303,9 +318,22 @@ fn loopback_addr(url: &str) -> Result<String, CliError> {
     let port =
         parsed.port_or_known_default().filter(|_| loopback).ok_or_else(|| refused("names no loopback address"))?;
     Ok(match parsed.host() {
-        Some(url::Host::Ipv6(ip)) => format!("[{ip}]:{port}"),
-        Some(url::Host::Domain(_)) => format!("127.0.0.1:{port}"),
-        _ => format!("{}:{port}", parsed.host_str().unwrap_or("127.0.0.1")),
+        Some(url::Host::Ipv6(ip)) => vec![format!("[{ip}]:{port}")],
+        Some(url::Host::Domain(name)) => {
+            use std::net::ToSocketAddrs;
+            let resolved: Vec<std::net::SocketAddr> = (name, port)
+                .to_socket_addrs()
+                .map_err(|e| refused(&format!("names a host that is not found ({e})")))?
+                .collect();
+            if resolved.is_empty() || resolved.iter().any(|a| !a.ip().is_loopback()) {
+                return Err(refused("names a host that is not this machine's loopback alone"));
+            }
+            let mut addrs: Vec<String> = resolved.iter().map(std::net::SocketAddr::to_string).collect();
+            addrs.sort_unstable();
+            addrs.dedup();
+            addrs
+        }
+        _ => vec![format!("{}:{port}", parsed.host_str().unwrap_or("127.0.0.1"))],
     })
 }
 
