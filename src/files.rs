@@ -165,6 +165,24 @@ pub fn read_regular(path: &Path) -> std::io::Result<String> {
     std::fs::read_to_string(path)
 }
 
+/// The text of the regular file at `path`, when it holds at most `max` bytes. Judged as opened,
+/// without waiting (a FIFO would wait for a writer), so a link another user points at
+/// `/dev/zero` or a FIFO is refused, not read without end.
+pub fn read_regular_bounded(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "it is not a regular file"));
+    }
+    let mut text = String::new();
+    file.take(max + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("it is longer than {max} bytes")));
+    }
+    Ok(text)
+}
+
 /// Reads a token file: `Ok(None)` when there is none yet (or it is empty), a problem when it
 /// cannot be read or does not hold a token.
 pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {

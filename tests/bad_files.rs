@@ -167,6 +167,44 @@ fn a_storage_dir_others_may_write_in_is_refused() {
     assert!(!data.join("token").exists(), "nothing was written there");
 }
 
+/// A config file another user may change is not read: that user chose `hindsight.api_url`, and
+/// the daemon sent the Hindsight token there (review52 #6). Refused by `serve` and
+/// `config check`, and by doctor; a hook or command goes on without it, as with a file it cannot
+/// read. Every user may write it, or in its folder (not sticky); as root, another user's file.
+#[test]
+fn a_config_another_user_may_change_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let dir = data_dir();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[memory]\nbackend = \"off\"\n").unwrap();
+    mode(&config, 0o666);
+    let mut cases = vec![("every user may write it: mode 666", false)];
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        cases.push(("it belongs to another user (uid 65534)", true));
+    }
+    cases.push(("every user may write in its folder", false));
+    for (why, theirs) in cases {
+        mode(&config, if why.contains("mode 666") { 0o666 } else { 0o644 });
+        mode(dir.path(), if why.contains("its folder") { 0o777 } else { 0o700 });
+        if theirs {
+            std::os::unix::fs::chown(&config, Some(65534), Some(65534)).unwrap();
+        } else {
+            std::os::unix::fs::chown(&config, Some(unsafe { libc::geteuid() }), None).unwrap();
+        }
+        for args in [&["serve"][..], &["config", "check"]] {
+            let out = bounded(dir.path(), args);
+            let said = text(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+            assert!(said.contains("another user may change it") && said.contains(why), "{args:?}: {said}");
+        }
+        let doctor = text(&run(dir.path(), &["doctor"]));
+        assert!(doctor.contains("another user may change it"), "{doctor}");
+    }
+    mode(dir.path(), 0o700);
+}
+
 #[test]
 fn a_storage_dir_that_is_a_file_and_a_bad_config_are_named() {
     let dir = tempfile::tempdir().unwrap();

@@ -946,6 +946,26 @@ fn the_mcp_headers_helper_gives_the_token_only_where_it_is_proven() {
         assert_eq!(out.status.success(), proven, "{port}: {out:?}");
         assert_eq!(stdout(&out).contains(&d.token), proven, "{port}: {out:?}");
     }
+    // A `.mcp.json` that is no regular file (a link to /dev/zero, a FIFO another user planted in
+    // a shared folder) is not read (it took gigabytes, or hung; review52 #7): the config's
+    // address, as with none.
+    let mcp_json = project.join(".mcp.json");
+    for planted in ["zero", "fifo"] {
+        let _ = std::fs::remove_file(&mcp_json);
+        match planted {
+            "zero" => std::os::unix::fs::symlink("/dev/zero", &mcp_json).unwrap(),
+            _ => assert!(std::process::Command::new("mkfifo").arg(&mcp_json).status().unwrap().success()),
+        }
+        let out = d
+            .cli()
+            .args(["hook", "claude-code", "--mcp-headers"])
+            .env("CLAUDE_PROJECT_DIR", &project)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{planted}: {out:?}");
+        assert!(stdout(&out).contains(&d.token), "{planted}: {out:?}");
+    }
 }
 
 /// A URL naming `localhost` is proven at every address the name gives: on a machine whose

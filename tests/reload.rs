@@ -36,6 +36,27 @@ async fn wait_for_notice(d: &Daemon, needle: &str) -> Value {
     panic!("no notice containing {needle:?}: {:?}", notices(d).await);
 }
 
+/// A config file replaced by one another user owns is not applied: that user chose where the
+/// daemon sends its memories and the Hindsight token, and the reload applied it by itself
+/// (review52 #6). Needs root, to make the file another user's.
+#[tokio::test]
+async fn a_config_another_user_made_is_not_applied() {
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to make a file another user's");
+        return;
+    }
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let theirs = d.dir.path().join("theirs.toml");
+    std::fs::write(&theirs, "[memory]\nbackend = \"off\"\n").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    std::fs::rename(&theirs, d.config_path()).unwrap();
+    let n = wait_for_notice(&d, "Config change not applied").await;
+    assert!(n["message"].as_str().unwrap().contains("another user may change it"), "{n}");
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["backend"]["backend"], "local", "{status}");
+}
+
 #[tokio::test]
 async fn an_invalid_edit_is_reported_and_the_daemon_keeps_serving() {
     let d = Daemon::start("[queue]\nbatch_size = 16\n");

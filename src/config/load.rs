@@ -85,16 +85,59 @@ pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
 }
 
 /// The text of the config file, `None` when there is none. Only a regular file is read: a FIFO
-/// would wait for a writer, and the caller with it.
+/// would wait for a writer, and the caller with it. Only one no other user may change (see
+/// [`others_may_change`]).
 pub fn read(path: &Path) -> Result<Option<String>, ConfigErrors> {
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         return Err(ConfigErrors::unreadable(path, "it is not a regular file"));
+    }
+    if let Some(why) = others_may_change(path) {
+        return Err(ConfigErrors::unreadable(
+            path,
+            format!("another user may change it ({why}), and so choose where mneme sends its memories and tokens; keep it a file of your own that only you may write (`chmod go-w`), in a folder of yours"),
+        ));
     }
     match std::fs::read_to_string(path) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(ConfigErrors::unreadable(path, e)),
     }
+}
+
+/// Why another user may change the config file at `path`, if one may: the file is that user's
+/// (or a link that user made names it), every user may write it, or every user may write in its
+/// folder, which is not sticky, and so replace it. Such a user chose `hindsight.api_url`, and the
+/// daemon's reload sent the Hindsight token there (even one kept in the environment), or
+/// `storage.dir` and `server.listen`, and a hook sent the conversation to that user's daemon.
+/// root's files and folders are trusted (`/etc`); a group may write it (a user's own group, as
+/// umask 002 makes files).
+pub fn others_may_change(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = crate::files::effective_uid();
+    let another = |uid: u32| uid != me && uid != 0;
+    if let Ok(link) = std::fs::symlink_metadata(path) {
+        if link.file_type().is_symlink() && another(link.uid()) {
+            return Some(format!("it is a symbolic link another user (uid {}) made", link.uid()));
+        }
+    }
+    let file = std::fs::metadata(path).ok()?;
+    if another(file.uid()) {
+        return Some(format!("it belongs to another user (uid {})", file.uid()));
+    }
+    if file.mode() & 0o002 != 0 {
+        return Some(format!("every user may write it: mode {:o}", file.mode() & 0o7777));
+    }
+    let real = std::fs::canonicalize(path).ok()?;
+    let folder = real.parent()?;
+    let held = std::fs::metadata(folder).ok()?;
+    if held.mode() & 0o002 != 0 && held.mode() & 0o1000 == 0 {
+        return Some(format!(
+            "every user may write in its folder {} (mode {:o}), and so replace it",
+            folder.display(),
+            held.mode() & 0o7777
+        ));
+    }
+    None
 }
 
 /// [`load`] of a text already [`read`] from `path`.

@@ -286,13 +286,21 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The most of a project's `.mcp.json` the headers helper reads (Claude Code's are a few
+/// hundred bytes).
+const MCP_JSON_MAX: u64 = 1024 * 1024;
+
 /// The URL Claude Code sends the headers to: the one it names to the helper, or (a Claude Code
 /// that names none) the one the project's `.mcp.json` gives mneme's server.
 fn mcp_server_url(project: &Path) -> Option<String> {
     if let Some(url) = std::env::var("CLAUDE_CODE_MCP_SERVER_URL").ok().filter(|u| !u.trim().is_empty()) {
         return Some(url);
     }
-    let servers = read_json(&project.join(".mcp.json")).ok()?;
+    // Read as a regular file of at most 1 MiB: in a shared folder another user's `.mcp.json`
+    // (a link to /dev/zero, a FIFO) took the helper to gigabytes, or hung it. (Whatever URL it
+    // names, only a daemon that proves the token at that address is given it.)
+    let text = crate::files::read_regular_bounded(&project.join(".mcp.json"), MCP_JSON_MAX).ok()?;
+    let servers: Value = serde_json::from_str(&text).ok()?;
     servers["mcpServers"]["mneme"]["url"].as_str().map(str::to_owned)
 }
 
