@@ -715,6 +715,11 @@ async fn an_unpaired_surrogate_is_read_as_a_replacement_character() {
     // holding one is flushed and cleared by that id (review51 #1).
     let r = post("/v1/sessions", r#"{"session_id": "sess-\ud83d", "cwd": "/p/emoji"}"#).await.unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    // With another mistake, that mistake is what the error names, not the half emoji (review54 #3).
+    let r = post("/v1/sessions", r#"{"session_id": "sess-\ud83d", "cwd": 5}"#).await.unwrap();
+    assert_eq!(r.status(), 422);
+    let said = r.text().await.unwrap();
+    assert!(said.contains("cwd") && !said.contains("surrogate"), "{said}");
     for (path, body) in [
         ("/v1/flush", r#"{"session_id": "sess-\ud83d"}"#),
         ("/v1/clear", r#"{"session_id": "sess-\ud83d"}"#),

@@ -62,16 +62,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ObjectJson<T> {
         if !opens_an_object && serde_json::from_slice::<IgnoredAny>(&bytes).is_ok() {
             return Err(ObjectJsonRejection::NotAnObject);
         }
-        let refused = match axum::Json::<T>::from_bytes(&bytes) {
+        let mut refused = match axum::Json::<T>::from_bytes(&bytes) {
             Ok(axum::Json(value)) => return Ok(ObjectJson(value)),
             Err(r) => r,
         };
         // Half an emoji (a client's text cut by UTF-16 units, as JavaScript's `slice` cuts it),
         // which JSON.stringify writes as `\ud83d`: read as U+FFFD, as the Hindsight server reads
         // it. Refused, a client's recall failed, and every later turn of a session sent with it.
+        // Refused still, the mended body's error says what else is wrong (the raw one blamed
+        // the half emoji for a wrong type elsewhere).
         if let Some(mended) = crate::json_text::lone_surrogates_mended(&bytes) {
-            if let Ok(axum::Json(value)) = axum::Json::<T>::from_bytes(&mended) {
-                return Ok(ObjectJson(value));
+            match axum::Json::<T>::from_bytes(&mended) {
+                Ok(axum::Json(value)) => return Ok(ObjectJson(value)),
+                Err(r) => refused = r,
             }
         }
         match super::error::holds_private_text(&bytes) {

@@ -117,7 +117,7 @@ fn letter_end(text: &str, start: usize) -> usize {
 }
 
 /// A combining mark (a vowel sign, an accent written apart).
-fn is_mark(c: char) -> bool {
+pub(crate) fn is_mark(c: char) -> bool {
     !c.is_ascii() && unicode_normalization::char::is_combining_mark(c)
 }
 

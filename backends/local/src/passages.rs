@@ -136,7 +136,8 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
         return Some(text.to_owned());
     }
     if max_units < 8 {
-        return Some(take_units(text, max_units)).filter(|t| !t.trim().is_empty()).map(str::to_owned);
+        let start = take_units(text, max_units);
+        return Some(start).filter(|t| !nothing_shown(&t.chars().collect::<Vec<_>>())).map(str::to_owned);
     }
     let mut wanted = fts::query_terms(query);
     wanted.extend(thesaurus.alternatives(&wanted));
@@ -224,11 +225,16 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     cost -= cost_of(from..start);
     while grow_right(&mut to, &mut cost) {}
     let mut from = start;
-    // End after a word, not inside one (a word of 20 characters or more is cut).
-    // (An ideograph is a word of its own: between two, the cut is between words.)
-    let in_a_word = |a: char, b: char| a.is_alphanumeric() && b.is_alphanumeric() && !fts::is_cjk(a) && !fts::is_cjk(b);
+    // End after a word, not inside one (a word of 20 characters or more is cut), and never
+    // before the last word asked for: moved back to a space before it, the window held none of
+    // the question (a Latin word glued to ideographs, a Thai tone mark taken for a gap).
+    // (An ideograph is a word of its own: between two, the cut is between words; a mark is part
+    // of its word.)
+    let of_a_word = |c: char| c.is_alphanumeric() || fts::is_mark(c);
+    let in_a_word = |a: char, b: char| of_a_word(a) && of_a_word(b) && !fts::is_cjk(a) && !fts::is_cjk(b);
     if to < cs.len() && to > from && in_a_word(cs[to - 1], cs[to]) {
-        if let Some(gap) = (to.saturating_sub(20).max(from + 1)..to).rev().find(|&i| !cs[i].is_alphanumeric()) {
+        let lowest = to.saturating_sub(20).max(from + 1).max(best.1);
+        if let Some(gap) = (lowest..to).rev().find(|&i| !in_a_word(cs[i - 1], cs[i])) {
             to = gap;
         }
     }
@@ -245,8 +251,9 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     while to > from && splits(to) && widest - to < 32 {
         to -= 1;
     }
-    // Nothing of the text fits between the marks (a joined emoji longer than the budget).
-    if cs[from..to].iter().all(|c| c.is_whitespace()) {
+    // Nothing of the text fits between the marks (a joined emoji longer than the budget), or
+    // only a later passage's own opening mark.
+    if nothing_shown(&cs[from..to]) {
         return None;
     }
     let mut out = String::new();
@@ -258,6 +265,12 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
         out.push_str(" …");
     }
     Some(out)
+}
+
+/// Whether `shown` holds nothing of a text: spaces, and the `…` a passage after a memory's
+/// first opens with.
+fn nothing_shown(shown: &[char]) -> bool {
+    shown.iter().all(|c| c.is_whitespace() || *c == '…')
 }
 
 #[cfg(test)]
@@ -440,6 +453,23 @@ mod tests {
         for max in 9..=40 {
             let w = window(&text, "cargo", &thesaurus, max).unwrap();
             assert!(w.contains("cargo") && budget_units(&w) <= max, "{max}: {w:?}");
+        }
+        // Thai without spaces, and a Latin word glued to ideographs: the end after a word never
+        // comes back before the word asked for (review54 #2).
+        let text = format!("{}เราใช้ระบบคิวแบบทนทาน{}", "วันนี้อากาศดีมาก".repeat(60), "วันนี้อากาศดีมาก".repeat(60));
+        for max in 18..=80 {
+            let w = window(&text, "ระบบคิว", &thesaurus, max).unwrap();
+            assert!(w.contains("ระบบคิว") && budget_units(&w) <= max, "{max}: {w}");
+        }
+        let text = format!("{} zqmxvt数据abcdefghij{}", "数据库".repeat(100), "数据库".repeat(100));
+        for max in 10..=80 {
+            let w = window(&text, "zqmxvt", &thesaurus, max).unwrap();
+            assert!(w.contains("zqmxvt") && budget_units(&w) <= max, "{max}: {w}");
+        }
+        // A later passage opens with "… ": a window of that alone holds nothing (review54 #1).
+        let text = format!("… {}", "数据库".repeat(300));
+        for max in 1..=3 {
+            assert_eq!(window(&text, "PostgreSQL", &thesaurus, max), None, "{max}");
         }
         // A budget smaller than the text's first joined emoji: nothing of it fits.
         let text = family.repeat(200);
