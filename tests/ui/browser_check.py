@@ -650,16 +650,22 @@ def run_tabs(d, b):
     b.wait("return [...document.querySelectorAll('#list .item')].some(e => e.textContent.includes('long words'))",
            "the memory with long words")
     wide = b.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
-    rtl = b.js("const e = document.querySelector('#list .item[data-id=\"rtl\"] .text');"
+    rtl = b.js("const e = document.querySelector('#list .item[data-id=\"rtl\"] .text .line');"
                "return e && getComputedStyle(e).direction")
     # Where the line's words land: Hebrew read right to left puts its first word right of the
     # Latin one at its end.
+    # And the line after it as written, a paragraph of its own: laid out in one text with the
+    # Hebrew line (unicode-bidi: plaintext), its brackets were drawn mirrored.
     turn_rtl = b.js("const e = document.querySelector('#list .item[data-id=\"rtl-turn\"] .text');"
                     "if (!e) return null;"
-                    "const t = [...e.childNodes].find(n => n.nodeType === 3 && n.data.includes('cargo'));"
-                    "const at = w => { const r = document.createRange(), i = t.data.indexOf(w);"
+                    "const walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT), texts = [];"
+                    "for (let n; (n = walk.nextNode());) texts.push(n);"
+                    "const at = (w, k) => { const t = texts.find(n => n.data.includes(w) && (k ? n.data.includes(k) : true));"
+                    "  const r = document.createRange(), i = t.data.indexOf(w);"
                     "  r.setStart(t, i); r.setEnd(t, i + w.length); return r.getBoundingClientRect().left; };"
-                    "return at('שלום') > at('cargo')")
+                    "const dir = w => getComputedStyle(texts.find(n => n.data.includes(w)).parentElement).direction;"
+                    "return at('שלום') > at('cargo') && dir('שלום') === 'rtl' && dir('user:end') === 'ltr'"
+                    "  && e.textContent.includes('\\n[user:end]')")
     # The confirmation to delete its document names the id whole, within the dialog.
     b.click('#list .item[data-id="long-words"]')
     b.wait("return document.getElementById('detail').dataset.id === 'long-words'", "the long memory's detail")

@@ -72,6 +72,18 @@ async function refreshCsrf() {
 }
 
 /** An element with attributes and children (strings become text nodes). */
+/**
+ * `text` as a block per line, each laid out in its own direction: a Hebrew line of a
+ * conversation's turn reads right to left after its Latin `[role: user]` line (one element's
+ * `dir="auto"` gave every line the first one's direction; `unicode-bidi: plaintext` over the
+ * whole text drew the brackets of the line after a right-to-left one mirrored). Each line keeps
+ * its newline, so the text copies and reads as it was.
+ */
+function lines(text) {
+  const parts = String(text ?? '').split('\n');
+  return parts.map((line, i) => h('span', { class: 'line', dir: 'auto' }, i < parts.length - 1 ? `${line}\n` : line));
+}
+
 function h(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -212,7 +224,7 @@ function memoryItem(m, extra) {
       m.bank ? h('span', {}, m.bank) : null,
       (m.tags || []).map((t) => h('span', { class: 'chip', dir: 'auto' }, t)),
       m.doc ? h('span', { title: 'document' }, 'doc ', h('bdi', {}, m.doc)) : null),
-    h('div', { class: 'text', dir: 'auto' }, m.text)));
+    h('div', { class: 'text' }, lines(m.text))));
 }
 
 async function loadList(cursor) {
@@ -311,7 +323,7 @@ async function showDetail(id, bank) {
     ['document', m.document_id ? `${m.document_id} (${d.document_memories} ${d.document_memories === 1 ? 'memory' : 'memories'})` : '—'],
   ]);
   const passages = d.passages.length > 1
-    ? [h('h3', {}, `Passages (${d.passages.length}) — what recall ranks`), h('ol', { class: 'passages' }, d.passages.map((p) => h('li', { dir: 'auto' }, p)))]
+    ? [h('h3', {}, `Passages (${d.passages.length}) — what recall ranks`), h('ol', { class: 'passages' }, d.passages.map((p) => h('li', {}, lines(p))))]
     : [];
   const buttons = h('div', { class: 'row' },
     h('button', { type: 'button', class: 'danger', id: 'forget-memory', onclick: () => forgetMemory(m).catch(fail) }, 'Delete memory'),
@@ -319,7 +331,7 @@ async function showDetail(id, bank) {
       onclick: () => forgetDocument(m, d.document_memories).catch(fail) }, `Delete document (${d.document_memories})`) : null,
     h('button', { type: 'button', onclick: closeDetail }, 'Close'));
   const detail = $('detail');
-  detail.replaceChildren(h('h2', {}, 'Memory'), dl, h('h3', {}, 'Content'), h('pre', { id: 'detail-content', dir: 'auto' }, m.content), ...passages, buttons);
+  detail.replaceChildren(h('h2', {}, 'Memory'), dl, h('h3', {}, 'Content'), h('pre', { id: 'detail-content' }, lines(m.content)), ...passages, buttons);
   detail.dataset.id = m.id;
   detail.hidden = false;
   detail.focus();
