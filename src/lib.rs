@@ -28,6 +28,7 @@ pub mod json_text;
 pub mod lock;
 pub mod metrics;
 pub mod notices;
+pub mod owned_path;
 pub mod queue;
 pub mod reload;
 pub mod session;

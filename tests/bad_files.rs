@@ -201,8 +201,43 @@ fn a_config_another_user_may_change_is_refused() {
         }
         let doctor = text(&run(dir.path(), &["doctor"]));
         assert!(doctor.contains("another user may change it"), "{doctor}");
+        // Its advice is not to fix keys, and it says what the rest was checked with (review53 #5).
+        assert!(
+            doctor.contains("with the defaults and the environment") && !doctor.contains("fix the keys"),
+            "{doctor}"
+        );
     }
     mode(dir.path(), 0o700);
+    mode(&config, 0o644);
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    // In a folder of another user's (who may swap it for a file of theirs between a look and a
+    // read), or reached through a link of theirs in a chain of links (review53 #2, #3).
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(theirs.join("config.toml"), "[memory]\nbackend = \"off\"\n").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    std::fs::remove_file(&config).unwrap();
+    std::os::unix::fs::symlink(theirs.join("config.toml"), &config).unwrap();
+    let out = bounded(dir.path(), &["config", "check"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("belongs to another user (uid 65534)"), "{}", text(&out));
+    let mine = dir.path().join("mine.toml");
+    std::fs::write(&mine, "[memory]\nbackend = \"off\"\n").unwrap();
+    let middle = dir.path().join("middle.toml");
+    std::os::unix::fs::symlink(&mine, &middle).unwrap();
+    std::os::unix::fs::lchown(&middle, Some(65534), Some(65534)).unwrap();
+    std::fs::remove_file(&config).unwrap();
+    std::os::unix::fs::symlink(&middle, &config).unwrap();
+    let out = bounded(dir.path(), &["config", "check"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("a symbolic link another user (uid 65534) made"), "{}", text(&out));
+    // One's own links to one's own file are read.
+    std::os::unix::fs::lchown(&middle, Some(0), Some(0)).unwrap();
+    let out = bounded(dir.path(), &["config", "check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
 #[test]

@@ -1119,6 +1119,21 @@ async fn an_export_does_not_write_through_what_another_user_planted() {
         assert_eq!(out.status.code(), Some(1), "{}: {err}", planted.display());
         assert!(err.contains("another user (uid 65534) made in") && err.contains("not written through"), "{err}");
     }
+    // A link of that user's naming this process's own standard error (review53 #4): refused,
+    // not written to the descriptor.
+    let to_stderr = shared.join("errors.jsonl");
+    std::os::unix::fs::symlink("/dev/stderr", &to_stderr).unwrap();
+    std::os::unix::fs::lchown(&to_stderr, Some(65534), Some(65534)).unwrap();
+    let out = d.cli().args(["export", "-o"]).arg(&to_stderr).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("another user (uid 65534) made in") && !err.contains("\"content\""), "{err}");
+    // A name ending in '/' names a folder: none is there, and no file is made under the name
+    // (review53 #6).
+    let missing = d.dir.path().join("backups");
+    let out = d.cli().args(["export", "-o"]).arg(format!("{}/", missing.display())).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!missing.exists());
     assert_eq!(std::fs::read_to_string(&own).unwrap(), "export PATH=/usr/bin\n");
     // One's own link there is followed, as before.
     std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();

@@ -181,19 +181,41 @@ async function toolCall(budget: Budget, path: string, body: unknown): Promise<st
 }
 
 /**
- * `at` with its host written as the address it is (a name such as `localhost` looked up once,
- * here), and that address as the daemon's proof names it (`127.0.0.1:6366`, `[::1]:6366`): the
- * proof and the request then go to the one address proven (looked up twice, `localhost` could
- * give ::1, where another user's process may listen, for one and 127.0.0.1 for the other).
+ * `at` with its host written as each address it is (a name such as `localhost` looked up here,
+ * every address it gives, in the order the system gives them), and that address as the daemon's
+ * proof names it (`127.0.0.1:6366`, `[::1]:6366`): the proof and the request then go to the one
+ * address proven (looked up twice, `localhost` could give ::1, where another user's process may
+ * listen, for one and 127.0.0.1 for the other).
  */
-async function pinned(at: string): Promise<{ url: string; address: string }> {
+async function pinned(at: string): Promise<{ url: string; address: string }[]> {
   const url = new URL(at)
   const host = url.hostname.replace(/^\[(.*)\]$/, "$1")
-  const ip = isIP(host) ? host : (await lookup(host)).address
-  const shown = ip.includes(":") ? `[${ip}]` : ip
-  url.hostname = shown
+  const ips = isIP(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address)
   const port = url.port || (url.protocol === "https:" ? "443" : "80")
-  return { url: url.toString().replace(/\/$/, ""), address: `${shown}:${port}` }
+  return [...new Set(ips)].map((ip) => {
+    const shown = ip.includes(":") ? `[${ip}]` : ip
+    const each = new URL(at)
+    each.hostname = shown
+    return { url: each.toString().replace(/\/$/, ""), address: `${shown}:${port}` }
+  })
+}
+
+/** The first of `at`'s addresses (see `pinned`) where the daemon proves it holds `tok`. */
+async function provenAt(at: string, tok: string, budget: Budget): Promise<string | null> {
+  const candidates = await pinned(at)
+  for (const [i, { url, address }] of candidates.entries()) {
+    const left = budget.left()
+    if (left <= 0) return null
+    // One that does not answer, or is not mneme (nothing listens on ::1 when the daemon listens
+    // on 127.0.0.1): the next. The last one's failure is the caller's (a timeout trips the
+    // breaker).
+    try {
+      if (await proven(url, address, tok, left)) return url
+    } catch (e) {
+      if (i === candidates.length - 1) throw e
+    }
+  }
+  return null
 }
 
 /**
@@ -228,8 +250,8 @@ async function send(
   if (tripped && breakerOpen()) return null
   try {
     const tok = token() ?? ""
-    const { url: at, address } = await pinned(base())
-    if (!(await proven(at, address, tok, left))) return null
+    const at = await provenAt(base(), tok, budget)
+    if (!at) return null
     // The proof came out of the same budget: what is left of it bounds the request.
     const rest = budget.left()
     if (rest <= 0) return null

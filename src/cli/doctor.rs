@@ -39,6 +39,12 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
     let settings = match config::load_for_client(&path) {
         Ok((loaded, problem)) => {
             match problem {
+                // Not read at all (another user may change it, a FIFO): what is below is checked
+                // with the defaults and the environment, as the hooks and commands go on.
+                Some(e) if e.is_unreadable() => r.problem(
+                    e.to_string(),
+                    "make it a regular file of your own that only you may write, in a folder of yours (the daemon refuses it too, and keeps the configuration it runs on); checked below with the defaults and the environment".into(),
+                ),
                 Some(e) => r.problem(
                     e.to_string(),
                     format!(

@@ -70,6 +70,11 @@ impl fmt::Display for ConfigErrors {
 impl std::error::Error for ConfigErrors {}
 
 impl ConfigErrors {
+    /// Whether the file could not be read at all (rather than having wrong keys).
+    pub fn is_unreadable(&self) -> bool {
+        self.errors.iter().any(|e| e.key.is_empty() && e.line.is_none() && e.message.starts_with("cannot read: "))
+    }
+
     /// The file could not be read at all.
     pub fn unreadable(path: &Path, why: impl fmt::Display) -> Self {
         ConfigErrors {
@@ -85,59 +90,57 @@ pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
 }
 
 /// The text of the config file, `None` when there is none. Only a regular file is read: a FIFO
-/// would wait for a writer, and the caller with it. Only one no other user may change (see
-/// [`others_may_change`]).
+/// would wait for a writer, and the caller with it. Only one no other user may change: not
+/// another user's, not one every user may write, reached through no link another user made,
+/// in folders no other user may replace it in (see [`crate::owned_path`]). Such a user chose
+/// `hindsight.api_url`, and the daemon's reload sent the Hindsight token there (even one kept in
+/// the environment), or `storage.dir` and `server.listen`, and a hook sent the conversation to
+/// that user's daemon. root's files and folders are trusted (`/etc`); a group may write it (a
+/// user's own group, as umask 002 makes files). The file is judged as opened, and read from
+/// what was opened: looked at by name and read by name again, another user's file swapped in
+/// between was read.
 pub fn read(path: &Path) -> Result<Option<String>, ConfigErrors> {
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-        return Err(ConfigErrors::unreadable(path, "it is not a regular file"));
-    }
-    if let Some(why) = others_may_change(path) {
-        return Err(ConfigErrors::unreadable(
+    use crate::owned_path::{self, Unwalked};
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let changeable = |why: String| {
+        ConfigErrors::unreadable(
             path,
             format!("another user may change it ({why}), and so choose where mneme sends its memories and tokens; keep it a file of your own that only you may write (`chmod go-w`), in a folder of yours"),
-        ));
-    }
-    match std::fs::read_to_string(path) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(ConfigErrors::unreadable(path, e)),
-    }
-}
-
-/// Why another user may change the config file at `path`, if one may: the file is that user's
-/// (or a link that user made names it), every user may write it, or every user may write in its
-/// folder, which is not sticky, and so replace it. Such a user chose `hindsight.api_url`, and the
-/// daemon's reload sent the Hindsight token there (even one kept in the environment), or
-/// `storage.dir` and `server.listen`, and a hook sent the conversation to that user's daemon.
-/// root's files and folders are trusted (`/etc`); a group may write it (a user's own group, as
-/// umask 002 makes files).
-pub fn others_may_change(path: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let me = crate::files::effective_uid();
-    let another = |uid: u32| uid != me && uid != 0;
-    if let Ok(link) = std::fs::symlink_metadata(path) {
-        if link.file_type().is_symlink() && another(link.uid()) {
-            return Some(format!("it is a symbolic link another user (uid {}) made", link.uid()));
+        )
+    };
+    let file = match owned_path::walked(path) {
+        Ok(file) => file,
+        Err(Unwalked::Planted { link, uid, .. }) => {
+            return Err(changeable(format!(
+                "it is reached through {}, a symbolic link another user (uid {uid}) made",
+                link.display()
+            )))
         }
+        Err(Unwalked::Failed(e)) => return Err(ConfigErrors::unreadable(path, e)),
+    };
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW).open(&file);
+    let mut opened = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ConfigErrors::unreadable(path, e)),
+    };
+    let m = opened.metadata().map_err(|e| ConfigErrors::unreadable(path, e))?;
+    if !m.is_file() {
+        return Err(ConfigErrors::unreadable(path, "it is not a regular file"));
     }
-    let file = std::fs::metadata(path).ok()?;
-    if another(file.uid()) {
-        return Some(format!("it belongs to another user (uid {})", file.uid()));
+    if owned_path::another_users(m.uid()) {
+        return Err(changeable(format!("it belongs to another user (uid {})", m.uid())));
     }
-    if file.mode() & 0o002 != 0 {
-        return Some(format!("every user may write it: mode {:o}", file.mode() & 0o7777));
+    if m.mode() & 0o002 != 0 {
+        return Err(changeable(format!("every user may write it: mode {:o}", m.mode() & 0o7777)));
     }
-    let real = std::fs::canonicalize(path).ok()?;
-    let folder = real.parent()?;
-    let held = std::fs::metadata(folder).ok()?;
-    if held.mode() & 0o002 != 0 && held.mode() & 0o1000 == 0 {
-        return Some(format!(
-            "every user may write in its folder {} (mode {:o}), and so replace it",
-            folder.display(),
-            held.mode() & 0o7777
-        ));
+    if let Some(why) = owned_path::others_may_replace(&file) {
+        return Err(changeable(why));
     }
-    None
+    let mut text = String::new();
+    opened.read_to_string(&mut text).map_err(|e| ConfigErrors::unreadable(path, e))?;
+    Ok(Some(text))
 }
 
 /// [`load`] of a text already [`read`] from `path`.

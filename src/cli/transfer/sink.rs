@@ -2,13 +2,13 @@
 //! once whole, or a FIFO or device written as it is; never through a link or into a FIFO another
 //! user made on the way.
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::write_failed;
 use crate::cli::CliError;
+use crate::owned_path::{self, Unwalked};
 
 /// Where an export's lines go.
 pub(super) enum Sink {
@@ -43,6 +43,17 @@ impl Sink {
     /// between was written to.
     pub(super) fn open(path: &Path) -> Result<Self, CliError> {
         let failed = |e: std::io::Error| CliError::Other(format!("cannot write {}: {e}", path.display()));
+        // Walked first, for a link another user made anywhere on it: one of theirs naming
+        // /dev/stderr (or a folder of theirs naming /dev) had every memory go to this process's
+        // own descriptor, which no open of the link would have been refused.
+        let target = match owned_path::walked(path) {
+            Ok(target) => target,
+            Err(Unwalked::Planted { link, folder, uid }) => {
+                let why = owned_path::made_by_another(&link, &folder, "a symbolic link", uid);
+                return Err(CliError::Other(format!("cannot write {}: {why}", path.display())));
+            }
+            Err(Unwalked::Failed(e)) => return Err(failed(e)),
+        };
         match descriptor(path) {
             Some(1) => return Ok(Self::stdout()),
             Some(fd) => {
@@ -57,15 +68,12 @@ impl Sink {
             }
             None => {}
         }
-        let target = match resolved(path) {
-            Ok(target) => target,
-            Err(Unresolved::Planted(why)) => {
-                return Err(CliError::Other(format!("cannot write {}: {why}", path.display())))
-            }
-            Err(Unresolved::Failed(e)) => return Err(failed(e)),
-        };
+        // A name ending in '/' names a folder, as the shell's `>` takes it: not a file made
+        // under that name.
+        let folder_named = path.as_os_str().as_encoded_bytes().ends_with(b"/");
         match std::fs::symlink_metadata(&target) {
             Ok(m) if m.is_dir() => Err(CliError::Other(format!("cannot write {}: it is a folder", path.display()))),
+            _ if folder_named => Err(CliError::Other(format!("cannot write {}: Not a directory", path.display()))),
             Ok(m) if !m.is_file() => match written_as_it_is(&target).map_err(failed)? {
                 Some(file) => Ok(Self::Direct(std::io::BufWriter::new(file))),
                 // A regular file by the time it was opened: replaced, as any.
@@ -160,90 +168,15 @@ fn link_hops(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     Err(std::io::Error::other("too many levels of symbolic links"))
 }
 
-/// Why a path was not resolved.
-enum Unresolved {
-    /// A link on it is another user's.
-    Planted(String),
-    Failed(std::io::Error),
-}
-
-impl From<std::io::Error> for Unresolved {
-    fn from(e: std::io::Error) -> Self {
-        Self::Failed(e)
-    }
-}
-
-/// The file `path` names, with every symbolic link on the way followed, a folder's as well as
-/// the last one's (a link to a file not there yet names the file to create), as the kernel walks
-/// it. A link another user made is refused wherever it stands: one in /tmp naming that user's
-/// folder led the export to that user's FIFO, and one naming a file of this user's had the
-/// export replace it (fs.protected_symlinks, when on, refuses such a link in a folder every user
-/// may write to; not one in the other user's own folder).
-fn resolved(path: &Path) -> Result<PathBuf, Unresolved> {
-    // SAFETY: geteuid(2) cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let mut at = if path.is_absolute() { PathBuf::from("/") } else { std::env::current_dir()? };
-    // The parts still to walk, the next last.
-    let mut rest: Vec<OsString> = Vec::new();
-    push_parts(&mut rest, path);
-    let mut links = 0;
-    while let Some(part) = rest.pop() {
-        if part == ".." {
-            at.pop();
-            continue;
-        }
-        let next = at.join(&part);
-        match std::fs::symlink_metadata(&next) {
-            Ok(m) if m.file_type().is_symlink() => {
-                links += 1;
-                if links > 40 {
-                    return Err(std::io::Error::other("too many levels of symbolic links").into());
-                }
-                if m.uid() != me && m.uid() != 0 {
-                    return Err(Unresolved::Planted(planted(&next, &at, "a symbolic link", m.uid())));
-                }
-                let target = std::fs::read_link(&next)?;
-                if target.is_absolute() {
-                    at = PathBuf::from("/");
-                }
-                push_parts(&mut rest, &target);
-            }
-            Ok(_) => at = next,
-            // Not there (yet): the file to create, or a folder that is not there, which the
-            // file's creation names.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                at = next;
-                while let Some(part) = rest.pop() {
-                    at.push(part);
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(at)
-}
-
-/// `path`'s parts onto `rest`, its first on top (`.` left out, `..` kept).
-fn push_parts(rest: &mut Vec<OsString>, path: &Path) {
-    let parts = path.components().filter_map(|c| match c {
-        Component::Normal(name) => Some(name.to_os_string()),
-        Component::ParentDir => Some(OsString::from("..")),
-        Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
-    });
-    let parts: Vec<OsString> = parts.collect();
-    rest.extend(parts.into_iter().rev());
-}
-
-/// `target` (no link: see [`resolved`]) opened to be written as it is: `None` when what was
+/// `target` (no link: see [`walked`]) opened to be written as it is: `None` when what was
 /// opened is a regular file (one put there since it was looked at), which is replaced instead.
 /// A FIFO or device another user made is refused as opened: looked at first, another user's
 /// FIFO renamed in between was written to, and its maker read every memory.
 fn written_as_it_is(target: &Path) -> std::io::Result<Option<std::fs::File>> {
-    // SAFETY: geteuid(2) cannot fail.
-    let me = unsafe { libc::geteuid() };
     let another_users = |m: &std::fs::Metadata| {
         let folder = target.parent().unwrap_or(Path::new("/"));
-        (m.uid() != me && m.uid() != 0).then(|| std::io::Error::other(planted(target, folder, "a FIFO", m.uid())))
+        owned_path::another_users(m.uid())
+            .then(|| std::io::Error::other(owned_path::made_by_another(target, folder, "a FIFO", m.uid())))
     };
     // Looked at first too: the open of a FIFO waits for a reader, and this one's is its maker.
     if let Some(refused) = std::fs::symlink_metadata(target).ok().as_ref().and_then(another_users) {
@@ -259,15 +192,4 @@ fn written_as_it_is(target: &Path) -> std::io::Result<Option<std::fs::File>> {
         Some(refused) => Err(refused),
         None => Ok(Some(file)),
     }
-}
-
-/// Why `path`, `kind`, made by `uid`, is not written through.
-fn planted(path: &Path, folder: &Path, kind: &str, uid: u32) -> String {
-    let shared = std::fs::metadata(folder).is_ok_and(|m| m.mode() & 0o002 != 0);
-    format!(
-        "{} is {kind} another user (uid {uid}) made in {}{}: not written through; name a file of your own",
-        path.display(),
-        folder.display(),
-        if shared { ", a folder every user may write to" } else { "" }
-    )
 }
