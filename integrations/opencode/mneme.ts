@@ -200,22 +200,27 @@ async function pinned(at: string): Promise<{ url: string; address: string }[]> {
   })
 }
 
-/** The first of `at`'s addresses (see `pinned`) where the daemon proves it holds `tok`. */
+/**
+ * One of `at`'s addresses (see `pinned`) where the daemon proves it holds `tok`. Every address
+ * is asked at once (the question gives nothing away): asked in turn, one that took the
+ * connection and never answered (another user's listener on ::1, a firewall dropping packets)
+ * spent the whole budget, and the daemon on the next was never reached. None proving, a timeout
+ * among them is the caller's (it trips the breaker).
+ */
 async function provenAt(at: string, tok: string, budget: Budget): Promise<string | null> {
   const candidates = await pinned(at)
-  for (const [i, { url, address }] of candidates.entries()) {
-    const left = budget.left()
-    if (left <= 0) return null
-    // One that does not answer, or is not mneme (nothing listens on ::1 when the daemon listens
-    // on 127.0.0.1): the next. The last one's failure is the caller's (a timeout trips the
-    // breaker).
-    try {
-      if (await proven(url, address, tok, left)) return url
-    } catch (e) {
-      if (i === candidates.length - 1) throw e
-    }
+  const left = budget.left()
+  if (left <= 0) return null
+  const asked = candidates.map(({ url, address }) =>
+    proven(url, address, tok, left).then((ok) => (ok ? url : Promise.reject(new Error("not proven")))),
+  )
+  try {
+    return await Promise.any(asked)
+  } catch (e: any) {
+    const timedOut = (e?.errors ?? []).find((x: any) => x?.name === "TimeoutError" || x?.name === "AbortError")
+    if (timedOut) throw timedOut
+    return null
   }
-  return null
 }
 
 /**

@@ -241,15 +241,40 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     while to < cs.len() && to > from + 1 && cs[to - 1].is_whitespace() {
         to -= 1;
     }
-    // Neither end splits a character as shown (a joined emoji, a letter and its accent).
+    // Neither end splits a character as shown (a joined emoji, a letter and its accent, a word
+    // and the joiner after it). The end goes on to the character's end while the budget lasts,
+    // taking room from the start before the words asked for: come back to its start, it cut the
+    // last word asked for (کتاب of کتاب‌ها, whose joiner is part of its last letter). Else it
+    // comes back.
     let shown_starts = mneme_core::text::shown_char_starts(text);
-    let splits = |at: usize| !shown_starts[at];
+    // (A zero-width non-joiner only keeps the letter before it from joining the one after: a cut
+    // before it shows that letter as it ends a word.)
+    let splits = |at: usize| !shown_starts[at] && cs.get(at) != Some(&'\u{200c}');
     while from < to && splits(from) {
         from += 1;
     }
-    let widest = to;
-    while to > from && splits(to) && widest - to < 32 {
-        to -= 1;
+    let (first, widest) = (from, to);
+    let mut cost = cost_of(from..to);
+    while to < cs.len() && splits(to) && to - widest < 32 {
+        let unit = budget_units_of(cs[to]);
+        if cost + unit <= room_units {
+            cost += unit;
+            to += 1;
+        } else if from < best.0 {
+            cost -= budget_units_of(cs[from]);
+            from += 1;
+        } else {
+            break;
+        }
+    }
+    while from < to && splits(from) {
+        from += 1;
+    }
+    if to < cs.len() && splits(to) {
+        (from, to) = (first, widest);
+        while to > from && splits(to) && widest - to < 32 {
+            to -= 1;
+        }
     }
     // Nothing of the text fits between the marks (a joined emoji longer than the budget), or
     // only a later passage's own opening mark.
@@ -465,6 +490,18 @@ mod tests {
         for max in 10..=80 {
             let w = window(&text, "zqmxvt", &thesaurus, max).unwrap();
             assert!(w.contains("zqmxvt") && budget_units(&w) <= max, "{max}: {w}");
+        }
+        // A word asked for whose last letter is joined to what follows (Persian's zero-width
+        // non-joiner), or carries marks: the end goes on to the character's end (review55 #2).
+        let text = format!("{} کتاب\u{200c}ها {}", "数据库".repeat(100), "数据库".repeat(100));
+        for max in 12..=60 {
+            let w = window(&text, "کتاب", &thesaurus, max).unwrap();
+            assert!(w.contains("کتاب") && budget_units(&w) <= max, "{max}: {w}");
+        }
+        let text = format!("{}서버\u{e49}\u{e49}\u{e49}\u{e49}{}", "数据库".repeat(100), "数据库".repeat(100));
+        for max in 20..=60 {
+            let w = window(&text, "서버", &thesaurus, max).unwrap();
+            assert!(w.contains("서버\u{e49}\u{e49}\u{e49}\u{e49}") && budget_units(&w) <= max, "{max}: {w}");
         }
         // A later passage opens with "… ": a window of that alone holds nothing (review54 #1).
         let text = format!("… {}", "数据库".repeat(300));
