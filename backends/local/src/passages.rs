@@ -255,7 +255,7 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     }
     let (first, widest) = (from, to);
     let mut cost = cost_of(from..to);
-    while to < cs.len() && splits(to) && to - widest < 32 {
+    while to < cs.len() && splits(to) {
         let unit = budget_units_of(cs[to]);
         if cost + unit <= room_units {
             cost += unit;
@@ -272,7 +272,7 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     }
     if to < cs.len() && splits(to) {
         (from, to) = (first, widest);
-        while to > from && splits(to) && widest - to < 32 {
+        while to > from && splits(to) {
             to -= 1;
         }
     }
@@ -503,6 +503,16 @@ mod tests {
             let w = window(&text, "서버", &thesaurus, max).unwrap();
             assert!(w.contains("서버\u{e49}\u{e49}\u{e49}\u{e49}") && budget_units(&w) <= max, "{max}: {w}");
         }
+        // However many marks its last letter carries (review56 #1: past 32, the end stopped
+        // short of the character's end, or came back into it).
+        let marks = "\u{e49}".repeat(60);
+        let text = format!("{}서버{marks}{}", "数据库".repeat(60), "数据库".repeat(60));
+        for max in 132..=200 {
+            let w = window(&text, "서버", &thesaurus, max).unwrap();
+            assert!(w.contains(&format!("서버{marks}")) && budget_units(&w) <= max, "{max}: {w}");
+        }
+        let w = window(&text, "서버", &thesaurus, 100).unwrap_or_default();
+        assert!(!w.contains("버") || w.contains(&format!("버{marks}")), "no character split: {w}");
         // A later passage opens with "… ": a window of that alone holds nothing (review54 #1).
         let text = format!("… {}", "数据库".repeat(300));
         for max in 1..=3 {
