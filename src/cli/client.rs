@@ -357,7 +357,6 @@ fn proven_anywhere(health: &Health, token: &str, challenge: &str) -> bool {
     })
 }
 
-/// 128 random bits in hex, for the daemon to prove it holds the token (see `Health::proof`).
 /// The longest health answer read: a daemon's is a few hundred bytes, and what answers on the
 /// port may be another user's program streaming without end (it took gigabytes of memory, in
 /// every hook too).
@@ -392,6 +391,8 @@ impl HealthError {
     }
 }
 
+/// 128 random bits in hex, for the daemon to prove it holds the token (see
+/// `Health::address_proof`).
 fn challenge() -> Result<String, CliError> {
     let mut bytes = [0u8; 16];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
