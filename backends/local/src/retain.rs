@@ -8,7 +8,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::dedupe::{self, ContentIndex};
 use crate::passages;
-use crate::rows::{decode_tags, encode_tags, merge_tags, same_reach};
+use crate::rows::{decode_tags, encode_tags, merge_tags, same_projects, same_reach};
 use crate::store::{Changes, INDEX_NEW_PASSAGES};
 
 /// What a batch's document ids do to the passages a document already has.
@@ -67,8 +67,9 @@ pub(crate) fn retain_one(
             w.changes.removed.extend(removed);
         }
         let mut bank_of = tx.prepare_cached("SELECT bank FROM memories WHERE id = ?")?;
-        let mut candidate =
-            tx.prepare_cached("SELECT bank, content, tags, document_id, id FROM memories WHERE seq = ?")?;
+        let mut candidate = tx.prepare_cached(
+            "SELECT bank, content, tags, document_id, id, context, kind, metadata FROM memories WHERE seq = ?",
+        )?;
         let mut merge = tx.prepare_cached("UPDATE memories SET tags = ? WHERE seq = ?")?;
         let mut insert = tx.prepare_cached(
             "INSERT INTO memories (id, bank, content, content_hash, context, kind, tags, metadata, document_id, created_at)
@@ -91,6 +92,7 @@ pub(crate) fn retain_one(
                     std::borrow::Cow::Owned(own)
                 }
             };
+            let metadata = serde_json::to_string(&item.metadata).expect("string map serializes");
             let hash = dedupe::content_hash(&item.content);
             let key = dedupe::key(bank, hash);
             // A duplicate is the same content in the same document (or outside any): a row is
@@ -98,11 +100,9 @@ pub(crate) fn retain_one(
             // another (or a fact retained on its own) holds.
             let mut dup = None;
             for seq in w.contents.candidates(key) {
-                let row: Option<(String, String, String, Option<String>, String)> = candidate
-                    .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-                    .optional()?;
+                let row = candidate.query_row([seq], Candidate::read).optional()?;
                 match row {
-                    Some((b, content, tags, doc, id)) if b == bank && content == item.content => {
+                    Some(Candidate { bank: b, content, tags, doc, id, own }) if b == bank && content == item.content => {
                         // An import of a copy made in Hindsight by a mneme from before the loose
                         // mark (see `mneme_core::transfer::LOOSE_MEMORY_KEY`): it sent a memory
                         // of no document as the document named by the memory's id, and reads
@@ -117,7 +117,13 @@ pub(crate) fn retain_one(
                         // A memory carries at most `MAX_MEMORY_TAGS`: past them the text is stored
                         // once more (merged without a cap, the same fact retained in 101 projects
                         // made a memory no import or migrate would take back).
-                        if (doc == item.document_id || unmarked_copy) && same_reach(&tags, &item.tags) {
+                        // Another project's copy is merged only when nothing but its tag is
+                        // its own: the row keeps the first copy's context and metadata, and a
+                        // project's recall gave the other's (its session, a client's name), which
+                        // stayed in the store after a clear of that project.
+                        let shareable = same_projects(&tags, &item.tags)
+                            || own == (item.context.clone(), item.kind.as_str().to_owned(), metadata.clone());
+                        if (doc == item.document_id || unmarked_copy) && same_reach(&tags, &item.tags) && shareable {
                             let merged = merge_tags(&tags, &item.tags);
                             if decode_tags(&merged).len() <= mneme_core::MAX_MEMORY_TAGS {
                                 dup = Some((seq, tags, merged));
@@ -135,7 +141,6 @@ pub(crate) fn retain_one(
                 }
                 continue;
             }
-            let metadata = serde_json::to_string(&item.metadata).expect("string map serializes");
             insert.execute(params![
                 id,
                 bank,
@@ -254,6 +259,30 @@ fn last_passage_of(
     Ok(found)
 }
 
+/// A stored memory that may be the same as one being retained.
+struct Candidate {
+    bank: String,
+    content: String,
+    tags: String,
+    doc: Option<String>,
+    id: String,
+    /// What a copy holds of its own besides its tags: context, kind and metadata (as stored).
+    own: (Option<String>, String, String),
+}
+
+impl Candidate {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Candidate {
+            bank: r.get(0)?,
+            content: r.get(1)?,
+            tags: r.get(2)?,
+            doc: r.get(3)?,
+            id: r.get(4)?,
+            own: (r.get(5)?, r.get(6)?, r.get(7)?),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::speaker;
@@ -275,3 +304,4 @@ mod tests {
         }
     }
 }
+

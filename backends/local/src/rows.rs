@@ -140,6 +140,14 @@ pub(crate) fn same_reach(encoded: &str, tags: &[String]) -> bool {
     reach(decode_tags(encoded)) == reach(given)
 }
 
+/// Whether a stored memory's tags (`encoded`) and `tags` name the same projects.
+pub(crate) fn same_projects(encoded: &str, tags: &[String]) -> bool {
+    let projects = |tags: Vec<String>| -> std::collections::BTreeSet<String> {
+        tags.into_iter().filter(|t| t.starts_with(mneme_core::PROJECT_TAG_PREFIX)).collect()
+    };
+    projects(decode_tags(encoded)) == projects(tags.iter().map(|t| stored_tag(t).into_owned()).collect())
+}
+
 pub(crate) fn merge_tags(encoded: &str, more: &[String]) -> String {
     let mut tags = decode_tags(encoded);
     tags.extend(more.iter().cloned());

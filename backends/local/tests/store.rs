@@ -151,6 +151,41 @@ async fn a_memory_of_another_tag_is_not_taken_by_a_projects_clear() {
     assert_eq!(b.status().await.memories, Some(1), "the first client's stays");
 }
 
+/// The same text from two projects, each with a context and session of its own, is a memory of
+/// each: merged, the row kept the first project's context and session, the second project's
+/// recall gave them, and a clear of the first left them in the store (review58 #1). With
+/// nothing of their own but the tag, they are one memory, as before.
+#[tokio::test]
+async fn another_projects_copy_with_its_own_context_is_not_merged() {
+    let (_d, b) = open();
+    let text = "We use pnpm workspaces for the monorepo";
+    let retain = |id: &str, project: &str, context: &str, session: &str| RetainBatch {
+        id: format!("b{id}"),
+        items: vec![MemoryItem {
+            context: Some(context.into()),
+            ..item(id, text, &[project], MemoryType::World, None).in_session(session)
+        }],
+    };
+    b.retain(&scope("bank"), &retain("1", "project:alpha", "alpha work for client ACME", "sA")).await.unwrap();
+    b.retain(&scope("bank"), &retain("2", "project:beta", "beta notes", "sB")).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(2));
+    let asked = query("pnpm workspaces", &["project:beta"], TagsMatch::AnyStrict);
+    let recalled = b.recall(&scope("bank"), &asked).await.unwrap();
+    assert_eq!(recalled.len(), 1, "{recalled:?}");
+    let beta = &recalled[0];
+    assert_eq!(beta.context.as_deref(), Some("beta notes"), "{beta:?}");
+    assert_eq!(beta.metadata.get("session_id").map(String::as_str), Some("sB"), "{beta:?}");
+    assert_eq!(beta.tags, vec!["project:beta".to_string()], "{beta:?}");
+    let alpha = Scope { bank: "bank".into(), tags: vec!["project:alpha".into()] };
+    b.clear(&alpha, ClearWhat::Scope).await.unwrap();
+    let left = b.export(Some("bank"), None, 10).await.unwrap().memories;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(!format!("{left:?}").contains("ACME"), "the cleared project's context stayed: {left:?}");
+    // A third project's copy with the same context and session as beta's: one memory.
+    b.retain(&scope("bank"), &retain("3", "project:gamma", "beta notes", "sB")).await.unwrap();
+    assert_eq!(b.status().await.memories, Some(1));
+}
+
 /// Untagged is global: the same text retained by a project is kept apart from it (merged,
 /// the global memory became the project's, and a clear of the project deleted it), and a
 /// global retain of a project's memory is global. A tag holding the tag separator is kept.
