@@ -5,9 +5,10 @@
 //! Applied to an answer as it goes to the agent, after every filter and fit (a result left out
 //! later would take with it what another result was cut for): each result's units (turn frames
 //! and paragraphs, split at blank lines) are noted; a later result leaves out a unit of
-//! [`REPEATED_UNIT`] characters or more that an earlier one showed, and a piece of one (a
+//! [`REPEATED_UNIT`] characters or more that an earlier one showed, a piece of one (a
 //! passage's opening repeats the end of the passage before it) that an earlier unit holds, word
-//! for word. A result left with nothing of its own is left out.
+//! for word, and a shorter unit an earlier one showed that stands beside one that goes (the
+//! rest of a copy). A result left with nothing of its own is left out.
 
 /// A unit this long or longer is not shown twice; shorter ones ("yes", "Done.") are too common
 /// to be copies, and stay with what they stand beside.
@@ -43,19 +44,36 @@ fn trimmed(text: &str, shown: &[String]) -> Trimmed {
         return Trimmed::Whole;
     }
     let units = units(text);
-    let goes = |u: &&str| {
-        let own = unmarked(u);
-        if own.len() < u.len() {
-            // A piece of a unit: it goes when a shown unit holds it, word for word.
-            shown.iter().any(|s| holds_words(s, own))
-        } else {
-            own.chars().count() >= REPEATED_UNIT && shown.iter().any(|s| s == own)
-        }
-    };
-    if !units.iter().any(goes) {
+    let was_shown = |u: &str| shown.iter().any(|s| s == u);
+    let mut goes: Vec<bool> = units
+        .iter()
+        .map(|u| {
+            let own = unmarked(u);
+            if own.len() < u.len() {
+                // A piece of a unit: it goes when a shown unit holds it, word for word.
+                shown.iter().any(|s| holds_words(s, own))
+            } else {
+                own.chars().count() >= REPEATED_UNIT && was_shown(own)
+            }
+        })
+        .collect();
+    if !goes.contains(&true) {
         return Trimmed::Whole;
     }
-    let kept: Vec<&str> = units.into_iter().filter(|u| !goes(u)).collect();
+    // A shorter unit shown before goes beside one that goes: the rest of a copy (a fork's short
+    // questions between the answers it copied), while a "yes" beside text of its own stays.
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for i in 0..units.len() {
+            let beside = (i > 0 && goes[i - 1]) || goes.get(i + 1).copied().unwrap_or(false);
+            if !goes[i] && beside && unmarked(units[i]).len() == units[i].len() && was_shown(units[i]) {
+                goes[i] = true;
+                grew = true;
+            }
+        }
+    }
+    let kept: Vec<&str> = units.into_iter().zip(goes).filter(|(_, goes)| !goes).map(|(u, _)| u).collect();
     if kept.iter().all(|u| shown.iter().any(|s| s == unmarked(u))) {
         return Trimmed::Nothing;
     }
@@ -128,6 +146,26 @@ mod tests {
         assert_eq!(out, vec![fork.clone()], "the original holds nothing the fork did not show");
         let out = answer(&[&original, &fork]);
         assert_eq!(out, vec![original, turn(3)], "the fork gives its own turn");
+    }
+
+    /// A fork's copied short questions go with the answers they stand between; its own short
+    /// question stays, and so does a short turn another result showed beside text of its own
+    /// (review58 #3).
+    #[test]
+    fn a_copys_short_turns_go_with_it() {
+        let frame = |role: &str, text: &str| format!("[role: {role}]\n{text}\n[{role}:end]");
+        let answer_to = |i: usize| frame("assistant", &format!("Answer {i}: the flamingo cache keeps {i}0000 entries, set in config/flamingo.toml."));
+        let question = |i: usize| frame("user", &format!("And question {i}?"));
+        let conversation = |n: usize| (0..n).flat_map(|i| [question(i), answer_to(i)]).collect::<Vec<_>>().join("\n\n");
+        let (original, fork) = (conversation(3), conversation(4));
+        let out = answer(&[&original, &fork]);
+        assert_eq!(out, vec![original.clone(), format!("{}\n\n{}", question(3), answer_to(3))]);
+        // A short turn shown before, beside text of its own: it stays.
+        let yes = frame("user", "yes");
+        let friday = frame("assistant", "Then the deploy goes out on Friday with the new flags.");
+        let other = format!("{yes}\n\n{friday}\n\n{}", answer_to(7));
+        let first = format!("{}\n\n{yes}", answer_to(7));
+        assert_eq!(answer(&[&first, &other]), vec![first.clone(), format!("{yes}\n\n{friday}")]);
     }
 
     /// Only a whole unit shown word for word goes: a paragraph another holds inside it stays
