@@ -68,6 +68,23 @@ async fn memories_are_listed_newest_first_by_bank_and_tag_and_paged() {
     assert!(v["error"]["message"].as_str().unwrap().contains("cursor"), "{v}");
 }
 
+/// A project in a folder whose name holds a comma is listed by its tag, the comma written `\,`:
+/// split there, the list asked for `project:web` and `app`, and was empty (review58 #2).
+#[tokio::test]
+async fn a_tag_holding_a_comma_is_listed_with_it_escaped() {
+    let d = Daemon::start(NO_EMBEDDER);
+    let parent = tempfile::tempdir().unwrap();
+    let folder = parent.path().join("web,app");
+    std::fs::create_dir(&folder).unwrap();
+    retain(&d, "s1", folder.to_str().unwrap(), &["the web app builds with vite"]).await;
+    let (_, v) = d.get("/v1/memories?tags=project:web%5C,app").await;
+    let texts: Vec<&str> = v["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["the web app builds with vite"], "{v}");
+    assert_eq!(v["memories"][0]["tags"], json!(["project:web,app"]), "{v}");
+    let (_, v) = d.get("/v1/memories?tags=project:web,app").await;
+    assert_eq!(v["memories"], json!([]), "unescaped, two tags: {v}");
+}
+
 #[tokio::test]
 async fn a_memory_shows_its_passages_and_forgetting_it_removes_it_from_recall_with_a_notice() {
     let d = Daemon::start(NO_EMBEDDER);

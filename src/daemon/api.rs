@@ -566,7 +566,8 @@ pub struct ThesaurusInfo {
 pub struct BrowseParams {
     /// Only this bank (required by Hindsight; defaults to the configured bank there).
     pub bank: Option<String>,
-    /// Only memories with every one of these tags, comma-separated (`project:api,x`).
+    /// Only memories with every one of these tags, comma-separated (`project:api,x`; `\,` is a
+    /// comma inside a tag).
     pub tags: Option<String>,
     /// Where to continue (the previous page's `next`).
     pub cursor: Option<String>,

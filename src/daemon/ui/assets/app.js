@@ -227,10 +227,27 @@ function memoryItem(m, extra) {
     h('div', { class: 'text' }, lines(m.text))));
 }
 
+// The tags typed in the filter, comma-separated; pieces that a tag seen in the list joins with
+// their commas are that tag (a project in a folder named `web,app` is tagged `project:web,app`).
+function askedTags(text) {
+  const pieces = (text || '').split(',');
+  const tags = [];
+  for (let i = 0; i < pieces.length; i += 1) {
+    let end = i;
+    for (let j = pieces.length - 1; j > i; j -= 1) {
+      if (state.seenTags.has(pieces.slice(i, j + 1).join(',').trim())) { end = j; break; }
+    }
+    tags.push(pieces.slice(i, end + 1).join(',').trim());
+    i = end;
+  }
+  return tags.filter(Boolean);
+}
+
 async function loadList(cursor) {
   const p = new URLSearchParams({ limit: String(PAGE), preview: '280' });
   if (state.bank) p.set('bank', state.bank);
-  if (state.tags) p.set('tags', state.tags);
+  const tags = askedTags(state.tags);
+  if (tags.length) p.set('tags', tags.map((t) => t.replace(/[\\,]/g, (c) => `\\${c}`)).join(','));
   if (cursor) p.set('cursor', cursor);
   const asked = (state.listAsked += 1);
   const page = await api('GET', `/v1/memories?${p}`);
@@ -272,7 +289,7 @@ function banksToSearch() {
 }
 
 async function search(query) {
-  const tags = state.tags ? state.tags.split(',').map((t) => t.trim()).filter(Boolean) : [];
+  const tags = askedTags(state.tags);
   const asked = (state.listAsked += 1);
   const banks = banksToSearch();
   const settled = await Promise.allSettled(banks.map((bank) => {
