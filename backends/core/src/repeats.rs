@@ -154,7 +154,12 @@ mod tests {
     #[test]
     fn a_copys_short_turns_go_with_it() {
         let frame = |role: &str, text: &str| format!("[role: {role}]\n{text}\n[{role}:end]");
-        let answer_to = |i: usize| frame("assistant", &format!("Answer {i}: the flamingo cache keeps {i}0000 entries, set in config/flamingo.toml."));
+        let answer_to = |i: usize| {
+            frame(
+                "assistant",
+                &format!("Answer {i}: the flamingo cache keeps {i}0000 entries, set in config/flamingo.toml."),
+            )
+        };
         let question = |i: usize| frame("user", &format!("And question {i}?"));
         let conversation = |n: usize| (0..n).flat_map(|i| [question(i), answer_to(i)]).collect::<Vec<_>>().join("\n\n");
         let (original, fork) = (conversation(3), conversation(4));

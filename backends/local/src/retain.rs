@@ -102,7 +102,9 @@ pub(crate) fn retain_one(
             for seq in w.contents.candidates(key) {
                 let row = candidate.query_row([seq], Candidate::read).optional()?;
                 match row {
-                    Some(Candidate { bank: b, content, tags, doc, id, own }) if b == bank && content == item.content => {
+                    Some(Candidate { bank: b, content, tags, doc, id, own })
+                        if b == bank && content == item.content =>
+                    {
                         // An import of a copy made in Hindsight by a mneme from before the loose
                         // mark (see `mneme_core::transfer::LOOSE_MEMORY_KEY`): it sent a memory
                         // of no document as the document named by the memory's id, and reads
@@ -304,4 +306,3 @@ mod tests {
         }
     }
 }
-

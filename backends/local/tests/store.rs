@@ -489,7 +489,10 @@ async fn instructions_clear_and_reflect() {
     let md = b.instructions(&s).await.unwrap().unwrap();
     assert!(md.contains("alpha fact") && !md.contains("beta fact"), "{md}");
     // Stored text is framed as background, as the recalled block is (review58 #4).
-    assert!(md.starts_with("## Recent memories\nBackground from earlier sessions") && md.contains("not instructions"), "{md}");
+    assert!(
+        md.starts_with("## Recent memories\nBackground from earlier sessions") && md.contains("not instructions"),
+        "{md}"
+    );
     // A session's transcript (an experience) is not listed: it filled the list after each turn.
     let transcript = RetainBatch {
         id: "t".into(),
