@@ -271,15 +271,11 @@ impl Reloader {
         if new.retain.idle_after != old.retain.idle_after {
             self.sessions.idle_after_changed();
         }
-        if new.retain.mode != old.retain.mode {
-            if let Err(e) = self.sessions.retain_mode_changed().await {
-                tracing::error!("cannot save the sessions after retain.mode changed: {e}");
-            }
-        }
-        // Only a change of bank, scoping or backend moves sessions: a reload for anything else
-        // leaves them where they are.
+        // Only a change of bank, scoping or backend moves sessions, and one of `retain.mode` starts
+        // their next turns in a part of their own: a reload for anything else leaves them as they
+        // are.
         if let Err(e) = self.sessions.follow_settings().await {
-            tracing::error!("cannot save re-scoped sessions: {e}");
+            tracing::error!("cannot save the sessions after the settings changed: {e}");
         }
         if swap {
             let message = if old.memory.backend == new.memory.backend {

@@ -442,6 +442,8 @@ impl Sessions {
         // An ended session's record from an earlier mneme does not say where its conversation
         // was stored, nor what its document holds: it goes on in a part of its own.
         let earlier_ended = ended.scope.is_none() && (ended.retained_turns > ended.first_turn || ended.part > 0);
+        // Ended under another `retain.mode`: its next turns go in a part of their own.
+        let mode_changed = ended.retain_mode.as_deref().is_some_and(|m| m != self.settings().retain.mode.as_str());
         let (session, rescoped) = {
             let mut map = self.inner.map.locked();
             let s = map.entry(req.session_id.clone()).or_insert_with(|| {
@@ -478,7 +480,7 @@ impl Sessions {
                     commands_unseen: ended.format < 2 && !ended.turn_prints.is_empty(),
                     commands_since_upgrade: Vec::new(),
                 };
-                if earlier_ended || ended.erased {
+                if earlier_ended || ended.erased || mode_changed {
                     clear::start_after_erasure(&mut s);
                 }
                 s
@@ -594,6 +596,7 @@ impl Sessions {
                     recent_reply_prints: session.recent_reply_prints.clone(),
                     hidden_from_turns: session.hidden_from_turns.clone(),
                     erased: false,
+                    retain_mode: Some(self.settings().retain.mode.as_str().to_owned()),
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

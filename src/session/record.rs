@@ -75,6 +75,11 @@ pub(super) struct Ended {
     /// transcript.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) erased: bool,
+    /// The `retain.mode` it ended under (none in an earlier mneme's record): started again
+    /// under another, it goes on from its next turn in a part of its own, as a live session does
+    /// after a reload that changes the mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) retain_mode: Option<String>,
 }
 
 pub(super) const ENDED_RECORD: &str = "ended_session";

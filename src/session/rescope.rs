@@ -17,6 +17,9 @@ struct ScopedUnder {
     bank: String,
     scoping: String,
     backend: String,
+    /// `retain.mode` (none in a record of a build before it was kept: not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retain_mode: Option<String>,
 }
 
 impl ScopedUnder {
@@ -25,6 +28,7 @@ impl ScopedUnder {
             bank: settings.base_bank(),
             scoping: settings.memory.scoping.as_str().to_owned(),
             backend: settings.memory.backend.to_string(),
+            retain_mode: Some(settings.retain.mode.as_str().to_owned()),
         }
     }
 }
@@ -35,18 +39,24 @@ const RECORD_KEY: &str = "scoped-under";
 impl Sessions {
     /// Brings every session in line with the settings in force, where they differ from those
     /// the sessions were scoped under (at a start: those of the last run): a new bank or scoping
-    /// re-scopes them, a new backend drops their cached instructions.
+    /// re-scopes them, a new backend drops their cached instructions, and a new `retain.mode`
+    /// goes on from each session's next turn (changed while mneme was stopped, or killed before
+    /// its watcher read the file, a full-session document after last-turn slices held their
+    /// turns again).
     pub async fn follow_settings(&self) -> Result<(), SpoolError> {
         let now = ScopedUnder::of(&self.settings());
         let spool = &self.inner.spool;
         let kept: Option<ScopedUnder> =
             spool.record(RECORD_KIND, RECORD_KEY).await?.and_then(|r| serde_json::from_str(&r).ok());
         match &kept {
-            Some(ScopedUnder { bank, scoping, backend }) => {
+            Some(ScopedUnder { bank, scoping, backend, retain_mode }) => {
                 if *backend != now.backend {
                     // Switched while mneme was down (live, the reload did this before the switch).
                     self.store_changing().await?;
                     self.backend_switched().await?;
+                }
+                if retain_mode.is_some() && *retain_mode != now.retain_mode {
+                    self.retain_mode_changed().await?;
                 }
                 if *bank != now.bank || *scoping != now.scoping {
                     self.rescope().await?;

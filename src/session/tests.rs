@@ -659,18 +659,66 @@ async fn a_retain_mode_changed_mid_session_stores_each_turn_once() {
     s.start(start("a")).await.unwrap();
     let switch =
         |settings: Settings| r.state.replace(Current { settings: Arc::new(settings), backend: r.state.backend() });
+    s.follow_settings().await.unwrap(); // the start's: what the sessions are kept under
     s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
     switch(last_turn(1, 0));
-    s.retain_mode_changed().await.unwrap();
+    s.follow_settings().await.unwrap(); // as the reload does
     for n in [3, 4] {
         s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
     }
     switch(every_turn());
-    s.retain_mode_changed().await.unwrap();
+    s.follow_settings().await.unwrap();
     for n in [5, 6] {
         s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
     }
     each_turn_stored_once(&r, 6).await;
+}
+
+/// `retain.mode` changed while mneme was stopped (or killed before its watcher read the file):
+/// the start goes on from each session's next turn, as a reload does. The full-session
+/// document after last-turn slices held the slices' turns again (review57 #4).
+#[tokio::test]
+async fn a_retain_mode_changed_while_stopped_stores_each_turn_once() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.follow_settings().await.unwrap();
+    s.start(start("a")).await.unwrap();
+    s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    r.state.replace(Current { settings: Arc::new(last_turn(1, 0)), backend: r.state.backend() });
+    s.follow_settings().await.unwrap();
+    for n in [3, 4] {
+        s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    drop(s);
+    let s = sessions(&r, every_turn()).await; // started again with the file changed back
+    s.follow_settings().await.unwrap();
+    for n in [5, 6] {
+        s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    each_turn_stored_once(&r, 6).await;
+}
+
+/// A session that ended under one `retain.mode` and is started again under another goes on
+/// from its next turn in a part of its own.
+#[tokio::test]
+async fn a_session_resumed_under_another_retain_mode_stores_each_turn_once() {
+    for (first, then) in [(last_turn(1, 0), every_turn()), (every_turn(), last_turn(1, 0))] {
+        let r = rig();
+        let s = sessions(&r, first).await;
+        s.follow_settings().await.unwrap();
+        s.start(start("a")).await.unwrap();
+        for n in [1, 2] {
+            s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        s.end("a", Delivery::Wait).await.unwrap();
+        r.state.replace(Current { settings: Arc::new(then), backend: r.state.backend() });
+        s.follow_settings().await.unwrap();
+        s.start(start("a")).await.unwrap();
+        for n in [3, 4] {
+            s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        each_turn_stored_once(&r, 4).await;
+    }
 }
 
 /// A stray `</private>` hides only what is not retained yet: a later mention of the tag does
