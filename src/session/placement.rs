@@ -110,16 +110,26 @@ pub(super) fn as_typed(text: &str) -> String {
 }
 
 /// Whether `seen` is no part of the current part's history but the start of the previous
-/// part's, all of it known there. One turn says too little: a client that sends a turn at a
+/// part's, all of it known there, or the whole previous part and then turns the current part
+/// holds (a copy taken a turn or more after the history started over: taken for a new history,
+/// it stored the old one again). One turn says too little: a client that sends a turn at a
 /// time starts a part each turn, and a prompt repeated two turns apart ("yes", "go on") is a
 /// new turn. Nor do turns that are all private (cleaned here from the spans open where the
 /// current part began, a new part's turns can look so).
 pub(super) fn is_late_copy_of_previous_part(session: &Session, seen: &[u64]) -> bool {
     let previous = &session.previous_part_prints;
+    let known = match seen.len() <= previous.len() {
+        true => previous[..seen.len()] == *seen,
+        false => {
+            let (old, new) = seen.split_at(previous.len());
+            !previous.is_empty()
+                && old == previous.as_slice()
+                && session.turn_prints.windows(new.len()).any(|w| w == new)
+        }
+    };
     seen.len() >= 2
         && seen.iter().any(|p| *p != 0 && *p != UNKNOWN_TURN)
-        && seen.len() <= previous.len()
-        && previous[..seen.len()] == *seen
+        && known
         && place_in_part(&session.turn_prints, seen) == Placement::StartsOver
 }
 

@@ -649,6 +649,31 @@ async fn a_late_copy_from_before_a_compaction_stores_nothing_again() {
     assert_eq!(parts, 5, "every turn stored: {:?}", page.memories);
 }
 
+/// A late copy of the history from before a compaction that also holds the turns after it (a
+/// client that sent its old view once more, a turn later) stores nothing again: taken for a new
+/// history, the old turns were stored twice and the new one three times (review57 #1).
+#[tokio::test]
+async fn a_late_copy_past_a_compaction_stores_nothing_again() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        s.start(start("a")).await.unwrap();
+        for n in 1..=4 {
+            s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        let summary = |n: usize| {
+            let mut m = vec![Message::new("user", "summary of the otters so far"), Message::new("assistant", "noted")];
+            m.extend(turns(n).into_iter().skip(8));
+            m
+        };
+        s.agent_end("a", &summary(5), Turn::Work, TurnEnd::default()).await.unwrap(); // compacted
+        s.agent_end("a", &turns(5), Turn::Work, TurnEnd::default()).await.unwrap(); // late, one turn on
+        let end = TurnEnd { last: true, ..TurnEnd::default() };
+        s.agent_end("a", &summary(6), Turn::Work, end).await.unwrap();
+        each_turn_stored_once(&r, 6).await;
+    }
+}
+
 /// A reload that changes `retain.mode` in the middle of a session: the new mode goes on from
 /// the next turn. A full-session document after last-turn slices held the slices' turns again,
 /// and slices after a full-session document repeated its turns.
