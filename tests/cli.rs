@@ -601,6 +601,28 @@ fn a_program_closing_without_an_answer_is_no_running_daemon() {
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("closed the connection without an HTTP answer") && !err.contains("challenge="), "{err}");
+    assert!(err.contains("stop it or set server.listen"), "{err}");
+}
+
+/// A daemon that goes away as a command connects (stopped, or crashed with the connection in
+/// its backlog) is said to have gone: the CLI blamed another program on the port, and advised
+/// stopping it (review57 #3). Here a listener that never accepts is closed under the command.
+#[test]
+fn a_daemon_gone_as_a_command_connects_is_not_called_another_program() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        drop(listener); // the kernel resets the connections it holds
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
+    let out = cli_on(&config, &dir.path().join("data"), &["status"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("went away as this command connected") && err.contains("mneme serve"), "{err}");
+    assert!(!err.contains("stop it or set server.listen"), "{err}");
 }
 
 /// Another program holding the port (a plain web server) is no running mneme daemon: exit 3,

@@ -166,12 +166,19 @@ impl Client {
             })?,
             Err(e) if e.is_connect() || e.is_timeout() => return Err(not_running()),
             // Taken and closed without an HTTP answer: no mneme daemon (which answers its health
-            // check), so exit 3 as for another program there (it was exit 1).
+            // check), so exit 3 as for another program there (it was exit 1). Unless nothing
+            // listens there any more: then it was a daemon that stopped or crashed as this
+            // connected (its backlog is dropped), and the advice to stop "it" was wrong.
             Err(e) => {
-                return Err(CliError::NotRunning(format!(
-                    "no mneme daemon is running at {addr}: what listens there closed the connection without an HTTP answer ({}); stop it or set server.listen",
-                    e.without_url()
-                )))
+                let why = e.without_url();
+                return Err(CliError::NotRunning(match still_listening(&addr).await {
+                    false => format!(
+                        "the mneme daemon at {addr} went away as this command connected: the connection was closed without an answer ({why}), and nothing listens there now (it was stopped or crashed; start it with `mneme serve`). Nothing was sent"
+                    ),
+                    true => format!(
+                        "no mneme daemon is running at {addr}: what listens there closed the connection without an HTTP answer ({why}); stop it or set server.listen"
+                    ),
+                }));
             }
         };
         if health.protocol != PROTOCOL {
@@ -393,6 +400,12 @@ impl HealthError {
 
 /// 128 random bits in hex, for the daemon to prove it holds the token (see
 /// `Health::address_proof`).
+/// Whether something takes connections at `addr` (`host:port`) now, within a second.
+async fn still_listening(addr: &str) -> bool {
+    let connect = tokio::net::TcpStream::connect(addr);
+    matches!(tokio::time::timeout(Duration::from_secs(1), connect).await, Ok(Ok(_)))
+}
+
 fn challenge() -> Result<String, CliError> {
     let mut bytes = [0u8; 16];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
