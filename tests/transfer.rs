@@ -959,6 +959,46 @@ async fn an_interrupted_export_leaves_no_partial_copy() {
     a.stop();
 }
 
+/// An export to standard output that the daemon's end cuts short says it is incomplete, and how
+/// many memories came out before: it said only why it failed, and a backup redirected to a file
+/// kept part of one (review57 #2). Here the CLI waits on a full pipe inside its first page while
+/// the daemon is killed; the page's rest is read, and the next page's request fails.
+#[tokio::test]
+async fn an_export_to_standard_output_cut_short_says_it_is_incomplete() {
+    use std::io::Read;
+    let mut a = Daemon::start("[local]\nembedder = \"off\"\n");
+    let fact = |i: usize| format!("exported fact {i} {}", "x".repeat(300));
+    let items: Vec<Value> = (0..2500).map(|i| json!({"content": fact(i)})).collect();
+    a.start_session("s", "/p/transfer").await;
+    let (status, _) = a.post("/v1/sessions/s/retain", json!({ "items": items })).await;
+    assert_eq!(status, 202);
+    let (_, v) = a.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0);
+    let mut cli = a
+        .command()
+        .args(["export"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A page of 1,000 memories of 300 bytes does not fit in a pipe: the CLI waits on it.
+    let mut out = cli.stdout.take().unwrap();
+    let mut first = vec![0u8; 1024];
+    out.read_exact(&mut first).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    a.kill();
+    let mut rest = Vec::new();
+    out.read_to_end(&mut rest).unwrap();
+    let output = cli.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{err}");
+    let written = first.len() + rest.len();
+    let lines = [first, rest].concat().iter().filter(|&&b| b == b'\n').count();
+    assert!(lines > 0 && lines < 2500, "{lines} lines, {written} bytes: {err}");
+    let said = format!("the export is incomplete: {lines} memories were written before that");
+    assert!(err.contains(&said), "{said:?} not in: {err}");
+}
+
 /// An import stopped part-way (here: the daemon killed once the first requests are stored)
 /// says how much of the file was imported before it and that the same command finishes it: it
 /// said only why it failed, beside other errors that say "nothing was imported".

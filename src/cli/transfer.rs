@@ -54,14 +54,30 @@ pub(super) async fn export(
     };
     // Stopped (Ctrl-C, a terminal closed, SIGTERM), the export goes the way of a failed one: a
     // partial copy of every memory is not left beside the file (the sink's drop removes it).
-    let written = tokio::select! {
-        written = write_export(&client, bank, &mut out) => written,
-        Some(signal) = async { Some(stopped?.await) } => Err(CliError::Other(format!(
-            "stopped by {signal}: {} was left as it was",
-            output.as_ref().expect("signals are listened for with an output file").display()
-        ))),
+    let mut lines = 0u64;
+    let written = {
+        let mut counted = CountedLines { inner: &mut out, lines: &mut lines };
+        tokio::select! {
+            written = write_export(&client, bank, &mut counted) => written,
+            Some(signal) = async { Some(stopped?.await) } => Err(CliError::Other(format!("stopped by {signal}"))),
+        }
     };
-    let n = written?;
+    let n = match (written, &out) {
+        (Ok(n), _) => n,
+        (Err(e), Sink::Replacing { .. }) => {
+            let path = output.as_ref().expect("a file is replaced only for an output path");
+            return Err(e.with_note(&format!("; {} was left as it was", path.display())));
+        }
+        // Written as it went (standard output, a FIFO): what came out is not the whole export,
+        // and is said so (a backup redirected to a file kept a part of one, silently).
+        (Err(e), _) => {
+            let _ = out.flush();
+            let noun = if lines == 1 { "memory was" } else { "memories were" };
+            return Err(e.with_note(&format!(
+                "; the export is incomplete: {lines} {noun} written before that (the same command again writes them all)"
+            )));
+        }
+    };
     let to_stdout = matches!(out, Sink::Stdout(_));
     out.finish()?;
     if let Some(path) = output {
@@ -150,6 +166,24 @@ async fn write_export(client: &Client, bank: Option<String>, out: &mut dyn Write
     }
     out.flush().map_err(write_failed)?;
     Ok(n)
+}
+
+/// A writer that counts the lines written through it: an export's memories, one a line.
+struct CountedLines<'a> {
+    inner: &'a mut dyn Write,
+    lines: &'a mut u64,
+}
+
+impl Write for CountedLines<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        *self.lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Readings of the bank after the first in [`write_export`], at most.
