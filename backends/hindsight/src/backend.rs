@@ -290,6 +290,21 @@ impl HindsightBackend {
     }
 
     /// The configured retain timeout.
+    /// Sends one part of a delivery and waits until the server has stored it (an asynchronous
+    /// one: until its operation is done).
+    async fn send_part(&self, bank: &str, url: &reqwest::Url, part: parts::Part<'_>) -> Result<(), BackendError> {
+        let body = match part.synchronous {
+            true => RetainRequest::synchronous(part.items),
+            false => RetainRequest::asynchronous(part.items, part.operation_id),
+        };
+        let answer = self.send("retain", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
+        accepted("retain", answer, bank)?;
+        match &body.operation_id {
+            Some(operation) => self.wait_for_operation(bank, operation).await,
+            None => Ok(()), // stored once answered
+        }
+    }
+
     pub(crate) fn retain_timeout(&self) -> Duration {
         self.config.retain_timeout
     }
@@ -509,14 +524,33 @@ impl MemoryBackend for HindsightBackend {
         let mut stored: Vec<String> = Vec::new();
         for part in parts::parts(&batch.id, &batch.items) {
             let ids = part.item_ids.clone();
-            let body = RetainRequest::asynchronous(part.items, part.operation_id);
-            let sent = async {
-                let answer =
-                    self.send("retain", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
-                accepted("retain", answer, &scope.bank)?;
-                self.wait_for_operation(&scope.bank, &body.operation_id).await
+            let sent = match part.synchronous {
+                false => self.send_part(&scope.bank, &url, part).await,
+                // A server whose LLM outlasts `retain_timeout` cancels a synchronous retain the
+                // client gave up on, on every attempt: the document then goes item by item, as
+                // appends (each giving it its tags and metadata), rather than never.
+                true => match self.send_part(&scope.bank, &url, part).await {
+                    Err(BackendError::Transient { reason, .. }) => {
+                        tracing::warn!(
+                            bank = scope.bank,
+                            "a document of {} memories sent at once failed ({reason}); sent one memory at a time",
+                            ids.len()
+                        );
+                        let items: Vec<MemoryItem> =
+                            batch.items.iter().filter(|i| ids.contains(&i.id)).cloned().collect();
+                        let mut sent = Ok(());
+                        for one in parts::item_by_item(&batch.id, &items) {
+                            sent = self.send_part(&scope.bank, &url, one).await;
+                            if sent.is_err() {
+                                break;
+                            }
+                        }
+                        sent
+                    }
+                    other => other,
+                },
             };
-            let error = match sent.await {
+            let error = match sent {
                 Ok(()) => {
                     stored.extend(ids);
                     continue;

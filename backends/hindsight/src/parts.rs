@@ -10,13 +10,20 @@
 //! items without a document are stored twice, and one slower than the timeout is cancelled on
 //! every attempt.
 //!
-//! So every part is asynchronous and carries its own stable operation id:
+//! So every part is asynchronous and carries its own stable operation id, but one:
 //! - the items without a document, together, each named as a document of its own by its item
 //!   id (a retain naming no document puts all its items in one generated document, which
 //!   Hindsight 1.1 deletes whole: forgetting one memory would take the rest of its batch);
 //! - then each item that names a document, alone, in the batch's order. An item of a document
 //!   an earlier item of the batch already holds is sent as an append: the document is what the
-//!   batch's items of it add up to, as the synchronous form stored it.
+//!   batch's items of it add up to, as the synchronous form stored it;
+//! - but a document the batch replaces and names more than once goes in one synchronous part,
+//!   its items in order, where its first item would go: an append gives the whole document its
+//!   own tags and metadata (the items of one request lost theirs to the last one's: another
+//!   project's tag, review59 #1), and each append took the server's worker half a second
+//!   (a 300-item document held its bank's queue for minutes, review59 #8). The server folds
+//!   the items of a synchronous retain itself, each keeping its own, as its own refusal of a
+//!   document named twice advises; resent, it replaces the document again with the same items.
 
 use mneme_core::MemoryItem;
 
@@ -33,10 +40,28 @@ pub struct Part<'a> {
     /// document superseded, a row set aside), and a part that took the place of another under
     /// that one's id would be answered as the other was, and never stored.
     pub operation_id: String,
+    /// Sent synchronously (a document replaced by several items), without its operation id.
+    pub synchronous: bool,
 }
 
 /// The parts of a batch, in the order they must be sent; never empty for a non-empty batch.
 pub fn parts<'a>(batch_id: &str, items: &'a [MemoryItem]) -> Vec<Part<'a>> {
+    cut(batch_id, items, Folding::Fold)
+}
+
+/// The parts of a batch without a synchronous one: each document's items alone, the later ones
+/// appended (for a document whose synchronous part the server could not store in time).
+pub fn item_by_item<'a>(batch_id: &str, items: &'a [MemoryItem]) -> Vec<Part<'a>> {
+    cut(batch_id, items, Folding::ItemByItem)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Folding {
+    Fold,
+    ItemByItem,
+}
+
+fn cut<'a>(batch_id: &str, items: &'a [MemoryItem], folding: Folding) -> Vec<Part<'a>> {
     let part = |sent: Vec<(&'a MemoryItem, bool)>| {
         let key: Vec<String> =
             sent.iter().map(|(i, append)| if *append { format!("+{}", i.id) } else { i.id.clone() }).collect();
@@ -44,6 +69,7 @@ pub fn parts<'a>(batch_id: &str, items: &'a [MemoryItem]) -> Vec<Part<'a>> {
             operation_id: crate::operation_id(&format!("{batch_id}/{}", key.join(","))),
             item_ids: sent.iter().map(|(i, _)| i.id.clone()).collect(),
             items: sent.into_iter().map(|(i, append)| wire(i, append)).collect(),
+            synchronous: false,
         }
     };
     let mut out = Vec::new();
@@ -57,13 +83,32 @@ pub fn parts<'a>(batch_id: &str, items: &'a [MemoryItem]) -> Vec<Part<'a>> {
         }
         out.push(sent);
     }
+    let mut named = std::collections::HashMap::new();
+    for document in items.iter().filter_map(|i| i.document_id.as_deref()) {
+        *named.entry(document).or_insert(0usize) += 1;
+    }
     let mut seen = std::collections::HashSet::new();
     for item in items {
         let Some(document) = item.document_id.as_deref() else { continue };
-        let held = !seen.insert(document);
-        out.push(part(vec![(item, item.append || held)]));
+        let first = seen.insert(document);
+        // Named more than once, and its first item replaces it: the document's items go together,
+        // synchronously, where the first would go (see the module's doc).
+        let folded = folding == Folding::Fold && named[document] > 1 && replaced_first(items, document);
+        match (folded, first) {
+            (true, true) => {
+                let all = items.iter().filter(|i| i.document_id.as_deref() == Some(document)).map(|i| (i, false));
+                out.push(Part { synchronous: true, ..part(all.collect()) });
+            }
+            (true, false) => {} // sent with its first
+            (false, _) => out.push(part(vec![(item, item.append || !first)])),
+        }
     }
     out
+}
+
+/// Whether the first item of `document` in `items` replaces it rather than appending to it.
+fn replaced_first(items: &[MemoryItem], document: &str) -> bool {
+    items.iter().find(|i| i.document_id.as_deref() == Some(document)).is_some_and(|i| !i.append)
 }
 
 /// An import chunk's parts (every item names its document, and no other chunk of the import
@@ -142,17 +187,27 @@ mod tests {
             item("b", None, false),
             item("x3", Some("x"), true),
         ];
-        let sent: Vec<Vec<RetainItem<'_>>> = parts("b", &items).into_iter().map(|p| p.items).collect();
-        assert_eq!(shape(&sent), [&["a", "b"][..], &["x1"], &["y1"], &["+x2"], &["+x3"]]);
+        let all = parts("b", &items);
+        let synchronous: Vec<bool> = all.iter().map(|p| p.synchronous).collect();
+        let sent: Vec<Vec<RetainItem<'_>>> = all.into_iter().map(|p| p.items).collect();
+        // x, replaced and named three times: its items together, synchronously, where x1 was
+        // (an append would give the whole document its own tags and metadata).
+        assert_eq!(shape(&sent), [&["a", "b"][..], &["x1", "x2", "x3"], &["y1"]]);
+        assert_eq!(synchronous, [false, true, false]);
         // Each loose item is a document of its own, named by its id (deleting one's document
         // deletes it alone).
         let loose: Vec<&str> = sent[0].iter().map(|i| i.document_id.unwrap()).collect();
         assert_eq!(loose, [items[1].id.as_str(), items[4].id.as_str()]);
         for p in &sent[1..] {
-            let mut documents = std::collections::HashSet::new();
-            assert!(p.iter().filter_map(|i| i.document_id).all(|d| documents.insert(d)), "a document twice in a part");
+            let documents: std::collections::HashSet<&str> = p.iter().filter_map(|i| i.document_id).collect();
             assert!(documents.len() <= 1, "a part of a document's items names that document alone");
         }
+        // A document the batch appends to first: item by item, as appends.
+        let appended = [item("z1", Some("z"), true), item("z2", Some("z"), false), item("w", Some("w"), false)];
+        let all = parts("b", &appended);
+        assert!(all.iter().all(|p| !p.synchronous));
+        let sent: Vec<Vec<RetainItem<'_>>> = all.into_iter().map(|p| p.items).collect();
+        assert_eq!(shape(&sent), [&["+z1"][..], &["+z2"], &["w"]]);
     }
 
     #[test]

@@ -32,11 +32,13 @@ pub struct RetainItem<'a> {
 pub struct RetainRequest<'a> {
     /// The batch.
     pub items: Vec<RetainItem<'a>>,
-    /// Whether the server answers once the operation is queued: always (see [`RetainRequest::asynchronous`]).
+    /// Whether the server answers once the operation is queued (see [`RetainRequest::asynchronous`]),
+    /// rather than once it is stored ([`RetainRequest::synchronous`]).
     #[serde(rename = "async")]
     pub is_async: bool,
-    /// Stable across resends of the same batch (a UUID).
-    pub operation_id: String,
+    /// Stable across resends of the same batch (a UUID); none for a synchronous retain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<String>,
 }
 
 impl<'a> RetainRequest<'a> {
@@ -45,7 +47,15 @@ impl<'a> RetainRequest<'a> {
     /// item may name a given document (the server refuses more); the queue's batches are cut
     /// into such parts by `parts`, an import's chunks by `import_parts`.
     pub fn asynchronous(items: Vec<RetainItem<'a>>, operation_id: String) -> Self {
-        RetainRequest { items, is_async: true, operation_id }
+        RetainRequest { items, is_async: true, operation_id: Some(operation_id) }
+    }
+
+    /// A synchronous retain: answered once stored. The server folds the items of one document
+    /// into it, each keeping its own tags and metadata (appends give the whole document the
+    /// last one's); it carries no operation id, so it is sent only where a resend stores
+    /// nothing twice: a document it replaces whole (see `parts`).
+    pub fn synchronous(items: Vec<RetainItem<'a>>) -> Self {
+        RetainRequest { items, is_async: false, operation_id: None }
     }
 }
 

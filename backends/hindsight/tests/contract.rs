@@ -467,6 +467,40 @@ async fn a_batch_naming_a_document_twice_is_stored_in_order_and_once_when_resent
     }
 }
 
+/// A delivery that replaces a document with several items keeps each item's own tags and
+/// metadata on the server, as the server does with the same request: sent as a replace and
+/// appends, each append gave the whole document its tags and metadata, and a project's memory
+/// took another project's tag (review59 #1). One request, not one a memory (each took the
+/// server's worker half a second: review59 #8).
+#[tokio::test]
+async fn a_documents_items_keep_their_own_tags_and_metadata() {
+    let Some(Peer { url, bank, b, scope }) = peer_bank("contract-item-tags").await else { return };
+    let mut first = item("1", "The nebula one service deploys on Fridays", &["project:alpha"], Some("doc-n"));
+    first.metadata.insert("origin".into(), "first".into());
+    let mut second = item("2", "The nebula two tests run on bun", &["project:beta"], Some("doc-n"));
+    second.metadata.insert("origin".into(), "second".into());
+    let batch = RetainBatch { id: fresh_batch_id(), items: vec![first, second] };
+    // (Resent after a lost reply, the server gives both the union of their tags: its own
+    // handling of a document replaced by the same items, as for a client of its own.)
+    b.retain(&scope, &batch).await.unwrap();
+    wait_for_count(&url, &bank, 2).await;
+    let v: serde_json::Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=100"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{v}");
+    for (needle, tag, origin) in [("nebula one", "project:alpha", "first"), ("nebula two", "project:beta", "second")] {
+        let m = items.iter().find(|m| m["text"].as_str().unwrap_or("").contains(needle)).expect(needle);
+        assert_eq!(m["tags"], serde_json::json!([tag]), "{m}");
+        assert_eq!(m["metadata"]["origin"], origin, "{m}");
+    }
+    let beta = b.recall(&scope, &query("nebula", &["project:beta"], TagsMatch::AllStrict, &[])).await.unwrap();
+    assert!(beta.iter().all(|r| r.text.contains("nebula two")) && !beta.is_empty(), "{beta:?}");
+}
+
 /// An append delivered right after a delivery that replaced its document beside another one
 /// lands after that replace. Sent as one retain naming both documents, the replace was not put
 /// in line with the append and, run after it, wiped it.
