@@ -220,6 +220,17 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
     let (status, v) = d.post(&bank_path("b", "/reflect"), json!({"query": "what do we know?"})).await;
     assert_eq!(status, 422, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("LLM"), "{v}");
+    // What mneme would not pass on is refused, not dropped (review59 #2): a structured answer, the
+    // facts behind it, a filter given both ways.
+    for (body, named) in [
+        (json!({"query": "q", "response_schema": {"type": "object"}}), "response_schema"),
+        (json!({"query": "q", "include": {"facts": {}}}), "include"),
+        (json!({"query": "q", "tags": ["a"], "tag_groups": [{"tags": ["b"]}]}), "mutually exclusive"),
+    ] {
+        let (status, v) = d.post(&bank_path("b", "/reflect"), body).await;
+        assert!((400..500).contains(&status), "{v}");
+        assert!(v.to_string().contains(named), "{named}: {v}");
+    }
     // A route mneme does not serve.
     let (status, v) = d.get(&bank_path("b", "/graph")).await;
     assert_eq!(status, 404, "{v}");

@@ -507,12 +507,35 @@ impl HindsightApi {
         if !backend.capabilities().stores {
             return Err(BackendError::Unsupported("memory.backend is \"off\": nothing is remembered".into()).into());
         }
+        // What would widen or reshape the answer is passed on or refused, never dropped: without
+        // its `tag_groups` a project's question was answered from every project's memories.
+        if req.response_schema.as_ref().is_some_and(|s| !s.is_null()) {
+            return Err(CompatError::Invalid(
+                "response_schema: mneme passes on a reflect's text only, not a structured answer; ask without it"
+                    .into(),
+            ));
+        }
+        let asks_more = |v: &serde_json::Value| v.as_object().is_some_and(|o| o.values().any(|v| !v.is_null()));
+        if req.include.as_ref().is_some_and(asks_more) {
+            return Err(CompatError::Invalid(
+                "include: mneme passes on a reflect's text only, not the facts or tool calls behind it; ask without it"
+                    .into(),
+            ));
+        }
+        let groups = req.tag_groups.unwrap_or_default();
+        if req.tags.as_ref().is_some_and(|t| !t.is_empty()) && !groups.is_empty() {
+            return Err(CompatError::Invalid("'tags' and 'tag_groups' are mutually exclusive".into()));
+        }
+        crate::session::filter_tags(&recall::named_tags(&groups)).map_err(CompatError::Invalid)?;
         let q = ReflectQuery {
             query,
             context: req.context.and_then(|c| crate::session::clean_text(&settings, &c)),
             budget: req.budget.unwrap_or(Budget::Low),
             tags: req.tags.unwrap_or_default(),
             tags_match: req.tags_match.unwrap_or(TagsMatch::Any),
+            tag_groups: (!groups.is_empty()).then(|| serde_json::to_value(&groups).expect("tag groups serialize")),
+            types: req.fact_types.unwrap_or_default(),
+            max_tokens: req.max_tokens,
         };
         let text = backend.reflect(&Scope { bank: bank.to_owned(), tags: Vec::new() }, &q).await?;
         Ok(ReflectResponse {

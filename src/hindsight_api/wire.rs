@@ -183,10 +183,10 @@ pub enum TagGroup {
         /// The tags.
         tags: Vec<String>,
         /// How they match.
-        #[serde(default, rename = "match")]
+        #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
         mode: Option<TagsMatch>,
         /// `exact` or `fuzzy` (read as `exact`).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         resolve: Option<String>,
     },
     /// Every one.
@@ -290,6 +290,22 @@ pub struct ReflectRequest {
     /// How `tags` match.
     #[serde(default)]
     pub tags_match: Option<TagsMatch>,
+    /// Compound tag filters, passed to a server that reflects (never dropped: the answer would
+    /// draw on every project's memories).
+    #[serde(default)]
+    pub tag_groups: Option<Vec<TagGroup>>,
+    /// Only these types.
+    #[serde(default)]
+    pub fact_types: Option<Vec<MemoryType>>,
+    /// A bound on the answer, in tokens.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// A JSON Schema for a structured answer: refused when given (mneme passes on the text only).
+    #[serde(default)]
+    pub response_schema: Option<serde_json::Value>,
+    /// What else to answer with (the facts used, the tool calls): refused when it asks for any.
+    #[serde(default)]
+    pub include: Option<serde_json::Value>,
 }
 
 /// The answer to a reflect.

@@ -140,6 +140,9 @@ impl Sessions {
             budget: settings.recall.budget,
             tags: scope.tags.clone(),
             tags_match: TagsMatch::Any,
+            tag_groups: None,
+            types: Vec::new(),
+            max_tokens: None,
         };
         let text = self.backend().reflect(&scope, &q).await?;
         Ok(match text.trim() {

@@ -349,6 +349,13 @@ pub struct ReflectQuery {
     pub tags: Vec<String>,
     /// How `tags` match.
     pub tags_match: TagsMatch,
+    /// Compound tag filters, AND-ed (Hindsight's `tag_groups`, as its JSON): a server that
+    /// reflects is given them, never a wider scope.
+    pub tag_groups: Option<serde_json::Value>,
+    /// Only memories of these types (empty: every type).
+    pub types: Vec<MemoryType>,
+    /// A bound on the answer, in tokens (none: the server's own).
+    pub max_tokens: Option<u32>,
 }
 
 /// What `clear` deletes.

@@ -603,6 +603,9 @@ impl MemoryBackend for HindsightBackend {
             budget: q.budget.as_str(),
             tags: &q.tags,
             tags_match: tags_match(&q.tags, q.tags_match),
+            tag_groups: q.tag_groups.as_ref(),
+            fact_types: q.types.iter().map(|t| t.as_str()).collect(),
+            max_tokens: q.max_tokens,
         };
         let url = self.bank_url(&scope.bank, &["reflect"])?;
         let answer: Option<ReflectResponse> =

@@ -169,6 +169,15 @@ pub struct ReflectRequest<'a> {
     /// How tags match (only sent with tags).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tags_match: Option<&'a str>,
+    /// Compound tag filters, as the client gave them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag_groups: Option<&'a serde_json::Value>,
+    /// Only these types.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fact_types: Vec<&'static str>,
+    /// A bound on the answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
 }
 
 /// The answer to a reflect.

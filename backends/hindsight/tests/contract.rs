@@ -172,6 +172,9 @@ async fn a_missing_bank_is_no_memories_and_reflect_answers() {
         budget: Budget::Low,
         tags: vec![],
         tags_match: TagsMatch::Any,
+        tag_groups: None,
+        types: vec![],
+        max_tokens: None,
     };
     let text = b.reflect(&scope, &q).await.unwrap();
     assert!(!text.trim().is_empty(), "the mock LLM answers something");

@@ -365,6 +365,43 @@ async fn documents_named_more_than_once_never_wait_for_a_slow_synchronous_retain
     }
 }
 
+/// A reflect's compound tag filters, types and bound reach the server as given: dropped, a
+/// project's question was answered from every project's memories (review59 #2).
+#[tokio::test]
+async fn a_reflect_passes_on_its_tag_groups_types_and_bound() {
+    let bodies = Arc::new(std::sync::Mutex::new(Vec::<serde_json::Value>::new()));
+    let seen = bodies.clone();
+    let url = serve(Router::new().route(
+        "/v1/default/banks/b/reflect",
+        post(move |axum::Json(body): axum::Json<serde_json::Value>| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push(body);
+                axum::Json(serde_json::json!({"text": "beta's answer"}))
+            }
+        }),
+    ))
+    .await;
+    let groups = serde_json::json!([{"tags": ["project:beta"], "match": "all_strict"}]);
+    let q = ReflectQuery {
+        query: "what is the launch code?".into(),
+        context: None,
+        budget: Budget::Mid,
+        tags: vec![],
+        tags_match: TagsMatch::Any,
+        tag_groups: Some(groups.clone()),
+        types: vec![MemoryType::World],
+        max_tokens: Some(300),
+    };
+    let text = HindsightBackend::new(common::config(&url, None)).unwrap().reflect(&scope(), &q).await.unwrap();
+    assert_eq!(text, "beta's answer");
+    let body = bodies.lock().unwrap().pop().unwrap();
+    assert_eq!(body["tag_groups"], groups, "{body}");
+    assert_eq!(body["fact_types"], serde_json::json!(["world"]), "{body}");
+    assert_eq!(body["max_tokens"], 300, "{body}");
+    assert!(body.get("tags").is_none() && body.get("tags_match").is_none(), "{body}");
+}
+
 /// A reflect answer quoting what another client marked private (the server's LLM read it) is
 /// passed on without it. The peer's mock LLM cannot be made to quote on demand.
 #[tokio::test]
@@ -380,6 +417,9 @@ async fn a_reflect_answer_quoting_private_text_is_cleaned() {
         budget: Budget::Mid,
         tags: vec![],
         tags_match: TagsMatch::Any,
+        tag_groups: None,
+        types: vec![],
+        max_tokens: None,
     };
     let text = HindsightBackend::new(common::config(&url, None)).unwrap().reflect(&scope(), &q).await.unwrap();
     assert!(!text.contains("hunter2") && text.contains("rotate it"), "{text}");

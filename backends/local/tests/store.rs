@@ -512,7 +512,10 @@ async fn instructions_clear_and_reflect() {
                 context: None,
                 budget: Budget::Mid,
                 tags: vec![],
-                tags_match: TagsMatch::Any
+                tags_match: TagsMatch::Any,
+                tag_groups: None,
+                types: vec![],
+                max_tokens: None,
             }
         )
         .await,
