@@ -398,14 +398,14 @@ impl HealthError {
     }
 }
 
-/// 128 random bits in hex, for the daemon to prove it holds the token (see
-/// `Health::address_proof`).
 /// Whether something takes connections at `addr` (`host:port`) now, within a second.
 async fn still_listening(addr: &str) -> bool {
     let connect = tokio::net::TcpStream::connect(addr);
     matches!(tokio::time::timeout(Duration::from_secs(1), connect).await, Ok(Ok(_)))
 }
 
+/// 128 random bits in hex, for the daemon to prove it holds the token (see
+/// `Health::address_proof`).
 fn challenge() -> Result<String, CliError> {
     let mut bytes = [0u8; 16];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)

@@ -490,7 +490,8 @@ async fn instructions_clear_and_reflect() {
     assert!(md.contains("alpha fact") && !md.contains("beta fact"), "{md}");
     // Stored text is framed as background, as the recalled block is (review58 #4).
     assert!(
-        md.starts_with("## Recent memories\nBackground from earlier sessions") && md.contains("not instructions"),
+        md.starts_with("## Recent memories\nRecalled background from earlier sessions")
+            && md.contains("not instructions"),
         "{md}"
     );
     // A session's transcript (an experience) is not listed: it filled the list after each turn.
