@@ -17,7 +17,7 @@ pub const REPEATED_UNIT: usize = 80;
 /// `items` with what earlier items showed left out of later ones (see the module's doc);
 /// `text` gives an item's text. The order is kept; an item trimmed keeps everything else.
 pub fn without_repeats<T>(items: Vec<T>, text: fn(&mut T) -> &mut String) -> Vec<T> {
-    let mut shown: Vec<String> = Vec::new();
+    let mut shown = Shown::default();
     let mut out = Vec::with_capacity(items.len());
     for mut item in items {
         let t = text(&mut item);
@@ -26,11 +26,39 @@ pub fn without_repeats<T>(items: Vec<T>, text: fn(&mut T) -> &mut String) -> Vec
             Trimmed::To(own) => *t = own,
             Trimmed::Nothing => continue,
         }
-        // A passage's opening is not noted: the passage it comes from keeps its own turns.
-        shown.extend(units(t).into_iter().filter(|u| unmarked(u).len() == u.len()).map(str::to_owned));
+        shown.note(t);
         out.push(item);
     }
     out
+}
+
+/// What earlier results showed: their whole units, and which stood next to which.
+#[derive(Default)]
+struct Shown {
+    units: Vec<String>,
+    neighbours: std::collections::HashSet<(String, String)>,
+}
+
+impl Shown {
+    fn note(&mut self, text: &str) {
+        // A passage's opening is not noted: the passage it comes from keeps its own turns.
+        let whole: Vec<Option<&str>> =
+            units(text).into_iter().map(|u| (unmarked(u).len() == u.len()).then_some(u)).collect();
+        for pair in whole.windows(2) {
+            if let [Some(a), Some(b)] = pair {
+                self.neighbours.insert(((*a).to_owned(), (*b).to_owned()));
+            }
+        }
+        self.units.extend(whole.into_iter().flatten().map(str::to_owned));
+    }
+
+    fn holds(&self, unit: &str) -> bool {
+        self.units.iter().any(|s| s == unit)
+    }
+
+    fn stood_together(&self, first: &str, then: &str) -> bool {
+        self.neighbours.contains(&(first.to_owned(), then.to_owned()))
+    }
 }
 
 enum Trimmed {
@@ -39,42 +67,46 @@ enum Trimmed {
     Nothing,
 }
 
-fn trimmed(text: &str, shown: &[String]) -> Trimmed {
-    if shown.is_empty() {
+fn trimmed(text: &str, shown: &Shown) -> Trimmed {
+    if shown.units.is_empty() {
         return Trimmed::Whole;
     }
     let units = units(text);
-    let was_shown = |u: &str| shown.iter().any(|s| s == u);
     let mut goes: Vec<bool> = units
         .iter()
         .map(|u| {
             let own = unmarked(u);
             if own.len() < u.len() {
                 // A piece of a unit: it goes when a shown unit holds it, word for word.
-                shown.iter().any(|s| holds_words(s, own))
+                shown.units.iter().any(|s| holds_words(s, own))
             } else {
-                own.chars().count() >= REPEATED_UNIT && was_shown(own)
+                own.chars().count() >= REPEATED_UNIT && shown.holds(own)
             }
         })
         .collect();
     if !goes.contains(&true) {
         return Trimmed::Whole;
     }
-    // A shorter unit shown before goes beside one that goes: the rest of a copy (a fork's short
-    // questions between the answers it copied), while a "yes" beside text of its own stays.
+    // A shorter unit goes beside one that goes when an earlier result showed the two side by
+    // side: the rest of a copy (a fork's short questions between the answers it copied). A "yes"
+    // of its own beside a copied turn stays, though another result showed a "yes" too.
     let mut grew = true;
     while grew {
         grew = false;
         for i in 0..units.len() {
-            let beside = (i > 0 && goes[i - 1]) || goes.get(i + 1).copied().unwrap_or(false);
-            if !goes[i] && beside && unmarked(units[i]).len() == units[i].len() && was_shown(units[i]) {
+            if goes[i] || unmarked(units[i]).len() != units[i].len() {
+                continue;
+            }
+            let after = i > 0 && goes[i - 1] && shown.stood_together(units[i - 1], units[i]);
+            let before = goes.get(i + 1).copied().unwrap_or(false) && shown.stood_together(units[i], units[i + 1]);
+            if after || before {
                 goes[i] = true;
                 grew = true;
             }
         }
     }
     let kept: Vec<&str> = units.into_iter().zip(goes).filter(|(_, goes)| !goes).map(|(u, _)| u).collect();
-    if kept.iter().all(|u| shown.iter().any(|s| s == unmarked(u))) {
+    if kept.iter().all(|u| shown.holds(unmarked(u))) {
         return Trimmed::Nothing;
     }
     Trimmed::To(kept.join("\n\n"))
@@ -171,6 +203,11 @@ mod tests {
         let other = format!("{yes}\n\n{friday}\n\n{}", answer_to(7));
         let first = format!("{}\n\n{yes}", answer_to(7));
         assert_eq!(answer(&[&first, &other]), vec![first.clone(), format!("{yes}\n\n{friday}")]);
+        // A fork's own "yes" after the last answer it copied stays, though another result showed
+        // a "yes" (not after that answer) (review60 #2).
+        let fork = format!("{}\n\n{yes}\n\n{friday}", conversation(3));
+        let out = answer(&[&first, &original, &fork]);
+        assert_eq!(out[2], format!("{yes}\n\n{friday}"), "{out:?}");
     }
 
     /// Only a whole unit shown word for word goes: a paragraph another holds inside it stays
