@@ -237,10 +237,15 @@ impl Sessions {
             }
             false => session,
         };
-        if omitted == 0 && is_late_copy_of_previous_part(session, &seen) {
+        if omitted == 0
+            && is_late_copy_of_previous_part(session, &seen)
+            && !last_turn_replies_unseen(session, &history, &cleaned.each)
+        {
             // Sent before the history started over and arriving after (a compaction racing
             // the turn before it): its turns are the previous part's, stored with it. Taken
             // for a new history, it stored them all again, and the next transcript once more.
+            // Not one whose last reply is new (a rewind to before the compaction, the prompt
+            // asked again): its new turn was stored nowhere.
             return Ok(0);
         }
         // A transcript that goes no further than the turns known (a late, older copy; a resend)

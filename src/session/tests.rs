@@ -674,6 +674,27 @@ async fn a_late_copy_past_a_compaction_stores_nothing_again() {
     }
 }
 
+/// A branch after a compaction that holds the old turns and the prompt after the compaction
+/// with a new reply (the user rewound to before the compaction and asked again) is no late
+/// copy: its new reply is stored (review60 #3, a regression of the late-copy rule above).
+#[tokio::test]
+async fn a_rewind_past_a_compaction_with_a_new_reply_is_stored() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    for n in 1..=4 {
+        s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    let mut compacted = vec![Message::new("user", "summary of the otters so far"), Message::new("assistant", "noted")];
+    compacted.extend(turns(5).into_iter().skip(8));
+    s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+    let branch = answered(5, "first", Some("a NEWREPLY-77 for question 4"));
+    let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+    s.agent_end("a", &branch, Turn::Work, end).await.unwrap();
+    r.queue.flush_all().await;
+    assert!(stored(&r).await.contains("NEWREPLY-77"), "{}", stored(&r).await);
+}
+
 /// A reload that changes `retain.mode` in the middle of a session: the new mode goes on from
 /// the next turn. A full-session document after last-turn slices held the slices' turns again,
 /// and slices after a full-session document repeated its turns.
