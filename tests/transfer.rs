@@ -976,7 +976,7 @@ async fn an_export_to_standard_output_cut_short_says_it_is_incomplete() {
     assert_eq!(v["failed"], 0);
     let mut cli = a
         .command()
-        .args(["export"])
+        .args(["--json", "export"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -993,10 +993,27 @@ async fn an_export_to_standard_output_cut_short_says_it_is_incomplete() {
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{err}");
     let written = first.len() + rest.len();
-    let lines = [first, rest].concat().iter().filter(|&&b| b == b'\n').count();
+    let all = [first, rest].concat();
+    let lines = all.iter().filter(|&&b| b == b'\n').count();
     assert!(lines > 0 && lines < 2500, "{lines} lines, {written} bytes: {err}");
     let said = format!("the export is incomplete: {lines} memories were written before that");
     assert!(err.contains(&said), "{said:?} not in: {err}");
+    // With --json, the error is no line of the export (an import refused the whole file).
+    let all = String::from_utf8_lossy(&all).into_owned();
+    assert!(!all.contains("\"error\""), "{}", &all[all.len().saturating_sub(300)..]);
+}
+
+/// An export whose output refuses its writes (a full disk; here /dev/full) does not claim the
+/// memories it buffered reached it (review60 #5).
+#[tokio::test]
+async fn an_export_to_a_full_output_claims_no_exact_count() {
+    let a = Daemon::start("[local]\nembedder = \"off\"\n");
+    seed(&a, 200).await;
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = a.command().args(["export"]).stdout(full).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("the export is incomplete: at most") && err.contains("perhaps cut"), "{err}");
 }
 
 /// An import stopped part-way (here: the daemon killed once the first requests are stored)

@@ -400,6 +400,8 @@ pub fn run(cli: Cli) -> ExitCode {
         }
     };
     let json = cli.json;
+    // An export to standard output: the memories are there, and an error is no line of theirs.
+    let memories_on_stdout = matches!(&cli.command, Command::Export { output: None, .. });
     let config = cli.config.clone();
     let result = runtime.block_on(async {
         match cli.command {
@@ -437,7 +439,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 e
             };
             eprintln!("mneme: {}", mneme_core::text::escape_controls(&e.to_string()));
-            if json {
+            if json && !memories_on_stdout {
                 // A script reading standard output gets the failure as JSON too.
                 println!("{}", e.json());
             }

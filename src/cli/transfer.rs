@@ -70,11 +70,16 @@ pub(super) async fn export(
         }
         // Written as it went (standard output, a FIFO): what came out is not the whole export,
         // and is said so (a backup redirected to a file kept a part of one, silently).
+        // Counted as they went into the output's buffer: exact once it is flushed; where the
+        // output refuses (a full disk), some of them may never have reached it.
         (Err(e), _) => {
-            let _ = out.flush();
             let noun = if lines == 1 { "memory was" } else { "memories were" };
+            let how_many = match out.flush() {
+                Ok(()) => format!("{lines} {noun} written before that"),
+                Err(_) => format!("at most {lines} {noun} written before that, the last perhaps cut"),
+            };
             return Err(e.with_note(&format!(
-                "; the export is incomplete: {lines} {noun} written before that (the same command again writes them all)"
+                "; the export is incomplete: {how_many} (the same command again writes them all)"
             )));
         }
     };
