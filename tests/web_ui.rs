@@ -136,6 +136,7 @@ fn retained_memories_appear_newest_first_paged_and_filtered_by_project() {
     assert_eq!(r.step("older-page")["items"], 11, "61 memories: the older page holds the last 11");
     let tag = r.step("tag-filter");
     assert_eq!(tag["all_tagged"], true, "{tag}");
+    assert_eq!(tag["split"], serde_json::json!(["project:web,app", "team:red"]), "{tag}");
     let detail = r.step("detail");
     assert!(detail["passages"].as_u64().unwrap() > 1, "a long memory shows its passages: {detail}");
     let text = detail["text"].as_str().unwrap();

@@ -227,10 +227,22 @@ function memoryItem(m, extra) {
     h('div', { class: 'text' }, lines(m.text))));
 }
 
-// The tags typed in the filter, comma-separated; pieces that a tag seen in the list joins with
+// The tags typed in the filter, comma-separated: `\,` is a comma inside a tag (and `\\` a
+// backslash), as the list's API reads them, and pieces that a tag seen in the list joins with
 // their commas are that tag (a project in a folder named `web,app` is tagged `project:web,app`).
 function askedTags(text) {
-  const pieces = (text || '').split(',');
+  const pieces = [''];
+  for (let i = 0; i < (text || '').length; i += 1) {
+    const c = text[i];
+    if (c === '\\' && (text[i + 1] === ',' || text[i + 1] === '\\')) {
+      pieces[pieces.length - 1] += text[i + 1];
+      i += 1;
+    } else if (c === ',') {
+      pieces.push('');
+    } else {
+      pieces[pieces.length - 1] += c;
+    }
+  }
   const tags = [];
   for (let i = 0; i < pieces.length; i += 1) {
     let end = i;
