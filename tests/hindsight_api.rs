@@ -231,6 +231,16 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
         assert!((400..500).contains(&status), "{v}");
         assert!(v.to_string().contains(named), "{named}: {v}");
     }
+    // A PATCH changes a bank there is: one never made is a 404, as on the server, and is not
+    // made (review59 #4); a PUT makes it, and then a PATCH changes it.
+    let (status, v) = d.req(reqwest::Method::PATCH, &bank_path("never-made", ""), Some(json!({"name": "x"}))).await;
+    assert_eq!(status, 404, "{v}");
+    let (_, v) = d.get("/hindsight/v1/default/banks").await;
+    assert!(!v.to_string().contains("never-made"), "{v}");
+    let (status, v) = d.req(reqwest::Method::PUT, &bank_path("made", ""), Some(json!({"name": "x"}))).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = d.req(reqwest::Method::PATCH, &bank_path("made", ""), Some(json!({"name": "y"}))).await;
+    assert_eq!((status, v["name"].clone()), (200, json!("y")), "{v}");
     // A route mneme does not serve.
     let (status, v) = d.get(&bank_path("b", "/graph")).await;
     assert_eq!(status, 404, "{v}");
@@ -953,6 +963,24 @@ async fn with_the_hindsight_backend_retains_go_through_the_queue_to_the_server()
     let (status, v) = d.post(&bank_path(&bank, "/reflect"), json!({"query": "when do we release?"})).await;
     assert_eq!(status, 200, "{v}");
     assert!(v["text"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+    // A profile set through mneme steers the server's reflect: it reaches the server (it was
+    // kept in mneme alone, review59 #9).
+    let profile =
+        json!({"mission": "Always answer in French", "disposition": {"skepticism": 5, "literalism": 1, "empathy": 2}});
+    let (status, v) = d.req(reqwest::Method::PUT, &bank_path(&bank, ""), Some(profile)).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) =
+        d.req(reqwest::Method::PATCH, &bank_path(&bank, ""), Some(json!({"disposition_empathy": 4}))).await;
+    assert_eq!(status, 200, "{v}");
+    let config: Value =
+        reqwest::get(format!("{peer}/v1/default/banks/{bank}/config")).await.unwrap().json().await.unwrap();
+    let config = &config["config"];
+    assert_eq!(config["reflect_mission"], "Always answer in French", "{config}");
+    assert_eq!(
+        [&config["disposition_skepticism"], &config["disposition_literalism"], &config["disposition_empathy"]],
+        [&json!(5), &json!(1), &json!(4)],
+        "{config}"
+    );
     // Two items of one document: the server refuses them in one asynchronous retain, so they go
     // in two, the second an append, and form the document (they were dead-lettered with a 400).
     let items = json!({"items": [

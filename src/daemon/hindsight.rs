@@ -14,7 +14,7 @@ use super::api::ErrorDetail;
 use super::error::{quoting_input, ApiError};
 use super::AppState;
 use crate::hindsight_api::wire::*;
-use crate::hindsight_api::{CompatError, HindsightApi};
+use crate::hindsight_api::{BankWrite, CompatError, HindsightApi};
 
 /// Where the API is served: `HINDSIGHT_API_URL=http://127.0.0.1:6366/hindsight`.
 pub const PREFIX: &str = "/hindsight";
@@ -191,7 +191,14 @@ async fn list_banks(State(s): St, q: Result<Query<BankListQuery>, QueryRejection
     Ok(Json(api(&s).banks(q.q.as_deref(), q.limit.unwrap_or(100), q.offset.unwrap_or(0)).await?))
 }
 
-async fn put_bank(State(s): St, Path(bank): Path<String>, body: axum::body::Bytes) -> Answer<BankProfile> {
+async fn put_bank(
+    State(s): St,
+    method: axum::http::Method,
+    Path(bank): Path<String>,
+    body: axum::body::Bytes,
+) -> Answer<BankProfile> {
+    // A PATCH changes a bank there is, as the server's does (404); a PUT makes one.
+    let write = if method == axum::http::Method::PATCH { BankWrite::Change } else { BankWrite::Make };
     // Hindsight accepts an empty body (every field optional).
     let update: BankUpdate = if body.iter().all(u8::is_ascii_whitespace) {
         BankUpdate::default()
@@ -206,7 +213,7 @@ async fn put_bank(State(s): St, Path(bank): Path<String>, body: axum::body::Byte
             Err(e) => return Err(invalid(format!("invalid body: {e}"))),
         }
     };
-    Ok(Json(api(&s).update_bank(&bank, update).await?))
+    Ok(Json(api(&s).update_bank(&bank, update, write).await?))
 }
 
 async fn retain(State(s): St, Path(bank): Path<String>, Body(b): Body<RetainRequest>) -> Answer<RetainResponse> {

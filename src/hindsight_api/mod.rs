@@ -82,6 +82,15 @@ pub const OPERATION_KEPT_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Old operation ids are swept after this many new ones.
 const SWEEP_OPERATIONS_EVERY: u64 = 256;
 
+/// What a bank's `PUT` or `PATCH` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BankWrite {
+    /// `PUT`: makes the bank, or changes the one there is.
+    Make,
+    /// `PATCH`: changes a bank there is (404 for one never made, as the server answers).
+    Change,
+}
+
 impl HindsightApi {
     /// Serves through `queue` (and its active backend) with the settings `sessions` holds.
     pub fn new(sessions: Sessions, queue: Queue, spool: Spool) -> Self {
@@ -549,11 +558,21 @@ impl HindsightApi {
     }
 
     /// Creates or updates a bank's profile (`PUT` and `PATCH`).
-    pub async fn update_bank(&self, bank: &str, update: BankUpdate) -> Result<BankProfile, CompatError> {
+    pub async fn update_bank(
+        &self,
+        bank: &str,
+        update: BankUpdate,
+        write: BankWrite,
+    ) -> Result<BankProfile, CompatError> {
         check_bank(bank)?;
         let mut profile = self.bank(bank).await?;
         let settings = self.settings();
         let keep = |v: Option<String>| v.and_then(|v| crate::session::clean_text(&settings, &v));
+        let mission_given = update.mission.is_some() || update.background.is_some();
+        let disposition_given = update.disposition.is_some()
+            || update.disposition_skepticism.is_some()
+            || update.disposition_literalism.is_some()
+            || update.disposition_empathy.is_some();
         if let Some(name) = keep(update.name) {
             profile.name = name;
         }
@@ -581,14 +600,42 @@ impl HindsightApi {
                 .filter(|v| (1..=5).contains(v))
                 .ok_or_else(|| CompatError::Invalid(format!("{name} must be between 1 and 5")))?;
         }
-        if let Some(m) = keep(update.reflect_mission) {
+        let reflect_mission = keep(update.reflect_mission);
+        if let Some(m) = &reflect_mission {
             // Hindsight 1.1 keeps the reflect mission as the bank's mission (and background).
             // The retain mission steers its LLM's fact extraction, which mneme does not do.
             profile.mission = m.clone();
-            profile.background = Some(m);
+            profile.background = Some(m.clone());
         }
+        // Checked once the body is read, as the server reads it before it looks for the bank.
+        if write == BankWrite::Change && !self.bank_exists(bank).await? {
+            return Err(CompatError::NotFound(format!("Bank '{bank}' not found")));
+        }
+        // A server that reflects is given what steers it (kept only here, its reflect went on
+        // without the mission and disposition the client set: review59 #9).
+        let mission_set = mission_given || reflect_mission.is_some();
+        let disposition_set = disposition_given;
+        let d = &profile.disposition;
+        let forwarded = mneme_core::BankProfileUpdate {
+            mission: mission_set.then(|| profile.mission.clone()),
+            disposition: disposition_set.then_some([d.skepticism, d.literalism, d.empathy]),
+        };
+        self.queue.backend().set_bank_profile(bank, &forwarded).await?;
         self.spool.save_record(BANK_RECORD, bank, serde_json::to_string(&profile).expect("plain data")).await?;
         Ok(profile)
+    }
+
+    /// Whether `bank` is one there is: it has a profile, or memories (as the server makes a
+    /// bank by writing to it). Said to be when the backend cannot tell.
+    pub async fn bank_exists(&self, bank: &str) -> Result<bool, CompatError> {
+        check_bank(bank)?;
+        if self.spool.record(BANK_RECORD, bank).await?.is_some() {
+            return Ok(true);
+        }
+        Ok(match self.queue.backend().banks().await {
+            Ok(banks) => banks.iter().any(|b| b.bank == bank),
+            Err(_) => true,
+        })
     }
 
     /// A bank's profile (the defaults for a bank never configured: Hindsight creates banks on use).

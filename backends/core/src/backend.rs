@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use crate::browse::{BankCount, BrowsePage, BrowseQuery, Forget, Forgotten, MemoryDetail};
 use crate::error::BackendError;
 use crate::types::{
-    BackendEvent, BackendId, BackendStatus, Capabilities, ClearReport, ClearWhat, ExportPage, RecallQuery, Recalled,
-    ReflectQuery, RetainBatch, Scope, StoredMemory,
+    BackendEvent, BackendId, BackendStatus, BankProfileUpdate, Capabilities, ClearReport, ClearWhat, ExportPage,
+    RecallQuery, Recalled, ReflectQuery, RetainBatch, Scope, StoredMemory,
 };
 
 /// A place where memories live. The daemon holds exactly one as `Arc<dyn MemoryBackend>`.
@@ -85,5 +85,12 @@ pub trait MemoryBackend: Send + Sync + 'static {
     async fn forget(&self, what: &Forget) -> Result<Forgotten, BackendError> {
         let _ = what;
         Err(BackendError::Unsupported(format!("the {} backend cannot forget single memories", self.id())))
+    }
+
+    /// Gives a bank the profile a client set (its mission and disposition steer a server's
+    /// reflect); nothing where no server reflects.
+    async fn set_bank_profile(&self, bank: &str, profile: &BankProfileUpdate) -> Result<(), BackendError> {
+        let _ = (bank, profile);
+        Ok(())
     }
 }

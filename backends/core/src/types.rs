@@ -358,6 +358,15 @@ pub struct ReflectQuery {
     pub max_tokens: Option<u32>,
 }
 
+/// A bank's profile as a client sets it: what a server's reflect is for, and how it weighs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BankProfileUpdate {
+    /// What reflect is for (none: left as it is).
+    pub mission: Option<String>,
+    /// Skepticism, literalism and empathy, each 1–5 (none: left as they are).
+    pub disposition: Option<[u8; 3]>,
+}
+
 /// What `clear` deletes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClearWhat {

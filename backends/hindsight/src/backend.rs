@@ -618,6 +618,23 @@ impl MemoryBackend for HindsightBackend {
         Ok(None)
     }
 
+    async fn set_bank_profile(&self, bank: &str, profile: &BankProfileUpdate) -> Result<(), BackendError> {
+        if profile.mission.is_none() && profile.disposition.is_none() {
+            return Ok(());
+        }
+        let body = crate::wire::BankProfileRequest {
+            reflect_mission: profile.mission.as_deref(),
+            disposition: profile.disposition.map(|[skepticism, literalism, empathy]| crate::wire::Disposition {
+                skepticism,
+                literalism,
+                empathy,
+            }),
+        };
+        let url = self.bank_url(bank, &[])?;
+        self.send::<serde_json::Value>("bank profile", Method::PUT, url, Some(&body), self.config.timeout).await?;
+        Ok(())
+    }
+
     async fn clear(&self, scope: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError> {
         match what {
             ClearWhat::Remote => {

@@ -198,6 +198,28 @@ pub struct BankRequest<'a> {
     pub retain_mission: Option<&'a str>,
 }
 
+/// `PUT {bank}`: a profile a client set through mneme's `/hindsight`.
+#[derive(Debug, Serialize)]
+pub struct BankProfileRequest<'a> {
+    /// What reflect is for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reflect_mission: Option<&'a str>,
+    /// How reflect weighs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disposition: Option<Disposition>,
+}
+
+/// A bank's disposition traits, each 1–5.
+#[derive(Debug, Serialize)]
+pub struct Disposition {
+    /// How much it doubts.
+    pub skepticism: u8,
+    /// How literally it reads.
+    pub literalism: u8,
+    /// How much it weighs feelings.
+    pub empathy: u8,
+}
+
 /// `GET /version`
 #[derive(Debug, Deserialize)]
 pub struct VersionResponse {
