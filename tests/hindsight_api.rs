@@ -997,6 +997,26 @@ async fn with_the_hindsight_backend_retains_go_through_the_queue_to_the_server()
     assert_eq!(v["totals"]["dead"], 0, "{v}");
 }
 
+/// What a client retained asynchronously is recalled at once: the bank's queued retains are
+/// delivered first, as a session's recall delivers its own (it took the queue's 5 s interval;
+/// the server takes well under one: review59 #3).
+#[tokio::test]
+async fn an_asynchronous_retain_is_recalled_at_once() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    for (bank, session) in [("quick", None), ("quick", Some("omp-1"))] {
+        let mut item = json!({"content": format!("the zanzibar marker of {session:?} is teal")});
+        if let Some(s) = session {
+            item["metadata"] = json!({"session_id": s});
+        }
+        let (status, v) = d.post(&bank_path(bank, "/memories"), json!({"items": [item], "async": true})).await;
+        assert_eq!(status, 200, "{v}");
+        let (status, v) = d.post(&bank_path(bank, "/memories/recall"), json!({"query": "zanzibar marker"})).await;
+        assert_eq!(status, 200, "{v}");
+        let wanted = format!("{session:?}");
+        assert!(v["results"].as_array().unwrap().iter().any(|r| r["text"].as_str().unwrap().contains(&wanted)), "{v}");
+    }
+}
+
 #[tokio::test]
 async fn the_mental_model_list_filters_by_tags_and_pages() {
     let d = Daemon::start("");

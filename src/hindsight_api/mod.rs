@@ -471,6 +471,7 @@ impl HindsightApi {
             // As the server answers: no room is nothing.
             return Ok(RecallResponse::default());
         }
+        self.deliver_bank_retains(bank).await;
         let (tags, tags_match) = recall::backend_filter(req.tags, req.tags_match, &groups);
         let q = RecallQuery {
             query,
@@ -623,6 +624,20 @@ impl HindsightApi {
         self.queue.backend().set_bank_profile(bank, &forwarded).await?;
         self.spool.save_record(BANK_RECORD, bank, serde_json::to_string(&profile).expect("plain data")).await?;
         Ok(profile)
+    }
+
+    /// Delivers what clients retained into `bank` and is still queued, waiting a moment at most
+    /// (as a session's recall does for its own): an asynchronous retain was not recalled until
+    /// the queue's interval had passed, 5 s, where the server takes well under one (review59 #3).
+    async fn deliver_bank_retains(&self, bank: &str) {
+        let (whole, under) = (format!("hindsight:{bank}"), format!("hindsight:{bank}:"));
+        let queues = self.queue.deliverable_among(|id| id == whole || id.starts_with(&under));
+        if queues.is_empty() {
+            return;
+        }
+        let wait = Duration::from_secs(1).min(self.settings().recall.timeout / 4);
+        let flushes = queues.iter().map(|id| self.queue.flush(id));
+        let _ = tokio::time::timeout(wait, futures_util::future::join_all(flushes)).await;
     }
 
     /// Whether `bank` is one there is: it has a profile, or memories (as the server makes a

@@ -404,6 +404,15 @@ impl Queue {
         self.inner.batcher.locked().deliverable(session_id, self.inner.clock.now())
     }
 
+    /// The sessions `picked` picks that a flush could deliver something of now (see
+    /// [`Self::deliverable`]).
+    pub fn deliverable_among(&self, picked: impl Fn(&str) -> bool) -> Vec<String> {
+        let now = self.inner.clock.now();
+        let batcher = self.inner.batcher.locked();
+        let ids: Vec<String> = batcher.sessions().map(|(id, _)| id.clone()).filter(|id| picked(id)).collect();
+        ids.into_iter().filter(|id| batcher.deliverable(id, now)).collect()
+    }
+
     /// Delivers everything pending for a session now and waits.
     pub async fn flush(&self, session_id: &str) -> FlushReport {
         self.inner.clone().flush_session(session_id.to_owned(), Trigger::Explicit).await
