@@ -189,7 +189,13 @@ impl HindsightApi {
             timestamps.push(match item.timestamp.as_deref().map(str::trim) {
                 // `unset` (any case, as the server reads it): Hindsight's "no date"; every mneme
                 // memory is dated, at its retain.
-                None | Some("") => None,
+                None => None,
+                // As the server answers a blank one (it took it for no date, and dated it now).
+                Some("") => {
+                    return Err(CompatError::Invalid(format!(
+                        "items[{i}].timestamp is blank: send an ISO 8601 date-time, or 'unset' for none"
+                    )))
+                }
                 Some(t) if t.eq_ignore_ascii_case("unset") => None,
                 Some(t) => {
                     let normalized = time::normalize(t).ok_or_else(|| {

@@ -24,13 +24,45 @@ pub fn normalize(s: &str) -> Option<String> {
     (FIRST_MS..=LAST_MS).contains(&millis).then(|| format_millis(millis))
 }
 
+/// Days from 1970-01-01 of an ISO week date: `YYYY-Www-D` or `YYYYWwwD` (D: 1 Monday … 7).
+fn days_of_week_date(date: &str) -> Option<i64> {
+    let compact: String = date.chars().filter(|c| *c != '-').collect();
+    let extended = date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[8] == b'-';
+    if !(extended || date.len() == 8) || compact.len() != 8 || compact.as_bytes()[4] != b'W' {
+        return None;
+    }
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<i64>().ok()).flatten();
+    let (y, w, d) = (digits(&compact[..4])?, digits(&compact[5..7])?, digits(&compact[7..])?);
+    // Week 1 holds 4 January; a year has 53 weeks when it starts on a Thursday, or on a
+    // Wednesday in a leap year.
+    let jan4 = days_from_civil(y, 1, 4);
+    let monday_of_week1 = jan4 - (jan4 + 3).rem_euclid(7);
+    let weeks_in = |y: i64| {
+        let jan1 = (days_from_civil(y, 1, 1) + 3).rem_euclid(7); // 0: Monday
+        let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+        if jan1 == 3 || (leap && jan1 == 2) {
+            53
+        } else {
+            52
+        }
+    };
+    if y < 1 || !(1..=weeks_in(y)).contains(&w) || !(1..=7).contains(&d) {
+        return None;
+    }
+    Some(monday_of_week1 + (w - 1) * 7 + (d - 1))
+}
+
 const DAY_MS: i64 = 86_400_000;
 /// 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z, in milliseconds from 1970.
 const FIRST_MS: i64 = -62_135_596_800_000;
 const LAST_MS: i64 = 253_402_300_799_999;
 
-/// Days from 1970-01-01 of `YYYY-MM-DD` or `YYYYMMDD`.
+/// Days from 1970-01-01 of `YYYY-MM-DD` or `YYYYMMDD`, or of an ISO week date (`YYYY-Www-D`,
+/// `YYYYWwwD`), as the server reads them.
 fn days_of_date(date: &str) -> Option<i64> {
+    if let Some(days) = days_of_week_date(date) {
+        return Some(days);
+    }
     let digits: String = date.chars().filter(|c| *c != '-').collect();
     let extended = date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[7] == b'-';
     if !(extended || date.len() == 8) || digits.len() != 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -49,7 +81,8 @@ fn days_of_date(date: &str) -> Option<i64> {
 /// (or without colons) followed by nothing, `Z`, or `±HH[:MM]`.
 fn time_of_day(t: &str) -> Option<(i64, i64)> {
     let (clock, offset) = match t.find(['Z', 'z', '+', '-']) {
-        Some(i) => (&t[..i], Some(&t[i..])),
+        // A space before the zone is read past, as the server reads it (`10:20:30 Z`).
+        Some(i) => (t[..i].trim_end(), Some(&t[i..])),
         None => (t, None),
     };
     let offset_minutes = match offset {
@@ -155,10 +188,20 @@ mod tests {
             ("1600-02-29", "1600-02-29T00:00:00.000Z"),
             ("1970-01-01T00:00:00+01:00", "1969-12-31T23:00:00.000Z"),
             ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+            // As the server reads them too (review59 #5): week dates, a space before the zone.
+            ("2025-W10-2", "2025-03-04T00:00:00.000Z"),
+            ("2025W102T10:20:30Z", "2025-03-04T10:20:30.000Z"),
+            ("2020-W53-5", "2021-01-01T00:00:00.000Z"),
+            ("2026-W01-1", "2025-12-29T00:00:00.000Z"),
+            ("2025-03-04T10:20:30 Z", "2025-03-04T10:20:30.000Z"),
         ] {
             assert_eq!(normalize(given).as_deref(), Some(stored), "{given:?}");
         }
         for bad in [
+            "2025-W53-1",
+            "2025-W00-1",
+            "2025-W10-8",
+            "2025-W1-2",
             "yesterday",
             "2026-13-01T00:00:00Z",
             "2026-02-29",
