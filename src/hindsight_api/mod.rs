@@ -463,6 +463,10 @@ impl HindsightApi {
         let query = crate::session::recall_text(&self.settings(), &req.query).map_err(CompatError::Invalid)?;
         crate::session::filter_tags(req.tags.as_deref().unwrap_or_default()).map_err(CompatError::Invalid)?;
         let groups = req.tag_groups.unwrap_or_default();
+        if req.tags.as_ref().is_some_and(|t| !t.is_empty()) && !groups.is_empty() {
+            // As the server answers (both were taken, AND-ed: review59 #7).
+            return Err(CompatError::Invalid("'tags' and 'tag_groups' are mutually exclusive".into()));
+        }
         let named = recall::named_tags(&groups);
         crate::session::filter_tags(&named).map_err(CompatError::Invalid)?;
         // Every result is checked against the whole tree: bounded as a filter's tags are.
