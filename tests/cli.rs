@@ -594,14 +594,19 @@ fn a_program_closing_without_an_answer_is_no_running_daemon() {
             drop(stream);
         }
     });
+    let err = status_on_port(port);
+    assert!(err.contains("closed the connection without an HTTP answer") && !err.contains("challenge="), "{err}");
+    assert!(err.contains("stop it or set server.listen"), "{err}");
+}
+
+/// `mneme status` with a config whose daemon is at 127.0.0.1:`port`: exit 3, and what it said.
+fn status_on_port(port: u16) -> String {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
     let out = cli_on(&config, &dir.path().join("data"), &["status"]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("closed the connection without an HTTP answer") && !err.contains("challenge="), "{err}");
-    assert!(err.contains("stop it or set server.listen"), "{err}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A daemon that goes away as a command connects (stopped, or crashed with the connection in
@@ -615,12 +620,7 @@ fn a_daemon_gone_as_a_command_connects_is_not_called_another_program() {
         std::thread::sleep(std::time::Duration::from_millis(1500));
         drop(listener); // the kernel resets the connections it holds
     });
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
-    let out = cli_on(&config, &dir.path().join("data"), &["status"]);
-    assert_eq!(out.status.code(), Some(3), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = status_on_port(port);
     assert!(err.contains("went away as this command connected") && err.contains("mneme serve"), "{err}");
     assert!(!err.contains("stop it or set server.listen"), "{err}");
 }

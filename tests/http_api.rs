@@ -648,8 +648,9 @@ async fn a_sessions_recall_never_waits_for_anothers() {
     assert!(took < std::time::Duration::from_secs(2), "the other session waited {took:?}");
 }
 
-/// The same fact retained in two projects is stored once, carrying both projects' tags:
-/// clearing one project's scope leaves it to the other instead of deleting it from under it.
+/// The same fact retained in two projects' sessions is a memory of each (each with its own
+/// session: merged, one project's recall gave the other's, review58 #1): clearing one project's
+/// scope leaves the other's instead of deleting it from under it.
 #[tokio::test]
 async fn clearing_a_project_keeps_what_another_project_also_retained() {
     let d = Daemon::start("");
@@ -660,9 +661,9 @@ async fn clearing_a_project_keeps_what_another_project_also_retained() {
     d.post("/v1/sessions/b/retain", json!({"items": [{"content": shared}]})).await;
     d.post("/v1/flush", json!({})).await;
     let (_, v) = d.get("/v1/status").await;
-    assert_eq!(v["backend"]["memories"], 2, "stored once: {v}");
+    assert_eq!(v["backend"]["memories"], 3, "a copy a project: {v}");
     let (status, v) = d.post("/v1/clear", json!({"session_id": "a"})).await;
-    assert_eq!((status, &v["deleted"]), (200, &json!(1)), "{v}");
+    assert_eq!((status, &v["deleted"]), (200, &json!(2)), "{v}");
     let (_, v) = d.post("/v1/sessions/b/recall", json!({"query": "how do we deploy"})).await;
     assert!(v["message"].as_str().unwrap().contains(shared), "the other project keeps it: {v}");
     let (_, v) = d.post("/v1/sessions/a/recall", json!({"query": "how do we deploy"})).await;
