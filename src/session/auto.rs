@@ -245,7 +245,15 @@ impl Sessions {
             // the turn before it): its turns are the previous part's, stored with it. Taken
             // for a new history, it stored them all again, and the next transcript once more.
             // Not one whose last reply is new (a rewind to before the compaction, the prompt
-            // asked again): its new turn was stored nowhere.
+            // asked again): its new turn was stored nowhere. A session that ends with one still
+            // has what it holds queued, as every end does (the turn held after the compaction
+            // waited for the idle sweep: review61 #8).
+            if last {
+                if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
+                    self.queue_pending(session, pending).await?;
+                    return Ok(1);
+                }
+            }
             return Ok(0);
         }
         // A transcript that goes no further than the turns known (a late, older copy; a resend)

@@ -674,6 +674,28 @@ async fn a_late_copy_past_a_compaction_stores_nothing_again() {
     }
 }
 
+/// A session that ends with a late copy of its uncompacted history has the turn it held after
+/// the compaction queued: the late copy returned before the end's queueing, and the turn
+/// waited for the idle sweep (review61 #8).
+#[tokio::test]
+async fn a_session_ending_with_a_late_copy_queues_what_it_holds() {
+    let r = rig();
+    let mut settings = Settings::default();
+    settings.retain.every_n_turns = 3;
+    let s = sessions(&r, settings).await;
+    s.start(start("a")).await.unwrap();
+    for n in [3, 6] {
+        s.agent_end("a", &turns(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    let mut compacted = vec![Message::new("user", "summary of the otters so far"), Message::new("assistant", "noted")];
+    compacted.extend(turns(7).into_iter().skip(12));
+    s.agent_end("a", &compacted, Turn::Work, TurnEnd::default()).await.unwrap(); // turn 6 held
+    let end = TurnEnd { last: true, ..TurnEnd::default() };
+    s.agent_end("a", &turns(7), Turn::Work, end).await.unwrap(); // a late copy, and the end
+    r.queue.flush_all().await;
+    assert!(stored(&r).await.contains("question 6 about otters"), "{}", stored(&r).await);
+}
+
 /// A branch after a compaction that holds the old turns and the prompt after the compaction
 /// with a new reply (the user rewound to before the compaction and asked again) is no late
 /// copy: its new reply is stored (review60 #3, a regression of the late-copy rule above).
