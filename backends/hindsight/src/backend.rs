@@ -289,7 +289,46 @@ impl HindsightBackend {
         self.config.timeout
     }
 
-    /// The configured retain timeout.
+    /// Sends a document's items folded into one synchronous retain (see `parts`), after deleting
+    /// the document: the server answers a second synchronous retain of a document (a resend, after
+    /// a lost reply or a later part's failure) by giving each of its memories every item's tags
+    /// and the first item's metadata, another project's tag among them (review61 #1). When it
+    /// fails and its items all carry the same tags and metadata, it goes item by item, as
+    /// appends, in the same attempt (a server whose LLM outlasts `retain_timeout` cancels a
+    /// synchronous retain the client gave up on, on every attempt); items with their own are
+    /// not, as the appends would give them the last one's (review61 #2): the error is the part's.
+    async fn send_folded(
+        &self,
+        bank: &str,
+        url: &reqwest::Url,
+        batch_id: &str,
+        part: parts::Part<'_>,
+        items: &[MemoryItem],
+    ) -> Result<(), BackendError> {
+        let document = items.first().and_then(|i| i.document_id.as_deref()).unwrap_or_default();
+        let sent = async {
+            let doc_url = self.bank_url(bank, &["documents", document])?;
+            self.send_delete::<serde_json::Value>("replace document", doc_url, self.config.timeout).await?;
+            self.send_part(bank, url, part).await
+        };
+        let error = match sent.await {
+            Ok(()) => return Ok(()),
+            Err(error) => error,
+        };
+        if !parts::alike(items) {
+            return Err(error);
+        }
+        tracing::warn!(
+            bank,
+            "a document of {} memories sent at once failed ({error}); sent one memory at a time",
+            items.len()
+        );
+        for one in parts::item_by_item(batch_id, items) {
+            self.send_part(bank, url, one).await?;
+        }
+        Ok(())
+    }
+
     /// Sends one part of a delivery and waits until the server has stored it (an asynchronous
     /// one: until its operation is done).
     async fn send_part(&self, bank: &str, url: &reqwest::Url, part: parts::Part<'_>) -> Result<(), BackendError> {
@@ -305,6 +344,7 @@ impl HindsightBackend {
         }
     }
 
+    /// The configured retain timeout.
     pub(crate) fn retain_timeout(&self) -> Duration {
         self.config.retain_timeout
     }
@@ -526,29 +566,10 @@ impl MemoryBackend for HindsightBackend {
             let ids = part.item_ids.clone();
             let sent = match part.synchronous {
                 false => self.send_part(&scope.bank, &url, part).await,
-                // A server whose LLM outlasts `retain_timeout` cancels a synchronous retain the
-                // client gave up on, on every attempt: the document then goes item by item, as
-                // appends (each giving it its tags and metadata), rather than never.
-                true => match self.send_part(&scope.bank, &url, part).await {
-                    Err(BackendError::Transient { reason, .. }) => {
-                        tracing::warn!(
-                            bank = scope.bank,
-                            "a document of {} memories sent at once failed ({reason}); sent one memory at a time",
-                            ids.len()
-                        );
-                        let items: Vec<MemoryItem> =
-                            batch.items.iter().filter(|i| ids.contains(&i.id)).cloned().collect();
-                        let mut sent = Ok(());
-                        for one in parts::item_by_item(&batch.id, &items) {
-                            sent = self.send_part(&scope.bank, &url, one).await;
-                            if sent.is_err() {
-                                break;
-                            }
-                        }
-                        sent
-                    }
-                    other => other,
-                },
+                true => {
+                    let items: Vec<MemoryItem> = batch.items.iter().filter(|i| ids.contains(&i.id)).cloned().collect();
+                    self.send_folded(&scope.bank, &url, &batch.id, part, &items).await
+                }
             };
             let error = match sent {
                 Ok(()) => {

@@ -93,7 +93,10 @@ fn cut<'a>(batch_id: &str, items: &'a [MemoryItem], folding: Folding) -> Vec<Par
         let first = seen.insert(document);
         // Named more than once, and its first item replaces it: the document's items go together,
         // synchronously, where the first would go (see the module's doc).
-        let folded = folding == Folding::Fold && named[document] > 1 && replaced_first(items, document);
+        let folded = folding == Folding::Fold && named[document] > 1 && replaced_first(items, document) && {
+            let of_it: Vec<&MemoryItem> = items.iter().filter(|i| i.document_id.as_deref() == Some(document)).collect();
+            !alike(&of_it) || of_it.iter().map(|i| i.content.len()).sum::<usize>() <= FOLD_MOST_BYTES
+        };
         match (folded, first) {
             (true, true) => {
                 let all = items.iter().filter(|i| i.document_id.as_deref() == Some(document)).map(|i| (i, false));
@@ -104,6 +107,19 @@ fn cut<'a>(batch_id: &str, items: &'a [MemoryItem], folding: Folding) -> Vec<Par
         }
     }
     out
+}
+
+/// A document whose items all carry the same tags and metadata is folded only up to this much
+/// text: past it, item by item is as right, and one request of more (1.1 MB) was refused by a
+/// proxy's body limit where its items went through (review61 #7).
+pub const FOLD_MOST_BYTES: usize = 256 * 1024;
+
+/// Whether `items` all carry the same tags and metadata (appended one by one, nothing of any is
+/// lost: an append gives the whole document its own).
+pub fn alike<I: std::borrow::Borrow<MemoryItem>>(items: &[I]) -> bool {
+    items
+        .windows(2)
+        .all(|w| w[0].borrow().tags == w[1].borrow().tags && w[0].borrow().metadata == w[1].borrow().metadata)
 }
 
 /// Whether the first item of `document` in `items` replaces it rather than appending to it.
@@ -208,6 +224,20 @@ mod tests {
         assert!(all.iter().all(|p| !p.synchronous));
         let sent: Vec<Vec<RetainItem<'_>>> = all.into_iter().map(|p| p.items).collect();
         assert_eq!(shape(&sent), [&["+z1"][..], &["+z2"], &["w"]]);
+    }
+
+    /// A document whose items carry the same tags and metadata is folded only up to
+    /// `FOLD_MOST_BYTES` (past it, item by item is as right, and a proxy refused one request of
+    /// it all); one whose items carry their own always is (review61 #7).
+    #[test]
+    fn a_big_document_is_folded_only_when_its_items_differ() {
+        let big = "x".repeat(FOLD_MOST_BYTES / 2 + 1);
+        let alike = [item(&big, Some("d"), false), item(&big, Some("d"), false)];
+        assert!(parts("b", &alike).iter().all(|p| !p.synchronous));
+        let mut differ = alike.clone();
+        differ[1].tags = vec!["project:beta".into()];
+        let cut = parts("b", &differ);
+        assert_eq!((cut.len(), cut[0].synchronous), (1, true));
     }
 
     #[test]

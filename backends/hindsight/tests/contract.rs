@@ -483,8 +483,10 @@ async fn a_documents_items_keep_their_own_tags_and_metadata() {
     let mut second = item("2", "The nebula two tests run on bun", &["project:beta"], Some("doc-n"));
     second.metadata.insert("origin".into(), "second".into());
     let batch = RetainBatch { id: fresh_batch_id(), items: vec![first, second] };
-    // (Resent after a lost reply, the server gives both the union of their tags: its own
-    // handling of a document replaced by the same items, as for a client of its own.)
+    b.retain(&scope, &batch).await.unwrap();
+    // Resent (a lost reply, a later part's failure): the server answers a second synchronous
+    // retain of the document by giving both memories every item's tags, unless the document is
+    // deleted first (review61 #1).
     b.retain(&scope, &batch).await.unwrap();
     wait_for_count(&url, &bank, 2).await;
     let v: serde_json::Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=100"))
