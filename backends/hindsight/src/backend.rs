@@ -329,6 +329,13 @@ impl HindsightBackend {
         Ok(())
     }
 
+    /// Sends one request of an import. Not waited for, unlike a delivery's: an import answers one
+    /// request of up to 500 memories, and the server's LLM may take minutes over them.
+    async fn import_part(&self, bank: &str, url: &reqwest::Url, body: RetainRequest<'_>) -> Result<(), BackendError> {
+        let answer = self.send("import", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
+        accepted("import", answer, bank)
+    }
+
     /// Sends one part of a delivery and waits until the server has stored it (an asynchronous
     /// one: until its operation is done).
     async fn send_part(&self, bank: &str, url: &reqwest::Url, part: parts::Part<'_>) -> Result<(), BackendError> {
@@ -757,17 +764,38 @@ impl MemoryBackend for HindsightBackend {
                 self.ensure_bank(bank).await;
                 let url = self.bank_url(bank, &["memories"])?;
                 let parts = parts::import_parts(items);
-                let mut documents: Vec<&str> = parts.iter().flatten().filter_map(|i| i.document_id).collect();
+                let mut documents: Vec<&str> =
+                    parts.iter().flat_map(|p| &p.items).filter_map(|i| i.document_id).collect();
                 documents.sort_unstable();
                 documents.dedup();
                 let chunk_id = self.import_generation(bank, &chunk_id, &documents).await?;
-                for (n, items) in parts.into_iter().enumerate() {
-                    let body = RetainRequest::asynchronous(items, parts::part_operation_id(&chunk_id, n));
-                    let answer =
-                        self.send("import", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
-                    // Not waited for, unlike a delivery's: an import answers one request of up
-                    // to 500 memories, and the server's LLM may take minutes over them.
-                    accepted("import", answer, bank)?;
+                for (n, part) in parts.into_iter().enumerate() {
+                    let id = parts::part_operation_id(&chunk_id, n);
+                    if !part.synchronous {
+                        self.import_part(bank, &url, RetainRequest::asynchronous(part.items, id)).await?;
+                        continue;
+                    }
+                    // Deleted first, as a delivery's fold is (a second synchronous retain of a
+                    // document gives each memory every item's tags); failed, items alike go one
+                    // by one, as a delivery's do.
+                    let document = part.items[0].document_id.unwrap_or_default();
+                    let alike = parts::alike_wire(&part.items);
+                    let doc_url = self.bank_url(bank, &["documents", document])?;
+                    let folded = async {
+                        self.send_delete::<serde_json::Value>("replace document", doc_url, self.config.timeout).await?;
+                        self.import_part(bank, &url, RetainRequest::synchronous(part.items.clone())).await
+                    };
+                    match folded.await {
+                        Ok(()) => {}
+                        Err(_) if alike => {
+                            for (k, mut item) in part.items.into_iter().enumerate() {
+                                item.update_mode = (k > 0).then_some("append");
+                                let id = parts::part_operation_id(&format!("{id}/one-by-one"), k);
+                                self.import_part(bank, &url, RetainRequest::asynchronous(vec![item], id)).await?;
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
             }
         }

@@ -122,17 +122,31 @@ pub fn alike<I: std::borrow::Borrow<MemoryItem>>(items: &[I]) -> bool {
         .all(|w| w[0].borrow().tags == w[1].borrow().tags && w[0].borrow().metadata == w[1].borrow().metadata)
 }
 
+/// [`alike`] for items as they are sent.
+pub fn alike_wire(items: &[RetainItem<'_>]) -> bool {
+    items.windows(2).all(|w| w[0].tags == w[1].tags && w[0].metadata == w[1].metadata)
+}
+
 /// Whether the first item of `document` in `items` replaces it rather than appending to it.
 fn replaced_first(items: &[MemoryItem], document: &str) -> bool {
     items.iter().find(|i| i.document_id.as_deref() == Some(document)).is_some_and(|i| !i.append)
 }
 
+/// One request of an import chunk.
+pub struct ImportPart<'a> {
+    /// What it sends.
+    pub items: Vec<RetainItem<'a>>,
+    /// One document's items folded into a synchronous retain (its document deleted first).
+    pub synchronous: bool,
+}
+
 /// An import chunk's parts (every item names its document, and no other chunk of the import
-/// names it): the items of documents the chunk names once, together; then each item of a document
-/// it names more than once, alone and in order, the first replacing the document and the rest
-/// appended to it. Sent synchronously instead, as the server would fold them, such a chunk
-/// slower than the timeout would be cancelled by the server on every attempt.
-pub fn import_parts(items: Vec<RetainItem<'_>>) -> Vec<Vec<RetainItem<'_>>> {
+/// names it): the items of documents the chunk names once, together; then each document it names
+/// more than once, as a delivery sends one (see `parts`): its items folded into one synchronous
+/// retain when they carry tags or metadata of their own, or are small, and otherwise alone and in
+/// order, the first replacing the document and the rest appended to it (sent synchronously, such a
+/// big chunk slower than the timeout would be cancelled by the server on every attempt).
+pub fn import_parts(items: Vec<RetainItem<'_>>) -> Vec<ImportPart<'_>> {
     let mut count = std::collections::HashMap::new();
     for i in &items {
         *count.entry(i.document_id).or_insert(0usize) += 1;
@@ -140,14 +154,27 @@ pub fn import_parts(items: Vec<RetainItem<'_>>) -> Vec<Vec<RetainItem<'_>>> {
     let (once, shared): (Vec<_>, Vec<_>) = items.into_iter().partition(|i| count[&i.document_id] == 1);
     let mut out = Vec::new();
     if !once.is_empty() {
-        out.push(once);
+        out.push(ImportPart { items: once, synchronous: false });
     }
-    let mut seen = std::collections::HashSet::new();
-    for mut item in shared {
-        if !seen.insert(item.document_id) {
+    // The shared documents, each whole, in the order they first come.
+    let mut documents: Vec<Vec<RetainItem<'_>>> = Vec::new();
+    for item in shared {
+        match documents.iter_mut().find(|d| d[0].document_id == item.document_id) {
+            Some(d) => d.push(item),
+            None => documents.push(vec![item]),
+        }
+    }
+    for mut document in documents {
+        let alike = alike_wire(&document);
+        let size: usize = document.iter().map(|i| i.content.len()).sum();
+        if !alike || size <= FOLD_MOST_BYTES {
+            out.push(ImportPart { items: document, synchronous: true });
+            continue;
+        }
+        for item in document.iter_mut().skip(1) {
             item.update_mode = Some("append");
         }
-        out.push(vec![item]);
+        out.extend(document.into_iter().map(|i| ImportPart { items: vec![i], synchronous: false }));
     }
     out
 }
@@ -280,8 +307,18 @@ mod tests {
             item("d2", Some("d"), false),
             item("d3", Some("d"), false),
         ];
-        let got = shape(&import_parts(stored.iter().map(|i| wire(i, false)).collect()));
-        assert_eq!(got, [&["a", "b"][..], &["d1"], &["+d2"], &["+d3"]]);
+        let parts = import_parts(stored.iter().map(|i| wire(i, false)).collect());
+        let synchronous: Vec<bool> = parts.iter().map(|p| p.synchronous).collect();
+        let got = shape(&parts.into_iter().map(|p| p.items).collect::<Vec<_>>());
+        // d, small: folded, as a delivery's (review61 #6).
+        assert_eq!(got, [&["a", "b"][..], &["d1", "d2", "d3"]]);
+        assert_eq!(synchronous, [false, true]);
+        // Big and alike: item by item, the first replacing, the rest appended.
+        let big = "x".repeat(FOLD_MOST_BYTES / 2 + 1);
+        let stored = [item(&big, Some("d"), false), item(&big, Some("d"), false)];
+        let parts = import_parts(stored.iter().map(|i| wire(i, false)).collect());
+        assert!(parts.iter().all(|p| !p.synchronous && p.items.len() == 1), "two requests");
+        assert_eq!(parts[1].items[0].update_mode, Some("append"));
         assert!(import_parts(Vec::new()).is_empty());
     }
 

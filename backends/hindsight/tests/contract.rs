@@ -418,6 +418,45 @@ async fn a_document_of_several_memories_imports_whole_in_order_and_once() {
     assert_eq!(text.matches("Runbook:").count(), 3, "{text:?}");
 }
 
+/// An imported document of memories with tags of their own keeps each memory's on the server,
+/// however often it is imported: sent as a replace and appends, each took the last one's
+/// (review61 #6).
+#[tokio::test]
+async fn an_imported_documents_memories_keep_their_own_tags() {
+    let Some(Peer { url, bank, b, .. }) = peer_bank("contract-import-tags").await else { return };
+    let memory = |id: &str, content: &str, tag: &str| StoredMemory {
+        id: id.into(),
+        bank: bank.clone(),
+        content: content.into(),
+        context: None,
+        tags: vec![tag.into()],
+        metadata: BTreeMap::new(),
+        document_id: Some("doc-q".into()),
+        kind: MemoryType::World,
+        created_at: "2026-01-02T03:04:05Z".into(),
+    };
+    let export = vec![
+        memory("q1", "The quasar one alpha service", "project:alpha"),
+        memory("q2", "The quasar two beta service", "project:beta"),
+    ];
+    for _ in 0..2 {
+        b.import(&export).await.unwrap();
+    }
+    wait_for_count(&url, &bank, 2).await;
+    let v: serde_json::Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=100"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{v}");
+    for (needle, tag) in [("quasar one", "project:alpha"), ("quasar two", "project:beta")] {
+        let m = items.iter().find(|m| m["text"].as_str().unwrap_or("").contains(needle)).expect(needle);
+        assert_eq!(m["tags"], serde_json::json!([tag]), "{m}");
+    }
+}
+
 #[tokio::test]
 async fn an_append_adds_to_its_document_and_a_plain_retain_replaces_it() {
     let Some(Peer { url, bank, b, scope }) = peer_bank("contract-append").await else { return };
