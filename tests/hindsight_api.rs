@@ -160,7 +160,8 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
         assert!(v["error"]["message"].as_str().unwrap().contains("items[0].document_id"), "{v}");
     }
     // Year 1 and year 9999 are Hindsight's placeholders for "no date", which it refuses too.
-    // A blank one too, as the server answers (it was taken for none: review59 #5).
+    // One of spaces only too, as the server answers (it was taken for none: review59 #5); an
+    // empty one the server takes for none, as mneme does.
     for timestamp in [
         "yesterday",
         "   ",
@@ -174,6 +175,8 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
         assert_eq!(status, 422, "{timestamp}: {v}");
         assert!(v["error"]["message"].as_str().unwrap().contains("items[0].timestamp"), "{v}");
     }
+    let (status, v) = d.post(&bank_path("b", "/memories"), json!({"items": [{"content": "x", "timestamp": ""}]})).await;
+    assert_eq!(status, 200, "an empty timestamp is none, as on the server: {v}");
     // A value refused is not repeated when it holds a private span.
     for bad in [
         json!({"items": [{"content": "x", "timestamp": "<private>S3CRET</private>"}]}),
@@ -246,6 +249,12 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
     assert_eq!(status, 404, "{v}");
     let (_, v) = d.get("/hindsight/v1/default/banks").await;
     assert!(!v.to_string().contains("never-made"), "{v}");
+    // One a client has just written to, its retain still queued, is there (review61 #4).
+    let (status, v) =
+        d.post(&bank_path("written", "/memories"), json!({"items": [{"content": "x"}], "async": true})).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = d.req(reqwest::Method::PATCH, &bank_path("written", ""), Some(json!({"name": "w"}))).await;
+    assert_eq!(status, 200, "{v}");
     let (status, v) = d.req(reqwest::Method::PUT, &bank_path("made", ""), Some(json!({"name": "x"}))).await;
     assert_eq!(status, 200, "{v}");
     let (status, v) = d.req(reqwest::Method::PATCH, &bank_path("made", ""), Some(json!({"name": "y"}))).await;

@@ -186,18 +186,19 @@ impl HindsightApi {
         }
         let mut timestamps = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
-            timestamps.push(match item.timestamp.as_deref().map(str::trim) {
+            timestamps.push(match item.timestamp.as_deref().map(|t| (t, t.trim())) {
                 // `unset` (any case, as the server reads it): Hindsight's "no date"; every mneme
-                // memory is dated, at its retain.
-                None => None,
-                // As the server answers a blank one (it took it for no date, and dated it now).
-                Some("") => {
+                // memory is dated, at its retain. So is an empty one, as the server takes it.
+                None | Some(("", _)) => None,
+                // As the server answers one of spaces only (it took it for no date, and dated it
+                // now: review59 #5).
+                Some((_, "")) => {
                     return Err(CompatError::Invalid(format!(
                         "items[{i}].timestamp is blank: send an ISO 8601 date-time, or 'unset' for none"
                     )))
                 }
-                Some(t) if t.eq_ignore_ascii_case("unset") => None,
-                Some(t) => {
+                Some((_, t)) if t.eq_ignore_ascii_case("unset") => None,
+                Some((_, t)) => {
                     let normalized = time::normalize(t).ok_or_else(|| {
                         let t = mneme_core::text::quoted_unless_private(t);
                         CompatError::Invalid(format!(
@@ -655,6 +656,11 @@ impl HindsightApi {
     pub async fn bank_exists(&self, bank: &str) -> Result<bool, CompatError> {
         check_bank(bank)?;
         if self.spool.record(BANK_RECORD, bank).await?.is_some() {
+            return Ok(true);
+        }
+        // Written to, and still queued: the server has it once that arrives (review61 #4).
+        let (whole, under) = (format!("hindsight:{bank}"), format!("hindsight:{bank}:"));
+        if !self.queue.deliverable_among(|id| id == whole || id.starts_with(&under)).is_empty() {
             return Ok(true);
         }
         Ok(match self.queue.backend().banks().await {

@@ -26,9 +26,15 @@ pub fn normalize(s: &str) -> Option<String> {
 
 /// Days from 1970-01-01 of an ISO week date: `YYYY-Www-D` or `YYYYWwwD` (D: 1 Monday … 7).
 fn days_of_week_date(date: &str) -> Option<i64> {
-    let compact: String = date.chars().filter(|c| *c != '-').collect();
-    let extended = date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[8] == b'-';
-    if !(extended || date.len() == 8) || compact.len() != 8 || compact.as_bytes()[4] != b'W' {
+    let mut compact: String = date.chars().filter(|c| *c != '-').collect();
+    let extended = (date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[8] == b'-')
+        || (date.len() == 8 && date.as_bytes()[4] == b'-');
+    if compact.len() == 7 && (extended || date.len() == 7) {
+        compact.push('1'); // a week without its day: its Monday, as the server reads it
+    } else if !(extended || date.len() == 8) {
+        return None;
+    }
+    if compact.len() != 8 || compact.as_bytes()[4] != b'W' {
         return None;
     }
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<i64>().ok()).flatten();
@@ -194,6 +200,8 @@ mod tests {
             ("2020-W53-5", "2021-01-01T00:00:00.000Z"),
             ("2026-W01-1", "2025-12-29T00:00:00.000Z"),
             ("2025-03-04T10:20:30 Z", "2025-03-04T10:20:30.000Z"),
+            ("2025-W10", "2025-03-03T00:00:00.000Z"),
+            ("2025W10", "2025-03-03T00:00:00.000Z"),
         ] {
             assert_eq!(normalize(given).as_deref(), Some(stored), "{given:?}");
         }
