@@ -306,6 +306,9 @@ impl HindsightBackend {
         items: &[MemoryItem],
     ) -> Result<(), BackendError> {
         let document = items.first().and_then(|i| i.document_id.as_deref()).unwrap_or_default();
+        // Retains of the document an earlier attempt left queued (a kill while one waited) would
+        // store its items again after the delete.
+        self.cancel_pending_retains(bank, Some(document)).await;
         let sent = async {
             let doc_url = self.bank_url(bank, &["documents", document])?;
             self.send_delete::<serde_json::Value>("replace document", doc_url, self.config.timeout).await?;
@@ -316,14 +319,18 @@ impl HindsightBackend {
             Err(error) => error,
         };
         if !parts::alike(items) {
-            return Err(error);
+            return Err(said_deleted(error));
         }
         tracing::warn!(
             bank,
             "a document of {} memories sent at once failed ({error}); sent one memory at a time",
             items.len()
         );
-        for one in parts::item_by_item(batch_id, items) {
+        // Under operation ids of this attempt's own: the document was deleted, and the ids of an
+        // earlier attempt's would be answered from the operations that stored what the delete
+        // took, and store nothing (the whole document was lost: review62 #1).
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        for one in parts::item_by_item(&format!("{batch_id}/after-delete-{nanos}"), items) {
             self.send_part(bank, url, one).await?;
         }
         Ok(())
@@ -534,6 +541,23 @@ impl HindsightBackend {
             }
             Err(e) => tracing::warn!(bank, "could not set the bank's mission (will try again): {e}"),
         }
+    }
+}
+
+/// A folded document's failure, saying that its earlier version on the server is gone: the new
+/// one is only in mneme until a retry stores it (review62 #2).
+fn said_deleted(error: BackendError) -> BackendError {
+    let note = "; the document's earlier version on the server was deleted first: the new one waits in mneme";
+    match error {
+        BackendError::Transient { reason, retry_after } => {
+            BackendError::Transient { reason: reason + note, retry_after }
+        }
+        BackendError::Unavailable { reason, retry_after } => {
+            BackendError::Unavailable { reason: reason + note, retry_after }
+        }
+        BackendError::Unreachable { reason } => BackendError::Unreachable { reason: reason + note },
+        BackendError::Permanent { reason } => BackendError::Permanent { reason: reason + note },
+        other => other,
     }
 }
 
@@ -782,19 +806,24 @@ impl MemoryBackend for HindsightBackend {
                     let alike = parts::alike_wire(&part.items);
                     let doc_url = self.bank_url(bank, &["documents", document])?;
                     let folded = async {
+                        self.cancel_pending_retains(bank, Some(document)).await;
                         self.send_delete::<serde_json::Value>("replace document", doc_url, self.config.timeout).await?;
                         self.import_part(bank, &url, RetainRequest::synchronous(part.items.clone())).await
                     };
                     match folded.await {
                         Ok(()) => {}
                         Err(_) if alike => {
+                            // Ids of this run's own, after the delete (see `send_folded`).
+                            let nanos = std::time::SystemTime::now()
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .map_or(0, |d| d.as_nanos());
                             for (k, mut item) in part.items.into_iter().enumerate() {
                                 item.update_mode = (k > 0).then_some("append");
-                                let id = parts::part_operation_id(&format!("{id}/one-by-one"), k);
+                                let id = parts::part_operation_id(&format!("{id}/one-by-one-{nanos}"), k);
                                 self.import_part(bank, &url, RetainRequest::asynchronous(vec![item], id)).await?;
                             }
                         }
-                        Err(e) => return Err(e),
+                        Err(e) => return Err(said_deleted(e)),
                     }
                 }
             }

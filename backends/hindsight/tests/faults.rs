@@ -331,6 +331,22 @@ async fn documents_named_more_than_once_never_wait_for_a_slow_synchronous_retain
         items: vec![in_doc("a", "d"), in_doc("b", "d"), MemoryItem::new("c", "c", "2026-01-01T00:00:00Z")],
     };
     b.retain(&scope(), &delivery).await.expect("a delivery naming a document twice");
+    // Tried again (a later part failed, a kill): the document is deleted again, and its items go
+    // under ids of the attempt's own. Under the first attempt's, the server answered them from the
+    // operations that stored what the delete took, and the document was lost (review62 #1).
+    let ids_of_d = |bodies: &[serde_json::Value]| -> Vec<String> {
+        bodies
+            .iter()
+            .filter(|b| b["async"] == true && b["items"][0]["document_id"] == "d")
+            .map(|b| b["operation_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = ids_of_d(&bodies.lock().unwrap());
+    b.retain(&scope(), &delivery).await.expect("the same delivery again");
+    let all = ids_of_d(&bodies.lock().unwrap());
+    assert_eq!((first.len(), all.len()), (2, 4), "{all:?}");
+    assert!(all[2..].iter().all(|id| !first.contains(id)), "{all:?}");
+    bodies.lock().unwrap().truncate(4); // the second attempt's bodies aside
     let stored = |id: &str, doc: &str| StoredMemory {
         id: id.into(),
         bank: "b".into(),
