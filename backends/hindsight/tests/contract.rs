@@ -77,6 +77,17 @@ async fn wait_for_texts(url: &str, bank: &str, contents: &[&str]) -> Vec<String>
     panic!("{bank} never held all of {contents:?}: {:?}", list_texts(url, bank).await)
 }
 
+/// The bank's memories as the server lists them (their tags and metadata too).
+async fn listed_memories(url: &str, bank: &str) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=100"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
 /// Every one of `contents` is stored exactly once across `texts`.
 fn each_once(texts: &[String], contents: &[&str]) {
     for c in contents {
@@ -443,14 +454,8 @@ async fn an_imported_documents_memories_keep_their_own_tags() {
         b.import(&export).await.unwrap();
     }
     wait_for_count(&url, &bank, 2).await;
-    let v: serde_json::Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=100"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let items = v["items"].as_array().unwrap();
-    assert_eq!(items.len(), 2, "{v}");
+    let items = listed_memories(&url, &bank).await;
+    assert_eq!(items.len(), 2, "{items:?}");
     for (needle, tag) in [("quasar one", "project:alpha"), ("quasar two", "project:beta")] {
         let m = items.iter().find(|m| m["text"].as_str().unwrap_or("").contains(needle)).expect(needle);
         assert_eq!(m["tags"], serde_json::json!([tag]), "{m}");
@@ -528,14 +533,8 @@ async fn a_documents_items_keep_their_own_tags_and_metadata() {
     // deleted first (review61 #1).
     b.retain(&scope, &batch).await.unwrap();
     wait_for_count(&url, &bank, 2).await;
-    let v: serde_json::Value = reqwest::get(format!("{url}/v1/default/banks/{bank}/memories/list?limit=100"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let items = v["items"].as_array().unwrap();
-    assert_eq!(items.len(), 2, "{v}");
+    let items = listed_memories(&url, &bank).await;
+    assert_eq!(items.len(), 2, "{items:?}");
     for (needle, tag, origin) in [("nebula one", "project:alpha", "first"), ("nebula two", "project:beta", "second")] {
         let m = items.iter().find(|m| m["text"].as_str().unwrap_or("").contains(needle)).expect(needle);
         assert_eq!(m["tags"], serde_json::json!([tag]), "{m}");
