@@ -464,10 +464,8 @@ impl HindsightApi {
         let query = crate::session::recall_text(&self.settings(), &req.query).map_err(CompatError::Invalid)?;
         crate::session::filter_tags(req.tags.as_deref().unwrap_or_default()).map_err(CompatError::Invalid)?;
         let groups = req.tag_groups.unwrap_or_default();
-        if req.tags.as_ref().is_some_and(|t| !t.is_empty()) && !groups.is_empty() {
-            // As the server answers (both were taken, AND-ed: review59 #7).
-            return Err(CompatError::Invalid("'tags' and 'tag_groups' are mutually exclusive".into()));
-        }
+        // As the server answers (both were taken, AND-ed: review59 #7).
+        recall::one_filter(req.tags.as_deref(), &groups).map_err(CompatError::Invalid)?;
         let named = recall::named_tags(&groups);
         crate::session::filter_tags(&named).map_err(CompatError::Invalid)?;
         // Every result is checked against the whole tree: bounded as a filter's tags are.
@@ -544,9 +542,7 @@ impl HindsightApi {
             ));
         }
         let groups = req.tag_groups.unwrap_or_default();
-        if req.tags.as_ref().is_some_and(|t| !t.is_empty()) && !groups.is_empty() {
-            return Err(CompatError::Invalid("'tags' and 'tag_groups' are mutually exclusive".into()));
-        }
+        recall::one_filter(req.tags.as_deref(), &groups).map_err(CompatError::Invalid)?;
         crate::session::filter_tags(&recall::named_tags(&groups)).map_err(CompatError::Invalid)?;
         let q = ReflectQuery {
             query,
@@ -641,14 +637,19 @@ impl HindsightApi {
     /// (as a session's recall does for its own): an asynchronous retain was not recalled until
     /// the queue's interval had passed, 5 s, where the server takes well under one (review59 #3).
     async fn deliver_bank_retains(&self, bank: &str) {
-        let (whole, under) = (format!("hindsight:{bank}"), format!("hindsight:{bank}:"));
-        let queues = self.queue.deliverable_among(|id| id == whole || id.starts_with(&under));
+        let queues = self.bank_queues(bank);
         if queues.is_empty() {
             return;
         }
         let wait = Duration::from_secs(1).min(self.settings().recall.timeout / 4);
         let flushes = queues.iter().map(|id| self.queue.flush(id));
         let _ = tokio::time::timeout(wait, futures_util::future::join_all(flushes)).await;
+    }
+
+    /// The queues of retains into `bank` (see `retain`'s queue ids) with something to deliver.
+    fn bank_queues(&self, bank: &str) -> Vec<String> {
+        let (whole, under) = (format!("hindsight:{bank}"), format!("hindsight:{bank}:"));
+        self.queue.deliverable_among(|id| id == whole || id.starts_with(&under))
     }
 
     /// Whether `bank` is one there is: it has a profile, or memories (as the server makes a
@@ -659,8 +660,7 @@ impl HindsightApi {
             return Ok(true);
         }
         // Written to, and still queued: the server has it once that arrives (review61 #4).
-        let (whole, under) = (format!("hindsight:{bank}"), format!("hindsight:{bank}:"));
-        if !self.queue.deliverable_among(|id| id == whole || id.starts_with(&under)).is_empty() {
+        if !self.bank_queues(bank).is_empty() {
             return Ok(true);
         }
         Ok(match self.queue.backend().banks().await {

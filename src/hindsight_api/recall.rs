@@ -26,6 +26,14 @@ pub fn backend_filter(
     (trimmed(&tags.unwrap_or_default()), tags_match.unwrap_or_default())
 }
 
+/// Refuses `tags` with `tag_groups`, as the server does: they are mutually exclusive.
+pub fn one_filter(tags: Option<&[String]>, groups: &[TagGroup]) -> Result<(), String> {
+    match tags.is_some_and(|t| !t.is_empty()) && !groups.is_empty() {
+        true => Err("'tags' and 'tag_groups' are mutually exclusive".into()),
+        false => Ok(()),
+    }
+}
+
 /// Every tag the groups name (to refuse private ones before anything is sent).
 pub fn named_tags(groups: &[TagGroup]) -> Vec<String> {
     let mut out = Vec::new();

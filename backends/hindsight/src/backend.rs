@@ -306,12 +306,8 @@ impl HindsightBackend {
         items: &[MemoryItem],
     ) -> Result<(), BackendError> {
         let document = items.first().and_then(|i| i.document_id.as_deref()).unwrap_or_default();
-        // Retains of the document an earlier attempt left queued (a kill while one waited) would
-        // store its items again after the delete.
-        self.cancel_pending_retains(bank, Some(document)).await;
         let sent = async {
-            let doc_url = self.bank_url(bank, &["documents", document])?;
-            self.send_delete::<serde_json::Value>("replace document", doc_url, self.config.timeout).await?;
+            self.delete_before_fold(bank, document).await?;
             self.send_part(bank, url, part).await
         };
         let error = match sent.await {
@@ -329,11 +325,19 @@ impl HindsightBackend {
         // Under operation ids of this attempt's own: the document was deleted, and the ids of an
         // earlier attempt's would be answered from the operations that stored what the delete
         // took, and store nothing (the whole document was lost: review62 #1).
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        for one in parts::item_by_item(&format!("{batch_id}/after-delete-{nanos}"), items) {
+        for one in parts::item_by_item(&format!("{batch_id}/after-delete-{}", attempt_mark()), items) {
             self.send_part(bank, url, one).await?;
         }
         Ok(())
+    }
+
+    /// Deletes `document` before its items go folded into a synchronous retain (see
+    /// `send_folded`), first cancelling its retains still queued on the server: left by an
+    /// earlier attempt (a kill while one waited), they would store its items again after it.
+    async fn delete_before_fold(&self, bank: &str, document: &str) -> Result<(), BackendError> {
+        self.cancel_pending_retains(bank, Some(document)).await;
+        let url = self.bank_url(bank, &["documents", document])?;
+        self.send_delete::<serde_json::Value>("replace document", url, self.config.timeout).await.map(drop)
     }
 
     /// Sends one request of an import. Not waited for, unlike a delivery's: an import answers one
@@ -542,6 +546,12 @@ impl HindsightBackend {
             Err(e) => tracing::warn!(bank, "could not set the bank's mission (will try again): {e}"),
         }
     }
+}
+
+/// What makes the operation ids of the retains sent after a folded document's delete this
+/// attempt's own (the clock, in nanoseconds).
+fn attempt_mark() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
 /// A folded document's failure, saying that its earlier version on the server is gone: the new
@@ -804,22 +814,18 @@ impl MemoryBackend for HindsightBackend {
                     // by one, as a delivery's do.
                     let document = part.items[0].document_id.unwrap_or_default();
                     let alike = parts::alike_wire(&part.items);
-                    let doc_url = self.bank_url(bank, &["documents", document])?;
                     let folded = async {
-                        self.cancel_pending_retains(bank, Some(document)).await;
-                        self.send_delete::<serde_json::Value>("replace document", doc_url, self.config.timeout).await?;
+                        self.delete_before_fold(bank, document).await?;
                         self.import_part(bank, &url, RetainRequest::synchronous(part.items.clone())).await
                     };
                     match folded.await {
                         Ok(()) => {}
                         Err(_) if alike => {
                             // Ids of this run's own, after the delete (see `send_folded`).
-                            let nanos = std::time::SystemTime::now()
-                                .duration_since(std::time::UNIX_EPOCH)
-                                .map_or(0, |d| d.as_nanos());
+                            let mark = attempt_mark();
                             for (k, mut item) in part.items.into_iter().enumerate() {
                                 item.update_mode = (k > 0).then_some("append");
-                                let id = parts::part_operation_id(&format!("{id}/one-by-one-{nanos}"), k);
+                                let id = parts::part_operation_id(&format!("{id}/one-by-one-{mark}"), k);
                                 self.import_part(bank, &url, RetainRequest::asynchronous(vec![item], id)).await?;
                             }
                         }
