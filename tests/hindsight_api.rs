@@ -255,6 +255,13 @@ async fn bad_requests_get_hindsight_status_codes_and_both_error_shapes() {
     assert_eq!(status, 200, "{v}");
     let (status, v) = d.req(reqwest::Method::PATCH, &bank_path("written", ""), Some(json!({"name": "w"}))).await;
     assert_eq!(status, 200, "{v}");
+    // Another bank's queued retain, whose queue id starts as this bank's would, does not make
+    // it one (review62 #5).
+    let item = json!({"items": [{"content": "y", "metadata": {"session_id": "by:s"}}], "async": true});
+    let (status, v) = d.post(&bank_path("near:by", "/memories"), item).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = d.req(reqwest::Method::PATCH, &bank_path("near", ""), Some(json!({"name": "n"}))).await;
+    assert_eq!(status, 404, "{v}");
     let (status, v) = d.req(reqwest::Method::PUT, &bank_path("made", ""), Some(json!({"name": "x"}))).await;
     assert_eq!(status, 200, "{v}");
     let (status, v) = d.req(reqwest::Method::PATCH, &bank_path("made", ""), Some(json!({"name": "y"}))).await;

@@ -659,8 +659,10 @@ impl HindsightApi {
         if self.spool.record(BANK_RECORD, bank).await?.is_some() {
             return Ok(true);
         }
-        // Written to, and still queued: the server has it once that arrives (review61 #4).
-        if !self.bank_queues(bank).is_empty() {
+        // Written to, and still queued: the server has it once that arrives (review61 #4). Asked
+        // of the spool, which keeps each item's bank: a queue's id cannot tell bank `a` with
+        // session `b:s` from bank `a:b` with session `s` (review62 #5).
+        if self.spool.holds_bank(bank).await? {
             return Ok(true);
         }
         Ok(match self.queue.backend().banks().await {

@@ -359,6 +359,12 @@ impl Spool {
         .await
     }
 
+    /// Whether items for `bank` are waiting (queued, or in a delivery not yet confirmed).
+    pub async fn holds_bank(&self, bank: &str) -> Result<bool, SpoolError> {
+        let bank = bank.to_owned();
+        self.call(move |t| t.query_row("SELECT EXISTS(SELECT 1 FROM items WHERE bank = ?)", [bank], |r| r.get(0))).await
+    }
+
     /// Totals for status.
     pub async fn counts(&self) -> Result<SpoolCounts, SpoolError> {
         self.call(|t| {
