@@ -11,6 +11,7 @@ use crate::daemon::{shutdown_signal, Daemon};
 
 pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     crate::files::create_private();
+    refuse_a_clock_out_of_range()?;
     let loaded = load_settings(config)?;
     for w in &loaded.warnings {
         tracing::warn!("{w}");
@@ -40,6 +41,21 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     })?;
     daemon.serve(listener, shutdown_signal()).await.map_err(|e| CliError::Other(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A wall clock before 1970 or past the year 9999 (a typo given to `date -s`): the HTTP server's
+/// Date header panics on every answer there, so a daemon started with it answered nothing, and
+/// its CLI blamed another program on the port (review63 #1). Said at once instead. (Should the
+/// clock go there while the daemon runs, what it stamps is kept within range.)
+fn refuse_a_clock_out_of_range() -> Result<(), CliError> {
+    let now = std::time::SystemTime::now();
+    if mneme_core::time::is_writable(now) {
+        return Ok(());
+    }
+    let when = if now < std::time::SystemTime::UNIX_EPOCH { "before 1970" } else { "after the year 9999" };
+    Err(CliError::Other(format!(
+        "the system clock reads a time {when}: mneme dates what it stores by it, and cannot answer HTTP requests with it; set the clock (timedatectl, or an NTP client) and start mneme again"
+    )))
 }
 
 /// File descriptors the daemon needs besides its connections (databases, WAL files, the

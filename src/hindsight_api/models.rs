@@ -437,7 +437,9 @@ fn strip_private_strings(v: &mut Value) {
 
 fn is_stale(model: &MentalModel) -> bool {
     let refreshed = model.last_refreshed_at.as_deref().and_then(mneme_core::time::parse_rfc3339);
-    refreshed.is_none_or(|at| at.elapsed().unwrap_or_default() > MODEL_STALE_AFTER)
+    // Refreshed "in the future": the clock was set back since, so how old it is is unknown
+    // (taken as fresh, it stayed as it was until the clock caught up; review63 #3).
+    refreshed.is_none_or(|at| at.elapsed().map_or(true, |age| age > MODEL_STALE_AFTER))
 }
 
 fn not_found(bank: &str, id: &str) -> CompatError {
@@ -538,5 +540,18 @@ mod tests {
         let a = counts.of("a");
         counts.counted(None);
         assert_ne!(counts.of("a"), a);
+    }
+
+    /// Refreshed at a time ahead of the clock (set back since): stale, so the background refresh
+    /// takes it (review63 #3); refreshed just now: fresh.
+    #[test]
+    fn a_model_refreshed_ahead_of_the_clock_is_stale() {
+        use std::time::{Duration, SystemTime};
+        let at = |t: SystemTime| super::MentalModel {
+            last_refreshed_at: Some(mneme_core::time::rfc3339(t)),
+            ..Default::default()
+        };
+        assert!(super::is_stale(&at(SystemTime::now() + Duration::from_secs(86_400))));
+        assert!(!super::is_stale(&at(SystemTime::now())));
     }
 }

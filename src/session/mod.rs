@@ -47,7 +47,7 @@ pub use clean::{clean as clean_text, clean_imported_all, clean_imported_each, cl
 pub use clear::{ClearOutcome, ClearRequest, HeldTurns};
 pub use guide::{guide, Behaviour};
 pub use placement::fingerprint;
-use record::{Ended, ENDED_RECORD};
+use record::{Ended, ENDED_RECORD, LONG_AGO_KEPT, LONG_AGO_RECORD};
 pub use record::{PendingRetain, Session, StoredPart, SESSION_FORMAT};
 pub use scope::{banks_of_configuration, cwd_to_send, project_label, scope_for, MAX_LABEL_BYTES};
 pub use tools::{
@@ -114,6 +114,20 @@ pub const MAX_SESSIONS: usize = 10_000;
 
 fn unix_now() -> u64 {
     mneme_core::time::unix_seconds(SystemTime::now())
+}
+
+/// Ended sessions' records older than `before` are cut to what a resume needs past
+/// [`SESSION_TTL`] ([`Ended::long_ago`]), and those cut [`LONG_AGO_KEPT`] before that go.
+async fn keep_long_ago(spool: &Spool, before: u64) {
+    if let Err(e) =
+        spool.move_records_older_than(ENDED_RECORD, LONG_AGO_RECORD, before, Ended::long_ago_of_record).await
+    {
+        tracing::warn!("cannot forget old ended sessions: {e}");
+    }
+    let long_before = before.saturating_sub(LONG_AGO_KEPT.as_secs());
+    if let Err(e) = spool.forget_records_older_than(LONG_AGO_RECORD, long_before).await {
+        tracing::warn!("cannot forget sessions ended long ago: {e}");
+    }
 }
 
 /// What a turn is, as far as memory is concerned.
@@ -216,10 +230,7 @@ impl Sessions {
                 Err(e) => tracing::warn!(session = id, "ignoring an unreadable saved session: {e}"),
             }
         }
-        let before = unix_now().saturating_sub(SESSION_TTL.as_secs());
-        if let Err(e) = spool.forget_records_older_than(ENDED_RECORD, before).await {
-            tracing::warn!("cannot forget old ended sessions: {e}");
-        }
+        keep_long_ago(&spool, unix_now().saturating_sub(SESSION_TTL.as_secs())).await;
         // Format 1 counted no slash command as a turn: the next transcript is placed among its
         // commands (see `Session::commands_unseen`); format 0 knew less, see below.
         for s in map.values_mut().filter(|s| s.format < SESSION_FORMAT) {
@@ -254,6 +265,7 @@ impl Sessions {
             if let Some(pending) = &s.pending {
                 sessions.queue_pending(&s, pending).await?;
             }
+            sessions.inner.spool.save_record(LONG_AGO_RECORD, &s.id, Ended::long_ago_of_session(&s)).await?;
             sessions.inner.spool.delete_session(&s.id).await?;
         }
         Ok(sessions)
@@ -430,9 +442,12 @@ impl Sessions {
         // A session started again under the id of one that ended goes on where it stopped.
         let ended: Ended = match self.get(&req.session_id) {
             Ok(_) => Ended::default(),
-            Err(_) => (self.inner.spool.record(ENDED_RECORD, &req.session_id).await?)
-                .and_then(|r| serde_json::from_str(&r).ok())
-                .unwrap_or_default(),
+            Err(_) => match self.inner.spool.record(ENDED_RECORD, &req.session_id).await? {
+                Some(record) => Some(record),
+                None => self.inner.spool.record(LONG_AGO_RECORD, &req.session_id).await?,
+            }
+            .and_then(|r| serde_json::from_str(&r).ok())
+            .unwrap_or_default(),
         };
         // Scoped under the settings in force now, not those read before the awaits above: a
         // reload in between re-scoped the sessions it found, and this one (or the parent whose
@@ -614,13 +629,12 @@ impl Sessions {
     /// records of sessions ended that long ago, as a start does; returns how many sessions. Run
     /// periodically: a daemon that ran for months kept every session it had seen.
     pub async fn forget_expired(&self) -> usize {
+        self.seen_no_later_than(unix_now());
         let cutoff = unix_now().saturating_sub(SESSION_TTL.as_secs());
         let expired = |s: &Session| s.last_seen != 0 && s.last_seen < cutoff;
         let ids: Vec<String> = self.inner.map.locked().values().filter(|s| expired(s)).map(|s| s.id.clone()).collect();
         let n = self.forget_idle(ids, expired).await;
-        if let Err(e) = self.inner.spool.forget_records_older_than(ENDED_RECORD, cutoff).await {
-            tracing::warn!("cannot forget old ended sessions: {e}");
-        }
+        keep_long_ago(&self.inner.spool, cutoff).await;
         n
     }
 
@@ -684,6 +698,10 @@ impl Sessions {
                     continue;
                 }
             }
+            if let Err(e) = self.inner.spool.save_record(LONG_AGO_RECORD, &id, Ended::long_ago_of_session(&s)).await {
+                tracing::warn!(session = id, "cannot keep where a forgotten session's documents go on: {e}");
+                continue;
+            }
             if let Err(e) = self.forget_session(&id).await {
                 tracing::warn!(session = id, "cannot forget a session: {e}");
             }
@@ -696,6 +714,7 @@ impl Sessions {
     /// Run periodically and at shutdown: an agent that stops without saying so (closed, crashed)
     /// still has its last turns retained.
     pub async fn retain_idle(&self, idle: Duration) -> usize {
+        self.seen_no_later_than(unix_now());
         let cutoff = unix_now().saturating_sub(idle.as_secs());
         let is_idle = |s: &Session| s.pending.is_some() && s.last_seen <= cutoff;
         let idle_sessions: Vec<String> =
@@ -717,6 +736,15 @@ impl Sessions {
             }
         }
         n
+    }
+
+    /// Sessions last seen after `now` (the wall clock was set back since) count as seen now: they
+    /// were idle, or expired, only once the clock came back to where it had been, and their
+    /// pending turns waited that long, a day for a clock set back a day (review63 #2).
+    fn seen_no_later_than(&self, now: u64) {
+        for s in self.inner.map.locked().values_mut().filter(|s| s.last_seen > now) {
+            s.last_seen = now;
+        }
     }
 
     /// Tells the idle sweep that `retain.idle_after` changed (a reload).

@@ -115,6 +115,48 @@ async fn idle_sessions_are_forgotten_at_start_and_their_tail_retained() {
     assert_eq!(r.queue.flush("old").await.delivered, 1, "the forgotten session's tail was queued");
 }
 
+/// A session resumed past [`SESSION_TTL`] (its record cut to what is kept long ago), its
+/// history compacted since, stores what follows beside what it stored: its first document kept
+/// the turns before the compaction, which the resume replaced (review63 #4). So does one
+/// forgotten live, idle that long.
+#[tokio::test]
+async fn a_session_resumed_after_the_ttl_stores_beside_what_it_stored() {
+    let compacted = |n: usize| {
+        let mut m = vec![Message::new("user", "summary of the otters so far"), Message::new("assistant", "noted")];
+        m.extend(answered(n, "after", None).into_iter().skip(2));
+        m
+    };
+    for live in [false, true] {
+        let r = rig();
+        let s = sessions(&r, every_turn()).await;
+        s.start(start("c")).await.unwrap();
+        s.agent_end("c", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+        let long_ago = unix_now() - SESSION_TTL.as_secs() - 60;
+        if live {
+            s.inner.map.locked().get_mut("c").unwrap().last_seen = long_ago;
+        } else {
+            s.end("c", Delivery::Wait).await.unwrap();
+            let aged = move |r: &str| {
+                let mut v: serde_json::Value = serde_json::from_str(r).unwrap();
+                v["at"] = long_ago.into();
+                Some(v.to_string())
+            };
+            assert_eq!(r.spool.change_records(ENDED_RECORD, vec!["c".into()], aged).await.unwrap(), 1);
+        }
+        assert_eq!(s.forget_expired().await, usize::from(live));
+        assert!(s.get("c").is_err());
+        assert!(r.spool.record(ENDED_RECORD, "c").await.unwrap().is_none());
+        s.start(start("c")).await.unwrap();
+        s.agent_end("c", &compacted(3), Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush("c").await;
+        let text = stored(&r).await;
+        for said in ["question 0 about otters", "question 1 about otters", "summary of the otters", "answer 2 after-2"]
+        {
+            assert!(text.contains(said), "live {live}: {said} is not stored: {text}");
+        }
+    }
+}
+
 /// A running daemon forgets them too (it kept every session it had seen until its next start).
 #[tokio::test]
 async fn idle_sessions_are_forgotten_while_the_daemon_runs() {
@@ -209,6 +251,19 @@ async fn idle_sessions_have_their_tail_retained_by_the_sweep() {
     assert_eq!(s.retain_idle(std::time::Duration::ZERO).await, 1);
     assert_eq!(s.retain_idle(std::time::Duration::ZERO).await, 0, "nothing twice");
     assert!(s.get("a").is_ok(), "the session stays: it may go on");
+    assert_eq!(r.queue.flush("a").await.delivered, 1);
+}
+
+/// A session last seen a day ahead of the clock (set back since) is idle from when the sweep
+/// finds it so, not a day later (review63 #2).
+#[tokio::test]
+async fn a_session_seen_before_the_clock_was_set_back_goes_idle() {
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    s.start(StartRequest { session_id: "a".into(), cwd: "/p/otters".into(), ..StartRequest::default() }).await.unwrap();
+    s.agent_end("a", &turns(1), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.inner.map.locked().get_mut("a").unwrap().last_seen = unix_now() + 86_400;
+    assert_eq!(s.retain_idle(std::time::Duration::ZERO).await, 1);
     assert_eq!(r.queue.flush("a").await.delivered, 1);
 }
 
