@@ -227,8 +227,11 @@ pub fn load_text_from_env(path: &Path, text: Option<String>) -> Result<Loaded, C
 /// For a client of the daemon (a hook, a CLI command that talks to it): the file's settings, or,
 /// when it has a problem, those of its sections that say how to reach the daemon and how long to
 /// wait for it, with the problem beside (to be told). The daemon keeps its last good
-/// configuration through a bad edit; a hook that gave up on the file would lose the turn. `Err`
-/// when even those sections cannot be read (a syntax error in them, a bad `[server]`).
+/// configuration through a bad edit; a hook that gave up on the file would lose the turn. When
+/// even those sections cannot be read (a misspelt key in `[server]`), its `[storage]` alone,
+/// else the defaults and the environment, as for a file that cannot be read: the pidfile in the
+/// storage dir still finds a daemon on another port (review64 #6: the hooks gave up, and the
+/// conversation went unretained while the daemon ran on). `Err` only for a bad environment.
 pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), ConfigErrors> {
     let text = match read(path) {
         Ok(text) => text,
@@ -243,7 +246,7 @@ pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), Co
     };
     let text = text.unwrap_or_default();
     let whole: Option<toml::Table> = text.parse().ok();
-    for sections in [&["server", "storage", "hooks", "recall"][..], &["server", "storage"][..]] {
+    for sections in [&["server", "storage", "hooks", "recall"][..], &["server", "storage"][..], &["storage"][..]] {
         let kept: toml::Table = match &whole {
             Some(table) => table
                 .iter()
@@ -262,7 +265,7 @@ pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), Co
             return Ok((loaded, Some(problem)));
         }
     }
-    Err(problem)
+    load_text_from_env(path, None).map(|loaded| (loaded, Some(problem)))
 }
 
 /// The lines of the named top-level sections (`[server]` to the next header), headers included.

@@ -394,7 +394,8 @@ fn a_relative_config_path_is_made_absolute() {
 }
 
 /// A syntax error outside `[server]` and `[storage]` (an edit in progress) still lets a client
-/// find the daemon, with the problem beside; one inside them does not.
+/// find the daemon, with the problem beside; one inside `[server]` leaves `[storage]` (whose
+/// pidfile gives the daemon's address), else the defaults (review64 #6).
 #[test]
 fn a_client_reads_its_sections_past_a_syntax_error_elsewhere() {
     let dir = tempfile::tempdir().unwrap();
@@ -405,7 +406,15 @@ fn a_client_reads_its_sections_past_a_syntax_error_elsewhere() {
     assert_eq!(loaded.settings.server.listen.port(), 7777);
     assert!(problem.is_some_and(|p| p.to_string().contains("line 5")));
     std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:7777\n[recall]\n").unwrap();
-    assert!(load_for_client(&path).is_err());
+    let (loaded, problem) = load_for_client(&path).expect("the defaults");
+    assert_eq!(loaded.settings.server.listen, crate::config::Settings::default().server.listen);
+    assert!(problem.is_some_and(|p| p.to_string().contains("line 2")));
+    let data = dir.path().join("data");
+    let text = format!("[server]\nmax_conections = 100\n\n[storage]\ndir = \"{}\"\n", data.display());
+    std::fs::write(&path, text).unwrap();
+    let (loaded, problem) = load_for_client(&path).expect("its [storage]");
+    assert_eq!(loaded.settings.storage.dir, data);
+    assert!(problem.is_some_and(|p| p.to_string().contains("max_conections")));
     // A path that cannot be read at all: the defaults, with the problem beside.
     let folder = dir.path().join("folder.toml");
     std::fs::create_dir(&folder).unwrap();
