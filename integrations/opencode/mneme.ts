@@ -33,7 +33,7 @@ import { tool } from "@opencode-ai/plugin"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { lookup } from "node:dns/promises"
 import { isIP } from "node:net"
-import { appendFileSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { appendFileSync, lstatSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { homedir } from "node:os"
 import { dirname, isAbsolute, join, resolve } from "node:path"
 
@@ -57,8 +57,11 @@ function mnemeSetup(): { dir: string; listen: string } {
   let file: any = {}
   try {
     // opencode runs plugins on Bun, which reads TOML; a file that is missing or invalid is the
-    // daemon's to report: the defaults stand here.
-    file = (globalThis as any).Bun?.TOML?.parse(readFileSync(configPath, "utf8")) ?? {}
+    // daemon's to report: the defaults stand here. So do they for a file another user may
+    // change, which mneme's CLI and daemon refuse too: its storage.dir and server.listen chose
+    // the daemon (and the token) the conversation went to, and another user's daemon holding
+    // the token that user's folder held passed the proof.
+    if (!othersMayChange(configPath)) file = (globalThis as any).Bun?.TOML?.parse(readFileSync(configPath, "utf8")) ?? {}
   } catch {}
   // As mneme resolves a path: $NAME and ${NAME} from the environment, a leading ~/ is the home,
   // a relative one is from the config's folder.
@@ -71,6 +74,43 @@ function mnemeSetup(): { dir: string; listen: string } {
   const dir = dirSet.trim() ? path(dirSet) : join(xdg("XDG_DATA_HOME", join(".local", "share")), "mneme")
   const listen = process.env.MNEME_SERVER__LISTEN || (typeof file?.server?.listen === "string" ? file.server.listen : "")
   return { dir, listen: listen || "127.0.0.1:6366" }
+}
+
+/**
+ * Why another user may change the config file at `configPath`, as mneme judges it (its
+ * `config::read`): a symbolic link on the way that user made, the file theirs or one every user
+ * may write, or a folder above it theirs or one every user may write in that is not sticky.
+ * Root's are trusted. "" when none may (or the file is not there).
+ */
+function othersMayChange(configPath: string): string {
+  const me = process.geteuid?.() ?? -1
+  const foreign = (uid: number) => uid !== me && uid !== 0
+  let walked = "/"
+  for (const part of configPath.split("/").filter(Boolean)) {
+    walked = join(walked, part)
+    let st
+    try {
+      st = lstatSync(walked)
+    } catch {
+      return ""
+    }
+    if (st.isSymbolicLink() && foreign(st.uid)) return `it is reached through ${walked}, a symbolic link another user made`
+  }
+  let real: string
+  try {
+    real = realpathSync(configPath)
+  } catch {
+    return ""
+  }
+  const st = statSync(real)
+  if (foreign(st.uid)) return "it belongs to another user"
+  if (st.mode & 0o002) return "every user may write it"
+  for (let folder = dirname(real); ; folder = dirname(folder)) {
+    const f = statSync(folder)
+    if (foreign(f.uid)) return `its folder ${folder} belongs to another user`
+    if (f.mode & 0o002 && !(f.mode & 0o1000)) return `every user may write in its folder ${folder}`
+    if (folder === dirname(folder)) return ""
+  }
 }
 
 /**

@@ -426,7 +426,7 @@ test("an undo (the messages after the one reverted to gone) is told as a rewind;
 })
 
 test("without MNEME_URL the daemon is found where mneme's config and pidfile say", async () => {
-  const { mkdirSync, writeFileSync } = await import("node:fs")
+  const { mkdirSync, rmSync, writeFileSync } = await import("node:fs")
   const { join } = await import("node:path")
   const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { session_id: "found" } } : null)
   await withFakeDaemon(answer, async (dir, got) => {
@@ -459,5 +459,26 @@ test("without MNEME_URL the daemon is found where mneme's config and pidfile say
     writeFileSync(join(dir, "data", "mneme.pid"), `999999999\n127.0.0.1:${port}\n`)
     await created("?stale", "by-stale")
     assert.ok(!got.some((g) => g.body?.session_id === "by-stale"), "went to the address of a daemon that is gone")
+    // A config file another user may change is not read, as mneme reads it not: its address and
+    // storage.dir chose the daemon the conversation went to (review64 #1). The defaults stand.
+    const { chmodSync, chownSync } = await import("node:fs")
+    writeFileSync(config, `[server]\nlisten = "127.0.0.1:${port}"\n\n[storage]\ndir = "data"\n`)
+    rmSync(join(dir, "data", "mneme.pid"), { force: true })
+    await created("?own", "by-own")
+    assert.ok(got.some((g) => g.body?.session_id === "by-own"), JSON.stringify(got))
+    chmodSync(config, 0o666)
+    await created("?writable", "by-writable")
+    assert.ok(!got.some((g) => g.body?.session_id === "by-writable"), "read a config file every user may write")
+    chmodSync(config, 0o644)
+    if (process.geteuid?.() === 0) {
+      chownSync(config, 65534, 65534)
+      await created("?foreign", "by-foreign")
+      assert.ok(!got.some((g) => g.body?.session_id === "by-foreign"), "read another user's config file")
+      chownSync(config, 0, 0)
+    }
+    chmodSync(dir, 0o777)
+    await created("?folder", "by-folder")
+    assert.ok(!got.some((g) => g.body?.session_id === "by-folder"), "read a config file in a folder every user may write in")
+    chmodSync(dir, 0o700)
   })
 })
