@@ -846,11 +846,20 @@ impl Store {
     /// Memory count and size on disk.
     pub fn stats(&self) -> rusqlite::Result<Stats> {
         let memories: i64 = self.conn.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
-        let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
-        let page_size: i64 = self.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        let wal = self.conn.path().and_then(|p| std::fs::metadata(format!("{p}-wal")).ok()).map_or(0, |m| m.len());
         let passages: i64 = self.conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0))?;
-        Ok(Stats { memories: memories as u64, bytes: (pages * page_size) as u64 + wal, passages: passages as u64 })
+        // The files' lengths: `page_count` counts the pages still only in the WAL too, so with the
+        // WAL's length added they were counted twice, and the size fell to a third at the next
+        // checkpoint with nothing deleted (review65 #4).
+        let on_disk = |path: &str| std::fs::metadata(path).map_or(0, |m| m.len());
+        let bytes = match self.conn.path().filter(|p| !p.is_empty()) {
+            Some(path) => on_disk(path) + on_disk(&format!("{path}-wal")),
+            None => {
+                let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+                let page_size: i64 = self.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+                (pages * page_size) as u64
+            }
+        };
+        Ok(Stats { memories: memories as u64, bytes, passages: passages as u64 })
     }
 
     /// The underlying connection (benchmarks compare against a bare FTS5 query on it).
