@@ -175,7 +175,7 @@ function trip() {
   } catch {
     // No storage dir here: the breaker only lives in this process.
   }
-  skipUntil = Date.now() + COOLDOWN_MS
+  skipUntil = performance.now() + COOLDOWN_MS
 }
 
 function closeBreaker() {
@@ -185,7 +185,11 @@ function closeBreaker() {
   rmSync(BREAKER, { force: true })
 }
 
-/** When this process may talk to the daemon again after a timeout (0: now). */
+/**
+ * When this process may talk to the daemon again after a timeout (0: now), on the monotonic
+ * clock: on the wall clock, one set back two hours kept the plugin off a healthy daemon for two
+ * hours, every recall and retain skipped without a word (review63 #6).
+ */
 let skipUntil = 0
 /** Whether the shared breaker file may be set (checked once a process, then kept up to date). */
 let tripped = breakerOpen()
@@ -194,10 +198,10 @@ let tripped = breakerOpen()
 class Budget {
   private readonly end: number
   constructor(ms: number) {
-    this.end = Date.now() + ms
+    this.end = performance.now() + ms
   }
   left(): number {
-    return this.end - Date.now()
+    return this.end - performance.now()
   }
 }
 
@@ -291,7 +295,7 @@ async function send(
   body?: unknown,
 ): Promise<{ ok: boolean; json: any } | null> {
   const left = budget.left()
-  if (left <= 0 || Date.now() < skipUntil) return null
+  if (left <= 0 || performance.now() < skipUntil) return null
   if (tripped && breakerOpen()) return null
   try {
     const tok = token() ?? ""

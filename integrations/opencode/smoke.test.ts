@@ -127,6 +127,35 @@ test("a recall waits for a daemon that gives a slow backend its recall.timeout",
   })
 })
 
+test("a clock set back after a timeout does not keep the plugin off the daemon", async () => {
+  // The cooldown after a timeout runs on the monotonic clock: on the wall clock, one set back two
+  // hours kept the plugin off a healthy daemon for two hours (review63 #6).
+  let first = true
+  const answer = (got: Got) => {
+    if (got.url !== "/v1/sessions") return null
+    const delayMs = first ? 1500 : 0
+    first = false
+    return { json: { session_id: got.body?.session_id }, delayMs }
+  }
+  await withFakeDaemon(answer, async (_dir, got) => {
+    process.env.MNEME_HOOK_TIMEOUT_MS = "300"
+    process.env.MNEME_COOLDOWN_MS = "400"
+    const realNow = Date.now
+    try {
+      const { MnemePlugin } = await import(MODULE + "?clock")
+      const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+      await hooks.event({ event: { type: "session.created", properties: { info: { id: "timed-out" } } } })
+      Date.now = () => realNow() - 2 * 3600 * 1000
+      await new Promise((r) => setTimeout(r, 600))
+      await hooks.event({ event: { type: "session.created", properties: { info: { id: "after" } } } })
+      assert.ok(got.some((g) => g.body?.session_id === "after"), JSON.stringify(got))
+    } finally {
+      Date.now = realNow
+      delete process.env.MNEME_COOLDOWN_MS
+    }
+  })
+})
+
 test("what the plugin sends: the parent asked of opencode, the user's words only, private spans kept closed, history off the budget", async () => {
   const { existsSync, readFileSync, writeFileSync } = await import("node:fs")
   const { join } = await import("node:path")
