@@ -110,7 +110,8 @@ impl HindsightApi {
         self.sessions.settings()
     }
 
-    /// Now and then, forgets operation ids older than [`OPERATION_KEPT_FOR`] (in the background).
+    /// Now and then, forgets operation ids older than [`OPERATION_KEPT_FOR`] (in the background),
+    /// but not while their bank has retains queued.
     fn forget_old_operations(&self) {
         if !self.operations_kept.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP_OPERATIONS_EVERY) {
             return;
@@ -118,7 +119,7 @@ impl HindsightApi {
         let spool = self.spool.clone();
         let before = mneme_core::time::unix_seconds(SystemTime::now()).saturating_sub(OPERATION_KEPT_FOR.as_secs());
         tokio::spawn(async move {
-            if let Err(e) = spool.forget_records_older_than(OPERATION, before).await {
+            if let Err(e) = spool.forget_records_older_than_unless_queued(OPERATION, before).await {
                 tracing::warn!("forgetting old Hindsight operation ids: {e}");
             }
         });

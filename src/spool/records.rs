@@ -107,6 +107,25 @@ impl Spool {
         .await
     }
 
+    /// As [`Spool::forget_records_older_than`], but keeping those whose JSON `bank` still has
+    /// items waiting: a client's operation id, forgotten while its retain was still queued (a
+    /// week's outage, one start with the clock ahead), let a resend be queued again, and stored
+    /// twice (review63 #7).
+    pub async fn forget_records_older_than_unless_queued(
+        &self,
+        kind: &'static str,
+        before: u64,
+    ) -> Result<usize, SpoolError> {
+        self.call(move |t| {
+            t.execute(
+                "DELETE FROM records WHERE kind = ? AND json_extract(record, '$.at') < ?
+                 AND NOT EXISTS (SELECT 1 FROM items WHERE items.bank = json_extract(records.record, '$.bank'))",
+                params![kind, before as i64],
+            )
+        })
+        .await
+    }
+
     /// Replaces the records of `kind` whose JSON `at` is before `before` with records of `into`
     /// under the same keys, whose text `change` makes from theirs, in one transaction; how many.
     pub async fn move_records_older_than(

@@ -86,6 +86,20 @@ async fn items_kept_once_are_appended_with_their_record_and_not_again() {
     assert_eq!(spool.record("op", "k1").await.unwrap(), None);
 }
 
+/// An operation's record outlives its age while its bank has items waiting (review63 #7).
+#[tokio::test]
+async fn records_of_a_bank_with_items_waiting_are_kept_past_their_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let item = mneme_core::MemoryItem::new("one", "one", "2026-01-01T00:00:00.000Z");
+    let once = OnceRecord { kind: "op", key: "k1".into(), record: "{\"bank\": \"b\", \"at\": 100}".into() };
+    spool.append_once("s", "b", vec![item], once).await.unwrap();
+    assert_eq!(spool.forget_records_older_than_unless_queued("op", 101).await.unwrap(), 0, "its items wait");
+    let batch = spool.next_batch("s", 10).await.unwrap().items;
+    spool.delivered("s", batch[0].batch_id.as_deref().unwrap(), batch[0].seq..=batch[0].seq).await;
+    assert_eq!(spool.forget_records_older_than_unless_queued("op", 101).await.unwrap(), 1);
+}
+
 /// After `erase_traces` (a forget, a clear), the text of a delivered item is in no file: a
 /// long item's overflow pages went to the free list with their text (`secure_delete = FAST`
 /// zeroed rows, not freed pages), and the checkpoint copied them into spool.db.

@@ -878,7 +878,9 @@ async fn a_forget_waits_for_another_process_writing_the_store() {
 #[tokio::test]
 async fn the_size_said_is_the_size_on_disk() {
     let (d, b) = open();
-    let items = (0..30).map(|i| item(&i.to_string(), &format!("note {i} {}", "about otters ".repeat(120)), &[], MemoryType::World, None));
+    let items = (0..30).map(|i| {
+        item(&i.to_string(), &format!("note {i} {}", "about otters ".repeat(120)), &[], MemoryType::World, None)
+    });
     b.retain(&scope("bank"), &RetainBatch { id: "b".into(), items: items.collect() }).await.unwrap();
     let said = b.status().await.storage_bytes.unwrap();
     let len = |name: &str| std::fs::metadata(d.path().join(name)).map_or(0, |m| m.len());
