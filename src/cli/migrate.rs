@@ -346,7 +346,7 @@ fn summary(plan: &Plan, c: &Copied) -> String {
             n => format!("their {n} documents"),
         };
         resumed.push_str(&format!(
-            " ({} more read and left out: {} holds a newer version of {documents})",
+            " ({} more read and left out: {} holds a version of {documents} dated later)",
             c.kept_newer_memories, plan.to
         ));
     }
@@ -625,7 +625,7 @@ mod tests {
         assert_eq!(copied.kept_newer, 1);
         assert_eq!(
             summary(&plan, &copied),
-            "Copied 2 memories from local to local (1 more read and left out: local holds a newer version of its document); done."
+            "Copied 2 memories from local to local (1 more read and left out: local holds a version of its document dated later); done."
         );
         let on_target: Vec<String> =
             target.export(Some("b"), None, 100).await.unwrap().memories.into_iter().map(|m| m.content).collect();
