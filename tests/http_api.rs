@@ -433,8 +433,30 @@ async fn memory_off_stores_nothing() {
     d.start_session("s", "/x/y").await;
     let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "anything"}]})).await;
     assert_eq!((status, v), (200, json!({"queued": 0, "message": "Memory is off: nothing was stored."})));
+    // Said as off, not as nothing found (review65 #3).
     let (_, v) = d.post("/v1/sessions/s/recall", json!({"query": "anything"})).await;
-    assert_eq!(v["message"], "No relevant memories found.");
+    assert_eq!(v["message"], "Memory is off: nothing was recalled.");
+    // The MCP server's instructions promise no memory (review65 #1).
+    let r = d
+        .http
+        .post(d.url("/mcp"))
+        .bearer_auth(&d.token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        .send()
+        .await
+        .unwrap();
+    let body = r.text().await.unwrap();
+    assert!(body.contains("Memory is off") && !body.contains("persists across sessions"), "{body}");
+    // A clear deletes nothing stored, and does not exit as if it had (review65 #5); an export
+    // is not called one cut short (review65 #2).
+    let out = d.cli().args(["clear", "--all", "--yes"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no stored memory was deleted"));
+    let out = d.cli().args(["export"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("nothing was exported") && !err.contains("incomplete"), "{err}");
     let (_, v) = d.get("/v1/sessions/s/instructions").await;
     assert_eq!(v["markdown"], Value::Null);
     let (status, _) = d.post("/v1/sessions/s/reflect", json!({"query": "q"})).await;

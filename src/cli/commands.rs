@@ -188,6 +188,11 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             let cleared = client.post("/v1/clear", &Clear { session_id: session, all, remote }).await;
             let v: Cleared = cleared.map_err(|e| of_the_command_line_for(e, given.as_deref(), CLEAR_HINT))?;
             show(as_json, &v, v.message.clone());
+            // Said, and not a success: `mneme clear --all --yes && echo wiped` took a clear that
+            // deleted nothing stored for one that did (review65 #5).
+            if v.memory_off {
+                return Ok(ExitCode::FAILURE);
+            }
         }
         Command::Forget { id, bank, document } => {
             return super::browse::forget(&client, super::browse::ForgetTarget { id, bank, document }, as_json).await;

@@ -73,10 +73,16 @@ pub(super) async fn export(
         // Counted as they went into the output's buffer: exact once it is flushed; where the
         // output refuses (a full disk), some of them may never have reached it.
         (Err(e), _) => {
+            let flushed = out.flush().is_ok();
+            // Nothing came out (the backend refused the first page: memory is off): not an
+            // export cut short that the same command again completes (review65 #2).
+            if lines == 0 && flushed {
+                return Err(e.with_note("; nothing was exported"));
+            }
             let noun = if lines == 1 { "memory was" } else { "memories were" };
-            let how_many = match out.flush() {
-                Ok(()) => format!("{lines} {noun} written before that"),
-                Err(_) => format!("at most {lines} {noun} written before that, the last perhaps cut"),
+            let how_many = match flushed {
+                true => format!("{lines} {noun} written before that"),
+                false => format!("at most {lines} {noun} written before that, the last perhaps cut"),
             };
             return Err(e.with_note(&format!(
                 "; the export is incomplete: {how_many} (the same command again writes them all)"

@@ -410,11 +410,15 @@ pub struct Cleared {
     pub discarded: u64,
     /// One line for the user.
     pub message: String,
+    /// Memory was off: no store was open, so none of what it holds was deleted (only what was
+    /// queued). Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memory_off: bool,
 }
 
 impl From<crate::session::ClearOutcome> for Cleared {
     fn from(c: crate::session::ClearOutcome) -> Self {
-        Cleared { deleted: c.deleted, discarded: c.discarded, message: c.message }
+        Cleared { deleted: c.deleted, discarded: c.discarded, message: c.message, memory_off: c.memory_off }
     }
 }
 

@@ -28,6 +28,8 @@ pub struct ClearOutcome {
     pub discarded: u64,
     /// One line for the user.
     pub message: String,
+    /// Memory was off: no store was open, so none of what it holds was deleted.
+    pub memory_off: bool,
 }
 
 impl Sessions {
@@ -213,7 +215,8 @@ impl Sessions {
         }
         // Deleting memories is announced, so every plugin's status line sees it.
         self.inner.notices.emit(Level::Info, backend.id().as_str(), req.session_id.as_deref(), message.clone()).await;
-        Ok(ClearOutcome { deleted: report.deleted, discarded, message })
+        let memory_off = !backend.capabilities().stores;
+        Ok(ClearOutcome { deleted: report.deleted, discarded, message, memory_off })
     }
 }
 

@@ -45,7 +45,7 @@ pub use auto::TurnEnd;
 pub use block::memory_block;
 pub use clean::{clean as clean_text, clean_imported_all, clean_imported_each, clean_within, is_command_echo};
 pub use clear::{ClearOutcome, ClearRequest, HeldTurns};
-pub use guide::{guide, Behaviour};
+pub use guide::{guide, Behaviour, OFF_GUIDE};
 pub use placement::fingerprint;
 use record::{Ended, ENDED_RECORD, LONG_AGO_KEPT, LONG_AGO_RECORD};
 pub use record::{PendingRetain, Session, StoredPart, SESSION_FORMAT};
@@ -768,6 +768,11 @@ impl Sessions {
                 FlushReport::default()
             }
         }
+    }
+
+    /// Whether the backend in force stores memories (not `off`).
+    pub fn memory_is_on(&self) -> bool {
+        self.backend().capabilities().stores
     }
 
     fn backend(&self) -> Arc<dyn mneme_core::MemoryBackend> {

@@ -13,6 +13,10 @@ use crate::queue::NewItem;
 /// The answer to a retain when memory is off.
 pub const OFF_MESSAGE: &str = "Memory is off: nothing was stored.";
 
+/// What the recall tool says while memory is off: not "No relevant memories found.", which an
+/// agent (or a user who forgot the switch) took for memories gone (review65 #3).
+pub const OFF_RECALL_MESSAGE: &str = "Memory is off: nothing was recalled.";
+
 /// What a retain did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Retained {
@@ -84,6 +88,9 @@ impl Sessions {
         let budget = self.settings().recall.max_tokens.saturating_mul(4);
         // A message within the bound, or none (a budget of a few tokens).
         let within = |message: &str| if budget_units(message) <= budget { message.to_owned() } else { String::new() };
+        if !self.backend().capabilities().stores {
+            return Ok(RecallAnswer { results: Vec::new(), message: within(OFF_RECALL_MESSAGE) });
+        }
         // Asked even when no result could fit: the agent is told whether nothing fits or nothing
         // was found.
         let room = budget.saturating_sub(budget_units(&heading(100)));

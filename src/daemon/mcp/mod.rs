@@ -338,9 +338,12 @@ impl ServerHandler for MemoryTools {
     fn get_info(&self) -> ServerConfig {
         // The library's default names the library ("rmcp").
         let me = rmcp::model::Implementation::new("mneme", env!("CARGO_PKG_VERSION")).with_title("mneme memory");
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(me)
-            .with_instructions(crate::session::guide(None, crate::session::Behaviour::of(&self.sessions.settings())))
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(me).with_instructions(
+            match self.sessions.memory_is_on() {
+                true => crate::session::guide(None, crate::session::Behaviour::of(&self.sessions.settings())),
+                false => crate::session::OFF_GUIDE.to_owned(),
+            },
+        )
     }
 }
 
