@@ -363,11 +363,22 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
+/// "healthy", "UNREACHABLE" for a Hindsight server that did not answer, else "UNHEALTHY": one
+/// that answered (it gave its version) but refuses the token, or a local store failing its
+/// check, was called unreachable (review64 #5).
+fn health_word(b: &mneme_core::BackendStatus) -> &'static str {
+    match b.healthy {
+        true => "healthy",
+        false if b.backend == mneme_core::BackendId::Hindsight && b.version.is_none() => "UNREACHABLE",
+        false => "UNHEALTHY",
+    }
+}
+
 fn human_status(s: &Status) -> String {
     let up = s.uptime_seconds;
     let uptime = format!("{}h {}m {}s", up / 3600, up / 60 % 60, up % 60);
     let b = &s.backend;
-    let mut backend = format!("{} ({})", b.backend, if b.healthy { "healthy" } else { "UNREACHABLE" });
+    let mut backend = format!("{} ({})", b.backend, health_word(b));
     if let Some(v) = &b.version {
         backend.push_str(&format!(", server {v}"));
     }
@@ -494,6 +505,20 @@ mod tests {
             embedding_line(&e("ready", 255)),
             "\nsemantic: ready (builtin:m), 255 of 510 passages embedded (50%)"
         );
+    }
+
+    #[test]
+    fn a_server_that_answers_is_unhealthy_not_unreachable() {
+        let status = |backend: &str, healthy: bool, version: Option<&str>| -> mneme_core::BackendStatus {
+            serde_json::from_value(
+                serde_json::json!({"backend": backend, "healthy": healthy, "detail": null, "version": version}),
+            )
+            .unwrap()
+        };
+        assert_eq!(health_word(&status("hindsight", false, None)), "UNREACHABLE");
+        assert_eq!(health_word(&status("hindsight", false, Some("1.1.0"))), "UNHEALTHY");
+        assert_eq!(health_word(&status("local", false, None)), "UNHEALTHY");
+        assert_eq!(health_word(&status("local", true, None)), "healthy");
     }
 
     #[test]

@@ -297,12 +297,11 @@ async fn banks_to_copy(
         }
         let first = source.export(Some(bank), None, 1).await;
         if first.is_ok_and(|page| page.memories.is_empty()) {
-            let names =
-                source.banks().await.map(|l| l.into_iter().map(|b| b.bank).collect()).map_err(|e| e.to_string());
+            let banks = source.banks().await.map_err(|e| e.to_string());
             return Err(CliError::Other(format!(
                 "no bank {bank:?} in {} holds memories ({}); nothing was copied",
                 plan.from,
-                super::transfer::banks_held(names)
+                super::transfer::banks_held(banks)
             )));
         }
         return Ok(vec![Some(bank.clone())]);

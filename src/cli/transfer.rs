@@ -137,12 +137,15 @@ pub(super) async fn known_bank(client: &Client, bank: &str) -> Result<(), CliErr
         return Ok(());
     }
     let listed = client.get::<crate::daemon::api::BankList>("/v1/banks").await;
-    let names = listed.map(|l| l.banks.into_iter().map(|b| b.bank).collect()).map_err(|e| e.to_string());
-    Err(CliError::Other(format!("no bank {bank:?} holds memories ({}); nothing was exported", banks_held(names))))
+    let banks = listed.map(|l| l.banks).map_err(|e| e.to_string());
+    Err(CliError::Other(format!("no bank {bank:?} holds memories ({}); nothing was exported", banks_held(banks))))
 }
 
-/// "those that do: a, b" (sorted), "there are none", or why they could not be listed.
-pub(super) fn banks_held(names: Result<Vec<String>, String>) -> String {
+/// "those that do: a, b" (sorted), "there are none", or why they could not be listed. A bank
+/// listed with no memories (a Hindsight server keeps a cleared one) is not among them: the bank
+/// said to hold none was named among those that do (review64 #4).
+pub(super) fn banks_held(banks: Result<Vec<mneme_core::BankCount>, String>) -> String {
+    let names = banks.map(|l| l.into_iter().filter(|b| b.memories != Some(0)).map(|b| b.bank).collect::<Vec<_>>());
     match names {
         Err(why) => format!("the banks could not be listed: {why}"),
         Ok(names) if names.is_empty() => "there are none".to_owned(),
@@ -460,6 +463,15 @@ impl<R: BufRead> BoundedLines<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bank listed with no memories is not among those that hold some (review64 #4).
+    #[test]
+    fn banks_with_no_memories_are_not_said_to_hold_some() {
+        let bank = |bank: &str, memories: Option<u64>| mneme_core::BankCount { bank: bank.into(), memories };
+        let listed = Ok(vec![bank("cleared", Some(0)), bank("b", Some(2)), bank("a", None)]);
+        assert_eq!(banks_held(listed), "those that do: a, b");
+        assert_eq!(banks_held(Ok(vec![bank("cleared", Some(0))])), "there are none");
+    }
 
     fn memory(id: &str, bank: &str, document: Option<&str>) -> StoredMemory {
         StoredMemory {
