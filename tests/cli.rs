@@ -447,6 +447,22 @@ fn a_request_over_the_body_limit_is_refused_with_its_key() {
     assert!(stderr.contains("server.max_body_bytes = 4096") && stderr.contains("nothing was sent"), "{stderr}");
 }
 
+/// The limit is the running daemon's, not the config file's edited since (it waits for a
+/// restart): lowered in the file, a request the daemon takes was refused as one it would not
+/// (review64 #3); raised there, it is still refused before it is sent.
+#[test]
+fn the_body_limit_is_the_running_daemons() {
+    let d = Daemon::start("[server]\nmax_body_bytes = 65536\n");
+    std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 2048\n").unwrap();
+    let out = d.cli().args(["retain", "-"]).write_stdin("word ".repeat(700)).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 1048576\n").unwrap();
+    let out = d.cli().args(["retain", "-"]).write_stdin("word ".repeat(20_000)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("server.max_body_bytes = 65536") && stderr.contains("nothing was sent"), "{stderr}");
+}
+
 /// Standard input and an import's lines are read no further than the daemon's body limit:
 /// read without a bound, `retain -`, `recall -` and `import` of `/dev/zero` grew the CLI by a
 /// gigabyte a second until the OOM killer came. (Run under a 2 GB address-space limit, and

@@ -62,6 +62,12 @@ fn pidfile_line(pid_path: &Path, n: usize) -> Option<String> {
 }
 
 impl Client {
+    /// The largest request body the daemon takes (its own word; the config's from a daemon
+    /// before it said).
+    pub fn max_body(&self) -> usize {
+        self.max_body
+    }
+
     /// Whether the daemon counts a custom slash command the hooks keep as a turn (one started
     /// before session format 2 and still running after its binary was replaced does not).
     pub fn counts_command_turns(&self) -> bool {
@@ -224,7 +230,7 @@ impl Client {
             http,
             base,
             token,
-            max_body: settings.server.max_body_bytes,
+            max_body: health.max_body_bytes.unwrap_or(settings.server.max_body_bytes),
             session_format: health.session_format,
             fresh: std::sync::atomic::AtomicBool::new(true),
         })

@@ -135,7 +135,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             }
         }
         Command::Retain { session, context, text } => {
-            let text = or_stdin(text, settings.server.max_body_bytes)?;
+            let text = or_stdin(text, client.max_body())?;
             if mneme_core::text::is_blank(&text) {
                 return Err(CliError::Other("nothing to retain: the text is blank".into()));
             }
@@ -147,7 +147,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             show(as_json, &v, v.message.clone());
         }
         Command::Recall { session, query } => {
-            let query = or_stdin(query, settings.server.max_body_bytes)?;
+            let query = or_stdin(query, client.max_body())?;
             let given = session.clone();
             let id = cli_session(&client, session).await?;
             let answer = client.post(&session_path(&id, "recall"), &Recall { query }).await;

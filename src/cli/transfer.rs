@@ -318,11 +318,12 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     let read = memories.len();
     let memories = crate::session::clean_imported_each(&settings, memories, |l| &mut l.memory);
     let cleaned_away = read - memories.len();
-    // Each request within the daemon's body limit, less the request's own JSON around the memories.
-    let most = settings.server.max_body_bytes.saturating_sub(64);
+    let client = Client::connect(&settings).await?;
+    // Each request within the running daemon's body limit (not the file's, edited since), less
+    // the request's own JSON around the memories.
+    let most = client.max_body().saturating_sub(64);
     let limit = ChunkLimit { items: IMPORT_CHUNK, bytes: Some(most) };
     let chunks = sized_chunks_of_whole_documents(memories, limit);
-    let client = Client::connect(&settings).await?;
     // The local store takes a document's memories in several imports (they join it): one
     // larger than a request (grown by appends) goes in parts. Hindsight replaces a document with
     // what one request holds of it.
@@ -342,7 +343,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
             return Err(CliError::Other(format!(
                 "{}: {what} is {size} bytes, more than the daemon takes in one request (server.max_body_bytes = {}); raise it and restart the daemon. Nothing was imported.",
                 file.display(),
-                settings.server.max_body_bytes
+                client.max_body()
             )));
         }
     }

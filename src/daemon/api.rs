@@ -81,6 +81,11 @@ pub struct Health {
     /// (0) from a daemon before: the hooks then leave commands out.
     #[serde(default)]
     pub session_format: u32,
+    /// The largest request body the running daemon takes (`server.max_body_bytes` as it
+    /// started): a client sizes its requests by it, not by a config file edited since, whose
+    /// value waits for a restart (review64 #3). Absent from a daemon before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<usize>,
 }
 
 /// The proof of holding `token` for `challenge`, answered at `address` (see

@@ -81,6 +81,7 @@ pub async fn health(
         proof,
         address_proof,
         session_format: crate::session::SESSION_FORMAT,
+        max_body_bytes: Some(s.max_body_bytes),
     }))
 }
 
