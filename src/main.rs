@@ -83,11 +83,17 @@ fn main() -> ExitCode {
             .with_current_span(false)
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
+            .log_internal_errors(false)
             .init(),
         Ok("") | Ok("text") | Err(_) => {
             // Colour only for a person at a terminal: a file or a service manager gets plain text.
             let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(ansi)
+                .with_writer(std::io::stderr)
+                .log_internal_errors(false)
+                .init();
         }
         Ok(other) => {
             eprintln!("mneme: MNEME_LOG_FORMAT={other:?} is not a log format: use \"text\" (the default) or \"json\"");
@@ -95,7 +101,12 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             // A hook inherits the agent's environment: it logs as text rather than block.
-            tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(std::io::stderr)
+                .log_internal_errors(false)
+                .init();
         }
     }
     mneme::cli::run(cli)

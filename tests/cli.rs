@@ -347,6 +347,54 @@ fn binding_a_non_loopback_address_needs_allow_remote() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("server.allow_remote"));
 }
 
+/// With nothing left to read its log (a pipe to a log shipper that went away), the daemon still
+/// answers and stops: each log line's failed write was reported with `eprintln!`, which panicked
+/// on the broken pipe and took the task that logged with it (the signal's watcher, a reload), so
+/// SIGTERM no longer stopped it (review64 #7).
+#[test]
+fn a_daemon_whose_log_reader_went_away_still_reloads_and_stops() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[server]\nlisten = \"127.0.0.1:0\"\n").unwrap();
+    let mut child = std::process::Command::new(common::bin())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .envs(common::env_for(dir.path()))
+        .env("MNEME_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(dir.path().join("data/mneme.pid")).is_ok_and(|p| p.lines().count() > 1) {
+        assert!(std::time::Instant::now() < deadline, "the daemon did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let cli = || {
+        let mut c = assert_cmd::Command::new(common::bin());
+        c.env("MNEME_CONFIG", &config).env("MNEME_LOG", "error").envs(common::env_for(dir.path()));
+        c
+    };
+    cli().args(["reload"]).assert().success();
+    cli().args(["retain", "kept through a broken log"]).assert().success();
+    common::unsafe_kill(child.id(), "TERM");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("SIGTERM did not stop a daemon whose log reader went away");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    assert_eq!(common::stored_count(&dir.path().join("data/memories.db"), "kept through a broken log"), 1);
+}
+
 #[test]
 fn sigterm_and_sigint_drain_the_queue_before_exit() {
     for signal in ["TERM", "INT"] {
