@@ -89,6 +89,14 @@ async fn per_project_scoping_writes_to_the_projects_bank() {
     d.post("/v1/sessions/t/retain", json!({"items": [{"content": "beaver uses postgres"}]})).await;
     d.post("/v1/flush", json!({})).await;
     assert_eq!(wait_bank(&url, &format!("{base}-beaver"), 1).await, vec!["beaver uses postgres"]);
+    // An export without --bank holds every project's bank, as the clear below deletes them: it
+    // held the base bank alone, and a backup taken first missed them all (review64 #12).
+    let out = d.cli().args(["export"]).output().unwrap();
+    let exported = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for fact in ["otter uses sqlite", "beaver uses postgres"] {
+        assert!(exported.contains(fact), "{fact} not exported: {exported}");
+    }
     let (status, v) = d.post("/v1/clear", json!({"all": true, "remote": true})).await;
     assert_eq!(status, 200, "{v}");
     for project in ["otter", "beaver"] {

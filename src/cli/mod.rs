@@ -122,7 +122,8 @@ pub enum Command {
     Reload,
     /// Write the stored memories as JSON lines (one memory a line) to standard output or a file.
     Export {
-        /// Only this bank (Hindsight: default the configured bank).
+        /// Only this bank (default: every bank; on Hindsight every bank of this configuration: the
+        /// configured bank, and under per-project scoping each project's).
         #[arg(long, value_name = "BANK")]
         bank: Option<String>,
         /// Write here instead of standard output.

@@ -37,7 +37,8 @@ pub(super) async fn export(
     output: Option<PathBuf>,
     as_json: bool,
 ) -> Result<ExitCode, CliError> {
-    let client = Client::connect(&load_client_settings(config)?.settings).await?;
+    let settings = load_client_settings(config)?.settings;
+    let client = Client::connect(&settings).await?;
     if let Some(bank) = &bank {
         known_bank(&client, bank).await?;
     }
@@ -58,7 +59,7 @@ pub(super) async fn export(
     let written = {
         let mut counted = CountedLines { inner: &mut out, lines: &mut lines };
         tokio::select! {
-            written = write_export(&client, bank, &mut counted) => written,
+            written = write_export(&client, &settings, bank, &mut counted) => written,
             Some(signal) = async { Some(stopped?.await) } => Err(CliError::Other(format!("stopped by {signal}"))),
         }
     };
@@ -164,19 +165,42 @@ pub(super) fn banks_held(banks: Result<Vec<mneme_core::BankCount>, String>) -> S
 /// the export is through, and what this export has not written yet is written; again, up to
 /// [`SWEEPS`] times, until a reading finds nothing new (as `mneme migrate` does). The local
 /// store's cursor is a sequence number: nothing is skipped, and it is read once.
-async fn write_export(client: &Client, bank: Option<String>, out: &mut dyn Write) -> Result<u64, CliError> {
+///
+/// Without a bank, a Hindsight server (read a bank at a time) gives every bank of this
+/// configuration, as `mneme clear --all --remote` and `migrate` take them: under `per-project`
+/// scoping each project's too. Only the base bank was written, with none of the projects'
+/// memories, and a backup taken before such a clear missed all that it deleted (review64 #12).
+async fn write_export(
+    client: &Client,
+    settings: &crate::config::Settings,
+    bank: Option<String>,
+    out: &mut dyn Write,
+) -> Result<u64, CliError> {
     let status: crate::daemon::api::Status = client.get("/v1/status").await?;
-    let sweeps = if status.backend.backend == mneme_core::BackendId::Hindsight { SWEEPS } else { 0 };
-    let mut written: HashSet<String> = HashSet::new();
-    // Hindsight lists a bank newest first: each document's memories are written oldest first.
-    let newest_first = status.backend.backend == mneme_core::BackendId::Hindsight;
-    let mut n = export_pass(client, bank.as_deref(), out, &mut written, newest_first).await?;
-    for _ in 0..sweeps {
-        let found = export_pass(client, bank.as_deref(), out, &mut written, newest_first).await?;
-        if found == 0 {
-            break;
+    let hindsight = status.backend.backend == mneme_core::BackendId::Hindsight;
+    let sweeps = if hindsight { SWEEPS } else { 0 };
+    let banks = match bank {
+        None if hindsight => {
+            let listed: crate::daemon::api::BankList = client.get("/v1/banks").await?;
+            crate::session::banks_of_configuration(settings, listed.banks.into_iter().map(|b| b.bank))
+                .into_iter()
+                .map(Some)
+                .collect()
         }
-        n += found;
+        bank => vec![bank],
+    };
+    let mut written: HashSet<String> = HashSet::new();
+    let mut n = 0;
+    for bank in &banks {
+        // Hindsight lists a bank newest first: each document's memories are written oldest first.
+        n += export_pass(client, bank.as_deref(), out, &mut written, hindsight).await?;
+        for _ in 0..sweeps {
+            let found = export_pass(client, bank.as_deref(), out, &mut written, hindsight).await?;
+            if found == 0 {
+                break;
+            }
+            n += found;
+        }
     }
     out.flush().map_err(write_failed)?;
     Ok(n)
