@@ -188,7 +188,14 @@ fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<Str
     // when there is an override.)
     let lines = if overrides.is_empty() { LineIndex::new("") } else { LineIndex::new(&text) };
     for (name, section, key) in overrides {
-        if let Some(line) = lines.exact_key(section, key) {
+        // Also where the file sets it under another name: `[hindsight]`'s synonyms of `[memory]`
+        // keys, and the legacy `[memories] enabled` for the backend (review64 #2).
+        let line = lines.exact_key(section, key).or_else(|| match (section, key) {
+            ("memory", "backend") => lines.exact_key("memories", "enabled"),
+            ("memory", key) if HINDSIGHT_SYNONYMS.contains(&key) => lines.exact_key("hindsight", key),
+            _ => None,
+        });
+        if let Some(line) = line {
             warnings.push(format!(
                 "{name} overrides {section}.{key} (line {line} of the file): edits of it in the file have no effect while it is set"
             ));

@@ -136,6 +136,19 @@ fn legacy_memories_enabled() {
     assert_eq!(load::parse(both, None).unwrap().memory.backend, BackendId::Local);
 }
 
+/// An override of a key the file sets under another name is said too: `[hindsight]`'s
+/// synonyms and the legacy `[memories] enabled` (review64 #2).
+#[test]
+fn an_override_of_a_key_set_under_another_name_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, "[hindsight]\nbank_id = \"fromfile\"\n\n[memories]\nenabled = false\n").unwrap();
+    let env = env_of(&[("HINDSIGHT_BANK_ID", "fromenv"), ("MNEME_MEMORY__BACKEND", "local")]);
+    let warnings = load(&path, &env).unwrap().warnings.join("\n");
+    assert!(warnings.contains("overrides memory.bank_id (line 2 of the file)"), "{warnings}");
+    assert!(warnings.contains("MNEME_MEMORY__BACKEND overrides memory.backend (line 5 of the file)"), "{warnings}");
+}
+
 #[test]
 fn environment_overrides_and_aliases() {
     let dir = tempfile::tempdir().unwrap();
