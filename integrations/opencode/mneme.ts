@@ -61,7 +61,7 @@ function mnemeSetup(): { dir: string; listen: string } {
     // change, which mneme's CLI and daemon refuse too: its storage.dir and server.listen chose
     // the daemon (and the token) the conversation went to, and another user's daemon holding
     // the token that user's folder held passed the proof.
-    if (!othersMayChange(configPath)) file = (globalThis as any).Bun?.TOML?.parse(readFileSync(configPath, "utf8")) ?? {}
+    if (!othersMayChange(configPath)) file = readConfig(readFileSync(configPath, "utf8"))
   } catch {}
   // As mneme resolves a path: $NAME and ${NAME} from the environment, a leading ~/ is the home,
   // a relative one is from the config's folder.
@@ -74,6 +74,31 @@ function mnemeSetup(): { dir: string; listen: string } {
   const dir = dirSet.trim() ? path(dirSet) : join(xdg("XDG_DATA_HOME", join(".local", "share")), "mneme")
   const listen = process.env.MNEME_SERVER__LISTEN || (typeof file?.server?.listen === "string" ? file.server.listen : "")
   return { dir, listen: listen || "127.0.0.1:6366" }
+}
+
+/**
+ * The config's TOML; with a syntax error elsewhere (an edit in progress), its `[server]` and
+ * `[storage]` sections read alone, as mneme's CLI and hooks read them: the whole file was
+ * ignored, and a daemon on another port or folder was not found.
+ */
+function readConfig(text: string): any {
+  const toml = (globalThis as any).Bun?.TOML
+  if (!toml) return {}
+  try {
+    return toml.parse(text) ?? {}
+  } catch {}
+  let inside = false
+  const kept: string[] = []
+  for (const line of text.split("\n")) {
+    const header = line.trim().match(/^\[\s*([^\]]*?)\s*\]/)
+    if (header) inside = header[1] === "server" || header[1] === "storage"
+    if (inside) kept.push(line)
+  }
+  try {
+    return toml.parse(kept.join("\n")) ?? {}
+  } catch {
+    return {}
+  }
 }
 
 /**

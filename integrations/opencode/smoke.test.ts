@@ -488,6 +488,11 @@ test("without MNEME_URL the daemon is found where mneme's config and pidfile say
     writeFileSync(join(dir, "data", "mneme.pid"), `999999999\n127.0.0.1:${port}\n`)
     await created("?stale", "by-stale")
     assert.ok(!got.some((g) => g.body?.session_id === "by-stale"), "went to the address of a daemon that is gone")
+    // A syntax error elsewhere in the file leaves its [server] and [storage] read, as mneme's
+    // CLI reads them: the whole file was ignored (review64 #13).
+    writeFileSync(config, `[server]\nlisten = "127.0.0.1:${port}"\n\n[storage]\ndir = "data"\n\n[recall]\ntimeout = "2s\n`)
+    await created("?broken", "by-broken")
+    assert.ok(got.some((g) => g.body?.session_id === "by-broken"), JSON.stringify(got))
     // A config file another user may change is not read, as mneme reads it not: its address and
     // storage.dir chose the daemon the conversation went to (review64 #1). The defaults stand.
     const { chmodSync, chownSync } = await import("node:fs")
