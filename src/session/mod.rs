@@ -47,7 +47,7 @@ pub use clean::{clean as clean_text, clean_imported_all, clean_imported_each, cl
 pub use clear::{ClearOutcome, ClearRequest, HeldTurns};
 pub use guide::{guide, Behaviour, OFF_GUIDE};
 pub use placement::fingerprint;
-use record::{Ended, ENDED_RECORD, LONG_AGO_KEPT, LONG_AGO_RECORD};
+use record::{Ended, ENDED_KEPT, ENDED_RECORD};
 pub use record::{PendingRetain, Session, StoredPart, SESSION_FORMAT};
 pub use scope::{banks_of_configuration, cwd_to_send, project_label, scope_for, MAX_LABEL_BYTES};
 pub use tools::{
@@ -116,17 +116,11 @@ fn unix_now() -> u64 {
     mneme_core::time::unix_seconds(SystemTime::now())
 }
 
-/// Ended sessions' records older than `before` are cut to what a resume needs past
-/// [`SESSION_TTL`] ([`Ended::long_ago`]), and those cut [`LONG_AGO_KEPT`] before that go.
-async fn keep_long_ago(spool: &Spool, before: u64) {
-    if let Err(e) =
-        spool.move_records_older_than(ENDED_RECORD, LONG_AGO_RECORD, before, Ended::long_ago_of_record).await
-    {
+/// Forgets the records of sessions that ended more than [`ENDED_KEPT`] ago.
+async fn forget_long_ended(spool: &Spool) {
+    let before = unix_now().saturating_sub(ENDED_KEPT.as_secs());
+    if let Err(e) = spool.forget_records_older_than(ENDED_RECORD, before).await {
         tracing::warn!("cannot forget old ended sessions: {e}");
-    }
-    let long_before = before.saturating_sub(LONG_AGO_KEPT.as_secs());
-    if let Err(e) = spool.forget_records_older_than(LONG_AGO_RECORD, long_before).await {
-        tracing::warn!("cannot forget sessions ended long ago: {e}");
     }
 }
 
@@ -223,14 +217,16 @@ impl Sessions {
         let cutoff = unix_now().saturating_sub(SESSION_TTL.as_secs());
         for (id, record) in spool.sessions().await? {
             match serde_json::from_str::<Session>(&record) {
-                Ok(s) if s.last_seen != 0 && s.last_seen < cutoff => expired.push(s),
                 Ok(s) => {
+                    if s.last_seen != 0 && s.last_seen < cutoff {
+                        expired.push(id.clone());
+                    }
                     map.insert(id, s);
                 }
                 Err(e) => tracing::warn!(session = id, "ignoring an unreadable saved session: {e}"),
             }
         }
-        keep_long_ago(&spool, unix_now().saturating_sub(SESSION_TTL.as_secs())).await;
+        forget_long_ended(&spool).await;
         // Format 1 counted no slash command as a turn: the next transcript is placed among its
         // commands (see `Session::commands_unseen`); format 0 knew less, see below.
         for s in map.values_mut().filter(|s| s.format < SESSION_FORMAT) {
@@ -256,17 +252,13 @@ impl Sessions {
         for id in earlier {
             sessions.go_on_in_a_part_of_its_own(&id).await?;
         }
-        for s in expired {
-            tracing::info!(
-                session = s.id,
-                "forgetting a session idle for more than {} days",
-                SESSION_TTL.as_secs() / 86400
-            );
-            if let Some(pending) = &s.pending {
-                sessions.queue_pending(&s, pending).await?;
+        for id in expired {
+            tracing::info!(session = id, "ending a session idle for more than {} days", SESSION_TTL.as_secs() / 86400);
+            // Ended, as one idle that long while the daemon runs is: started again, it goes on
+            // where it stopped.
+            if let Err(e) = sessions.end(&id, Delivery::Background).await {
+                tracing::warn!(session = id, "cannot end a session idle past the TTL: {e}");
             }
-            sessions.inner.spool.save_record(LONG_AGO_RECORD, &s.id, Ended::long_ago_of_session(&s)).await?;
-            sessions.inner.spool.delete_session(&s.id).await?;
         }
         Ok(sessions)
     }
@@ -442,12 +434,9 @@ impl Sessions {
         // A session started again under the id of one that ended goes on where it stopped.
         let ended: Ended = match self.get(&req.session_id) {
             Ok(_) => Ended::default(),
-            Err(_) => match self.inner.spool.record(ENDED_RECORD, &req.session_id).await? {
-                Some(record) => Some(record),
-                None => self.inner.spool.record(LONG_AGO_RECORD, &req.session_id).await?,
-            }
-            .and_then(|r| serde_json::from_str(&r).ok())
-            .unwrap_or_default(),
+            Err(_) => (self.inner.spool.record(ENDED_RECORD, &req.session_id).await?)
+                .and_then(|r| serde_json::from_str(&r).ok())
+                .unwrap_or_default(),
         };
         // Scoped under the settings in force now, not those read before the awaits above: a
         // reload in between re-scoped the sessions it found, and this one (or the parent whose
@@ -633,8 +622,20 @@ impl Sessions {
         let cutoff = unix_now().saturating_sub(SESSION_TTL.as_secs());
         let expired = |s: &Session| s.last_seen != 0 && s.last_seen < cutoff;
         let ids: Vec<String> = self.inner.map.locked().values().filter(|s| expired(s)).map(|s| s.id.clone()).collect();
-        let n = self.forget_idle(ids, expired).await;
-        keep_long_ago(&self.inner.spool, cutoff).await;
+        let mut n = 0;
+        for id in ids {
+            // Ended, not forgotten: one that comes back goes on where it stopped, as after an
+            // end. Forgotten whole, it began again at its first part, and a history compacted
+            // since replaced that document (review63 #4).
+            if self.get(&id).is_ok_and(|s| !expired(&s)) {
+                continue;
+            }
+            match self.end(&id, Delivery::Background).await {
+                Ok(_) => n += 1,
+                Err(e) => tracing::warn!(session = id, "cannot end a session idle past the TTL: {e}"),
+            }
+        }
+        forget_long_ended(&self.inner.spool).await;
         n
     }
 
@@ -683,31 +684,6 @@ impl Sessions {
             sessions.forget_least_recent(sessions.inner.max_sessions).await;
             sessions.inner.trimming.store(false, Ordering::SeqCst);
         });
-    }
-
-    /// Forgets the sessions `ids` that still are `gone` once their turn lock is held (one may
-    /// have come back meanwhile), their pending tail queued first. Returns how many.
-    async fn forget_idle(&self, ids: Vec<String>, gone: impl Fn(&Session) -> bool) -> usize {
-        let mut n = 0;
-        for id in ids {
-            let _turn = self.inner.turns.lock(&id).await;
-            let Some(s) = self.get(&id).ok().filter(|s| gone(s)) else { continue };
-            if let Some(pending) = &s.pending {
-                if let Err(e) = self.queue_pending(&s, pending).await {
-                    tracing::warn!(session = s.id, "cannot retain a forgotten session's last turns: {e}");
-                    continue;
-                }
-            }
-            if let Err(e) = self.inner.spool.save_record(LONG_AGO_RECORD, &id, Ended::long_ago_of_session(&s)).await {
-                tracing::warn!(session = id, "cannot keep where a forgotten session's documents go on: {e}");
-                continue;
-            }
-            if let Err(e) = self.forget_session(&id).await {
-                tracing::warn!(session = id, "cannot forget a session: {e}");
-            }
-            n += 1;
-        }
-        n
     }
 
     /// Queues the pending tail of every session idle for `idle` or longer; returns how many.

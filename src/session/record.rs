@@ -23,7 +23,7 @@ pub struct PendingRetain {
     pub sliced_from: Option<i64>,
 }
 
-/// What automatic retain knows of a session that ended, kept [`SESSION_TTL`] in case the
+/// What automatic retain knows of a session that ended, kept [`ENDED_KEPT`] in case the
 /// agent starts it again under the same id (a resumed conversation): its part and its turns'
 /// fingerprints, so its next transcript goes on where it stopped instead of replacing the part
 /// it retained first. No text: fingerprints only.
@@ -84,37 +84,11 @@ pub(super) struct Ended {
 
 pub(super) const ENDED_RECORD: &str = "ended_session";
 
-/// What is kept of a session once [`SESSION_TTL`] has passed since it ended (or since it was
-/// last seen, live), for [`LONG_AGO_KEPT`] more: an [`Ended`] made by [`Ended::long_ago`].
-pub(super) const LONG_AGO_RECORD: &str = "ended_session_long_ago";
-
-/// How long past [`SESSION_TTL`] a session's [`LONG_AGO_RECORD`] is kept: two years in all.
-pub(super) const LONG_AGO_KEPT: std::time::Duration = std::time::Duration::from_secs(700 * 24 * 3600);
-
-impl Ended {
-    /// What is kept of a session past [`SESSION_TTL`]: where its documents' names go on from,
-    /// and its scope, no fingerprints. Started again under its id, it goes on in a part of its
-    /// own, from nothing, so its next transcript is stored beside what it stored, never over it.
-    /// Forgotten whole, it began again at its first part, whose document a resumed history
-    /// replaced: compacted since, it no longer held the turns before the compaction, and they
-    /// were lost (review63 #4; also after one start with the clock a month ahead).
-    pub(super) fn long_ago(at: u64, part: u32, last_turn_document: u64, scope: Option<Scope>) -> Ended {
-        Ended { at, part: part.saturating_add(1), last_turn_document, scope, ..Ended::default() }
-    }
-
-    /// [`Ended::long_ago`] of a record of this kind ([`ENDED_RECORD`]'s text).
-    pub(super) fn long_ago_of_record(record: &str) -> String {
-        let ended: Ended = serde_json::from_str(record).unwrap_or_default();
-        let kept = Ended::long_ago(ended.at, ended.part, ended.last_turn_document, ended.scope);
-        serde_json::to_string(&kept).expect("plain data serializes")
-    }
-
-    /// [`Ended::long_ago`] of a live session forgotten idle.
-    pub(super) fn long_ago_of_session(s: &Session) -> String {
-        let kept = Ended::long_ago(s.last_seen, s.part, s.last_turn_document, Some(s.scope.clone()));
-        serde_json::to_string(&kept).expect("plain data serializes")
-    }
-}
+/// How long an ended session's record is kept, so that one started again under its id goes on
+/// where it stopped: two years. (30 days, once: a session resumed later, its history
+/// compacted since, began again at its first part and replaced that document, and the turns
+/// before the compaction were lost; review63 #4.)
+pub(super) const ENDED_KEPT: std::time::Duration = std::time::Duration::from_secs(730 * 24 * 3600);
 
 /// A session as persisted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

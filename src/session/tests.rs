@@ -115,10 +115,10 @@ async fn idle_sessions_are_forgotten_at_start_and_their_tail_retained() {
     assert_eq!(r.queue.flush("old").await.delivered, 1, "the forgotten session's tail was queued");
 }
 
-/// A session resumed past [`SESSION_TTL`] (its record cut to what is kept long ago), its
-/// history compacted since, stores what follows beside what it stored: its first document kept
-/// the turns before the compaction, which the resume replaced (review63 #4). So does one
-/// forgotten live, idle that long.
+/// A session resumed 31 days after it ended, or after it was ended idle that long, its history
+/// compacted since, goes on where it stopped: its record was forgotten at 30 days, it began
+/// again at its first part, and the compacted history replaced that document, with the turns
+/// before the compaction (review63 #4). Records are kept [`ENDED_KEPT`].
 #[tokio::test]
 async fn a_session_resumed_after_the_ttl_stores_beside_what_it_stored() {
     let compacted = |n: usize| {
@@ -131,7 +131,7 @@ async fn a_session_resumed_after_the_ttl_stores_beside_what_it_stored() {
         let s = sessions(&r, every_turn()).await;
         s.start(start("c")).await.unwrap();
         s.agent_end("c", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
-        let long_ago = unix_now() - SESSION_TTL.as_secs() - 60;
+        let long_ago = unix_now() - SESSION_TTL.as_secs() - 86_400;
         if live {
             s.inner.map.locked().get_mut("c").unwrap().last_seen = long_ago;
         } else {
@@ -145,7 +145,7 @@ async fn a_session_resumed_after_the_ttl_stores_beside_what_it_stored() {
         }
         assert_eq!(s.forget_expired().await, usize::from(live));
         assert!(s.get("c").is_err());
-        assert!(r.spool.record(ENDED_RECORD, "c").await.unwrap().is_none());
+        assert!(r.spool.record(ENDED_RECORD, "c").await.unwrap().is_some(), "live {live}: kept");
         s.start(start("c")).await.unwrap();
         s.agent_end("c", &compacted(3), Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
         r.queue.flush("c").await;
@@ -154,7 +154,23 @@ async fn a_session_resumed_after_the_ttl_stores_beside_what_it_stored() {
         {
             assert!(text.contains(said), "live {live}: {said} is not stored: {text}");
         }
+        assert_eq!(text.matches("question 0 about otters").count(), 1, "live {live}: stored once: {text}");
     }
+    // Past ENDED_KEPT, the record goes.
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("d")).await.unwrap();
+    s.agent_end("d", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    s.end("d", Delivery::Wait).await.unwrap();
+    let older = unix_now() - ENDED_KEPT.as_secs() - 60;
+    let aged = move |r: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(r).unwrap();
+        v["at"] = older.into();
+        Some(v.to_string())
+    };
+    r.spool.change_records(ENDED_RECORD, vec!["d".into()], aged).await.unwrap();
+    s.forget_expired().await;
+    assert!(r.spool.record(ENDED_RECORD, "d").await.unwrap().is_none());
 }
 
 /// A running daemon forgets them too (it kept every session it had seen until its next start).

@@ -126,34 +126,6 @@ impl Spool {
         .await
     }
 
-    /// Replaces the records of `kind` whose JSON `at` is before `before` with records of `into`
-    /// under the same keys, whose text `change` makes from theirs, in one transaction; how many.
-    pub async fn move_records_older_than(
-        &self,
-        kind: &'static str,
-        into: &'static str,
-        before: u64,
-        change: impl Fn(&str) -> String + Send + 'static,
-    ) -> Result<usize, SpoolError> {
-        self.call(move |t| {
-            let old: Vec<(String, String)> = {
-                let mut stmt =
-                    t.prepare("SELECT key, record FROM records WHERE kind = ? AND json_extract(record, '$.at') < ?")?;
-                let rows = stmt.query_map(params![kind, before as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
-                rows.collect::<rusqlite::Result<_>>()?
-            };
-            for (key, record) in &old {
-                t.prepare_cached(
-                    "INSERT INTO records (kind, key, record) VALUES (?, ?, ?) ON CONFLICT(kind, key) DO UPDATE SET record = excluded.record",
-                )?
-                .execute(params![into, key, change(record)])?;
-                t.prepare_cached("DELETE FROM records WHERE kind = ? AND key = ?")?.execute(params![kind, key])?;
-            }
-            Ok(old.len())
-        })
-        .await
-    }
-
     /// Every saved session record.
     pub async fn sessions(&self) -> Result<Vec<(String, String)>, SpoolError> {
         self.call(|t| {
