@@ -504,6 +504,10 @@ fn the_body_limit_is_the_running_daemons() {
     std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 2048\n").unwrap();
     let out = d.cli().args(["retain", "-"]).write_stdin("word ".repeat(700)).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // An import's lines too (review67 #8).
+    let line = serde_json::json!({"id": "m-long", "bank": "mneme", "content": "note ".repeat(700), "created_at": "2026-01-01T00:00:00Z"}).to_string() + "\n";
+    let out = d.cli().args(["import", "-"]).write_stdin(line).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 1048576\n").unwrap();
     let out = d.cli().args(["retain", "-"]).write_stdin("word ".repeat(20_000)).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -271,12 +271,15 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
     }
     let cwd = project_dir(event);
     let transcript = event["transcript_path"].as_str().map(PathBuf::from);
-    // The messages sent stay within half the daemon's body limit (the rest is room for the
-    // prompt or reply): a longer transcript goes without its start instead of being refused.
-    let budget = settings.server.max_body_bytes / 2;
     let tools = tools_in(Path::new(&cwd), dirs_home().as_deref());
+    let client = Client::connect(settings).await?;
+    // The messages sent stay within half the running daemon's body limit (the rest is room for
+    // the prompt or reply): a longer transcript goes without its start instead of being refused.
+    // The daemon's, not the config file's: raised there and waiting for a restart, a long
+    // session's turns were refused, on a stderr Claude Code does not show (review67 #7).
+    let budget = client.max_body() / 2;
     let hook = Hook {
-        client: Client::connect(settings).await?,
+        client,
         session,
         base: super::browse::api_path(&["v1", "sessions", session], None),
         start: StartSession {

@@ -295,9 +295,12 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         ))
     };
     let settings = load_client_settings(config)?.settings;
+    // Lines are bounded by the running daemon's limit, not the config file's, edited since
+    // (review67 #8).
+    let client = Client::connect(&settings).await?;
     // Read and check every line before sending anything: a bad file imports nothing.
     let mut memories = Vec::new();
-    let mut lines = BoundedLines { reader, most: settings.server.max_body_bytes };
+    let mut lines = BoundedLines { reader, most: client.max_body() };
     for i in 0.. {
         let line = match lines.next_line() {
             Ok(Some(line)) => line,
@@ -307,7 +310,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
                     "{}: the memory on line {} is longer than the daemon takes in one request (server.max_body_bytes = {}); raise it and restart the daemon. Nothing was imported.",
                     file.display(),
                     i + 1,
-                    settings.server.max_body_bytes
+                    client.max_body()
                 )))
             }
             Err(LineError::NotUtf8) => {
@@ -342,7 +345,6 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     let read = memories.len();
     let memories = crate::session::clean_imported_each(&settings, memories, |l| &mut l.memory);
     let cleaned_away = read - memories.len();
-    let client = Client::connect(&settings).await?;
     // Each request within the running daemon's body limit (not the file's, edited since), less
     // the request's own JSON around the memories.
     let most = client.max_body().saturating_sub(64);
