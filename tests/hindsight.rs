@@ -91,6 +91,10 @@ async fn per_project_scoping_writes_to_the_projects_bank() {
     assert_eq!(wait_bank(&url, &format!("{base}-beaver"), 1).await, vec!["beaver uses postgres"]);
     // An export without --bank holds every project's bank, as the clear below deletes them: it
     // held the base bank alone, and a backup taken first missed them all (review64 #12).
+    // With the file's [memory] broken since (the daemon runs on its last good one), the banks are
+    // the daemon's, not the defaults the command falls back to (review67 #5).
+    let good = std::fs::read_to_string(d.config_path()).unwrap();
+    std::fs::write(d.config_path(), good.replace("[hindsight]", "a_typo = 1\n[hindsight]")).unwrap();
     let out = d.cli().args(["export"]).output().unwrap();
     let exported = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

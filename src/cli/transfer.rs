@@ -182,10 +182,13 @@ async fn write_export(
     let banks = match bank {
         None if hindsight => {
             let listed: crate::daemon::api::BankList = client.get("/v1/banks").await?;
-            crate::session::banks_of_configuration(settings, listed.banks.into_iter().map(|b| b.bank))
-                .into_iter()
-                .map(Some)
-                .collect()
+            // The daemon's reading of its configuration; this command's own from a daemon
+            // before it said.
+            let banks = match listed.of_configuration.is_empty() {
+                false => listed.of_configuration,
+                true => crate::session::banks_of_configuration(settings, listed.banks.into_iter().map(|b| b.bank)),
+            };
+            banks.into_iter().map(Some).collect()
         }
         bank => vec![bank],
     };

@@ -592,6 +592,12 @@ pub struct BrowseParams {
 pub struct BankList {
     /// Banks that hold memories, with their counts where known.
     pub banks: Vec<mneme_core::BankCount>,
+    /// On a backend read a bank at a time (Hindsight): the banks of the daemon's configuration
+    /// (its base bank first, listed or not; under `per-project` scoping each project's), which
+    /// `mneme export` without `--bank` writes. By the daemon's settings, not a client's reading
+    /// of a file edited since (review67 #5). Left out elsewhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub of_configuration: Vec<String>,
 }
 
 /// The `?bank=` of `GET`/`DELETE /v1/memories/{id}` (required by Hindsight, optional on local)

@@ -79,7 +79,13 @@ fn listed_tags(text: &str) -> Vec<String> {
 }
 
 pub async fn banks(State(s): St) -> AppResult<Json<BankList>> {
-    Ok(Json(BankList { banks: s.queue.backend().banks().await? }))
+    let backend = s.queue.backend();
+    let banks = backend.banks().await?;
+    let of_configuration = match backend.capabilities().lists_every_bank {
+        true => Vec::new(),
+        false => crate::session::banks_of_configuration(&s.sessions.settings(), banks.iter().map(|b| b.bank.clone())),
+    };
+    Ok(Json(BankList { banks, of_configuration }))
 }
 
 pub async fn browse(State(s): St, q: Result<Query<BrowseParams>, QueryRejection>) -> AppResult<Json<BrowsePage>> {
