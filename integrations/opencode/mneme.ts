@@ -33,7 +33,19 @@ import { tool } from "@opencode-ai/plugin"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { lookup } from "node:dns/promises"
 import { isIP } from "node:net"
-import { appendFileSync, lstatSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
+import {
+  appendFileSync,
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs"
 import { homedir } from "node:os"
 import { dirname, isAbsolute, join, resolve } from "node:path"
 
@@ -61,7 +73,8 @@ function mnemeSetup(): { dir: string; listen: string } {
     // change, which mneme's CLI and daemon refuse too: its storage.dir and server.listen chose
     // the daemon (and the token) the conversation went to, and another user's daemon holding
     // the token that user's folder held passed the proof.
-    if (!othersMayChange(configPath)) file = readConfig(readFileSync(configPath, "utf8"))
+    const text = ownConfigText(configPath)
+    if (text !== undefined) file = readConfig(text)
   } catch {}
   // As mneme resolves a path: $NAME and ${NAME} from the environment, a leading ~/ is the home,
   // a relative one is from the config's folder.
@@ -102,39 +115,60 @@ function readConfig(text: string): any {
 }
 
 /**
- * Why another user may change the config file at `configPath`, as mneme judges it (its
- * `config::read`): a symbolic link on the way that user made, the file theirs or one every user
- * may write, or a folder above it theirs or one every user may write in that is not sticky.
- * Root's are trusted. "" when none may (or the file is not there).
+ * The config file's text, unless another user may change it, as mneme judges it (its
+ * `config::read`): a symbolic link of that user's on the way (in a link's target too), a folder
+ * on the way theirs or one every user may write in that is not sticky, or the file theirs or one
+ * every user may write. Root's are trusted. `undefined` then, or when there is none. The path is
+ * walked a part at a time, each link read by hand, and the file is opened where the walk ended
+ * (not following a link) and judged as opened: checked by name and read by name again, a link
+ * another user swapped in between was read (review67 #4).
  */
-function othersMayChange(configPath: string): string {
+function ownConfigText(configPath: string): string | undefined {
   const me = process.geteuid?.() ?? -1
   const foreign = (uid: number) => uid !== me && uid !== 0
-  let walked = "/"
-  for (const part of configPath.split("/").filter(Boolean)) {
-    walked = join(walked, part)
+  const pending = configPath.split("/").filter(Boolean).reverse()
+  let at = "/"
+  let hops = 0
+  while (pending.length > 0) {
+    const part = pending.pop()!
+    if (part === ".") continue
+    if (part === "..") {
+      at = dirname(at)
+      continue
+    }
+    const next = join(at, part)
     let st
     try {
-      st = lstatSync(walked)
+      st = lstatSync(next)
     } catch {
-      return ""
+      return undefined
     }
-    if (st.isSymbolicLink() && foreign(st.uid)) return `it is reached through ${walked}, a symbolic link another user made`
+    if (st.isSymbolicLink()) {
+      if (foreign(st.uid) || ++hops > 40) return undefined
+      const target = readlinkSync(next)
+      if (isAbsolute(target)) at = "/"
+      pending.push(...target.split("/").filter(Boolean).reverse())
+      continue
+    }
+    if (pending.length > 0) {
+      // A folder on the way: theirs, or one another user may replace entries in.
+      if (foreign(st.uid) || (st.mode & 0o002 && !(st.mode & 0o1000))) return undefined
+    }
+    at = next
   }
-  let real: string
+  // The file's own folder is on the way; so are those above it (checked as walked).
+  let fd: number
   try {
-    real = realpathSync(configPath)
+    fd = openSync(at, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
   } catch {
-    return ""
+    return undefined
   }
-  const st = statSync(real)
-  if (foreign(st.uid)) return "it belongs to another user"
-  if (st.mode & 0o002) return "every user may write it"
-  for (let folder = dirname(real); ; folder = dirname(folder)) {
-    const f = statSync(folder)
-    if (foreign(f.uid)) return `its folder ${folder} belongs to another user`
-    if (f.mode & 0o002 && !(f.mode & 0o1000)) return `every user may write in its folder ${folder}`
-    if (folder === dirname(folder)) return ""
+  try {
+    const st = fstatSync(fd)
+    if (!st.isFile() || foreign(st.uid) || st.mode & 0o002) return undefined
+    return readFileSync(fd, "utf8")
+  } finally {
+    closeSync(fd)
   }
 }
 

@@ -510,6 +510,22 @@ test("without MNEME_URL the daemon is found where mneme's config and pidfile say
       assert.ok(!got.some((g) => g.body?.session_id === "by-foreign"), "read another user's config file")
       chownSync(config, 0, 0)
     }
+    if (process.geteuid?.() === 0) {
+      // Nor one reached through another user's link inside the target of one's own link: it
+      // could point elsewhere between the check and the read (review67 #3, #4).
+      const { lchownSync, symlinkSync } = await import("node:fs")
+      symlinkSync(config, join(dir, "planted.toml"))
+      lchownSync(join(dir, "planted.toml"), 65534, 65534)
+      symlinkSync(join(dir, "planted.toml"), join(dir, "mine.toml"))
+      process.env.MNEME_CONFIG = join(dir, "mine.toml")
+      await created("?planted", "by-planted")
+      assert.ok(!got.some((g) => g.body?.session_id === "by-planted"), "read a config file through another user's link")
+      // One's own links are followed.
+      lchownSync(join(dir, "planted.toml"), 0, 0)
+      await created("?linked", "by-linked")
+      assert.ok(got.some((g) => g.body?.session_id === "by-linked"), JSON.stringify(got))
+      process.env.MNEME_CONFIG = config
+    }
     chmodSync(dir, 0o777)
     await created("?folder", "by-folder")
     assert.ok(!got.some((g) => g.body?.session_id === "by-folder"), "read a config file in a folder every user may write in")
