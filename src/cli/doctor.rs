@@ -48,7 +48,7 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                 Some(e) => r.problem(
                     e.to_string(),
                     format!(
-                        "fix the keys above in {} (`mneme config check`); checked below with its [server] and [storage]",
+                        "fix the keys above in {} (`mneme config check`); checked below with what of its [server] and [storage] could be read, else the defaults",
                         path.display()
                     ),
                 ),
