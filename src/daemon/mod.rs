@@ -239,6 +239,10 @@ impl Daemon {
         tracing::info!("draining the retain queue (at most {grace:?})");
         let report = queue.shutdown(grace).await;
         let left = queue.depths().await.spooled;
+        // The store's and the spool's files closed before the process ends (see
+        // `MemoryBackend::close` and `Spool::close`).
+        queue.backend().close().await;
+        queue.close_spool().await;
         tracing::info!(delivered = report.delivered, failed = report.failed, spooled = left, "mneme stopped");
         result
     }

@@ -153,6 +153,9 @@ struct SessionShell {
 /// conversation, and a daemon that runs for months kept every one it ever saw.
 const IDLE_SESSIONS_KEPT: usize = 1024;
 
+/// How long the daemon's stop waits for the spool's connection to close (its checkpoint).
+const SPOOL_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The retain queue. Cheap to clone.
 #[derive(Clone)]
 pub struct Queue {
@@ -625,6 +628,12 @@ impl Queue {
     }
 
     /// The spool's group commit so far (see [`CommitCounts`]).
+    /// Closes the spool (see [`crate::spool::Spool::close`]): after [`Queue::shutdown`], as the
+    /// daemon stops.
+    pub async fn close_spool(&self) {
+        self.inner.spool.close(SPOOL_CLOSE_WAIT).await;
+    }
+
     pub fn spool_commits(&self) -> CommitCounts {
         self.inner.spool.commit_counts()
     }

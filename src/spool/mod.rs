@@ -201,7 +201,12 @@ impl Spool {
         let counters = commit_counters.clone();
         thread::Builder::new()
             .name("mneme-spool".into())
-            .spawn(move || writer(conn, rx, &counters))
+            .spawn(move || {
+                // Told once the connection is closed (its close checkpoints the log).
+                if let Some(asked) = writer(conn, rx, &counters) {
+                    let _ = asked.send(());
+                }
+            })
             .map_err(|e| SpoolError::Thread(Arc::new(e)))?;
         Ok(Spool {
             jobs,
@@ -280,6 +285,18 @@ impl Spool {
         f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, SpoolError> {
         self.submit(move |t| f(t).map_err(SpoolError::from)).await
+    }
+
+    /// Commits what was sent before, closes the connection and ends the writer thread, waiting
+    /// for it at most `wait`: the daemon calls it as it stops. The thread used to end on its own
+    /// once the last handle went, and the process could end first, its close's checkpoint cut
+    /// short: the log repairs that at the next start, unless it was lost (deleted under the
+    /// daemon), and then the spool was malformed. Used after, the spool refuses.
+    pub async fn close(&self, wait: std::time::Duration) {
+        let (asked, closed) = std::sync::mpsc::channel();
+        if self.jobs.send(writer::Message::Close(asked)).is_ok() {
+            let _ = tokio::task::spawn_blocking(move || closed.recv_timeout(wait)).await;
+        }
     }
 
     /// Empties the spool's log into its file (`wal_checkpoint(TRUNCATE)`): after a forget or a

@@ -20,6 +20,8 @@ pub(super) enum Message {
     /// Copy the log into the database and empty it (after the next transaction): the frames of
     /// rows deleted since would otherwise keep their text readable until overwritten.
     Checkpoint(Finish, OwnedSemaphorePermit),
+    /// Commit what came before, close the connection and end the thread, then say so.
+    Close(std::sync::mpsc::Sender<()>),
 }
 
 pub(super) struct Removal {
@@ -54,7 +56,12 @@ pub(super) fn run_in_savepoint<T>(
     }
 }
 
-pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters: &CommitCounters) {
+/// Returns who asked for the close ([`Message::Close`]), to be told once `conn` is dropped.
+pub(super) fn writer(
+    mut conn: Connection,
+    rx: mpsc::Receiver<Message>,
+    counters: &CommitCounters,
+) -> Option<std::sync::mpsc::Sender<()>> {
     // Places are given back when a message is done: after its transaction.
     let mut removals: Vec<(Removal, OwnedSemaphorePermit)> = Vec::new();
     // After a transaction could not begin, removals alone are retried less eagerly.
@@ -65,6 +72,8 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
     // the log as soon as there is room. Owed at start too: a daemon stopped owing one (killed,
     // or the disk still full) left the text in the log it opens.
     let mut erase_owed = true;
+    // Who asked for the close ([`Message::Close`]), told once the connection is closed.
+    let mut closing = None;
     loop {
         let first = match (removals.is_empty(), erase_owed) {
             (true, false) => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
@@ -75,6 +84,10 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
         let mut checkpoints = Vec::new();
         let mut closed = false;
         match first {
+            Ok(Message::Close(ack)) => {
+                closing = Some(ack);
+                closed = true;
+            }
             Ok(Message::Job(job, place)) => group.push((job, place)),
             Ok(Message::Checkpoint(done, place)) => checkpoints.push((done, place)),
             Ok(Message::Remove(r, place)) => {
@@ -86,7 +99,7 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {} // the removals go alone
-            Err(mpsc::RecvTimeoutError::Disconnected) if removals.is_empty() => return,
+            Err(mpsc::RecvTimeoutError::Disconnected) if removals.is_empty() => return closing,
             Err(mpsc::RecvTimeoutError::Disconnected) => closed = true, // last removals, then stop
         }
         while group.len() < GROUP_MAX {
@@ -94,6 +107,11 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
                 Ok(Message::Job(job, place)) => group.push((job, place)),
                 Ok(Message::Remove(r, place)) => removals.push((r, place)),
                 Ok(Message::Checkpoint(done, place)) => checkpoints.push((done, place)),
+                Ok(Message::Close(ack)) => {
+                    closing = Some(ack);
+                    closed = true;
+                    break;
+                }
                 Err(_) => break,
             }
         }
@@ -110,7 +128,8 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
                     done(Err(e.clone()));
                 }
                 if closed {
-                    return; // nobody sends any more: the removals are resent after a restart
+                    // Nobody sends any more: the removals are resent after a restart.
+                    return closing;
                 }
                 removal_wait = REMOVAL_RETRY;
                 continue; // removals stay and ride on a later transaction
@@ -179,7 +198,7 @@ pub(super) fn writer(mut conn: Connection, rx: mpsc::Receiver<Message>, counters
             done(erased);
         }
         if closed {
-            return;
+            return closing;
         }
     }
 }

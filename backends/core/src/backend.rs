@@ -93,4 +93,9 @@ pub trait MemoryBackend: Send + Sync + 'static {
         let _ = (bank, profile);
         Ok(())
     }
+
+    /// Closes what the backend holds open, and waits for it (at most a few seconds): the daemon
+    /// calls it as it stops, before the process ends. Used after, the backend refuses. Nothing to
+    /// do by default.
+    async fn close(&self) {}
 }

@@ -89,6 +89,10 @@ impl Drop for Inner {
     }
 }
 
+/// How long [`LocalBackend`]'s close waits for the writer to close its connection (a checkpoint
+/// of a long log included).
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The most of a recall's query the store reads (characters): a question, or a prompt with its
 /// recent turns, fits many times over.
 pub const MAX_QUERY_CHARS: usize = 16_384;
@@ -399,6 +403,20 @@ impl MemoryBackend for LocalBackend {
         }
         let noun = if deleted == 1 { "memory" } else { "memories" };
         Ok(Forgotten { deleted: Some(deleted), message: format!("Deleted {deleted} {noun} from the local store.") })
+    }
+
+    /// The readers' connections close, then the writer's, waited for: the last to close
+    /// checkpoints the log into the main file, and the process may end as soon as this returns.
+    async fn close(&self) {
+        let inner = self.inner.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(s) = &inner.semantic {
+                s.stop();
+            }
+            inner.readers.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            inner.writer.close(CLOSE_WAIT);
+        })
+        .await;
     }
 
     async fn status(&self) -> BackendStatus {

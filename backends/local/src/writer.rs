@@ -36,6 +36,8 @@ enum Job {
     Retain { bank: String, items: Vec<MemoryItem>, done: Reply<usize> },
     /// Anything else, alone.
     Run(Box<dyn FnOnce(&mut Store) + Send>),
+    /// Close the connection and end the thread, then say so.
+    Close(std::sync::mpsc::Sender<()>),
 }
 
 /// Handle to the writer thread; the thread (and its connection) ends with the last handle.
@@ -83,6 +85,20 @@ impl Writer {
         let (job, answer) = run_job(f);
         self.jobs.blocking_send(job).map_err(|_| stopped())?;
         answer.blocking_recv().map_err(|_| stopped())?
+    }
+}
+
+impl Writer {
+    /// Closes the writing connection (its close checkpoints the log when it is the last) and ends
+    /// the thread, waiting for both at most `wait`. The thread used to end on its own once the
+    /// last handle went, and the process could end first: a close cut short left the main file
+    /// half checkpointed, which the log repairs at the next start, unless it was lost (deleted
+    /// under the daemon), and then the store was malformed.
+    pub(crate) fn close(&self, wait: std::time::Duration) {
+        let (closed, done) = std::sync::mpsc::channel();
+        if self.jobs.try_send(Job::Close(closed)).is_ok() {
+            let _ = done.recv_timeout(wait);
+        }
     }
 }
 
@@ -144,6 +160,11 @@ fn run(mut store: Store, mut rx: mpsc::Receiver<Job>, semantic: Option<Arc<Seman
             },
         };
         match job {
+            Job::Close(closed) => {
+                drop(store);
+                let _ = closed.send(());
+                return;
+            }
             Job::Run(f) => f(&mut store),
             Job::Retain { bank, items, done } => {
                 let mut group = vec![(bank, items, done)];
