@@ -86,6 +86,8 @@ pub struct HindsightConfig {
     pub reflect_timeout: Duration,
     /// Log every request (method, path, status, time; never the token) at info level.
     pub debug: bool,
+    /// Banks asked for in one request of the bank list (1,000; smaller in tests of the paging).
+    pub banks_page: usize,
 }
 
 impl HindsightConfig {
@@ -104,6 +106,7 @@ impl HindsightConfig {
             retain_timeout: Duration::from_secs(60),
             reflect_timeout: Duration::from_secs(120),
             debug: false,
+            banks_page: 1000,
         }
     }
 }

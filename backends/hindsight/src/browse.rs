@@ -53,17 +53,40 @@ pub(crate) async fn browse(b: &HindsightBackend, q: &BrowseQuery) -> Result<Brow
 }
 
 /// The server's banks with their fact counts (the first 1,000).
+/// Every bank on the server, a page (`banks_page`, 1,000) at a time: read in one request of 1,000,
+/// a server with more left the rest out, and an export or a clear of every project's bank
+/// missed theirs (review69 #4).
 pub(crate) async fn banks(b: &HindsightBackend) -> Result<Vec<BankCount>, BackendError> {
-    let mut url = b.url(&["v1", "default", "banks"]);
-    url.query_pairs_mut().append_pair("limit", "1000");
-    let list: Option<BankList> = b.send("list banks", Method::GET, url, None::<&()>, b.timeout()).await?;
-    Ok(list
-        .map(|l| {
-            // A bank another client named with private text is not shown (nor can it be named).
-            let banks = l.banks.into_iter().filter(|x| !mneme_core::text::has_private_tag(&x.bank_id));
-            banks.map(|x| BankCount { bank: x.bank_id, memories: x.fact_count }).collect()
-        })
-        .unwrap_or_default())
+    let mut banks: Vec<BankCount> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut offset = 0;
+    let per_page = b.config().banks_page.max(1);
+    loop {
+        let mut url = b.url(&["v1", "default", "banks"]);
+        url.query_pairs_mut().append_pair("limit", &per_page.to_string()).append_pair("offset", &offset.to_string());
+        let Some(page) = b.send::<BankList>("list banks", Method::GET, url, None::<&()>, b.timeout()).await? else {
+            break;
+        };
+        let n = page.banks.len();
+        offset += n;
+        // A bank another client named with private text is not shown (nor can it be named); one
+        // a page shifted into the next (made meanwhile) is listed once.
+        for x in page.banks {
+            if !mneme_core::text::has_private_tag(&x.bank_id) && seen.insert(x.bank_id.clone()) {
+                banks.push(BankCount { bank: x.bank_id, memories: x.fact_count });
+            }
+        }
+        // The server's total says when the list is through (a server that pages by less than
+        // asked still gives it); without one, a page shorter than asked is the last.
+        let through = match page.total {
+            Some(total) => offset >= total,
+            None => n < per_page,
+        };
+        if n == 0 || through {
+            break;
+        }
+    }
+    Ok(banks)
 }
 
 /// One memory unit. Hindsight keeps no passages of its own facts: `passages` is empty.

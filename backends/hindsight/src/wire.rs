@@ -323,6 +323,9 @@ pub use mneme_core::transfer::{LOOSE_MEMORY_KEY, TYPE_KEY};
 pub struct BankList {
     /// The banks.
     pub banks: Vec<BankListItem>,
+    /// How many there are in all (a page holds at most its `limit`).
+    #[serde(default)]
+    pub total: Option<usize>,
 }
 
 /// One bank of [`BankList`].
