@@ -47,7 +47,7 @@ import {
   writeFileSync,
 } from "node:fs"
 import { homedir } from "node:os"
-import { dirname, isAbsolute, join, resolve } from "node:path"
+import { dirname, isAbsolute, join } from "node:path"
 
 /** What mneme's config says of where the daemon keeps its files and listens. */
 const SETUP = mnemeSetup()
@@ -65,7 +65,10 @@ function mnemeSetup(): { dir: string; listen: string } {
     const v = process.env[name]
     return v && isAbsolute(v) ? v : join(home, fallback)
   }
-  const configPath = resolve(process.env.MNEME_CONFIG || join(xdg("XDG_CONFIG_HOME", ".config"), "mneme", "config.toml"))
+  // Made absolute as mneme makes it, not normalized: `resolve` took `link/..` for the folder the
+  // path names, where the system (and mneme) goes to the link's target's parent (review69 #2).
+  const named = process.env.MNEME_CONFIG || join(xdg("XDG_CONFIG_HOME", ".config"), "mneme", "config.toml")
+  const configPath = isAbsolute(named) ? named : `${process.cwd()}/${named}`
   let file: any = {}
   try {
     // opencode runs plugins on Bun, which reads TOML; a file that is missing or invalid is the
@@ -343,7 +346,11 @@ async function proven(at: string, address: string, tok: string, left: number): P
   const health: any = await res.json().catch(() => null)
   const want = Buffer.from(createHmac("sha256", tok).update(`mneme-health:${challenge}@${address}`).digest("hex"))
   const got = Buffer.from(typeof health?.address_proof === "string" ? health.address_proof : "")
-  return got.length === want.length && timingSafeEqual(got, want)
+  const ok = got.length === want.length && timingSafeEqual(got, want)
+  // The running daemon's body limit, from the daemon proven: one restarted with a lower limit
+  // since the session started refused every later turn of a long session (review69 #7).
+  if (ok && Number(health?.max_body_bytes) > 0) maxBody = Number(health.max_body_bytes)
+  return ok
 }
 
 /** One request and its JSON answer (null when it had none); `null` when it did not get one. */
@@ -352,7 +359,7 @@ async function send(
   method: string,
   path: string,
   body?: unknown,
-): Promise<{ ok: boolean; json: any } | null> {
+): Promise<{ ok: boolean; status: number; json: any } | null> {
   const left = budget.left()
   if (left <= 0 || performance.now() < skipUntil) return null
   if (tripped && breakerOpen()) return null
@@ -371,7 +378,7 @@ async function send(
       signal: AbortSignal.timeout(rest),
     })
     closeBreaker()
-    return { ok: res.ok, json: await res.json().catch(() => null) }
+    return { ok: res.ok, status: res.status, json: await res.json().catch(() => null) }
   } catch (e: any) {
     // Only a daemon that does not answer trips the breaker; one that is down fails at once.
     if (e?.name === "TimeoutError" || e?.name === "AbortError") {
@@ -624,7 +631,14 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         if (undoneSince(id, ids)) undone.add(id)
         const rewound = undone.has(id)
         const body = { messages, omitted_user_turns: omitted, agent: "opencode", wait: false, ...(rewound ? { rewound } : {}) }
-        await call(budget, "POST", `/v1/sessions/${sid(id)}/agent-end`, body)
+        const path = `/v1/sessions/${sid(id)}/agent-end`
+        const sent = await send(budget, "POST", path, body)
+        if (sent?.status === 413) {
+          // Too long for the daemon as it runs now (restarted with a lower limit): its proof
+          // just said its limit, and the history cut to it goes again.
+          const again = await history(id)
+          await send(budget, "POST", path, { ...body, messages: again.messages, omitted_user_turns: again.omitted })
+        }
       }
       if (event.type === "session.deleted") {
         await call(budget, "DELETE", `/v1/sessions/${sid(id)}?wait=false`)

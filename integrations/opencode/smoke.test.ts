@@ -46,6 +46,9 @@ test("with a live daemon the instructions reach the system prompt", { skip: !pro
   assert.equal(title.system.length, 1)
 })
 
+/** More of the fake daemon's health answer (its `max_body_bytes`, say). */
+let fakeHealth: object = {}
+
 /** A request the fake daemon got: its path and its JSON body. */
 type Got = { url: string; body: any }
 
@@ -54,7 +57,7 @@ type Got = { url: string; body: any }
  * it answers, `null` for `{}`, after `delayMs`) and a fresh token folder; restores the environment.
  */
 async function withFakeDaemon(
-  answer: (got: Got) => { json: object; delayMs?: number } | null,
+  answer: (got: Got) => { json: object; delayMs?: number; status?: number } | null,
   body: (dir: string, got: Got[]) => Promise<void>,
 ) {
   const { createServer } = await import("node:http")
@@ -74,13 +77,14 @@ async function withFakeDaemon(
         const at = `127.0.0.1:${(server.address() as any).port}`
         const address_proof = createHmac("sha256", "t").update(`mneme-health:${health[1]}@${at}`).digest("hex")
         res.setHeader("content-type", "application/json")
-        res.end(JSON.stringify({ status: "ok", version: "0.1.0", protocol: 1, proof, address_proof }))
+        res.end(JSON.stringify({ status: "ok", version: "0.1.0", protocol: 1, proof, address_proof, ...fakeHealth }))
         return
       }
       const request = { url: String(req.url), body: data ? JSON.parse(data) : null }
       got.push(request)
       const reply = answer(request) ?? { json: {} }
       setTimeout(() => {
+        res.statusCode = reply.status ?? 200
         res.setHeader("content-type", "application/json")
         res.end(JSON.stringify(reply.json))
       }, reply.delayMs ?? 0)
@@ -154,6 +158,37 @@ test("a clock set back after a timeout does not keep the plugin off the daemon",
       delete process.env.MNEME_COOLDOWN_MS
     }
   })
+})
+
+test("a daemon restarted with a lower body limit gets the turn cut to it", async () => {
+  // The session started under 4 MiB; the daemon runs with 3000 bytes since (restarted): the
+  // turn sized by the first is refused (413), and sent again cut to the limit the daemon's
+  // proof said (review69 #7).
+  const limit = 3000
+  const long = { session: { messages: async () => ({ data: Array.from({ length: 20 }, (_, i) => ({
+    info: { role: i % 2 ? "assistant" : "user", id: `m${i}` },
+    parts: [{ type: "text", text: `message ${i} `.repeat(60) }],
+  })) }) } }
+  const answer = (got: Got) => {
+    if (got.url === "/v1/sessions") return { json: { session_id: "cut", max_body_bytes: 4194304 } }
+    if (got.url.endsWith("/agent-end") && JSON.stringify(got.body).length > limit) {
+      return { json: { error: { code: "too_large", message: "too large" } }, status: 413 }
+    }
+    return null
+  }
+  fakeHealth = { max_body_bytes: limit }
+  try {
+    await withFakeDaemon(answer, async (_dir, got) => {
+      const { MnemePlugin } = await import(MODULE + "?cut")
+      const hooks: any = await MnemePlugin({ client: long, directory: "/tmp/x" } as any)
+      await hooks.event({ event: { type: "session.created", properties: { info: { id: "cut" } } } })
+      await hooks.event({ event: { type: "session.idle", properties: { sessionID: "cut" } } })
+      const ends = got.filter((g) => g.url.endsWith("/agent-end"))
+      assert.ok(ends.length > 0 && JSON.stringify(ends[ends.length - 1].body).length <= limit, JSON.stringify(ends.map((e) => JSON.stringify(e.body).length)))
+    })
+  } finally {
+    fakeHealth = {}
+  }
 })
 
 test("what the plugin sends: the parent asked of opencode, the user's words only, private spans kept closed, history off the budget", async () => {
