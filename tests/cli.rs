@@ -1118,6 +1118,18 @@ fn doctor_says_a_token_file_replaced_since_the_start_wants_a_restart() {
     assert!(!said.contains("with this mneme version"), "{said}");
 }
 
+/// A config file named by MNEME_CONFIG that does not exist (a typo) is a problem to doctor, not
+/// "ok: the defaults apply" (review69 #8).
+#[test]
+fn doctor_says_a_named_config_file_is_not_there() {
+    let d = Daemon::start("");
+    let missing = d.dir.path().join("confg.toml");
+    let out = d.cli().arg("doctor").env("MNEME_CONFIG", &missing).output().unwrap();
+    let said = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("the config file MNEME_CONFIG names") && said.contains("does not exist"), "{said}");
+}
+
 /// The CLI's errors speak of the command line, not the HTTP API: a blank text to retain, and an
 /// unknown `--session` (it was told to "start it with POST /v1/sessions"); `clear` without a
 /// scope names each way to give one.

@@ -52,6 +52,16 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                         path.display()
                     ),
                 ),
+                // Named (--config, MNEME_CONFIG) and not there: a typo, most likely, as `mneme
+                // serve` and `status` warn (review69 #8).
+                None if !loaded.exists && config::config_named_by(flag).is_some() => r.problem(
+                    format!(
+                        "the config file {} names, {}, does not exist: the defaults apply",
+                        config::config_named_by(flag).unwrap_or_default(),
+                        path.display()
+                    ),
+                    "create it, or name the file you meant".into(),
+                ),
                 None => {
                     let what = if loaded.exists { "is valid" } else { "does not exist: the defaults apply" };
                     r.ok(format!("config {} {what}", path.display()));
