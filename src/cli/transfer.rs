@@ -370,7 +370,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
                 _ => format!("the memory on line {}", first.number),
             };
             return Err(CliError::Other(format!(
-                "{}: {what} is {size} bytes, more than the daemon takes in one request (server.max_body_bytes = {}); raise it and restart the daemon. Nothing was imported.",
+                "{}: {what} is {size} bytes, more than fits in one request beside the request's own 64 bytes (server.max_body_bytes = {}); raise it and restart the daemon. Nothing was imported.",
                 file.display(),
                 client.max_body()
             )));
