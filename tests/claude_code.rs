@@ -319,6 +319,30 @@ async fn stored(d: &Daemon) -> Vec<Value> {
     v["memories"].as_array().cloned().unwrap_or_default()
 }
 
+/// A SessionEnd for a session the daemon ended by itself (idle for 30 days, or past the most
+/// live sessions) retains the turns it never got: taken as nothing to do, they were lost
+/// (review68 #5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_end_after_the_daemon_ended_the_session_keeps_its_last_turns() {
+    let d = Daemon::start("[retain]\nevery_n_turns = 1\n[queue]\nflush_interval = \"50ms\"\n");
+    let project = tempfile::tempdir().unwrap();
+    let cwd = project.path().join("gannet").display().to_string();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let tpath = transcript(project.path(), 1);
+    let event = |name: &str, extra: Value| event_of("cc-idle", &tpath, &cwd, name, extra);
+    hook(&d, &event("SessionStart", json!({"source": "startup"})));
+    hook(&d, &event("Stop", json!({"stop_hook_active": false})));
+    let (status, v) = d.req(reqwest::Method::DELETE, "/v1/sessions/cc-idle", None).await;
+    assert_eq!(status, 200, "{v}");
+    // A turn whose Stop never reached the daemon, then the end.
+    transcript(project.path(), 2);
+    hook(&d, &event("SessionEnd", json!({"reason": "other"})));
+    d.post("/v1/flush", json!({})).await;
+    let text: String = stored(&d).await.iter().map(|m| m["content"].as_str().unwrap().to_owned()).collect();
+    assert!(text.contains("retries? (1)"), "the last turn is lost: {text}");
+    assert_eq!(text.matches("retries? (0)").count(), 1, "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_turn_is_retained_once_whatever_the_transcript_holds() {
     // The default cadence (every 3 turns): a one-turn session and the tail of a longer one are

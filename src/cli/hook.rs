@@ -338,7 +338,10 @@ async fn handle(settings: &Settings, name: &str, event: &Value) -> Result<Answer
             let (omitted_user_turns, rewound) = (t.omitted_user_turns, t.rewound);
             let body =
                 Messages { ends_session: true, wait: false, omitted_user_turns, rewound, ..claude_turn(t.messages) };
-            unless_gone(hook.client.post::<AgentEnded, _>(&format!("{}/agent-end", hook.base), &body).await)?;
+            // Started again when the daemon does not know it (it ended the session, idle for 30
+            // days; its last turns reached it while it was down): taken as nothing to do, the turns
+            // it never got were lost (review68 #5). A resumed session goes on where it stopped.
+            hook.post::<AgentEnded, _>("/agent-end", &body).await?;
             unless_gone(hook.client.send::<Ignored>(Method::DELETE, &format!("{}?wait=false", hook.base)).await)?;
             Ok(Answer::Json(json!({})))
         }

@@ -280,7 +280,9 @@ async fn sweep_idle_sessions(sessions: Sessions, stop: CancellationToken) {
             expired_at = std::time::Instant::now();
             let n = sessions.forget_expired().await;
             if n > 0 {
-                tracing::info!("forgot {n} sessions idle for more than 30 days");
+                tracing::info!(
+                    "ended {n} sessions idle for more than 30 days (started again, each goes on where it stopped)"
+                );
             }
             // A start trims past the most as well; this also covers a spool that held more.
             sessions.forget_least_recent(crate::session::MAX_SESSIONS).await;
