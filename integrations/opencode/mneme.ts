@@ -276,11 +276,10 @@ async function call(budget: Budget, method: string, path: string, body?: unknown
 const UNAVAILABLE = "Memory is unavailable right now (is `mneme serve` running?)."
 
 /**
- * A tool's call: the daemon's answer, or why it refused the request (too long, bad input), so
- * the agent is not told memory is down when it was its own input.
+ * A tool's answer: the daemon's, or why it refused the request (too long, bad input), so the
+ * agent is not told memory is down when it was its own input.
  */
-async function toolCall(budget: Budget, path: string, body: unknown): Promise<string> {
-  const res = await send(budget, "POST", path, body)
+function toolAnswer(res: { ok: boolean; json: any } | null): string {
   if (res?.ok && typeof res.json?.message === "string") return res.json.message
   const refused = res?.json?.error?.message
   return typeof refused === "string" ? `mneme refused this: ${refused}` : UNAVAILABLE
@@ -540,6 +539,22 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
     }
   }
 
+  /**
+   * A request to one of the session's routes. A session the daemon does not know (it ended it:
+   * idle for 30 days, or past its most live sessions) is started again, and asked again: the
+   * plugin started a session once a process, and every later turn of one the daemon had ended
+   * was refused, not stored, and recalled nothing (review68 #1). Started again, it goes on
+   * where it stopped.
+   */
+  async function onSession(budget: Budget, id: string, method: string, rest: string, body?: unknown) {
+    const path = `/v1/sessions/${sid(id)}${rest}`
+    const res = await send(budget, method, path, body)
+    if (res?.status !== 404 || res.json?.error?.code !== "unknown_session") return res
+    started.delete(id)
+    await ensure(budget, id)
+    return started.has(id) ? send(budget, method, path, body) : res
+  }
+
   /** The session's parent as opencode has it (none when it cannot say). */
   async function parentOf(id: string): Promise<string | undefined> {
     try {
@@ -631,13 +646,13 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         if (undoneSince(id, ids)) undone.add(id)
         const rewound = undone.has(id)
         const body = { messages, omitted_user_turns: omitted, agent: "opencode", wait: false, ...(rewound ? { rewound } : {}) }
-        const path = `/v1/sessions/${sid(id)}/agent-end`
-        const sent = await send(budget, "POST", path, body)
+        const sent = await onSession(budget, id, "POST", "/agent-end", body)
         if (sent?.status === 413) {
           // Too long for the daemon as it runs now (restarted with a lower limit): its proof
           // just said its limit, and the history cut to it goes again.
           const again = await history(id)
-          await send(budget, "POST", path, { ...body, messages: again.messages, omitted_user_turns: again.omitted })
+          const cut = { ...body, messages: again.messages, omitted_user_turns: again.omitted }
+          await onSession(budget, id, "POST", "/agent-end", cut)
         }
       }
       if (event.type === "session.deleted") {
@@ -660,7 +675,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
       const budget = new Budget(recallMs)
       await ensure(budget, input.sessionID)
       // The block is cached by the daemon and comes back with the instructions below.
-      await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/agent-start`, {
+      await onSession(budget, input.sessionID, "POST", "/agent-start", {
         prompt,
         messages,
         agent: input.agent ?? "opencode",
@@ -672,16 +687,16 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
       const budget = new Budget(HOOK_MS)
       if (!(await isWork(budget, output.system ?? []))) return
       await ensure(budget, input.sessionID)
-      const res = await call(budget, "GET", `/v1/sessions/${sid(input.sessionID)}/instructions`)
-      if (res?.markdown) output.system.push(res.markdown)
+      const res = await onSession(budget, input.sessionID, "GET", "/instructions")
+      if (res?.ok && res.json?.markdown) output.system.push(res.json.markdown)
     }),
 
     "experimental.session.compacting": (input: any, output: any) => timed("session.compacting", true, async () => {
       if (!input?.sessionID) return
       const messages = (await history(input.sessionID)).messages
       const budget = new Budget(recallMs)
-      const res = await call(budget, "POST", `/v1/sessions/${sid(input.sessionID)}/compaction`, { messages })
-      if (res?.context) output.context.push(res.context)
+      const res = await onSession(budget, input.sessionID, "POST", "/compaction", { messages })
+      if (res?.ok && res.json?.context) output.context.push(res.json.context)
     }),
 
     tool: {
@@ -691,7 +706,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         async execute(args: { content: string }, ctx: any) {
           const budget = new Budget(HOOK_MS)
           await ensure(budget, ctx.sessionID)
-          return toolCall(budget, `/v1/sessions/${sid(ctx.sessionID)}/retain`, { items: [{ content: args.content }] })
+          return toolAnswer(await onSession(budget, ctx.sessionID, "POST", "/retain", { items: [{ content: args.content }] }))
         },
       }),
       mneme_recall: tool({
@@ -700,7 +715,7 @@ export const MnemePlugin: Plugin = async ({ client, directory }) => {
         async execute(args: { query: string }, ctx: any) {
           const budget = new Budget(recallMs)
           await ensure(budget, ctx.sessionID)
-          return toolCall(budget, `/v1/sessions/${sid(ctx.sessionID)}/recall`, { query: args.query })
+          return toolAnswer(await onSession(budget, ctx.sessionID, "POST", "/recall", { query: args.query }))
         },
       }),
     },

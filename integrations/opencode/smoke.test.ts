@@ -160,6 +160,33 @@ test("a clock set back after a timeout does not keep the plugin off the daemon",
   })
 })
 
+test("a session the daemon ended is started again, and the turn goes on", async () => {
+  // The daemon ended the session (idle for 30 days, or past its most live sessions): its
+  // routes answer 404 unknown_session until it is started again (review68 #1).
+  let known = false
+  const answer = (got: Got) => {
+    if (got.url === "/v1/sessions") {
+      known = true
+      return { json: { session_id: "ended" } }
+    }
+    if (got.url.startsWith("/v1/sessions/ended/") && !known) {
+      return { json: { error: { code: "unknown_session", message: "unknown session" } }, status: 404 }
+    }
+    if (got.url.endsWith("/retain")) return { json: { queued: 1, message: "1 memory queued." } }
+    return null
+  }
+  await withFakeDaemon(answer, async (_dir, got) => {
+    const { MnemePlugin } = await import(MODULE + "?ended")
+    const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+    await hooks.event({ event: { type: "session.created", properties: { info: { id: "ended" } } } })
+    known = false // the daemon ends it
+    const said = await hooks.tool.mneme_retain.execute({ content: "kept after the end" }, { sessionID: "ended" })
+    assert.equal(said, "1 memory queued.")
+    assert.equal(got.filter((g) => g.url === "/v1/sessions").length, 2, JSON.stringify(got))
+    assert.equal(got.filter((g) => g.url.endsWith("/retain")).length, 2, JSON.stringify(got))
+  })
+})
+
 test("a daemon restarted with a lower body limit gets the turn cut to it", async () => {
   // The session started under 4 MiB; the daemon runs with 3000 bytes since (restarted): the
   // turn sized by the first is refused (413), and sent again cut to the limit the daemon's
