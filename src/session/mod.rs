@@ -116,10 +116,9 @@ fn unix_now() -> u64 {
     mneme_core::time::unix_seconds(SystemTime::now())
 }
 
-/// Forgets the records of sessions that ended more than [`ENDED_KEPT`] ago.
+/// Forgets the records of sessions that ended before the last [`ENDED_KEPT`].
 async fn forget_long_ended(spool: &Spool) {
-    let before = unix_now().saturating_sub(ENDED_KEPT.as_secs());
-    if let Err(e) = spool.forget_records_older_than(ENDED_RECORD, before).await {
+    if let Err(e) = spool.keep_newest_records(ENDED_RECORD, ENDED_KEPT).await {
         tracing::warn!("cannot forget old ended sessions: {e}");
     }
 }

@@ -23,7 +23,7 @@ pub struct PendingRetain {
     pub sliced_from: Option<i64>,
 }
 
-/// What automatic retain knows of a session that ended, kept [`ENDED_KEPT`] in case the
+/// What automatic retain knows of a session that ended, among the last [`ENDED_KEPT`], in case the
 /// agent starts it again under the same id (a resumed conversation): its part and its turns'
 /// fingerprints, so its next transcript goes on where it stopped instead of replacing the part
 /// it retained first. No text: fingerprints only.
@@ -84,11 +84,12 @@ pub(super) struct Ended {
 
 pub(super) const ENDED_RECORD: &str = "ended_session";
 
-/// How long an ended session's record is kept, so that one started again under its id goes on
-/// where it stopped: two years. (30 days, once: a session resumed later, its history
-/// compacted since, began again at its first part and replaced that document, and the turns
-/// before the compaction were lost; review63 #4.)
-pub(super) const ENDED_KEPT: std::time::Duration = std::time::Duration::from_secs(730 * 24 * 3600);
+/// How many ended sessions' records are kept, the last ended: started again under its id, such
+/// a session goes on where it stopped. (Kept 30 days, once, by the clock: a session resumed
+/// later, its history compacted since, began again at its first part and replaced that
+/// document, and the turns before the compaction were lost (review63 #4); and one start with
+/// the clock years ahead forgot them all (review68 #2).) A few KB each.
+pub(super) const ENDED_KEPT: usize = 20_000;
 
 /// A session as persisted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

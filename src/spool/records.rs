@@ -126,6 +126,18 @@ impl Spool {
         .await
     }
 
+    /// Deletes the records of `kind` but the `most` whose JSON `at` is latest; how many went.
+    pub async fn keep_newest_records(&self, kind: &'static str, most: usize) -> Result<usize, SpoolError> {
+        self.call(move |t| {
+            t.execute(
+                "DELETE FROM records WHERE kind = ?1 AND key NOT IN (
+                    SELECT key FROM records WHERE kind = ?1 ORDER BY json_extract(record, '$.at') DESC LIMIT ?2)",
+                params![kind, most as i64],
+            )
+        })
+        .await
+    }
+
     /// Every saved session record.
     pub async fn sessions(&self) -> Result<Vec<(String, String)>, SpoolError> {
         self.call(|t| {

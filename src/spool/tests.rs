@@ -86,6 +86,21 @@ async fn items_kept_once_are_appended_with_their_record_and_not_again() {
     assert_eq!(spool.record("op", "k1").await.unwrap(), None);
 }
 
+/// Of a kind's records, the `most` latest by their `at` are kept, the others deleted.
+#[tokio::test]
+async fn the_newest_records_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    for (key, at) in [("a", 30), ("b", 10), ("c", 20)] {
+        spool.save_record("ended", key, format!("{{\"at\": {at}}}")).await.unwrap();
+    }
+    spool.save_record("other", "x", "{\"at\": 1}".into()).await.unwrap();
+    assert_eq!(spool.keep_newest_records("ended", 2).await.unwrap(), 1);
+    assert!(spool.record("ended", "b").await.unwrap().is_none());
+    assert!(spool.record("ended", "a").await.unwrap().is_some() && spool.record("ended", "c").await.unwrap().is_some());
+    assert!(spool.record("other", "x").await.unwrap().is_some(), "another kind's stay");
+}
+
 /// An operation's record outlives its age while its bank has items waiting (review63 #7).
 #[tokio::test]
 async fn records_of_a_bank_with_items_waiting_are_kept_past_their_age() {
