@@ -269,16 +269,9 @@ async fn idle_sessions_have_their_tail_retained_by_the_sweep() {
     assert_eq!(s.retain_idle(std::time::Duration::ZERO).await, 0, "nothing twice");
     assert!(s.get("a").is_ok(), "the session stays: it may go on");
     assert_eq!(r.queue.flush("a").await.delivered, 1);
-}
-
-/// A session last seen a day ahead of the clock (set back since) is idle from when the sweep
-/// finds it so, not a day later (review63 #2).
-#[tokio::test]
-async fn a_session_seen_before_the_clock_was_set_back_goes_idle() {
-    let r = rig();
-    let s = sessions(&r, Settings::default()).await;
-    s.start(StartRequest { session_id: "a".into(), cwd: "/p/otters".into(), ..StartRequest::default() }).await.unwrap();
-    s.agent_end("a", &turns(1), Turn::Work, TurnEnd::default()).await.unwrap();
+    // Last seen a day ahead of the clock (set back since): idle from when the sweep finds it
+    // so, not a day later (review63 #2).
+    s.agent_end("a", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
     s.inner.map.locked().get_mut("a").unwrap().last_seen = unix_now() + 86_400;
     assert_eq!(s.retain_idle(std::time::Duration::ZERO).await, 1);
     assert_eq!(r.queue.flush("a").await.delivered, 1);
