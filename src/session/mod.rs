@@ -116,10 +116,14 @@ fn unix_now() -> u64 {
     mneme_core::time::unix_seconds(SystemTime::now())
 }
 
-/// Forgets the records of sessions that ended before the last [`ENDED_KEPT`].
+/// Forgets the records of sessions that ended before the last [`ENDED_KEPT`], and of those that
+/// matter ([`record::ENDED_THAT_MATTER`]) before the last [`record::ENDED_THAT_MATTER_KEPT`].
 async fn forget_long_ended(spool: &Spool) {
-    if let Err(e) = spool.keep_newest_records(ENDED_RECORD, ENDED_KEPT).await {
-        tracing::warn!("cannot forget old ended sessions: {e}");
+    use record::{ENDED_PLAIN, ENDED_THAT_MATTER, ENDED_THAT_MATTER_KEPT};
+    for (of, most) in [(ENDED_PLAIN, ENDED_KEPT), (ENDED_THAT_MATTER, ENDED_THAT_MATTER_KEPT)] {
+        if let Err(e) = spool.keep_newest_records(ENDED_RECORD, of, most).await {
+            tracing::warn!("cannot forget old ended sessions: {e}");
+        }
     }
 }
 

@@ -91,6 +91,27 @@ pub(super) const ENDED_RECORD: &str = "ended_session";
 /// the clock years ahead forgot them all (review68 #2).) A few KB each.
 pub(super) const ENDED_KEPT: usize = 20_000;
 
+/// Records without which a resume would do harm, kept apart from [`ENDED_KEPT`], up to this
+/// many: a session that ended inside an open `<private>` span (resumed without it, the rest of
+/// the span was stored in the clear), one whose conversation was erased (its cleared turns
+/// stored again), one past its first part (its first document replaced by a compacted
+/// history). 20,000 short sessions ending after one of them evicted it (review70 #4).
+pub(super) const ENDED_THAT_MATTER_KEPT: usize = 200_000;
+
+/// Over a record's JSON (column `record`): whether it is one of those
+/// [`ENDED_THAT_MATTER_KEPT`] counts.
+macro_rules! ended_that_matters {
+    () => {
+        "coalesce(json_extract(record, '$.open_at_end'), 0) > 0
+            OR coalesce(json_extract(record, '$.open_at_part_start'), 0) > 0
+            OR coalesce(json_extract(record, '$.erased'), 0) = 1
+            OR coalesce(json_extract(record, '$.part'), 0) > 0"
+    };
+}
+pub(super) const ENDED_THAT_MATTER: &str = ended_that_matters!();
+/// The others: those [`ENDED_KEPT`] counts.
+pub(super) const ENDED_PLAIN: &str = concat!("NOT (", ended_that_matters!(), ")");
+
 /// A session as persisted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {

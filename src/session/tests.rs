@@ -174,6 +174,29 @@ async fn a_session_resumed_after_the_ttl_stores_beside_what_it_stored() {
     assert!(r.spool.record(ENDED_RECORD, "d").await.unwrap().is_some());
 }
 
+/// Records without which a resume does harm (a span left open, an erased conversation, a part
+/// past the first) are counted apart from the rest: 20,000 short sessions ending after such a
+/// one evicted it, and its resume stored the span's rest in the clear (review70 #4).
+#[tokio::test]
+async fn records_that_matter_are_counted_apart() {
+    use super::record::{ENDED_PLAIN, ENDED_THAT_MATTER};
+    let r = rig();
+    for (key, record) in [
+        ("plain", r#"{"at": 1, "part": 0, "retained_turns": 1, "turn_prints": []}"#),
+        ("open", r#"{"at": 1, "part": 0, "retained_turns": 1, "turn_prints": [], "open_at_end": 1}"#),
+        ("erased", r#"{"at": 1, "part": 0, "retained_turns": 1, "turn_prints": [], "erased": true}"#),
+        ("parted", r#"{"at": 1, "part": 2, "retained_turns": 1, "turn_prints": []}"#),
+    ] {
+        r.spool.save_record(ENDED_RECORD, key, record.into()).await.unwrap();
+    }
+    assert_eq!(r.spool.keep_newest_records(ENDED_RECORD, ENDED_PLAIN, 0).await.unwrap(), 1);
+    assert!(r.spool.record(ENDED_RECORD, "plain").await.unwrap().is_none());
+    for key in ["open", "erased", "parted"] {
+        assert!(r.spool.record(ENDED_RECORD, key).await.unwrap().is_some(), "{key}");
+    }
+    assert_eq!(r.spool.keep_newest_records(ENDED_RECORD, ENDED_THAT_MATTER, 0).await.unwrap(), 3);
+}
+
 /// A running daemon forgets them too (it kept every session it had seen until its next start).
 #[tokio::test]
 async fn idle_sessions_are_forgotten_while_the_daemon_runs() {

@@ -126,12 +126,21 @@ impl Spool {
         .await
     }
 
-    /// Deletes the records of `kind` but the `most` whose JSON `at` is latest; how many went.
-    pub async fn keep_newest_records(&self, kind: &'static str, most: usize) -> Result<usize, SpoolError> {
+    /// Deletes the records of `kind` for which the SQL condition `of` holds (over the column
+    /// `record`), but the `most` of them whose JSON `at` is latest; how many went.
+    pub async fn keep_newest_records(
+        &self,
+        kind: &'static str,
+        of: &'static str,
+        most: usize,
+    ) -> Result<usize, SpoolError> {
         self.call(move |t| {
             t.execute(
-                "DELETE FROM records WHERE kind = ?1 AND key NOT IN (
-                    SELECT key FROM records WHERE kind = ?1 ORDER BY json_extract(record, '$.at') DESC LIMIT ?2)",
+                &format!(
+                    "DELETE FROM records WHERE kind = ?1 AND ({of}) AND key NOT IN (
+                        SELECT key FROM records WHERE kind = ?1 AND ({of})
+                        ORDER BY json_extract(record, '$.at') DESC LIMIT ?2)"
+                ),
                 params![kind, most as i64],
             )
         })

@@ -95,7 +95,10 @@ async fn the_newest_records_are_kept() {
         spool.save_record("ended", key, format!("{{\"at\": {at}}}")).await.unwrap();
     }
     spool.save_record("other", "x", "{\"at\": 1}".into()).await.unwrap();
-    assert_eq!(spool.keep_newest_records("ended", 2).await.unwrap(), 1);
+    assert_eq!(spool.keep_newest_records("ended", "json_extract(record, '$.at') > 15", 1).await.unwrap(), 1);
+    assert!(spool.record("ended", "c").await.unwrap().is_none(), "of those it names, the newest kept");
+    spool.save_record("ended", "c", "{\"at\": 20}".into()).await.unwrap();
+    assert_eq!(spool.keep_newest_records("ended", "1", 2).await.unwrap(), 1);
     assert!(spool.record("ended", "b").await.unwrap().is_none());
     assert!(spool.record("ended", "a").await.unwrap().is_some() && spool.record("ended", "c").await.unwrap().is_some());
     assert!(spool.record("other", "x").await.unwrap().is_some(), "another kind's stay");
