@@ -55,11 +55,36 @@ pub(crate) async fn browse(b: &HindsightBackend, q: &BrowseQuery) -> Result<Brow
 /// The server's banks with their fact counts (the first 1,000).
 /// Every bank on the server, a page (`banks_page`, 1,000) at a time: read in one request of 1,000,
 /// a server with more left the rest out, and an export or a clear of every project's bank
-/// missed theirs (review69 #4).
+/// missed theirs (review69 #4). The server lists the banks last written first, so one written
+/// while the pages are read moves to a page already read, and is in none (review70 #3): a
+/// list of more than a page is read again, up to [`BANK_READINGS`] times, until a reading
+/// finds no bank the others had not.
 pub(crate) async fn banks(b: &HindsightBackend) -> Result<Vec<BankCount>, BackendError> {
     let mut banks: Vec<BankCount> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    for _ in 0..BANK_READINGS {
+        let (found, pages) = bank_pages(b).await?;
+        let before = banks.len();
+        for bank in found {
+            if seen.insert(bank.bank.clone()) {
+                banks.push(bank);
+            }
+        }
+        if pages <= 1 || banks.len() == before {
+            break;
+        }
+    }
+    Ok(banks)
+}
+
+/// Readings of the bank list at most (see [`banks`]).
+const BANK_READINGS: usize = 3;
+
+/// One reading of the bank list, page by page to the server's total; with how many pages.
+async fn bank_pages(b: &HindsightBackend) -> Result<(Vec<BankCount>, usize), BackendError> {
+    let mut banks: Vec<BankCount> = Vec::new();
     let mut offset = 0;
+    let mut pages = 0;
     let per_page = b.config().banks_page.max(1);
     loop {
         let mut url = b.url(&["v1", "default", "banks"]);
@@ -67,15 +92,12 @@ pub(crate) async fn banks(b: &HindsightBackend) -> Result<Vec<BankCount>, Backen
         let Some(page) = b.send::<BankList>("list banks", Method::GET, url, None::<&()>, b.timeout()).await? else {
             break;
         };
+        pages += 1;
         let n = page.banks.len();
         offset += n;
-        // A bank another client named with private text is not shown (nor can it be named); one
-        // a page shifted into the next (made meanwhile) is listed once.
-        for x in page.banks {
-            if !mneme_core::text::has_private_tag(&x.bank_id) && seen.insert(x.bank_id.clone()) {
-                banks.push(BankCount { bank: x.bank_id, memories: x.fact_count });
-            }
-        }
+        // A bank another client named with private text is not shown (nor can it be named).
+        let shown = page.banks.into_iter().filter(|x| !mneme_core::text::has_private_tag(&x.bank_id));
+        banks.extend(shown.map(|x| BankCount { bank: x.bank_id, memories: x.fact_count }));
         // The server's total says when the list is through (a server that pages by less than
         // asked still gives it); without one, a page shorter than asked is the last.
         let through = match page.total {
@@ -86,7 +108,7 @@ pub(crate) async fn banks(b: &HindsightBackend) -> Result<Vec<BankCount>, Backen
             break;
         }
     }
-    Ok(banks)
+    Ok((banks, pages))
 }
 
 /// One memory unit. Hindsight keeps no passages of its own facts: `passages` is empty.

@@ -955,3 +955,39 @@ async fn a_404_naming_nothing_is_a_wrong_url_not_an_empty_bank() {
         assert!(e.to_string().contains("is hindsight.api_url right?"), "{e}");
     }
 }
+
+/// A bank written while the list is read moves to a page already read (the server lists the
+/// banks last written first): it was in no page. The list is read again until a reading finds
+/// nothing new (review70 #3).
+#[tokio::test]
+async fn a_bank_written_while_the_list_is_read_is_listed() {
+    use axum::extract::Query;
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let list = move |Query(q): Query<std::collections::HashMap<String, String>>| {
+        let counter = counter.clone();
+        async move {
+            // `a` is written once the first page has been read: from then on it comes first.
+            let order = match counter.fetch_add(1, Ordering::SeqCst) {
+                0 => ["c", "b", "a"],
+                _ => ["a", "c", "b"],
+            };
+            let offset: usize = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
+            let limit: usize = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(100);
+            let banks: Vec<serde_json::Value> = order
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|b| serde_json::json!({"bank_id": b, "fact_count": 1}))
+                .collect();
+            axum::Json(serde_json::json!({"banks": banks, "total": 3, "limit": limit, "offset": offset}))
+        }
+    };
+    let url = serve(Router::new().route("/v1/default/banks", axum::routing::get(list))).await;
+    let b = HindsightBackend::new(mneme_hindsight::HindsightConfig { banks_page: 2, ..common::config(&url, None) })
+        .unwrap();
+    let mut banks: Vec<String> = b.banks().await.unwrap().into_iter().map(|x| x.bank).collect();
+    banks.sort();
+    assert_eq!(banks, ["a", "b", "c"]);
+    assert!(asked.load(Ordering::SeqCst) >= 4, "read again");
+}
