@@ -84,7 +84,8 @@ function mnemeSetup(): { dir: string; listen: string } {
   const path = (written: string) => {
     const p = written.replace(/\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)/g, (_, a, b) => process.env[a ?? b] ?? "")
     const expanded = p === "~" ? home : p.startsWith("~/") ? join(home, p.slice(2)) : p
-    return isAbsolute(expanded) ? expanded : join(dirname(configPath), expanded)
+    // Joined as written, not normalized: `link/..` goes where the system takes it (review70 #1).
+    return isAbsolute(expanded) ? expanded : `${dirname(configPath)}/${expanded}`
   }
   const dirSet = process.env.MNEME_STORAGE__DIR || (typeof file?.storage?.dir === "string" ? file.storage.dir : "")
   const dir = dirSet.trim() ? path(dirSet) : join(xdg("XDG_DATA_HOME", join(".local", "share")), "mneme")
