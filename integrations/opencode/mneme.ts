@@ -185,7 +185,7 @@ function base(): string {
   if (URL_SET) return URL_SET.replace(/\/$/, "")
   let addr = SETUP.listen
   try {
-    const [pid, recorded] = readFileSync(join(SETUP.dir, "mneme.pid"), "utf8").split("\n")
+    const [pid, recorded] = readFileSync(`${SETUP.dir}/mneme.pid`, "utf8").split("\n")
     if (recorded?.trim() && running(Number(pid))) addr = recorded.trim()
   } catch {}
   // A daemon listening on every address is reached on loopback, as mneme's CLI reaches it.
@@ -205,7 +205,7 @@ function running(pid: number): boolean {
 }
 
 function tokenFile(): string {
-  return process.env.MNEME_TOKEN_FILE ?? join(SETUP.dir, "token")
+  return process.env.MNEME_TOKEN_FILE ?? `${SETUP.dir}/token`
 }
 
 function token(): string | undefined {
@@ -219,7 +219,7 @@ function token(): string | undefined {
 }
 
 /** The breaker shared with the other hook processes: the time (ms) a call last timed out. */
-const BREAKER = join(dirname(tokenFile()), "hooks-breaker")
+const BREAKER = `${dirname(tokenFile())}/hooks-breaker`
 
 function breakerOpen(): boolean {
   try {

@@ -555,6 +555,20 @@ test("without MNEME_URL the daemon is found where mneme's config and pidfile say
     writeFileSync(config, `[server]\nlisten = "127.0.0.1:${port}"\n\n[storage]\ndir = "data"\n\n[recall]\ntimeout = "2s\n`)
     await created("?broken", "by-broken")
     assert.ok(got.some((g) => g.body?.session_id === "by-broken"), JSON.stringify(got))
+    // A path through a link and `..` goes where the system takes it, for the config and the
+    // relative storage.dir in it, as mneme goes (review69 #2, review70 #1).
+    {
+      const { symlinkSync } = await import("node:fs")
+      mkdirSync(join(dir, "real", "deep", "x"), { recursive: true })
+      mkdirSync(join(dir, "real", "deep", "data2"))
+      writeFileSync(join(dir, "real", "deep", "data2", "token"), "t\n")
+      writeFileSync(join(dir, "real", "deep", "config.toml"), `[server]\nlisten = "127.0.0.1:${port}"\n\n[storage]\ndir = "data2"\n`)
+      symlinkSync(join(dir, "real", "deep", "x"), join(dir, "lnk"))
+      process.env.MNEME_CONFIG = `${dir}/lnk/../config.toml`
+      await created("?dotdot", "by-dotdot")
+      assert.ok(got.some((g) => g.body?.session_id === "by-dotdot"), JSON.stringify(got))
+      process.env.MNEME_CONFIG = config
+    }
     // A config file another user may change is not read, as mneme reads it not: its address and
     // storage.dir chose the daemon the conversation went to (review64 #1). The defaults stand.
     const { chmodSync, chownSync } = await import("node:fs")
