@@ -230,3 +230,33 @@ fn an_openai_embedder_without_its_url_is_refused_naming_the_key() {
         "{text}"
     );
 }
+
+/// A stop during the backfill closes the embedding thread's connection before the writer's, so
+/// the writer's close is the last and checkpoints the log: it was left behind, megabytes after
+/// an import (review70 #2), which a log lost afterwards would have taken with the writes in it.
+#[tokio::test]
+async fn a_stop_during_the_backfill_leaves_no_log() {
+    let mut d = Daemon::start("");
+    let lines: String = (0..2000)
+        .map(|i| {
+            json!({"id": format!("m{i}"), "bank": "mneme", "content": format!("note {i} about the heron parser and its {i} tokens"), "created_at": "2026-01-01T00:00:00Z"})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    let out = d.cli().args(["import", "-"]).write_stdin(lines).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let e = d.get("/v1/status").await.1["backend"]["embedding"].clone();
+        if e["state"] == "ready" && e["embedded"].as_u64() > Some(0) {
+            assert!(e["embedded"].as_u64() < e["passages"].as_u64(), "the backfill is through already: {e}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no backfill: {e}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(d.stop().success());
+    let wal = d.data().join("memories.db-wal");
+    assert!(std::fs::metadata(&wal).map_or(true, |m| m.len() == 0), "{} was left", wal.display());
+}

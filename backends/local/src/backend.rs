@@ -89,6 +89,9 @@ impl Drop for Inner {
     }
 }
 
+/// How long [`LocalBackend`]'s close waits for the embedding thread to end its batch.
+const EMBEDDER_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How long [`LocalBackend`]'s close waits for the writer to close its connection (a checkpoint
 /// of a long log included).
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -411,7 +414,7 @@ impl MemoryBackend for LocalBackend {
         let inner = self.inner.clone();
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(s) = &inner.semantic {
-                s.stop();
+                s.stop_and_wait(EMBEDDER_STOP_WAIT);
             }
             inner.readers.lock().unwrap_or_else(|p| p.into_inner()).clear();
             inner.writer.close(CLOSE_WAIT);

@@ -90,6 +90,10 @@ pub(crate) struct Semantic {
     /// While the stored vectors load: memories retagged meanwhile, applied to the loaded index
     /// when it is swapped in (its pages may have been read before the change).
     retagged_in_load: Mutex<Option<HashMap<i64, String>>>,
+    /// Whether the embedding thread has ended (and closed its reading connection); told on
+    /// `thread_ended`.
+    ended: Mutex<bool>,
+    thread_ended: Condvar,
 }
 
 #[derive(Default)]
@@ -136,12 +140,15 @@ impl Semantic {
             last_write: Mutex::new(None),
             last_question: Mutex::new(None),
             retagged_in_load: Mutex::new(None),
+            ended: Mutex::new(true),
+            thread_ended: Condvar::new(),
         }))
     }
 
     /// Starts the embedding thread: it loads the model and the stored vectors, then embeds.
     pub(crate) fn start(self: &Arc<Self>, choice: EmbedderChoice, path: std::path::PathBuf, writer: Writer) {
         let me = self.clone();
+        *lock(&self.ended) = false;
         let spawned = std::thread::Builder::new().name("mneme-embedder".into()).spawn(move || {
             // An endpoint's client is built first: its HTTP thread, started with it, keeps the
             // normal priority (at idle priority, a busy machine held a question's vector past the
@@ -155,8 +162,12 @@ impl Semantic {
             if let Err(e) = me.run(choice, client, &path, &writer) {
                 me.unavailable(format!("the embedding thread stopped: {e}"));
             }
+            drop(writer);
+            *lock(&me.ended) = true;
+            me.thread_ended.notify_all();
         });
         if let Err(e) = spawned {
+            *lock(&self.ended) = true;
             self.unavailable(format!("cannot start the embedding thread: {e}"));
         }
     }
@@ -165,6 +176,15 @@ impl Semantic {
     pub(crate) fn stop(&self) {
         lock(&self.wake).stop = true;
         self.woken.notify_all();
+    }
+
+    /// [`Semantic::stop`], then waits at most `wait` for the thread to end (it stops between two
+    /// batches), so that its reading connection is closed before the writer's: the last to close
+    /// checkpoints the log, and a stop during a backfill left it behind (review70 #2).
+    pub(crate) fn stop_and_wait(&self, wait: Duration) {
+        self.stop();
+        let ended = lock(&self.ended);
+        let _ = self.thread_ended.wait_timeout_while(ended, wait, |ended| !*ended);
     }
 
     /// Applies a write's changes: deleted passages leave the index, new ones wake the thread.
