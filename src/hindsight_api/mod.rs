@@ -119,7 +119,7 @@ impl HindsightApi {
         let spool = self.spool.clone();
         let before = mneme_core::time::unix_seconds(SystemTime::now()).saturating_sub(OPERATION_KEPT_FOR.as_secs());
         tokio::spawn(async move {
-            if let Err(e) = spool.forget_records_older_than_unless_queued(OPERATION, before).await {
+            if let Err(e) = spool.forget_records_older_than(OPERATION, before).await {
                 tracing::warn!("forgetting old Hindsight operation ids: {e}");
             }
         });

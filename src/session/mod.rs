@@ -255,13 +255,11 @@ impl Sessions {
         for id in earlier {
             sessions.go_on_in_a_part_of_its_own(&id).await?;
         }
-        for id in expired {
-            tracing::info!(session = id, "ending a session idle for more than {} days", SESSION_TTL.as_secs() / 86400);
-            // Ended, as one idle that long while the daemon runs is: started again, it goes on
-            // where it stopped.
-            if let Err(e) = sessions.end(&id, Delivery::Background).await {
-                tracing::warn!(session = id, "cannot end a session idle past the TTL: {e}");
-            }
+        // Ended, as one idle that long while the daemon runs is: started again, it goes on where
+        // it stopped.
+        let n = sessions.end_each(expired, |_| true, "a session idle past the TTL").await;
+        if n > 0 {
+            tracing::info!("ended {n} sessions idle for more than {} days", SESSION_TTL.as_secs() / 86400);
         }
         Ok(sessions)
     }
@@ -625,19 +623,10 @@ impl Sessions {
         let cutoff = unix_now().saturating_sub(SESSION_TTL.as_secs());
         let expired = |s: &Session| s.last_seen != 0 && s.last_seen < cutoff;
         let ids: Vec<String> = self.inner.map.locked().values().filter(|s| expired(s)).map(|s| s.id.clone()).collect();
-        let mut n = 0;
-        for id in ids {
-            // Ended, not forgotten: one that comes back goes on where it stopped, as after an
-            // end. Forgotten whole, it began again at its first part, and a history compacted
-            // since replaced that document (review63 #4).
-            if self.get(&id).is_ok_and(|s| !expired(&s)) {
-                continue;
-            }
-            match self.end(&id, Delivery::Background).await {
-                Ok(_) => n += 1,
-                Err(e) => tracing::warn!(session = id, "cannot end a session idle past the TTL: {e}"),
-            }
-        }
+        // Ended, not forgotten: one that comes back goes on where it stopped, as after an end.
+        // Forgotten whole, it began again at its first part, and a history compacted since
+        // replaced that document (review63 #4).
+        let n = self.end_each(ids, expired, "a session idle past the TTL").await;
         forget_long_ended(&self.inner.spool).await;
         n
     }
@@ -658,16 +647,7 @@ impl Sessions {
         };
         // Ended, not forgotten: one that comes back (a session used only through its tools is
         // saved, and so seen, only at its starts) goes on where it stopped, as after an end.
-        let mut n = 0;
-        for id in ids {
-            if self.get(&id).is_ok_and(|s| s.last_seen > seen_by) {
-                continue;
-            }
-            match self.end(&id, Delivery::Background).await {
-                Ok(_) => n += 1,
-                Err(e) => tracing::warn!(session = id, "cannot end a least recently seen session: {e}"),
-            }
-        }
+        let n = self.end_each(ids, |s| s.last_seen <= seen_by, "a least recently seen session").await;
         if n > 0 {
             tracing::info!("ended the {n} least recently seen sessions: more than {max} were live");
         }
@@ -687,6 +667,22 @@ impl Sessions {
             sessions.forget_least_recent(sessions.inner.max_sessions).await;
             sessions.inner.trimming.store(false, Ordering::SeqCst);
         });
+    }
+
+    /// Ends each of the sessions `ids` that is still `due` (one may have been seen since it was
+    /// picked), as [`Self::end`] does, its failure logged as `what`'s; returns how many.
+    async fn end_each(&self, ids: Vec<String>, due: impl Fn(&Session) -> bool, what: &str) -> usize {
+        let mut n = 0;
+        for id in ids {
+            if self.get(&id).is_ok_and(|s| !due(&s)) {
+                continue;
+            }
+            match self.end(&id, Delivery::Background).await {
+                Ok(_) => n += 1,
+                Err(e) => tracing::warn!(session = id, "cannot end {what}: {e}"),
+            }
+        }
+        n
     }
 
     /// Queues the pending tail of every session idle for `idle` or longer; returns how many.

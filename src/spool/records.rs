@@ -95,27 +95,11 @@ impl Spool {
         .await
     }
 
-    /// Deletes the records of `kind` whose JSON `at` (seconds since the epoch) is before `before`;
-    /// how many.
+    /// Deletes the records of `kind` whose JSON `at` (seconds since the epoch) is before `before`,
+    /// but those whose JSON `bank` still has items waiting; how many. (A client's operation id
+    /// forgotten while its retain was still queued (a week's outage, one start with the clock
+    /// ahead) let a resend be queued again, and stored twice: review63 #7.)
     pub async fn forget_records_older_than(&self, kind: &'static str, before: u64) -> Result<usize, SpoolError> {
-        self.call(move |t| {
-            t.execute(
-                "DELETE FROM records WHERE kind = ? AND json_extract(record, '$.at') < ?",
-                params![kind, before as i64],
-            )
-        })
-        .await
-    }
-
-    /// As [`Spool::forget_records_older_than`], but keeping those whose JSON `bank` still has
-    /// items waiting: a client's operation id, forgotten while its retain was still queued (a
-    /// week's outage, one start with the clock ahead), let a resend be queued again, and stored
-    /// twice (review63 #7).
-    pub async fn forget_records_older_than_unless_queued(
-        &self,
-        kind: &'static str,
-        before: u64,
-    ) -> Result<usize, SpoolError> {
         self.call(move |t| {
             t.execute(
                 "DELETE FROM records WHERE kind = ? AND json_extract(record, '$.at') < ?

@@ -112,10 +112,10 @@ async fn records_of_a_bank_with_items_waiting_are_kept_past_their_age() {
     let item = mneme_core::MemoryItem::new("one", "one", "2026-01-01T00:00:00.000Z");
     let once = OnceRecord { kind: "op", key: "k1".into(), record: "{\"bank\": \"b\", \"at\": 100}".into() };
     spool.append_once("s", "b", vec![item], once).await.unwrap();
-    assert_eq!(spool.forget_records_older_than_unless_queued("op", 101).await.unwrap(), 0, "its items wait");
+    assert_eq!(spool.forget_records_older_than("op", 101).await.unwrap(), 0, "its items wait");
     let batch = spool.next_batch("s", 10).await.unwrap().items;
     spool.delivered("s", batch[0].batch_id.as_deref().unwrap(), batch[0].seq..=batch[0].seq).await;
-    assert_eq!(spool.forget_records_older_than_unless_queued("op", 101).await.unwrap(), 1);
+    assert_eq!(spool.forget_records_older_than("op", 101).await.unwrap(), 1);
 }
 
 /// After `erase_traces` (a forget, a clear), the text of a delivered item is in no file: a
