@@ -59,21 +59,28 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
         }
         ConfigAction::Check => {
             let path = config::config_path(flag);
+            // A file named (--config, MNEME_CONFIG) that is not there is most likely a typo, and
+            // a daemon started so would store on the defaults: a check fails on it (exit 1, as
+            // `mneme doctor` does), where the default path missing is the ordinary first run.
+            let mut named_missing = false;
             let loaded = config::load_from_env(&path).map(|mut loaded| {
                 if let Some(how) = config::config_named_by(flag).filter(|_| !loaded.exists) {
+                    named_missing = true;
                     loaded.warnings.push(format!(
                         "{how} names a file that does not exist: the defaults apply (a daemon started so stores on them)"
                     ));
                 }
                 loaded
             });
+            let exit = if named_missing { ExitCode::FAILURE } else { ExitCode::SUCCESS };
             match loaded {
                 Ok(mut loaded) if as_json => {
                     loaded.warnings.extend(crate::config::secrets_others_may_read(&loaded));
                     println!(
                         "{}",
-                        json!({"ok": true, "path": path, "exists": loaded.exists, "warnings": loaded.warnings})
-                    )
+                        json!({"ok": !named_missing, "path": path, "exists": loaded.exists, "warnings": loaded.warnings})
+                    );
+                    return Ok(exit);
                 }
                 Ok(mut loaded) => {
                     let what = if loaded.exists { "is valid" } else { "does not exist; the defaults apply" };
@@ -83,6 +90,7 @@ pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -
                     for w in loaded.warnings {
                         println!("warning: {w}");
                     }
+                    return Ok(exit);
                 }
                 Err(e) if as_json => {
                     let errors: Vec<Value> =
