@@ -377,12 +377,12 @@ fn human_bytes(b: u64) -> String {
 }
 
 /// "healthy", "UNREACHABLE" for a Hindsight server that did not answer, else "UNHEALTHY": one
-/// that answered (it gave its version) but refuses the token, or a local store failing its
-/// check, was called unreachable (review64 #5).
+/// that answered but refuses the token (review64 #5) or has no `/health` at the configured path
+/// (review67 #6), or a local store failing its check, was called unreachable.
 fn health_word(b: &mneme_core::BackendStatus) -> &'static str {
     match b.healthy {
         true => "healthy",
-        false if b.backend == mneme_core::BackendId::Hindsight && b.version.is_none() => "UNREACHABLE",
+        false if b.reachable == Some(false) => "UNREACHABLE",
         false => "UNHEALTHY",
     }
 }
@@ -522,14 +522,15 @@ mod tests {
 
     #[test]
     fn a_server_that_answers_is_unhealthy_not_unreachable() {
-        let status = |backend: &str, healthy: bool, version: Option<&str>| -> mneme_core::BackendStatus {
-            serde_json::from_value(
-                serde_json::json!({"backend": backend, "healthy": healthy, "detail": null, "version": version}),
-            )
+        let status = |backend: &str, healthy: bool, reachable: Option<bool>| -> mneme_core::BackendStatus {
+            serde_json::from_value(serde_json::json!({
+                "backend": backend, "healthy": healthy, "detail": null, "version": null, "reachable": reachable
+            }))
             .unwrap()
         };
-        assert_eq!(health_word(&status("hindsight", false, None)), "UNREACHABLE");
-        assert_eq!(health_word(&status("hindsight", false, Some("1.1.0"))), "UNHEALTHY");
+        assert_eq!(health_word(&status("hindsight", false, Some(false))), "UNREACHABLE");
+        // Answered, without a version (a 404 at a wrong api_url path: review67 #6) or with one.
+        assert_eq!(health_word(&status("hindsight", false, Some(true))), "UNHEALTHY");
         assert_eq!(health_word(&status("local", false, None)), "UNHEALTHY");
         assert_eq!(health_word(&status("local", true, None)), "healthy");
     }

@@ -409,6 +409,11 @@ pub struct BackendStatus {
     /// it is off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thesaurus_words: Option<u64>,
+    /// Whether a remote server answered the check at all (Hindsight): false when nothing
+    /// answered (refused, unreachable, no answer in time), true when it answered, even with an
+    /// error or a 404. Absent for a backend with no server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reachable: Option<bool>,
 }
 
 impl BackendStatus {
@@ -423,6 +428,7 @@ impl BackendStatus {
             storage_bytes: None,
             embedding: None,
             thesaurus_words: None,
+            reachable: None,
         }
     }
 }

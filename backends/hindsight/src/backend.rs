@@ -862,6 +862,7 @@ impl MemoryBackend for HindsightBackend {
             self.send::<serde_json::Value>("health", Method::GET, self.url(&["health"]), None::<&()>, quick).await;
         let mut status = BackendStatus::healthy(BackendId::Hindsight);
         status.detail = Some(self.shown.trim_end_matches('/').to_owned());
+        status.reachable = Some(true);
         match health {
             Ok(Some(_)) => {
                 let version = self
@@ -894,7 +895,15 @@ impl MemoryBackend for HindsightBackend {
             }
             Err(e) => {
                 status.healthy = false;
-                status.detail = Some(format!("unreachable: {e}"));
+                // A server that answered with an error (a 500, the token refused, this mneme's
+                // own /hindsight) is not unreachable (review67 #6): asked once more, plainly,
+                // whether anything answers at all.
+                let answers = self.http.get(self.url(&["health"])).timeout(quick).send().await.is_ok();
+                status.reachable = Some(answers);
+                status.detail = Some(match answers {
+                    true => e.to_string(),
+                    false => format!("unreachable: {e}"),
+                });
             }
         }
         status

@@ -132,6 +132,7 @@ async fn connection_refused_is_transient_and_status_says_unreachable() {
     assert!(!e.to_string().contains("sekrit"));
     let status = b.status().await;
     assert!(!status.healthy);
+    assert_eq!(status.reachable, Some(false));
     assert!(status.detail.unwrap().contains("unreachable"));
 }
 
@@ -922,6 +923,26 @@ async fn status_checks_the_token_and_the_api_beyond_health() {
     .await;
     let status = HindsightBackend::new(common::config(&fine, None)).unwrap().status().await;
     assert!(status.healthy, "{status:?}");
+    assert_eq!(status.reachable, Some(true));
+}
+
+/// A server that answers, with a 404 at a wrong `api_url` path or with a 500, is reachable (the
+/// CLI shows UNHEALTHY, not UNREACHABLE: review67 #6); its detail is not "unreachable".
+#[tokio::test]
+async fn a_server_that_answers_an_error_is_reachable() {
+    use axum::routing::get;
+    let health = || async { axum::Json(serde_json::json!({"status": "healthy"})) };
+    let at_root = serve(Router::new().route("/health", get(health))).await;
+    let failing = serve(
+        Router::new().route("/health", get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "database is down") })),
+    )
+    .await;
+    for url in [format!("{at_root}/api"), failing] {
+        let status = HindsightBackend::new(common::config(&url, None)).unwrap().status().await;
+        assert!(!status.healthy, "{status:?}");
+        assert_eq!(status.reachable, Some(true), "{url}: {status:?}");
+        assert!(!status.detail.as_deref().unwrap_or_default().contains("unreachable"), "{status:?}");
+    }
 }
 
 /// A recall answered 404 is an empty bank only when the server names the bank missing: a wrong
