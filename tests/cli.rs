@@ -1135,6 +1135,26 @@ fn doctor_says_a_named_config_file_is_not_there() {
     assert!(said.contains("the config file MNEME_CONFIG names") && said.contains("does not exist"), "{said}");
 }
 
+/// A problem in the file's `[storage]` while the daemon runs on its last good file: doctor says
+/// the storage dir and the daemon could not be checked, not that the daemon does not run and to
+/// start it (review69 #3: `mneme serve` refuses the same file), and status says it went on with
+/// `[server]` alone.
+#[test]
+fn doctor_with_the_files_storage_unreadable_says_so() {
+    let d = Daemon::start("");
+    let config = std::fs::read_to_string(d.config_path()).unwrap();
+    std::fs::write(d.config_path(), format!("{config}\n[storage]\ndri = \"/nowhere\"\n")).unwrap();
+    let out = d.cli().arg("doctor").output().unwrap();
+    let said = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("storage.dri"), "{said}");
+    assert!(said.contains("the storage dir, its files and the daemon were not checked"), "{said}");
+    assert!(!said.contains("start it") && !said.contains("not running"), "{said}");
+    let out = d.cli().arg("status").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("going on with its [server] alone"), "{err}");
+}
+
 /// The CLI's errors speak of the command line, not the HTTP API: a blank text to retain, and an
 /// unknown `--session` (it was told to "start it with POST /v1/sessions"); `clear` without a
 /// scope names each way to give one.

@@ -38,12 +38,8 @@ pub(super) fn load_client_settings(flag: Option<&Path>) -> Result<Loaded, CliErr
     let (loaded, problem) = read_client_settings(flag)?;
     if let Some(problem) = problem {
         let problem = mneme_core::text::escape_controls(&problem.to_string()).into_owned();
-        // (Which of those sections were read, `load_for_client` does not say: when [server] has
-        // a problem itself, [storage] alone, else neither; review67 #2.)
-        let with = match loaded.exists {
-            true => "what of its [server] and [storage] could be read (else the defaults and the environment)",
-            false => "the defaults and the environment",
-        };
+        // Which sections were read (review67 #2, review69 #3).
+        let with = loaded.going_on_with();
         eprintln!("mneme: {problem}\nmneme: going on with {with}: the daemon keeps its last good configuration");
     }
     Ok(loaded)

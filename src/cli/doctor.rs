@@ -36,8 +36,13 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
     // An invalid file is said, and the rest is checked with its [server] and [storage] as the
     // other client commands read them: after a bad edit the daemon runs on its last good file,
     // and that is when the rest needs checking.
+    // The file's [storage] unread (a problem in it): the daemon is looked for with the default
+    // storage dir's token, and "start it" would be refused on the same file (review69 #3).
+    let mut storage_unread = false;
     let settings = match config::load_for_client(&path) {
         Ok((loaded, problem)) => {
+            storage_unread =
+                loaded.exists && !loaded.storage_read() && problem.as_ref().is_some_and(|e| !e.is_unreadable());
             match problem {
                 // Not read at all (another user may change it, a FIFO): what is below is checked
                 // with the defaults and the environment, as the hooks and commands go on.
@@ -47,10 +52,14 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                 ),
                 Some(e) => r.problem(
                     e.to_string(),
-                    format!(
-                        "fix the keys above in {} (`mneme config check`); checked below with what of its [server] and [storage] could be read, else the defaults",
-                        path.display()
-                    ),
+                    match storage_unread {
+                        false => format!(
+                            "fix the keys above in {} (`mneme config check`); checked below with {}",
+                            path.display(),
+                            loaded.going_on_with()
+                        ),
+                        true => format!("fix the keys above in {} (`mneme config check`)", path.display()),
+                    },
                 ),
                 // Named (--config, MNEME_CONFIG) and not there: a typo, most likely, as `mneme
                 // serve` and `status` warn (review69 #8).
@@ -80,7 +89,14 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             None
         }
     };
-    if let Some(settings) = &settings {
+    if storage_unread {
+        // The default storage dir is not the user's: its files, and a daemon proving another
+        // token, would only mislead ("start it", which refuses the same file).
+        r.problem(
+            "the storage dir, its files and the daemon were not checked: the file's [storage] could not be read".into(),
+            "fix the file first, then run `mneme doctor` again".into(),
+        );
+    } else if let Some(settings) = &settings {
         let dir = &settings.storage.dir;
         let metadata = std::fs::metadata(dir);
         // What the daemon refuses to start with, said as it says it.

@@ -23,6 +23,10 @@ pub struct Loaded {
     pub warnings: Vec<String>,
     /// The file's text as read (empty when there is none).
     pub text: String,
+    /// For a client going on past a problem in the file ([`load_for_client`]): the sections of
+    /// it that were read (none: the defaults and the environment). `None`: the whole file, or
+    /// no file.
+    pub sections_read: Option<&'static [&'static str]>,
 }
 
 /// One problem in a config file.
@@ -214,7 +218,7 @@ fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<Str
         }
         return Err(ConfigErrors { path: path.to_owned(), errors });
     }
-    Ok(Loaded { settings, path: path.to_owned(), exists, warnings, text })
+    Ok(Loaded { settings, path: path.to_owned(), exists, warnings, text, sections_read: None })
 }
 
 /// [`load`] with this process's environment, warning also about `MNEME_<SECTION>__<KEY>`
@@ -245,7 +249,7 @@ pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), Co
         // A file that cannot be read at all (a directory for a moment while a dotfile tool swaps
         // it, a file of another user's): the defaults and the environment, as with no file, and
         // the problem told. The daemon keeps its configuration; a command that gave up did nothing.
-        Err(problem) => return load_text_from_env(path, None).map(|loaded| (loaded, Some(problem))),
+        Err(problem) => return load_text_from_env(path, None).map(|loaded| (none_read(loaded), Some(problem))),
     };
     let problem = match load_text_from_env(path, text.clone()) {
         Ok(loaded) => return Ok((loaded, None)),
@@ -253,7 +257,11 @@ pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), Co
     };
     let text = text.unwrap_or_default();
     let whole: Option<toml::Table> = text.parse().ok();
-    for sections in [&["server", "storage", "hooks", "recall"][..], &["server", "storage"][..], &["storage"][..]] {
+    // [storage] (whose pidfile gives the daemon's address and holds its token) before [server]
+    // alone: with [server] alone the daemon is found, but not its token (review69 #3).
+    const STEPS: [&[&str]; 4] =
+        [&["server", "storage", "hooks", "recall"], &["server", "storage"], &["storage"], &["server"]];
+    for sections in STEPS {
         let kept: toml::Table = match &whole {
             Some(table) => table
                 .iter()
@@ -268,11 +276,47 @@ pub fn load_for_client(path: &Path) -> Result<(Loaded, Option<ConfigErrors>), Co
         };
         if let Ok(mut settings) = parse(&kept.to_string(), path.parent()) {
             let warnings = apply_env(&mut settings, &|k| std::env::var(k).ok(), path.parent()).warnings;
-            let loaded = Loaded { settings, path: path.to_owned(), exists: true, warnings, text: text.clone() };
+            let loaded = Loaded {
+                settings,
+                path: path.to_owned(),
+                exists: true,
+                warnings,
+                text: text.clone(),
+                sections_read: Some(sections),
+            };
             return Ok((loaded, Some(problem)));
         }
     }
-    load_text_from_env(path, None).map(|loaded| (loaded, Some(problem)))
+    load_text_from_env(path, None).map(|loaded| (none_read(loaded), Some(problem)))
+}
+
+/// `loaded` (the defaults and the environment) marked as having read none of the file.
+fn none_read(loaded: Loaded) -> Loaded {
+    Loaded { sections_read: Some(&[]), ..loaded }
+}
+
+impl Loaded {
+    /// What a client going on past a problem in the file goes on with, for its message: "its
+    /// [server] and [storage]", or "the defaults and the environment".
+    pub fn going_on_with(&self) -> String {
+        match self.sections_read {
+            Some(sections) if !sections.is_empty() => {
+                let named: Vec<String> = sections.iter().map(|s| format!("[{s}]")).collect();
+                let (last, rest) = named.split_last().expect("not empty");
+                match rest.is_empty() {
+                    true => format!("its {last} alone (else the defaults and the environment)"),
+                    false => format!("its {} and {last} (else the defaults and the environment)", rest.join(", ")),
+                }
+            }
+            _ => "the defaults and the environment".into(),
+        }
+    }
+
+    /// Whether the storage dir (the daemon's pidfile and token) is the file's, not the default
+    /// taken because the file's `[storage]` could not be read.
+    pub fn storage_read(&self) -> bool {
+        self.sections_read.is_none_or(|s| s.contains(&"storage"))
+    }
 }
 
 /// The lines of the named top-level sections (`[server]` to the next header), headers included.

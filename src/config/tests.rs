@@ -428,12 +428,27 @@ fn a_client_reads_its_sections_past_a_syntax_error_elsewhere() {
     let (loaded, problem) = load_for_client(&path).expect("its [storage]");
     assert_eq!(loaded.settings.storage.dir, data);
     assert!(problem.is_some_and(|p| p.to_string().contains("max_conections")));
+    assert_eq!(loaded.going_on_with(), "its [storage] alone (else the defaults and the environment)");
+    assert!(loaded.storage_read());
+    // A problem in [storage] itself: [server] alone, said so (review69 #3: the daemon was looked
+    // for at the default address, and said not to run).
+    let text = format!("[server]\nlisten = \"127.0.0.1:7777\"\n\n[storage]\ndri = \"{}\"\n", data.display());
+    std::fs::write(&path, text).unwrap();
+    let (loaded, problem) = load_for_client(&path).expect("its [server]");
+    assert_eq!(loaded.settings.server.listen.port(), 7777);
+    assert!(problem.is_some_and(|p| p.to_string().contains("storage.dri")));
+    assert_eq!(loaded.going_on_with(), "its [server] alone (else the defaults and the environment)");
+    assert!(!loaded.storage_read());
+    std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:7777\"\n[recall]\ntypo = 1\n").unwrap();
+    let (loaded, _) = load_for_client(&path).expect("its sections");
+    assert_eq!(loaded.going_on_with(), "its [server] and [storage] (else the defaults and the environment)");
     // A path that cannot be read at all: the defaults, with the problem beside.
     let folder = dir.path().join("folder.toml");
     std::fs::create_dir(&folder).unwrap();
     let (loaded, problem) = load_for_client(&folder).expect("the defaults");
     assert_eq!(loaded.settings.server.listen, crate::config::Settings::default().server.listen);
     assert!(problem.is_some_and(|p| p.to_string().contains("not a regular file")));
+    assert_eq!(loaded.going_on_with(), "the defaults and the environment");
 }
 
 /// Values the daemon could not use are refused naming their key and line: a duration that
