@@ -7,7 +7,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use mneme_core::transfer::{chunks_of_whole_documents, ChunkLimit};
 use mneme_core::*;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, LOCATION, RETRY_AFTER};
@@ -16,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::errors;
+use crate::limiter::{self, Limiter};
 use crate::parts;
 use crate::redelete::Redeletes;
 use crate::wire::*;
@@ -118,7 +118,7 @@ pub struct HindsightBackend {
     /// `base` as messages and the status show it: a password in it replaced by `****`.
     shown: String,
     http: reqwest::Client,
-    limiter: DefaultDirectRateLimiter,
+    limiter: Limiter,
     ensured: Mutex<HashSet<String>>,
     /// When each operation this client waits for was first seen unfinished (see
     /// `wait_for_operation`); forgotten once it finished.
@@ -200,6 +200,142 @@ impl HindsightBackend {
         }
     }
 
+    /// Imports `memories` (see [`MemoryBackend::import`]).
+    async fn import_memories(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
+        // Each memory is its own document (its id unless it has one), so a re-import replaces
+        // instead of duplicating; each chunk's operation id derives from its bank and its
+        // memories (see `import_chunk_id`).
+        // A request holds one bank, and a document's memories go in one chunk: the server stores
+        // a document as what one retain holds of it, replacing what it had, so one that has more
+        // than one memory is sent as a replace and appends, in order (see `parts::import_parts`).
+        let mut banks: Vec<(&str, Vec<&StoredMemory>)> = Vec::new();
+        for m in memories {
+            match banks.iter_mut().find(|(bank, _)| *bank == m.bank) {
+                Some((_, of_bank)) => of_bank.push(m),
+                None => banks.push((&m.bank, vec![m])),
+            }
+        }
+        for (bank, of_bank) in banks {
+            // A delete owed after a forget or clear (see `redelete`) would take what is imported.
+            let documents = of_bank.iter().flat_map(|m| m.document_id.as_deref().into_iter().chain([m.id.as_str()]));
+            self.redeletes.retaining(bank, documents);
+            for chunk in chunks_of_whole_documents(of_bank, ChunkLimit::items(IMPORT_CHUNK)) {
+                let chunk_id = import_chunk_id(bank, &chunk);
+                // A memory of no document goes as a document of its own, marked (see
+                // `LOOSE_MEMORY_KEY`): the one its mark names, else its id.
+                let loose_document = |m: &StoredMemory| {
+                    m.metadata.get(crate::wire::LOOSE_MEMORY_KEY).cloned().unwrap_or_else(|| m.id.clone())
+                };
+                // Its type goes along too (see `TYPE_KEY`): the server would make it its own.
+                let metadata: Vec<BTreeMap<String, String>> = chunk
+                    .iter()
+                    .map(|m| {
+                        let mut marked = m.metadata.clone();
+                        // (A client's own value under the key is left as it is.)
+                        marked.entry(crate::wire::TYPE_KEY.to_owned()).or_insert_with(|| m.kind.as_str().to_owned());
+                        if m.document_id.is_none() {
+                            marked.insert(crate::wire::LOOSE_MEMORY_KEY.to_owned(), loose_document(m));
+                        }
+                        marked
+                    })
+                    .collect();
+                let items = chunk
+                    .iter()
+                    .zip(&metadata)
+                    .map(|(m, metadata)| RetainItem {
+                        content: &m.content,
+                        context: m.context.as_deref(),
+                        timestamp: retain_timestamp(&m.created_at),
+                        metadata,
+                        tags: &m.tags,
+                        document_id: Some(
+                            m.document_id.as_deref().unwrap_or_else(|| &metadata[crate::wire::LOOSE_MEMORY_KEY]),
+                        ),
+                        update_mode: None,
+                    })
+                    .collect();
+                self.ensure_bank(bank).await;
+                let url = self.bank_url(bank, &["memories"])?;
+                let parts = parts::import_parts(items);
+                let mut documents: Vec<&str> =
+                    parts.iter().flat_map(|p| &p.items).filter_map(|i| i.document_id).collect();
+                documents.sort_unstable();
+                documents.dedup();
+                let chunk_id = self.import_generation(bank, &chunk_id, &documents).await?;
+                for (n, part) in parts.into_iter().enumerate() {
+                    let id = parts::part_operation_id(&chunk_id, n);
+                    if !part.synchronous {
+                        self.import_part(bank, &url, RetainRequest::asynchronous(part.items, id)).await?;
+                        continue;
+                    }
+                    // Deleted first, as a delivery's fold is (a second synchronous retain of a
+                    // document gives each memory every item's tags); failed, items alike go one
+                    // by one, as a delivery's do.
+                    let document = part.items[0].document_id.unwrap_or_default();
+                    let alike = parts::alike_wire(&part.items);
+                    let folded = async {
+                        self.delete_before_fold(bank, document).await?;
+                        self.import_part(bank, &url, RetainRequest::synchronous(part.items.clone())).await
+                    };
+                    match folded.await {
+                        Ok(()) => {}
+                        Err(_) if alike => {
+                            // Ids of this run's own, after the delete (see `send_folded`).
+                            let mark = attempt_mark();
+                            for (k, mut item) in part.items.into_iter().enumerate() {
+                                item.update_mode = (k > 0).then_some("append");
+                                let id = parts::part_operation_id(&format!("{id}/one-by-one-{mark}"), k);
+                                self.import_part(bank, &url, RetainRequest::asynchronous(vec![item], id)).await?;
+                            }
+                        }
+                        Err(e) => return Err(said_deleted(e)),
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Delivers `batch` (see [`MemoryBackend::retain`]).
+    async fn deliver(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
+        self.ensure_bank(&scope.bank).await;
+        let url = self.bank_url(&scope.bank, &["memories"])?;
+        self.redeletes.retaining(&scope.bank, batch.items.iter().filter_map(|i| i.document_id.as_deref()));
+        // One request per part (see `parts`), in order: a resend after any failure sends them all
+        // again, and those the server already has are answered from their operation ids.
+        // Each part is done once the server has stored it, not when it has queued it: the
+        // spool lets go of a batch only then, and a document's next part never overtakes it.
+        // A part that fails after others were stored says which: they are delivered, and are
+        // not dead-lettered with the rest (see `BackendError::PartlyStored`).
+        let mut stored: Vec<String> = Vec::new();
+        for part in parts::parts(&batch.id, &batch.items) {
+            let ids = part.item_ids.clone();
+            let sent = match part.synchronous {
+                false => self.send_part(&scope.bank, &url, part).await,
+                true => {
+                    let items: Vec<MemoryItem> = batch.items.iter().filter(|i| ids.contains(&i.id)).cloned().collect();
+                    self.send_folded(&scope.bank, &url, &batch.id, part, &items).await
+                }
+            };
+            let error = match sent {
+                Ok(()) => {
+                    stored.extend(ids);
+                    continue;
+                }
+                // A timeout or a 5xx counts as an attempt (this very batch may be choking the
+                // server) only while the server answers its health check: when that fails too,
+                // the server does not answer at all, and an outage dead-letters nothing.
+                Err(error @ BackendError::Transient { .. }) => self.outage_unless_answering(error).await,
+                Err(error) => error,
+            };
+            return Err(match stored.is_empty() {
+                true => error,
+                false => BackendError::PartlyStored { stored, error: Box::new(error) },
+            });
+        }
+        Ok(())
+    }
+
     /// A client for `config`. Does not contact the server: a server that is down at start is fine.
     pub fn new(config: HindsightConfig) -> Result<Self, BackendError> {
         let base = Url::parse(config.api_url.trim())
@@ -234,7 +370,7 @@ impl HindsightBackend {
             .map_err(|e| BackendError::permanent(format!("cannot build the HTTP client: {e}")))?;
         let rps = NonZeroU32::new(config.requests_per_second.max(1)).expect("at least 1");
         let burst = NonZeroU32::new(config.burst.max(1)).expect("at least 1");
-        let limiter = RateLimiter::direct(Quota::per_second(rps).allow_burst(burst));
+        let limiter = Limiter::new(rps, burst);
         Ok(Self {
             config,
             base,
@@ -596,42 +732,8 @@ impl MemoryBackend for HindsightBackend {
     }
 
     async fn retain(&self, scope: &Scope, batch: &RetainBatch) -> Result<(), BackendError> {
-        self.ensure_bank(&scope.bank).await;
-        let url = self.bank_url(&scope.bank, &["memories"])?;
-        self.redeletes.retaining(&scope.bank, batch.items.iter().filter_map(|i| i.document_id.as_deref()));
-        // One request per part (see `parts`), in order: a resend after any failure sends them all
-        // again, and those the server already has are answered from their operation ids.
-        // Each part is done once the server has stored it, not when it has queued it: the
-        // spool lets go of a batch only then, and a document's next part never overtakes it.
-        // A part that fails after others were stored says which: they are delivered, and are
-        // not dead-lettered with the rest (see `BackendError::PartlyStored`).
-        let mut stored: Vec<String> = Vec::new();
-        for part in parts::parts(&batch.id, &batch.items) {
-            let ids = part.item_ids.clone();
-            let sent = match part.synchronous {
-                false => self.send_part(&scope.bank, &url, part).await,
-                true => {
-                    let items: Vec<MemoryItem> = batch.items.iter().filter(|i| ids.contains(&i.id)).cloned().collect();
-                    self.send_folded(&scope.bank, &url, &batch.id, part, &items).await
-                }
-            };
-            let error = match sent {
-                Ok(()) => {
-                    stored.extend(ids);
-                    continue;
-                }
-                // A timeout or a 5xx counts as an attempt (this very batch may be choking the
-                // server) only while the server answers its health check: when that fails too,
-                // the server does not answer at all, and an outage dead-letters nothing.
-                Err(error @ BackendError::Transient { .. }) => self.outage_unless_answering(error).await,
-                Err(error) => error,
-            };
-            return Err(match stored.is_empty() {
-                true => error,
-                false => BackendError::PartlyStored { stored, error: Box::new(error) },
-            });
-        }
-        Ok(())
+        // A delivery: its requests yield to any someone waits on (see `limiter`).
+        limiter::in_background(self.deliver(scope, batch)).await
     }
 
     async fn recall(&self, scope: &Scope, q: &RecallQuery) -> Result<Vec<Recalled>, BackendError> {
@@ -746,98 +848,8 @@ impl MemoryBackend for HindsightBackend {
     }
 
     async fn import(&self, memories: &[StoredMemory]) -> Result<Option<u64>, BackendError> {
-        // Each memory is its own document (its id unless it has one), so a re-import replaces
-        // instead of duplicating; each chunk's operation id derives from its bank and its
-        // memories (see `import_chunk_id`).
-        // A request holds one bank, and a document's memories go in one chunk: the server stores
-        // a document as what one retain holds of it, replacing what it had, so one that has more
-        // than one memory is sent as a replace and appends, in order (see `parts::import_parts`).
-        let mut banks: Vec<(&str, Vec<&StoredMemory>)> = Vec::new();
-        for m in memories {
-            match banks.iter_mut().find(|(bank, _)| *bank == m.bank) {
-                Some((_, of_bank)) => of_bank.push(m),
-                None => banks.push((&m.bank, vec![m])),
-            }
-        }
-        for (bank, of_bank) in banks {
-            // A delete owed after a forget or clear (see `redelete`) would take what is imported.
-            let documents = of_bank.iter().flat_map(|m| m.document_id.as_deref().into_iter().chain([m.id.as_str()]));
-            self.redeletes.retaining(bank, documents);
-            for chunk in chunks_of_whole_documents(of_bank, ChunkLimit::items(IMPORT_CHUNK)) {
-                let chunk_id = import_chunk_id(bank, &chunk);
-                // A memory of no document goes as a document of its own, marked (see
-                // `LOOSE_MEMORY_KEY`): the one its mark names, else its id.
-                let loose_document = |m: &StoredMemory| {
-                    m.metadata.get(crate::wire::LOOSE_MEMORY_KEY).cloned().unwrap_or_else(|| m.id.clone())
-                };
-                // Its type goes along too (see `TYPE_KEY`): the server would make it its own.
-                let metadata: Vec<BTreeMap<String, String>> = chunk
-                    .iter()
-                    .map(|m| {
-                        let mut marked = m.metadata.clone();
-                        // (A client's own value under the key is left as it is.)
-                        marked.entry(crate::wire::TYPE_KEY.to_owned()).or_insert_with(|| m.kind.as_str().to_owned());
-                        if m.document_id.is_none() {
-                            marked.insert(crate::wire::LOOSE_MEMORY_KEY.to_owned(), loose_document(m));
-                        }
-                        marked
-                    })
-                    .collect();
-                let items = chunk
-                    .iter()
-                    .zip(&metadata)
-                    .map(|(m, metadata)| RetainItem {
-                        content: &m.content,
-                        context: m.context.as_deref(),
-                        timestamp: retain_timestamp(&m.created_at),
-                        metadata,
-                        tags: &m.tags,
-                        document_id: Some(
-                            m.document_id.as_deref().unwrap_or_else(|| &metadata[crate::wire::LOOSE_MEMORY_KEY]),
-                        ),
-                        update_mode: None,
-                    })
-                    .collect();
-                self.ensure_bank(bank).await;
-                let url = self.bank_url(bank, &["memories"])?;
-                let parts = parts::import_parts(items);
-                let mut documents: Vec<&str> =
-                    parts.iter().flat_map(|p| &p.items).filter_map(|i| i.document_id).collect();
-                documents.sort_unstable();
-                documents.dedup();
-                let chunk_id = self.import_generation(bank, &chunk_id, &documents).await?;
-                for (n, part) in parts.into_iter().enumerate() {
-                    let id = parts::part_operation_id(&chunk_id, n);
-                    if !part.synchronous {
-                        self.import_part(bank, &url, RetainRequest::asynchronous(part.items, id)).await?;
-                        continue;
-                    }
-                    // Deleted first, as a delivery's fold is (a second synchronous retain of a
-                    // document gives each memory every item's tags); failed, items alike go one
-                    // by one, as a delivery's do.
-                    let document = part.items[0].document_id.unwrap_or_default();
-                    let alike = parts::alike_wire(&part.items);
-                    let folded = async {
-                        self.delete_before_fold(bank, document).await?;
-                        self.import_part(bank, &url, RetainRequest::synchronous(part.items.clone())).await
-                    };
-                    match folded.await {
-                        Ok(()) => {}
-                        Err(_) if alike => {
-                            // Ids of this run's own, after the delete (see `send_folded`).
-                            let mark = attempt_mark();
-                            for (k, mut item) in part.items.into_iter().enumerate() {
-                                item.update_mode = (k > 0).then_some("append");
-                                let id = parts::part_operation_id(&format!("{id}/one-by-one-{mark}"), k);
-                                self.import_part(bank, &url, RetainRequest::asynchronous(vec![item], id)).await?;
-                            }
-                        }
-                        Err(e) => return Err(said_deleted(e)),
-                    }
-                }
-            }
-        }
-        Ok(None)
+        // Bulk: its requests yield to any someone waits on, as a delivery's (see `limiter`).
+        limiter::in_background(self.import_memories(memories)).await
     }
 
     async fn browse(&self, query: &BrowseQuery) -> Result<BrowsePage, BackendError> {

@@ -16,6 +16,7 @@
 mod backend;
 mod browse;
 pub mod errors;
+mod limiter;
 mod operations;
 mod parts;
 mod redelete;
