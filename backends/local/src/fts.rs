@@ -278,7 +278,8 @@ pub fn known_first(terms: Vec<(String, Option<u64>)>) -> Vec<(String, Option<u64
 
 /// The distinct stemmed terms of a query, stopwords dropped unless nothing else is left.
 fn distinct_terms(text: &str) -> Vec<String> {
-    let all: Vec<String> = words(text).collect();
+    let text = without_contractions(text);
+    let all: Vec<String> = words(&text).collect();
     let content: Vec<&String> = all.iter().filter(|w| !STOPWORDS.contains(&w.as_str())).collect();
     let chosen: Vec<&String> = if content.is_empty() { all.iter().collect() } else { content };
     let mut terms: Vec<String> = Vec::new();
@@ -291,6 +292,53 @@ fn distinct_terms(text: &str) -> Vec<String> {
         }
     }
     terms
+}
+
+/// A question with its contractions undone as far as ranking needs: "I'm", "don't", "we'll",
+/// "it's" left one- and two-letter pieces (`m`, `t`, `ll`, `s`) that are rare in notes (`m=19456,
+/// t=2`), so they were ranked on as the question's rarest words and brought such a note first
+/// (review71 #6). A suffix after an apostrophe (`'m`, `'s`, `'re`, `'ve`, `'ll`, `'d`) is dropped,
+/// and `n't` with it goes (`don't` → `do`, `isn't` → `is`; `can't`, `won't` → `can`, `will`).
+/// Only the question's: notes are indexed as written.
+fn without_contractions(text: &str) -> std::borrow::Cow<'_, str> {
+    const SUFFIXES: [&str; 6] = ["m", "s", "re", "ve", "ll", "d"];
+    let apostrophe = |c: char| matches!(c, '\'' | '\u{2019}' | '\u{02BC}');
+    if !text.contains(apostrophe) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(apostrophe) {
+        let (before, after) = rest.split_at(at);
+        let quote = after.chars().next().expect("found");
+        let after = &after[quote.len_utf8()..];
+        let suffix_len = after.find(|c: char| !c.is_alphanumeric()).unwrap_or(after.len());
+        let suffix = after[..suffix_len].to_ascii_lowercase();
+        let word_start = before
+            .rfind(|c: char| !c.is_alphanumeric())
+            .map_or(0, |i| i + before[i..].chars().next().map_or(1, char::len_utf8));
+        let word = &before[word_start..];
+        if suffix == "t" && word.len() > 1 && word.to_ascii_lowercase().ends_with('n') {
+            out.push_str(&before[..word_start]);
+            let stem = &word[..word.len() - 1];
+            out.push_str(match stem.to_ascii_lowercase().as_str() {
+                "ca" => "can",
+                "wo" => "will",
+                "sha" => "shall",
+                _ => stem,
+            });
+            rest = &after[suffix_len..];
+        } else if SUFFIXES.contains(&suffix.as_str()) && !word.is_empty() {
+            out.push_str(before);
+            rest = &after[suffix_len..];
+        } else {
+            out.push_str(before);
+            out.push(' ');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out.into()
 }
 
 /// At most `max` of `terms`, the longest, in their order (ties: the earlier).
@@ -408,6 +456,18 @@ pub fn all_known_terms(terms: Vec<(String, Option<u64>)>, alternatives: Vec<(Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contractions_leave_no_pieces_to_rank_on() {
+        assert_eq!(
+            query_terms("I'm new here and don't know: who owns the gateway repo?"),
+            vec!["new", "here", "know", "own", "gateway", "repo"]
+        );
+        assert_eq!(without_contractions("it’s what we'll do; they're sure I've, I'd"), "it what we do; they sure I, I");
+        assert_eq!(without_contractions("we can't, won't, isn't"), "we can, will, is");
+        // A quote that is no contraction stays a separator; Caroline's is Caroline.
+        assert_eq!(without_contractions("'quoted' Caroline's rock'n'roll"), " quoted  Caroline rock n roll");
+    }
 
     #[test]
     fn terms_are_stemmed_lowercased_and_safe() {
