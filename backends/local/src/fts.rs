@@ -136,7 +136,20 @@ pub(crate) fn is_unspaced(c: char) -> bool {
 /// index first had it (it is made again for such passages): ideographs and kana, full-width
 /// forms, marks, and scripts without spaces.
 pub fn split_differs(text: &str) -> bool {
-    !text.is_ascii() && text.chars().any(|c| is_cjk(c) || full_width(c).is_some() || is_mark(c) || is_unspaced(c))
+    (!text.is_ascii() && text.chars().any(|c| is_cjk(c) || full_width(c).is_some() || is_mark(c) || is_unspaced(c)))
+        || has_camel_case(text)
+}
+
+/// Whether a text may hold a camelCase or PascalCase name (see [`camel_parts`]): a capital
+/// after a lowercase letter, or two capitals before a lowercase one. More than the names split
+/// (indexing a passage again gives the same terms): so also every passage an earlier rule for
+/// them split.
+fn has_camel_case(text: &str) -> bool {
+    text.as_bytes().windows(3).any(|w| {
+        (w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+            || (w[1].is_ascii_lowercase() && w[2].is_ascii_uppercase())
+            || (w[0].is_ascii_uppercase() && w[1].is_ascii_uppercase() && w[2].is_ascii_lowercase())
+    })
 }
 
 /// The ASCII letter or digit a full-width form stands for (what an input method types: `ＱＳ`).
@@ -193,23 +206,15 @@ thread_local! {
     static STEMS: std::cell::RefCell<HashMap<Box<str>, Box<str>>> = std::cell::RefCell::new(HashMap::new());
 }
 
-/// The indexed form of a text: its stemmed terms separated by spaces.
+/// The indexed form of a text: its stemmed terms separated by spaces. A camelCase name, or a
+/// PascalCase one of three words or more, is indexed whole and then as its words, side by side
+/// (`retryAfter` → `retryaft retri after`): asked for as `retry_after`, "retry after" or
+/// `retry`, it was not found (review71 #2).
 pub fn index_terms(text: &str) -> String {
     STEMS.with_borrow_mut(|stems| {
         let mut out = String::with_capacity(text.len());
         let mut ascii = String::new();
-        for word in raw_words(text) {
-            // The same lowercasing as `words`; ASCII without an allocation.
-            let owned;
-            let lower: &str = if word.is_ascii() {
-                ascii.clear();
-                ascii.push_str(word);
-                ascii.make_ascii_lowercase();
-                &ascii
-            } else {
-                owned = lowered(word);
-                &owned
-            };
+        let mut push_stem = |out: &mut String, lower: &str| {
             if !out.is_empty() {
                 out.push(' ');
             }
@@ -224,9 +229,63 @@ pub fn index_terms(text: &str) -> String {
                     stems.insert(lower.into(), stem.into());
                 }
             }
+        };
+        for word in raw_words(text) {
+            // The same lowercasing as `words`; ASCII without an allocation.
+            let owned;
+            let lower: &str = if word.is_ascii() {
+                ascii.clear();
+                ascii.push_str(word);
+                ascii.make_ascii_lowercase();
+                &ascii
+            } else {
+                owned = lowered(word);
+                &owned
+            };
+            push_stem(&mut out, lower);
+            if let Some(parts) = camel_parts(word) {
+                for part in parts {
+                    push_stem(&mut out, &part.to_ascii_lowercase());
+                }
+            }
         }
         out
     })
+}
+
+/// The words of an ASCII camelCase name or PascalCase one of three words or more
+/// (`fetchUserProfile` → fetch, User, Profile; `HTTPServerError` → HTTP, Server, Error), `None`
+/// for any other word. A case change that would
+/// leave a piece of one letter is no boundary (`iPhone`, `IPv6`, `getX` stay whole), nor is a
+/// digit.
+pub(crate) fn camel_parts(word: &str) -> Option<Vec<&str>> {
+    let bytes = word.as_bytes();
+    if bytes.len() < 4 || !word.is_ascii() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for i in 1..bytes.len() {
+        let (before, here) = (bytes[i - 1], bytes[i]);
+        let lower_to_upper = before.is_ascii_lowercase() && here.is_ascii_uppercase();
+        // The last capital of an acronym begins the next word: HTTP|Server.
+        let acronym_end = before.is_ascii_uppercase()
+            && here.is_ascii_uppercase()
+            && bytes.get(i + 1).is_some_and(u8::is_ascii_lowercase);
+        if (lower_to_upper || acronym_end) && i - start >= 2 && bytes.len() - i >= 2 {
+            parts.push(&word[start..i]);
+            start = i;
+        }
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    parts.push(&word[start..]);
+    // A product's name of two words (ClickHouse, TypeScript, GitHub) is one word to its notes:
+    // split, "type" and "house" found every note naming them. A name beginning in lowercase
+    // (`fetchUser`) or of three words or more (`ProfileUnavailableError`) is code's.
+    let code = bytes[0].is_ascii_lowercase() || parts.len() >= 3;
+    code.then_some(parts)
 }
 
 /// Whether a query holds a word that is not a stopword: one of only "what is it" or "the a of"
@@ -456,6 +515,25 @@ pub fn all_known_terms(terms: Vec<(String, Option<u64>)>, alternatives: Vec<(Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn camel_case_names_are_indexed_whole_and_by_their_words() {
+        assert_eq!(index_terms("read the retryAfter header"), "read the retryaft retri after header");
+        assert_eq!(
+            index_terms("fetchUserProfile HTTPServerError"),
+            "fetchuserprofil fetch user profil httpservererror http server error"
+        );
+        // A piece of one letter, a digit, all capitals or all lowercase: whole; and a product's
+        // name of two capitalised words.
+        for whole in
+            ["iPhone", "IPv6", "getX", "utf8Decode", "HTTP", "deploy", "Deploy", "OK", "ClickHouse", "TypeScript"]
+        {
+            assert_eq!(camel_parts(whole), None, "{whole}");
+        }
+        assert_eq!(camel_parts("ThumbnailImageGenerator"), Some(vec!["Thumbnail", "Image", "Generator"]));
+        assert_eq!(camel_parts("parseJSONBody"), Some(vec!["parse", "JSON", "Body"]));
+        assert!(split_differs("the SpoolWriter") && !split_differs("the spool writer, HTTP and IPV6"));
+    }
 
     #[test]
     fn contractions_leave_no_pieces_to_rank_on() {

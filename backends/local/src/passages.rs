@@ -154,7 +154,11 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     }
     char_at[text.len()] = cs.len();
     let words: Vec<(usize, usize, Option<usize>)> = fts::word_spans(text)
-        .map(|span| (char_at[span.start], char_at[span.end], wanted.get(&fts::index_terms(&text[span])).copied()))
+        .map(|span| {
+            // A camelCase name is its whole term and its words' (see `fts::index_terms`).
+            let terms = fts::index_terms(&text[span.clone()]);
+            (char_at[span.start], char_at[span.end], terms.split(' ').find_map(|t| wanted.get(t).copied()))
+        })
         .collect();
     // What the text up to each char offset costs: a window is measured by what it costs, not by
     // its length (by the text's average cost, a window in ideographs or emoji came out too

@@ -106,10 +106,13 @@ ALTER TABLE passage_vectors ADD COLUMN crowding REAL;
     // Marks became part of their word (Thai's and Hindi's vowel signs), and Thai, Lao, Khmer and
     // Myanmar, written without spaces, are indexed a pair of letters at a time.
     REINDEX_SPLIT_DIFFERENTLY,
+    // A camelCase or PascalCase name is indexed whole and by its words too.
+    REINDEX_SPLIT_DIFFERENTLY,
 ];
 
 /// Indexes again the passages whose text (or whose context, the passage before) the index now
-/// splits into other terms than runs of letters and digits (`fts::split_differs`).
+/// splits into other terms than runs of letters and digits (`fts::split_differs`). Each step
+/// that changed the split repeats it (indexing again is the same for a passage already done).
 const REINDEX_SPLIT_DIFFERENTLY: &str = r#"
 CREATE TEMP TABLE reindexed AS
     SELECT p.pid FROM passages p LEFT JOIN passages q ON q.pid = p.prev_pid

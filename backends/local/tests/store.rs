@@ -826,6 +826,49 @@ async fn words_with_marks_and_thai_words_are_found_also_in_a_store_indexed_befor
     check(LocalBackend::open(&LocalConfig::lexical(path.clone())).unwrap()).await;
 }
 
+/// A camelCase name, or a PascalCase one of three words or more, is found by its words, by the
+/// snake_case spelling and by the name itself (review71 #2), also in a store indexed before
+/// (schema 8: the name one term); a product's name of two words stays one.
+#[tokio::test]
+async fn camel_case_names_are_found_by_their_words_also_in_a_store_indexed_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let notes = [
+        "ThumbnailImageGenerator resizes uploaded images to 256px",
+        "fetchUserProfile throws ProfileUnavailableError when the cache is cold",
+        "On a 429 the client reads retryAfter before trying again",
+        "The generated docs are regenerated nightly; events go to ClickHouse",
+    ];
+    // In the order recall gives (`texts` sorts).
+    let found = |b: &LocalBackend, q: &'static str| {
+        let b = b.clone();
+        async move {
+            let found = b.recall(&scope("bank"), &query(q, &[], TagsMatch::Any)).await.unwrap();
+            found.into_iter().map(|r| r.text).collect::<Vec<_>>()
+        }
+    };
+    let check = |b: LocalBackend| async move {
+        assert_eq!(found(&b, "thumbnail generator").await.first(), Some(&notes[0].to_owned()));
+        assert_eq!(found(&b, "profile unavailable error").await.first(), Some(&notes[1].to_owned()));
+        assert_eq!(found(&b, "fetch user profile").await.first(), Some(&notes[1].to_owned()));
+        assert_eq!(found(&b, "retry_after").await.first(), Some(&notes[2].to_owned()));
+        assert_eq!(found(&b, "retryAfter").await, vec![notes[2].to_owned()]);
+        assert_eq!(found(&b, "ProfileUnavailableError").await, vec![notes[1].to_owned()]);
+        // A product's name of two words stays one: "house" is not ClickHouse.
+        assert_eq!(found(&b, "house").await, Vec::<String>::new());
+        assert_eq!(found(&b, "ClickHouse").await, vec![notes[3].to_owned()]);
+    };
+    {
+        let b = LocalBackend::open(&LocalConfig::lexical(path.clone())).unwrap();
+        let items =
+            notes.iter().enumerate().map(|(i, t)| item(&i.to_string(), t, &[], MemoryType::World, None)).collect();
+        b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
+        check(b).await;
+    }
+    index_as_runs_of_letters(&path, 8);
+    check(LocalBackend::open(&LocalConfig::lexical(path.clone())).unwrap()).await;
+}
+
 /// Indexes the store at `path` as an earlier schema did (each run of letters and digits a term,
 /// lowercased), and says it is of `version`.
 fn index_as_runs_of_letters(path: &std::path::Path, version: i64) {
