@@ -930,3 +930,26 @@ async fn the_size_said_is_the_size_on_disk() {
     assert!(len("m.db-wal") > 0, "the WAL holds the pages");
     assert_eq!(said, len("m.db") + len("m.db-wal"));
 }
+
+/// The statements a clear or a forget runs for each removed passage find their rows by an
+/// index, not by scanning a table whose size is the store's: a project's clear scanned every
+/// session's tail for each passage (review72 #2: 138 s for 37,667 memories; 11.6 s for 15,000
+/// sessions, 0.22 s with the index).
+#[tokio::test]
+async fn a_removed_passage_s_rows_are_found_by_an_index() {
+    let (dir, b) = open();
+    b.retain(&scope("b"), &RetainBatch { id: "1".into(), items: vec![item("m", "x", &[], MemoryType::World, None)] })
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join("m.db")).unwrap();
+    for statement in ["DELETE FROM session_tails WHERE pid = 1"] {
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {statement}"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(plan.iter().any(|step| step.contains("INDEX")), "{statement}: {plan:?}");
+    }
+}
