@@ -9,9 +9,9 @@ use mneme_core::MemoryType;
 use super::block::{block_room, memory_block, query_for};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, as_typed, fingerprint, first_message_of_turn, is_late_copy_of_previous_part, is_slash_command,
-    known_turns_among_commands, latest_window_past_the_end, place_in_part, renumber_turns, rewound_at, slices_before,
-    taken_back_from_document, unix_lines, user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE,
+    add_slice, as_typed, first_message_of_turn, is_late_copy_of_previous_part, is_slash_command,
+    known_turns_among_commands, latest_window_past_the_end, message_print, place_in_part, renumber_turns, rewound_at,
+    slices_before, taken_back_from_document, user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE,
     MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::{reply_print, MAX_RECENT_REPLIES};
@@ -903,7 +903,7 @@ fn part_document(session: &Session) -> String {
 /// cleaned in `each`); 0 when it ends otherwise or the reply is wholly private.
 fn last_reply_print(history: &[Message], each: &[Option<Message>]) -> u64 {
     match (history.last(), each.last()) {
-        (Some(m), Some(Some(cleaned))) if m.role == "assistant" => fingerprint(&unix_lines(&cleaned.content)),
+        (Some(m), Some(Some(cleaned))) if m.role == "assistant" => message_print(&cleaned.content),
         _ => 0,
     }
 }
@@ -963,8 +963,7 @@ fn same_prompt_another_reply(
     // Looked for last: it fingerprints every reply, and most histories are settled before.
     let holds_the_last_reply = || {
         history.iter().zip(each).any(|(m, c)| {
-            m.role == "assistant"
-                && c.as_ref().is_some_and(|c| fingerprint(&unix_lines(&c.content)) == session.last_reply_print)
+            m.role == "assistant" && c.as_ref().is_some_and(|c| message_print(&c.content) == session.last_reply_print)
         })
     };
     seen.len() == 1

@@ -276,8 +276,25 @@ pub(super) fn user_prints(each: &[Option<Message>], history: &[Message]) -> Vec<
         .iter()
         .zip(each)
         .filter(|(m, _)| m.role == "user")
-        .map(|(_, c)| c.as_ref().map_or(0, |c| fingerprint(&unix_lines(&c.content))))
+        .map(|(_, c)| c.as_ref().map_or(0, |c| message_print(&c.content)))
         .collect()
+}
+
+/// The fingerprint of a message as cleaned, line ends counting as one (see [`unix_lines`]), and
+/// its `<private>` spans left out whether or not `retain.strip_private` removed them: the turns
+/// placed under one setting are the same turns under the other (a change of it took every
+/// session's history for another, and stored it whole again in a new part: review73 #4).
+pub(super) fn message_print(cleaned: &str) -> u64 {
+    fingerprint(&unix_lines(&without_spans(cleaned)))
+}
+
+/// `text` without its `<private>` spans, when it has any, trimmed as [`super::clean::clean`]
+/// trims what it keeps.
+pub(super) fn without_spans(text: &str) -> std::borrow::Cow<'_, str> {
+    match text::has_private_tag(text) {
+        true => std::borrow::Cow::Owned(text::strip_private(text).trim().to_owned()),
+        false => std::borrow::Cow::Borrowed(text),
+    }
 }
 
 /// `text` with `\n` for every line end (`\r\n`, `\r`). A prompt the client gave with one and

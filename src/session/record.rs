@@ -251,7 +251,8 @@ pub const MAX_RECENT_REPLIES: usize = 16;
 /// A reply's fingerprint by its words (blanks, line ends and a client's trimming aside), as
 /// [`Session::recent_reply_prints`] keeps it.
 pub fn reply_print(cleaned: &str) -> u64 {
-    super::placement::fingerprint(&super::placement::as_typed(cleaned))
+    // Its spans left out whatever `retain.strip_private` is (see `placement::message_print`).
+    super::placement::fingerprint(&super::placement::as_typed(&super::placement::without_spans(cleaned)))
 }
 
 /// The transcript last queued as a part's document (see [`Session::part_stored`]).

@@ -20,6 +20,9 @@ struct ScopedUnder {
     /// `retain.mode` (none in a record of a build before it was kept: not known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     retain_mode: Option<String>,
+    /// `retain.strip_private` (none in a record of a build before it was kept: not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    strip_private: Option<bool>,
 }
 
 impl ScopedUnder {
@@ -29,6 +32,7 @@ impl ScopedUnder {
             scoping: settings.memory.scoping.as_str().to_owned(),
             backend: settings.memory.backend.to_string(),
             retain_mode: Some(settings.retain.mode.as_str().to_owned()),
+            strip_private: Some(settings.retain.strip_private),
         }
     }
 }
@@ -40,7 +44,7 @@ impl Sessions {
     /// Brings every session in line with the settings in force, where they differ from those
     /// the sessions were scoped under (at a start: those of the last run): a new bank or scoping
     /// re-scopes them, a new backend drops their cached instructions, and a new `retain.mode`
-    /// goes on from each session's next turn (changed while mneme was stopped, or killed before
+    /// or `retain.strip_private` goes on from each session's next turn (changed while mneme was stopped, or killed before
     /// its watcher read the file, a full-session document after last-turn slices held their
     /// turns again).
     pub async fn follow_settings(&self) -> Result<(), SpoolError> {
@@ -49,13 +53,19 @@ impl Sessions {
         let kept: Option<ScopedUnder> =
             spool.record(RECORD_KIND, RECORD_KEY).await?.and_then(|r| serde_json::from_str(&r).ok());
         match &kept {
-            Some(ScopedUnder { bank, scoping, backend, retain_mode }) => {
+            Some(ScopedUnder { bank, scoping, backend, retain_mode, strip_private }) => {
                 if *backend != now.backend {
                     // Switched while mneme was down (live, the reload did this before the switch).
                     self.store_changing().await?;
                     self.backend_switched().await?;
                 }
-                if retain_mode.is_some() && *retain_mode != now.retain_mode {
+                // A new `retain.strip_private` too goes on from the next turn: cleaned by the
+                // new rule, the turns retained before differed from those placed, and the whole
+                // history went again into a new part, `<private>` text written while spans were
+                // removed stored with it (review73 #4).
+                let mode_changed = retain_mode.is_some() && *retain_mode != now.retain_mode;
+                let strip_changed = strip_private.is_some() && *strip_private != now.strip_private;
+                if mode_changed || strip_changed {
                     self.retain_mode_changed().await?;
                 }
                 if *bank != now.bank || *scoping != now.scoping {

@@ -854,6 +854,46 @@ async fn a_retain_mode_changed_while_stopped_stores_each_turn_once() {
     each_turn_stored_once(&r, 6).await;
 }
 
+/// A reload that changes `retain.strip_private` goes on from each session's next turn: cleaned
+/// by the new rule, the turns retained before were taken for another history, and the whole
+/// conversation went again into a new part, the `<private>` text of a turn written while spans
+/// were removed stored with it (review73 #4).
+#[tokio::test]
+async fn a_strip_private_changed_mid_session_stores_no_earlier_private_text_and_each_turn_once() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("a")).await.unwrap();
+    let switch =
+        |settings: Settings| r.state.replace(Current { settings: Arc::new(settings), backend: r.state.backend() });
+    s.follow_settings().await.unwrap();
+    let mut history = turns(1);
+    history[0].content.push_str(" <private>HUNTER2-SECRET</private>");
+    s.agent_end("a", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    let mut not_stripping = every_turn();
+    not_stripping.retain.strip_private = false;
+    switch(not_stripping);
+    s.follow_settings().await.unwrap(); // as the reload does
+    for n in [2, 3] {
+        let mut more = turns(n);
+        more[0] = history[0].clone();
+        s.agent_end("a", &more, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    switch(every_turn());
+    s.follow_settings().await.unwrap();
+    for n in [4, 5] {
+        let mut more = turns(n);
+        more[0] = history[0].clone();
+        s.agent_end("a", &more, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("HUNTER2"), "{text}");
+    for i in 0..5 {
+        let found = text.matches(&format!("question {i} about otters")).count();
+        assert_eq!(found, 1, "turn {i} stored {found} times: {text}");
+    }
+}
+
 /// A session that ended under one `retain.mode` and is started again under another goes on
 /// from its next turn in a part of its own.
 #[tokio::test]
