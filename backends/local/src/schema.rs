@@ -112,7 +112,7 @@ ALTER TABLE passage_vectors ADD COLUMN crowding REAL;
 -- A removed passage is looked up among the sessions' tails by its pid: without an index, a
 -- project's clear scanned every session's tail for each passage it removed (review72 #2: 138 s
 -- for 37,667 memories).
-CREATE INDEX session_tails_pid ON session_tails(pid);
+CREATE INDEX IF NOT EXISTS session_tails_pid ON session_tails(pid);
 "#,
 ];
 
