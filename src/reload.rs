@@ -174,9 +174,12 @@ impl Reloader {
         };
         let mut restart_needed = Vec::new();
         if new.server != old.server {
-            restart_needed.push("server".to_owned());
+            // Each key named (review73 #6: "restart mneme to apply server").
+            restart_needed.extend(changed_server_keys(&old.server, &new.server).into_iter().map(str::to_owned));
             new.server = old.server.clone();
         }
+        // Where the local store would be after the restart (before the running folder is put back).
+        let store_after_restart = new.local_db_path();
         if new.storage != old.storage {
             restart_needed.push("storage.dir".to_owned());
             let (running, moved_to) = (old.clone(), new.clone());
@@ -211,6 +214,17 @@ impl Reloader {
                         old.storage.dir.display(),
                         d.spooled,
                         d.dead
+                    ));
+                }
+                // The local store in the folder (no `local.path` naming it) moves with it: a
+                // restart opened a new, empty store, and following the advice above alone left
+                // every memory behind (review73 #5).
+                let (store, moved) = (old.local_db_path(), &store_after_restart);
+                if store != *moved && store.exists() {
+                    message.push_str(&format!(
+                        ". The local store {} stays where it is: the restarted daemon opens {}. Stop mneme and move the store's files (and the spool's) into the new folder before the restart, or set local.path to it",
+                        store.display(),
+                        moved.display()
                     ));
                 }
             }
@@ -458,4 +472,28 @@ fn link_chain(path: &Path) -> Vec<PathBuf> {
         chain.push(at.clone());
     }
     chain
+}
+
+/// The `server.*` keys that differ between two readings (each needs a restart).
+fn changed_server_keys(old: &crate::config::ServerSettings, new: &crate::config::ServerSettings) -> Vec<&'static str> {
+    // Taken apart whole: a key added to the section is compared here, or this does not build.
+    let crate::config::ServerSettings {
+        listen,
+        allow_remote,
+        max_body_bytes,
+        max_connections,
+        header_timeout,
+        body_timeout,
+    } = old;
+    [
+        ("server.listen", *listen != new.listen),
+        ("server.allow_remote", *allow_remote != new.allow_remote),
+        ("server.max_body_bytes", *max_body_bytes != new.max_body_bytes),
+        ("server.max_connections", *max_connections != new.max_connections),
+        ("server.header_timeout", *header_timeout != new.header_timeout),
+        ("server.body_timeout", *body_timeout != new.body_timeout),
+    ]
+    .into_iter()
+    .filter_map(|(key, changed)| changed.then_some(key))
+    .collect()
 }

@@ -136,7 +136,9 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     wait_for_notice(&d, "the local backend's settings changed; it was reopened with them").await;
     std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 9999\n").unwrap();
     let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
-    assert_eq!(v["restart_needed"], json!(["server"]));
+    // The key is named (review73 #6: it said "server").
+    assert_eq!(v["restart_needed"], json!(["server.max_body_bytes"]));
+    wait_for_notice(&d, "server.max_body_bytes changed in").await;
     d.cli().arg("reload").assert().success();
     // A config file that disappears does not switch everything back to the defaults.
     std::fs::write(d.config_path(), "[memory]\nbackend = \"off\"\n").unwrap();
@@ -651,6 +653,9 @@ async fn a_new_storage_dir_says_what_the_old_spool_still_holds() {
     let n = wait_for_notice(&d, "still in the spool").await;
     let message = n["message"].as_str().unwrap();
     assert!(message.contains("1 retain is still") && message.contains("mneme flush"), "{message}");
+    // The local store in the old folder does not move with it: said (review73 #5).
+    let store = data.join("memories.db");
+    assert!(message.contains(&format!("The local store {} stays where it is", store.display())), "{message}");
     // And the CLI, which reads the token where the file now says, reaches this daemon to do it:
     // the token is lent to the new folder (it could not, and said to restart).
     let out = d.cli().env("MNEME_STORAGE__DIR", "").arg("flush").output().unwrap();
