@@ -389,7 +389,7 @@ impl Reloader {
         // managers keep configs as links; an edit changes the target, in another folder). Looked
         // up again after each reload: a link may have been pointed elsewhere.
         let config = self.path.clone();
-        let mut watch_more = move |settings: &Settings| {
+        let mut watch_more = move |settings: &Settings, named: Option<PathBuf>| {
             // The config's folder and the missing ones above it, as far as they exist now.
             let unwatched: Vec<PathBuf> = config
                 .ancestors()
@@ -404,6 +404,10 @@ impl Reloader {
             }
             let mut files = vec![config.clone()];
             files.extend(settings.local.thesaurus_file.as_ref().map(|f| f.path.clone()));
+            // And the one the file names now, in force or not: an edit refused for its bad line
+            // (or because it did not exist yet) is applied when it is fixed (review73 #1: only
+            // an edit of the config itself, or `mneme reload`, applied it).
+            files.extend(named.filter(|n| !files.contains(n)));
             // Every link of a chain (a dotfile manager's own layer of links: one in the middle
             // pointed elsewhere changes the config as much as an edit), and the file at its end.
             let hops: Vec<PathBuf> = files.iter().flat_map(|f| link_chain(f)).collect();
@@ -434,7 +438,11 @@ impl Reloader {
                 }
             }
         };
-        watch_more(&self.settings());
+        let named_now = {
+            let config = self.path.clone();
+            move || std::fs::read_to_string(&config).ok().and_then(|t| config::thesaurus_file_named(&t, &config))
+        };
+        watch_more(&self.settings(), named_now());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -452,7 +460,7 @@ impl Reloader {
                 if let Err(e) = self.reload().await {
                     tracing::warn!("config change not applied: {e}");
                 }
-                watch_more(&self.settings());
+                watch_more(&self.settings(), named_now());
             }
         });
     }

@@ -364,6 +364,40 @@ async fn an_edit_of_the_thesaurus_file_applies_like_one_of_the_config() {
     panic!("the edit of {} was not applied: {:?}", words.display(), notices(&d).await);
 }
 
+/// An edit refused for the thesaurus file it names (a bad line, or a file not there yet) is
+/// applied once that file is fixed, without another edit of the config: the file named was not
+/// watched until it was in force (review73 #1).
+#[tokio::test]
+async fn an_edit_refused_for_its_thesaurus_file_applies_when_the_file_is_fixed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        dir,
+        "[local]
+embedder = \"off\"\n",
+    );
+    let vocab = d.dir.path().join("vocab");
+    std::fs::create_dir(&vocab).unwrap();
+    let words = vocab.join("words.txt");
+    std::fs::write(&words, "orchard >\n").unwrap(); // a bad line
+    let config = std::fs::read_to_string(d.config_path()).unwrap();
+    let edited = config.replace("[local]\n", "[local]\nthesaurus_file = \"vocab/words.txt\"\n");
+    assert_ne!(edited, config);
+    std::fs::write(d.config_path(), edited).unwrap();
+    wait_for_notice(&d, "words.txt").await;
+    async fn words_in_force(d: &Daemon) -> String {
+        d.get("/v1/status").await.1["thesaurus"].to_string()
+    }
+    assert!(!words_in_force(&d).await.contains("words.txt"), "refused: {}", words_in_force(&d).await);
+    std::fs::write(&words, "orchard > storefront\n").unwrap();
+    for _ in 0..100 {
+        if words_in_force(&d).await.contains("words.txt") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the fixed {} was not applied: {:?} {}", words.display(), notices(&d).await, words_in_force(&d).await);
+}
+
 /// A config kept as a symlink (as dotfile managers keep it): an edit to the file it points at is
 /// applied like any other.
 #[tokio::test]

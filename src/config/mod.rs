@@ -21,7 +21,7 @@ pub use load::{
     load, load_for_client, load_from_env, load_text_from_env, read, secrets_others_may_read, unknown_env_keys,
     ConfigError, ConfigErrors, Loaded,
 };
-pub use paths::{config_named_by, config_path, default_storage_dir};
+pub use paths::{config_named_by, config_path, default_storage_dir, thesaurus_file_named};
 
 /// The example configuration shipped with mneme (`mneme config example`).
 pub const EXAMPLE: &str = include_str!("../../config.example.toml");

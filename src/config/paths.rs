@@ -108,3 +108,12 @@ fn expand_variables(text: &str, env: &dyn Fn(&str) -> Option<OsString>) -> Resul
     out.push(rest);
     Ok(out)
 }
+
+/// The `local.thesaurus_file` a config text names, resolved as its value is (see [`resolve`]),
+/// whether or not the rest of the text, or the file, is valid: a reload refused for that file
+/// is applied once the file is fixed, so the file is watched before it is in force.
+pub fn thesaurus_file_named(text: &str, config: &Path) -> Option<PathBuf> {
+    let table: toml::Table = text.parse().ok()?;
+    let named = table.get("local")?.get("thesaurus_file")?.as_str()?.trim();
+    (!named.is_empty()).then(|| resolve(named, config.parent()).ok()).flatten()
+}
