@@ -153,15 +153,18 @@ impl Reloader {
                 // environment variable hides changed nothing, without a word).
                 // Said again only when the file or the warnings changed: an editor's save of an
                 // unchanged file, or a reload that changed nothing, told the same thing each time.
-                let warned = (text, loaded.warnings.clone());
+                // A secret added to a file others may read, as the start says it (review73 #3).
+                let mut warnings = loaded.warnings.clone();
+                warnings.extend(config::secrets_others_may_read(&loaded));
+                let warned = (text, warnings.clone());
                 let repeated = {
                     let mut last = self.last_warned.lock().unwrap_or_else(|p| p.into_inner());
                     let repeated = last.as_ref() == Some(&warned);
                     *last = Some(warned);
                     repeated
                 };
-                if !loaded.warnings.is_empty() && !repeated {
-                    let message = format!("Config reloaded with warnings: {}", loaded.warnings.join("; "));
+                if !warnings.is_empty() && !repeated {
+                    let message = format!("Config reloaded with warnings: {}", warnings.join("; "));
                     self.notices.emit(Level::Warning, "config", None, message).await;
                 }
                 loaded.settings

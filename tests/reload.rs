@@ -364,6 +364,21 @@ async fn an_edit_of_the_thesaurus_file_applies_like_one_of_the_config() {
     panic!("the edit of {} was not applied: {:?}", words.display(), notices(&d).await);
 }
 
+/// A secret added live to a config file others may read is said, as at the start (review73 #3:
+/// applied without a word; only `config check`, doctor and the start said it).
+#[tokio::test]
+async fn a_secret_added_live_to_a_file_others_may_read_is_said() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Daemon::start("");
+    let config = std::fs::read_to_string(d.config_path()).unwrap();
+    std::fs::write(d.config_path(), format!("{config}\n[hindsight]\napi_token = \"hs_live_secret_42\"\n")).unwrap();
+    std::fs::set_permissions(d.config_path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (status, _) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200);
+    let n = wait_for_notice(&d, "holds hindsight.api_token and others may read it").await;
+    assert!(!n.to_string().contains("hs_live_secret_42"), "{n}");
+}
+
 /// An edit refused for the thesaurus file it names (a bad line, or a file not there yet) is
 /// applied once that file is fixed, without another edit of the config: the file named was not
 /// watched until it was in force (review73 #1).
