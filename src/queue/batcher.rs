@@ -20,11 +20,13 @@ pub(super) struct Rules {
     pub batch_size: u64,
     /// ... and at the latest this long after its first pending item arrived.
     pub flush_interval: Duration,
+    /// The longest wait before a failed delivery is tried again (`queue.retry_max`).
+    pub retry_max: Duration,
 }
 
 impl From<&crate::config::QueueSettings> for Rules {
     fn from(s: &crate::config::QueueSettings) -> Self {
-        Rules { batch_size: s.batch_size as u64, flush_interval: s.flush_interval }
+        Rules { batch_size: s.batch_size as u64, flush_interval: s.flush_interval, retry_max: s.retry_max }
     }
 }
 
@@ -115,13 +117,21 @@ impl Batcher {
 
     /// The rules changed at `now` (a reload): an armed debounce timer counts from when it was
     /// armed under the new interval (one armed for an hour would otherwise hold its items an
-    /// hour after the interval was cut to a second), and a session already holding a batch of
+    /// hour after the interval was cut to a second), a backoff waits no longer than a lowered
+    /// `retry_max` from now, and a session already holding a batch of
     /// the new size is flushed. Returns the sessions whose size flush to start.
     pub fn rules_changed(&mut self, old: Rules, new: Rules, now: Instant) -> Vec<String> {
         let mut full = Vec::new();
         for (id, q) in &mut self.sessions {
             if let (Some(_), Some(armed)) = (q.flush_at, q.armed_at) {
                 q.flush_at = Some(armed + new.flush_interval);
+            }
+            // A backoff already armed waits no longer than the new longest one (review73 #2:
+            // a 40 s wait cut to 1 s in the file was waited out, the server back meanwhile).
+            if new.retry_max < old.retry_max {
+                let cap = now + new.retry_max;
+                q.retry_at = q.retry_at.map(|t| t.min(cap));
+                q.backoff_until = q.backoff_until.map(|t| t.min(cap));
             }
             if new.batch_size < old.batch_size
                 && q.pending >= new.batch_size

@@ -6,7 +6,8 @@ use proptest::prelude::*;
 
 use super::*;
 
-const RULES: Rules = Rules { batch_size: 4, flush_interval: Duration::from_secs(5) };
+const RULES: Rules =
+    Rules { batch_size: 4, flush_interval: Duration::from_secs(5), retry_max: Duration::from_secs(300) };
 
 impl Batcher {
     /// A session's state (a default one if it has none yet).
@@ -35,11 +36,29 @@ fn a_full_batch_flushes_at_once_and_asks_only_once() {
 
 /// After a reload, armed timers fire at the time they were armed plus the new interval, and a
 /// smaller batch size flushes a session holding a batch of it, once, and not one backing off.
+/// A lowered `queue.retry_max` reaches a backoff already armed: it fires no later than the new
+/// longest wait from the reload (review73 #2); a raised one leaves it as it is.
+#[test]
+fn a_lowered_retry_max_cuts_a_backoff_already_armed() {
+    let t0 = Instant::now();
+    let mut b = Batcher::default();
+    b.arrived("failing", 2, t0, RULES);
+    b.retry_later("failing", 0, t0, Duration::from_secs(40));
+    let raised = Rules { retry_max: Duration::from_secs(600), ..RULES };
+    b.rules_changed(RULES, raised, at(t0, 1_000));
+    assert_eq!(b.backoff_left("failing", at(t0, 2_000)), Some(Duration::from_secs(38)));
+    let lowered = Rules { retry_max: Duration::from_secs(1), ..raised };
+    b.rules_changed(raised, lowered, at(t0, 2_000));
+    assert_eq!(b.backoff_left("failing", at(t0, 2_000)), Some(Duration::from_secs(1)));
+    let due: Vec<String> = b.due(at(t0, 3_000)).into_iter().map(|(id, _)| id).collect();
+    assert!(due.contains(&"failing".to_owned()), "its retry fires at the new longest wait: {due:?}");
+}
+
 #[test]
 fn new_rules_reach_armed_timers_and_full_batches() {
     let t0 = Instant::now();
     let mut b = Batcher::default();
-    let hour = Rules { batch_size: 100, flush_interval: Duration::from_secs(3600) };
+    let hour = Rules { batch_size: 100, flush_interval: Duration::from_secs(3600), ..RULES };
     b.arrived("s", 3, t0, hour);
     b.arrived("late", 1, at(t0, 9_000), hour);
     b.arrived("failing", 5, t0, hour);
@@ -47,7 +66,7 @@ fn new_rules_reach_armed_timers_and_full_batches() {
     let longer = Rules { flush_interval: Duration::from_secs(7200), ..hour };
     assert!(b.rules_changed(hour, longer, at(t0, 10_000)).is_empty());
     assert_eq!(b.session("s").flush_at, Some(at(t0, 7_200_000)), "counted from its first item");
-    let cut = Rules { batch_size: 3, flush_interval: Duration::from_secs(5) };
+    let cut = Rules { batch_size: 3, flush_interval: Duration::from_secs(5), ..hour };
     let full = b.rules_changed(longer, cut, at(t0, 10_000));
     assert_eq!(full, vec!["s".to_owned()], "failing backs off; late holds one");
     assert!(b.rules_changed(longer, cut, at(t0, 10_000)).is_empty(), "asked once");
