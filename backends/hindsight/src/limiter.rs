@@ -5,8 +5,8 @@
 //! fills the limit for minutes: an agent's recall, waiting its turn among them, ran out its
 //! `recall.timeout` and got nothing, and `mneme status` took a minute (review68 #3). Requests
 //! made inside [`in_background`] (deliveries, imports) take a cell only while no other request
-//! waits for one; every other request (recall, reflect, status, the web view, clear) waits as
-//! before, among its own kind only.
+//! waits for one, for [`BACKGROUND_WAITS_AT_MOST`] at most (then in turn with them); every other
+//! request (recall, reflect, status, the web view, clear) waits as before.
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -24,6 +24,10 @@ tokio::task_local! {
 pub(crate) async fn in_background<F: Future>(work: F) -> F::Output {
     BACKGROUND.scope((), work).await
 }
+
+/// The longest a background request gives way to requests waited on; then it waits in turn with
+/// them.
+const BACKGROUND_WAITS_AT_MOST: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A rate limit with two classes of request: waited on, and background.
 pub(crate) struct Limiter {
@@ -61,13 +65,20 @@ impl Limiter {
     }
 
     async fn background(&self) {
+        let asked = tokio::time::Instant::now();
         loop {
+            // Not starved: a steady demand above the rate (the web view's status every 2 s at
+            // `requests_per_second = 1`) held every delivery for as long as it lasted (review74
+            // #1). Past a wait this long, a background request waits in turn with the others.
+            let Some(left) = BACKGROUND_WAITS_AT_MOST.checked_sub(asked.elapsed()) else {
+                return self.waited_on().await;
+            };
             let none_waiting = self.none_waiting.notified();
             tokio::pin!(none_waiting);
             // Registered before the count is read: a last one leaving in between still wakes it.
             none_waiting.as_mut().enable();
             if self.waiting.load(Ordering::SeqCst) > 0 {
-                none_waiting.await;
+                let _ = tokio::time::timeout(left, none_waiting).await;
                 continue;
             }
             match self.quota.check() {
@@ -133,6 +144,34 @@ mod tests {
         assert!(waits.iter().all(|w| *w < Duration::from_millis(400)), "waited {waits:?}");
         assert!(sent.load(Ordering::SeqCst) > before, "the backlog stopped");
         backlog.iter().for_each(|task| task.abort());
+    }
+
+    /// A steady demand above the rate from requests waited on (the web view's status every 2 s
+    /// at one request a second) does not hold a delivery for ever: it goes within
+    /// [`BACKGROUND_WAITS_AT_MOST`] and a fair share (review74 #1: none in 40 s).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_background_request_is_not_starved() {
+        let limiter = Arc::new(Limiter::new(NonZeroU32::new(4).unwrap(), NonZeroU32::new(1).unwrap()));
+        // Two asking again at once: more than the rate, always one waiting.
+        let mut demand = Vec::new();
+        for _ in 0..2 {
+            let limiter = limiter.clone();
+            demand.push(tokio::spawn(async move {
+                loop {
+                    limiter.until_ready().await;
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = Instant::now();
+        let delivery = tokio::spawn(in_background({
+            let limiter = limiter.clone();
+            async move { limiter.until_ready().await }
+        }));
+        let went = tokio::time::timeout(BACKGROUND_WAITS_AT_MOST + Duration::from_secs(5), delivery).await;
+        demand.iter().for_each(|task| task.abort());
+        assert!(went.is_ok(), "starved for {:?}", started.elapsed());
+        assert!(started.elapsed() >= BACKGROUND_WAITS_AT_MOST - Duration::from_millis(100), "it gave way first");
     }
 
     /// A request waited on whose wait is dropped (a recall's timeout) is counted out: the

@@ -420,7 +420,8 @@ const MAX_PHRASES: usize = 4;
 /// ... of at most this many words each.
 const MAX_PHRASE_WORDS: usize = 8;
 
-/// The identifiers and paths a query names (`parse_config`, `src/config/parse.rs`), each as the
+/// The identifiers and paths a query names (`parse_config`, `src/config/parse.rs`, a camelCase
+/// name as its words: `getUserByEmail`), each as the
 /// phrase of its words' terms (`pars config`): its words are split apart like any others, and a
 /// note holding one of them and an alternative of the other ("parse" and "yaml") ranked with the
 /// memory holding the identifier itself. As a phrase too, the identifier counts where its words
@@ -431,7 +432,12 @@ pub fn identifier_phrases(text: &str) -> Vec<String> {
     let joiner = |c: char| matches!(c, '_' | '.' | '/');
     let mut phrases: Vec<String> = Vec::new();
     for token in text.split(|c: char| !(c.is_alphanumeric() || joiner(c))) {
-        let words: Vec<&str> = token.split(joiner).filter(|w| !w.is_empty()).collect();
+        // A camelCase name's words too (see `camel_parts`): `retryAfter` finds `retry_after`.
+        let words: Vec<&str> = token
+            .split(joiner)
+            .filter(|w| !w.is_empty())
+            .flat_map(|w| camel_parts(w).unwrap_or_else(|| vec![w]))
+            .collect();
         let worded = words.iter().filter(|w| w.chars().count() > 1 && w.chars().any(char::is_alphabetic)).count();
         if worded < 2 || words.len() > MAX_PHRASE_WORDS || token.chars().any(|c| is_cjk(c) || is_unspaced(c)) {
             continue;
@@ -533,6 +539,9 @@ mod tests {
         assert_eq!(camel_parts("ThumbnailImageGenerator"), Some(vec!["Thumbnail", "Image", "Generator"]));
         assert_eq!(camel_parts("parseJSONBody"), Some(vec!["parse", "JSON", "Body"]));
         assert!(split_differs("the SpoolWriter") && !split_differs("the spool writer, HTTP and IPV6"));
+        // Asked for, such a name is also the phrase of its words, as a snake_case one is.
+        assert_eq!(identifier_phrases("where is retryAfter read?"), vec!["retri after"]);
+        assert_eq!(identifier_phrases("getUserByEmail or ClickHouse"), vec!["get user by email"]);
     }
 
     #[test]

@@ -337,7 +337,10 @@ impl Store {
         let alternatives = self.document_frequencies(self.thesaurus.alternatives(&words))?;
         let mut chosen = fts::select_terms_and_alternatives(terms.clone(), alternatives.clone());
         let mut all = fts::all_known_terms(terms, alternatives);
-        if !chosen.is_empty() {
+        // A name the index does not hold whole (`getUserByEmail`, stored as `get_user_by_email`)
+        // is still asked for as the phrase of its words.
+        let name_alone = chosen.is_empty() && phrases.iter().any(|p| p.contains(' '));
+        if !chosen.is_empty() || name_alone {
             chosen.extend(phrases.iter().cloned());
             all.extend(phrases.iter().cloned());
         }

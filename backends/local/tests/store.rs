@@ -838,6 +838,7 @@ async fn camel_case_names_are_found_by_their_words_also_in_a_store_indexed_befor
         "fetchUserProfile throws ProfileUnavailableError when the cache is cold",
         "On a 429 the client reads retryAfter before trying again",
         "The generated docs are regenerated nightly; events go to ClickHouse",
+        "The signup handler calls get_user_by_email before it sends the mail",
     ];
     // In the order recall gives (`texts` sorts).
     let found = |b: &LocalBackend, q: &'static str| {
@@ -854,6 +855,8 @@ async fn camel_case_names_are_found_by_their_words_also_in_a_store_indexed_befor
         assert_eq!(found(&b, "retry_after").await.first(), Some(&notes[2].to_owned()));
         assert_eq!(found(&b, "retryAfter").await, vec![notes[2].to_owned()]);
         assert_eq!(found(&b, "ProfileUnavailableError").await, vec![notes[1].to_owned()]);
+        // And the other way: a camelCase question finds the snake_case name (review74 #4).
+        assert_eq!(found(&b, "getUserByEmail").await.first(), Some(&notes[4].to_owned()));
         // A product's name of two words stays one: "house" is not ClickHouse.
         assert_eq!(found(&b, "house").await, Vec::<String>::new());
         assert_eq!(found(&b, "ClickHouse").await, vec![notes[3].to_owned()]);
