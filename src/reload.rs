@@ -223,7 +223,15 @@ impl Reloader {
                 // restart opened a new, empty store, and following the advice above alone left
                 // every memory behind (review73 #5).
                 let (store, moved) = (old.local_db_path(), &store_after_restart);
-                if store != *moved && store.exists() {
+                if store != *moved && store.exists() && moved.exists() {
+                    // A folder an earlier mneme used: moving the files there would replace its
+                    // store and spool (review74 #3).
+                    message.push_str(&format!(
+                        ". The local store {} stays where it is, and the restarted daemon opens {}, a store already there: to keep both, copy one into the other with `mneme export` and `mneme import` (moving the files would replace it)",
+                        store.display(),
+                        moved.display()
+                    ));
+                } else if store != *moved && store.exists() {
                     message.push_str(&format!(
                         ". The local store {} stays where it is: the restarted daemon opens {}. Stop mneme and move the store's files (and the spool's) into the new folder before the restart, or set local.path to it",
                         store.display(),
@@ -417,6 +425,24 @@ impl Reloader {
             let targets: Vec<PathBuf> = files.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
             for file in files.into_iter().chain(hops).chain(targets) {
                 let (Some(folder), Some(name)) = (file.parent(), file.file_name()) else { continue };
+                // Folders of it that do not exist yet (a thesaurus file named in `th/x/`, made
+                // after the edit that names it: review74 #2): watched from the nearest that does,
+                // by their names, as the config's own missing folders are.
+                if !folder.is_dir() {
+                    let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
+                    for missing in folder.ancestors().take_while(|f| !f.is_dir()) {
+                        if let Some(n) = missing.file_name().filter(|n| !names.iter().any(|w| w == n)) {
+                            names.push(n.to_owned());
+                        }
+                    }
+                    if let Some(existing) = folder.ancestors().find(|f| f.is_dir()) {
+                        if watcher.watch(existing, RecursiveMode::NonRecursive).is_ok()
+                            && !folders.iter().any(|f| f == existing)
+                        {
+                            folders.push(existing.to_owned());
+                        }
+                    }
+                }
                 {
                     // The file, and its folder as its parent sees it: a folder replaced whole
                     // (`rm -rf` and a copy, a dotfile manager) is seen from there.

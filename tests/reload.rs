@@ -413,6 +413,28 @@ embedder = \"off\"\n",
     panic!("the fixed {} was not applied: {:?} {}", words.display(), notices(&d).await, words_in_force(&d).await);
 }
 
+/// The same for a thesaurus file in folders that do not exist yet, two deep: made after the edit,
+/// they are seen from the nearest folder that exists (review74 #2: never applied).
+#[tokio::test]
+async fn an_edit_refused_for_a_thesaurus_file_in_folders_not_there_yet_applies_when_they_are_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(dir, "[local]\nembedder = \"off\"\n");
+    let config = std::fs::read_to_string(d.config_path()).unwrap();
+    let edited = config.replace("[local]\n", "[local]\nthesaurus_file = \"th/x/thes.txt\"\n");
+    std::fs::write(d.config_path(), edited).unwrap();
+    wait_for_notice(&d, "thes.txt").await;
+    let folder = d.dir.path().join("th/x");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("thes.txt"), "zorgle cargodist\n").unwrap();
+    for _ in 0..100 {
+        if d.get("/v1/status").await.1["thesaurus"].to_string().contains("thes.txt") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the file made in new folders was not applied: {:?}", notices(&d).await);
+}
+
 /// A config kept as a symlink (as dotfile managers keep it): an edit to the file it points at is
 /// applied like any other.
 #[tokio::test]
@@ -705,6 +727,7 @@ async fn a_new_storage_dir_says_what_the_old_spool_still_holds() {
     // The local store in the old folder does not move with it: said (review73 #5).
     let store = data.join("memories.db");
     assert!(message.contains(&format!("The local store {} stays where it is", store.display())), "{message}");
+    assert!(message.contains("move the store's files"), "{message}");
     // And the CLI, which reads the token where the file now says, reaches this daemon to do it:
     // the token is lent to the new folder (it could not, and said to restart).
     let out = d.cli().env("MNEME_STORAGE__DIR", "").arg("flush").output().unwrap();
@@ -718,6 +741,26 @@ async fn a_new_storage_dir_says_what_the_old_spool_still_holds() {
     let out = d.cli().env("MNEME_STORAGE__DIR", "").arg("doctor").output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("storage.dir was changed after it started") && !said.contains("another mneme"), "{said}");
+}
+
+/// A new `storage.dir` that already holds a store (a folder an earlier mneme used): the notice
+/// does not advise moving the files there, which would replace it (review74 #3).
+#[tokio::test]
+async fn a_new_storage_dir_holding_a_store_is_not_advised_a_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let used = dir.path().join("used");
+    std::fs::create_dir(&used).unwrap();
+    std::fs::write(used.join("memories.db"), b"").unwrap();
+    let config = |at: &std::path::Path| format!("[storage]\ndir = \"{}\"\n", at.display());
+    let d = Daemon::start_with_env(dir, &config(&data), &[("MNEME_STORAGE__DIR", "")]);
+    std::fs::write(d.config_path(), config(&used)).unwrap();
+    let (status, _) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200);
+    let n = wait_for_notice(&d, "storage.dir changed").await;
+    let message = n["message"].as_str().unwrap();
+    assert!(message.contains("a store already there") && message.contains("mneme export"), "{message}");
+    assert!(!message.contains("move the store's files"), "{message}");
 }
 
 /// `mneme reload` typed right after `storage.dir` was edited reaches the daemon: it waits a
