@@ -6,11 +6,12 @@
 //! `recall.timeout` and got nothing, and `mneme status` took a minute (review68 #3). Requests
 //! made inside [`in_background`] (deliveries, imports) take a cell only while no other request
 //! waits for one, for [`BACKGROUND_WAITS_AT_MOST`] at most (then in turn with them); every other
-//! request (recall, reflect, status, the web view, clear) waits as before.
+//! request (recall, reflect, status, the web view, clear) waits in turn, first come first served.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -32,10 +33,18 @@ const BACKGROUND_WAITS_AT_MOST: std::time::Duration = std::time::Duration::from_
 /// A rate limit with two classes of request: waited on, and background.
 pub(crate) struct Limiter {
     quota: DefaultDirectRateLimiter,
-    /// Requests waited on that wait for a cell.
-    waiting: AtomicUsize,
-    /// Told when none is left waiting.
-    none_waiting: Notify,
+    /// The requests waiting in turn for a cell (those waited on, and background ones that gave
+    /// way long enough), first come first served.
+    turns: Mutex<Turns>,
+    /// Told when a request leaves the turns (served, or given up).
+    turns_changed: Notify,
+}
+
+/// The tickets of the requests waiting in turn.
+#[derive(Default)]
+struct Turns {
+    next: u64,
+    waiting: BTreeSet<u64>,
 }
 
 impl Limiter {
@@ -43,25 +52,51 @@ impl Limiter {
     pub(crate) fn new(per_second: NonZeroU32, burst: NonZeroU32) -> Self {
         Self {
             quota: RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst)),
-            waiting: AtomicUsize::new(0),
-            none_waiting: Notify::new(),
+            turns: Mutex::new(Turns::default()),
+            turns_changed: Notify::new(),
         }
     }
 
     /// Waits until a request may be sent: in turn for one waited on, after every such one for
-    /// one in the background.
+    /// one in the background (for [`BACKGROUND_WAITS_AT_MOST`] at most).
     pub(crate) async fn until_ready(&self) {
         match BACKGROUND.try_with(|_| ()).is_ok() {
             true => self.background().await,
-            false => self.waited_on().await,
+            false => self.in_turn().await,
         }
     }
 
-    async fn waited_on(&self) {
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        // Counted out however the wait ends (a recall's timeout drops it).
-        let _counted = Counted(self);
-        self.quota.until_ready().await;
+    fn turns(&self) -> std::sync::MutexGuard<'_, Turns> {
+        self.turns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for a cell, first come first served: governor's own wait is no queue (every waiter
+    /// wakes for the next cell, and whichever runs first takes it), and a background request
+    /// that joined it lost to a growing backlog of status requests for good (review75 #1).
+    async fn in_turn(&self) {
+        let ticket = {
+            let mut turns = self.turns();
+            let ticket = turns.next;
+            turns.next += 1;
+            turns.waiting.insert(ticket);
+            ticket
+        };
+        // Out of the turns however the wait ends (a recall's timeout drops it).
+        let _waiting = Waiting { limiter: self, ticket };
+        loop {
+            let changed = self.turns_changed.notified();
+            tokio::pin!(changed);
+            // Registered before the turns are read: one leaving in between still wakes it.
+            changed.as_mut().enable();
+            if self.turns().waiting.first() != Some(&ticket) {
+                changed.await;
+                continue;
+            }
+            match self.quota.check() {
+                Ok(()) => return,
+                Err(not_until) => tokio::time::sleep(not_until.wait_time_from(self.quota.clock().now())).await,
+            }
+        }
     }
 
     async fn background(&self) {
@@ -71,14 +106,13 @@ impl Limiter {
             // `requests_per_second = 1`) held every delivery for as long as it lasted (review74
             // #1). Past a wait this long, a background request waits in turn with the others.
             let Some(left) = BACKGROUND_WAITS_AT_MOST.checked_sub(asked.elapsed()) else {
-                return self.waited_on().await;
+                return self.in_turn().await;
             };
-            let none_waiting = self.none_waiting.notified();
-            tokio::pin!(none_waiting);
-            // Registered before the count is read: a last one leaving in between still wakes it.
-            none_waiting.as_mut().enable();
-            if self.waiting.load(Ordering::SeqCst) > 0 {
-                let _ = tokio::time::timeout(left, none_waiting).await;
+            let changed = self.turns_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !self.turns().waiting.is_empty() {
+                let _ = tokio::time::timeout(left, changed).await;
                 continue;
             }
             match self.quota.check() {
@@ -89,20 +123,23 @@ impl Limiter {
     }
 }
 
-/// One request waited on, counted while it waits.
-struct Counted<'a>(&'a Limiter);
+/// A request waiting in turn, taken out of the turns when it is served or given up.
+struct Waiting<'a> {
+    limiter: &'a Limiter,
+    ticket: u64,
+}
 
-impl Drop for Counted<'_> {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if self.0.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.none_waiting.notify_waiters();
-        }
+        self.limiter.turns().waiting.remove(&self.ticket);
+        self.limiter.turns_changed.notify_waiters();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
@@ -174,6 +211,29 @@ mod tests {
         assert!(started.elapsed() >= BACKGROUND_WAITS_AT_MOST - Duration::from_millis(100), "it gave way first");
     }
 
+    /// Requests wait in turn, first come first served, and a background request that gave way
+    /// long enough takes its turn among them (review75 #1: governor's wait is a race every
+    /// waiter runs for each cell, and a delivery lost it to a growing backlog for good).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_are_served_in_the_order_they_came() {
+        let limiter = Arc::new(Limiter::new(NonZeroU32::new(10).unwrap(), NonZeroU32::new(1).unwrap()));
+        limiter.until_ready().await; // this second's burst
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for n in 0..12 {
+            let (limiter, served) = (limiter.clone(), served.clone());
+            tasks.push(tokio::spawn(async move {
+                limiter.until_ready().await;
+                served.lock().unwrap().push(n);
+            }));
+            tokio::time::sleep(Duration::from_millis(5)).await; // each queued before the next
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(*served.lock().unwrap(), (0..12).collect::<Vec<_>>());
+    }
+
     /// A request waited on whose wait is dropped (a recall's timeout) is counted out: the
     /// background goes on.
     #[tokio::test]
@@ -181,7 +241,7 @@ mod tests {
         let limiter = Arc::new(Limiter::new(NonZeroU32::new(1).unwrap(), NonZeroU32::new(1).unwrap()));
         limiter.until_ready().await; // the one cell of this second
         let _ = tokio::time::timeout(Duration::from_millis(50), limiter.until_ready()).await;
-        assert_eq!(limiter.waiting.load(Ordering::SeqCst), 0);
+        assert!(limiter.turns().waiting.is_empty());
         let started = Instant::now();
         in_background(limiter.until_ready()).await;
         assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
