@@ -125,7 +125,13 @@ pub struct HindsightBackend {
     unfinished: Mutex<HashMap<String, Instant>>,
     /// Deletes owed once the retains the server was running at a forget or clear finish.
     redeletes: Redeletes,
+    /// The server's version as the status last read it, and when (see [`VERSION_KEPT`]).
+    version: Mutex<Option<(Instant, Option<String>)>>,
 }
+
+/// How long the status keeps the server's version: it asked for it with every status, a third
+/// of the requests the web view's status (every 2 s) took from `requests_per_second`.
+const VERSION_KEPT: Duration = Duration::from_secs(60);
 
 /// Operations timed at most (see `unfinished_since`).
 const MAX_TIMED_OPERATIONS: usize = 1024;
@@ -336,6 +342,23 @@ impl HindsightBackend {
         Ok(())
     }
 
+    /// The server's version: asked for at most every [`VERSION_KEPT`] while the server answers
+    /// (its health is asked every time); a failed answer is not kept.
+    async fn server_version(&self, quick: Duration) -> Option<String> {
+        let kept = self.version.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some((_, version)) = kept.filter(|(at, _)| at.elapsed() < VERSION_KEPT) {
+            return version;
+        }
+        let asked =
+            self.send::<VersionResponse>("version", Method::GET, self.url(&["version"]), None::<&()>, quick).await;
+        let version = match asked {
+            Ok(answer) => answer.and_then(|v| v.api_version),
+            Err(_) => return None,
+        };
+        *self.version.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), version.clone()));
+        version
+    }
+
     /// A client for `config`. Does not contact the server: a server that is down at start is fine.
     pub fn new(config: HindsightConfig) -> Result<Self, BackendError> {
         let base = Url::parse(config.api_url.trim())
@@ -380,6 +403,7 @@ impl HindsightBackend {
             ensured: Mutex::new(HashSet::new()),
             unfinished: Mutex::new(HashMap::new()),
             redeletes: Redeletes::default(),
+            version: Mutex::new(None),
         })
     }
 
@@ -877,10 +901,7 @@ impl MemoryBackend for HindsightBackend {
         status.reachable = Some(true);
         match health {
             Ok(Some(_)) => {
-                let version = self
-                    .send::<VersionResponse>("version", Method::GET, self.url(&["version"]), None::<&()>, quick)
-                    .await;
-                status.version = version.ok().flatten().and_then(|v| v.api_version);
+                status.version = self.server_version(quick).await;
                 // /health needs no key: a route that does says whether the token is taken (a
                 // wrong one showed "healthy" while every recall was refused), and whether the
                 // URL is a Hindsight API at all.

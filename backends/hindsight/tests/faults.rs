@@ -926,6 +926,42 @@ async fn status_checks_the_token_and_the_api_beyond_health() {
     assert_eq!(status.reachable, Some(true));
 }
 
+/// The status asks the server's version once a minute, not with every status: the web view's
+/// status every 2 s took a third of its requests from `requests_per_second` for it, and at a
+/// low rate starved the deliveries (review74 #1, review75 #1). Its health is asked every time.
+#[tokio::test]
+async fn the_status_asks_the_version_once_a_minute() {
+    use axum::routing::get;
+    let (health_asked, version_asked) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (h, v) = (health_asked.clone(), version_asked.clone());
+    let server = serve(
+        Router::new()
+            .route(
+                "/health",
+                get(move || {
+                    h.fetch_add(1, Ordering::SeqCst);
+                    async { axum::Json(serde_json::json!({"status": "healthy"})) }
+                }),
+            )
+            .route(
+                "/version",
+                get(move || {
+                    v.fetch_add(1, Ordering::SeqCst);
+                    async { axum::Json(serde_json::json!({"api_version": "1.1.0"})) }
+                }),
+            )
+            .route("/v1/default/banks", get(|| async { axum::Json(serde_json::json!({"banks": []})) })),
+    )
+    .await;
+    let b = HindsightBackend::new(common::config(&server, None)).unwrap();
+    for _ in 0..3 {
+        let status = b.status().await;
+        assert_eq!((status.healthy, status.version.as_deref()), (true, Some("1.1.0")), "{status:?}");
+    }
+    assert_eq!(health_asked.load(Ordering::SeqCst), 3);
+    assert_eq!(version_asked.load(Ordering::SeqCst), 1);
+}
+
 /// A server that answers, with a 404 at a wrong `api_url` path or with a 500, is reachable (the
 /// CLI shows UNHEALTHY, not UNREACHABLE: review67 #6); its detail is not "unreachable".
 #[tokio::test]
