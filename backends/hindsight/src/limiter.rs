@@ -8,6 +8,7 @@
 //! waits for one, for [`BACKGROUND_WAITS_AT_MOST`] at most (then in turn with them); every other
 //! request (recall, reflect, status, the web view, clear) waits in turn, first come first served.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -18,12 +19,15 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::Notify;
 
 tokio::task_local! {
-    static BACKGROUND: ();
+    /// Set in background work; true once one of its requests gave way as long as it may: the
+    /// work's next requests then wait in turn at once (a delivery is several requests, and each
+    /// giving way again made one delivery wait 20 s at a low rate).
+    static BACKGROUND: Cell<bool>;
 }
 
 /// Runs `work` with its requests second to any that someone waits on.
 pub(crate) async fn in_background<F: Future>(work: F) -> F::Output {
-    BACKGROUND.scope((), work).await
+    BACKGROUND.scope(Cell::new(false), work).await
 }
 
 /// The longest a background request gives way to requests waited on; then it waits in turn with
@@ -60,9 +64,9 @@ impl Limiter {
     /// Waits until a request may be sent: in turn for one waited on, after every such one for
     /// one in the background (for [`BACKGROUND_WAITS_AT_MOST`] at most).
     pub(crate) async fn until_ready(&self) {
-        match BACKGROUND.try_with(|_| ()).is_ok() {
-            true => self.background().await,
-            false => self.in_turn().await,
+        match BACKGROUND.try_with(Cell::get) {
+            Ok(false) => self.background().await,
+            Ok(true) | Err(_) => self.in_turn().await,
         }
     }
 
@@ -106,6 +110,7 @@ impl Limiter {
             // `requests_per_second = 1`) held every delivery for as long as it lasted (review74
             // #1). Past a wait this long, a background request waits in turn with the others.
             let Some(left) = BACKGROUND_WAITS_AT_MOST.checked_sub(asked.elapsed()) else {
+                let _ = BACKGROUND.try_with(|gave_way| gave_way.set(true));
                 return self.in_turn().await;
             };
             let changed = self.turns_changed.notified();
@@ -206,9 +211,21 @@ mod tests {
             async move { limiter.until_ready().await }
         }));
         let went = tokio::time::timeout(BACKGROUND_WAITS_AT_MOST + Duration::from_secs(5), delivery).await;
-        demand.iter().for_each(|task| task.abort());
         assert!(went.is_ok(), "starved for {:?}", started.elapsed());
         assert!(started.elapsed() >= BACKGROUND_WAITS_AT_MOST - Duration::from_millis(100), "it gave way first");
+        // A delivery of several requests gives way once: the next ones wait in turn at once.
+        let started = Instant::now();
+        let delivery = tokio::spawn(in_background({
+            let limiter = limiter.clone();
+            async move {
+                for _ in 0..3 {
+                    limiter.until_ready().await;
+                }
+            }
+        }));
+        let went = tokio::time::timeout(BACKGROUND_WAITS_AT_MOST + Duration::from_secs(5), delivery).await;
+        demand.iter().for_each(|task| task.abort());
+        assert!(went.is_ok(), "three requests took {:?}", started.elapsed());
     }
 
     /// Requests wait in turn, first come first served, and a background request that gave way
