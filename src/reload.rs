@@ -223,17 +223,15 @@ impl Reloader {
                 // restart opened a new, empty store, and following the advice above alone left
                 // every memory behind (review73 #5).
                 let (store, moved) = (old.local_db_path(), &store_after_restart);
-                if store != *moved && store.exists() && moved.exists() {
-                    // A folder an earlier mneme used: moving the files there would replace its
-                    // store and spool (review74 #3).
+                if store != *moved && store.exists() {
+                    let what = match moved.exists() {
+                        // A folder an earlier mneme used: moving the files there would replace
+                        // its store and spool (review74 #3).
+                        true => ", a store already there: to keep both, copy one into the other with `mneme export` and `mneme import` (moving the files would replace it)",
+                        false => ". Stop mneme and move the store's files (and the spool's) into the new folder before the restart, or set local.path to it",
+                    };
                     message.push_str(&format!(
-                        ". The local store {} stays where it is, and the restarted daemon opens {}, a store already there: to keep both, copy one into the other with `mneme export` and `mneme import` (moving the files would replace it)",
-                        store.display(),
-                        moved.display()
-                    ));
-                } else if store != *moved && store.exists() {
-                    message.push_str(&format!(
-                        ". The local store {} stays where it is: the restarted daemon opens {}. Stop mneme and move the store's files (and the spool's) into the new folder before the restart, or set local.path to it",
+                        ". The local store {} stays where it is: the restarted daemon opens {}{what}",
                         store.display(),
                         moved.display()
                     ));
