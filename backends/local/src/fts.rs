@@ -458,6 +458,14 @@ pub fn or_expression(terms: &[String]) -> Option<String> {
     (!terms.is_empty()).then(|| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
 }
 
+/// [`or_expression`] with each term repeated `weight(term)` times: BM25 sums over the query's
+/// phrases, so a term given twice counts twice.
+pub fn weighted_or_expression(terms: &[String], weight: impl Fn(&str) -> usize) -> Option<String> {
+    let repeated: Vec<String> =
+        terms.iter().flat_map(|t| std::iter::repeat(t.clone()).take(weight(t).max(1))).collect();
+    or_expression(&repeated)
+}
+
 /// The MATCH expression of every query term, unpruned (what a plain FTS5 recall would run).
 pub fn match_expression(text: &str) -> Option<String> {
     or_expression(&query_terms(text))

@@ -649,6 +649,45 @@ async fn a_question_in_other_words_is_found_through_the_thesaurus() {
     assert_eq!(ranked("lunch").await, vec![notes[3].to_owned()]);
 }
 
+/// A note holding the question's own words ranks above one holding only their alternatives
+/// (review71 #1): asked "page size", the note saying "pagination" twice (an alternative of
+/// "page", and rarer) came first, above `DEFAULT_PAGE_SIZE`; asked "state machine for orders",
+/// a note on gunicorn (`machine` ~ `server` > `gunicorn`) came above `OrderStateMachine` in
+/// `src/orders/state.rs`. An alternative stands in for a word; it counts half of one.
+#[tokio::test]
+async fn a_notes_own_words_rank_above_their_alternatives() {
+    let (_d, b) = open();
+    let page_size = "The constant DEFAULT_PAGE_SIZE is 50 and MAX_PAGE_SIZE is 500; larger limits are clamped.";
+    let orders = "The OrderStateMachine in src/orders/state.rs forbids going from Shipped back to Pending.";
+    let mut notes = vec![
+        page_size.to_owned(),
+        "The pagination is cursor-based: responses include next_cursor; offset pagination was removed.".to_owned(),
+        orders.to_owned(),
+        "We replaced gunicorn with uvicorn workers (8 per pod) when the API moved to async.".to_owned(),
+    ];
+    // The question's words are common in a real store; their alternatives rarer.
+    for i in 0..30 {
+        notes.push(format!("The landing page {i} loads in two seconds."));
+        notes.push(format!("The upload size limit {i} is ten megabytes."));
+        notes.push(format!("Ticket {i}: the order state is shown on the account screen."));
+    }
+    notes.extend((0..500).map(|i| format!("Lunch {i} is at noon on Fridays.")));
+    // Facts, not a session's turns (a turn's index holds its neighbour's words too).
+    let items =
+        notes.iter().enumerate().map(|(i, t)| MemoryItem::new(i.to_string(), t, "2026-01-02T03:04:05Z")).collect();
+    b.retain(&scope("bank"), &RetainBatch { id: "a".into(), items }).await.unwrap();
+    for (q, expected) in [("page size", page_size), ("state machine for orders", orders)] {
+        let found: Vec<String> = b
+            .recall(&scope("bank"), &query(q, &[], TagsMatch::Any))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.text)
+            .collect();
+        assert_eq!(found.first().map(String::as_str), Some(expected), "{q}: {found:?}");
+    }
+}
+
 #[tokio::test]
 async fn the_thesaurus_can_be_turned_off_or_extended() {
     let notes = ["We deploy with cargo-dist.", "The storefront runs on three kubernetes nodes."];
