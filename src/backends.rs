@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use mneme_core::{BackendError, BackendId, MemoryBackend, OffBackend};
 use mneme_hindsight::HindsightBackend;
-use mneme_local::{LocalBackend, LocalConfig};
+use mneme_local::{LocalBackend, LocalConfig, Upgrade};
 
 use crate::config::Settings;
 use crate::files::{self, FileProblem};
@@ -28,6 +28,16 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> 
 
 /// The backend `id`, configured from `settings` (migrate opens two at once).
 pub fn build_id(id: BackendId, settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
+    build_with(id, settings, Upgrade::Allowed)
+}
+
+/// [`build_id`] for a command run beside a daemon (`mneme migrate`): a local store of an earlier
+/// schema is refused, not upgraded under a daemon of an earlier mneme (see [`Upgrade::Refused`]).
+pub fn build_id_beside_daemon(id: BackendId, settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
+    build_with(id, settings, Upgrade::Refused)
+}
+
+fn build_with(id: BackendId, settings: &Settings, upgrade: Upgrade) -> Result<Arc<dyn MemoryBackend>, BuildError> {
     Ok(match id {
         BackendId::Off => Arc::new(OffBackend),
         BackendId::Local => {
@@ -36,6 +46,7 @@ pub fn build_id(id: BackendId, settings: &Settings) -> Result<Arc<dyn MemoryBack
                 path: path.clone(),
                 embedder: settings.local.embedder_choice(),
                 thesaurus: settings.local.thesaurus(),
+                upgrade,
             };
             Arc::new(LocalBackend::open(&config).map_err(|e| files::local_store_problem(&path, e))?)
         }

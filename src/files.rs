@@ -57,6 +57,14 @@ fn advice(path: &Path, reason: &str, lost: &str) -> String {
             "mneme must write it: check the folder's owner and mode (`ls -ld {dir}`) and that its file system is not mounted read-only"
         );
     }
+    // Another process writes it (a daemon, or `mneme migrate` upgrading it to this build's
+    // schema): the file is sound, and moving it aside under that process would lose it.
+    if lower.contains("database is locked") || lower.contains("database is busy") {
+        return "Another process is writing to it (a mneme daemon or `mneme migrate`: the first opening by a newer mneme upgrades it, which takes a while on a large store): let it finish, then start mneme again; `mneme doctor` says which process holds the storage. Keep the file where it is".into();
+    }
+    if lower.contains("older than this mneme") {
+        return "A mneme daemon is running on it, perhaps an earlier version: restart the daemon with this mneme first (its start upgrades the store), then run this again".into();
+    }
     if lower.contains("newer mneme") || lower.contains("newer than this mneme") {
         return "It was written by a newer mneme: run that version (or a later one) on it".into();
     }
@@ -282,6 +290,17 @@ mod tests {
         std::fs::write(&file, "").unwrap();
         let under_a_file = local_store_problem(&file.join("x.db"), "File exists (os error 17)");
         assert!(under_a_file.fix.contains("afile is a file, not a folder"), "{under_a_file}");
+        // Another process writing it (upgrading it) is no damage (review76 #3).
+        let locked = local_store_problem(spool, "database is locked");
+        assert!(locked.fix.contains("Another process") && !locked.fix.contains("mv "), "{locked}");
+        let older = local_store_problem(
+            spool,
+            "database schema version 8 is older than this mneme's (10), and is not upgraded while a daemon may be running on it",
+        );
+        assert!(
+            older.fix.contains("restart the daemon with this mneme first") && !older.fix.contains("mv "),
+            "{older}"
+        );
         let denied = spool_problem(spool, "spool: Permission denied (os error 13)");
         assert!(denied.fix.contains("ls -ld") && !denied.fix.contains("mv "), "{denied}");
     }

@@ -135,6 +135,14 @@ impl Client {
         let unrecorded = !pid_path.exists();
         let moved = "; one started before storage.dir was changed runs on the old dir until restarted";
         let not_running = || {
+            // Its process holds the storage dir but does not listen yet: it is opening its store
+            // (review76 #2: "not running (start it …)" while a start upgraded a large store).
+            if let Some(pid) = locked_pid(&pid_path) {
+                return CliError::NotRunning(format!(
+                    "the mneme daemon (process {pid}) holds the storage dir {} but does not answer at {addr} yet: it may be starting (the first start of a newer mneme upgrades a large store for a while: its log says so); `mneme doctor` says more",
+                    settings.storage.dir.display()
+                ));
+            }
             CliError::NotRunning(match (unrecorded, listen.port()) {
                 (true, 0) => format!(
                     "no mneme daemon is running on the storage dir {} (start it with `mneme serve`{moved})",

@@ -227,9 +227,15 @@ pub(super) async fn migrate(config: Option<&Path>, plan: Plan, as_json: bool) ->
     let mut settings = load_settings(config)?.settings;
     // A copy computes no vectors: the daemon embeds what it finds without one.
     settings.local.embedder = crate::config::EmbedderKind::Off;
+    // A daemon running on the storage may be an earlier mneme's: its store is not upgraded
+    // under it (the daemon's own start does that).
+    let daemon = super::client::locked_pid(&settings.pid_path());
     let open = |id| {
-        crate::backends::build_id(id, &settings)
-            .map_err(|e| CliError::Other(format!("cannot open the {id} backend: {e}")))
+        let opened = match daemon {
+            Some(_) => crate::backends::build_id_beside_daemon(id, &settings),
+            None => crate::backends::build_id(id, &settings),
+        };
+        opened.map_err(|e| CliError::Other(format!("cannot open the {id} backend: {e}")))
     };
     let (source, target) = (open(plan.from)?, open(plan.to)?);
     std::fs::create_dir_all(&settings.storage.dir)

@@ -30,7 +30,11 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     raise_fd_limit(loaded.settings.server.max_connections);
     ignore_file_size_signal();
     let listen = loaded.settings.server.listen;
+    let hangups_while_opening = survive_hangups_while_opening();
     let daemon = Daemon::open(loaded).await.map_err(|e| CliError::Other(e.to_string()))?;
+    if let Some(task) = hangups_while_opening {
+        task.abort();
+    }
     let listener = TcpListener::bind(listen).await.map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
             " (another program uses it: change server.listen)"
@@ -41,6 +45,19 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     })?;
     daemon.serve(listener, shutdown_signal()).await.map_err(|e| CliError::Other(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// SIGHUP's default action kills the process: until the daemon's reloader takes the signal, a
+/// `kill -HUP` meant as "re-read the config" (or a closed terminal) killed a start in the middle
+/// of opening its store, the store's upgrade included, which on a large one takes seconds
+/// (review76 #4). The config read at the start is used; a HUP then is said in the log.
+fn survive_hangups_while_opening() -> Option<tokio::task::JoinHandle<()>> {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()?;
+    Some(tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            tracing::info!("SIGHUP while mneme starts: it goes on with the configuration it read (send it again once mneme listens to re-read it)");
+        }
+    }))
 }
 
 /// A wall clock before 1970 or past the year 9999 (a typo given to `date -s`): the HTTP server's

@@ -43,12 +43,32 @@ pub struct LocalConfig {
     pub embedder: EmbedderChoice,
     /// The words a query's words may also match.
     pub thesaurus: Arc<Thesaurus>,
+    /// Whether a store of an earlier schema is upgraded when opened.
+    pub upgrade: Upgrade,
+}
+
+/// Whether opening a store of an earlier mneme's schema upgrades it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Upgrade {
+    /// Upgraded in place: a daemon's start, or a command no daemon runs beside.
+    #[default]
+    Allowed,
+    /// Refused ([`crate::OpenError::OlderSchema`]): the daemon of an earlier mneme may be running
+    /// on the store, and would go on indexing what it writes the earlier way into a store marked
+    /// upgraded, never indexed again (review76 #1: a failed `mneme migrate` of a newer build did
+    /// that, and the earlier daemon could not start on its store again).
+    Refused,
 }
 
 impl LocalConfig {
     /// A store at `path` with the built-in embedder and thesaurus (the defaults).
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), embedder: EmbedderChoice::Builtin, thesaurus: Thesaurus::builtin() }
+        Self {
+            path: path.into(),
+            embedder: EmbedderChoice::Builtin,
+            thesaurus: Thesaurus::builtin(),
+            upgrade: Upgrade::Allowed,
+        }
     }
 
     /// A store at `path` with BM25 recall only.
@@ -116,7 +136,7 @@ impl LocalBackend {
         let damage = Arc::new(Mutex::new(None));
         check_in_background(config.path.clone(), damage.clone(), events_tx.clone());
         let semantic = Semantic::new(&config.embedder, events_tx);
-        let writer = Writer::start(&config.path, semantic.clone())?;
+        let writer = Writer::start(&config.path, config.upgrade, semantic.clone())?;
         let opened = crate::store::OpenedFile::of(&config.path);
         if let Some(s) = &semantic {
             // The model and the stored vectors load in the background: the store answers (by

@@ -16,6 +16,16 @@ pub enum OpenError {
         /// The newest this mneme knows.
         known: usize,
     },
+    /// The file is of an earlier mneme's schema, and this opening may not upgrade it.
+    #[error(
+        "database schema version {found} is older than this mneme's ({known}), and is not upgraded while a daemon may be running on it"
+    )]
+    OlderSchema {
+        /// The file's schema version.
+        found: usize,
+        /// The newest this mneme knows.
+        known: usize,
+    },
     /// SQLite's check finds the file damaged.
     #[error("SQLite finds it damaged: {0}")]
     Damaged(String),
@@ -41,6 +51,7 @@ impl From<OpenError> for BackendError {
         match e {
             e @ (OpenError::Sql(_)
             | OpenError::NewerSchema { .. }
+            | OpenError::OlderSchema { .. }
             | OpenError::Damaged(_)
             | OpenError::Emptied
             | OpenError::Overwritten(_)) => BackendError::permanent(e.to_string()),

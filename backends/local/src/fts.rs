@@ -461,8 +461,7 @@ pub fn or_expression(terms: &[String]) -> Option<String> {
 /// [`or_expression`] with each term repeated `weight(term)` times: BM25 sums over the query's
 /// phrases, so a term given twice counts twice.
 pub fn weighted_or_expression(terms: &[String], weight: impl Fn(&str) -> usize) -> Option<String> {
-    let repeated: Vec<String> =
-        terms.iter().flat_map(|t| std::iter::repeat_n(t.clone(), weight(t).max(1))).collect();
+    let repeated: Vec<String> = terms.iter().flat_map(|t| std::iter::repeat_n(t.clone(), weight(t).max(1))).collect();
     or_expression(&repeated)
 }
 

@@ -29,7 +29,7 @@ mod thesaurus;
 mod vectors;
 mod writer;
 
-pub use backend::{LocalBackend, LocalConfig};
+pub use backend::{LocalBackend, LocalConfig, Upgrade};
 pub use embedding::EmbedderChoice;
 pub use error::OpenError;
 pub use mneme_embed::OpenAiConfig;

@@ -117,6 +117,35 @@ pub(crate) fn unlink_context(tx: &Connection, removed: &[i64]) -> rusqlite::Resu
 
 /// How long a connection waits for another holding the database (a reader, for a checkpoint).
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long an upgrade of the schema waits for the store's write lock: another process may be
+/// upgrading it (a daemon's start and `mneme migrate` at once), which takes seconds on a large
+/// store, and the step it waits for is then found done (review76 #3: the second failed after 5 s
+/// with "database is locked", taken for damage).
+const UPGRADE_BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Brings the store's schema up to this mneme's, saying so in the log: on a large store the
+/// first start after an upgrade indexes many passages again, for seconds before the daemon
+/// answers (review76 #2). A new store is made whatever `upgrade` says.
+fn upgrade_schema(conn: &mut Connection, path: &Path, upgrade: crate::Upgrade) -> Result<(), OpenError> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let (found, known) = (found as usize, crate::schema::VERSION);
+    if found == 0 || found >= known {
+        return crate::schema::migrate(conn);
+    }
+    if upgrade == crate::Upgrade::Refused {
+        return Err(OpenError::OlderSchema { found, known });
+    }
+    tracing::info!(
+        "upgrading the local store {} from schema {found} to {known} (this mneme's first opening of it; a large store takes a while)",
+        path.display()
+    );
+    let started = std::time::Instant::now();
+    conn.busy_timeout(UPGRADE_BUSY_TIMEOUT)?;
+    crate::schema::migrate(conn)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    tracing::info!("upgraded the local store in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
 
 /// One SQLite connection to the memory database.
 pub struct Store {
@@ -279,6 +308,11 @@ const WAL_SIZE_KEPT: i64 = 16 << 20;
 impl Store {
     /// Opens (creating if needed) the database at `path`, in WAL mode, migrated.
     pub fn open(path: &Path) -> Result<Self, OpenError> {
+        Self::open_with(path, crate::Upgrade::Allowed)
+    }
+
+    /// [`Store::open`], a store of an earlier schema upgraded only if `upgrade` allows it.
+    pub fn open_with(path: &Path, upgrade: crate::Upgrade) -> Result<Self, OpenError> {
         unusable(path)?;
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -297,7 +331,7 @@ impl Store {
         conn.pragma_update(None, "secure_delete", "ON")?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         register_functions(&conn)?;
-        crate::schema::migrate(&mut conn)?;
+        upgrade_schema(&mut conn, path, upgrade)?;
         let erase_marker = Self::erase_marker(path);
         let owed = erase_marker.exists();
         Ok(Self {

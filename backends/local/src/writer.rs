@@ -49,8 +49,12 @@ pub(crate) struct Writer {
 impl Writer {
     /// Opens the writing connection and starts the thread. Each write's changes to the passages
     /// go to `semantic` (the vector index), in order.
-    pub(crate) fn start(path: &Path, semantic: Option<Arc<Semantic>>) -> Result<Self, OpenError> {
-        let store = Store::open(path)?;
+    pub(crate) fn start(
+        path: &Path,
+        upgrade: crate::Upgrade,
+        semantic: Option<Arc<Semantic>>,
+    ) -> Result<Self, OpenError> {
+        let store = Store::open_with(path, upgrade)?;
         let (jobs, rx) = mpsc::channel(MAX_WAITING);
         thread::Builder::new()
             .name("mneme-local-writer".into())

@@ -1,0 +1,115 @@
+//! Opening a store of an earlier schema: the daemon's start upgrades it (waiting for another
+//! process upgrading it, through a SIGHUP, saying so), and `mneme migrate` beside a running
+//! daemon does not (review76).
+
+mod common;
+
+use std::time::Duration;
+
+use common::Daemon;
+use serde_json::json;
+
+/// A store of schema 9 (the steps since are the same for any store, so this one is one of them).
+fn at_schema_9(db: &std::path::Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.pragma_update(None, "user_version", 9).unwrap();
+    conn
+}
+
+fn user_version(db: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap()
+}
+
+/// A daemon with one memory in its store, stopped: its folder.
+async fn stopped_with_a_memory() -> tempfile::TempDir {
+    let d = Daemon::start("");
+    d.start_session("s", "/p/upgrade").await;
+    let items = json!({"items": [{"content": "the zorp widget handles reconnects"}]});
+    let (status, v) = d.post("/v1/sessions/s/retain", items).await;
+    assert_eq!(status, 202, "{v}");
+    let (status, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(status, 200, "{v}");
+    d.into_dir()
+}
+
+/// A start that finds another process writing its store of an earlier schema (upgrading it)
+/// waits for it instead of failing after 5 s as "database is locked, move it aside" (review76
+/// #3); meanwhile the CLI says it is starting, not "not running: start it" (#2), and a SIGHUP
+/// does not kill it (#4). The log says the store is upgraded.
+#[tokio::test]
+async fn a_start_waits_for_another_process_upgrading_its_store() {
+    let dir = stopped_with_a_memory().await;
+    let db = dir.path().join("data/memories.db");
+    let other = at_schema_9(&db);
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let log = dir.path().join("serve.log");
+    let (config, env) = (dir.path().join("config.toml"), common::env_for(dir.path()));
+    let pid_path = dir.path().join("data/mneme.pid");
+    let meanwhile = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let status = std::process::Command::new(common::bin())
+            .arg("status")
+            .env("MNEME_CONFIG", &config)
+            .envs(env)
+            .output()
+            .unwrap();
+        let pid: u32 = std::fs::read_to_string(&pid_path).unwrap().lines().next().unwrap().trim().parse().unwrap();
+        common::unsafe_kill(pid, "HUP");
+        // Past the store's usual 5 s wait for a lock.
+        std::thread::sleep(Duration::from_millis(5000));
+        other.execute_batch("COMMIT").unwrap();
+        String::from_utf8_lossy(&status.stderr).into_owned()
+    });
+    let config = dir.path().join("config.toml");
+    let d = Daemon::serve(dir, &config, &[("MNEME_LOG", "info")], Some(&log));
+    let status = meanwhile.join().unwrap();
+    assert!(status.contains("may be starting") && !status.contains("start it with"), "{status}");
+    let (code, v) = d.get("/v1/memories").await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["memories"][0]["content"], "the zorp widget handles reconnects", "{v}");
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("upgrading the local store") && log.contains("from schema 9"), "{log}");
+    assert!(log.contains("SIGHUP while mneme starts"), "{log}");
+    assert_eq!(user_version(&db), mneme_local::schema::VERSION as i64);
+}
+
+/// `mneme migrate` beside a running daemon, perhaps an earlier mneme's, leaves its store's
+/// schema alone: upgraded under that daemon, what it then wrote was indexed the earlier way into
+/// a store marked upgraded, and it could not start on its store again (review76 #1). With no
+/// daemon running, migrate upgrades the store as a start would.
+#[tokio::test]
+async fn migrate_beside_a_running_daemon_leaves_its_store_alone() {
+    let dir = stopped_with_a_memory().await;
+    let data = dir.path().join("data");
+    let db = data.join("memories.db");
+    drop(at_schema_9(&db));
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[hindsight]\napi_url = \"http://127.0.0.1:9\"\n").unwrap();
+    let migrate = || {
+        std::process::Command::new(common::bin())
+            .args(["migrate", "--from", "local", "--to", "hindsight"])
+            .env("MNEME_CONFIG", &config)
+            .envs(common::env_for(dir.path()))
+            .env("MNEME_LOG", "error")
+            .output()
+            .unwrap()
+    };
+    // The daemon's single-instance lock, as a running daemon holds it.
+    let pidfile = std::fs::OpenOptions::new().read(true).write(true).open(data.join("mneme.pid")).unwrap();
+    pidfile.lock().unwrap();
+    let out = migrate();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("older than this mneme") && said.contains("restart the daemon with this mneme first"),
+        "{said}"
+    );
+    assert_eq!(user_version(&db), 9, "{said}");
+    drop(pidfile);
+    // No daemon: the store is upgraded (the copy then fails on the unreachable server).
+    let out = migrate();
+    assert!(!out.status.success());
+    assert_eq!(user_version(&db), mneme_local::schema::VERSION as i64, "{}", String::from_utf8_lossy(&out.stderr));
+}
