@@ -11,6 +11,11 @@
 /// (or, moved to UTC, falls outside years 1 to 9999).
 pub fn normalize(s: &str) -> Option<String> {
     let s = s.trim();
+    // Every form is ASCII, and the readers below cut the text at byte offsets (`2025Waé` cut
+    // inside its `é`: a panic, answered 500; review77 #1).
+    if !s.is_ascii() {
+        return None;
+    }
     let (date, rest) = match s.find(['T', 't', ' ']) {
         Some(i) => (&s[..i], Some(&s[i + 1..])),
         None => (s, None),
@@ -171,6 +176,14 @@ fn format_millis(millis: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::normalize;
+
+    #[test]
+    fn text_other_than_ascii_is_no_date() {
+        for given in ["2025Waé", "2025W日", "2025W1ü", "2025W1\u{301}", "２０２６-01-02", "2026-01-02T03:04:05Ｚ"]
+        {
+            assert_eq!(normalize(given), None, "{given}");
+        }
+    }
 
     #[test]
     fn offsets_and_forms() {
