@@ -73,8 +73,7 @@ pub(super) fn conversation(messages: &[Message]) -> Vec<Message> {
             kept.push(m);
         } else if text::has_private_tag(&m.content) {
             // Closes match the spans carried so far, never earlier ones.
-            let edges = text::private_edges(&format!("{}{}", "<private>".repeat(opened), m.content));
-            opened = edges.open_at_end;
+            opened = text::private_edges_within(&m.content, opened).open_at_end;
         }
     }
     kept

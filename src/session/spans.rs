@@ -30,8 +30,7 @@ pub(super) fn cleaned_each(settings: &Settings, history: &[Message], open_before
         .enumerate()
         .map(|(i, m)| {
             if text::has_private_tag(&m.content) {
-                let carried = format!("{}{}", "<private>".repeat(open), m.content);
-                if text::private_edges(&carried).closes_earlier {
+                if text::private_edges_within(&m.content, open).closes_earlier {
                     hidden_before = i; // a close whose opening tag is in no message before it
                     stray_closes.push(i);
                 }
@@ -72,19 +71,29 @@ impl Cleaned {
         retained: i64,
         known: &[(i64, i64)],
     ) -> (Vec<Option<Message>>, Vec<(i64, i64)>) {
-        let retained_from = super::placement::first_message_of_turn(history, retained);
+        // Indexed once, and the hidden ranges merged: a history of many stray closes was
+        // quadratic in them (review77 #3: 90,000 lone `</private>` messages took 12 s).
+        let turns = Turns::of(history);
+        let retained_from = turns.first_message(retained);
         let mut froms = Vec::with_capacity(self.stray_closes.len());
+        let mut hidden = Vec::with_capacity(self.stray_closes.len());
         for (n, &at) in self.stray_closes.iter().enumerate() {
-            let close_turn = turn_holding(history, at);
+            let close_turn = turns.holding(at);
             let from_turn = match known.get(n) {
                 Some(&(from, turn)) if turn == close_turn => from,
                 _ if at >= retained_from => retained.min(close_turn),
                 _ => close_turn,
             };
             froms.push((from_turn, close_turn));
-            let from = super::placement::first_message_of_turn(history, from_turn);
+            hidden.push((turns.first_message(from_turn), at));
+        }
+        hidden.sort_unstable();
+        let mut filled_to = 0;
+        for (from, at) in hidden {
+            let from = from.max(filled_to);
             if from < at {
                 self.each[from..at].fill(None);
+                filled_to = at;
             }
         }
         (self.each, froms)
@@ -307,9 +316,87 @@ pub(super) fn prompt_in_context(
     (clean(settings, &shown).unwrap_or_default(), open_after > 0)
 }
 
-/// The user turn (counted from 0) message `at` of a history belongs to: its user messages up to
-/// and including it, less one (0 before the first).
-fn turn_holding(history: &[Message], at: usize) -> i64 {
-    let users = history[..=at.min(history.len().saturating_sub(1))].iter().filter(|m| m.role == "user").count();
-    users.saturating_sub(1) as i64
+/// A history's turns, counted once: which turn holds a message, and where a turn begins (what
+/// [`first_message_of_turn`] finds by reading the history).
+///
+/// [`first_message_of_turn`]: super::placement::first_message_of_turn
+struct Turns {
+    /// How many user messages there are up to each message, itself included.
+    users_through: Vec<usize>,
+    /// Where each user message is.
+    user_at: Vec<usize>,
+}
+
+impl Turns {
+    fn of(history: &[Message]) -> Self {
+        let (mut users_through, mut user_at) = (Vec::with_capacity(history.len()), Vec::new());
+        for (i, m) in history.iter().enumerate() {
+            if m.role == "user" {
+                user_at.push(i);
+            }
+            users_through.push(user_at.len());
+        }
+        Self { users_through, user_at }
+    }
+
+    /// The user turn (counted from 0) message `at` belongs to: its user messages up to and
+    /// including it, less one (0 before the first; the last turn past the end).
+    fn holding(&self, at: usize) -> i64 {
+        let users = self.users_through.get(at.min(self.users_through.len().saturating_sub(1))).copied();
+        users.unwrap_or(0).saturating_sub(1) as i64
+    }
+
+    /// See [`super::placement::first_message_of_turn`].
+    fn first_message(&self, n: i64) -> usize {
+        if n <= 0 {
+            return 0;
+        }
+        usize::try_from(n).ok().and_then(|n| self.user_at.get(n)).copied().unwrap_or(self.users_through.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(n: usize, user: &str) -> Vec<Message> {
+        (0..n).flat_map(|_| [Message::new("user", user), Message::new("assistant", "ok")]).collect()
+    }
+
+    /// Linear in the messages (review77 #3: 90,000 messages each opening a span took 49 s, each
+    /// carrying the spans before it written out; 90,000 lone closes 12 s).
+    #[test]
+    fn many_spans_and_stray_closes_are_read_in_one_pass() {
+        let settings = Settings::default();
+        let opens = history(50_000, "<private>");
+        let cleaned = cleaned_each(&settings, &opens, 0);
+        assert_eq!(cleaned.open_at_end, 50_000);
+        assert!(cleaned.each.iter().all(Option::is_none));
+        let closes = history(50_000, "</private> after");
+        let cleaned = cleaned_each(&settings, &closes, 0);
+        assert_eq!(cleaned.stray_closes.len(), 50_000);
+        let (kept, froms) = cleaned.into_kept_by_closes(&closes, 0, &[]);
+        assert_eq!(froms.len(), 50_000);
+        // Each close hides what precedes it in its turn's history: the last turn's prompt shows.
+        let shown: Vec<usize> = kept.iter().enumerate().filter(|(_, m)| m.is_some()).map(|(i, _)| i).collect();
+        assert_eq!(shown.first(), Some(&(closes.len() - 2)), "{:?}", &shown[..shown.len().min(4)]);
+    }
+
+    #[test]
+    fn turns_are_found_as_by_reading_the_history() {
+        let h = vec![
+            Message::new("system", "s"),
+            Message::new("user", "a"),
+            Message::new("assistant", "b"),
+            Message::new("user", "c"),
+        ];
+        let turns = Turns::of(&h);
+        for at in 0..6 {
+            let users = h[..=at.min(h.len() - 1)].iter().filter(|m| m.role == "user").count();
+            assert_eq!(turns.holding(at), users.saturating_sub(1) as i64, "{at}");
+        }
+        for n in -1..4 {
+            assert_eq!(turns.first_message(n), super::super::placement::first_message_of_turn(&h, n), "{n}");
+        }
+    }
 }

@@ -156,11 +156,18 @@ pub const QUOTED_HEAD: usize = 100;
 
 /// Where `text`'s `<private>` spans cross its edges (see [`PrivateEdges`]).
 pub fn private_edges(text: &str) -> PrivateEdges {
-    let mut edges = PrivateEdges::default();
+    private_edges_within(text, 0)
+}
+
+/// [`private_edges`] of a text begun inside `open_before` spans, as if it followed as many
+/// opening tags (without writing them: a history of many messages each leaving one open made
+/// that quadratic, review77 #3).
+pub fn private_edges_within(text: &str, open_before: usize) -> PrivateEdges {
+    let mut edges = PrivateEdges { left_open: open_before > 0, open_at_end: open_before, ..PrivateEdges::default() };
     if !has_private_tag(text) {
         return edges;
     }
-    let mut depth = 0usize;
+    let mut depth = open_before;
     for (tag, _, _) in private_tags(text.as_bytes()) {
         match tag {
             PrivateTag::Open => depth += 1,
@@ -664,6 +671,7 @@ mod tests {
             let behind = format!("{}{text}", "<private>".repeat(open));
             let want = (strip_private(&behind), private_edges(&behind).open_at_end);
             assert_eq!(strip_private_within(text, open), want, "{text:?} inside {open}");
+            assert_eq!(private_edges_within(text, open), private_edges(&behind), "{text:?} inside {open}");
         }
     }
 

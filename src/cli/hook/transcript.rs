@@ -310,8 +310,7 @@ fn conversation(lines: impl Iterator<Item = Line>, commands: Commands) -> Vec<Me
             Line::Message(Message { content: text, .. }) | Line::Own { text, .. } => {
                 kept_command_args = None;
                 if mneme_core::text::has_private_tag(&text) {
-                    let carried = format!("{}{}", "<private>".repeat(opened_by_echoes), text);
-                    opened_by_echoes = mneme_core::text::private_edges(&carried).open_at_end;
+                    opened_by_echoes = mneme_core::text::private_edges_within(&text, opened_by_echoes).open_at_end;
                 }
                 continue;
             }
