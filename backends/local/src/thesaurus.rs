@@ -13,7 +13,7 @@
 //! appended as words ([`Thesaurus::dense_query`]), which moves its vector towards the notes that
 //! use them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use crate::fts;
@@ -28,10 +28,20 @@ const DENSE_ALTERNATIVES: usize = 4;
 
 /// Which words a query's words may also match: the built-in list, a user's own lines, both or
 /// neither (`local.thesaurus`, `local.thesaurus_file`).
+///
+/// Kept as read, each line once, and linked when asked: every word of a group linked to every
+/// other took a line of 4,000 words a minute and 900 MB (review77 #2), and a file could ask for
+/// more than any machine has.
 #[derive(Debug, Default)]
 pub struct Thesaurus {
-    /// Stem → the stems it may also match, in the lines' order.
-    table: HashMap<String, Vec<String>>,
+    /// Each group line's stems: every word stands for every other.
+    groups: Vec<Vec<String>>,
+    /// Stem → the groups it is in, in the lines' order.
+    groups_of: HashMap<String, Vec<usize>>,
+    /// Stem → the instances its category lines name, in the lines' order, each once.
+    instances: HashMap<String, Vec<String>>,
+    /// How many stems have alternatives.
+    linked: usize,
     /// Stem → the word it was first written as, lowercased (what the embedder is given).
     words: HashMap<String, String>,
 }
@@ -76,12 +86,12 @@ impl Thesaurus {
 
     /// Whether it knows no word.
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.linked == 0
     }
 
     /// How many words (stems) have alternatives.
     pub fn words(&self) -> usize {
-        self.table.len()
+        self.linked
     }
 
     /// The question the dense side embeds: `query` with the words of its first
@@ -108,7 +118,7 @@ impl Thesaurus {
     pub(crate) fn alternatives(&self, terms: &[String]) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for term in terms {
-            for alt in self.table.get(term).into_iter().flatten() {
+            for alt in self.alternatives_of(term) {
                 if out.len() == MAX_LOOKED_UP {
                     return out;
                 }
@@ -120,6 +130,17 @@ impl Thesaurus {
         out
     }
 
+    /// What `stem` may also match, in the lines' order, with repeats: its groups' other words,
+    /// then the instances of its groups' words (a word's instances are its synonyms' too: "db"
+    /// reaches what "database" names), then its own instances.
+    fn alternatives_of<'a>(&'a self, stem: &'a str) -> impl Iterator<Item = &'a String> + 'a {
+        let groups = self.groups_of.get(stem).into_iter().flatten().map(|g| &self.groups[*g]);
+        let synonyms = groups.clone().flatten();
+        let their_instances = groups.flatten().flat_map(|word| self.instances.get(word).into_iter().flatten());
+        let own_instances = self.instances.get(stem).into_iter().flatten();
+        synonyms.chain(their_instances).chain(own_instances).filter(move |alt| alt.as_str() != stem)
+    }
+
     /// `before`'s lines (trusted: the built-in list), then `source`'s (checked, line by line).
     fn parse(source: &str, before: Option<&str>) -> Result<Thesaurus, ThesaurusError> {
         let mut lines = Lines::default();
@@ -127,8 +148,7 @@ impl Thesaurus {
             lines.add(line).expect("the built-in thesaurus is valid (tested)");
         }
         lines.add_checked(source)?;
-        let words = std::mem::take(&mut lines.words);
-        Ok(Thesaurus { table: lines.table(), words })
+        Ok(lines.into_thesaurus())
     }
 }
 
@@ -136,7 +156,11 @@ impl Thesaurus {
 #[derive(Default)]
 struct Lines {
     groups: Vec<Vec<String>>,
+    /// The groups read, each once (a line given twice adds nothing).
+    groups_seen: HashSet<Vec<String>>,
     instances: HashMap<String, Vec<String>>,
+    /// (general, instance) pairs read, each once.
+    instances_seen: HashSet<(String, String)>,
     /// Stem → the word it was first written as.
     words: HashMap<String, String>,
 }
@@ -168,7 +192,11 @@ impl Lines {
                     return Err("a category line needs words on both sides of ` > `".into());
                 }
                 for g in general {
-                    self.instances.entry(g).or_default().extend(specific.iter().cloned());
+                    for i in &specific {
+                        if self.instances_seen.insert((g.clone(), i.clone())) {
+                            self.instances.entry(g.clone()).or_default().push(i.clone());
+                        }
+                    }
                 }
             }
             // `shop >` (trimmed, no ` > ` left): a category missing a side, not a bad word.
@@ -184,7 +212,11 @@ impl Lines {
                     ));
                 }
                 self.remember_words(line);
-                self.groups.push(group);
+                let mut seen = HashSet::new();
+                let group: Vec<String> = group.into_iter().filter(|w| seen.insert(w.clone())).collect();
+                if self.groups_seen.insert(group.clone()) {
+                    self.groups.push(group);
+                }
             }
         }
         Ok(())
@@ -198,37 +230,19 @@ impl Lines {
         }
     }
 
-    fn table(self) -> HashMap<String, Vec<String>> {
-        let mut table: HashMap<String, Vec<String>> = HashMap::new();
-        let mut link = |from: &str, to: &str| {
-            let alts = table.entry(from.to_owned()).or_default();
-            if from != to && !alts.iter().any(|a| a == to) {
-                alts.push(to.to_owned());
-            }
-        };
-        for group in &self.groups {
-            for a in group {
-                for b in group {
-                    link(a, b);
-                }
+    fn into_thesaurus(self) -> Thesaurus {
+        let mut groups_of: HashMap<String, Vec<usize>> = HashMap::new();
+        for (g, group) in self.groups.iter().enumerate() {
+            for word in group {
+                groups_of.entry(word.clone()).or_default().push(g);
             }
         }
-        // A word's instances are its synonyms' too ("db" reaches what "database" names).
-        for group in &self.groups {
-            for a in group {
-                for b in group {
-                    for instance in self.instances.get(b).into_iter().flatten() {
-                        link(a, instance);
-                    }
-                }
-            }
-        }
-        for (general, specific) in &self.instances {
-            for instance in specific {
-                link(general, instance);
-            }
-        }
-        table
+        let mut thesaurus =
+            Thesaurus { groups: self.groups, groups_of, instances: self.instances, linked: 0, words: self.words };
+        let stems: HashSet<&String> = thesaurus.groups_of.keys().chain(thesaurus.instances.keys()).collect();
+        let linked = stems.into_iter().filter(|stem| thesaurus.alternatives_of(stem).next().is_some()).count();
+        thesaurus.linked = linked;
+        thesaurus
     }
 }
 
@@ -308,7 +322,7 @@ mod tests {
             "deploy ship rollout\n# a comment\n\ndatabase > postgres mysql\ndb database\n",
         )
         .unwrap();
-        let alts = |t: &str| thesaurus.table.get(&fts::index_terms(t)).cloned().unwrap_or_default();
+        let alts = |t: &str| thesaurus.alternatives(&[fts::index_terms(t)]);
         assert_eq!(alts("shipping"), vec!["deploy", "rollout"]);
         assert_eq!(alts("deployed"), vec!["ship", "rollout"]);
         assert_eq!(alts("databases"), vec!["db", "postgr", "mysql"]);
@@ -323,6 +337,23 @@ mod tests {
         assert!(alternatives.contains(&fts::index_terms("deploy")), "{alternatives:?}");
         // A query term is never its own alternative.
         assert!(alternatives.iter().all(|a| !terms.contains(a)));
+    }
+
+    #[test]
+    fn a_file_is_kept_as_read_and_linked_when_asked() {
+        // One group of 1,000 words, and a category of as many given twice (review77 #2: a group of
+        // 4,000, every word linked to every other, took a minute and 900 MB to build).
+        let words: Vec<String> = (0..1000).map(|i| format!("w{i}x")).collect();
+        let lines =
+            format!("{}\nshop store\nshop > {}\nshop > {}\n", words.join(" "), words.join(" "), words.join(" "));
+        let t = Thesaurus::with_lines(false, &lines).unwrap();
+        assert_eq!(t.groups.iter().map(Vec::len).sum::<usize>(), 1002);
+        assert_eq!(t.instances["shop"].len(), 1000, "each instance once");
+        assert_eq!(t.words(), 1002);
+        let alts = t.alternatives(&["store".to_owned()]);
+        assert_eq!(alts.len(), MAX_LOOKED_UP);
+        assert_eq!(alts[..3], ["shop", "w0x", "w1x"], "the synonym, then its instances, in order");
+        assert_eq!(t.alternatives(&["w5x".to_owned()])[..2], ["w0x", "w1x"]);
     }
 
     #[test]
