@@ -29,11 +29,9 @@ pub(super) fn cleaned_each(settings: &Settings, history: &[Message], open_before
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            if text::has_private_tag(&m.content) {
-                if text::private_edges_within(&m.content, open).closes_earlier {
-                    hidden_before = i; // a close whose opening tag is in no message before it
-                    stray_closes.push(i);
-                }
+            if text::private_edges_within(&m.content, open).closes_earlier {
+                hidden_before = i; // a close whose opening tag is in no message before it
+                stray_closes.push(i);
             }
             let (content, open_after) = text::strip_private_within(&m.content, open);
             open = open_after;
