@@ -18,6 +18,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigErrors, Settings};
+use crate::lock::MutexExt;
 use crate::notices::{Level, Notices};
 use crate::queue::Queue;
 use crate::session::Sessions;
@@ -70,6 +71,8 @@ pub struct Reloader {
     notices: Notices,
     /// The text and the warnings of the last file read that loaded.
     last_warned: std::sync::Mutex<Option<(String, Vec<String>)>>,
+    /// When the last switch of backend ended, and the backend it switched from.
+    last_switch: std::sync::Mutex<Option<(std::time::Instant, BackendId)>>,
 }
 
 impl Reloader {
@@ -93,6 +96,7 @@ impl Reloader {
             sessions,
             notices,
             last_warned: std::sync::Mutex::new(at_start),
+            last_switch: std::sync::Mutex::new(None),
         }
     }
 
@@ -115,6 +119,7 @@ impl Reloader {
     }
 
     async fn read_and_apply(&self) -> Result<Reloaded, ReloadError> {
+        let asked = std::time::Instant::now();
         let _one_at_a_time = self.serial.lock().await;
         let old = self.settings();
         let path = self.path.clone();
@@ -245,7 +250,10 @@ impl Reloader {
             || (new.memory.backend == BackendId::Hindsight && new.hindsight != old.hindsight);
         let new = Arc::new(new);
         let mut backend = self.state.backend();
+        // Memory turned on: what is retained while the store opens waits for it in the spool.
+        let turning_on = !backend.capabilities().stores && new.memory.backend != BackendId::Off;
         if swap {
+            self.state.opening_a_store(turning_on);
             // Opening a store (SQLite, its migrations) blocks: off the async workers.
             let opened = tokio::task::spawn_blocking({
                 let new = new.clone();
@@ -253,6 +261,9 @@ impl Reloader {
             })
             .await
             .unwrap_or_else(|e| Err(format!("opening it failed: {e}")));
+            if opened.is_err() {
+                self.state.opening_a_store(false);
+            }
             backend = match opened {
                 Ok(b) => b,
                 Err(reason) => {
@@ -284,6 +295,7 @@ impl Reloader {
         }
         // Settings and backend change together, for every layer at once.
         self.state.replace(Current { settings: new.clone(), backend });
+        self.state.opening_a_store(false);
         self.queue.settings_changed(&old.queue, &new.queue);
         if swap {
             self.queue.backend_switched().await;
@@ -307,19 +319,20 @@ impl Reloader {
                 format!("memory backend switched from {} to {}", old.memory.backend, new.memory.backend)
             };
             self.notices.emit(Level::Info, "config", None, message).await;
+            *self.last_switch.locked() = Some((std::time::Instant::now(), old.memory.backend));
             // Whatever is still spooled goes to the new backend now.
             let queue = self.queue.clone();
             tokio::spawn(async move { queue.flush_all().await });
         } else if *new != *old {
             tracing::info!("configuration reloaded from {}", self.path.display());
         }
-        Ok(Reloaded {
-            backend: new.memory.backend,
-            changed: swap,
-            previous: old.memory.backend,
-            restart_needed,
-            not_read: None,
-        })
+        // A switch the watcher made while this reload waited for it is this reload's change too:
+        // `mneme reload` waited seconds for the store to open, then said "unchanged" (review76 #5).
+        let (changed, previous) = match *self.last_switch.locked() {
+            Some((ended, previous)) if !swap && ended > asked => (true, previous),
+            _ => (swap, old.memory.backend),
+        };
+        Ok(Reloaded { backend: new.memory.backend, changed, previous, restart_needed, not_read: None })
     }
 
     /// Reloads on SIGHUP, as daemons do (its default action killed mneme with no drain: a

@@ -3,6 +3,7 @@
 //! the other way round). The queue, the sessions, the Hindsight API and the reloader hold a
 //! [`DaemonState`] handle and read [`DaemonState::current`] when they need it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use mneme_core::MemoryBackend;
@@ -22,12 +23,18 @@ pub struct Current {
 #[derive(Clone)]
 pub struct DaemonState {
     current: Arc<RwLock<Arc<Current>>>,
+    /// A switch from memory `off` to a backend that stores is opening it (see
+    /// [`DaemonState::takes_retains`]).
+    opening_a_store: Arc<AtomicBool>,
 }
 
 impl DaemonState {
     /// The state at start.
     pub fn new(settings: Arc<Settings>, backend: Arc<dyn MemoryBackend>) -> Self {
-        Self { current: Arc::new(RwLock::new(Arc::new(Current { settings, backend }))) }
+        Self {
+            current: Arc::new(RwLock::new(Arc::new(Current { settings, backend }))),
+            opening_a_store: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// The settings and backend in force, together.
@@ -43,6 +50,19 @@ impl DaemonState {
     /// The backend in force.
     pub fn backend(&self) -> Arc<dyn MemoryBackend> {
         self.current().backend.clone()
+    }
+
+    /// Whether a retain is kept: the backend in force stores, or a switch from `off` is opening
+    /// one that does. Opening a store can take seconds (a large one upgraded by a newer mneme),
+    /// and the retains of that time were answered "Memory is off" and dropped though the config
+    /// already named the store (review76 #5); they wait in the spool for it instead.
+    pub fn takes_retains(&self) -> bool {
+        self.backend().capabilities().stores || self.opening_a_store.load(Ordering::SeqCst)
+    }
+
+    /// Marks a switch from `off` to a backend that stores as under way, or over.
+    pub fn opening_a_store(&self, opening: bool) {
+        self.opening_a_store.store(opening, Ordering::SeqCst);
     }
 
     /// Replaces settings and backend at once (a reload). Readers holding the previous

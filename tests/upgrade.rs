@@ -113,3 +113,40 @@ async fn migrate_beside_a_running_daemon_leaves_its_store_alone() {
     assert!(!out.status.success());
     assert_eq!(user_version(&db), mneme_local::schema::VERSION as i64, "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Memory turned on live (`off` → `local`) over a store that takes a while to open (another
+/// process upgrading it): a retain meanwhile waits in the spool for it, instead of "Memory is
+/// off: nothing was stored", and `mneme reload` waiting for the switch says it switched, not
+/// "unchanged" (review76 #5).
+#[tokio::test]
+async fn a_retain_while_memory_is_turned_on_waits_for_the_store() {
+    let dir = stopped_with_a_memory().await;
+    let db = dir.path().join("data/memories.db");
+    let config = dir.path().join("config.toml");
+    let d = Daemon::start_in(dir, "[memory]\nbackend = \"off\"\n");
+    d.start_session("s2", "/p/upgrade").await;
+    let other = at_schema_9(&db);
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    std::fs::write(&config, "[memory]\nbackend = \"local\"\n").unwrap();
+    // The watcher reads the file and starts opening the store, which waits for the lock.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, v) = d.get("/v1/status").await;
+    assert_eq!(v["backend"]["backend"], "off", "still opening: {status} {v}");
+    let items = json!({"items": [{"content": "the grebe indexer batches its writes"}]});
+    let (status, v) = d.post("/v1/sessions/s2/retain", items).await;
+    assert_eq!((status, &v["queued"]), (202, &json!(1)), "{v}");
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1000));
+        other.execute_batch("COMMIT").unwrap();
+    });
+    let mut reload = d.command();
+    let reload = tokio::task::spawn_blocking(move || reload.arg("reload").output()).await.unwrap().unwrap();
+    release.join().unwrap();
+    let said = String::from_utf8_lossy(&reload.stdout).into_owned();
+    assert!(said.contains("Switched the memory backend from off to local"), "{said}");
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let (_, v) = d.get("/v1/memories").await;
+    let texts: Vec<&str> = v["memories"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+    assert!(texts.contains(&"the grebe indexer batches its writes"), "{texts:?}");
+}

@@ -231,7 +231,7 @@ impl HindsightApi {
         };
         // With memory off nothing is stored, but the spans a document is left open in still are:
         // the append after a switch to a store goes on inside them (it was stored in the clear).
-        let stores = self.queue.backend().capabilities().stores;
+        let stores = self.queue.takes_retains();
         let document_tags = clean_list(&settings, req.document_tags.as_deref().unwrap_or_default());
         let mut session = None;
         // The items of one document are read in order, as a transcript's messages: an item that

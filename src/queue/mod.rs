@@ -481,6 +481,11 @@ impl Queue {
         self.inner.backend()
     }
 
+    /// See [`DaemonState::takes_retains`].
+    pub fn takes_retains(&self) -> bool {
+        self.inner.state.takes_retains()
+    }
+
     /// Puts dead letters back and delivers them now. Returns how many. Runs to the end on a
     /// task of its own: a client that hangs up once they are back in the queue does not leave
     /// them there uncounted and unflushed until some later flush or a restart.

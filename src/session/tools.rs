@@ -51,7 +51,7 @@ impl Sessions {
         if let Some(i) = items.iter().position(|(content, _)| mneme_core::text::is_blank(content)) {
             return Err(SessionError::Invalid(format!("items[{i}].content is blank; nothing was stored")));
         }
-        if !self.backend().capabilities().stores {
+        if !self.inner.state.takes_retains() {
             return Ok(Retained { queued: 0, skipped: 0, message: OFF_MESSAGE.into(), off: true });
         }
         let settings = self.settings();
