@@ -63,7 +63,7 @@ fn advice(path: &Path, reason: &str, lost: &str) -> String {
         return "Another process is writing to it (a mneme daemon or `mneme migrate`: the first opening by a newer mneme upgrades it, which takes a while on a large store): let it finish, then start mneme again; `mneme doctor` says which process holds the storage. Keep the file where it is".into();
     }
     if lower.contains("older than this mneme") {
-        return "A mneme daemon is running on it, perhaps an earlier version: restart the daemon with this mneme first (its start upgrades the store), then run this again".into();
+        return "A mneme daemon holds its storage: if it is starting, wait until it answers (a newer mneme's first start upgrades the store, a while on a large one); if it is an earlier mneme, restart it with this one first (its start upgrades the store). Then run this again".into();
     }
     if lower.contains("newer mneme") || lower.contains("newer than this mneme") {
         return "It was written by a newer mneme: run that version (or a later one) on it".into();
@@ -297,10 +297,7 @@ mod tests {
             spool,
             "database schema version 8 is older than this mneme's (10), and is not upgraded while a daemon may be running on it",
         );
-        assert!(
-            older.fix.contains("restart the daemon with this mneme first") && !older.fix.contains("mv "),
-            "{older}"
-        );
+        assert!(older.fix.contains("restart it with this one first") && !older.fix.contains("mv "), "{older}");
         let denied = spool_problem(spool, "spool: Permission denied (os error 13)");
         assert!(denied.fix.contains("ls -ld") && !denied.fix.contains("mv "), "{denied}");
     }

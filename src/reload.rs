@@ -73,6 +73,8 @@ pub struct Reloader {
     last_warned: std::sync::Mutex<Option<(String, Vec<String>)>>,
     /// When the last switch of backend ended, and the backend it switched from.
     last_switch: std::sync::Mutex<Option<(std::time::Instant, BackendId)>>,
+    /// The file's text as the start read it.
+    text_at_start: String,
 }
 
 impl Reloader {
@@ -87,6 +89,7 @@ impl Reloader {
         sessions: Sessions,
         notices: Notices,
     ) -> Self {
+        let text_at_start = told_at_start.0.clone();
         let at_start = Some(told_at_start).filter(|(text, _)| !text.trim().is_empty());
         Self {
             path,
@@ -97,6 +100,7 @@ impl Reloader {
             notices,
             last_warned: std::sync::Mutex::new(at_start),
             last_switch: std::sync::Mutex::new(None),
+            text_at_start,
         }
     }
 
@@ -381,6 +385,7 @@ impl Reloader {
         let names: Arc<std::sync::Mutex<Vec<OsString>>> = Arc::new(std::sync::Mutex::new(missing));
         // One pending event is enough: the reload reads the file as it is by then.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
+        let edited_while_starting = tx.clone();
         // Watch the folder, not the file: editors replace files by renaming over them.
         let watched = names.clone();
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -483,6 +488,16 @@ impl Reloader {
             move || std::fs::read_to_string(&config).ok().and_then(|t| config::thesaurus_file_named(&t, &config))
         };
         watch_more(&self.settings(), named_now());
+        // An edit made while the daemon started (opening its store can take a while: a newer
+        // mneme upgrading a large one) came before this watch, and was never applied (review78
+        // #5): the file is read once more now that edits are seen.
+        let (config, at_start) = (self.path.clone(), self.text_at_start.clone());
+        tokio::spawn(async move {
+            let now = tokio::task::spawn_blocking(move || config::read(&config).ok().flatten().unwrap_or_default());
+            if now.await.is_ok_and(|now| now != at_start) {
+                let _ = edited_while_starting.try_send(());
+            }
+        });
         tokio::spawn(async move {
             loop {
                 tokio::select! {

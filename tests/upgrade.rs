@@ -102,10 +102,7 @@ async fn migrate_beside_a_running_daemon_leaves_its_store_alone() {
     let out = migrate();
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "{said}");
-    assert!(
-        said.contains("older than this mneme") && said.contains("restart the daemon with this mneme first"),
-        "{said}"
-    );
+    assert!(said.contains("older than this mneme") && said.contains("restart it with this one first"), "{said}");
     assert_eq!(user_version(&db), 9, "{said}");
     drop(pidfile);
     // No daemon: the store is upgraded (the copy then fails on the unreachable server).
@@ -149,4 +146,34 @@ async fn a_retain_while_memory_is_turned_on_waits_for_the_store() {
     let (_, v) = d.get("/v1/memories").await;
     let texts: Vec<&str> = v["memories"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
     assert!(texts.contains(&"the grebe indexer batches its writes"), "{texts:?}");
+}
+
+/// An edit of the config made while the daemon opens its store (waiting here for another process
+/// upgrading it) is applied once it serves: the watch began after it, and it was never read
+/// (review78 #5).
+#[tokio::test]
+async fn an_edit_made_while_the_daemon_starts_is_applied() {
+    let dir = stopped_with_a_memory().await;
+    let db = dir.path().join("data/memories.db");
+    let config = dir.path().join("config.toml");
+    let other = at_schema_9(&db);
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let edited = config.clone();
+    let meanwhile = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        std::fs::write(&edited, "[memory]\nbackend = \"off\"\n").unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        other.execute_batch("COMMIT").unwrap();
+    });
+    let d = Daemon::serve(dir, &config, &[], None);
+    meanwhile.join().unwrap();
+    let mut backend = json!(null);
+    for _ in 0..50 {
+        backend = d.get("/v1/status").await.1["backend"]["backend"].clone();
+        if backend == "off" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(backend, "off");
 }

@@ -46,8 +46,14 @@ pub fn recorded_addr(pid_path: &Path) -> Option<String> {
 /// The pid of a daemon that holds the pidfile's lock (first line), if one does: it may not
 /// answer (stopped, or wedged).
 pub fn locked_pid(pid_path: &Path) -> Option<u32> {
-    // A regular file only: a FIFO would wait for a writer.
-    let file = std::fs::File::open(pid_path).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
+    // A regular file only: a FIFO would wait for a writer (opened without waiting, to be told).
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(pid_path)
+        .ok()
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
     // Shared: two commands looking at once do not take each other for a daemon.
     match file.try_lock_shared() {
         // Nobody holds it: no daemon (the lock goes with the file when it is dropped).

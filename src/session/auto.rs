@@ -171,7 +171,8 @@ impl Sessions {
                 }
                 None => std::borrow::Cow::Borrowed(messages),
             };
-            if settings.retain.auto && self.backend().capabilities().stores {
+            // A store being opened (memory turned on) keeps what is retained meanwhile.
+            if settings.retain.auto && self.inner.state.takes_retains() {
                 retained = self.retain_turns(&session, &settings, &messages, &end).await?;
             } else {
                 self.pass_over_turns(&session, &settings, &messages, &end).await?;

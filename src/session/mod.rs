@@ -808,7 +808,7 @@ impl Sessions {
         // still has its turn retained whole); while it keeps nothing (memory `off`, or
         // `retain.auto = false`), nothing of what the user says reaches the disk: it is kept in
         // memory, for counting the turn, and lost with a restart.
-        if !(self.settings().retain.auto && self.backend().capabilities().stores) {
+        if !(self.settings().retain.auto && self.inner.state.takes_retains()) {
             record.last_prompt = None;
         }
         if let Some(live) = self.inner.map.locked().get_mut(&s.id) {

@@ -23,6 +23,8 @@ const BUILTIN: &str = include_str!("thesaurus.txt");
 
 /// A query's alternatives are looked up in the index at most this many (each is one lookup).
 const MAX_LOOKED_UP: usize = 32;
+/// The most candidates a query term's alternatives are read from (repeats included).
+const MAX_WALKED: usize = 4096;
 /// Alternatives appended to the question that is embedded (see [`Thesaurus::dense_query`]).
 const DENSE_ALTERNATIVES: usize = 4;
 
@@ -118,7 +120,9 @@ impl Thesaurus {
     pub(crate) fn alternatives(&self, terms: &[String]) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for term in terms {
-            for alt in self.alternatives_of(term) {
+            // Bounded walk: a file can give a word more groups than a recall should read (every
+            // ordering of nine words, review78 #3: 2 s a question).
+            for alt in self.alternatives_of(term).take(MAX_WALKED) {
                 if out.len() == MAX_LOOKED_UP {
                     return out;
                 }
@@ -156,11 +160,12 @@ impl Thesaurus {
 #[derive(Default)]
 struct Lines {
     groups: Vec<Vec<String>>,
-    /// The groups read, each once (a line given twice adds nothing).
-    groups_seen: HashSet<Vec<String>>,
+    /// The groups read (fingerprints of their words in any order), each kept once: a line
+    /// given twice, or its words in another order, adds nothing.
+    groups_seen: HashSet<u64>,
     instances: HashMap<String, Vec<String>>,
-    /// (general, instance) pairs read, each once.
-    instances_seen: HashSet<(String, String)>,
+    /// (general, instance) pairs read (fingerprints), each kept once.
+    instances_seen: HashSet<u64>,
     /// Stem → the word it was first written as.
     words: HashMap<String, String>,
 }
@@ -193,7 +198,7 @@ impl Lines {
                 }
                 for g in general {
                     for i in &specific {
-                        if self.instances_seen.insert((g.clone(), i.clone())) {
+                        if self.instances_seen.insert(mneme_core::text::fnv1a(format!("{g}>{i}").as_bytes())) {
                             self.instances.entry(g.clone()).or_default().push(i.clone());
                         }
                     }
@@ -214,7 +219,9 @@ impl Lines {
                 self.remember_words(line);
                 let mut seen = HashSet::new();
                 let group: Vec<String> = group.into_iter().filter(|w| seen.insert(w.clone())).collect();
-                if self.groups_seen.insert(group.clone()) {
+                let mut words: Vec<&str> = group.iter().map(String::as_str).collect();
+                words.sort_unstable();
+                if self.groups_seen.insert(mneme_core::text::fnv1a(words.join(" ").as_bytes())) {
                     self.groups.push(group);
                 }
             }
@@ -354,6 +361,11 @@ mod tests {
         assert_eq!(alts.len(), MAX_LOOKED_UP);
         assert_eq!(alts[..3], ["shop", "w0x", "w1x"], "the synonym, then its instances, in order");
         assert_eq!(t.alternatives(&["w5x".to_owned()])[..2], ["w0x", "w1x"]);
+        // The same words in another order are the same group (review78 #3: every ordering of nine
+        // words, 16 MB, made a question read 3 million candidates).
+        let t = Thesaurus::with_lines(false, "alpha beta gamma\ngamma alpha beta\nbeta gamma alpha\n").unwrap();
+        assert_eq!(t.groups.len(), 1);
+        assert_eq!(t.alternatives(&["beta".to_owned()]), ["alpha", "gamma"]);
     }
 
     #[test]
