@@ -132,6 +132,13 @@ async fn a_retain_while_memory_is_turned_on_waits_for_the_store() {
     let items = json!({"items": [{"content": "the grebe indexer batches its writes"}]});
     let (status, v) = d.post("/v1/sessions/s2/retain", items).await;
     assert_eq!((status, &v["queued"]), (202, &json!(1)), "{v}");
+    // And a turn of the session, as the agents' hooks send it (review78 #1: passed over).
+    let turn = json!({"messages": [
+        {"role": "user", "content": "where does the heron service keep its queue?"},
+        {"role": "assistant", "content": "The heron service keeps its queue in Redis stream heron-jobs."},
+    ]});
+    let (status, v) = d.post("/v1/sessions/s2/agent-end", turn).await;
+    assert_eq!(status, 200, "{v}");
     let release = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1000));
         other.execute_batch("COMMIT").unwrap();
@@ -146,6 +153,7 @@ async fn a_retain_while_memory_is_turned_on_waits_for_the_store() {
     let (_, v) = d.get("/v1/memories").await;
     let texts: Vec<&str> = v["memories"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
     assert!(texts.contains(&"the grebe indexer batches its writes"), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("Redis stream heron-jobs")), "{texts:?}");
 }
 
 /// An edit of the config made while the daemon opens its store (waiting here for another process
