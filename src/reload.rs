@@ -485,16 +485,26 @@ impl Reloader {
         };
         let named_now = {
             let config = self.path.clone();
-            move || std::fs::read_to_string(&config).ok().and_then(|t| config::thesaurus_file_named(&t, &config))
+            // As the reload reads it: a FIFO put in its place is not waited on (review79 #4: the
+            // daemon hung for good, SIGTERM included).
+            move || config::read(&config).ok().flatten().and_then(|t| config::thesaurus_file_named(&t, &config))
         };
         watch_more(&self.settings(), named_now());
         // An edit made while the daemon started (opening its store can take a while: a newer
         // mneme upgrading a large one) came before this watch, and was never applied (review78
         // #5): the file is read once more now that edits are seen.
+        // So is the thesaurus file the configuration names (review79 #1).
         let (config, at_start) = (self.path.clone(), self.text_at_start.clone());
+        let thesaurus = self.settings().local.thesaurus_file.as_ref().map(|f| (f.path.clone(), f.lines.clone()));
         tokio::spawn(async move {
-            let now = tokio::task::spawn_blocking(move || config::read(&config).ok().flatten().unwrap_or_default());
-            if now.await.is_ok_and(|now| now != at_start) {
+            let edited = tokio::task::spawn_blocking(move || {
+                let config_now = config::read(&config).ok().flatten().unwrap_or_default();
+                let thesaurus_edited = thesaurus.is_some_and(|(path, lines)| {
+                    config::ThesaurusFile::read(path).map_or(true, |now| now.lines != lines)
+                });
+                config_now != at_start || thesaurus_edited
+            });
+            if edited.await.unwrap_or(false) {
                 let _ = edited_while_starting.try_send(());
             }
         });

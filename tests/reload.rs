@@ -165,6 +165,11 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     assert_eq!(status, 422, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("not a regular file"), "{v}");
     assert_eq!(d.get("/v1/health").await.0, 200);
+    // So does the watcher, which reads it after its own reload for the thesaurus file it names
+    // (review79 #4: it waited for a writer for good, and the daemon answered nothing).
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let health = d.http.get(d.url("/v1/health")).timeout(std::time::Duration::from_secs(5)).send().await;
+    assert_eq!(health.map(|r| r.status().as_u16()).ok(), Some(200));
     // A comment alone means all defaults.
     std::fs::remove_file(d.config_path()).unwrap();
     std::fs::write(d.config_path(), "# defaults\n").unwrap();

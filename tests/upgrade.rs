@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::Daemon;
+use mneme_local::Thesaurus;
 use serde_json::json;
 
 /// A store of schema 9 (the steps since are the same for any store, so this one is one of them).
@@ -184,4 +185,37 @@ async fn an_edit_made_while_the_daemon_starts_is_applied() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(backend, "off");
+}
+
+/// So is an edit of the thesaurus file the config names (review79 #1: only the config's own
+/// text was read again).
+#[tokio::test]
+async fn a_thesaurus_edit_made_while_the_daemon_starts_is_applied() {
+    let dir = stopped_with_a_memory().await;
+    let db = dir.path().join("data/memories.db");
+    let (config, thesaurus) = (dir.path().join("config.toml"), dir.path().join("words.txt"));
+    std::fs::write(&thesaurus, "kiwi papaya\n").unwrap();
+    std::fs::write(&config, format!("[local]\nthesaurus_file = {:?}\n", thesaurus.display().to_string())).unwrap();
+    let other = at_schema_9(&db);
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let edited = thesaurus.clone();
+    let meanwhile = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        std::fs::write(&edited, "kiwi papaya\nmango guava\n").unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        other.execute_batch("COMMIT").unwrap();
+    });
+    let d = Daemon::serve(dir, &config, &[], None);
+    meanwhile.join().unwrap();
+    let words = || async { d.get("/v1/status").await.1["backend"]["thesaurus_words"].as_u64() };
+    let at_start = Thesaurus::with_lines(true, "kiwi papaya\n").unwrap().words() as u64;
+    let mut now = None;
+    for _ in 0..50 {
+        now = words().await;
+        if now == Some(at_start + 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(now, Some(at_start + 2), "mango and guava");
 }

@@ -149,6 +149,9 @@ pub fn migrate_to(conn: &mut Connection, target: usize) -> Result<(), OpenError>
         // failed on what the first had made ("duplicate column").
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let now: usize = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+        // What the process it waited for left: a newer mneme's store is refused here too
+        // (review79 #3: it was taken as upgraded, and written).
+        check_version(now)?;
         if now > version {
             continue;
         }

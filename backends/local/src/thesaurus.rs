@@ -23,8 +23,10 @@ const BUILTIN: &str = include_str!("thesaurus.txt");
 
 /// A query's alternatives are looked up in the index at most this many (each is one lookup).
 const MAX_LOOKED_UP: usize = 32;
-/// The most candidates a query term's alternatives are read from (repeats included).
-const MAX_WALKED: usize = 4096;
+/// The most candidates a query term's alternatives are read from (repeats included): a
+/// millisecond's work. 4,096 left a category line out of reach behind a few thousand groups
+/// sharing a word (review79 #5).
+const MAX_WALKED: usize = 65_536;
 /// Alternatives appended to the question that is embedded (see [`Thesaurus::dense_query`]).
 const DENSE_ALTERNATIVES: usize = 4;
 

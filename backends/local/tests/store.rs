@@ -994,3 +994,24 @@ async fn a_removed_passage_s_rows_are_found_by_an_index() {
         .unwrap();
     assert!(plan.iter().any(|step| step.contains("INDEX")), "{statement}: {plan:?}");
 }
+
+/// A schema upgrade that waited for another process's write lock reads the version that process
+/// left: a newer mneme's store is refused, not taken as upgraded and written (review79 #3).
+#[tokio::test]
+async fn an_upgrade_that_waited_refuses_what_a_newer_mneme_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    drop(LocalBackend::open(&LocalConfig::lexical(&path)).unwrap());
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.pragma_update(None, "user_version", 9).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let newer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        other.pragma_update(None, "user_version", 99).unwrap();
+        other.execute_batch("COMMIT").unwrap();
+    });
+    let opened = LocalBackend::open(&LocalConfig::lexical(&path));
+    newer.join().unwrap();
+    let e = opened.err().expect("refused");
+    assert!(e.to_string().contains("newer than this mneme"), "{e}");
+}
