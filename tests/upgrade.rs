@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::time::Duration;
 
 use common::Daemon;
@@ -157,33 +158,52 @@ async fn a_retain_while_memory_is_turned_on_waits_for_the_store() {
     assert!(texts.iter().any(|t| t.contains("Redis stream heron-jobs")), "{texts:?}");
 }
 
+/// Starts a daemon on `dir` (its config `config`) while another process holds the write lock of
+/// its store of schema 9, as a process upgrading it would: `edit` is made during the start, and
+/// the lock let go after it. Returns the daemon once it serves.
+fn started_with_an_edit_meanwhile(
+    dir: tempfile::TempDir,
+    config: &Path,
+    edit: impl FnOnce() + Send + 'static,
+) -> Daemon {
+    let other = at_schema_9(&dir.path().join("data/memories.db"));
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let meanwhile = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        edit();
+        std::thread::sleep(Duration::from_millis(1000));
+        other.execute_batch("COMMIT").unwrap();
+    });
+    let d = Daemon::serve(dir, config, &[], None);
+    meanwhile.join().unwrap();
+    d
+}
+
+/// What `read` gives once it is `wanted` (polled for 5 s), or the last it gave.
+async fn once<T: PartialEq, F: std::future::Future<Output = T>>(wanted: T, read: impl Fn() -> F) -> T {
+    let mut got = read().await;
+    for _ in 0..50 {
+        if got == wanted {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        got = read().await;
+    }
+    got
+}
+
 /// An edit of the config made while the daemon opens its store (waiting here for another process
 /// upgrading it) is applied once it serves: the watch began after it, and it was never read
 /// (review78 #5).
 #[tokio::test]
 async fn an_edit_made_while_the_daemon_starts_is_applied() {
     let dir = stopped_with_a_memory().await;
-    let db = dir.path().join("data/memories.db");
     let config = dir.path().join("config.toml");
-    let other = at_schema_9(&db);
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
     let edited = config.clone();
-    let meanwhile = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1500));
+    let d = started_with_an_edit_meanwhile(dir, &config, move || {
         std::fs::write(&edited, "[memory]\nbackend = \"off\"\n").unwrap();
-        std::thread::sleep(Duration::from_millis(1000));
-        other.execute_batch("COMMIT").unwrap();
     });
-    let d = Daemon::serve(dir, &config, &[], None);
-    meanwhile.join().unwrap();
-    let mut backend = json!(null);
-    for _ in 0..50 {
-        backend = d.get("/v1/status").await.1["backend"]["backend"].clone();
-        if backend == "off" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let backend = once(json!("off"), || async { d.get("/v1/status").await.1["backend"]["backend"].clone() }).await;
     assert_eq!(backend, "off");
 }
 
@@ -192,30 +212,14 @@ async fn an_edit_made_while_the_daemon_starts_is_applied() {
 #[tokio::test]
 async fn a_thesaurus_edit_made_while_the_daemon_starts_is_applied() {
     let dir = stopped_with_a_memory().await;
-    let db = dir.path().join("data/memories.db");
     let (config, thesaurus) = (dir.path().join("config.toml"), dir.path().join("words.txt"));
     std::fs::write(&thesaurus, "kiwi papaya\n").unwrap();
     std::fs::write(&config, format!("[local]\nthesaurus_file = {:?}\n", thesaurus.display().to_string())).unwrap();
-    let other = at_schema_9(&db);
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let edited = thesaurus.clone();
-    let meanwhile = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1500));
-        std::fs::write(&edited, "kiwi papaya\nmango guava\n").unwrap();
-        std::thread::sleep(Duration::from_millis(1000));
-        other.execute_batch("COMMIT").unwrap();
+    let d = started_with_an_edit_meanwhile(dir, &config, move || {
+        std::fs::write(&thesaurus, "kiwi papaya\nmango guava\n").unwrap();
     });
-    let d = Daemon::serve(dir, &config, &[], None);
-    meanwhile.join().unwrap();
-    let words = || async { d.get("/v1/status").await.1["backend"]["thesaurus_words"].as_u64() };
     let at_start = Thesaurus::with_lines(true, "kiwi papaya\n").unwrap().words() as u64;
-    let mut now = None;
-    for _ in 0..50 {
-        now = words().await;
-        if now == Some(at_start + 2) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(now, Some(at_start + 2), "mango and guava");
+    let words =
+        once(Some(at_start + 2), || async { d.get("/v1/status").await.1["backend"]["thesaurus_words"].as_u64() }).await;
+    assert_eq!(words, Some(at_start + 2), "mango and guava");
 }
