@@ -770,7 +770,8 @@ fn migrate_creates_the_storage_privately() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let refusing = common::refusing_port();
+    let closed = refusing.addr;
     let config = dir.path().join("config.toml");
     std::fs::write(&config, format!("[hindsight]\napi_url = \"http://{closed}\"\n")).unwrap();
     let mut cmd = std::process::Command::new(common::bin());

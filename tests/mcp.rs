@@ -642,7 +642,8 @@ async fn a_recall_tool_gives_up_at_the_recall_timeout() {
 #[tokio::test]
 async fn a_backend_that_is_down_is_a_tool_result_saying_when_to_try_again() {
     // A Hindsight server that is not there: connections are refused.
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+    let refusing = common::refusing_port();
+    let closed = refusing.addr;
     let d = Daemon::start(&format!("[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://{closed}\"\n"));
     let answer = recall_tool(&d, "/p/down").await;
     let status = answer.status();

@@ -86,7 +86,8 @@ async fn the_default_daemon_recalls_by_meaning() {
 #[tokio::test]
 async fn an_unreachable_embedder_leaves_recall_to_bm25_with_one_notice() {
     // A port nothing listens on.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let refusing = common::refusing_port();
+    let closed = refusing.addr;
     let d = Daemon::start(&format!(
         "[local]\nembedder = \"openai\"\nembedding_url = \"http://bob:hunter2@{closed}/v1\"\nembedding_model = \"nomic-embed-text\"\nembedding_api_key = \"sk-very-secret\"\n"
     ));

@@ -214,6 +214,21 @@ pub async fn wait_bank(url: &str, bank: &str, n: usize) -> Vec<String> {
     texts
 }
 
+/// An address that refuses connections, kept for the test while `RefusingPort` lives: bound and
+/// never listening. (The port of a listener bound and dropped at once was free for another
+/// test's server to take: a "refused" Hindsight once answered as a keyed one.)
+pub struct RefusingPort {
+    _socket: tokio::net::TcpSocket,
+    pub addr: std::net::SocketAddr,
+}
+
+pub fn refusing_port() -> RefusingPort {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    let addr = socket.local_addr().unwrap();
+    RefusingPort { _socket: socket, addr }
+}
+
 /// An address that takes connections and never answers (a hung daemon or server), kept open
 /// while the test runs.
 pub async fn never_answering() -> std::net::SocketAddr {
