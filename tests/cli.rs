@@ -223,6 +223,17 @@ fn a_fifo_token_or_pidfile_is_never_waited_on() {
             .unwrap();
         assert!(out.status.code().is_some_and(|c| c != 0), "{args:?}: {out:?}");
     }
+    // The daemon says what is wrong with the pidfile (flock refused it: "Invalid argument").
+    let out = assert_cmd::Command::new(common::bin())
+        .env("MNEME_CONFIG", dir.path().join("none.toml"))
+        .env("MNEME_SERVER__LISTEN", "127.0.0.1:0")
+        .env("MNEME_STORAGE__DIR", &data)
+        .arg("serve")
+        .timeout(std::time::Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code().is_some_and(|c| c != 0) && err.contains("not a regular file"), "{out:?}");
 }
 
 /// A session id far too long to send is told in the CLI's words: the HTTP client refused the

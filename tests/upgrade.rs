@@ -57,6 +57,14 @@ async fn a_start_waits_for_another_process_upgrading_its_store() {
             .envs(env)
             .output()
             .unwrap();
+        let doctor = std::process::Command::new(common::bin())
+            .arg("doctor")
+            .env("MNEME_CONFIG", &config)
+            .envs(common::env_for(config.parent().unwrap()))
+            .output()
+            .unwrap();
+        let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+        assert!(doctor.contains("may be starting") && !doctor.contains("`mneme doctor` says more"), "{doctor}");
         let pid: u32 = std::fs::read_to_string(&pid_path).unwrap().lines().next().unwrap().trim().parse().unwrap();
         common::unsafe_kill(pid, "HUP");
         // Past the store's usual 5 s wait for a lock.

@@ -258,7 +258,11 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             },
             Err(CliError::NotRunning(m) | CliError::Silent(m)) => match silent {
                 Some(pid) => r.problem(
-                    format!("{m}; its process {pid} holds the storage"),
+                    // The client's own words may already say so, and send the reader here.
+                    match m.trim_end_matches("; `mneme doctor` says more") {
+                        said if said.contains("holds the storage") => said.to_owned(),
+                        said => format!("{said}; its process {pid} holds the storage"),
+                    },
                     format!("if it is starting, wait: the first start of a newer mneme upgrades the store, which takes a while on a large one (its log says \"upgrading the local store\"; stopped, it starts over); if it was stopped (Ctrl-Z, SIGSTOP): `kill -CONT {pid}`; else read its log and restart it: `kill {pid}`, then `mneme serve` (what is spooled is kept)"),
                 ),
                 None => r.problem(m, "start it: `mneme serve`".into()),

@@ -235,6 +235,14 @@ fn lock_storage(pid_path: &Path, dir: &Path) -> Result<File, StartError> {
         .mode(0o600)
         .open(pid_path)
         .map_err(|e| storage_error("open", pid_path, e))?;
+    // A FIFO or device there: flock refuses it ("Invalid argument"), which said nothing useful.
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        let why = std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is not a regular file (mneme writes its pid there: remove it)",
+        );
+        return Err(storage_error("lock", pid_path, why));
+    }
     if let Err(e) = lock_soon(&file) {
         return match e {
             std::fs::TryLockError::WouldBlock => {
