@@ -2,8 +2,6 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
@@ -32,14 +30,10 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     raise_fd_limit(loaded.settings.server.max_connections);
     ignore_file_size_signal();
     let listen = loaded.settings.server.listen;
-    let hangup = Arc::new(AtomicBool::new(false));
-    let hangups_while_opening = survive_hangups_while_opening(hangup.clone());
-    let mut daemon = Daemon::open(loaded).await.map_err(|e| CliError::Other(e.to_string()))?;
+    let hangups_while_opening = survive_hangups_while_opening();
+    let daemon = Daemon::open(loaded).await.map_err(|e| CliError::Other(e.to_string()))?;
     if let Some(task) = hangups_while_opening {
         task.abort();
-    }
-    if hangup.load(Ordering::SeqCst) {
-        daemon.reload_once_serving();
     }
     let listener = TcpListener::bind(listen).await.map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
@@ -56,14 +50,13 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
 /// SIGHUP's default action kills the process: until the daemon's reloader takes the signal, a
 /// `kill -HUP` meant as "re-read the config" (or a closed terminal) killed a start in the middle
 /// of opening its store, the store's upgrade included, which on a large one takes seconds
-/// (review76 #4). It is noted in `seen`, and the file read again once the daemon serves
-/// (review78 #5: an edit and its HUP during a long start were never applied).
-fn survive_hangups_while_opening(seen: Arc<AtomicBool>) -> Option<tokio::task::JoinHandle<()>> {
+/// (review76 #4). Nothing is lost by taking it: the watch compares the config and thesaurus
+/// files with what the start read as it begins, and applies an edit made meanwhile (review78 #5).
+fn survive_hangups_while_opening() -> Option<tokio::task::JoinHandle<()>> {
     let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()?;
     Some(tokio::spawn(async move {
         while hangups.recv().await.is_some() {
             tracing::info!("SIGHUP while mneme starts: the configuration is read again once it listens");
-            seen.store(true, Ordering::SeqCst);
         }
     }))
 }

@@ -218,14 +218,6 @@ impl Daemon {
         let app = router(state, &self.settings.server);
         self.reloader.clone().reload_on_hangup(stopping.clone());
         self.reloader.clone().watch(stopping.clone());
-        if self.reload_when_serving {
-            let reloader = self.reloader.clone();
-            tokio::spawn(async move {
-                if let Err(e) = reloader.reload().await {
-                    tracing::warn!("the reload a SIGHUP asked for while mneme started: {e}");
-                }
-            });
-        }
         // Announced once the config is watched: an edit right after the start is seen.
         self.record_addr(addr);
         tracing::info!(%addr, backend = %queue.backend().id(), "mneme listening");

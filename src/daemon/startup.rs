@@ -74,16 +74,9 @@ pub struct Daemon {
     config_path: PathBuf,
     /// Held for the daemon's life: the single-instance lock.
     _lock: File,
-    /// A SIGHUP came while the daemon opened: the file is read again once it serves.
-    pub(super) reload_when_serving: bool,
 }
 
 impl Daemon {
-    /// Reads the config file again once the daemon serves: a SIGHUP came while it opened.
-    pub fn reload_once_serving(&mut self) {
-        self.reload_when_serving = true;
-    }
-
     /// Sets everything up from a loaded configuration and starts delivering what a previous run
     /// left spooled.
     pub async fn open(loaded: Loaded) -> Result<Daemon, StartError> {
@@ -154,7 +147,6 @@ impl Daemon {
             token,
             config_path: loaded.path,
             _lock: lock,
-            reload_when_serving: false,
         })
     }
 
