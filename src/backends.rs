@@ -21,6 +21,15 @@ pub enum BuildError {
     Config(#[source] BackendError),
 }
 
+/// The backend `settings.memory.backend` names, for a daemon switching to it while it runs
+/// (a file problem's advice says to retry by a reload, not a start).
+pub fn build_while_running(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
+    build(settings).map_err(|e| match e {
+        BuildError::File(p) => BuildError::File(p.met_while_running()),
+        other => other,
+    })
+}
+
 /// The backend `settings.memory.backend` names.
 pub fn build(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
     build_id(settings.memory.backend, settings)

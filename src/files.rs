@@ -26,6 +26,18 @@ impl fmt::Display for FileProblem {
 
 impl std::error::Error for FileProblem {}
 
+/// How the advice of a file problem ends when the daemon must be started again to retry.
+const START_AGAIN: &str = "start mneme again";
+
+impl FileProblem {
+    /// The same problem met by a running daemon switching to the file's store: the retry is
+    /// saving the config again (or `mneme reload`), not a start (the daemon runs on).
+    pub fn met_while_running(mut self) -> Self {
+        self.fix = self.fix.replace(START_AGAIN, "save the config again (or run `mneme reload`)");
+        self
+    }
+}
+
 fn quoted(path: &Path) -> String {
     let p = path.display().to_string();
     if p.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c)) {
@@ -300,5 +312,16 @@ mod tests {
         assert!(older.fix.contains("restart it with this one first") && !older.fix.contains("mv "), "{older}");
         let denied = spool_problem(spool, "spool: Permission denied (os error 13)");
         assert!(denied.fix.contains("ls -ld") && !denied.fix.contains("mv "), "{denied}");
+    }
+
+    #[test]
+    fn a_running_daemon_is_told_to_reload_not_to_start() {
+        let store = Path::new("/data/mneme/memories.db");
+        for reason in ["disk I/O error", "database is locked", "file is not a database", "is empty (0 bytes)"] {
+            let at_start = local_store_problem(store, reason);
+            assert!(at_start.fix.contains("start mneme again"), "{at_start}");
+            let running = local_store_problem(store, reason).met_while_running();
+            assert!(!running.fix.contains("start mneme") && running.fix.contains("mneme reload"), "{running}");
+        }
     }
 }

@@ -261,7 +261,7 @@ impl Reloader {
             // Opening a store (SQLite, its migrations) blocks: off the async workers.
             let opened = tokio::task::spawn_blocking({
                 let new = new.clone();
-                move || crate::backends::build(&new).map_err(|e| e.to_string())
+                move || crate::backends::build_while_running(&new).map_err(|e| e.to_string())
             })
             .await
             .unwrap_or_else(|e| Err(format!("opening it failed: {e}")));

@@ -634,6 +634,22 @@ async fn a_backend_that_will_not_open_is_not_an_invalid_config() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("invalid config"), "{out:?}");
 }
 
+/// A store that will not open met by a running daemon's switch: the advice is to save the
+/// config again or reload once it is mended, not to start a daemon that runs.
+#[tokio::test]
+async fn a_failed_switch_advises_a_reload_not_a_start() {
+    let d = Daemon::start("");
+    let damaged = d.dir.path().join("damaged.db");
+    std::fs::write(&damaged, vec![b'x'; 8192]).unwrap();
+    std::fs::write(d.config_path(), format!("[local]\npath = {:?}\n", damaged.display().to_string())).unwrap();
+    let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    let message = v["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(status, 422, "{v}");
+    assert!(message.contains("mneme reload") && !message.contains("start mneme"), "{message}");
+    let notice = wait_for_notice(&d, "Cannot switch to the local backend").await;
+    assert!(!notice["message"].as_str().unwrap().contains("start mneme"), "{notice}");
+}
+
 /// Items queued under a long `flush_interval` go out on the new one once a reload cuts it, not
 /// an hour later.
 #[tokio::test]

@@ -180,7 +180,7 @@ async fn import_requests_stay_within_the_body_limit() {
     let out = d.cli().arg("import").arg(&bad_date).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("bad-date.jsonl:3: created_at must be an RFC 3339 date-time"), "{err}");
+    assert!(err.contains("bad-date.jsonl:3: created_at must be an ISO 8601 date-time"), "{err}");
     // A week date with a letter of several bytes where its week's digits are: refused too, by
     // the CLI and by the daemon (cut inside the letter, it panicked: exit 101, a 500; review77 #1).
     late["created_at"] = json!("2025Waé");
@@ -188,7 +188,7 @@ async fn import_requests_stay_within_the_body_limit() {
     let out = d.cli().arg("import").arg(&bad_date).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("created_at must be an RFC 3339 date-time"), "{err}");
+    assert!(err.contains("created_at must be an ISO 8601 date-time"), "{err}");
     let (status, v) = d.post("/v1/import", json!({ "memories": [late.clone()] })).await;
     assert!(status == 400 || status == 422, "{status} {v}");
     // A long one is quoted cut (it was repeated whole: 600 KB of error for a 600 KB date).

@@ -416,7 +416,7 @@ pub fn import_problem(m: &mneme_core::StoredMemory) -> Option<ImportProblem> {
         return problem(
             Some("created_at"),
             format!(
-                "must be an RFC 3339 date-time (like 2026-01-02T03:04:05Z), found {}",
+                "must be an ISO 8601 date-time between the years 1 and 9999 (like 2026-01-02T03:04:05Z, or with an offset), found {}",
                 mneme_core::text::quoted_unless_private(&mneme_core::text::strip_private(&m.created_at))
             ),
         );
