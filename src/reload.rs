@@ -281,9 +281,11 @@ impl Reloader {
             };
             // Another store (not the same one reopened with other settings): the sessions'
             // conversations so far stay in the old one, their tails queued before it is drained.
+            // Memory turned on has no old store: what the sessions retained while this one
+            // opened waited for it, and begins their conversations there (review79 #2).
             let store_changed = new.memory.backend != old.memory.backend
                 || new.store_of(new.memory.backend) != old.store_of(old.memory.backend);
-            if store_changed {
+            if store_changed && !turning_on {
                 if let Err(e) = self.sessions.store_changing().await {
                     tracing::error!("cannot save the sessions before the store changes: {e}");
                 }

@@ -130,11 +130,12 @@ async fn a_retain_while_memory_is_turned_on_waits_for_the_store() {
     let dir = stopped_with_a_memory().await;
     let db = dir.path().join("data/memories.db");
     let config = dir.path().join("config.toml");
-    let d = Daemon::start_in(dir, "[memory]\nbackend = \"off\"\n");
+    let retain = "[retain]\nevery_n_turns = 1\nmode = \"full-session\"\n";
+    let d = Daemon::start_in(dir, &format!("[memory]\nbackend = \"off\"\n{retain}"));
     d.start_session("s2", "/p/upgrade").await;
     let other = at_schema_9(&db);
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
-    std::fs::write(&config, "[memory]\nbackend = \"local\"\n").unwrap();
+    std::fs::write(&config, format!("[memory]\nbackend = \"local\"\n{retain}")).unwrap();
     // The watcher reads the file and starts opening the store, which waits for the lock.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (status, v) = d.get("/v1/status").await;
@@ -164,6 +165,23 @@ async fn a_retain_while_memory_is_turned_on_waits_for_the_store() {
     let texts: Vec<&str> = v["memories"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
     assert!(texts.contains(&"the grebe indexer batches its writes"), "{texts:?}");
     assert!(texts.iter().any(|t| t.contains("Redis stream heron-jobs")), "{texts:?}");
+    // The turn kept meanwhile began the session's conversation in the store it waited for: the
+    // next turn goes on with it, not into a second part (review79 #2).
+    let turn = json!({"messages": [
+        {"role": "user", "content": "where does the heron service keep its queue?"},
+        {"role": "assistant", "content": "The heron service keeps its queue in Redis stream heron-jobs."},
+        {"role": "user", "content": "and where are its dead letters?"},
+        {"role": "assistant", "content": "In the heron-dead stream, trimmed after a week."},
+    ]});
+    let (status, v) = d.post("/v1/sessions/s2/agent-end", turn).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let (_, v) = d.get("/v1/memories").await;
+    let documents: Vec<&str> =
+        v["memories"].as_array().unwrap().iter().filter_map(|m| m["document_id"].as_str()).collect();
+    assert!(documents.iter().any(|d| d.starts_with("s2")), "{v}");
+    assert!(documents.iter().all(|d| !d.contains("part")), "{documents:?}");
 }
 
 /// Starts a daemon on `dir` (its config `config`) while another process holds the write lock of

@@ -8,6 +8,7 @@ use super::Sessions;
 use crate::config::Settings;
 use crate::lock::MutexExt;
 use crate::spool::SpoolError;
+use mneme_core::BackendId;
 
 /// What the saved sessions were scoped and served under, kept in the spool: a restart compares
 /// it with the settings it starts with. (Clients start a session once; a session kept across a
@@ -56,7 +57,11 @@ impl Sessions {
             Some(ScopedUnder { bank, scoping, backend, retain_mode, strip_private }) => {
                 if *backend != now.backend {
                     // Switched while mneme was down (live, the reload did this before the switch).
-                    self.store_changing().await?;
+                    // From `off` no conversation was stored: what the sessions retained while a
+                    // live switch opened the store begins theirs in it (review79 #2).
+                    if backend.as_str() != BackendId::Off.to_string() {
+                        self.store_changing().await?;
+                    }
                     self.backend_switched().await?;
                 }
                 // A new `retain.strip_private` too goes on from the next turn: cleaned by the
