@@ -749,3 +749,41 @@ async fn a_recall_overtaken_by_a_forget_is_not_kept() {
     let (_, v) = d.get("/v1/sessions/t/instructions").await;
     assert!(!v.to_string().contains("OVERTAKEN-5521"), "kept after the clear: {v}");
 }
+
+/// A span opened in one turn's prompt and closed in a later turn's, by a client that sends each
+/// turn as its prompt and its reply (no history): the prompt was kept cleaned, without its
+/// closing tag, so its turn and every later one were read inside the span and never retained
+/// (review80 #1). Also a prompt that closes one of two spans: the rest stays hidden until closed.
+#[tokio::test]
+async fn a_span_a_later_prompt_closes_ends_there_for_a_prompt_and_reply_client() {
+    let d = Daemon::start("[retain]\nevery_n_turns = 1\n[local]\nembedder = \"off\"\n");
+    d.start_session("s1", "/tmp/prompt-and-reply").await;
+    let d = &d;
+    let turn = |prompt: &'static str, reply: &'static str, last: bool| async move {
+        let (status, v) = d.post("/v1/sessions/s1/agent-start", json!({"prompt": prompt, "messages": []})).await;
+        assert_eq!(status, 200, "{v}");
+        let end = json!({"messages": [], "reply": reply, "ends_session": last});
+        let (status, v) = d.post("/v1/sessions/s1/agent-end", end).await;
+        assert_eq!(status, 200, "{v}");
+    };
+    turn("please remember <private>my password is HUNTER-2207", "Understood.", false).await;
+    turn("that was all </private> now: how do we deploy?", "We deploy with cargo-dist.", false).await;
+    turn("and <private>keys <private>nested-SECRET-1", "Noted.", false).await;
+    turn("first one </private> still-SECRET-2", "Still inside.", false).await;
+    turn("done </private> which database do we use?", "PostgreSQL 16.", true).await;
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let (_, v) = d.get("/v1/export").await;
+    let stored = v.to_string();
+    for kept in ["please remember", "how do we deploy?", "cargo-dist", "which database do we use?", "PostgreSQL 16"] {
+        assert!(stored.contains(kept), "{kept} not stored: {stored}");
+    }
+    for hidden in ["HUNTER-2207", "Understood", "nested-SECRET-1", "still-SECRET-2", "Still inside", "Noted"] {
+        assert!(!stored.contains(hidden), "{hidden} stored: {stored}");
+    }
+    for (path, bytes) in files(&d.data()) {
+        for hidden in ["HUNTER-2207", "nested-SECRET-1", "still-SECRET-2"] {
+            assert!(!contains(&bytes, hidden), "{hidden} is in {path}");
+        }
+    }
+}

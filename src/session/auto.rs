@@ -17,7 +17,7 @@ use super::placement::{
 use super::record::{reply_print, MAX_RECENT_REPLIES};
 use super::spans::{
     carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, prompt_in_context, spans_carried,
-    window_opens_inside, with_current_turn, SpansCarried,
+    window_opens_inside, with_current_turn, KeptPrompt, SpansCarried,
 };
 use super::{Delivery, PendingRetain, Session, SessionError, Sessions, StoredPart, Turn};
 use crate::config::{RetainMode, Settings};
@@ -43,6 +43,16 @@ pub struct TurnEnd {
     pub rewound: bool,
 }
 
+/// What the messages of a turn's end are, as agent-end completed them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// A history (whole, or read from its end).
+    History,
+    /// No history: the turn's prompt, as agent-start kept it, and its reply, from a client that
+    /// sends a turn at a time. It is the next turn, read from where the last one ended.
+    TurnAlone,
+}
+
 impl Default for TurnEnd {
     fn default() -> Self {
         TurnEnd { last: false, delivery: Delivery::Wait, reply: None, omitted_user_turns: 0, rewound: false }
@@ -64,18 +74,21 @@ impl Sessions {
         if turn == Turn::Work && !prompt.trim().is_empty() {
             // A prompt of which nothing is kept (wholly private) is known as "": the turn's, so
             // the prompt of a turn before is never taken for it.
-            let (cleaned, left_private) =
-                prompt_in_context(&settings, messages, prompt, spans_carried(&session, messages, prompt));
-            let changed = session.last_prompt.as_deref() != Some(cleaned.as_str())
-                || left_private != session.last_prompt_left_private;
+            let kept = prompt_in_context(&settings, messages, prompt, spans_carried(&session, messages, prompt));
+            let changed = session.last_prompt.as_deref() != Some(kept.text.as_str())
+                || kept.left_private != session.last_prompt_left_private
+                || kept.closes != session.last_prompt_closes
+                || Some(kept.opens) != session.last_prompt_opens;
             // A command run since the upgrade is none the earlier build saw (its Stop may never
             // come: an interrupted reply), whatever the next transcript holds after it.
             let command_since = session.commands_unseen && is_slash_command(prompt);
             if changed || command_since {
                 let typed = command_since.then(|| as_typed(prompt));
                 let updated = self.update(id, |s| {
-                    s.last_prompt = Some(cleaned);
-                    s.last_prompt_left_private = left_private;
+                    s.last_prompt = Some(kept.text);
+                    s.last_prompt_left_private = kept.left_private;
+                    s.last_prompt_closes = kept.closes;
+                    s.last_prompt_opens = Some(kept.opens);
                     if let Some(typed) = typed {
                         if s.commands_since_upgrade.len() < MAX_COMMANDS_SINCE_UPGRADE {
                             s.commands_since_upgrade.push(typed);
@@ -153,13 +166,23 @@ impl Sessions {
         let session = self.get(id)?;
         let settings = self.settings();
         let mut retained = 0;
+        let mut sent = Sent::History;
         if turn == Turn::Work && session.parent.is_none() {
             // A client that passes the reply apart knows its messages may lag behind.
             let messages = match end.reply.as_deref() {
                 Some(reply) => {
-                    let prompt = session.last_prompt.as_deref().map(|p| (p, session.last_prompt_left_private));
+                    let prompt = session.last_prompt.as_ref().map(|text| KeptPrompt {
+                        text: text.clone(),
+                        left_private: session.last_prompt_left_private,
+                        closes: session.last_prompt_closes,
+                        // A record of an earlier build knows only that a span was left open.
+                        opens: session.last_prompt_opens.unwrap_or(usize::from(session.last_prompt_left_private)),
+                    });
                     let known = &session.recent_reply_prints;
-                    let messages = with_current_turn(messages, prompt, reply, &settings, known);
+                    if prompt.is_some() && conversation(messages).is_empty() {
+                        sent = Sent::TurnAlone;
+                    }
+                    let messages = with_current_turn(messages, prompt.as_ref(), reply, &settings, known);
                     // The turn has ended: its prompt is not the next turn's, whose agent-start
                     // may never arrive (a hook that timed out).
                     if prompt.is_some() {
@@ -173,7 +196,7 @@ impl Sessions {
             };
             // A store being opened (memory turned on) keeps what is retained meanwhile.
             if settings.retain.auto && self.inner.state.takes_retains() {
-                retained = self.retain_turns(&session, &settings, &messages, &end).await?;
+                retained = self.retain_turns(&session, &settings, &messages, &end, sent).await?;
             } else {
                 self.pass_over_turns(&session, &settings, &messages, &end).await?;
             }
@@ -219,6 +242,7 @@ impl Sessions {
         settings: &Settings,
         messages: &[Message],
         end: &TurnEnd,
+        sent: Sent,
     ) -> Result<usize, SessionError> {
         let last = end.last;
         let history = conversation(messages);
@@ -316,9 +340,12 @@ impl Sessions {
         }
         let mut placement = place_in_part(&session.turn_prints, &seen);
         let reply_print = last_reply_print(&history, &cleaned.each);
-        let next_turn = placement == Placement::Continues
-            && (next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned)
-                || same_prompt_another_reply(session, &seen, reply_print, &history, &cleaned.each));
+        // A turn sent alone after turns known is the next one, even read as one of them (its
+        // prompt the same as theirs, or hidden by spans since closed: review80 #1).
+        let next_turn = (sent == Sent::TurnAlone && !session.turn_prints.is_empty())
+            || placement == Placement::Continues
+                && (next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned)
+                    || same_prompt_another_reply(session, &seen, reply_print, &history, &cleaned.each));
         // Prompts all known, no more of them than known, and a last turn whose reply is new:
         // not a late copy. From a client that says the user took turns back, the prompt taken
         // back sent again; in a window (read from a transcript's end), the turns past the known

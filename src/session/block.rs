@@ -26,7 +26,7 @@ pub(super) fn query_for(
     carried: SpansCarried,
 ) -> Option<String> {
     if carried.at_least_after > 0 && settings.retain.strip_private {
-        let (latest, _) = prompt_in_context(settings, history, latest, carried);
+        let latest = prompt_in_context(settings, history, latest, carried).text;
         let query = text::truncate_recall_query(&latest, &latest, settings.recall.max_query_chars);
         let query = query.trim();
         return (!query.is_empty()).then(|| query.to_owned());

@@ -468,6 +468,8 @@ impl Sessions {
                     pending: None,
                     last_prompt: None,
                     last_prompt_left_private: false,
+                    last_prompt_closes: 0,
+                    last_prompt_opens: None,
                     open_at_part_start: ended.open_at_part_start,
                     open_at_end: ended.open_at_end,
                     part: ended.part,

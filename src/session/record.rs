@@ -152,6 +152,16 @@ pub struct Session {
     /// close even when the transcript lacks the prompt (only its cleaned text is kept).
     #[serde(default)]
     pub last_prompt_left_private: bool,
+    /// How many of the `<private>` spans its history left open the latest prompt closes: a
+    /// transcript that lacks the prompt gets it with as many closing tags, or the turn (and
+    /// every later one) stayed inside them (review80 #1).
+    #[serde(default)]
+    pub last_prompt_closes: usize,
+    /// How many spans the latest prompt opened and left open (nested ones each count; `None`
+    /// in a record of a build before this: one when it left a span open): a reply inside them
+    /// stays hidden until as many are closed.
+    #[serde(default)]
+    pub last_prompt_opens: Option<usize>,
     /// Which part of the conversation automatic retain is in: a client whose history starts
     /// over (compacted, or sent a turn at a time) begins a new part, so the transcript it
     /// retains next is a document of its own and never replaces the turns retained before.

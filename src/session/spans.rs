@@ -205,6 +205,12 @@ pub(super) fn spans_carried(session: &Session, history: &[Message], prompt: &str
         Some(m) if is_the_prompt(m, prompt) => &history[..history.len() - 1],
         _ => history,
     };
+    // No history at all (a client that sends the prompt alone): it stands where the last
+    // transcript ended, not where the part began (which the part may have closed since: the
+    // prompt was read inside a span a turn before had closed).
+    if before_prompt.is_empty() {
+        return SpansCarried { before: session.open_at_end, at_least_after: session.open_at_end };
+    }
     let users = before_prompt.iter().filter(|m| m.role == "user").count();
     let lacks_turns = users < session.turn_prints.len() || history.is_empty();
     SpansCarried {
@@ -232,7 +238,7 @@ pub(super) fn spans_carried(session: &Session, history: &[Message], prompt: &str
 /// conversation.
 pub(super) fn with_current_turn(
     messages: &[Message],
-    prompt: Option<(&str, bool)>,
+    prompt: Option<&KeptPrompt>,
     reply: &str,
     settings: &Settings,
     known_replies: &[u64],
@@ -240,12 +246,13 @@ pub(super) fn with_current_turn(
     let mut messages = conversation(messages);
     // Cleaned to nothing compares as "", as a wholly private prompt is known.
     let same = |m: &Message, text: &str| same_words(&clean(settings, &m.content).unwrap_or_default(), text);
-    if let Some((prompt, left_private)) = prompt.filter(|(p, _)| !is_agents_command(p)) {
+    if let Some(kept) = prompt.filter(|p| !is_agents_command(&p.text)) {
+        let prompt = kept.text.as_str();
         // The prompt is known as it was cleaned in its history: compared so.
         let last_user_at = messages.iter().rposition(|m| m.role == "user");
         let last_user = last_user_at.map(|i| {
             let (before, last) = messages.split_at(i);
-            prompt_in_context(settings, before, &last[0].content, SpansCarried::default()).0
+            prompt_in_context(settings, before, &last[0].content, SpansCarried::default()).text
         });
         // (Not when the turn there already ends with this reply: the transcript holds the whole
         // turn, and a reply the same as the turn before's, "Done.", stored it twice.)
@@ -262,11 +269,15 @@ pub(super) fn with_current_turn(
         });
         if answered_before || !last_user.as_deref().is_some_and(|last| same_words(last, prompt)) {
             // A wholly private prompt goes in as a turn of which nothing is kept.
-            let prompt = match (prompt.is_empty(), left_private) {
-                (true, true) => "<private>".to_owned(),
-                (true, false) => "<private></private>".to_owned(),
-                (false, true) => format!("{prompt} <private>"),
-                (false, false) => prompt.to_owned(),
+            // Kept cleaned, it lost its tags: the spans it closed are closed again, and those it
+            // left open opened again, each one (review80 #1), so what follows is read as it was.
+            let closes = "</private>".repeat(kept.closes);
+            let opens = "<private>".repeat(kept.opens);
+            let prompt = match (prompt.is_empty(), kept.opens > 0) {
+                (true, true) => format!("{closes}{opens}"),
+                (true, false) => format!("{closes}<private></private>"),
+                (false, true) => format!("{closes}{prompt} {opens}"),
+                (false, false) => format!("{closes}{prompt}"),
             };
             messages.push(Message::new("user", prompt));
         }
@@ -274,7 +285,7 @@ pub(super) fn with_current_turn(
     // A slash command is not appended, but a span its arguments left open is kept open: the
     // reply goes in behind an opening tag, unless the messages hold the span open already (the
     // hook carries a command line's tags into the message after it).
-    let slash_left_open = prompt.is_some_and(|(p, open)| open && is_agents_command(p))
+    let slash_left_open = prompt.is_some_and(|p| p.left_private && is_agents_command(&p.text))
         && settings.retain.strip_private
         && cleaned_each(settings, &messages, 0).open_at_end == 0;
     if let Some(cleaned_reply) = clean(settings, reply) {
@@ -287,17 +298,31 @@ pub(super) fn with_current_turn(
     messages
 }
 
+/// A prompt as the session keeps it until its turn ends (see [`prompt_in_context`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct KeptPrompt {
+    /// Its text, cleaned ("" when nothing of it is kept).
+    pub text: String,
+    /// It leaves a `<private>` span open.
+    pub left_private: bool,
+    /// How many of the spans its history left open it closes.
+    pub closes: usize,
+    /// How many spans it opens and leaves open (nested ones each count).
+    pub opens: usize,
+}
+
 /// A prompt as the session keeps it until its turn ends: cleaned with the spans its history
 /// left open carried into it (a prompt inside a span an earlier message opened is private, and
-/// kept in the spool as ""), and whether it leaves a span open itself.
+/// kept in the spool as ""), whether it leaves a span open itself, and how many of those carried
+/// it closes.
 pub(super) fn prompt_in_context(
     settings: &Settings,
     history: &[Message],
     prompt: &str,
     carried: SpansCarried,
-) -> (String, bool) {
+) -> KeptPrompt {
     if !settings.retain.strip_private {
-        return (clean(settings, prompt).unwrap_or_default(), false);
+        return KeptPrompt { text: clean(settings, prompt).unwrap_or_default(), ..KeptPrompt::default() };
     }
     let mut history = conversation(history);
     // A client may send the history with the prompt in it already (a transcript written before
@@ -311,7 +336,13 @@ pub(super) fn prompt_in_context(
         .fold(carried.before, |open, m| text::strip_private_within(&m.content, open).1)
         .max(carried.at_least_after);
     let (shown, open_after) = text::strip_private_within(prompt, open);
-    (clean(settings, &shown).unwrap_or_default(), open_after > 0)
+    let closes = text::private_edges_within(prompt, open).closes_of_those_before;
+    KeptPrompt {
+        text: clean(settings, &shown).unwrap_or_default(),
+        left_private: open_after > 0,
+        closes,
+        opens: open_after.saturating_sub(open - closes),
+    }
 }
 
 /// A history's turns, counted once: which turn holds a message, and where a turn begins (what

@@ -23,6 +23,8 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         pending,
         last_prompt: None,
         last_prompt_left_private: false,
+        last_prompt_closes: 0,
+        last_prompt_opens: None,
         part: 0,
         turn_prints: Vec::new(),
         first_turn: 0,

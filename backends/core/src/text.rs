@@ -134,6 +134,9 @@ pub struct PrivateEdges {
     /// How many spans it leaves open at its end (nested ones each count): the later text needs
     /// as many close tags before anything shows again.
     pub open_at_end: usize,
+    /// Read inside spans begun before it ([`private_edges_within`]): how many of those it
+    /// closes (what is shown after it depends on them).
+    pub closes_of_those_before: usize,
 }
 
 /// A value as an error message quotes it (`"…"`), unless it holds a `<private>` tag: then it is
@@ -167,16 +170,18 @@ pub fn private_edges_within(text: &str, open_before: usize) -> PrivateEdges {
     if !has_private_tag(text) {
         return edges;
     }
-    let mut depth = open_before;
+    let (mut depth, mut lowest) = (open_before, open_before);
     for (tag, _, _) in private_tags(text.as_bytes()) {
         match tag {
             PrivateTag::Open => depth += 1,
             PrivateTag::Close if depth == 0 => edges.closes_earlier = true,
             PrivateTag::Close => depth -= 1,
         }
+        lowest = lowest.min(depth);
     }
     edges.left_open = depth > 0;
     edges.open_at_end = depth;
+    edges.closes_of_those_before = open_before - lowest;
     edges
 }
 
@@ -648,14 +653,26 @@ mod tests {
     fn a_span_crossing_a_text_edge_is_seen() {
         assert_eq!(private_edges("plain"), PrivateEdges::default());
         assert_eq!(private_edges("a <private>b</private> c"), PrivateEdges::default());
-        let edges =
-            |closes_earlier, open_at_end| PrivateEdges { closes_earlier, left_open: open_at_end > 0, open_at_end };
+        let edges = |closes_earlier, open_at_end| PrivateEdges {
+            closes_earlier,
+            left_open: open_at_end > 0,
+            open_at_end,
+            ..PrivateEdges::default()
+        };
         assert_eq!(private_edges("hello <private>secret"), edges(false, 1));
         assert_eq!(private_edges("secret</PRIVATE> ok"), edges(true, 0));
         assert_eq!(private_edges("x</private> <private>y"), edges(true, 1));
         assert_eq!(private_edges("<private>a <private>b</private> c"), edges(false, 1));
         assert_eq!(private_edges("<private>a <private>b"), edges(false, 2));
         assert_eq!(private_edges("<privateer> and </privately>"), PrivateEdges::default());
+        // Inside spans begun before: how many of them it closes.
+        let closes = |text: &str, open: usize| private_edges_within(text, open).closes_of_those_before;
+        assert_eq!(closes("still secret", 2), 0);
+        assert_eq!(closes("a</private> b", 2), 1);
+        assert_eq!(closes("a</private></private> b <private>c", 2), 2);
+        assert_eq!(closes("<private>a</private></private>", 1), 1);
+        assert_eq!(closes("</private></private></private>", 2), 2);
+        assert_eq!(closes("x</private>", 0), 0);
     }
 
     #[test]
@@ -671,7 +688,8 @@ mod tests {
             let behind = format!("{}{text}", "<private>".repeat(open));
             let want = (strip_private(&behind), private_edges(&behind).open_at_end);
             assert_eq!(strip_private_within(text, open), want, "{text:?} inside {open}");
-            assert_eq!(private_edges_within(text, open), private_edges(&behind), "{text:?} inside {open}");
+            let within = PrivateEdges { closes_of_those_before: 0, ..private_edges_within(text, open) };
+            assert_eq!(within, private_edges(&behind), "{text:?} inside {open}");
         }
     }
 
