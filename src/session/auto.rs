@@ -9,7 +9,7 @@ use mneme_core::MemoryType;
 use super::block::{block_room, memory_block, query_for};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, as_typed, first_message_of_turn, is_late_copy_of_previous_part, is_slash_command,
+    add_slice, command_print, first_message_of_turn, is_late_copy_of_previous_part, is_slash_command,
     known_turns_among_commands, latest_window_past_the_end, message_print, place_in_part, renumber_turns, rewound_at,
     slices_before, taken_back_from_document, user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE,
     MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
@@ -83,7 +83,7 @@ impl Sessions {
             // come: an interrupted reply), whatever the next transcript holds after it.
             let command_since = session.commands_unseen && is_slash_command(prompt);
             if changed || command_since {
-                let typed = command_since.then(|| as_typed(prompt));
+                let typed = command_since.then(|| command_print(prompt));
                 let updated = self.update(id, |s| {
                     s.last_prompt = Some(kept.text);
                     s.last_prompt_left_private = kept.left_private;

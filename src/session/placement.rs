@@ -65,7 +65,11 @@ pub(super) fn renumber_turns(s: &mut Session, positions: &[usize], users: &[&str
     let found = positions.len();
     let end = positions.last().map_or(0, |last| last + 1);
     let newest = users.len().saturating_sub(1);
-    let run_since = |text: &str| s.commands_since_upgrade.iter().any(|c| *c == as_typed(text));
+    // Kept as prints (a record of an earlier build kept the text: compared as it is).
+    let run_since = |text: &str| {
+        let (typed, print) = (as_typed(text), command_print(text));
+        s.commands_since_upgrade.iter().any(|c| *c == print || *c == typed)
+    };
     let seen_by_the_earlier_build = match found == s.turn_prints.len() {
         true => (end..newest)
             .take_while(|&i| is_slash_command(users[i]) && !run_since(users[i]))
@@ -103,6 +107,12 @@ pub(super) fn renumber_turns(s: &mut Session, positions: &[usize], users: &[&str
 
 /// The commands [`Session::commands_since_upgrade`] keeps at most.
 pub(super) const MAX_COMMANDS_SINCE_UPGRADE: usize = 64;
+
+/// How [`Session::commands_since_upgrade`] keeps a command: a fingerprint of it as typed, never
+/// its text, which may hold a `<private>` span (written to the spool, it was: review80 #3).
+pub(super) fn command_print(prompt: &str) -> String {
+    format!("{:016x}", fingerprint(&as_typed(prompt)))
+}
 
 /// A prompt's words joined by single spaces: a command as typed and as the hook writes it.
 pub(super) fn as_typed(text: &str) -> String {

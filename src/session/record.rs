@@ -239,8 +239,9 @@ pub struct Session {
     /// numbers kept are moved to where the turns stand in it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub commands_unseen: bool,
-    /// The slash commands run (their prompts) while `commands_unseen`: none of them is one the
-    /// earlier build saw, though its reply may never have come (an interrupted turn).
+    /// The slash commands run while `commands_unseen` (their prints, see
+    /// `placement::command_print`): none of them is one the earlier build saw, though its reply
+    /// may never have come (an interrupted turn).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands_since_upgrade: Vec<String>,
 }

@@ -2035,6 +2035,36 @@ async fn a_command_run_since_the_upgrade_is_not_taken_for_the_earlier_builds() {
     assert!(s.get("i").unwrap().commands_since_upgrade.is_empty());
 }
 
+/// A command run since the upgrade is kept by its print: a `<private>` span in its arguments
+/// reached the spool as typed (review80 #3). It is still known in the next transcript.
+#[tokio::test]
+async fn a_command_run_since_the_upgrade_keeps_no_private_text() {
+    let r = rig();
+    let mut off = every_turn();
+    off.retain.auto = false;
+    let s = sessions(&r, off).await;
+    s.start(start("p")).await.unwrap();
+    s.agent_end("p", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    as_saved_before_format_2(&r).await;
+    let s = sessions(&r, every_turn()).await;
+    let command = "/deploy <private>PCMD-SECRET prod password</private> now";
+    s.agent_start("p", command, &turns(2), Turn::Work).await.unwrap();
+    let saved: String = r.spool.sessions().await.unwrap().into_iter().map(|(_, record)| record).collect();
+    assert!(!saved.contains("PCMD-SECRET") && !saved.contains("<private>"), "{saved}");
+    assert_eq!(s.get("p").unwrap().commands_since_upgrade.len(), 1);
+    let mut history = turns(2);
+    history.extend([Message::new("user", command), Message::new("assistant", "deployed PREPLY")]);
+    s.agent_start("p", "question 2 about otters", &history, Turn::Work).await.unwrap();
+    history.extend(turns(3).into_iter().skip(4));
+    s.agent_end("p", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("PCMD-SECRET"), "{text}");
+    for t in ["PREPLY", "question 2 about otters"] {
+        assert_eq!(text.matches(t).count(), 1, "{t}: {text}");
+    }
+}
+
 /// After an upgrade, a rewind goes back to a turn the earlier build stored: the document is
 /// replaced by the branch taken (the turns taken back leave it, none is stored twice), whether
 /// the first transcript after the upgrade is the rewind or a turn comes before it; and a turn
