@@ -191,6 +191,12 @@ impl Lines {
         if line.is_empty() {
             return Ok(());
         }
+        // Its words would be quoted back in the error, a notice and the log (review80 #2).
+        if mneme_core::text::has_private_tag(line) {
+            return Err("it holds a <private> tag, which a thesaurus has no use for (its words are matched and \
+                        quoted as they are): take the tag, and what it keeps private, out of the file"
+                .into());
+        }
         match line.split_once(" > ") {
             Some((general, specific)) => {
                 let (general, specific) = (stems(general)?, stems(specific)?);
@@ -294,6 +300,19 @@ fn shown(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_with_private_text_is_refused_without_quoting_it() {
+        for line in
+            ["staging <private>PRIVWORD prod</private> env", "a b <PRIVATE>PRIVWORD", "x > y </private>PRIVWORD"]
+        {
+            let e = Thesaurus::check(&format!("deploy ship\n{line}")).unwrap_err();
+            assert_eq!(e.line, 2);
+            assert!(e.message.contains("<private> tag") && !e.message.contains("PRIVWORD"), "{}", e.message);
+        }
+        // In a comment it is no word of the thesaurus.
+        assert!(Thesaurus::check("deploy ship # <private>PRIVWORD</private>").is_ok());
+    }
 
     #[test]
     fn the_dense_side_embeds_the_question_with_its_alternatives_as_written() {
