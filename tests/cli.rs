@@ -1135,6 +1135,37 @@ fn doctor_says_a_token_file_replaced_since_the_start_wants_a_restart() {
     assert!(!said.contains("with this mneme version"), "{said}");
 }
 
+/// The CLI and the MCP headers helper read the token as the daemon does: a link, or a file of
+/// another user's, is refused, and nothing is sent (review81 #1: another user who planted the
+/// token and answered with its proof was sent the memories and the prompts). Here the daemon
+/// holds the same token, so only the file's kind and owner refuse it. Owner part needs root.
+#[test]
+fn a_token_file_that_is_a_link_or_another_users_is_not_used() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let token = d.data().join("token");
+    let copy = d.dir.path().join("token-elsewhere");
+    std::fs::copy(&token, &copy).unwrap();
+    std::fs::remove_file(&token).unwrap();
+    std::os::unix::fs::symlink(&copy, &token).unwrap();
+    let out = d.cli().args(["retain", "a fact sent through a linked token"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("it is a symbolic link"), "{said}");
+    let out = d.cli().args(["hook", "claude-code", "--mcp-headers"]).output().unwrap();
+    assert!(!out.status.success() && out.stdout.is_empty(), "{out:?}");
+    std::fs::remove_file(&token).unwrap();
+    std::fs::copy(&copy, &token).unwrap();
+    if unsafe { libc::geteuid() } == 0 {
+        std::os::unix::fs::chown(&token, Some(65534), Some(65534)).unwrap();
+        let out = d.cli().args(["retain", "a fact sent through another user's token"]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(said.contains("belongs to another user"), "{said}");
+        std::os::unix::fs::chown(&token, Some(0), Some(0)).unwrap();
+    }
+    let out = d.cli().args(["retain", "a fact sent with the user's own token"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
 /// A config file named by MNEME_CONFIG that does not exist (a typo) is a problem to doctor, not
 /// "ok: the defaults apply" (review69 #8).
 #[test]

@@ -211,10 +211,24 @@ function tokenFile(): string {
 function token(): string | undefined {
   // Trimmed as the daemon trims its token file: the proof is keyed with the exact bytes.
   if (process.env.MNEME_TOKEN?.trim()) return process.env.MNEME_TOKEN.trim()
+  // Read as the daemon reads it: not through a link, and only a file of this user's. Whoever
+  // placed another there chose the token, and a process of theirs answering with its proof was
+  // sent the turns (review81 #1).
+  let fd: number
   try {
-    return readFileSync(tokenFile(), "utf8").trim()
+    fd = openSync(tokenFile(), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
   } catch {
     return undefined
+  }
+  try {
+    const st = fstatSync(fd)
+    const me = process.geteuid?.() ?? st.uid
+    if (!st.isFile() || st.uid !== me) return undefined
+    return readFileSync(fd, "utf8").trim()
+  } catch {
+    return undefined
+  } finally {
+    closeSync(fd)
   }
 }
 

@@ -608,3 +608,32 @@ test("without MNEME_URL the daemon is found where mneme's config and pidfile say
     chmodSync(dir, 0o700)
   })
 })
+
+test("a token file that is a link, or another user's, is not read: nothing is sent", async () => {
+  // Whoever placed it chose the token; a process of theirs on the port answering with its proof
+  // was sent the turns (review81 #1). The daemon and mneme's CLI refuse such a file too.
+  const { chownSync, rmSync, symlinkSync, writeFileSync } = await import("node:fs")
+  const { join } = await import("node:path")
+  const answer = (got: Got) => (got.url === "/v1/sessions" ? { json: { session_id: "tok" } } : null)
+  await withFakeDaemon(answer, async (dir, got) => {
+    delete process.env.MNEME_TOKEN
+    const token = join(dir, "token")
+    const created = async (tag: string, id: string) => {
+      const { MnemePlugin } = await import(MODULE + tag)
+      const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+      await hooks.event({ event: { type: "session.created", properties: { info: { id } } } })
+      return got.some((g) => g.body?.session_id === id)
+    }
+    writeFileSync(join(dir, "elsewhere"), "t\n")
+    symlinkSync(join(dir, "elsewhere"), token)
+    assert.ok(!(await created("?linked-token", "by-link")), JSON.stringify(got))
+    rmSync(token)
+    writeFileSync(token, "t\n")
+    if (process.geteuid?.() === 0) {
+      chownSync(token, 65534, 65534)
+      assert.ok(!(await created("?foreign-token", "by-foreign")), JSON.stringify(got))
+      chownSync(token, 0, 0)
+    }
+    assert.ok(await created("?own-token", "by-own-token"), JSON.stringify(got))
+  })
+})

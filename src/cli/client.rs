@@ -217,19 +217,22 @@ impl Client {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
-        let token = crate::files::read_regular(&token_path)
-            .map_err(|e| match e.kind() {
-                // A daemon answers, yet never wrote its token here: it runs on another dir, or
-                // is another user's. None of this config's runs, and nothing was sent: exit 3,
-                // as for a daemon that proves another token (it was exit 1).
-                std::io::ErrorKind::NotFound => CliError::NotRunning(format!(
+        // Read as the daemon reads it: a link, or a file of another user's, is whoever placed it
+        // choosing the token, and a process of theirs answering with its proof was sent what
+        // the command sends (review81 #1).
+        let token = match crate::files::read_token(&token_path) {
+            Ok(Some(token)) => token,
+            // A daemon answers, yet never wrote its token here: it runs on another dir, or is
+            // another user's. None of this config's runs, and nothing was sent: exit 3, as for
+            // a daemon that proves another token (it was exit 1).
+            Ok(None) => {
+                return Err(CliError::NotRunning(format!(
                     "no mneme daemon of this config is running: the daemon at {addr} keeps its token elsewhere, there is none at {} (another storage dir's daemon or another user's; or storage.dir was changed after it started: restart it to apply)",
                     token_path.display()
-                )),
-                _ => CliError::Other(format!("cannot read the token {}: {e}", token_path.display())),
-            })?
-            .trim()
-            .to_owned();
+                )))
+            }
+            Err(problem) => return Err(CliError::Other(problem.to_string())),
+        };
         // The token goes only to a daemon that proves it holds it: whatever answers on the port
         // may be another user's process, which took it while the daemon was down. Proven at the
         // address reached: a relay another user runs elsewhere passes the question on to the
