@@ -203,29 +203,44 @@ pub fn read_regular_bounded(path: &Path, max: u64) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// The longest token file read (a token is 64 characters; a user's own may be longer).
+const MAX_TOKEN_FILE: u64 = 64 * 1024;
+
 /// Reads a token file: `Ok(None)` when there is none yet (or it is empty), a problem when it
 /// cannot be read or does not hold a token.
 pub fn read_token(path: &Path) -> Result<Option<String>, FileProblem> {
-    use std::os::unix::fs::MetadataExt;
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        // Whoever placed a link, or a file of theirs, there chose the token clients are asked for.
-        if m.file_type().is_symlink() {
-            return Err(token_problem(path, "it is a symbolic link; the token is a file of its own"));
-        }
-        // A FIFO would wait for a writer, and the daemon's start (or doctor) with it. (A folder
-        // is told by the read: "Is a directory".)
-        if !m.is_file() && !m.is_dir() {
-            return Err(token_problem(path, "it is not a regular file"));
-        }
-        if m.uid() != effective_uid() {
-            return Err(token_problem(path, format!("it belongs to another user (uid {})", m.uid())));
-        }
-    }
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // Judged as opened, and read from what was opened: checked by name and read by name again,
+    // a link another user swapped in between (in a folder they may write in) was read, and its
+    // token sent to their process (review83 #3). Not following a link, nor waiting on a FIFO.
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    let mut file = match opened {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Whoever placed a link there chose the token clients are asked for.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(token_problem(path, "it is a symbolic link; the token is a file of its own"))
+        }
         Err(e) => return Err(token_problem(path, e)),
     };
+    let m = file.metadata().map_err(|e| token_problem(path, e))?;
+    if m.is_dir() {
+        return Err(token_problem(path, "it is a folder"));
+    }
+    if !m.is_file() {
+        return Err(token_problem(path, "it is not a regular file"));
+    }
+    // So did whoever placed a file of theirs.
+    if m.uid() != effective_uid() {
+        return Err(token_problem(path, format!("it belongs to another user (uid {})", m.uid())));
+    }
+    let mut bytes = Vec::new();
+    // A token is short: a file of gigabytes is read no further than this.
+    file.by_ref().take(MAX_TOKEN_FILE + 1).read_to_end(&mut bytes).map_err(|e| token_problem(path, e))?;
+    if bytes.len() as u64 > MAX_TOKEN_FILE {
+        return Err(token_problem(path, format!("it is longer than {MAX_TOKEN_FILE} bytes, and holds no token")));
+    }
     let text = String::from_utf8(bytes).map_err(|_| token_problem(path, "it is not text"))?;
     let token = text.trim();
     if token.is_empty() {

@@ -140,7 +140,7 @@ fn a_token_that_cannot_be_read_is_named_with_what_to_do() {
     refused(dir.path(), &token, &["not text", "rm "]);
     std::fs::remove_file(&token).unwrap();
     std::fs::create_dir(&token).unwrap(); // a folder where the token should be
-    refused(dir.path(), &token, &["Is a directory", "rm "]);
+    refused(dir.path(), &token, &["it is a folder", "rm "]);
     // A token someone else could have chosen: a link (here to a world-readable file) ...
     std::fs::remove_dir(&token).unwrap();
     let planted = dir.path().join("planted");

@@ -108,10 +108,11 @@ pub(super) fn renumber_turns(s: &mut Session, positions: &[usize], users: &[&str
 /// The commands [`Session::commands_since_upgrade`] keeps at most.
 pub(super) const MAX_COMMANDS_SINCE_UPGRADE: usize = 64;
 
-/// How [`Session::commands_since_upgrade`] keeps a command: a fingerprint of it as typed, never
-/// its text, which may hold a `<private>` span (written to the spool, it was: review80 #3).
+/// How [`Session::commands_since_upgrade`] keeps a command: a fingerprint of it as typed, its
+/// `<private>` spans left out, never its text (written to the spool, it was: review80 #3); nor a
+/// print of its spans, which a short secret (a PIN) is found from by trying each (review83 #1).
 pub(super) fn command_print(prompt: &str) -> String {
-    format!("{:016x}", fingerprint(&as_typed(prompt)))
+    format!("{:016x}", fingerprint(&as_typed(&without_spans(prompt))))
 }
 
 /// A prompt's words joined by single spaces: a command as typed and as the hook writes it.

@@ -60,6 +60,10 @@ pub struct ThesaurusError {
     pub message: String,
 }
 
+/// Why a thesaurus file holding a `<private>` tag is refused.
+const PRIVATE_TAG: &str = "it holds a <private> tag, which a thesaurus has no use for (its words are matched and \
+                           quoted as they are): take the tag, and what it keeps private, out of the file";
+
 impl Thesaurus {
     /// The built-in developer's thesaurus (parsed once).
     pub fn builtin() -> Arc<Thesaurus> {
@@ -175,6 +179,12 @@ struct Lines {
 impl Lines {
     /// Adds every line of `source`; the error names the line at fault.
     fn add_checked(&mut self, source: &str) -> Result<(), ThesaurusError> {
+        // A span may open on one line (a comment's too) and close lines later: every word
+        // between is private, and an error quoting one of them wrote it to a notice and the log
+        // (review80 #2, review83 #2). A file holding a tag anywhere is refused, naming its line.
+        if let Some(n) = source.lines().position(mneme_core::text::has_private_tag) {
+            return Err(ThesaurusError { line: n + 1, message: PRIVATE_TAG.into() });
+        }
         for (n, line) in source.lines().enumerate() {
             self.add(line).map_err(|message| ThesaurusError { line: n + 1, message })?;
         }
@@ -190,12 +200,6 @@ impl Lines {
         let line = comment.map_or(line, |at| &line[..at]).trim();
         if line.is_empty() {
             return Ok(());
-        }
-        // Its words would be quoted back in the error, a notice and the log (review80 #2).
-        if mneme_core::text::has_private_tag(line) {
-            return Err("it holds a <private> tag, which a thesaurus has no use for (its words are matched and \
-                        quoted as they are): take the tag, and what it keeps private, out of the file"
-                .into());
         }
         match line.split_once(" > ") {
             Some((general, specific)) => {
@@ -310,8 +314,11 @@ mod tests {
             assert_eq!(e.line, 2);
             assert!(e.message.contains("<private> tag") && !e.message.contains("PRIVWORD"), "{}", e.message);
         }
-        // In a comment it is no word of the thesaurus.
-        assert!(Thesaurus::check("deploy ship # <private>PRIVWORD</private>").is_ok());
+        // Nor in a comment, or across lines: the words between are private (review83 #2).
+        for file in ["deploy ship # <private>\nPRIVWORD-x\n# </private>", "deploy ship\nPRIVWORD-y\nz w </private>"] {
+            let e = Thesaurus::check(file).unwrap_err();
+            assert!(e.message.contains("<private> tag") && !e.message.contains("PRIVWORD"), "{}", e.message);
+        }
     }
 
     #[test]
