@@ -196,9 +196,11 @@ impl Batcher {
     }
 
     /// Whether a flush of `trigger` must stop before sending (more): debounce flushes wait out
-    /// a backoff.
+    /// a backoff, and so does a retry that finds one set again since it came due (an early
+    /// delivery failed meanwhile: it went out early too, and set the backoff again, back to back
+    /// for as long as the backend took longer than the backoff to fail: review82 #1).
     pub fn holds_back(&self, id: &str, trigger: Trigger, now: Instant) -> bool {
-        trigger.is_debounce() && self.sessions.get(id).is_some_and(|q| q.backing_off(now))
+        (trigger.is_debounce() || trigger == Trigger::Retry) && self.sessions.get(id).is_some_and(|q| q.backing_off(now))
     }
 
     /// Whether a flush of `trigger` stops after a delivered batch: debounce flushes send full

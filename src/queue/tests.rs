@@ -782,6 +782,35 @@ async fn flushes_during_a_backoff_use_up_no_attempts() {
     assert_eq!(r.queue.depths().await.dead, 1, "the backoff's own retries still give up");
 }
 
+/// A retry that comes due while an early delivery (an agent's flush during the backoff) runs
+/// waits out the backoff that delivery's failure set again; it went out early too, and re-armed
+/// the same backoff, retrying back to back for as long as each delivery took longer than the
+/// backoff: no pause, no attempt counted, never a dead letter (review82 #1).
+#[tokio::test]
+async fn a_retry_due_during_an_early_delivery_waits_out_the_backoff() {
+    let b = TestBackend::new(&[Mode::Transient, Mode::HangTransient]);
+    let r = rig(b.clone(), QueueSettings { max_attempts: 3, ..settings() });
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    assert_eq!(r.queue.flush("s").await.failed, 1);
+    // An explicit flush during the backoff: its delivery hangs (a slow server).
+    let q = r.queue.clone();
+    let early = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    assert_eq!(b.running.load(Ordering::SeqCst), 1);
+    // The backoff's retry comes due meanwhile, and waits for the session's delivery to end.
+    r.advance(5_000).await;
+    b.release.notify_one();
+    assert_eq!(early.await.unwrap().failed, 1);
+    r.advance(10).await;
+    let running = b.running.load(Ordering::SeqCst);
+    b.set(Mode::Transient);
+    b.release.notify_waiters();
+    assert_eq!(running, 0, "the retry went out during the backoff again");
+    // The backoff's own retries go on, and give up after the attempts.
+    r.advance(60_000).await;
+    assert_eq!(r.queue.depths().await.dead, 1);
+}
+
 #[tokio::test]
 async fn running_out_of_attempts_dead_letters() {
     let b = TestBackend::new(&[Mode::Transient]);
