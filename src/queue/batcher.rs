@@ -200,7 +200,8 @@ impl Batcher {
     /// delivery failed meanwhile: it went out early too, and set the backoff again, back to back
     /// for as long as the backend took longer than the backoff to fail: review82 #1).
     pub fn holds_back(&self, id: &str, trigger: Trigger, now: Instant) -> bool {
-        (trigger.is_debounce() || trigger == Trigger::Retry) && self.sessions.get(id).is_some_and(|q| q.backing_off(now))
+        (trigger.is_debounce() || trigger == Trigger::Retry)
+            && self.sessions.get(id).is_some_and(|q| q.backing_off(now))
     }
 
     /// Whether a flush of `trigger` stops after a delivered batch: debounce flushes send full
@@ -230,6 +231,14 @@ impl Batcher {
     pub fn answered(&mut self, id: &str, n: u64) {
         let q = self.entry(id);
         q.in_flight = q.in_flight.saturating_sub(n);
+    }
+
+    /// A delivery of `n` items stopped before it was answered (its backend was replaced): they
+    /// are pending again, for the flush to send to the new one. (Left taken, the flush read them
+    /// again as not yet counted, and their count swallowed as many later arrivals, which then
+    /// armed no timer: review82 #2.)
+    pub fn put_back(&mut self, id: &str, n: u64) {
+        self.entry(id).pending += n;
     }
 
     /// A delivery succeeded: the session stops backing off, and its retry is disarmed (left

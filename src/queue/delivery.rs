@@ -122,6 +122,7 @@ impl Inner {
                 // letter (the new one has not been tried), no outage of the new one.
                 let backend = backend.id();
                 tracing::warn!(session, "delivery to the {backend} backend, replaced meanwhile, failed: {e}");
+                self.batcher.locked().put_back(session, n);
                 Step::Moved
             }
             Err(e) => {
