@@ -520,6 +520,7 @@ impl Queue {
     pub async fn discard(&self, session_id: Option<&str>) -> Result<u64, SpoolError> {
         let n = self.inner.spool.discard(session_id).await?;
         self.inner.batcher.locked().discarded(session_id);
+        self.inner.outage_over_if_nothing_waits().await;
         Ok(n)
     }
 
@@ -616,6 +617,7 @@ impl Queue {
         let _no_delivery = self.inner.clearing.write().await;
         drop(waiting);
         let n = discard.await?;
+        self.inner.outage_over_if_nothing_waits().await;
         Ok((n, delete.await))
     }
 

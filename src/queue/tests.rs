@@ -811,6 +811,22 @@ async fn a_retry_due_during_an_early_delivery_waits_out_the_backoff() {
     assert_eq!(r.queue.depths().await.dead, 1);
 }
 
+/// An outage whose items the user dropped (a clear) is over as far as the queue can tell: the
+/// next failure has a notice of its own (review82 #3: none, for good).
+#[tokio::test]
+async fn an_outage_whose_items_were_cleared_lets_the_next_one_be_told() {
+    let b = TestBackend::new(&[Mode::Unreachable]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    r.queue.flush("s").await;
+    assert_eq!(r.notices.after(0, 10).await.unwrap().len(), 1);
+    r.queue.discard(Some("s")).await.unwrap();
+    r.queue.enqueue("t", &scope(), items("b", 1)).await.unwrap();
+    r.queue.flush("t").await;
+    let notices = r.notices.after(0, 10).await.unwrap();
+    assert_eq!(notices.len(), 2, "{notices:?}");
+}
+
 #[tokio::test]
 async fn running_out_of_attempts_dead_letters() {
     let b = TestBackend::new(&[Mode::Transient]);
