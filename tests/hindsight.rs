@@ -379,3 +379,24 @@ async fn a_part_stored_before_its_batch_failed_is_not_stored_again() {
     assert_eq!(document("docD").await, "AAA the first text of document D\nCCC appended to D");
     assert_eq!(document("docE").await, "BBB document E");
 }
+
+/// A clear while the server is down drops what is queued all the same: the answer and a notice
+/// say so, rather than a bare "backend unavailable" read as if nothing had been cleared
+/// (review82 #4). Needs no server: the port refuses connections.
+#[tokio::test]
+async fn a_clear_while_the_server_is_down_says_what_it_dropped() {
+    let refusing = common::refusing_port();
+    let d =
+        Daemon::start(&config(&format!("http://{}", refusing.addr), "downclear", "[queue]\nflush_interval = \"1h\"\n"));
+    d.start_session("b", "/p/downclear").await;
+    let (status, v) = d.post("/v1/sessions/b/retain", json!({"items": [{"content": "queued while down"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    let (status, v) = d.post("/v1/clear", json!({"session_id": "b", "remote": true})).await;
+    assert_eq!(status, 503, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("1 queued memory was dropped before it was stored"), "{message}");
+    let (_, st) = d.get("/v1/status").await;
+    assert_eq!(st["queue"]["spooled"], 0, "{st}");
+    let (_, n) = d.get("/v1/notices?limit=100").await;
+    assert!(n.to_string().contains("queued memory was dropped"), "{n}");
+}

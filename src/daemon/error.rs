@@ -68,6 +68,11 @@ impl From<SessionError> for ApiError {
             SessionError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_session", e.to_string()),
             SessionError::Invalid(m) => ApiError::invalid(m),
             SessionError::Backend(b) => b.into(),
+            SessionError::BackendAfter { error, done } => {
+                let mut refused = ApiError::from(error);
+                refused.message = format!("{} — {done}", refused.message);
+                refused
+            }
             SessionError::Spool(s) => s.into(),
         }
     }

@@ -187,25 +187,28 @@ impl Sessions {
         } else {
             queue.discard_then(None, self.clear_every_bank(&scope, what)).await?
         };
-        let report = report?;
-        // As a forget does: a recall asked before the deletion and answered after it is not
-        // kept as a session's block (or instructions), which would quote what was cleared.
-        self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        // Every session held, the live ones too: one that ended between the listing and the
-        // hold wrote a record neither list holds, and started again it stored the cleared turns.
-        self.erase_ended(ids, in_scope).await;
-        self.update_each_after_erasure(|s| {
-            if !(req.all || s.scope == scope) {
-                return false;
+        // The backend could not be asked (an outage): what was queued is gone all the same, and
+        // is forgotten by the sessions as after a clear the backend did; the answer says so (a
+        // bare "backend unavailable" read as if nothing had been cleared: review82 #4).
+        let report = match report {
+            Ok(report) => report,
+            Err(error) if discarded == 0 => return Err(error.into()),
+            Err(error) => {
+                let done = format!(
+                    "{discarded} queued {} dropped before {} stored; clear again once the backend answers, for what it already stores",
+                    if discarded == 1 { "memory was" } else { "memories were" },
+                    if discarded == 1 { "it was" } else { "they were" },
+                );
+                self.after_clear(ids, in_scope, &req, &scope).await;
+                let message = format!("Clear: the backend could not be asked ({error}); {done}.");
+                self.inner
+                    .notices
+                    .emit(Level::Warning, backend.id().as_str(), req.session_id.as_deref(), message)
+                    .await;
+                return Err(SessionError::BackendAfter { error, done });
             }
-            s.block = None;
-            s.recalled = false;
-            s.instructions = None;
-            start_after_erasure(s);
-            true
-        })
-        .await;
-        self.inner.queue.erase_traces().await;
+        };
+        self.after_clear(ids, in_scope, &req, &scope).await;
         let mut message = report.message;
         if discarded > 0 {
             message.push_str(&format!(
@@ -221,6 +224,35 @@ impl Sessions {
 }
 
 impl Sessions {
+    /// What a clear does to the sessions once the queue's part is done (and the backend's, or
+    /// it failed): the sessions `ids` it held, the ended ones `in_scope`.
+    async fn after_clear(
+        &self,
+        ids: Vec<String>,
+        in_scope: impl Fn(&Ended) -> bool + Send + 'static,
+        req: &ClearRequest,
+        scope: &Scope,
+    ) {
+        // As a forget does: a recall asked before the deletion and answered after it is not
+        // kept as a session's block (or instructions), which would quote what was cleared.
+        self.inner.forgets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Every session held, the live ones too: one that ended between the listing and the
+        // hold wrote a record neither list holds, and started again it stored the cleared turns.
+        self.erase_ended(ids, in_scope).await;
+        self.update_each_after_erasure(|s| {
+            if !(req.all || s.scope == *scope) {
+                return false;
+            }
+            s.block = None;
+            s.recalled = false;
+            s.instructions = None;
+            start_after_erasure(s);
+            true
+        })
+        .await;
+        self.inner.queue.erase_traces().await;
+    }
+
     /// Clears everything: on a backend that is read a bank at a time (a Hindsight server), every
     /// bank of this configuration it lists under `per-project` scoping, not only the base bank
     /// (`--all --remote` left every project's memories on the server).

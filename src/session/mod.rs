@@ -74,6 +74,14 @@ pub enum SessionError {
     /// The backend failed.
     #[error("{0}")]
     Backend(#[from] BackendError),
+    /// The backend failed after mneme did its own part, which `done` says.
+    #[error("{error} — {done}")]
+    BackendAfter {
+        /// What the backend answered.
+        error: BackendError,
+        /// What was done all the same.
+        done: String,
+    },
     /// The spool failed: nothing was accepted.
     #[error("{0}")]
     Spool(#[from] SpoolError),
