@@ -787,3 +787,35 @@ async fn a_span_a_later_prompt_closes_ends_there_for_a_prompt_and_reply_client()
         }
     }
 }
+
+/// A turn sent alone (prompt, then the reply with no history) whose prompt is a slash command is
+/// retained as its turn: left out as a transcript's command is, the reply had no prompt and was
+/// never stored (review83 #4). Its private arguments are not.
+#[tokio::test]
+async fn a_slash_command_sent_alone_is_retained_without_its_private_arguments() {
+    let d = Daemon::start("[retain]\nevery_n_turns = 1\n[local]\nembedder = \"off\"\n");
+    d.start_session("c1", "/tmp/command-alone").await;
+    let d = &d;
+    let turn = |prompt: &'static str, reply: &'static str, last: bool| async move {
+        let (status, v) = d.post("/v1/sessions/c1/agent-start", json!({"prompt": prompt, "messages": []})).await;
+        assert_eq!(status, 200, "{v}");
+        let end = json!({"messages": [], "reply": reply, "ends_session": last});
+        let (status, v) = d.post("/v1/sessions/c1/agent-end", end).await;
+        assert_eq!(status, 200, "{v}");
+    };
+    turn("how is the parser?", "It is fine.", false).await;
+    turn("/review the parser", "Review: the parser leaks file handles in parse_block.", false).await;
+    turn("/deploy <private>CMD-SECRET-77</private> staging", "Deployed to staging.", false).await;
+    turn("thanks", "You are welcome.", true).await;
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let (_, v) = d.get("/v1/export").await;
+    let stored = v.to_string();
+    for kept in ["/review the parser", "leaks file handles", "Deployed to staging", "You are welcome"] {
+        assert_eq!(stored.matches(kept).count(), 1, "{kept}: {stored}");
+    }
+    assert!(!stored.contains("CMD-SECRET-77"), "{stored}");
+    for (path, bytes) in files(&d.data()) {
+        assert!(!contains(&bytes, "CMD-SECRET-77"), "in {path}");
+    }
+}

@@ -223,9 +223,10 @@ pub(super) fn spans_carried(session: &Session, history: &[Message], prompt: &str
 /// prompt, or the reply to it) gets them appended. Compared after cleaning, as they are stored.
 /// The reply goes in as it came: a `<private>` span the prompt left open and the reply closes is
 /// then hidden across the two ([`cleaned_each`]); a prompt known only cleaned that left one open
-/// carries the opening tag again for that. A slash command (`/fix 123`) is not appended: the
-/// agent writes it to its transcript in a form of its own (Claude Code: `<command-name>` lines),
-/// so the next transcript would never hold it and the session would look rewritten. Nor is a
+/// carries the opening tag again for that. A slash command (`/fix 123`) is not appended to a
+/// transcript (to a turn sent without one it is): the agent writes it to its transcript in a
+/// form of its own (Claude Code: `<command-name>` lines), so the next transcript would never
+/// hold it and the session would look rewritten. Nor is a
 /// prompt the agent wrote in the user's place ([`super::clean::is_command_echo`]: Claude Code
 /// feeds a background subagent's `<task-notification>` back as a prompt, which its transcript
 /// leaves out): appended, it was stored as the user's words, and the next transcript, without
@@ -246,7 +247,11 @@ pub(super) fn with_current_turn(
     let mut messages = conversation(messages);
     // Cleaned to nothing compares as "", as a wholly private prompt is known.
     let same = |m: &Message, text: &str| same_words(&clean(settings, &m.content).unwrap_or_default(), text);
-    if let Some(kept) = prompt.filter(|p| !is_agents_command(&p.text)) {
+    // Without a transcript (a client that sends the turn alone), a command is the turn's prompt:
+    // no transcript will hold it in a form of its own, and left out, its turn was a reply
+    // without a prompt, never stored (review83 #4).
+    let alone = messages.is_empty();
+    if let Some(kept) = prompt.filter(|p| alone || !is_agents_command(&p.text)) {
         let prompt = kept.text.as_str();
         // The prompt is known as it was cleaned in its history: compared so.
         let last_user_at = messages.iter().rposition(|m| m.role == "user");
@@ -285,7 +290,8 @@ pub(super) fn with_current_turn(
     // A slash command is not appended, but a span its arguments left open is kept open: the
     // reply goes in behind an opening tag, unless the messages hold the span open already (the
     // hook carries a command line's tags into the message after it).
-    let slash_left_open = prompt.is_some_and(|p| p.left_private && is_agents_command(&p.text))
+    let slash_left_open = !alone
+        && prompt.is_some_and(|p| p.left_private && is_agents_command(&p.text))
         && settings.retain.strip_private
         && cleaned_each(settings, &messages, 0).open_at_end == 0;
     if let Some(cleaned_reply) = clean(settings, reply) {
