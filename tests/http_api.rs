@@ -778,3 +778,39 @@ async fn an_unknown_sessions_long_id_is_quoted_cut() {
         assert!(message.len() < 1_000 && message.contains("(200000 characters)"), "{path}: {} bytes", message.len());
     }
 }
+
+/// One session mixing turns sent alone (no transcript: the Claude Code Stop hook when the
+/// transcript cannot be read yet) and whole histories stores each turn once: the whole history
+/// after a turn sent alone is read from where that turn's part begins in it (review83 #5: turns
+/// 1 to 3 were stored twice, the history taken for one that starts over).
+#[tokio::test]
+async fn turns_sent_alone_among_whole_histories_are_stored_once() {
+    let d = Daemon::start("[retain]\nevery_n_turns = 1\n[local]\nembedder = \"off\"\n");
+    d.start_session("g", "/tmp/mixed-shapes").await;
+    let m = |role: &str, text: String| json!({"role": role, "content": text});
+    let turn = |i: usize| [m("user", format!("mu{i} question")), m("assistant", format!("mu{i} answer"))];
+    let history = |n: usize| (1..=n).flat_map(turn).collect::<Vec<_>>();
+    for i in 1..=5 {
+        let alone = i % 2 == 1 && i < 5;
+        let prompt = format!("mu{i} question");
+        let mut before = history(i);
+        before.pop();
+        let start = json!({"prompt": prompt, "messages": if alone { vec![] } else { before }});
+        let (status, v) = d.post("/v1/sessions/g/agent-start", start).await;
+        assert_eq!(status, 200, "{v}");
+        let end = json!({
+            "messages": if alone { vec![] } else { history(i) },
+            "reply": format!("mu{i} answer"),
+            "ends_session": i == 5,
+        });
+        let (status, v) = d.post("/v1/sessions/g/agent-end", end).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let (_, v) = d.get("/v1/export?limit=100").await;
+    let stored = v.to_string();
+    for i in 1..=5 {
+        assert_eq!(stored.matches(&format!("mu{i} answer")).count(), 1, "mu{i}: {stored}");
+    }
+}

@@ -43,6 +43,16 @@ pub struct TurnEnd {
     pub rewound: bool,
 }
 
+/// Whether `seen` is the session's previous part, then the current part's turns, then more.
+fn holds_previous_then_this_part(session: &Session, seen: &[u64]) -> bool {
+    let (previous, known) = (&session.previous_part_prints, &session.turn_prints);
+    !previous.is_empty()
+        && !known.is_empty()
+        && seen.len() > previous.len() + known.len()
+        && seen.starts_with(previous)
+        && seen[previous.len()..].starts_with(known)
+}
+
 /// What the messages of a turn's end are, as agent-end completed them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sent {
@@ -337,6 +347,15 @@ impl Sessions {
             }
             // Only the new turns are stored: a stray close hides what precedes it of them.
             return self.retain_tail(&session, &history, &cleaned.into_kept(), user_turns).await;
+        }
+        // A whole history that holds the previous part, then this part's turns and more: the
+        // part began with a turn sent alone (a client that had no transcript to send that turn),
+        // and this history is the same conversation, whole again. Read from where the part
+        // begins in it: taken for a history that starts over, all of it went into another part,
+        // the earlier turns stored twice (review83 #5).
+        if sent == Sent::History && omitted == 0 && holds_previous_then_this_part(session, &seen) {
+            let from = first_message_of_turn(&history, session.previous_part_prints.len() as i64);
+            return Box::pin(self.retain_turns(session, settings, &history[from..], end, sent)).await;
         }
         let mut placement = place_in_part(&session.turn_prints, &seen);
         let reply_print = last_reply_print(&history, &cleaned.each);
