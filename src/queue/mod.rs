@@ -749,7 +749,16 @@ impl Inner {
     async fn run_flush(self: &Arc<Self>, session: &str, trigger: Trigger) -> FlushReport {
         let _not_clearing = self.clearing.read().await;
         let (lock, delivered_before) = self.with_shell(session, |q| (q.lock.clone(), q.delivered));
+        let failures_before = self.batcher.locked().failures(session);
         let _serial = lock.lock().await;
+        // An explicit flush that waited for the session's delivery under way, which failed
+        // meanwhile, sends nothing again at once: that answer is the one it would get, and a
+        // hung server made the flush wait two of its timeouts, past the CLI's (review82 #5).
+        if trigger == Trigger::Explicit && self.batcher.locked().failures(session) != failures_before {
+            let held = self.batcher.locked().held(session);
+            self.flush_ended(session, Rules::from(&self.settings()));
+            return FlushReport { failed: held, ..FlushReport::default() };
+        }
         let settings = self.settings();
         let rules = Rules::from(&settings);
         let delivered_meanwhile = self.with_shell(session, |q| q.delivered.saturating_sub(delivered_before));

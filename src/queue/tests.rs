@@ -827,6 +827,25 @@ async fn an_outage_whose_items_were_cleared_lets_the_next_one_be_told() {
     assert_eq!(notices.len(), 2, "{notices:?}");
 }
 
+/// An explicit flush that waited for the session's delivery under way, which then failed, does
+/// not send the batch again at once: against a hung server it waited two timeouts, past the
+/// CLI's two minutes, for the answer it had (review82 #5).
+#[tokio::test]
+async fn a_flush_that_waited_for_a_delivery_that_failed_sends_nothing_again() {
+    let b = TestBackend::new(&[Mode::HangTransient]);
+    let r = rig(b.clone(), settings());
+    let first = flush_under_way(&r, 1).await;
+    let q = r.queue.clone();
+    let second = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    b.release.notify_one();
+    assert_eq!(first.await.unwrap().failed, 1);
+    let second = tokio::time::timeout(Duration::from_secs(5), second).await;
+    let second = second.expect("answered without a second attempt").unwrap();
+    assert_eq!(second.failed, 1);
+    assert_eq!(b.running.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn running_out_of_attempts_dead_letters() {
     let b = TestBackend::new(&[Mode::Transient]);
