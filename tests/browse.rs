@@ -304,8 +304,15 @@ async fn the_web_views_cookie_opens_its_routes_only_and_only_from_its_own_origin
     };
     assert_eq!(status, 200, "{v}");
     assert_eq!(serde_json::from_str::<Value>(&v).unwrap()["logged_in"], false, "no cookie, no session: {v}");
+    // From another local port's page, the same refusal with a session or without: the status
+    // told the page whether the owner had the view open (review81's note).
+    let other_page = |r: reqwest::RequestBuilder| r.header("sec-fetch-site", "same-site").send();
+    let r = other_page(reqwest::Client::new().get(d.url("/ui/session"))).await.unwrap();
+    assert_eq!(r.status(), 403, "without a session");
 
     let b = Browser::login(&d).await;
+    let r = other_page(b.req(&d, Method::GET, "/ui/session")).await.unwrap();
+    assert_eq!(r.status(), 403, "with a session");
     let r = b.req(&d, Method::GET, "/ui/session").header("sec-fetch-site", "same-origin").send().await.unwrap();
     assert_eq!(r.status(), 200);
     let csrf = r.json::<Value>().await.unwrap()["csrf"].as_str().unwrap().to_owned();

@@ -122,13 +122,16 @@ pub async fn login(State(s): St, q: Result<Query<LoginQuery>, QueryRejection>) -
 /// `GET /ui/session`: whether the cookie opens a session, and its CSRF value. Only a
 /// same-origin script can read the answer (no CORS), and the cross-site checks apply.
 pub async fn session(State(s): St, headers: HeaderMap) -> Result<Json<UiSession>, ApiError> {
+    // Refused from another origin with a session or without: refused only with one, a page on
+    // another local port told from the status (a script tag's load or error) whether the owner
+    // had the view open (review81's note). (A read asks for no CSRF value.)
+    if let Some(why) = auth::cross_site_refusal(&headers, &axum::http::Method::GET, "") {
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden_cross_site", why));
+    }
     let found = auth::session_cookie(&headers, &s.cookie_name()).and_then(|id| s.ui.session(id));
     let Some(found) = found else {
         return Ok(Json(UiSession { logged_in: false, csrf: None, expires_in_seconds: None }));
     };
-    if let Some(why) = auth::cross_site_refusal(&headers, &axum::http::Method::GET, &found.csrf) {
-        return Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden_cross_site", why));
-    }
     Ok(Json(UiSession {
         logged_in: true,
         csrf: Some(found.csrf),
