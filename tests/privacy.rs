@@ -750,22 +750,32 @@ async fn a_recall_overtaken_by_a_forget_is_not_kept() {
     assert!(!v.to_string().contains("OVERTAKEN-5521"), "kept after the clear: {v}");
 }
 
+/// A daemon retaining every turn, the embedder off, with session `id` started.
+async fn every_turn_daemon(id: &str) -> Daemon {
+    let d = Daemon::start("[retain]\nevery_n_turns = 1\n[local]\nembedder = \"off\"\n");
+    d.start_session(id, &format!("/tmp/{id}-alone")).await;
+    d
+}
+
+/// One turn of session `id` from a client that sends each turn alone: its prompt at the start,
+/// its reply at the end, and no history.
+async fn turn_alone(d: &Daemon, id: &str, prompt: &str, reply: &str, last: bool) {
+    let (status, v) =
+        d.post(&format!("/v1/sessions/{id}/agent-start"), json!({"prompt": prompt, "messages": []})).await;
+    assert_eq!(status, 200, "{v}");
+    let end = json!({"messages": [], "reply": reply, "ends_session": last});
+    let (status, v) = d.post(&format!("/v1/sessions/{id}/agent-end"), end).await;
+    assert_eq!(status, 200, "{v}");
+}
+
 /// A span opened in one turn's prompt and closed in a later turn's, by a client that sends each
 /// turn as its prompt and its reply (no history): the prompt was kept cleaned, without its
 /// closing tag, so its turn and every later one were read inside the span and never retained
 /// (review80 #1). Also a prompt that closes one of two spans: the rest stays hidden until closed.
 #[tokio::test]
 async fn a_span_a_later_prompt_closes_ends_there_for_a_prompt_and_reply_client() {
-    let d = Daemon::start("[retain]\nevery_n_turns = 1\n[local]\nembedder = \"off\"\n");
-    d.start_session("s1", "/tmp/prompt-and-reply").await;
-    let d = &d;
-    let turn = |prompt: &'static str, reply: &'static str, last: bool| async move {
-        let (status, v) = d.post("/v1/sessions/s1/agent-start", json!({"prompt": prompt, "messages": []})).await;
-        assert_eq!(status, 200, "{v}");
-        let end = json!({"messages": [], "reply": reply, "ends_session": last});
-        let (status, v) = d.post("/v1/sessions/s1/agent-end", end).await;
-        assert_eq!(status, 200, "{v}");
-    };
+    let d = every_turn_daemon("s1").await;
+    let turn = |prompt, reply, last| turn_alone(&d, "s1", prompt, reply, last);
     turn("please remember <private>my password is HUNTER-2207", "Understood.", false).await;
     turn("that was all </private> now: how do we deploy?", "We deploy with cargo-dist.", false).await;
     turn("and <private>keys <private>nested-SECRET-1", "Noted.", false).await;
@@ -793,16 +803,8 @@ async fn a_span_a_later_prompt_closes_ends_there_for_a_prompt_and_reply_client()
 /// never stored (review83 #4). Its private arguments are not.
 #[tokio::test]
 async fn a_slash_command_sent_alone_is_retained_without_its_private_arguments() {
-    let d = Daemon::start("[retain]\nevery_n_turns = 1\n[local]\nembedder = \"off\"\n");
-    d.start_session("c1", "/tmp/command-alone").await;
-    let d = &d;
-    let turn = |prompt: &'static str, reply: &'static str, last: bool| async move {
-        let (status, v) = d.post("/v1/sessions/c1/agent-start", json!({"prompt": prompt, "messages": []})).await;
-        assert_eq!(status, 200, "{v}");
-        let end = json!({"messages": [], "reply": reply, "ends_session": last});
-        let (status, v) = d.post("/v1/sessions/c1/agent-end", end).await;
-        assert_eq!(status, 200, "{v}");
-    };
+    let d = every_turn_daemon("c1").await;
+    let turn = |prompt, reply, last| turn_alone(&d, "c1", prompt, reply, last);
     turn("how is the parser?", "It is fine.", false).await;
     turn("/review the parser", "Review: the parser leaks file handles in parse_block.", false).await;
     turn("/deploy <private>CMD-SECRET-77</private> staging", "Deployed to staging.", false).await;
