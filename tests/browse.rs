@@ -66,6 +66,12 @@ async fn memories_are_listed_newest_first_by_bank_and_tag_and_paged() {
     let (status, v) = d.get("/v1/memories?cursor=notanumber").await;
     assert_eq!(status, 400, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("cursor"), "{v}");
+    // An empty cursor is the first page, on the list and the export alike (review85 #1: the
+    // export refused it).
+    for route in ["/v1/memories?cursor=&limit=2", "/v1/export?cursor=&limit=2"] {
+        let (status, v) = d.get(route).await;
+        assert_eq!((status, v["memories"].as_array().map(Vec::len)), (200, Some(2)), "{route}: {v}");
+    }
 }
 
 /// A project in a folder whose name holds a comma is listed by its tag, the comma written `\,`:

@@ -310,8 +310,11 @@ pub async fn export(
 ) -> AppResult<Json<ExportAnswer>> {
     let Query(q) = q?;
     let bank = super::memories::bank_or_default(&s, q.bank)?;
-    let page =
-        s.queue.backend().export(bank.as_deref(), q.cursor.as_deref(), q.limit.unwrap_or(500).clamp(1, 1000)).await?;
+    let page = s
+        .queue
+        .backend()
+        .export(bank.as_deref(), q.cursor.as_deref().filter(|c| !c.is_empty()), q.limit.unwrap_or(500).clamp(1, 1000))
+        .await?;
     Ok(Json(ExportAnswer { memories: page.memories, next: page.next }))
 }
 
