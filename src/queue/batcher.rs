@@ -63,8 +63,6 @@ pub(super) struct SessionState {
     /// all, even when a batch is cut short (at a second version of one document), instead of
     /// leaving the rest another full interval per cut.
     owed: u64,
-    /// Deliveries that failed so far (see [`Batcher::failures`]).
-    failures: u64,
 }
 
 impl SessionState {
@@ -235,12 +233,6 @@ impl Batcher {
         q.in_flight = q.in_flight.saturating_sub(n);
     }
 
-    /// How many deliveries of the session have failed (0 for a session not known): a flush that
-    /// waited for one under way tells by it whether that one failed meanwhile.
-    pub fn failures(&self, id: &str) -> u64 {
-        self.sessions.get(id).map_or(0, |q| q.failures)
-    }
-
     /// What the session holds, pending and in flight.
     pub fn held(&self, id: &str) -> u64 {
         self.sessions.get(id).map_or(0, |q| q.pending + q.in_flight)
@@ -267,7 +259,6 @@ impl Batcher {
     /// off until `now + delay`, when its retry fires.
     pub fn retry_later(&mut self, id: &str, n: u64, now: Instant, delay: Duration) {
         let q = self.entry(id);
-        q.failures += 1;
         q.pending += n;
         q.backoff_until = Some(now + delay);
         q.retry_at = Some(now + delay);

@@ -131,6 +131,9 @@ impl Trigger {
 struct SessionShell {
     /// Serialises the session's flushes.
     lock: Arc<tokio::sync::Mutex<()>>,
+    /// Deliveries of the session that failed (a flush that waited for one under way tells by it
+    /// whether that one failed meanwhile).
+    failed_deliveries: u64,
     /// How the session's last delivery went, for the web view.
     last_delivery: Option<LastDelivery>,
     /// Deliveries of this session in a row that the server answered it could not serve (429,
@@ -748,20 +751,23 @@ impl Inner {
 
     async fn run_flush(self: &Arc<Self>, session: &str, trigger: Trigger) -> FlushReport {
         let _not_clearing = self.clearing.read().await;
-        let (lock, delivered_before) = self.with_shell(session, |q| (q.lock.clone(), q.delivered));
-        let failures_before = self.batcher.locked().failures(session);
+        let (lock, delivered_before, failed_before) =
+            self.with_shell(session, |q| (q.lock.clone(), q.delivered, q.failed_deliveries));
         let _serial = lock.lock().await;
+        let settings = self.settings();
+        let rules = Rules::from(&settings);
+        let (delivered_meanwhile, failed_meanwhile) = self.with_shell(session, |q| {
+            (q.delivered.saturating_sub(delivered_before), q.failed_deliveries > failed_before)
+        });
         // An explicit flush that waited for the session's delivery under way, which failed
         // meanwhile, sends nothing again at once: that answer is the one it would get, and a
         // hung server made the flush wait two of its timeouts, past the CLI's (review82 #5).
-        if trigger == Trigger::Explicit && self.batcher.locked().failures(session) != failures_before {
+        // (The shell is kept while this flush holds its lock: the count is the session's.)
+        if trigger == Trigger::Explicit && failed_meanwhile {
             let held = self.batcher.locked().held(session);
-            self.flush_ended(session, Rules::from(&self.settings()));
-            return FlushReport { failed: held, ..FlushReport::default() };
+            self.flush_ended(session, rules);
+            return FlushReport { delivered: delivered_meanwhile, failed: held, ..FlushReport::default() };
         }
-        let settings = self.settings();
-        let rules = Rules::from(&settings);
-        let delivered_meanwhile = self.with_shell(session, |q| q.delivered.saturating_sub(delivered_before));
         if trigger == Trigger::Size {
             // Cleared only now, so that while this flush waits for the one running, arrivals do
             // not queue more size flushes that would find a partial batch.

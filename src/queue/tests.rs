@@ -846,6 +846,27 @@ async fn a_flush_that_waited_for_a_delivery_that_failed_sends_nothing_again() {
     assert_eq!(b.running.load(Ordering::SeqCst), 0);
 }
 
+/// ... and one that waited for a delivery that succeeded says it was delivered (review84 #3: the
+/// failure count, kept with the batcher's state of the session, went with it once the first
+/// flush left the session idle, and the count's change was taken for a failure).
+#[tokio::test]
+async fn a_flush_that_waited_for_a_delivery_that_succeeded_counts_it() {
+    let b = TestBackend::new(&[Mode::Transient, Mode::Hang]);
+    let r = rig(b.clone(), settings());
+    r.queue.enqueue("s", &scope(), items("a", 1)).await.unwrap();
+    assert_eq!(r.queue.flush("s").await.failed, 1);
+    let q = r.queue.clone();
+    let first = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    let q = r.queue.clone();
+    let second = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    b.release.notify_one();
+    assert_eq!(first.await.unwrap().delivered, 1);
+    let second = second.await.unwrap();
+    assert_eq!((second.delivered, second.failed), (1, 0));
+}
+
 #[tokio::test]
 async fn running_out_of_attempts_dead_letters() {
     let b = TestBackend::new(&[Mode::Transient]);
