@@ -219,9 +219,10 @@ impl Inner {
         (false, 0)
     }
 
-    /// An outage whose items all left the spool otherwise than delivered (a clear, a forget, a
-    /// dead letter) is over as far as the queue can tell: the next failure is told as a new
-    /// one. (Only a delivery ended it, and the next outage raised no notice: review82 #3.)
+    /// An outage whose items the user dropped (a clear, a forget) is over as far as the queue
+    /// can tell: the next failure is told as a new one. (Only a delivery ended it, and the next
+    /// outage raised no notice: review82 #3.) Not a dead letter: the server still fails, and
+    /// its notice says so (each batch had a second notice under a steady 500: review84's note).
     pub(super) async fn outage_over_if_nothing_waits(&self) {
         if self.backend_down.load(Ordering::Relaxed) && self.spool.waiting().await.is_ok_and(|w| w.is_empty()) {
             self.backend_down.store(false, Ordering::Relaxed);
@@ -260,7 +261,6 @@ impl Inner {
             }
         };
         let n = moved.dead;
-        self.outage_over_if_nothing_waits().await;
         self.metrics.items_delivered.fetch_add(moved.delivered, Ordering::Relaxed);
         self.metrics.items_dead.fetch_add(n, Ordering::Relaxed);
         let noun = if n == 1 { "memory" } else { "memories" };
