@@ -65,6 +65,8 @@ pub struct Metrics {
     pub items_delivered: AtomicU64,
     /// Items moved to the dead letters.
     pub items_dead: AtomicU64,
+    /// Items dropped from the spool by a clear or a forget, queued or dead.
+    pub items_discarded: AtomicU64,
     /// Deliveries that failed (transient or permanent).
     pub delivery_failures: AtomicU64,
     /// Backend delivery latency.
@@ -92,6 +94,11 @@ impl Metrics {
             ("mneme_items_enqueued_total", "Retain items accepted into the spool.", &self.items_enqueued),
             ("mneme_items_delivered_total", "Items delivered to the memory backend.", &self.items_delivered),
             ("mneme_items_dead_total", "Items moved to the dead letters.", &self.items_dead),
+            (
+                "mneme_items_discarded_total",
+                "Items dropped from the spool by a clear or a forget (queued, or dead letters).",
+                &self.items_discarded,
+            ),
             ("mneme_delivery_failures_total", "Failed deliveries to the memory backend.", &self.delivery_failures),
         ];
         let counters = counters.iter().map(|(name, help, c)| (*name, *help, c.load(Ordering::Relaxed)));

@@ -399,4 +399,7 @@ async fn a_clear_while_the_server_is_down_says_what_it_dropped() {
     assert_eq!(st["queue"]["spooled"], 0, "{st}");
     let (_, n) = d.get("/v1/notices?limit=100").await;
     assert!(n.to_string().contains("queued memory was dropped"), "{n}");
+    // Counted, so that enqueued = delivered + dead + discarded + pending (review85 #2).
+    let metrics = d.http.get(d.url("/metrics")).bearer_auth(&d.token).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("\nmneme_items_discarded_total 1\n"), "{metrics}");
 }

@@ -620,6 +620,7 @@ impl Queue {
         let _no_delivery = self.inner.clearing.write().await;
         drop(waiting);
         let n = discard.await?;
+        self.inner.metrics.items_discarded.fetch_add(n, Ordering::Relaxed);
         self.inner.outage_over_if_nothing_waits().await;
         Ok((n, delete.await))
     }
