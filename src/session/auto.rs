@@ -43,14 +43,10 @@ pub struct TurnEnd {
     pub rewound: bool,
 }
 
-/// Whether `seen` is the session's previous part, then the current part's turns, then more.
-fn holds_previous_then_this_part(session: &Session, seen: &[u64]) -> bool {
-    let (previous, known) = (&session.previous_part_prints, &session.turn_prints);
-    !previous.is_empty()
-        && !known.is_empty()
-        && seen.len() > previous.len() + known.len()
-        && seen.starts_with(previous)
-        && seen[previous.len()..].starts_with(known)
+impl Default for TurnEnd {
+    fn default() -> Self {
+        TurnEnd { last: false, delivery: Delivery::Wait, reply: None, omitted_user_turns: 0, rewound: false }
+    }
 }
 
 /// What the messages of a turn's end are, as agent-end completed them.
@@ -61,12 +57,6 @@ enum Sent {
     /// No history: the turn's prompt, as agent-start kept it, and its reply, from a client that
     /// sends a turn at a time. It is the next turn, read from where the last one ended.
     TurnAlone,
-}
-
-impl Default for TurnEnd {
-    fn default() -> Self {
-        TurnEnd { last: false, delivery: Delivery::Wait, reply: None, omitted_user_turns: 0, rewound: false }
-    }
 }
 
 impl Sessions {
@@ -1034,4 +1024,14 @@ fn turns_kept_by_the_part(session: &Session, prints: &[u64]) -> i64 {
         true => kept,
         false => 0,
     }
+}
+
+/// Whether `seen` is the session's previous part, then the current part's turns, then more.
+fn holds_previous_then_this_part(session: &Session, seen: &[u64]) -> bool {
+    let (previous, known) = (&session.previous_part_prints, &session.turn_prints);
+    !previous.is_empty()
+        && !known.is_empty()
+        && seen.len() > previous.len() + known.len()
+        && seen.starts_with(previous)
+        && seen[previous.len()..].starts_with(known)
 }
