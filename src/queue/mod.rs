@@ -583,6 +583,7 @@ impl Queue {
     ) -> Result<u64, SpoolError> {
         let (n, sessions) = discard.await?;
         self.recount(&sessions).await?;
+        self.inner.outage_over_if_nothing_waits().await;
         Ok(n)
     }
 
@@ -621,7 +622,6 @@ impl Queue {
         drop(waiting);
         let n = discard.await?;
         self.inner.metrics.items_discarded.fetch_add(n, Ordering::Relaxed);
-        self.inner.outage_over_if_nothing_waits().await;
         Ok((n, delete.await))
     }
 
