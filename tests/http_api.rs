@@ -780,9 +780,10 @@ async fn an_unknown_sessions_long_id_is_quoted_cut() {
 }
 
 /// One session mixing turns sent alone (no transcript: the Claude Code Stop hook when the
-/// transcript cannot be read yet) and whole histories stores each turn once: the whole history
-/// after a turn sent alone is read from where that turn's part begins in it (review83 #5: turns
-/// 1 to 3 were stored twice, the history taken for one that starts over).
+/// transcript cannot be read yet) and whole histories stores each turn once: a turn sent alone is
+/// the part's next turn, so the whole history after it is the part again (review83 #5: turns 1
+/// to 3 were stored twice, the history taken for one that starts over; review84 #1: alternating
+/// more than once, the earlier turns were stored twice again).
 #[tokio::test]
 async fn turns_sent_alone_among_whole_histories_are_stored_once() {
     let d = Daemon::start("[retain]\nevery_n_turns = 1\n[local]\nembedder = \"off\"\n");
@@ -790,8 +791,8 @@ async fn turns_sent_alone_among_whole_histories_are_stored_once() {
     let m = |role: &str, text: String| json!({"role": role, "content": text});
     let turn = |i: usize| [m("user", format!("mu{i} question")), m("assistant", format!("mu{i} answer"))];
     let history = |n: usize| (1..=n).flat_map(turn).collect::<Vec<_>>();
-    for i in 1..=5 {
-        let alone = i % 2 == 1 && i < 5;
+    for i in 1..=7 {
+        let alone = i % 2 == 1 && i < 7;
         let prompt = format!("mu{i} question");
         let mut before = history(i);
         before.pop();
@@ -801,7 +802,7 @@ async fn turns_sent_alone_among_whole_histories_are_stored_once() {
         let end = json!({
             "messages": if alone { vec![] } else { history(i) },
             "reply": format!("mu{i} answer"),
-            "ends_session": i == 5,
+            "ends_session": i == 7,
         });
         let (status, v) = d.post("/v1/sessions/g/agent-end", end).await;
         assert_eq!(status, 200, "{v}");
@@ -810,7 +811,7 @@ async fn turns_sent_alone_among_whole_histories_are_stored_once() {
     assert_eq!(v["failed"], 0, "{v}");
     let (_, v) = d.get("/v1/export?limit=100").await;
     let stored = v.to_string();
-    for i in 1..=5 {
+    for i in 1..=7 {
         assert_eq!(stored.matches(&format!("mu{i} answer")).count(), 1, "mu{i}: {stored}");
     }
 }

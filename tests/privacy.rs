@@ -798,6 +798,59 @@ async fn a_span_a_later_prompt_closes_ends_there_for_a_prompt_and_reply_client()
     }
 }
 
+/// A session mixing whole histories and turns sent alone (the Claude Code Stop hook sends one
+/// when it cannot read the transcript), with a span opened in a whole history's turn and closed
+/// in a later one's: the close ends the span, and the turns after it are retained. The turn sent
+/// alone inside the span began a part of its own, from which the next whole history was read:
+/// the span was counted twice, its close closed one of two, and every later turn was stored as
+/// nothing (review84 #2). Nothing inside the span is stored.
+#[tokio::test]
+async fn a_span_closed_in_a_whole_history_after_a_turn_sent_alone_ends_there() {
+    let d = every_turn_daemon("w1").await;
+    let m = |role: &str, text: &str| json!({"role": role, "content": text});
+    let whole = |prompt: &'static str, history: Vec<serde_json::Value>, reply: &'static str, last: bool| {
+        let d = &d;
+        async move {
+            let start = json!({"prompt": prompt, "messages": history});
+            let (status, v) = d.post("/v1/sessions/w1/agent-start", start).await;
+            assert_eq!(status, 200, "{v}");
+            let mut history = history;
+            history.push(json!({"role": "user", "content": prompt}));
+            history.push(json!({"role": "assistant", "content": reply}));
+            let end = json!({"messages": history, "ends_session": last});
+            let (status, v) = d.post("/v1/sessions/w1/agent-end", end).await;
+            assert_eq!(status, 200, "{v}");
+        }
+    };
+    let p1 = "alpha topic <private> MIXED-SECRET-1 hidden";
+    let p3 = "MIXED-SECRET-3 more </private> public three";
+    whole(p1, vec![], "MIXED-SECRET-1b answer", false).await;
+    turn_alone(&d, "w1", "MIXED-SECRET-2 still inside", "MIXED-SECRET-2b reply", false).await;
+    let two = vec![
+        m("user", p1),
+        m("assistant", "MIXED-SECRET-1b answer"),
+        m("user", "MIXED-SECRET-2 still inside"),
+        m("assistant", "MIXED-SECRET-2b reply"),
+    ];
+    whole(p3, two.clone(), "reply three", false).await;
+    turn_alone(&d, "w1", "public four", "reply four", false).await;
+    let mut four = two;
+    four.extend([m("user", p3), m("assistant", "reply three"), m("user", "public four"), m("assistant", "reply four")]);
+    whole("public five", four, "reply five", true).await;
+    let (_, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    let (_, v) = d.get("/v1/export?limit=100").await;
+    let stored = v.to_string();
+    for kept in ["alpha topic", "public three", "reply three", "public four", "reply four", "public five", "reply five"]
+    {
+        assert_eq!(stored.matches(kept).count(), 1, "{kept} stored once: {stored}");
+    }
+    assert!(!stored.contains("MIXED-SECRET"), "{stored}");
+    for (path, bytes) in files(&d.data()) {
+        assert!(!contains(&bytes, "MIXED-SECRET"), "in {path}");
+    }
+}
+
 /// A turn sent alone (prompt, then the reply with no history) whose prompt is a slash command is
 /// retained as its turn: left out as a transcript's command is, the reply had no prompt and was
 /// never stored (review83 #4). Its private arguments are not.

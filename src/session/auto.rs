@@ -246,9 +246,18 @@ impl Sessions {
     ) -> Result<usize, SessionError> {
         let last = end.last;
         let history = conversation(messages);
-        let omitted = i64::try_from(end.omitted_user_turns).unwrap_or(i64::MAX);
+        // A turn sent alone after turns known is the part's next turn: read as a window past
+        // them, from where the last transcript ended (its prompt carries the tags it closed and
+        // opened: review80 #1). As a part of its own, begun inside the spans open there, a whole
+        // history sent next was read from that part's start: the span opened before it was
+        // counted twice, its close closed one of two, and every later turn was stored as nothing
+        // (review84 #2); alternating, turns were stored twice (review84 #1).
+        let alone_after_known = sent == Sent::TurnAlone && !session.turn_prints.is_empty();
+        let omitted_turns = if alone_after_known { session.turn_prints.len() } else { end.omitted_user_turns };
+        let omitted = i64::try_from(omitted_turns).unwrap_or(i64::MAX);
         let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
-        let open_before = match end.omitted_user_turns {
+        let open_before = match omitted_turns {
+            _ if alone_after_known => session.open_at_end,
             0 => session.open_at_part_start,
             omitted => window_opens_inside(session, omitted, &history),
         };
@@ -293,7 +302,7 @@ impl Sessions {
             // count (read from its end) is placed among them, not taken for a new part.
             // A gap of unknown turns is kept only while small: a client's count is not to be
             // trusted with the session record's size (a million left out made it 21 MB).
-            let omitted = end.omitted_user_turns;
+            let omitted = omitted_turns;
             let known = &session.turn_prints;
             let mut session = session.clone();
             if omitted <= known.len().saturating_add(MAX_UNKNOWN_TURNS) {
@@ -335,6 +344,12 @@ impl Sessions {
                     _ => {}
                 }
             }
+            if alone_after_known {
+                // Known as the last reply, as a whole history's is (a resend of it, a prompt
+                // repeated with another reply: see `same_prompt_another_reply`).
+                let reply_print = last_reply_print(&history, &cleaned.each);
+                self.keep_last_reply(&session, reply_print, &history, &cleaned.each).await?;
+            }
             // Only the new turns are stored: a stray close hides what precedes it of them.
             return self.retain_tail(&session, &history, &cleaned.into_kept(), user_turns).await;
         }
@@ -349,12 +364,9 @@ impl Sessions {
         }
         let mut placement = place_in_part(&session.turn_prints, &seen);
         let reply_print = last_reply_print(&history, &cleaned.each);
-        // A turn sent alone after turns known is the next one, even read as one of them (its
-        // prompt the same as theirs, or hidden by spans since closed: review80 #1).
-        let next_turn = (sent == Sent::TurnAlone && !session.turn_prints.is_empty())
-            || placement == Placement::Continues
-                && (next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned)
-                    || same_prompt_another_reply(session, &seen, reply_print, &history, &cleaned.each));
+        let next_turn = placement == Placement::Continues
+            && (next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned)
+                || same_prompt_another_reply(session, &seen, reply_print, &history, &cleaned.each));
         // Prompts all known, no more of them than known, and a last turn whose reply is new:
         // not a late copy. From a client that says the user took turns back, the prompt taken
         // back sent again; in a window (read from a transcript's end), the turns past the known

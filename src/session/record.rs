@@ -163,8 +163,9 @@ pub struct Session {
     #[serde(default)]
     pub last_prompt_opens: Option<usize>,
     /// Which part of the conversation automatic retain is in: a client whose history starts
-    /// over (compacted, or sent a turn at a time) begins a new part, so the transcript it
-    /// retains next is a document of its own and never replaces the turns retained before.
+    /// over (compacted, or each turn sent as a history of its own) begins a new part, so the
+    /// transcript it retains next is a document of its own and never replaces the turns
+    /// retained before. (A turn sent alone, its reply with no history, is the part's next turn.)
     #[serde(default)]
     pub part: u32,
     /// Fingerprints of the current part's user messages (cleaned; 0 for one wholly private), as
@@ -182,8 +183,8 @@ pub struct Session {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// `<private>` spans open where the current part's history begins: the last transcript of
-    /// the part before left them open (a client that sends a turn at a time, a history
-    /// compacted inside a span).
+    /// the part before left them open (a client that sends each turn as a history of its own, a
+    /// history compacted inside a span).
     #[serde(default, skip_serializing_if = "is_none_open")]
     pub open_at_part_start: usize,
     /// The spans the last transcript left open at its end.
