@@ -273,6 +273,11 @@ impl Browser {
         }
         let again = http.get(&url).send().await.unwrap();
         assert_eq!(again.status(), StatusCode::UNAUTHORIZED, "a code works once");
+        // A link cut short says so, not that its code was used (review81's note).
+        let cut = http.get(format!("http://{}/ui/login?code=", d.addr)).send().await.unwrap();
+        assert_eq!(cut.status(), StatusCode::BAD_REQUEST);
+        let v: Value = cut.json().await.unwrap();
+        assert!(v["error"]["message"].as_str().unwrap().contains("no code"), "{v}");
         let cookie = set.split(';').next().unwrap().to_owned();
         Browser { http, origin: format!("http://{}", d.addr), cookie }
     }

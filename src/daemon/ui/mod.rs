@@ -98,6 +98,12 @@ pub struct LoginQuery {
 pub async fn login(State(s): St, q: Result<Query<LoginQuery>, QueryRejection>) -> Result<Response, ApiError> {
     let Query(q) = q?;
     let code = q.code.unwrap_or_default();
+    if code.trim().is_empty() {
+        // Not "already used": a link cut short, or the address typed by hand (review81's note).
+        return Err(ApiError::invalid(
+            "this login link has no code: open the whole link `mneme ui` printed, or run it again",
+        ));
+    }
     let Some(session) = s.ui.redeem(code.trim()) else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
