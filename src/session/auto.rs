@@ -198,7 +198,7 @@ impl Sessions {
             if settings.retain.auto && self.inner.state.takes_retains() {
                 retained = self.retain_turns(&session, &settings, &messages, &end, sent).await?;
             } else {
-                self.pass_over_turns(&session, &settings, &messages, &end).await?;
+                self.pass_over_turns(&session, &settings, &messages, &end, sent).await?;
             }
         }
         drop(turn_lock);
@@ -561,15 +561,25 @@ impl Sessions {
         settings: &Settings,
         messages: &[Message],
         end: &TurnEnd,
+        shape: Sent,
     ) -> Result<(), SessionError> {
         let history = conversation(messages);
-        let omitted = i64::try_from(end.omitted_user_turns).unwrap_or(i64::MAX);
-        let sent = history.iter().filter(|m| m.role == "user").count() as i64;
-        let cleaned = cleaned_each(settings, &history, session.open_at_part_start);
-        let seen = user_prints(&cleaned.each, &history);
         let known = &session.turn_prints;
+        // As in `retain_turns`: a turn sent alone is the part's next turn, read from where the
+        // last transcript ended (a part of its own, begun inside its spans, had a whole history
+        // sent next read with the span that opened before it counted twice).
+        let alone_after_known = shape == Sent::TurnAlone && !known.is_empty();
+        let (omitted, open_before) = match alone_after_known {
+            true => (known.len(), session.open_at_end),
+            false => (end.omitted_user_turns, session.open_at_part_start),
+        };
+        let omitted = i64::try_from(omitted).unwrap_or(i64::MAX);
+        let sent = history.iter().filter(|m| m.role == "user").count() as i64;
+        let cleaned = cleaned_each(settings, &history, open_before);
+        let seen = user_prints(&cleaned.each, &history);
         let mut open_at = (session.open_at_part_start, cleaned.open_at_end);
         let (prints, user_turns) = match place_in_part(known, &seen) {
+            _ if alone_after_known => ([&known[..], &seen[..]].concat(), sent.saturating_add(omitted)),
             // Counted from where the client says it starts; what was seen stays as it was.
             _ if omitted > 0 => (known.clone(), sent.saturating_add(omitted)),
             Placement::Continues if seen.len() > known.len() => (seen, sent),

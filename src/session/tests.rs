@@ -3049,6 +3049,39 @@ async fn a_cwd_leading_to_a_project_named_with_a_private_tag_is_refused() {
     assert!(s.get("a").is_err());
 }
 
+/// A turn sent alone (its reply with no history) while automatic retain is off, inside a span a
+/// whole history opened, and then the whole history again, closing it: the turns after the close
+/// are retained, the one had while it was off and the span's text are not. Passed over as a part
+/// of its own begun inside the span, the whole history was read with the span counted twice, and
+/// every later turn was stored as nothing (as review84 #2 with memory on).
+#[tokio::test]
+async fn a_turn_sent_alone_with_retain_off_keeps_the_part_whole() {
+    let r = rig();
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let (u1, a1) = (m("user", "alpha topic <private> OFFSECRET-1"), m("assistant", "OFFSECRET-1b noted"));
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("o")).await.unwrap();
+    s.agent_end("o", &[u1.clone(), a1.clone()], Turn::Work, TurnEnd::default()).await.unwrap();
+    let mut off = every_turn();
+    off.retain.auto = false;
+    let s = sessions(&r, off).await;
+    s.agent_start("o", "OFFSECRET-2 inside", &[], Turn::Work).await.unwrap();
+    let alone = TurnEnd { reply: Some("OFFSECRET-2b reply".into()), ..TurnEnd::default() };
+    s.agent_end("o", &[], Turn::Work, alone).await.unwrap();
+    let s = sessions(&r, every_turn()).await;
+    let mut history = vec![u1, a1, m("user", "OFFSECRET-2 inside"), m("assistant", "OFFSECRET-2b reply")];
+    history.extend([m("user", "OFFSECRET-3 </private> public three"), m("assistant", "reply three")]);
+    s.agent_end("o", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    history.extend([m("user", "public four"), m("assistant", "reply four")]);
+    s.agent_end("o", &history, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("OFFSECRET"), "{text}");
+    for kept in ["alpha topic", "public three", "reply three", "public four", "reply four"] {
+        assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
+    }
+}
+
 /// A client that sends a turn at a time, whose user closes a span in the next turn's prompt
 /// with nothing after the close: the turns after it are ordinary text, retained (they were all
 /// lost, the session's end included), and nothing inside the span is.
