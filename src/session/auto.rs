@@ -78,7 +78,8 @@ impl Sessions {
             let changed = session.last_prompt.as_deref() != Some(kept.text.as_str())
                 || kept.left_private != session.last_prompt_left_private
                 || kept.closes != session.last_prompt_closes
-                || Some(kept.opens) != session.last_prompt_opens;
+                || Some(kept.opens) != session.last_prompt_opens
+                || Some(kept.open_before) != session.last_prompt_open_before;
             // A command run since the upgrade is none the earlier build saw (its Stop may never
             // come: an interrupted reply), whatever the next transcript holds after it.
             let command_since = session.commands_unseen && is_slash_command(prompt);
@@ -89,6 +90,7 @@ impl Sessions {
                     s.last_prompt_left_private = kept.left_private;
                     s.last_prompt_closes = kept.closes;
                     s.last_prompt_opens = Some(kept.opens);
+                    s.last_prompt_open_before = Some(kept.open_before);
                     if let Some(typed) = typed {
                         if s.commands_since_upgrade.len() < MAX_COMMANDS_SINCE_UPGRADE {
                             s.commands_since_upgrade.push(typed);
@@ -177,6 +179,7 @@ impl Sessions {
                         closes: session.last_prompt_closes,
                         // A record of an earlier build knows only that a span was left open.
                         opens: session.last_prompt_opens.unwrap_or(usize::from(session.last_prompt_left_private)),
+                        open_before: session.alone_turn_opens_inside(),
                     });
                     let known = &session.recent_reply_prints;
                     if prompt.is_some() && conversation(messages).is_empty() {
@@ -257,7 +260,7 @@ impl Sessions {
         let omitted = i64::try_from(omitted_turns).unwrap_or(i64::MAX);
         let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
         let open_before = match omitted_turns {
-            _ if alone_after_known => session.open_at_end,
+            _ if alone_after_known => session.alone_turn_opens_inside(),
             0 => session.open_at_part_start,
             omitted => window_opens_inside(session, omitted, &history),
         };
@@ -570,7 +573,7 @@ impl Sessions {
         // sent next read with the span that opened before it counted twice).
         let alone_after_known = shape == Sent::TurnAlone && !known.is_empty();
         let (omitted, open_before) = match alone_after_known {
-            true => (known.len(), session.open_at_end),
+            true => (known.len(), session.alone_turn_opens_inside()),
             false => (end.omitted_user_turns, session.open_at_part_start),
         };
         let omitted = i64::try_from(omitted).unwrap_or(i64::MAX);

@@ -162,6 +162,13 @@ pub struct Session {
     /// stays hidden until as many are closed.
     #[serde(default)]
     pub last_prompt_opens: Option<usize>,
+    /// The spans open before the latest prompt, as read in the history its agent-start came
+    /// with (`None` in a record of a build before this): a turn sent alone is read from there,
+    /// as its prompt's closes and opens were counted. Read from where the last transcript ended,
+    /// the spans a turn whose end never came opened were not open, and the reply inside them was
+    /// stored (review87 #3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_prompt_open_before: Option<usize>,
     /// Which part of the conversation automatic retain is in: a client whose history starts
     /// over (compacted, or each turn sent as a history of its own) begins a new part, so the
     /// transcript it retains next is a document of its own and never replaces the turns
@@ -294,6 +301,13 @@ impl Session {
     /// The queue its retains join: the parent's for an alias.
     pub fn queue_id(&self) -> &str {
         self.parent.as_deref().unwrap_or(&self.id)
+    }
+
+    /// The spans a turn sent alone (its reply with no history) begins inside: those its prompt
+    /// was read inside at agent-start ([`Session::last_prompt_open_before`]), else those the
+    /// last transcript left open.
+    pub(super) fn alone_turn_opens_inside(&self) -> usize {
+        self.last_prompt_open_before.unwrap_or(self.open_at_end)
     }
 
     /// Moves it to another scope: what was recalled for the old one (the block, the cached

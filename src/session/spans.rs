@@ -278,7 +278,10 @@ pub(super) fn with_current_turn(
             // left open opened again, each one (review80 #1), so what follows is read as it was.
             let closes = "</private>".repeat(kept.closes);
             let opens = "<private>".repeat(kept.opens);
-            let prompt = match (prompt.is_empty(), kept.opens > 0) {
+            // Sent alone, a prompt of no letter or digit ("?") is still its turn's: left out as a
+            // transcript's is, the reply had no turn and was stored nowhere (review87 #4).
+            let nothing_kept = prompt.is_empty() || (alone && !text::has_substance(prompt));
+            let prompt = match (nothing_kept, kept.opens > 0) {
                 (true, true) => format!("{closes}{opens}"),
                 (true, false) => format!("{closes}<private></private>"),
                 (false, true) => format!("{closes}{prompt} {opens}"),
@@ -315,6 +318,9 @@ pub(super) struct KeptPrompt {
     pub closes: usize,
     /// How many spans it opens and leaves open (nested ones each count).
     pub opens: usize,
+    /// How many spans are open before it, as read in its history: what `closes` and `opens`
+    /// count from.
+    pub open_before: usize,
 }
 
 /// A prompt as the session keeps it until its turn ends: cleaned with the spans its history
@@ -348,6 +354,7 @@ pub(super) fn prompt_in_context(
         left_private: open_after > 0,
         closes,
         opens: open_after.saturating_sub(open - closes),
+        open_before: open,
     }
 }
 

@@ -25,6 +25,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         last_prompt_left_private: false,
         last_prompt_closes: 0,
         last_prompt_opens: None,
+        last_prompt_open_before: None,
         part: 0,
         turn_prints: Vec::new(),
         first_turn: 0,
@@ -3047,6 +3048,59 @@ async fn a_cwd_leading_to_a_project_named_with_a_private_tag_is_refused() {
         "{e:?}"
     );
     assert!(s.get("a").is_err());
+}
+
+/// A turn whose end never came (its Stop hook timed out) opened a span; the next turn's
+/// agent-start came with the transcript holding it, and its end alone (no transcript): the reply,
+/// inside the span, is not stored. Read from where the last transcript ended, the span was not
+/// open, and the reply was stored (review87 #3).
+#[tokio::test]
+async fn a_turn_sent_alone_is_read_inside_the_spans_its_prompt_was_read_inside() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("g")).await.unwrap();
+        let one = [m("user", "q1 public"), m("assistant", "a1 answer")];
+        s.agent_end("g", &one, Turn::Work, TurnEnd::default()).await.unwrap();
+        let opens = "q2 public <private>ENDLESS-SECRET-a";
+        s.agent_start("g", opens, &one, Turn::Work).await.unwrap();
+        let mut two = one.to_vec();
+        two.extend([m("user", opens), m("assistant", "ENDLESS-SECRET-b")]);
+        s.agent_start("g", "ENDLESS-SECRET-c", &two, Turn::Work).await.unwrap();
+        let alone = TurnEnd { last: true, reply: Some("ENDLESS-SECRET-d reply".into()), ..TurnEnd::default() };
+        s.agent_end("g", &[], Turn::Work, alone).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("ENDLESS-SECRET"), "{text}");
+        assert_eq!(text.matches("a1 answer").count(), 1, "{text}");
+    }
+}
+
+/// A turn sent alone whose prompt has no letter or digit ("?", an emoji) is a turn: its reply
+/// had no prompt, counted no turn, and was stored nowhere (review87 #4).
+#[tokio::test]
+async fn a_turn_sent_alone_with_a_prompt_of_no_letters_keeps_its_reply() {
+    for settings in [every_turn(), last_turn(1, 0), Settings::default()] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        s.start(start("q")).await.unwrap();
+        for (prompt, reply, last) in [
+            ("why does the build fail on arm64?", "the linker MARKER-ONE is missing", false),
+            ("?", "the flag MARKER-TWO goes in .cargo/config.toml", false),
+            ("\u{1F44D}", "glad it works MARKER-THREE", false),
+            ("thanks", "you are welcome MARKER-FOUR", true),
+        ] {
+            s.agent_start("q", prompt, &[], Turn::Work).await.unwrap();
+            let end = TurnEnd { last, reply: Some(reply.into()), ..TurnEnd::default() };
+            s.agent_end("q", &[], Turn::Work, end).await.unwrap();
+        }
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for kept in ["MARKER-ONE", "MARKER-TWO", "MARKER-THREE", "MARKER-FOUR", "arm64?", "thanks"] {
+            assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
+        }
+    }
 }
 
 /// A turn sent alone (its reply with no history) while automatic retain is off, inside a span a
