@@ -313,19 +313,40 @@ async fn refusing_proxy(
     refused: &'static str,
     refusing: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> String {
+    proxy(target, move |method, _path, body| {
+        let names_it = String::from_utf8_lossy(body).contains(&format!("\"document_id\":\"{refused}\""));
+        let refuses = method == axum::http::Method::POST && refusing.load(std::sync::atomic::Ordering::SeqCst);
+        (refuses && names_it).then(|| {
+            let detail =
+                r#"{"detail": [{"loc": ["body", "items", 0], "msg": "refused by the test", "type": "value_error"}]}"#;
+            (axum::http::StatusCode::UNPROCESSABLE_ENTITY, detail.to_owned())
+        })
+    })
+    .await
+}
+
+/// A proxy to `target` (a real Hindsight server) that answers what `fault` says instead of
+/// forwarding, for the faults the real server cannot be made to give on demand.
+async fn proxy(
+    target: String,
+    fault: impl Fn(&axum::http::Method, &str, &[u8]) -> Option<(axum::http::StatusCode, String)>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+) -> String {
     use axum::body::Bytes;
     use axum::http::{Method, StatusCode, Uri};
     let client = reqwest::Client::new();
     let app = axum::Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
-        let (client, target, refusing) = (client.clone(), target.clone(), refusing.clone());
+        let (client, target, fault) = (client.clone(), target.clone(), fault.clone());
         async move {
-            let names_it = String::from_utf8_lossy(&body).contains(&format!("\"document_id\":\"{refused}\""));
-            if method == Method::POST && refusing.load(std::sync::atomic::Ordering::SeqCst) && names_it {
-                let detail = r#"{"detail": [{"loc": ["body", "items", 0], "msg": "refused by the test", "type": "value_error"}]}"#;
-                return (StatusCode::UNPROCESSABLE_ENTITY, [("content-type", "application/json")], detail.to_owned());
+            if let Some((status, detail)) = fault(&method, uri.path(), &body) {
+                return (status, [("content-type", "application/json")], detail);
             }
             let url = format!("{target}{}", uri.path_and_query().map_or("", |p| p.as_str()));
-            let sent = client.request(method, url).header("content-type", "application/json").body(body).send().await.unwrap();
+            let sent =
+                client.request(method, url).header("content-type", "application/json").body(body).send().await.unwrap();
             let status = StatusCode::from_u16(sent.status().as_u16()).unwrap();
             (status, [("content-type", "application/json")], sent.text().await.unwrap())
         }
@@ -378,6 +399,81 @@ async fn a_part_stored_before_its_batch_failed_is_not_stored_again() {
     };
     assert_eq!(document("docD").await, "AAA the first text of document D\nCCC appended to D");
     assert_eq!(document("docE").await, "BBB document E");
+}
+
+/// A clear of every bank whose server fails on one of them clears the others all the same, says
+/// which it cleared and which not, and the sessions of the banks cleared go on after it. Taken for
+/// a clear that did nothing (a bare "backend unavailable", no notice), a session's next turn
+/// stored the cleared conversation again (review88 #6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clear_of_every_bank_that_fails_on_one_says_what_it_cleared() {
+    let Some(url) = peer() else { return };
+    let base = fresh("partclear");
+    let (otter, beaver) = (format!("{base}-otter"), format!("{base}-beaver"));
+    chunk_bank(&url, &otter).await;
+    chunk_bank(&url, &beaver).await;
+    let failing = format!("/banks/{beaver}/");
+    let proxy = proxy(url.clone(), move |method, path, _| {
+        (method == axum::http::Method::DELETE && path.contains(&failing))
+            .then(|| (axum::http::StatusCode::INTERNAL_SERVER_ERROR, r#"{"detail": "boom"}"#.to_owned()))
+    })
+    .await;
+    let config = config(&proxy, &base, "[retain]\nevery_n_turns = 1\n");
+    let d = Daemon::start(&config.replace("[hindsight]", "scoping = \"per-project\"\n[hindsight]"));
+    d.start_session("s", "/src/Otter").await;
+    d.start_session("t", "/src/Beaver").await;
+    let turn = |n: &str| {
+        [
+            json!({"role": "user", "content": format!("otter turn {n}")}),
+            json!({"role": "assistant", "content": format!("reply {n}")}),
+        ]
+    };
+    let one: Vec<_> = turn("one CLEARED-7").into_iter().collect();
+    assert_eq!(d.post("/v1/sessions/s/agent-end", json!({"messages": one})).await.0, 200);
+    d.post("/v1/sessions/t/retain", json!({"items": [{"content": "beaver uses postgres"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    assert_eq!(wait_bank(&url, &beaver, 1).await, vec!["beaver uses postgres"]);
+    let document = |id: &'static str| {
+        let (url, otter) = (url.clone(), otter.clone());
+        async move {
+            let r = reqwest::get(format!("{url}/v1/default/banks/{otter}/documents/{id}")).await.unwrap();
+            let v: serde_json::Value = r.json().await.unwrap_or_default();
+            v["original_text"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    for _ in 0..100 {
+        if !document("s").await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(document("s").await.contains("CLEARED-7"));
+
+    let (status, v) = d.post("/v1/clear", json!({"all": true, "remote": true})).await;
+    assert_eq!(status, 503, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{otter:?}")) && message.contains(&format!("Not cleared: {beaver:?}")),
+        "{message}"
+    );
+    let (_, n) = d.get("/v1/notices?limit=100").await;
+    assert!(n.to_string().contains("Clear: the backend failed"), "{n}");
+    assert_eq!(document("s").await, "", "the otter bank was cleared");
+    assert_eq!(bank_texts(&url, &beaver).await, vec!["beaver uses postgres"], "the beaver bank was not");
+
+    // The session of the bank cleared goes on after the clear: its next turn alone.
+    let mut two = one;
+    two.extend(turn("two"));
+    assert_eq!(d.post("/v1/sessions/s/agent-end", json!({"messages": two})).await.0, 200);
+    d.post("/v1/flush", json!({})).await;
+    for _ in 0..100 {
+        if !document("s-part2").await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(document("s-part2").await.contains("otter turn two"));
+    assert_eq!(document("s").await, "", "the cleared turn stored again");
 }
 
 /// A clear while the server is down drops what is queued all the same: the answer and a notice

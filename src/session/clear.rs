@@ -182,25 +182,36 @@ impl Sessions {
         ids.extend(self.ended_sessions(in_scope.clone()).await);
         let _turns = self.hold_turns(ids.clone()).await;
         let queue = &self.inner.queue;
-        let (discarded, report) = if one_scope {
-            queue.discard_scope_then(&scope, backend.clear(&scope, what)).await?
+        let (discarded, cleared) = if one_scope {
+            let clear = async { BanksCleared::of_one(backend.clear(&scope, what).await) };
+            queue.discard_scope_then(&scope, clear).await?
         } else {
             queue.discard_then(None, self.clear_every_bank(&scope, what)).await?
         };
-        // The backend could not be asked (an outage): what was queued is gone all the same, and
-        // is forgotten by the sessions as after a clear the backend did; the answer says so (a
-        // bare "backend unavailable" read as if nothing had been cleared: review82 #4).
-        let report = match report {
-            Ok(report) => report,
-            Err(error) if discarded == 0 => return Err(error.into()),
-            Err(error) => {
-                let done = format!(
-                    "{discarded} queued {} dropped before {} stored; clear again once the backend answers, for what it already stores",
-                    if discarded == 1 { "memory was" } else { "memories were" },
-                    if discarded == 1 { "it was" } else { "they were" },
-                );
+        // The backend failed: what was queued is gone all the same, and the banks cleared before
+        // the failure are (a bank at a time under `per-project`; a server may delete part of one
+        // before it fails), so the sessions go on as after a clear the backend did. Taken for a
+        // clear that did nothing, a session's next turn stored the cleared conversation again
+        // (review88 #6); a bare "backend unavailable" read as if nothing had been cleared
+        // (review82 #4).
+        let report = match cleared.failed {
+            None => cleared.report,
+            Some(error) => {
+                let mut done = Vec::new();
+                if !cleared.report.message.is_empty() {
+                    done.push(format!("before it failed: {}", cleared.report.message));
+                }
+                if discarded > 0 {
+                    done.push(format!(
+                        "{discarded} queued {} dropped before {} stored",
+                        if discarded == 1 { "memory was" } else { "memories were" },
+                        if discarded == 1 { "it was" } else { "they were" },
+                    ));
+                }
+                done.push("clear again once the backend answers, for what it still stores".into());
+                let done = done.join("; ");
                 self.after_clear(ids, in_scope, &req, &scope).await;
-                let message = format!("Clear: the backend could not be asked ({error}); {done}.");
+                let message = format!("Clear: the backend failed ({error}); {done}.");
                 self.inner
                     .notices
                     .emit(Level::Warning, backend.id().as_str(), req.session_id.as_deref(), message)
@@ -255,22 +266,53 @@ impl Sessions {
 
     /// Clears everything: on a backend that is read a bank at a time (a Hindsight server), every
     /// bank of this configuration it lists under `per-project` scoping, not only the base bank
-    /// (`--all --remote` left every project's memories on the server).
-    async fn clear_every_bank(&self, base: &Scope, what: ClearWhat) -> Result<ClearReport, BackendError> {
+    /// (`--all --remote` left every project's memories on the server). A bank that fails does
+    /// not stop the others: each is asked, and the report says which were cleared.
+    async fn clear_every_bank(&self, base: &Scope, what: ClearWhat) -> BanksCleared {
         let backend = self.backend();
         if backend.capabilities().lists_every_bank || what != ClearWhat::Remote {
-            return backend.clear(base, what).await;
+            return BanksCleared::of_one(backend.clear(base, what).await);
         }
-        let listed = backend.banks().await?.into_iter().map(|b| b.bank);
+        let listed = match backend.banks().await {
+            Ok(banks) => banks.into_iter().map(|b| b.bank),
+            Err(e) => return BanksCleared::of_one(Err(e)),
+        };
         let banks = super::scope::banks_of_configuration(&self.settings(), listed);
         let mut messages = Vec::with_capacity(banks.len());
         let mut deleted = Some(0);
+        let (mut failed, mut not_cleared) = (None, Vec::new());
         for bank in banks {
-            let report = backend.clear(&Scope { bank, tags: vec![] }, what).await?;
-            deleted = deleted.zip(report.deleted).map(|(a, b)| a + b);
-            messages.push(report.message);
+            match backend.clear(&Scope { bank: bank.clone(), tags: vec![] }, what).await {
+                Ok(report) => {
+                    deleted = deleted.zip(report.deleted).map(|(a, b)| a + b);
+                    messages.push(report.message);
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    not_cleared.push(format!("{bank:?}"));
+                }
+            }
         }
-        Ok(ClearReport { deleted, message: messages.join(" ") })
+        if !not_cleared.is_empty() && !messages.is_empty() {
+            messages.push(format!("Not cleared: {}.", not_cleared.join(", ")));
+        }
+        BanksCleared { report: ClearReport { deleted, message: messages.join(" ") }, failed }
+    }
+}
+
+/// What the backend's part of a clear did: the banks it cleared, and the first failure.
+struct BanksCleared {
+    /// What was cleared (an empty message: nothing is known to be).
+    report: ClearReport,
+    failed: Option<BackendError>,
+}
+
+impl BanksCleared {
+    fn of_one(result: Result<ClearReport, BackendError>) -> Self {
+        match result {
+            Ok(report) => BanksCleared { report, failed: None },
+            Err(e) => BanksCleared { report: ClearReport { deleted: None, message: String::new() }, failed: Some(e) },
+        }
     }
 }
 
