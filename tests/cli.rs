@@ -176,6 +176,15 @@ fn a_storage_dir_changed_under_a_running_daemon_is_said() {
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("keeps its token elsewhere") && err.contains("storage.dir was changed"), "{err}");
+    // A token file emptied since is said to be, not taken for another daemon's (review88 #4).
+    let token = d.dir.path().join("data").join("token");
+    let kept = std::fs::read(&token).unwrap();
+    std::fs::write(&token, "").unwrap();
+    let out = d.cli().arg("status").output().unwrap();
+    std::fs::write(&token, kept).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is empty") && err.contains("restart"), "{err}");
 }
 
 /// A config that is a FIFO (no writer) is read by no command: with no daemon to reach, `status`

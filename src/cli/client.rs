@@ -225,6 +225,13 @@ impl Client {
             // A daemon answers, yet never wrote its token here: it runs on another dir, or is
             // another user's. None of this config's runs, and nothing was sent: exit 3, as for
             // a daemon that proves another token (it was exit 1).
+            // Emptied since (by hand, or a restore): not another daemon's doing (review88 #4).
+            Ok(None) if token_path.exists() => {
+                return Err(CliError::Other(format!(
+                    "the token file {} is empty: a daemon writes its token there when it starts; restart the one at {addr} to write it again",
+                    token_path.display()
+                )))
+            }
             Ok(None) => {
                 return Err(CliError::NotRunning(format!(
                     "no mneme daemon of this config is running: the daemon at {addr} keeps its token elsewhere, there is none at {} (another storage dir's daemon or another user's; or storage.dir was changed after it started: restart it to apply)",

@@ -249,7 +249,13 @@ pub async fn mcp_headers(config: Option<&Path>) -> Result<ExitCode, CliError> {
     // Read as the daemon reads it: not a link, nor another user's file (review81 #1).
     let token = crate::files::read_token(&token_path)
         .map_err(|problem| CliError::Other(problem.to_string()))?
-        .ok_or_else(|| CliError::Other(format!("there is no token at {}: is mneme running?", token_path.display())))?;
+        .ok_or_else(|| {
+            let what = if token_path.exists() { "the token file is empty at" } else { "there is no token at" };
+            CliError::Other(format!(
+                "{what} {}: is mneme running? (it writes its token when it starts)",
+                token_path.display()
+            ))
+        })?;
     // Claude Code sends these headers to the server's URL, which it names to the helper: only a
     // daemon there that proves it holds the token is given it. What answers on that port may be
     // another user's process, which took it while the daemon was down, or since the daemon
