@@ -14,7 +14,7 @@ use super::placement::{
     slices_before, taken_back_from_document, user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE,
     MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
-use super::record::{reply_print, MAX_RECENT_REPLIES};
+use super::record::{reply_print, AloneSlice, MAX_ALONE_SLICES, MAX_RECENT_REPLIES};
 use super::spans::{
     carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, prompt_in_context, spans_carried,
     window_opens_inside, with_current_turn, KeptPrompt, SpansCarried,
@@ -352,6 +352,12 @@ impl Sessions {
                 // repeated with another reply: see `same_prompt_another_reply`).
                 let reply_print = last_reply_print(&history, &cleaned.each);
                 self.keep_last_reply(&session, reply_print, &history, &cleaned.each).await?;
+                let kept = cleaned.into_kept();
+                let (queued, slice) = self.retain_tail_sliced(&session, &history, &kept, user_turns).await?;
+                if let Some(document) = slice {
+                    self.keep_alone_slice(&session, user_turns - 1, document).await?;
+                }
+                return Ok(queued);
             }
             // Only the new turns are stored: a stray close hides what precedes it of them.
             return self.retain_tail(&session, &history, &cleaned.into_kept(), user_turns).await;
@@ -454,6 +460,9 @@ impl Sessions {
                     }
                     _ => session.clone(),
                 };
+                if !session.alone_slices.is_empty() {
+                    self.complete_alone_slices(&session, &history, &each).await?;
+                }
                 (session, each)
             }
             Placement::Window(k) => {
@@ -628,6 +637,18 @@ impl Sessions {
         each: &[Option<Message>],
         user_turns: i64,
     ) -> Result<usize, SessionError> {
+        Ok(self.retain_tail_sliced(session, history, each, user_turns).await?.0)
+    }
+
+    /// [`Sessions::retain_tail`], with the document the new turns went to when they are a slice
+    /// of the part (`full-session`).
+    async fn retain_tail_sliced(
+        &self,
+        session: &Session,
+        history: &[Message],
+        each: &[Option<Message>],
+        user_turns: i64,
+    ) -> Result<(usize, Option<String>), SessionError> {
         let mut retained_turns = session.retained_turns;
         let mut queued = 0;
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > retained_turns) {
@@ -637,7 +658,7 @@ impl Sessions {
         }
         let new_turns = user_turns - retained_turns;
         if new_turns <= 0 {
-            return Ok(queued);
+            return Ok((queued, None));
         }
         let target = last_turns_cleaned(each, history, new_turns);
         let content = transcript(&target);
@@ -653,10 +674,62 @@ impl Sessions {
                 let pending = PendingRetain { content, document_id, user_turns, sliced_from };
                 self.queue_pending(session, &pending).await?;
                 queued += 1;
+                return Ok((queued, sliced_from.map(|_| pending.document_id)));
             }
             None => self.mark_retained(&session.id, user_turns).await?,
         }
-        Ok(queued)
+        Ok((queued, None))
+    }
+
+    /// Keeps a turn sent alone, stored as a slice of the part (`document`), for a whole
+    /// transcript to complete ([`Session::alone_slices`]).
+    async fn keep_alone_slice(&self, session: &Session, turn: i64, document: String) -> Result<(), SpoolError> {
+        self.save_change(&session.id, false, |s| {
+            if s.alone_slices.len() >= MAX_ALONE_SLICES {
+                s.alone_slices.remove(0);
+            }
+            s.alone_slices.push(AloneSlice { part: s.part, turn, document });
+        })
+        .await
+    }
+
+    /// Gives the documents of the part's turns sent alone ([`Session::alone_slices`]) each turn
+    /// as a whole transcript holds it (`history`, cleaned: `each`), once the transcript holds the
+    /// turn after it (so it is whole): the part's document leaves those turns out, and what the
+    /// agent wrote before its last reply was stored nowhere (review87 #6). Those of another part,
+    /// or no longer slices (a rewind took them back), are dropped.
+    async fn complete_alone_slices(
+        &self,
+        session: &Session,
+        history: &[Message],
+        each: &[Option<Message>],
+    ) -> Result<(), SessionError> {
+        let sliced = |turn: i64| session.sliced.iter().any(|&(from, to)| from <= turn && turn < to);
+        let held_whole = |turn: i64| first_message_of_turn(history, turn + 1) < history.len();
+        let mut done = Vec::new();
+        for slice in &session.alone_slices {
+            if slice.part != session.part || !sliced(slice.turn) {
+                done.push(slice.clone());
+                continue;
+            }
+            if !held_whole(slice.turn) {
+                continue;
+            }
+            let (from, to) =
+                (first_message_of_turn(history, slice.turn), first_message_of_turn(history, slice.turn + 1));
+            let turn: Vec<Message> = each[from..to].iter().flatten().cloned().collect();
+            // Wholly hidden in the transcript (spans it shows): the slice keeps what it was given.
+            // Its turn counts as retained already, and the part's pending tail stays as it is.
+            if let Some(content) = transcript(&turn) {
+                let item = transcript_item(&self.settings(), content, slice.document.clone());
+                self.inner.queue.enqueue(&session.id, &session.scope, vec![item]).await?;
+            }
+            done.push(slice.clone());
+        }
+        if !done.is_empty() {
+            self.save_change(&session.id, false, |s| s.alone_slices.retain(|a| !done.contains(a))).await?;
+        }
+        Ok(())
     }
 
     /// A document of its own for some of the session's turns, named after the last one it was
@@ -830,14 +903,7 @@ impl Sessions {
 
     /// Queues a prepared transcript and records its turns as retained.
     pub(super) async fn queue_pending(&self, session: &Session, pending: &PendingRetain) -> Result<(), SpoolError> {
-        let settings = self.settings();
-        let item = NewItem {
-            content: pending.content.clone(),
-            context: Some(settings.retain.context.clone()),
-            kind: MemoryType::Experience,
-            document_id: Some(pending.document_id.clone()),
-            ..NewItem::default()
-        };
+        let item = transcript_item(&self.settings(), pending.content.clone(), pending.document_id.clone());
         // The turn and the count that says it is retained in one spool transaction: a crash
         // between the two left it spooled and not counted, and the client's resend stored it a
         // second time (in `last-turn` mode under a document of its own). Under the session's
@@ -940,6 +1006,17 @@ fn last_turns_cleaned(each: &[Option<Message>], history: &[Message], turns: i64)
 /// The stored text of some turns (each already cleaned, see [`cleaned_each`]); `None` when
 /// nothing is worth keeping. Memory tags are stripped message by message (SPEC §4), never across
 /// two messages.
+/// A transcript of automatic retain as the queue takes it.
+fn transcript_item(settings: &Settings, content: String, document_id: String) -> NewItem {
+    NewItem {
+        content,
+        context: Some(settings.retain.context.clone()),
+        kind: MemoryType::Experience,
+        document_id: Some(document_id),
+        ..NewItem::default()
+    }
+}
+
 fn transcript(turns: &[Message]) -> Option<String> {
     text::retention_transcript(turns, true).text
 }

@@ -491,6 +491,7 @@ impl Sessions {
                     recent_reply_prints: ended.recent_reply_prints.clone(),
                     hidden_from_turns: ended.hidden_from_turns.clone(),
                     sliced: ended.sliced.clone(),
+                    alone_slices: Vec::new(),
                     part_stored: ended.part_stored,
                     format: SESSION_FORMAT,
                     commands_unseen: ended.format < 2 && !ended.turn_prints.is_empty(),

@@ -96,6 +96,8 @@ pub(super) fn renumber_turns(s: &mut Session, positions: &[usize], users: &[&str
     for slice in &mut s.sliced {
         *slice = (moved(slice.0), moved(slice.1));
     }
+    // Numbered as the turns were before: no longer the turns their slices hold.
+    s.alone_slices.clear();
     if let Some(p) = s.part_stored.as_mut() {
         p.turns = kept_as_text(p.turns);
     }

@@ -23,6 +23,21 @@ pub struct PendingRetain {
     pub sliced_from: Option<i64>,
 }
 
+/// A turn sent alone, stored as a slice of its part ([`Session::alone_slices`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AloneSlice {
+    /// The part it belongs to.
+    pub part: u32,
+    /// The user turn (from 0).
+    pub turn: i64,
+    /// Its document.
+    pub document: String,
+}
+
+/// The most turns sent alone a session keeps for a whole transcript to complete
+/// ([`Session::alone_slices`]): a client that only ever sends turns alone keeps the latest.
+pub(super) const MAX_ALONE_SLICES: usize = 32;
+
 /// What automatic retain knows of a session that ended, among the last [`ENDED_KEPT`], in case the
 /// agent starts it again under the same id (a resumed conversation): its part and its turns'
 /// fingerprints, so its next transcript goes on where it stopped instead of replacing the part
@@ -233,6 +248,13 @@ pub struct Session {
     /// followed stored them a second time in it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sliced: Vec<(i64, i64)>,
+    /// The part's turns sent alone (a reply with no transcript) and stored as slices
+    /// (`full-session`), newest last, at most [`MAX_ALONE_SLICES`]: a whole transcript that
+    /// holds one of them and the turn after it gives its document the turn as the transcript
+    /// holds it (the agent's messages before its last reply, or after a stop a hook blocked,
+    /// which the turn sent alone lacks; the part's document leaves the turn out: review87 #6).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alone_slices: Vec<AloneSlice>,
     /// What the part's document was last given (`full-session`): a later transcript holding less
     /// of those turns does not replace it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

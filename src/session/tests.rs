@@ -38,6 +38,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         recent_reply_prints: Vec::new(),
         hidden_from_turns: Vec::new(),
         sliced: Vec::new(),
+        alone_slices: Vec::new(),
         part_stored: None,
         format: SESSION_FORMAT,
         commands_unseen: false,
@@ -3074,6 +3075,39 @@ async fn a_turn_sent_alone_is_read_inside_the_spans_its_prompt_was_read_inside()
         let text = stored(&r).await;
         assert!(!text.contains("ENDLESS-SECRET"), "{text}");
         assert_eq!(text.matches("a1 answer").count(), 1, "{text}");
+    }
+}
+
+/// A turn sent alone (its transcript not readable yet: the Stop hook sends the last reply) is
+/// given its document again as the next whole transcript holds it, in `full-session` mode: the
+/// part's document leaves the turn out, and the agent's messages before its last reply were
+/// stored nowhere (review87 #6). Each text once.
+#[tokio::test]
+async fn a_turn_sent_alone_is_completed_by_the_next_whole_transcript() {
+    for settings in [every_turn(), Settings::default()] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("w")).await.unwrap();
+        let one = [m("user", "why does the build fail?"), m("assistant", "the linker is missing")];
+        s.agent_end("w", &one, Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_start("w", "fix it then", &one, Turn::Work).await.unwrap();
+        let alone = TurnEnd { reply: Some("Done, the build passes.".into()), ..TurnEnd::default() };
+        s.agent_end("w", &[], Turn::Work, alone).await.unwrap();
+        let mut whole = one.to_vec();
+        whole.extend([
+            m("user", "fix it then"),
+            m("assistant", "MIDDLE-STEP: installed lld and set it in .cargo/config.toml"),
+            m("assistant", "Done, the build passes."),
+            m("user", "thanks"),
+            m("assistant", "you are welcome"),
+        ]);
+        s.agent_end("w", &whole, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for kept in ["why does the build fail?", "fix it then", "MIDDLE-STEP", "Done, the build passes.", "thanks"] {
+            assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
+        }
     }
 }
 
