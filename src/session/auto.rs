@@ -308,6 +308,12 @@ impl Sessions {
             let omitted = omitted_turns;
             let known = &session.turn_prints;
             let mut session = session.clone();
+            // Printed as stored: a stray close hides what precedes it (the window began inside
+            // a span it closes, its client not putting the tag back), and a print of that text
+            // kept in the spool gave a short secret to whoever tries each value (review87 #5).
+            // As hidden turns, they agree with the part's turns read inside the span.
+            let kept = cleaned.into_kept();
+            let seen = user_prints(&kept, &history);
             if omitted <= known.len().saturating_add(MAX_UNKNOWN_TURNS) {
                 let mut prints = known[..omitted.min(known.len())].to_vec();
                 prints.resize(omitted, UNKNOWN_TURN);
@@ -350,9 +356,8 @@ impl Sessions {
             if alone_after_known {
                 // Known as the last reply, as a whole history's is (a resend of it, a prompt
                 // repeated with another reply: see `same_prompt_another_reply`).
-                let reply_print = last_reply_print(&history, &cleaned.each);
-                self.keep_last_reply(&session, reply_print, &history, &cleaned.each).await?;
-                let kept = cleaned.into_kept();
+                let reply_print = last_reply_print(&history, &kept);
+                self.keep_last_reply(&session, reply_print, &history, &kept).await?;
                 let (queued, slice) = self.retain_tail_sliced(&session, &history, &kept, user_turns).await?;
                 if let Some(document) = slice {
                     self.keep_alone_slice(&session, user_turns - 1, document).await?;
@@ -360,7 +365,7 @@ impl Sessions {
                 return Ok(queued);
             }
             // Only the new turns are stored: a stray close hides what precedes it of them.
-            return self.retain_tail(&session, &history, &cleaned.into_kept(), user_turns).await;
+            return self.retain_tail(&session, &history, &kept, user_turns).await;
         }
         // A whole history that holds the previous part, then this part's turns and more: the
         // part began with a turn sent alone (a client that had no transcript to send that turn),

@@ -3111,6 +3111,43 @@ async fn a_turn_sent_alone_is_completed_by_the_next_whole_transcript() {
     }
 }
 
+/// A transcript sent without its start that begins inside a span (its client did not put the
+/// tag back) and closes it: the turns the stray close hides keep no print of their text in the
+/// session's record, where a short secret was found by trying each value, and the whole
+/// transcript after it is the part again, each turn stored once (review87 #5).
+#[tokio::test]
+async fn a_window_begun_inside_a_span_keeps_no_print_of_what_its_close_hides() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    let m = |role: &str, text: &str| Message::new(role, text);
+    s.start(start("g")).await.unwrap();
+    let turns = [
+        [m("user", "q1 public"), m("assistant", "a1 answer, now tell me the PIN <private>")],
+        [m("user", "8351"), m("assistant", "noted")],
+        [m("user", "</private> q3 public"), m("assistant", "a3 answer")],
+        [m("user", "q4 public"), m("assistant", "a4 answer")],
+        [m("user", "q5 public"), m("assistant", "a5 answer")],
+        [m("user", "q6 public"), m("assistant", "a6 answer")],
+    ];
+    let history = |n: usize| turns[..n].iter().flatten().cloned().collect::<Vec<_>>();
+    for n in 1..=4 {
+        s.agent_end("g", &history(n), Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    let window = history(5)[2..].to_vec();
+    let cut = TurnEnd { omitted_user_turns: 1, ..TurnEnd::default() };
+    s.agent_end("g", &window, Turn::Work, cut).await.unwrap();
+    let print = super::placement::message_print("8351").to_string();
+    let saved: String = r.spool.sessions().await.unwrap().into_iter().map(|(_, record)| record).collect();
+    assert!(!saved.contains(&print), "{saved}");
+    s.agent_end("g", &history(6), Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("8351") && !text.contains("noted"), "{text}");
+    for kept in ["q1 public", "q3 public", "a3 answer", "q4 public", "q5 public", "a5 answer", "q6 public"] {
+        assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
+    }
+}
+
 /// A turn sent alone whose prompt has no letter or digit ("?", an emoji) is a turn: its reply
 /// had no prompt, counted no turn, and was stored nowhere (review87 #4).
 #[tokio::test]
