@@ -101,7 +101,7 @@ impl Inner {
         }
         let unavailable = result.as_ref().is_err_and(|e| matches!(e.cause(), BackendError::Unavailable { .. }));
         self.with_shell(session, |q| {
-            q.failed_deliveries += u64::from(result.is_err() && !switched);
+            q.failed_items += if result.is_err() && !switched { n } else { 0 };
             q.last_delivery = Some(last);
             q.unavailable_tries = if unavailable { q.unavailable_tries.saturating_add(1) } else { 0 };
         });

@@ -131,9 +131,9 @@ impl Trigger {
 struct SessionShell {
     /// Serialises the session's flushes.
     lock: Arc<tokio::sync::Mutex<()>>,
-    /// Deliveries of the session that failed (a flush that waited for one under way tells by it
-    /// whether that one failed meanwhile).
-    failed_deliveries: u64,
+    /// Items of the session whose delivery failed, counted once a try (a flush that waited for
+    /// one under way tells by it whether, and how much of, that one failed meanwhile).
+    failed_items: u64,
     /// How the session's last delivery went, for the web view.
     last_delivery: Option<LastDelivery>,
     /// Deliveries of this session in a row that the server answered it could not serve (429,
@@ -753,21 +753,24 @@ impl Inner {
     async fn run_flush(self: &Arc<Self>, session: &str, trigger: Trigger) -> FlushReport {
         let _not_clearing = self.clearing.read().await;
         let (lock, delivered_before, failed_before) =
-            self.with_shell(session, |q| (q.lock.clone(), q.delivered, q.failed_deliveries));
+            self.with_shell(session, |q| (q.lock.clone(), q.delivered, q.failed_items));
         let _serial = lock.lock().await;
         let settings = self.settings();
         let rules = Rules::from(&settings);
         let (delivered_meanwhile, failed_meanwhile) = self.with_shell(session, |q| {
-            (q.delivered.saturating_sub(delivered_before), q.failed_deliveries > failed_before)
+            (q.delivered.saturating_sub(delivered_before), q.failed_items.saturating_sub(failed_before))
         });
         // An explicit flush that waited for the session's delivery under way, which failed
         // meanwhile, sends nothing again at once: that answer is the one it would get, and a
         // hung server made the flush wait two of its timeouts, past the CLI's (review82 #5).
         // (The shell is kept while this flush holds its lock: the count is the session's.)
-        if trigger == Trigger::Explicit && failed_meanwhile {
+        // Failed: what is held for a retry, or what failed for good (dead letters, which are held
+        // no longer: counted as none, the flush read as a success).
+        if trigger == Trigger::Explicit && failed_meanwhile > 0 {
             let held = self.batcher.locked().held(session);
             self.flush_ended(session, rules);
-            return FlushReport { delivered: delivered_meanwhile, failed: held, ..FlushReport::default() };
+            let failed = held.max(failed_meanwhile);
+            return FlushReport { delivered: delivered_meanwhile, failed, ..FlushReport::default() };
         }
         if trigger == Trigger::Size {
             // Cleared only now, so that while this flush waits for the one running, arrivals do

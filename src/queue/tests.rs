@@ -846,6 +846,23 @@ async fn a_flush_that_waited_for_a_delivery_that_failed_sends_nothing_again() {
     assert_eq!(b.running.load(Ordering::SeqCst), 0);
 }
 
+/// ... nor one that failed for good: its items, dead letters, are held no longer, and the flush
+/// that waited answered "0 failed" (a success to the CLI) for the delivery it waited for.
+#[tokio::test]
+async fn a_flush_that_waited_for_a_delivery_that_failed_for_good_says_so() {
+    let b = TestBackend::new(&[Mode::HangPermanent]);
+    let r = rig(b.clone(), settings());
+    let first = flush_under_way(&r, 2).await;
+    let q = r.queue.clone();
+    let second = tokio::spawn(async move { q.flush("s").await });
+    r.advance(10).await;
+    b.release.notify_one();
+    assert_eq!(first.await.unwrap().failed, 2);
+    let second = tokio::time::timeout(Duration::from_secs(5), second).await.unwrap().unwrap();
+    assert_eq!((second.delivered, second.failed), (0, 2));
+    assert_eq!(r.queue.depths().await.dead, 2);
+}
+
 /// ... and one that waited for a delivery that succeeded says it was delivered (review84 #3: the
 /// failure count, kept with the batcher's state of the session, went with it once the first
 /// flush left the session idle, and the count's change was taken for a failure).
