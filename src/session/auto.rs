@@ -339,7 +339,7 @@ impl Sessions {
                             s.turn_prints = prints;
                             s.retained_turns = s.retained_turns.min(at);
                             s.pending = None;
-                            slices_before(&mut s.sliced, at);
+                            slices_before(s, at);
                             taken_back_from_document(s, at);
                         });
                         if let Some(updated) = updated {
@@ -425,7 +425,7 @@ impl Sessions {
                     s.retained_turns = s.retained_turns.min(k as i64);
                     s.pending = None;
                     s.open_at_end = branch_open;
-                    slices_before(&mut s.sliced, k as i64);
+                    slices_before(s, k as i64);
                     taken_back_from_document(s, k as i64);
                 });
                 // Ended meanwhile: nothing saved (a record would bring it back).
@@ -450,7 +450,7 @@ impl Sessions {
                 // stored long ago. Those it hid stay hidden once their turn is retained
                 // (`Session::hidden_from_turns`).
                 let retained_from = first_message_of_turn(&history, session.retained_turns);
-                let hides_kept = cleaned.hidden_before > retained_from;
+                let (hidden_before, hides_kept) = (cleaned.hidden_before, cleaned.hidden_before > retained_from);
                 let (each, froms) =
                     cleaned.into_kept_by_closes(&history, session.retained_turns, &session.hidden_from_turns);
                 // Not from a history holding fewer of them (a late copy): the closes it lacks
@@ -466,7 +466,7 @@ impl Sessions {
                     _ => session.clone(),
                 };
                 if !session.alone_slices.is_empty() {
-                    self.complete_alone_slices(&session, &history, &each).await?;
+                    self.complete_alone_slices(&session, &history, &each, hidden_before).await?;
                 }
                 (session, each)
             }
@@ -702,12 +702,15 @@ impl Sessions {
     /// as a whole transcript holds it (`history`, cleaned: `each`), once the transcript holds the
     /// turn after it (so it is whole): the part's document leaves those turns out, and what the
     /// agent wrote before its last reply was stored nowhere (review87 #6). Those of another part,
-    /// or no longer slices (a rewind took them back), are dropped.
+    /// or no longer slices (a rewind took them back), are dropped, and so are those a stray close
+    /// after them hides (`hidden_before`: see [`Cleaned::hidden_before`]): what was stored of a
+    /// turn before the close arrived stays as it was, and the rest of it is hidden (review89 #2).
     async fn complete_alone_slices(
         &self,
         session: &Session,
         history: &[Message],
         each: &[Option<Message>],
+        hidden_before: usize,
     ) -> Result<(), SessionError> {
         let sliced = |turn: i64| session.sliced.iter().any(|&(from, to)| from <= turn && turn < to);
         let held_whole = |turn: i64| first_message_of_turn(history, turn + 1) < history.len();
@@ -722,6 +725,10 @@ impl Sessions {
             }
             let (from, to) =
                 (first_message_of_turn(history, slice.turn), first_message_of_turn(history, slice.turn + 1));
+            if from < hidden_before {
+                done.push(slice.clone());
+                continue;
+            }
             let turn: Vec<Message> = each[from..to].iter().flatten().cloned().collect();
             // Wholly hidden in the transcript (spans it shows): the slice keeps what it was given.
             // Its turn counts as retained already, and the part's pending tail stays as it is.

@@ -197,21 +197,22 @@ impl Sessions {
         let report = match cleared.failed {
             None => cleared.report,
             Some(error) => {
+                // Each bank was asked: those cleared, after the failure or before it, are said.
                 let mut done = Vec::new();
                 if !cleared.report.message.is_empty() {
-                    done.push(format!("before it failed: {}", cleared.report.message));
+                    done.push(cleared.report.message);
                 }
                 if discarded > 0 {
                     done.push(format!(
-                        "{discarded} queued {} dropped before {} stored",
+                        "{discarded} queued {} dropped before {} stored.",
                         if discarded == 1 { "memory was" } else { "memories were" },
                         if discarded == 1 { "it was" } else { "they were" },
                     ));
                 }
-                done.push("clear again once the backend answers, for what it still stores".into());
-                let done = done.join("; ");
+                done.push("Clear again once the backend answers, for what it still stores.".into());
+                let done = done.join(" ");
                 self.after_clear(ids, in_scope, &req, &scope).await;
-                let message = format!("Clear: the backend failed ({error}); {done}.");
+                let message = format!("Clear: the backend failed ({error}). {done}");
                 self.inner
                     .notices
                     .emit(Level::Warning, backend.id().as_str(), req.session_id.as_deref(), message)

@@ -165,12 +165,15 @@ pub(super) fn add_slice(sliced: &mut Vec<(i64, i64)>, (from, to): (i64, i64)) {
 }
 
 /// Keeps of a part's slices the turns before `turn`: those from there on were taken back (a
-/// rewind), and the branch's turns in their places are others.
-pub(super) fn slices_before(sliced: &mut Vec<(i64, i64)>, turn: i64) {
-    sliced.retain(|&(from, _)| from < turn);
-    if let Some(last) = sliced.last_mut() {
+/// rewind), and the branch's turns in their places are others. So are its turns sent alone
+/// from there on ([`Session::alone_slices`]): kept, a whole transcript gave the branch's turn to
+/// the document of the one taken back as well as to its own, and stored it twice (review89 #1).
+pub(super) fn slices_before(s: &mut Session, turn: i64) {
+    s.sliced.retain(|&(from, _)| from < turn);
+    if let Some(last) = s.sliced.last_mut() {
         last.1 = last.1.min(turn);
     }
+    s.alone_slices.retain(|a| a.turn < turn);
 }
 
 /// A rewind took back the part's turns from `turn` on: what its document was last given is no

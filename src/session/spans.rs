@@ -278,10 +278,7 @@ pub(super) fn with_current_turn(
             // left open opened again, each one (review80 #1), so what follows is read as it was.
             let closes = "</private>".repeat(kept.closes);
             let opens = "<private>".repeat(kept.opens);
-            // Sent alone, a prompt of no letter or digit ("?") is still its turn's: left out as a
-            // transcript's is, the reply had no turn and was stored nowhere (review87 #4).
-            let nothing_kept = prompt.is_empty() || (alone && !text::has_substance(prompt));
-            let prompt = match (nothing_kept, kept.opens > 0) {
+            let prompt = match (prompt.is_empty(), kept.opens > 0) {
                 (true, true) => format!("{closes}{opens}"),
                 (true, false) => format!("{closes}<private></private>"),
                 (false, true) => format!("{closes}{prompt} {opens}"),

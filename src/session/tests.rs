@@ -3111,6 +3111,55 @@ async fn a_turn_sent_alone_is_completed_by_the_next_whole_transcript() {
     }
 }
 
+/// A turn sent alone that a rewind took back is not completed with the branch's turn in its
+/// place: a turn sent alone again there, both documents were given it, and it was stored twice
+/// (review89 #1). And a stray close after a turn sent alone hides what the whole transcript
+/// holds of it besides what was stored (review89 #2).
+#[tokio::test]
+async fn turns_sent_alone_are_completed_only_while_they_stand() {
+    for settings in [every_turn(), Settings::default()] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let alone = |prompt: &'static str, reply: &'static str| {
+            let s = &s;
+            async move {
+                s.agent_start("g", prompt, &[], Turn::Work).await.unwrap();
+                let end = TurnEnd { reply: Some(reply.into()), ..TurnEnd::default() };
+                s.agent_end("g", &[], Turn::Work, end).await.unwrap();
+            }
+        };
+        s.start(start("g")).await.unwrap();
+        let one = [m("user", "how do we deploy"), m("assistant", "With cargo-dist.")];
+        s.agent_end("g", &one, Turn::Work, TurnEnd::default()).await.unwrap();
+        alone("SECOND-PROMPT and staging?", "SECOND-REPLY staging too").await;
+        let branch = [m("user", "how do we deploy"), m("assistant", "We deploy with cargo-dist and a tag.")];
+        s.agent_end("g", &branch, Turn::Work, TurnEnd { rewound: true, ..TurnEnd::default() }).await.unwrap();
+        alone("THIRD-PROMPT which region", "THIRD-REPLY eu-west-1").await;
+        let mut whole = branch.to_vec();
+        whole.extend([
+            m("user", "THIRD-PROMPT which region"),
+            m("assistant", "THIRD-MIDDLE checking the terraform"),
+            m("assistant", "THIRD-REPLY eu-west-1"),
+        ]);
+        alone("FOURTH-PROMPT and the db?", "FOURTH-REPLY postgres").await;
+        whole.extend([
+            m("user", "FOURTH-PROMPT and the db?"),
+            m("assistant", "STRAY-CANARY the key is 8351"),
+            m("assistant", "FOURTH-REPLY postgres"),
+            m("user", "PIN-CANARY </private> thanks"),
+            m("assistant", "You are welcome."),
+        ]);
+        s.agent_end("g", &whole, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for kept in ["THIRD-PROMPT", "THIRD-REPLY", "FOURTH-PROMPT", "FOURTH-REPLY"] {
+            assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
+        }
+        assert!(!text.contains("CANARY"), "{text}");
+    }
+}
+
 /// A transcript sent without its start that begins inside a span (its client did not put the
 /// tag back) and closes it: the turns the stray close hides keep no print of their text in the
 /// session's record, where a short secret was found by trying each value, and the whole
@@ -3148,37 +3197,6 @@ async fn a_window_begun_inside_a_span_keeps_no_print_of_what_its_close_hides() {
     }
 }
 
-/// A turn sent alone whose prompt has no letter or digit ("?", an emoji) is a turn: its reply
-/// had no prompt, counted no turn, and was stored nowhere (review87 #4).
-#[tokio::test]
-async fn a_turn_sent_alone_with_a_prompt_of_no_letters_keeps_its_reply() {
-    for settings in [every_turn(), last_turn(1, 0), Settings::default()] {
-        let r = rig();
-        let s = sessions(&r, settings).await;
-        s.start(start("q")).await.unwrap();
-        for (prompt, reply, last) in [
-            ("why does the build fail on arm64?", "the linker MARKER-ONE is missing", false),
-            ("?", "the flag MARKER-TWO goes in .cargo/config.toml", false),
-            ("\u{1F44D}", "glad it works MARKER-THREE", false),
-            ("thanks", "you are welcome MARKER-FOUR", true),
-        ] {
-            s.agent_start("q", prompt, &[], Turn::Work).await.unwrap();
-            let end = TurnEnd { last, reply: Some(reply.into()), ..TurnEnd::default() };
-            s.agent_end("q", &[], Turn::Work, end).await.unwrap();
-        }
-        r.queue.flush_all().await;
-        let text = stored(&r).await;
-        for kept in ["MARKER-ONE", "MARKER-TWO", "MARKER-THREE", "MARKER-FOUR", "arm64?", "thanks"] {
-            assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
-        }
-    }
-}
-
-/// A turn sent alone (its reply with no history) while automatic retain is off, inside a span a
-/// whole history opened, and then the whole history again, closing it: the turns after the close
-/// are retained, the one had while it was off and the span's text are not. Passed over as a part
-/// of its own begun inside the span, the whole history was read with the span counted twice, and
-/// every later turn was stored as nothing (as review84 #2 with memory on).
 #[tokio::test]
 async fn a_turn_sent_alone_with_retain_off_keeps_the_part_whole() {
     let r = rig();
