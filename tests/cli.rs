@@ -181,10 +181,14 @@ fn a_storage_dir_changed_under_a_running_daemon_is_said() {
     let kept = std::fs::read(&token).unwrap();
     std::fs::write(&token, "").unwrap();
     let out = d.cli().arg("status").output().unwrap();
+    let doctor = d.cli().arg("doctor").output().unwrap();
     std::fs::write(&token, kept).unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is empty") && err.contains("restart"), "{err}");
+    // `mneme doctor` the same, once: not "no token, start the daemon" beside it (review89 #4).
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(said.contains("is empty") && !said.contains("no token at") && !said.contains("mneme version"), "{said}");
 }
 
 /// A config that is a FIFO (no writer) is read by no command: with no daemon to reach, `status`

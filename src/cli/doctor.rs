@@ -14,6 +14,10 @@ use crate::daemon::api::Status;
 use crate::files;
 use crate::spool::Spool;
 
+/// What to do about an empty token file: the daemon writes its token when it starts.
+const RESTART_FOR_TOKEN: &str =
+    "a running daemon writes it again when it starts: restart it (`kill` its process, then `mneme serve`)";
+
 struct Report {
     lines: Vec<(bool, String, Option<String>)>,
 }
@@ -133,6 +137,10 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                 format!("chmod 600 {}", token.display()),
             ),
             (Ok(_), Ok(Some(_))) => r.ok(format!("token {} has mode 600", token.display())),
+            // Emptied since (by hand, a restore): not a daemon never started (review89 #4).
+            (Ok(_), Ok(None)) => {
+                r.problem(format!("the token file {} is empty", token.display()), RESTART_FOR_TOKEN.into())
+            }
             _ => r.problem(format!("no token at {}", token.display()), "start the daemon once: `mneme serve`".into()),
         }
         // The memories and the spool are as private as the token (a restore made with umask 022).
@@ -285,6 +293,10 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                 ),
                 "stop that one, or give this config a server.listen of its own; then `mneme serve`".into(),
             ),
+            // Said once, on the token's line.
+            Err(_) if token.exists() && matches!(files::read_token(&token), Ok(None)) => {
+                r.problem("the daemon cannot be asked: its token file is empty".into(), RESTART_FOR_TOKEN.into())
+            }
             Err(e) => r.problem(e.to_string(), "restart the daemon with this mneme version".into()),
         }
     }
