@@ -388,6 +388,7 @@ impl Reloader {
         // One pending event is enough: the reload reads the file as it is by then.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
         let edited_while_starting = tx.clone();
+        let appeared_meanwhile = tx.clone();
         // Watch the folder, not the file: editors replace files by renaming over them.
         let watched = names.clone();
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -524,13 +525,28 @@ impl Reloader {
                         got = rx.recv() => if got.is_none() { return },
                     }
                 }
+                // A file or folder the config names that appears after the reload read it and
+                // before its name is watched would be seen by no one: the config's folder, or a
+                // thesaurus file's folders made (`mkdir -p`, then the file) right after the notice
+                // that it was missing. Read again when how much of their path exists changed.
+                let before = how_much_exists(&self.path, named_now().as_deref());
                 if let Err(e) = self.reload().await {
                     tracing::warn!("config change not applied: {e}");
                 }
-                watch_more(&self.settings(), named_now());
+                let named = named_now();
+                watch_more(&self.settings(), named.clone());
+                if how_much_exists(&self.path, named.as_deref()) != before {
+                    let _ = appeared_meanwhile.try_send(());
+                }
             }
         });
     }
+}
+
+/// For each of `config` and the file it names (`named`), how many of its path's parts exist.
+fn how_much_exists(config: &Path, named: Option<&Path>) -> Vec<usize> {
+    let existing = |path: &Path| path.ancestors().filter(|p| p.exists()).count();
+    std::iter::once(config).chain(named).map(existing).collect()
 }
 
 /// The links a symbolic link at `path` goes through, each as its path (relative targets read
