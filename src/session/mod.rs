@@ -23,6 +23,7 @@ mod placement;
 mod record;
 mod rescope;
 mod scope;
+mod slices;
 mod spans;
 mod tools;
 
