@@ -72,12 +72,20 @@ impl Sessions {
         if turn == Turn::Work && !prompt.trim().is_empty() {
             // A prompt of which nothing is kept (wholly private) is known as "": the turn's, so
             // the prompt of a turn before is never taken for it.
-            let kept = prompt_in_context(&settings, messages, prompt, spans_carried(&session, messages, prompt));
+            let mut kept = prompt_in_context(&settings, messages, prompt, spans_carried(&session, messages, prompt));
+            // Without a history: after a prompt whose turn never ended (another prompt, kept),
+            // this one is the turn after that one (review90 #2).
+            if kept.turns_before.is_none() {
+                let unended = session.last_prompt.as_deref().is_some_and(|p| p != kept.text);
+                kept.turns_before = unended
+                    .then(|| session.last_prompt_turns_before.unwrap_or_else(|| session.alone_turn_number()) + 1);
+            }
             let changed = session.last_prompt.as_deref() != Some(kept.text.as_str())
                 || kept.left_private != session.last_prompt_left_private
                 || kept.closes != session.last_prompt_closes
                 || Some(kept.opens) != session.last_prompt_opens
-                || Some(kept.open_before) != session.last_prompt_open_before;
+                || Some(kept.open_before) != session.last_prompt_open_before
+                || kept.turns_before != session.last_prompt_turns_before;
             // A command run since the upgrade is none the earlier build saw (its Stop may never
             // come: an interrupted reply), whatever the next transcript holds after it.
             let command_since = session.commands_unseen && is_slash_command(prompt);
@@ -89,6 +97,7 @@ impl Sessions {
                     s.last_prompt_closes = kept.closes;
                     s.last_prompt_opens = Some(kept.opens);
                     s.last_prompt_open_before = Some(kept.open_before);
+                    s.last_prompt_turns_before = kept.turns_before;
                     if let Some(typed) = typed {
                         if s.commands_since_upgrade.len() < MAX_COMMANDS_SINCE_UPGRADE {
                             s.commands_since_upgrade.push(typed);
@@ -178,6 +187,7 @@ impl Sessions {
                         // A record of an earlier build knows only that a span was left open.
                         opens: session.last_prompt_opens.unwrap_or(usize::from(session.last_prompt_left_private)),
                         open_before: session.alone_turn_opens_inside(),
+                        turns_before: session.last_prompt_turns_before,
                     });
                     let known = &session.recent_reply_prints;
                     if prompt.is_some() && conversation(messages).is_empty() {
@@ -254,7 +264,7 @@ impl Sessions {
         // counted twice, its close closed one of two, and every later turn was stored as nothing
         // (review84 #2); alternating, turns were stored twice (review84 #1).
         let alone_after_known = sent == Sent::TurnAlone && !session.turn_prints.is_empty();
-        let omitted_turns = if alone_after_known { session.turn_prints.len() } else { end.omitted_user_turns };
+        let omitted_turns = if alone_after_known { session.alone_turn_number() } else { end.omitted_user_turns };
         let omitted = i64::try_from(omitted_turns).unwrap_or(i64::MAX);
         let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
         let open_before = match omitted_turns {
@@ -432,15 +442,21 @@ impl Sessions {
                 }
                 let session = updated.unwrap_or_else(|| session.clone());
                 // What stray closes before the branch point hid stays hidden in the branch.
+                let hidden_before = cleaned.hidden_before;
                 let (each, froms) =
                     cleaned.into_kept_by_closes(&history, session.retained_turns, &session.hidden_from_turns);
                 if froms != session.hidden_from_turns {
                     self.save_change(&session.id, false, |s| s.hidden_from_turns = froms).await?;
                 }
+                // The turns sent alone the branch keeps, as it holds them (review90 #5).
+                if !session.alone_slices.is_empty() {
+                    self.complete_alone_slices(&session, &history, &each, hidden_before).await?;
+                }
                 (session, each)
             }
             Placement::Continues => {
-                if seen.len() > session.turn_prints.len() {
+                // Longer, or holding turns the part never saw (see `place_in_part`).
+                if seen.len() >= session.turn_prints.len() && seen != session.turn_prints {
                     self.update(&session.id, |s| s.turn_prints = seen);
                 }
                 // A stray close hides the messages before it that are not retained yet:
@@ -585,7 +601,7 @@ impl Sessions {
         // sent next read with the span that opened before it counted twice).
         let alone_after_known = shape == Sent::TurnAlone && !known.is_empty();
         let (omitted, open_before) = match alone_after_known {
-            true => (known.len(), session.alone_turn_opens_inside()),
+            true => (session.alone_turn_number(), session.alone_turn_opens_inside()),
             false => (end.omitted_user_turns, session.open_at_part_start),
         };
         let omitted = i64::try_from(omitted).unwrap_or(i64::MAX);
@@ -594,7 +610,17 @@ impl Sessions {
         let seen = user_prints(&cleaned.each, &history);
         let mut open_at = (session.open_at_part_start, cleaned.open_at_end);
         let (prints, user_turns) = match place_in_part(known, &seen) {
-            _ if alone_after_known => ([&known[..], &seen[..]].concat(), sent.saturating_add(omitted)),
+            _ if alone_after_known => {
+                // Past turns passed over unprinted (a window), or whose end never came: unknown
+                // (a gap kept only while small, as in `retain_turns`).
+                let gap_to = usize::try_from(omitted).unwrap_or(usize::MAX);
+                let mut prints = known.clone();
+                if gap_to <= known.len().saturating_add(MAX_UNKNOWN_TURNS) {
+                    prints.resize(gap_to.max(known.len()), UNKNOWN_TURN);
+                    prints.extend(&seen);
+                }
+                (prints, sent.saturating_add(omitted))
+            }
             // Counted from where the client says it starts; what was seen stays as it was.
             _ if omitted > 0 => (known.clone(), sent.saturating_add(omitted)),
             Placement::Continues if seen.len() > known.len() => (seen, sent),

@@ -480,6 +480,7 @@ impl Sessions {
                     last_prompt_closes: 0,
                     last_prompt_opens: None,
                     last_prompt_open_before: None,
+                    last_prompt_turns_before: None,
                     open_at_part_start: ended.open_at_part_start,
                     open_at_end: ended.open_at_end,
                     part: ended.part,

@@ -236,6 +236,13 @@ pub(super) fn place_in_part(known: &[u64], seen: &[u64]) -> Placement {
     if known.is_empty() || seen.is_empty() {
         return Placement::Continues;
     }
+    // Turns never seen (a window's gap, turns whose end never came before a turn sent alone)
+    // agree with any: a whole history holds them. Taken for other turns, it started the part
+    // over, and the new part stored the whole history again, turns had while memory was off
+    // among them (review90 #1).
+    if known.contains(&UNKNOWN_TURN) && known.iter().zip(seen).all(|(k, s)| *k == UNKNOWN_TURN || k == s) {
+        return Placement::Continues;
+    }
     // How far `seen` agrees with `known` from each turn of it, for all turns at once (the
     // Z-algorithm): comparing from each turn in turn took time in the product of the two
     // lengths, seconds on a worker for a client repeating one prompt a hundred thousand times.

@@ -184,6 +184,11 @@ pub struct Session {
     /// stored (review87 #3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_prompt_open_before: Option<usize>,
+    /// How many user turns came before the latest prompt in the history its agent-start came
+    /// with (`None` with none): a turn sent alone after turns whose end never came is numbered
+    /// past them (review90 #2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_prompt_turns_before: Option<usize>,
     /// Which part of the conversation automatic retain is in: a client whose history starts
     /// over (compacted, or each turn sent as a history of its own) begins a new part, so the
     /// transcript it retains next is a document of its own and never replaces the turns
@@ -330,6 +335,21 @@ impl Session {
     /// last transcript left open.
     pub(super) fn alone_turn_opens_inside(&self) -> usize {
         self.last_prompt_open_before.unwrap_or(self.open_at_end)
+    }
+
+    /// The user turn (from 0) a turn sent alone is: past every turn the part knows of, counted
+    /// (`turn_prints`), retained or passed over (`retained_turns`, `first_turn`: a transcript
+    /// sent without its start while memory was off is counted there, not printed), and past
+    /// those its prompt's agent-start saw before it (turns whose end never came). Numbered one
+    /// short, the next whole transcript did not line up with the part, started a part over, and
+    /// stored turns twice, a turn had while memory was off among them (review90 #1, #2).
+    pub(super) fn alone_turn_number(&self) -> usize {
+        let counted = |n: i64| usize::try_from(n).unwrap_or(0);
+        self.turn_prints
+            .len()
+            .max(counted(self.retained_turns))
+            .max(counted(self.first_turn))
+            .max(self.last_prompt_turns_before.unwrap_or(0))
     }
 
     /// Moves it to another scope: what was recalled for the old one (the block, the cached

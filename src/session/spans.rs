@@ -318,6 +318,8 @@ pub(super) struct KeptPrompt {
     /// How many spans are open before it, as read in its history: what `closes` and `opens`
     /// count from.
     pub open_before: usize,
+    /// How many user turns its history holds before it (`None`: no history).
+    pub turns_before: Option<usize>,
 }
 
 /// A prompt as the session keeps it until its turn ends: cleaned with the spans its history
@@ -330,14 +332,16 @@ pub(super) fn prompt_in_context(
     prompt: &str,
     carried: SpansCarried,
 ) -> KeptPrompt {
-    if !settings.retain.strip_private {
-        return KeptPrompt { text: clean(settings, prompt).unwrap_or_default(), ..KeptPrompt::default() };
-    }
     let mut history = conversation(history);
     // A client may send the history with the prompt in it already (a transcript written before
     // the hook ran): its spans are counted once, as the prompt's.
     if history.last().is_some_and(|m| is_the_prompt(m, prompt)) {
         history.pop();
+    }
+    let turns_before = (!history.is_empty()).then(|| history.iter().filter(|m| m.role == "user").count());
+    if !settings.retain.strip_private {
+        let text = clean(settings, prompt).unwrap_or_default();
+        return KeptPrompt { text, turns_before, ..KeptPrompt::default() };
     }
     let open = history
         .iter()
@@ -352,6 +356,7 @@ pub(super) fn prompt_in_context(
         closes,
         opens: open_after.saturating_sub(open - closes),
         open_before: open,
+        turns_before,
     }
 }
 

@@ -26,6 +26,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         last_prompt_closes: 0,
         last_prompt_opens: None,
         last_prompt_open_before: None,
+        last_prompt_turns_before: None,
         part: 0,
         turn_prints: Vec::new(),
         first_turn: 0,
@@ -3157,6 +3158,69 @@ async fn turns_sent_alone_are_completed_only_while_they_stand() {
             assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
         }
         assert!(!text.contains("CANARY"), "{text}");
+    }
+}
+
+/// Turns had while automatic retain was off are never stored, not once it is on again, when a
+/// turn sent alone comes between: after a transcript sent without its start while off (review90
+/// #1: the turn sent alone was numbered one short, the next whole transcript started a part
+/// over and stored the whole history, the off turn in it; the turn sent alone was also stored
+/// nowhere, #3), and after a turn whose end never came (#2: the same, numbered from the turns
+/// printed only).
+#[tokio::test]
+async fn turns_had_while_retain_was_off_stay_unstored_around_turns_sent_alone() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let mut off = settings.clone();
+        off.retain.auto = false;
+        let turns = [
+            [m("user", "how do we deploy"), m("assistant", "With cargo-dist.")],
+            [m("user", "check the staging config"), m("assistant", "Staging is fine.")],
+            [m("user", "OFFTURN-PROMPT the password is hunter2"), m("assistant", "OFFTURN-REPLY fixed")],
+            [m("user", "now run the tests"), m("assistant", "All 42 tests pass.")],
+            [m("user", "thanks"), m("assistant", "You are welcome.")],
+        ];
+        let history = |n: usize| turns[..n].iter().flatten().cloned().collect::<Vec<_>>();
+        let s = sessions(&r, settings.clone()).await;
+        s.start(start("w")).await.unwrap();
+        s.agent_end("w", &history(1), Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_end("w", &history(2), Turn::Work, TurnEnd::default()).await.unwrap();
+        let s = sessions(&r, off.clone()).await;
+        let window = TurnEnd { omitted_user_turns: 1, ..TurnEnd::default() };
+        s.agent_end("w", &history(3)[2..], Turn::Work, window).await.unwrap();
+        let s = sessions(&r, settings.clone()).await;
+        s.agent_start("w", "now run the tests", &[], Turn::Work).await.unwrap();
+        let alone = TurnEnd { reply: Some("All 42 tests pass.".into()), ..TurnEnd::default() };
+        assert_eq!(s.agent_end("w", &[], Turn::Work, alone).await.unwrap().0, 1, "the turn sent alone is stored");
+        s.agent_end("w", &history(5), Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("OFFTURN"), "{text}");
+        for kept in ["how do we deploy", "Staging is fine.", "All 42 tests pass.", "You are welcome."] {
+            assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
+        }
+
+        // A turn whose end never came, then one sent alone while off.
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        s.start(start("v")).await.unwrap();
+        s.agent_end("v", &history(1), Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_start("v", "check the staging config", &history(1), Turn::Work).await.unwrap();
+        let s = sessions(&r, off.clone()).await;
+        s.agent_start("v", "OFFTURN-PROMPT the password is hunter2", &[], Turn::Work).await.unwrap();
+        let alone = TurnEnd { reply: Some("OFFTURN-REPLY fixed".into()), ..TurnEnd::default() };
+        s.agent_end("v", &[], Turn::Work, alone).await.unwrap();
+        let s = sessions(&r, settings.clone()).await;
+        let mut four = history(3);
+        four.extend(turns[4].iter().cloned());
+        s.agent_end("v", &four, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("OFFTURN"), "{text}");
+        for kept in ["how do we deploy", "You are welcome."] {
+            assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
+        }
     }
 }
 
