@@ -73,12 +73,15 @@ impl Sessions {
             // A prompt of which nothing is kept (wholly private) is known as "": the turn's, so
             // the prompt of a turn before is never taken for it.
             let mut kept = prompt_in_context(&settings, messages, prompt, spans_carried(&session, messages, prompt));
-            // Without a history: after a prompt whose turn never ended (another prompt, kept),
-            // this one is the turn after that one (review90 #2).
+            // Where its turn stands: after the turns its history holds; without a history, past
+            // every turn the part knows of, and after the prompt before it when that one's turn
+            // never ended (another prompt, still kept: review90 #2). Counted now: the part knows
+            // of more turns once that one's end comes (review91 #5: counted then, it was one
+            // too many, and the next whole transcript started a part over).
             if kept.turns_before.is_none() {
                 let unended = session.last_prompt.as_deref().is_some_and(|p| p != kept.text);
-                kept.turns_before = unended
-                    .then(|| session.last_prompt_turns_before.unwrap_or_else(|| session.alone_turn_number()) + 1);
+                let after_unended = session.last_prompt_turns_before.filter(|_| unended).map_or(0, |n| n + 1);
+                kept.turns_before = Some(after_unended.max(session.alone_turn_number()));
             }
             let changed = session.last_prompt.as_deref() != Some(kept.text.as_str())
                 || kept.left_private != session.last_prompt_left_private

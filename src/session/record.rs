@@ -184,9 +184,10 @@ pub struct Session {
     /// stored (review87 #3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_prompt_open_before: Option<usize>,
-    /// How many user turns came before the latest prompt in the history its agent-start came
-    /// with (`None` with none): a turn sent alone after turns whose end never came is numbered
-    /// past them (review90 #2).
+    /// How many user turns came before the latest prompt (its turn's number): as its
+    /// agent-start's history held them, or, without one, as the part knew of them then (`None`
+    /// in a record of a build before this): a turn sent alone after turns whose end never came
+    /// is numbered past them (review90 #2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_prompt_turns_before: Option<usize>,
     /// Which part of the conversation automatic retain is in: a client whose history starts

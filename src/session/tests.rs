@@ -3161,6 +3161,45 @@ async fn turns_sent_alone_are_completed_only_while_they_stand() {
     }
 }
 
+/// A turn sent alone between whole transcripts from a client that sends its prompts without a
+/// history and its whole transcripts without a reply: each turn once. The turn sent alone was
+/// numbered past the first prompt as if its turn had never ended (an agent-end without a reply
+/// leaves the prompt kept), the next whole transcript started a part over and stored it twice,
+/// and a transcript sent without its start lost its new turn (review91 #5).
+#[tokio::test]
+async fn a_turn_sent_alone_between_whole_transcripts_without_replies_is_stored_once() {
+    for window in [false, true] {
+        for settings in [every_turn(), last_turn(1, 0)] {
+            let r = rig();
+            let s = sessions(&r, settings).await;
+            let m = |role: &str, text: &str| Message::new(role, text);
+            let turns = [
+                [m("user", "first question P1"), m("assistant", "first answer A1")],
+                [m("user", "second question P2"), m("assistant", "second answer A2")],
+                [m("user", "third question P3"), m("assistant", "third answer A3")],
+            ];
+            let history = |n: usize| turns[..n].iter().flatten().cloned().collect::<Vec<_>>();
+            s.start(start("g")).await.unwrap();
+            s.agent_start("g", "first question P1", &[], Turn::Work).await.unwrap();
+            s.agent_end("g", &history(1), Turn::Work, TurnEnd::default()).await.unwrap();
+            s.agent_start("g", "second question P2", &[], Turn::Work).await.unwrap();
+            let alone = TurnEnd { reply: Some("second answer A2".into()), ..TurnEnd::default() };
+            s.agent_end("g", &[], Turn::Work, alone).await.unwrap();
+            s.agent_start("g", "third question P3", &history(2), Turn::Work).await.unwrap();
+            let (sent, end) = match window {
+                false => (history(3), TurnEnd { last: true, ..TurnEnd::default() }),
+                true => (history(3)[2..].to_vec(), TurnEnd { last: true, omitted_user_turns: 1, ..TurnEnd::default() }),
+            };
+            s.agent_end("g", &sent, Turn::Work, end).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            for kept in ["P1", "A1", "P2", "A2", "P3", "A3"] {
+                assert_eq!(text.matches(kept).count(), 1, "window {window}: {kept}: {text}");
+            }
+        }
+    }
+}
+
 /// Turns had while automatic retain was off are never stored, not once it is on again, when a
 /// turn sent alone comes between: after a transcript sent without its start while off (review90
 /// #1: the turn sent alone was numbered one short, the next whole transcript started a part
