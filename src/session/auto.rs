@@ -266,7 +266,9 @@ impl Sessions {
         // history sent next was read from that part's start: the span opened before it was
         // counted twice, its close closed one of two, and every later turn was stored as nothing
         // (review84 #2); alternating, turns were stored twice (review84 #1).
-        let alone_after_known = sent == Sent::TurnAlone && !session.turn_prints.is_empty();
+        // (Known of: printed, or counted only, as a window passed over while memory was off is:
+        // read from the start, a turn sent alone after one was stored nowhere: review91 #3.)
+        let alone_after_known = sent == Sent::TurnAlone && session.alone_turn_number() > 0;
         let omitted_turns = if alone_after_known { session.alone_turn_number() } else { end.omitted_user_turns };
         let omitted = i64::try_from(omitted_turns).unwrap_or(i64::MAX);
         let user_turns = (history.iter().filter(|m| m.role == "user").count() as i64).saturating_add(omitted);
@@ -602,7 +604,7 @@ impl Sessions {
         // As in `retain_turns`: a turn sent alone is the part's next turn, read from where the
         // last transcript ended (a part of its own, begun inside its spans, had a whole history
         // sent next read with the span that opened before it counted twice).
-        let alone_after_known = shape == Sent::TurnAlone && !known.is_empty();
+        let alone_after_known = shape == Sent::TurnAlone && session.alone_turn_number() > 0;
         let (omitted, open_before) = match alone_after_known {
             true => (session.alone_turn_number(), session.alone_turn_opens_inside()),
             false => (end.omitted_user_turns, session.open_at_part_start),

@@ -236,11 +236,18 @@ pub(super) fn place_in_part(known: &[u64], seen: &[u64]) -> Placement {
     if known.is_empty() || seen.is_empty() {
         return Placement::Continues;
     }
-    // Turns never seen (a window's gap, turns whose end never came before a turn sent alone)
-    // agree with any: a whole history holds them. Taken for other turns, it started the part
-    // over, and the new part stored the whole history again, turns had while memory was off
-    // among them (review90 #1).
-    if known.contains(&UNKNOWN_TURN) && known.iter().zip(seen).all(|(k, s)| *k == UNKNOWN_TURN || k == s) {
+    // Turns never seen (a gap before a turn sent alone: a window passed over while memory was
+    // off, turns whose end never came) agree with any, in a whole history that goes on from the
+    // part's first turn past all it knows: taken for another history, it started the part over,
+    // and the new part stored the whole history again, turns had while memory was off among
+    // them (review90 #1). Not in one that begins in a gap, or ends within what the part knows:
+    // a history that starts over agreed there at the few turns known, and its turns were taken
+    // for retained ones and never stored (review91 #1, #2).
+    let goes_on_over_gaps = known[0] != UNKNOWN_TURN
+        && seen.len() > known.len()
+        && known.contains(&UNKNOWN_TURN)
+        && known.iter().zip(seen).all(|(k, s)| *k == UNKNOWN_TURN || k == s);
+    if goes_on_over_gaps {
         return Placement::Continues;
     }
     // How far `seen` agrees with `known` from each turn of it, for all turns at once (the

@@ -3161,6 +3161,33 @@ async fn turns_sent_alone_are_completed_only_while_they_stand() {
     }
 }
 
+/// Turns never seen (a gap: the session's first transcript came without its start) agree with
+/// a history only when it goes on from the part's first turn past all the part knows: a history
+/// that starts over within the gap was taken to go on, and its turns, counted as retained, were
+/// never stored (review91 #1).
+#[tokio::test]
+async fn a_history_that_starts_over_within_a_gap_is_stored() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("g")).await.unwrap();
+        let window = [m("user", "PROMPT5"), m("assistant", "REPLY5"), m("user", "PROMPT6"), m("assistant", "REPLY6")];
+        s.agent_end("g", &window, Turn::Work, TurnEnd { omitted_user_turns: 5, ..TurnEnd::default() }).await.unwrap();
+        s.agent_start("g", "PROMPT7", &[], Turn::Work).await.unwrap();
+        let alone = TurnEnd { reply: Some("REPLY7".into()), ..TurnEnd::default() };
+        s.agent_end("g", &[], Turn::Work, alone).await.unwrap();
+        let over = [m("user", "PROMPT10"), m("assistant", "REPLY10"), m("user", "PROMPT11"), m("assistant", "REPLY11")];
+        s.agent_end("g", &over[..2], Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_end("g", &over, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for kept in ["REPLY5", "REPLY6", "REPLY7", "PROMPT10", "REPLY10", "PROMPT11", "REPLY11"] {
+            assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
+        }
+    }
+}
+
 /// A turn sent alone between whole transcripts from a client that sends its prompts without a
 /// history and its whole transcripts without a reply: each turn once. The turn sent alone was
 /// numbered past the first prompt as if its turn had never ended (an agent-end without a reply
