@@ -196,18 +196,23 @@ impl Sessions {
                     if prompt.is_some() && conversation(messages).is_empty() {
                         sent = Sent::TurnAlone;
                     }
-                    let messages = with_current_turn(messages, prompt.as_ref(), reply, &settings, known);
-                    // The turn has ended: its prompt is not the next turn's, whose agent-start
-                    // may never arrive (a hook that timed out).
-                    if prompt.is_some() {
-                        if let Some(s) = self.update(id, |s| s.last_prompt = None) {
-                            self.save(&s.id).await?;
-                        }
-                    }
-                    std::borrow::Cow::Owned(messages)
+                    std::borrow::Cow::Owned(with_current_turn(messages, prompt.as_ref(), reply, &settings, known))
                 }
                 None => std::borrow::Cow::Borrowed(messages),
             };
+            // The turn has ended, whatever the client sent: its prompt is not the next turn's,
+            // whose agent-start may never arrive (a hook that timed out), nor one whose turn
+            // never ended (kept after a whole transcript, the next prompt without a history was
+            // counted a turn further on, a rewind's stale place too: review91).
+            if session.last_prompt.is_some() || session.last_prompt_turns_before.is_some() {
+                let ended = self.update(id, |s| {
+                    s.last_prompt = None;
+                    s.last_prompt_turns_before = None;
+                });
+                if let Some(s) = ended {
+                    self.save(&s.id).await?;
+                }
+            }
             // A store being opened (memory turned on) keeps what is retained meanwhile.
             if settings.retain.auto && self.inner.state.takes_retains() {
                 retained = self.retain_turns(&session, &settings, &messages, &end, sent).await?;

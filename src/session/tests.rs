@@ -3161,6 +3161,48 @@ async fn turns_sent_alone_are_completed_only_while_they_stand() {
     }
 }
 
+/// After a rewind to before the first prompt, a turn sent alone is numbered on the branch, not
+/// after the prompt kept from before the rewind (an agent-end without a reply left it kept, and
+/// the next prompt was counted past it: the branch's turns were stored twice, review91's fuzz).
+#[tokio::test]
+async fn a_turn_sent_alone_after_a_rewind_is_numbered_on_the_branch() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("g")).await.unwrap();
+        let old = [
+            m("user", "OLD1 question"),
+            m("assistant", "OLD1 answer"),
+            m("user", "OLD2 question"),
+            m("assistant", "OLD2 answer"),
+        ];
+        s.agent_start("g", "OLD1 question", &[], Turn::Work).await.unwrap();
+        s.agent_end("g", &old[..2], Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_start("g", "OLD2 question", &old[..2], Turn::Work).await.unwrap();
+        s.agent_end("g", &old, Turn::Work, TurnEnd::default()).await.unwrap();
+        let branch = [m("user", "NEW1 question"), m("assistant", "NEW1 answer")];
+        s.agent_start("g", "NEW1 question", &[], Turn::Work).await.unwrap();
+        s.agent_end("g", &branch, Turn::Work, TurnEnd { rewound: true, ..TurnEnd::default() }).await.unwrap();
+        s.agent_start("g", "NEW2 question", &[], Turn::Work).await.unwrap();
+        let alone = TurnEnd { reply: Some("NEW2 answer".into()), ..TurnEnd::default() };
+        s.agent_end("g", &[], Turn::Work, alone).await.unwrap();
+        let mut whole = branch.to_vec();
+        whole.extend([
+            m("user", "NEW2 question"),
+            m("assistant", "NEW2 answer"),
+            m("user", "NEW3 question"),
+            m("assistant", "NEW3 answer"),
+        ]);
+        s.agent_end("g", &whole, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for kept in ["NEW1 answer", "NEW2 question", "NEW2 answer", "NEW3 answer"] {
+            assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
+        }
+    }
+}
+
 /// Turns never seen (a gap: the session's first transcript came without its start) agree with
 /// a history only when it goes on from the part's first turn past all the part knows: a history
 /// that starts over within the gap was taken to go on, and its turns, counted as retained, were
