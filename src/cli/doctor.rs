@@ -122,7 +122,9 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
             ),
         }
         let token = settings.token_path();
-        match (std::fs::metadata(&token), files::read_token(&token)) {
+        let token_read = (std::fs::metadata(&token), files::read_token(&token));
+        let token_empty = matches!(token_read, (Ok(_), Ok(None)));
+        match token_read {
             (_, Err(p)) => r.file_problem(p),
             (Ok(m), Ok(Some(_))) if m.permissions().mode() & 0o022 != 0 => r.problem(
                 format!(
@@ -294,7 +296,7 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
                 "stop that one, or give this config a server.listen of its own; then `mneme serve`".into(),
             ),
             // Said once, on the token's line.
-            Err(_) if token.exists() && matches!(files::read_token(&token), Ok(None)) => {
+            Err(_) if token_empty => {
                 r.problem("the daemon cannot be asked: its token file is empty".into(), RESTART_FOR_TOKEN.into())
             }
             Err(e) => r.problem(e.to_string(), "restart the daemon with this mneme version".into()),
