@@ -8,9 +8,9 @@ use super::block::{block_room, memory_block, query_for};
 use super::clean::conversation;
 use super::placement::{
     add_slice, command_print, first_message_of_turn, is_late_copy_of_previous_part, is_slash_command,
-    known_turns_among_commands, latest_window_past_the_end, message_print, place_in_part, renumber_turns, rewound_at,
-    slices_before, taken_back_from_document, user_prints, without_slices, Placement, MAX_COMMANDS_SINCE_UPGRADE,
-    MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    known_turns_among_commands, latest_window_past_the_end, message_print, place_in_part_past, prints_with_window,
+    renumber_turns, rewound_at, slices_before, taken_back_from_document, user_prints, without_slices, Placement,
+    MAX_COMMANDS_SINCE_UPGRADE, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::{reply_print, MAX_RECENT_REPLIES};
 use super::spans::{
@@ -321,8 +321,6 @@ impl Sessions {
         if omitted > 0 {
             // The turns' fingerprints are kept in step, so a later transcript sent without a
             // count (read from its end) is placed among them, not taken for a new part.
-            // A gap of unknown turns is kept only while small: a client's count is not to be
-            // trusted with the session record's size (a million left out made it 21 MB).
             let omitted = omitted_turns;
             let known = &session.turn_prints;
             let mut session = session.clone();
@@ -332,10 +330,7 @@ impl Sessions {
             // As hidden turns, they agree with the part's turns read inside the span.
             let kept = cleaned.into_kept();
             let seen = user_prints(&kept, &history);
-            if omitted <= known.len().saturating_add(MAX_UNKNOWN_TURNS) {
-                let mut prints = known[..omitted.min(known.len())].to_vec();
-                prints.resize(omitted, UNKNOWN_TURN);
-                prints.extend(&seen);
+            if let Some(prints) = prints_with_window(known, omitted, &seen) {
                 // Rewound: the branch leaves the turns known where they first differ, and the
                 // turns retained or kept from there on were taken back: the branch's turns
                 // from there are new (else they were counted as retained, and never stored).
@@ -394,7 +389,7 @@ impl Sessions {
             let from = first_message_of_turn(&history, session.previous_part_prints.len() as i64);
             return Box::pin(self.retain_turns(session, settings, &history[from..], end, sent)).await;
         }
-        let mut placement = place_in_part(&session.turn_prints, &seen);
+        let mut placement = place_in_part_past(&session.turn_prints, &seen, session.first_turn);
         let reply_print = last_reply_print(&history, &cleaned.each);
         let next_turn = placement == Placement::Continues
             && (next_turn_after_a_closed_span(settings, session, &history, &seen, &cleaned)
@@ -421,6 +416,18 @@ impl Sessions {
         }
         if placement == Placement::StartsOver && end.rewound {
             placement = rewound_at(&session.turn_prints, &seen).map_or(placement, Placement::Rewound);
+        }
+        // A history sent whole from a client that says the user took turns back, which agrees
+        // with the part's first turns and then not, is the branch, even where its turns also
+        // agree with a later stretch of the part: wholly private prompts all print alike, and a
+        // branch of a private first prompt and one more turn was placed as a window over the
+        // part's last private turn. The part then counted two turns more than the client had,
+        // stayed inside a span the branch had closed, and every turn after it was stored as
+        // nothing (fuzz seed 3026).
+        if let (Placement::Window(_), true) = (&placement, end.rewound) {
+            if let Some(k) = rewound_at(&session.turn_prints, &seen).filter(|k| *k > 0) {
+                placement = Placement::Rewound(k);
+            }
         }
         // The stored document holds turns the client took back: replaced now, not on the cadence.
         let mut taken_back = false;
@@ -619,7 +626,16 @@ impl Sessions {
         let cleaned = cleaned_each(settings, &history, open_before);
         let seen = user_prints(&cleaned.each, &history);
         let mut open_at = (session.open_at_part_start, cleaned.open_at_end);
-        let (prints, user_turns) = match place_in_part(known, &seen) {
+        // Printed as stored (see `retain_turns`): what a stray close hides leaves no print.
+        let kept_seen = user_prints(&cleaned.into_kept(), &history);
+        let placement = match place_in_part_past(known, &seen, session.first_turn) {
+            // As in `retain_turns`: the branch, not a window over the part's later turns.
+            Placement::Window(_) if end.rewound && rewound_at(known, &seen).is_some_and(|k| k > 0) => {
+                Placement::StartsOver
+            }
+            placement => placement,
+        };
+        let (prints, user_turns) = match placement {
             _ if alone_after_known => {
                 // Past turns passed over unprinted (a window), or whose end never came: unknown
                 // (a gap kept only while small, as in `retain_turns`).
@@ -631,8 +647,16 @@ impl Sessions {
                 }
                 (prints, sent.saturating_add(omitted))
             }
-            // Counted from where the client says it starts; what was seen stays as it was.
-            _ if omitted > 0 => (known.clone(), sent.saturating_add(omitted)),
+            // Counted from where the client says it starts, and printed there: a whole history
+            // holding these turns once memory is on again goes on past them, not over (a
+            // history taken to start over was stored whole, the off turns in it: review91 #4).
+            _ if omitted > 0 => {
+                let gap_to = usize::try_from(omitted).unwrap_or(usize::MAX);
+                let prints = prints_with_window(known, gap_to, &kept_seen)
+                    .filter(|p| p.len() > known.len())
+                    .unwrap_or_else(|| known.clone());
+                (prints, sent.saturating_add(omitted))
+            }
             Placement::Continues if seen.len() > known.len() => (seen, sent),
             Placement::Continues => (known.clone(), sent.max(known.len() as i64)),
             Placement::Window(k) => ([&known[..k], &seen[..]].concat(), k as i64 + sent),

@@ -262,6 +262,42 @@ pub(super) fn place_in_part(known: &[u64], seen: &[u64]) -> Placement {
     }
 }
 
+/// As [`place_in_part`], for a part that never stores its turns before `first_turn` (had while
+/// memory was off, or stored by the part before). A whole history that agrees with every turn
+/// the part knows and goes past them goes on, a gap at the part's start or not, when it agrees
+/// with one of those turns at least: the part's first known turns were passed over while off
+/// (the first the session heard was a transcript without its start), and a turn sent alone
+/// after them. Taken for a history that starts over, it was stored whole, the off turns in it
+/// (review91 #4). A gap at the start with no such turn known is still no agreement (review91 #1,
+/// #2): such a history's turns were taken for retained ones and never stored.
+pub(super) fn place_in_part_past(known: &[u64], seen: &[u64], first_turn: i64) -> Placement {
+    let not_stored = usize::try_from(first_turn).unwrap_or(usize::MAX).min(known.len());
+    let agrees_at_one_not_stored =
+        known[..not_stored].iter().zip(seen).any(|(k, s)| *k != UNKNOWN_TURN && *k != 0 && k == s);
+    let goes_on_from_turns_not_stored = known.first() == Some(&UNKNOWN_TURN)
+        && seen.len() > known.len()
+        && agrees_at_one_not_stored
+        && known.iter().zip(seen).all(|(k, s)| *k == UNKNOWN_TURN || k == s);
+    match goes_on_from_turns_not_stored {
+        true => Placement::Continues,
+        false => place_in_part(known, seen),
+    }
+}
+
+/// The part's turn prints after a transcript sent without its start (`omitted` user turns left
+/// out, the prints `seen` of its own): those known before it, turns never seen up to it, then its
+/// own. `None` when the gap is too large to keep (a client's count is not to be trusted with the
+/// session record's size: a million left out made it 21 MB).
+pub(super) fn prints_with_window(known: &[u64], omitted: usize, seen: &[u64]) -> Option<Vec<u64>> {
+    if omitted > known.len().saturating_add(MAX_UNKNOWN_TURNS) {
+        return None;
+    }
+    let mut prints = known[..omitted.min(known.len())].to_vec();
+    prints.resize(omitted, UNKNOWN_TURN);
+    prints.extend(seen);
+    Some(prints)
+}
+
 /// Of the places where a window `seen` agrees with the part's turns `known`, the last that
 /// reaches past them (its last turns new): `None` when none does. For a window whose last reply
 /// is new (see `last_turn_replies_unseen`): among prompts that repeat, [`place_in_part`]'s
@@ -430,5 +466,21 @@ mod tests {
         assert_eq!(place_in_part(&known, &[1, 2, 9]), Placement::StartsOver, "rewound and retold");
         // A repeated prompt ("continue") is placed where the turns after it agree too.
         assert_eq!(place_in_part(&[7, 1, 2, 7, 3], &[7, 3, 4]), Placement::Window(3));
+    }
+
+    /// A gap at the part's start is gone over only by a history that agrees at a turn the part
+    /// never stores (had while memory was off), and at every turn it knows, and goes past them.
+    #[test]
+    fn a_gap_at_the_start_is_gone_over_only_past_turns_not_stored() {
+        const U: u64 = UNKNOWN_TURN;
+        let known = [U, U, 5, 6, 7];
+        let whole = [1, 2, 5, 6, 7, 8];
+        assert_eq!(place_in_part_past(&known, &whole, 4), Placement::Continues, "off turns 5, 6 in it");
+        assert_eq!(place_in_part_past(&known, &whole, 0), Placement::StartsOver, "all stored: review91 #2");
+        assert_eq!(place_in_part_past(&known, &whole, 2), Placement::StartsOver, "none known off");
+        assert_eq!(place_in_part_past(&known, &[1, 2], 4), Placement::StartsOver, "within the gap: review91 #1");
+        assert_eq!(place_in_part_past(&known, &[1, 2, 5, 6, 9, 8], 4), Placement::StartsOver, "differs after");
+        assert_eq!(place_in_part_past(&known, &[1, 2, 5, 6, 7], 4), place_in_part(&known, &[1, 2, 5, 6, 7]));
+        assert_eq!(place_in_part_past(&[U, U, 0, 7], &[1, 2, 0, 7, 8], 3), Placement::StartsOver, "private");
     }
 }

@@ -3601,3 +3601,101 @@ async fn the_turn_before_the_prompt_is_asked_with_it_in_either_shape_of_history(
         assert!(queries[0].contains("zebrafish") && queries[0].ends_with(prompt), "{with_prompt}: {queries:?}");
     }
 }
+
+/// Turns had while automatic retain was off are never stored when the first the session heard
+/// was a transcript sent without its start, passed over while off: then (with or without a turn
+/// sent alone once on again) a whole transcript holding them. The turns before it were never
+/// seen, so the part knew no first turn, and the whole history started a part over and was
+/// stored whole, the off turns in it (review91 #4).
+#[tokio::test]
+async fn turns_had_off_in_the_first_window_heard_stay_unstored() {
+    for (settings, alone) in [(every_turn(), true), (last_turn(1, 0), true), (every_turn(), false)] {
+        let r = rig();
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let mut off = settings.clone();
+        off.retain.auto = false;
+        let turn = |i: usize| match i {
+            5 => [m("user", "OFFTURN-PROMPT the db password is hunter2"), m("assistant", "OFFTURN-REPLY5")],
+            6 => [m("user", "OFFTURN-PROMPT6 question six"), m("assistant", "OFFTURN-REPLY6")],
+            i => [m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))],
+        };
+        let history = |n: usize| (0..n).flat_map(turn).collect::<Vec<_>>();
+        let s = sessions(&r, off.clone()).await;
+        s.start(start("g")).await.unwrap();
+        let window = TurnEnd { omitted_user_turns: 5, ..TurnEnd::default() };
+        s.agent_end("g", &history(7)[10..], Turn::Work, window).await.unwrap();
+        let s = sessions(&r, settings.clone()).await;
+        if alone {
+            s.agent_start("g", "PROMPT7 question 7", &[], Turn::Work).await.unwrap();
+            let alone = TurnEnd { reply: Some("REPLY7 answer 7".into()), ..TurnEnd::default() };
+            assert_eq!(s.agent_end("g", &[], Turn::Work, alone).await.unwrap().0, 1, "the turn sent alone is stored");
+        }
+        s.agent_end("g", &history(9), Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("OFFTURN"), "{:?} alone {alone}: {text}", settings.retain.mode);
+        for kept in ["PROMPT7", "REPLY7", "PROMPT8", "REPLY8"] {
+            assert_eq!(text.matches(kept).count(), 1, "{:?} alone {alone}: {kept}: {text}", settings.retain.mode);
+        }
+    }
+}
+
+/// A rewound branch of a wholly private first prompt and one more turn, from a client that says
+/// the user took turns back: the branch, not a window over the part's last private turn (wholly
+/// private prompts all print alike). Placed as a window, the part counted two turns more than the
+/// client had and stayed inside a span the branch had closed: every turn after it, sent alone or
+/// as a window, was stored as nothing (review91's fuzz, seed 3026).
+#[tokio::test]
+async fn a_rewound_branch_of_private_prompts_is_no_window_and_loses_nothing_after_it() {
+    for settings in [last_turn(3, 0), last_turn(1, 0), every_turn()] {
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        let u = |t: &str| Message::new("user", t);
+        let a = |t: &str| Message::new("assistant", t);
+        let t0 = vec![u("<private>SECRET-1</private>"), a("mid2"), a("pub3 <private>SECRET-3")];
+        let t1 = vec![u("SECRET-4"), a("SECRET-5"), a("SECRET-6")];
+        let t2 = vec![u("SECRET-7</private> pub7"), a("mid8"), a("pub9")];
+        let t3 = vec![u("<private>SECRET-10</private>"), a("pub11")];
+        let t4 = vec![u("SECRET-12</private> pub12"), a("mid13"), a("pub14 <private>SECRET-14")];
+        let t5 = vec![u("SECRET-15</private> pub15"), a("pub16")];
+        let t6 = vec![u("<private>SECRET-17</private>"), a("pub18")];
+        let t7 = vec![u("pub19"), a("pub21")];
+        let t8 = vec![u("pub22"), a("pub23")];
+        let t9 = vec![u("pub24"), a("mid25"), a("pub26 <private>SECRET-26")];
+        let cat = |xs: &[&Vec<Message>]| xs.iter().flat_map(|x| x.iter().cloned()).collect::<Vec<_>>();
+        let reply = |m: &Vec<Message>| TurnEnd { reply: Some(m.last().unwrap().content.clone()), ..TurnEnd::default() };
+        let whole = |before: Vec<Message>, turn: &Vec<Message>, end: TurnEnd| {
+            let s = &s;
+            let (before, turn) = (before, turn.clone());
+            async move {
+                s.agent_start("g", &turn[0].content, &before, Turn::Work).await.unwrap();
+                s.agent_end("g", &[before, turn].concat(), Turn::Work, end).await.unwrap();
+            }
+        };
+        s.start(start("g")).await.unwrap();
+        s.agent_start("g", &t0[0].content, &[], Turn::Work).await.unwrap();
+        s.agent_end("g", &[], Turn::Work, reply(&t0)).await.unwrap();
+        whole(t0.clone(), &t1, TurnEnd::default()).await;
+        s.agent_start("g", &t2[0].content, &cat(&[&t0, &t1]), Turn::Work).await.unwrap();
+        s.agent_end("g", &cat(&[&t0, &t1, &t2])[..8], Turn::Work, reply(&t2)).await.unwrap();
+        whole(cat(&[&t0, &t1, &t2]), &t3, TurnEnd::default()).await;
+        whole(t0.clone(), &t4, TurnEnd { rewound: true, ..TurnEnd::default() }).await;
+        whole(cat(&[&t0, &t4]), &t5, TurnEnd::default()).await;
+        whole(cat(&[&t0, &t4, &t5]), &t6, TurnEnd::default()).await;
+        for alone in [&t7, &t8] {
+            s.agent_start("g", &alone[0].content, &[], Turn::Work).await.unwrap();
+            s.agent_end("g", &[], Turn::Work, reply(alone)).await.unwrap();
+        }
+        let window = cat(&[&t5, &t6, &t7, &t8]);
+        s.agent_start("g", &t9[0].content, &window, Turn::Work).await.unwrap();
+        let cut = TurnEnd { omitted_user_turns: 2, last: true, ..TurnEnd::default() };
+        s.agent_end("g", &cat(&[&window, &t9]), Turn::Work, cut).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        let mode = &settings.retain.mode;
+        assert!(!text.contains("SECRET"), "{mode:?}: {text}");
+        for kept in ["pub12", "pub15", "pub16", "pub18", "pub19", "pub21", "pub22", "pub23", "pub24", "pub26"] {
+            assert_eq!(text.matches(kept).count(), 1, "{mode:?}: {kept}: {text}");
+        }
+    }
+}
