@@ -491,6 +491,7 @@ impl Sessions {
                     instructions: None,
                     last_turn_document: ended.last_turn_document,
                     previous_part_prints: Vec::new(),
+                    previous_part_open_at_start: 0,
                     last_reply_print: ended.last_reply_print,
                     recent_reply_prints: ended.recent_reply_prints.clone(),
                     hidden_from_turns: ended.hidden_from_turns.clone(),

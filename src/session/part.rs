@@ -242,7 +242,7 @@ impl Sessions {
         let updated = self.update(&session.id, |s| {
             s.part = s.part.saturating_add(1);
             s.hidden_from_turns.clear();
-            s.open_at_part_start = open_at_part_start;
+            s.previous_part_open_at_start = std::mem::replace(&mut s.open_at_part_start, open_at_part_start);
             // A history of its own: its turns were not had while memory was off, and those it
             // begins with that the part before stored count as retained.
             s.retained_turns = kept;

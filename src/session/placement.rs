@@ -127,10 +127,11 @@ pub(super) fn as_typed(text: &str) -> String {
 /// holds (a copy taken a turn or more after the history started over: taken for a new history,
 /// it stored the old one again). One turn says too little: a client that sends a turn at a
 /// time starts a part each turn, and a prompt repeated two turns apart ("yes", "go on") is a
-/// new turn. Nor do turns that are all private (cleaned here from the spans open where the
-/// current part began, a new part's turns can look so).
-pub(super) fn is_late_copy_of_previous_part(session: &Session, seen: &[u64]) -> bool {
+/// new turn. Nor do turns that are all private. `as_previous`: the prints as read from where the
+/// previous part began; `seen`, from where the current part began.
+pub(super) fn is_late_copy_of_previous_part(session: &Session, as_previous: &[u64], seen: &[u64]) -> bool {
     let previous = &session.previous_part_prints;
+    let (seen, placed) = (as_previous, seen);
     let known = match seen.len() <= previous.len() {
         true => previous[..seen.len()] == *seen,
         false => {
@@ -143,7 +144,7 @@ pub(super) fn is_late_copy_of_previous_part(session: &Session, seen: &[u64]) -> 
     seen.len() >= 2
         && seen.iter().any(|p| *p != 0 && *p != UNKNOWN_TURN)
         && known
-        && place_in_part(&session.turn_prints, seen) == Placement::StartsOver
+        && place_in_part(&session.turn_prints, placed) == Placement::StartsOver
 }
 
 /// Adds the user turns `[from, to)` to a part's slices ([`Session::sliced`]), joined with those

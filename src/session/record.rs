@@ -222,6 +222,10 @@ pub struct Session {
     /// history, sent after the part began, is known for what it is instead of starting one more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_part_prints: Vec<u64>,
+    /// The spans open where the part before this one began (see `open_at_part_start`): a whole
+    /// history that holds that part is read from there when it is looked for in it.
+    #[serde(default, skip_serializing_if = "is_none_open")]
+    pub previous_part_open_at_start: usize,
     /// The fingerprint of the reply that ended the last transcript (cleaned; 0 when it had none
     /// or it was wholly private): a client that sends a turn at a time and a prompt the same as
     /// the one before ("continue", or two wholly private ones) sends a new turn, not the last

@@ -55,8 +55,23 @@ impl Sessions {
             }
             false => session,
         };
+        // The previous part is looked for in a history as read from where that part began: this
+        // part may have begun inside a span, and read from there the previous part's prompts came
+        // out private, and its history was stored again whole (review88 #5).
+        let reread;
+        let as_previous: &[u64] = match omitted == 0
+            && !session.previous_part_prints.is_empty()
+            && session.previous_part_open_at_start != open_before
+        {
+            true => {
+                let from = session.previous_part_open_at_start;
+                reread = user_prints(&cleaned_each(settings, &history, from).each, &history);
+                &reread
+            }
+            false => &seen,
+        };
         if omitted == 0
-            && is_late_copy_of_previous_part(session, &seen)
+            && is_late_copy_of_previous_part(session, as_previous, &seen)
             && !last_turn_replies_unseen(session, &history, &cleaned.each)
         {
             // Sent before the history started over and arriving after (a compaction racing
@@ -148,7 +163,7 @@ impl Sessions {
         // and this history is the same conversation, whole again. Read from where the part
         // begins in it: taken for a history that starts over, all of it went into another part,
         // the earlier turns stored twice (review83 #5).
-        if sent == Sent::History && omitted == 0 && holds_previous_then_this_part(session, &seen) {
+        if sent == Sent::History && omitted == 0 && holds_previous_then_this_part(session, as_previous) {
             let from = first_message_of_turn(&history, session.previous_part_prints.len() as i64);
             return Box::pin(self.retain_turns(session, settings, &history[from..], end, sent)).await;
         }

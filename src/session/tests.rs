@@ -35,6 +35,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         open_at_end: 0,
         last_turn_document: 0,
         previous_part_prints: Vec::new(),
+        previous_part_open_at_start: 0,
         last_reply_print: 0,
         recent_reply_prints: Vec::new(),
         hidden_from_turns: Vec::new(),
@@ -3697,5 +3698,37 @@ async fn a_rewound_branch_of_private_prompts_is_no_window_and_loses_nothing_afte
         for kept in ["pub12", "pub15", "pub16", "pub18", "pub19", "pub21", "pub22", "pub23", "pub24", "pub26"] {
             assert_eq!(text.matches(kept).count(), 1, "{mode:?}: {kept}: {text}");
         }
+    }
+}
+
+/// A part begun inside a span (a turn sent as a history of its own after a turn that opened it),
+/// then the whole history: the previous part is looked for in it as read from where that part
+/// began, and the history goes on in the part. Read from the new part's start, the previous
+/// part's prompts came out private, the history started one more part, and its first turns were
+/// stored twice (review88 #5).
+#[tokio::test]
+async fn a_whole_history_after_a_part_begun_inside_a_span_goes_on_in_it() {
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let turns = [
+        [m("user", "one <private>SECRET1"), m("assistant", "SECRET2")],
+        [m("user", "SECRET3 </private> two"), m("assistant", "r2 answer")],
+        [m("user", "three"), m("assistant", "r3 answer")],
+    ];
+    s.start(start("s")).await.unwrap();
+    s.agent_end("s", &turns[0], Turn::Work, TurnEnd::default()).await.unwrap();
+    s.agent_end("s", &turns[1], Turn::Work, TurnEnd::default()).await.unwrap();
+    assert_eq!(s.get("s").unwrap().open_at_part_start, 1, "the second part begins inside the span");
+    // A copy of the history sent before the second part began, arriving after it.
+    let late = turns[..2].iter().flatten().cloned().collect::<Vec<_>>();
+    s.agent_end("s", &late, Turn::Work, TurnEnd::default()).await.unwrap();
+    let whole = turns.iter().flatten().cloned().collect::<Vec<_>>();
+    s.agent_end("s", &whole, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(!text.contains("SECRET"), "{text}");
+    for kept in ["one", "two", "r2 answer", "three", "r3 answer"] {
+        assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
     }
 }
