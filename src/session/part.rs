@@ -6,8 +6,8 @@ use mneme_core::text::Message;
 use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, first_message_of_turn, place_in_part_past, prints_with_window, rewound_at, user_prints, without_slices,
-    Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    add_slice, first_message_of_turn, place_in_part_past, prints_with_window, user_prints, without_slices, Placement,
+    MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::MAX_RECENT_REPLIES;
 use super::retain::{part_document, turn_replies};
@@ -48,9 +48,7 @@ impl Sessions {
         let kept_seen = user_prints(&cleaned.into_kept(), &history);
         let placement = match place_in_part_past(known, &seen, session.first_turn) {
             // As in `retain_turns`: the branch, not a window over the part's later turns.
-            Placement::Window(_) if end.rewound && rewound_at(known, &seen).is_some_and(|k| k > 0) => {
-                Placement::StartsOver
-            }
+            Placement::Window(_) if end.rewound => Placement::StartsOver,
             placement => placement,
         };
         let (prints, user_turns) = match placement {

@@ -192,20 +192,15 @@ impl Sessions {
                 other => other,
             };
         }
-        if placement == Placement::StartsOver && end.rewound {
+        // From a client that says the user took turns back, a history sent whole is a branch: it
+        // agrees with the part's first `k` turns (none: rewound to before the first prompt), then
+        // not. Never a window over the part's later turns, which its turns may agree with too:
+        // wholly private prompts all print alike. So placed, a branch of a private first prompt
+        // and one more turn made the part count two turns more than the client had, and stay
+        // inside a span the branch had closed: every turn after it was stored as nothing (fuzz
+        // seed 3026); a branch of one private prompt, rewound to the start, lost its turn (1213).
+        if end.rewound && matches!(placement, Placement::StartsOver | Placement::Window(_)) {
             placement = rewound_at(&session.turn_prints, &seen).map_or(placement, Placement::Rewound);
-        }
-        // A history sent whole from a client that says the user took turns back, which agrees
-        // with the part's first turns and then not, is the branch, even where its turns also
-        // agree with a later stretch of the part: wholly private prompts all print alike, and a
-        // branch of a private first prompt and one more turn was placed as a window over the
-        // part's last private turn. The part then counted two turns more than the client had,
-        // stayed inside a span the branch had closed, and every turn after it was stored as
-        // nothing (fuzz seed 3026).
-        if let (Placement::Window(_), true) = (&placement, end.rewound) {
-            if let Some(k) = rewound_at(&session.turn_prints, &seen).filter(|k| *k > 0) {
-                placement = Placement::Rewound(k);
-            }
         }
         // The stored document holds turns the client took back: replaced now, not on the cadence.
         let mut taken_back = false;

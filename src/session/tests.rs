@@ -3732,3 +3732,35 @@ async fn a_whole_history_after_a_part_begun_inside_a_span_goes_on_in_it() {
         assert_eq!(text.matches(kept).count(), 1, "{kept}: {text}");
     }
 }
+
+/// A branch rewound to before the first prompt whose one prompt is wholly private: the branch,
+/// not a window over the part's private turn (wholly private prompts all print alike), so its
+/// turn is stored (review91's fuzz, seed 1213: placed as a known turn, its reply was lost).
+#[tokio::test]
+async fn a_branch_of_one_private_prompt_rewound_to_the_start_is_stored() {
+    for settings in [every_turn(), last_turn(1, 0), last_turn(3, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let part = [
+            m("user", "first public prompt"),
+            m("assistant", "first answer"),
+            m("user", "<private>SECRET-A</private>"),
+            m("assistant", "second answer"),
+            m("user", "third public prompt"),
+            m("assistant", "third answer"),
+        ];
+        s.start(start("b")).await.unwrap();
+        for n in [2, 4, 6] {
+            s.agent_end("b", &part[..n], Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        let branch = [m("user", "<private>SECRET-B</private>"), m("assistant", "BRANCH-REPLY kept")];
+        let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+        s.agent_end("b", &branch, Turn::Work, end).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        let mode = &settings.retain.mode;
+        assert!(!text.contains("SECRET"), "{mode:?}: {text}");
+        assert_eq!(text.matches("BRANCH-REPLY kept").count(), 1, "{mode:?}: {text}");
+    }
+}
