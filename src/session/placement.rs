@@ -207,9 +207,18 @@ pub(super) fn without_slices(
 /// Also to before the part's first turn (`first_turn`: the turns before it had while memory was
 /// off, forgotten or cleared, stored in the part before a move or by an earlier build): taken for
 /// a history that starts over, the branch was stored whole in a new part, those turns with it (a
-/// password the user had forgotten came back).
-pub(super) fn rewound_at(known: &[u64], seen: &[u64]) -> Option<usize> {
-    let k = known.iter().zip(seen).take_while(|(a, b)| a == b && **a != UNKNOWN_TURN).count();
+/// password the user had forgotten came back). A turn never seen agrees only before `first_turn`
+/// (a window passed over while memory was off, heard first): there the branch's turns are never
+/// to be stored anyway, and read as rewound to the start, the branch was stored whole, the off
+/// turns in it (review92 #1). Past it, a turn never seen (one whose end never came) may be the
+/// branch's own, to be stored.
+pub(super) fn rewound_at(known: &[u64], seen: &[u64], first_turn: i64) -> Option<usize> {
+    let not_stored = usize::try_from(first_turn).unwrap_or(usize::MAX);
+    let agree = |(i, (a, b)): (usize, (&u64, &u64))| match *a {
+        UNKNOWN_TURN => i < not_stored,
+        _ => a == b,
+    };
+    let k = known.iter().zip(seen).enumerate().take_while(|&pair| agree(pair)).count();
     (k < known.len() && k < seen.len()).then_some(k)
 }
 
@@ -265,16 +274,18 @@ pub(super) fn place_in_part(known: &[u64], seen: &[u64]) -> Placement {
 
 /// As [`place_in_part`], for a part that never stores its turns before `first_turn` (had while
 /// memory was off, or stored by the part before). A whole history that agrees with every turn
-/// the part knows and goes past them goes on, a gap at the part's start or not, when it agrees
-/// with one of those turns at least: the part's first known turns were passed over while off
-/// (the first the session heard was a transcript without its start), and a turn sent alone
-/// after them. Taken for a history that starts over, it was stored whole, the off turns in it
-/// (review91 #4). A gap at the start with no such turn known is still no agreement (review91 #1,
-/// #2): such a history's turns were taken for retained ones and never stored.
+/// the part knows and goes past them goes on, a gap at the part's start or not, when one of
+/// those turns is known: the part's first known turns were passed over while off (the first the
+/// session heard was a transcript without its start), and a turn sent alone after them. Taken
+/// for a history that starts over, it was stored whole, the off turns in it (review91 #4). A
+/// wholly private prompt (print 0) counts: the reply to one had while off was stored so
+/// (review92 #2). A new conversation that agrees there loses its turns before `first_turn`;
+/// storing the off turns of the same one would write what the user had memory off for. A gap at
+/// the start with no such turn known is still no agreement (review91 #1, #2): such a history's
+/// turns were taken for retained ones and never stored.
 pub(super) fn place_in_part_past(known: &[u64], seen: &[u64], first_turn: i64) -> Placement {
     let not_stored = usize::try_from(first_turn).unwrap_or(usize::MAX).min(known.len());
-    let agrees_at_one_not_stored =
-        known[..not_stored].iter().zip(seen).any(|(k, s)| *k != UNKNOWN_TURN && *k != 0 && k == s);
+    let agrees_at_one_not_stored = known[..not_stored].iter().zip(seen).any(|(k, s)| *k != UNKNOWN_TURN && k == s);
     let goes_on_from_turns_not_stored = known.first() == Some(&UNKNOWN_TURN)
         && seen.len() > known.len()
         && agrees_at_one_not_stored
@@ -482,6 +493,7 @@ mod tests {
         assert_eq!(place_in_part_past(&known, &[1, 2], 4), Placement::StartsOver, "within the gap: review91 #1");
         assert_eq!(place_in_part_past(&known, &[1, 2, 5, 6, 9, 8], 4), Placement::StartsOver, "differs after");
         assert_eq!(place_in_part_past(&known, &[1, 2, 5, 6, 7], 4), place_in_part(&known, &[1, 2, 5, 6, 7]));
-        assert_eq!(place_in_part_past(&[U, U, 0, 7], &[1, 2, 0, 7, 8], 3), Placement::StartsOver, "private");
+        assert_eq!(place_in_part_past(&[U, U, 0, 7], &[1, 2, 0, 7, 8], 3), Placement::Continues, "private");
+        assert_eq!(place_in_part_past(&[U, U, 0, 7], &[1, 2, 5, 7, 8], 3), Placement::StartsOver);
     }
 }

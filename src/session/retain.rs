@@ -200,7 +200,8 @@ impl Sessions {
         // inside a span the branch had closed: every turn after it was stored as nothing (fuzz
         // seed 3026); a branch of one private prompt, rewound to the start, lost its turn (1213).
         if end.rewound && matches!(placement, Placement::StartsOver | Placement::Window(_)) {
-            placement = rewound_at(&session.turn_prints, &seen).map_or(placement, Placement::Rewound);
+            placement =
+                rewound_at(&session.turn_prints, &seen, session.first_turn).map_or(placement, Placement::Rewound);
         }
         // The stored document holds turns the client took back: replaced now, not on the cadence.
         let mut taken_back = false;

@@ -3764,3 +3764,66 @@ async fn a_branch_of_one_private_prompt_rewound_to_the_start_is_stored() {
         assert_eq!(text.matches("BRANCH-REPLY kept").count(), 1, "{mode:?}: {text}");
     }
 }
+
+/// The same, where the whole transcript after the window had while retain was off is a rewound
+/// branch that keeps an off turn (with or without a window had while on between: read as rewound
+/// to the start, the branch was stored whole: review92 #1), and where the off window's prompt is
+/// wholly private (its reply was stored: review92 #2).
+#[tokio::test]
+async fn off_turns_first_heard_stay_unstored_in_a_rewound_branch_or_behind_a_private_prompt() {
+    #[derive(Debug, Clone, Copy)]
+    enum Shape {
+        Rewound,
+        WindowThenRewound,
+        PrivatePrompt,
+        PrivatePromptThenAlone,
+    }
+    use Shape::*;
+    for settings in [every_turn(), last_turn(1, 0), last_turn(3, 0)] {
+        for shape in [Rewound, WindowThenRewound, PrivatePrompt, PrivatePromptThenAlone] {
+            let r = rig();
+            let m = |role: &str, text: &str| Message::new(role, text);
+            let mut off = settings.clone();
+            off.retain.auto = false;
+            let private = matches!(shape, PrivatePrompt | PrivatePromptThenAlone);
+            let turn = |i: usize| match i {
+                5 if private => [m("user", "<private>the deploy key</private>"), m("assistant", "OFFREPLY5 rotated")],
+                5 => [m("user", "OFFTURN5 the db password is hunter2"), m("assistant", "OFFREPLY5")],
+                6 if !private => [m("user", "OFFTURN6 more"), m("assistant", "OFFREPLY6")],
+                i => [m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))],
+            };
+            let history = |turns: &[usize]| turns.iter().flat_map(|&i| turn(i)).collect::<Vec<_>>();
+            let s = sessions(&r, off.clone()).await;
+            s.start(start("g")).await.unwrap();
+            let off_turns: &[usize] = if private { &[5] } else { &[5, 6] };
+            let window = TurnEnd { omitted_user_turns: 5, ..TurnEnd::default() };
+            s.agent_end("g", &history(off_turns), Turn::Work, window).await.unwrap();
+            let s = sessions(&r, settings.clone()).await;
+            let last = TurnEnd { last: true, ..TurnEnd::default() };
+            let branch = TurnEnd { rewound: true, ..last.clone() };
+            let (whole, end, kept): (Vec<usize>, _, &[usize]) = match shape {
+                Rewound => (vec![0, 1, 2, 3, 4, 5, 16], branch, &[16]),
+                WindowThenRewound => {
+                    let on = TurnEnd { omitted_user_turns: 6, ..TurnEnd::default() };
+                    s.agent_end("g", &history(&[6, 7]), Turn::Work, on).await.unwrap();
+                    (vec![0, 1, 2, 3, 4, 5, 6, 17], branch, &[7, 17])
+                }
+                PrivatePrompt => (vec![0, 1, 2, 3, 4, 5, 6], last, &[6]),
+                PrivatePromptThenAlone => {
+                    s.agent_start("g", "PROMPT6 question 6", &[], Turn::Work).await.unwrap();
+                    let alone = TurnEnd { reply: Some("REPLY6 answer 6".into()), ..TurnEnd::default() };
+                    s.agent_end("g", &[], Turn::Work, alone).await.unwrap();
+                    (vec![0, 1, 2, 3, 4, 5, 6, 7], last, &[6, 7])
+                }
+            };
+            s.agent_end("g", &history(&whole), Turn::Work, end).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            let what = format!("{:?} {shape:?}", settings.retain.mode);
+            assert!(!text.contains("OFF") && !text.contains("deploy key"), "{what}: {text}");
+            for i in kept {
+                assert_eq!(text.matches(&format!("REPLY{i} ")).count(), 1, "{what}: turn {i}: {text}");
+            }
+        }
+    }
+}
