@@ -6,8 +6,8 @@ use mneme_core::text::Message;
 use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, first_message_of_turn, place_in_part_past, prints_with_window, user_prints, without_slices, Placement,
-    MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    add_slice, branch_taken, first_message_of_turn, place_in_part_past, prints_with_window, user_prints,
+    without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::MAX_RECENT_REPLIES;
 use super::retain::{part_document, turn_replies};
@@ -47,8 +47,10 @@ impl Sessions {
         // Printed as stored (see `retain_turns`): what a stray close hides leaves no print.
         let kept_seen = user_prints(&cleaned.into_kept(), &history);
         let placement = match place_in_part_past(known, &seen, session.first_turn) {
-            // As in `retain_turns`: the branch, not a window over the part's later turns.
-            Placement::Window(_) if end.rewound => Placement::StartsOver,
+            // As in `retain_turns`: the branch, a history of its own here.
+            ref placement if end.rewound && branch_taken(known, &seen, session.first_turn, placement).is_some() => {
+                Placement::StartsOver
+            }
             placement => placement,
         };
         let (prints, user_turns) = match placement {

@@ -144,7 +144,15 @@ pub(super) fn is_late_copy_of_previous_part(session: &Session, as_previous: &[u6
     seen.len() >= 2
         && seen.iter().any(|p| *p != 0 && *p != UNKNOWN_TURN)
         && known
-        && place_in_part(&session.turn_prints, placed) == Placement::StartsOver
+        && (is_all_private(placed) || place_in_part(&session.turn_prints, placed) == Placement::StartsOver)
+}
+
+/// Whether every turn of `prints` is wholly private or never seen: read so, a history agrees with
+/// any part of private turns, which says nothing of whose it is (a late copy of the previous part,
+/// read inside the span the current part began in, was taken for this part going on, and the
+/// whole history after it stored its first turns twice: review93 #3).
+pub(super) fn is_all_private(prints: &[u64]) -> bool {
+    prints.iter().all(|p| *p == 0 || *p == UNKNOWN_TURN)
 }
 
 /// Adds the user turns `[from, to)` to a part's slices ([`Session::sliced`]), joined with those
@@ -220,6 +228,28 @@ pub(super) fn rewound_at(known: &[u64], seen: &[u64], first_turn: i64) -> Option
     };
     let k = known.iter().zip(seen).enumerate().take_while(|&pair| agree(pair)).count();
     (k < known.len() && k < seen.len()).then_some(k)
+}
+
+/// Where a history sent whole, from a client that says the user took turns back, was rewound to,
+/// placed first as `placement`: a branch agrees with the part's first `k` turns (none: rewound to
+/// before the first prompt), then not ([`rewound_at`]). So does one that starts over, and one
+/// placed as a window over the part's later turns that agrees there only at wholly private
+/// prompts (they all print alike): taken for a window, a branch of a private first prompt and one
+/// more turn made the part count two turns more than the client had and stay inside a span the
+/// branch had closed, every turn after it stored as nothing (fuzz seed 3026); a branch of one
+/// private prompt, rewound to the start, lost its turn (1213). A window that agrees at a prompt's
+/// print is one (a client may send `rewound` with a history cut without a count): read as rewound
+/// to the start, it replaced the session's document, and the turns before it left the store
+/// (review93 #2); a branch only where it agrees with the part's first turn. `None`: not a branch.
+pub(super) fn branch_taken(known: &[u64], seen: &[u64], first_turn: i64, placement: &Placement) -> Option<usize> {
+    match *placement {
+        Placement::StartsOver => rewound_at(known, seen, first_turn),
+        Placement::Window(k) => {
+            let over = &known[k.min(known.len())..known.len().min(k.saturating_add(seen.len()))];
+            rewound_at(known, seen, first_turn).filter(|at| *at > 0 || is_all_private(over))
+        }
+        _ => None,
+    }
 }
 
 /// Where the user turns a client sent stand in the session's current part.

@@ -7,8 +7,8 @@ use mneme_core::text::Message;
 use super::auto::{last_turns_cleaned, transcript, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    first_message_of_turn, is_late_copy_of_previous_part, known_turns_among_commands, latest_window_past_the_end,
-    message_print, place_in_part_past, prints_with_window, renumber_turns, rewound_at, slices_before,
+    branch_taken, first_message_of_turn, is_late_copy_of_previous_part, known_turns_among_commands,
+    latest_window_past_the_end, message_print, place_in_part_past, prints_with_window, renumber_turns, slices_before,
     taken_back_from_document, user_prints, without_slices, Placement, UNKNOWN_TURN,
 };
 use super::record::reply_print;
@@ -192,16 +192,10 @@ impl Sessions {
                 other => other,
             };
         }
-        // From a client that says the user took turns back, a history sent whole is a branch: it
-        // agrees with the part's first `k` turns (none: rewound to before the first prompt), then
-        // not. Never a window over the part's later turns, which its turns may agree with too:
-        // wholly private prompts all print alike. So placed, a branch of a private first prompt
-        // and one more turn made the part count two turns more than the client had, and stay
-        // inside a span the branch had closed: every turn after it was stored as nothing (fuzz
-        // seed 3026); a branch of one private prompt, rewound to the start, lost its turn (1213).
-        if end.rewound && matches!(placement, Placement::StartsOver | Placement::Window(_)) {
-            placement =
-                rewound_at(&session.turn_prints, &seen, session.first_turn).map_or(placement, Placement::Rewound);
+        // From a client that says the user took turns back (see `branch_taken`).
+        if end.rewound {
+            let branch = branch_taken(&session.turn_prints, &seen, session.first_turn, &placement);
+            placement = branch.map_or(placement, Placement::Rewound);
         }
         // The stored document holds turns the client took back: replaced now, not on the cadence.
         let mut taken_back = false;

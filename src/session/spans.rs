@@ -5,7 +5,7 @@
 use mneme_core::text::{self, Message};
 
 use super::clean::{clean, conversation};
-use super::placement::{first_message_of_turn, is_agents_command, same_words};
+use super::placement::{first_message_of_turn, is_agents_command, same_words, UNKNOWN_TURN};
 use super::Session;
 use crate::config::Settings;
 
@@ -132,11 +132,27 @@ pub(super) fn next_turn_after_a_closed_span(
 /// The spans a part that starts over begins inside: those the last transcript left open, when
 /// the new history is another (a client that sends a turn at a time, a history compacted inside a
 /// span); none beyond the old part's own when it begins with the same turn (an edited or reverted
-/// history holds the opening tag again, and counted twice the span never closed).
+/// history holds the opening tag again, and counted twice the span never closed). Nor when the
+/// part was first heard as a window (its first turns never seen) and the history holds the
+/// window's turns where they stand: it is the conversation from its start, and the span the
+/// window's reply opened, counted twice, never closed again (review93 #1: every later turn was
+/// stored as nothing). A print of a prompt, not only of private ones (a history compacted inside
+/// a span would be read as outside it).
 pub(super) fn carried_into_new_part(session: &Session, seen: &[u64]) -> usize {
-    match (session.turn_prints.first(), seen.first()) {
-        (Some(known), Some(now)) if known == now => session.open_at_part_start,
-        _ => session.open_at_end,
+    let known = &session.turn_prints;
+    let from_the_start = match (known.first(), seen.first()) {
+        (Some(known), Some(now)) if known == now => true,
+        (Some(&UNKNOWN_TURN), Some(_)) => {
+            let in_place = known.iter().zip(seen).filter(|(k, _)| **k != UNKNOWN_TURN);
+            seen.len() >= known.len()
+                && known.iter().any(|k| *k != UNKNOWN_TURN && *k != 0)
+                && in_place.clone().all(|(k, s)| k == s)
+        }
+        _ => false,
+    };
+    match from_the_start {
+        true => session.open_at_part_start,
+        false => session.open_at_end,
     }
 }
 

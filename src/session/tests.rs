@@ -3827,3 +3827,98 @@ async fn off_turns_first_heard_stay_unstored_in_a_rewound_branch_or_behind_a_pri
         }
     }
 }
+
+/// A session first heard as a window whose reply opens a span, then whole transcripts that close
+/// it: the whole history is the conversation from its start, read so, and the turns after the
+/// close are stored. Read inside the span the window left open, the span its own tag opened was
+/// counted twice and never closed: every later turn was stored as nothing (review93 #1).
+#[tokio::test]
+async fn a_span_the_first_window_left_open_closes_in_the_whole_history_after_it() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let turn = |i: usize| match i {
+            2 => [m("user", "PROMPT2 question 2"), m("assistant", "REPLY2 answer <private>SECRET2 token")],
+            3 => [m("user", "SECRET3 more of it"), m("assistant", "SECRET3b</private> PUBLIC3 closed")],
+            i => [m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))],
+        };
+        let history = |n: usize| (0..n).flat_map(turn).collect::<Vec<_>>();
+        s.start(start("g")).await.unwrap();
+        let window = TurnEnd { omitted_user_turns: 2, ..TurnEnd::default() };
+        s.agent_end("g", &turn(2), Turn::Work, window).await.unwrap();
+        for n in 4..=6 {
+            let end = TurnEnd { last: n == 6, ..TurnEnd::default() };
+            s.agent_end("g", &history(n), Turn::Work, end).await.unwrap();
+        }
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        let mode = &settings.retain.mode;
+        assert!(!text.contains("SECRET"), "{mode:?}: {text}");
+        for kept in ["PUBLIC3", "PROMPT4", "REPLY4", "PROMPT5", "REPLY5"] {
+            assert_eq!(text.matches(kept).count(), 1, "{mode:?}: {kept}: {text}");
+        }
+    }
+}
+
+/// A history cut without a count, from a client that keeps sending `rewound`, that agrees with
+/// the part's later turns at a prompt: a window, not a branch rewound to the start, which
+/// replaced the session's document and took the turns before it out of the store (review93 #2).
+#[tokio::test]
+async fn a_window_sent_with_rewound_is_no_rewind_to_the_start() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let turn =
+            |i: usize| [m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))];
+        let history = |turns: &[usize]| turns.iter().flat_map(|&i| turn(i)).collect::<Vec<_>>();
+        s.start(start("g")).await.unwrap();
+        s.agent_end("g", &history(&[0, 1, 2, 3, 4, 5]), Turn::Work, TurnEnd::default()).await.unwrap();
+        let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
+        s.agent_end("g", &history(&[0, 1, 12]), Turn::Work, rewound.clone()).await.unwrap();
+        let last = TurnEnd { last: true, ..rewound };
+        s.agent_end("g", &history(&[12, 13]), Turn::Work, last).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        let mode = &settings.retain.mode;
+        for i in [0, 1, 12, 13] {
+            assert_eq!(text.matches(&format!("REPLY{i} ")).count(), 1, "{mode:?}: turn {i}: {text}");
+        }
+    }
+}
+
+/// A part begun inside a span whose turn is wholly private, a late copy of the previous part's
+/// history, then the whole history: the late copy, read inside that span, is all private and
+/// agreed with the part's private turn, so it was taken for the part going on, and the whole
+/// history after it stored the first turns twice (review93 #3).
+#[tokio::test]
+async fn a_late_copy_read_as_all_private_is_no_evidence_the_part_goes_on() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let first = [
+            m("user", "PROMPT0 question 0"),
+            m("assistant", "REPLY0 answer 0"),
+            m("user", "PROMPT1 opens <private>SECRET1 secret"),
+            m("assistant", "SECRET1b"),
+        ];
+        let own = [m("user", "SECRET2 more"), m("assistant", "SECRET2r</private> PUBLIC2R closed")];
+        let third = [m("user", "PROMPT3 question 3"), m("assistant", "REPLY3 answer 3")];
+        s.start(start("g")).await.unwrap();
+        s.agent_end("g", &first, Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_start("g", "SECRET2 more", &[], Turn::Work).await.unwrap();
+        s.agent_end("g", &own, Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_end("g", &first, Turn::Work, TurnEnd::default()).await.unwrap();
+        let whole = [&first[..], &own[..], &third[..]].concat();
+        s.agent_end("g", &whole, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        let mode = &settings.retain.mode;
+        assert!(!text.contains("SECRET"), "{mode:?}: {text}");
+        for kept in ["REPLY0", "PROMPT1 opens", "PUBLIC2R", "REPLY3"] {
+            assert_eq!(text.matches(kept).count(), 1, "{mode:?}: {kept}: {text}");
+        }
+    }
+}
