@@ -10,7 +10,7 @@ use super::placement::{
     without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::MAX_RECENT_REPLIES;
-use super::retain::{part_document, turn_replies};
+use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
 use super::spans::{carried_into_new_part, cleaned_each};
 use super::{PendingRetain, Session, SessionError, Sessions, StoredPart};
 use crate::config::Settings;
@@ -44,6 +44,20 @@ impl Sessions {
         let cleaned = cleaned_each(settings, &history, open_before);
         let seen = user_prints(&cleaned.each, &history);
         let mut open_at = (session.open_at_part_start, cleaned.open_at_end);
+        // A history no longer than the turns known, their prompts all agreeing, whose last reply
+        // is new: from a client that says the user took turns back, the branch (as in
+        // `retain_turns`). Taken for a late copy, the part went on counting the turns taken
+        // back, and a whole branch sent once memory was on again agreed with the part only up
+        // to them: read as rewound there, the turns had while off after it were stored (fuzz4
+        // seed 6103: wholly private prompts taken back and sent again print alike).
+        let branch_shorter = end.rewound
+            && !seen.is_empty()
+            && seen.len() < known.len()
+            && last_turn_replies_unseen(session, &history, &cleaned.each);
+        // The replies are known as a retained history's are: a late copy is told from a branch
+        // by them, once memory is on again too.
+        let reply_print = last_reply_print(&history, &cleaned.each);
+        self.keep_last_reply(session, reply_print, &history, &cleaned.each).await?;
         // Printed as stored (see `retain_turns`): what a stray close hides leaves no print.
         let kept_seen = user_prints(&cleaned.into_kept(), &history);
         let placement = match place_in_part_past(known, &seen, session.first_turn) {
@@ -51,6 +65,7 @@ impl Sessions {
             ref placement if end.rewound && branch_taken(known, &seen, session.first_turn, placement).is_some() => {
                 Placement::StartsOver
             }
+            Placement::Continues if branch_shorter => Placement::StartsOver,
             placement => placement,
         };
         let (prints, user_turns) = match placement {

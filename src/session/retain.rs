@@ -408,7 +408,7 @@ pub(super) fn part_document(session: &Session) -> String {
 
 /// The fingerprint of the reply a history ends with (its last message, an assistant's, as
 /// cleaned in `each`); 0 when it ends otherwise or the reply is wholly private.
-fn last_reply_print(history: &[Message], each: &[Option<Message>]) -> u64 {
+pub(super) fn last_reply_print(history: &[Message], each: &[Option<Message>]) -> u64 {
     match (history.last(), each.last()) {
         (Some(m), Some(Some(cleaned))) if m.role == "assistant" => message_print(&cleaned.content),
         _ => 0,
@@ -438,7 +438,7 @@ pub(super) fn turn_replies(history: &[Message], each: &[Option<Message>], most: 
 /// replies that ended the transcripts sent lately ([`Session::recent_reply_prints`], which must
 /// know some). A late copy ends with a reply seen before; a turn gone on (a Stop hook that
 /// blocked the stop) still holds the reply it had.
-fn last_turn_replies_unseen(session: &Session, history: &[Message], each: &[Option<Message>]) -> bool {
+pub(super) fn last_turn_replies_unseen(session: &Session, history: &[Message], each: &[Option<Message>]) -> bool {
     if session.recent_reply_prints.is_empty() {
         return false;
     }

@@ -3922,3 +3922,53 @@ async fn a_late_copy_read_as_all_private_is_no_evidence_the_part_goes_on() {
         }
     }
 }
+
+/// Memory off: a rewound branch that takes back a wholly private prompt and sends another (they
+/// print alike) is the branch, not a late copy: told by its new last reply, which a part had
+/// while off now knows too. Taken for a late copy, the part went on counting the turn taken
+/// back, and once memory was on again a whole branch agreed with the part only up to it: read as
+/// rewound there, the turn sent alone while off after it was stored (review92's fuzz4, seed 6103).
+#[tokio::test]
+async fn a_branch_taken_while_off_keeps_the_turns_after_it_unstored() {
+    for settings in [every_turn(), last_turn(1, 0), last_turn(3, 0)] {
+        let r = rig();
+        let mut off = settings.clone();
+        off.retain.auto = false;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let reply = |t: &str| TurnEnd { reply: Some(t.into()), ..TurnEnd::default() };
+        let base = vec![m("user", "PROMPT1 question"), m("assistant", "REPLY1 answer")];
+        let taken_back = [m("user", "<private>SECRET-A</private>"), m("assistant", "REPLY-A")];
+        let again = [m("user", "<private>SECRET-B</private>"), m("assistant", "REPLY-B")];
+        let s = sessions(&r, off.clone()).await;
+        s.start(start("g")).await.unwrap();
+        s.agent_end("g", &base, Turn::Work, TurnEnd::default()).await.unwrap();
+        s.agent_end("g", &[&base[..], &taken_back[..]].concat(), Turn::Work, TurnEnd::default()).await.unwrap();
+        let more = [m("user", "PROMPT2 more"), m("assistant", "REPLY2")];
+        s.agent_end("g", &[&base[..], &taken_back[..], &more[..]].concat(), Turn::Work, TurnEnd::default())
+            .await
+            .unwrap();
+        let branch = [&base[..], &again[..]].concat();
+        s.agent_end("g", &branch, Turn::Work, TurnEnd { rewound: true, ..TurnEnd::default() }).await.unwrap();
+        s.agent_start("g", "OFFTURN alone", &[], Turn::Work).await.unwrap();
+        s.agent_end("g", &[], Turn::Work, reply("OFFREPLY alone")).await.unwrap();
+        let s = sessions(&r, settings.clone()).await;
+        s.agent_start("g", "PROMPT3 on again", &[], Turn::Work).await.unwrap();
+        s.agent_end("g", &[], Turn::Work, reply("REPLY3 on")).await.unwrap();
+        let whole = [
+            &branch[..],
+            &[m("user", "OFFTURN alone"), m("assistant", "OFFREPLY alone")],
+            &[m("user", "PROMPT3 on again"), m("assistant", "REPLY3 on")],
+            &[m("user", "PROMPT4 last"), m("assistant", "REPLY4 last")],
+        ]
+        .concat();
+        let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+        s.agent_end("g", &whole, Turn::Work, end).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        let mode = &settings.retain.mode;
+        assert!(!text.contains("OFF") && !text.contains("REPLY1") && !text.contains("REPLY-B"), "{mode:?}: {text}");
+        for kept in ["REPLY3 on", "REPLY4 last"] {
+            assert_eq!(text.matches(kept).count(), 1, "{mode:?}: {kept}: {text}");
+        }
+    }
+}
