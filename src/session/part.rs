@@ -6,8 +6,8 @@ use mneme_core::text::Message;
 use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, branch_taken, first_message_of_turn, place_in_part_past, prints_with_window, user_prints,
-    without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    add_slice, branch_taken, first_message_of_turn, latest_window_past_the_end, place_in_part_past, prints_with_window,
+    user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::MAX_RECENT_REPLIES;
 use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
@@ -50,9 +50,9 @@ impl Sessions {
         // back, and a whole branch sent once memory was on again agreed with the part only up
         // to them: read as rewound there, the turns had while off after it were stored (fuzz4
         // seed 6103: wholly private prompts taken back and sent again print alike).
-        let branch_shorter = end.rewound
+        let rewound_new_reply = end.rewound
             && !seen.is_empty()
-            && seen.len() < known.len()
+            && seen.len() <= known.len()
             && last_turn_replies_unseen(session, &history, &cleaned.each);
         // The replies are known as a retained history's are: a late copy is told from a branch
         // by them, once memory is on again too.
@@ -65,7 +65,10 @@ impl Sessions {
             ref placement if end.rewound && branch_taken(known, &seen, session.first_turn, placement).is_some() => {
                 Placement::StartsOver
             }
-            Placement::Continues if branch_shorter => Placement::StartsOver,
+            Placement::Continues if rewound_new_reply && seen.len() < known.len() => Placement::StartsOver,
+            Placement::Window(_) if rewound_new_reply && latest_window_past_the_end(known, &seen).is_none() => {
+                Placement::StartsOver
+            }
             placement => placement,
         };
         let (prints, user_turns) = match placement {

@@ -8,8 +8,8 @@ use super::auto::{last_turns_cleaned, transcript, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
     branch_taken, first_message_of_turn, is_late_copy_of_previous_part, known_turns_among_commands,
-    latest_window_past_the_end, message_print, place_in_part_past, prints_with_window, renumber_turns, slices_before,
-    taken_back_from_document, user_prints, without_slices, Placement, UNKNOWN_TURN,
+    latest_window_past_the_end, message_print, place_in_part_past, prints_with_window, renumber_turns, rewound_at,
+    slices_before, taken_back_from_document, user_prints, without_slices, Placement, UNKNOWN_TURN,
 };
 use super::record::reply_print;
 use super::spans::{carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, window_opens_inside};
@@ -187,8 +187,15 @@ impl Sessions {
         if known_prompts_new_reply {
             placement = match placement {
                 Placement::Continues if end.rewound => Placement::Rewound(seen.len() - 1),
-                Placement::Window(k) => latest_window_past_the_end(&session.turn_prints, &seen)
-                    .map_or(Placement::Window(k), Placement::Window),
+                // None reaching past them, from a client that says the user took turns back: the
+                // prompt taken back asked again (fuzz4 seed 6124: "continue" twice; taken for a
+                // window over the known turns, its new reply was stored nowhere).
+                Placement::Window(k) => match latest_window_past_the_end(&session.turn_prints, &seen) {
+                    Some(past) => Placement::Window(past),
+                    None if end.rewound => rewound_at(&session.turn_prints, &seen, session.first_turn)
+                        .map_or(Placement::Window(k), Placement::Rewound),
+                    None => Placement::Window(k),
+                },
                 other => other,
             };
         }

@@ -3972,3 +3972,34 @@ async fn a_branch_taken_while_off_keeps_the_turns_after_it_unstored() {
         }
     }
 }
+
+/// A branch rewound to before the first prompt whose one prompt is the part's last ("continue"
+/// asked again) and whose reply is new: the branch, not a window over the part's last turn, so
+/// its reply is stored (review92's fuzz4, seed 6124).
+#[tokio::test]
+async fn a_branch_that_asks_the_last_prompt_again_from_the_start_is_stored() {
+    for settings in [every_turn(), last_turn(1, 0), last_turn(3, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let part = [
+            m("user", "PROMPT1 first question"),
+            m("assistant", "REPLY1 first"),
+            m("user", "PROMPT2 second question"),
+            m("assistant", "REPLY2 second"),
+            m("user", "continue"),
+            m("assistant", "REPLY3 went on"),
+        ];
+        s.start(start("c")).await.unwrap();
+        for n in [2, 4, 6] {
+            s.agent_end("c", &part[..n], Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        let branch = [m("user", "continue"), m("assistant", "BRANCH-REPLY from the start")];
+        let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+        s.agent_end("c", &branch, Turn::Work, end).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        let mode = &settings.retain.mode;
+        assert_eq!(text.matches("BRANCH-REPLY from the start").count(), 1, "{mode:?}: {text}");
+    }
+}
