@@ -143,10 +143,9 @@ pub(super) fn carried_into_new_part(session: &Session, seen: &[u64]) -> usize {
     let from_the_start = match (known.first(), seen.first()) {
         (Some(known), Some(now)) if known == now => true,
         (Some(&UNKNOWN_TURN), Some(_)) => {
-            let in_place = known.iter().zip(seen).filter(|(k, _)| **k != UNKNOWN_TURN);
             seen.len() >= known.len()
                 && known.iter().any(|k| *k != UNKNOWN_TURN && *k != 0)
-                && in_place.clone().all(|(k, s)| k == s)
+                && known.iter().zip(seen).all(|(k, s)| *k == UNKNOWN_TURN || k == s)
         }
         _ => false,
     };
