@@ -98,7 +98,7 @@ impl Sessions {
             Placement::Window(k) => ([&known[..k], &seen[..]].concat(), k as i64 + sent),
             Placement::StartsOver | Placement::Rewound(_) => {
                 // As in `retain_turns`: the new history begins inside the spans left open.
-                let carried = carried_into_new_part(session, &seen);
+                let carried = carried_into_new_part(session, &history, &seen);
                 let cleaned = cleaned_each(settings, &history, carried);
                 open_at = (carried, cleaned.open_at_end);
                 (user_prints(&cleaned.each, &history), sent)

@@ -292,7 +292,7 @@ impl Sessions {
                 // it begins as the part did (edited or reverted), and holds the opening tag again.
                 let carried = match next_turn {
                     true => session.open_at_end,
-                    false => carried_into_new_part(session, &seen),
+                    false => carried_into_new_part(session, &history, &seen),
                 };
                 let cleaned = cleaned_each(settings, &history, carried);
                 let open_at_end = cleaned.open_at_end;

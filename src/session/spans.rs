@@ -133,19 +133,26 @@ pub(super) fn next_turn_after_a_closed_span(
 /// the new history is another (a client that sends a turn at a time, a history compacted inside a
 /// span); none beyond the old part's own when it begins with the same turn (an edited or reverted
 /// history holds the opening tag again, and counted twice the span never closed). Nor when the
-/// part was first heard as a window (its first turns never seen) and the history holds the
-/// window's turns where they stand: it is the conversation from its start, and the span the
-/// window's reply opened, counted twice, never closed again (review93 #1: every later turn was
-/// stored as nothing). A print of a prompt, not only of private ones (a history compacted inside
-/// a span would be read as outside it).
-pub(super) fn carried_into_new_part(session: &Session, seen: &[u64]) -> usize {
+/// part was first heard as a window (its first turns never seen) and the history, read from the
+/// part's start, holds the window's turns where they stand and is inside the spans the window
+/// left open where they end: it is the conversation from its start, and the span the window's
+/// reply opened, counted twice, never closed again (review93 #1: every later turn was stored as
+/// nothing). Not on a prompt's agreement alone: a history compacted inside the span, its tag not
+/// put back, that says "continue" where the window did was read as outside it, and its private
+/// text stored (review94 #1).
+pub(super) fn carried_into_new_part(session: &Session, history: &[Message], seen: &[u64]) -> usize {
     let known = &session.turn_prints;
     let from_the_start = match (known.first(), seen.first()) {
         (Some(known), Some(now)) if known == now => true,
         (Some(&UNKNOWN_TURN), Some(_)) => {
+            let window_end = first_message_of_turn(history, known.len() as i64);
+            let open_there = history[..window_end]
+                .iter()
+                .fold(session.open_at_part_start, |open, m| text::strip_private_within(&m.content, open).1);
             seen.len() >= known.len()
                 && known.iter().any(|k| *k != UNKNOWN_TURN && *k != 0)
                 && known.iter().zip(seen).all(|(k, s)| *k == UNKNOWN_TURN || k == s)
+                && open_there == session.open_at_end
         }
         _ => false,
     };

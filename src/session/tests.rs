@@ -4003,3 +4003,31 @@ async fn a_branch_that_asks_the_last_prompt_again_from_the_start_is_stored() {
         assert_eq!(text.matches("BRANCH-REPLY from the start").count(), 1, "{mode:?}: {text}");
     }
 }
+
+/// A session first heard as a window whose prompt opens a span; then a history compacted inside
+/// it, its tag not put back, that says "continue" where the window did: read inside the span, not
+/// from its start on the agreement of one short prompt (review94 #1: its private text was stored).
+#[tokio::test]
+async fn a_compaction_inside_the_first_windows_span_stays_private() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("g")).await.unwrap();
+        let window = [m("user", "continue <private>SECRET1 the key is"), m("assistant", "SECRET1r noted")];
+        let cut = TurnEnd { omitted_user_turns: 1, ..TurnEnd::default() };
+        s.agent_end("g", &window, Turn::Work, cut).await.unwrap();
+        let compacted = vec![
+            m("user", "SECRET2 summary of the key work"),
+            m("assistant", "SECRET2r ok"),
+            m("user", "continue"),
+            m("assistant", "SECRET3r more of it"),
+        ];
+        s.agent_end("g", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+        let more = [compacted, vec![m("user", "SECRET4 still"), m("assistant", "SECRET4r x")]].concat();
+        s.agent_end("g", &more, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("SECRET"), "{:?}: {text}", settings.retain.mode);
+    }
+}
