@@ -11,7 +11,7 @@ use super::placement::{
 };
 use super::record::MAX_RECENT_REPLIES;
 use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
-use super::spans::{carried_into_new_part, cleaned_each};
+use super::spans::{carried_into_new_part, cleaned_each, window_opens_inside};
 use super::{PendingRetain, Session, SessionError, Sessions, StoredPart};
 use crate::config::Settings;
 use crate::spool::SpoolError;
@@ -35,9 +35,12 @@ impl Sessions {
         // last transcript ended (a part of its own, begun inside its spans, had a whole history
         // sent next read with the span that opened before it counted twice).
         let alone_after_known = shape == Sent::TurnAlone && session.alone_turn_number() > 0;
-        let (omitted, open_before) = match alone_after_known {
-            true => (session.alone_turn_number(), session.alone_turn_opens_inside()),
-            false => (end.omitted_user_turns, session.open_at_part_start),
+        // A window read from where it begins, as `retain_turns` reads it (from the part's start,
+        // one begun inside a span left prints of its private text: review94 #2).
+        let (omitted, open_before) = match (alone_after_known, end.omitted_user_turns) {
+            (true, _) => (session.alone_turn_number(), session.alone_turn_opens_inside()),
+            (false, 0) => (0, session.open_at_part_start),
+            (false, omitted) => (omitted, window_opens_inside(session, omitted, &history)),
         };
         let omitted = i64::try_from(omitted).unwrap_or(i64::MAX);
         let sent = history.iter().filter(|m| m.role == "user").count() as i64;
@@ -54,12 +57,9 @@ impl Sessions {
             && !seen.is_empty()
             && seen.len() <= known.len()
             && last_turn_replies_unseen(session, &history, &cleaned.each);
-        // The replies are known as a retained history's are: a late copy is told from a branch
-        // by them, once memory is on again too.
-        let reply_print = last_reply_print(&history, &cleaned.each);
-        self.keep_last_reply(session, reply_print, &history, &cleaned.each).await?;
         // Printed as stored (see `retain_turns`): what a stray close hides leaves no print.
-        let kept_seen = user_prints(&cleaned.into_kept(), &history);
+        let kept = cleaned.into_kept();
+        let kept_seen = user_prints(&kept, &history);
         let placement = match place_in_part_past(known, &seen, session.first_turn) {
             // As in `retain_turns`: the branch, a history of its own here.
             ref placement if end.rewound && branch_taken(known, &seen, session.first_turn, placement).is_some() => {
@@ -71,6 +71,7 @@ impl Sessions {
             }
             placement => placement,
         };
+        let mut reread = None;
         let (prints, user_turns) = match placement {
             _ if alone_after_known => {
                 // Past turns passed over unprinted (a window), or whose end never came: unknown
@@ -101,9 +102,17 @@ impl Sessions {
                 let carried = carried_into_new_part(session, &history, &seen);
                 let cleaned = cleaned_each(settings, &history, carried);
                 open_at = (carried, cleaned.open_at_end);
-                (user_prints(&cleaned.each, &history), sent)
+                let prints = user_prints(&cleaned.each, &history);
+                reread = Some(cleaned.into_kept());
+                (prints, sent)
             }
         };
+        // The replies are known as a retained history's are (a late copy is told from a branch by
+        // them, once memory is on again too), as read where the history was placed: read before,
+        // a history that starts over inside a span left prints of its private replies (review94
+        // #2).
+        let each = reread.as_deref().unwrap_or(&kept);
+        self.keep_last_reply(session, last_reply_print(&history, each), &history, each).await?;
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
         }

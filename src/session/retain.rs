@@ -180,7 +180,6 @@ impl Sessions {
             && !seen.is_empty()
             && seen.len() <= session.turn_prints.len()
             && last_turn_replies_unseen(session, &history, &cleaned.each);
-        self.keep_last_reply(session, reply_print, &history, &cleaned.each).await?;
         if next_turn {
             placement = Placement::StartsOver;
         }
@@ -284,7 +283,9 @@ impl Sessions {
                 if prints.len() > session.turn_prints.len() {
                     self.update(&session.id, |s| s.turn_prints = prints);
                 }
-                return self.retain_tail(session, &history, &cleaned.into_kept(), k as i64 + user_turns).await;
+                let kept = cleaned.into_kept();
+                self.keep_last_reply(session, last_reply_print(&history, &kept), &history, &kept).await?;
+                return self.retain_tail(session, &history, &kept, k as i64 + user_turns).await;
             }
             Placement::StartsOver => {
                 // The new part begins inside the spans the last transcript left open (a client
@@ -307,6 +308,10 @@ impl Sessions {
                 (self.get(&session.id).unwrap_or(session), each)
             }
         };
+        // The replies are known as read where the history was placed: read before (from the
+        // part's start), a history that starts over inside a span, or one a stray close hides
+        // text of, left a print of its private replies in the spool (review94 #3).
+        self.keep_last_reply(&session, last_reply_print(&history, &each), &history, &each).await?;
         let session = &session;
         // The part's turns: those before `first_turn` were had while memory was off.
         let from = first_message_of_turn(&history, session.first_turn);

@@ -4031,3 +4031,55 @@ async fn a_compaction_inside_the_first_windows_span_stays_private() {
         assert!(!text.contains("SECRET"), "{:?}: {text}", settings.retain.mode);
     }
 }
+
+/// A history that starts over inside a span (compacted, its tag not put back), with memory on or
+/// off, and a window begun inside a known span while off: no print of its private replies or
+/// prompts is kept in the spool (review94 #2, #3: the replies were printed as read from the
+/// part's start, before the history was placed).
+#[tokio::test]
+async fn a_history_read_inside_a_span_leaves_no_print_of_its_private_text() {
+    for retain_on in [true, false] {
+        let r = rig();
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let mut settings = every_turn();
+        settings.retain.auto = retain_on;
+        let s = sessions(&r, settings).await;
+        s.start(start("p")).await.unwrap();
+        let opened = [m("user", "PROMPT0"), m("assistant", "REPLY0"), m("user", "P1 opens <private>SECRET1 key")];
+        s.agent_end("p", &[&opened[..], &[m("assistant", "SECRET1r noted")]].concat(), Turn::Work, TurnEnd::default())
+            .await
+            .unwrap();
+        let compacted = [
+            m("user", "SUMMARY s"),
+            m("assistant", "SECRET2r summary reply"),
+            m("user", "SECRET3 inside"),
+            m("assistant", "SECRET3r reply inside"),
+        ];
+        s.agent_end("p", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+        let saved: String = r.spool.sessions().await.unwrap().into_iter().map(|(_, record)| record).collect();
+        for private in ["SECRET2r summary reply", "SECRET3 inside", "SECRET3r reply inside"] {
+            for print in [super::placement::message_print(private), super::record::reply_print(private)] {
+                assert!(!saved.contains(&print.to_string()), "on {retain_on}: a print of {private:?}: {saved}");
+            }
+        }
+        r.queue.flush_all().await;
+        assert!(!stored(&r).await.contains("SECRET"), "on {retain_on}");
+    }
+    // While off, a window begun inside the span the last transcript left open.
+    let r = rig();
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let mut off = every_turn();
+    off.retain.auto = false;
+    let s = sessions(&r, off).await;
+    s.start(start("w")).await.unwrap();
+    let opened = [m("user", "PROMPT0"), m("assistant", "REPLY0 <private>SECRET0 key")];
+    s.agent_end("w", &opened, Turn::Work, TurnEnd::default()).await.unwrap();
+    let window = [m("user", "SECRET5 inside"), m("assistant", "SECRET5r reply inside")];
+    s.agent_end("w", &window, Turn::Work, TurnEnd { omitted_user_turns: 1, ..TurnEnd::default() }).await.unwrap();
+    let saved: String = r.spool.sessions().await.unwrap().into_iter().map(|(_, record)| record).collect();
+    for private in ["SECRET5 inside", "SECRET5r reply inside"] {
+        for print in [super::placement::message_print(private), super::record::reply_print(private)] {
+            assert!(!saved.contains(&print.to_string()), "window: a print of {private:?}: {saved}");
+        }
+    }
+}
