@@ -492,6 +492,7 @@ impl Sessions {
                     last_turn_document: ended.last_turn_document,
                     previous_part_prints: Vec::new(),
                     previous_part_open_at_start: 0,
+                    turns_had_off: ended.turns_had_off.clone(),
                     last_reply_print: ended.last_reply_print,
                     recent_reply_prints: ended.recent_reply_prints.clone(),
                     hidden_from_turns: ended.hidden_from_turns.clone(),
@@ -619,6 +620,7 @@ impl Sessions {
                     hidden_from_turns: session.hidden_from_turns.clone(),
                     erased: false,
                     retain_mode: Some(self.settings().retain.mode.as_str().to_owned()),
+                    turns_had_off: session.turns_had_off.clone(),
                 };
                 let record = serde_json::to_string(&ended).expect("plain data serializes");
                 self.inner.spool.save_record(ENDED_RECORD, id, record).await?;

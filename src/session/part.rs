@@ -7,9 +7,9 @@ use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
     add_slice, branch_taken, first_message_of_turn, latest_window_past_the_end, place_in_part_past, prints_with_window,
-    user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    turns_passed_over, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
-use super::record::MAX_RECENT_REPLIES;
+use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF};
 use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
 use super::spans::{carried_into_new_part, cleaned_each, window_opens_inside};
 use super::{PendingRetain, Session, SessionError, Sessions, StoredPart};
@@ -72,6 +72,15 @@ impl Sessions {
             placement => placement,
         };
         let mut reread = None;
+        // Where the history's first user turn stands in the conversation, and from where its
+        // turns are new (passed over now, to be kept in `turns_had_off`).
+        let retained = session.retained_turns.max(session.pending.as_ref().map_or(0, |p| p.user_turns));
+        let (first, new_from) = match placement {
+            _ if alone_after_known || omitted > 0 => (omitted, retained.max(omitted)),
+            Placement::Window(k) => (k as i64, retained),
+            Placement::StartsOver | Placement::Rewound(_) => (0, 0),
+            Placement::Continues => (0, retained),
+        };
         let (prints, user_turns) = match placement {
             _ if alone_after_known => {
                 // Past turns passed over unprinted (a window), or whose end never came: unknown
@@ -113,6 +122,12 @@ impl Sessions {
         // #2).
         let each = reread.as_deref().unwrap_or(&kept);
         self.keep_last_reply(session, last_reply_print(&history, each), &history, each).await?;
+        // A history of its own: new from where it leaves the turns the part knows.
+        let new_from = match reread.is_some() {
+            true => known.iter().zip(&prints).take_while(|(k, p)| k == p && **k != UNKNOWN_TURN).count() as i64,
+            false => new_from,
+        };
+        let had_off: Vec<(i64, u64)> = turns_passed_over(&user_prints(each, &history), first, new_from).collect();
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
         }
@@ -127,6 +142,14 @@ impl Sessions {
             s.sliced.clear();
             s.turn_prints = prints;
             (s.open_at_part_start, s.open_at_end) = open_at;
+            for turn in had_off {
+                if !s.turns_had_off.contains(&turn) {
+                    if s.turns_had_off.len() == MAX_TURNS_HAD_OFF {
+                        s.turns_had_off.remove(0);
+                    }
+                    s.turns_had_off.push(turn);
+                }
+            }
         });
         if let Some(s) = updated {
             self.save(&s.id).await?;

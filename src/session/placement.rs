@@ -252,6 +252,39 @@ pub(super) fn branch_taken(known: &[u64], seen: &[u64], first_turn: i64, placeme
     }
 }
 
+/// Hides in `each` (a history's messages as cleaned) the turns had while automatic retain kept
+/// nothing ([`Session::turns_had_off`]): those at the same place (`first` is the place of the
+/// history's first user turn) with the same prompt. Placement decides which turns of a history
+/// are new, and where it erred (a branch taken for a late copy, a window for a branch, a gap at a
+/// part's start), turns had with memory off were stored once it was on: this keeps them out
+/// whatever it decided. A new turn that asks what an off turn asked, at its place, is not stored
+/// either: the price of failing closed.
+pub(super) fn hide_turns_had_off(session: &Session, history: &[Message], each: &mut [Option<Message>], first: i64) {
+    if session.turns_had_off.is_empty() {
+        return;
+    }
+    let prints = user_prints(each, history);
+    for (turn, print) in prints.into_iter().enumerate() {
+        let place = first.saturating_add(turn as i64);
+        if session.turns_had_off.contains(&(place, print)) {
+            let from = first_message_of_turn(history, turn as i64);
+            let to = first_message_of_turn(history, turn as i64 + 1).min(each.len());
+            each[from..to].fill(None);
+        }
+    }
+}
+
+/// The turns of a history passed over while nothing was retained, to be kept in
+/// [`Session::turns_had_off`]: its user turns' places (`first` for the first) and prints, from
+/// the place `from` on (those before are the part's, retained or passed over before).
+pub(super) fn turns_passed_over(prints: &[u64], first: i64, from: i64) -> impl Iterator<Item = (i64, u64)> + '_ {
+    prints
+        .iter()
+        .enumerate()
+        .map(move |(turn, print)| (first.saturating_add(turn as i64), *print))
+        .filter(move |(place, _)| *place >= from)
+}
+
 /// Where the user turns a client sent stand in the session's current part.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Placement {

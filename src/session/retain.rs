@@ -7,7 +7,7 @@ use mneme_core::text::Message;
 use super::auto::{last_turns_cleaned, transcript, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    branch_taken, first_message_of_turn, is_late_copy_of_previous_part, known_turns_among_commands,
+    branch_taken, first_message_of_turn, hide_turns_had_off, is_late_copy_of_previous_part, known_turns_among_commands,
     latest_window_past_the_end, message_print, place_in_part_past, prints_with_window, renumber_turns, rewound_at,
     slices_before, taken_back_from_document, user_prints, without_slices, Placement, UNKNOWN_TURN,
 };
@@ -144,6 +144,8 @@ impl Sessions {
                     _ => {}
                 }
             }
+            let mut kept = kept;
+            hide_turns_had_off(&session, &history, &mut kept, omitted as i64);
             if alone_after_known {
                 // Known as the last reply, as a whole history's is (a resend of it, a prompt
                 // repeated with another reply: see `same_prompt_another_reply`).
@@ -283,8 +285,9 @@ impl Sessions {
                 if prints.len() > session.turn_prints.len() {
                     self.update(&session.id, |s| s.turn_prints = prints);
                 }
-                let kept = cleaned.into_kept();
+                let mut kept = cleaned.into_kept();
                 self.keep_last_reply(session, last_reply_print(&history, &kept), &history, &kept).await?;
+                hide_turns_had_off(session, &history, &mut kept, k as i64);
                 return self.retain_tail(session, &history, &kept, k as i64 + user_turns).await;
             }
             Placement::StartsOver => {
@@ -312,6 +315,9 @@ impl Sessions {
         // part's start), a history that starts over inside a span, or one a stray close hides
         // text of, left a print of its private replies in the spool (review94 #3).
         self.keep_last_reply(&session, last_reply_print(&history, &each), &history, &each).await?;
+        // Whatever the history was taken for, the turns had while nothing was retained stay out.
+        let mut each = each;
+        hide_turns_had_off(&session, &history, &mut each, 0);
         let session = &session;
         // The part's turns: those before `first_turn` were had while memory was off.
         let from = first_message_of_turn(&history, session.first_turn);

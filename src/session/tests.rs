@@ -36,6 +36,7 @@ fn record(id: &str, last_seen: u64, pending: Option<PendingRetain>) -> String {
         last_turn_document: 0,
         previous_part_prints: Vec::new(),
         previous_part_open_at_start: 0,
+        turns_had_off: Vec::new(),
         last_reply_print: 0,
         recent_reply_prints: Vec::new(),
         hidden_from_turns: Vec::new(),
@@ -4080,6 +4081,57 @@ async fn a_history_read_inside_a_span_leaves_no_print_of_its_private_text() {
     for private in ["SECRET5 inside", "SECRET5r reply inside"] {
         for print in [super::placement::message_print(private), super::record::reply_print(private)] {
             assert!(!saved.contains(&print.to_string()), "window: a print of {private:?}: {saved}");
+        }
+    }
+}
+
+/// Turns had while retain was off stay out of the store whatever a later history is taken for:
+/// memory off, a rewound branch, then a late copy of the history before the rewind (review94
+/// #4: taken for a history that starts over, the branch sent once memory was on again was read as
+/// rewound to before its off turn); or, with `rewound` kept on from an earlier rewind, a late copy
+/// of a turn's transcript read while it lagged (#6: taken for a branch). Each stored the off turn.
+#[tokio::test]
+async fn turns_had_off_stay_out_whatever_a_later_history_is_taken_for() {
+    for settings in [every_turn(), last_turn(1, 0), last_turn(3, 0)] {
+        for lagging in [false, true] {
+            let r = rig();
+            let m = |role: &str, text: &str| Message::new(role, text);
+            let mut off = settings.clone();
+            off.retain.auto = false;
+            let turn = |i: usize| match i {
+                12 | 13 => vec![m("user", &format!("OFFTURN{i} secret")), m("assistant", &format!("OFFREPLY{i}"))],
+                i => {
+                    vec![m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))]
+                }
+            };
+            let history = |turns: &[usize]| turns.iter().flat_map(|&i| turn(i)).collect::<Vec<_>>();
+            let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
+            let s = sessions(&r, settings.clone()).await;
+            s.start(start("g")).await.unwrap();
+            let ended_with: Vec<usize> = if lagging {
+                s.agent_end("g", &history(&[0, 1, 2]), Turn::Work, TurnEnd::default()).await.unwrap();
+                s.agent_end("g", &history(&[0, 11]), Turn::Work, rewound.clone()).await.unwrap();
+                let s = sessions(&r, off.clone()).await;
+                s.agent_end("g", &history(&[0, 11, 12]), Turn::Work, rewound.clone()).await.unwrap();
+                s.agent_end("g", &history(&[0, 11, 12, 13]), Turn::Work, rewound.clone()).await.unwrap();
+                let lag = [history(&[0, 11]), vec![m("user", "OFFTURN12 secret"), m("assistant", "OFFMID12 running")]];
+                s.agent_end("g", &lag.concat(), Turn::Work, rewound.clone()).await.unwrap();
+                vec![0, 11, 12, 13, 14]
+            } else {
+                s.agent_end("g", &history(&[0, 1, 2, 3]), Turn::Work, TurnEnd::default()).await.unwrap();
+                let s = sessions(&r, off.clone()).await;
+                s.agent_end("g", &history(&[0, 1, 12]), Turn::Work, rewound.clone()).await.unwrap();
+                s.agent_end("g", &history(&[0, 1, 2, 3]), Turn::Work, TurnEnd::default()).await.unwrap();
+                vec![0, 1, 12, 14]
+            };
+            let s = sessions(&r, settings.clone()).await;
+            let last = TurnEnd { last: true, ..rewound };
+            s.agent_end("g", &history(&ended_with), Turn::Work, last).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            let what = format!("{:?} lagging {lagging}", settings.retain.mode);
+            assert!(!text.contains("OFF"), "{what}: {text}");
+            assert_eq!(text.matches("REPLY14 ").count(), 1, "{what}: {text}");
         }
     }
 }
