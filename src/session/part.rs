@@ -7,7 +7,8 @@ use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
     add_slice, branch_taken, first_message_of_turn, latest_window_past_the_end, place_in_part_past, prints_with_window,
-    turns_passed_over, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    starts_another_conversation, turns_passed_over, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS,
+    UNKNOWN_TURN,
 };
 use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF};
 use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
@@ -122,12 +123,18 @@ impl Sessions {
         // #2).
         let each = reread.as_deref().unwrap_or(&kept);
         self.keep_last_reply(session, last_reply_print(&history, each), &history, each).await?;
-        // A history of its own: new from where it leaves the turns the part knows.
-        let new_from = match reread.is_some() {
+        // New from where the history leaves the turns the part knows, if before (a branch).
+        let off_prints = user_prints(each, &history);
+        let leaves_known = match reread.is_some() {
             true => known.iter().zip(&prints).take_while(|(k, p)| k == p && **k != UNKNOWN_TURN).count() as i64,
-            false => new_from,
+            false => turns_passed_over(&off_prints, first, 0)
+                .find(|(place, print)| known.get(*place as usize).is_some_and(|k| *k != UNKNOWN_TURN && k != print))
+                .map_or(i64::MAX, |(place, _)| place),
         };
-        let had_off: Vec<(i64, u64)> = turns_passed_over(&user_prints(each, &history), first, new_from).collect();
+        let had_off: Vec<(i64, u64)> = turns_passed_over(&off_prints, first, new_from.min(leaves_known)).collect();
+        // Another conversation's start (compacted, a client that sends a turn at a time): its
+        // turns are counted afresh, and those had off before are no guide to them (review95 #1).
+        let restarts = reread.is_some() && !end.rewound && starts_another_conversation(known, &prints);
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
         }
@@ -142,6 +149,9 @@ impl Sessions {
             s.sliced.clear();
             s.turn_prints = prints;
             (s.open_at_part_start, s.open_at_end) = open_at;
+            if restarts {
+                s.turns_had_off.clear();
+            }
             for turn in had_off {
                 if !s.turns_had_off.contains(&turn) {
                     if s.turns_had_off.len() == MAX_TURNS_HAD_OFF {
@@ -293,6 +303,10 @@ impl Sessions {
             s.part = s.part.saturating_add(1);
             s.hidden_from_turns.clear();
             s.previous_part_open_at_start = std::mem::replace(&mut s.open_at_part_start, open_at_part_start);
+            // Counted afresh: the turns had off before are no guide (see `pass_over_turns`).
+            if starts_another_conversation(&s.turn_prints, &turn_prints) {
+                s.turns_had_off.clear();
+            }
             // A history of its own: its turns were not had while memory was off, and those it
             // begins with that the part before stored count as retained.
             s.retained_turns = kept;

@@ -277,12 +277,20 @@ pub(super) fn hide_turns_had_off(session: &Session, history: &[Message], each: &
 /// The turns of a history passed over while nothing was retained, to be kept in
 /// [`Session::turns_had_off`]: its user turns' places (`first` for the first) and prints, from
 /// the place `from` on (those before are the part's, retained or passed over before).
+/// A wholly private prompt (print 0) is not kept: every such prompt prints alike, and a later one
+/// at that place was left out, its public reply with it (review95 #2).
 pub(super) fn turns_passed_over(prints: &[u64], first: i64, from: i64) -> impl Iterator<Item = (i64, u64)> + '_ {
     prints
         .iter()
         .enumerate()
         .map(move |(turn, print)| (first.saturating_add(turn as i64), *print))
-        .filter(move |(place, _)| *place >= from)
+        .filter(move |(place, print)| *place >= from && *print != 0 && *print != UNKNOWN_TURN)
+}
+
+/// Whether a history that starts a part over (its prints `new`) begins another conversation than
+/// the part's (`known`): another first prompt, the part's own known.
+pub(super) fn starts_another_conversation(known: &[u64], new: &[u64]) -> bool {
+    matches!(known.first(), Some(k) if *k != UNKNOWN_TURN && Some(k) != new.first())
 }
 
 /// Where the user turns a client sent stand in the session's current part.

@@ -12,7 +12,9 @@ use super::placement::{
     slices_before, taken_back_from_document, user_prints, without_slices, Placement, UNKNOWN_TURN,
 };
 use super::record::reply_print;
-use super::spans::{carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, window_opens_inside};
+use super::spans::{
+    carried_into_new_part, cleaned_each, holds_the_first_window, next_turn_after_a_closed_span, window_opens_inside,
+};
 use super::{PendingRetain, Session, SessionError, Sessions};
 use crate::config::{RetainMode, Settings};
 
@@ -305,7 +307,13 @@ impl Sessions {
                 // Turn after turn from a client that sends a turn at a time, the history is all
                 // new; else its first turns may be the part's (compacted to the first prompt and a
                 // summary, edited after them): those are in the old part's document.
-                let kept = if next_turn { 0 } else { turns_kept_by_the_part(session, &prints) };
+                // The window the part was first heard as, held where it stands: its turns and
+                // those before it are not stored (see `holds_the_first_window`).
+                let kept = match next_turn {
+                    true => 0,
+                    false if holds_the_first_window(session, &history, &seen) => session.turn_prints.len() as i64,
+                    false => turns_kept_by_the_part(session, &prints),
+                };
                 let session = self.next_part(session, carried, prints, kept).await?;
                 self.keep_open_at_end(&session, open_at_end).await?;
                 (self.get(&session.id).unwrap_or(session), each)

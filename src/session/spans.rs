@@ -141,25 +141,33 @@ pub(super) fn next_turn_after_a_closed_span(
 /// put back, that says "continue" where the window did was read as outside it, and its private
 /// text stored (review94 #1).
 pub(super) fn carried_into_new_part(session: &Session, history: &[Message], seen: &[u64]) -> usize {
-    let known = &session.turn_prints;
-    let from_the_start = match (known.first(), seen.first()) {
-        (Some(known), Some(now)) if known == now => true,
-        (Some(&UNKNOWN_TURN), Some(_)) => {
-            let window_end = first_message_of_turn(history, known.len() as i64);
-            let open_there = history[..window_end]
-                .iter()
-                .fold(session.open_at_part_start, |open, m| text::strip_private_within(&m.content, open).1);
-            seen.len() >= known.len()
-                && known.iter().any(|k| *k != UNKNOWN_TURN && *k != 0)
-                && known.iter().zip(seen).all(|(k, s)| *k == UNKNOWN_TURN || k == s)
-                && open_there == session.open_at_end
-        }
-        _ => false,
-    };
-    match from_the_start {
+    let same_start = matches!((session.turn_prints.first(), seen.first()), (Some(k), Some(s)) if k == s);
+    match same_start || holds_the_first_window(session, history, seen) {
         true => session.open_at_part_start,
         false => session.open_at_end,
     }
+}
+
+/// Whether a history, read from the part's start, holds the window the part was first heard as
+/// (its first turns never seen): the window's turns where they stand, a prompt's print among
+/// them, and the spans the window left open where they end. Read from the start, such a
+/// history's turns up to the window's end are not stored (they may be a summary compacted
+/// inside the span, its tag not put back: review95 #3), and those after it are read as the
+/// window left them.
+pub(super) fn holds_the_first_window(session: &Session, history: &[Message], seen: &[u64]) -> bool {
+    let known = &session.turn_prints;
+    if known.first() != Some(&UNKNOWN_TURN)
+        || seen.len() < known.len()
+        || !known.iter().any(|k| *k != UNKNOWN_TURN && *k != 0)
+        || !known.iter().zip(seen).all(|(k, s)| *k == UNKNOWN_TURN || k == s)
+    {
+        return false;
+    }
+    let window_end = first_message_of_turn(history, known.len() as i64);
+    let open_there = history[..window_end]
+        .iter()
+        .fold(session.open_at_part_start, |open, m| text::strip_private_within(&m.content, open).1);
+    open_there == session.open_at_end
 }
 
 /// The spans open where a transcript sent without its start (`omitted` user turns left out)

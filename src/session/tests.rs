@@ -4135,3 +4135,131 @@ async fn turns_had_off_stay_out_whatever_a_later_history_is_taken_for() {
         }
     }
 }
+
+/// The turns kept out for having been had while off are no guide to another conversation's turns:
+/// after a compaction (a new first prompt), a turn that asks what an off turn asked at its place
+/// is stored (review95 #1); nor is a wholly private prompt kept (they all print alike: a later
+/// one at the place of one had off lost its public reply, #2).
+#[tokio::test]
+async fn turns_had_off_hide_no_turn_of_another_conversation_or_another_private_prompt() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        for private in [false, true] {
+            let r = rig();
+            let m = |role: &str, text: &str| Message::new(role, text);
+            let mut off = settings.clone();
+            off.retain.auto = false;
+            let turn = |i: usize| {
+                vec![m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))]
+            };
+            let (off_prompt, on_prompt) = match private {
+                false => ("yes", "yes"),
+                true => ("<private>SECRET-1 token</private>", "<private>SECRET-2 other</private>"),
+            };
+            let s = sessions(&r, settings.clone()).await;
+            s.start(start("g")).await.unwrap();
+            let two = [turn(0), turn(1)].concat();
+            s.agent_end("g", &two, Turn::Work, TurnEnd::default()).await.unwrap();
+            let s = sessions(&r, off.clone()).await;
+            let with_off = [two.clone(), vec![m("user", off_prompt), m("assistant", "OFFREPLY2 done")]].concat();
+            s.agent_end("g", &with_off, Turn::Work, TurnEnd::default()).await.unwrap();
+            let s = sessions(&r, settings.clone()).await;
+            let history = match private {
+                // Compacted: another first prompt.
+                false => vec![
+                    m("user", "summary of the work so far"),
+                    m("assistant", "ok summary noted"),
+                    turn(11)[0].clone(),
+                    turn(11)[1].clone(),
+                    m("user", on_prompt),
+                    m("assistant", "ONREPLY important answer"),
+                ],
+                // Rewound to before the off turn, another private prompt asked there.
+                true => [two.clone(), vec![m("user", on_prompt), m("assistant", "ONREPLY important answer")]].concat(),
+            };
+            let end = TurnEnd { rewound: private, ..TurnEnd::default() };
+            s.agent_end("g", &history, Turn::Work, end.clone()).await.unwrap();
+            let last = TurnEnd { last: true, ..end };
+            s.agent_end("g", &[history, turn(13)].concat(), Turn::Work, last).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            let what = format!("{:?} private {private}", settings.retain.mode);
+            assert!(!text.contains("OFF") && !text.contains("SECRET"), "{what}: {text}");
+            for kept in ["ONREPLY important answer", "REPLY13 "] {
+                assert_eq!(text.matches(kept).count(), 1, "{what}: {kept}: {text}");
+            }
+        }
+    }
+}
+
+/// A session first heard as a window whose prompt opens a span; then a history compacted inside
+/// it that opens a span of its own at the window's place, the same public words before it: its
+/// turns up to the window's end are not stored, and the rest is read as the window left it
+/// (review95 #3: the summary before was stored).
+#[tokio::test]
+async fn a_compaction_that_opens_a_span_where_the_first_window_did_stays_private() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        for closes in [false, true] {
+            let r = rig();
+            let s = sessions(&r, settings.clone()).await;
+            let m = |role: &str, text: &str| Message::new(role, text);
+            s.start(start("g")).await.unwrap();
+            let window = [m("user", "continue <private>SECRET1 the key is"), m("assistant", "SECRET1r noted")];
+            let cut = TurnEnd { omitted_user_turns: 1, ..TurnEnd::default() };
+            s.agent_end("g", &window, Turn::Work, cut).await.unwrap();
+            let compacted = vec![
+                m("user", "SECRET2 summary of the key work"),
+                m("assistant", "SECRET2r ok"),
+                m("user", "continue <private>SECRET3 another"),
+                m("assistant", "SECRET3r more of it"),
+            ];
+            s.agent_end("g", &compacted, Turn::Work, TurnEnd::default()).await.unwrap();
+            // Closed in the history's own words: what follows is public as it reads.
+            let next = match closes {
+                true => [m("user", "SECRET4 still</private> PUBLIC4 after"), m("assistant", "REPLY4 after the close")],
+                false => [m("user", "SECRET4 still"), m("assistant", "SECRET4r x")],
+            };
+            let more = [compacted, next.to_vec()].concat();
+            s.agent_end("g", &more, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            assert!(!text.contains("SECRET"), "{:?} closes {closes}: {text}", settings.retain.mode);
+            assert_eq!(text.contains("REPLY4 after the close"), closes, "{:?}: {text}", settings.retain.mode);
+        }
+    }
+}
+
+/// Memory off, a rewound window that branches below the turns retained: its turns from where it
+/// leaves the known ones are had off, and once memory is on again the branch that goes on does
+/// not store them (review95 #4: only those past the retained turns were kept out).
+#[tokio::test]
+async fn a_rewound_window_while_off_keeps_its_branch_unstored() {
+    // (Sent without a count, with `rewound`, such a window is still read as a branch from the
+    // conversation's start: left, as neither the hooks nor the plugin send one.)
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let m = |role: &str, text: &str| Message::new(role, text);
+        let mut off = settings.clone();
+        off.retain.auto = false;
+        let turn = |i: usize| {
+            vec![m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))]
+        };
+        let history = |n: usize| (0..n).flat_map(turn).collect::<Vec<_>>();
+        let offturn = vec![m("user", "OFFTURN4 secret hunter4"), m("assistant", "OFFREPLY4 done")];
+        let s = sessions(&r, settings.clone()).await;
+        s.start(start("g")).await.unwrap();
+        s.agent_end("g", &history(5), Turn::Work, TurnEnd::default()).await.unwrap();
+        let s = sessions(&r, off.clone()).await;
+        let window = [turn(3), offturn.clone()].concat();
+        let end = TurnEnd { rewound: true, omitted_user_turns: 3, ..TurnEnd::default() };
+        s.agent_end("g", &window, Turn::Work, end).await.unwrap();
+        let s = sessions(&r, settings.clone()).await;
+        let on = [history(4), offturn, turn(5)].concat();
+        let last = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+        s.agent_end("g", &on, Turn::Work, last).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        let mode = &settings.retain.mode;
+        assert!(!text.contains("OFF"), "{mode:?}: {text}");
+        assert!(text.contains("REPLY5 "), "{mode:?}: {text}");
+    }
+}
