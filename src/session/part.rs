@@ -12,7 +12,7 @@ use super::placement::{
 };
 use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF};
 use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
-use super::spans::{carried_into_new_part, cleaned_each, window_opens_inside};
+use super::spans::{carried_into_new_part, cleaned_each, holds_the_first_window, window_opens_inside};
 use super::{PendingRetain, Session, SessionError, Sessions, StoredPart};
 use crate::config::Settings;
 use crate::spool::SpoolError;
@@ -112,7 +112,11 @@ impl Sessions {
                 let carried = carried_into_new_part(session, &history, &seen);
                 let cleaned = cleaned_each(settings, &history, carried);
                 open_at = (carried, cleaned.open_at_end);
-                let prints = user_prints(&cleaned.each, &history);
+                let mut prints = user_prints(&cleaned.each, &history);
+                // As in `retain_turns`: the first window's turns, held, are not printed again.
+                if holds_the_first_window(session, &history, &seen) {
+                    prints.splice(..known.len().min(prints.len()), known.iter().copied());
+                }
                 reread = Some(cleaned.into_kept());
                 (prints, sent)
             }

@@ -302,16 +302,20 @@ impl Sessions {
                 };
                 let cleaned = cleaned_each(settings, &history, carried);
                 let open_at_end = cleaned.open_at_end;
-                let prints = user_prints(&cleaned.each, &history);
+                let mut prints = user_prints(&cleaned.each, &history);
                 let each = cleaned.into_kept();
                 // Turn after turn from a client that sends a turn at a time, the history is all
                 // new; else its first turns may be the part's (compacted to the first prompt and a
-                // summary, edited after them): those are in the old part's document.
-                // The window the part was first heard as, held where it stands: its turns and
-                // those before it are not stored (see `holds_the_first_window`).
+                // summary, edited after them): those are in the old part's document. The window
+                // the part was first heard as, held where it stands: its turns and those before
+                // it are not stored, nor printed (see `holds_the_first_window`).
                 let kept = match next_turn {
                     true => 0,
-                    false if holds_the_first_window(session, &history, &seen) => session.turn_prints.len() as i64,
+                    false if holds_the_first_window(session, &history, &seen) => {
+                        let window = &session.turn_prints;
+                        prints.splice(..window.len().min(prints.len()), window.iter().copied());
+                        window.len() as i64
+                    }
                     false => turns_kept_by_the_part(session, &prints),
                 };
                 let session = self.next_part(session, carried, prints, kept).await?;

@@ -149,14 +149,15 @@ pub(super) fn carried_into_new_part(session: &Session, history: &[Message], seen
 }
 
 /// Whether a history, read from the part's start, holds the window the part was first heard as
-/// (its first turns never seen): the window's turns where they stand, a prompt's print among
-/// them, and the spans the window left open where they end. Read from the start, such a
-/// history's turns up to the window's end are not stored (they may be a summary compacted
-/// inside the span, its tag not put back: review95 #3), and those after it are read as the
-/// window left them.
+/// (its first turns never seen), which left spans open: the window's turns where they stand, a
+/// prompt's print among them, and those spans open where they end. Read from the start, such a
+/// history's turns up to the window's end are neither stored nor printed (they may be a summary
+/// compacted inside the span, its tag not put back: review95 #3), and those after it are read as
+/// the window left them. (With no span left open, both readings are one.)
 pub(super) fn holds_the_first_window(session: &Session, history: &[Message], seen: &[u64]) -> bool {
     let known = &session.turn_prints;
     if known.first() != Some(&UNKNOWN_TURN)
+        || session.open_at_end == 0
         || seen.len() < known.len()
         || !known.iter().any(|k| *k != UNKNOWN_TURN && *k != 0)
         || !known.iter().zip(seen).all(|(k, s)| *k == UNKNOWN_TURN || k == s)

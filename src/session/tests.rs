@@ -4263,3 +4263,34 @@ async fn a_rewound_window_while_off_keeps_its_branch_unstored() {
         assert!(text.contains("REPLY5 "), "{mode:?}: {text}");
     }
 }
+
+/// A session first heard as a window of short prompts ("yes", "continue"), then a history that
+/// starts over and says them at the same places: every turn of the new history is stored (review91
+/// #2: the first window's rule must not keep its turns out where it left no span open).
+#[tokio::test]
+async fn a_new_history_agreeing_with_the_first_window_at_short_prompts_is_stored() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        let m = |role: &str, text: &str| Message::new(role, text);
+        s.start(start("g")).await.unwrap();
+        let window = [m("user", "yes"), m("assistant", "REPLY5"), m("user", "continue"), m("assistant", "REPLY6")];
+        s.agent_end("g", &window, Turn::Work, TurnEnd { omitted_user_turns: 5, ..TurnEnd::default() }).await.unwrap();
+        let mut history = Vec::new();
+        for (i, prompt) in ["P10", "P11", "P12", "P13", "P14", "yes", "continue", "P17"].iter().enumerate() {
+            history.push(m("user", prompt));
+            history.push(m("assistant", &format!("NEWREPLY{i} answer")));
+        }
+        s.agent_end("g", &history, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for i in 0..8 {
+            assert_eq!(
+                text.matches(&format!("NEWREPLY{i} answer")).count(),
+                1,
+                "{:?}: {i}: {text}",
+                settings.retain.mode
+            );
+        }
+    }
+}
