@@ -3734,38 +3734,6 @@ async fn a_whole_history_after_a_part_begun_inside_a_span_goes_on_in_it() {
     }
 }
 
-/// A branch rewound to before the first prompt whose one prompt is wholly private: the branch,
-/// not a window over the part's private turn (wholly private prompts all print alike), so its
-/// turn is stored (review91's fuzz, seed 1213: placed as a known turn, its reply was lost).
-#[tokio::test]
-async fn a_branch_of_one_private_prompt_rewound_to_the_start_is_stored() {
-    for settings in [every_turn(), last_turn(1, 0), last_turn(3, 0)] {
-        let r = rig();
-        let s = sessions(&r, settings.clone()).await;
-        let m = |role: &str, text: &str| Message::new(role, text);
-        let part = [
-            m("user", "first public prompt"),
-            m("assistant", "first answer"),
-            m("user", "<private>SECRET-A</private>"),
-            m("assistant", "second answer"),
-            m("user", "third public prompt"),
-            m("assistant", "third answer"),
-        ];
-        s.start(start("b")).await.unwrap();
-        for n in [2, 4, 6] {
-            s.agent_end("b", &part[..n], Turn::Work, TurnEnd::default()).await.unwrap();
-        }
-        let branch = [m("user", "<private>SECRET-B</private>"), m("assistant", "BRANCH-REPLY kept")];
-        let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
-        s.agent_end("b", &branch, Turn::Work, end).await.unwrap();
-        r.queue.flush_all().await;
-        let text = stored(&r).await;
-        let mode = &settings.retain.mode;
-        assert!(!text.contains("SECRET"), "{mode:?}: {text}");
-        assert_eq!(text.matches("BRANCH-REPLY kept").count(), 1, "{mode:?}: {text}");
-    }
-}
-
 /// The same, where the whole transcript after the window had while retain was off is a rewound
 /// branch that keeps an off turn (with or without a window had while on between: read as rewound
 /// to the start, the branch was stored whole: review92 #1), and where the off window's prompt is
@@ -3971,37 +3939,6 @@ async fn a_branch_taken_while_off_keeps_the_turns_after_it_unstored() {
         for kept in ["REPLY3 on", "REPLY4 last"] {
             assert_eq!(text.matches(kept).count(), 1, "{mode:?}: {kept}: {text}");
         }
-    }
-}
-
-/// A branch rewound to before the first prompt whose one prompt is the part's last ("continue"
-/// asked again) and whose reply is new: the branch, not a window over the part's last turn, so
-/// its reply is stored (review92's fuzz4, seed 6124).
-#[tokio::test]
-async fn a_branch_that_asks_the_last_prompt_again_from_the_start_is_stored() {
-    for settings in [every_turn(), last_turn(1, 0), last_turn(3, 0)] {
-        let r = rig();
-        let s = sessions(&r, settings.clone()).await;
-        let m = |role: &str, text: &str| Message::new(role, text);
-        let part = [
-            m("user", "PROMPT1 first question"),
-            m("assistant", "REPLY1 first"),
-            m("user", "PROMPT2 second question"),
-            m("assistant", "REPLY2 second"),
-            m("user", "continue"),
-            m("assistant", "REPLY3 went on"),
-        ];
-        s.start(start("c")).await.unwrap();
-        for n in [2, 4, 6] {
-            s.agent_end("c", &part[..n], Turn::Work, TurnEnd::default()).await.unwrap();
-        }
-        let branch = [m("user", "continue"), m("assistant", "BRANCH-REPLY from the start")];
-        let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
-        s.agent_end("c", &branch, Turn::Work, end).await.unwrap();
-        r.queue.flush_all().await;
-        let text = stored(&r).await;
-        let mode = &settings.retain.mode;
-        assert_eq!(text.matches("BRANCH-REPLY from the start").count(), 1, "{mode:?}: {text}");
     }
 }
 
@@ -4291,6 +4228,41 @@ async fn a_new_history_agreeing_with_the_first_window_at_short_prompts_is_stored
                 "{:?}: {i}: {text}",
                 settings.retain.mode
             );
+        }
+    }
+}
+
+/// A branch rewound to before the first prompt, of one turn, whose prompt also stands among the
+/// part's later turns: a wholly private one (they all print alike: review91's fuzz, seed 1213),
+/// or the part's last asked again ("continue": review92's fuzz4, seed 6124). The branch, not a
+/// window over the part's turn: placed as a known turn, its new reply was stored nowhere.
+#[tokio::test]
+async fn a_branch_of_one_turn_rewound_to_the_start_is_stored() {
+    for settings in [every_turn(), last_turn(1, 0), last_turn(3, 0)] {
+        for prompt in ["<private>SECRET-B</private>", "continue"] {
+            let r = rig();
+            let s = sessions(&r, settings.clone()).await;
+            let m = |role: &str, text: &str| Message::new(role, text);
+            let part = [
+                m("user", "first public prompt"),
+                m("assistant", "first answer"),
+                m("user", "<private>SECRET-A</private>"),
+                m("assistant", "second answer"),
+                m("user", "continue"),
+                m("assistant", "third answer"),
+            ];
+            s.start(start("b")).await.unwrap();
+            for n in [2, 4, 6] {
+                s.agent_end("b", &part[..n], Turn::Work, TurnEnd::default()).await.unwrap();
+            }
+            let branch = [m("user", prompt), m("assistant", "BRANCH-REPLY kept")];
+            let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+            s.agent_end("b", &branch, Turn::Work, end).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            let what = format!("{:?} {prompt}", settings.retain.mode);
+            assert!(!text.contains("SECRET"), "{what}: {text}");
+            assert_eq!(text.matches("BRANCH-REPLY kept").count(), 1, "{what}: {text}");
         }
     }
 }
