@@ -6,13 +6,12 @@ use mneme_core::text::Message;
 use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, branch_taken, first_message_of_turn, latest_window_past_the_end, place_in_part_past, prints_with_window,
-    starts_another_conversation, turns_passed_over, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS,
-    UNKNOWN_TURN,
+    add_slice, branch_taken, conversation_of, first_message_of_turn, latest_window_past_the_end, place_in_part_past,
+    prints_with_window, turns_passed_over, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF};
 use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
-use super::spans::{carried_into_new_part, cleaned_each, holds_the_first_window, window_opens_inside};
+use super::spans::{carried_into_new_part, cleaned_each, window_opens_inside};
 use super::{PendingRetain, Session, SessionError, Sessions, StoredPart};
 use crate::config::Settings;
 use crate::spool::SpoolError;
@@ -112,11 +111,7 @@ impl Sessions {
                 let carried = carried_into_new_part(session, &history, &seen);
                 let cleaned = cleaned_each(settings, &history, carried);
                 open_at = (carried, cleaned.open_at_end);
-                let mut prints = user_prints(&cleaned.each, &history);
-                // As in `retain_turns`: the first window's turns, held, are not printed again.
-                if holds_the_first_window(session, &history, &seen) {
-                    prints.splice(..known.len().min(prints.len()), known.iter().copied());
-                }
+                let prints = user_prints(&cleaned.each, &history);
                 reread = Some(cleaned.into_kept());
                 (prints, sent)
             }
@@ -136,9 +131,7 @@ impl Sessions {
                 .map_or(i64::MAX, |(place, _)| place),
         };
         let had_off: Vec<(i64, u64)> = turns_passed_over(&off_prints, first, new_from.min(leaves_known)).collect();
-        // Another conversation's start (compacted, a client that sends a turn at a time): its
-        // turns are counted afresh, and those had off before are no guide to them (review95 #1).
-        let restarts = reread.is_some() && !end.rewound && starts_another_conversation(known, &prints);
+
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
         }
@@ -153,10 +146,9 @@ impl Sessions {
             s.sliced.clear();
             s.turn_prints = prints;
             (s.open_at_part_start, s.open_at_end) = open_at;
-            if restarts {
-                s.turns_had_off.clear();
-            }
-            for turn in had_off {
+            let conversation = conversation_of(&s.turn_prints);
+            for (place, print) in had_off {
+                let turn = (conversation, place, print);
                 if !s.turns_had_off.contains(&turn) {
                     if s.turns_had_off.len() == MAX_TURNS_HAD_OFF {
                         s.turns_had_off.remove(0);
@@ -307,10 +299,6 @@ impl Sessions {
             s.part = s.part.saturating_add(1);
             s.hidden_from_turns.clear();
             s.previous_part_open_at_start = std::mem::replace(&mut s.open_at_part_start, open_at_part_start);
-            // Counted afresh: the turns had off before are no guide (see `pass_over_turns`).
-            if starts_another_conversation(&s.turn_prints, &turn_prints) {
-                s.turns_had_off.clear();
-            }
             // A history of its own: its turns were not had while memory was off, and those it
             // begins with that the part before stored count as retained.
             s.retained_turns = kept;

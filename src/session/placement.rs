@@ -4,6 +4,7 @@
 
 use mneme_core::text::{self, Message};
 
+use super::record::UNKNOWN_CONVERSATION;
 use super::{clean::is_command_echo, Session};
 
 /// A prompt that runs one of the agent's commands: `/name`, then arguments or nothing.
@@ -253,20 +254,30 @@ pub(super) fn branch_taken(known: &[u64], seen: &[u64], first_turn: i64, placeme
 }
 
 /// Hides in `each` (a history's messages as cleaned) the turns had while automatic retain kept
-/// nothing ([`Session::turns_had_off`]): those at the same place (`first` is the place of the
-/// history's first user turn) with the same prompt. Placement decides which turns of a history
-/// are new, and where it erred (a branch taken for a late copy, a window for a branch, a gap at a
-/// part's start), turns had with memory off were stored once it was on: this keeps them out
-/// whatever it decided. A new turn that asks what an off turn asked, at its place, is not stored
-/// either: the price of failing closed.
-pub(super) fn hide_turns_had_off(session: &Session, history: &[Message], each: &mut [Option<Message>], first: i64) {
+/// nothing ([`Session::turns_had_off`]): those of the same conversation (`conversation`: its first
+/// prompt's print) at the same place (`first` is the place of the history's first user turn) with
+/// the same prompt. Placement decides which turns of a history are new, and where it erred (a
+/// branch taken for a late copy, a window for a branch, a gap at a part's start), turns had with
+/// memory off were stored once it was on: this keeps them out whatever it decided. A new turn
+/// that asks what an off turn asked, at its place in the same conversation, is not stored either:
+/// the price of failing closed. (Keyed by the conversation, not cleared when a part starts
+/// another: the conversation left may come back, a rewind to before a compaction, and its off
+/// turns were stored: review96 #3; nor hiding another's turns: review95 #1.)
+pub(super) fn hide_turns_had_off(
+    session: &Session,
+    history: &[Message],
+    each: &mut [Option<Message>],
+    first: i64,
+    conversation: u64,
+) {
     if session.turns_had_off.is_empty() {
         return;
     }
+    let same = |c: u64| c == conversation || c == UNKNOWN_CONVERSATION || conversation == UNKNOWN_CONVERSATION;
     let prints = user_prints(each, history);
     for (turn, print) in prints.into_iter().enumerate() {
         let place = first.saturating_add(turn as i64);
-        if session.turns_had_off.contains(&(place, print)) {
+        if session.turns_had_off.iter().any(|(c, p, t)| *p == place && *t == print && same(*c)) {
             let from = first_message_of_turn(history, turn as i64);
             let to = first_message_of_turn(history, turn as i64 + 1).min(each.len());
             each[from..to].fill(None);
@@ -274,23 +285,27 @@ pub(super) fn hide_turns_had_off(session: &Session, history: &[Message], each: &
     }
 }
 
+/// The conversation a part's turns belong to, for [`Session::turns_had_off`]: its first prompt's
+/// print, [`UNKNOWN_CONVERSATION`] when never seen.
+pub(super) fn conversation_of(prints: &[u64]) -> u64 {
+    match prints.first() {
+        Some(&UNKNOWN_TURN) | None => UNKNOWN_CONVERSATION,
+        Some(print) => *print,
+    }
+}
+
 /// The turns of a history passed over while nothing was retained, to be kept in
 /// [`Session::turns_had_off`]: its user turns' places (`first` for the first) and prints, from
 /// the place `from` on (those before are the part's, retained or passed over before).
-/// A wholly private prompt (print 0) is not kept: every such prompt prints alike, and a later one
-/// at that place was left out, its public reply with it (review95 #2).
+/// A wholly private prompt (print 0) is kept too: every such prompt prints alike, and a later one
+/// at that place is left out, its public reply with it (review95 #2), the price of never storing
+/// the public reply to one had off (review96 #6).
 pub(super) fn turns_passed_over(prints: &[u64], first: i64, from: i64) -> impl Iterator<Item = (i64, u64)> + '_ {
     prints
         .iter()
         .enumerate()
         .map(move |(turn, print)| (first.saturating_add(turn as i64), *print))
-        .filter(move |(place, print)| *place >= from && *print != 0 && *print != UNKNOWN_TURN)
-}
-
-/// Whether a history that starts a part over (its prints `new`) begins another conversation than
-/// the part's (`known`): another first prompt, the part's own known.
-pub(super) fn starts_another_conversation(known: &[u64], new: &[u64]) -> bool {
-    matches!(known.first(), Some(k) if *k != UNKNOWN_TURN && Some(k) != new.first())
+        .filter(move |(place, print)| *place >= from && *print != UNKNOWN_TURN)
 }
 
 /// Where the user turns a client sent stand in the session's current part.

@@ -97,7 +97,7 @@ pub(super) struct Ended {
     pub(super) retain_mode: Option<String>,
     /// [`Session::turns_had_off`]: a resumed session goes on keeping them out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(super) turns_had_off: Vec<(i64, u64)>,
+    pub(super) turns_had_off: Vec<(u64, i64, u64)>,
 }
 
 pub(super) const ENDED_RECORD: &str = "ended_session";
@@ -230,11 +230,13 @@ pub struct Session {
     #[serde(default, skip_serializing_if = "is_none_open")]
     pub previous_part_open_at_start: usize,
     /// The turns passed over while automatic retain kept nothing (memory `off`, or
-    /// `retain.auto = false`), at most [`MAX_TURNS_HAD_OFF`]: each one's place in the conversation
-    /// and its prompt's fingerprint. A turn a later history holds at the same place with the same
-    /// prompt is never stored, whatever that history is taken for (see `hide_turns_had_off`).
+    /// `retain.auto = false`), at most [`MAX_TURNS_HAD_OFF`]: the fingerprint of the first prompt
+    /// of the conversation each was had in ([`UNKNOWN_CONVERSATION`] when its start was never
+    /// seen), its place in it and its prompt's fingerprint. A turn a later history of the same
+    /// conversation holds at the same place with the same prompt is never stored, whatever that
+    /// history is taken for (see `hide_turns_had_off`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub turns_had_off: Vec<(i64, u64)>,
+    pub turns_had_off: Vec<(u64, i64, u64)>,
     /// The fingerprint of the reply that ended the last transcript (cleaned; 0 when it had none
     /// or it was wholly private): a client that sends a turn at a time and a prompt the same as
     /// the one before ("continue", or two wholly private ones) sends a new turn, not the last
@@ -314,6 +316,10 @@ pub fn reply_print(cleaned: &str) -> u64 {
     // Its spans left out whatever `retain.strip_private` is (see `placement::message_print`).
     super::placement::fingerprint(&super::placement::as_typed(&super::placement::without_spans(cleaned)))
 }
+
+/// A conversation whose first prompt was never seen (see [`Session::turns_had_off`]): agrees with
+/// every conversation.
+pub const UNKNOWN_CONVERSATION: u64 = u64::MAX;
 
 /// At most this many turns had while nothing was retained are kept in a session's record (the
 /// latest), ~30 bytes each in the spool, and in an ended session's.

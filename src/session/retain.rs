@@ -7,14 +7,13 @@ use mneme_core::text::Message;
 use super::auto::{last_turns_cleaned, transcript, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    branch_taken, first_message_of_turn, hide_turns_had_off, is_late_copy_of_previous_part, known_turns_among_commands,
-    latest_window_past_the_end, message_print, place_in_part_past, prints_with_window, renumber_turns, rewound_at,
-    slices_before, taken_back_from_document, user_prints, without_slices, Placement, UNKNOWN_TURN,
+    branch_taken, conversation_of, first_message_of_turn, hide_turns_had_off, is_late_copy_of_previous_part,
+    known_turns_among_commands, latest_window_past_the_end, message_print, place_in_part_past, prints_with_window,
+    renumber_turns, rewound_at, slices_before, taken_back_from_document, user_prints, without_slices, Placement,
+    UNKNOWN_TURN,
 };
-use super::record::reply_print;
-use super::spans::{
-    carried_into_new_part, cleaned_each, holds_the_first_window, next_turn_after_a_closed_span, window_opens_inside,
-};
+use super::record::{reply_print, UNKNOWN_CONVERSATION};
+use super::spans::{carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, window_opens_inside};
 use super::{PendingRetain, Session, SessionError, Sessions};
 use crate::config::{RetainMode, Settings};
 
@@ -146,8 +145,13 @@ impl Sessions {
                     _ => {}
                 }
             }
+            // Known as the last replies, as a whole history's are: a history that holds the window
+            // the session was first heard as is told by them (see `holds_the_first_window`).
+            if !alone_after_known {
+                self.keep_last_reply(&session, last_reply_print(&history, &kept), &history, &kept).await?;
+            }
             let mut kept = kept;
-            hide_turns_had_off(&session, &history, &mut kept, omitted as i64);
+            hide_turns_had_off(&session, &history, &mut kept, omitted as i64, conversation_of(&session.turn_prints));
             if alone_after_known {
                 // Known as the last reply, as a whole history's is (a resend of it, a prompt
                 // repeated with another reply: see `same_prompt_another_reply`).
@@ -289,7 +293,7 @@ impl Sessions {
                 }
                 let mut kept = cleaned.into_kept();
                 self.keep_last_reply(session, last_reply_print(&history, &kept), &history, &kept).await?;
-                hide_turns_had_off(session, &history, &mut kept, k as i64);
+                hide_turns_had_off(session, &history, &mut kept, k as i64, conversation_of(&session.turn_prints));
                 return self.retain_tail(session, &history, &kept, k as i64 + user_turns).await;
             }
             Placement::StartsOver => {
@@ -302,22 +306,12 @@ impl Sessions {
                 };
                 let cleaned = cleaned_each(settings, &history, carried);
                 let open_at_end = cleaned.open_at_end;
-                let mut prints = user_prints(&cleaned.each, &history);
+                let prints = user_prints(&cleaned.each, &history);
                 let each = cleaned.into_kept();
                 // Turn after turn from a client that sends a turn at a time, the history is all
                 // new; else its first turns may be the part's (compacted to the first prompt and a
-                // summary, edited after them): those are in the old part's document. The window
-                // the part was first heard as, held where it stands: its turns and those before
-                // it are not stored, nor printed (see `holds_the_first_window`).
-                let kept = match next_turn {
-                    true => 0,
-                    false if holds_the_first_window(session, &history, &seen) => {
-                        let window = &session.turn_prints;
-                        prints.splice(..window.len().min(prints.len()), window.iter().copied());
-                        window.len() as i64
-                    }
-                    false => turns_kept_by_the_part(session, &prints),
-                };
+                // summary, edited after them): those are in the old part's document.
+                let kept = if next_turn { 0 } else { turns_kept_by_the_part(session, &prints) };
                 let session = self.next_part(session, carried, prints, kept).await?;
                 self.keep_open_at_end(&session, open_at_end).await?;
                 (self.get(&session.id).unwrap_or(session), each)
@@ -329,7 +323,9 @@ impl Sessions {
         self.keep_last_reply(&session, last_reply_print(&history, &each), &history, &each).await?;
         // Whatever the history was taken for, the turns had while nothing was retained stay out.
         let mut each = each;
-        hide_turns_had_off(&session, &history, &mut each, 0);
+        // The part's conversation as its record now has it (placed: printed as the part reads it).
+        let conversation = self.get(&session.id).map_or(UNKNOWN_CONVERSATION, |s| conversation_of(&s.turn_prints));
+        hide_turns_had_off(&session, &history, &mut each, 0, conversation);
         let session = &session;
         // The part's turns: those before `first_turn` were had while memory was off.
         let from = first_message_of_turn(&history, session.first_turn);

@@ -6,6 +6,7 @@ use mneme_core::text::{self, Message};
 
 use super::clean::{clean, conversation};
 use super::placement::{first_message_of_turn, is_agents_command, same_words, UNKNOWN_TURN};
+use super::record::reply_print;
 use super::Session;
 use crate::config::Settings;
 
@@ -150,10 +151,12 @@ pub(super) fn carried_into_new_part(session: &Session, history: &[Message], seen
 
 /// Whether a history, read from the part's start, holds the window the part was first heard as
 /// (its first turns never seen), which left spans open: the window's turns where they stand, a
-/// prompt's print among them, and those spans open where they end. Read from the start, such a
-/// history's turns up to the window's end are neither stored nor printed (they may be a summary
-/// compacted inside the span, its tag not put back: review95 #3), and those after it are read as
-/// the window left them. (With no span left open, both readings are one.)
+/// prompt's print among them, those spans open where they end, and the public words of the
+/// window's last reply, as the window sent them ([`Session::recent_reply_prints`]). A history
+/// compacted inside the span, which opens a span of its own at the window's place, agrees in all
+/// but the last: read from its start, its summary was stored (review95 #3), and with a close of
+/// its own, the text after it, still inside the window's span (review96 #1). With no public word
+/// in that reply there is no telling them apart, and the history is read inside the spans.
 pub(super) fn holds_the_first_window(session: &Session, history: &[Message], seen: &[u64]) -> bool {
     let known = &session.turn_prints;
     if known.first() != Some(&UNKNOWN_TURN)
@@ -165,10 +168,17 @@ pub(super) fn holds_the_first_window(session: &Session, history: &[Message], see
         return false;
     }
     let window_end = first_message_of_turn(history, known.len() as i64);
-    let open_there = history[..window_end]
-        .iter()
-        .fold(session.open_at_part_start, |open, m| text::strip_private_within(&m.content, open).1);
-    open_there == session.open_at_end
+    let mut open = session.open_at_part_start;
+    let mut last_reply = None;
+    for m in &history[..window_end] {
+        let (kept, after) = text::strip_private_within(&m.content, open);
+        last_reply = (m.role == "assistant").then_some(kept);
+        open = after;
+    }
+    let reply_known = last_reply
+        .filter(|reply| !reply.trim().is_empty())
+        .is_some_and(|reply| session.recent_reply_prints.contains(&reply_print(&reply)));
+    open == session.open_at_end && reply_known
 }
 
 /// The spans open where a transcript sent without its start (`omitted` user turns left out)
