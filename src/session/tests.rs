@@ -4287,7 +4287,9 @@ async fn turns_had_off_stay_out_when_their_conversation_comes_back() {
             off.retain.auto = false;
             let turn = |i: usize| match i {
                 3 | 4 => vec![m("user", &format!("OFFTURN{i} secret")), m("assistant", &format!("OFFREPLY{i} done"))],
-                i => vec![m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))],
+                i => {
+                    vec![m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))]
+                }
             };
             let history = |turns: &[usize]| turns.iter().flat_map(|&i| turn(i)).collect::<Vec<_>>();
             let s = sessions(&r, settings.clone()).await;
