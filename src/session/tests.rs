@@ -480,6 +480,11 @@ async fn each_turn_stored_once(r: &Rig, n: usize) {
     }
 }
 
+/// The `i`-th turn of a made-up conversation: "PROMPT{i} question {i}", "REPLY{i} answer {i}".
+fn numbered_turn(i: usize) -> [Message; 2] {
+    [Message::new("user", format!("PROMPT{i} question {i}")), Message::new("assistant", format!("REPLY{i} answer {i}"))]
+}
+
 /// Every stored memory's content, in one text.
 async fn stored(r: &Rig) -> String {
     let page = r.local.export(None, None, 10_000).await.unwrap();
@@ -3619,7 +3624,7 @@ async fn turns_had_off_in_the_first_window_heard_stay_unstored() {
         let turn = |i: usize| match i {
             5 => [m("user", "OFFTURN-PROMPT the db password is hunter2"), m("assistant", "OFFTURN-REPLY5")],
             6 => [m("user", "OFFTURN-PROMPT6 question six"), m("assistant", "OFFTURN-REPLY6")],
-            i => [m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))],
+            i => numbered_turn(i),
         };
         let history = |n: usize| (0..n).flat_map(turn).collect::<Vec<_>>();
         let s = sessions(&r, off.clone()).await;
@@ -3759,7 +3764,7 @@ async fn off_turns_first_heard_stay_unstored_in_a_rewound_branch_or_behind_a_pri
                 5 if private => [m("user", "<private>the deploy key</private>"), m("assistant", "OFFREPLY5 rotated")],
                 5 => [m("user", "OFFTURN5 the db password is hunter2"), m("assistant", "OFFREPLY5")],
                 6 if !private => [m("user", "OFFTURN6 more"), m("assistant", "OFFREPLY6")],
-                i => [m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))],
+                i => numbered_turn(i),
             };
             let history = |turns: &[usize]| turns.iter().flat_map(|&i| turn(i)).collect::<Vec<_>>();
             let s = sessions(&r, off.clone()).await;
@@ -3810,7 +3815,7 @@ async fn a_span_the_first_window_left_open_closes_in_the_whole_history_after_it(
         let turn = |i: usize| match i {
             2 => [m("user", "PROMPT2 question 2"), m("assistant", "REPLY2 answer <private>SECRET2 token")],
             3 => [m("user", "SECRET3 more of it"), m("assistant", "SECRET3b</private> PUBLIC3 closed")],
-            i => [m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))],
+            i => numbered_turn(i),
         };
         let history = |n: usize| (0..n).flat_map(turn).collect::<Vec<_>>();
         s.start(start("g")).await.unwrap();
@@ -3838,10 +3843,7 @@ async fn a_window_sent_with_rewound_is_no_rewind_to_the_start() {
     for settings in [every_turn(), last_turn(1, 0)] {
         let r = rig();
         let s = sessions(&r, settings.clone()).await;
-        let m = |role: &str, text: &str| Message::new(role, text);
-        let turn =
-            |i: usize| [m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))];
-        let history = |turns: &[usize]| turns.iter().flat_map(|&i| turn(i)).collect::<Vec<_>>();
+        let history = |turns: &[usize]| turns.iter().flat_map(|&i| numbered_turn(i)).collect::<Vec<_>>();
         s.start(start("g")).await.unwrap();
         s.agent_end("g", &history(&[0, 1, 2, 3, 4, 5]), Turn::Work, TurnEnd::default()).await.unwrap();
         let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
@@ -4037,9 +4039,7 @@ async fn turns_had_off_stay_out_whatever_a_later_history_is_taken_for() {
             off.retain.auto = false;
             let turn = |i: usize| match i {
                 12 | 13 => vec![m("user", &format!("OFFTURN{i} secret")), m("assistant", &format!("OFFREPLY{i}"))],
-                i => {
-                    vec![m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))]
-                }
+                i => numbered_turn(i).to_vec(),
             };
             let history = |turns: &[usize]| turns.iter().flat_map(|&i| turn(i)).collect::<Vec<_>>();
             let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
@@ -4086,9 +4086,7 @@ async fn turns_had_off_hide_no_turn_of_another_conversation_or_another_private_p
             let m = |role: &str, text: &str| Message::new(role, text);
             let mut off = settings.clone();
             off.retain.auto = false;
-            let turn = |i: usize| {
-                vec![m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))]
-            };
+            let turn = |i: usize| numbered_turn(i).to_vec();
             let (off_prompt, on_prompt) = match private {
                 false => ("yes", "yes"),
                 true => ("<private>SECRET-1 token</private>", "<private>SECRET-2 other</private>"),
@@ -4183,9 +4181,7 @@ async fn a_rewound_window_while_off_keeps_its_branch_unstored() {
         let m = |role: &str, text: &str| Message::new(role, text);
         let mut off = settings.clone();
         off.retain.auto = false;
-        let turn = |i: usize| {
-            vec![m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))]
-        };
+        let turn = |i: usize| numbered_turn(i).to_vec();
         let history = |n: usize| (0..n).flat_map(turn).collect::<Vec<_>>();
         let offturn = vec![m("user", "OFFTURN4 secret hunter4"), m("assistant", "OFFREPLY4 done")];
         let s = sessions(&r, settings.clone()).await;
@@ -4287,9 +4283,7 @@ async fn turns_had_off_stay_out_when_their_conversation_comes_back() {
             off.retain.auto = false;
             let turn = |i: usize| match i {
                 3 | 4 => vec![m("user", &format!("OFFTURN{i} secret")), m("assistant", &format!("OFFREPLY{i} done"))],
-                i => {
-                    vec![m("user", &format!("PROMPT{i} question {i}")), m("assistant", &format!("REPLY{i} answer {i}"))]
-                }
+                i => numbered_turn(i).to_vec(),
             };
             let history = |turns: &[usize]| turns.iter().flat_map(|&i| turn(i)).collect::<Vec<_>>();
             let s = sessions(&r, settings.clone()).await;
