@@ -6,8 +6,9 @@ use mneme_core::text::Message;
 use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, branch_taken, conversation_of, first_message_of_turn, latest_window_past_the_end, place_in_part_past,
-    prints_with_window, turns_passed_over, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    add_slice, branch_taken, common_prefixes, conversation_of, first_message_of_turn, latest_window_past_the_end,
+    place_in_part_past, prints_with_window, turns_passed_over, user_prints, without_slices, Placement,
+    MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF};
 use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
@@ -131,6 +132,15 @@ impl Sessions {
                 .map_or(i64::MAX, |(place, _)| place),
         };
         let had_off: Vec<(i64, u64)> = turns_passed_over(&off_prints, first, new_from.min(leaves_known)).collect();
+        // A history read as starting over may be a window sent without a count that took turns
+        // back: its off turns are also kept where the window puts them in the part's
+        // conversation (kept only where it starts over, a whole branch sent once memory was on
+        // again stored them: review95 #4 `nocount`).
+        let window_had_off = match reread.is_some() {
+            true => turns_past_a_window(known, &kept_seen),
+            false => Vec::new(),
+        };
+        let known_conversation = conversation_of(known);
 
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
@@ -147,8 +157,9 @@ impl Sessions {
             s.turn_prints = prints;
             (s.open_at_part_start, s.open_at_end) = open_at;
             let conversation = conversation_of(&s.turn_prints);
-            for (place, print) in had_off {
-                let turn = (conversation, place, print);
+            let had_off = had_off.into_iter().map(|(place, print)| (conversation, place, print));
+            let window_had_off = window_had_off.iter().map(|&(place, print)| (known_conversation, place, print));
+            for turn in had_off.chain(window_had_off) {
                 if !s.turns_had_off.contains(&turn) {
                     if s.turns_had_off.len() == MAX_TURNS_HAD_OFF {
                         s.turns_had_off.remove(0);
@@ -357,4 +368,20 @@ impl Sessions {
             None => Ok(()),
         }
     }
+}
+
+/// The turns of `seen` past where it leaves the part's turns `known`, placed as a window that
+/// begins at a later known turn (`k > 0`, the one its first prompts agree with longest, the
+/// latest of equals): where a window sent without its count would stand. None when its first
+/// prompt is unknown or wholly private (all such prompts print alike) or agrees with no later
+/// turn.
+fn turns_past_a_window(known: &[u64], seen: &[u64]) -> Vec<(i64, u64)> {
+    if seen.first().is_none_or(|p| *p == 0 || *p == UNKNOWN_TURN) {
+        return Vec::new();
+    }
+    let agreeing = common_prefixes(seen, known);
+    let best = (1..known.len()).filter(|&k| agreeing[k] > 0).max_by_key(|&k| (agreeing[k], k));
+    let Some(k) = best else { return Vec::new() };
+    let from = k + agreeing[k];
+    turns_passed_over(&seen[agreeing[k]..], from as i64, 0).collect()
 }

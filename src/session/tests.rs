@@ -4171,12 +4171,15 @@ async fn a_compaction_that_opens_a_span_where_the_first_window_did_stays_private
 
 /// Memory off, a rewound window that branches below the turns retained: its turns from where it
 /// leaves the known ones are had off, and once memory is on again the branch that goes on does
-/// not store them (review95 #4: only those past the retained turns were kept out).
+/// not store them (review95 #4: only those past the retained turns were kept out). Sent without
+/// its count, the window is read as a history that starts over; its off turns are kept out at
+/// the places the window gives them too (review95 #4 `nocount`: the branch stored them), whether
+/// the branch sent once memory is on says `rewound` or not.
 #[tokio::test]
 async fn a_rewound_window_while_off_keeps_its_branch_unstored() {
-    // (Sent without a count, with `rewound`, such a window is still read as a branch from the
-    // conversation's start: left, as neither the hooks nor the plugin send one.)
-    for settings in [every_turn(), last_turn(1, 0)] {
+    let shapes = [(3, true), (0, true), (0, false)];
+    for ((omitted, rewound_on), settings) in shapes.into_iter().flat_map(|s| [(s, every_turn()), (s, last_turn(1, 0))])
+    {
         let r = rig();
         let m = |role: &str, text: &str| Message::new(role, text);
         let mut off = settings.clone();
@@ -4188,18 +4191,21 @@ async fn a_rewound_window_while_off_keeps_its_branch_unstored() {
         s.start(start("g")).await.unwrap();
         s.agent_end("g", &history(5), Turn::Work, TurnEnd::default()).await.unwrap();
         let s = sessions(&r, off.clone()).await;
-        let window = [turn(3), offturn.clone()].concat();
-        let end = TurnEnd { rewound: true, omitted_user_turns: 3, ..TurnEnd::default() };
+        let window = match omitted {
+            0 => [turn(2), turn(3), offturn.clone()].concat(),
+            _ => [turn(3), offturn.clone()].concat(),
+        };
+        let end = TurnEnd { rewound: true, omitted_user_turns: omitted, ..TurnEnd::default() };
         s.agent_end("g", &window, Turn::Work, end).await.unwrap();
         let s = sessions(&r, settings.clone()).await;
         let on = [history(4), offturn, turn(5)].concat();
-        let last = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+        let last = TurnEnd { rewound: rewound_on, last: true, ..TurnEnd::default() };
         s.agent_end("g", &on, Turn::Work, last).await.unwrap();
         r.queue.flush_all().await;
         let text = stored(&r).await;
         let mode = &settings.retain.mode;
-        assert!(!text.contains("OFF"), "{mode:?}: {text}");
-        assert!(text.contains("REPLY5 "), "{mode:?}: {text}");
+        assert!(!text.contains("OFF"), "{mode:?} {omitted} {rewound_on}: {text}");
+        assert!(text.contains("REPLY5 "), "{mode:?} {omitted} {rewound_on}: {text}");
     }
 }
 
