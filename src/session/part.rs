@@ -6,12 +6,12 @@ use mneme_core::text::Message;
 use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, branch_taken, common_prefixes, conversation_of, first_message_of_turn, latest_window_past_the_end,
-    place_in_part_past, prints_with_window, turns_passed_over, user_prints, without_slices, Placement,
-    MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    add_slice, branch_taken, conversation_of, first_message_of_turn, latest_window_past_the_end, place_in_part_past,
+    prints_with_window, turns_passed_over, turns_themselves, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS,
+    UNKNOWN_TURN,
 };
-use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF};
-use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
+use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF, TURN_ITSELF, UNKNOWN_CONVERSATION};
+use super::retain::{last_reply_print, last_turn_replies_unseen, new_reply_placed, part_document, turn_replies};
 use super::spans::{carried_into_new_part, cleaned_each, window_opens_inside};
 use super::{PendingRetain, Session, SessionError, Sessions, StoredPart};
 use crate::config::Settings;
@@ -54,10 +54,9 @@ impl Sessions {
         // back, and a whole branch sent once memory was on again agreed with the part only up
         // to them: read as rewound there, the turns had while off after it were stored (fuzz4
         // seed 6103: wholly private prompts taken back and sent again print alike).
-        let rewound_new_reply = end.rewound
-            && !seen.is_empty()
-            && seen.len() <= known.len()
-            && last_turn_replies_unseen(session, &history, &cleaned.each);
+        let new_reply =
+            !seen.is_empty() && seen.len() <= known.len() && last_turn_replies_unseen(session, &history, &cleaned.each);
+        let rewound_new_reply = end.rewound && new_reply;
         // Printed as stored (see `retain_turns`): what a stray close hides leaves no print.
         let kept = cleaned.into_kept();
         let kept_seen = user_prints(&kept, &history);
@@ -69,6 +68,11 @@ impl Sessions {
             Placement::Continues if rewound_new_reply && seen.len() < known.len() => Placement::StartsOver,
             Placement::Window(_) if rewound_new_reply && latest_window_past_the_end(known, &seen).is_none() => {
                 Placement::StartsOver
+            }
+            // Turns past the known ones among prompts that repeat, as `retain_turns` places them
+            // (read over the known turns, or as a late copy, they were kept out of the net).
+            placement @ (Placement::Continues | Placement::Window(_)) if new_reply && !end.rewound => {
+                new_reply_placed(known, &seen, session.first_turn, false, placement)
             }
             placement => placement,
         };
@@ -132,15 +136,18 @@ impl Sessions {
                 .map_or(i64::MAX, |(place, _)| place),
         };
         let had_off: Vec<(i64, u64)> = turns_passed_over(&off_prints, first, new_from.min(leaves_known)).collect();
-        // A history read as starting over may be a window sent without a count that took turns
-        // back: its off turns are also kept where the window puts them in the part's
-        // conversation (kept only where it starts over, a whole branch sent once memory was on
-        // again stored them: review95 #4 `nocount`).
-        let window_had_off = match reread.is_some() {
-            true => turns_past_a_window(known, &kept_seen),
-            false => Vec::new(),
+        // A history read as starting over may be a window sent without its count, a rewind or
+        // another conversation: where its turns stand is a guess. Those whose prompt the part
+        // (and the part before) never saw are also kept as themselves, wherever a later history
+        // holds them (placed only as a new conversation's, a whole branch sent once memory was
+        // on again stored them: review95 #4 `nocount`, review97 #1 and #3). Not at the places a
+        // window would give them: a turn had with memory on there was lost (review97 #2).
+        let itself_had_off = match &reread {
+            Some(each) => turns_themselves(&history, each, |print| {
+                !known.contains(&print) && !session.previous_part_prints.contains(&print)
+            }),
+            None => Vec::new(),
         };
-        let known_conversation = conversation_of(known);
 
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;
@@ -158,8 +165,8 @@ impl Sessions {
             (s.open_at_part_start, s.open_at_end) = open_at;
             let conversation = conversation_of(&s.turn_prints);
             let had_off = had_off.into_iter().map(|(place, print)| (conversation, place, print));
-            let window_had_off = window_had_off.iter().map(|&(place, print)| (known_conversation, place, print));
-            for turn in had_off.chain(window_had_off) {
+            let itself = itself_had_off.iter().map(|&print| (UNKNOWN_CONVERSATION, TURN_ITSELF, print));
+            for turn in had_off.chain(itself) {
                 if !s.turns_had_off.contains(&turn) {
                     if s.turns_had_off.len() == MAX_TURNS_HAD_OFF {
                         s.turns_had_off.remove(0);
@@ -368,20 +375,4 @@ impl Sessions {
             None => Ok(()),
         }
     }
-}
-
-/// The turns of `seen` past where it leaves the part's turns `known`, placed as a window that
-/// begins at a later known turn (`k > 0`, the one its first prompts agree with longest, the
-/// latest of equals): where a window sent without its count would stand. None when its first
-/// prompt is unknown or wholly private (all such prompts print alike) or agrees with no later
-/// turn.
-fn turns_past_a_window(known: &[u64], seen: &[u64]) -> Vec<(i64, u64)> {
-    if seen.first().is_none_or(|p| *p == 0 || *p == UNKNOWN_TURN) {
-        return Vec::new();
-    }
-    let agreeing = common_prefixes(seen, known);
-    let best = (1..known.len()).filter(|&k| agreeing[k] > 0).max_by_key(|&k| (agreeing[k], k));
-    let Some(k) = best else { return Vec::new() };
-    let from = k + agreeing[k];
-    turns_passed_over(&seen[agreeing[k]..], from as i64, 0).collect()
 }

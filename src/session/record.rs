@@ -234,7 +234,8 @@ pub struct Session {
     /// of the conversation each was had in ([`UNKNOWN_CONVERSATION`] when its start was never
     /// seen), its place in it and its prompt's fingerprint. A turn a later history of the same
     /// conversation holds at the same place with the same prompt is never stored, whatever that
-    /// history is taken for (see `hide_turns_had_off`).
+    /// history is taken for (see `hide_turns_had_off`). Entries at [`TURN_ITSELF`] stand for a
+    /// turn whose place was a guess: its prompt and a reply, wherever a history holds them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns_had_off: Vec<(u64, i64, u64)>,
     /// The fingerprint of the reply that ended the last transcript (cleaned; 0 when it had none
@@ -320,6 +321,12 @@ pub fn reply_print(cleaned: &str) -> u64 {
 /// A conversation whose first prompt was never seen (see [`Session::turns_had_off`]): agrees with
 /// every conversation.
 pub const UNKNOWN_CONVERSATION: u64 = u64::MAX;
+
+/// The place of an entry of [`Session::turns_had_off`] that stands for a turn itself, wherever a
+/// history holds it: its print mixes its prompt's with one of its replies' (see
+/// `placement::turns_themselves`). No turn's place (places count from 0), so an earlier mneme
+/// reading the record matches no turn with it.
+pub const TURN_ITSELF: i64 = i64::MIN;
 
 /// At most this many turns had while nothing was retained are kept in a session's record (the
 /// latest), ~30 bytes each in the spool, and in an ended session's.

@@ -192,19 +192,7 @@ impl Sessions {
             placement = Placement::StartsOver;
         }
         if known_prompts_new_reply {
-            placement = match placement {
-                Placement::Continues if end.rewound => Placement::Rewound(seen.len() - 1),
-                // None reaching past them, from a client that says the user took turns back: the
-                // prompt taken back asked again (fuzz4 seed 6124: "continue" twice; taken for a
-                // window over the known turns, its new reply was stored nowhere).
-                Placement::Window(k) => match latest_window_past_the_end(&session.turn_prints, &seen) {
-                    Some(past) => Placement::Window(past),
-                    None if end.rewound => rewound_at(&session.turn_prints, &seen, session.first_turn)
-                        .map_or(Placement::Window(k), Placement::Rewound),
-                    None => Placement::Window(k),
-                },
-                other => other,
-            };
+            placement = new_reply_placed(&session.turn_prints, &seen, session.first_turn, end.rewound, placement);
         }
         // From a client that says the user took turns back (see `branch_taken`).
         if end.rewound {
@@ -530,4 +518,34 @@ fn holds_previous_then_this_part(session: &Session, seen: &[u64]) -> bool {
         && seen.len() > previous.len() + known.len()
         && seen.starts_with(previous)
         && seen[previous.len()..].starts_with(known)
+}
+
+/// Where a history whose prompts are all known, no more of them than known, and whose last reply
+/// is new (not a late copy) goes, placed first as `placement`. From a client that says the user
+/// took turns back, the prompt taken back asked again: a rewind to before it (fuzz4 seed 6124:
+/// "continue" twice; taken for a window over the known turns, its new reply was stored
+/// nowhere). Else turns past the known ones among prompts that repeat ("continue", "continue"),
+/// sent without the start or its count (a Claude Code transcript over 32 MiB is read from its
+/// end): past the end, overlapping the known turns where it can, else wholly after them. Taken
+/// for a window over the known turns (all its turns new, review98 #2) or, agreeing with the
+/// part's first prompts, for a late copy (review98 #3), its new turns were stored nowhere.
+pub(super) fn new_reply_placed(
+    known: &[u64],
+    seen: &[u64],
+    first_turn: i64,
+    rewound: bool,
+    placement: Placement,
+) -> Placement {
+    match placement {
+        Placement::Continues if rewound => Placement::Rewound(seen.len() - 1),
+        Placement::Continues if seen.len() < known.len() => {
+            latest_window_past_the_end(known, seen).map_or(Placement::Continues, Placement::Window)
+        }
+        Placement::Window(k) => match latest_window_past_the_end(known, seen) {
+            Some(past) => Placement::Window(past),
+            None if rewound => rewound_at(known, seen, first_turn).map_or(Placement::Window(k), Placement::Rewound),
+            None => Placement::Window(known.len()),
+        },
+        other => other,
+    }
 }

@@ -4172,9 +4172,9 @@ async fn a_compaction_that_opens_a_span_where_the_first_window_did_stays_private
 /// Memory off, a rewound window that branches below the turns retained: its turns from where it
 /// leaves the known ones are had off, and once memory is on again the branch that goes on does
 /// not store them (review95 #4: only those past the retained turns were kept out). Sent without
-/// its count, the window is read as a history that starts over; its off turns are kept out at
-/// the places the window gives them too (review95 #4 `nocount`: the branch stored them), whether
-/// the branch sent once memory is on says `rewound` or not.
+/// its count, the window is read as a history that starts over; its off turns are kept out as
+/// themselves too (review95 #4 `nocount`: the branch stored them), whether the branch sent once
+/// memory is on says `rewound` or not.
 #[tokio::test]
 async fn a_rewound_window_while_off_keeps_its_branch_unstored() {
     let shapes = [(3, true), (0, true), (0, false)];
@@ -4307,6 +4307,144 @@ async fn turns_had_off_stay_out_when_their_conversation_comes_back() {
             let what = format!("{:?} rewound {rewound}", settings.retain.mode);
             assert!(!text.contains("OFF"), "{what}: {text}");
             assert!(text.contains("REPLY5 "), "{what}: {text}");
+        }
+    }
+}
+
+/// A transcript sent without its start and without a count (Claude Code's over 32 MiB is read
+/// from its end) whose prompts repeat ("continue"), its last reply new, goes past the known
+/// turns: wholly past them when none of its turns is known (review98 #2: taken for a window over
+/// the known turns, its new turn was stored nowhere), and when its prompts agree with the part's
+/// first ones (review98 #3: taken for a late copy). Had with memory off, the same turns are kept
+/// out once memory is on again.
+#[tokio::test]
+async fn a_window_of_repeated_prompts_without_its_count_goes_past_the_known_turns() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let repeated = |prompt: &str, replies: &[&str]| -> Vec<Message> {
+        replies.iter().flat_map(|r| [m("user", prompt), m("assistant", r)]).collect()
+    };
+    let known_turns = |first: &str| {
+        let mut history = vec![m("user", first), m("assistant", "looking at it")];
+        history.extend(repeated("continue", &["step two done", "step three done"]));
+        history
+    };
+    // (the part's first prompt, the window sent)
+    let shapes = [
+        ("fix the flaky test in the auth module", repeated("continue", &["NEWTURN the flake was a race"])),
+        ("continue", repeated("continue", &["step three done", "NEWTURN step four done"])),
+    ];
+    for (first, window) in shapes {
+        for settings in [every_turn(), last_turn(1, 0)] {
+            let mode = settings.retain.mode;
+            let r = rig();
+            let s = sessions(&r, settings.clone()).await;
+            s.start(start("g")).await.unwrap();
+            s.agent_end("g", &known_turns(first), Turn::Work, TurnEnd::default()).await.unwrap();
+            s.agent_end("g", &window, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            assert_eq!(text.matches("NEWTURN").count(), 1, "{mode:?} {first}: {text}");
+            assert_eq!(text.matches("step two done").count(), 1, "{mode:?} {first}: {text}");
+
+            // Memory off for the window's turns; on again for a whole history holding them.
+            let r = rig();
+            let s = sessions(&r, settings.clone()).await;
+            s.start(start("g")).await.unwrap();
+            s.agent_end("g", &known_turns(first), Turn::Work, TurnEnd::default()).await.unwrap();
+            let mut off = settings.clone();
+            off.retain.auto = false;
+            let off_window: Vec<Message> =
+                window.iter().map(|w| m(&w.role, &w.content.replace("NEWTURN", "OFFTURN"))).collect();
+            sessions(&r, off).await.agent_end("g", &off_window, Turn::Work, TurnEnd::default()).await.unwrap();
+            let s = sessions(&r, settings.clone()).await;
+            let mut whole = known_turns(first);
+            whole.extend(off_window.iter().rev().take(2).rev().cloned());
+            whole.extend([m("user", "PROMPT5 and now the docs"), m("assistant", "REPLY5 docs written")]);
+            s.agent_end("g", &whole, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            assert!(!text.contains("OFFTURN"), "{mode:?} {first}: {text}");
+            assert!(text.contains("REPLY5 docs written"), "{mode:?} {first}: {text}");
+        }
+    }
+}
+
+/// Memory off, a history whose place is a guess (a window sent without its count, begun at an
+/// earlier repeat of its prompts, at a wholly private prompt, at one the part never saw, or
+/// holding only the new turn): its turns whose prompt the part never saw are kept out as
+/// themselves, wherever the branch sent once memory is on again holds them (review97 #1, #3: the
+/// branch stored them). And a turn had with memory on is not lost for them: another reply to
+/// a prompt that repeats is stored (review97 #2: entries at guessed places hid it).
+#[tokio::test]
+async fn turns_had_off_whose_place_was_a_guess_stay_out_and_cost_no_turn_had_on() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let t = |prompt: &str, reply: &str| vec![m("user", prompt), m("assistant", reply)];
+    let n = |i: usize| numbered_turn(i).to_vec();
+    let pv = || t("<private>ZQSEC1 pw</private>", "REPLY1 answer 1");
+    let off = |i: usize| t(&format!("OFFTURN{i} secret hunter{i}"), &format!("OFFREPLY{i} done"));
+    // (name, on, off window, its `rewound`, the branch once on, its `rewound`)
+    type Shape = (&'static str, Vec<Message>, Vec<Message>, bool, Vec<Message>, bool);
+    let shapes: Vec<Shape> = vec![
+        (
+            "an earlier repeat",
+            [n(0), t("yes", "REPLY1 answer 1"), n(2), t("yes", "REPLY3 answer 3"), n(4)].concat(),
+            [t("yes", "REPLY1 answer 1"), off(2)].concat(),
+            true,
+            [n(0), t("yes", "REPLY1 answer 1"), off(2), n(13)].concat(),
+            true,
+        ),
+        (
+            "a wholly private first prompt",
+            [n(0), pv(), n(2), n(3), n(4)].concat(),
+            [pv(), n(2), off(3)].concat(),
+            true,
+            [n(0), pv(), n(2), off(3), n(5)].concat(),
+            true,
+        ),
+        (
+            "only the new turn",
+            (0..5).flat_map(n).collect(),
+            off(5),
+            false,
+            [(0..5).flat_map(n).collect(), off(5), n(6)].concat(),
+            false,
+        ),
+        (
+            "a prompt that repeats, asked on",
+            [n(0), t("yes", "REPLY1 answer 1"), n(2), t("yes", "REPLY3 answer 3"), n(4)].concat(),
+            [t("yes", "REPLY1 answer 1"), t("continue", "OFFREPLY2 done")].concat(),
+            true,
+            [
+                n(0),
+                t("yes", "REPLY1 answer 1"),
+                t("continue", "OFFREPLY2 done"),
+                n(13),
+                t("continue", "REPLYCONT kept"),
+            ]
+            .concat(),
+            true,
+        ),
+    ];
+    for (name, on, window, window_rewound, branch, branch_rewound) in shapes {
+        for settings in [every_turn(), last_turn(1, 0)] {
+            let mode = settings.retain.mode;
+            let r = rig();
+            let s = sessions(&r, settings.clone()).await;
+            s.start(start("g")).await.unwrap();
+            s.agent_end("g", &on, Turn::Work, TurnEnd::default()).await.unwrap();
+            let mut off_settings = settings.clone();
+            off_settings.retain.auto = false;
+            let end = TurnEnd { rewound: window_rewound, ..TurnEnd::default() };
+            sessions(&r, off_settings).await.agent_end("g", &window, Turn::Work, end).await.unwrap();
+            let s = sessions(&r, settings.clone()).await;
+            let end = TurnEnd { rewound: branch_rewound, last: true, ..TurnEnd::default() };
+            s.agent_end("g", &branch, Turn::Work, end).await.unwrap();
+            r.queue.flush_all().await;
+            let text = stored(&r).await;
+            assert!(!text.contains("OFF"), "{name}, {mode:?}: {text}");
+            assert!(!text.contains("ZQSEC1"), "{name}, {mode:?}: {text}");
+            let last_reply = branch.last().unwrap().content.clone();
+            assert!(text.contains(&last_reply), "{name}, {mode:?}: {text}");
         }
     }
 }
