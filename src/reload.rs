@@ -209,8 +209,9 @@ impl Reloader {
             new.queue.sync = old.queue.sync;
         }
         if !restart_needed.is_empty() {
+            let it = if restart_needed.len() == 1 { "it" } else { "them" };
             let mut message = format!(
-                "{} changed in {}; restart mneme to apply it",
+                "{} changed in {}; restart mneme to apply {it}",
                 restart_needed.join(" and "),
                 self.path.display()
             );

@@ -1065,6 +1065,12 @@ fn the_mcp_headers_helper_gives_the_token_only_where_it_is_proven() {
             .unwrap();
         assert_eq!(out.status.success(), proven, "{port}: {out:?}");
         assert_eq!(stdout(&out).contains(&d.token), proven, "{port}: {out:?}");
+        // A daemon that moved since the file was written is said to listen elsewhere, and how
+        // to point the file at it (not "it may be starting": review98 #1).
+        if !proven {
+            let said = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(said.contains(&format!("listens at {}", d.addr)) && said.contains("--install --write"), "{said}");
+        }
     }
     // A `.mcp.json` that is no regular file (a link to /dev/zero, a FIFO another user planted in
     // a shared folder) is not read (it took gigabytes, or hung; review52 #7): the config's

@@ -139,7 +139,14 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     // The key is named (review73 #6: it said "server").
     assert_eq!(v["restart_needed"], json!(["server.max_body_bytes"]));
     wait_for_notice(&d, "server.max_body_bytes changed in").await;
+    wait_for_notice(&d, "restart mneme to apply it").await;
     d.cli().arg("reload").assert().success();
+    // Two keys: "apply them" (review98 #4).
+    std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 9999\n[queue]\nsync = \"normal\"\n").unwrap();
+    let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    assert_eq!(v["restart_needed"], json!(["server.max_body_bytes", "queue.sync"]), "{v}");
+    wait_for_notice(&d, "server.max_body_bytes and queue.sync changed in").await;
+    wait_for_notice(&d, "restart mneme to apply them").await;
     // A config file that disappears does not switch everything back to the defaults.
     std::fs::write(d.config_path(), "[memory]\nbackend = \"off\"\n").unwrap();
     assert_eq!(d.req(reqwest::Method::POST, "/v1/reload", None).await.1["backend"], "off");

@@ -141,6 +141,15 @@ impl Client {
         let unrecorded = !pid_path.exists();
         let moved = "; one started before storage.dir was changed runs on the old dir until restarted";
         let not_running = || {
+            // Asked at an address (the MCP URL `.mcp.json` names) other than the one the running
+            // daemon recorded: it moved since the file was written (review98 #1: "it may be
+            // starting" sent the user looking for an upgrade).
+            let recorded = recorded_addr(&pid_path).filter(|recorded| at.is_some() && *recorded != addr);
+            if let (Some(pid), Some(recorded)) = (locked_pid(&pid_path), recorded) {
+                return CliError::NotRunning(format!(
+                    "the mneme daemon (process {pid}) listens at {recorded}, not at {addr}: run `mneme hook claude-code --install --write` again to point .mcp.json at it"
+                ));
+            }
             // Its process holds the storage dir but does not listen yet: it is opening its store
             // (review76 #2: "not running (start it …)" while a start upgraded a large store).
             if let Some(pid) = locked_pid(&pid_path) {
