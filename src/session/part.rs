@@ -6,12 +6,12 @@ use mneme_core::text::Message;
 use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
 use super::placement::{
-    add_slice, branch_taken, conversation_of, first_message_of_turn, latest_window_past_the_end, place_in_part_past,
-    prints_with_window, turns_passed_over, turns_themselves, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS,
-    UNKNOWN_TURN,
+    add_slice, branch_taken, conversation_of, first_message_of_turn, last_turn_itself, latest_window_past_the_end,
+    place_in_part_past, prints_with_window, turns_passed_over, turns_themselves, user_prints, without_slices,
+    Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF, TURN_ITSELF, UNKNOWN_CONVERSATION};
-use super::retain::{last_reply_print, last_turn_replies_unseen, new_reply_placed, part_document, turn_replies};
+use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
 use super::spans::{carried_into_new_part, cleaned_each, window_opens_inside};
 use super::{PendingRetain, Session, SessionError, Sessions, StoredPart};
 use crate::config::Settings;
@@ -68,11 +68,6 @@ impl Sessions {
             Placement::Continues if rewound_new_reply && seen.len() < known.len() => Placement::StartsOver,
             Placement::Window(_) if rewound_new_reply && latest_window_past_the_end(known, &seen).is_none() => {
                 Placement::StartsOver
-            }
-            // Turns past the known ones among prompts that repeat, as `retain_turns` places them
-            // (read over the known turns, or as a late copy, they were kept out of the net).
-            placement @ (Placement::Continues | Placement::Window(_)) if new_reply && !end.rewound => {
-                new_reply_placed(known, &seen, session.first_turn, false, placement)
             }
             placement => placement,
         };
@@ -142,12 +137,20 @@ impl Sessions {
         // holds them (placed only as a new conversation's, a whole branch sent once memory was
         // on again stored them: review95 #4 `nocount`, review97 #1 and #3). Not at the places a
         // window would give them: a turn had with memory on there was lost (review97 #2).
-        let itself_had_off = match &reread {
+        let mut itself_had_off = match &reread {
             Some(each) => turns_themselves(&history, each, |print| {
                 !known.contains(&print) && !session.previous_part_prints.contains(&print)
             }),
             None => Vec::new(),
         };
+        // A history no longer than the turns known whose last reply is new: new turns past them
+        // among prompts that repeat (sent without the start or its count: review98 #2), or a
+        // branch taken without the client's word. Where it stands is a guess (placed past the
+        // known turns, a branch's turns were kept out at places they never had, and stored
+        // where they were: fuzz7 seed 1135); its last turn is new, and is kept as itself.
+        if new_reply {
+            itself_had_off.extend(last_turn_itself(&history, each));
+        }
 
         if let Some(pending) = session.pending.as_ref().filter(|p| p.user_turns > session.retained_turns) {
             self.queue_pending(session, pending).await?;

@@ -308,6 +308,15 @@ pub(super) fn turns_themselves(history: &[Message], each: &[Option<Message>], ke
     themselves
 }
 
+/// The prints that stand for the last user turn of a history itself (see [`turns_themselves`]).
+pub(super) fn last_turn_itself(history: &[Message], each: &[Option<Message>]) -> Vec<u64> {
+    let prompt_known = user_prints(each, history).last().is_some_and(|print| *print != UNKNOWN_TURN);
+    match prompt_known {
+        true => turns_themselves_each(history, each).pop().unwrap_or_default(),
+        false => Vec::new(),
+    }
+}
+
 /// For each user turn of a history, the prints that stand for it (see [`turns_themselves`]).
 fn turns_themselves_each(history: &[Message], each: &[Option<Message>]) -> Vec<Vec<u64>> {
     let mut turns: Vec<(u64, Option<u64>, Option<u64>)> = Vec::new();

@@ -4373,8 +4373,10 @@ async fn a_window_of_repeated_prompts_without_its_count_goes_past_the_known_turn
 /// earlier repeat of its prompts, at a wholly private prompt, at one the part never saw, or
 /// holding only the new turn): its turns whose prompt the part never saw are kept out as
 /// themselves, wherever the branch sent once memory is on again holds them (review97 #1, #3: the
-/// branch stored them). And a turn had with memory on is not lost for them: another reply to
-/// a prompt that repeats is stored (review97 #2: entries at guessed places hid it).
+/// branch stored them); so is the last turn of one no longer than the turns known whose last
+/// reply is new (a branch taken without the client's word). And a turn had with memory on is
+/// not lost for them: another reply to a prompt that repeats is stored (review97 #2: entries at
+/// guessed places hid it).
 #[tokio::test]
 async fn turns_had_off_whose_place_was_a_guess_stay_out_and_cost_no_turn_had_on() {
     let m = |role: &str, text: &str| Message::new(role, text);
@@ -4407,6 +4409,14 @@ async fn turns_had_off_whose_place_was_a_guess_stay_out_and_cost_no_turn_had_on(
             off(5),
             false,
             [(0..5).flat_map(n).collect(), off(5), n(6)].concat(),
+            false,
+        ),
+        (
+            "a branch taken without the client's word, at a wholly private prompt",
+            [n(0), n(1), n(2), pv(), n(4)].concat(),
+            [n(1), n(2), t("<private>ZQSEC2 pw</private>", "OFFREPLY3 done")].concat(),
+            false,
+            [n(0), n(1), n(2), t("<private>ZQSEC2 pw</private>", "OFFREPLY3 done"), n(5)].concat(),
             false,
         ),
         (
