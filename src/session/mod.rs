@@ -19,6 +19,7 @@ mod block;
 mod clean;
 mod clear;
 mod guide;
+mod itself;
 mod part;
 mod placement;
 mod record;

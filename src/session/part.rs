@@ -5,10 +5,10 @@ use mneme_core::text::Message;
 
 use super::auto::{transcript, transcript_item, Sent, TurnEnd};
 use super::clean::conversation;
+use super::itself::{last_turn_itself, turns_themselves};
 use super::placement::{
-    add_slice, branch_taken, conversation_of, first_message_of_turn, last_turn_itself, latest_window_past_the_end,
-    place_in_part_past, prints_with_window, turns_passed_over, turns_themselves, user_prints, without_slices,
-    Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
+    add_slice, branch_taken, conversation_of, first_message_of_turn, latest_window_past_the_end, place_in_part_past,
+    prints_with_window, turns_passed_over, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
 use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF, TURN_ITSELF, UNKNOWN_CONVERSATION};
 use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};

@@ -4,7 +4,8 @@
 
 use mneme_core::text::{self, Message};
 
-use super::record::{reply_print, TURN_ITSELF, UNKNOWN_CONVERSATION};
+use super::itself::looked_up_each;
+use super::record::{TURN_ITSELF, UNKNOWN_CONVERSATION};
 use super::{clean::is_command_echo, Session};
 
 /// A prompt that runs one of the agent's commands: `/name`, then arguments or nothing.
@@ -275,7 +276,7 @@ pub(super) fn hide_turns_had_off(
     }
     let same = |c: u64| c == conversation || c == UNKNOWN_CONVERSATION || conversation == UNKNOWN_CONVERSATION;
     let prints = user_prints(each, history);
-    let themselves = turns_themselves_each(history, each);
+    let themselves = looked_up_each(history, each);
     for (turn, print) in prints.into_iter().enumerate() {
         let place = first.saturating_add(turn as i64);
         let itself = |t: &u64| themselves.get(turn).is_some_and(|prints| prints.contains(t));
@@ -289,62 +290,6 @@ pub(super) fn hide_turns_had_off(
             each[from..to].fill(None);
         }
     }
-}
-
-/// The prints that stand for each user turn of a history itself (cleaned as `each`), as
-/// [`Session::turns_had_off`] keeps a turn whose place was a guess ([`TURN_ITSELF`]): its
-/// prompt's print mixed with its first reply's and with its last reply's (public words only,
-/// see [`reply_print`]; one transcript may lag and hold only the last, another hold more after
-/// it), of the turns whose prompt's print `keep` accepts.
-pub(super) fn turns_themselves(history: &[Message], each: &[Option<Message>], keep: impl Fn(u64) -> bool) -> Vec<u64> {
-    let prints = user_prints(each, history);
-    let mut themselves: Vec<u64> = turns_themselves_each(history, each)
-        .into_iter()
-        .zip(prints)
-        .filter(|(_, print)| *print != UNKNOWN_TURN && keep(*print))
-        .flat_map(|(prints, _)| prints)
-        .collect();
-    themselves.dedup();
-    themselves
-}
-
-/// The prints that stand for the last user turn of a history itself (see [`turns_themselves`]).
-pub(super) fn last_turn_itself(history: &[Message], each: &[Option<Message>]) -> Vec<u64> {
-    let prompt_known = user_prints(each, history).last().is_some_and(|print| *print != UNKNOWN_TURN);
-    match prompt_known {
-        true => turns_themselves_each(history, each).pop().unwrap_or_default(),
-        false => Vec::new(),
-    }
-}
-
-/// For each user turn of a history, the prints that stand for it (see [`turns_themselves`]).
-fn turns_themselves_each(history: &[Message], each: &[Option<Message>]) -> Vec<Vec<u64>> {
-    let mut turns: Vec<(u64, Option<u64>, Option<u64>)> = Vec::new();
-    for (m, cleaned) in history.iter().zip(each) {
-        let text = cleaned.as_ref().map(|c| c.content.as_str());
-        match m.role.as_str() {
-            "user" => turns.push((text.map_or(0, message_print), None, None)),
-            "assistant" => {
-                if let (Some(turn), Some(text)) = (turns.last_mut(), text) {
-                    let reply = reply_print(text);
-                    turn.1.get_or_insert(reply);
-                    turn.2 = Some(reply);
-                }
-            }
-            _ => {}
-        }
-    }
-    turns
-        .into_iter()
-        .map(|(prompt, first, last)| {
-            let mix = |reply: u64| (prompt.rotate_left(29) ^ reply).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ prompt;
-            let mut prints = vec![mix(first.unwrap_or(0))];
-            if let Some(last) = last.filter(|l| Some(*l) != first) {
-                prints.push(mix(last));
-            }
-            prints
-        })
-        .collect()
 }
 
 /// The conversation a part's turns belong to, for [`Session::turns_had_off`]: its first prompt's

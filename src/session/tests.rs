@@ -4458,3 +4458,90 @@ async fn turns_had_off_whose_place_was_a_guess_stay_out_and_cost_no_turn_had_on(
         }
     }
 }
+
+/// Transcripts sent without their start and without a count over a run of "continue"s (a
+/// Claude Code transcript over 32 MiB is read from its end at every turn) overlap the known
+/// turns where their replies say, and each turn is stored once (review99 #6: overlapping as
+/// little as the prompts allowed, each turn stored the tail's earlier turns again). So is each
+/// turn of another conversation of "continue"s under the session's id (review99 #5: its first
+/// turn was taken for the last known one).
+#[tokio::test]
+async fn windows_of_continues_store_each_turn_once() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let c = |reply: String| [m("user", "continue"), m("assistant", &reply)];
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let mode = settings.retain.mode;
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        s.start(start("g")).await.unwrap();
+        let mut history = vec![m("user", "fix the flaky test"), m("assistant", "REPLY0 looking")];
+        history.extend((1..=5).flat_map(|i| c(format!("REPLY{i} step {i}"))));
+        s.agent_end("g", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        for new in 6..=8 {
+            history.extend(c(format!("NEWT{new} step {new}")));
+            let tail = &history[history.len() - 8..];
+            s.agent_end("g", tail, Turn::Work, TurnEnd { last: new == 8, ..TurnEnd::default() }).await.unwrap();
+        }
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for i in 1..=5 {
+            assert_eq!(text.matches(&format!("REPLY{i} step")).count(), 1, "{mode:?} {i}: {text}");
+        }
+        for i in 6..=8 {
+            assert_eq!(text.matches(&format!("NEWT{i} step")).count(), 1, "{mode:?} {i}: {text}");
+        }
+
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        s.start(start("g")).await.unwrap();
+        let old: Vec<Message> = (1..=4).flat_map(|i| c(format!("OLD{i} step"))).collect();
+        s.agent_end("g", &old, Turn::Work, TurnEnd::default()).await.unwrap();
+        let mut new: Vec<Message> = (10..=11).flat_map(|i| c(format!("NEWCONV{i} step"))).collect();
+        s.agent_end("g", &new, Turn::Work, TurnEnd::default()).await.unwrap();
+        new.extend(c("NEWCONV12 step".into()));
+        s.agent_end("g", &new, Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for i in 10..=12 {
+            assert_eq!(text.matches(&format!("NEWCONV{i} step")).count(), 1, "{mode:?} {i}: {text}");
+        }
+    }
+}
+
+/// Memory off, a transcript sent without its count that agrees with the known turns over
+/// several of them and goes one past: its off turn stays out once memory is on, and the turn
+/// after it is stored, whether the history that holds them is sent whole or with its count
+/// (review99 #9: placed at a later repeat of "continue", the off turn was kept at the wrong
+/// place and stored, or the next turn lost).
+#[tokio::test]
+async fn an_off_window_agreeing_over_several_turns_keeps_its_place() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let t = |p: &str, r: &str| vec![m("user", p), m("assistant", r)];
+    for (omitted, settings) in [0, 1].into_iter().flat_map(|o| [(o, every_turn()), (o, last_turn(1, 0))]) {
+        let mode = settings.retain.mode;
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        s.start(start("g")).await.unwrap();
+        let on = [
+            t("PROMPT0 start", "REPLY0 ok"),
+            t("continue", "REPLY1 ok"),
+            t("PROMPT2 go", "REPLY2 ok"),
+            t("continue", "REPLY3 ok"),
+        ]
+        .concat();
+        s.agent_end("g", &on, Turn::Work, TurnEnd::default()).await.unwrap();
+        let mut off = settings.clone();
+        off.retain.auto = false;
+        let window = [on[2..].to_vec(), t("continue", "OFFREPLY4 done")].concat();
+        sessions(&r, off).await.agent_end("g", &window, Turn::Work, TurnEnd::default()).await.unwrap();
+        let s = sessions(&r, settings.clone()).await;
+        let whole = [on.clone(), t("continue", "OFFREPLY4 done"), t("PROMPT5 next", "REPLY5 stored")].concat();
+        let end = TurnEnd { last: true, omitted_user_turns: omitted, ..TurnEnd::default() };
+        let sent = &whole[2 * omitted..];
+        s.agent_end("g", sent, Turn::Work, end).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("OFFREPLY4"), "{mode:?} {omitted}: {text}");
+        assert_eq!(text.matches("REPLY5 stored").count(), 1, "{mode:?} {omitted}: {text}");
+    }
+}

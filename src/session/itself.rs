@@ -1,0 +1,151 @@
+//! A turn told by itself rather than by its place: its prompt with its replies, for the turns
+//! had while memory was off whose place in the conversation is a guess (see
+//! [`Session::turns_had_off`](super::Session::turns_had_off) and [`TURN_ITSELF`]).
+
+use mneme_core::text::Message;
+
+use super::placement::{message_print, user_prints, UNKNOWN_TURN};
+use super::record::reply_print;
+#[cfg(doc)]
+use super::record::TURN_ITSELF;
+
+/// At most this many turns of one history are kept as themselves (its last): a long history
+/// read while memory was off filled the net and pushed out the turns kept before it
+/// (review99 #7).
+const MOST_KEPT_FROM_ONE_HISTORY: usize = 32;
+
+/// The prints that keep the turns of a history (cleaned as `each`) whose prompt's print `keep`
+/// accepts, as themselves (see [`TurnItself::kept`]), of its last
+/// [`MOST_KEPT_FROM_ONE_HISTORY`] such turns.
+pub(super) fn turns_themselves(history: &[Message], each: &[Option<Message>], keep: impl Fn(u64) -> bool) -> Vec<u64> {
+    let prints = user_prints(each, history);
+    let kept: Vec<TurnItself> = each_turn(history, each)
+        .into_iter()
+        .zip(prints)
+        .filter(|(_, print)| *print != UNKNOWN_TURN && keep(*print))
+        .map(|(turn, _)| turn)
+        .collect();
+    let from = kept.len().saturating_sub(MOST_KEPT_FROM_ONE_HISTORY);
+    let mut prints: Vec<u64> = kept[from..].iter().flat_map(TurnItself::kept).collect();
+    prints.dedup();
+    prints
+}
+
+/// The prints that keep the last user turn of a history as itself (see [`TurnItself::kept`]).
+pub(super) fn last_turn_itself(history: &[Message], each: &[Option<Message>]) -> Vec<u64> {
+    let prompt_known = user_prints(each, history).last().is_some_and(|print| *print != UNKNOWN_TURN);
+    match (prompt_known, each_turn(history, each).pop()) {
+        (true, Some(turn)) => turn.kept(),
+        _ => Vec::new(),
+    }
+}
+
+/// For each user turn of a history, the prints a turn kept as itself is found by
+/// ([`TurnItself::looked_up`]).
+pub(super) fn looked_up_each(history: &[Message], each: &[Option<Message>]) -> Vec<[u64; 2]> {
+    each_turn(history, each).iter().map(TurnItself::looked_up).collect()
+}
+
+/// One user turn: its prompt's print and its replies' (public words only, see [`reply_print`]).
+struct TurnItself {
+    prompt: u64,
+    first: u64,
+    last: u64,
+    replies: usize,
+}
+
+impl TurnItself {
+    /// What keeps the turn: its prompt with its last reply, and with its only reply as a first
+    /// one too (a copy sent later may hold more after it: the transcript had lagged). Not by a
+    /// first reply that more followed: a turn that only opened alike ("I'll run the tests.") and
+    /// was answered otherwise was left out (review99 #1). Nothing for a turn whose last reply
+    /// has no public word: every such turn matched every other with its prompt (review99 #2).
+    fn kept(&self) -> Vec<u64> {
+        match (self.last, self.replies) {
+            (0, _) => Vec::new(),
+            (_, 1) => vec![with_last(self.prompt, self.last), with_first(self.prompt, self.first)],
+            _ => vec![with_last(self.prompt, self.last)],
+        }
+    }
+
+    /// What a turn kept as itself is found by in a later history: the same prompt with the same
+    /// last reply, or with the same first reply where the kept copy had only that one.
+    fn looked_up(&self) -> [u64; 2] {
+        [with_last(self.prompt, self.last), with_first(self.prompt, self.first)]
+    }
+}
+
+/// Each user turn of a history, its replies counted only where they hold a public word.
+fn each_turn(history: &[Message], each: &[Option<Message>]) -> Vec<TurnItself> {
+    let no_public_word = reply_print("");
+    let mut turns: Vec<TurnItself> = Vec::new();
+    for (m, cleaned) in history.iter().zip(each) {
+        let text = cleaned.as_ref().map(|c| c.content.as_str());
+        match m.role.as_str() {
+            "user" => turns.push(TurnItself { prompt: text.map_or(0, message_print), first: 0, last: 0, replies: 0 }),
+            "assistant" => {
+                let reply = text.map_or(no_public_word, reply_print);
+                if let (Some(turn), false) = (turns.last_mut(), reply == no_public_word) {
+                    if turn.replies == 0 {
+                        turn.first = reply;
+                    }
+                    turn.last = reply;
+                    turn.replies += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    turns
+}
+
+/// A prompt's print mixed with its last reply's; [`with_first`] mixes otherwise, so that a first
+/// reply never stands for a last one.
+fn with_last(prompt: u64, reply: u64) -> u64 {
+    (prompt.rotate_left(29) ^ reply).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ prompt
+}
+
+fn with_first(prompt: u64, reply: u64) -> u64 {
+    (prompt.rotate_left(13) ^ reply).wrapping_mul(0xc2b2_ae3d_27d4_eb4f) ^ !prompt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(role: &str, text: &str) -> Message {
+        Message::new(role, text)
+    }
+
+    fn kept_and_found(kept: &[Message], later: &[Message]) -> bool {
+        let each = |h: &[Message]| h.iter().cloned().map(Some).collect::<Vec<_>>();
+        let kept = turns_themselves(kept, &each(kept), |_| true);
+        looked_up_each(later, &each(later)).iter().any(|prints| prints.iter().any(|p| kept.contains(p)))
+    }
+
+    #[test]
+    fn a_turn_is_found_by_its_prompt_and_last_reply_or_its_only_first_one() {
+        let turn = [m("user", "run the tests"), m("assistant", "I'll run them."), m("assistant", "3 fail")];
+        assert!(kept_and_found(&turn, &turn), "the same turn");
+        let answered_otherwise =
+            [m("user", "run the tests"), m("assistant", "I'll run them."), m("assistant", "all pass")];
+        assert!(!kept_and_found(&turn, &answered_otherwise), "opened alike, answered otherwise (review99 #1)");
+        let lagged = [m("user", "run the tests"), m("assistant", "I'll run them.")];
+        assert!(kept_and_found(&lagged, &turn), "kept while the transcript lagged, found once it holds more");
+        let other_prompt = [m("user", "run the linter"), m("assistant", "I'll run them."), m("assistant", "3 fail")];
+        assert!(!kept_and_found(&turn, &other_prompt), "another prompt");
+        let private = [m("user", "run the tests"), m("assistant", "<private>secret</private>")];
+        assert!(!kept_and_found(&private, &private), "no public word in its reply: not kept (review99 #2)");
+        let none = [m("user", "run the tests")];
+        assert!(!kept_and_found(&none, &none), "no reply yet: not kept");
+    }
+
+    #[test]
+    fn only_the_last_turns_of_a_long_history_are_kept() {
+        let history: Vec<Message> =
+            (0..100).flat_map(|i| [m("user", &format!("prompt {i}")), m("assistant", &format!("reply {i}"))]).collect();
+        let each: Vec<Option<Message>> = history.iter().cloned().map(Some).collect();
+        let kept = turns_themselves(&history, &each, |_| true);
+        assert_eq!(kept.len(), 2 * MOST_KEPT_FROM_ONE_HISTORY, "each turn with one reply keeps two prints");
+    }
+}
