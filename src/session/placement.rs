@@ -276,7 +276,8 @@ pub(super) fn hide_turns_had_off(
     }
     let same = |c: u64| c == conversation || c == UNKNOWN_CONVERSATION || conversation == UNKNOWN_CONVERSATION;
     let prints = user_prints(each, history);
-    let themselves = looked_up_each(history, each);
+    let any_itself = session.turns_had_off.iter().any(|(_, place, _)| *place == TURN_ITSELF);
+    let themselves = if any_itself { looked_up_each(history, each) } else { Vec::new() };
     for (turn, print) in prints.into_iter().enumerate() {
         let place = first.saturating_add(turn as i64);
         let itself = |t: &u64| themselves.get(turn).is_some_and(|prints| prints.contains(t));

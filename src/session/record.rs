@@ -324,7 +324,7 @@ pub const UNKNOWN_CONVERSATION: u64 = u64::MAX;
 
 /// The place of an entry of [`Session::turns_had_off`] that stands for a turn itself, wherever a
 /// history holds it: its print mixes its prompt's with one of its replies' (see
-/// `placement::turns_themselves`). No turn's place (places count from 0), so an earlier mneme
+/// `itself::turns_themselves`). No turn's place (places count from 0), so an earlier mneme
 /// reading the record matches no turn with it.
 pub const TURN_ITSELF: i64 = i64::MIN;
 
