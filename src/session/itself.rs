@@ -42,7 +42,7 @@ pub(super) fn last_turn_itself(history: &[Message], each: &[Option<Message>]) ->
 
 /// For each user turn of a history, the prints a turn kept as itself is found by
 /// ([`TurnItself::looked_up`]).
-pub(super) fn looked_up_each(history: &[Message], each: &[Option<Message>]) -> Vec<[u64; 2]> {
+pub(super) fn looked_up_each(history: &[Message], each: &[Option<Message>]) -> Vec<Vec<u64>> {
     each_turn(history, each).iter().map(TurnItself::looked_up).collect()
 }
 
@@ -58,20 +58,33 @@ impl TurnItself {
     /// What keeps the turn: its prompt with its last reply, and with its only reply as a first
     /// one too (a copy sent later may hold more after it: the transcript had lagged). Not by a
     /// first reply that more followed: a turn that only opened alike ("I'll run the tests.") and
-    /// was answered otherwise was left out (review99 #1). Nothing for a turn whose last reply
-    /// has no public word: every such turn matched every other with its prompt (review99 #2).
+    /// was answered otherwise was left out (review99 #1). A turn whose replies have no public
+    /// word (wholly `<private>`, or none yet) by its prompt alone, found only in a turn whose
+    /// replies have none either: kept by nothing, its public prompt was stored (review100 #2);
+    /// found in any turn, every turn asking it was left out (review99 #2).
     fn kept(&self) -> Vec<u64> {
-        match (self.last, self.replies) {
-            (0, _) => Vec::new(),
-            (_, 1) => vec![with_last(self.prompt, self.last), with_first(self.prompt, self.first)],
+        match self.replies {
+            0 if self.prompt_tells() => vec![only_prompt(self.prompt)],
+            0 => Vec::new(),
+            1 => vec![with_last(self.prompt, self.last), with_first(self.prompt, self.first)],
             _ => vec![with_last(self.prompt, self.last)],
         }
     }
 
     /// What a turn kept as itself is found by in a later history: the same prompt with the same
-    /// last reply, or with the same first reply where the kept copy had only that one.
-    fn looked_up(&self) -> [u64; 2] {
-        [with_last(self.prompt, self.last), with_first(self.prompt, self.first)]
+    /// last reply, or with the same first reply where the kept copy had only that one; a turn
+    /// with no public reply, by its prompt.
+    fn looked_up(&self) -> Vec<u64> {
+        match self.replies {
+            0 if self.prompt_tells() => vec![only_prompt(self.prompt)],
+            0 => Vec::new(),
+            _ => vec![with_last(self.prompt, self.last), with_first(self.prompt, self.first)],
+        }
+    }
+
+    /// Whether the prompt has public words (a wholly private one prints as every other does).
+    fn prompt_tells(&self) -> bool {
+        self.prompt != 0 && self.prompt != message_print("")
     }
 }
 
@@ -109,6 +122,11 @@ fn with_first(prompt: u64, reply: u64) -> u64 {
     (prompt.rotate_left(13) ^ reply).wrapping_mul(0xc2b2_ae3d_27d4_eb4f) ^ !prompt
 }
 
+/// A prompt's print, mixed apart from [`with_last`] and [`with_first`].
+fn only_prompt(prompt: u64) -> u64 {
+    prompt.rotate_left(41).wrapping_mul(0x1656_67b1_9e37_79f9) ^ 0x27d4_eb2f_1656_67c5
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,10 +152,15 @@ mod tests {
         assert!(kept_and_found(&lagged, &turn), "kept while the transcript lagged, found once it holds more");
         let other_prompt = [m("user", "run the linter"), m("assistant", "I'll run them."), m("assistant", "3 fail")];
         assert!(!kept_and_found(&turn, &other_prompt), "another prompt");
+        // No public word in its replies: kept by its prompt, found only in such a turn.
         let private = [m("user", "run the tests"), m("assistant", "<private>secret</private>")];
-        assert!(!kept_and_found(&private, &private), "no public word in its reply: not kept (review99 #2)");
+        assert!(kept_and_found(&private, &private), "the same turn (review100 #2)");
         let none = [m("user", "run the tests")];
-        assert!(!kept_and_found(&none, &none), "no reply yet: not kept");
+        assert!(kept_and_found(&none, &private), "no reply yet, then a private one");
+        assert!(!kept_and_found(&private, &turn), "answered in public words: another turn (review99 #2)");
+        assert!(!kept_and_found(&turn, &private), "kept by its replies, not found by its prompt alone");
+        let private_prompt = [m("user", "<private>pw</private>"), m("assistant", "<private>ok</private>")];
+        assert!(!kept_and_found(&private_prompt, &private_prompt), "nothing public: nothing kept");
     }
 
     #[test]

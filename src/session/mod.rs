@@ -20,6 +20,7 @@ mod clean;
 mod clear;
 mod guide;
 mod itself;
+mod overlap;
 mod part;
 mod placement;
 mod record;

@@ -6,6 +6,7 @@ use mneme_core::text::Message;
 
 use super::auto::{last_turns_cleaned, transcript, Sent, TurnEnd};
 use super::clean::conversation;
+use super::overlap::{asks_only_the_last_prompt_again, overlap_by_replies, turn_reply_prints};
 use super::placement::{
     branch_taken, conversation_of, first_message_of_turn, hide_turns_had_off, is_late_copy_of_previous_part,
     known_turns_among_commands, latest_window_past_the_end, message_print, place_in_part_past, prints_with_window,
@@ -192,9 +193,10 @@ impl Sessions {
             placement = Placement::StartsOver;
         }
         if known_prompts_new_reply {
-            let replied_before = turns_replied_before(session, &history, &cleaned.each);
+            let replies = turn_reply_prints(&history, &cleaned.each);
             let known = &session.turn_prints;
-            placement = match overlap_by_replies(known, &seen, replied_before) {
+            let recent = &session.recent_reply_prints;
+            placement = match overlap_by_replies(known, &seen, &replies, recent) {
                 // Its first turns are the last ones known, by their replies (the last transcripts
                 // ended with them): among prompts that repeat, the rest are new. (Overlapping
                 // the known turns as little as the prompts allow, a tail of "continue"s read
@@ -206,7 +208,7 @@ impl Sessions {
                 // None of its replies known, its prompts all the last one asked again: turns
                 // past the known ones (another conversation of "continue"s under the session's
                 // id lost its first turn, taken for the last known one: review99 #5).
-                None if replied_before == 0
+                None if !replies.iter().flatten().any(|r| recent.contains(r))
                     && !end.rewound
                     && matches!(placement, Placement::Continues | Placement::Window(_))
                     && asks_only_the_last_prompt_again(known, &seen) =>
@@ -569,49 +571,5 @@ pub(super) fn new_reply_placed(
             None => Placement::Window(known.len()),
         },
         other => other,
-    }
-}
-
-/// How many of a history's first user turns end with a reply the session's recent transcripts
-/// ended turns with ([`Session::recent_reply_prints`]): turns it knows.
-fn turns_replied_before(session: &Session, history: &[Message], each: &[Option<Message>]) -> usize {
-    let (mut replied, mut in_turn) = (0, false);
-    let mut reply_of_turn = None;
-    for (m, cleaned) in history.iter().zip(each) {
-        if m.role == "user" {
-            if in_turn {
-                match reply_of_turn.take() {
-                    Some(reply) if session.recent_reply_prints.contains(&reply) => replied += 1,
-                    _ => return replied,
-                }
-            }
-            in_turn = true;
-        }
-        if m.role == "assistant" && in_turn {
-            if let Some(cleaned) = cleaned {
-                reply_of_turn = Some(reply_print(&cleaned.content));
-            }
-        }
-    }
-    replied
-}
-
-/// Where a history whose first `replied_before` turns are known by their replies begins among
-/// the known turns: those turns as the last known ones, their prompts agreeing. None when they
-/// are not fewer than its turns (nothing after them), or would begin at the part's start.
-fn overlap_by_replies(known: &[u64], seen: &[u64], replied_before: usize) -> Option<usize> {
-    if replied_before == 0 || replied_before >= seen.len() || replied_before >= known.len() {
-        return None;
-    }
-    let k = known.len() - replied_before;
-    (known[k..] == seen[..replied_before]).then_some(k)
-}
-
-/// Whether every prompt of `seen` is the last known one (a print that tells, not a wholly
-/// private prompt's).
-fn asks_only_the_last_prompt_again(known: &[u64], seen: &[u64]) -> bool {
-    match known.last() {
-        Some(&last) if last != 0 && last != UNKNOWN_TURN => seen.iter().all(|p| *p == last),
-        _ => false,
     }
 }
