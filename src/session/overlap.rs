@@ -4,12 +4,67 @@
 
 use mneme_core::text::Message;
 
-use super::placement::UNKNOWN_TURN;
+use super::placement::{latest_window_past_the_end, rewound_at, Placement, UNKNOWN_TURN};
 use super::record::reply_print;
+use super::Session;
+
+/// Where a history goes whose prompts (`seen`) are all known, no more of them than known, and
+/// whose last reply is new (not a late copy), placed first as `placement`. Not from a client
+/// that says the user took turns back: its first turns are the last ones known, by their
+/// replies ([`overlap_by_replies`]), and the rest are new (overlapping the known turns as little
+/// as the prompts allow, a tail of "continue"s read from a Claude Code transcript over 32 MiB
+/// stored its earlier turns again at every turn: review99 #6). With none of its replies known
+/// and all its prompts the last one asked again, turns past the known ones (another
+/// conversation of "continue"s under the session's id lost its first turn, taken for the last
+/// known one: review99 #5). Else as [`new_reply_placed`].
+pub(super) fn placed_by_new_reply(
+    session: &Session,
+    history: &[Message],
+    each: &[Option<Message>],
+    seen: &[u64],
+    rewound: bool,
+    placement: Placement,
+) -> Placement {
+    let replies = turn_reply_prints(history, each);
+    let (known, recent) = (&session.turn_prints, &session.recent_reply_prints);
+    let by_prompts = matches!(placement, Placement::Continues | Placement::Window(_)) && !rewound;
+    match overlap_by_replies(known, seen, &replies, recent) {
+        Some(k) if by_prompts => Placement::Window(k),
+        None if by_prompts
+            && !replies.iter().flatten().any(|r| recent.contains(r))
+            && asks_only_the_last_prompt_again(known, seen) =>
+        {
+            Placement::Window(known.len())
+        }
+        _ => new_reply_placed(known, seen, session.first_turn, rewound, placement),
+    }
+}
+
+/// Where such a history goes by its prompts alone. From a client that says the user took turns
+/// back, the prompt taken back asked again: a rewind to before it (fuzz4 seed 6124: "continue"
+/// twice; taken for a window over the known turns, its new reply was stored nowhere). Else turns
+/// past the known ones among prompts that repeat: past the end, overlapping the known turns
+/// where it can, else wholly after them. Taken for a window over the known turns (all its turns
+/// new, review98 #2) or, agreeing with the part's first prompts, for a late copy (review98 #3),
+/// its new turns were stored nowhere.
+fn new_reply_placed(known: &[u64], seen: &[u64], first_turn: i64, rewound: bool, placement: Placement) -> Placement {
+    match placement {
+        Placement::Continues if rewound => Placement::Rewound(seen.len() - 1),
+        Placement::Continues if seen.len() < known.len() => {
+            latest_window_past_the_end(known, seen).map_or(Placement::Continues, Placement::Window)
+        }
+        Placement::Window(k) => match latest_window_past_the_end(known, seen) {
+            Some(past) => Placement::Window(past),
+            None if rewound => rewound_at(known, seen, first_turn).map_or(Placement::Window(k), Placement::Rewound),
+            None => Placement::Window(known.len()),
+        },
+        other => other,
+    }
+}
 
 /// For each user turn of a history (cleaned as `each`), the print of the reply that ends it
 /// ([`reply_print`]; none when the turn has no reply kept).
-pub(super) fn turn_reply_prints(history: &[Message], each: &[Option<Message>]) -> Vec<Option<u64>> {
+fn turn_reply_prints(history: &[Message], each: &[Option<Message>]) -> Vec<Option<u64>> {
     let mut replies: Vec<Option<u64>> = Vec::new();
     for (m, cleaned) in history.iter().zip(each) {
         match m.role.as_str() {
@@ -34,12 +89,7 @@ pub(super) fn turn_reply_prints(history: &[Message], each: &[Option<Message>]) -
 /// recent reply ("Done.") was taken for a known one, and lost (review100 #1). From the last
 /// known reply back, not from the window's start: a window longer than the recent replies
 /// kept was never placed, and stored its turns again (review100 #3).
-pub(super) fn overlap_by_replies(
-    known: &[u64],
-    seen: &[u64],
-    replies: &[Option<u64>],
-    recent: &[u64],
-) -> Option<usize> {
+fn overlap_by_replies(known: &[u64], seen: &[u64], replies: &[Option<u64>], recent: &[u64]) -> Option<usize> {
     let last_known = *recent.last()?;
     let most = seen.len().saturating_sub(1).min(known.len().saturating_sub(1)).min(replies.len());
     (1..=most).rev().find_map(|t| {
@@ -69,7 +119,7 @@ fn ends_as_the_recent(replies: &[Option<u64>], recent: &[u64]) -> bool {
 
 /// Whether every prompt of `seen` is the last known one (a print that tells, not a wholly
 /// private prompt's).
-pub(super) fn asks_only_the_last_prompt_again(known: &[u64], seen: &[u64]) -> bool {
+fn asks_only_the_last_prompt_again(known: &[u64], seen: &[u64]) -> bool {
     match known.last() {
         Some(&last) if last != 0 && last != UNKNOWN_TURN => seen.iter().all(|p| *p == last),
         _ => false,

@@ -6,12 +6,11 @@ use mneme_core::text::Message;
 
 use super::auto::{last_turns_cleaned, transcript, Sent, TurnEnd};
 use super::clean::conversation;
-use super::overlap::{asks_only_the_last_prompt_again, overlap_by_replies, turn_reply_prints};
+use super::overlap::placed_by_new_reply;
 use super::placement::{
     branch_taken, conversation_of, first_message_of_turn, hide_turns_had_off, is_late_copy_of_previous_part,
-    known_turns_among_commands, latest_window_past_the_end, message_print, place_in_part_past, prints_with_window,
-    renumber_turns, rewound_at, slices_before, taken_back_from_document, user_prints, without_slices, Placement,
-    UNKNOWN_TURN,
+    known_turns_among_commands, message_print, place_in_part_past, prints_with_window, renumber_turns, slices_before,
+    taken_back_from_document, user_prints, without_slices, Placement, UNKNOWN_TURN,
 };
 use super::record::{reply_print, UNKNOWN_CONVERSATION};
 use super::spans::{carried_into_new_part, cleaned_each, next_turn_after_a_closed_span, window_opens_inside};
@@ -193,30 +192,7 @@ impl Sessions {
             placement = Placement::StartsOver;
         }
         if known_prompts_new_reply {
-            let replies = turn_reply_prints(&history, &cleaned.each);
-            let known = &session.turn_prints;
-            let recent = &session.recent_reply_prints;
-            placement = match overlap_by_replies(known, &seen, &replies, recent) {
-                // Its first turns are the last ones known, by their replies (the last transcripts
-                // ended with them): among prompts that repeat, the rest are new. (Overlapping
-                // the known turns as little as the prompts allow, a tail of "continue"s read
-                // from a Claude Code transcript over 32 MiB stored its earlier turns again at
-                // every turn: review99 #6.)
-                Some(k) if !end.rewound && matches!(placement, Placement::Continues | Placement::Window(_)) => {
-                    Placement::Window(k)
-                }
-                // None of its replies known, its prompts all the last one asked again: turns
-                // past the known ones (another conversation of "continue"s under the session's
-                // id lost its first turn, taken for the last known one: review99 #5).
-                None if !replies.iter().flatten().any(|r| recent.contains(r))
-                    && !end.rewound
-                    && matches!(placement, Placement::Continues | Placement::Window(_))
-                    && asks_only_the_last_prompt_again(known, &seen) =>
-                {
-                    Placement::Window(known.len())
-                }
-                _ => new_reply_placed(known, &seen, session.first_turn, end.rewound, placement),
-            };
+            placement = placed_by_new_reply(session, &history, &cleaned.each, &seen, end.rewound, placement);
         }
         // From a client that says the user took turns back (see `branch_taken`).
         if end.rewound {
@@ -542,34 +518,4 @@ fn holds_previous_then_this_part(session: &Session, seen: &[u64]) -> bool {
         && seen.len() > previous.len() + known.len()
         && seen.starts_with(previous)
         && seen[previous.len()..].starts_with(known)
-}
-
-/// Where a history whose prompts are all known, no more of them than known, and whose last reply
-/// is new (not a late copy) goes, placed first as `placement`. From a client that says the user
-/// took turns back, the prompt taken back asked again: a rewind to before it (fuzz4 seed 6124:
-/// "continue" twice; taken for a window over the known turns, its new reply was stored
-/// nowhere). Else turns past the known ones among prompts that repeat ("continue", "continue"),
-/// sent without the start or its count (a Claude Code transcript over 32 MiB is read from its
-/// end): past the end, overlapping the known turns where it can, else wholly after them. Taken
-/// for a window over the known turns (all its turns new, review98 #2) or, agreeing with the
-/// part's first prompts, for a late copy (review98 #3), its new turns were stored nowhere.
-pub(super) fn new_reply_placed(
-    known: &[u64],
-    seen: &[u64],
-    first_turn: i64,
-    rewound: bool,
-    placement: Placement,
-) -> Placement {
-    match placement {
-        Placement::Continues if rewound => Placement::Rewound(seen.len() - 1),
-        Placement::Continues if seen.len() < known.len() => {
-            latest_window_past_the_end(known, seen).map_or(Placement::Continues, Placement::Window)
-        }
-        Placement::Window(k) => match latest_window_past_the_end(known, seen) {
-            Some(past) => Placement::Window(past),
-            None if rewound => rewound_at(known, seen, first_turn).map_or(Placement::Window(k), Placement::Rewound),
-            None => Placement::Window(known.len()),
-        },
-        other => other,
-    }
 }
