@@ -66,6 +66,8 @@ pub struct Reloader {
     path: PathBuf,
     state: DaemonState,
     serial: tokio::sync::Mutex<()>,
+    /// Set once the daemon drains (see [`Reloader::stop`]): no reload after it.
+    stopped: std::sync::atomic::AtomicBool,
     queue: Queue,
     sessions: Sessions,
     notices: Notices,
@@ -95,6 +97,7 @@ impl Reloader {
             path,
             state,
             serial: tokio::sync::Mutex::new(()),
+            stopped: std::sync::atomic::AtomicBool::new(false),
             queue,
             sessions,
             notices,
@@ -122,9 +125,20 @@ impl Reloader {
         }
     }
 
+    /// Waits for a reload under way to end, and refuses those asked after it: the drain that
+    /// follows closes the spool and the store a reload writes to (one the config watcher began
+    /// as the daemon stopped logged "cannot save the sessions …: the writer thread stopped").
+    pub async fn stop(&self) {
+        let _one_at_a_time = self.serial.lock().await;
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     async fn read_and_apply(&self) -> Result<Reloaded, ReloadError> {
         let asked = std::time::Instant::now();
         let _one_at_a_time = self.serial.lock().await;
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ReloadError::Stopped);
+        }
         let old = self.settings();
         let path = self.path.clone();
         // Off the async worker: a config on a hung file system must not stop the daemon.
@@ -531,8 +545,10 @@ impl Reloader {
                 // thesaurus file's folders made (`mkdir -p`, then the file) right after the notice
                 // that it was missing. Read again when how much of their path exists changed.
                 let before = how_much_exists(&self.path, named_now().as_deref());
-                if let Err(e) = self.reload().await {
-                    tracing::warn!("config change not applied: {e}");
+                match self.reload().await {
+                    Err(ReloadError::Stopped) => return,
+                    Err(e) => tracing::warn!("config change not applied: {e}"),
+                    Ok(_) => {}
                 }
                 let named = named_now();
                 watch_more(&self.settings(), named.clone());

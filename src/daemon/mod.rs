@@ -230,6 +230,9 @@ impl Daemon {
         let limits = accept::Limits::from(&self.settings.server);
         let result = accept::run(listener, app, limits, stopping.clone()).await;
         let _ = sweep.await;
+        // A reload under way (the config watcher's, SIGHUP's) ends before the drain closes what
+        // it writes to, and none begins after.
+        self.reloader.stop().await;
         let idle = self.sessions.retain_idle(self.sessions.settings().retain.idle_after).await;
         if idle > 0 {
             tracing::info!("retained the last turns of {idle} idle sessions");
