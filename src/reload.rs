@@ -61,6 +61,9 @@ pub enum ReloadError {
     Stopped,
 }
 
+/// How long the drain waits for a reload under way (see [`Reloader::stop`]).
+const RELOAD_AT_STOP: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Re-reads the config file and applies it.
 pub struct Reloader {
     path: PathBuf,
@@ -128,9 +131,13 @@ impl Reloader {
     /// Waits for a reload under way to end, and refuses those asked after it: the drain that
     /// follows closes the spool and the store a reload writes to (one the config watcher began
     /// as the daemon stopped logged "cannot save the sessions …: the writer thread stopped").
+    /// Waited for [`RELOAD_AT_STOP`] at most: one stuck reading a hung file system must not
+    /// keep the daemon from stopping.
     pub async fn stop(&self) {
-        let _one_at_a_time = self.serial.lock().await;
         self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        if tokio::time::timeout(RELOAD_AT_STOP, self.serial.lock()).await.is_err() {
+            tracing::warn!("a reload still under way after {RELOAD_AT_STOP:?}: stopping without it");
+        }
     }
 
     async fn read_and_apply(&self) -> Result<Reloaded, ReloadError> {
