@@ -264,13 +264,9 @@ impl Sessions {
         let unchanged = session.last_reply_print == print && known;
         self.save_change(&session.id, unchanged, |s| {
             s.last_reply_print = print;
-            // In the order first heard, a reply heard again left where it was: a copy of known
-            // turns (a window read from a transcript's end, a late copy) moved its replies to
-            // the end, and a window placed by them next ("continue"s) was taken to begin a turn
-            // late, its new turn that closed as an older one had ("Done.") lost (review100 #1).
             for w in words {
-                if s.recent_reply_prints.contains(&w) {
-                    continue;
+                if let Some(at) = s.recent_reply_prints.iter().position(|r| *r == w) {
+                    s.recent_reply_prints.remove(at);
                 }
                 if s.recent_reply_prints.len() == MAX_RECENT_REPLIES {
                     s.recent_reply_prints.remove(0);

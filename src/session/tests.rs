@@ -4464,13 +4464,14 @@ async fn turns_had_off_whose_place_was_a_guess_stay_out_and_cost_no_turn_had_on(
 }
 
 /// Transcripts sent without their start and without a count over a run of "continue"s (a
-/// Claude Code transcript over 32 MiB is read from its end at every turn) overlap the known
-/// turns where their replies say, and each turn is stored once (review99 #6: overlapping as
-/// little as the prompts allowed, each turn stored the tail's earlier turns again). So is each
-/// turn of another conversation of "continue"s under the session's id (review99 #5: its first
-/// turn was taken for the last known one).
+/// Claude Code transcript over 32 MiB is read from its end at every turn) lose no turn: the
+/// known ones' replies do not tell where such a window begins (turns share their last line),
+/// so it overlaps the known turns as little as the prompts allow, and a turn may be stored
+/// twice, never lost. Another conversation of "continue"s under the session's id, none of its
+/// replies heard before, stores its first turn (review99 #5: taken for the last known one, it
+/// was lost).
 #[tokio::test]
-async fn windows_of_continues_store_each_turn_once() {
+async fn windows_of_continues_lose_no_turn() {
     let m = |role: &str, text: &str| Message::new(role, text);
     let c = |reply: String| [m("user", "continue"), m("assistant", &reply)];
     for settings in [every_turn(), last_turn(1, 0)] {
@@ -4489,10 +4490,10 @@ async fn windows_of_continues_store_each_turn_once() {
         r.queue.flush_all().await;
         let text = stored(&r).await;
         for i in 1..=5 {
-            assert_eq!(text.matches(&format!("REPLY{i} step")).count(), 1, "{mode:?} {i}: {text}");
+            assert!(text.contains(&format!("REPLY{i} step")), "{mode:?} {i}: {text}");
         }
         for i in 6..=8 {
-            assert_eq!(text.matches(&format!("NEWT{i} step")).count(), 1, "{mode:?} {i}: {text}");
+            assert!(text.contains(&format!("NEWT{i} step")), "{mode:?} {i}: {text}");
         }
 
         let r = rig();
@@ -4507,8 +4508,9 @@ async fn windows_of_continues_store_each_turn_once() {
         r.queue.flush_all().await;
         let text = stored(&r).await;
         for i in 10..=12 {
-            assert_eq!(text.matches(&format!("NEWCONV{i} step")).count(), 1, "{mode:?} {i}: {text}");
+            assert!(text.contains(&format!("NEWCONV{i} step")), "{mode:?} {i}: {text}");
         }
+        assert_eq!(text.matches("NEWCONV10 step").count(), 1, "{mode:?}: {text}");
     }
 }
 
@@ -4550,13 +4552,12 @@ async fn an_off_window_agreeing_over_several_turns_keeps_its_place() {
     }
 }
 
-/// Windows of "continue"s sent without a count are placed by where their replies end as the
-/// known turns' did: a new turn that closes as an older one did ("Done.") is stored
-/// (review100 #1: placed by replies known anywhere, it was taken for a known turn and lost),
-/// and a window longer than the replies the session keeps stores only its new turn (review100
-/// #3: every turn stored again at each turn).
+/// Windows of "continue"s sent without a count: a new turn that closes as an older one did
+/// ("Done.") is stored (review100 #1, review101 #4: placed by the known replies, it was taken
+/// for a known turn and lost), and so is every turn of a window longer than the replies the
+/// session keeps.
 #[tokio::test]
-async fn windows_of_continues_are_placed_by_their_replies_in_order() {
+async fn a_window_turn_that_closes_as_an_older_one_is_not_lost() {
     let m = |role: &str, text: &str| Message::new(role, text);
     let c = |reply: &str| vec![m("user", "continue"), m("assistant", reply)];
     for settings in [every_turn(), last_turn(1, 0)] {
@@ -4584,7 +4585,7 @@ async fn windows_of_continues_are_placed_by_their_replies_in_order() {
         r.queue.flush_all().await;
         let text = stored(&r).await;
         for needle in ["MIDX fixing", "NEWT5", "NEWT6"] {
-            assert_eq!(text.matches(needle).count(), 1, "{mode:?} {needle}: {text}");
+            assert!(text.contains(needle), "{mode:?} {needle}: {text}");
         }
 
         let r = rig();
@@ -4601,7 +4602,7 @@ async fn windows_of_continues_are_placed_by_their_replies_in_order() {
         r.queue.flush_all().await;
         let text = stored(&r).await;
         for i in 1..33 {
-            assert_eq!(text.matches(&format!("REPLY{i} step")).count(), 1, "{mode:?} {i}: {text}");
+            assert!(text.contains(&format!("REPLY{i} step")), "{mode:?} {i}: {text}");
         }
     }
 }
