@@ -46,19 +46,21 @@ pub(super) fn looked_up_each(history: &[Message], each: &[Option<Message>]) -> V
     each_turn(history, each).iter().map(TurnItself::looked_up).collect()
 }
 
-/// One user turn: its prompt's print and its replies' (public words only, see [`reply_print`]).
+/// One user turn: its prompt's print and its replies' (public words only, see [`reply_print`]):
+/// the first, and all of them in order.
 struct TurnItself {
     prompt: u64,
     first: u64,
-    last: u64,
+    all: u64,
     replies: usize,
 }
 
 impl TurnItself {
-    /// What keeps the turn: its prompt with its last reply, and with its only reply as a first
+    /// What keeps the turn: its prompt with all its replies, and with its only reply as a first
     /// one too (a copy sent later may hold more after it: the transcript had lagged). Not by a
     /// first reply that more followed: a turn that only opened alike ("I'll run the tests.") and
-    /// was answered otherwise was left out (review99 #1). A turn whose replies have no public
+    /// was answered otherwise was left out (review99 #1); nor by the last alone: every later turn
+    /// that asked "continue" and closed "Done." was (review102 #2). A turn whose replies have no public
     /// word (wholly `<private>`, or none yet) by its prompt alone, found only in a turn whose
     /// replies have none either: kept by nothing, its public prompt was stored (review100 #2);
     /// found in any turn, every turn asking it was left out (review99 #2).
@@ -66,19 +68,19 @@ impl TurnItself {
         match self.replies {
             0 if self.prompt_tells() => vec![only_prompt(self.prompt)],
             0 => Vec::new(),
-            1 => vec![with_last(self.prompt, self.last), with_first(self.prompt, self.first)],
-            _ => vec![with_last(self.prompt, self.last)],
+            1 => vec![with_all(self.prompt, self.all), with_first(self.prompt, self.first)],
+            _ => vec![with_all(self.prompt, self.all)],
         }
     }
 
     /// What a turn kept as itself is found by in a later history: the same prompt with the same
-    /// last reply, or with the same first reply where the kept copy had only that one; a turn
-    /// with no public reply, by its prompt.
+    /// replies, or with the same first reply where the kept copy had only that one; a turn with
+    /// no public reply, by its prompt.
     fn looked_up(&self) -> Vec<u64> {
         match self.replies {
             0 if self.prompt_tells() => vec![only_prompt(self.prompt)],
             0 => Vec::new(),
-            _ => vec![with_last(self.prompt, self.last), with_first(self.prompt, self.first)],
+            _ => vec![with_all(self.prompt, self.all), with_first(self.prompt, self.first)],
         }
     }
 
@@ -95,14 +97,14 @@ fn each_turn(history: &[Message], each: &[Option<Message>]) -> Vec<TurnItself> {
     for (m, cleaned) in history.iter().zip(each) {
         let text = cleaned.as_ref().map(|c| c.content.as_str());
         match m.role.as_str() {
-            "user" => turns.push(TurnItself { prompt: text.map_or(0, message_print), first: 0, last: 0, replies: 0 }),
+            "user" => turns.push(TurnItself { prompt: text.map_or(0, message_print), first: 0, all: 0, replies: 0 }),
             "assistant" => {
                 let reply = text.map_or(no_public_word, reply_print);
                 if let (Some(turn), false) = (turns.last_mut(), reply == no_public_word) {
                     if turn.replies == 0 {
                         turn.first = reply;
                     }
-                    turn.last = reply;
+                    turn.all = (turn.all.rotate_left(23) ^ reply).wrapping_mul(0xff51_afd7_ed55_8ccd);
                     turn.replies += 1;
                 }
             }
@@ -112,9 +114,9 @@ fn each_turn(history: &[Message], each: &[Option<Message>]) -> Vec<TurnItself> {
     turns
 }
 
-/// A prompt's print mixed with its last reply's; [`with_first`] mixes otherwise, so that a first
-/// reply never stands for a last one.
-fn with_last(prompt: u64, reply: u64) -> u64 {
+/// A prompt's print mixed with its replies' (folded in order); [`with_first`] mixes otherwise,
+/// so that a first reply never stands for all of them.
+fn with_all(prompt: u64, reply: u64) -> u64 {
     (prompt.rotate_left(29) ^ reply).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ prompt
 }
 
@@ -122,7 +124,7 @@ fn with_first(prompt: u64, reply: u64) -> u64 {
     (prompt.rotate_left(13) ^ reply).wrapping_mul(0xc2b2_ae3d_27d4_eb4f) ^ !prompt
 }
 
-/// A prompt's print, mixed apart from [`with_last`] and [`with_first`].
+/// A prompt's print, mixed apart from [`with_all`] and [`with_first`].
 fn only_prompt(prompt: u64) -> u64 {
     prompt.rotate_left(41).wrapping_mul(0x1656_67b1_9e37_79f9) ^ 0x27d4_eb2f_1656_67c5
 }
@@ -142,7 +144,7 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_is_found_by_its_prompt_and_last_reply_or_its_only_first_one() {
+    fn a_turn_is_found_by_its_prompt_and_replies_or_its_only_first_one() {
         let turn = [m("user", "run the tests"), m("assistant", "I'll run them."), m("assistant", "3 fail")];
         assert!(kept_and_found(&turn, &turn), "the same turn");
         let answered_otherwise =
@@ -150,6 +152,8 @@ mod tests {
         assert!(!kept_and_found(&turn, &answered_otherwise), "opened alike, answered otherwise (review99 #1)");
         let lagged = [m("user", "run the tests"), m("assistant", "I'll run them.")];
         assert!(kept_and_found(&lagged, &turn), "kept while the transcript lagged, found once it holds more");
+        let closed_alike = [m("user", "run the tests"), m("assistant", "Fixed the lexer."), m("assistant", "3 fail")];
+        assert!(!kept_and_found(&turn, &closed_alike), "closed alike, answered otherwise (review102 #2)");
         let other_prompt = [m("user", "run the linter"), m("assistant", "I'll run them."), m("assistant", "3 fail")];
         assert!(!kept_and_found(&turn, &other_prompt), "another prompt");
         // No public word in its replies: kept by its prompt, found only in such a turn.

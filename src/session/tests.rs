@@ -4606,3 +4606,82 @@ async fn a_window_turn_that_closes_as_an_older_one_is_not_lost() {
         }
     }
 }
+
+/// Turns had with memory off whose place is told (a window sent with its count, a whole branch
+/// from a client that says `rewound`) are not kept as themselves: a later turn had with memory on
+/// that asks the same and closes alike ("continue" … "Done.") is stored (review102 #1, #2: every
+/// such turn was left out, in every conversation of the session). Nor is a turn that asks the
+/// same and only closes alike left out where the place was a guess: a turn is kept by all its
+/// replies.
+#[tokio::test]
+async fn turns_had_off_whose_place_is_told_cost_no_later_turn_that_closes_alike() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let c = |work: &str| vec![m("user", "continue"), m("assistant", work), m("assistant", "Done.")];
+    for (shape, settings) in ["window", "rewound"].into_iter().flat_map(|s| [(s, every_turn()), (s, last_turn(1, 0))]) {
+        let mode = settings.retain.mode;
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        s.start(start("g")).await.unwrap();
+        let on =
+            [vec![m("user", "PROMPT0 fix it"), m("assistant", "REPLY0 ok")], c("R1 work"), c("R2 work"), c("R3 work")]
+                .concat();
+        s.agent_end("g", &on, Turn::Work, TurnEnd::default()).await.unwrap();
+        let mut off = settings.clone();
+        off.retain.auto = false;
+        let (sent, end) = match shape {
+            "window" => {
+                let window = [c("R2 work"), c("R3 work"), c("OFFX secret work")].concat();
+                (window, TurnEnd { omitted_user_turns: 2, ..TurnEnd::default() })
+            }
+            _ => {
+                let branch = [on[..5].to_vec(), c("OFFX secret work")].concat();
+                (branch, TurnEnd { rewound: true, ..TurnEnd::default() })
+            }
+        };
+        sessions(&r, off).await.agent_end("g", &sent, Turn::Work, end).await.unwrap();
+        let s = sessions(&r, settings.clone()).await;
+        // Sent as the turn had off was: the window with its count, the branch whole; each
+        // "continue" after a turn of its own (a "continue" … "Done." right after another is
+        // taken for a late copy of it, as before this stop).
+        let mut history = sent.clone();
+        for i in 0..3 {
+            history.extend([m("user", &format!("PROMPTN{i} next step")), m("assistant", &format!("ONT{i} ok"))]);
+            history.extend(c(&format!("ONMID{i} working on part {i}")));
+            let omitted_user_turns = if shape == "window" { 2 } else { 0 };
+            let end = TurnEnd { last: i == 2, omitted_user_turns, ..TurnEnd::default() };
+            s.agent_end("g", &history, Turn::Work, end).await.unwrap();
+        }
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("OFFX"), "{shape} {mode:?}: {text}");
+        for i in 0..3 {
+            assert!(text.contains(&format!("ONMID{i} working")), "{shape} {mode:?} {i}: {text}");
+        }
+    }
+}
+
+/// A window sent with `rewound` and without its count, whose first prompt is a later known one,
+/// is not a branch from before the first prompt: the part's document is not replaced by it, and
+/// the turns before the window, never taken back, stay stored (review102 #3).
+#[tokio::test]
+async fn a_rewound_window_without_its_count_keeps_the_turns_before_it() {
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let mode = settings.retain.mode;
+        let r = rig();
+        let s = sessions(&r, settings.clone()).await;
+        s.start(start("g")).await.unwrap();
+        let turn = |i: usize| numbered_turn(i).to_vec();
+        for n in 1..=5 {
+            let history: Vec<Message> = (0..n).flat_map(turn).collect();
+            s.agent_end("g", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        let window = [turn(2), turn(3), turn(9)].concat();
+        let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
+        s.agent_end("g", &window, Turn::Work, end).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        for i in [0, 1, 9] {
+            assert!(text.contains(&format!("REPLY{i} answer")), "{mode:?} {i}: {text}");
+        }
+    }
+}
