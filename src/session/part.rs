@@ -10,10 +10,8 @@ use super::placement::{
     add_slice, branch_taken, conversation_of, first_message_of_turn, latest_window_past_the_end, place_in_part_past,
     prints_with_window, turns_passed_over, user_prints, without_slices, Placement, MAX_UNKNOWN_TURNS, UNKNOWN_TURN,
 };
-use super::record::{
-    MAX_RECENT_REPLIES, MAX_RECENT_REPLY_PRINTS, MAX_TURNS_HAD_OFF, TURN_ITSELF, UNKNOWN_CONVERSATION,
-};
-use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_reply_messages};
+use super::record::{MAX_RECENT_REPLIES, MAX_TURNS_HAD_OFF, TURN_ITSELF, UNKNOWN_CONVERSATION};
+use super::retain::{last_reply_print, last_turn_replies_unseen, part_document, turn_replies};
 use super::spans::{carried_into_new_part, cleaned_each, window_opens_inside};
 use super::{PendingRetain, Session, SessionError, Sessions, StoredPart};
 use crate::config::Settings;
@@ -151,10 +149,18 @@ impl Sessions {
         // known turns, a branch's turns were kept out at places they never had, and stored
         // where they were: fuzz7 seed 1135); its last turn is new, and is kept as itself.
         // Only where the place is a guess: a transcript sent without its count, not one that
-        // says where it begins or that the user took turns back (its last turn, kept as itself,
-        // left out every later turn that asked the same and closed alike: review102 #1, #2).
-        let place_guessed = omitted == 0 && !alone_after_known && !end.rewound;
-        if new_reply && place_guessed && matches!(placement, Placement::Continues | Placement::Window(_)) {
+        // says where it begins, nor a whole branch from a client that says the user took turns
+        // back (its last turn, kept as itself, left out every later turn that asked the same
+        // and closed alike: review102 #1, #2). A window, or a history read as starting over, sent
+        // so is a guess (review103 #5).
+        let place_guessed = omitted == 0
+            && !alone_after_known
+            && match placement {
+                Placement::Continues => !end.rewound,
+                Placement::Window(_) | Placement::StartsOver => true,
+                Placement::Rewound(_) => false,
+            };
+        if new_reply && place_guessed {
             itself_had_off.extend(last_turn_itself(&history, each));
         }
 
@@ -265,7 +271,7 @@ impl Sessions {
         history: &[Message],
         each: &[Option<Message>],
     ) -> Result<(), SpoolError> {
-        let words = turn_reply_messages(history, each, MAX_RECENT_REPLIES);
+        let words = turn_replies(history, each, MAX_RECENT_REPLIES);
         let known = words.iter().all(|w| session.recent_reply_prints.contains(w));
         let unchanged = session.last_reply_print == print && known;
         self.save_change(&session.id, unchanged, |s| {
@@ -274,7 +280,7 @@ impl Sessions {
                 if let Some(at) = s.recent_reply_prints.iter().position(|r| *r == w) {
                     s.recent_reply_prints.remove(at);
                 }
-                if s.recent_reply_prints.len() == MAX_RECENT_REPLY_PRINTS {
+                if s.recent_reply_prints.len() == MAX_RECENT_REPLIES {
                     s.recent_reply_prints.remove(0);
                 }
                 s.recent_reply_prints.push(w);

@@ -244,10 +244,10 @@ pub struct Session {
     /// again, when its reply is another.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub last_reply_print: u64,
-    /// The agent's messages in the last turns of the transcripts sent lately (their words'
-    /// fingerprints, see [`reply_print`], at most [`MAX_RECENT_REPLY_PRINTS`], oldest first): a
-    /// history whose prompts are all known but whose last turn holds a message that is none of
-    /// them is not a late copy. A rewind
+    /// The replies that ended the last turns of the transcripts sent lately (their words'
+    /// fingerprints, see [`reply_print`], at most [`MAX_RECENT_REPLIES`], oldest first): a
+    /// history whose prompts are all known but whose last turn's reply is none of them is not a
+    /// late copy. A rewind
     /// followed by the prompt taken back (both clients offer it again) was taken for one, and
     /// its new reply never stored; a window of repeated prompts ("yes", "yes") was placed over
     /// the turns known, and its new turns never stored.
@@ -307,14 +307,9 @@ pub struct Session {
 /// a new part held the whole conversation again.
 pub const SESSION_FORMAT: u32 = 2;
 
-/// The last turns of each transcript whose replies [`Session::recent_reply_prints`] takes: a
-/// late copy is a few turns late at most.
+/// The replies [`Session::recent_reply_prints`] keeps at most: a late copy is a few turns late
+/// at most, and the record is saved at every turn (each costs it some 20 bytes).
 pub const MAX_RECENT_REPLIES: usize = 16;
-
-/// At most this many fingerprints are kept in [`Session::recent_reply_prints`]: every message of
-/// the agent's in the last turns of the transcripts sent lately (the latest): the record is
-/// saved at every turn, and each costs it some 20 bytes.
-pub const MAX_RECENT_REPLY_PRINTS: usize = 64;
 
 /// A reply's fingerprint by its words (blanks, line ends and a client's trimming aside), as
 /// [`Session::recent_reply_prints`] keeps it.

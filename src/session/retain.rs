@@ -429,13 +429,29 @@ pub(super) fn last_reply_print(history: &[Message], each: &[Option<Message>]) ->
     }
 }
 
-/// Whether the last turn of a history holds a reply not heard lately: it has one, and one of
-/// its messages is not among the replies of the turns sent lately
-/// ([`Session::recent_reply_prints`], which must know some, and holds every message of them).
-/// A late copy holds only replies heard before. Not all of them new: a new turn that closed as an
-/// earlier one had ("Done.") was taken for a late copy, and lost, or, had with memory off in a
-/// branch, stored once memory was on (review101 #3, review102's check). (A turn gone on, a Stop
-/// hook having blocked the stop, holds one too: read as the same turn where it stands.)
+/// The fingerprints by words ([`reply_print`]) of the replies that end the last `most` turns of
+/// a history (a turn's last message, when it is the agent's), oldest first.
+pub(super) fn turn_replies(history: &[Message], each: &[Option<Message>], most: usize) -> Vec<u64> {
+    let mut replies = Vec::new();
+    for (i, (m, c)) in history.iter().zip(each).enumerate().rev() {
+        let ends_a_turn = history.get(i + 1).is_none_or(|next| next.role == "user");
+        if m.role == "assistant" && ends_a_turn {
+            if let Some(c) = c {
+                replies.push(reply_print(&c.content));
+            }
+            if replies.len() == most {
+                break;
+            }
+        }
+    }
+    replies.reverse();
+    replies
+}
+
+/// Whether the replies of a history's last turn are all new: it has one, and none is among the
+/// replies that ended the transcripts sent lately ([`Session::recent_reply_prints`], which must
+/// know some). A late copy ends with a reply seen before; a turn gone on (a Stop hook that
+/// blocked the stop) still holds the reply it had.
 pub(super) fn last_turn_replies_unseen(session: &Session, history: &[Message], each: &[Option<Message>]) -> bool {
     if session.recent_reply_prints.is_empty() {
         return false;
@@ -448,7 +464,7 @@ pub(super) fn last_turn_replies_unseen(session: &Session, history: &[Message], e
         .filter(|(m, _)| m.role == "assistant")
         .filter_map(|(_, c)| c.as_ref())
         .peekable();
-    replies.peek().is_some() && replies.any(|c| !session.recent_reply_prints.contains(&reply_print(&c.content)))
+    replies.peek().is_some() && replies.all(|c| !session.recent_reply_prints.contains(&reply_print(&c.content)))
 }
 
 /// Whether a history of one user turn, the same as the part's only one (a prompt repeated, or
@@ -502,17 +518,4 @@ fn holds_previous_then_this_part(session: &Session, seen: &[u64]) -> bool {
         && seen.len() > previous.len() + known.len()
         && seen.starts_with(previous)
         && seen[previous.len()..].starts_with(known)
-}
-
-/// The fingerprints by words ([`reply_print`]) of every message of the agent's in the last
-/// `most` turns of a history, oldest first: what a late copy of them holds.
-pub(super) fn turn_reply_messages(history: &[Message], each: &[Option<Message>], most: usize) -> Vec<u64> {
-    let from = history.iter().enumerate().filter(|(_, m)| m.role == "user").map(|(i, _)| i).rev().nth(most - 1);
-    let from = from.unwrap_or(0);
-    history[from..]
-        .iter()
-        .zip(&each[from..])
-        .filter(|(m, _)| m.role == "assistant")
-        .filter_map(|(_, c)| c.as_ref().map(|c| reply_print(&c.content)))
-        .collect()
 }
