@@ -245,24 +245,13 @@ pub(super) fn rewound_at(known: &[u64], seen: &[u64], first_turn: i64) -> Option
 /// (review93 #2); a branch only where it agrees with the part's first turn. `None`: not a branch.
 pub(super) fn branch_taken(known: &[u64], seen: &[u64], first_turn: i64, placement: &Placement) -> Option<usize> {
     match *placement {
-        // Not rewound to before the first prompt when its first prompt is a later known one: a
-        // window sent without its count (read so, the part's document was replaced by it, and
-        // the turns before the window, never taken back, left the store: review102 #3).
-        Placement::StartsOver => {
-            rewound_at(known, seen, first_turn).filter(|at| *at > 0 || !begins_at_a_later_turn(known, seen))
-        }
+        Placement::StartsOver => rewound_at(known, seen, first_turn),
         Placement::Window(k) => {
             let over = &known[k.min(known.len())..known.len().min(k.saturating_add(seen.len()))];
             rewound_at(known, seen, first_turn).filter(|at| *at > 0 || is_all_private(over))
         }
         _ => None,
     }
-}
-
-/// Whether `seen` begins with a prompt the part asked after its first turn (one that tells: not
-/// never seen, not wholly private).
-fn begins_at_a_later_turn(known: &[u64], seen: &[u64]) -> bool {
-    seen.first().is_some_and(|first| *first != 0 && *first != UNKNOWN_TURN && known.iter().skip(1).any(|k| k == first))
 }
 
 /// Hides in `each` (a history's messages as cleaned) the turns had while automatic retain kept

@@ -4664,29 +4664,3 @@ async fn turns_had_off_whose_place_is_told_cost_no_later_turn_that_closes_alike(
         }
     }
 }
-
-/// A window sent with `rewound` and without its count, whose first prompt is a later known one,
-/// is not a branch from before the first prompt: the part's document is not replaced by it, and
-/// the turns before the window, never taken back, stay stored (review102 #3).
-#[tokio::test]
-async fn a_rewound_window_without_its_count_keeps_the_turns_before_it() {
-    for settings in [every_turn(), last_turn(1, 0)] {
-        let mode = settings.retain.mode;
-        let r = rig();
-        let s = sessions(&r, settings.clone()).await;
-        s.start(start("g")).await.unwrap();
-        let turn = |i: usize| numbered_turn(i).to_vec();
-        for n in 1..=5 {
-            let history: Vec<Message> = (0..n).flat_map(turn).collect();
-            s.agent_end("g", &history, Turn::Work, TurnEnd::default()).await.unwrap();
-        }
-        let window = [turn(2), turn(3), turn(9)].concat();
-        let end = TurnEnd { rewound: true, last: true, ..TurnEnd::default() };
-        s.agent_end("g", &window, Turn::Work, end).await.unwrap();
-        r.queue.flush_all().await;
-        let text = stored(&r).await;
-        for i in [0, 1, 9] {
-            assert!(text.contains(&format!("REPLY{i} answer")), "{mode:?} {i}: {text}");
-        }
-    }
-}
