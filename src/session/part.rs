@@ -145,14 +145,13 @@ impl Sessions {
         };
         // A history no longer than the turns known whose last reply is new: new turns past them
         // among prompts that repeat (sent without the start or its count: review98 #2), or a
-        // branch taken without the client's word. Where it stands is a guess (placed past the
-        // known turns, a branch's turns were kept out at places they never had, and stored
-        // where they were: fuzz7 seed 1135); its last turn is new, and is kept as itself.
-        // Only where the place is a guess: a transcript sent without its count, not one that
-        // says where it begins, nor a whole branch from a client that says the user took turns
-        // back (its last turn, kept as itself, left out every later turn that asked the same
-        // and closed alike: review102 #1, #2). A window, or a history read as starting over, sent
-        // so is a guess (review103 #5).
+        // branch taken without the client's word. Placed past the known turns, a branch's off
+        // turns were kept at places they never had, and stored (fuzz7 seed 1135): it keeps its
+        // place, and its last turn, new, is kept as itself. Only where that place is a guess: not
+        // in a window sent with its count, a turn sent alone, or a whole branch from a client
+        // that says the user took turns back (there, its last turn kept as itself left out every
+        // later turn that asked the same and closed alike: review102 #1, #2); in a window or a
+        // history read as starting over, even so (review103 #5).
         let place_guessed = omitted == 0
             && !alone_after_known
             && match placement {
