@@ -484,6 +484,13 @@ async fn each_turn_stored_once(r: &Rig, n: usize) {
     }
 }
 
+/// `settings` with automatic retain off: turns are had as with memory `off`.
+fn auto_off(settings: &Settings) -> Settings {
+    let mut off = settings.clone();
+    off.retain.auto = false;
+    off
+}
+
 /// The `i`-th turn of a made-up conversation: "PROMPT{i} question {i}", "REPLY{i} answer {i}".
 fn numbered_turn(i: usize) -> [Message; 2] {
     [Message::new("user", format!("PROMPT{i} question {i}")), Message::new("assistant", format!("REPLY{i} answer {i}"))]
@@ -2007,8 +2014,7 @@ async fn a_command_last_before_the_upgrade_belongs_to_what_the_earlier_build_kep
     }
     // Memory off under the earlier build, on after the upgrade.
     let r = rig();
-    let mut off = every_turn();
-    off.retain.auto = false;
+    let off = auto_off(&every_turn());
     let s = sessions(&r, off).await;
     s.start(start("o")).await.unwrap();
     s.agent_end("o", &history(Hooks::Before, 4), Turn::Work, TurnEnd::default()).await.unwrap();
@@ -2027,8 +2033,7 @@ async fn a_command_last_before_the_upgrade_belongs_to_what_the_earlier_build_kep
 #[tokio::test]
 async fn a_command_run_since_the_upgrade_is_not_taken_for_the_earlier_builds() {
     let r = rig();
-    let mut off = every_turn();
-    off.retain.auto = false;
+    let off = auto_off(&every_turn());
     let s = sessions(&r, off).await;
     s.start(start("i")).await.unwrap();
     s.agent_end("i", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
@@ -2054,8 +2059,7 @@ async fn a_command_run_since_the_upgrade_is_not_taken_for_the_earlier_builds() {
 #[tokio::test]
 async fn a_command_run_since_the_upgrade_keeps_no_private_text() {
     let r = rig();
-    let mut off = every_turn();
-    off.retain.auto = false;
+    let off = auto_off(&every_turn());
     let s = sessions(&r, off).await;
     s.start(start("p")).await.unwrap();
     s.agent_end("p", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
@@ -3291,8 +3295,7 @@ async fn turns_had_while_retain_was_off_stay_unstored_around_turns_sent_alone() 
     for settings in [every_turn(), last_turn(1, 0)] {
         let r = rig();
         let m = |role: &str, text: &str| Message::new(role, text);
-        let mut off = settings.clone();
-        off.retain.auto = false;
+        let off = auto_off(&settings.clone());
         let turns = [
             [m("user", "how do we deploy"), m("assistant", "With cargo-dist.")],
             [m("user", "check the staging config"), m("assistant", "Staging is fine.")],
@@ -3388,8 +3391,7 @@ async fn a_turn_sent_alone_with_retain_off_keeps_the_part_whole() {
     let s = sessions(&r, every_turn()).await;
     s.start(start("o")).await.unwrap();
     s.agent_end("o", &[u1.clone(), a1.clone()], Turn::Work, TurnEnd::default()).await.unwrap();
-    let mut off = every_turn();
-    off.retain.auto = false;
+    let off = auto_off(&every_turn());
     let s = sessions(&r, off).await;
     s.agent_start("o", "OFFSECRET-2 inside", &[], Turn::Work).await.unwrap();
     let alone = TurnEnd { reply: Some("OFFSECRET-2b reply".into()), ..TurnEnd::default() };
@@ -3623,8 +3625,7 @@ async fn turns_had_off_in_the_first_window_heard_stay_unstored() {
     for (settings, alone) in [(every_turn(), true), (last_turn(1, 0), true), (every_turn(), false)] {
         let r = rig();
         let m = |role: &str, text: &str| Message::new(role, text);
-        let mut off = settings.clone();
-        off.retain.auto = false;
+        let off = auto_off(&settings.clone());
         let turn = |i: usize| match i {
             5 => [m("user", "OFFTURN-PROMPT the db password is hunter2"), m("assistant", "OFFTURN-REPLY5")],
             6 => [m("user", "OFFTURN-PROMPT6 question six"), m("assistant", "OFFTURN-REPLY6")],
@@ -3761,8 +3762,7 @@ async fn off_turns_first_heard_stay_unstored_in_a_rewound_branch_or_behind_a_pri
         for shape in [Rewound, WindowThenRewound, PrivatePrompt, PrivatePromptThenAlone] {
             let r = rig();
             let m = |role: &str, text: &str| Message::new(role, text);
-            let mut off = settings.clone();
-            off.retain.auto = false;
+            let off = auto_off(&settings.clone());
             let private = matches!(shape, PrivatePrompt | PrivatePromptThenAlone);
             let turn = |i: usize| match i {
                 5 if private => [m("user", "<private>the deploy key</private>"), m("assistant", "OFFREPLY5 rotated")],
@@ -3907,8 +3907,7 @@ async fn a_late_copy_read_as_all_private_is_no_evidence_the_part_goes_on() {
 async fn a_branch_taken_while_off_keeps_the_turns_after_it_unstored() {
     for settings in [every_turn(), last_turn(1, 0), last_turn(3, 0)] {
         let r = rig();
-        let mut off = settings.clone();
-        off.retain.auto = false;
+        let off = auto_off(&settings.clone());
         let m = |role: &str, text: &str| Message::new(role, text);
         let reply = |t: &str| TurnEnd { reply: Some(t.into()), ..TurnEnd::default() };
         let base = vec![m("user", "PROMPT1 question"), m("assistant", "REPLY1 answer")];
@@ -4012,8 +4011,7 @@ async fn a_history_read_inside_a_span_leaves_no_print_of_its_private_text() {
     // While off, a window begun inside the span the last transcript left open.
     let r = rig();
     let m = |role: &str, text: &str| Message::new(role, text);
-    let mut off = every_turn();
-    off.retain.auto = false;
+    let off = auto_off(&every_turn());
     let s = sessions(&r, off).await;
     s.start(start("w")).await.unwrap();
     let opened = [m("user", "PROMPT0"), m("assistant", "REPLY0 <private>SECRET0 key")];
@@ -4039,8 +4037,7 @@ async fn turns_had_off_stay_out_whatever_a_later_history_is_taken_for() {
         for lagging in [false, true] {
             let r = rig();
             let m = |role: &str, text: &str| Message::new(role, text);
-            let mut off = settings.clone();
-            off.retain.auto = false;
+            let off = auto_off(&settings.clone());
             let turn = |i: usize| match i {
                 12 | 13 => vec![m("user", &format!("OFFTURN{i} secret")), m("assistant", &format!("OFFREPLY{i}"))],
                 i => numbered_turn(i).to_vec(),
@@ -4088,8 +4085,7 @@ async fn turns_had_off_hide_no_turn_of_another_conversation_or_another_private_p
         for private in [false, true] {
             let r = rig();
             let m = |role: &str, text: &str| Message::new(role, text);
-            let mut off = settings.clone();
-            off.retain.auto = false;
+            let off = auto_off(&settings.clone());
             let turn = |i: usize| numbered_turn(i).to_vec();
             let (off_prompt, on_prompt) = match private {
                 false => ("yes", "yes"),
@@ -4186,8 +4182,7 @@ async fn a_rewound_window_while_off_keeps_its_branch_unstored() {
     {
         let r = rig();
         let m = |role: &str, text: &str| Message::new(role, text);
-        let mut off = settings.clone();
-        off.retain.auto = false;
+        let off = auto_off(&settings.clone());
         let turn = |i: usize| numbered_turn(i).to_vec();
         let history = |n: usize| (0..n).flat_map(turn).collect::<Vec<_>>();
         let offturn = vec![m("user", "OFFTURN4 secret hunter4"), m("assistant", "OFFREPLY4 done")];
@@ -4289,8 +4284,7 @@ async fn turns_had_off_stay_out_when_their_conversation_comes_back() {
         for rewound in [true, false] {
             let r = rig();
             let m = |role: &str, text: &str| Message::new(role, text);
-            let mut off = settings.clone();
-            off.retain.auto = false;
+            let off = auto_off(&settings.clone());
             let turn = |i: usize| match i {
                 3 | 4 => vec![m("user", &format!("OFFTURN{i} secret")), m("assistant", &format!("OFFREPLY{i} done"))],
                 i => numbered_turn(i).to_vec(),
@@ -4355,8 +4349,7 @@ async fn a_window_of_repeated_prompts_without_its_count_goes_past_the_known_turn
             let s = sessions(&r, settings.clone()).await;
             s.start(start("g")).await.unwrap();
             s.agent_end("g", &known_turns(first), Turn::Work, TurnEnd::default()).await.unwrap();
-            let mut off = settings.clone();
-            off.retain.auto = false;
+            let off = auto_off(&settings.clone());
             let off_window: Vec<Message> =
                 window.iter().map(|w| m(&w.role, &w.content.replace("NEWTURN", "OFFTURN"))).collect();
             sessions(&r, off).await.agent_end("g", &off_window, Turn::Work, TurnEnd::default()).await.unwrap();
@@ -4446,8 +4439,7 @@ async fn turns_had_off_whose_place_was_a_guess_stay_out_and_cost_no_turn_had_on(
             let s = sessions(&r, settings.clone()).await;
             s.start(start("g")).await.unwrap();
             s.agent_end("g", &on, Turn::Work, TurnEnd::default()).await.unwrap();
-            let mut off_settings = settings.clone();
-            off_settings.retain.auto = false;
+            let off_settings = auto_off(&settings.clone());
             let end = TurnEnd { rewound: window_rewound, ..TurnEnd::default() };
             sessions(&r, off_settings).await.agent_end("g", &window, Turn::Work, end).await.unwrap();
             let s = sessions(&r, settings.clone()).await;
@@ -4536,8 +4528,7 @@ async fn an_off_window_agreeing_over_several_turns_keeps_its_place() {
         ]
         .concat();
         s.agent_end("g", &on, Turn::Work, TurnEnd::default()).await.unwrap();
-        let mut off = settings.clone();
-        off.retain.auto = false;
+        let off = auto_off(&settings.clone());
         let window = [on[2..].to_vec(), t("continue", "OFFREPLY4 done")].concat();
         sessions(&r, off).await.agent_end("g", &window, Turn::Work, TurnEnd::default()).await.unwrap();
         let s = sessions(&r, settings.clone()).await;
@@ -4626,8 +4617,7 @@ async fn turns_had_off_whose_place_is_told_cost_no_later_turn_that_closes_alike(
             [vec![m("user", "PROMPT0 fix it"), m("assistant", "REPLY0 ok")], c("R1 work"), c("R2 work"), c("R3 work")]
                 .concat();
         s.agent_end("g", &on, Turn::Work, TurnEnd::default()).await.unwrap();
-        let mut off = settings.clone();
-        off.retain.auto = false;
+        let off = auto_off(&settings.clone());
         let (sent, end) = match shape {
             "window" => {
                 let window = [c("R2 work"), c("R3 work"), c("OFFX secret work")].concat();
