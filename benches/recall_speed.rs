@@ -178,6 +178,7 @@ async fn latency(db: &Path, questions: &[String]) {
         types: vec![],
         tags: tags.to_vec(),
         tags_match: TagsMatch::Any,
+        wait: None,
     };
     let one_project = ["project:p3".to_owned()];
     let qs: Vec<&String> = questions.iter().cycle().take(QUERIES).collect();

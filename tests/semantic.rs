@@ -261,3 +261,36 @@ async fn a_stop_during_the_backfill_leaves_no_log() {
     let wal = d.data().join("memories.db-wal");
     assert!(std::fs::metadata(&wal).map_or(true, |m| m.len() == 0), "{} was left", wal.display());
 }
+
+/// With `recall.timeout` under a second, an endpoint that hangs still leaves every recall to
+/// BM25 within it: the query's vector is awaited half the recall's wait at most. Awaited for the
+/// whole second, the words' answer was ready and the caller had given up: a 503 and no memory
+/// block for the agent (review104 #1).
+#[tokio::test]
+async fn a_hung_endpoint_leaves_a_short_recall_timeout_to_bm25() {
+    let hung = common::never_answering().await;
+    let d = Daemon::start(&format!(
+        "[recall]\ntimeout = \"300ms\"\n[local]\nembedder = \"openai\"\nembedding_url = \"http://{hung}/v1\"\nembedding_model = \"m\"\nembedding_timeout = \"60s\"\n"
+    ));
+    d.start_session("s", "/tmp/walrus").await;
+    let item = json!({"items": [{"content": "We deploy the walrus service with cargo-dist"}]});
+    let (status, v) = d.post("/v1/sessions/s/retain", item).await;
+    assert!(status < 300, "{v}");
+    d.post("/v1/flush", json!({})).await;
+    // A 200 is an answer within `recall.timeout` (past it, the search is a 503).
+    for round in 0..3 {
+        let (status, v) = d.post("/v1/search", json!({"query": "how do we deploy walrus?"})).await;
+        assert_eq!(status, 200, "round {round}: {v}");
+        assert!(v["results"][0]["text"].as_str().unwrap_or_default().contains("cargo-dist"), "round {round}: {v}");
+    }
+    d.start_session("s2", "/tmp/walrus").await;
+    let (status, v) = d
+        .post(
+            "/v1/sessions/s2/agent-start",
+            json!({"prompt": "how do we deploy walrus?",
+            "messages": [{"role": "user", "content": "how do we deploy walrus?"}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["inject"].as_str().unwrap_or_default().contains("cargo-dist"), "{v}");
+}

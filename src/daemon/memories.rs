@@ -269,6 +269,7 @@ pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<Searc
         types: settings.recall.types.clone(),
         tags: b.tags.clone(),
         tags_match: TagsMatch::Any,
+        wait: Some(settings.recall.timeout),
     };
     let scope = Scope { bank: bank.clone(), tags: b.tags };
     let started = Instant::now();

@@ -289,6 +289,7 @@ impl HindsightApi {
             types: filter.types,
             tags,
             tags_match,
+            wait: None,
         };
         match self.recall_query(&model.bank_id, &q).await {
             Ok(mut results) => {

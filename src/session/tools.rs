@@ -185,6 +185,8 @@ impl Sessions {
             types: settings.recall.types.clone(),
             tags: scope.tags.clone(),
             tags_match: TagsMatch::Any,
+            // Every caller bounds the recall by `recall.timeout` (less what its delivery took).
+            wait: Some(settings.recall.timeout),
         };
         let started = Instant::now();
         let r = self.backend().recall(scope, &q).await;

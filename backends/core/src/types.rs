@@ -288,6 +288,11 @@ pub struct RecallQuery {
     pub tags: Vec<String>,
     /// How `tags` match.
     pub tags_match: TagsMatch,
+    /// How long the caller waits for the answer (`None`: as long as the backend's own bounds
+    /// allow). A backend that can answer sooner with less does not spend all of it waiting for
+    /// the more: the local store gives the query's vector half of it at most, then answers by
+    /// the query's words.
+    pub wait: Option<std::time::Duration>,
 }
 
 /// One recalled memory.

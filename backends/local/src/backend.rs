@@ -190,6 +190,9 @@ impl LocalBackend {
                 let _ = scan_tx.send(s.scan(&bank, &thesaurus.dense_query(&query), crate::recall::POOL, &filter));
             });
         }
+        // Half the caller's wait at most: the words' answer was ready, and the caller gave up on
+        // it while the vector was awaited (review104 #1: `recall.timeout` under a second).
+        let query_wait = q.wait.map_or(QUERY_WAIT, |wait| QUERY_WAIT.min(wait / 2));
         self.read(move |s| {
             let types: Vec<&str> = q.types.iter().map(|t| t.as_str()).collect();
             let filter = RecallFilter {
@@ -204,10 +207,29 @@ impl LocalBackend {
             }
             s.recall_hybrid(&q.query, &filter, mode, |lexical_pool| {
                 let semantic = semantic?;
-                let scan = match scan.recv_timeout(QUERY_WAIT) {
+                let scan = match scan.recv_timeout(query_wait) {
                     Ok(scan) => scan?,
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                        semantic.query_timed_out(QUERY_WAIT);
+                        // An embedder slower than QUERY_WAIT is taken for an outage (noticed once,
+                        // and later recalls do not ask it): awaited on past a caller's shorter
+                        // wait, or every recall would leave a thread waiting on a hung endpoint.
+                        match QUERY_WAIT.checked_sub(query_wait).filter(|rest| !rest.is_zero()) {
+                            None => semantic.query_timed_out(QUERY_WAIT),
+                            Some(rest) => {
+                                tracing::debug!(
+                                    "a query's vector took longer than {query_wait:?}: answered by its words"
+                                );
+                                let watch = move || {
+                                    if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = scan.recv_timeout(rest) {
+                                        semantic.query_timed_out(QUERY_WAIT);
+                                    }
+                                };
+                                if let Err(e) = std::thread::Builder::new().name("mneme-query-wait".into()).spawn(watch)
+                                {
+                                    tracing::debug!("cannot watch a slow query's vector: {e}");
+                                }
+                            }
+                        }
                         return None;
                     }
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
