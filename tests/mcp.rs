@@ -804,3 +804,44 @@ async fn refusals_say_why_and_an_initialize_is_bounded() {
     assert_eq!(status, 413);
     assert!(message.contains("64 KiB"), "{message}");
 }
+
+/// Tool calls that race the DELETE of their session are answered as calls naming a session that
+/// is not open (404 `unknown_session`) or as calls, never with a 500: the library answered "Session
+/// service terminated" with one (review105 #1: 3–16 in 30 rounds like these).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_racing_the_delete_of_their_session_get_no_500() {
+    let d = Daemon::start("");
+    let mut answers = std::collections::BTreeMap::<u16, usize>::new();
+    for round in 0..30 {
+        let version = if round % 2 == 0 { "2025-06-18" } else { "2025-11-25" };
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        let accept = ("accept", "application/json, text/event-stream");
+        let r = mcp_post(&d, &[accept], &init).send().await.unwrap();
+        let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        let session = [accept, ("mcp-session-id", id.as_str()), ("mcp-protocol-version", version)];
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        mcp_post(&d, &session, &initialized).send().await.unwrap();
+        let mut calls = Vec::new();
+        for i in 0..12 {
+            let tool = if i % 2 == 0 { "recall" } else { "retain" };
+            let call = json!({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call", "params": {"name": tool,
+                "arguments": {"query": "fact", "content": format!("fact {i}"), "cwd": "/tmp/race"}}});
+            calls.push(tokio::spawn(mcp_post(&d, &session, &call).send()));
+            if i == 6 {
+                let delete = d.http.delete(d.url("/mcp")).bearer_auth(&d.token).header("mcp-session-id", &id);
+                calls.push(tokio::spawn(delete.send()));
+            }
+        }
+        for call in calls {
+            let r = call.await.unwrap().unwrap();
+            let status = r.status().as_u16();
+            *answers.entry(status).or_default() += 1;
+            if status == 404 {
+                let v: Value = r.json().await.unwrap();
+                assert_eq!(v["error"]["code"], "unknown_session", "{v}");
+            }
+        }
+    }
+    assert!(answers.keys().all(|s| matches!(s, 200 | 202 | 404)), "answers by status: {answers:?}");
+}

@@ -58,7 +58,8 @@ pub(super) async fn check_message(
             false => None,
         };
         let response = held_while_streaming(next.run(req).await, place);
-        if response.status() == StatusCode::NOT_FOUND && headers.contains_key("mcp-session-id") {
+        let ended = !stop.is_cancelled() && ended_meanwhile(response.status(), &headers, &open).await;
+        if ended || (response.status() == StatusCode::NOT_FOUND && headers.contains_key("mcp-session-id")) {
             return crate::daemon::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION)
                 .into_response();
         }
@@ -208,6 +209,9 @@ pub(super) async fn check_message(
     if session && response.status() == StatusCode::NOT_FOUND {
         return crate::daemon::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
     }
+    if session && !stop.is_cancelled() && ended_meanwhile(response.status(), &parts_headers, &open).await {
+        return crate::daemon::ApiError::new(StatusCode::NOT_FOUND, "unknown_session", UNKNOWN_SESSION).into_response();
+    }
     if response.status().is_client_error() {
         let headers = parts_headers;
         let response = with_string_code(response).await;
@@ -221,6 +225,21 @@ pub(super) async fn check_message(
             .into_response();
     }
     response
+}
+
+/// Whether the library's 500 is for a session that ended while the request was on its way to it
+/// (a DELETE, or the idle close, racing a call: "Session service terminated"). The session is
+/// gone and the call did not reach its tools: the client is owed the 404 of any request naming
+/// such a session, not a 500 (review105 #1).
+async fn ended_meanwhile(status: axum::http::StatusCode, headers: &axum::http::HeaderMap, open: &OpenSessions) -> bool {
+    if status != axum::http::StatusCode::INTERNAL_SERVER_ERROR {
+        return false;
+    }
+    let named = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(|s| s.to_owned().into());
+    match named {
+        Some(id) => !open.has(&id).await,
+        None => false,
+    }
 }
 
 /// The longest `initialize` message taken (see [`check_message`]).
