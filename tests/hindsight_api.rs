@@ -510,7 +510,7 @@ async fn private_spans_in_any_field_never_reach_the_disk() {
         .post(
             &bank_path("priv", "/mental-models"),
             json!({"name": format!("m {}", p("model")), "source_query": "visible fact",
-                   "trigger": {"refresh_cron": p("trigger"), "fact_types": [p("trigger")],
+                   "trigger": {"refresh_cron": p("trigger"), "full_refresh_cron": p("trigger"),
                                "nested": {p("trigger"): {p("trigger"): "v"}}}}),
         )
         .await;
@@ -1572,4 +1572,60 @@ async fn a_mental_models_content_keeps_to_its_tags_and_trigger() {
         wanted.sort();
         assert_eq!(found, wanted, "{id}: {content}");
     }
+}
+
+/// A trigger whose filter mneme could not read is refused (422, as the server refuses a field
+/// its API types otherwise), not stored and ignored, which took every project's memories into
+/// the model; so is one naming more tags than a recall's filter takes, which left the model
+/// never computed (review105 #2, #3). An update is checked as a create is.
+#[tokio::test]
+async fn a_mental_models_trigger_is_checked_as_a_recalls_filter_is() {
+    let d = Daemon::start(LEXICAL);
+    let many: Vec<String> = (0..101).map(|i| format!("t{i}")).collect();
+    let leaves: Vec<Value> = (0..101).map(|i| json!({"tags": [format!("t{i}")]})).collect();
+    let model = |trigger: Value| json!({"id": "m", "name": "m", "source_query": "widget", "trigger": trigger});
+    for (trigger, said) in [
+        (json!({"tag_groups": [{"tags": "project:alpha"}]}), "trigger.tag_groups must be a list"),
+        (json!({"fact_types": ["wrld"]}), "trigger.fact_types must be"),
+        (json!({"tags_match": "<private>x</private>"}), "trigger.tags_match must be"),
+        (json!("not an object"), "trigger must be an object"),
+        (json!({"tag_groups": [{"tags": many}]}), "name 101 tags"),
+        (json!({"tag_groups": [{"or": leaves}]}), "name 101 tags"),
+        (json!({"tag_groups": [{"tags": ["<private>p</private>"]}]}), "<private>"),
+    ] {
+        let (status, v) = d.post(&bank_path("tr", "/mental-models"), model(trigger.clone())).await;
+        assert_eq!(status, 422, "{trigger}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(said), "{trigger}: {v}");
+        assert!(!message.contains("wrld") && !message.contains("project:alpha") && !message.contains(">x<"), "{v}");
+    }
+    let (status, v) = d.get(&bank_path("tr", "/mental-models/m")).await;
+    assert_eq!(status, 404, "nothing was stored: {v}");
+    let fine =
+        json!({"tag_groups": [{"tags": (0..100).map(|i| format!("t{i}")).collect::<Vec<_>>()}], "fact_types": null});
+    let (status, v) = d.post(&bank_path("tr", "/mental-models"), model(fine)).await;
+    assert_eq!(status, 200, "100 tags, and a null for a field not given: {v}");
+    let update = json!({"trigger": {"fact_types": "world"}});
+    let (status, v) = d.req(reqwest::Method::PATCH, &bank_path("tr", "/mental-models/m"), Some(update)).await;
+    assert_eq!(status, 422, "{v}");
+    let (_, v) = d.get(&bank_path("tr", "/mental-models/m?detail=full")).await;
+    assert!(v["trigger"]["fact_types"].is_null(), "the refused update changed nothing: {v}");
+}
+
+/// An id holding a `<private>` tag is refused saying so (422, as the server answers a field it
+/// refuses), not blaming the `/` of `</private>` (review105 #4).
+#[tokio::test]
+async fn ids_with_private_tags_are_refused_saying_so() {
+    let d = Daemon::start(LEXICAL);
+    let item = json!({"items": [{"content": "a fact"}]});
+    let (status, v) = d.post(&bank_path("%3Cprivate%3Ex%3C%2Fprivate%3E", "/memories"), item).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().starts_with("bank_id may not contain <private>"), "{v}");
+    let model = json!({"id": "<private>x</private>", "name": "m", "source_query": "q"});
+    let (status, v) = d.post(&bank_path("b", "/mental-models"), model).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().starts_with("id may not contain <private>"), "{v}");
+    let item = json!({"items": [{"content": "a fact", "document_id": "doc<private>x</private>"}]});
+    let (status, v) = d.post(&bank_path("b", "/memories"), item).await;
+    assert_eq!(status, 422, "{v}");
 }

@@ -743,6 +743,12 @@ fn canonical_uuid(s: &str) -> Option<String> {
 }
 
 fn check_bank(bank: &str) -> Result<(), CompatError> {
+    // First: the `/` of `</private>` made the message below blame a slash (review105 #4).
+    if mneme_core::text::has_private_tag(bank) {
+        return Err(CompatError::Invalid(
+            "bank_id may not contain <private> tags: bank names are stored as they are".into(),
+        ));
+    }
     // Every route that names a bank by `?bank=` trims it: " b" could not be named again.
     if bank.trim().is_empty()
         || bank.trim() != bank
@@ -755,11 +761,6 @@ fn check_bank(bank: &str) -> Result<(), CompatError> {
             "bank_id must be 1 to {} bytes without '/', control characters or spaces at its ends, and not . or ..",
             mneme_core::MAX_BANK_BYTES
         )));
-    }
-    if mneme_core::text::has_private_tag(bank) {
-        return Err(CompatError::Invalid(
-            "bank_id may not contain <private> tags: bank names are stored as they are".into(),
-        ));
     }
     Ok(())
 }

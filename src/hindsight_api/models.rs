@@ -82,7 +82,7 @@ impl HindsightApi {
             content: Some(String::new()),
             tags: model_tags(&settings, &req.tags)?,
             max_tokens: Some(model_tokens(req.max_tokens)?),
-            trigger: Some(full_trigger(req.trigger)),
+            trigger: Some(full_trigger(checked_trigger(req.trigger)?)),
             created_at: Some(mneme_core::time::rfc3339_millis(SystemTime::now())),
             ..MentalModel::default()
         };
@@ -113,7 +113,10 @@ impl HindsightApi {
         let mut model = self.stored_model(bank, id).await?;
         let settings = self.settings();
         let recompute = req.source_query.is_some() || req.tags.is_some() || req.max_tokens.is_some();
-        let trigger = req.trigger.is_some().then(|| full_trigger(req.trigger));
+        let trigger = match req.trigger.is_some() {
+            true => Some(full_trigger(checked_trigger(req.trigger)?)),
+            false => None,
+        };
         // As on create: a query given blank (or all private) is refused, not skipped; a name may
         // be empty.
         let edit = |model: &mut MentalModel| -> Result<(), CompatError> {
@@ -405,6 +408,53 @@ fn full_trigger(sent: Option<Value>) -> Value {
     trigger
 }
 
+/// The trigger sent, when the fields recall reads from it are what Hindsight's API types them
+/// (`tag_groups`, `fact_types`, `tags_match`; null is "not given"): an object, its tag groups
+/// naming at most [`mneme_core::MAX_FILTER_TAGS`] tags, none with a `<private>` tag, as a recall's
+/// filter is refused otherwise. A field mneme could not read was stored and left out of the
+/// model's filter, which then took in every project's memories; a filter over the bound left
+/// the model never computed, and said so nowhere (review105 #2, #3). The messages do not repeat
+/// what was sent.
+fn checked_trigger(sent: Option<Value>) -> Result<Option<Value>, CompatError> {
+    let Some(trigger) = sent.filter(|t| !t.is_null()) else { return Ok(None) };
+    let Value::Object(fields) = &trigger else {
+        return Err(CompatError::Invalid("trigger must be an object".into()));
+    };
+    let given = |name: &str| fields.get(name).filter(|v| !v.is_null()).cloned();
+    if let Some(groups) = given("tag_groups") {
+        let groups: Vec<super::wire::TagGroup> = serde_json::from_value(groups).map_err(|_| {
+            CompatError::Invalid(
+                "trigger.tag_groups must be a list of tag groups: {\"tags\": [strings], \"match\": …}, {\"and\": […]}, {\"or\": […]} or {\"not\": {…}}".into(),
+            )
+        })?;
+        let named = super::recall::named_tags(&groups);
+        crate::session::filter_tags(&named)
+            .map_err(|why| CompatError::Invalid(format!("trigger.tag_groups: {why}")))?;
+        if named.len() > mneme_core::MAX_FILTER_TAGS {
+            return Err(CompatError::Invalid(format!(
+                "trigger.tag_groups name {} tags; at most {} are accepted (they filter the model's recall)",
+                named.len(),
+                mneme_core::MAX_FILTER_TAGS
+            )));
+        }
+    }
+    if let Some(types) = given("fact_types") {
+        serde_json::from_value::<Vec<mneme_core::MemoryType>>(types).map_err(|_| {
+            CompatError::Invalid(
+                "trigger.fact_types must be a list of \"world\", \"experience\" or \"observation\"".into(),
+            )
+        })?;
+    }
+    if let Some(tags_match) = given("tags_match") {
+        serde_json::from_value::<TagsMatch>(tags_match).map_err(|_| {
+            CompatError::Invalid(
+                "trigger.tags_match must be \"any\", \"all\", \"any_strict\", \"all_strict\" or \"exact\"".into(),
+            )
+        })?;
+    }
+    Ok(Some(trigger))
+}
+
 /// A model's tags, cleaned; at most [`mneme_core::MAX_FILTER_TAGS`]: they filter its recall,
 /// which refuses more (the model was then never computed, and said so nowhere).
 fn model_tags(settings: &crate::config::Settings, tags: &[String]) -> Result<Vec<String>, CompatError> {
@@ -452,14 +502,15 @@ fn not_found(bank: &str, id: &str) -> CompatError {
 }
 
 fn check_model_id(id: &str) -> Result<(), CompatError> {
+    // First: see `check_bank`.
+    if mneme_core::text::has_private_tag(id) {
+        return Err(CompatError::Invalid("id may not contain <private> tags: ids are stored as they are".into()));
+    }
     if id.contains('/') || matches!(id, "." | "..") || id.len() > 200 || id.chars().any(char::is_control) {
         return Err(CompatError::Invalid(
             "id must be at most 200 bytes without '/' or control characters, and not . or .. (a URL cannot name it)"
                 .into(),
         ));
-    }
-    if mneme_core::text::has_private_tag(id) {
-        return Err(CompatError::Invalid("id may not contain <private> tags: ids are stored as they are".into()));
     }
     Ok(())
 }
