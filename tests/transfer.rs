@@ -1208,3 +1208,35 @@ async fn an_export_does_not_write_through_what_another_user_planted() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::read_to_string(&own).unwrap().starts_with("{\""), "the export replaced it");
 }
+
+/// Two lines giving one id (in one bank) to two memories are refused, naming both lines: the
+/// second was taken for the first already there, and lost while the import counted it "already
+/// there" (review106 #1). The same memory twice is fine; so is one id in two banks. The API
+/// refuses such a request too.
+#[tokio::test]
+async fn an_id_given_to_two_memories_is_refused_and_nothing_imported() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let line = |id: &str, bank: &str, content: &str| {
+        json!({"id": id, "bank": bank, "content": content, "created_at": "2024-01-01T00:00:00Z"}).to_string()
+    };
+    let file = d.dir.path().join("reused.jsonl");
+    let lines = [
+        line("X1", "b", "alpha version of the note"),
+        line("X2", "b", "another note"),
+        line("X1", "b", "beta version of the note"),
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let out = d.cli().arg("import").arg(&file).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("reused.jsonl:3: the id of line 1") && err.contains("Nothing was imported"), "{err}");
+    assert_eq!(d.get("/v1/export").await.1["memories"], json!([]), "nothing was imported");
+    let fine = [line("X1", "b", "alpha"), line("X1", "b", "alpha"), line("X1", "c", "alpha in another bank")];
+    let said = import_lines(&d, &file, &fine);
+    assert_eq!(said, "Imported 2 of 3 memories (1 already there).");
+    let memories = json!([{"id": "Y", "bank": "b", "content": "one", "created_at": "2024-01-01T00:00:00Z"},
+        {"id": "Y", "bank": "b", "content": "two", "created_at": "2024-01-01T00:00:00Z"}]);
+    let (status, v) = d.post("/v1/import", json!({"memories": memories})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().starts_with("memories[1].id is memories[0]'s"), "{v}");
+}

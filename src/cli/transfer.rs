@@ -342,6 +342,14 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         }
         memories.push(Line { number: i + 1, memory });
     }
+    if let Some((first, again)) = crate::daemon::reused_id(&memories, |l| &l.memory) {
+        return Err(CliError::Other(format!(
+            "{}:{}: the id of line {} (in the same bank) with another memory: an id names one memory, and the second would be taken for the first already there. Nothing was imported.",
+            file.display(),
+            memories[again].number,
+            memories[first].number
+        )));
+    }
     // Cleaned here as the daemon cleans an import, the whole file at once: a document sent in
     // parts (below) was cleaned a part at a time, and the private span one part left open was
     // stored in clear by the next (review43 #1). Those left with nothing are not sent.

@@ -41,7 +41,7 @@ pub use auth::{constant_time_eq, is_loopback_host};
 pub(crate) use error::quoting_request;
 pub use error::{error_body, ApiError};
 pub(crate) use mcp::path_for_header;
-pub use routes::{import_problem, ImportProblem};
+pub use routes::{import_problem, reused_id, ImportProblem};
 pub use startup::{lend_token_and_address, Daemon, StartError};
 
 use crate::config::ServerSettings;

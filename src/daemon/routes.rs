@@ -324,12 +324,41 @@ pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<I
             return Err(ApiError::invalid(problem.in_request(i)));
         }
     }
+    if let Some((first, again)) = reused_id(&b.memories, |m| m) {
+        return Err(ApiError::invalid(format!(
+            "memories[{again}].id is memories[{first}]'s, in the same bank, with another memory: an id names one memory (the second was taken for the first already there); nothing was imported"
+        )));
+    }
     let received = b.memories.len();
     let settings = s.sessions.settings();
     let memories = crate::session::clean_imported_all(&settings, b.memories);
     let skipped = received - memories.len();
     let imported = s.queue.backend().import(&memories).await?;
     Ok(Json(Imported { received, imported, skipped }))
+}
+
+/// The first of `items` whose memory's id, in its bank, an earlier one holds with other fields:
+/// (the earlier one's index, its index). The same memory twice is fine (an export read twice);
+/// another one was taken for the first already there, and lost while the import said "already
+/// there" (review106 #1).
+pub fn reused_id<T>(items: &[T], memory: impl Fn(&T) -> &mneme_core::StoredMemory) -> Option<(usize, usize)> {
+    use std::collections::hash_map::Entry;
+    let mut seen = std::collections::HashMap::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let m = memory(item);
+        match seen.entry((m.bank.as_str(), m.id.as_str())) {
+            Entry::Occupied(e) => {
+                let first: usize = *e.get();
+                if memory(&items[first]) != m {
+                    return Some((first, i));
+                }
+            }
+            Entry::Vacant(e) => {
+                e.insert(i);
+            }
+        }
+    }
+    None
 }
 
 /// What makes a memory unfit to import: the field at fault, where one is, and why.
