@@ -915,7 +915,18 @@ async fn an_export_goes_where_its_path_leads() {
     // A FIFO nobody reads: the export waits in its open, and Ctrl-C still ends it.
     let lonely = dir.join("lonely");
     assert!(std::process::Command::new("mkfifo").arg(&lonely).status().unwrap().success());
-    let mut waiting = a.command().args(["export", "-o"]).arg(&lonely).spawn().unwrap();
+    let mut cmd = a.command();
+    cmd.args(["export", "-o"]).arg(&lonely);
+    // SAFETY: signal() in the child before exec; it cannot fail. Ctrl-C as from a terminal: a
+    // shell that ran the tests in the background left SIGINT ignored, and an ignored signal stays
+    // ignored across exec (the export then waited on its FIFO for good).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut waiting = cmd.spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
     common::unsafe_kill(waiting.id(), "INT");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
