@@ -26,6 +26,7 @@ use crate::vectors::{DenseFilter, DenseScan, DenseScores, Label, NewVector, Vect
 use crate::writer::Writer;
 
 use crate::embedding_batches::{check_dims, one_by_one, Embedded, Sizing};
+use crate::recent_vectors::{RecentVectors, RECENT_VECTOR_BYTES};
 
 /// Stored vectors loaded per page at start.
 const LOAD_PAGE: usize = 2048;
@@ -340,6 +341,7 @@ impl Semantic {
         // Passages passed over while the endpoint's length was unsettled: the pass starts again
         // from the first once it is through (they were embedded only after a restart).
         let mut unsettled_left = false;
+        let mut recent = RecentVectors::new(RECENT_VECTOR_BYTES);
         loop {
             if let Some(from) = self.take_wake() {
                 after = after.min(from - 1);
@@ -357,6 +359,7 @@ impl Semantic {
                     continue;
                 }
                 tracing::warn!(model = %self.model, "the embedder's vectors are now {now} long, the stored ones {was}: every passage is embedded again");
+                recent.clear();
                 after = 0;
             }
             // The store failing (its disk full, a busy file) is an outage like the embedder's:
@@ -426,13 +429,21 @@ impl Semantic {
             }
             self.defer_to_retains();
             let last = batch.last().map_or(after, |p| p.pid);
+            // Texts embedded lately (the passages of a document stored again) are not sent again.
+            let (known, batch): (Vec<_>, Vec<_>) =
+                batch.into_iter().partition(|p| recent.get(p.embedding_text()).is_some());
+            let known_vectors: Vec<Vec<f32>> =
+                known.iter().filter_map(|p| recent.get(p.embedding_text()).map(<[f32]>::to_vec)).collect();
             let sent = batch.len();
             let texts: Vec<&str> = batch.iter().map(Unembedded::embedding_text).collect();
-            let embedded = match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
-                Err(EmbedError::Invalid(reason) | EmbedError::Unsettled(reason)) => {
-                    one_by_one(&*embedder, batch, reason)
-                }
-                other => other.map(|vectors| Embedded { passages: batch, vectors, unsettled: 0 }),
+            let embedded = match texts.is_empty() {
+                true => Ok(Embedded { passages: batch, vectors: Vec::new(), unsettled: 0 }),
+                false => match embedder.embed(&texts).and_then(|v| check_dims(v, batch.len())) {
+                    Err(EmbedError::Invalid(reason) | EmbedError::Unsettled(reason)) => {
+                        one_by_one(&*embedder, batch, reason)
+                    }
+                    other => other.map(|vectors| Embedded { passages: batch, vectors, unsettled: 0 }),
+                },
             };
             // The endpoint's length became known with this very batch (its first answer since a
             // start) and differs from the stored vectors': the loop starts over above, and this
@@ -444,6 +455,14 @@ impl Semantic {
                     continue;
                 }
             }
+            let embedded = embedded.map(|mut done| {
+                for (p, v) in done.passages.iter().zip(&done.vectors) {
+                    recent.put(p.embedding_text(), v);
+                }
+                done.passages.extend(known);
+                done.vectors.extend(known_vectors);
+                done
+            });
             match embedded {
                 Ok(Embedded { passages, vectors, unsettled }) => match self.store(writer, passages, vectors) {
                     Ok(()) => {

@@ -21,6 +21,7 @@ mod fusion;
 mod neighbourhood;
 pub mod passages;
 mod recall;
+mod recent_vectors;
 mod retain;
 mod rows;
 pub mod schema;

@@ -546,3 +546,35 @@ async fn a_question_takes_too_long(b: &LocalBackend, stub: &Stub, question: &str
     assert!(!recall(b, question, RecallMode::Hybrid).await.is_empty());
     assert!(t.elapsed() >= Duration::from_millis(900), "{:?}", t.elapsed());
 }
+
+/// A document stored again one turn longer (a session's transcript, as automatic retain stores
+/// it every few turns) sends only its new text to the endpoint: the passages of the text it had
+/// get the vectors that text was given. Every version was embedded whole again (review104 #2):
+/// 100 passages, four requests of 32, at every version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_stored_again_sends_only_its_new_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let stub = Stub::start();
+    let b = openai(&dir.path().join("m.db"), &stub, "m", Duration::from_secs(5));
+    let turn = |i: usize| {
+        format!("[user]: what does walrus{i} do with the harbour{i} ledger?\n\n[assistant]: walrus{i} keeps the harbour{i} ledger in order, {}", "and its tide tables too. ".repeat(30))
+    };
+    let version = |id: &str, turns: usize| MemoryItem {
+        kind: MemoryType::Experience,
+        document_id: Some("transcript".into()),
+        ..MemoryItem::new(id, (0..turns).map(turn).collect::<Vec<_>>().join("\n\n"), "2026-01-02T03:04:05Z")
+    };
+    retain(&b, vec![version("v1", 100)]).await;
+    let first = embedded(&b, Duration::from_secs(30)).await;
+    assert!(first.embedded >= 100, "{first:?}");
+    let before = stub.requests.load(Ordering::SeqCst);
+    assert!(before >= 4, "{before} requests for {} passages", first.embedded);
+    retain(&b, vec![version("v2", 101)]).await;
+    let second = embedded(&b, Duration::from_secs(30)).await;
+    assert!(second.embedded > first.embedded, "{second:?}");
+    let sent = stub.requests.load(Ordering::SeqCst) - before;
+    assert_eq!(sent, 1, "the new turn's passage, in one request");
+    // The vectors found again are the text's own: a question of one of its turns finds it.
+    let found = recall(&b, "walrus42 harbour42 ledger", RecallMode::Dense).await;
+    assert!(found.first().is_some_and(|t| t.contains("walrus42")), "{found:?}");
+}
