@@ -966,3 +966,51 @@ async fn a_lowered_idle_after_retains_idle_sessions_at_once() {
     }
     assert!(found, "the idle session's turn was retained within 10 s of the reload");
 }
+
+/// A switch to another local store whose drain runs out of its grace while a batch is being
+/// written to the old one stores that batch once: the old store's writer commits what it was
+/// given, so the delivery is awaited, not given to the new store too (review106 #2: a batch of
+/// 256 in both stores). Several graces, as where the grace ends in a delivery is the machine's.
+#[tokio::test]
+async fn a_switch_past_its_grace_stores_a_local_batch_under_way_once() {
+    for grace in ["20ms", "150ms", "60ms"] {
+        let settings = |store: &str| {
+            format!(
+                "[local]\nembedder = \"off\"\npath = \"{store}\"\n[queue]\nbatch_size = 100000\nflush_interval = \"1h\"\nmax_batch = 256\nshutdown_grace = \"{grace}\"\n"
+            )
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (old, new) = (dir.path().join("old.db"), dir.path().join("new.db"));
+        let mut d = Daemon::start_in(dir, &settings(old.to_str().unwrap()));
+        d.start_session("s", "/p/switch").await;
+        let filler = "filler words here ".repeat(40);
+        let texts: Vec<String> = (0..2000).map(|i| format!("item {i} {}", filler.trim())).collect();
+        for chunk in texts.chunks(100) {
+            let items: Vec<Value> = chunk.iter().map(|t| json!({"content": t})).collect();
+            let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": items})).await;
+            assert_eq!(status, 202, "{v}");
+        }
+        let config = std::fs::read_to_string(d.config_path()).unwrap().replace("old.db", "new.db");
+        std::fs::write(d.config_path(), config).unwrap();
+        let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+        assert_eq!(status, 200, "{v}");
+        let (status, v) = d.post("/v1/flush", json!({"wait": true})).await;
+        assert_eq!(status, 200, "{v}");
+        assert!(d.stop().success());
+        let contents = |db: &std::path::Path| -> std::collections::HashSet<String> {
+            let conn = rusqlite::Connection::open(db).unwrap();
+            let mut stmt = conn.prepare("SELECT content FROM memories").unwrap();
+            stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        let (in_old, in_new) = (contents(&old), contents(&new));
+        let both = texts.iter().filter(|t| in_old.contains(*t) && in_new.contains(*t)).count();
+        let lost = texts.iter().filter(|t| !in_old.contains(*t) && !in_new.contains(*t)).count();
+        assert_eq!(
+            (both, lost),
+            (0, 0),
+            "grace {grace}: {} in the old store, {} in the new",
+            in_old.len(),
+            in_new.len()
+        );
+    }
+}

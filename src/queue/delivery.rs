@@ -79,15 +79,18 @@ impl Inner {
         // A delivery still running on a backend that was replaced (the switch's drain ran out of
         // its grace) stops, and the batch goes to the new one: a Hindsight server behind on its
         // work held it, and every flush of its queue, for minutes. The old backend may still
-        // store it (a server finishing a retain it was running): the docs say so.
+        // store it (a server finishing a retain it was running): the docs say so. One that
+        // finishes what it began (the local store) is awaited: stopped, it stored the batch
+        // all the same, and the new backend stored it too (review106 #2).
         let replaced = self.backend_replaced.notified();
         tokio::pin!(replaced);
         replaced.as_mut().enable();
+        let stoppable = !backend.capabilities().finishes_retains;
         let result = match Arc::ptr_eq(&backend, &self.backend()) {
             false => Err(replaced_meanwhile(&backend)),
             true => tokio::select! {
                 result = backend.retain(&scope, &delivery) => result,
-                () = &mut replaced => Err(replaced_meanwhile(&backend)),
+                () = &mut replaced, if stoppable => Err(replaced_meanwhile(&backend)),
             },
         };
         self.metrics.delivery_seconds.observe(started.elapsed());

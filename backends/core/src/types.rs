@@ -61,12 +61,21 @@ pub struct Capabilities {
     pub clears_remotely: bool,
     /// It answers `reflect` (it has a model to reason with): the guide names the tool only then.
     pub reflects: bool,
+    /// A retain it has begun is finished even when its caller stops waiting (the local store's
+    /// writer commits every job it was given): a delivery to it is awaited past a backend switch,
+    /// or its batch, given to the new backend too, was stored in both.
+    pub finishes_retains: bool,
 }
 
 impl Capabilities {
     /// A store mneme owns: it stores, lists every bank, and a clear is always local.
-    pub const LOCAL_STORE: Capabilities =
-        Capabilities { stores: true, lists_every_bank: true, clears_remotely: false, reflects: false };
+    pub const LOCAL_STORE: Capabilities = Capabilities {
+        stores: true,
+        lists_every_bank: true,
+        clears_remotely: false,
+        reflects: false,
+        finishes_retains: true,
+    };
 }
 
 /// How recall matches tags (Hindsight's meaning).

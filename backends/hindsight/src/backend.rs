@@ -747,7 +747,14 @@ impl MemoryBackend for HindsightBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { stores: true, lists_every_bank: false, clears_remotely: true, reflects: true }
+        // A server's retain under way is not the daemon's to finish: a switch stops waiting for it.
+        Capabilities {
+            stores: true,
+            lists_every_bank: false,
+            clears_remotely: true,
+            reflects: true,
+            finishes_retains: false,
+        }
     }
 
     async fn start(&self, scope: &Scope) -> Result<(), BackendError> {
