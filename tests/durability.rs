@@ -261,3 +261,30 @@ async fn a_log_deleted_under_the_daemon_is_noticed() {
     let d = Daemon::start_in(d.into_dir(), config);
     found_within_10_s(&d, "acknowledged LOG-4", "LOG-4").await;
 }
+
+/// The spool's file deleted while what it acknowledged still waits (its backend down): the
+/// restart the refusal advises finds it, written back as the daemon stopped, and delivers it.
+/// The restart began on a new, empty spool, and every waiting retain was lost (review106 #1).
+#[tokio::test]
+async fn a_deleted_spool_is_written_back_at_the_stop_with_what_waits_in_it() {
+    let down = "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
+    let mut d = Daemon::start(down);
+    d.start_session("s", "/p/gone").await;
+    for i in 1..=3 {
+        retain_acknowledged(&d, &format!("waiting WAITS-{i}")).await;
+    }
+    for name in ["spool.db", "spool.db-wal", "spool.db-shm"] {
+        let _ = std::fs::remove_file(d.data().join(name));
+    }
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "refused"}]})).await;
+    assert_eq!(status, 503, "{v}");
+    assert!(d.stop().success());
+    let spool = d.data().join("spool.db");
+    assert!(spool.exists(), "written back");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&spool).unwrap().permissions().mode() & 0o077, 0);
+    let d = Daemon::start_in(d.into_dir(), "[local]\nembedder = \"off\"\n");
+    for i in 1..=3 {
+        found_within_10_s(&d, &format!("waiting WAITS-{i}"), &format!("WAITS-{i}")).await;
+    }
+}

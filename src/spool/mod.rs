@@ -70,7 +70,7 @@ pub enum SpoolError {
     #[error("spool: {0}")]
     Overwritten(String),
     /// The file was deleted or replaced while the daemon had it open.
-    #[error("the spool file {} {what} while mneme had it open: restart mneme (what it acknowledged before is being delivered)", path.display())]
+    #[error("the spool file {} {what} while mneme had it open: restart mneme (what it acknowledged before is kept: a deleted spool is written back to its path as mneme stops)", path.display())]
     Gone {
         /// The spool's path.
         path: std::path::PathBuf,
@@ -155,6 +155,32 @@ fn unusable(path: &Path) -> Result<(), SpoolError> {
     damaged_header(path).map_or(Ok(()), |why| Err(SpoolError::Overwritten(why)))
 }
 
+/// At the writer's end, the spool's file deleted under the daemon (a user tidying files, a sync
+/// tool) is written back to its path from the open connection: what waited in it would be in a
+/// file no start reads, and the restart the refusal of retains advises lost every acknowledged
+/// retain still waiting (review106 #1). A file put in its place is left alone: it is someone's.
+fn written_back_if_deleted(conn: &Connection, file: &mneme_core::database_file::OpenedFile) {
+    if file.gone() != Some("was deleted") || file.path().exists() {
+        return;
+    }
+    let path = file.path();
+    let waiting: i64 = conn.query_row("SELECT count(*) FROM items", [], |r| r.get(0)).unwrap_or(-1);
+    match conn.execute("VACUUM INTO ?1", [path.to_string_lossy()]) {
+        Ok(_) => {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+            tracing::warn!(
+                "the spool file {} was deleted while mneme ran: written back as mneme stops, with the {waiting} retains that wait in it",
+                path.display()
+            );
+        }
+        Err(e) => tracing::error!(
+            "the spool file {} was deleted while mneme ran, and cannot be written back ({e}): the {waiting} retains that wait in it are lost",
+            path.display()
+        ),
+    }
+}
+
 impl Spool {
     /// Opens (creating) the spool database, fsyncing every commit, and starts its writer thread.
     pub fn open(path: &Path) -> Result<Spool, SpoolError> {
@@ -199,11 +225,17 @@ impl Spool {
         let (jobs, rx) = mpsc::channel::<Message>();
         let commit_counters = Arc::new(CommitCounters::default());
         let counters = commit_counters.clone();
+        let file = Arc::new(mneme_core::database_file::OpenedFile::of(path));
+        let opened = file.clone();
         thread::Builder::new()
             .name("mneme-spool".into())
             .spawn(move || {
+                let mut conn = conn;
+                let asked = writer(&mut conn, rx, &counters);
+                written_back_if_deleted(&conn, &opened);
+                drop(conn);
                 // Told once the connection is closed (its close checkpoints the log).
-                if let Some(asked) = writer(conn, rx, &counters) {
+                if let Some(asked) = asked {
                     let _ = asked.send(());
                 }
             })
@@ -213,7 +245,7 @@ impl Spool {
             places: Arc::new(Semaphore::new(MAX_WAITING)),
             next_seq: Arc::new(AtomicI64::new(max_seq + 1)),
             commit_counters,
-            file: Arc::new(mneme_core::database_file::OpenedFile::of(path)),
+            file,
         })
     }
 

@@ -58,7 +58,7 @@ pub(super) fn run_in_savepoint<T>(
 
 /// Returns who asked for the close ([`Message::Close`]), to be told once `conn` is dropped.
 pub(super) fn writer(
-    mut conn: Connection,
+    conn: &mut Connection,
     rx: mpsc::Receiver<Message>,
     counters: &CommitCounters,
 ) -> Option<std::sync::mpsc::Sender<()>> {
@@ -95,7 +95,7 @@ pub(super) fn writer(
                 continue; // wait a little for a job to ride on
             }
             Err(mpsc::RecvTimeoutError::Timeout) if removals.is_empty() => {
-                erase_owed = erase_log(&conn).is_err();
+                erase_owed = erase_log(conn).is_err();
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {} // the removals go alone
@@ -115,7 +115,7 @@ pub(super) fn writer(
                 Err(_) => break,
             }
         }
-        let tx = match begin(&mut conn) {
+        let tx = match begin(conn) {
             Ok(tx) => tx,
             Err(e) => {
                 // The writer never gives up: every job hears why, and the next message tries
@@ -190,10 +190,10 @@ pub(super) fn writer(
         }
         drop(places);
         if checkpoints.is_empty() && erase_owed && commit.is_ok() {
-            erase_owed = erase_log(&conn).is_err();
+            erase_owed = erase_log(conn).is_err();
         }
         for (done, _place) in checkpoints {
-            let erased = erase_log(&conn);
+            let erased = erase_log(conn);
             erase_owed = erased.is_err();
             done(erased);
         }
