@@ -113,8 +113,12 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         };
         return Err(CliError::Other(what.into()));
     }
+    // A file that cannot be read at all leaves reload on the defaults, which may name another
+    // port than the daemon's: said then, or the only word was "not running" (review106 #4).
+    let unreadable = matches!(command, Command::Reload)
+        && read_client_settings(flag).is_ok_and(|(_, problem)| problem.is_some_and(|p| p.is_unreadable()));
     let settings = match command {
-        Command::Reload => load_client_settings_quietly(flag)?.settings,
+        Command::Reload if !unreadable => load_client_settings_quietly(flag)?.settings,
         _ => load_client_settings(flag)?.settings,
     };
     let client = Client::connect_for_command(&settings).await?;

@@ -76,7 +76,7 @@ impl std::error::Error for ConfigErrors {}
 impl ConfigErrors {
     /// Whether the file could not be read at all (rather than having wrong keys).
     pub fn is_unreadable(&self) -> bool {
-        self.errors.iter().any(|e| e.key.is_empty() && e.line.is_none() && e.message.starts_with("cannot read: "))
+        self.errors.iter().any(|e| e.key.is_empty() && e.message.starts_with("cannot read: "))
     }
 
     /// The file could not be read at all.
@@ -142,9 +142,25 @@ pub fn read(path: &Path) -> Result<Option<String>, ConfigErrors> {
     if let Some(why) = owned_path::others_may_replace(&file) {
         return Err(changeable(why));
     }
-    let mut text = String::new();
-    opened.read_to_string(&mut text).map_err(|e| ConfigErrors::unreadable(path, e))?;
-    Ok(Some(text))
+    let mut bytes = Vec::new();
+    opened.read_to_end(&mut bytes).map_err(|e| ConfigErrors::unreadable(path, e))?;
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) => Err(not_utf8(path, e.as_bytes(), e.utf8_error().valid_up_to())),
+    }
+}
+
+/// A file that is not UTF-8 cannot be read at all; said with the line and column of its first
+/// byte that is not (review106 #4: "stream did not contain valid UTF-8", and no line).
+fn not_utf8(path: &Path, bytes: &[u8], valid_up_to: usize) -> ConfigErrors {
+    let before = &bytes[..valid_up_to];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let line_start = before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    let byte = bytes.get(valid_up_to).copied().unwrap_or_default();
+    let message =
+        format!("cannot read: the file is not UTF-8 text (the byte 0x{byte:02X} at column {column}); save it as UTF-8");
+    ConfigErrors { path: path.to_owned(), errors: vec![ConfigError { key: String::new(), line: Some(line), message }] }
 }
 
 /// [`load`] of a text already [`read`] from `path`.

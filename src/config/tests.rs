@@ -568,3 +568,19 @@ fn a_blank_embedding_model_and_an_impossible_dim_are_refused_on_their_lines() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].key, "local.embedding_model");
 }
+
+/// A config file that is not UTF-8 names the line and column of its first byte that is not, and
+/// is read as unreadable (the commands go on with the defaults): "stream did not contain valid
+/// UTF-8" named neither (review106 #4).
+#[test]
+fn a_file_not_utf8_names_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, b"[server]\nlisten = \"127.0.0.1:7000\"\n[retain]\ncontext = \"caf\xe9\"\n").unwrap();
+    let errors = load::load(&config, &env_of(&[])).unwrap_err();
+    assert!(errors.is_unreadable());
+    assert_eq!(
+        errors.errors[0].to_string(),
+        "line 4: cannot read: the file is not UTF-8 text (the byte 0xE9 at column 15); save it as UTF-8"
+    );
+}
