@@ -288,3 +288,22 @@ async fn a_deleted_spool_is_written_back_at_the_stop_with_what_waits_in_it() {
         found_within_10_s(&d, &format!("waiting WAITS-{i}"), &format!("WAITS-{i}")).await;
     }
 }
+
+/// The spool's file emptied in place under the daemon (truncated to 0 bytes): retains are
+/// refused (503) from then on, saying so, instead of acknowledged into a file no start can read
+/// (review106 #5: 202s, then a spool mneme refused to open).
+#[tokio::test]
+async fn a_spool_emptied_under_the_daemon_refuses_retains() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n");
+    d.start_session("s", "/p/emptied").await;
+    retain_acknowledged(&d, "before EMPTIED-1").await;
+    let flushed = flush(&d).await;
+    assert_eq!(flushed["delivered"], 1, "{flushed}");
+    let spool = d.data().join("spool.db");
+    assert!(std::fs::metadata(&spool).unwrap().len() > 0, "the spool holds its pages");
+    retain_acknowledged(&d, "seen holding EMPTIED-2").await;
+    std::fs::OpenOptions::new().write(true).open(&spool).unwrap().set_len(0).unwrap();
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "after EMPTIED-3"}]})).await;
+    assert_eq!(status, 503, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("was emptied"), "{v}");
+}

@@ -70,11 +70,11 @@ pub enum SpoolError {
     #[error("spool: {0}")]
     Overwritten(String),
     /// The file was deleted or replaced while the daemon had it open.
-    #[error("the spool file {} {what} while mneme had it open: restart mneme (what it acknowledged before is kept: a deleted spool is written back to its path as mneme stops)", path.display())]
+    #[error("the spool file {} {what} while mneme had it open: restart mneme ({})", path.display(), gone_advice(what))]
     Gone {
         /// The spool's path.
         path: std::path::PathBuf,
-        /// "was deleted", "was replaced by another file".
+        /// "was deleted", "was replaced by another file", "was emptied (truncated to 0 bytes)".
         what: &'static str,
     },
 }
@@ -153,6 +153,14 @@ fn unusable(path: &Path) -> Result<(), SpoolError> {
         return Err(SpoolError::Emptied);
     }
     damaged_header(path).map_or(Ok(()), |why| Err(SpoolError::Overwritten(why)))
+}
+
+/// What a restart does with a spool file gone under the daemon (see [`SpoolError::Gone`]).
+fn gone_advice(what: &str) -> &'static str {
+    match what {
+        "was deleted" => "it writes the spool back to its path as it stops: what it acknowledged before is kept",
+        _ => "it reads the file now at that path: what waited in the one it had open may be lost",
+    }
 }
 
 /// At the writer's end, the spool's file deleted under the daemon (a user tidying files, a sync

@@ -87,6 +87,9 @@ pub struct OpenedFile {
     /// What was found of the log, for good once found: 0 nothing, 1 deleted, 2 replaced.
     log_found: std::sync::atomic::AtomicU8,
     opened_at: std::time::Instant,
+    /// Whether the file was seen holding something: one seen so and found empty since was
+    /// emptied under the daemon (a new database in WAL mode is empty until its first checkpoint).
+    seen_holding: std::sync::atomic::AtomicBool,
 }
 
 /// How often, at most, [`OpenedFile::gone_cheaply`] looks at the log: a `stat` of it on every retain
@@ -107,6 +110,7 @@ impl OpenedFile {
             log_looked_at: std::sync::atomic::AtomicU64::new(0),
             log_found: std::sync::atomic::AtomicU8::new(0),
             opened_at: std::time::Instant::now(),
+            seen_holding: std::sync::atomic::AtomicBool::new(std::fs::metadata(path).is_ok_and(|m| m.len() > 0)),
         }
     }
 
@@ -129,10 +133,22 @@ impl OpenedFile {
     }
 
     fn file_gone(&self) -> Option<&'static str> {
-        match changed(self.identity, &self.path) {
-            Some(true) => Some("was deleted"),
-            Some(false) => Some("was replaced by another file"),
-            None => None,
+        use std::os::unix::fs::MetadataExt;
+        use std::sync::atomic::Ordering::Relaxed;
+        let opened = self.identity?;
+        match std::fs::metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("was deleted"),
+            Ok(m) if (m.dev(), m.ino()) != opened => Some("was replaced by another file"),
+            // Truncated in place (review106 #5): what is written now lands after a hole where
+            // the database's first pages were, and no later start can read it.
+            Ok(m) if m.len() == 0 && self.seen_holding.load(Relaxed) => Some("was emptied (truncated to 0 bytes)"),
+            Ok(m) => {
+                if m.len() > 0 && !self.seen_holding.load(Relaxed) {
+                    self.seen_holding.store(true, Relaxed);
+                }
+                None
+            }
+            Err(_) => None,
         }
     }
 
@@ -187,6 +203,27 @@ fn log_of(path: &Path) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_seen_holding_pages_and_truncated_since_was_emptied() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("spool.db");
+        std::fs::write(&db, b"pages").unwrap();
+        let opened = OpenedFile::of(&db);
+        assert_eq!(opened.gone(), None);
+        std::fs::OpenOptions::new().write(true).open(&db).unwrap().set_len(0).unwrap();
+        assert_eq!(opened.gone(), Some("was emptied (truncated to 0 bytes)"));
+        // Empty when opened (a new database in WAL mode): empty is fine until it is seen holding
+        // something.
+        let new = dir.path().join("new.db");
+        std::fs::write(&new, b"").unwrap();
+        let opened = OpenedFile::of(&new);
+        assert_eq!(opened.gone_cheaply(), None);
+        std::fs::write(&new, b"checkpointed").unwrap();
+        assert_eq!(opened.gone_cheaply(), None);
+        std::fs::OpenOptions::new().write(true).open(&new).unwrap().set_len(0).unwrap();
+        assert_eq!(opened.gone_cheaply(), Some("was emptied (truncated to 0 bytes)"));
+    }
 
     #[test]
     fn a_file_left_empty_was_emptied_whatever_its_log_holds() {
