@@ -114,6 +114,23 @@ struct Health {
     told: bool,
 }
 
+impl Health {
+    /// Whether the outage under way is to be told now (and, if so, it counts as told): at its
+    /// first failure, unless an outage was told within [`NOTICE_EVERY`] (an endpoint that comes
+    /// and goes is one problem); and at a later failure of one that began within that time and
+    /// outlasted it, which was never told while the last notice said recall was back
+    /// (review104 #3).
+    fn to_tell(&mut self, now: Instant) -> bool {
+        let due = self.last_notice.is_none_or(|t| now.saturating_duration_since(t) >= NOTICE_EVERY);
+        if self.told || !due {
+            return false;
+        }
+        self.last_notice = Some(now);
+        self.told = true;
+        true
+    }
+}
+
 #[derive(Default)]
 struct Wake {
     /// New passages from this pid on.
@@ -684,9 +701,7 @@ impl Semantic {
         let mut h = lock(&self.health);
         let first = h.error.is_none();
         h.error = Some(reason.clone());
-        if first && h.last_notice.is_none_or(|t| t.elapsed() >= NOTICE_EVERY) {
-            h.last_notice = Some(Instant::now());
-            h.told = true;
+        if h.to_tell(Instant::now()) {
             drop(h);
             self.event(true, format!("semantic recall is unavailable ({reason}); recall uses BM25 until the embedder answers, and the passages stored meanwhile are embedded then"));
         } else if first {
@@ -762,6 +777,23 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One notice an outage, at most one in [`NOTICE_EVERY`]; an outage that began within that
+    /// time of the last notice is told once it has lasted past it.
+    #[test]
+    fn an_outage_outlasting_the_quiet_time_is_told_then() {
+        let start = Instant::now();
+        let mut h = Health::default();
+        assert!(h.to_tell(start), "the first outage");
+        assert!(!h.to_tell(start + Duration::from_secs(30)), "told already");
+        h.told = false; // it ended (`available`)
+        let again = start + Duration::from_secs(120);
+        assert!(!h.to_tell(again), "a second outage within the quiet time: logged only");
+        assert!(!h.to_tell(again + Duration::from_secs(60)));
+        let past = start + NOTICE_EVERY + Duration::from_secs(1);
+        assert!(h.to_tell(past), "still down past the quiet time: told");
+        assert!(!h.to_tell(past + Duration::from_secs(60)), "once");
+    }
 
     /// The writer marks every write in `last_write`; the embedding thread, deferring to those
     /// writes, must not hold that lock while it sleeps (it once did, for 100 ms at a time,
