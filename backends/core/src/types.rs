@@ -299,8 +299,8 @@ pub struct RecallQuery {
     pub tags_match: TagsMatch,
     /// How long the caller waits for the answer (`None`: as long as the backend's own bounds
     /// allow). A backend that can answer sooner with less does not spend all of it waiting for
-    /// the more: the local store gives the query's vector half of it at most, then answers by
-    /// the query's words.
+    /// the more: the local store waits for the query's vector until 100 ms before its end (or
+    /// half of it, if more), then answers by the query's words.
     pub wait: Option<std::time::Duration>,
 }
 

@@ -33,6 +33,9 @@ const READERS: usize = 4;
 /// Recall waits this long at most for the query's vector, then answers with BM25 alone (and
 /// keeps doing so until the embedder answers again).
 const QUERY_WAIT: Duration = Duration::from_secs(1);
+/// What a recall keeps of its caller's wait for what follows the vector (the fusion, the answer's
+/// way back); half the wait when that is less.
+const ANSWER_ROOM: Duration = Duration::from_millis(100);
 
 /// Where the local store lives, how it computes vectors and which thesaurus recall uses.
 #[derive(Debug, Clone)]
@@ -190,9 +193,12 @@ impl LocalBackend {
                 let _ = scan_tx.send(s.scan(&bank, &thesaurus.dense_query(&query), crate::recall::POOL, &filter));
             });
         }
-        // Half the caller's wait at most: the words' answer was ready, and the caller gave up on
-        // it while the vector was awaited (review104 #1: `recall.timeout` under a second).
-        let query_wait = q.wait.map_or(QUERY_WAIT, |wait| QUERY_WAIT.min(wait / 2));
+        // Within the caller's wait, leaving room for the answer: the words' answer was ready,
+        // and the caller gave up on it while the vector was awaited (review104 #1:
+        // `recall.timeout` under a second); half of it dropped vectors that came in time
+        // (review107 #1).
+        let query_wait =
+            q.wait.map_or(QUERY_WAIT, |wait| QUERY_WAIT.min((wait / 2).max(wait.saturating_sub(ANSWER_ROOM))));
         self.read(move |s| {
             let types: Vec<&str> = q.types.iter().map(|t| t.as_str()).collect();
             let filter = RecallFilter {
@@ -210,26 +216,10 @@ impl LocalBackend {
                 let scan = match scan.recv_timeout(query_wait) {
                     Ok(scan) => scan?,
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                        // An embedder slower than QUERY_WAIT is taken for an outage (noticed once,
-                        // and later recalls do not ask it): awaited on past a caller's shorter
-                        // wait, or every recall would leave a thread waiting on a hung endpoint.
-                        match QUERY_WAIT.checked_sub(query_wait).filter(|rest| !rest.is_zero()) {
-                            None => semantic.query_timed_out(QUERY_WAIT),
-                            Some(rest) => {
-                                tracing::debug!(
-                                    "a query's vector took longer than {query_wait:?}: answered by its words"
-                                );
-                                let watch = move || {
-                                    if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = scan.recv_timeout(rest) {
-                                        semantic.query_timed_out(QUERY_WAIT);
-                                    }
-                                };
-                                if let Err(e) = std::thread::Builder::new().name("mneme-query-wait".into()).spawn(watch)
-                                {
-                                    tracing::debug!("cannot watch a slow query's vector: {e}");
-                                }
-                            }
-                        }
+                        // Slower than this recall waits: noticed, and later recalls go without
+                        // vectors (not each leaving a thread on a hung endpoint) until the
+                        // embedding thread times a question within the wait.
+                        semantic.query_timed_out(query_wait);
                         return None;
                     }
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,

@@ -120,7 +120,7 @@ impl Health {
     /// and goes is one problem); and at a later failure of one that began within that time and
     /// outlasted it, which was never told while the last notice said recall was back
     /// (review104 #3).
-    fn to_tell(&mut self, now: Instant) -> bool {
+    fn tell_now(&mut self, now: Instant) -> bool {
         let due = self.last_notice.is_none_or(|t| now.saturating_duration_since(t) >= NOTICE_EVERY);
         if self.told || !due {
             return false;
@@ -701,7 +701,7 @@ impl Semantic {
         let mut h = lock(&self.health);
         let first = h.error.is_none();
         h.error = Some(reason.clone());
-        if h.to_tell(Instant::now()) {
+        if h.tell_now(Instant::now()) {
             drop(h);
             self.event(true, format!("semantic recall is unavailable ({reason}); recall uses BM25 until the embedder answers, and the passages stored meanwhile are embedded then"));
         } else if first {
@@ -784,15 +784,15 @@ mod tests {
     fn an_outage_outlasting_the_quiet_time_is_told_then() {
         let start = Instant::now();
         let mut h = Health::default();
-        assert!(h.to_tell(start), "the first outage");
-        assert!(!h.to_tell(start + Duration::from_secs(30)), "told already");
+        assert!(h.tell_now(start), "the first outage");
+        assert!(!h.tell_now(start + Duration::from_secs(30)), "told already");
         h.told = false; // it ended (`available`)
         let again = start + Duration::from_secs(120);
-        assert!(!h.to_tell(again), "a second outage within the quiet time: logged only");
-        assert!(!h.to_tell(again + Duration::from_secs(60)));
+        assert!(!h.tell_now(again), "a second outage within the quiet time: logged only");
+        assert!(!h.tell_now(again + Duration::from_secs(60)));
         let past = start + NOTICE_EVERY + Duration::from_secs(1);
-        assert!(h.to_tell(past), "still down past the quiet time: told");
-        assert!(!h.to_tell(past + Duration::from_secs(60)), "once");
+        assert!(h.tell_now(past), "still down past the quiet time: told");
+        assert!(!h.tell_now(past + Duration::from_secs(60)), "once");
     }
 
     /// The writer marks every write in `last_write`; the embedding thread, deferring to those
