@@ -1592,6 +1592,14 @@ async fn a_mental_models_trigger_is_checked_as_a_recalls_filter_is() {
         (json!({"tag_groups": [{"tags": many}]}), "name 101 tags"),
         (json!({"tag_groups": [{"or": leaves}]}), "name 101 tags"),
         (json!({"tag_groups": [{"tags": ["<private>p</private>"]}]}), "<private>"),
+        (json!({"tag_groups": [{"tags": ["a"], "resolve": "banana"}]}), "trigger.tag_groups must be a list"),
+        (json!({"mode": "sideways"}), "trigger.mode must be one of \"full\", \"delta\""),
+        (
+            json!({"min_refresh_interval_seconds": -5}),
+            "trigger.min_refresh_interval_seconds must be an integer, at least 0",
+        ),
+        (json!({"keep_trace": "sure"}), "trigger.keep_trace must be true or false"),
+        (json!({"budget": 7}), "trigger.budget must be one of"),
     ] {
         let (status, v) = d.post(&bank_path("tr", "/mental-models"), model(trigger.clone())).await;
         assert_eq!(status, 422, "{trigger}: {v}");
@@ -1601,8 +1609,9 @@ async fn a_mental_models_trigger_is_checked_as_a_recalls_filter_is() {
     }
     let (status, v) = d.get(&bank_path("tr", "/mental-models/m")).await;
     assert_eq!(status, 404, "nothing was stored: {v}");
-    let fine =
-        json!({"tag_groups": [{"tags": (0..100).map(|i| format!("t{i}")).collect::<Vec<_>>()}], "fact_types": null});
+    let fine = json!({"tag_groups": [{"tags": (0..100).map(|i| format!("t{i}")).collect::<Vec<_>>(), "resolve": "fuzzy"}],
+        "fact_types": null, "mode": "delta", "budget": "high", "min_refresh_interval_seconds": 60, "refresh_cron": "0 3 * * *",
+        "recall_max_tokens": 2048, "response_schema": {"type": "object"}, "keep_trace": false});
     let (status, v) = d.post(&bank_path("tr", "/mental-models"), model(fine)).await;
     assert_eq!(status, 200, "100 tags, and a null for a field not given: {v}");
     let update = json!({"trigger": {"fact_types": "world"}});

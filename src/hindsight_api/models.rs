@@ -452,8 +452,79 @@ fn checked_trigger(sent: Option<Value>) -> Result<Option<Value>, CompatError> {
             )
         })?;
     }
+    // The rest of Hindsight's trigger, typed as its API types it (review107 #2): mneme keeps
+    // them as sent, and a client reads them back.
+    for (name, kind) in TRIGGER_FIELDS {
+        if let Some(value) = given(name) {
+            if !kind.fits(&value) {
+                return Err(CompatError::Invalid(format!("trigger.{name} must be {}", kind.said())));
+            }
+        }
+    }
     Ok(Some(trigger))
 }
+
+/// The type of one of a trigger's fields mneme keeps without reading.
+#[derive(Debug, Clone, Copy)]
+enum FieldKind {
+    Bool,
+    Text,
+    Integer,
+    /// An integer at least this.
+    AtLeast(i64),
+    OneOf(&'static [&'static str]),
+    TextList,
+    Object,
+}
+
+impl FieldKind {
+    fn fits(self, v: &Value) -> bool {
+        match self {
+            FieldKind::Bool => v.is_boolean(),
+            FieldKind::Text => v.is_string(),
+            FieldKind::Integer => v.is_i64() || v.is_u64(),
+            FieldKind::AtLeast(least) => v.as_i64().is_some_and(|n| n >= least) || (least <= 0 && v.is_u64()),
+            FieldKind::OneOf(values) => v.as_str().is_some_and(|s| values.contains(&s)),
+            FieldKind::TextList => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+            FieldKind::Object => v.is_object(),
+        }
+    }
+
+    fn said(self) -> String {
+        match self {
+            FieldKind::Bool => "true or false".into(),
+            FieldKind::Text => "a string".into(),
+            FieldKind::Integer => "an integer".into(),
+            FieldKind::AtLeast(least) => format!("an integer, at least {least}"),
+            FieldKind::OneOf(values) => {
+                let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
+                format!("one of {}", quoted.join(", "))
+            }
+            FieldKind::TextList => "a list of strings".into(),
+            FieldKind::Object => "an object".into(),
+        }
+    }
+}
+
+/// Hindsight 1.1.0's `MentalModelTrigger` fields but the three recall reads (null is "not
+/// given" for each).
+const TRIGGER_FIELDS: [(&str, FieldKind); 15] = [
+    ("budget", FieldKind::OneOf(&["low", "mid", "high"])),
+    ("mode", FieldKind::OneOf(&["full", "delta"])),
+    ("refresh_after_consolidation", FieldKind::Bool),
+    ("refresh_cron", FieldKind::Text),
+    ("full_refresh_cron", FieldKind::Text),
+    ("min_refresh_interval_seconds", FieldKind::AtLeast(0)),
+    ("exclude_mental_models", FieldKind::Bool),
+    ("exclude_mental_model_ids", FieldKind::TextList),
+    ("include_chunks", FieldKind::Bool),
+    ("recall_max_tokens", FieldKind::Integer),
+    ("recall_chunks_max_tokens", FieldKind::Integer),
+    ("reflect_search_observations_max_tokens", FieldKind::AtLeast(1)),
+    ("reflect_search_observations_include_entities", FieldKind::Bool),
+    ("response_schema", FieldKind::Object),
+    ("keep_trace", FieldKind::Bool),
+];
 
 /// A model's tags, cleaned; at most [`mneme_core::MAX_FILTER_TAGS`]: they filter its recall,
 /// which refuses more (the model was then never computed, and said so nowhere).

@@ -187,7 +187,7 @@ pub enum TagGroup {
         mode: Option<TagsMatch>,
         /// `exact` or `fuzzy` (read as `exact`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        resolve: Option<String>,
+        resolve: Option<Resolve>,
     },
     /// Every one.
     And {
@@ -204,6 +204,17 @@ pub enum TagGroup {
         /// The group.
         not: Box<TagGroup>,
     },
+}
+
+/// How a tag group's leaf resolves its tags (Hindsight's `TagGroupLeaf.resolve`): another value
+/// is refused, as the server refuses it (review107 #2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resolve {
+    /// As written.
+    Exact,
+    /// Read as `exact` by mneme.
+    Fuzzy,
 }
 
 /// The answer to a recall.
