@@ -161,7 +161,7 @@ async fn import_requests_stay_within_the_body_limit() {
     assert_eq!(stdout(&out).trim(), "Imported 5 of 5 memories (0 already there).");
 
     let too_big = d.dir.path().join("too-big.jsonl");
-    std::fs::write(&too_big, format!("{}\n{}\n", memory(7, 1_000), memory(8, 70_000))).unwrap();
+    std::fs::write(&too_big, format!("{}\n{}\n", memory(7, 1_000), memory(8, 140_000))).unwrap();
     let out = d.cli().arg("import").arg(&too_big).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -1250,4 +1250,33 @@ async fn an_id_given_to_two_memories_is_refused_and_nothing_imported() {
     let (status, v) = d.post("/v1/import", json!({"memories": memories})).await;
     assert_eq!(status, 400, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().starts_with("memories[1].id is memories[0]'s"), "{v}");
+}
+
+/// A memory retained just under `server.max_body_bytes` is exported to a line a little over it
+/// (its id, bank and dates), and a daemon with the same config imports it: an import may be 64
+/// KiB over the bound. The file was refused whole (review106 #6).
+#[tokio::test]
+async fn a_backup_of_what_a_daemon_accepted_imports_under_the_same_config() {
+    let config = "[server]\nmax_body_bytes = 8192\n[local]\nembedder = \"off\"\n";
+    let a = Daemon::start(config);
+    a.start_session("s", "/p/backup").await;
+    let content = format!("a long note {}", "lemur ".repeat(1_330));
+    let body = json!({"items": [{"content": content, "tags": ["kept"]}]});
+    assert!(body.to_string().len() > 8_000 && body.to_string().len() < 8_192);
+    let (status, v) = a.post("/v1/sessions/s/retain", body).await;
+    assert_eq!(status, 202, "{v}");
+    a.post("/v1/flush", json!({})).await;
+    let file = a.dir.path().join("backup.jsonl");
+    let out = a.cli().args(["export", "-o"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = std::fs::read_to_string(&file).unwrap();
+    assert!(line.trim_end().len() > 8_192, "the exported line is over the bound: {}", line.len());
+    let b = Daemon::start(config);
+    let out = b.cli().arg("import").arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout(&out).trim(), "Imported 1 of 1 memories (0 already there).");
+    // The route's own bound is the room past it: a request over both is refused at once.
+    let memory = json!({"id": "m", "bank": "mneme", "content": "x".repeat(8_192 + 65_536), "created_at": "2026-01-01T00:00:00Z"});
+    let (status, v) = b.post("/v1/import", json!({"memories": [memory]})).await;
+    assert_eq!(status, 413, "{v}");
 }

@@ -74,6 +74,11 @@ impl Client {
         self.max_body
     }
 
+    /// The longest import request the daemon takes: [`crate::daemon::IMPORT_ROOM`] more.
+    pub fn max_import_body(&self) -> usize {
+        self.max_body.saturating_add(crate::daemon::IMPORT_ROOM)
+    }
+
     /// Whether the daemon counts a custom slash command the hooks keep as a turn (one started
     /// before session format 2 and still running after its binary was replaced does not).
     pub fn counts_command_turns(&self) -> bool {
@@ -340,7 +345,11 @@ impl Client {
         let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
         if let Some(b) = body {
             let bytes = serde_json::to_vec(b).map_err(|e| CliError::Other(format!("cannot write the request: {e}")))?;
-            if bytes.len() > self.max_body {
+            let most = match path == crate::daemon::IMPORT_PATH {
+                true => self.max_import_body(),
+                false => self.max_body,
+            };
+            if bytes.len() > most {
                 return Err(CliError::Other(format!(
                     "the request is {} bytes, more than the daemon takes in one (server.max_body_bytes = {}); nothing was sent",
                     bytes.len(),

@@ -303,14 +303,14 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     let client = Client::connect(&settings).await?;
     // Read and check every line before sending anything: a bad file imports nothing.
     let mut memories = Vec::new();
-    let mut lines = BoundedLines { reader, most: client.max_body() };
+    let mut lines = BoundedLines { reader, most: client.max_import_body() };
     for i in 0.. {
         let line = match lines.next_line() {
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(LineError::TooLong) => {
                 return Err(CliError::Other(format!(
-                    "{}: the memory on line {} is longer than the daemon takes in one request (server.max_body_bytes = {}); raise it and restart the daemon. Nothing was imported.",
+                    "{}: the memory on line {} is longer than the daemon takes in one request (server.max_body_bytes = {}, and 64 KiB an import has beyond it); raise it and restart the daemon. Nothing was imported.",
                     file.display(),
                     i + 1,
                     client.max_body()
@@ -356,9 +356,9 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     let read = memories.len();
     let memories = crate::session::clean_imported_each(&settings, memories, |l| &mut l.memory);
     let cleaned_away = read - memories.len();
-    // Each request within the running daemon's body limit (not the file's, edited since), less
-    // the request's own JSON around the memories.
-    let most = client.max_body().saturating_sub(64);
+    // Each request within the running daemon's body limit for an import (not the file's, edited
+    // since), less the request's own JSON around the memories.
+    let most = client.max_import_body().saturating_sub(64);
     let limit = ChunkLimit { items: IMPORT_CHUNK, bytes: Some(most) };
     let chunks = sized_chunks_of_whole_documents(memories, limit);
     // The local store takes a document's memories in several imports (they join it): one
@@ -378,7 +378,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
                 _ => format!("the memory on line {}", first.number),
             };
             return Err(CliError::Other(format!(
-                "{}: {what} is {size} bytes, more than fits in one request beside the request's own 64 bytes (server.max_body_bytes = {}); raise it and restart the daemon. Nothing was imported.",
+                "{}: {what} is {size} bytes, more than fits in one request beside the request's own 64 bytes (server.max_body_bytes = {}, and 64 KiB an import has beyond it); raise it and restart the daemon. Nothing was imported.",
                 file.display(),
                 client.max_body()
             )));

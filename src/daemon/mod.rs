@@ -38,6 +38,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use auth::{constant_time_eq, is_loopback_host};
+pub use body::{IMPORT_PATH, IMPORT_ROOM};
 pub(crate) use error::quoting_request;
 pub use error::{error_body, ApiError};
 pub(crate) use mcp::path_for_header;
@@ -105,7 +106,10 @@ fn router(state: Arc<AppState>, server: &ServerSettings) -> Router {
         .route("/v1/reload", post(routes::reload))
         .route("/v1/classify", post(routes::classify))
         .route("/v1/export", get(routes::export))
-        .route("/v1/import", post(routes::import))
+        .route(
+            body::IMPORT_PATH,
+            post(routes::import).layer(DefaultBodyLimit::max(server.max_body_bytes.saturating_add(body::IMPORT_ROOM))),
+        )
         .route("/v1/notices", get(routes::notices))
         .route("/v1/notices/stream", get(routes::notice_stream))
         .route("/v1/banks", get(memories::banks))
