@@ -16,6 +16,17 @@
 //! - [`notices`], [`metrics`]: what users are told (stored, live over SSE) and Prometheus counters.
 //! - [`cli`]: the `mneme` commands; all but `serve` and `config` talk to the daemon over HTTP.
 //! - [`files`], [`ids`], [`lock`]: storage-dir problems, random ids and secrets, lock helpers.
+/// `eprintln!` that does not panic when standard error cannot be written (its reader gone: `mneme
+/// status 2>&1 | head -1`): a command ends as it would have, with its exit code, and a hook still
+/// answers its agent (the panic was exit 101; review109 #1).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod backends;
 pub mod classify;
 pub mod cli;

@@ -64,7 +64,7 @@ fn main() -> ExitCode {
         Ok(asked) => match not_a_level(&asked) {
             // A word that is not a level reads as a module to log, and silences everything else.
             Some(word) => {
-                eprintln!(
+                mneme::say!(
                     "mneme: MNEME_LOG names {:?}, which is not a level (trace, debug, info, warn, error, off) nor a mneme module: logging at {default_level}",
                     mneme_core::text::escape_controls(word)
                 );
@@ -75,7 +75,7 @@ fn main() -> ExitCode {
         Err(_) => default_level.to_owned(),
     };
     let filter = EnvFilter::try_new(quiet_dependencies(&directives)).unwrap_or_else(|_| {
-        eprintln!("mneme: MNEME_LOG is not a log filter: logging at {default_level}");
+        mneme::say!("mneme: MNEME_LOG is not a log filter: logging at {default_level}");
         EnvFilter::new(default_level)
     });
     match std::env::var("MNEME_LOG_FORMAT").as_deref().map(str::trim) {
@@ -99,7 +99,9 @@ fn main() -> ExitCode {
                 .init();
         }
         Ok(other) => {
-            eprintln!("mneme: MNEME_LOG_FORMAT={other:?} is not a log format: use \"text\" (the default) or \"json\"");
+            mneme::say!(
+                "mneme: MNEME_LOG_FORMAT={other:?} is not a log format: use \"text\" (the default) or \"json\""
+            );
             if !hook {
                 return ExitCode::from(2);
             }

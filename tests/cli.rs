@@ -1409,3 +1409,35 @@ fn a_config_file_others_may_read_holding_a_secret_is_said() {
         }
     }
 }
+
+/// With standard error's reader gone (`mneme status 2>&1 | head -1` once `head` quit), a command
+/// ends as it would have, with its exit code, and a hook still answers its agent: each panicked
+/// on its message (exit 101; review109 #1).
+#[tokio::test]
+async fn a_closed_standard_error_changes_no_outcome() {
+    let run = |d: &Daemon, args: &[&str], input: &str| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut child = d
+            .command()
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(writer)
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+        let out = child.wait_with_output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    assert_eq!(run(&d, &["retain", "   "], "").0, Some(1), "a refused retain");
+    let mut gone = Daemon::start("[local]\nembedder = \"off\"\n");
+    gone.stop();
+    assert_eq!(run(&gone, &["status"], "").0, Some(3), "no daemon");
+    let prompt = serde_json::json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": "/p/closed",
+        "prompt": "hello", "transcript_path": "/nonexistent"});
+    let (code, out) = run(&gone, &["hook", "claude-code"], &prompt.to_string());
+    assert_eq!((code, out.trim()), (Some(0), "{}"), "a hook answers its agent");
+}

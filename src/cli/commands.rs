@@ -40,7 +40,7 @@ pub(super) fn load_client_settings(flag: Option<&Path>) -> Result<Loaded, CliErr
         let problem = mneme_core::text::escape_controls(&problem.to_string()).into_owned();
         // Which sections were read (review67 #2, review69 #3).
         let with = loaded.going_on_with();
-        eprintln!("mneme: {problem}\nmneme: going on with {with}: the daemon keeps its last good configuration");
+        crate::say!("mneme: {problem}\nmneme: going on with {with}: the daemon keeps its last good configuration");
     }
     Ok(loaded)
 }
@@ -142,7 +142,7 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
             show(as_json, &v, said);
             if failed > 0 {
                 if !as_json {
-                    eprintln!("mneme: {failed} {} could not be delivered; see `mneme notices`", noun(failed));
+                    crate::say!("mneme: {failed} {} could not be delivered; see `mneme notices`", noun(failed));
                 }
                 return Ok(ExitCode::from(1));
             }

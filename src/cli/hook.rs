@@ -137,7 +137,7 @@ pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
     let event = match read_event() {
         Ok(v) => v,
         Err(why) => {
-            eprintln!("mneme hook: {why}");
+            crate::say!("mneme hook: {why}");
             Answer::Json(json!({})).print();
             return ExitCode::SUCCESS;
         }
@@ -147,14 +147,14 @@ pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
     let settings = match load_client_settings(config) {
         Ok(loaded) => loaded.settings,
         Err(e) => {
-            eprintln!("mneme hook: {e}");
+            crate::say!("mneme hook: {e}");
             Answer::empty_for(&name).print();
             return ExitCode::SUCCESS;
         }
     };
     let breaker = breaker::Breaker::new(&settings.storage.dir, settings.hooks.cooldown);
     if let Some(left) = breaker.open() {
-        eprintln!("mneme hook: the daemon did not answer a moment ago; skipping it for {left:?} more");
+        crate::say!("mneme hook: the daemon did not answer a moment ago; skipping it for {left:?} more");
         Answer::empty_for(&name).print();
         return ExitCode::SUCCESS;
     }
@@ -167,16 +167,16 @@ pub(super) async fn claude_code(config: Option<&Path>) -> ExitCode {
         Ok(Err(e @ CliError::Silent(_))) => {
             // As good as a timeout: the next hooks would wait as long.
             breaker.trip();
-            eprintln!("mneme hook: {e}; going on without memory (hooks skip it for {:?})", settings.hooks.cooldown);
+            crate::say!("mneme hook: {e}; going on without memory (hooks skip it for {:?})", settings.hooks.cooldown);
             Answer::empty_for(&name)
         }
         Ok(Err(e)) => {
-            eprintln!("mneme hook: {e}");
+            crate::say!("mneme hook: {e}");
             Answer::empty_for(&name)
         }
         Err(_) => {
             breaker.trip();
-            eprintln!(
+            crate::say!(
                 "mneme hook: the daemon did not answer within {budget:?}; going on without memory (hooks skip it for {:?})",
                 settings.hooks.cooldown
             );

@@ -99,7 +99,7 @@ pub(super) async fn export(
             // Standard output is free when the memories went to a file: a script reads the count.
             println!("{}", serde_json::json!({"exported": n, "path": path}));
         } else {
-            eprintln!("Exported {n} {} to {}.", if n == 1 { "memory" } else { "memories" }, path.display());
+            crate::say!("Exported {n} {} to {}.", if n == 1 { "memory" } else { "memories" }, path.display());
         }
     }
     Ok(ExitCode::SUCCESS)

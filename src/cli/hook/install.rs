@@ -195,7 +195,7 @@ pub fn install(config: Option<&Path>, what: Install, as_json: bool) -> Result<Ex
     if !what.write {
         println!("{}", serde_json::to_string_pretty(&hooks).expect("json"));
         if what.mcp {
-            eprintln!(
+            crate::say!(
                 "Put the above in .claude/settings.json; for the memory tools, also this in .mcp.json:\n{}",
                 serde_json::to_string_pretty(&server).expect("json")
             );
