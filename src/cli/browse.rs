@@ -73,9 +73,6 @@ pub struct UiOptions {
 
 /// Prints a one-time login URL for the web view and, on a desktop, opens it.
 pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<ExitCode, CliError> {
-    if opts.valid_for.is_some_and(|d| !(60..=30 * 24 * 3600).contains(&d.as_secs())) {
-        return Err(CliError::Other("--valid-for must be from 1m to 30days".into()));
-    }
     let body = UiCodeRequest { valid_for_seconds: opts.valid_for.map(|d| d.as_secs()) };
     let code: UiCode = client.post("/v1/ui/codes", &body).await?;
     if json_out {
@@ -83,7 +80,7 @@ pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<Exit
         return Ok(ExitCode::SUCCESS);
     }
     println!("{}", code.url);
-    eprintln!(
+    crate::say!(
         "Open it within {} s; it works once. The browser stays logged in for {} or until the daemon stops.",
         code.code_expires_in_seconds,
         humantime::format_duration(std::time::Duration::from_secs(code.valid_for_seconds))
@@ -97,7 +94,7 @@ pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<Exit
         let page = match login_page(&opts.storage_dir, &code.url) {
             Ok(page) => page,
             Err(e) => {
-                eprintln!(
+                crate::say!(
                     "Could not write the login page in {} ({e}): open the URL yourself.",
                     opts.storage_dir.display()
                 );
@@ -112,10 +109,10 @@ pub async fn ui(client: &Client, opts: UiOptions, json_out: bool) -> Result<Exit
             .spawn()
         {
             Ok(child) => match opened(child) {
-                Some(false) => eprintln!("{opener} could not open a browser: open the URL yourself."),
-                _ => eprintln!("Opened it in your browser."),
+                Some(false) => crate::say!("{opener} could not open a browser: open the URL yourself."),
+                _ => crate::say!("Opened it in your browser."),
             },
-            Err(e) => eprintln!("Could not run {opener} ({e}): open the URL yourself."),
+            Err(e) => crate::say!("Could not run {opener} ({e}): open the URL yourself."),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -150,6 +147,22 @@ fn login_page(dir: &std::path::Path, url: &str) -> std::io::Result<std::path::Pa
     )?;
     Ok(path)
 }
+
+/// `--valid-for`: a duration from a minute to 30 days, refused as a usage error either way (one
+/// over a year was the config parser's "at most 365 days", exit 2, one of 31 days this check's,
+/// exit 1; review109 #2).
+pub(super) fn parse_valid_for(text: &str) -> Result<std::time::Duration, String> {
+    let d = crate::config::parse_duration(text).map_err(|e| match e.contains("at most") {
+        true => VALID_FOR_RANGE.to_owned(),
+        false => e,
+    })?;
+    match (60..=30 * 24 * 3600).contains(&d.as_secs()) {
+        true => Ok(d),
+        false => Err(VALID_FOR_RANGE.to_owned()),
+    }
+}
+
+const VALID_FOR_RANGE: &str = "must be from 1m to 30days";
 
 #[cfg(test)]
 mod tests {

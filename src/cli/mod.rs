@@ -112,7 +112,7 @@ pub enum Command {
     /// Print (and on a desktop, open) a one-time login URL for the web view at /ui.
     Ui {
         /// How long the browser stays logged in (e.g. 8h, 2days; default 12h, at most 30 days).
-        #[arg(long, value_name = "DURATION", value_parser = crate::config::parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = browse::parse_valid_for)]
         valid_for: Option<std::time::Duration>,
         /// Only print the URL.
         #[arg(long)]
@@ -396,7 +396,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("mneme: cannot start the async runtime: {e}");
+            crate::say!("mneme: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -439,7 +439,7 @@ pub fn run(cli: Cli) -> ExitCode {
             } else {
                 e
             };
-            eprintln!("mneme: {}", mneme_core::text::escape_controls(&e.to_string()));
+            crate::say!("mneme: {}", mneme_core::text::escape_controls(&e.to_string()));
             if json && !memories_on_stdout {
                 // A script reading standard output gets the failure as JSON too.
                 println!("{}", e.json());
