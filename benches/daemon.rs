@@ -238,7 +238,7 @@ async fn recall_bench(n: usize, queries: usize) {
         types: vec![MemoryType::World, MemoryType::Experience],
         tags: tags.clone(),
         tags_match: TagsMatch::Any,
-        wait: None,
+        deadline: None,
     };
     // Each method runs over every query in a pass of its own, after a warm-up pass: run
     // interleaved, whatever follows the all-terms query (which scans megabytes of postings at

@@ -162,7 +162,7 @@ async fn ranked(backend: &LocalBackend, bank: &str, query: &str, mode: RecallMod
         types: vec![],
         tags: vec![],
         tags_match: TagsMatch::Any,
-        wait: None,
+        deadline: None,
     };
     let scope = Scope { bank: bank.to_owned(), tags: vec![] };
     backend.recall_with(&scope, &q, mode).await.unwrap().into_iter().map(|r| r.text).collect()

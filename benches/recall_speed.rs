@@ -178,7 +178,7 @@ async fn latency(db: &Path, questions: &[String]) {
         types: vec![],
         tags: tags.to_vec(),
         tags_match: TagsMatch::Any,
-        wait: None,
+        deadline: None,
     };
     let one_project = ["project:p3".to_owned()];
     let qs: Vec<&String> = questions.iter().cycle().take(QUERIES).collect();

@@ -269,11 +269,11 @@ pub async fn search(State(s): St, Body(b): Body<Search>) -> AppResult<Json<Searc
         types: settings.recall.types.clone(),
         tags: b.tags.clone(),
         tags_match: TagsMatch::Any,
-        wait: Some(settings.recall.timeout),
+        // Bounded as the recall tools are (what an agent would get, within its wait).
+        deadline: Some(std::time::Instant::now() + settings.recall.timeout),
     };
     let scope = Scope { bank: bank.clone(), tags: b.tags };
     let started = Instant::now();
-    // Bounded as the recall tools are (what an agent would get, within its wait).
     let timeout = settings.recall.timeout;
     let results = match tokio::time::timeout(timeout, s.queue.backend().recall(&scope, &query)).await {
         Ok(results) => results?,

@@ -490,7 +490,7 @@ impl HindsightApi {
             types: req.types.unwrap_or_default(),
             tags,
             tags_match,
-            wait: None,
+            deadline: None,
         };
         let mut results = self.recall_query(bank, &q).await?;
         // Ignored, they let every project's memories through to a client that scoped by them.

@@ -292,7 +292,7 @@ impl HindsightApi {
             types: filter.types,
             tags,
             tags_match,
-            wait: None,
+            deadline: None,
         };
         match self.recall_query(&model.bank_id, &q).await {
             Ok(mut results) => {

@@ -127,8 +127,9 @@ impl Sessions {
             return Ok(None);
         };
         let forgets = self.forgets();
-        let recall = self.recall_scope(&session.scope, &query, block_room(&settings));
-        let results = match tokio::time::timeout(settings.recall.timeout, recall).await {
+        let deadline = tokio::time::Instant::now() + settings.recall.timeout;
+        let recall = self.recall_scope(&session.scope, &query, block_room(&settings), deadline);
+        let results = match tokio::time::timeout_at(deadline, recall).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 tracing::warn!(session = id, "automatic recall failed: {e}");
@@ -240,7 +241,11 @@ impl Sessions {
         let Some(query) = query_for(&settings, &latest, asked, carried) else {
             return Ok(None);
         };
-        match tokio::time::timeout_at(deadline, self.recall_scope(&session.scope, &query, block_room(&settings))).await
+        match tokio::time::timeout_at(
+            deadline,
+            self.recall_scope(&session.scope, &query, block_room(&settings), deadline),
+        )
+        .await
         {
             Ok(Ok(results)) => Ok(memory_block(&settings, &results)),
             Ok(Err(e)) => {

@@ -101,7 +101,7 @@ impl Sessions {
         let timeout = self.settings().recall.timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         self.deliver_own_retains(&queue_id).await;
-        let results = match tokio::time::timeout_at(deadline, self.recall_scope(&scope, &query, room)).await {
+        let results = match tokio::time::timeout_at(deadline, self.recall_scope(&scope, &query, room, deadline)).await {
             Ok(results) => results?,
             Err(_) => {
                 tracing::warn!(session = id, "recall timed out after {timeout:?}");
@@ -165,11 +165,16 @@ impl Sessions {
     /// left out: the backend is asked to fit them, and a first result within room for its line's
     /// formatting, so that its window around the query's words is what the agent reads (cut
     /// again here, from its start, it lost them).
+    ///
+    /// `deadline` is when the caller stops waiting (`recall.timeout` after it began, less what
+    /// came first: the delivery of the session's own retains): a backend that can answer sooner
+    /// with less does not wait past it for the more.
     pub(super) async fn recall_scope(
         &self,
         scope: &Scope,
         query: &str,
         room: usize,
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<Recalled>, BackendError> {
         if query.is_empty() {
             return Ok(Vec::new());
@@ -185,8 +190,7 @@ impl Sessions {
             types: settings.recall.types.clone(),
             tags: scope.tags.clone(),
             tags_match: TagsMatch::Any,
-            // Every caller bounds the recall by `recall.timeout` (less what its delivery took).
-            wait: Some(settings.recall.timeout),
+            deadline: Some(deadline.into_std()),
         };
         let started = Instant::now();
         let r = self.backend().recall(scope, &q).await;

@@ -297,11 +297,11 @@ pub struct RecallQuery {
     pub tags: Vec<String>,
     /// How `tags` match.
     pub tags_match: TagsMatch,
-    /// How long the caller waits for the answer (`None`: as long as the backend's own bounds
-    /// allow). A backend that can answer sooner with less does not spend all of it waiting for
-    /// the more: the local store waits for the query's vector until 100 ms before its end (or
-    /// half of it, if more), then answers by the query's words.
-    pub wait: Option<std::time::Duration>,
+    /// When the caller stops waiting for the answer (`None`: it waits as long as the backend's
+    /// own bounds allow). A backend that can answer sooner with less does not spend all of the
+    /// time left waiting for the more: the local store waits for the query's vector until 100 ms
+    /// before it (or half the time left, if more), then answers by the query's words.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// One recalled memory.

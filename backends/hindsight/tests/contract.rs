@@ -58,7 +58,7 @@ fn query(q: &str, tags: &[&str], mode: TagsMatch, types: &[MemoryType]) -> Recal
         types: types.to_vec(),
         tags: tags.iter().map(|t| t.to_string()).collect(),
         tags_match: mode,
-        wait: None,
+        deadline: None,
     }
 }
 

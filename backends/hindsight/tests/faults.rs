@@ -993,7 +993,7 @@ async fn a_404_naming_nothing_is_a_wrong_url_not_an_empty_bank() {
         types: vec![],
         tags: vec![],
         tags_match: TagsMatch::Any,
-        wait: None,
+        deadline: None,
     };
     let no_bank = serve(Router::new().route(
         "/v1/default/banks/b/memories/recall",

@@ -4,7 +4,7 @@
 use mneme_core::text::quoted_unless_private as q;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use mneme_core::*;
@@ -15,7 +15,7 @@ use crate::error::sql_error;
 use crate::recall::RecallMode;
 use crate::store::{RecallFilter, Store};
 use crate::thesaurus::Thesaurus;
-use crate::vectors::DenseFilter;
+use crate::vectors::{DenseFilter, DenseScan};
 use crate::writer::Writer;
 
 /// How many recent memories the instructions list, and how many characters they may take.
@@ -193,12 +193,7 @@ impl LocalBackend {
                 let _ = scan_tx.send(s.scan(&bank, &thesaurus.dense_query(&query), crate::recall::POOL, &filter));
             });
         }
-        // Within the caller's wait, leaving room for the answer: the words' answer was ready,
-        // and the caller gave up on it while the vector was awaited (review104 #1:
-        // `recall.timeout` under a second); half of it dropped vectors that came in time
-        // (review107 #1).
-        let query_wait =
-            q.wait.map_or(QUERY_WAIT, |wait| QUERY_WAIT.min((wait / 2).max(wait.saturating_sub(ANSWER_ROOM))));
+        let deadline = q.deadline;
         self.read(move |s| {
             let types: Vec<&str> = q.types.iter().map(|t| t.as_str()).collect();
             let filter = RecallFilter {
@@ -213,13 +208,19 @@ impl LocalBackend {
             }
             s.recall_hybrid(&q.query, &filter, mode, |lexical_pool| {
                 let semantic = semantic?;
+                let query_wait = query_wait(deadline);
                 let scan = match scan.recv_timeout(query_wait) {
                     Ok(scan) => scan?,
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                        // Slower than this recall waits: noticed, and later recalls go without
-                        // vectors (not each leaving a thread on a hung endpoint) until the
-                        // embedding thread times a question within the wait.
-                        semantic.query_timed_out(query_wait);
+                        // An embedder slower than QUERY_WAIT is taken for an outage (noticed once,
+                        // and later recalls do not ask it until it answers in time); past a
+                        // caller's shorter wait, the rest is watched on a thread of its own: a
+                        // caller in a hurry says nothing of the embedder to the others (review108
+                        // #1), and a hung one does not leave a thread waiting for every recall.
+                        match QUERY_WAIT.checked_sub(query_wait).filter(|rest| !rest.is_zero()) {
+                            None => semantic.query_timed_out(QUERY_WAIT),
+                            Some(rest) => watch_the_rest(scan, rest, semantic),
+                        }
                         return None;
                     }
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
@@ -594,6 +595,34 @@ pub(crate) fn erased(
         tracing::warn!("deleted, but its traces on disk are not erased yet (tried again every second): {e}");
     }
     Ok(deleted)
+}
+
+/// How long a recall waits for its question's vector: [`QUERY_WAIT`], or less for a caller that
+/// stops waiting sooner: until [`ANSWER_ROOM`] before its deadline (half the time left, if
+/// more). The words' answer was ready, and a caller whose `recall.timeout` was under a second
+/// had given up on it while the vector was awaited (review104 #1); the time left is counted when
+/// the vector is awaited, after what came first (a delivery, the words' query; review108 #2).
+fn query_wait(deadline: Option<Instant>) -> Duration {
+    match deadline {
+        None => QUERY_WAIT,
+        Some(deadline) => {
+            let left = deadline.saturating_duration_since(Instant::now());
+            QUERY_WAIT.min((left / 2).max(left.saturating_sub(ANSWER_ROOM)))
+        }
+    }
+}
+
+/// After a caller's shorter wait, the vector's for the rest of [`QUERY_WAIT`]: not there by then,
+/// the embedder is slower than a recall waits (see [`Semantic::query_timed_out`]).
+fn watch_the_rest(scan: std::sync::mpsc::Receiver<Option<DenseScan>>, rest: Duration, semantic: Arc<Semantic>) {
+    let watch = move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = scan.recv_timeout(rest) {
+            semantic.query_timed_out(QUERY_WAIT);
+        }
+    };
+    if let Err(e) = std::thread::Builder::new().name("mneme-query-wait".into()).spawn(watch) {
+        tracing::debug!("cannot watch a slow question's vector: {e}");
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ fn query(q: &str, max_tokens: usize) -> RecallQuery {
         types: vec![],
         tags: vec![],
         tags_match: TagsMatch::Any,
-        wait: None,
+        deadline: None,
     }
 }
 

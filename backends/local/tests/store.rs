@@ -25,7 +25,7 @@ fn query(q: &str, tags: &[&str], mode: TagsMatch) -> RecallQuery {
         types: vec![],
         tags: tags.iter().map(|t| t.to_string()).collect(),
         tags_match: mode,
-        wait: None,
+        deadline: None,
     }
 }
 

@@ -27,7 +27,7 @@ pub fn query(q: &str) -> RecallQuery {
         types: vec![],
         tags: vec![],
         tags_match: TagsMatch::Any,
-        wait: None,
+        deadline: None,
     }
 }
 
