@@ -1272,6 +1272,13 @@ async fn a_backup_of_what_a_daemon_accepted_imports_under_the_same_config() {
     let line = std::fs::read_to_string(&file).unwrap();
     assert!(line.trim_end().len() > 8_192, "the exported line is over the bound: {}", line.len());
     let b = Daemon::start(config);
+    // Said in its health answer: a CLI sizes its import requests by it, and by
+    // `max_body_bytes` for a daemon that does not say it (review110 #1).
+    let health = b.http.get(b.url("/v1/health")).send().await.unwrap().json::<Value>().await.unwrap();
+    assert_eq!(
+        (health["max_body_bytes"].as_u64(), health["max_import_bytes"].as_u64()),
+        (Some(8_192), Some(8_192 + 65_536))
+    );
     let out = b.cli().arg("import").arg(&file).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout(&out).trim(), "Imported 1 of 1 memories (0 already there).");

@@ -31,6 +31,8 @@ pub struct Client {
     /// `server.max_body_bytes`: a longer request is refused here, with the key that bounds it
     /// (sent, the daemon answers 413 before reading it and the write fails half-way).
     max_body: usize,
+    /// The daemon's [`Health::max_import_bytes`] (`max_body` from a daemon before).
+    max_import: usize,
     /// The daemon's [`Health::session_format`].
     session_format: u32,
     /// The proof of [`Client::connect`] has not been relied on yet: the first request needs
@@ -74,9 +76,10 @@ impl Client {
         self.max_body
     }
 
-    /// The longest import request the daemon takes: [`crate::daemon::IMPORT_ROOM`] more.
+    /// The longest import request the daemon takes ([`crate::daemon::IMPORT_ROOM`] more, but
+    /// from a daemon before, which takes `max_body` there too).
     pub fn max_import_body(&self) -> usize {
-        self.max_body.saturating_add(crate::daemon::IMPORT_ROOM)
+        self.max_import
     }
 
     /// Whether the daemon counts a custom slash command the hooks keep as a turn (one started
@@ -269,6 +272,7 @@ impl Client {
             base,
             token,
             max_body: health.max_body_bytes.unwrap_or(settings.server.max_body_bytes),
+            max_import: health.max_import_bytes.or(health.max_body_bytes).unwrap_or(settings.server.max_body_bytes),
             session_format: health.session_format,
             fresh: std::sync::atomic::AtomicBool::new(true),
         })

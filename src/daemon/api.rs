@@ -86,6 +86,11 @@ pub struct Health {
     /// value waits for a restart (review64 #3). Absent from a daemon before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<usize>,
+    /// The largest `/v1/import` request body it takes (64 KiB over `max_body_bytes`: an exported
+    /// memory carries its id, bank and dates). Absent from a daemon before, which takes
+    /// `max_body_bytes` there too (review110 #1: a newer CLI sent it larger requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_import_bytes: Option<usize>,
 }
 
 /// The proof of holding `token` for `challenge`, answered at `address` (see

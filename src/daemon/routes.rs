@@ -82,6 +82,7 @@ pub async fn health(
         address_proof,
         session_format: crate::session::SESSION_FORMAT,
         max_body_bytes: Some(s.max_body_bytes),
+        max_import_bytes: Some(s.max_body_bytes.saturating_add(super::body::IMPORT_ROOM)),
     }))
 }
 
