@@ -303,6 +303,31 @@ async fn a_body_declared_too_large_is_refused_before_it_is_sent() {
     assert!(body["error"]["message"].as_str().unwrap().contains("2048"), "{body}");
 }
 
+/// A body sent without its length (chunked) and found too long as it is read is refused naming
+/// the setting that bounds it (it was axum's "length limit exceeded"; review110 #3).
+#[tokio::test]
+async fn a_chunked_body_over_the_bound_is_told_the_setting() {
+    let d = Daemon::start("[server]\nmax_body_bytes = 2048\n");
+    let (addr, token) = (d.addr.clone(), d.token.clone());
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        let body = format!("{{\"query\": \"{}\"}}", "x".repeat(4_000));
+        let head = format!(
+            "POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        read_until_closed(&mut s, Duration::from_secs(5)).0
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "payload_too_large", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("server.max_body_bytes"), "{body}");
+}
+
 /// What hyper answers itself, before a request reaches the router (bytes that are not HTTP,
 /// headers larger than it reads, a bad Content-Length), has the API's JSON error body too (it
 /// was empty), and the connection after a good request is unaffected.

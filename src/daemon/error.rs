@@ -172,6 +172,14 @@ impl ApiError {
             StatusCode::UNPROCESSABLE_ENTITY => "invalid_field",
             _ => "invalid_json",
         };
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // A body sent without its length (chunked), found too long as it was read: axum's
+            // "Failed to buffer the request body: length limit exceeded" named no bound
+            // (review110 #3), where one declared too long is told the number.
+            let why =
+                "the request body is longer than the daemon takes (server.max_body_bytes; an import, 64 KiB more)";
+            return ApiError::new(status, code, why);
+        }
         ApiError::new(status, code, quoting(r.body_text()))
     }
 }
