@@ -431,7 +431,17 @@ impl Semantic {
                                     )
                                 });
                             }
+                            // Still slower than a recall waits: an outage that began within the
+                            // quiet time of the last notice is told once it outlasts it, as one
+                            // of an endpoint that is down is (review108 #3).
+                            let tell = match h.slow_queries.clone() {
+                                Some(reason) if h.tell_now(Instant::now()) => Some(reason),
+                                _ => None,
+                            };
                             drop(h);
+                            if let Some(reason) = tell {
+                                self.event(true, unavailable_notice(&reason));
+                            }
                             self.available();
                         }
                         Err(e) => {
@@ -703,7 +713,7 @@ impl Semantic {
         h.error = Some(reason.clone());
         if h.tell_now(Instant::now()) {
             drop(h);
-            self.event(true, format!("semantic recall is unavailable ({reason}); recall uses BM25 until the embedder answers, and the passages stored meanwhile are embedded then"));
+            self.event(true, unavailable_notice(&reason));
         } else if first {
             drop(h);
             tracing::warn!("embedder unavailable again: {reason}");
@@ -772,6 +782,11 @@ fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the user is told of an outage.
+fn unavailable_notice(reason: &str) -> String {
+    format!("semantic recall is unavailable ({reason}); recall uses BM25 until the embedder answers, and the passages stored meanwhile are embedded then")
 }
 
 #[cfg(test)]
