@@ -27,22 +27,33 @@ fn read_client_settings(flag: Option<&Path>) -> Result<(Loaded, Option<config::C
     config::load_for_client(&config::config_path(flag)).map_err(|e| CliError::Config(e.to_string()))
 }
 
-/// [`read_client_settings`] without saying what is wrong with the file: for `reload`, whose
-/// answer from the daemon says it (told twice, and "going on" before the reload was refused).
-fn load_client_settings_quietly(flag: Option<&Path>) -> Result<Loaded, CliError> {
-    Ok(read_client_settings(flag)?.0)
+/// The settings for `reload`: what is wrong with the file is left to the daemon's answer (told
+/// twice, and "going on" before the reload was refused), but for a file that cannot be read at
+/// all, which leaves reload on the defaults, whose port may not be the daemon's: said then, or
+/// the only word was "not running" (review106 #4).
+fn load_settings_for_reload(flag: Option<&Path>) -> Result<Loaded, CliError> {
+    let (loaded, problem) = read_client_settings(flag)?;
+    if let Some(problem) = problem.filter(config::ConfigErrors::is_unreadable) {
+        tell_going_on(&loaded, &problem);
+    }
+    Ok(loaded)
 }
 
 /// [`read_client_settings`], the problem told on stderr.
 pub(super) fn load_client_settings(flag: Option<&Path>) -> Result<Loaded, CliError> {
     let (loaded, problem) = read_client_settings(flag)?;
     if let Some(problem) = problem {
-        let problem = mneme_core::text::escape_controls(&problem.to_string()).into_owned();
-        // Which sections were read (review67 #2, review69 #3).
-        let with = loaded.going_on_with();
-        crate::say!("mneme: {problem}\nmneme: going on with {with}: the daemon keeps its last good configuration");
+        tell_going_on(&loaded, &problem);
     }
     Ok(loaded)
+}
+
+/// The config file's problem, and which of its sections the command goes on with.
+fn tell_going_on(loaded: &Loaded, problem: &config::ConfigErrors) {
+    let problem = mneme_core::text::escape_controls(&problem.to_string()).into_owned();
+    // Which sections were read (review67 #2, review69 #3).
+    let with = loaded.going_on_with();
+    crate::say!("mneme: {problem}\nmneme: going on with {with}: the daemon keeps its last good configuration");
 }
 
 pub(super) fn config(flag: Option<&Path>, action: ConfigAction, as_json: bool) -> Result<ExitCode, CliError> {
@@ -113,12 +124,8 @@ pub(super) async fn remote(flag: Option<&Path>, command: Command, as_json: bool)
         };
         return Err(CliError::Other(what.into()));
     }
-    // A file that cannot be read at all leaves reload on the defaults, which may name another
-    // port than the daemon's: said then, or the only word was "not running" (review106 #4).
-    let unreadable = matches!(command, Command::Reload)
-        && read_client_settings(flag).is_ok_and(|(_, problem)| problem.is_some_and(|p| p.is_unreadable()));
     let settings = match command {
-        Command::Reload if !unreadable => load_client_settings_quietly(flag)?.settings,
+        Command::Reload => load_settings_for_reload(flag)?.settings,
         _ => load_client_settings(flag)?.settings,
     };
     let client = Client::connect_for_command(&settings).await?;

@@ -158,7 +158,9 @@ fn unusable(path: &Path) -> Result<(), SpoolError> {
 /// What a restart does with a spool file gone under the daemon (see [`SpoolError::Gone`]).
 fn gone_advice(what: &str) -> &'static str {
     match what {
-        "was deleted" => "it writes the spool back to its path as it stops: what it acknowledged before is kept",
+        mneme_core::database_file::DELETED => {
+            "it writes the spool back to its path as it stops: what it acknowledged before is kept"
+        }
         _ => "it reads the file now at that path: what waited in the one it had open may be lost",
     }
 }
@@ -168,7 +170,7 @@ fn gone_advice(what: &str) -> &'static str {
 /// file no start reads, and the restart the refusal of retains advises lost every acknowledged
 /// retain still waiting (review106 #1). A file put in its place is left alone: it is someone's.
 fn written_back_if_deleted(conn: &Connection, file: &mneme_core::database_file::OpenedFile) {
-    if file.gone() != Some("was deleted") || file.path().exists() {
+    if file.gone() != Some(mneme_core::database_file::DELETED) || file.path().exists() {
         return;
     }
     let path = file.path();

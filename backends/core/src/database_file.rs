@@ -92,6 +92,9 @@ pub struct OpenedFile {
     seen_holding: std::sync::atomic::AtomicBool,
 }
 
+/// What [`OpenedFile::gone`] says of a file deleted under the daemon.
+pub const DELETED: &str = "was deleted";
+
 /// How often, at most, [`OpenedFile::gone_cheaply`] looks at the log: a `stat` of it on every retain
 /// cost a quarter of the retain path's CPU (109 to 135 µs a retain, measured), and a log
 /// deleted by hand is noticed within this all the same.
@@ -137,7 +140,7 @@ impl OpenedFile {
         use std::sync::atomic::Ordering::Relaxed;
         let opened = self.identity?;
         match std::fs::metadata(&self.path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("was deleted"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(DELETED),
             Ok(m) if (m.dev(), m.ino()) != opened => Some("was replaced by another file"),
             // Truncated in place (review106 #5): what is written now lands after a hole where
             // the database's first pages were, and no later start can read it.

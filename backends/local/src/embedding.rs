@@ -457,10 +457,17 @@ impl Semantic {
             self.defer_to_retains();
             let last = batch.last().map_or(after, |p| p.pid);
             // Texts embedded lately (the passages of a document stored again) are not sent again.
-            let (known, batch): (Vec<_>, Vec<_>) =
-                batch.into_iter().partition(|p| recent.get(p.embedding_text()).is_some());
-            let known_vectors: Vec<Vec<f32>> =
-                known.iter().filter_map(|p| recent.get(p.embedding_text()).map(<[f32]>::to_vec)).collect();
+            let (mut known, mut known_vectors, mut unknown) = (Vec::new(), Vec::new(), Vec::new());
+            for p in batch {
+                match recent.get(p.embedding_text()) {
+                    Some(v) => {
+                        known_vectors.push(v.to_vec());
+                        known.push(p);
+                    }
+                    None => unknown.push(p),
+                }
+            }
+            let batch = unknown;
             let sent = batch.len();
             let texts: Vec<&str> = batch.iter().map(Unembedded::embedding_text).collect();
             let embedded = match texts.is_empty() {
