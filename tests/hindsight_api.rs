@@ -1621,6 +1621,54 @@ async fn a_mental_models_trigger_is_checked_as_a_recalls_filter_is() {
     assert!(v["trigger"]["fact_types"].is_null(), "the refused update changed nothing: {v}");
 }
 
+/// A trigger's fields are read as Hindsight 1.1.0's server reads them (pydantic's lax mode,
+/// measured against the real server): `3600.0`, `"3_600"` and `true` are integers, `"yes"` and
+/// `1` booleans, kept in the type read; what the server refuses (a fraction, `"1e3"`, a boolean
+/// word with blanks around it, null for a field with a default) is a 422.
+#[tokio::test]
+async fn a_mental_models_trigger_is_read_as_hindsight_reads_it() {
+    let d = Daemon::start(LEXICAL);
+    let model = |id: &str, trigger: Value| json!({"id": id, "name": id, "source_query": "widget", "trigger": trigger});
+    for (i, (field, sent, read)) in [
+        ("min_refresh_interval_seconds", json!(3600.0), json!(3600)),
+        ("min_refresh_interval_seconds", json!(" 3_600.0 "), json!(3600)),
+        ("min_refresh_interval_seconds", json!("+60"), json!(60)),
+        ("min_refresh_interval_seconds", json!(true), json!(1)),
+        ("recall_max_tokens", json!("-0"), json!(0)),
+        ("refresh_after_consolidation", json!("Yes"), json!(true)),
+        ("keep_trace", json!(0), json!(false)),
+        ("include_chunks", json!(1.0), json!(true)),
+        ("include_chunks", json!(null), json!(null)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = format!("lax{i}");
+        let (status, v) = d.post(&bank_path("lax", "/mental-models"), model(&id, json!({ field: sent }))).await;
+        assert_eq!(status, 200, "{field}: {sent}: {v}");
+        let (_, v) = d.get(&bank_path("lax", &format!("/mental-models/{id}?detail=full"))).await;
+        assert_eq!(v["trigger"][field], read, "{field}: {sent}: {v}");
+    }
+    for (field, sent) in [
+        ("min_refresh_interval_seconds", json!(3600.5)),
+        ("min_refresh_interval_seconds", json!("1e3")),
+        ("min_refresh_interval_seconds", json!("3600.")),
+        ("min_refresh_interval_seconds", json!("")),
+        ("min_refresh_interval_seconds", json!(1e20)),
+        ("min_refresh_interval_seconds", json!("-1")),
+        ("refresh_after_consolidation", json!(" yes ")),
+        ("refresh_after_consolidation", json!(2)),
+        ("refresh_after_consolidation", json!(null)),
+        ("mode", json!(null)),
+        ("keep_trace", json!("1.0")),
+    ] {
+        let (status, v) = d.post(&bank_path("lax", "/mental-models"), model("refused", json!({ field: sent }))).await;
+        assert_eq!(status, 422, "{field}: {sent}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("trigger.{field} must be")), "{v}");
+    }
+}
+
 /// An id holding a `<private>` tag is refused saying so (422, as the server answers a field it
 /// refuses), not blaming the `/` of `</private>` (review105 #4).
 #[tokio::test]

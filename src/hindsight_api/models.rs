@@ -416,7 +416,7 @@ fn full_trigger(sent: Option<Value>) -> Value {
 /// the model never computed, and said so nowhere (review105 #2, #3). The messages do not repeat
 /// what was sent.
 fn checked_trigger(sent: Option<Value>) -> Result<Option<Value>, CompatError> {
-    let Some(trigger) = sent.filter(|t| !t.is_null()) else { return Ok(None) };
+    let Some(mut trigger) = sent.filter(|t| !t.is_null()) else { return Ok(None) };
     let Value::Object(fields) = &trigger else {
         return Err(CompatError::Invalid("trigger must be an object".into()));
     };
@@ -452,13 +452,25 @@ fn checked_trigger(sent: Option<Value>) -> Result<Option<Value>, CompatError> {
             )
         })?;
     }
-    // The rest of Hindsight's trigger, typed as its API types it (review107 #2): mneme keeps
-    // them as sent, and a client reads them back.
+    // The rest of Hindsight's trigger, typed as its API types it (review107 #2), and read as
+    // its server reads them (pydantic's lax mode: `3600.0` and `"3600"` are the integer 3600,
+    // `"yes"` and `1` are true); kept in the type read, as the server keeps them, for a client
+    // reads them back.
+    let mut read = Vec::new();
     for (name, kind) in TRIGGER_FIELDS {
+        if NOT_NULL.contains(&name) && fields.get(name).is_some_and(Value::is_null) {
+            return Err(CompatError::Invalid(format!("trigger.{name} must be {}, not null", kind.said())));
+        }
         if let Some(value) = given(name) {
-            if !kind.fits(&value) {
-                return Err(CompatError::Invalid(format!("trigger.{name} must be {}", kind.said())));
-            }
+            let value = kind
+                .read(&value)
+                .ok_or_else(|| CompatError::Invalid(format!("trigger.{name} must be {}", kind.said())))?;
+            read.push((name, value));
+        }
+    }
+    if let Value::Object(fields) = &mut trigger {
+        for (name, value) in read {
+            fields.insert(name.to_owned(), value);
         }
     }
     Ok(Some(trigger))
@@ -478,16 +490,19 @@ enum FieldKind {
 }
 
 impl FieldKind {
-    fn fits(self, v: &Value) -> bool {
-        match self {
-            FieldKind::Bool => v.is_boolean(),
+    /// The value as Hindsight's server reads it for this type (pydantic's lax mode, measured
+    /// against Hindsight 1.1.0), or None where the server refuses it.
+    fn read(self, v: &Value) -> Option<Value> {
+        let fits = match self {
+            FieldKind::Bool => return lax_bool(v).map(Value::Bool),
+            FieldKind::Integer => return lax_integer(v).map(Value::from),
+            FieldKind::AtLeast(least) => return lax_integer(v).filter(|&n| n >= least).map(Value::from),
             FieldKind::Text => v.is_string(),
-            FieldKind::Integer => v.is_i64() || v.is_u64(),
-            FieldKind::AtLeast(least) => v.as_i64().is_some_and(|n| n >= least) || (least <= 0 && v.is_u64()),
             FieldKind::OneOf(values) => v.as_str().is_some_and(|s| values.contains(&s)),
             FieldKind::TextList => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
             FieldKind::Object => v.is_object(),
-        }
+        };
+        fits.then(|| v.clone())
     }
 
     fn said(self) -> String {
@@ -505,6 +520,50 @@ impl FieldKind {
         }
     }
 }
+
+/// An integer as pydantic's lax mode reads one (measured against Hindsight 1.1.0): an integer, a
+/// float with no fraction, a boolean, or a string of digits (blanks around it, a sign, `_`
+/// between digits and a fraction of zeros allowed: `" 3_600.0 "`). A value out of i64 is refused.
+fn lax_integer(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64().or_else(|| {
+            let f = n.as_f64()?;
+            (f.fract() == 0.0 && f.abs() < 9.2e18).then_some(f as i64)
+        }),
+        Value::Bool(b) => Some(i64::from(*b)),
+        Value::String(s) => {
+            let (whole, fraction) = s.trim().split_once('.').unwrap_or((s.trim(), "0"));
+            let digits = whole.strip_prefix(['+', '-']).unwrap_or(whole);
+            let grouped = !digits.is_empty()
+                && digits.split('_').all(|group| !group.is_empty() && group.bytes().all(|b| b.is_ascii_digit()));
+            let zeros = !fraction.is_empty() && fraction.bytes().all(|b| b == b'0');
+            (grouped && zeros).then(|| whole.replace('_', "").parse().ok()).flatten()
+        }
+        _ => None,
+    }
+}
+
+/// A boolean as pydantic's lax mode reads one: a boolean, 0 or 1 (integer or float), or one of
+/// its words for them in any case (no blanks around it).
+fn lax_bool(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if f == 0.0 => Some(false),
+            Some(f) if f == 1.0 => Some(true),
+            _ => None,
+        },
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "0" | "off" | "f" | "false" | "n" | "no" => Some(false),
+            "1" | "on" | "t" | "true" | "y" | "yes" => Some(true),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The trigger's fields Hindsight's API does not take a null for (each has a default instead).
+const NOT_NULL: [&str; 4] = ["mode", "refresh_after_consolidation", "exclude_mental_models", "keep_trace"];
 
 /// Hindsight 1.1.0's `MentalModelTrigger` fields but the three recall reads (null is "not
 /// given" for each).
