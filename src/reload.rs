@@ -76,6 +76,10 @@ pub struct Reloader {
     notices: Notices,
     /// The text and the warnings of the last file read that loaded.
     last_warned: std::sync::Mutex<Option<(String, Vec<String>)>>,
+    /// The last "restart mneme to apply" notice told, until a reload finds nothing waiting for a
+    /// restart: the same notice is not told again (an edit's watcher and the `mneme reload` that
+    /// followed it each told it: review109).
+    last_restart_told: std::sync::Mutex<Option<String>>,
     /// When the last switch of backend ended, and the backend it switched from.
     last_switch: std::sync::Mutex<Option<(std::time::Instant, BackendId)>>,
     /// The file's text as the start read it.
@@ -105,6 +109,7 @@ impl Reloader {
             sessions,
             notices,
             last_warned: std::sync::Mutex::new(at_start),
+            last_restart_told: std::sync::Mutex::new(None),
             last_switch: std::sync::Mutex::new(None),
             text_at_start,
         }
@@ -268,7 +273,15 @@ impl Reloader {
                     ));
                 }
             }
-            self.notices.emit(Level::Warning, "config", None, message).await;
+            let told = {
+                let mut last = self.last_restart_told.lock().unwrap_or_else(|p| p.into_inner());
+                last.replace(message.clone()).as_ref() == Some(&message)
+            };
+            if !told {
+                self.notices.emit(Level::Warning, "config", None, message).await;
+            }
+        } else {
+            *self.last_restart_told.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
         let swap = new.memory.backend != old.memory.backend
             || (new.memory.backend == BackendId::Local

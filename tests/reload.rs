@@ -141,6 +141,11 @@ async fn tuning_applies_without_a_swap_and_restart_only_keys_are_reported() {
     wait_for_notice(&d, "server.max_body_bytes changed in").await;
     wait_for_notice(&d, "restart mneme to apply it").await;
     d.cli().arg("reload").assert().success();
+    // Told once: the file watcher's reload and `mneme reload` each told it (review109).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let told = notices(&d).await;
+    let told = told.iter().filter(|n| n["message"].as_str().unwrap().contains("server.max_body_bytes changed in"));
+    assert_eq!(told.count(), 1, "{:?}", notices(&d).await);
     // Two keys: "apply them" (review98 #4).
     std::fs::write(d.config_path(), "[server]\nmax_body_bytes = 9999\n[queue]\nsync = \"normal\"\n").unwrap();
     let (_, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
