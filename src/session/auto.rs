@@ -211,6 +211,14 @@ impl Sessions {
             } else {
                 self.pass_over_turns(&session, &settings, &messages, &end, sent).await?;
             }
+        } else if end.last && session.parent.is_none() {
+            // A side turn (a title, a summary) that ends the session: its messages are not the
+            // conversation, but `ends_session` retains everything now, the session's tail kept
+            // for the cadence too, as the idle retain would (review109: it waited for that).
+            if let Some(pending) = &session.pending {
+                self.queue_pending(&session, pending).await?;
+                retained = 1;
+            }
         }
         drop(turn_lock);
         let flushed = self.flush(session.queue_id(), end.delivery).await;

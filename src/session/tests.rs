@@ -290,6 +290,20 @@ async fn a_tail_below_the_cadence_is_retained_when_the_session_ends() {
     assert_eq!(s.agent_end("b", &turns(4), Turn::Work, last.clone()).await.unwrap().0, 1);
     assert_eq!(s.agent_end("b", &turns(4), Turn::Work, last).await.unwrap().0, 0, "nothing twice");
     assert!(s.get("b").unwrap().pending.is_none());
+
+    // A side turn (a title's) that ends the session retains the tail too, not its own
+    // messages; it waited for the idle retain (review109).
+    s.start(start("c")).await.unwrap();
+    s.agent_end("c", &turns(2), Turn::Work, TurnEnd::default()).await.unwrap();
+    let before = r.local.status().await.memories.unwrap();
+    let title = vec![Message::new("user", "Give this conversation a title"), Message::new("assistant", "Otters")];
+    let last = TurnEnd { last: true, ..TurnEnd::default() };
+    assert_eq!(s.agent_end("c", &title, Turn::Side, last.clone()).await.unwrap().0, 1);
+    assert!(s.get("c").unwrap().pending.is_none());
+    assert_eq!(s.agent_end("c", &title, Turn::Side, last).await.unwrap().0, 0, "nothing twice");
+    r.queue.flush("c").await;
+    assert_eq!(r.local.status().await.memories, Some(before + 1), "the tail was stored");
+    assert!(!stored(&r).await.contains("Give this conversation a title"), "the side turn is not stored");
 }
 
 #[tokio::test]
