@@ -184,9 +184,9 @@ pub fn normalize(body: &Value) -> Normalized {
             let role = role_of(m);
             let text = content_text(m.get("content").unwrap_or(&Value::Null));
             if is_system(&role) {
-                if let Some(s) = m.get("content").and_then(Value::as_str) {
-                    system_parts.push(s.to_owned());
-                }
+                // A string or a list of text parts, both Chat Completions' shapes: a list was
+                // dropped, and a title request came out `normal` (review113 #1).
+                system_parts.push(text);
             } else {
                 messages.push((role, text));
             }

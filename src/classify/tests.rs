@@ -140,6 +140,14 @@ fn body_shapes_normalize() {
         "messages": [{"role": "developer", "content": "You are a title generator."}, {"role": "user", "content": "q"}]
     }));
     assert_eq!((developer.system.as_str(), developer.messages.len()), ("You are a title generator.", 1));
+    // Chat Completions' system (or developer) content as a list of text parts is read too: it
+    // was dropped, and a title request came out `normal` (review113 #1).
+    let parts = json!({
+        "messages": [{"role": "system", "content": [{"type": "text", "text": "You are a title generator."}]},
+                     {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]}, {"role": "user", "content": "q"}]
+    });
+    assert_eq!(normalize(&parts).system, "You are a title generator.\n\nBe brief.");
+    assert_eq!(classify(&ClassifySettings::default(), &[], &parts).kind, Kind::Meta);
     let responses_system = normalize(&json!({
         "input": [{"role": "system", "content": "one"}, {"role": "developer", "content": [{"type": "input_text", "text": "two"}]},
                   {"role": "user", "content": "q"}]
