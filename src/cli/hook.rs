@@ -389,13 +389,42 @@ fn mcp_tools() -> ToolNames {
 
 /// The tools a Claude Code session in `cwd` has: mneme's MCP tools when a `mneme` MCP server is
 /// configured for it (a `.mcp.json` in the project that the settings enable, or `~/.claude.json`
-/// for the user or the project); none otherwise (hooks only).
+/// for the user or the project); none otherwise (hooks only). Settings are read as Claude Code
+/// merges them: the project's, the user's (`~/.claude/settings.json`, where `--install` advises
+/// the approval: review113 #4) and the managed ones.
 fn tools_in(cwd: &Path, home: Option<&Path>) -> ToolNames {
-    let read = |p: &Path| std::fs::read_to_string(p).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok());
-    let user = home.and_then(|h| read(&h.join(".claude.json")));
+    tools_in_with(cwd, home, Path::new(MANAGED_SETTINGS))
+}
+
+/// Where Claude Code reads its managed (system-wide) settings on Linux.
+const MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
+
+/// The longest settings or `.mcp.json` file read (as `--mcp-headers` reads `.mcp.json`).
+const MAX_SETTINGS_FILE: u64 = 1024 * 1024;
+
+/// The longest `~/.claude.json` read: Claude Code keeps each project's state in it.
+const MAX_USER_STATE_FILE: u64 = 64 * 1024 * 1024;
+
+/// [`tools_in`], with the managed settings file given.
+fn tools_in_with(cwd: &Path, home: Option<&Path>, managed: &Path) -> ToolNames {
+    // Regular files only, bounded: in a shared folder above the project (/tmp) another user's
+    // `.mcp.json` may be a FIFO, which hung every hook past Claude Code's timeout (the breaker
+    // never tripped), or a link to /dev/zero, read into gigabytes (review113 #2).
+    let read_at_most = |p: &Path, max: u64| {
+        crate::files::read_regular_bounded(p, max).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok())
+    };
+    let read = |p: &Path| read_at_most(p, MAX_SETTINGS_FILE);
+    let user = home.and_then(|h| read_at_most(&h.join(".claude.json"), MAX_USER_STATE_FILE));
     if user.as_ref().is_some_and(|u| u["mcpServers"]["mneme"].is_object()) {
         return mcp_tools();
     }
+    // A project's .mcp.json servers run only once approved.
+    let approves = |v: &Value| {
+        v["enableAllProjectMcpServers"] == true
+            || v["enabledMcpjsonServers"].as_array().is_some_and(|a| a.iter().any(|s| s == "mneme"))
+    };
+    let user_settings = home.and_then(|h| read(&h.join(".claude/settings.json")));
+    let approved_for_every_project = user_settings.iter().chain(read(managed).iter()).any(approves);
     for dir in cwd.ancestors() {
         let key = dir.display().to_string();
         let project = user.as_ref().map(|u| &u["projects"][&key]);
@@ -406,11 +435,9 @@ fn tools_in(cwd: &Path, home: Option<&Path>) -> ToolNames {
         if !mcp["mcpServers"]["mneme"].is_object() {
             continue;
         }
-        // A project's .mcp.json servers run only once approved.
-        let approves = |v: &Value| {
-            v["enableAllProjectMcpServers"] == true
-                || v["enabledMcpjsonServers"].as_array().is_some_and(|a| a.iter().any(|s| s == "mneme"))
-        };
+        if approved_for_every_project {
+            return mcp_tools();
+        }
         let settings = [".claude/settings.json", ".claude/settings.local.json"].map(|f| read(&dir.join(f)));
         if settings.iter().flatten().any(approves) || project.is_some_and(approves) {
             return mcp_tools();
@@ -513,5 +540,44 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join(".claude.json"), r#"{"mcpServers": {"mneme": {"type": "http"}}}"#).unwrap();
         assert_eq!(tools_in(other.path(), Some(home.path())), mcp_tools(), "a user-scope server");
+    }
+
+    /// The approval in the user's settings (where `--install` advises it) or the managed ones
+    /// counts for every project (review113 #4).
+    #[test]
+    fn an_approval_in_the_users_or_the_managed_settings_counts() {
+        let (home, project, etc) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let managed = etc.path().join("managed-settings.json");
+        std::fs::write(project.path().join(".mcp.json"), r#"{"mcpServers": {"mneme": {"type": "http"}}}"#).unwrap();
+        let tools = || tools_in_with(project.path(), Some(home.path()), &managed);
+        assert_eq!(tools(), ToolNames::default(), "not approved yet");
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::write(home.path().join(".claude/settings.json"), r#"{"enabledMcpjsonServers": ["mneme"]}"#).unwrap();
+        assert_eq!(tools(), mcp_tools(), "approved in ~/.claude/settings.json");
+        std::fs::remove_file(home.path().join(".claude/settings.json")).unwrap();
+        std::fs::write(&managed, r#"{"enableAllProjectMcpServers": true}"#).unwrap();
+        assert_eq!(tools(), mcp_tools(), "approved in the managed settings");
+    }
+
+    /// A `.mcp.json` (or settings file) above the project that is a FIFO or a link to /dev/zero
+    /// (another user's, in /tmp) is passed over at once: it hung every hook, or was read into
+    /// gigabytes (review113 #2).
+    #[test]
+    fn a_fifo_or_an_endless_file_above_the_project_is_passed_over() {
+        let (home, shared) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let project = shared.path().join("proj");
+        std::fs::create_dir_all(project.join(".claude")).unwrap();
+        std::fs::write(project.join(".mcp.json"), r#"{"mcpServers": {"mneme": {"type": "http"}}}"#).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", project.join(".claude/settings.json")).unwrap();
+        let fifo =
+            std::ffi::CString::new(shared.path().join(".mcp.json").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string; mkfifo(3) only creates the file.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let (cwd, home_dir) = (project.clone(), home.path().to_owned());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(tools_in(&cwd, Some(&home_dir))).unwrap());
+        let tools = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("tools_in returned; it hung on the FIFO");
+        assert_eq!(tools, ToolNames::default(), "not approved: the settings file is no regular file");
     }
 }
