@@ -445,7 +445,7 @@ fn opencode_plugin_smoke_test() {
     let Some(r) = run("check-opencode-plugin.sh") else { return };
     let out = std::fs::read_to_string(r.out.join("logs/plugin-smoke.txt")).unwrap();
     assert_eq!(r.step("smoke")["rc"], 0, "{out}");
-    assert!(out.contains(" 18 pass") && out.contains(" 0 fail"), "{out}");
+    assert!(out.contains(" 19 pass") && out.contains(" 0 fail"), "{out}");
 }
 
 #[test]

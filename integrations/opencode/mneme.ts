@@ -268,8 +268,8 @@ function closeBreaker() {
  * hours, every recall and retain skipped without a word (review63 #6).
  */
 let skipUntil = 0
-/** Whether the shared breaker file may be set (checked once a process, then kept up to date). */
-let tripped = breakerOpen()
+/** Whether the shared breaker file was seen set, by this process or another (to remove it). */
+let tripped = false
 
 /** A hook's budget: every call it makes shares it. */
 class Budget {
@@ -376,7 +376,13 @@ async function send(
 ): Promise<{ ok: boolean; status: number; json: any } | null> {
   const left = budget.left()
   if (left <= 0 || performance.now() < skipUntil) return null
-  if (tripped && breakerOpen()) return null
+  // Read at every call (a small file, or none): another process (a Claude Code hook, another
+  // opencode) may trip it after this one loaded, and a long-running opencode then waited out its
+  // full bound on the hung daemon (review113 #3).
+  if (breakerOpen()) {
+    tripped = true
+    return null
+  }
   try {
     const tok = token() ?? ""
     const at = await provenAt(base(), tok, budget)

@@ -637,3 +637,26 @@ test("a token file that is a link, or another user's, is not read: nothing is se
     assert.ok(await created("?own-token", "by-own-token"), JSON.stringify(got))
   })
 })
+
+test("a breaker another process trips after the plugin loaded is honoured at once", async () => {
+  // A hung daemon (its agent-start never answered within the bound), found hung by a Claude Code
+  // hook that wrote the shared breaker after this plugin loaded: the plugin skips the daemon
+  // instead of waiting out its own bound (review113 #3).
+  const { writeFileSync } = await import("node:fs")
+  const { join } = await import("node:path")
+  const answer = (got: Got) => {
+    if (got.url === "/v1/sessions") return { json: { session_id: "hung", max_body_bytes: 4194304, recall_timeout_ms: 1000 } }
+    if (got.url.endsWith("/agent-start")) return { json: { inject: null }, delayMs: 4000 }
+    return null
+  }
+  await withFakeDaemon(answer, async (dir, got) => {
+    const { MnemePlugin } = await import(MODULE + "?tripped-elsewhere")
+    const hooks: any = await MnemePlugin({ client: fakeClient, directory: "/tmp/x" } as any)
+    await hooks.event({ event: { type: "session.created", properties: { info: { id: "hung" } } } })
+    writeFileSync(join(dir, "hooks-breaker"), String(Date.now()))
+    const started = Date.now()
+    await hooks["chat.message"]({ sessionID: "hung" }, { parts: [{ type: "text", text: "hi" }] })
+    assert.ok(Date.now() - started < 1000, `it skipped the daemon (${Date.now() - started} ms)`)
+    assert.ok(!got.some((g) => g.url.endsWith("/agent-start")), JSON.stringify(got.map((g) => g.url)))
+  })
+})
