@@ -4,6 +4,8 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -74,6 +76,11 @@ fn main() -> ExitCode {
         },
         Err(_) => default_level.to_owned(),
     };
+    if let Some(krate) = held_whatever_asked(&directives) {
+        mneme::say!(
+            "mneme: MNEME_LOG names {krate}, whose logs are held at error whatever is asked: they carry what MCP clients send before private spans are removed"
+        );
+    }
     let filter = EnvFilter::try_new(quiet_dependencies(&directives)).unwrap_or_else(|_| {
         mneme::say!("mneme: MNEME_LOG is not a log filter: logging at {default_level}");
         EnvFilter::new(default_level)
@@ -87,6 +94,8 @@ fn main() -> ExitCode {
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .log_internal_errors(false)
+            .finish()
+            .with(held())
             .init(),
         Ok("") | Ok("text") | Err(_) => {
             // Colour only for a person at a terminal: a file or a service manager gets plain text.
@@ -96,6 +105,8 @@ fn main() -> ExitCode {
                 .with_ansi(ansi)
                 .with_writer(std::io::stderr)
                 .log_internal_errors(false)
+                .finish()
+                .with(held())
                 .init();
         }
         Ok(other) => {
@@ -111,6 +122,8 @@ fn main() -> ExitCode {
                 .with_ansi(false)
                 .with_writer(std::io::stderr)
                 .log_internal_errors(false)
+                .finish()
+                .with(held())
                 .init();
         }
     }
@@ -160,6 +173,28 @@ const CHATTY: [(&str, &str); 9] = [
     ("reqwest", "info"),
     ("tower_http", "info"),
 ];
+
+/// Crates whose logs carry what clients send before mneme cleans it, held at error whatever
+/// `MNEME_LOG` asks: rmcp logs each MCP request with its tool arguments at debug, `<private>`
+/// spans included, and the client's `initialize` at info (review113 #5: `MNEME_LOG=debug,rmcp=debug`,
+/// the obvious way to debug an MCP client, wrote private text to the log). A filter of its own,
+/// beside `MNEME_LOG`'s: a directive naming a span (`[serve_inner]=debug`) reaches them too.
+const HELD: [&str; 1] = ["rmcp"];
+
+/// The filter that holds [`HELD`] at error.
+fn held() -> tracing_subscriber::filter::FilterFn {
+    tracing_subscriber::filter::filter_fn(|meta| {
+        *meta.level() <= tracing::Level::ERROR
+            || !HELD.iter().any(|krate| {
+                meta.target().strip_prefix(krate).is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+            })
+    })
+}
+
+/// The crate of [`HELD`] that `MNEME_LOG` names, if any (its directive has no effect: said).
+fn held_whatever_asked(directives: &str) -> Option<&'static str> {
+    HELD.into_iter().find(|krate| directives.contains(krate))
+}
 
 /// The first directive of `MNEME_LOG` that is a bare word but neither a level nor one of
 /// mneme's modules (`verbose`, `info;x`): read as a module to log, it would hide every line.

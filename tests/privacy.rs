@@ -874,3 +874,35 @@ async fn a_slash_command_sent_alone_is_retained_without_its_private_arguments() 
         assert!(!contains(&bytes, "CMD-SECRET-77"), "in {path}");
     }
 }
+
+/// `MNEME_LOG` naming the MCP library (`rmcp=debug`, the obvious way to debug an MCP client, or
+/// a span of its) does not bring its logging of requests as sent, `<private>` spans included:
+/// it is held at error, and the daemon says so at its start (review113 #5).
+#[tokio::test]
+async fn naming_the_mcp_library_in_mneme_log_logs_no_private_text() {
+    for asked in ["debug,rmcp=trace", "info,[serve_inner]=trace"] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("daemon.log");
+        let mut d = Daemon::start_logged(dir, "", &[("MNEME_LOG", asked)], Some(&log));
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(d.url("/mcp")).auth_header(d.token.clone()),
+        );
+        let mut info = ClientConfig::default();
+        info.client_info.name = "<private>SECRET-client</private>".into();
+        let client = info.serve(transport).await.expect("initialize");
+        // Refused (no such session) after rmcp read it: the request is what it logs.
+        let args = json!({"content": "mcp fact <private>SECRET-tool</private>", "session_id": "s"});
+        let r = client
+            .call_tool(CallToolRequestParams::new("retain").with_arguments(serde_json::from_value(args).unwrap()))
+            .await;
+        assert!(format!("{r:?}").contains("unknown session"), "{r:?}");
+        let _ = client.cancel().await;
+        d.stop();
+        let log = std::fs::read_to_string(&log).unwrap();
+        assert!(log.contains("INFO"), "{asked}: the daemon logged: {log}");
+        assert!(!log.contains("SECRET-"), "{asked}: the log holds a secret: {log}");
+        if asked.contains("rmcp") {
+            assert!(log.contains("whose logs are held at error whatever is asked"), "{asked}: {log}");
+        }
+    }
+}
