@@ -113,10 +113,22 @@ impl Inner {
                 self.spool.delivered(session, &batch_id, seqs).await;
                 self.metrics.items_delivered.fetch_add(n, Ordering::Relaxed);
                 self.batcher.locked().succeeded(session);
-                if !switched && self.backend_down.swap(false, Ordering::Relaxed) {
+                let (was_down, outage_over) = match switched {
+                    true => (false, false),
+                    false => {
+                        let mut down = self.sessions_down.locked();
+                        let was_down = down.remove(session);
+                        (was_down, was_down && down.is_empty())
+                    }
+                };
+                if outage_over {
                     let message =
                         format!("The {} backend is reachable again; delivering spooled memories.", backend.id());
                     self.notices.emit(Level::Info, backend.id().as_str(), None, message).await;
+                }
+                if was_down {
+                    // Served again after failing: the others backing off need not wait out
+                    // their delay (those the server throttled on their own do).
                     self.wake_waiting_sessions(session);
                 }
                 Step::Delivered(n)
@@ -213,7 +225,13 @@ impl Inner {
         };
         self.batcher.locked().retry_later(session, n, self.clock.now(), delay);
         self.timers_changed.notify_one();
-        if !self.backend_down.swap(true, Ordering::Relaxed) {
+        let outage_begins = {
+            let mut down = self.sessions_down.locked();
+            let first = down.is_empty();
+            down.insert(session.to_owned());
+            first
+        };
+        if outage_begins {
             let message = format!("Memory retention failed for {n} {noun}: {reason} (kept in the spool; retrying)");
             self.notices.emit(Level::Warning, backend.as_str(), Some(session), message).await;
         } else {
@@ -223,12 +241,17 @@ impl Inner {
     }
 
     /// An outage whose items the user dropped (a clear, a forget) is over as far as the queue
-    /// can tell: the next failure is told as a new one. (Only a delivery ended it, and the next
+    /// can tell, for each session with nothing left waiting: once none is left, the next failure
+    /// is told as a new one. (Only a delivery ended it, and the next
     /// outage raised no notice: review82 #3.) Not a dead letter: the server still fails, and
     /// its notice says so (each batch had a second notice under a steady 500: review84's note).
     pub(super) async fn outage_over_if_nothing_waits(&self) {
-        if self.backend_down.load(Ordering::Relaxed) && self.spool.waiting().await.is_ok_and(|w| w.is_empty()) {
-            self.backend_down.store(false, Ordering::Relaxed);
+        if self.sessions_down.locked().is_empty() {
+            return;
+        }
+        // A session whose items are gone no longer waits on the outage.
+        if let Ok(waiting) = self.spool.waiting().await {
+            self.sessions_down.locked().retain(|session| waiting.contains_key(session));
         }
     }
 

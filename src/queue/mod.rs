@@ -182,9 +182,12 @@ struct Inner {
     backend_replaced: Notify,
     tasks: TaskTracker,
     cancel: CancellationToken,
-    /// Set by the first transient failure, cleared by the next success: one notice per outage,
-    /// not one per batch.
-    backend_down: AtomicBool,
+    /// The sessions whose last delivery failed for a passing reason (the backend down, or
+    /// answering it cannot serve now): the outage begins when the first joins (one notice) and
+    /// ends when the last has delivered (one notice). One flag for the whole daemon told a new
+    /// outage, and its end, at every retry of a session the server could not serve yet while
+    /// the others delivered: a pair of notices a second (review111 #2).
+    sessions_down: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// The spool's file was found deleted or replaced (told once).
     spool_gone: AtomicBool,
     /// Deliveries in a row that found the backend unreachable: their backoff grows with it,
@@ -252,7 +255,7 @@ impl Queue {
             backend_replaced: Notify::new(),
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
-            backend_down: AtomicBool::new(false),
+            sessions_down: std::sync::Mutex::default(),
             spool_gone: AtomicBool::new(false),
             unreachable_tries: AtomicU32::new(0),
             spool_full: AtomicBool::new(false),
@@ -472,7 +475,7 @@ impl Queue {
     /// batch that failed (dead-lettered on the new one, they were taken for delivered).
     pub async fn backend_switched(&self) {
         self.inner.backend_replaced.notify_waiters();
-        self.inner.backend_down.store(false, Ordering::Relaxed);
+        self.inner.sessions_down.locked().clear();
         self.inner.unreachable_tries.store(0, Ordering::Relaxed);
         if let Err(e) = self.inner.spool.forget_stored().await {
             tracing::warn!("cannot forget what the old backend stored of failed batches: {e}");

@@ -1083,6 +1083,18 @@ async fn a_session_throttled_alone_backs_off_while_others_are_served() {
     // Doubling from 1 s: tries at about 0, 1, 3, 7 and 15 s; every second without it.
     let tries = b.throttled.load(Ordering::SeqCst);
     assert!(tries <= 6, "{tries} tries in 16 s");
+    // One notice for the outage, none for its end while s1 still waits: the other session's
+    // deliveries ended it, and s1's next retry began a new one, a pair at every retry
+    // (review111 #2).
+    let levels =
+        |notices: Vec<crate::spool::NoticeRow>| notices.iter().map(|n| n.level.as_str().to_owned()).collect::<Vec<_>>();
+    assert_eq!(levels(r.notices.after(0, 100).await.unwrap()), ["warning"]);
+    *b.throttled_prefix.lock().unwrap() = None;
+    r.advance(20_000).await;
+    until(|| async { r.queue.depths().await.spooled == 0 }).await;
+    let notices = r.notices.after(0, 100).await.unwrap();
+    assert_eq!(levels(notices.clone()), ["warning", "info"], "{notices:?}");
+    assert!(notices[1].message.contains("reachable again"), "{notices:?}");
 }
 
 #[tokio::test]
