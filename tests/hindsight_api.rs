@@ -868,6 +868,13 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
         ("recall, types empty", "POST", "/memories/recall".into(), Some(json!({"query": "prefer", "types": []}))),
         ("recall, no room", "POST", "/memories/recall".into(), Some(json!({"query": "prefer", "max_tokens": 0}))),
         ("patch mission", "PATCH", String::new(), Some(json!({"mission": "Keep it short"}))),
+        // Both names given: the server keeps `mission` (review111 #1).
+        (
+            "patch mission and background",
+            "PATCH",
+            String::new(),
+            Some(json!({"mission": "Mission wins", "background": "Background loses"})),
+        ),
         (
             "flat disposition",
             "PATCH",
@@ -927,7 +934,7 @@ async fn answers_match_the_real_hindsight_server_field_by_field() {
         if name.starts_with("recall, no") {
             assert_eq!((&p_body["results"], &o_body["results"]), (&json!([]), &json!([])), "{name}");
         }
-        if name == "patch mission" {
+        if name.starts_with("patch mission") {
             assert_eq!((&o_body["mission"], &o_body["background"]), (&p_body["mission"], &p_body["background"]));
         }
         if name == "flat disposition" {

@@ -586,8 +586,9 @@ impl HindsightApi {
         if let Some(name) = keep(update.name) {
             profile.name = name;
         }
-        // Hindsight 1.1 keeps one text under both names: setting either sets both.
-        for text in [keep(update.mission), keep(update.background)].into_iter().flatten() {
+        // Hindsight 1.1 keeps one text under both names: setting either sets both, and given
+        // both, `mission` wins, as on the server (the last given won: review111 #1).
+        if let Some(text) = keep(update.mission).or_else(|| keep(update.background)) {
             profile.mission = text.clone();
             profile.background = Some(text);
         }
