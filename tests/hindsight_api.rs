@@ -1693,3 +1693,42 @@ async fn ids_with_private_tags_are_refused_saying_so() {
     let (status, v) = d.post(&bank_path("b", "/memories"), item).await;
     assert_eq!(status, 422, "{v}");
 }
+
+/// A mneme whose Hindsight server is another mneme's `/hindsight`: a tool retain is a fact
+/// there (`world`), found by a recall that keeps to facts, and a session's transcript an
+/// `experience`. Every item of no document went as a document of its own and was taken for a
+/// transcript (review111 #3); it now carries the loose-memory mark that says what it is.
+#[tokio::test]
+async fn a_mneme_in_front_of_another_mnemes_hindsight_api_keeps_facts_facts() {
+    let server = Daemon::start(LEXICAL);
+    let client = Daemon::start(&format!(
+        "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"{}\"\napi_token = \"{}\"\n[recall]\ntypes = [\"world\"]\n",
+        server.url("/hindsight"),
+        server.token
+    ));
+    client.start_session("s1", "/p/quokka").await;
+    let fact = json!({"items": [{"content": "We deploy the quokka service with cargo-dist"}]});
+    assert_eq!(client.post("/v1/sessions/s1/retain", fact).await.0, 202);
+    let turns = json!({"messages": [{"role": "user", "content": "how is the quokka service built?"},
+                                    {"role": "assistant", "content": "The quokka service builds with nix."}],
+                       "ends_session": true});
+    let (status, v) = client.post("/v1/sessions/s1/agent-end", turns).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = client.post("/v1/flush", json!({})).await;
+    assert_eq!(v["failed"], 0, "{v}");
+    // The server's own queue (an asynchronous retain) delivers into its store.
+    server.post("/v1/flush", json!({})).await;
+    let out = server.cli().arg("export").output().unwrap();
+    let stored: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let kind_of = |needle: &str| {
+        let m = stored.iter().find(|m| m["content"].as_str().unwrap().contains(needle));
+        m.map(|m| m["type"].clone()).unwrap_or_else(|| panic!("{needle} not stored: {stored:?}"))
+    };
+    assert_eq!(kind_of("cargo-dist"), "world");
+    assert_eq!(kind_of("builds with nix"), "experience");
+    // The client's recall keeps to facts (recall.types) and finds the tool retain.
+    let (status, v) = client.post("/v1/sessions/s1/recall", json!({"query": "how do we deploy quokka?"})).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v.to_string().contains("cargo-dist"), "{v}");
+}

@@ -300,9 +300,7 @@ impl HindsightApi {
                 Some(NewItem {
                     content,
                     context: item.context.as_deref().and_then(|c| crate::session::clean_text(&settings, c)),
-                    // A document is a transcript (oh-my-pi's and mneme's own automatic retains):
-                    // an experience; a bare item is a fact about the world.
-                    kind: if document_id.is_some() { MemoryType::Experience } else { MemoryType::World },
+                    kind: kind_of(&metadata, document_id.as_deref()),
                     append: appends(item) && document_id.is_some(),
                     document_id,
                     tags: Some(tags),
@@ -858,3 +856,21 @@ fn clean_by_document<C: AsRef<str>>(
 
 #[cfg(test)]
 mod tests;
+
+/// The type of a memory a Hindsight client sent: the one a mneme's import kept (see
+/// [`mneme_core::transfer::TYPE_KEY`]); a document is a transcript (oh-my-pi's and mneme's own
+/// automatic retains), an experience, but for one a mneme sent a memory of no document as (its
+/// loose-memory mark names it: review111 #3, a mneme's tool retains were all experiences); a
+/// bare item is a fact about the world.
+fn kind_of(metadata: &std::collections::BTreeMap<String, String>, document_id: Option<&str>) -> MemoryType {
+    use mneme_core::transfer::{LOOSE_MEMORY_KEY, TYPE_KEY};
+    if let Some(kept) = metadata.get(TYPE_KEY).and_then(|t| t.parse().ok()) {
+        return kept;
+    }
+    let loose = document_id.is_some_and(|d| metadata.get(LOOSE_MEMORY_KEY).is_some_and(|mark| mark == d));
+    if document_id.is_some() && !loose {
+        MemoryType::Experience
+    } else {
+        MemoryType::World
+    }
+}

@@ -252,7 +252,7 @@ impl HindsightBackend {
                         content: &m.content,
                         context: m.context.as_deref(),
                         timestamp: retain_timestamp(&m.created_at),
-                        metadata,
+                        metadata: crate::wire::SentMetadata::own(metadata),
                         tags: &m.tags,
                         document_id: Some(
                             m.document_id.as_deref().unwrap_or_else(|| &metadata[crate::wire::LOOSE_MEMORY_KEY]),

@@ -80,6 +80,7 @@ fn cut<'a>(batch_id: &str, items: &'a [MemoryItem], folding: Folding) -> Vec<Par
         let ids = items.iter().filter(|i| i.document_id.is_none()).map(|i| i.id.as_str());
         for (item, id) in sent.items.iter_mut().zip(ids) {
             item.document_id = Some(id);
+            item.metadata.loose_mark = Some(id);
         }
         out.push(sent);
     }
@@ -194,7 +195,7 @@ fn wire(i: &MemoryItem, append: bool) -> RetainItem<'_> {
         content: &i.content,
         context: i.context.as_deref(),
         timestamp: retain_timestamp(&i.timestamp),
-        metadata: &i.metadata,
+        metadata: crate::wire::SentMetadata::own(&i.metadata),
         tags: &i.tags,
         document_id: i.document_id.as_deref(),
         update_mode: append.then_some("append"),

@@ -15,7 +15,7 @@ pub struct RetainItem<'a> {
     /// When it was said (RFC 3339).
     pub timestamp: &'a str,
     /// Free-form string metadata.
-    pub metadata: &'a BTreeMap<String, String>,
+    pub metadata: SentMetadata<'a>,
     /// Tags.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub tags: &'a [String],
@@ -25,6 +25,41 @@ pub struct RetainItem<'a> {
     /// `"append"` adds to the document instead (absent: the server's default, replace).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub update_mode: Option<&'static str>,
+}
+
+/// An item's metadata as sent: its own, and for an item of no document sent as a document of
+/// its own, the loose-memory mark naming that document (see [`LOOSE_MEMORY_KEY`]): read back,
+/// mneme knows it for a memory of no document, and a mneme serving Hindsight's API types it as
+/// such (a fact, not a transcript: review111 #3).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SentMetadata<'a> {
+    /// The item's own.
+    pub own: &'a BTreeMap<String, String>,
+    /// The document an item of none is sent as.
+    pub loose_mark: Option<&'a str>,
+}
+
+impl<'a> SentMetadata<'a> {
+    /// The item's own metadata, unmarked.
+    pub fn own(own: &'a BTreeMap<String, String>) -> Self {
+        Self { own, loose_mark: None }
+    }
+}
+
+impl Serialize for SentMetadata<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (k, v) in self.own {
+            if self.loose_mark.is_none() || k != LOOSE_MEMORY_KEY {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        if let Some(mark) = self.loose_mark {
+            map.serialize_entry(LOOSE_MEMORY_KEY, mark)?;
+        }
+        map.end()
+    }
 }
 
 /// `POST …/memories`
