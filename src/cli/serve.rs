@@ -35,7 +35,7 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     if let Some(task) = hangups_while_opening {
         task.abort();
     }
-    let listener = TcpListener::bind(listen).await.map_err(|e| {
+    let listener = listen_on(listen).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
             " (another program uses it: change server.listen)"
         } else {
@@ -45,6 +45,22 @@ pub(super) async fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     })?;
     daemon.serve(listener, shutdown_signal()).await.map_err(|e| CliError::Other(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The kernel's queue of connections not accepted yet. The standard library's (and tokio's) 128
+/// overflowed under another local user's flood of connections, and the owner's clients' SYNs were
+/// dropped, each retried a second later (review112 #2); the kernel caps it at `somaxconn`.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR`, as tokio's `bind` sets it).
+fn listen_on(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// SIGHUP's default action kills the process: until the daemon's reloader takes the signal, a

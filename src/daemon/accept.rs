@@ -40,6 +40,9 @@ const EVICTION_LOOK: Duration = Duration::from_millis(250);
 /// How long a connection may go without showing the token before it may be cut to make room
 /// (see `idle`): an owner's client shows it on its first requests, within milliseconds.
 const ANONYMOUS_GRACE: Duration = Duration::from_millis(250);
+/// Connections accepted after one without the token, at least, before it may be cut however
+/// young (see `run`).
+const MIN_NEWER_BEFORE_CUT: u64 = 16;
 /// The most bytes a request's line and headers may take; more is answered 431. Agents send a
 /// few hundred.
 const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -92,10 +95,21 @@ pub async fn run(listener: TcpListener, app: Router, limits: Limits, stop: Cance
             _ = stop.cancelled() => break,
         };
         // Connections that never showed the token hold half the places at most: past that, the
-        // oldest of them goes as this one comes, so the owner's clients find a place at once
-        // however many another local user opens (see `idle`).
-        if connections.anonymous() >= limits.max_connections.div_ceil(2) {
-            connections.cut_longest_anonymous(ANONYMOUS_GRACE);
+        // oldest of them open a while goes as this one comes, so the owner's clients find a
+        // place at once however many another local user opens (see `idle`). Past three
+        // quarters, the oldest however young, once a quarter of the places' worth of newer
+        // connections came after it (16 at least): a flood opening half the places every
+        // quarter second kept every one younger than the while, and filled them all (review112
+        // #2). An owner's client shows its token on its first request, long before so many
+        // connections come; and clients asking `/v1/health` (open to all) are not cut by it
+        // below three quarters.
+        let anonymous = connections.anonymous();
+        if anonymous >= limits.max_connections.div_ceil(2) {
+            let crowded = anonymous >= (limits.max_connections * 3).div_ceil(4);
+            let newer = (limits.max_connections as u64 / 4).max(MIN_NEWER_BEFORE_CUT);
+            if !(crowded && connections.cut_longest_anonymous_followed_by(newer)) {
+                connections.cut_longest_anonymous(ANONYMOUS_GRACE);
+            }
         }
         // At the cap, the connection idle longest makes room (see `idle`); when every one is busy,
         // this one waits for a place (and the next ones in the kernel's backlog).

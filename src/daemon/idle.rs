@@ -113,6 +113,27 @@ impl Connections {
         }
     }
 
+    /// Drops the connection open longest on which no request presented the token, if `newer`
+    /// connections at least were accepted after it, however young it is. Returns whether there
+    /// was one. (See `accept`: under a flood faster than [`Self::cut_longest_anonymous`]'s age
+    /// lets it cut, every connection is young; counted in connections accepted after it, an
+    /// owner's client still has the time those take to come to show its token.)
+    pub fn cut_longest_anonymous_followed_by(&self, newer: u64) -> bool {
+        let next = self.next.load(Ordering::Relaxed);
+        let open = self.locked();
+        let anonymous = open
+            .iter()
+            .filter(|(id, c)| !c.authenticated && !c.cut.is_cancelled() && **id + newer < next)
+            .min_by_key(|(id, _)| **id);
+        match anonymous {
+            Some((_, c)) => {
+                c.cut.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Closes the connection idle longest, if one has been idle for `at_least` (a connection
     /// just accepted is idle until its request's headers are read: closed at once, each new
     /// client would close the one before it). Returns whether there was one.
