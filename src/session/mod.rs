@@ -526,6 +526,7 @@ impl Sessions {
         };
         self.save(&session.id).await?;
         self.trim_in_background();
+        self.keep_up_with_the_trim(&session.id).await;
         // Its subagents move with it (their retains already do, see `route`): a clear, a
         // compaction or the instructions of one would otherwise name the old project. A session
         // that became another's subagent hands its own to that one (aliases are one level): they
@@ -685,9 +686,39 @@ impl Sessions {
         }
         let sessions = self.clone();
         tokio::spawn(async move {
-            sessions.forget_least_recent(sessions.inner.max_sessions).await;
+            let max = sessions.inner.max_sessions;
+            // Pass after pass while past the most: the starts made during a pass (ends are
+            // slower than starts) were left, and nothing trimmed them after the last start
+            // (review112 #3: 40,000 starts left 15,944 live sessions).
+            let mut ended_some = true;
+            while ended_some && sessions.inner.map.locked().len() > max {
+                ended_some = sessions.forget_least_recent(max).await > 0;
+            }
             sessions.inner.trimming.store(false, Ordering::SeqCst);
+            // A start between the last look and the flag let go did not begin a pass. (None
+            // again after a pass that ended nothing: a full disk, say, until the next start.)
+            if ended_some {
+                sessions.trim_in_background();
+            }
         });
+    }
+
+    /// A start made while the live sessions are past the most by a tenth ends the least
+    /// recently seen other one itself, as a pass does: a client starting sessions faster than a
+    /// pass ends them (each writes the spool) grew the daemon past the most for as long as it
+    /// went on (review112 #3). One a start keeps the count from growing; the pass brings it down.
+    async fn keep_up_with_the_trim(&self, started: &str) {
+        let max = self.inner.max_sessions;
+        let oldest = {
+            let map = self.inner.map.locked();
+            if map.len() <= max + (max / 10).max(1) {
+                return;
+            }
+            map.values().filter(|s| s.id != started).min_by_key(|s| s.last_seen).map(|s| (s.id.clone(), s.last_seen))
+        };
+        if let Some((id, seen)) = oldest {
+            self.end_each(vec![id], |s| s.last_seen <= seen, "a least recently seen session").await;
+        }
     }
 
     /// Ends each of the sessions `ids` that is still `due` (one may have been seen since it was

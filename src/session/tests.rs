@@ -235,6 +235,29 @@ async fn idle_sessions_are_forgotten_while_the_daemon_runs() {
     assert_eq!(s.forget_expired().await, 0);
 }
 
+/// Sessions started in a loop, faster than a pass ends them: the count stays near the most
+/// (a start past it by a tenth ends one itself) and comes down to it once the loop stops. The
+/// starts made during a pass were left, and nothing trimmed them after the last start
+/// (review112 #3).
+#[tokio::test]
+async fn sessions_started_in_a_loop_stay_near_the_most() {
+    let r = rig();
+    let mut s = sessions(&r, Settings::default()).await;
+    Arc::get_mut(&mut s.inner).expect("no other reference yet").max_sessions = 20;
+    for i in 0..300 {
+        let req = StartRequest { session_id: format!("loop-{i}"), cwd: "/p/loop".into(), ..StartRequest::default() };
+        s.start(req).await.unwrap();
+        let live = s.inner.map.locked().len();
+        assert!(live <= 20 + 2 + 1, "{live} live sessions after {} starts (at most 20)", i + 1);
+    }
+    let started = std::time::Instant::now();
+    while s.inner.map.locked().len() > 20 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "never trimmed back to the most");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(s.get("loop-299").is_ok(), "the last started is kept");
+}
+
 /// Past the most live sessions, the least recently seen are ended (their tails queued
 /// first), down to nine tenths: a client starting new sessions in a loop grew the daemon
 /// without bound. A start past the most does it in the background.
