@@ -198,6 +198,9 @@ struct Inner {
     max_sessions: usize,
     /// A pass of [`Sessions::forget_least_recent`] is under way.
     trimming: std::sync::atomic::AtomicBool,
+    /// Held by a pass of [`Sessions::forget_least_recent`] in the background and by a start
+    /// that waits for one (see [`Sessions::keep_up_with_the_trim`]).
+    trim_gate: tokio::sync::Mutex<()>,
     /// `retain.idle_after` was changed by a reload: the idle sweep's pass is due on the new
     /// interval, not at the end of the old one.
     idle_after_changed: tokio::sync::Notify,
@@ -262,6 +265,7 @@ impl Sessions {
                 forgets: Default::default(),
                 max_sessions: MAX_SESSIONS,
                 trimming: Default::default(),
+                trim_gate: Default::default(),
                 idle_after_changed: tokio::sync::Notify::new(),
             }),
         };
@@ -526,7 +530,6 @@ impl Sessions {
         };
         self.save(&session.id).await?;
         self.trim_in_background();
-        self.keep_up_with_the_trim(&session.id).await;
         // Its subagents move with it (their retains already do, see `route`): a clear, a
         // compaction or the instructions of one would otherwise name the old project. A session
         // that became another's subagent hands its own to that one (aliases are one level): they
@@ -553,6 +556,10 @@ impl Sessions {
                 tracing::warn!(session = id, "backend could not prepare {}: {e}", scope.bank);
             }
         });
+        // Without this session's turn lock: the one it ends takes its own, and two starts
+        // ending each other's session waited for each other for ever.
+        drop(_turn);
+        self.keep_up_with_the_trim().await;
         Ok(session)
     }
 
@@ -687,6 +694,7 @@ impl Sessions {
         let sessions = self.clone();
         tokio::spawn(async move {
             let max = sessions.inner.max_sessions;
+            let gate = sessions.inner.trim_gate.lock().await;
             // Pass after pass while past the most: the starts made during a pass (ends are
             // slower than starts) were left, and nothing trimmed them after the last start
             // (review112 #3: 40,000 starts left 15,944 live sessions).
@@ -694,6 +702,7 @@ impl Sessions {
             while ended_some && sessions.inner.map.locked().len() > max {
                 ended_some = sessions.forget_least_recent(max).await > 0;
             }
+            drop(gate);
             sessions.inner.trimming.store(false, Ordering::SeqCst);
             // A start between the last look and the flag let go did not begin a pass. (None
             // again after a pass that ended nothing: a full disk, say, until the next start.)
@@ -703,21 +712,20 @@ impl Sessions {
         });
     }
 
-    /// A start made while the live sessions are past the most by a tenth ends the least
-    /// recently seen other one itself, as a pass does: a client starting sessions faster than a
-    /// pass ends them (each writes the spool) grew the daemon past the most for as long as it
-    /// went on (review112 #3). One a start keeps the count from growing; the pass brings it down.
-    async fn keep_up_with_the_trim(&self, started: &str) {
+    /// A start made while the live sessions are past the most by a tenth waits for a pass
+    /// that brings them down to the most (one at a time: the others wait for it, and find it
+    /// done). A client starting sessions faster than a pass ends them (each end writes the
+    /// spool) grew the daemon past the most for as long as it went on (review112 #3); now it
+    /// goes at the pace of the ends.
+    async fn keep_up_with_the_trim(&self) {
         let max = self.inner.max_sessions;
-        let oldest = {
-            let map = self.inner.map.locked();
-            if map.len() <= max + (max / 10).max(1) {
-                return;
-            }
-            map.values().filter(|s| s.id != started).min_by_key(|s| s.last_seen).map(|s| (s.id.clone(), s.last_seen))
-        };
-        if let Some((id, seen)) = oldest {
-            self.end_each(vec![id], |s| s.last_seen <= seen, "a least recently seen session").await;
+        let past = || self.inner.map.locked().len() > max + (max / 10).max(1);
+        if !past() {
+            return;
+        }
+        let _gate = self.inner.trim_gate.lock().await;
+        if past() {
+            self.forget_least_recent(max).await;
         }
     }
 
