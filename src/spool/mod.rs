@@ -200,6 +200,8 @@ impl Spool {
     /// Opens the spool with the given durability of a commit.
     pub fn open_with(path: &Path, sync: crate::config::SpoolSync) -> Result<Spool, SpoolError> {
         unusable(path)?;
+        // Removed again if this open fails before SQLite wrote to it (review112 #4).
+        let creating = mneme_core::database_file::Creating::new(path);
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // Only this daemon's writer thread uses the spool: holding the lock for good spares two
@@ -231,6 +233,7 @@ impl Spool {
             [],
             |r| r.get(0),
         )?;
+        creating.done();
         // Unbounded only in type: every message holds one of `places` until it is done.
         let (jobs, rx) = mpsc::channel::<Message>();
         let commit_counters = Arc::new(CommitCounters::default());

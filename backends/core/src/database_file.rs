@@ -18,6 +18,49 @@ pub fn was_emptied(path: &Path) -> bool {
     std::fs::metadata(path).ok().filter(|m| m.is_file()).is_some_and(|m| m.len() == 0)
 }
 
+/// A database file an open is about to create: if the open fails before SQLite wrote its
+/// header (a full disk: the file is made, its first page is not), the empty file, and the
+/// shared-memory index and empty log beside it, are removed as the guard drops, unless
+/// [`Creating::done`]. Left, the empty file was taken for one emptied under mneme at every
+/// later start (see [`was_emptied`]): once the disk had room again, the start was refused,
+/// saying what it held was gone (review112 #4).
+#[must_use = "drop it after the open, or call done"]
+pub struct Creating {
+    path: Option<std::path::PathBuf>,
+}
+
+impl Creating {
+    /// Before the open of `path`: armed only when nothing is there yet.
+    pub fn new(path: &Path) -> Self {
+        let absent = std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        Creating { path: absent.then(|| path.to_owned()) }
+    }
+
+    /// The open succeeded: the file stays whatever it holds.
+    pub fn done(mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for Creating {
+    fn drop(&mut self) {
+        let Some(path) = self.path.take() else { return };
+        if !was_emptied(&path) {
+            return;
+        }
+        let beside = |suffix: &str| {
+            let mut p = path.clone().into_os_string();
+            p.push(suffix);
+            std::path::PathBuf::from(p)
+        };
+        let _ = std::fs::remove_file(beside("-shm"));
+        if was_emptied(&beside("-wal")) {
+            let _ = std::fs::remove_file(beside("-wal"));
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
 /// Whether something other than a regular file is at `path` (a FIFO, a device, a folder):
 /// SQLite's open of a FIFO waited for a writer for ever, and the daemon's start with it. Its
 /// metadata alone (following links).
@@ -226,6 +269,32 @@ mod tests {
         assert_eq!(opened.gone_cheaply(), None);
         std::fs::OpenOptions::new().write(true).open(&new).unwrap().set_len(0).unwrap();
         assert_eq!(opened.gone_cheaply(), Some("was emptied (truncated to 0 bytes)"));
+    }
+
+    #[test]
+    fn a_file_an_open_created_and_left_empty_is_removed_unless_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("x.db");
+        {
+            let _creating = Creating::new(&db);
+            std::fs::write(&db, b"").unwrap();
+            std::fs::write(dir.path().join("x.db-shm"), b"index").unwrap();
+            std::fs::write(dir.path().join("x.db-wal"), b"").unwrap();
+        }
+        assert!(!db.exists() && !dir.path().join("x.db-shm").exists() && !dir.path().join("x.db-wal").exists());
+        // Done, or a file that was there before, or one written: left as it is.
+        let creating = Creating::new(&db);
+        std::fs::write(&db, b"").unwrap();
+        creating.done();
+        assert!(db.exists());
+        drop(Creating::new(&db));
+        assert!(db.exists(), "there before the open");
+        std::fs::remove_file(&db).unwrap();
+        {
+            let _creating = Creating::new(&db);
+            std::fs::write(&db, b"SQLite format 3\0").unwrap();
+        }
+        assert!(db.exists(), "its header written");
     }
 
     #[test]

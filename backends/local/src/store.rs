@@ -314,6 +314,8 @@ impl Store {
     /// [`Store::open`], a store of an earlier schema upgraded only if `upgrade` allows it.
     pub fn open_with(path: &Path, upgrade: crate::Upgrade) -> Result<Self, OpenError> {
         unusable(path)?;
+        // Removed again if this open fails before SQLite wrote to it (review112 #4).
+        let creating = mneme_core::database_file::Creating::new(path);
         let mut conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_KEPT)?;
@@ -332,6 +334,7 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         register_functions(&conn)?;
         upgrade_schema(&mut conn, path, upgrade)?;
+        creating.done();
         let erase_marker = Self::erase_marker(path);
         let owed = erase_marker.exists();
         Ok(Self {
