@@ -5,8 +5,11 @@
 //! fills the limit for minutes: an agent's recall, waiting its turn among them, ran out its
 //! `recall.timeout` and got nothing, and `mneme status` took a minute (review68 #3). Requests
 //! made inside [`in_background`] (deliveries, imports) take a cell only while no other request
-//! waits for one, for [`BACKGROUND_WAITS_AT_MOST`] at most (then in turn with them); every other
-//! request (recall, reflect, status, the web view, clear) waits in turn, first come first served.
+//! waits for one, for [`BACKGROUND_WAITS_AT_MOST`] at most (then in turn, in a line of their
+//! own); every other request (recall, reflect, status, the web view, clear) waits in turn, first
+//! come first served. While both lines wait, they take the cells in turn: one of the background
+//! line's behind every one waited on would not starve it, but thousands of deliveries that gave
+//! way through an outage, in one line with them, held `mneme status` for minutes (review112 #1).
 
 use std::cell::Cell;
 use std::collections::BTreeSet;
@@ -44,11 +47,39 @@ pub(crate) struct Limiter {
     turns_changed: Notify,
 }
 
-/// The tickets of the requests waiting in turn.
+/// The tickets of the requests waiting in turn, in two lines.
 #[derive(Default)]
 struct Turns {
     next: u64,
-    waiting: BTreeSet<u64>,
+    /// Requests someone waits on.
+    waited_on: BTreeSet<u64>,
+    /// Background requests that gave way as long as they may.
+    background: BTreeSet<u64>,
+    /// The last cell went to the background line.
+    background_went_last: bool,
+}
+
+impl Turns {
+    /// Whether any request waits in turn.
+    fn any(&self) -> bool {
+        !self.waited_on.is_empty() || !self.background.is_empty()
+    }
+
+    /// The ticket whose turn it is: each line's first, the lines taking turns while both wait.
+    fn first(&self) -> Option<u64> {
+        match (self.waited_on.first(), self.background.first()) {
+            (Some(&w), Some(&b)) => Some(if self.background_went_last { w } else { b }),
+            (w, b) => w.or(b).copied(),
+        }
+    }
+
+    fn line(&mut self, background: bool) -> &mut BTreeSet<u64> {
+        if background {
+            &mut self.background
+        } else {
+            &mut self.waited_on
+        }
+    }
 }
 
 impl Limiter {
@@ -66,7 +97,8 @@ impl Limiter {
     pub(crate) async fn until_ready(&self) {
         match BACKGROUND.try_with(Cell::get) {
             Ok(false) => self.background().await,
-            Ok(true) | Err(_) => self.in_turn().await,
+            Ok(true) => self.in_turn(Line::Background).await,
+            Err(_) => self.in_turn(Line::WaitedOn).await,
         }
     }
 
@@ -77,27 +109,31 @@ impl Limiter {
     /// Waits for a cell, first come first served: governor's own wait is no queue (every waiter
     /// wakes for the next cell, and whichever runs first takes it), and a background request
     /// that joined it lost to a growing backlog of status requests for good (review75 #1).
-    async fn in_turn(&self) {
+    async fn in_turn(&self, line: Line) {
+        let background = line == Line::Background;
         let ticket = {
             let mut turns = self.turns();
             let ticket = turns.next;
             turns.next += 1;
-            turns.waiting.insert(ticket);
+            turns.line(background).insert(ticket);
             ticket
         };
         // Out of the turns however the wait ends (a recall's timeout drops it).
-        let _waiting = Waiting { limiter: self, ticket };
+        let _waiting = Waiting { limiter: self, ticket, background };
         loop {
             let changed = self.turns_changed.notified();
             tokio::pin!(changed);
             // Registered before the turns are read: one leaving in between still wakes it.
             changed.as_mut().enable();
-            if self.turns().waiting.first() != Some(&ticket) {
+            if self.turns().first() != Some(ticket) {
                 changed.await;
                 continue;
             }
             match self.quota.check() {
-                Ok(()) => return,
+                Ok(()) => {
+                    self.turns().background_went_last = background;
+                    return;
+                }
                 Err(not_until) => tokio::time::sleep(not_until.wait_time_from(self.quota.clock().now())).await,
             }
         }
@@ -111,12 +147,12 @@ impl Limiter {
             // #1). Past a wait this long, a background request waits in turn with the others.
             let Some(left) = BACKGROUND_WAITS_AT_MOST.checked_sub(asked.elapsed()) else {
                 let _ = BACKGROUND.try_with(|gave_way| gave_way.set(true));
-                return self.in_turn().await;
+                return self.in_turn(Line::Background).await;
             };
             let changed = self.turns_changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if !self.turns().waiting.is_empty() {
+            if self.turns().any() {
                 let _ = tokio::time::timeout(left, changed).await;
                 continue;
             }
@@ -128,15 +164,23 @@ impl Limiter {
     }
 }
 
+/// Which line a request waits in turn in.
+#[derive(Clone, Copy, PartialEq)]
+enum Line {
+    WaitedOn,
+    Background,
+}
+
 /// A request waiting in turn, taken out of the turns when it is served or given up.
 struct Waiting<'a> {
     limiter: &'a Limiter,
     ticket: u64,
+    background: bool,
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.limiter.turns().waiting.remove(&self.ticket);
+        self.limiter.turns().line(self.background).remove(&self.ticket);
         self.limiter.turns_changed.notify_waiters();
     }
 }
@@ -251,6 +295,46 @@ mod tests {
         assert_eq!(*served.lock().unwrap(), (0..12).collect::<Vec<_>>());
     }
 
+    /// Thousands of deliveries that gave way through an outage wait in turn in a line of their
+    /// own: a request waited on (a status) goes within a couple of cells, not behind them all
+    /// (review112 #1: minutes), and the deliveries go on, a cell in two.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_waited_on_goes_before_background_requests_waiting_in_turn() {
+        let limiter = Arc::new(Limiter::new(NonZeroU32::new(20).unwrap(), NonZeroU32::new(1).unwrap()));
+        let sent = Arc::new(AtomicUsize::new(0));
+        let mut backlog = Vec::new();
+        for _ in 0..2000 {
+            let (limiter, sent) = (limiter.clone(), sent.clone());
+            backlog.push(tokio::spawn(async move {
+                // As a delivery that gave way as long as it may.
+                BACKGROUND
+                    .scope(Cell::new(true), async {
+                        limiter.until_ready().await;
+                    })
+                    .await;
+                sent.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(limiter.turns().background.len() > 1000, "the backlog waits in turn");
+        let before = sent.load(Ordering::SeqCst);
+        let waited_on = limiter.clone();
+        let waits = tokio::spawn(async move {
+            let mut waits = Vec::new();
+            for _ in 0..3 {
+                let started = Instant::now();
+                waited_on.until_ready().await;
+                waits.push(started.elapsed());
+            }
+            waits
+        });
+        let waits = waits.await.unwrap();
+        // A cell is 50 ms: at most one of the backlog's between two.
+        assert!(waits.iter().all(|w| *w < Duration::from_millis(400)), "waited {waits:?}");
+        assert!(sent.load(Ordering::SeqCst) > before, "the backlog stopped");
+        backlog.iter().for_each(|task| task.abort());
+    }
+
     /// A request waited on whose wait is dropped (a recall's timeout) is counted out: the
     /// background goes on.
     #[tokio::test]
@@ -258,7 +342,7 @@ mod tests {
         let limiter = Arc::new(Limiter::new(NonZeroU32::new(1).unwrap(), NonZeroU32::new(1).unwrap()));
         limiter.until_ready().await; // the one cell of this second
         let _ = tokio::time::timeout(Duration::from_millis(50), limiter.until_ready()).await;
-        assert!(limiter.turns().waiting.is_empty());
+        assert!(!limiter.turns().any());
         let started = Instant::now();
         in_background(limiter.until_ready()).await;
         assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
