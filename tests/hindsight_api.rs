@@ -1726,6 +1726,10 @@ async fn a_mneme_in_front_of_another_mnemes_hindsight_api_keeps_facts_facts() {
         m.map(|m| m["type"].clone()).unwrap_or_else(|| panic!("{needle} not stored: {stored:?}"))
     };
     assert_eq!(kind_of("cargo-dist"), "world");
+    assert!(
+        stored.iter().all(|m| m["metadata"].get("mneme_own_document").is_none()),
+        "the mark is read, not kept: {stored:?}"
+    );
     assert_eq!(kind_of("builds with nix"), "experience");
     // The client's recall keeps to facts (recall.types) and finds the tool retain.
     let (status, v) = client.post("/v1/sessions/s1/recall", json!({"query": "how do we deploy quokka?"})).await;

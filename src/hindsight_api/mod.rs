@@ -297,10 +297,13 @@ impl HindsightApi {
                     }
                 }
                 let document_id = item.document_id.as_deref().and_then(|d| crate::session::clean_text(&settings, d));
+                let kind = kind_of(&metadata, document_id.as_deref());
+                // A mneme's mark, read: not the client's metadata.
+                metadata.remove(mneme_core::transfer::OWN_DOCUMENT_KEY);
                 Some(NewItem {
                     content,
                     context: item.context.as_deref().and_then(|c| crate::session::clean_text(&settings, c)),
-                    kind: kind_of(&metadata, document_id.as_deref()),
+                    kind,
                     append: appends(item) && document_id.is_some(),
                     document_id,
                     tags: Some(tags),
@@ -859,15 +862,17 @@ mod tests;
 
 /// The type of a memory a Hindsight client sent: the one a mneme's import kept (see
 /// [`mneme_core::transfer::TYPE_KEY`]); a document is a transcript (oh-my-pi's and mneme's own
-/// automatic retains), an experience, but for one a mneme sent a memory of no document as (its
-/// loose-memory mark names it: review111 #3, a mneme's tool retains were all experiences); a
-/// bare item is a fact about the world.
+/// automatic retains), an experience, but for a memory of no document a mneme sent as a
+/// document of its own (marked so, see [`mneme_core::transfer::OWN_DOCUMENT_KEY`], or by the
+/// loose-memory mark of its import: review111 #3, a mneme's tool retains were all
+/// experiences); a bare item is a fact about the world.
 fn kind_of(metadata: &std::collections::BTreeMap<String, String>, document_id: Option<&str>) -> MemoryType {
-    use mneme_core::transfer::{LOOSE_MEMORY_KEY, TYPE_KEY};
+    use mneme_core::transfer::{LOOSE_MEMORY_KEY, OWN_DOCUMENT_KEY, TYPE_KEY};
     if let Some(kept) = metadata.get(TYPE_KEY).and_then(|t| t.parse().ok()) {
         return kept;
     }
-    let loose = document_id.is_some_and(|d| metadata.get(LOOSE_MEMORY_KEY).is_some_and(|mark| mark == d));
+    let loose = metadata.contains_key(OWN_DOCUMENT_KEY)
+        || document_id.is_some_and(|d| metadata.get(LOOSE_MEMORY_KEY).is_some_and(|mark| mark == d));
     if document_id.is_some() && !loose {
         MemoryType::Experience
     } else {

@@ -27,6 +27,13 @@ impl ChunkLimit {
 /// carries the mark and no document.
 pub const LOOSE_MEMORY_KEY: &str = "mneme_loose_memory";
 
+/// The metadata key the Hindsight backend marks an item of no document with when it retains it
+/// as a document of its own (named by the item's id, so that forgetting it does not delete its
+/// batch): a mneme serving Hindsight's API stores such an item as a fact (`world`), not as a
+/// transcript (review111 #3: behind one, every tool retain was an `experience`). Taken out of
+/// the metadata where it is read; the memory keeps its document (it is forgotten by it).
+pub const OWN_DOCUMENT_KEY: &str = "mneme_own_document";
+
 /// The metadata key the Hindsight backend keeps a memory's type in when it imports it: the
 /// server types what it stores itself (a chunk is a `world` fact), so a transcript (`experience`)
 /// copied there and back came back a `world` fact, and a `recall.types` that kept transcripts

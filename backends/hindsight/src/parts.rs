@@ -80,7 +80,7 @@ fn cut<'a>(batch_id: &str, items: &'a [MemoryItem], folding: Folding) -> Vec<Par
         let ids = items.iter().filter(|i| i.document_id.is_none()).map(|i| i.id.as_str());
         for (item, id) in sent.items.iter_mut().zip(ids) {
             item.document_id = Some(id);
-            item.metadata.loose_mark = Some(id);
+            item.metadata.own_document = true;
         }
         out.push(sent);
     }

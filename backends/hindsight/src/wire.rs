@@ -28,21 +28,19 @@ pub struct RetainItem<'a> {
 }
 
 /// An item's metadata as sent: its own, and for an item of no document sent as a document of
-/// its own, the loose-memory mark naming that document (see [`LOOSE_MEMORY_KEY`]): read back,
-/// mneme knows it for a memory of no document, and a mneme serving Hindsight's API types it as
-/// such (a fact, not a transcript: review111 #3).
+/// its own, the mark that says so (see [`OWN_DOCUMENT_KEY`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SentMetadata<'a> {
     /// The item's own.
     pub own: &'a BTreeMap<String, String>,
-    /// The document an item of none is sent as.
-    pub loose_mark: Option<&'a str>,
+    /// The item has no document, and is sent as a document of its own.
+    pub own_document: bool,
 }
 
 impl<'a> SentMetadata<'a> {
     /// The item's own metadata, unmarked.
     pub fn own(own: &'a BTreeMap<String, String>) -> Self {
-        Self { own, loose_mark: None }
+        Self { own, own_document: false }
     }
 }
 
@@ -50,13 +48,11 @@ impl Serialize for SentMetadata<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = serializer.serialize_map(None)?;
-        for (k, v) in self.own {
-            if self.loose_mark.is_none() || k != LOOSE_MEMORY_KEY {
-                map.serialize_entry(k, v)?;
-            }
+        for (k, v) in self.own.iter().filter(|(k, _)| *k != OWN_DOCUMENT_KEY) {
+            map.serialize_entry(k, v)?;
         }
-        if let Some(mark) = self.loose_mark {
-            map.serialize_entry(LOOSE_MEMORY_KEY, mark)?;
+        if self.own_document {
+            map.serialize_entry(OWN_DOCUMENT_KEY, "true")?;
         }
         map.end()
     }
@@ -324,6 +320,8 @@ impl ListedMemory {
         if kept_kind.is_some() {
             metadata.remove(TYPE_KEY);
         }
+        // mneme's own mark of a memory of no document (see `OWN_DOCUMENT_KEY`), not the user's.
+        metadata.remove(OWN_DOCUMENT_KEY);
         let mut document_id = self.document_id;
         // A memory of no document, imported as a document of its own: of none again. The mark
         // stays, so that imported again it goes to the same document (replacing it) instead of
@@ -351,7 +349,7 @@ impl ListedMemory {
 /// local store keeps one loose memory of a text in a bank), and imported into Hindsight again it
 /// replaces the document it was (not one named after the server's id for it). Chunks and pages
 /// keep the memories of one mark together (`mneme_core::transfer::document_of`).
-pub use mneme_core::transfer::{LOOSE_MEMORY_KEY, TYPE_KEY};
+pub use mneme_core::transfer::{LOOSE_MEMORY_KEY, OWN_DOCUMENT_KEY, TYPE_KEY};
 
 /// `GET /v1/default/banks`, one page.
 #[derive(Debug, Deserialize)]
