@@ -99,18 +99,7 @@ impl Connections {
     /// requests took seconds, and the agent's hooks gave up. A client of the owner's proves
     /// itself on a connection's first requests, within milliseconds.
     pub fn cut_longest_anonymous(&self, at_least: Duration) -> bool {
-        let open = self.locked();
-        let anonymous = open
-            .values()
-            .filter(|c| !c.authenticated && !c.cut.is_cancelled() && c.accepted.elapsed() >= at_least)
-            .min_by_key(|c| c.accepted);
-        match anonymous {
-            Some(c) => {
-                c.cut.cancel();
-                true
-            }
-            None => false,
-        }
+        self.cut_oldest_anonymous(|_, c| c.accepted.elapsed() >= at_least)
     }
 
     /// Drops the connection open longest on which no request presented the token, if `newer`
@@ -120,10 +109,16 @@ impl Connections {
     /// owner's client still has the time those take to come to show its token.)
     pub fn cut_longest_anonymous_followed_by(&self, newer: u64) -> bool {
         let next = self.next.load(Ordering::Relaxed);
+        self.cut_oldest_anonymous(|id, _| id + newer < next)
+    }
+
+    /// Drops the oldest connection (ids follow the accepts) on which no request presented the
+    /// token and that `eligible` takes. Returns whether there was one.
+    fn cut_oldest_anonymous(&self, eligible: impl Fn(u64, &State) -> bool) -> bool {
         let open = self.locked();
         let anonymous = open
             .iter()
-            .filter(|(id, c)| !c.authenticated && !c.cut.is_cancelled() && **id + newer < next)
+            .filter(|(id, c)| !c.authenticated && !c.cut.is_cancelled() && eligible(**id, c))
             .min_by_key(|(id, _)| **id);
         match anonymous {
             Some((_, c)) => {

@@ -196,10 +196,8 @@ struct Inner {
     forgets: std::sync::atomic::AtomicU64,
     /// Live sessions at most ([`MAX_SESSIONS`]; smaller in tests).
     max_sessions: usize,
-    /// A pass of [`Sessions::forget_least_recent`] is under way.
-    trimming: std::sync::atomic::AtomicBool,
     /// Held by a pass of [`Sessions::forget_least_recent`] in the background and by a start
-    /// that waits for one (see [`Sessions::keep_up_with_the_trim`]).
+    /// that waits for one (see [`Sessions::keep_up_with_the_trim`]): one pass at a time.
     trim_gate: tokio::sync::Mutex<()>,
     /// `retain.idle_after` was changed by a reload: the idle sweep's pass is due on the new
     /// interval, not at the end of the old one.
@@ -264,7 +262,6 @@ impl Sessions {
                 saves: TurnLocks::default(),
                 forgets: Default::default(),
                 max_sessions: MAX_SESSIONS,
-                trimming: Default::default(),
                 trim_gate: Default::default(),
                 idle_after_changed: tokio::sync::Notify::new(),
             }),
@@ -686,15 +683,14 @@ impl Sessions {
     /// After a start: forgets the least recently seen sessions in the background once there are
     /// more than the most kept (one pass at a time).
     fn trim_in_background(&self) {
-        use std::sync::atomic::Ordering;
-        if self.inner.map.locked().len() <= self.inner.max_sessions || self.inner.trimming.swap(true, Ordering::SeqCst)
-        {
+        if self.inner.map.locked().len() <= self.inner.max_sessions {
             return;
         }
         let sessions = self.clone();
         tokio::spawn(async move {
             let max = sessions.inner.max_sessions;
-            let gate = sessions.inner.trim_gate.lock().await;
+            // A pass under way (or a start's, see `keep_up_with_the_trim`) finds these too.
+            let Ok(gate) = sessions.inner.trim_gate.try_lock() else { return };
             // Pass after pass while past the most: the starts made during a pass (ends are
             // slower than starts) were left, and nothing trimmed them after the last start
             // (review112 #3: 40,000 starts left 15,944 live sessions).
@@ -703,8 +699,7 @@ impl Sessions {
                 ended_some = sessions.forget_least_recent(max).await > 0;
             }
             drop(gate);
-            sessions.inner.trimming.store(false, Ordering::SeqCst);
-            // A start between the last look and the flag let go did not begin a pass. (None
+            // A start between the last look and the gate let go did not begin a pass. (None
             // again after a pass that ended nothing: a full disk, say, until the next start.)
             if ended_some {
                 sessions.trim_in_background();
