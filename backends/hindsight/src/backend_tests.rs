@@ -16,6 +16,7 @@ fn results_are_held_to_four_characters_a_token() {
     assert_eq!(kept[0].text.chars().count(), 10, "9 characters and the mark: {:?}", kept[0].text);
 }
 
+use super::delivery::import_chunk_id;
 use super::*;
 
 /// What another client of the server wrote is shown without its private text, ids and
