@@ -17,6 +17,11 @@ use crate::retain::{retain_one, Documents, Writing};
 use crate::rows::{decode_tags, encode_tags, push_tag_filter, recalled, stored_memory};
 use crate::thesaurus::Thesaurus;
 
+mod embeddings;
+mod erasure;
+
+pub use embeddings::{NewStoredVector, StoredVector, Unembedded};
+
 /// Filters and bounds for [`Store::recall`].
 #[derive(Debug, Clone)]
 pub struct RecallFilter<'a> {
@@ -225,54 +230,6 @@ impl Changes {
     }
 }
 
-/// A passage whose vector is to be computed.
-#[derive(Debug, Clone)]
-pub struct Unembedded {
-    pub pid: i64,
-    pub memory_seq: i64,
-    pub bank: String,
-    /// Its memory's kind and encoded tags (what recall's filters look at).
-    pub kind: String,
-    pub tags: String,
-    pub prev_pid: Option<i64>,
-    pub text: String,
-    /// The text of the passage before it in its memory (none for a memory's first).
-    pub previous: Option<String>,
-}
-
-impl Unembedded {
-    /// What the embedder is given: the passage without the opening it repeats from the one
-    /// before it (see [`passages::own_text`]).
-    pub fn embedding_text(&self) -> &str {
-        passages::own_text(&self.text, self.previous.as_deref())
-    }
-}
-
-/// A vector to store with [`Store::put_vectors`].
-pub struct NewStoredVector<'a> {
-    pub passage: &'a Unembedded,
-    pub scale: f32,
-    pub data: &'a [i8],
-    /// How crowded its neighbourhood is, when its bank has been measured.
-    pub crowding: Option<f32>,
-}
-
-/// A stored vector, as the index loads it.
-#[derive(Debug, Clone)]
-pub struct StoredVector {
-    pub pid: i64,
-    pub memory_seq: i64,
-    pub bank: String,
-    /// Its memory's kind and encoded tags (what recall's filters look at).
-    pub kind: String,
-    pub tags: String,
-    pub prev_pid: Option<i64>,
-    pub scale: f32,
-    pub data: Vec<i8>,
-    /// How crowded its neighbourhood was when last measured (`None`: not measured).
-    pub crowding: Option<f32>,
-}
-
 /// Sessions whose last passage the writer keeps in memory at most (see `retain_in_transaction`).
 const LAST_PASSAGES_KEPT: usize = 4096;
 
@@ -354,14 +311,6 @@ impl Store {
     /// See [`OpenedFile::still_there`].
     pub fn still_there(&self) -> Result<(), BackendError> {
         self.opened.still_there()
-    }
-
-    /// The file that says an erasure is owed to the store at `path` (see [`Store::erase_traces`]):
-    /// a restart forgot the debt, and the forgotten text stayed until some later forget.
-    pub fn erase_marker(path: &Path) -> std::path::PathBuf {
-        let mut name = path.file_name().unwrap_or_default().to_owned();
-        name.push("-erase-owed");
-        path.with_file_name(name)
     }
 
     /// This store with `thesaurus` in place of the built-in one, for recall.
@@ -590,114 +539,6 @@ impl Store {
         Ok(n)
     }
 
-    /// After a forget or a clear: what the deletions left readable on disk is rewritten. The
-    /// full-text index keeps a deleted passage's terms in its segments until they are merged, so
-    /// they are merged whole (~0.5 s at 100k passages, measured; forgetting is rare), and the
-    /// log, which still holds the pages as they were, is checkpointed and truncated.
-    /// On an error the erasure is owed ([`Self::traces_left`]) and tried again by
-    /// [`Self::retry_erasure`]: the deletion it follows is committed either way.
-    pub fn erase_traces(&mut self) -> rusqlite::Result<()> {
-        if let Err(e) = self.conn.execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", []) {
-            if !self.index_left {
-                self.note_erasure_owed();
-            }
-            self.index_left = true;
-            // The failed merge grew the log into whatever room there was (retains then found
-            // none): given back.
-            let _ = self.truncate_log();
-            self.traces_left = true;
-            return Err(e);
-        }
-        // Merged: the log is owed still. The marker `erased` wrote before the deletion goes
-        // once it is emptied too: gone after the merge, a crash before the checkpoint (a full
-        // disk refused it) left the forgotten text in the log for good.
-        self.index_left = false;
-        let truncated = self.truncate_log();
-        if truncated.is_err() {
-            self.traces_left = true;
-        }
-        self.settle_erasure();
-        truncated
-    }
-
-    /// Writes, and syncs, the file that says an index merge is owed ([`Self::erase_marker`]).
-    /// Called before a deletion the user asked for, so that a crash between its commit and the
-    /// merge leaves the debt on disk (a restart then merges); removed by
-    /// [`Self::settle_erasure`] once nothing is owed. A marker that cannot be written (the disk
-    /// full to its last inode) is warned about: the deletion goes on, and the debt is kept in
-    /// memory as before.
-    pub fn note_erasure_owed(&self) {
-        use std::os::unix::fs::OpenOptionsExt;
-        let made = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            // A FIFO in its place fails (no reader) instead of blocking the writer for good.
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&self.erase_marker)
-            .and_then(|file| file.sync_all())
-            .and_then(|()| match self.erase_marker.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => std::fs::File::open(dir)?.sync_all(),
-                _ => Ok(()),
-            });
-        if let Err(e) = made {
-            tracing::warn!("cannot note an owed erasure in {}: {e}", self.erase_marker.display());
-        }
-    }
-
-    /// Removes the marker [`Self::note_erasure_owed`] wrote, unless an erasure is still owed: a
-    /// merge, or the log's checkpoint (a deletion that deleted nothing, or failed, owes none of
-    /// its own; one that merged and emptied the log owes none either).
-    pub fn settle_erasure(&self) {
-        if self.index_left || self.traces_left {
-            return;
-        }
-        match std::fs::remove_file(&self.erase_marker) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                tracing::warn!("cannot remove {}: {e}", self.erase_marker.display())
-            }
-            _ => {}
-        }
-    }
-
-    /// Whether the last erasure left traces on disk: part of the log, because a reader (a
-    /// recall, the integrity check, `mneme doctor`, a backup) held it past the busy timeout, or
-    /// the index's segments, because the merge failed (a full disk).
-    pub fn traces_left(&self) -> bool {
-        self.traces_left || self.index_left
-    }
-
-    /// Tries the erasure again, without waiting for readers (the writer calls it while
-    /// [`Self::traces_left`], about once a second, until it goes through): the forgotten text
-    /// stayed in the log until the next forget, however long that was, and a forget answered an
-    /// error on a full disk though it had deleted, leaving its text in the index for good (a
-    /// retry deleted nothing, so it erased nothing).
-    pub fn retry_erasure(&mut self) -> rusqlite::Result<()> {
-        self.conn.busy_timeout(std::time::Duration::ZERO)?;
-        let tried = match self.index_left {
-            true => self.erase_traces(),
-            false => {
-                let truncated = self.truncate_log().inspect_err(|_| self.traces_left = true);
-                self.settle_erasure();
-                truncated
-            }
-        };
-        self.conn.busy_timeout(BUSY_TIMEOUT)?;
-        tried
-    }
-
-    /// Checkpoints the log into the database and truncates it; notes whether readers kept it.
-    fn truncate_log(&mut self) -> rusqlite::Result<()> {
-        let busy = match self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)) {
-            Ok(busy) => busy != 0,
-            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::DatabaseBusy => true,
-            Err(e) => return Err(e),
-        };
-        self.traces_left = busy;
-        Ok(())
-    }
-
     /// Deletes every memory. Returns the count.
     pub fn clear_all(&mut self) -> rusqlite::Result<u64> {
         self.passage_count.reset();
@@ -713,137 +554,6 @@ impl Store {
     /// What this connection's writes changed since the last call.
     pub fn take_changes(&mut self) -> Changes {
         std::mem::take(&mut self.changes)
-    }
-
-    /// Up to `limit` passages after `after` without a vector of `model`, in pid order.
-    pub fn unembedded(&self, model: &str, after: i64, limit: usize) -> rusqlite::Result<Vec<Unembedded>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT p.pid, m.bank, p.prev_pid, p.text, p.memory_seq, q.text, m.kind, m.tags
-             FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
-             LEFT JOIN passages q ON q.pid = p.prev_pid AND q.memory_seq = p.memory_seq
-             WHERE p.pid > ?1 AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.pid = p.pid AND v.model = ?2)
-             ORDER BY p.pid LIMIT ?3 + 0",
-        )?;
-        let rows = stmt.query_map(params![after, model, limit as i64], |r| {
-            Ok(Unembedded {
-                pid: r.get(0)?,
-                bank: r.get(1)?,
-                prev_pid: r.get(2)?,
-                text: r.get(3)?,
-                memory_seq: r.get(4)?,
-                previous: r.get(5)?,
-                kind: r.get(6)?,
-                tags: r.get(7)?,
-            })
-        })?;
-        rows.collect()
-    }
-
-    /// Stores vectors of `model` for passages that still hold the text they were computed from.
-    /// Returns, for each stored, its memory's encoded tags as they are now (they may have
-    /// changed since the passage was read); `None` for one not stored.
-    pub fn put_vectors(&mut self, model: &str, vectors: &[NewStoredVector]) -> rusqlite::Result<Vec<Option<String>>> {
-        let tx = self.conn.transaction()?;
-        let mut stored = Vec::with_capacity(vectors.len());
-        {
-            let mut put = tx.prepare_cached(
-                // Only onto the passage that was read: a passage deleted meanwhile whose pid a new
-                // one took (SQLite reuses the highest) may hold the same text in another memory,
-                // even another bank, and the index would file the vector under the old one's.
-                "INSERT OR REPLACE INTO passage_vectors (pid, model, dim, scale, data, crowding)
-                 SELECT ?1, ?2, length(?4), ?3, ?4, ?6 WHERE EXISTS (
-                     SELECT 1 FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq
-                     WHERE p.pid = ?1 AND p.text = ?5 AND p.memory_seq = ?7 AND m.bank = ?8)",
-            )?;
-            let mut tags = tx.prepare_cached(
-                "SELECT m.tags FROM passages p CROSS JOIN memories m ON m.seq = p.memory_seq WHERE p.pid = ?1",
-            )?;
-            for v in vectors {
-                let bytes: Vec<u8> = v.data.iter().map(|x| *x as u8).collect();
-                let crowding = v.crowding.map(f64::from);
-                let p = v.passage;
-                let put = put.execute(params![
-                    p.pid,
-                    model,
-                    f64::from(v.scale),
-                    bytes,
-                    p.text,
-                    crowding,
-                    p.memory_seq,
-                    p.bank
-                ])?;
-                stored.push(if put == 1 { Some(tags.query_row([v.passage.pid], |r| r.get(0))?) } else { None });
-            }
-        }
-        tx.commit()?;
-        Ok(stored)
-    }
-
-    /// Records how crowded these passages' neighbourhoods were measured among `model`'s vectors,
-    /// (pid, crowding); pids without a stored vector of that model are skipped.
-    pub fn put_crowding(&mut self, model: &str, measured: &[(i64, f32)]) -> rusqlite::Result<()> {
-        let tx = self.conn.transaction()?;
-        {
-            let mut put =
-                tx.prepare_cached("UPDATE passage_vectors SET crowding = ?2 WHERE pid = ?1 AND model = ?3")?;
-            for (pid, crowding) in measured {
-                put.execute(params![pid, f64::from(*crowding), model])?;
-            }
-        }
-        tx.commit()
-    }
-
-    /// Which of `pids` have no passage (any more).
-    pub fn missing_passages(&self, pids: &[i64]) -> rusqlite::Result<Vec<i64>> {
-        if pids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<String> = pids.iter().map(i64::to_string).collect();
-        let mut stmt =
-            self.conn.prepare("SELECT value FROM json_each(?1) WHERE value NOT IN (SELECT pid FROM passages)")?;
-        let rows = stmt.query_map([format!("[{}]", ids.join(","))], |r| r.get(0))?;
-        rows.collect()
-    }
-
-    /// Deletes the vectors of `model` that are not `dim` long (to be computed again).
-    pub fn drop_vectors_of_other_length(&mut self, model: &str, dim: usize) -> rusqlite::Result<usize> {
-        self.conn.execute("DELETE FROM passage_vectors WHERE model = ?1 AND dim != ?2", params![model, dim as i64])
-    }
-
-    /// Deletes the vectors of these passages (to be computed again).
-    pub fn drop_vectors(&mut self, pids: &[i64]) -> rusqlite::Result<()> {
-        let tx = self.conn.transaction()?;
-        {
-            let mut drop = tx.prepare_cached("DELETE FROM passage_vectors WHERE pid = ?")?;
-            for pid in pids {
-                drop.execute([pid])?;
-            }
-        }
-        tx.commit()
-    }
-
-    /// Every stored vector of `model`, a page at a time after pid `after`.
-    pub fn vectors(&self, model: &str, after: i64, limit: usize) -> rusqlite::Result<Vec<StoredVector>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT v.pid, m.bank, p.prev_pid, v.scale, v.data, p.memory_seq, v.crowding, m.kind, m.tags FROM passage_vectors v
-             CROSS JOIN passages p ON p.pid = v.pid CROSS JOIN memories m ON m.seq = p.memory_seq
-             WHERE v.pid > ?1 AND v.model = ?2 ORDER BY v.pid LIMIT ?3 + 0",
-        )?;
-        let rows = stmt.query_map(params![after, model, limit as i64], |r| {
-            let bytes: Vec<u8> = r.get(4)?;
-            Ok(StoredVector {
-                pid: r.get(0)?,
-                bank: r.get(1)?,
-                prev_pid: r.get(2)?,
-                memory_seq: r.get(5)?,
-                scale: r.get::<_, f64>(3)? as f32,
-                data: bytes.into_iter().map(|b| b as i8).collect(),
-                crowding: r.get::<_, Option<f64>>(6)?.map(|c| c as f32),
-                kind: r.get(7)?,
-                tags: r.get(8)?,
-            })
-        })?;
-        rows.collect()
     }
 
     /// Up to `limit` memories after sequence `after`, optionally of one bank, oldest first and a
