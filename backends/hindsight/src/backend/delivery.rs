@@ -33,13 +33,13 @@ pub(super) fn import_chunk_id(bank: &str, chunk: &[&StoredMemory]) -> String {
 
 /// What makes the operation ids of the retains sent after a folded document's delete this
 /// attempt's own (the clock, in nanoseconds).
-pub(super) fn attempt_mark() -> u128 {
+fn attempt_mark() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
 /// A folded document's failure, saying that its earlier version on the server is gone: the new
 /// one is only in mneme until a retry stores it (review62 #2).
-pub(super) fn said_deleted(error: BackendError) -> BackendError {
+fn said_deleted(error: BackendError) -> BackendError {
     let note = "; the document's earlier version on the server was deleted first: the new one waits in mneme";
     match error {
         BackendError::Transient { reason, retry_after } => {
@@ -59,7 +59,7 @@ impl HindsightBackend {
     /// its health check either (hung, stopped, a proxy with nothing behind it): a hung server's
     /// timeouts used up every batch's attempts, and its memories were dead letters, not
     /// delivered when it came back. One that answers keeps `error`, an attempt.
-    pub(super) async fn outage_unless_answering(&self, error: BackendError) -> BackendError {
+    async fn outage_unless_answering(&self, error: BackendError) -> BackendError {
         let quick = self.config.timeout.min(Duration::from_secs(3));
         let health = self.send::<serde_json::Value>("health", Method::GET, self.url(&["health"]), None::<&()>, quick);
         match health.await {
@@ -214,7 +214,7 @@ impl HindsightBackend {
     /// appends, in the same attempt (a server whose LLM outlasts `retain_timeout` cancels a
     /// synchronous retain the client gave up on, on every attempt); items with their own are
     /// not, as the appends would give them the last one's (review61 #2): the error is the part's.
-    pub(super) async fn send_folded(
+    async fn send_folded(
         &self,
         bank: &str,
         url: &reqwest::Url,
@@ -251,7 +251,7 @@ impl HindsightBackend {
     /// Deletes `document` before its items go folded into a synchronous retain (see
     /// `send_folded`), first cancelling its retains still queued on the server: left by an
     /// earlier attempt (a kill while one waited), they would store its items again after it.
-    pub(super) async fn delete_before_fold(&self, bank: &str, document: &str) -> Result<(), BackendError> {
+    async fn delete_before_fold(&self, bank: &str, document: &str) -> Result<(), BackendError> {
         self.cancel_pending_retains(bank, Some(document)).await;
         let url = self.bank_url(bank, &["documents", document])?;
         self.send_delete::<serde_json::Value>("replace document", url, self.config.timeout).await.map(drop)
@@ -259,24 +259,14 @@ impl HindsightBackend {
 
     /// Sends one request of an import. Not waited for, unlike a delivery's: an import answers one
     /// request of up to 500 memories, and the server's LLM may take minutes over them.
-    pub(super) async fn import_part(
-        &self,
-        bank: &str,
-        url: &reqwest::Url,
-        body: RetainRequest<'_>,
-    ) -> Result<(), BackendError> {
+    async fn import_part(&self, bank: &str, url: &reqwest::Url, body: RetainRequest<'_>) -> Result<(), BackendError> {
         let answer = self.send("import", Method::POST, url.clone(), Some(&body), self.config.retain_timeout).await?;
         accepted("import", answer, bank)
     }
 
     /// Sends one part of a delivery and waits until the server has stored it (an asynchronous
     /// one: until its operation is done).
-    pub(super) async fn send_part(
-        &self,
-        bank: &str,
-        url: &reqwest::Url,
-        part: parts::Part<'_>,
-    ) -> Result<(), BackendError> {
+    async fn send_part(&self, bank: &str, url: &reqwest::Url, part: parts::Part<'_>) -> Result<(), BackendError> {
         let body = match part.synchronous {
             true => RetainRequest::synchronous(part.items),
             false => RetainRequest::asynchronous(part.items, part.operation_id),

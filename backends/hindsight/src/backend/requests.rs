@@ -33,7 +33,7 @@ const MAX_ANSWER_BYTES: usize = 64 << 20;
 
 /// An answer's body as text, refused once it passes [`MAX_ANSWER_BYTES`] (worth retrying, like
 /// any answer that is not Hindsight's).
-pub(super) async fn read_answer(what: &str, shown: &str, mut resp: reqwest::Response) -> Result<String, BackendError> {
+async fn read_answer(what: &str, shown: &str, mut resp: reqwest::Response) -> Result<String, BackendError> {
     let mut body = Vec::new();
     while let Some(chunk) = resp.chunk().await.map_err(|e| errors::from_transport(what, shown, &e))? {
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
@@ -49,7 +49,7 @@ pub(super) async fn read_answer(what: &str, shown: &str, mut resp: reqwest::Resp
 
 /// What a 404 means to a request ([`HindsightBackend::send_with`]).
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Missing {
+enum Missing {
     /// Nothing there: `Ok(None)`.
     Nothing,
     /// `Ok(None)` when the server names what is missing, else the URL is wrong.
@@ -107,11 +107,11 @@ impl HindsightBackend {
 
     /// `text` with the API token left out, however the server spelled it (see
     /// [`mneme_core::secret::mask`]).
-    pub(super) fn unsaid(&self, text: &str) -> String {
+    fn unsaid(&self, text: &str) -> String {
         self.config.api_token.as_ref().map_or_else(|| text.to_owned(), |token| token.masked_in(text))
     }
 
-    pub(super) async fn send_with<T: DeserializeOwned>(
+    async fn send_with<T: DeserializeOwned>(
         &self,
         what: &str,
         method: Method,
@@ -209,7 +209,7 @@ impl HindsightBackend {
         }
     }
 
-    pub(super) fn log(&self, what: &str, method: &Method, url: &str, status: Option<StatusCode>, started: Instant) {
+    fn log(&self, what: &str, method: &Method, url: &str, status: Option<StatusCode>, started: Instant) {
         let took = started.elapsed();
         let status = status.map_or_else(|| "no answer".to_owned(), |s| s.as_u16().to_string());
         if self.config.debug {
