@@ -83,6 +83,14 @@ fn advice(path: &Path, reason: &str, lost: &str) -> String {
     if path.is_dir() {
         return format!("{} is a folder: name a file (in it, or elsewhere) instead", quoted(path));
     }
+    if lower.contains("without the database it belongs to") {
+        let log = mneme_core::database_file::log_of(path);
+        return format!(
+            "Put the database back from a backup if there is one; else move the log aside (`mv {} {}`; {lost}) and start mneme again",
+            quoted(&log),
+            quoted(&aside(&log))
+        );
+    }
     if lower.contains("is empty (0 bytes)") {
         return format!(
             "Put it back from a backup if there is one; else move it aside (`mv {} {}`) and start mneme again with an empty one",

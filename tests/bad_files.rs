@@ -110,6 +110,21 @@ fn an_emptied_spool_or_store_is_refused_not_started_afresh() {
     }
 }
 
+/// A spool's log without its database (the database deleted under a daemon killed before it
+/// wrote it back): refused, naming the log, and the log kept. SQLite made a new database there
+/// and dropped the log, with the acknowledged retains in it (review116 #2).
+#[test]
+fn a_spool_log_without_its_database_is_refused_and_kept() {
+    let dir = data_dir();
+    let spool = dir.path().join("data/spool.db");
+    let wal = dir.path().join("data/spool.db-wal");
+    let log = b"log frames that hold acknowledged retains".repeat(100);
+    std::fs::write(&wal, &log).unwrap();
+    refused(dir.path(), &spool, &["without the database", "spool.db-wal.broken"]);
+    assert_eq!(std::fs::read(&wal).unwrap(), log, "the log is kept");
+    assert!(!spool.exists(), "no new database made beside it");
+}
+
 /// A spool or a store emptied, or its header overwritten, beside the log that holds its last
 /// commits (its usual state after a crash, and a store's after a clean stop): refused without
 /// SQLite opening it, so that the log is kept. SQLite deletes the log of a database of no pages

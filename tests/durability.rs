@@ -111,12 +111,15 @@ async fn three_sigkills_mid_stream_lose_no_acknowledged_retain() {
     );
 }
 
-/// A spool file deleted under the running daemon: retains are refused (503, a notice), since
-/// what it acknowledged now would be in a file no start reads; what it acknowledged before is
-/// delivered from the open file.
+/// A spool file deleted under the running daemon: the retain that finds it gone is refused
+/// (503, a notice), since it would go into a file no start reads; the daemon writes the spool
+/// back to its path at once and goes on in it, so later retains are accepted, and a crash then
+/// loses nothing: before, everything acknowledged lived in the deleted file until a graceful
+/// stop wrote it back, and a kill lost it all (review116 #2).
 #[tokio::test]
-async fn a_spool_deleted_under_the_daemon_refuses_retains_and_delivers_what_it_held() {
-    let d = Daemon::start("[queue]\nflush_interval = \"1h\"\n");
+async fn a_spool_deleted_under_the_daemon_is_written_back_at_once_and_a_crash_keeps_it() {
+    let config = "[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
+    let mut d = Daemon::start(config);
     d.start_session("s", "/p/gone").await;
     retain_acknowledged(&d, "acknowledged before GONE-1").await;
     for name in ["spool.db", "spool.db-wal", "spool.db-shm"] {
@@ -124,15 +127,64 @@ async fn a_spool_deleted_under_the_daemon_refuses_retains_and_delivers_what_it_h
     }
     let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "after GONE-2"}]})).await;
     assert_eq!(status, 503, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("was deleted"), "{v}");
-    // What `/hindsight` keeps in the spool (a bank's profile, a mental model) too: answered 200,
-    // it was gone at the next start.
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("was deleted") && message.contains("writes it back"), "{v}");
+    accepted_again_within_10_s(&d, "acknowledged after GONE-3").await;
+    assert!(d.data().join("spool.db").exists(), "written back");
+    // What `/hindsight` keeps in the spool (a bank's profile) is kept in the file written back.
     let (status, v) =
-        d.req(reqwest::Method::PUT, "/hindsight/v1/default/banks/gone", Some(json!({"mission": "kept?"}))).await;
-    assert_eq!(status, 503, "{v}");
-    found_within_10_s(&d, "acknowledged before GONE-1", "GONE-1").await;
+        d.req(reqwest::Method::PUT, "/hindsight/v1/default/banks/gone", Some(json!({"mission": "kept KEPT-4"}))).await;
+    assert_eq!(status, 200, "{v}");
     let (_, notices) = d.get("/v1/notices?after=0").await;
     assert!(notices.to_string().contains("spool file") && notices.to_string().contains("was deleted"), "{notices}");
+    assert!(notices.to_string().contains("written back to its path"), "{notices}");
+    d.kill();
+    let d = Daemon::start_in(d.into_dir(), config);
+    found_within_10_s(&d, "acknowledged before GONE-1", "GONE-1").await;
+    found_within_10_s(&d, "acknowledged after GONE-3", "GONE-3").await;
+    let (_, bank) = d.get("/hindsight/v1/default/banks").await;
+    assert!(bank.to_string().contains("KEPT-4"), "{bank}");
+}
+
+/// The whole storage dir removed under the running daemon (an `rm -rf`) while retains wait (the
+/// backend down): the folder is made again, private, and the spool written back into it at once.
+/// The restart the refusal advised began on a new, empty spool, and a crash before it lost the
+/// waiting retains too (review116 #1).
+#[tokio::test]
+async fn a_storage_dir_removed_under_the_daemon_keeps_what_waits_through_a_crash() {
+    let down = "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
+    let mut d = Daemon::start(down);
+    d.start_session("s", "/p/removed").await;
+    for i in 1..=3 {
+        retain_acknowledged(&d, &format!("waiting REMOVED-{i}")).await;
+    }
+    std::fs::remove_dir_all(d.data()).unwrap();
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "refused"}]})).await;
+    assert_eq!(status, 503, "{v}");
+    accepted_again_within_10_s(&d, "waiting REMOVED-4").await;
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode();
+    assert_eq!(mode(&d.data()) & 0o077, 0, "the folder made again is private");
+    assert_eq!(mode(&d.data().join("spool.db")) & 0o077, 0);
+    d.kill();
+    let d = Daemon::start_in(d.into_dir(), "[local]\nembedder = \"off\"\n");
+    for i in 1..=4 {
+        found_within_10_s(&d, &format!("waiting REMOVED-{i}"), &format!("REMOVED-{i}")).await;
+    }
+}
+
+/// Retains `text`, trying again (after a 503) until it is acknowledged, for 10 s at most.
+async fn accepted_again_within_10_s(d: &Daemon, text: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": text}]})).await;
+        if status == 202 {
+            return;
+        }
+        assert_eq!(status, 503, "{v}");
+        assert!(std::time::Instant::now() < deadline, "retains are still refused: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The local store's file deleted under the running daemon: deliveries are refused as an
@@ -238,12 +290,14 @@ async fn a_log_deleted_under_the_daemon_is_noticed() {
     let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "after LOG-2"}]})).await;
     assert_eq!(status, 503, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("write-ahead log"), "{v}");
-    // Restarted, as the notice says, the spool opens and what it acknowledged is delivered: the
-    // connections are closed, their checkpoint whole, before the process ends (a close cut
-    // short left a file half checkpointed, which the lost log could not repair).
-    d.stop();
+    // The log's commits are put into the file and the spool opened again, with a log of its
+    // own: later retains are accepted, and a crash keeps them all (a kill lost every commit
+    // in the deleted log).
+    accepted_again_within_10_s(&d, "after LOG-5").await;
+    d.kill();
     let d = Daemon::start_in(d.into_dir(), config);
     found_within_10_s(&d, "before LOG-1", "LOG-1").await;
+    found_within_10_s(&d, "after LOG-5", "LOG-5").await;
     drop(d);
 
     let mut d = Daemon::start(config);
@@ -260,33 +314,6 @@ async fn a_log_deleted_under_the_daemon_is_noticed() {
     d.stop();
     let d = Daemon::start_in(d.into_dir(), config);
     found_within_10_s(&d, "acknowledged LOG-4", "LOG-4").await;
-}
-
-/// The spool's file deleted while what it acknowledged still waits (its backend down): the
-/// restart the refusal advises finds it, written back as the daemon stopped, and delivers it.
-/// The restart began on a new, empty spool, and every waiting retain was lost (review106 #1).
-#[tokio::test]
-async fn a_deleted_spool_is_written_back_at_the_stop_with_what_waits_in_it() {
-    let down = "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
-    let mut d = Daemon::start(down);
-    d.start_session("s", "/p/gone").await;
-    for i in 1..=3 {
-        retain_acknowledged(&d, &format!("waiting WAITS-{i}")).await;
-    }
-    for name in ["spool.db", "spool.db-wal", "spool.db-shm"] {
-        let _ = std::fs::remove_file(d.data().join(name));
-    }
-    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "refused"}]})).await;
-    assert_eq!(status, 503, "{v}");
-    assert!(d.stop().success());
-    let spool = d.data().join("spool.db");
-    assert!(spool.exists(), "written back");
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&spool).unwrap().permissions().mode() & 0o077, 0);
-    let d = Daemon::start_in(d.into_dir(), "[local]\nembedder = \"off\"\n");
-    for i in 1..=3 {
-        found_within_10_s(&d, &format!("waiting WAITS-{i}"), &format!("WAITS-{i}")).await;
-    }
 }
 
 /// The spool's file emptied in place under the daemon (truncated to 0 bytes): retains are

@@ -173,7 +173,11 @@ pub(super) async fn doctor(flag: Option<&Path>, as_json: bool) -> Result<ExitCod
         let foreign = daemon.is_ok() && holder.is_none() && !says_ours;
         let spool = settings.spool_path();
         match (&daemon, spool.exists()) {
-            (_, false) => r.ok(format!("spool {} is not created yet", spool.display())),
+            // (A log there without it is the running daemon's while it writes the spool back.)
+            (_, false) => match Spool::orphaned_log(&spool) {
+                Err(e) if holder.is_none() => r.file_problem(files::spool_problem(&spool, e)),
+                _ => r.ok(format!("spool {} is not created yet", spool.display())),
+            },
             // The running daemon holds the spool exclusively; it opened it, so it is sound.
             (Ok(_), true) if !foreign => r.ok(format!("spool {} is open in the running daemon", spool.display())),
             (Err(_), true) if silent.is_some() => {

@@ -392,6 +392,12 @@ impl Queue {
             let message = "There is room on the disk again: retains are accepted.";
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
         }
+        // Accepted again after the spool's file was gone: it was written back (see `spool`).
+        if self.inner.spool_gone.swap(false, Ordering::Relaxed) {
+            let message =
+                "The spool's file was written back to its path, with what it held: retains are accepted again.";
+            self.inner.notices.emit(Level::Info, "queue", None, message).await;
+        }
         spooled
     }
 

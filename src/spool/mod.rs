@@ -13,6 +13,7 @@
 mod items;
 mod notices;
 mod records;
+mod restore;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -70,7 +71,7 @@ pub enum SpoolError {
     #[error("spool: {0}")]
     Overwritten(String),
     /// The file was deleted or replaced while the daemon had it open.
-    #[error("the spool file {} {what} while mneme had it open: restart mneme ({})", path.display(), gone_advice(what))]
+    #[error("the spool file {} {what} while mneme had it open: {}", path.display(), gone_advice(what))]
     Gone {
         /// The spool's path.
         path: std::path::PathBuf,
@@ -137,8 +138,8 @@ pub struct Spool {
     next_seq: Arc<AtomicI64>,
     /// Updated by the writer after each commit.
     commit_counters: Arc<CommitCounters>,
-    /// The file as it was opened, to tell it was deleted or replaced under the daemon.
-    file: Arc<mneme_core::database_file::OpenedFile>,
+    /// The file as it is open, to tell it was deleted or replaced under the daemon.
+    file: Arc<restore::WatchedFile>,
 }
 
 /// Refuses a spool file that SQLite must not be given: not a regular file (a FIFO's open
@@ -146,6 +147,7 @@ pub struct Spool {
 /// that holds its last commits).
 fn unusable(path: &Path) -> Result<(), SpoolError> {
     use mneme_core::database_file::{damaged_header, not_a_file, was_emptied, NOT_A_FILE};
+    Spool::orphaned_log(path)?;
     if not_a_file(path) {
         return Err(SpoolError::Overwritten(NOT_A_FILE.to_owned()));
     }
@@ -155,39 +157,14 @@ fn unusable(path: &Path) -> Result<(), SpoolError> {
     damaged_header(path).map_or(Ok(()), |why| Err(SpoolError::Overwritten(why)))
 }
 
-/// What a restart does with a spool file gone under the daemon (see [`SpoolError::Gone`]).
+/// What mneme does, and the user may do, about a spool file gone under the daemon (see
+/// [`SpoolError::Gone`]).
 fn gone_advice(what: &str) -> &'static str {
     match what {
-        mneme_core::database_file::DELETED => {
-            "it writes the spool back to its path as it stops: what it acknowledged before is kept"
+        mneme_core::database_file::DELETED | mneme_core::database_file::LOG_DELETED => {
+            "mneme writes it back to its path, with what it acknowledged before: retry in a moment (restart mneme if this goes on)"
         }
-        _ => "it reads the file now at that path: what waited in the one it had open may be lost",
-    }
-}
-
-/// At the writer's end, the spool's file deleted under the daemon (a user tidying files, a sync
-/// tool) is written back to its path from the open connection: what waited in it would be in a
-/// file no start reads, and the restart the refusal of retains advises lost every acknowledged
-/// retain still waiting (review106 #1). A file put in its place is left alone: it is someone's.
-fn written_back_if_deleted(conn: &Connection, file: &mneme_core::database_file::OpenedFile) {
-    if file.gone() != Some(mneme_core::database_file::DELETED) || file.path().exists() {
-        return;
-    }
-    let path = file.path();
-    let waiting: i64 = conn.query_row("SELECT count(*) FROM items", [], |r| r.get(0)).unwrap_or(-1);
-    match conn.execute("VACUUM INTO ?1", [path.to_string_lossy()]) {
-        Ok(_) => {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-            tracing::warn!(
-                "the spool file {} was deleted while mneme ran: written back as mneme stops, with the {waiting} retains that wait in it",
-                path.display()
-            );
-        }
-        Err(e) => tracing::error!(
-            "the spool file {} was deleted while mneme ran, and cannot be written back ({e}): the {waiting} retains that wait in it are lost",
-            path.display()
-        ),
+        _ => "restart mneme (it reads the file now at that path: what waited in the one it had open may be lost)",
     }
 }
 
@@ -202,22 +179,7 @@ impl Spool {
         unusable(path)?;
         // Removed again if this open fails before SQLite wrote to it (review112 #4).
         let creating = mneme_core::database_file::Creating::new(path);
-        let mut conn = Connection::open(path)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        // Only this daemon's writer thread uses the spool: holding the lock for good spares two
-        // fcntl calls a transaction and the shared-memory WAL index (and keeps other processes out).
-        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        // Emptied by a checkpoint, the log is cut back to this; without a limit it kept the
-        // largest size a burst ever gave it.
-        conn.pragma_update(None, "journal_size_limit", 16i64 << 20)?;
-        conn.pragma_update(None, "synchronous", sync.pragma())?;
-        conn.pragma_update(None, "temp_store", "MEMORY")?;
-        // A delivered or replaced row's bytes are zeroed, and so are the pages a long row's
-        // overflow frees (FAST left those on the free list with their text: a transcript, which
-        // the checkpoint then copied into the file); older log frames keep them until the log
-        // is overwritten, or emptied at once after a forget or a clear (`erase_traces`).
-        conn.pragma_update(None, "secure_delete", "ON")?;
+        let mut conn = restore::connect(path, sync)?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > SCHEMA.len() {
             return Err(SpoolError::NewerSchema { found: version, known: SCHEMA.len() });
@@ -238,14 +200,14 @@ impl Spool {
         let (jobs, rx) = mpsc::channel::<Message>();
         let commit_counters = Arc::new(CommitCounters::default());
         let counters = commit_counters.clone();
-        let file = Arc::new(mneme_core::database_file::OpenedFile::of(path));
-        let opened = file.clone();
+        let file = Arc::new(restore::WatchedFile::new(mneme_core::database_file::OpenedFile::of(path)));
+        let restorer = restore::Restorer { path: path.to_owned(), sync, file: file.clone() };
         thread::Builder::new()
             .name("mneme-spool".into())
             .spawn(move || {
                 let mut conn = conn;
-                let asked = writer(&mut conn, rx, &counters);
-                written_back_if_deleted(&conn, &opened);
+                let asked = writer(&mut conn, rx, &counters, &restorer);
+                restore::written_back_if_deleted(&mut conn, &restorer);
                 drop(conn);
                 // Told once the connection is closed (its close checkpoints the log).
                 if let Some(asked) = asked {
@@ -264,11 +226,33 @@ impl Spool {
 
     /// `Err` when the spool's file was deleted or replaced under the daemon: what it would
     /// acknowledge now is written to a file no later start reads (a retain is refused instead).
+    /// A deleted one is written back by the writer, asked here (see `restore`): refused until it is.
     pub fn still_there(&self) -> Result<(), SpoolError> {
-        match self.file.gone_cheaply() {
-            Some(what) => Err(SpoolError::Gone { path: self.file.path().to_owned(), what }),
+        let file = self.file.current();
+        match file.gone_cheaply() {
+            Some(what) => {
+                if self.file.ask_restore(what) {
+                    let _ = self.jobs.send(Message::Restore);
+                }
+                Err(SpoolError::Gone { path: file.path().to_owned(), what })
+            }
             None => Ok(()),
         }
+    }
+
+    /// `Err` when a log is at the spool's path without its database: the database was deleted
+    /// under a daemon that then stopped before it could write it back (a crash), and SQLite,
+    /// given the path, would make a new database and drop the log with the acknowledged
+    /// retains it holds.
+    pub fn orphaned_log(path: &Path) -> Result<(), SpoolError> {
+        let log = mneme_core::database_file::log_of(path);
+        if path.exists() || !std::fs::metadata(&log).is_ok_and(|m| m.len() > 0) {
+            return Ok(());
+        }
+        Err(SpoolError::Overwritten(format!(
+            "its write-ahead log {} is there without the database it belongs to (deleted while mneme ran, which then stopped before it could write it back): SQLite would drop the log, and the retains in it",
+            log.display()
+        )))
     }
 
     /// Checks a spool file that no daemon has open: that it is a spool database this mneme can

@@ -280,11 +280,12 @@ async fn what_an_old_backend_stored_is_not_taken_for_delivered() {
     assert_eq!(moved, DeadLettered { dead: 2, delivered: 0 });
 }
 
-/// Records (a `/hindsight` bank's profile, a mental model) are neither saved nor deleted once
-/// the spool's file is gone: answered, the save was lost and the deletion undone at the next
-/// start.
+/// Records (a `/hindsight` bank's profile, a mental model) are neither saved nor deleted while
+/// the spool's log is gone (answered, the save was lost and the deletion undone at the next
+/// start); the writer, asked by the refusal, empties the deleted log into the file and opens it
+/// again, and what was saved before and after is there at the next open.
 #[tokio::test]
-async fn records_are_refused_once_the_spool_file_is_gone() {
+async fn records_are_refused_while_the_spool_log_is_gone_then_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spool.db");
     let spool = Spool::open(&path).unwrap();
@@ -293,10 +294,48 @@ async fn records_are_refused_once_the_spool_file_is_gone() {
     // (A log is looked at every 100 ms at most.)
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(matches!(spool.save_record("model", "b/n", "{}".into()).await, Err(SpoolError::Gone { .. })));
-    assert!(matches!(spool.delete_record("model", "b/m").await, Err(SpoolError::Gone { .. })));
-    assert!(matches!(spool.delete_records("model").await, Err(SpoolError::Gone { .. })));
-    let changed = spool.change_records("model", vec!["b/m".into()], |_| Some("{}".into())).await;
-    assert!(matches!(changed, Err(SpoolError::Gone { .. })));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while spool.save_record("model", "b/o", "{}".into()).await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "the spool is not opened again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(dir.path().join("spool.db-wal").exists(), "a log of its own again");
+    // A copy of the files as they are now, as a crash would leave them.
+    let copy = tempfile::tempdir().unwrap();
+    for name in ["spool.db", "spool.db-wal"] {
+        std::fs::copy(dir.path().join(name), copy.path().join(name)).unwrap();
+    }
+    let reopened = Spool::open(&copy.path().join("spool.db")).unwrap();
+    let keys: Vec<String> = reopened.records("model", "").await.unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["b/m", "b/o"]);
+}
+
+/// The spool's file deleted (its folder too) is written back at once by the writer, asked by
+/// the first refusal, and the writer goes on in the file written back: what was saved before and
+/// after is in the files at the path (as a crash would leave them).
+#[tokio::test]
+async fn a_deleted_spool_is_written_back_at_once_and_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("data");
+    std::fs::create_dir(&folder).unwrap();
+    let path = folder.join("spool.db");
+    let spool = Spool::open(&path).unwrap();
+    spool.save_record("model", "before", "{}".into()).await.unwrap();
+    std::fs::remove_dir_all(&folder).unwrap();
+    assert!(matches!(spool.save_record("model", "refused", "{}".into()).await, Err(SpoolError::Gone { .. })));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while spool.save_record("model", "after", "{}".into()).await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "the spool is not written back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!folder.join("spool.db.restoring").exists(), "renamed into place");
+    let copy = tempfile::tempdir().unwrap();
+    for name in ["spool.db", "spool.db-wal"] {
+        std::fs::copy(folder.join(name), copy.path().join(name)).unwrap();
+    }
+    let reopened = Spool::open(&copy.path().join("spool.db")).unwrap();
+    let keys: Vec<String> = reopened.records("model", "").await.unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["after", "before"]);
 }
 
 /// Records changed together: each one there is, as `change` answers; one it leaves, or that is

@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use rusqlite::{params, Connection, Transaction};
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::restore::Restorer;
 use super::{CommitCounters, SpoolError, GROUP_MAX};
 
 pub(super) type Finish = Box<dyn FnOnce(Result<(), SpoolError>) + Send>;
@@ -22,6 +23,9 @@ pub(super) enum Message {
     Checkpoint(Finish, OwnedSemaphorePermit),
     /// Commit what came before, close the connection and end the thread, then say so.
     Close(std::sync::mpsc::Sender<()>),
+    /// The spool's file (or its log) was deleted under the daemon: write it back before the
+    /// next transaction (see `restore`). Sent once until done, so it holds no place.
+    Restore,
 }
 
 pub(super) struct Removal {
@@ -61,6 +65,7 @@ pub(super) fn writer(
     conn: &mut Connection,
     rx: mpsc::Receiver<Message>,
     counters: &CommitCounters,
+    restorer: &Restorer,
 ) -> Option<std::sync::mpsc::Sender<()>> {
     // Places are given back when a message is done: after its transaction.
     let mut removals: Vec<(Removal, OwnedSemaphorePermit)> = Vec::new();
@@ -74,6 +79,9 @@ pub(super) fn writer(
     let mut erase_owed = true;
     // Who asked for the close ([`Message::Close`]), told once the connection is closed.
     let mut closing = None;
+    // Written back but not opened again (see `Restorer::restore`): no transaction begins on
+    // `conn` until it is.
+    let mut unopened = false;
     loop {
         let first = match (removals.is_empty(), erase_owed) {
             (true, false) => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
@@ -83,7 +91,9 @@ pub(super) fn writer(
         let mut group = Vec::new();
         let mut checkpoints = Vec::new();
         let mut closed = false;
+        let mut restore = false;
         match first {
+            Ok(Message::Restore) => restore = true,
             Ok(Message::Close(ack)) => {
                 closing = Some(ack);
                 closed = true;
@@ -95,7 +105,7 @@ pub(super) fn writer(
                 continue; // wait a little for a job to ride on
             }
             Err(mpsc::RecvTimeoutError::Timeout) if removals.is_empty() => {
-                erase_owed = erase_log(conn).is_err();
+                erase_owed = unopened || erase_log(conn).is_err();
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {} // the removals go alone
@@ -107,6 +117,7 @@ pub(super) fn writer(
                 Ok(Message::Job(job, place)) => group.push((job, place)),
                 Ok(Message::Remove(r, place)) => removals.push((r, place)),
                 Ok(Message::Checkpoint(done, place)) => checkpoints.push((done, place)),
+                Ok(Message::Restore) => restore = true,
                 Ok(Message::Close(ack)) => {
                     closing = Some(ack);
                     closed = true;
@@ -115,11 +126,23 @@ pub(super) fn writer(
                 Err(_) => break,
             }
         }
-        let tx = match begin(conn) {
+        // Before the group: what it commits goes into the file written back.
+        let reopened = match (restore, unopened) {
+            (_, true) => restorer.reconnect(conn),
+            (true, false) => restorer.restore(conn),
+            (false, false) => Ok(()),
+        };
+        unopened = reopened.is_err();
+        // (One temporary: a `began` kept in a variable would hold `conn` until the loop's end.)
+        let tx = match match reopened {
+            Ok(()) => begin(conn),
+            Err(e) => Err(e),
+        } {
             Ok(tx) => tx,
             Err(e) => {
                 // The writer never gives up: every job hears why, and the next message tries
-                // again (a full disk that has room again, a transient I/O error).
+                // again (a full disk that has room again, a transient I/O error, the spool
+                // written back and not opened yet).
                 failures.log(format_args!("spool: cannot begin a transaction: {e}"));
                 for (job, _place) in group {
                     job(Err(e.clone()));
@@ -208,7 +231,7 @@ const ERASE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Copies the log into the file and empties it (`wal_checkpoint(TRUNCATE)`), so that no old log
 /// frame keeps the text of a row deleted since. `Err` when it could not complete (a full disk).
-fn erase_log(conn: &Connection) -> Result<(), SpoolError> {
+pub(super) fn erase_log(conn: &Connection) -> Result<(), SpoolError> {
     let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
     if busy != 0 {
         let code = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY);

@@ -138,6 +138,9 @@ pub struct OpenedFile {
 /// What [`OpenedFile::gone`] says of a file deleted under the daemon.
 pub const DELETED: &str = "was deleted";
 
+/// What [`OpenedFile::gone`] says of a file whose log was deleted under the daemon.
+pub const LOG_DELETED: &str = "lost its write-ahead log (its -wal file was deleted)";
+
 /// How often, at most, [`OpenedFile::gone_cheaply`] looks at the log: a `stat` of it on every retain
 /// cost a quarter of the retain path's CPU (109 to 135 µs a retain, measured), and a log
 /// deleted by hand is noticed within this all the same.
@@ -214,7 +217,7 @@ impl OpenedFile {
             }
         }
         match self.log_found.load(Relaxed) {
-            1 => Some("lost its write-ahead log (its -wal file was deleted)"),
+            1 => Some(LOG_DELETED),
             2 => Some("had its write-ahead log (its -wal file) replaced"),
             _ => None,
         }
@@ -239,8 +242,8 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// The write-ahead log beside the database at `path`.
-fn log_of(path: &Path) -> std::path::PathBuf {
+/// The write-ahead log SQLite keeps beside the database at `path`.
+pub fn log_of(path: &Path) -> std::path::PathBuf {
     let mut log = path.as_os_str().to_owned();
     log.push("-wal");
     std::path::PathBuf::from(log)

@@ -1,0 +1,185 @@
+//! The spool's file deleted under the running daemon (a user tidying files, a sync tool, an
+//! `rm -rf` of the storage dir): what waits in it is written back to its path at once, and the
+//! writer goes on in the file written back.
+//!
+//! Until then, what the daemon acknowledged lives only in a file no start reads (or, its `-wal`
+//! deleted, in a log no checkpoint of the file it belongs to will read): a crash lost it all, and
+//! so did the restart the refusal advised when the storage dir itself was gone (review116 #1,
+//! #2). Written back through a temporary file renamed into place, so a kill mid-way leaves the
+//! path empty or whole, never a half-written database.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use mneme_core::database_file::{OpenedFile, DELETED, LOG_DELETED};
+use rusqlite::Connection;
+
+use super::SpoolError;
+use crate::config::SpoolSync;
+
+/// The spool's file as the writer has it open: renewed once a deleted one is written back.
+pub(super) struct WatchedFile {
+    opened: RwLock<Arc<OpenedFile>>,
+    /// A restore was asked of the writer and is not done yet (asked once, not at every retain).
+    asked: AtomicBool,
+}
+
+impl WatchedFile {
+    pub(super) fn new(opened: OpenedFile) -> Self {
+        Self { opened: RwLock::new(Arc::new(opened)), asked: AtomicBool::new(false) }
+    }
+
+    /// The file as it is open now.
+    pub(super) fn current(&self) -> Arc<OpenedFile> {
+        self.opened.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether what became of the file (see [`OpenedFile::gone`]) is undone by a restore, and
+    /// the writer was not asked yet: true once, until the restore is done.
+    pub(super) fn ask_restore(&self, what: &str) -> bool {
+        restorable(what) && !self.asked.swap(true, Ordering::AcqRel)
+    }
+
+    fn renew(&self, opened: OpenedFile) {
+        *self.opened.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(opened);
+        self.asked.store(false, Ordering::Release);
+    }
+}
+
+/// A file deleted, or its log, is the spool's own, and can be written back; a file put in its
+/// place is someone's, and one emptied in place has lost its first pages for good.
+fn restorable(what: &str) -> bool {
+    what == DELETED || what == LOG_DELETED
+}
+
+/// Opens the spool's database with the settings its writer uses.
+pub(super) fn connect(path: &Path, sync: SpoolSync) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    // Only this daemon's writer thread uses the spool: holding the lock for good spares two
+    // fcntl calls a transaction and the shared-memory WAL index (and keeps other processes out).
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // Emptied by a checkpoint, the log is cut back to this; without a limit it kept the
+    // largest size a burst ever gave it.
+    conn.pragma_update(None, "journal_size_limit", 16i64 << 20)?;
+    conn.pragma_update(None, "synchronous", sync.pragma())?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // A delivered or replaced row's bytes are zeroed, and so are the pages a long row's
+    // overflow frees (FAST left those on the free list with their text: a transcript, which
+    // the checkpoint then copied into the file); older log frames keep them until the log
+    // is overwritten, or emptied at once after a forget or a clear (`erase_traces`).
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    Ok(conn)
+}
+
+/// What the writer needs to give the spool its file back.
+pub(super) struct Restorer {
+    pub(super) path: PathBuf,
+    pub(super) sync: SpoolSync,
+    pub(super) file: Arc<WatchedFile>,
+}
+
+impl Restorer {
+    /// Writes the spool back to its path if it was deleted (or empties its deleted log into the
+    /// file), and opens `conn` on the result. Runs on the writer thread between transactions,
+    /// so no job writes while it runs. `Err` when the file is back but could not be opened
+    /// again: `conn` must not be used then until [`Self::reconnect`] succeeds. A restore that
+    /// fails before it wrote anything is logged, and asked again by the next retain refused.
+    pub(super) fn restore(&self, conn: &mut Connection) -> Result<(), SpoolError> {
+        let opened = self.file.current();
+        let written = match opened.gone() {
+            Some(DELETED) if !self.path.exists() => self.write_back(conn),
+            // Every commit into the file itself, which is still at its path: the log the
+            // connection writes to is one no later open reads.
+            Some(LOG_DELETED) => super::writer::erase_log(conn),
+            _ => {
+                self.file.asked.store(false, Ordering::Release);
+                return Ok(());
+            }
+        };
+        if let Err(e) = written {
+            tracing::error!("the spool file {} {}, and cannot be written back yet: {e}", self.path.display(), {
+                opened.gone().unwrap_or(DELETED)
+            });
+            // Asked again by the next retain it refuses.
+            self.file.asked.store(false, Ordering::Release);
+            return Ok(());
+        }
+        // Closed before the file is opened again: the old connection's close removes the log at
+        // its path, which would otherwise be the new connection's. Emptied above, it holds
+        // nothing, and a start that found it beside the file written back would ignore it.
+        drop(std::mem::replace(conn, Connection::open_in_memory().expect("an in-memory database opens")));
+        self.reconnect(conn)?;
+        tracing::warn!(
+            "the spool file {} {} while mneme ran: written back, with what waited in it; retains are accepted again",
+            self.path.display(),
+            opened.gone().unwrap_or(DELETED)
+        );
+        Ok(())
+    }
+
+    /// Opens `conn` on the file at the path again (after [`Self::restore`] failed to).
+    pub(super) fn reconnect(&self, conn: &mut Connection) -> Result<(), SpoolError> {
+        *conn = connect(&self.path, self.sync)?;
+        self.file.renew(OpenedFile::of(&self.path));
+        Ok(())
+    }
+
+    /// Copies the open database to its path (its folder made again, private, if it went too):
+    /// to a temporary file first, synced, then renamed into place.
+    fn write_back(&self, conn: &Connection) -> Result<(), SpoolError> {
+        use std::os::unix::fs::PermissionsExt;
+        super::writer::erase_log(conn)?;
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(io_error)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io_error)?;
+        }
+        let mut temporary = self.path.as_os_str().to_owned();
+        temporary.push(".restoring");
+        let temporary = PathBuf::from(temporary);
+        let _ = std::fs::remove_file(&temporary);
+        let copied =
+            conn.execute("VACUUM INTO ?1", [temporary.to_string_lossy()]).map_err(SpoolError::from).and_then(|_| {
+                std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600)).map_err(io_error)?;
+                std::fs::File::open(&temporary).and_then(|f| f.sync_all()).map_err(io_error)?;
+                std::fs::rename(&temporary, &self.path).map_err(io_error)?;
+                std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_error)
+            });
+        if copied.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        copied
+    }
+}
+
+/// At the writer's end, a spool file still deleted (its restore failed) is written back from the
+/// open connection: what waited in it would be in a file no start reads (review106 #1). A file
+/// put in its place is left alone: it is someone's.
+pub(super) fn written_back_if_deleted(conn: &mut Connection, restorer: &Restorer) {
+    let opened = restorer.file.current();
+    if opened.gone() != Some(DELETED) || restorer.path.exists() {
+        return;
+    }
+    let waiting: i64 = conn.query_row("SELECT count(*) FROM items", [], |r| r.get(0)).unwrap_or(-1);
+    match restorer.write_back(conn) {
+        Ok(()) => tracing::warn!(
+            "the spool file {} was deleted while mneme ran: written back as mneme stops, with the {waiting} retains that wait in it",
+            restorer.path.display()
+        ),
+        Err(e) => tracing::error!(
+            "the spool file {} was deleted while mneme ran, and cannot be written back ({e}): the {waiting} retains that wait in it are lost",
+            restorer.path.display()
+        ),
+    }
+}
+
+fn io_error(e: std::io::Error) -> SpoolError {
+    let code = match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => rusqlite::ffi::SQLITE_FULL,
+        _ => rusqlite::ffi::SQLITE_IOERR,
+    };
+    SpoolError::from(rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some(e.to_string())))
+}
