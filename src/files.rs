@@ -122,6 +122,23 @@ fn advice(path: &Path, reason: &str, lost: &str) -> String {
     )
 }
 
+/// Whether `a` and `b` name the same file: the same inode when both exist, else the same place
+/// once the links on the way are followed (one that does not exist yet would be made there).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return (x.dev(), x.ino()) == (y.dev(), y.ino());
+    }
+    let place = |p: &Path| -> Option<PathBuf> {
+        if let Ok(real) = std::fs::canonicalize(p) {
+            return Some(real);
+        }
+        let folder = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
+    };
+    matches!((place(a), place(b)), (Some(x), Some(y)) if x == y)
+}
+
 /// The spool could not be opened.
 pub fn spool_problem(path: &Path, reason: impl fmt::Display) -> FileProblem {
     let reason = reason.to_string();

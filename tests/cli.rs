@@ -1441,3 +1441,33 @@ async fn a_closed_standard_error_changes_no_outcome() {
     let (code, out) = run(&gone, &["hook", "claude-code"], &prompt.to_string());
     assert_eq!((code, out.trim()), (Some(0), "{}"), "a hook answers its agent");
 }
+
+/// `local.path` naming a file mneme keeps for itself in its storage dir (the spool, the token,
+/// the pidfile) is a bad value, said with its line by `config check`: the start blamed "another
+/// process" (the daemon's own spool connection), and doctor's advice moved the spool aside, with
+/// the retains waiting in it (review115 #2).
+#[test]
+fn a_store_path_naming_the_spool_or_the_token_is_refused_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let config = dir.path().join("config.toml");
+    for own in ["spool.db", "token", "mneme.pid"] {
+        let text = format!(
+            "[storage]\ndir = \"{}\"\n\n[local]\nembedder = \"off\"\npath = \"{}\"\n",
+            data.display(),
+            data.join(own).display()
+        );
+        std::fs::write(&config, text).unwrap();
+        let out = assert_cmd::Command::new(common::bin())
+            .args(["config", "check"])
+            .env("MNEME_CONFIG", &config)
+            .env_remove("MNEME_STORAGE__DIR")
+            .output()
+            .unwrap();
+        let said = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(2), "an invalid config: {own}: {said}");
+        assert!(said.contains("line 6: local.path"), "{own}: {said}");
+        assert!(said.contains("a file mneme keeps for itself"), "{own}: {said}");
+    }
+}

@@ -30,6 +30,31 @@ async fn seed(d: &Daemon, n: usize) {
     assert_eq!(v["failed"], 0);
 }
 
+/// An export over a file the configuration runs on (the store, the spool, the token, the config
+/// file) is refused, the file left as it was: renamed into place, it replaced the running
+/// daemon's store, which then could not start again (review115 #3).
+#[tokio::test]
+async fn an_export_over_the_daemons_own_files_is_refused() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    seed(&d, 2).await;
+    let targets = [d.data().join("memories.db"), d.data().join("spool.db"), d.data().join("token"), d.config_path()];
+    for target in targets {
+        let before = std::fs::read(&target).unwrap();
+        let out = d.cli().args(["export", "-o"]).arg(&target).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {err}", target.display());
+        assert!(err.contains("which mneme runs on"), "{}: {err}", target.display());
+        assert_eq!(std::fs::read(&target).unwrap(), before, "{} left as it was", target.display());
+    }
+    // Through a link to it, too.
+    let link = d.data().parent().unwrap().join("backup.jsonl");
+    std::os::unix::fs::symlink(d.data().join("memories.db"), &link).unwrap();
+    let out = d.cli().args(["export", "-o"]).arg(&link).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["backend"]["healthy"], true, "{status}");
+}
+
 #[tokio::test]
 async fn export_then_import_is_lossless_and_idempotent() {
     let a = Daemon::start("");

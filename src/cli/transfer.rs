@@ -31,13 +31,33 @@ impl std::borrow::Borrow<StoredMemory> for Line {
     }
 }
 
+/// Refuses an export over one of the files this configuration runs on (its store, its spool, its
+/// token or pidfile, the config file itself): renamed into place, the export replaced the
+/// running daemon's store, which then could not start again (review115 #3).
+fn refuse_own_file(output: &Path, loaded: &crate::config::Loaded) -> Result<(), CliError> {
+    let settings = &loaded.settings;
+    let own = settings.private_files().into_iter().chain([loaded.path.clone()]);
+    match own.into_iter().find(|own| crate::files::same_file(output, own)) {
+        Some(own) => Err(CliError::Other(format!(
+            "cannot write {}: it is {}, which mneme runs on; export to a file of its own",
+            output.display(),
+            own.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub(super) async fn export(
     config: Option<&Path>,
     bank: Option<String>,
     output: Option<PathBuf>,
     as_json: bool,
 ) -> Result<ExitCode, CliError> {
-    let settings = load_client_settings(config)?.settings;
+    let loaded = load_client_settings(config)?;
+    if let Some(path) = &output {
+        refuse_own_file(path, &loaded)?;
+    }
+    let settings = loaded.settings;
     let client = Client::connect(&settings).await?;
     if let Some(bank) = &bank {
         known_bank(&client, bank).await?;

@@ -612,6 +612,21 @@ fn cross_checks(s: &Settings, lines: &LineIndex) -> Vec<ConfigError> {
             ),
         );
     }
+    // A slip (a path the shell completed to the wrong file): the store would be opened on the
+    // spool (locked by the daemon's own connection, "another process"), and the advice for a
+    // damaged store moved the spool aside, with the retains waiting in it (review115 #2).
+    if let Some(store) = &s.local.path {
+        if let Some(own) = s.storage_files().iter().find(|own| crate::files::same_file(store, own)) {
+            err(
+                "local",
+                "path",
+                format!(
+                    "names {}, a file mneme keeps for itself in storage.dir; name a file of its own",
+                    own.display()
+                ),
+            );
+        }
+    }
     if s.queue.retry_max < s.queue.retry_initial {
         err("queue", "retry_max", "must not be shorter than queue.retry_initial".into());
     }

@@ -464,6 +464,18 @@ impl Settings {
         files
     }
 
+    /// The files of the storage dir mneme keeps for itself (the token, the pidfile, the spool and
+    /// its logs, the web view's login page): no store or export may be written over them.
+    pub fn storage_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.token_path(), self.pid_path(), self.storage.dir.join("ui-login.html")];
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = self.spool_path().into_os_string();
+            name.push(suffix);
+            files.push(PathBuf::from(name));
+        }
+        files
+    }
+
     /// The base bank: `bank_id` trimmed (or "mneme"), with the prefix when set.
     pub fn base_bank(&self) -> String {
         let base = match self.memory.bank_id.trim() {
