@@ -504,3 +504,42 @@ fn a_first_start_on_a_full_disk_leaves_nothing_that_blocks_the_next() {
         let _ = std::fs::remove_dir_all(&root);
     }
 }
+
+/// Killed on a full disk with many sessions' retains waiting, the daemon starts again on the
+/// still-full disk (answering 507) and delivers them all once there is room: the start read the
+/// sessions kept in the spool in the same transaction as the deliveries it resumed, whose commit
+/// failed on the full disk and failed the read, and the start with it (review116 #3: a service
+/// manager's restarts gave up before the disk had room).
+#[tokio::test]
+async fn a_restart_on_a_full_disk_with_sessions_waiting_starts_and_delivers_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_mount) = Tmpfs::mount_or_skip(&dir.path().join("data"), "8m") else { return };
+    let config = "[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\nbatch_size = 1000\nretry_initial = \"100ms\"\nretry_max = \"1s\"\n";
+    let mut d = Daemon::start_in(dir, config);
+    for k in 0..60 {
+        let id = format!("s{k}");
+        let (status, v) = d.post("/v1/sessions", json!({"session_id": id, "cwd": "/tmp"})).await;
+        assert_eq!(status, 200, "{v}");
+        let (status, v) = d
+            .post(&format!("/v1/sessions/{id}/retain"), json!({"items": [{"content": format!("waiting fact {k}")}]}))
+            .await;
+        assert_eq!(status, 202, "{v}");
+    }
+    fill(&d.data().join("filler"));
+    d.kill();
+    // (`start_in` fails the test if the daemon does not start.) Retried at each debounce once
+    // there is room.
+    let d = Daemon::start_in(d.into_dir(), &config.replace("\"1h\"", "\"200ms\""));
+    let (status, v) = d.post("/v1/sessions/s1/retain", json!({"items": [{"content": "on the full disk"}]})).await;
+    assert_eq!(status, 507, "{v}");
+    std::fs::remove_file(d.data().join("filler")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, status) = d.get("/v1/status").await;
+        if status["backend"]["memories"] == 60 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not delivered once there is room: {status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -316,6 +316,21 @@ impl Spool {
         self.submit(move |t| f(t).map_err(SpoolError::from)).await
     }
 
+    /// Runs `f` on the spool after the writer's next transaction, outside any transaction: it
+    /// sees what was committed before it was asked, and no failed commit of others fails it.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, SpoolError> {
+        let (tx, rx) = oneshot::channel();
+        let read: writer::Read = Box::new(move |conn| {
+            let _ = tx.send(conn.and_then(|c| f(c).map_err(SpoolError::from)));
+        });
+        let place = self.place().await?;
+        self.jobs.send(Message::Read(read, place)).map_err(|_| SpoolError::Stopped)?;
+        rx.await.map_err(|_| SpoolError::Stopped)?
+    }
+
     /// Commits what was sent before, closes the connection and ends the writer thread, waiting
     /// for it at most `wait`: the daemon calls it as it stops. The thread used to end on its own
     /// once the last handle went, and the process could end first, its close's checkpoint cut

@@ -1,7 +1,7 @@
 //! What other layers keep in the spool as JSON: sessions (the session layer) and records by
 //! kind and key (the Hindsight API's bank profiles and mental models).
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, OptionalExtension};
 
 use super::{Spool, SpoolError};
 
@@ -79,14 +79,14 @@ impl Spool {
     /// The record of `kind` under exactly `key`, if any.
     pub async fn record(&self, kind: &'static str, key: &str) -> Result<Option<String>, SpoolError> {
         let key = key.to_owned();
-        self.call(move |t| record_in(t, kind, &key)).await
+        self.read(move |c| record_in(c, kind, &key)).await
     }
 
     /// The records of `kind` whose key starts with `prefix`, by key.
     pub async fn records(&self, kind: &'static str, prefix: &str) -> Result<Vec<(String, String)>, SpoolError> {
         let prefix = prefix.to_owned();
-        self.call(move |t| {
-            let mut stmt = t.prepare_cached(
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
                 "SELECT key, record FROM records WHERE kind = ?1 AND substr(key, 1, length(?2)) = ?2 ORDER BY key",
             )?;
             let rows = stmt.query_map(params![kind, prefix], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -133,8 +133,8 @@ impl Spool {
 
     /// Every saved session record.
     pub async fn sessions(&self) -> Result<Vec<(String, String)>, SpoolError> {
-        self.call(|t| {
-            let mut stmt = t.prepare("SELECT id, record FROM sessions")?;
+        self.read(|c| {
+            let mut stmt = c.prepare("SELECT id, record FROM sessions")?;
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
             rows.collect()
         })
@@ -142,9 +142,9 @@ impl Spool {
     }
 }
 
-/// The record of `kind` under `key`, read inside a job's transaction.
-pub(super) fn record_in(t: &Transaction<'_>, kind: &str, key: &str) -> rusqlite::Result<Option<String>> {
-    t.prepare_cached("SELECT record FROM records WHERE kind = ? AND key = ?")?
+/// The record of `kind` under `key` (in a job's transaction, or a read's).
+pub(super) fn record_in(c: &rusqlite::Connection, kind: &str, key: &str) -> rusqlite::Result<Option<String>> {
+    c.prepare_cached("SELECT record FROM records WHERE kind = ? AND key = ?")?
         .query_row(params![kind, key], |r| r.get(0))
         .optional()
 }

@@ -26,7 +26,14 @@ pub(super) enum Message {
     /// The spool's file (or its log) was deleted under the daemon: write it back before the
     /// next transaction (see `restore`). Sent once until done, so it holds no place.
     Restore,
+    /// Read, after the next transaction: it sees what was committed before it, and a commit that
+    /// fails (a full disk) fails no read (review116 #3: the sessions read at a start, grouped
+    /// with deliveries that could not write, stopped the start).
+    Read(Read, OwnedSemaphorePermit),
 }
+
+/// A read, given the connection outside any transaction (or why it cannot be read now).
+pub(super) type Read = Box<dyn FnOnce(Result<&Connection, SpoolError>) + Send>;
 
 pub(super) struct Removal {
     pub(super) session_id: String,
@@ -92,8 +99,10 @@ pub(super) fn writer(
         let mut checkpoints = Vec::new();
         let mut closed = false;
         let mut restore = false;
+        let mut reads = Vec::new();
         match first {
             Ok(Message::Restore) => restore = true,
+            Ok(Message::Read(read, place)) => reads.push((read, place)),
             Ok(Message::Close(ack)) => {
                 closing = Some(ack);
                 closed = true;
@@ -118,6 +127,7 @@ pub(super) fn writer(
                 Ok(Message::Remove(r, place)) => removals.push((r, place)),
                 Ok(Message::Checkpoint(done, place)) => checkpoints.push((done, place)),
                 Ok(Message::Restore) => restore = true,
+                Ok(Message::Read(read, place)) => reads.push((read, place)),
                 Ok(Message::Close(ack)) => {
                     closing = Some(ack);
                     closed = true;
@@ -133,11 +143,8 @@ pub(super) fn writer(
             (false, false) => Ok(()),
         };
         unopened = reopened.is_err();
-        // (One temporary: a `began` kept in a variable would hold `conn` until the loop's end.)
-        let tx = match match reopened {
-            Ok(()) => begin(conn),
-            Err(e) => Err(e),
-        } {
+        let began = reopened.and_then(|()| begin(conn));
+        let tx = match began {
             Ok(tx) => tx,
             Err(e) => {
                 // The writer never gives up: every job hears why, and the next message tries
@@ -149,6 +156,11 @@ pub(super) fn writer(
                 }
                 for (done, _place) in checkpoints {
                     done(Err(e.clone()));
+                }
+                // A transaction that cannot begin keeps no read from the file, unless it is not
+                // open again yet.
+                for (read, _place) in reads {
+                    read(if unopened { Err(e.clone()) } else { Ok(&*conn) });
                 }
                 if closed {
                     // Nobody sends any more: the removals are resent after a restart.
@@ -220,6 +232,9 @@ pub(super) fn writer(
             erase_owed = erased.is_err();
             done(erased);
         }
+        for (read, _place) in reads {
+            read(Ok(&*conn));
+        }
         if closed {
             return closing;
         }
@@ -284,12 +299,14 @@ fn supersede_dead_letters(tx: &Transaction<'_>, r: &Removal) {
     }
 }
 
-/// Opens the next transaction, first closing one a failure left open.
-fn begin(conn: &mut Connection) -> Result<Transaction<'_>, SpoolError> {
+/// Opens the next transaction, first closing one a failure left open. (Through a shared borrow:
+/// the reads given the connection when it cannot begin need one too; only this thread uses
+/// the connection, and no transaction is open once the one left is rolled back.)
+fn begin(conn: &Connection) -> Result<Transaction<'_>, SpoolError> {
     if !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
     }
-    Ok(conn.transaction()?)
+    Ok(conn.unchecked_transaction()?)
 }
 
 /// The spool's write failures as the log shows them: the first of an episode, then at most one a
