@@ -626,3 +626,39 @@ async fn forgetting_a_sessions_transcript_memory_is_not_undone_by_its_next_turn(
         assert!(!text.contains(&format!("question {i} about")), "turn {i} came back: {text}");
     }
 }
+
+/// A second login in the same browser ends the session its cookie replaced, and a log out ends
+/// every session of the view: the first cookie still read and deleted memories for its whole
+/// lifetime (12 h by default) after the owner logged out (review114 #1).
+#[tokio::test]
+async fn a_new_login_ends_the_session_it_replaces_and_a_logout_ends_them_all() {
+    let d = Daemon::start(NO_EMBEDDER);
+    let cwd = tempfile::tempdir().unwrap();
+    retain(&d, "s", cwd.path().to_str().unwrap(), &["a fact the view shows"]).await;
+    let status_with = |b: &Browser| {
+        let r = b.req(&d, Method::GET, "/v1/memories").header("sec-fetch-site", "same-origin").send();
+        async move { r.await.unwrap().status().as_u16() }
+    };
+    // The link opened in the browser that holds the first session's cookie: it is sent along.
+    let first = Browser::login(&d).await;
+    let out = d.cli().args(["ui", "--no-open"]).output().unwrap();
+    let url = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let r = first.http.get(&url).header(header::COOKIE, &first.cookie).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let set = r.headers()[header::SET_COOKIE].to_str().unwrap();
+    let second = Browser {
+        http: first.http.clone(),
+        origin: first.origin.clone(),
+        cookie: set.split(';').next().unwrap().to_owned(),
+    };
+    assert_eq!(status_with(&first).await, 401, "the replaced session is ended");
+    assert_eq!(status_with(&second).await, 200);
+    // Another login, from elsewhere (no cookie sent): both live until a log out.
+    let third = Browser::login(&d).await;
+    assert_eq!(status_with(&third).await, 200);
+    let r = second.req(&d, Method::GET, "/ui/session").header("sec-fetch-site", "same-origin").send().await.unwrap();
+    let csrf = r.json::<Value>().await.unwrap()["csrf"].as_str().unwrap().to_owned();
+    assert_eq!(second.logout(&d, &csrf).await.status(), 204);
+    assert_eq!(status_with(&second).await, 401);
+    assert_eq!(status_with(&third).await, 401, "a log out ends every session of the view");
+}

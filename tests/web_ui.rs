@@ -154,6 +154,9 @@ fn search_finds_a_paraphrase_by_meaning_from_the_keyboard() {
     assert_eq!(search["focused"], "query", "'/' focuses the search box: {search}");
     let rank = search["rank"].as_u64().unwrap_or_else(|| panic!("the paraphrased fact was not found: {search}"));
     assert!(rank <= 5, "{search}");
+    let slash = r.step("slash-from-another-tab");
+    assert_eq!(slash["focused"], "query", "'/' from another tab focuses the search box: {slash}");
+    assert_eq!(slash["memories_shown"], true, "{slash}");
     let reached = r.step("keyboard")["reached"].as_array().unwrap().clone();
     for id in ["tab-memories", "tab-queue", "tab-notices", "tab-backend", "bank", "tags", "query", "item"] {
         assert!(reached.iter().any(|x| x == id), "Tab never reached {id}: {reached:?}");
@@ -193,6 +196,10 @@ fn a_failed_delivery_shows_up_live_and_dead_letters_can_be_retried() {
     assert!(live["warning"].as_str().unwrap().contains("cannot reach Hindsight"), "{live}");
     assert_ne!(live["highlighted"], "rgba(0, 0, 0, 0)", "warnings are highlighted: {live}");
     assert_eq!(live["banks_after_switch"][0], "The configured bank", "the banks read again: {live}");
+    let unstored = r.step("unstored-notice");
+    assert_eq!(unstored["shown"], 1, "a notice the spool could not store is shown, once: {unstored}");
+    let list = r.step("list-after-switch");
+    assert_eq!(list["items"], 0, "the old backend's memories are not listed as current: {list}");
     let queue = r.step("queue");
     let rows = queue["rows"].as_array().unwrap();
     assert!(rows.iter().any(|row| row.as_str().unwrap().starts_with("ui-fail\t1\t0\t1\t0")), "{queue}");

@@ -533,6 +533,22 @@ def run_view(d, b, scope, fact_id, delete_id):
          highlighted=b.js("return getComputedStyle(document.querySelector('#notices li.warning, #notices li.error')).backgroundColor"))
     b.screenshot("5-notices")
 
+    # A notice the spool could not store (a full disk: the error the view most needs to show)
+    # comes with id 0, on the stream and in the backlog: shown once, and counted (review114 #2).
+    # Handed to the page's own handler twice, as the stream and the backlog both may.
+    unstored = "{id: 0, at: '2026-12-07T00:00:00Z', level: 'error', source: 'queue', message: 'UNSTORED-NOTICE the disk is full'}"
+    b.js(f"showNotice({unstored}); showNotice({unstored});")
+    step("unstored-notice",
+         shown=b.js("return [...document.querySelectorAll('#notices li')].filter(e => e.textContent.includes('UNSTORED-NOTICE')).length"))
+
+    # Back on Memories after the switch, seen from another tab: the list is the new backend's
+    # (here one that cannot list: said so), not the local store's kept as current (review114 #3).
+    b.click("#tab-memories")
+    b.wait("return document.getElementById('list-info').textContent.startsWith('The backend cannot list')",
+           "the list after the switch", 20)
+    step("list-after-switch", info=b.js("return document.getElementById('list-info').textContent"),
+         items=b.js("return document.querySelectorAll('#list li').length"))
+
     # The queue: the failed session waits, with its last delivery's error. (A click, not a new
     # page load: the list would ask the unreachable backend.)
     b.click("#tab-queue")
@@ -583,6 +599,13 @@ def run_view(d, b, scope, fact_id, delete_id):
         b.keys("\ue004")
         reached.add(b.js("const e = document.activeElement; return e.id || e.className || e.tagName"))
     step("keyboard", reached=sorted(reached))
+    # '/' from another tab shows the Memories view and focuses its search box (review114 #5).
+    b.click("#tab-notices")
+    b.wait("return !document.getElementById('view-notices').hidden", "the notices tab")
+    b.js("document.activeElement.blur()")
+    b.keys("/")
+    step("slash-from-another-tab", focused=b.js("return document.activeElement.id"),
+         memories_shown=b.js("return !document.getElementById('view-memories').hidden"))
     step("console", entries=b.console())
 
 

@@ -124,6 +124,12 @@ impl UiAuth {
     pub fn end(&self, id: &str) {
         self.sessions.locked().remove(id);
     }
+
+    /// Ends every session (a log out: the daemon has one owner, and a cookie of an earlier
+    /// login, or one a program on another local port was sent, must not outlive it).
+    pub fn end_all(&self) {
+        self.sessions.locked().clear();
+    }
 }
 
 /// The value of the session cookie named `name` ([`cookie_name`]), if the request carries one.

@@ -95,7 +95,11 @@ pub struct LoginQuery {
 
 /// `GET /ui/login?code=…`: the code for a session cookie, then on to `/ui/` (the code leaves the
 /// address bar and the history).
-pub async fn login(State(s): St, q: Result<Query<LoginQuery>, QueryRejection>) -> Result<Response, ApiError> {
+pub async fn login(
+    State(s): St,
+    headers: HeaderMap,
+    q: Result<Query<LoginQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let Query(q) = q?;
     let code = q.code.unwrap_or_default();
     if code.trim().is_empty() {
@@ -111,6 +115,11 @@ pub async fn login(State(s): St, q: Result<Query<LoginQuery>, QueryRejection>) -
             "this login link was already used or has expired: run `mneme ui` for a new one",
         ));
     };
+    // The session this browser's cookie named is replaced: ended, not left valid for its
+    // whole lifetime (review114 #1).
+    if let Some(replaced) = auth::session_cookie(&headers, &s.cookie_name()) {
+        s.ui.end(replaced);
+    }
     let cookie = format!(
         "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
         s.cookie_name(),
@@ -145,11 +154,14 @@ pub async fn session(State(s): St, headers: HeaderMap) -> Result<Json<UiSession>
     }))
 }
 
-/// `POST /ui/logout` (cookie): ends the session and clears the cookie.
+/// `POST /ui/logout` (cookie): ends every session of the view, and clears the cookie. Every one:
+/// a second login in the same browser left the first session valid (its cookie replaced, not
+/// ended), and so did any cookie a program on another local port was sent (review114 #1). Only
+/// a live session's cookie ends them.
 pub async fn logout(State(s): St, headers: HeaderMap) -> Response {
     let name = s.cookie_name();
-    if let Some(id) = auth::session_cookie(&headers, &name) {
-        s.ui.end(id);
+    if auth::session_cookie(&headers, &name).and_then(|id| s.ui.session(id)).is_some() {
+        s.ui.end_all();
     }
     (StatusCode::NO_CONTENT, [(header::SET_COOKIE, clearing_cookie(&name))]).into_response()
 }

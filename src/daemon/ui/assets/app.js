@@ -22,6 +22,8 @@ const state = {
   releaseStream: null, // lets another tab stream the notices
   lastId: 0,        // the newest notice when the page loaded
   seenNotice: 0,    // the newest notice shown
+  unstored: new Set(), // notices the spool could not store yet (id 0), shown once each
+  listStale: false, // the backend changed while another tab was showing: the list is the old one's
   loggedOut: false,
   reconnecting: false, // the notice stream dropped and is reconnecting
   version: 0,       // bumped on every render of the list (tests wait on it)
@@ -181,6 +183,7 @@ function route() {
     const tab = $(`tab-${name}`);
     if (name === state.view) tab.setAttribute('aria-current', 'page'); else tab.removeAttribute('aria-current');
   }
+  if (state.view === 'memories' && state.listStale) refreshList();
   if (state.view === 'queue') loadQueue().catch(fail);
   if (state.view === 'backend') loadStatus().catch(fail);
   if (state.view === 'notices') { state.unseenProblems = 0; badge(); }
@@ -465,7 +468,7 @@ function startNotices(lastId) {
     else if (m.kind === 'open') reconnected();
   };
   api('GET', `/v1/notices?after=${state.seenNotice}&limit=100`)
-    .then((v) => { for (const n of v.notices || []) if (n.id) showNotice(n); })
+    .then((v) => { for (const n of v.notices || []) showNotice(n); })
     .catch(quiet)
     .finally(() => { const later = waiting; waiting = null; later.forEach(showNotice); });
   navigator.locks.request('mneme-notices', () => new Promise((release) => {
@@ -503,26 +506,59 @@ function streamNotices() {
   es.addEventListener('open', () => { reconnected(); tell({ kind: 'open' }); });
 }
 
-/** Puts a notice at the top of the list, once. */
+/**
+ * Puts a notice at the top of the list, once. One the spool could not store (a full disk: the
+ * error the view most needs to show) comes with id 0, live and in the backlog: shown once by
+ * its time and text, and counted, without moving the newest id seen (review114 #2).
+ */
 function showNotice(n) {
-  if (typeof n.id !== 'number' || n.id <= state.seenNotice) return;
-  state.seenNotice = n.id;
+  if (typeof n.id !== 'number') return;
+  if (n.id === 0) {
+    const key = `${n.at}|${n.level}|${n.message}`;
+    if (state.unstored.has(key)) return;
+    state.unstored.add(key);
+  } else {
+    if (n.id <= state.seenNotice) return;
+    state.seenNotice = n.id;
+  }
   const li = h('li', { class: `notice ${n.level}`, dataset: { id: n.id, level: n.level } },
     h('div', { class: 'meta' }, h('span', {}, when(n.at)), h('span', { class: 'chip' }, n.level),
       h('span', {}, n.source), n.session_id ? h('span', { dir: 'auto' }, n.session_id) : null),
     h('div', { class: 'text', dir: 'auto' }, n.message));
   $('notices').prepend(li);
-  // A backend switched or reopened by a reload: its banks are others (the list kept the old).
+  // A backend switched or reopened by a reload: its banks are others, and so are its memories
+  // (the list kept the old backend's, shown as current: review114 #3). Listed again now, or
+  // when the Memories tab is next shown.
   if (n.id > state.lastId && n.source === 'config' && /backend/.test(n.message || '')) {
-    loadStatus().then(loadBanks).then(() => {
-      if (state.status.backend.healthy !== false && state.view === 'memories') return loadList(null);
-      return null;
-    }).catch(quiet);
+    state.listStale = true;
+    loadStatus().then(loadBanks).then(() => { if (state.view === 'memories') refreshList(); }).catch(quiet);
   }
-  if (n.id > state.lastId && n.level !== 'info' && state.view !== 'notices') {
+  if ((n.id > state.lastId || n.id === 0) && n.level !== 'info' && state.view !== 'notices') {
     state.unseenProblems += 1;
     badge();
   }
+}
+
+/**
+ * Lists the newest memories again after a backend change: a backend that cannot list them (a
+ * Hindsight server down) empties the list and says why, instead of leaving the old one's.
+ */
+function refreshList() {
+  state.listStale = false;
+  const cannot = (why) => {
+    state.listAsked += 1; // a list still on its way is the old backend's
+    $('list').replaceChildren();
+    $('older').hidden = true;
+    $('newest').hidden = true;
+    $('list-info').textContent = `The backend cannot list its memories now: ${why}`;
+  };
+  // Not asked when the status says it cannot answer (a request bound to fail, logged as one).
+  const backend = state.status && state.status.backend;
+  if (backend && backend.healthy === false) { cannot(backend.detail || 'it is unhealthy'); return; }
+  loadList(null).catch((e) => {
+    if (e && e.status === 401) { showLogin(); return; }
+    cannot(e && e.message ? e.message : String(e));
+  });
 }
 
 function reconnecting() {
@@ -594,7 +630,9 @@ function wire() {
   $('logout').addEventListener('click', () => api('POST', '/ui/logout').then(showLogin).catch(fail));
   document.addEventListener('keydown', (ev) => {
     const typing = ev.target instanceof HTMLInputElement || ev.target instanceof HTMLSelectElement;
-    if (ev.key === '/' && !typing) { ev.preventDefault(); location.hash = '#memories'; $('query').focus(); }
+    // Shown first: a hidden box takes no focus (from another tab, the hash change shows the
+    // Memories view only after this handler; review114 #5).
+    if (ev.key === '/' && !typing) { ev.preventDefault(); location.hash = '#memories'; route(); $('query').focus(); }
     if (ev.key === 'Escape' && !$('detail').hidden && !$('confirm').open) closeDetail();
   });
   setInterval(() => {
