@@ -7,7 +7,7 @@ use mneme_core::{BackendError, BankCount, BrowsePage, BrowseQuery, Forget, Forgo
 use reqwest::Method;
 
 use crate::backend::HindsightBackend;
-use crate::wire::{BankList, DocumentDeleted, ListResponse, ListedMemory};
+use crate::wire::{BankList, DocumentDeleted, DocumentInfo, ListResponse, ListedMemory};
 
 fn need_bank(bank: Option<&str>) -> Result<&str, BackendError> {
     bank.ok_or_else(|| BackendError::Invalid("the Hindsight backend lists one bank at a time: name the bank".into()))
@@ -125,7 +125,26 @@ pub(crate) async fn memory(b: &HindsightBackend, id: &str, bank: Option<&str>) -
         .ok_or_else(|| BackendError::NotFound(format!("no memory {} in Hindsight bank {bank:?}", q(id))))?
         .into_stored(bank);
     let memory = crate::backend::without_private(memory);
-    Ok(MemoryDetail { memory, passages: Vec::new(), document_memories: 1 })
+    let document_memories = match &memory.document_id {
+        Some(document) => document_units(b, bank, document).await,
+        None => 1,
+    };
+    Ok(MemoryDetail { memory, passages: Vec::new(), document_memories })
+}
+
+/// How many memory units the server's document holds (the server extracts several from one
+/// retain): a view that said "1" asked to delete "all 1 of its memories", and the delete took
+/// every unit of the document (review114 #4). 1, the memory itself, when the server does not say.
+async fn document_units(b: &HindsightBackend, bank: &str, document: &str) -> u64 {
+    let Ok(url) = b.bank_url(bank, &["documents", document]) else { return 1 };
+    match b.send::<DocumentInfo>("get document", Method::GET, url, None::<&()>, b.timeout()).await {
+        Ok(Some(DocumentInfo { memory_unit_count: Some(n) })) => n.max(1),
+        Ok(_) => 1,
+        Err(e) => {
+            tracing::debug!(bank, "cannot read the document's size: {e}");
+            1
+        }
+    }
 }
 
 /// Whether `id` is a UUID as the server writes them (8-4-4-4-12 hex digits).

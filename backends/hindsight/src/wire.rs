@@ -371,6 +371,14 @@ pub struct BankListItem {
     pub fact_count: Option<u64>,
 }
 
+/// `GET …/documents/{id}`, the part mneme reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DocumentInfo {
+    /// Memory units the document holds.
+    #[serde(default)]
+    pub memory_unit_count: Option<u64>,
+}
+
 /// `DELETE /v1/default/banks/{bank}/documents/{id}`.
 #[derive(Debug, Deserialize)]
 pub struct DocumentDeleted {

@@ -277,9 +277,28 @@ async fn a_bank_is_browsed_shown_and_its_documents_forgotten() {
         item("1", "The okapi service owns billing exports", &["project:zoo"], Some("doc-okapi")),
         item("2", "The tapir job compacts logs hourly", &["project:zoo"], Some("doc-tapir")),
         item("3", "Untagged note about the capybara cache", &[], Some("doc-capy")),
+        item("4", "The quokka deploys run at noon", &[], Some("doc-pair")),
+        item("5", "The quokka rollbacks keep the last image", &[], Some("doc-pair")),
     ];
     b.retain(&scope, &RetainBatch { id: fresh_batch_id(), items }).await.unwrap();
-    wait_for_count(&url, &bank, 3).await;
+    wait_for_count(&url, &bank, 5).await;
+    // A memory's detail says how many units its document holds: the server's count, not 1
+    // (the view asked to delete "all 1" of a document's memories: review114 #4).
+    let listed =
+        b.browse(&BrowseQuery { bank: Some(bank.clone()), limit: 10, ..BrowseQuery::default() }).await.unwrap();
+    let in_pair = listed.memories.iter().find(|m| m.content.contains("quokka deploys")).expect("listed");
+    let shown = b.memory(&in_pair.id, Some(&bank)).await.unwrap();
+    assert_eq!(shown.memory.document_id.as_deref(), Some("doc-pair"));
+    assert_eq!(shown.document_memories, 2, "{shown:?}");
+    let one_unit = listed.memories.iter().find(|m| m.content.contains("capybara")).expect("listed");
+    assert_eq!(b.memory(&one_unit.id, Some(&bank)).await.unwrap().document_memories, 1);
+    b.forget(&Forget::Document { id: "doc-pair".into(), bank: bank.clone() }).await.unwrap();
+    for _ in 0..40 {
+        if list_texts(&url, &bank).await.len() == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
 
     let all = b.browse(&BrowseQuery { bank: Some(bank.clone()), limit: 2, ..BrowseQuery::default() }).await.unwrap();
     assert_eq!(all.memories.len(), 2);
