@@ -19,6 +19,15 @@ pub struct Current {
     pub backend: Arc<dyn MemoryBackend>,
 }
 
+impl Current {
+    /// Names the store the backend in force reads and writes (16 hex digits): another after a
+    /// reload that switched the backend or its store, the same after one that did not.
+    pub fn store_mark(&self) -> String {
+        let store = format!("{}:{}", self.backend.id(), self.settings.store_of(self.backend.id()));
+        format!("{:016x}", mneme_core::text::fnv1a(store.as_bytes()))
+    }
+}
+
 /// A handle to the daemon's state. Cheap to clone; every clone sees the same state.
 #[derive(Clone)]
 pub struct DaemonState {

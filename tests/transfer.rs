@@ -1312,3 +1312,38 @@ async fn a_backup_of_what_a_daemon_accepted_imports_under_the_same_config() {
     let (status, v) = b.post("/v1/import", json!({"memories": [memory]})).await;
     assert_eq!(status, 413, "{v}");
 }
+
+/// An export's cursor names the store it was read from: read on after a reload switched
+/// `local.path`, it is refused (409), where the export went on in the new store and a backup
+/// mixed two stores; a reload that keeps the store keeps the cursor good. An import's answer
+/// names the store that took it, so the CLI can tell an import split between two (review115 #1).
+#[tokio::test]
+async fn an_export_read_on_across_a_switch_of_store_is_refused() {
+    let base = "[local]\nembedder = \"off\"\n";
+    let d = Daemon::start(base);
+    seed(&d, 3).await;
+    let (status, first) = d.get("/v1/export?limit=1").await;
+    assert_eq!(status, 200, "{first}");
+    let next = first["next"].as_str().expect("more pages").to_owned();
+    let (_, imported) = d
+        .post("/v1/import", json!({"memories": [{"id": "i1", "bank": "mneme", "content": "imported first", "created_at": "2026-12-01T00:00:00Z"}]}))
+        .await;
+    let store_a = imported["store"].as_str().expect("the store is named").to_owned();
+    // A reload that keeps the store: the cursor reads on.
+    std::fs::write(d.config_path(), format!("{base}[recall]\nmax_tokens = 900\n")).unwrap();
+    assert_eq!(d.post("/v1/reload", json!({})).await.0, 200);
+    let (status, v) = d.get(&format!("/v1/export?limit=1&cursor={next}")).await;
+    assert_eq!(status, 200, "{v}");
+    // Another store.
+    let other = d.data().parent().unwrap().join("other.db");
+    std::fs::write(d.config_path(), format!("[local]\nembedder = \"off\"\npath = \"{}\"\n", other.display())).unwrap();
+    let (status, v) = d.post("/v1/reload", json!({})).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = d.get(&format!("/v1/export?limit=1&cursor={next}")).await;
+    assert_eq!(status, 409, "{v}");
+    assert_eq!(v["error"]["code"], "store_changed", "{v}");
+    let (_, imported) = d
+        .post("/v1/import", json!({"memories": [{"id": "i2", "bank": "mneme", "content": "imported second", "created_at": "2026-12-01T00:00:00Z"}]}))
+        .await;
+    assert_ne!(imported["store"].as_str().unwrap(), store_a, "{imported}");
+}

@@ -404,7 +404,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
             )));
         }
     }
-    let mut total = Imported { received: 0, imported: Some(0), skipped: 0 };
+    let mut total = Imported { received: 0, imported: Some(0), skipped: 0, store: None };
     for chunk in chunks {
         let memories = chunk.memories.into_iter().map(|l| l.memory).collect();
         let answer: Imported = client.post("/v1/import", &ImportBody { memories }).await.map_err(|e| {
@@ -419,6 +419,16 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
                 "; {done} of the file's {read} memories were {verb} before that: the same command again imports the rest (those already there are counted as such)"
             ))
         })?;
+        // A reload that switched the backend or its store between two requests: what went before
+        // is in the other store (the import said it had imported everything: review115 #1).
+        if total.store.is_some() && answer.store.is_some() && total.store != answer.store {
+            return Err(CliError::Other(format!(
+                "{}: the daemon's backend or its store changed during the import (a reload): the {} memories sent before went to the earlier one; run the same command again to import the whole file into the one in force now",
+                file.display(),
+                total.received
+            )));
+        }
+        total.store = total.store.or(answer.store);
         total.received += answer.received;
         total.skipped += answer.skipped;
         total.imported = total.imported.zip(answer.imported).map(|(a, b)| a + b);
@@ -426,7 +436,7 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     // Received and skipped, as the daemon counts what it cleans away.
     total.received += cleaned_away;
     total.skipped += cleaned_away;
-    let Imported { received, imported, skipped } = total;
+    let Imported { received, imported, skipped, .. } = total;
     // Memories with nothing but `<private>` text are not stored (and not "already there").
     let skipped_note =
         if skipped > 0 { format!("; {skipped} skipped: nothing but private text") } else { String::new() };

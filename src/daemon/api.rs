@@ -510,6 +510,10 @@ pub struct Imported {
     /// Memories not stored: nothing but `<private>` text was in their content.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub skipped: usize,
+    /// Which store took them (16 hex digits; another after a reload switched the backend or
+    /// its store): an import that sees it change went to two stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }
 
 fn is_zero(n: &usize) -> bool {

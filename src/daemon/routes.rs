@@ -311,12 +311,36 @@ pub async fn export(
 ) -> AppResult<Json<ExportAnswer>> {
     let Query(q) = q?;
     let bank = super::memories::bank_or_default(&s, q.bank)?;
-    let page = s
-        .queue
-        .backend()
-        .export(bank.as_deref(), q.cursor.as_deref().filter(|c| !c.is_empty()), q.limit.unwrap_or(500).clamp(1, 1000))
-        .await?;
-    Ok(Json(ExportAnswer { memories: page.memories, next: page.next }))
+    // A cursor names the store it was read from: read on from another (a reload switched the
+    // backend or `local.path` between two pages), an export went on in the new store, and a
+    // backup mixed two stores (review115 #1).
+    let current = s.queue.current();
+    let mark = current.store_mark();
+    let cursor = match q.cursor.as_deref().filter(|c| !c.is_empty()) {
+        Some(cursor) => Some(cursor_of_store(cursor, &mark)?),
+        None => None,
+    };
+    let page = current.backend.export(bank.as_deref(), cursor, q.limit.unwrap_or(500).clamp(1, 1000)).await?;
+    Ok(Json(ExportAnswer { memories: page.memories, next: page.next.map(|next| format!("{mark}.{next}")) }))
+}
+
+/// The backend's own cursor in `cursor` (`{store mark}.{cursor}`), refused when it was read from
+/// another store than `mark`'s. (A cursor without a mark, from an earlier mneme, is the
+/// backend's as it is.)
+fn cursor_of_store<'c>(cursor: &'c str, mark: &str) -> Result<&'c str, ApiError> {
+    let Some((of, rest)) =
+        cursor.split_once('.').filter(|(of, _)| of.len() == 16 && of.bytes().all(|b| b.is_ascii_hexdigit()))
+    else {
+        return Ok(cursor);
+    };
+    if of != mark {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "store_changed",
+            "the backend's store changed since this export began (a reload switched the backend or its store): begin the export again",
+        ));
+    }
+    Ok(rest)
 }
 
 pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<Imported>> {
@@ -334,8 +358,9 @@ pub async fn import(State(s): St, Body(b): Body<ImportBody>) -> AppResult<Json<I
     let settings = s.sessions.settings();
     let memories = crate::session::clean_imported_all(&settings, b.memories);
     let skipped = received - memories.len();
-    let imported = s.queue.backend().import(&memories).await?;
-    Ok(Json(Imported { received, imported, skipped }))
+    let current = s.queue.current();
+    let imported = current.backend.import(&memories).await?;
+    Ok(Json(Imported { received, imported, skipped, store: Some(current.store_mark()) }))
 }
 
 /// The first of `items` whose memory's id, in its bank, an earlier one holds with other fields:

@@ -495,6 +495,11 @@ impl Queue {
         self.inner.backend()
     }
 
+    /// The settings and backend in force, together (see [`DaemonState::current`]).
+    pub fn current(&self) -> Arc<crate::state::Current> {
+        self.inner.state.current()
+    }
+
     /// See [`DaemonState::takes_retains`].
     pub fn takes_retains(&self) -> bool {
         self.inner.state.takes_retains()

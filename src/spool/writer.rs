@@ -201,9 +201,13 @@ pub(super) fn writer(
                 job(Ok(&tx))
             })
             .collect();
+        // (A transaction that only ran before reads wrote nothing: not a commit to count.)
+        let wrote = !places.is_empty() || !riding.is_empty();
         let commit = tx.commit().map_err(SpoolError::from);
         if commit.is_ok() {
-            counters.committed(places.len());
+            if wrote {
+                counters.committed(places.len());
+            }
             failures.recovered();
         }
         if let Err(e) = &commit {
