@@ -80,6 +80,9 @@ pub struct Reloader {
     /// restart: the same notice is not told again (an edit's watcher and the `mneme reload` that
     /// followed it each told it: review109).
     last_restart_told: std::sync::Mutex<Option<String>>,
+    /// The last refusal told (a file not read, or not valid), until a reload loads: told once,
+    /// not again by the `mneme reload` that follows the watcher's (review115 #5).
+    last_refusal_told: std::sync::Mutex<Option<String>>,
     /// When the last switch of backend ended, and the backend it switched from.
     last_switch: std::sync::Mutex<Option<(std::time::Instant, BackendId)>>,
     /// The file's text as the start read it.
@@ -87,6 +90,19 @@ pub struct Reloader {
 }
 
 impl Reloader {
+    /// Tells a reload's refusal as a notice, unless it was the last one told and no reload has
+    /// loaded since (the caller still hears it: `mneme reload` prints it).
+    async fn tell_refusal(&self, level: Level, message: String) {
+        {
+            let mut last = self.last_refusal_told.lock().unwrap_or_else(|p| p.into_inner());
+            if last.as_deref() == Some(message.as_str()) {
+                return;
+            }
+            *last = Some(message.clone());
+        }
+        self.notices.emit(level, "config", None, message).await;
+    }
+
     /// A reloader for the file at `path` that replaces `state`. `told_at_start`: the file's
     /// text as the start read it, and the warnings the start told (a notice each): a first
     /// reload of the same text says them no more.
@@ -110,6 +126,7 @@ impl Reloader {
             notices,
             last_warned: std::sync::Mutex::new(at_start),
             last_restart_told: std::sync::Mutex::new(None),
+            last_refusal_told: std::sync::Mutex::new(None),
             last_switch: std::sync::Mutex::new(None),
             text_at_start,
         }
@@ -176,13 +193,14 @@ impl Reloader {
                 "{} is gone or empty; the running configuration stays (a file holding only a comment means all defaults)",
                 self.path.display()
             );
-            self.notices.emit(Level::Warning, "config", None, message.clone()).await;
+            self.tell_refusal(Level::Warning, message.clone()).await;
             let backend = old.memory.backend;
             let not_read = Some(message);
             return Ok(Reloaded { backend, changed: false, previous: backend, restart_needed: Vec::new(), not_read });
         };
         let mut new = match loaded {
             Ok(loaded) => {
+                *self.last_refusal_told.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 // An override hiding a key the file sets, a value the environment gave that was
                 // ignored: a reload is when the user looks (an edit of memory.backend that an
                 // environment variable hides changed nothing, without a word).
@@ -206,7 +224,7 @@ impl Reloader {
             }
             Err(e) => {
                 let message = format!("Config change not applied, the running configuration stays. {e}");
-                self.notices.emit(Level::Error, "config", None, message).await;
+                self.tell_refusal(Level::Error, message).await;
                 return Err(ReloadError::Invalid(e));
             }
         };

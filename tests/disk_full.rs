@@ -543,3 +543,55 @@ async fn a_restart_on_a_full_disk_with_sessions_waiting_starts_and_delivers_late
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A file made immutable (`chattr +i`) for the test's life: writes to it fail with EPERM, as a
+/// failing disk's do with EIO.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn set_or_skip(path: &Path) -> Option<Immutable> {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let set = root && Command::new("chattr").arg("+i").arg(path).status().is_ok_and(|s| s.success());
+        if !set {
+            assert!(std::env::var("CI").is_err(), "the I/O error test must run under CI (root, chattr)");
+            println!("I/O error test skipped: not root, or no chattr");
+            return None;
+        }
+        Some(Immutable(path.to_owned()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
+/// A spool write failing for a reason of the disk (an I/O error, a file made read-only): the
+/// retain is refused (503), and one notice names the file and what to check; one more says when
+/// writes succeed again. The answer said "spool: disk I/O error", naming no file, and nothing
+/// was noticed (review116 #4).
+#[tokio::test]
+async fn a_spool_that_cannot_be_written_is_told_with_its_path_once() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    d.start_session("s", "/p/io").await;
+    let (status, _) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "first"}]})).await;
+    assert_eq!(status, 202);
+    let wal = d.data().join("spool.db-wal");
+    let Some(immutable) = Immutable::set_or_skip(&wal) else { return };
+    for _ in 0..3 {
+        let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "refused"}]})).await;
+        assert_eq!(status, 503, "{v}");
+    }
+    let (_, v) = d.get("/v1/notices?after=0").await;
+    let told: Vec<&str> = v["notices"].as_array().unwrap().iter().filter_map(|n| n["message"].as_str()).collect();
+    let failing: Vec<&&str> = told.iter().filter(|m| m.contains("cannot be written")).collect();
+    assert_eq!(failing.len(), 1, "{told:?}");
+    assert!(failing[0].contains(&d.data().join("spool.db").display().to_string()), "{told:?}");
+    drop(immutable);
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "accepted again"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    let (_, v) = d.get("/v1/notices?after=0").await;
+    assert!(v.to_string().contains("The spool can be written again"), "{v}");
+}

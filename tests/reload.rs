@@ -1019,3 +1019,35 @@ async fn a_switch_past_its_grace_stores_a_local_batch_under_way_once() {
         );
     }
 }
+
+/// A refused edit (a bad value, a file emptied) is told once: the watcher's reload and the
+/// `mneme reload` that follows it each told it, and every reload after (review115 #5); the
+/// caller still hears it each time. Told again once a reload has loaded in between.
+#[tokio::test]
+async fn a_refused_edit_is_told_once_until_a_reload_loads() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    async fn told(d: &Daemon, what: &str) -> usize {
+        notices(d).await.into_iter().filter(|n| n["message"].as_str().unwrap().contains(what)).count()
+    }
+    let bad = "[local]\nembedder = \"off\"\n[queue]\nbatch_size = \"many\"\n";
+    std::fs::write(d.config_path(), bad).unwrap();
+    for _ in 0..3 {
+        let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+        assert_eq!(status, 422, "the caller hears it every time: {v}");
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await; // the watcher's reload too
+    assert_eq!(told(&d, "Config change not applied").await, 1);
+    std::fs::write(d.config_path(), "").unwrap();
+    for _ in 0..2 {
+        d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(told(&d, "is gone or empty").await, 1);
+    // Loaded in between: the same bad edit is news again.
+    std::fs::write(d.config_path(), "[local]\nembedder = \"off\"\n").unwrap();
+    assert_eq!(d.req(reqwest::Method::POST, "/v1/reload", None).await.0, 200);
+    std::fs::write(d.config_path(), bad).unwrap();
+    d.req(reqwest::Method::POST, "/v1/reload", None).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(told(&d, "Config change not applied").await, 2);
+}

@@ -198,6 +198,9 @@ struct Inner {
     /// Set when the spool's disk is full (retains are refused), cleared by the next append that
     /// succeeds: one notice per episode.
     spool_full: AtomicBool,
+    /// Set when the spool cannot be written for another reason (an I/O error, a read-only
+    /// file), cleared by the next write that succeeds: one notice per episode, naming the file.
+    spool_failing: AtomicBool,
     /// Held for reading by every flush and for writing by a clear ([`Queue::discard_then`]):
     /// a clear waits for the deliveries under way, and none starts until its deletion is done,
     /// however new its session (a session's own lock exists only once it has flushed).
@@ -261,6 +264,7 @@ impl Queue {
             spool_gone: AtomicBool::new(false),
             unreachable_tries: AtomicU32::new(0),
             spool_full: AtomicBool::new(false),
+            spool_failing: AtomicBool::new(false),
             clearing: tokio::sync::RwLock::new(()),
             clears_waiting: AtomicUsize::new(0),
             flushes_ended: AtomicU64::new(0),
@@ -380,6 +384,15 @@ impl Queue {
             return spooled;
         }
         if let Err(e) = &spooled {
+            // Said with the file's path: the answer's "spool: disk I/O error" named none, and no
+            // notice told of it (review116 #4).
+            if e.is_io() && !self.inner.spool_failing.swap(true, Ordering::Relaxed) {
+                let message = format!(
+                    "The spool {} cannot be written ({e}): retains are refused until it can. Its disk may be failing, or the file or its folder was made read-only; `mneme doctor` checks it.",
+                    self.inner.spool.path().display()
+                );
+                self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
+            }
             if e.is_full() && !self.inner.spool_full.swap(true, Ordering::Relaxed) {
                 let message = format!(
                     "The disk holding the spool is full: retains are refused (nothing is acknowledged that is not on disk) until there is room again. {e}"
@@ -390,6 +403,10 @@ impl Queue {
         }
         if self.inner.spool_full.swap(false, Ordering::Relaxed) {
             let message = "There is room on the disk again: retains are accepted.";
+            self.inner.notices.emit(Level::Info, "queue", None, message).await;
+        }
+        if self.inner.spool_failing.swap(false, Ordering::Relaxed) {
+            let message = "The spool can be written again: retains are accepted.";
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
         }
         // Accepted again after the spool's file was gone: it was written back (see `spool`).

@@ -85,6 +85,24 @@ impl SpoolError {
     pub fn is_full(&self) -> bool {
         matches!(self, SpoolError::Full(_))
     }
+
+    /// Whether the file could not be written or read for a reason of the disk or the file's
+    /// mode (an I/O error, a read-only file or folder), not of what was asked.
+    pub fn is_io(&self) -> bool {
+        use rusqlite::ErrorCode as C;
+        let SpoolError::Sql(e) = self else { return false };
+        matches!(
+            e.sqlite_error_code(),
+            Some(
+                C::SystemIoFailure
+                    | C::ReadOnly
+                    | C::CannotOpen
+                    | C::PermissionDenied
+                    | C::DatabaseCorrupt
+                    | C::NotADatabase
+            )
+        )
+    }
 }
 
 impl From<rusqlite::Error> for SpoolError {
@@ -253,6 +271,11 @@ impl Spool {
             "its write-ahead log {} is there without the database it belongs to (deleted while mneme ran, which then stopped before it could write it back): SQLite would drop the log, and the retains in it",
             log.display()
         )))
+    }
+
+    /// The spool's file.
+    pub fn path(&self) -> std::path::PathBuf {
+        self.file.current().path().to_owned()
     }
 
     /// Checks a spool file that no daemon has open: that it is a spool database this mneme can
