@@ -125,10 +125,17 @@ async fn a_spool_deleted_under_the_daemon_is_written_back_at_once_and_a_crash_ke
     for name in ["spool.db", "spool.db-wal", "spool.db-shm"] {
         let _ = std::fs::remove_file(d.data().join(name));
     }
+    // Refused if the retain looks before the writer has written the file back (it looks every
+    // 100 ms), saying what happens; accepted if after.
     let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "after GONE-2"}]})).await;
-    assert_eq!(status, 503, "{v}");
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(message.contains("was deleted") && message.contains("writes it back"), "{v}");
+    match status {
+        503 => {
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(message.contains("was deleted") && message.contains("writes it back"), "{v}");
+        }
+        202 => {}
+        _ => panic!("{status}: {v}"),
+    }
     accepted_again_within_10_s(&d, "acknowledged after GONE-3").await;
     assert!(d.data().join("spool.db").exists(), "written back");
     // What `/hindsight` keeps in the spool (a bank's profile) is kept in the file written back.
@@ -159,8 +166,12 @@ async fn a_storage_dir_removed_under_the_daemon_keeps_what_waits_through_a_crash
         retain_acknowledged(&d, &format!("waiting REMOVED-{i}")).await;
     }
     std::fs::remove_dir_all(d.data()).unwrap();
-    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "refused"}]})).await;
-    assert_eq!(status, 503, "{v}");
+    // Written back by the writer's own look, with no retain to notice it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !d.data().join("spool.db").exists() {
+        assert!(std::time::Instant::now() < deadline, "not written back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     accepted_again_within_10_s(&d, "waiting REMOVED-4").await;
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode();
@@ -285,19 +296,30 @@ async fn a_log_deleted_under_the_daemon_is_noticed() {
     d.start_session("s", "/p/log").await;
     retain_acknowledged(&d, "before LOG-1").await;
     std::fs::remove_file(d.data().join("spool.db-wal")).unwrap();
-    // A log is looked at every 100 ms at most (a stat on every retain cost a quarter of its CPU).
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The writer looks every 100 ms: the log's commits are put into the file and the spool
+    // opened again, with a log of its own, with no retain to notice it. A kill then keeps them
+    // (it lost every commit in the deleted log: review116 #2).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    d.kill();
+    let mut d = Daemon::start_in(d.into_dir(), config);
+    found_within_10_s(&d, "before LOG-1", "LOG-1").await;
+    // Deleted again under the new start, a retain at once: refused while the log is gone (the
+    // retains look every 100 ms too), else accepted into the file's new log; either way later
+    // retains are accepted and a kill keeps them all.
+    std::fs::remove_file(d.data().join("spool.db-wal")).unwrap();
     let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "after LOG-2"}]})).await;
-    assert_eq!(status, 503, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("write-ahead log"), "{v}");
-    // The log's commits are put into the file and the spool opened again, with a log of its
-    // own: later retains are accepted, and a crash keeps them all (a kill lost every commit
-    // in the deleted log).
+    assert!(status == 202 || status == 503, "{status}: {v}");
+    if status == 503 {
+        assert!(v["error"]["message"].as_str().unwrap().contains("write-ahead log"), "{v}");
+    }
     accepted_again_within_10_s(&d, "after LOG-5").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     d.kill();
     let d = Daemon::start_in(d.into_dir(), config);
-    found_within_10_s(&d, "before LOG-1", "LOG-1").await;
     found_within_10_s(&d, "after LOG-5", "LOG-5").await;
+    if status == 202 {
+        found_within_10_s(&d, "after LOG-2", "LOG-2").await;
+    }
     drop(d);
 
     let mut d = Daemon::start(config);

@@ -41,6 +41,12 @@ impl WatchedFile {
         restorable(what) && !self.asked.swap(true, Ordering::AcqRel)
     }
 
+    /// Whether the file or its log is gone in a way a restore undoes, now (two `stat`s): marked
+    /// asked, so that a retain refused meanwhile sends no second request.
+    pub(super) fn restore_due(&self) -> bool {
+        self.current().gone().is_some_and(|what| restorable(what) && !self.asked.swap(true, Ordering::AcqRel))
+    }
+
     fn renew(&self, opened: OpenedFile) {
         *self.opened.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(opened);
         self.asked.store(false, Ordering::Release);
@@ -118,6 +124,11 @@ impl Restorer {
             opened.gone().unwrap_or(DELETED)
         );
         Ok(())
+    }
+
+    /// Whether a restore is due (see [`WatchedFile::restore_due`]).
+    pub(super) fn due(&self) -> bool {
+        self.file.restore_due()
     }
 
     /// Opens `conn` on the file at the path again (after [`Self::restore`] failed to).

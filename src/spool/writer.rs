@@ -89,17 +89,26 @@ pub(super) fn writer(
     // Written back but not opened again (see `Restorer::restore`): no transaction begins on
     // `conn` until it is.
     let mut unopened = false;
+    // When the file was last looked at (see `LOOK_EVERY`), and an owed erasure last tried.
+    let mut looked = std::time::Instant::now();
+    let mut erase_tried: Option<std::time::Instant> = None;
     loop {
-        let first = match (removals.is_empty(), erase_owed) {
-            (true, false) => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-            (true, true) => rx.recv_timeout(ERASE_RETRY),
-            (false, _) => rx.recv_timeout(removal_wait),
+        let first = match removals.is_empty() {
+            true => rx.recv_timeout(LOOK_EVERY),
+            false => rx.recv_timeout(removal_wait),
         };
         let mut group = Vec::new();
         let mut checkpoints = Vec::new();
         let mut closed = false;
         let mut restore = false;
         let mut reads = Vec::new();
+        // The file (or its log) deleted is written back within `LOOK_EVERY`, whether or not a
+        // retain noticed it: a retain acknowledged in the moments before the retains' own look
+        // went into the deleted log, and a kill then lost it (review116 #2, its `wal` case).
+        if looked.elapsed() >= LOOK_EVERY {
+            looked = std::time::Instant::now();
+            restore = restorer.due();
+        }
         match first {
             Ok(Message::Restore) => restore = true,
             Ok(Message::Read(read, place)) => reads.push((read, place)),
@@ -113,11 +122,14 @@ pub(super) fn writer(
                 removals.push((r, place));
                 continue; // wait a little for a job to ride on
             }
-            Err(mpsc::RecvTimeoutError::Timeout) if removals.is_empty() => {
-                erase_owed = unopened || erase_log(conn).is_err();
+            Err(mpsc::RecvTimeoutError::Timeout) if removals.is_empty() && !restore => {
+                if erase_owed && erase_tried.is_none_or(|t| t.elapsed() >= ERASE_RETRY) {
+                    erase_tried = Some(std::time::Instant::now());
+                    erase_owed = unopened || erase_log(conn).is_err();
+                }
                 continue;
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {} // the removals go alone
+            Err(mpsc::RecvTimeoutError::Timeout) => {} // the removals go alone, or the restore
             Err(mpsc::RecvTimeoutError::Disconnected) if removals.is_empty() => return closing,
             Err(mpsc::RecvTimeoutError::Disconnected) => closed = true, // last removals, then stop
         }
@@ -247,6 +259,9 @@ pub(super) fn writer(
 
 /// How often an owed erasure of the log is tried again while the writer is idle.
 const ERASE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How often the writer looks whether its file or log was deleted (two `stat`s), idle or busy.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Copies the log into the file and empties it (`wal_checkpoint(TRUNCATE)`), so that no old log
 /// frame keeps the text of a row deleted since. `Err` when it could not complete (a full disk).
