@@ -90,19 +90,6 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// Tells a reload's refusal as a notice, unless it was the last one told and no reload has
-    /// loaded since (the caller still hears it: `mneme reload` prints it).
-    async fn tell_refusal(&self, level: Level, message: String) {
-        {
-            let mut last = self.last_refusal_told.lock().unwrap_or_else(|p| p.into_inner());
-            if last.as_deref() == Some(message.as_str()) {
-                return;
-            }
-            *last = Some(message.clone());
-        }
-        self.notices.emit(level, "config", None, message).await;
-    }
-
     /// A reloader for the file at `path` that replaces `state`. `told_at_start`: the file's
     /// text as the start read it, and the warnings the start told (a notice each): a first
     /// reload of the same text says them no more.
@@ -595,6 +582,19 @@ impl Reloader {
                 }
             }
         });
+    }
+
+    /// Tells a reload's refusal as a notice, unless it was the last one told and no reload has
+    /// loaded since (the caller still hears it: `mneme reload` prints it).
+    async fn tell_refusal(&self, level: Level, message: String) {
+        {
+            let mut last = self.last_refusal_told.lock().unwrap_or_else(|p| p.into_inner());
+            if last.as_deref() == Some(message.as_str()) {
+                return;
+            }
+            *last = Some(message.clone());
+        }
+        self.notices.emit(level, "config", None, message).await;
     }
 }
 

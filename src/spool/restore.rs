@@ -94,8 +94,8 @@ impl Restorer {
     /// again: `conn` must not be used then until [`Self::reconnect`] succeeds. A restore that
     /// fails before it wrote anything is logged, and asked again by the next retain refused.
     pub(super) fn restore(&self, conn: &mut Connection) -> Result<(), SpoolError> {
-        let opened = self.file.current();
-        let written = match opened.gone() {
+        let what = self.file.current().gone();
+        let written = match what {
             Some(DELETED) if !self.path.exists() => self.write_back(conn),
             // Every commit into the file itself, which is still at its path: the log the
             // connection writes to is one no later open reads.
@@ -105,10 +105,9 @@ impl Restorer {
                 return Ok(());
             }
         };
+        let what = what.unwrap_or(DELETED);
         if let Err(e) = written {
-            tracing::error!("the spool file {} {}, and cannot be written back yet: {e}", self.path.display(), {
-                opened.gone().unwrap_or(DELETED)
-            });
+            tracing::error!("the spool file {} {what}, and cannot be written back yet: {e}", self.path.display());
             // Asked again by the next retain it refuses.
             self.file.asked.store(false, Ordering::Release);
             return Ok(());
@@ -119,9 +118,8 @@ impl Restorer {
         drop(std::mem::replace(conn, Connection::open_in_memory().expect("an in-memory database opens")));
         self.reconnect(conn)?;
         tracing::warn!(
-            "the spool file {} {} while mneme ran: written back, with what waited in it; retains are accepted again",
-            self.path.display(),
-            opened.gone().unwrap_or(DELETED)
+            "the spool file {} {what} while mneme ran: written back, with what waited in it; retains are accepted again",
+            self.path.display()
         );
         Ok(())
     }
@@ -141,7 +139,7 @@ impl Restorer {
     /// Copies the open database to its path (its folder made again, private, if it went too):
     /// to a temporary file first, synced, then renamed into place.
     fn write_back(&self, conn: &Connection) -> Result<(), SpoolError> {
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         super::writer::erase_log(conn)?;
         let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !dir.exists() {
@@ -152,13 +150,15 @@ impl Restorer {
         temporary.push(".restoring");
         let temporary = PathBuf::from(temporary);
         let _ = std::fs::remove_file(&temporary);
-        let copied =
-            conn.execute("VACUUM INTO ?1", [temporary.to_string_lossy()]).map_err(SpoolError::from).and_then(|_| {
-                std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600)).map_err(io_error)?;
-                std::fs::File::open(&temporary).and_then(|f| f.sync_all()).map_err(io_error)?;
-                std::fs::rename(&temporary, &self.path).map_err(io_error)?;
-                std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_error)
-            });
+        // Made private and empty first (VACUUM INTO takes an empty file): the copy is never
+        // readable by others, whatever the folder's mode.
+        let made = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temporary);
+        let copied = made.map_err(io_error).and_then(|_| {
+            conn.execute("VACUUM INTO ?1", [temporary.to_string_lossy()])?;
+            std::fs::File::open(&temporary).and_then(|f| f.sync_all()).map_err(io_error)?;
+            std::fs::rename(&temporary, &self.path).map_err(io_error)?;
+            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_error)
+        });
         if copied.is_err() {
             let _ = std::fs::remove_file(&temporary);
         }

@@ -302,13 +302,7 @@ async fn records_are_refused_while_the_spool_log_is_gone_then_kept() {
         assert!(std::time::Instant::now() < deadline, "the spool is not opened again");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // A copy of the files as they are now, as a crash would leave them.
-    let copy = tempfile::tempdir().unwrap();
-    for name in ["spool.db", "spool.db-wal"] {
-        std::fs::copy(dir.path().join(name), copy.path().join(name)).unwrap();
-    }
-    let reopened = Spool::open(&copy.path().join("spool.db")).unwrap();
-    let keys: Vec<String> = reopened.records("model", "").await.unwrap().into_iter().map(|(k, _)| k).collect();
+    let keys = model_keys_after_a_crash(dir.path()).await;
     let expected: &[&str] = if refused.is_ok() { &["b/m", "b/n", "b/o"] } else { &["b/m", "b/o"] };
     assert_eq!(keys, expected);
 }
@@ -337,13 +331,18 @@ async fn a_deleted_spool_is_written_back_at_once_and_goes_on() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(!folder.join("spool.db.restoring").exists(), "renamed into place");
+    assert_eq!(model_keys_after_a_crash(&folder).await, ["after", "before"]);
+}
+
+/// The keys of the `model` records in the spool at `folder`, read from a copy of its files as
+/// they are now (as a crash would leave them).
+async fn model_keys_after_a_crash(folder: &std::path::Path) -> Vec<String> {
     let copy = tempfile::tempdir().unwrap();
     for name in ["spool.db", "spool.db-wal"] {
         std::fs::copy(folder.join(name), copy.path().join(name)).unwrap();
     }
     let reopened = Spool::open(&copy.path().join("spool.db")).unwrap();
-    let keys: Vec<String> = reopened.records("model", "").await.unwrap().into_iter().map(|(k, _)| k).collect();
-    assert_eq!(keys, ["after", "before"]);
+    reopened.records("model", "").await.unwrap().into_iter().map(|(k, _)| k).collect()
 }
 
 /// Records changed together: each one there is, as `change` answers; one it leaves, or that is
