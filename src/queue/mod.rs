@@ -401,16 +401,16 @@ impl Queue {
             }
             return spooled;
         }
-        if self.inner.spool_full.swap(false, Ordering::Relaxed) {
+        if ended(&self.inner.spool_full) {
             let message = "There is room on the disk again: retains are accepted.";
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
         }
-        if self.inner.spool_failing.swap(false, Ordering::Relaxed) {
+        if ended(&self.inner.spool_failing) {
             let message = "The spool can be written again: retains are accepted.";
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
         }
         // Accepted again after the spool's file was gone: it was written back (see `spool`).
-        if self.inner.spool_gone.swap(false, Ordering::Relaxed) {
+        if ended(&self.inner.spool_gone) {
             let message =
                 "The spool's file was written back to its path, with what it held: retains are accepted again.";
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
@@ -602,6 +602,12 @@ impl Inner {
         let mut sessions = self.sessions.locked();
         f(sessions.entry(id.to_owned()).or_default())
     }
+}
+
+/// Whether an episode `flag` marks is over, clearing it: read first, so that the path of every
+/// retain writes to the shared flag only when one ends.
+fn ended(flag: &AtomicBool) -> bool {
+    flag.load(Ordering::Relaxed) && flag.swap(false, Ordering::Relaxed)
 }
 
 /// A request's items as the spool keeps them: each with its id, its date (now when it has

@@ -246,13 +246,12 @@ impl Spool {
     /// acknowledge now is written to a file no later start reads (a retain is refused instead).
     /// A deleted one is written back by the writer, asked here (see `restore`): refused until it is.
     pub fn still_there(&self) -> Result<(), SpoolError> {
-        let file = self.file.current();
-        match file.gone_cheaply() {
+        match self.file.gone_cheaply() {
             Some(what) => {
                 if self.file.ask_restore(what) {
                     let _ = self.jobs.send(Message::Restore);
                 }
-                Err(SpoolError::Gone { path: file.path().to_owned(), what })
+                Err(SpoolError::Gone { path: self.path(), what })
             }
             None => Ok(()),
         }

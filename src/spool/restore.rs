@@ -35,6 +35,12 @@ impl WatchedFile {
         self.opened.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// What became of the file as it is open now, cheaply (see [`OpenedFile::gone_cheaply`]):
+    /// on the path of every retain, so read under the lock, not cloned.
+    pub(super) fn gone_cheaply(&self) -> Option<&'static str> {
+        self.opened.read().unwrap_or_else(|p| p.into_inner()).gone_cheaply()
+    }
+
     /// Whether what became of the file (see [`OpenedFile::gone`]) is undone by a restore, and
     /// the writer was not asked yet: true once, until the restore is done.
     pub(super) fn ask_restore(&self, what: &str) -> bool {
