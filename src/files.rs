@@ -129,14 +129,34 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
         return (x.dev(), x.ino()) == (y.dev(), y.ino());
     }
-    let place = |p: &Path| -> Option<PathBuf> {
-        if let Ok(real) = std::fs::canonicalize(p) {
-            return Some(real);
-        }
-        let folder = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
+    matches!((place_of(a), place_of(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// Where `path` leads: part by part, each that exists with its links followed, the others (folders
+/// not made yet, and a `..` after one) taken as written (review118 #1: `dir/sub/../spool.db` with
+/// `sub` not made yet, or a storage dir not made yet, led to the spool all the same). A
+/// canonical path holds no link, so its `..` is its parent.
+fn place_of(path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let absolute = match path.is_absolute() {
+        true => path.to_owned(),
+        false => std::env::current_dir().ok()?.join(path),
     };
-    matches!((place(a), place(b)), (Some(x), Some(y)) if x == y)
+    let mut place = PathBuf::from("/");
+    for component in absolute.components() {
+        match component {
+            Component::Normal(name) => place.push(name),
+            Component::ParentDir => {
+                place.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => continue,
+        }
+        // Where it exists, its links followed (as the kernel follows them, before a `..`).
+        if let Ok(real) = std::fs::canonicalize(&place) {
+            place = real;
+        }
+    }
+    Some(place)
 }
 
 /// The spool could not be opened.

@@ -80,8 +80,9 @@ pub struct Reloader {
     /// restart: the same notice is not told again (an edit's watcher and the `mneme reload` that
     /// followed it each told it: review109).
     last_restart_told: std::sync::Mutex<Option<String>>,
-    /// The last refusal told (a file not read, or not valid), until a reload loads: told once,
-    /// not again by the `mneme reload` that follows the watcher's (review115 #5).
+    /// The last refusal told (a file not read or not valid, a backend that cannot be opened), until
+    /// a reload applies: told once, not again by the `mneme reload` that follows the watcher's
+    /// (review115 #5, review118 #4).
     last_refusal_told: std::sync::Mutex<Option<String>>,
     /// When the last switch of backend ended, and the backend it switched from.
     last_switch: std::sync::Mutex<Option<(std::time::Instant, BackendId)>>,
@@ -187,7 +188,6 @@ impl Reloader {
         };
         let mut new = match loaded {
             Ok(loaded) => {
-                *self.last_refusal_told.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 // An override hiding a key the file sets, a value the environment gave that was
                 // ignored: a reload is when the user looks (an edit of memory.backend that an
                 // environment variable hides changed nothing, without a word).
@@ -315,7 +315,7 @@ impl Reloader {
                         "Cannot switch to the {} backend: {reason}; staying on {}",
                         new.memory.backend, old.memory.backend
                     );
-                    self.notices.emit(Level::Error, "config", None, message).await;
+                    self.tell_refusal(Level::Error, message).await;
                     return Err(ReloadError::Backend { backend: new.memory.backend, reason });
                 }
             };
@@ -378,6 +378,8 @@ impl Reloader {
             Some((ended, previous)) if !swap && ended > asked => (true, previous),
             _ => (swap, old.memory.backend),
         };
+        // Applied: a refusal after it is news again.
+        *self.last_refusal_told.lock().unwrap_or_else(|p| p.into_inner()) = None;
         Ok(Reloaded { backend: new.memory.backend, changed, previous, restart_needed, not_read: None })
     }
 
@@ -585,7 +587,7 @@ impl Reloader {
     }
 
     /// Tells a reload's refusal as a notice, unless it was the last one told and no reload has
-    /// loaded since (the caller still hears it: `mneme reload` prints it).
+    /// applied since (the caller still hears it: `mneme reload` prints it).
     async fn tell_refusal(&self, level: Level, message: String) {
         {
             let mut last = self.last_refusal_told.lock().unwrap_or_else(|p| p.into_inner());

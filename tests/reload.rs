@@ -1051,3 +1051,21 @@ async fn a_refused_edit_is_told_once_until_a_reload_loads() {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(told(&d, "Config change not applied").await, 2);
 }
+
+/// A switch refused because the new store cannot be opened is told once too, until a reload
+/// applies (review118 #4: a notice at every reload).
+#[tokio::test]
+async fn a_store_that_cannot_be_opened_is_told_once_until_a_reload_applies() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    let folder = d.data().parent().unwrap().join("a-folder.db");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(d.config_path(), format!("[local]\nembedder = \"off\"\npath = \"{}\"\n", folder.display())).unwrap();
+    for _ in 0..3 {
+        let (status, v) = d.req(reqwest::Method::POST, "/v1/reload", None).await;
+        assert_ne!(status, 200, "{v}");
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let told =
+        notices(&d).await.into_iter().filter(|n| n["message"].as_str().unwrap().contains("Cannot switch")).count();
+    assert_eq!(told, 1);
+}

@@ -1324,6 +1324,7 @@ async fn an_export_read_on_across_a_switch_of_store_is_refused() {
     seed(&d, 3).await;
     let (status, first) = d.get("/v1/export?limit=1").await;
     assert_eq!(status, 200, "{first}");
+    let page_store = first["store"].as_str().expect("a page names its store").to_owned();
     let next = first["next"].as_str().expect("more pages").to_owned();
     let (_, imported) = d
         .post("/v1/import", json!({"memories": [{"id": "i1", "bank": "mneme", "content": "imported first", "created_at": "2026-12-01T00:00:00Z"}]}))
@@ -1346,4 +1347,31 @@ async fn an_export_read_on_across_a_switch_of_store_is_refused() {
         .post("/v1/import", json!({"memories": [{"id": "i2", "bank": "mneme", "content": "imported second", "created_at": "2026-12-01T00:00:00Z"}]}))
         .await;
     assert_ne!(imported["store"].as_str().unwrap(), store_a, "{imported}");
+    assert_eq!(page_store, store_a, "an export's page and an import name a store alike");
+    // A pass begun again without a cursor (as a Hindsight export's do) names the new store:
+    // the CLI stops on it (review118 #3).
+    let (_, again) = d.get("/v1/export?limit=1").await;
+    assert_ne!(again["store"].as_str().unwrap(), page_store, "{again}");
+}
+
+/// `mneme export -o` refuses the store the running daemon has open even where this command's
+/// config names another (the daemon's from its environment, a reload it refused, a typo that
+/// made the command pass over `[local]`): the export replaced the live store (review118 #2).
+#[tokio::test]
+async fn an_export_over_the_store_the_daemon_has_open_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = dir.path().join("elsewhere.db");
+    let d = Daemon::start_with_env(
+        dir,
+        "[local]\nembedder = \"off\"\n",
+        &[("MNEME_LOCAL__PATH", elsewhere.to_str().unwrap())],
+    );
+    seed(&d, 2).await;
+    assert!(elsewhere.exists());
+    let before = std::fs::read(&elsewhere).unwrap();
+    let out = d.cli().args(["export", "-o"]).arg(&elsewhere).env_remove("MNEME_LOCAL__PATH").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("which mneme runs on"), "{err}");
+    assert_eq!(std::fs::read(&elsewhere).unwrap(), before, "left as it was");
 }

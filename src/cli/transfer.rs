@@ -35,8 +35,28 @@ impl std::borrow::Borrow<StoredMemory> for Line {
 /// token or pidfile, the config file itself): renamed into place, the export replaced the
 /// running daemon's store, which then could not start again (review115 #3).
 fn refuse_own_file(output: &Path, loaded: &crate::config::Loaded) -> Result<(), CliError> {
-    let settings = &loaded.settings;
-    let own = settings.private_files().into_iter().chain([loaded.path.clone()]);
+    let own = loaded.settings.private_files().into_iter().chain([loaded.path.clone()]);
+    refuse_any_of(output, own)
+}
+
+/// [`refuse_own_file`] for the files the running daemon says it runs on: its store may not be
+/// the one this command's config names (a reload it refused, a store named by its environment,
+/// a typo that made this command pass over `[local]`: review118 #2).
+fn refuse_daemons_file(output: &Path, status: &crate::daemon::api::Status) -> Result<(), CliError> {
+    let dir = Path::new(&status.storage_dir);
+    let databases = status.local_store.iter().map(PathBuf::from).chain([dir.join("spool.db")]);
+    let with_logs = databases.flat_map(|db| {
+        ["", "-wal", "-shm"].map(|suffix| {
+            let mut name = db.clone().into_os_string();
+            name.push(suffix);
+            PathBuf::from(name)
+        })
+    });
+    let own = with_logs.chain([dir.join("token"), dir.join("mneme.pid"), PathBuf::from(&status.config_path)]);
+    refuse_any_of(output, own)
+}
+
+fn refuse_any_of(output: &Path, own: impl IntoIterator<Item = PathBuf>) -> Result<(), CliError> {
     match own.into_iter().find(|own| crate::files::same_file(output, own)) {
         Some(own) => Err(CliError::Other(format!(
             "cannot write {}: it is {}, which mneme runs on; export to a file of its own",
@@ -59,6 +79,10 @@ pub(super) async fn export(
     }
     let settings = loaded.settings;
     let client = Client::connect(&settings).await?;
+    let status: crate::daemon::api::Status = client.get("/v1/status").await?;
+    if let Some(path) = &output {
+        refuse_daemons_file(path, &status)?;
+    }
     if let Some(bank) = &bank {
         known_bank(&client, bank).await?;
     }
@@ -79,7 +103,7 @@ pub(super) async fn export(
     let written = {
         let mut counted = CountedLines { inner: &mut out, lines: &mut lines };
         tokio::select! {
-            written = write_export(&client, &settings, bank, &mut counted) => written,
+            written = write_export(&client, &settings, &status, bank, &mut counted) => written,
             Some(signal) = async { Some(stopped?.await) } => Err(CliError::Other(format!("stopped by {signal}"))),
         }
     };
@@ -193,10 +217,10 @@ pub(super) fn banks_held(banks: Result<Vec<mneme_core::BankCount>, String>) -> S
 async fn write_export(
     client: &Client,
     settings: &crate::config::Settings,
+    status: &crate::daemon::api::Status,
     bank: Option<String>,
     out: &mut dyn Write,
 ) -> Result<u64, CliError> {
-    let status: crate::daemon::api::Status = client.get("/v1/status").await?;
     let hindsight = status.backend.backend == mneme_core::BackendId::Hindsight;
     let sweeps = if hindsight { SWEEPS } else { 0 };
     let banks = match bank {
@@ -213,12 +237,15 @@ async fn write_export(
         bank => vec![bank],
     };
     let mut written: HashSet<String> = HashSet::new();
+    // The store every page came from: another, and the export went across a reload that switched
+    // the backend or its store (each pass and bank begins without a cursor to say so: review118 #3).
+    let mut store: Option<String> = None;
     let mut n = 0;
     for bank in &banks {
         // Hindsight lists a bank newest first: each document's memories are written oldest first.
-        n += export_pass(client, bank.as_deref(), out, &mut written, hindsight).await?;
+        n += export_pass(client, bank.as_deref(), out, &mut written, &mut store, hindsight).await?;
         for _ in 0..sweeps {
-            let found = export_pass(client, bank.as_deref(), out, &mut written, hindsight).await?;
+            let found = export_pass(client, bank.as_deref(), out, &mut written, &mut store, hindsight).await?;
             if found == 0 {
                 break;
             }
@@ -258,6 +285,7 @@ async fn export_pass(
     bank: Option<&str>,
     out: &mut dyn Write,
     written: &mut HashSet<String>,
+    store: &mut Option<String>,
     newest_first: bool,
 ) -> Result<u64, CliError> {
     let mut cursor: Option<String> = None;
@@ -283,6 +311,12 @@ async fn export_pass(
             path.push_str(&format!("&cursor={}", super::browse::encode(c)));
         }
         let page: ExportAnswer = client.call(Method::GET, &path, None).await?;
+        if store.is_some() && page.store.is_some() && *store != page.store {
+            return Err(CliError::Other(
+                "the daemon's backend or its store changed during the export (a reload): begin it again".into(),
+            ));
+        }
+        *store = store.take().or(page.store);
         let page_was_empty = page.memories.is_empty();
         // A memory of which nothing is left once private spans are removed (one another client
         // of a Hindsight server wrote) is not written: an import would refuse it.

@@ -203,6 +203,14 @@ fn load_text(path: &Path, text: Option<String>, env: &dyn Fn(&str) -> Option<Str
     let text = text.unwrap_or_default();
     let mut settings = parse(&text, path.parent()).map_err(|errors| ConfigErrors { path: path.to_owned(), errors })?;
     let EnvApplied { mut warnings, set_by, overrides } = apply_env(&mut settings, env, path.parent());
+    // The store named as this very file (review118 #1), checked here, where its path is known:
+    // the start advised moving the config aside as a damaged store.
+    if settings.local.path.as_deref().is_some_and(|store| crate::files::same_file(store, path)) {
+        let line = LineIndex::new(&text).key("local", "path");
+        let message = "names this config file; name a file of its own".to_owned();
+        let errors = vec![ConfigError { key: "local.path".into(), line, message }];
+        return Err(ConfigErrors { path: path.to_owned(), errors });
+    }
     // An override of a key the file sets hides every edit of it: said, or a live switch made in
     // the file (memory.backend) does nothing without a word. (The file's lines are indexed only
     // when there is an override.)

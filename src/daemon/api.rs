@@ -491,6 +491,10 @@ pub struct ExportAnswer {
     pub memories: Vec<mneme_core::StoredMemory>,
     /// Cursor of the next page, null at the end.
     pub next: Option<String>,
+    /// Which store the page was read from (as an import's answer names it): an export whose
+    /// pages or passes name two went across a reload that switched the backend or its store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }
 
 /// `POST /v1/import`
@@ -557,6 +561,9 @@ pub struct Status {
     pub config_exists: bool,
     /// Storage directory.
     pub storage_dir: String,
+    /// The local store's file, when the local backend runs (`mneme export -o` refuses it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_store: Option<String>,
     /// Which thesaurus recall uses, when the local backend runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thesaurus: Option<ThesaurusInfo>,

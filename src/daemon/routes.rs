@@ -98,6 +98,9 @@ pub async fn status(State(s): St) -> Json<Status> {
         // As it is now: the file may have been deleted (or created) since the start.
         config_exists: s.config_path.exists(),
         storage_dir: s.storage_dir.display().to_string(),
+        local_store: Some(s.sessions.settings())
+            .filter(|c| c.memory.backend == mneme_core::BackendId::Local)
+            .map(|c| c.local_db_path().display().to_string()),
         thesaurus: Some(s.sessions.settings()).filter(|c| c.memory.backend == mneme_core::BackendId::Local).map(|c| {
             ThesaurusInfo {
                 builtin: c.local.thesaurus,
@@ -321,7 +324,8 @@ pub async fn export(
         None => None,
     };
     let page = current.backend.export(bank.as_deref(), cursor, q.limit.unwrap_or(500).clamp(1, 1000)).await?;
-    Ok(Json(ExportAnswer { memories: page.memories, next: page.next.map(|next| format!("{mark}.{next}")) }))
+    let next = page.next.map(|next| format!("{mark}.{next}"));
+    Ok(Json(ExportAnswer { memories: page.memories, next, store: Some(mark) }))
 }
 
 /// The backend's own cursor in `cursor` (`{store mark}.{cursor}`), refused when it was read from
