@@ -457,9 +457,10 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
         // is in the other store (the import said it had imported everything: review115 #1).
         if total.store.is_some() && answer.store.is_some() && total.store != answer.store {
             return Err(CliError::Other(format!(
-                "{}: the daemon's backend or its store changed during the import (a reload): the {} memories sent before went to the earlier one; run the same command again to import the whole file into the one in force now",
+                "{}: the daemon's backend or its store changed during the import (a reload): the {} memories sent before went to the earlier one, the last request's {} to the one in force now; run the same command again to import the whole file into it",
                 file.display(),
-                total.received
+                total.received,
+                answer.received
             )));
         }
         total.store = total.store.or(answer.store);
