@@ -194,6 +194,7 @@ impl Spool {
 
     /// Opens the spool with the given durability of a commit.
     pub fn open_with(path: &Path, sync: crate::config::SpoolSync) -> Result<Spool, SpoolError> {
+        restore::recover_write_back(path);
         unusable(path)?;
         // Removed again if this open fails before SQLite wrote to it (review112 #4).
         let creating = mneme_core::database_file::Creating::new(path);
@@ -219,7 +220,8 @@ impl Spool {
         let commit_counters = Arc::new(CommitCounters::default());
         let counters = commit_counters.clone();
         let file = Arc::new(restore::WatchedFile::new(mneme_core::database_file::OpenedFile::of(path)));
-        let restorer = restore::Restorer { path: path.to_owned(), sync, file: file.clone() };
+        let restorer =
+            restore::Restorer { path: path.to_owned(), sync, file: file.clone(), failure_logged: Default::default() };
         thread::Builder::new()
             .name("mneme-spool".into())
             .spawn(move || {

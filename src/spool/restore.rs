@@ -91,6 +91,9 @@ pub(super) struct Restorer {
     pub(super) path: PathBuf,
     pub(super) sync: SpoolSync,
     pub(super) file: Arc<WatchedFile>,
+    /// When a failed restore was last logged: tried every 100 ms, it is logged once a minute
+    /// (a full disk wrote an error line at every try: review117 #5).
+    pub(super) failure_logged: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Restorer {
@@ -113,7 +116,14 @@ impl Restorer {
         };
         let what = what.unwrap_or(DELETED);
         if let Err(e) = written {
-            tracing::error!("the spool file {} {what}, and cannot be written back yet: {e}", self.path.display());
+            let mut logged = self.failure_logged.lock().unwrap_or_else(|p| p.into_inner());
+            if logged.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60)) {
+                *logged = Some(std::time::Instant::now());
+                tracing::error!(
+                    "the spool file {} {what}, and cannot be written back yet (tried again every 100 ms): {e}",
+                    self.path.display()
+                );
+            }
             // Asked again by the next retain it refuses.
             self.file.asked.store(false, Ordering::Release);
             return Ok(());
@@ -123,6 +133,7 @@ impl Restorer {
         // nothing, and a start that found it beside the file written back would ignore it.
         drop(std::mem::replace(conn, Connection::open_in_memory().expect("an in-memory database opens")));
         self.reconnect(conn)?;
+        *self.failure_logged.lock().unwrap_or_else(|p| p.into_inner()) = None;
         tracing::warn!(
             "the spool file {} {what} while mneme ran: written back, with what waited in it; retains are accepted again",
             self.path.display()
@@ -143,18 +154,20 @@ impl Restorer {
     }
 
     /// Copies the open database to its path (its folder made again, private, if it went too):
-    /// to a temporary file first, synced, then renamed into place.
+    /// to a temporary file first (`.restoring`), synced and renamed `.restored` once whole, then
+    /// (the log at the path emptied, as it is the deleted file's) renamed into place. A start
+    /// after a kill mid-way finds the whole copy and puts it in place, or a copy cut short and
+    /// removes it (see [`recover_write_back`]); the log is emptied only once the copy is whole,
+    /// so a kill before leaves it for the start to refuse (review117 #3: emptied first, it let a
+    /// start after a kill mid-copy make a new, empty spool without a word).
     fn write_back(&self, conn: &Connection) -> Result<(), SpoolError> {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        super::writer::erase_log(conn)?;
         let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(io_error)?;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io_error)?;
         }
-        let mut temporary = self.path.as_os_str().to_owned();
-        temporary.push(".restoring");
-        let temporary = PathBuf::from(temporary);
+        let (temporary, whole) = (beside(&self.path, RESTORING), beside(&self.path, RESTORED));
         let _ = std::fs::remove_file(&temporary);
         // Made private and empty first (VACUUM INTO takes an empty file): the copy is never
         // readable by others, whatever the folder's mode.
@@ -162,8 +175,12 @@ impl Restorer {
         let copied = made.map_err(io_error).and_then(|_| {
             conn.execute("VACUUM INTO ?1", [temporary.to_string_lossy()])?;
             std::fs::File::open(&temporary).and_then(|f| f.sync_all()).map_err(io_error)?;
-            std::fs::rename(&temporary, &self.path).map_err(io_error)?;
-            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_error)
+            std::fs::rename(&temporary, &whole).map_err(io_error)?;
+            sync_dir(dir)?;
+            // Beside the copy put in place, the deleted file's log must hold nothing.
+            super::writer::erase_log(conn)?;
+            std::fs::rename(&whole, &self.path).map_err(io_error)?;
+            sync_dir(dir)
         });
         if copied.is_err() {
             let _ = std::fs::remove_file(&temporary);
@@ -190,6 +207,51 @@ pub(super) fn written_back_if_deleted(conn: &mut Connection, restorer: &Restorer
             "the spool file {} was deleted while mneme ran, and cannot be written back ({e}): the {waiting} retains that wait in it are lost",
             restorer.path.display()
         ),
+    }
+}
+
+/// The suffixes of a write-back's copy: being written, and whole.
+const RESTORING: &str = ".restoring";
+const RESTORED: &str = ".restored";
+
+/// `path` with `suffix` added to its name.
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), SpoolError> {
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_error)
+}
+
+/// At a start, what a write-back killed mid-way left (see [`Restorer::write_back`]): a whole copy
+/// with no spool at the path is put in place (the log beside it was the deleted file's, whose
+/// frames the copy holds: removed); a copy cut short is removed, said at the error level. The
+/// spool at the path is left as it is.
+pub(super) fn recover_write_back(path: &Path) {
+    let (temporary, whole) = (beside(path, RESTORING), beside(path, RESTORED));
+    if whole.exists() && !path.exists() {
+        let log = mneme_core::database_file::log_of(path);
+        let put = std::fs::remove_file(&log)
+            .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+            .and_then(|()| std::fs::rename(&whole, path));
+        match put {
+            Ok(()) => tracing::warn!(
+                "the spool file {} was written back whole as a killed daemon left it, and is put in place",
+                path.display()
+            ),
+            Err(e) => tracing::error!("cannot put the spool written back ({}) in place: {e}", whole.display()),
+        }
+    }
+    if temporary.exists() {
+        let _ = std::fs::remove_file(&temporary);
+        let _ = std::fs::remove_file(beside(&temporary, "-journal"));
+        tracing::error!(
+            "a copy of the spool file {} cut short by a kill while it was written back ({}) is removed: what waited in the deleted file and is not in its log is lost",
+            path.display(),
+            temporary.display()
+        );
     }
 }
 

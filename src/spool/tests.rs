@@ -364,3 +364,56 @@ async fn records_are_changed_together_as_asked() {
     assert_eq!(spool.record("model", "a").await.unwrap().as_deref(), Some("m0"));
     assert_eq!(spool.record("ended", "missing").await.unwrap(), None);
 }
+
+/// A deleted spool is written back by the writer's own look while only removals of delivered
+/// batches reach it (deliveries, no retain to notice): a look that came with a removal dropped
+/// its decision, marked taken, and the file was never written back (review117 #1).
+#[tokio::test]
+async fn a_deleted_spool_is_written_back_while_only_removals_come() {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spool.db");
+        let spool = Spool::open(&path).unwrap();
+        spool.save_record("model", "kept", "{}".into()).await.unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_millis(1200);
+        // (60 ms apart: the writer waits 20 ms for a job after a removal, so most of its looks
+        // come with a removal.)
+        while std::time::Instant::now() < deadline {
+            spool.delivered("s", "b", 1..=1).await;
+            tokio::time::sleep(Duration::from_millis(60)).await;
+        }
+        assert!(path.exists(), "round {round}: not written back");
+        assert_eq!(model_keys_after_a_crash(dir.path()).await, ["kept"], "round {round}");
+    }
+}
+
+/// What a write-back killed mid-way leaves is dealt with at the next open: a whole copy with no
+/// spool at the path is put in place (the deleted file's log beside it removed), a copy cut short
+/// is removed (review117 #3: the start made a new, empty spool without a word, and the partial
+/// copy stayed).
+#[tokio::test]
+async fn a_write_back_killed_mid_way_is_finished_or_cleaned_at_the_next_open() {
+    // A whole copy, as `write_back` renames it before it empties the log and puts it in place.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spool.db");
+    {
+        let spool = Spool::open(&path).unwrap();
+        spool.save_record("model", "in the copy", "{}".into()).await.unwrap();
+        spool.close(Duration::from_secs(5)).await;
+    }
+    std::fs::rename(&path, dir.path().join("spool.db.restored")).unwrap();
+    std::fs::write(dir.path().join("spool.db-wal"), b"the deleted file's log frames".repeat(100)).unwrap();
+    let spool = Spool::open(&path).unwrap();
+    assert_eq!(spool.records("model", "").await.unwrap().len(), 1, "the copy is in place");
+    assert!(!dir.path().join("spool.db.restored").exists());
+    drop(spool);
+    // A copy cut short beside no spool: removed, and the open goes on (the log there decides).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spool.db");
+    std::fs::write(dir.path().join("spool.db.restoring"), b"half a database").unwrap();
+    std::fs::write(dir.path().join("spool.db.restoring-journal"), b"its journal").unwrap();
+    Spool::open(&path).unwrap();
+    assert!(!dir.path().join("spool.db.restoring").exists(), "the partial copy is removed");
+    assert!(!dir.path().join("spool.db.restoring-journal").exists());
+}

@@ -92,6 +92,10 @@ pub(super) fn writer(
     // When the file was last looked at (see `LOOK_EVERY`), and an owed erasure last tried.
     let mut looked = std::time::Instant::now();
     let mut erase_tried: Option<std::time::Instant> = None;
+    // A restore decided (by the writer's look or a `Restore` message) and not done yet: kept
+    // across a removal's wait, which begins the loop again (a look's decision was dropped there,
+    // and with the request marked taken nobody asked again: review117 #1).
+    let mut restore = false;
     loop {
         let first = match removals.is_empty() {
             true => rx.recv_timeout(LOOK_EVERY),
@@ -100,14 +104,13 @@ pub(super) fn writer(
         let mut group = Vec::new();
         let mut checkpoints = Vec::new();
         let mut closed = false;
-        let mut restore = false;
         let mut reads = Vec::new();
         // The file (or its log) deleted is written back within `LOOK_EVERY`, whether or not a
         // retain noticed it: a retain acknowledged in the moments before the retains' own look
         // went into the deleted log, and a kill then lost it (review116 #2, its `wal` case).
         if looked.elapsed() >= LOOK_EVERY {
             looked = std::time::Instant::now();
-            restore = restorer.due();
+            restore |= restorer.due();
         }
         match first {
             Ok(Message::Restore) => restore = true,
@@ -149,7 +152,7 @@ pub(super) fn writer(
             }
         }
         // Before the group: what it commits goes into the file written back.
-        let reopened = match (restore, unopened) {
+        let reopened = match (std::mem::take(&mut restore), unopened) {
             (_, true) => restorer.reconnect(conn),
             (true, false) => restorer.restore(conn),
             (false, false) => Ok(()),
