@@ -476,7 +476,8 @@ pub(super) async fn import(config: Option<&Path>, file: &Path, as_json: bool) ->
     let skipped_note =
         if skipped > 0 { format!("; {skipped} skipped: nothing but private text") } else { String::new() };
     if as_json {
-        println!("{}", serde_json::to_string(&total).unwrap_or_default());
+        // (The store the daemon named is for this command's check, not a script's count.)
+        println!("{}", serde_json::to_string(&Imported { store: None, ..total }).unwrap_or_default());
     } else if let Some(imported) = imported {
         let there = (received as u64).saturating_sub(imported + skipped as u64);
         println!("Imported {imported} of {received} memories ({there} already there{skipped_note}).");
