@@ -1452,32 +1452,14 @@ fn a_store_path_naming_the_spool_or_the_token_is_refused_with_its_line() {
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     let config = dir.path().join("config.toml");
-    for own in ["spool.db", "token", "mneme.pid"] {
-        let text = format!(
-            "[storage]\ndir = \"{}\"\n\n[local]\nembedder = \"off\"\npath = \"{}\"\n",
-            data.display(),
-            data.join(own).display()
-        );
-        std::fs::write(&config, text).unwrap();
-        let out = assert_cmd::Command::new(common::bin())
-            .args(["config", "check"])
-            .env("MNEME_CONFIG", &config)
-            .env_remove("MNEME_STORAGE__DIR")
-            .output()
-            .unwrap();
-        let said = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
-        assert_eq!(out.status.code(), Some(2), "an invalid config: {own}: {said}");
-        assert!(said.contains("line 6: local.path"), "{own}: {said}");
-        assert!(said.contains("a file mneme keeps for itself"), "{own}: {said}");
-    }
-    // The same where the path leads there only once folders are made (a storage dir not made
-    // yet, a folder on the way with `..` after it), and the config file itself (review118 #1).
+    // Also where the path leads there only once folders are made (a storage dir not made yet, a
+    // folder on the way with `..` after it), and the config file itself (review118 #1).
     let later = dir.path().join("not-made-yet");
-    let cases = [
-        (later.clone(), later.join("spool.db"), "a file mneme keeps for itself"),
-        (data.clone(), data.join("sub/../spool.db"), "a file mneme keeps for itself"),
-        (data.clone(), config.clone(), "names this config file"),
-    ];
+    let own = "a file mneme keeps for itself";
+    let mut cases: Vec<_> = ["spool.db", "token", "mneme.pid"].map(|f| (data.clone(), data.join(f), own)).into();
+    cases.push((later.clone(), later.join("spool.db"), own));
+    cases.push((data.clone(), data.join("sub/../spool.db"), own));
+    cases.push((data.clone(), config.clone(), "names this config file"));
     for (storage, store, said_what) in cases {
         let text = format!(
             "[storage]\ndir = \"{}\"\n\n[local]\nembedder = \"off\"\npath = \"{}\"\n",
@@ -1492,7 +1474,7 @@ fn a_store_path_naming_the_spool_or_the_token_is_refused_with_its_line() {
             .output()
             .unwrap();
         let said = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
-        assert_eq!(out.status.code(), Some(2), "{}: {said}", store.display());
+        assert_eq!(out.status.code(), Some(2), "an invalid config: {}: {said}", store.display());
         assert!(said.contains("line 6: local.path") && said.contains(said_what), "{}: {said}", store.display());
     }
 }

@@ -45,13 +45,8 @@ fn refuse_own_file(output: &Path, loaded: &crate::config::Loaded) -> Result<(), 
 fn refuse_daemons_file(output: &Path, status: &crate::daemon::api::Status) -> Result<(), CliError> {
     let dir = Path::new(&status.storage_dir);
     let databases = status.local_store.iter().map(PathBuf::from).chain([dir.join("spool.db")]);
-    let with_logs = databases.flat_map(|db| {
-        ["", "-wal", "-shm"].map(|suffix| {
-            let mut name = db.clone().into_os_string();
-            name.push(suffix);
-            PathBuf::from(name)
-        })
-    });
+    let with_logs =
+        databases.flat_map(|db| ["", "-wal", "-shm"].map(|suffix| mneme_core::database_file::beside(&db, suffix)));
     let own = with_logs.chain([dir.join("token"), dir.join("mneme.pid"), PathBuf::from(&status.config_path)]);
     refuse_any_of(output, own)
 }

@@ -454,11 +454,8 @@ impl Settings {
             // Kept elsewhere through a link: SQLite keeps its log beside the file it leads to.
             let real = std::fs::canonicalize(&db).ok().filter(|real| *real != db);
             for db in std::iter::once(db).chain(real) {
-                for suffix in ["", "-wal", "-shm", "-journal", "-erase-owed"] {
-                    let mut name = db.clone().into_os_string();
-                    name.push(suffix);
-                    files.push(PathBuf::from(name));
-                }
+                let beside = |suffix| mneme_core::database_file::beside(&db, suffix);
+                files.extend(["", "-wal", "-shm", "-journal", "-erase-owed"].map(beside));
             }
         }
         files
@@ -468,11 +465,8 @@ impl Settings {
     /// its logs, the web view's login page): no store or export may be written over them.
     pub fn storage_files(&self) -> Vec<PathBuf> {
         let mut files = vec![self.token_path(), self.pid_path(), self.storage.dir.join("ui-login.html")];
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut name = self.spool_path().into_os_string();
-            name.push(suffix);
-            files.push(PathBuf::from(name));
-        }
+        let spool = self.spool_path();
+        files.extend(["", "-wal", "-shm", "-journal"].map(|suffix| mneme_core::database_file::beside(&spool, suffix)));
         files
     }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use mneme_core::database_file::{OpenedFile, DELETED, LOG_DELETED};
+use mneme_core::database_file::{beside, OpenedFile, DELETED, LOG_DELETED};
 use rusqlite::Connection;
 
 use super::SpoolError;
@@ -213,13 +213,6 @@ pub(super) fn written_back_if_deleted(conn: &mut Connection, restorer: &Restorer
 /// The suffixes of a write-back's copy: being written, and whole.
 const RESTORING: &str = ".restoring";
 const RESTORED: &str = ".restored";
-
-/// `path` with `suffix` added to its name.
-fn beside(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
 
 fn sync_dir(dir: &Path) -> Result<(), SpoolError> {
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_error)

@@ -244,9 +244,14 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 
 /// The write-ahead log SQLite keeps beside the database at `path`.
 pub fn log_of(path: &Path) -> std::path::PathBuf {
-    let mut log = path.as_os_str().to_owned();
-    log.push("-wal");
-    std::path::PathBuf::from(log)
+    beside(path, "-wal")
+}
+
+/// `path` with `suffix` added to its name: a database's log, journal or copy beside it.
+pub fn beside(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    std::path::PathBuf::from(name)
 }
 
 #[cfg(test)]
