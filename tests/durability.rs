@@ -184,6 +184,51 @@ async fn a_storage_dir_removed_under_the_daemon_keeps_what_waits_through_a_crash
     }
 }
 
+/// The token and the pidfile removed with the storage dir are written back while the daemon
+/// runs: the CLI finds and reaches it again, and a second `mneme serve` on the folder is still
+/// refused. Neither came back until a restart, and a second daemon took a lock nobody held
+/// (review117 #2).
+#[tokio::test]
+async fn a_storage_dir_removed_under_the_daemon_gets_its_token_and_pidfile_back() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    std::fs::remove_dir_all(d.data()).unwrap();
+    let (token, pidfile) = (d.data().join("token"), d.data().join("mneme.pid"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !(token.exists() && pidfile.exists()) {
+        assert!(std::time::Instant::now() < deadline, "token or pidfile not written back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&token).unwrap().trim(), d.token, "the token the daemon runs with");
+    let pid = d.child.as_ref().unwrap().id();
+    assert_eq!(std::fs::read_to_string(&pidfile).unwrap(), format!("{pid}\n{}\n", d.addr));
+    use std::os::unix::fs::PermissionsExt;
+    for file in [&token, &pidfile] {
+        assert_eq!(std::fs::metadata(file).unwrap().permissions().mode() & 0o077, 0, "{}", file.display());
+    }
+    let status = d.cli().args(["--json", "status"]).output().unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let mut second = d
+        .command()
+        .arg("serve")
+        .env("MNEME_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while second.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = second.kill();
+            panic!("a second daemon started on the folder");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = second.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("another mneme daemon (pid {pid})")), "{err}");
+    assert_eq!(std::fs::read_to_string(&token).unwrap().trim(), d.token, "the second start left the token alone");
+}
+
 /// Retains `text`, trying again (after a 503) until it is acknowledged, for 10 s at most.
 async fn accepted_again_within_10_s(d: &Daemon, text: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

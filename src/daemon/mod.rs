@@ -13,6 +13,7 @@ mod idle;
 mod json_object;
 mod mcp;
 mod memories;
+mod own_files;
 mod parse_errors;
 mod routes;
 mod startup;
@@ -223,7 +224,7 @@ impl Daemon {
         self.reloader.clone().reload_on_hangup(stopping.clone());
         self.reloader.clone().watch(stopping.clone());
         // Announced once the config is watched: an edit right after the start is seen.
-        self.record_addr(addr);
+        self.own_files.pidfile.record_addr(addr);
         tracing::info!(%addr, backend = %queue.backend().id(), "mneme listening");
         let stop = stopping.clone();
         tokio::spawn(async move {
@@ -231,9 +232,11 @@ impl Daemon {
             stop.cancel();
         });
         let sweep = tokio::spawn(sweep_idle_sessions(self.sessions.clone(), stopping.clone()));
+        let keep_files = tokio::spawn(own_files::keep(self.own_files.clone(), stopping.clone()));
         let limits = accept::Limits::from(&self.settings.server);
         let result = accept::run(listener, app, limits, stopping.clone()).await;
         let _ = sweep.await;
+        let _ = keep_files.await;
         // A reload under way (the config watcher's, SIGHUP's) ends before the drain closes what
         // it writes to, and none begins after.
         self.reloader.stop().await;

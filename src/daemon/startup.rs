@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+use super::own_files::{OwnFiles, PidFile, TokenFile};
 use super::AppState;
 use crate::config::{Loaded, Settings};
 use crate::files::{self, FileProblem};
@@ -72,8 +73,9 @@ pub struct Daemon {
     pub(super) reloader: Arc<Reloader>,
     token: String,
     config_path: PathBuf,
-    /// Held for the daemon's life: the single-instance lock.
-    _lock: File,
+    /// The pidfile (held for the daemon's life: the single-instance lock) and the token file,
+    /// put back while it runs if they are deleted.
+    pub(super) own_files: Arc<OwnFiles>,
 }
 
 impl Daemon {
@@ -137,31 +139,26 @@ impl Daemon {
             notices.clone(),
         ));
         Ok(Daemon {
-            settings,
             sessions,
             hindsight,
             queue,
             notices,
             metrics,
             reloader,
-            token,
+            token: token.clone(),
             config_path: loaded.path,
-            _lock: lock,
+            own_files: Arc::new(OwnFiles {
+                dir: settings.storage.dir.clone(),
+                pidfile: PidFile::new(settings.pid_path(), lock),
+                token: TokenFile { path: settings.token_path(), token: token.clone() },
+            }),
+            settings,
         })
     }
 
     /// The bearer token clients must send.
     pub fn token(&self) -> &str {
         &self.token
-    }
-
-    /// Rewrites the pidfile as "pid\naddr\n" so the CLI finds a daemon bound to port 0.
-    pub(super) fn record_addr(&self, addr: SocketAddr) {
-        use std::os::unix::fs::FileExt;
-        let text = format!("{}\n{addr}\n", std::process::id());
-        if let Err(e) = self._lock.set_len(0).and_then(|_| self._lock.write_all_at(text.as_bytes(), 0)) {
-            tracing::warn!("cannot record the address in the pidfile: {e}");
-        }
     }
 
     pub(super) fn state(&self, listen: SocketAddr) -> Arc<AppState> {
@@ -191,7 +188,7 @@ fn storage_error(what: &'static str, path: &Path, source: std::io::Error) -> Sta
     StartError::Storage { what, path: path.to_owned(), source }
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), StartError> {
+pub(super) fn create_private_dir(dir: &Path) -> Result<(), StartError> {
     match std::fs::metadata(dir) {
         Ok(m) => match files::storage_dir_refusal(dir, &m) {
             Some(problem) => Err(problem.into()),
@@ -319,7 +316,7 @@ fn load_or_create_token(path: &Path) -> Result<String, StartError> {
 }
 
 /// Writes `token` to `path`: private (0600), synced, then renamed into place.
-fn write_token(path: &Path, token: &str) -> Result<(), StartError> {
+pub(super) fn write_token(path: &Path, token: &str) -> Result<(), StartError> {
     let tmp = path.with_extension("tmp");
     let mut f = OpenOptions::new()
         .write(true)
