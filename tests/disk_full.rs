@@ -595,3 +595,54 @@ async fn a_spool_that_cannot_be_written_is_told_with_its_path_once() {
     let (_, v) = d.get("/v1/notices?after=0").await;
     assert!(v.to_string().contains("The spool can be written again"), "{v}");
 }
+
+/// The spool deleted under the daemon on a full disk: its write-back cannot be done until there
+/// is room, and a retain refused meanwhile is told so with a 507 and a notice of the full disk,
+/// not "retry in a moment" with a 503 (review117 #5). With room again it is written back with
+/// what waited in it, and retains are accepted.
+#[tokio::test]
+async fn a_spool_deleted_on_a_full_disk_is_refused_as_full_until_there_is_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_mount) = Tmpfs::mount_or_skip(&dir.path().join("data"), "8m") else { return };
+    let config = "[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
+    let mut d = Daemon::start_in(dir, config);
+    d.start_session("s", "/p/full-gone").await;
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "waiting FULLGONE-1"}]})).await;
+    assert_eq!(status, 202, "{v}");
+    fill(&d.data().join("filler"));
+    std::fs::remove_file(d.data().join("spool.db")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "refused"}]})).await;
+        assert!(status == 503 || status == 507, "{status} {v}");
+        if status == 507 {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "never told the disk is full: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refused["error"]["code"], "storage_full", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("disk is full"), "{refused}");
+    let (_, v) = d.get("/v1/notices?after=0").await;
+    assert!(v.to_string().contains("The disk holding the spool is full"), "{v}");
+    std::fs::remove_file(d.data().join("filler")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "accepted FULLGONE-2"}]})).await;
+        if status == 202 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not accepted again with room: {status} {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, v) = d.get("/v1/notices?after=0").await;
+    assert!(v.to_string().contains("There is room on the disk again"), "{v}");
+    d.kill();
+    let d = Daemon::start_in(d.into_dir(), config);
+    let (status, v) = d.post("/v1/flush", json!({})).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, v) = d.post("/v1/search", json!({"query": "FULLGONE", "limit": 10})).await;
+    for marker in ["FULLGONE-1", "FULLGONE-2"] {
+        assert!(v.to_string().contains(marker), "{marker} lost: {v}");
+    }
+}

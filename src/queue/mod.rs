@@ -381,6 +381,12 @@ impl Queue {
                 let queue = self.clone();
                 self.inner.tasks.spawn(async move { queue.flush_all().await });
             }
+            // Its write-back failed for a full disk: said as a full disk is (and its end with it).
+            if e.is_full() && !self.inner.spool_full.swap(true, Ordering::Relaxed) {
+                let message =
+                    format!("The disk holding the spool is full: retains are refused until there is room again. {e}");
+                self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
+            }
             return spooled;
         }
         if let Err(e) = &spooled {

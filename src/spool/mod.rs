@@ -71,19 +71,21 @@ pub enum SpoolError {
     #[error("spool: {0}")]
     Overwritten(String),
     /// The file was deleted or replaced while the daemon had it open.
-    #[error("the spool file {} {what} while mneme had it open: {}", path.display(), gone_advice(what))]
+    #[error("the spool file {} {what} while mneme had it open: {}", path.display(), gone_advice(what, *full))]
     Gone {
         /// The spool's path.
         path: std::path::PathBuf,
         /// "was deleted", "was replaced by another file", "was emptied (truncated to 0 bytes)".
         what: &'static str,
+        /// Its write-back failed for a full disk (the last try).
+        full: bool,
     },
 }
 
 impl SpoolError {
     /// Whether the disk is full.
     pub fn is_full(&self) -> bool {
-        matches!(self, SpoolError::Full(_))
+        matches!(self, SpoolError::Full(_) | SpoolError::Gone { full: true, .. })
     }
 
     /// Whether the file could not be written or read for a reason of the disk or the file's
@@ -177,8 +179,11 @@ fn unusable(path: &Path) -> Result<(), SpoolError> {
 
 /// What mneme does, and the user may do, about a spool file gone under the daemon (see
 /// [`SpoolError::Gone`]).
-fn gone_advice(what: &str) -> &'static str {
+fn gone_advice(what: &str, full: bool) -> &'static str {
     match what {
+        mneme_core::database_file::DELETED | mneme_core::database_file::LOG_DELETED if full => {
+            "mneme cannot write it back, with what it acknowledged before, for the disk is full: free some space (it is written back, and retains accepted, as soon as there is room)"
+        }
         mneme_core::database_file::DELETED | mneme_core::database_file::LOG_DELETED => {
             "mneme writes it back to its path, with what it acknowledged before: retry in a moment (restart mneme if this goes on)"
         }
@@ -253,7 +258,7 @@ impl Spool {
                 if self.file.ask_restore(what) {
                     let _ = self.jobs.send(Message::Restore);
                 }
-                Err(SpoolError::Gone { path: self.path(), what })
+                Err(SpoolError::Gone { path: self.path(), what, full: self.file.write_back_full() })
             }
             None => Ok(()),
         }

@@ -23,11 +23,14 @@ pub(super) struct WatchedFile {
     opened: RwLock<Arc<OpenedFile>>,
     /// A restore was asked of the writer and is not done yet (asked once, not at every retain).
     asked: AtomicBool,
+    /// The last write-back failed for a full disk: a retain refused meanwhile is told so, with
+    /// a 507, not to retry in a moment (review117 #5).
+    full: AtomicBool,
 }
 
 impl WatchedFile {
     pub(super) fn new(opened: OpenedFile) -> Self {
-        Self { opened: RwLock::new(Arc::new(opened)), asked: AtomicBool::new(false) }
+        Self { opened: RwLock::new(Arc::new(opened)), asked: AtomicBool::new(false), full: AtomicBool::new(false) }
     }
 
     /// The file as it is open now.
@@ -53,8 +56,14 @@ impl WatchedFile {
         self.current().gone().is_some_and(|what| restorable(what) && !self.asked.swap(true, Ordering::AcqRel))
     }
 
+    /// Whether the last write-back failed for a full disk.
+    pub(super) fn write_back_full(&self) -> bool {
+        self.full.load(Ordering::Acquire)
+    }
+
     fn renew(&self, opened: OpenedFile) {
         *self.opened.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(opened);
+        self.full.store(false, Ordering::Release);
         self.asked.store(false, Ordering::Release);
     }
 }
@@ -116,6 +125,7 @@ impl Restorer {
         };
         let what = what.unwrap_or(DELETED);
         if let Err(e) = written {
+            self.file.full.store(e.is_full(), Ordering::Release);
             let mut logged = self.failure_logged.lock().unwrap_or_else(|p| p.into_inner());
             if logged.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60)) {
                 *logged = Some(std::time::Instant::now());
