@@ -172,7 +172,19 @@ async fn a_storage_dir_removed_under_the_daemon_keeps_what_waits_through_a_crash
         assert!(std::time::Instant::now() < deadline, "not written back");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Told, though no retain was refused for it: a log line only before (review117 #4).
+    let written_back = |v: &serde_json::Value| {
+        let notices = v["notices"].as_array().unwrap();
+        notices.iter().filter(|n| n["message"].as_str().unwrap().contains("written back to its path")).count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while written_back(&d.get("/v1/notices?after=0").await.1) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no notice of the write-back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     accepted_again_within_10_s(&d, "waiting REMOVED-4").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(written_back(&d.get("/v1/notices?after=0").await.1), 1, "told once");
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode();
     assert_eq!(mode(&d.data()) & 0o077, 0, "the folder made again is private");

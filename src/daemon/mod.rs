@@ -232,7 +232,7 @@ impl Daemon {
             stop.cancel();
         });
         let sweep = tokio::spawn(sweep_idle_sessions(self.sessions.clone(), stopping.clone()));
-        let keep_files = tokio::spawn(own_files::keep(self.own_files.clone(), stopping.clone()));
+        let keep_files = tokio::spawn(own_files::keep(self.own_files.clone(), queue.clone(), stopping.clone()));
         let limits = accept::Limits::from(&self.settings.server);
         let result = accept::run(listener, app, limits, stopping.clone()).await;
         let _ = sweep.await;

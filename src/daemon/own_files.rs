@@ -5,7 +5,8 @@
 //! by its writer at once; without the other two the CLI and the hooks could not find the daemon
 //! nor authenticate to it until a restart, and a second `mneme serve` would take a lock on a new
 //! pidfile that nobody held. So every second the daemon looks (two `stat`s) and puts back what is
-//! gone: the token it runs with, and a pidfile it locks again.
+//! gone: the token it runs with, and a pidfile it locks again. (The spool's writer writes the
+//! spool back by itself; the same look tells of it with a notice.)
 
 use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
@@ -167,8 +168,9 @@ impl OwnFiles {
     }
 }
 
-/// Every [`LOOK_EVERY`], puts back what was deleted of the daemon's own files, until `stop`.
-pub(super) async fn keep(files: Arc<OwnFiles>, stop: CancellationToken) {
+/// Every [`LOOK_EVERY`], puts back what was deleted of the daemon's own files, and tells of a
+/// spool its writer wrote back, until `stop`.
+pub(super) async fn keep(files: Arc<OwnFiles>, queue: crate::queue::Queue, stop: CancellationToken) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -177,6 +179,7 @@ pub(super) async fn keep(files: Arc<OwnFiles>, stop: CancellationToken) {
         let files = files.clone();
         // File system calls off the async workers (a storage dir on a slow disk).
         let _ = tokio::task::spawn_blocking(move || files.put_back()).await;
+        queue.tell_spool_written_back().await;
     }
 }
 

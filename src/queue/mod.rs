@@ -192,6 +192,8 @@ struct Inner {
     sessions_down: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// The spool's file was found deleted or replaced (told once).
     spool_gone: AtomicBool,
+    /// The spool's write-backs told (see [`Queue::tell_spool_written_back`]).
+    write_backs_told: AtomicU64,
     /// Deliveries in a row that found the backend unreachable: their backoff grows with it,
     /// while the batches' attempts (which lead to the dead letters) do not count them.
     unreachable_tries: AtomicU32,
@@ -262,6 +264,7 @@ impl Queue {
             cancel: CancellationToken::new(),
             sessions_down: std::sync::Mutex::default(),
             spool_gone: AtomicBool::new(false),
+            write_backs_told: AtomicU64::new(0),
             unreachable_tries: AtomicU32::new(0),
             spool_full: AtomicBool::new(false),
             spool_failing: AtomicBool::new(false),
@@ -416,12 +419,32 @@ impl Queue {
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
         }
         // Accepted again after the spool's file was gone: it was written back (see `spool`).
+        if self.inner.spool_gone.load(Ordering::Relaxed) {
+            self.inner.write_backs_told.fetch_max(self.inner.spool.write_backs(), Ordering::Relaxed);
+        }
         if ended(&self.inner.spool_gone) {
             let message =
                 "The spool's file was written back to its path, with what it held: retains are accepted again.";
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
         }
         spooled
+    }
+
+    /// Tells of a spool file the writer wrote back by itself, before any retain was refused for
+    /// it (a retain refused meanwhile is told, and its end, by [`Queue::accepted`]): such a
+    /// write-back was a log line only (review117 #4). Called every second.
+    pub async fn tell_spool_written_back(&self) {
+        let done = self.inner.spool.write_backs();
+        if self.inner.spool_gone.load(Ordering::Relaxed)
+            || self.inner.write_backs_told.fetch_max(done, Ordering::Relaxed) >= done
+        {
+            return;
+        }
+        let message = format!(
+            "The spool's file {} (or its folder, or its log) was deleted while mneme ran: written back to its path, with what it held; nothing was lost.",
+            self.inner.spool.path().display()
+        );
+        self.inner.notices.emit(Level::Warning, "queue", None, message).await;
     }
 
     /// Counts `n` items spooled for a session and arms its debounce (or flushes a full batch).

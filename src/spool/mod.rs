@@ -279,6 +279,12 @@ impl Spool {
         )))
     }
 
+    /// How many times the spool's file (or its log) was written back after a deletion since the
+    /// start.
+    pub fn write_backs(&self) -> u64 {
+        self.file.write_backs()
+    }
+
     /// The spool's file.
     pub fn path(&self) -> std::path::PathBuf {
         self.file.current().path().to_owned()

@@ -23,6 +23,8 @@ pub(super) struct WatchedFile {
     opened: RwLock<Arc<OpenedFile>>,
     /// A restore was asked of the writer and is not done yet (asked once, not at every retain).
     asked: AtomicBool,
+    /// Write-backs done since the start.
+    written_back: std::sync::atomic::AtomicU64,
     /// The last write-back failed for a full disk: a retain refused meanwhile is told so, with
     /// a 507, not to retry in a moment (review117 #5).
     full: AtomicBool,
@@ -30,7 +32,12 @@ pub(super) struct WatchedFile {
 
 impl WatchedFile {
     pub(super) fn new(opened: OpenedFile) -> Self {
-        Self { opened: RwLock::new(Arc::new(opened)), asked: AtomicBool::new(false), full: AtomicBool::new(false) }
+        Self {
+            opened: RwLock::new(Arc::new(opened)),
+            asked: AtomicBool::new(false),
+            written_back: Default::default(),
+            full: AtomicBool::new(false),
+        }
     }
 
     /// The file as it is open now.
@@ -54,6 +61,11 @@ impl WatchedFile {
     /// asked, so that a retain refused meanwhile sends no second request.
     pub(super) fn restore_due(&self) -> bool {
         self.current().gone().is_some_and(|what| restorable(what) && !self.asked.swap(true, Ordering::AcqRel))
+    }
+
+    /// Write-backs done since the start.
+    pub(super) fn write_backs(&self) -> u64 {
+        self.written_back.load(Ordering::Acquire)
     }
 
     /// Whether the last write-back failed for a full disk.
@@ -143,6 +155,7 @@ impl Restorer {
         // nothing, and a start that found it beside the file written back would ignore it.
         drop(std::mem::replace(conn, Connection::open_in_memory().expect("an in-memory database opens")));
         self.reconnect(conn)?;
+        self.file.written_back.fetch_add(1, Ordering::AcqRel);
         *self.failure_logged.lock().unwrap_or_else(|p| p.into_inner()) = None;
         tracing::warn!(
             "the spool file {} {what} while mneme ran: written back, with what waited in it; retains are accepted again",
