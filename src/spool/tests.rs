@@ -417,3 +417,20 @@ async fn a_write_back_killed_mid_way_is_finished_or_cleaned_at_the_next_open() {
     assert!(!dir.path().join("spool.db.restoring").exists(), "the partial copy is removed");
     assert!(!dir.path().join("spool.db.restoring-journal").exists());
 }
+
+/// Removals coming in a steady stream, each within the writer's wait of the last and no job
+/// among them (deliveries of many sessions), are committed as they go: each waited its 20 ms
+/// from the last message, so the whole stream was held back until it paused.
+#[tokio::test]
+async fn a_steady_stream_of_removals_is_committed_as_it_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(&dir.path().join("spool.db")).unwrap();
+    let before = spool.commit_counts().commits;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(400) {
+        spool.delivered("s", "b", 1..=1).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let during = spool.commit_counts().commits - before;
+    assert!(during >= 5, "{during} commits in 400 ms of removals");
+}

@@ -78,6 +78,10 @@ pub(super) fn writer(
     let mut removals: Vec<(Removal, OwnedSemaphorePermit)> = Vec::new();
     // After a transaction could not begin, removals alone are retried less eagerly.
     let mut removal_wait = REMOVAL_WAIT;
+    // When the removals waiting began to wait: they wait `removal_wait` from then, not from the
+    // last message (a removal every few ms, with no job among them, held them all back until a
+    // gap in the stream).
+    let mut removals_since = std::time::Instant::now();
     let mut failures = FailureLog::default();
     // An erasure of the log that could not be done (a full disk) is owed until it is: tried
     // again after every commit and each second the writer is idle, so a forget's text leaves
@@ -99,7 +103,7 @@ pub(super) fn writer(
     loop {
         let first = match removals.is_empty() {
             true => rx.recv_timeout(LOOK_EVERY),
-            false => rx.recv_timeout(removal_wait),
+            false => rx.recv_timeout(removal_wait.saturating_sub(removals_since.elapsed())),
         };
         let mut group = Vec::new();
         let mut checkpoints = Vec::new();
@@ -122,8 +126,13 @@ pub(super) fn writer(
             Ok(Message::Job(job, place)) => group.push((job, place)),
             Ok(Message::Checkpoint(done, place)) => checkpoints.push((done, place)),
             Ok(Message::Remove(r, place)) => {
+                if removals.is_empty() {
+                    removals_since = std::time::Instant::now();
+                }
                 removals.push((r, place));
-                continue; // wait a little for a job to ride on
+                if removals_since.elapsed() < removal_wait {
+                    continue; // wait a little for a job to ride on
+                }
             }
             Err(mpsc::RecvTimeoutError::Timeout) if removals.is_empty() && !restore => {
                 if erase_owed && erase_tried.is_none_or(|t| t.elapsed() >= ERASE_RETRY) {
@@ -182,6 +191,7 @@ pub(super) fn writer(
                     return closing;
                 }
                 removal_wait = REMOVAL_RETRY;
+                removals_since = std::time::Instant::now();
                 continue; // removals stay and ride on a later transaction
             }
         };
@@ -236,6 +246,7 @@ pub(super) fn writer(
         if commit.is_err() {
             removals = riding; // they ride on the next transaction
             removal_wait = REMOVAL_RETRY;
+            removals_since = std::time::Instant::now();
         } else {
             drop(riding);
         }
