@@ -292,6 +292,10 @@ impl Reloader {
             || (new.memory.backend == BackendId::Local
                 && (new.local_db_path() != old.local_db_path() || new.local != old.local))
             || (new.memory.backend == BackendId::Hindsight && new.hindsight != old.hindsight);
+        // Another store, not the same one reopened with other settings (an embedder, a
+        // thesaurus edit): only then do the sessions' recent memories change.
+        let store_changed = new.memory.backend != old.memory.backend
+            || new.store_of(new.memory.backend) != old.store_of(old.memory.backend);
         let new = Arc::new(new);
         let mut backend = self.state.backend();
         // Memory turned on: what is retained while the store opens waits for it in the spool.
@@ -323,8 +327,6 @@ impl Reloader {
             // conversations so far stay in the old one, their tails queued before it is drained.
             // Memory turned on has no old store: what the sessions retained while this one
             // opened waited for it, and begins their conversations there (review79 #2).
-            let store_changed = new.memory.backend != old.memory.backend
-                || new.store_of(new.memory.backend) != old.store_of(old.memory.backend);
             if store_changed && !turning_on {
                 if let Err(e) = self.sessions.store_changing().await {
                     tracing::error!("cannot save the sessions before the store changes: {e}");
@@ -345,6 +347,11 @@ impl Reloader {
         self.queue.settings_changed(&old.queue, &new.queue);
         if swap {
             self.queue.backend_switched().await;
+        }
+        // The instructions an agent sends with every model call are asked again only for another
+        // store: a store reopened with other settings holds the same memories, and asking again
+        // cost each live agent its prompt cache (review121 #4).
+        if swap && store_changed {
             if let Err(e) = self.sessions.backend_switched().await {
                 tracing::error!("cannot save the sessions after the backend switch: {e}");
             }

@@ -564,6 +564,32 @@ async fn the_instructions_follow_a_switch_to_another_store() {
     assert!(!v["markdown"].as_str().unwrap().contains("the old store holds this"), "{v}");
 }
 
+/// The same store reopened with other settings (a thesaurus edit, an embedder's timeout) holds
+/// the same memories: a live session's instructions stay as they were asked, as they do when
+/// more is stored, and each agent keeps its prompt cache (review121 #4: asked again at every
+/// such reload).
+#[tokio::test]
+async fn the_instructions_stay_when_the_same_store_is_reopened() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("words.txt"), "k8s kubernetes\n").unwrap();
+    let base = "[local]\nembedder = \"off\"\nthesaurus_file = \"words.txt\"\n";
+    let d = Daemon::start_in(dir, base);
+    d.start_session("s", "/p/reopen").await;
+    d.post("/v1/sessions/s/retain", json!({"items": [{"content": "the first fact is kept"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    let (_, asked) = d.get("/v1/sessions/s/instructions").await;
+    assert!(asked["markdown"].as_str().unwrap().contains("the first fact is kept"), "{asked}");
+    d.post("/v1/sessions/s/retain", json!({"items": [{"content": "a second fact came later"}]})).await;
+    d.post("/v1/flush", json!({})).await;
+    std::fs::write(d.dir.path().join("words.txt"), "k8s kubernetes\norchard > storefront\n").unwrap();
+    std::fs::write(d.config_path(), format!("{base}embedding_timeout = \"20s\"\n")).unwrap();
+    let out = d.cli().arg("reload").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    wait_for_notice(&d, "reopened with them").await;
+    let (_, v) = d.get("/v1/sessions/s/instructions").await;
+    assert_eq!(v["markdown"], asked["markdown"], "asked again for a store reopened");
+}
+
 /// A session's conversation across a switch to another store: what it retained stays in the
 /// old store, and its next turns go to the new one in a part of their own, as after a move to
 /// another bank. It went on under the same document, and the new store was given the whole
