@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use mneme_core::{BackendError, BackendId, MemoryBackend, OffBackend};
 use mneme_hindsight::HindsightBackend;
-use mneme_local::{LocalBackend, LocalConfig, Upgrade};
+use mneme_local::{LocalBackend, LocalConfig, OutageNotices, Upgrade};
 
 use crate::config::Settings;
 use crate::files::{self, FileProblem};
@@ -23,30 +23,36 @@ pub enum BuildError {
 
 /// The backend `settings.memory.backend` names, for a daemon switching to it while it runs
 /// (a file problem's advice says to retry by a reload, not a start).
-pub fn build_while_running(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
-    build(settings).map_err(|e| match e {
+pub fn build_while_running(settings: &Settings, outages: &OutageNotices) -> Result<Arc<dyn MemoryBackend>, BuildError> {
+    build(settings, outages).map_err(|e| match e {
         BuildError::File(p) => BuildError::File(p.met_while_running()),
         other => other,
     })
 }
 
-/// The backend `settings.memory.backend` names.
-pub fn build(settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
-    build_id(settings.memory.backend, settings)
+/// The backend `settings.memory.backend` names, a local store's embedder outages told as
+/// `outages` says (the daemon's, the same across its reloads).
+pub fn build(settings: &Settings, outages: &OutageNotices) -> Result<Arc<dyn MemoryBackend>, BuildError> {
+    build_with(settings.memory.backend, settings, Upgrade::Allowed, outages)
 }
 
 /// The backend `id`, configured from `settings` (migrate opens two at once).
 pub fn build_id(id: BackendId, settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
-    build_with(id, settings, Upgrade::Allowed)
+    build_with(id, settings, Upgrade::Allowed, &OutageNotices::default())
 }
 
 /// [`build_id`] for a command run beside a daemon (`mneme migrate`): a local store of an earlier
 /// schema is refused, not upgraded under a daemon of an earlier mneme (see [`Upgrade::Refused`]).
 pub fn build_id_beside_daemon(id: BackendId, settings: &Settings) -> Result<Arc<dyn MemoryBackend>, BuildError> {
-    build_with(id, settings, Upgrade::Refused)
+    build_with(id, settings, Upgrade::Refused, &OutageNotices::default())
 }
 
-fn build_with(id: BackendId, settings: &Settings, upgrade: Upgrade) -> Result<Arc<dyn MemoryBackend>, BuildError> {
+fn build_with(
+    id: BackendId,
+    settings: &Settings,
+    upgrade: Upgrade,
+    outages: &OutageNotices,
+) -> Result<Arc<dyn MemoryBackend>, BuildError> {
     Ok(match id {
         BackendId::Off => Arc::new(OffBackend),
         BackendId::Local => {
@@ -56,6 +62,7 @@ fn build_with(id: BackendId, settings: &Settings, upgrade: Upgrade) -> Result<Ar
                 embedder: settings.local.embedder_choice(),
                 thesaurus: settings.local.thesaurus(),
                 upgrade,
+                outages: outages.clone(),
             };
             Arc::new(LocalBackend::open(&config).map_err(|e| files::local_store_problem(&path, e))?)
         }

@@ -304,8 +304,8 @@ impl Reloader {
             self.state.opening_a_store(turning_on);
             // Opening a store (SQLite, its migrations) blocks: off the async workers.
             let opened = tokio::task::spawn_blocking({
-                let new = new.clone();
-                move || crate::backends::build_while_running(&new).map_err(|e| e.to_string())
+                let (new, outages) = (new.clone(), self.state.embedder_outages().clone());
+                move || crate::backends::build_while_running(&new, &outages).map_err(|e| e.to_string())
             })
             .await
             .unwrap_or_else(|e| Err(format!("opening it failed: {e}")));

@@ -35,15 +35,33 @@ pub struct DaemonState {
     /// A switch from memory `off` to a backend that stores is opening it (see
     /// [`DaemonState::takes_retains`]).
     opening_a_store: Arc<AtomicBool>,
+    /// What was told of the local store's embedder outages, for every store opened by a reload
+    /// after the one in force (see [`mneme_local::OutageNotices`]).
+    embedder_outages: mneme_local::OutageNotices,
 }
 
 impl DaemonState {
     /// The state at start.
     pub fn new(settings: Arc<Settings>, backend: Arc<dyn MemoryBackend>) -> Self {
+        Self::opened_with(settings, backend, mneme_local::OutageNotices::default())
+    }
+
+    /// The state at start, `backend` opened with `embedder_outages`.
+    pub fn opened_with(
+        settings: Arc<Settings>,
+        backend: Arc<dyn MemoryBackend>,
+        embedder_outages: mneme_local::OutageNotices,
+    ) -> Self {
         Self {
             current: Arc::new(RwLock::new(Arc::new(Current { settings, backend }))),
             opening_a_store: Arc::new(AtomicBool::new(false)),
+            embedder_outages,
         }
+    }
+
+    /// What was told of the embedder's outages: given to every local store a reload opens.
+    pub fn embedder_outages(&self) -> &mneme_local::OutageNotices {
+        &self.embedder_outages
     }
 
     /// The settings and backend in force, together.

@@ -147,6 +147,57 @@ async fn an_unreachable_embedder_leaves_recall_to_bm25_with_one_notice() {
     }
 }
 
+/// One outage is told once though the store is reopened during it (a thesaurus edit, a timeout
+/// raised), and switching the embedder off closes it: each reopen told it again, and the last
+/// notice stayed a warning for an embedder no longer in use (review121 #1).
+#[tokio::test]
+async fn an_outage_is_told_once_across_reopens_and_closed_by_a_switch() {
+    let refusing = common::refusing_port();
+    let base = format!(
+        "[local]\nembedder = \"openai\"\nembedding_url = \"http://{}/v1\"\nembedding_model = \"m\"\n",
+        refusing.addr
+    );
+    let d = Daemon::start(&base);
+    d.cli().args(["retain", "The walrus service listens on port 7070"]).assert().success();
+    d.cli().arg("flush").assert().success();
+    let outage_notices = |v: &Value| {
+        let notices = v["notices"].as_array().unwrap();
+        notices.iter().filter(|n| n["message"].as_str().unwrap().contains("semantic recall is unavailable")).count()
+    };
+    let told_within_10_s = |needle: &'static str| {
+        let d = &d;
+        async move {
+            for _ in 0..100 {
+                let (_, v) = d.get("/v1/notices?after=0").await;
+                if v.to_string().contains(needle) {
+                    return v;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            panic!("never told {needle:?}: {:?}", d.get("/v1/notices?after=0").await.1);
+        }
+    };
+    told_within_10_s("semantic recall is unavailable").await;
+    for timeout in ["20s", "25s"] {
+        std::fs::write(d.config_path(), format!("{base}embedding_timeout = \"{timeout}\"\n")).unwrap();
+        d.cli().arg("reload").assert().success();
+        // The store reopened finds the endpoint down again.
+        for _ in 0..100 {
+            if d.get("/v1/status").await.1["backend"]["embedding"]["state"] == "unavailable" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    let (_, v) = d.get("/v1/notices?after=0").await;
+    assert_eq!(outage_notices(&v), 1, "one outage, told once: {v}");
+    std::fs::write(d.config_path(), "[local]\nembedder = \"off\"\n").unwrap();
+    d.cli().arg("reload").assert().success();
+    let v = told_within_10_s("no longer applies").await;
+    let last = v["notices"].as_array().unwrap().iter().rfind(|n| n["source"] == "local").unwrap().clone();
+    assert_eq!(last["level"], "info", "the outage's last word is its end: {v}");
+}
+
 /// SIGTERM ends the daemon after its drain even while a question's vector is still asked of an
 /// endpoint that hangs: the process waited for that call's own timeout (29 s of a 30 s
 /// `embedding_timeout`, after "mneme stopped").

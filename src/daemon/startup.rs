@@ -99,12 +99,13 @@ impl Daemon {
             let store = settings.local_db_path();
             mneme_local::check_header(&store).map_err(|e| StartError::File(files::local_store_problem(&store, e)))?;
         }
-        let backend = crate::backends::build(&settings).map_err(|e| match e {
+        let embedder_outages = mneme_local::OutageNotices::default();
+        let backend = crate::backends::build(&settings, &embedder_outages).map_err(|e| match e {
             crate::backends::BuildError::File(f) => StartError::File(f),
             other => StartError::Backend { backend: settings.memory.backend.to_string(), reason: other.to_string() },
         })?;
         crate::backends::forward_events(&backend, &notices);
-        let state = DaemonState::new(settings.clone(), backend);
+        let state = DaemonState::opened_with(settings.clone(), backend, embedder_outages);
         let queue = Queue::new(spool.clone(), state.clone(), notices.clone(), metrics.clone());
         // What the spool holds is counted before the sessions load: loading queues the pending
         // tail of each session idle too long, which `enqueue` counts itself (counted by both,

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use mneme_core::*;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::embedding::{EmbedderChoice, Semantic};
+use crate::embedding::{EmbedderChoice, OutageNotices, Semantic};
 use crate::error::sql_error;
 use crate::recall::RecallMode;
 use crate::store::{RecallFilter, Store};
@@ -48,6 +48,9 @@ pub struct LocalConfig {
     pub thesaurus: Arc<Thesaurus>,
     /// Whether a store of an earlier schema is upgraded when opened.
     pub upgrade: Upgrade,
+    /// What was told of the embedder's outages: the same for every store a process opens after
+    /// another (a daemon's reloads), so one outage is told once, and ended.
+    pub outages: OutageNotices,
 }
 
 /// Whether opening a store of an earlier mneme's schema upgrades it.
@@ -71,6 +74,7 @@ impl LocalConfig {
             embedder: EmbedderChoice::Builtin,
             thesaurus: Thesaurus::builtin(),
             upgrade: Upgrade::Allowed,
+            outages: OutageNotices::default(),
         }
     }
 
@@ -138,7 +142,19 @@ impl LocalBackend {
         let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
         let damage = Arc::new(Mutex::new(None));
         check_in_background(config.path.clone(), damage.clone(), events_tx.clone());
-        let semantic = Semantic::new(&config.embedder, events_tx);
+        let model = config.embedder.model_id();
+        if let Some(before) = config.outages.adopt(model.as_deref()) {
+            let message = match &model {
+                Some(now) => {
+                    format!("semantic recall uses {now} now, not {before}: the outage told of {before} is over")
+                }
+                None => format!(
+                    "local.embedder is off: recall is by words only, and the outage told of {before} no longer applies"
+                ),
+            };
+            let _ = events_tx.send(BackendEvent { problem: false, message });
+        }
+        let semantic = Semantic::new(&config.embedder, config.outages.clone(), events_tx);
         let writer = Writer::start(&config.path, config.upgrade, semantic.clone())?;
         let opened = crate::store::OpenedFile::of(&config.path);
         if let Some(s) = &semantic {

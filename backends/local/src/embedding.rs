@@ -29,7 +29,10 @@ use crate::embedding_batches::{check_dims, one_by_one, Embedded, Sizing};
 use crate::recent_vectors::{RecentVectors, RECENT_VECTOR_BYTES};
 
 /// Stored vectors loaded per page at start.
+mod outages;
 mod thread;
+
+pub use outages::OutageNotices;
 
 const LOAD_PAGE: usize = 2048;
 /// Rows copied under the index's read lock at a time while measuring neighbourhoods (a copy
@@ -42,8 +45,6 @@ const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(60);
 /// An idle embedding thread looks for passages to embed at least this often.
 const LOOK_AGAIN: Duration = Duration::from_secs(10);
-/// An outage notice at most this often (an endpoint that comes and goes is one problem).
-const NOTICE_EVERY: Duration = Duration::from_secs(600);
 /// A batch waits until retains have paused this long (their deliveries and the daemon's request
 /// path get the CPU first; on 2 cores, embedding beside a burst of retains doubled their p99) ...
 const QUIET: Duration = Duration::from_millis(100);
@@ -64,7 +65,7 @@ pub enum EmbedderChoice {
 
 impl EmbedderChoice {
     /// The id its vectors are stored under.
-    fn model_id(&self) -> Option<String> {
+    pub(crate) fn model_id(&self) -> Option<String> {
         match self {
             EmbedderChoice::Builtin => Some(MiniLm::MODEL_ID.to_owned()),
             EmbedderChoice::OpenAi(c) => Some(OpenAi::model_id_for(c)),
@@ -81,6 +82,8 @@ pub(crate) struct Semantic {
     /// The model and the stored vectors are loaded.
     ready: AtomicBool,
     health: Mutex<Health>,
+    /// What was told of outages, shared with the stores opened before and after this one.
+    outages: OutageNotices,
     wake: Mutex<Wake>,
     woken: Condvar,
     events: Mutex<Option<UnboundedSender<BackendEvent>>>,
@@ -111,26 +114,6 @@ struct Health {
     /// Questions that took too long so far: one during the idle thread's timing makes that
     /// timing's clearance moot.
     slow_count: u64,
-    last_notice: Option<Instant>,
-    /// An outage notice went out and its end has not been told yet.
-    told: bool,
-}
-
-impl Health {
-    /// Whether the outage under way is to be told now (and, if so, it counts as told): at its
-    /// first failure, unless an outage was told within [`NOTICE_EVERY`] (an endpoint that comes
-    /// and goes is one problem); and at a later failure of one that began within that time and
-    /// outlasted it, which was never told while the last notice said recall was back
-    /// (review104 #3).
-    fn tell_now(&mut self, now: Instant) -> bool {
-        let due = self.last_notice.is_none_or(|t| now.saturating_duration_since(t) >= NOTICE_EVERY);
-        if self.told || !due {
-            return false;
-        }
-        self.last_notice = Some(now);
-        self.told = true;
-        true
-    }
 }
 
 #[derive(Default)]
@@ -147,9 +130,14 @@ struct Wake {
 
 impl Semantic {
     /// The shared state for `choice`, or `None` when it is off.
-    pub(crate) fn new(choice: &EmbedderChoice, events: UnboundedSender<BackendEvent>) -> Option<Arc<Self>> {
+    pub(crate) fn new(
+        choice: &EmbedderChoice,
+        outages: OutageNotices,
+        events: UnboundedSender<BackendEvent>,
+    ) -> Option<Arc<Self>> {
         Some(Arc::new(Self {
             model: choice.model_id()?,
+            outages,
             embedder: RwLock::new(None),
             index: RwLock::new(VectorIndex::new(0)),
             ready: AtomicBool::new(false),
@@ -327,7 +315,7 @@ impl Semantic {
         let mut h = lock(&self.health);
         let first = h.error.is_none();
         h.error = Some(reason.clone());
-        if h.tell_now(Instant::now()) {
+        if self.outages.tell_now(&self.model, Instant::now()) {
             drop(h);
             self.event(true, unavailable_notice(&reason));
         } else if first {
@@ -344,13 +332,17 @@ impl Semantic {
     }
 
     fn available(&self) {
+        if lock(&self.wake).stop {
+            // Replaced (a reopen, a switch): the outage is the next embedder's to end.
+            return;
+        }
         let mut h = lock(&self.health);
         let cleared = h.error.take().is_some();
         if h.slow_queries.is_some() {
             // The backfill goes on; queries still go without vectors: not back yet.
             return;
         }
-        let told = std::mem::take(&mut h.told);
+        let told = self.outages.ended();
         drop(h);
         if told {
             self.event(false, "the embedder answers again: semantic recall is back".into());
@@ -396,30 +388,13 @@ fn unavailable_notice(reason: &str) -> String {
 mod tests {
     use super::*;
 
-    /// One notice an outage, at most one in [`NOTICE_EVERY`]; an outage that began within that
-    /// time of the last notice is told once it has lasted past it.
-    #[test]
-    fn an_outage_outlasting_the_quiet_time_is_told_then() {
-        let start = Instant::now();
-        let mut h = Health::default();
-        assert!(h.tell_now(start), "the first outage");
-        assert!(!h.tell_now(start + Duration::from_secs(30)), "told already");
-        h.told = false; // it ended (`available`)
-        let again = start + Duration::from_secs(120);
-        assert!(!h.tell_now(again), "a second outage within the quiet time: logged only");
-        assert!(!h.tell_now(again + Duration::from_secs(60)));
-        let past = start + NOTICE_EVERY + Duration::from_secs(1);
-        assert!(h.tell_now(past), "still down past the quiet time: told");
-        assert!(!h.tell_now(past + Duration::from_secs(60)), "once");
-    }
-
     /// The writer marks every write in `last_write`; the embedding thread, deferring to those
     /// writes, must not hold that lock while it sleeps (it once did, for 100 ms at a time,
     /// stalling every delivery behind it).
     #[test]
     fn deferring_to_retains_holds_no_lock_the_writer_needs() {
         let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
-        let s = Semantic::new(&EmbedderChoice::Builtin, events).unwrap();
+        let s = Semantic::new(&EmbedderChoice::Builtin, OutageNotices::default(), events).unwrap();
         s.apply(Changes { first_added: Some(1), ..Changes::default() });
         let deferring = {
             let s = s.clone();

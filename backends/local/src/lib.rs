@@ -31,7 +31,7 @@ mod vectors;
 mod writer;
 
 pub use backend::{LocalBackend, LocalConfig, Upgrade};
-pub use embedding::EmbedderChoice;
+pub use embedding::{EmbedderChoice, OutageNotices};
 pub use error::OpenError;
 pub use mneme_embed::OpenAiConfig;
 pub use recall::RecallMode;

@@ -132,7 +132,7 @@ impl Semantic {
                             // quiet time of the last notice is told once it outlasts it, as one
                             // of an endpoint that is down is (review108 #3).
                             let tell = match h.slow_queries.clone() {
-                                Some(reason) if h.tell_now(Instant::now()) => Some(reason),
+                                Some(reason) if self.outages.tell_now(&self.model, Instant::now()) => Some(reason),
                                 _ => None,
                             };
                             drop(h);
