@@ -136,8 +136,21 @@ pub(crate) fn is_unspaced(c: char) -> bool {
 /// index first had it (it is made again for such passages): ideographs and kana, full-width
 /// forms, marks, and scripts without spaces.
 pub fn split_differs(text: &str) -> bool {
-    (!text.is_ascii() && text.chars().any(|c| is_cjk(c) || full_width(c).is_some() || is_mark(c) || is_unspaced(c)))
+    (!text.is_ascii()
+        && text.chars().any(|c| is_cjk(c) || full_width(c).is_some() || is_mark(c) || is_unspaced(c) || folds(c)))
         || has_camel_case(text)
+}
+
+/// A Latin letter with an accent written with it (`é`, `ü`, `ñ`): its term holds its letter
+/// alone, folded before the word is stemmed. The index folds accents too, but after: Snowball
+/// stems `andre` (to `andr`) and not `andré`, so `André` and `Andre`, `résumé` and `resume` never
+/// met (review121 #3), while `Malmö` and `Malmo`, left whole by the stemmer, did.
+fn folds(c: char) -> bool {
+    matches!(c as u32, 0xC0..=0x24F | 0x1E00..=0x1EFF) && {
+        let mut parts = 0;
+        unicode_normalization::char::decompose_canonical(c, |_| parts += 1);
+        parts > 1
+    }
 }
 
 /// Whether a text may hold a camelCase or PascalCase name (see [`camel_parts`]): a capital
@@ -158,17 +171,25 @@ fn full_width(c: char) -> Option<char> {
     (matches!(c as u32, 0xFF01..=0xFF5E) && folded.is_ascii_alphanumeric()).then_some(folded)
 }
 
-/// A word lowercased, full-width forms folded to ASCII, its marks as the index keeps them (see
-/// [`indexed_mark`]).
+/// A word lowercased, full-width forms folded to ASCII, accented Latin letters to their letter
+/// (see [`folds`]), its marks as the index keeps them (see [`indexed_mark`]).
 fn lowered(word: &str) -> String {
     if word.is_ascii() {
         return word.to_ascii_lowercase();
     }
-    word.chars()
-        .map(|c| full_width(c).unwrap_or(c))
-        .flat_map(char::to_lowercase)
-        .filter_map(|c| if is_mark(c) { indexed_mark(c) } else { Some(c) })
-        .collect()
+    let mut out = String::with_capacity(word.len());
+    let mut push = |c: char| match is_mark(c) {
+        true => out.extend(indexed_mark(c)),
+        false => out.push(c),
+    };
+    for c in word.chars().map(|c| full_width(c).unwrap_or(c)).flat_map(char::to_lowercase) {
+        if folds(c) {
+            unicode_normalization::char::decompose_canonical(c, &mut push);
+        } else {
+            push(c);
+        }
+    }
+    out
 }
 
 /// A mark as a term holds it. Accents written apart (a `café` typed as `e` and U+0301) and the
@@ -453,6 +474,22 @@ pub fn identifier_phrases(text: &str) -> Vec<String> {
     phrases
 }
 
+/// The distinct terms of the words of a query's identifiers (see [`identifier_phrases`]),
+/// stopwords left out: `getUserByEmail` → get, user, email. A window of a memory found by such a
+/// phrase shows where its words stand (it showed filler: the question's term `getuserbyemail`
+/// is no word of `get_user_by_email`, review121 #2).
+pub fn identifier_words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for phrase in identifier_phrases(text) {
+        for word in phrase.split(' ') {
+            if !STOPWORDS.contains(&word) && !words.iter().any(|w| w == word) {
+                words.push(word.to_owned());
+            }
+        }
+    }
+    words
+}
+
 /// OR of quoted terms: the FTS5 MATCH expression for them, `None` when there are none.
 pub fn or_expression(terms: &[String]) -> Option<String> {
     (!terms.is_empty()).then(|| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
@@ -565,7 +602,7 @@ mod tests {
 
     #[test]
     fn terms_are_stemmed_lowercased_and_safe() {
-        assert_eq!(index_terms("Deploys (fast) AND café!"), "deploy fast and café");
+        assert_eq!(index_terms("Deploys (fast) AND café!"), "deploy fast and cafe");
         assert_eq!(query_terms("how do we deploy the \"services\" AND -x*"), vec!["deploy", "servic", "x"]);
         assert_eq!(query_terms("the"), vec!["the"]);
         // Past 32 distinct terms the longest stay, wherever they are.
@@ -591,6 +628,22 @@ mod tests {
         assert_eq!(or_expression(&query_terms("a b")), Some(r#""b""#.into()));
     }
 
+    /// An accented Latin letter is folded before the word is stemmed: a word with and without
+    /// its accents is one term, whatever the stemmer does with its ending (review121 #3).
+    #[test]
+    fn accents_are_folded_before_the_stemmer() {
+        for (accented, plain) in [("André", "Andre"), ("résumé", "resume"), ("cliché", "cliche"), ("Malmö", "Malmo")]
+        {
+            assert_eq!(query_terms(accented), query_terms(plain), "{accented}");
+            assert_eq!(index_terms(accented), index_terms(plain), "{accented}");
+        }
+        // Typed apart (`e` and U+0301) as typed together; letters that are no accented letter
+        // (ß, æ, ø) and other scripts' letters stay as they are.
+        assert_eq!(index_terms("cafe\u{301}"), index_terms("café"));
+        assert_eq!(index_terms("Straße æble søster"), "straße æble søster");
+        assert_eq!(index_terms("й"), "й");
+    }
+
     #[test]
     fn identifiers_and_paths_are_phrases_and_prose_is_not() {
         assert_eq!(identifier_phrases("where is parse_config defined?"), vec!["pars config"]);
@@ -608,7 +661,7 @@ mod tests {
         assert_eq!(index_terms("数据库用PostgreSQL"), "数 据 库 用 postgresql");
         assert_eq!(index_terms("데이터베이스 설정"), "데이터베이스 설정", "Korean words stay whole");
         assert_eq!(index_terms("ＱＳ＿ＦＥＡＴＵＲＥＳ ｍａｋｅ"), "qs featur make", "full-width forms fold");
-        assert!(split_differs("数据") && split_differs("ｍａｋｅ") && !split_differs("café") && !split_differs("make"));
+        assert!(split_differs("数据") && split_differs("ｍａｋｅ") && split_differs("café") && !split_differs("make"));
     }
 
     #[test]

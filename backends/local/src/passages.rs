@@ -141,6 +141,12 @@ pub fn window(text: &str, query: &str, thesaurus: &Thesaurus, max_units: usize) 
     }
     let mut wanted = fts::query_terms(query);
     wanted.extend(thesaurus.alternatives(&wanted));
+    // The words of its identifiers, by which recall finds a memory too.
+    for word in fts::identifier_words(query) {
+        if !wanted.contains(&word) {
+            wanted.push(word);
+        }
+    }
     // Each wanted term's number, for counting how many of them a window holds.
     let wanted: std::collections::HashMap<String, usize> = wanted.into_iter().zip(0..).collect();
     // Words (char offsets of their start and end) and which wanted term each is, if any, as the
@@ -383,6 +389,19 @@ mod tests {
         for query in ["PostgreSQL", "数据库"] {
             let w = window(&text, query, &thesaurus, 200).unwrap();
             assert!(w.contains("数据库用PostgreSQL"), "{query}: {w}");
+        }
+        // Found by an identifier's words or by a word without its accents, the window shows
+        // them: it showed filler (review121 #2).
+        let filler = "The quick brown fox jumps over the lazy dog near the river bank today. ";
+        for (fact, query, shown) in [
+            ("the get_user_by_email helper is slow", "getUserByEmail", "get_user_by_email"),
+            ("a 429 carries retry_after in seconds", "retryAfter", "retry_after"),
+            ("the office is in Zürich now", "Zurich", "Zürich"),
+            ("André reviewed the parser", "andre", "André"),
+        ] {
+            let text = format!("{} {fact}. {}", filler.repeat(12), filler.repeat(2));
+            let w = window(&text, query, &thesaurus, 60).unwrap();
+            assert!(w.contains(shown), "{query}: {w}");
         }
         // And in Thai, written without spaces: the window holds the sentence with the word asked for.
         let fact = "เราใช้ระบบคิวแบบทนทาน";

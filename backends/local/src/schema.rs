@@ -114,6 +114,8 @@ ALTER TABLE passage_vectors ADD COLUMN crowding REAL;
 -- for 37,667 memories).
 CREATE INDEX IF NOT EXISTS session_tails_pid ON session_tails(pid);
 "#,
+    // An accented Latin letter is folded before its word is stemmed (`fts::folds`).
+    REINDEX_SPLIT_DIFFERENTLY,
 ];
 
 /// Indexes again the passages whose text (or whose context, the passage before) the index now

@@ -332,3 +332,32 @@ async fn a_store_upgraded_by_an_earlier_build_has_its_transcripts_split() {
     let n: i64 = conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0)).unwrap();
     assert!(n > 1, "{n}");
 }
+
+/// A store indexed before accented letters were folded ahead of the stemmer (the schema
+/// before): its passages holding them are indexed again when it is opened, so `Andre` finds
+/// what `André` did (review121 #3). Indexed the earlier way, `andré` stayed a term of its own.
+#[tokio::test]
+async fn a_store_indexed_before_accents_were_folded_is_indexed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    {
+        let b = LocalBackend::open(&LocalConfig::lexical(&path)).unwrap();
+        retain(&b, vec![item("m1", "André reviewed the pull request", "s")]).await;
+        b.close().await;
+    }
+    let earlier = |path: &Path| {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        // As the earlier build indexed it: the accented word stemmed as written.
+        conn.execute("DELETE FROM passages_fts WHERE rowid IN (SELECT pid FROM passages)", []).unwrap();
+        conn.execute(
+            "INSERT INTO passages_fts (rowid, terms, ctx) SELECT pid, 'andré review the pull request', '' FROM passages",
+            [],
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", (mneme_local::schema::VERSION - 1) as i64).unwrap();
+    };
+    earlier(&path);
+    let b = LocalBackend::open(&LocalConfig::lexical(&path)).unwrap();
+    let found = recall(&b, "Andre", RecallMode::Lexical).await;
+    assert_eq!(found, ["André reviewed the pull request"]);
+}
