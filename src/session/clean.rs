@@ -57,23 +57,47 @@ fn kept(content: String) -> Option<String> {
     (!trimmed.is_empty()).then(|| trimmed.to_owned())
 }
 
-/// Only user and assistant messages that hold a letter or digit (drops tool-only turns' ".").
-/// The spans a message left out opens still count: they go on the next one kept (a span a
-/// system or tool message opens hides what follows it). Its close tags do not: a tool result
-/// that read a file holding a lone `</private>` would hide the whole conversation before it.
+/// Only user and assistant messages, those of the assistant holding a letter or digit (drops
+/// tool-only turns' "."); a user's prompt made of anything but spaces ("👍", "?") is a turn, and
+/// its reply goes with it (dropped, the reply went with the turn before, and was stored nowhere
+/// when that turn was stored already: review120 #4). The spans the messages left out open still
+/// count: a span a system or tool message opens hides what follows it, until a message closes
+/// it. A left-out message's closes count only for spans left-out messages opened: a tool result
+/// that read a file holding a lone `</private>` would otherwise end the user's own span, or hide
+/// the whole conversation before it.
 pub(super) fn conversation(messages: &[Message]) -> Vec<Message> {
     let mut kept: Vec<Message> = Vec::with_capacity(messages.len());
-    let mut opened = 0usize; // spans the messages left out since the last one kept leave open
+    // Spans open after the last message read, how many of them left-out messages opened, and
+    // how many were open after the last one kept: the kept messages are read in order with the
+    // spans each leaves open carried into the next, so the next one kept opens (or closes) the
+    // difference. Carried into a kept message and forgotten, a span a later tool message
+    // closed was never closed, and every later turn of the session was stored as nothing
+    // (review120 #1).
+    let (mut open_now, mut opened_left_out, mut carried) = (0usize, 0usize, 0usize);
     for m in messages {
-        if (m.role == "user" || m.role == "assistant") && text::has_substance(&m.content) {
+        let is_kept = match m.role.as_str() {
+            "user" => !m.content.trim().is_empty(),
+            "assistant" => text::has_substance(&m.content),
+            _ => false,
+        };
+        if is_kept {
             let mut m = m.clone();
-            if opened > 0 {
-                m.content.insert_str(0, &"<private>".repeat(std::mem::take(&mut opened)));
+            if open_now > carried {
+                m.content.insert_str(0, &"<private>".repeat(open_now - carried));
+            } else if open_now < carried {
+                m.content.insert_str(0, &"</private>".repeat(carried - open_now));
             }
+            open_now = text::private_edges_within(&m.content, carried).open_at_end;
+            opened_left_out = opened_left_out.min(open_now);
+            carried = open_now;
             kept.push(m);
         } else if text::has_private_tag(&m.content) {
-            // Closes match the spans carried so far, never earlier ones.
-            opened = text::private_edges_within(&m.content, opened).open_at_end;
+            let edges = text::private_edges_within(&m.content, open_now);
+            let closed = edges.closes_of_those_before;
+            let allowed = closed.min(opened_left_out);
+            let opened_here = edges.open_at_end - (open_now - closed);
+            open_now = edges.open_at_end + (closed - allowed);
+            opened_left_out = opened_left_out - allowed + opened_here;
         }
     }
     kept

@@ -1046,7 +1046,12 @@ async fn private_spans_cross_messages_left_out_and_requests() {
         m("user", "hello there, visible words two"),
         m("system", "<private>"),
         m("user", "LEAK-3 behind a system message"),
-        // A close in a message left out does not count (a tool that read a file holding one).
+        // A close in a message left out closes what such messages opened (a file read in two
+        // parts: the span stayed open for good, review120 #1) ...
+        m("tool", "</private>"),
+        m("user", "visible words ten, and <private> the user's own span"),
+        m("user", "LEAK-3 inside the user's span"),
+        // ... not the user's own span (a tool that read a file holding a lone close).
         m("tool", "</private>"),
         m("user", "LEAK-3 still inside"),
         m("user", "</private> visible words three"),
@@ -1092,7 +1097,7 @@ async fn private_spans_cross_messages_left_out_and_requests() {
     for leak in ["LEAK-1", "LEAK-2", "LEAK-3", "LEAK-4", "LEAK-5", "LEAK-6", "LEAK-7", "LEAK-8", "LEAK-9"] {
         assert!(!text.contains(leak), "{leak} stored: {text}");
     }
-    for shown in ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine"] {
+    for shown in ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"] {
         assert!(text.contains(&format!("visible words {shown}")), "{shown} missing: {text}");
     }
 }
@@ -4703,6 +4708,45 @@ async fn turns_had_off_whose_place_is_told_cost_no_later_turn_that_closes_alike(
         }
         for i in 0..3 {
             assert!(text.contains(&format!("ONMID{i} working")), "{shape} {mode:?} {i}: {text}");
+        }
+    }
+}
+
+/// A file read in two tool messages, a `<private>` span opened in the first and closed in the
+/// second with the agent's words between: the span ends there, and the later turns are stored
+/// (every one was stored as nothing, for the rest of the session: review120 #1). And a prompt
+/// of no letter or digit ("👍", "?") is a turn with its reply, in both modes and sent alone (the
+/// reply went with the turn before, stored already, and was stored nowhere: review120 #4).
+#[tokio::test]
+async fn a_span_tool_messages_open_and_close_ends_and_a_prompt_without_letters_is_a_turn() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    for settings in [every_turn(), last_turn(1, 0)] {
+        let r = rig();
+        let s = sessions(&r, settings).await;
+        s.start(start("t")).await.unwrap();
+        let mut history = vec![
+            m("user", "ask t1q please"),
+            m("tool", "file part 1: <private> SECRET1"),
+            m("assistant", "Reading the SECRET rest."),
+            m("tool", "file part 2: SECRET2 </private> end"),
+            m("assistant", "answer t1a done"),
+        ];
+        s.agent_end("t", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        for (q, a) in
+            [("👍", "Deployed with blue-green REPLY2X"), ("ask t3q", "answer t3a"), ("?", "port 8443 REPLY4X")]
+        {
+            history.extend([m("user", q), m("assistant", a)]);
+            s.agent_end("t", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        }
+        // Sent alone: the prompt at the start, the reply at the end.
+        s.agent_start("t", "…", &[], Turn::Work).await.unwrap();
+        let alone = TurnEnd { reply: Some("alone REPLY5X".into()), ..TurnEnd::default() };
+        s.agent_end("t", &[], Turn::Work, alone).await.unwrap();
+        r.queue.flush_all().await;
+        let text = stored(&r).await;
+        assert!(!text.contains("SECRET"), "{text}");
+        for shown in ["answer t1a", "REPLY2X", "t3q", "REPLY4X", "REPLY5X"] {
+            assert!(text.contains(shown), "{shown} missing: {text}");
         }
     }
 }
