@@ -207,7 +207,13 @@ impl Sessions {
             }
             // A store being opened (memory turned on) keeps what is retained meanwhile.
             if settings.retain.auto && self.inner.state.takes_retains() {
-                retained = self.retain_turns(&session, &settings, &messages, &end, sent).await?;
+                retained = match end.last && conversation(&messages).is_empty() {
+                    // The end with nothing sent (a hook that could not read its transcript):
+                    // `ends_session` retains the session's tail now, as a side turn's end does;
+                    // it waited for the session to go idle (review120 #5).
+                    true => self.queue_pending_of(id).await?,
+                    false => self.retain_turns(&session, &settings, &messages, &end, sent).await?,
+                };
             } else {
                 self.pass_over_turns(&session, &settings, &messages, &end, sent).await?;
             }
@@ -215,14 +221,20 @@ impl Sessions {
             // A side turn (a title, a summary) that ends the session: its messages are not the
             // conversation, but `ends_session` retains everything now, the session's tail kept
             // for the cadence too, as the idle retain would (review109: it waited for that).
-            if let Some(pending) = &session.pending {
-                self.queue_pending(&session, pending).await?;
-                retained = 1;
-            }
+            retained = self.queue_pending_of(id).await?;
         }
         drop(turn_lock);
         let flushed = self.flush(session.queue_id(), end.delivery).await;
         Ok((retained, flushed))
+    }
+
+    /// Queues the session's pending tail, if it has one (as it is now: a turn's end may have
+    /// changed it); how many transcripts were queued.
+    async fn queue_pending_of(&self, id: &str) -> Result<usize, SessionError> {
+        let session = self.get(id)?;
+        let Some(pending) = &session.pending else { return Ok(0) };
+        self.queue_pending(&session, pending).await?;
+        Ok(1)
     }
 
     /// Flushes the session ([`Sessions::flush_before_recall`]), then recalls for the

@@ -4750,3 +4750,23 @@ async fn a_span_tool_messages_open_and_close_ends_and_a_prompt_without_letters_i
         }
     }
 }
+
+/// `ends_session` with no messages (a hook that could not read its transcript) retains the
+/// session's tail at once, as a side turn's end does: it waited for the session to go idle
+/// (review120 #5).
+#[tokio::test]
+async fn an_end_with_no_messages_retains_the_tail_now() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let r = rig();
+    let s = sessions(&r, Settings::default()).await;
+    s.start(start("e")).await.unwrap();
+    let mut history = vec![m("user", "first ENDQ1"), m("assistant", "ok")];
+    s.agent_end("e", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    history.extend([m("user", "second ENDQ2"), m("assistant", "ok")]);
+    s.agent_end("e", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    let (retained, _) = s.agent_end("e", &[], Turn::Work, TurnEnd { last: true, ..TurnEnd::default() }).await.unwrap();
+    assert_eq!(retained, 1);
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    assert!(text.contains("ENDQ1") && text.contains("ENDQ2"), "{text}");
+}
