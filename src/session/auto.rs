@@ -168,6 +168,12 @@ impl Sessions {
     ) -> Result<(usize, FlushReport), SessionError> {
         let turn_lock = self.inner.turns.lock(id).await;
         let session = self.get(id)?;
+        // A count of omitted turns past what the part's turns can be printed to (a client that
+        // overcounts, a session first heard deep into a long one) is taken at that bound: counted
+        // whole, with the turns unprinted, every later transcript shorter than it was taken for
+        // turns retained already and stored as nothing (review120 #3).
+        let most = session.turn_prints.len().saturating_add(super::placement::MAX_UNKNOWN_TURNS);
+        let end = TurnEnd { omitted_user_turns: end.omitted_user_turns.min(most), ..end };
         let settings = self.settings();
         let mut retained = 0;
         let mut sent = Sent::History;

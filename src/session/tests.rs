@@ -4770,3 +4770,33 @@ async fn an_end_with_no_messages_retains_the_tail_now() {
     let text = stored(&r).await;
     assert!(text.contains("ENDQ1") && text.contains("ENDQ2"), "{text}");
 }
+
+/// A count of omitted turns far past the turns the session knows (a client that overcounts, a
+/// session first heard deep into a long one) is taken at the bound the turns can be printed
+/// to: counted whole, every later transcript shorter than it was taken for turns retained
+/// already, answered 200 and stored as nothing (review120 #3).
+#[tokio::test]
+async fn a_huge_count_of_omitted_turns_leaves_later_turns_stored() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("c")).await.unwrap();
+    let mut history = Vec::new();
+    for i in 1..=3 {
+        history.extend([m("user", &format!("turn OVERQ{i}")), m("assistant", &format!("reply {i}"))]);
+        s.agent_end("c", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    let window = [m("user", "turn OVERQ4"), m("assistant", "reply 4")];
+    let overcounted = TurnEnd { omitted_user_turns: 10_000, ..TurnEnd::default() };
+    s.agent_end("c", &window, Turn::Work, overcounted).await.unwrap();
+    history.extend(window);
+    for i in 5..=8 {
+        history.extend([m("user", &format!("turn OVERQ{i}")), m("assistant", &format!("reply {i}"))]);
+        s.agent_end("c", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in 1..=8 {
+        assert!(text.contains(&format!("OVERQ{i}")), "OVERQ{i} missing: {text}");
+    }
+}
