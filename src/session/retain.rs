@@ -208,6 +208,18 @@ impl Sessions {
                 // document, replaced by it, loses the turns taken back. (A new part kept them,
                 // and stored the turns before `k` a second time.)
                 taken_back = session.retained_turns > k as i64 || session.pending.is_some();
+                // In `last-turn` mode the slices taken back stay, and so does the tail kept for
+                // the cadence: stored now, as the next slice would have been (it was dropped, a
+                // turn acknowledged and stored nowhere: review120 #2).
+                let tail_queued;
+                let session = match &session.pending {
+                    Some(pending) if settings.retain.mode == RetainMode::LastTurn => {
+                        self.queue_pending(session, pending).await?;
+                        tail_queued = self.get(&session.id)?;
+                        &tail_queued
+                    }
+                    _ => session,
+                };
                 // The branch is the conversation now: the spans open at its end are its own
                 // (a span the taken-back turns opened is not kept open).
                 let branch_open = cleaned.open_at_end;

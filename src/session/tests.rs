@@ -4800,3 +4800,31 @@ async fn a_huge_count_of_omitted_turns_leaves_later_turns_stored() {
         assert!(text.contains(&format!("OVERQ{i}")), "OVERQ{i} missing: {text}");
     }
 }
+
+/// `last-turn` mode below its cadence: a rewind keeps the turns it takes back that were kept
+/// for the cadence, stored as the slices taken back stay (the tail was dropped: an acknowledged
+/// turn stored nowhere, review120 #2).
+#[tokio::test]
+async fn a_rewind_in_last_turn_mode_stores_the_tail_it_takes_back() {
+    let m = |role: &str, text: &str| Message::new(role, text);
+    let r = rig();
+    let s = sessions(&r, last_turn(3, 0)).await;
+    s.start(start("w")).await.unwrap();
+    let mut history = Vec::new();
+    for i in 1..=5 {
+        history.extend([m("user", &format!("turn RWQ{i}")), m("assistant", &format!("reply {i}"))]);
+        s.agent_end("w", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    history.truncate(8); // back to after turn 4
+    let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
+    for i in 6..=8 {
+        history.extend([m("user", &format!("turn RWQ{i}")), m("assistant", &format!("reply {i}"))]);
+        let end = if i == 8 { TurnEnd { last: true, ..rewound.clone() } } else { rewound.clone() };
+        s.agent_end("w", &history, Turn::Work, end).await.unwrap();
+    }
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for i in [1, 2, 3, 4, 5, 6, 7, 8] {
+        assert_eq!(text.matches(&format!("RWQ{i}\n")).count(), 1, "RWQ{i} not stored once: {text}");
+    }
+}
