@@ -815,3 +815,25 @@ async fn turns_sent_alone_among_whole_histories_are_stored_once() {
         assert_eq!(stored.matches(&format!("mu{i} answer")).count(), 1, "mu{i}: {stored}");
     }
 }
+
+/// A role mneme would pass over though the client meant a turn (`User`, LangChain's `human` and
+/// `ai`) is a 400 naming the message and the role meant: a whole conversation was answered 200
+/// and stored as nothing (review120 #6). Other roles are left out, as documented.
+#[tokio::test]
+async fn a_misspelt_role_is_refused_not_passed_over() {
+    let d = Daemon::start("[local]\nembedder = \"off\"\n");
+    d.start_session("s", "/p/roles").await;
+    for (role, meant) in [("User", "user"), ("ASSISTANT", "assistant"), ("human", "user"), ("ai", "assistant")] {
+        let messages = json!([{"role": "user", "content": "a question"}, {"role": role, "content": "text"}]);
+        for route in ["agent-end", "agent-start", "compaction"] {
+            let body = json!({"messages": messages, "prompt": "a question"});
+            let (status, v) = d.post(&format!("/v1/sessions/s/{route}"), body).await;
+            assert_eq!(status, 400, "{route} {role}: {v}");
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(message.contains("messages[1].role") && message.contains(&format!("{meant:?}")), "{message}");
+        }
+    }
+    let fine = json!({"messages": [{"role": "user", "content": "q"}, {"role": "developer", "content": "x"}, {"role": "assistant", "content": "a"}]});
+    let (status, v) = d.post("/v1/sessions/s/agent-end", fine).await;
+    assert_eq!(status, 200, "{v}");
+}

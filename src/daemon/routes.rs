@@ -193,7 +193,31 @@ fn classify_request(settings: &classify::ClassifySettings, r: &ClassifyRequest) 
     classify::classify(settings, &headers, &r.body)
 }
 
+/// Messages whose role mneme would pass over as a system or tool message's though the client
+/// meant a turn: a known role in another case (`User`) or LangChain's `human` and `ai`. Passed
+/// over, a whole conversation was answered 200 and stored as nothing (review120 #6). Other
+/// roles (system, tool, developer, …) are left out by design.
+fn check_roles(messages: &[mneme_core::text::Message]) -> Result<(), ApiError> {
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.role.as_str();
+        let meant = match role {
+            "user" | "assistant" | "system" | "tool" => continue,
+            "human" => "user",
+            "ai" => "assistant",
+            _ => match ["user", "assistant", "system", "tool"].into_iter().find(|r| r.eq_ignore_ascii_case(role)) {
+                Some(known) => known,
+                None => continue,
+            },
+        };
+        return Err(ApiError::invalid(format!(
+            "messages[{i}].role is {role:?}: mneme reads the roles user and assistant, written so (did you mean {meant:?}?); other roles (system, tool) are left out"
+        )));
+    }
+    Ok(())
+}
+
 pub async fn agent_start(State(s): St, Path(id): Path<String>, Body(b): Body<AgentStart>) -> AppResult<Json<Inject>> {
+    check_roles(&b.messages)?;
     let turn = turn_of(&s, &b.turn);
     Ok(Json(Inject { inject: s.sessions.agent_start(&id, &b.prompt, &b.messages, turn).await? }))
 }
@@ -209,6 +233,7 @@ pub async fn agent_end(State(s): St, Path(id): Path<String>, Body(b): Body<Messa
             b.omitted_user_turns
         )));
     }
+    check_roles(&b.messages)?;
     let turn = turn_of(&s, &b.turn);
     let end = TurnEnd {
         last: b.ends_session,
@@ -234,6 +259,7 @@ pub async fn compaction(
     Path(id): Path<String>,
     Body(b): Body<Messages>,
 ) -> AppResult<Json<CompactionContext>> {
+    check_roles(&b.messages)?;
     Ok(Json(CompactionContext { context: s.sessions.compaction(&id, &b.messages).await? }))
 }
 
