@@ -96,11 +96,20 @@ impl Sessions {
             // Counted from where the client says it starts, and printed there: a whole history
             // holding these turns once memory is on again goes on past them, not over (a
             // history taken to start over was stored whole, the off turns in it: review91 #4).
+            // A window of a branch (the client says the user took turns back) that leaves the
+            // turns known: the part's turns are the branch's from there, as `retain_turns` takes
+            // them. Kept as they were, the turn sent alone next was printed a place the branch
+            // never had, and a whole history once memory was on again, read as another
+            // conversation, stored it, a turn had with memory off (review120 #8).
             _ if omitted > 0 => {
                 let gap_to = usize::try_from(omitted).unwrap_or(usize::MAX);
-                let prints = prints_with_window(known, gap_to, &kept_seen)
-                    .filter(|p| p.len() > known.len())
-                    .unwrap_or_else(|| known.clone());
+                let window = prints_with_window(known, gap_to, &kept_seen);
+                let leaves_known =
+                    |p: &Vec<u64>| p.iter().zip(known).any(|(seen, known)| *known != UNKNOWN_TURN && seen != known);
+                let prints = match window {
+                    Some(p) if p.len() > known.len() || (end.rewound && leaves_known(&p)) => p,
+                    _ => known.clone(),
+                };
                 (prints, sent.saturating_add(omitted))
             }
             Placement::Continues if seen.len() > known.len() => (seen, sent),

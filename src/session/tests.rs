@@ -4828,3 +4828,55 @@ async fn a_rewind_in_last_turn_mode_stores_the_tail_it_takes_back() {
         assert_eq!(text.matches(&format!("RWQ{i}\n")).count(), 1, "RWQ{i} not stored once: {text}");
     }
 }
+
+/// Memory off, the user rewinds, the branch comes as a window with its count, the next turn is
+/// sent alone; memory on again, a whole transcript: the turns had off stay out of the store
+/// (the turn sent alone was stored, with the turns before the branch a second time: review120
+/// #8).
+#[tokio::test]
+async fn a_branch_window_and_a_turn_alone_had_off_are_not_stored_once_memory_is_on() {
+    for last_as_window in [false, true] {
+        branch_window_and_turn_alone_had_off(last_as_window).await;
+    }
+}
+
+async fn branch_window_and_turn_alone_had_off(last_as_window: bool) {
+    let m = |role: &str, text: String| Message::new(role, text);
+    let t = |i: usize| [m("user", format!("ask x{i}q please")), m("assistant", format!("answer x{i}a done"))];
+    let r = rig();
+    let s = sessions(&r, every_turn()).await;
+    s.start(start("b")).await.unwrap();
+    let mut turns: Vec<Message> = Vec::new();
+    for i in 1..=4 {
+        s.agent_start("b", &format!("ask x{i}q please"), &turns, Turn::Work).await.unwrap();
+        turns.extend(t(i));
+        s.agent_end("b", &turns, Turn::Work, TurnEnd::default()).await.unwrap();
+    }
+    let s = sessions(&r, auto_off(&every_turn())).await;
+    turns.truncate(4); // back to after turn 2
+    s.agent_start("b", "ask x5q please", &turns, Turn::Work).await.unwrap();
+    turns.extend(t(5));
+    let window = TurnEnd { omitted_user_turns: 1, rewound: true, ..TurnEnd::default() };
+    s.agent_end("b", &turns[2..], Turn::Work, window).await.unwrap();
+    s.agent_start("b", "ask x6q please", &turns, Turn::Work).await.unwrap();
+    let alone = TurnEnd { reply: Some("answer x6a done".into()), ..TurnEnd::default() };
+    s.agent_end("b", &[], Turn::Work, alone).await.unwrap();
+    turns.extend(t(6));
+    let s = sessions(&r, every_turn()).await;
+    s.agent_start("b", "ask x7q please", &turns, Turn::Work).await.unwrap();
+    turns.extend(t(7));
+    let last = TurnEnd { last: true, ..TurnEnd::default() };
+    match last_as_window {
+        // A transcript too long to send whole: its last turn, and the count of those before.
+        true => s.agent_end("b", &turns[8..], Turn::Work, TurnEnd { omitted_user_turns: 4, ..last }).await.unwrap(),
+        false => s.agent_end("b", &turns, Turn::Work, last).await.unwrap(),
+    };
+    r.queue.flush_all().await;
+    let text = stored(&r).await;
+    for off in ["x5q", "x6q", "x5a", "x6a"] {
+        assert!(!text.contains(off), "{off}, had off, stored ({last_as_window}): {text}");
+    }
+    for on in ["x1q", "x2q", "x7q"] {
+        assert_eq!(text.matches(on).count(), 1, "{on} ({last_as_window}): {text}");
+    }
+}
