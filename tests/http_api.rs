@@ -823,7 +823,9 @@ async fn turns_sent_alone_among_whole_histories_are_stored_once() {
 async fn a_misspelt_role_is_refused_not_passed_over() {
     let d = Daemon::start("[local]\nembedder = \"off\"\n");
     d.start_session("s", "/p/roles").await;
-    for (role, meant) in [("User", "user"), ("ASSISTANT", "assistant"), ("human", "user"), ("ai", "assistant")] {
+    let roles =
+        [("User", "user"), ("ASSISTANT", "assistant"), ("human", "user"), ("AI", "assistant"), ("user ", "user")];
+    for (role, meant) in roles {
         let messages = json!([{"role": "user", "content": "a question"}, {"role": role, "content": "text"}]);
         for route in ["agent-end", "agent-start", "compaction"] {
             let body = json!({"messages": messages, "prompt": "a question"});

@@ -200,14 +200,18 @@ fn classify_request(settings: &classify::ClassifySettings, r: &ClassifyRequest) 
 fn check_roles(messages: &[mneme_core::text::Message]) -> Result<(), ApiError> {
     for (i, m) in messages.iter().enumerate() {
         let role = m.role.as_str();
-        let meant = match role {
-            "user" | "assistant" | "system" | "tool" => continue,
-            "human" => "user",
-            "ai" => "assistant",
-            _ => match ["user", "assistant", "system", "tool"].into_iter().find(|r| r.eq_ignore_ascii_case(role)) {
-                Some(known) => known,
-                None => continue,
-            },
+        if matches!(role, "user" | "assistant" | "system" | "tool") {
+            continue;
+        }
+        let read = role.trim();
+        let meant = match ["user", "assistant", "system", "tool", "human", "ai"]
+            .into_iter()
+            .find(|r| r.eq_ignore_ascii_case(read))
+        {
+            Some("human") => "user",
+            Some("ai") => "assistant",
+            Some(known) => known,
+            None => continue,
         };
         return Err(ApiError::invalid(format!(
             "messages[{i}].role is {role:?}: mneme reads the roles user and assistant, written so (did you mean {meant:?}?); other roles (system, tool) are left out"
