@@ -57,47 +57,47 @@ fn kept(content: String) -> Option<String> {
     (!trimmed.is_empty()).then(|| trimmed.to_owned())
 }
 
-/// Only user and assistant messages, those of the assistant holding a letter or digit (drops
-/// tool-only turns' "."); a user's prompt made of anything but spaces ("👍", "?") is a turn, and
-/// its reply goes with it (dropped, the reply went with the turn before, and was stored nowhere
-/// when that turn was stored already: review120 #4). The spans the messages left out open still
-/// count: a span a system or tool message opens hides what follows it, until a message closes
-/// it. A left-out message's closes count only for spans left-out messages opened: a tool result
-/// that read a file holding a lone `</private>` would otherwise end the user's own span, or hide
-/// the whole conversation before it.
+/// Only user and assistant messages that hold a letter or digit (drops tool-only turns' ".").
+/// The spans the messages left out (system, tool) open still count: such a span hides what
+/// follows it until a message closes it. A left-out message's closes count only for spans
+/// left-out messages opened, innermost first: a tool result that read a file holding a lone
+/// `</private>` would otherwise end the user's own span, or hide the whole conversation before
+/// it.
 pub(super) fn conversation(messages: &[Message]) -> Vec<Message> {
     let mut kept: Vec<Message> = Vec::with_capacity(messages.len());
-    // Spans open after the last message read, how many of them left-out messages opened, and
-    // how many were open after the last one kept: the kept messages are read in order with the
-    // spans each leaves open carried into the next, so the next one kept opens (or closes) the
-    // difference. Carried into a kept message and forgotten, a span a later tool message
-    // closed was never closed, and every later turn of the session was stored as nothing
-    // (review120 #1).
-    let (mut open_now, mut opened_left_out, mut carried) = (0usize, 0usize, 0usize);
+    // The spans open after the last message read, innermost last, each marked whether a
+    // left-out message opened it; and how many were open after the last message kept. The kept
+    // messages are read in order with the spans each leaves open carried into the next, so the
+    // next one kept opens (or closes) the difference. Kept as a count carried into a kept
+    // message, a span a later tool message closed was never closed, and every later turn of the
+    // session was stored as nothing (review120 #1); kept as two counts, a span the user opened
+    // after a kept close was taken for a tool's, and a tool's close ended it (review122 #1).
+    let mut open: Vec<bool> = Vec::new();
+    let mut carried = 0usize;
     for m in messages {
-        let is_kept = match m.role.as_str() {
-            "user" => !m.content.trim().is_empty(),
-            "assistant" => text::has_substance(&m.content),
-            _ => false,
-        };
+        let is_kept = (m.role == "user" || m.role == "assistant") && text::has_substance(&m.content);
         if is_kept {
             let mut m = m.clone();
-            if open_now > carried {
-                m.content.insert_str(0, &"<private>".repeat(open_now - carried));
-            } else if open_now < carried {
-                m.content.insert_str(0, &"</private>".repeat(carried - open_now));
+            let edges = text::private_edges_within(&m.content, open.len());
+            if open.len() > carried {
+                m.content.insert_str(0, &"<private>".repeat(open.len() - carried));
+            } else if open.len() < carried {
+                m.content.insert_str(0, &"</private>".repeat(carried - open.len()));
             }
-            open_now = text::private_edges_within(&m.content, carried).open_at_end;
-            opened_left_out = opened_left_out.min(open_now);
-            carried = open_now;
+            // Its closes end any span, innermost first; what it opens is its own.
+            let lowest = open.len() - edges.closes_of_those_before;
+            open.truncate(lowest);
+            open.resize(edges.open_at_end, false);
+            carried = open.len();
             kept.push(m);
         } else if text::has_private_tag(&m.content) {
-            let edges = text::private_edges_within(&m.content, open_now);
-            let closed = edges.closes_of_those_before;
-            let allowed = closed.min(opened_left_out);
-            let opened_here = edges.open_at_end - (open_now - closed);
-            open_now = edges.open_at_end + (closed - allowed);
-            opened_left_out = opened_left_out - allowed + opened_here;
+            // Its closes end only the innermost spans left-out messages opened.
+            let closable = open.iter().rev().take_while(|by_left_out| **by_left_out).count();
+            let edges = text::private_edges_within(&m.content, closable);
+            let lowest = open.len() - edges.closes_of_those_before;
+            let opened = edges.open_at_end - (closable - edges.closes_of_those_before);
+            open.truncate(lowest);
+            open.extend(std::iter::repeat_n(true, opened));
         }
     }
     kept

@@ -127,6 +127,13 @@ impl Sessions {
                 };
                 match diverges.map(|d| ((omitted + d) as i64).max(session.first_turn)) {
                     Some(at) if taken_back(at) => {
+                        // In `last-turn` mode the tail kept for the cadence stays, as from a
+                        // whole branch (see `Placement::Rewound` below; review122 #6).
+                        if settings.retain.mode == RetainMode::LastTurn {
+                            if let Some(pending) = &session.pending {
+                                self.queue_pending(&session, pending).await?;
+                            }
+                        }
                         let updated = self.update(&session.id, |s| {
                             s.turn_prints = prints;
                             s.retained_turns = s.retained_turns.min(at);

@@ -4714,11 +4714,11 @@ async fn turns_had_off_whose_place_is_told_cost_no_later_turn_that_closes_alike(
 
 /// A file read in two tool messages, a `<private>` span opened in the first and closed in the
 /// second with the agent's words between: the span ends there, and the later turns are stored
-/// (every one was stored as nothing, for the rest of the session: review120 #1). And a prompt
-/// of no letter or digit ("👍", "?") is a turn with its reply, in both modes and sent alone (the
-/// reply went with the turn before, stored already, and was stored nowhere: review120 #4).
+/// (every one was stored as nothing, for the rest of the session: review120 #1). A tool's close
+/// never ends a span the user or the assistant opened, though a kept message closed a span
+/// before it (review122 #1: it was taken for the tool's).
 #[tokio::test]
-async fn a_span_tool_messages_open_and_close_ends_and_a_prompt_without_letters_is_a_turn() {
+async fn a_span_tool_messages_open_and_close_ends_there_and_no_other() {
     let m = |role: &str, text: &str| Message::new(role, text);
     for settings in [every_turn(), last_turn(1, 0)] {
         let r = rig();
@@ -4732,20 +4732,37 @@ async fn a_span_tool_messages_open_and_close_ends_and_a_prompt_without_letters_i
             m("assistant", "answer t1a done"),
         ];
         s.agent_end("t", &history, Turn::Work, TurnEnd::default()).await.unwrap();
-        for (q, a) in
-            [("👍", "Deployed with blue-green REPLY2X"), ("ask t3q", "answer t3a"), ("?", "port 8443 REPLY4X")]
-        {
+        for (q, a) in [("ask t2q", "answer t2a"), ("ask t3q", "answer t3a")] {
             history.extend([m("user", q), m("assistant", a)]);
             s.agent_end("t", &history, Turn::Work, TurnEnd::default()).await.unwrap();
         }
-        // Sent alone: the prompt at the start, the reply at the end.
-        s.agent_start("t", "…", &[], Turn::Work).await.unwrap();
-        let alone = TurnEnd { reply: Some("alone REPLY5X".into()), ..TurnEnd::default() };
-        s.agent_end("t", &[], Turn::Work, alone).await.unwrap();
+        // The user's span, a tool's inside it, one of the two closed by the assistant, then a
+        // tool's lone close: the user's span goes on.
+        s.start(start("u")).await.unwrap();
+        let mut history = vec![
+            m("user", "deploy notes, public, <private> my password is SECRET-U"),
+            m("tool", "<private> file part one"),
+            m("assistant", "SECRET-A and </private> SECRET-B"),
+            m("tool", "file part two </private>"),
+            m("assistant", "SECRET-C the server key"),
+        ];
+        s.agent_end("u", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        history.extend([m("user", "SECRET-D next question"), m("assistant", "SECRET-E answer")]);
+        s.agent_end("u", &history, Turn::Work, TurnEnd::default()).await.unwrap();
+        // A tool's span closed by the user, who opens one of their own; a tool's lone close.
+        s.start(start("v")).await.unwrap();
+        let history = vec![
+            m("user", "read the config, public words"),
+            m("tool", "<private> config head SECRET-V"),
+            m("user", "</private> thanks. <private> my token is SECRET-W"),
+            m("tool", "the docs mention the </private> tag"),
+            m("assistant", "SECRET-X noted"),
+        ];
+        s.agent_end("v", &history, Turn::Work, TurnEnd::default()).await.unwrap();
         r.queue.flush_all().await;
         let text = stored(&r).await;
         assert!(!text.contains("SECRET"), "{text}");
-        for shown in ["answer t1a", "REPLY2X", "t3q", "REPLY4X", "REPLY5X"] {
+        for shown in ["answer t1a", "t2q", "answer t3a", "deploy notes, public", "public words", "thanks."] {
             assert!(text.contains(shown), "{shown} missing: {text}");
         }
     }
@@ -4806,6 +4823,13 @@ async fn a_huge_count_of_omitted_turns_leaves_later_turns_stored() {
 /// turn stored nowhere, review120 #2).
 #[tokio::test]
 async fn a_rewind_in_last_turn_mode_stores_the_tail_it_takes_back() {
+    for as_windows in [false, true] {
+        rewind_in_last_turn_mode(as_windows).await;
+    }
+}
+
+/// (The branch sent whole, or as windows of its last turn with their count: review122 #6.)
+async fn rewind_in_last_turn_mode(as_windows: bool) {
     let m = |role: &str, text: &str| Message::new(role, text);
     let r = rig();
     let s = sessions(&r, last_turn(3, 0)).await;
@@ -4815,17 +4839,28 @@ async fn a_rewind_in_last_turn_mode_stores_the_tail_it_takes_back() {
         history.extend([m("user", &format!("turn RWQ{i}")), m("assistant", &format!("reply {i}"))]);
         s.agent_end("w", &history, Turn::Work, TurnEnd::default()).await.unwrap();
     }
-    history.truncate(8); // back to after turn 4
+    history.truncate(4); // back to after turn 2
     let rewound = TurnEnd { rewound: true, ..TurnEnd::default() };
     for i in 6..=8 {
         history.extend([m("user", &format!("turn RWQ{i}")), m("assistant", &format!("reply {i}"))]);
         let end = if i == 8 { TurnEnd { last: true, ..rewound.clone() } } else { rewound.clone() };
-        s.agent_end("w", &history, Turn::Work, end).await.unwrap();
+        match as_windows {
+            true => {
+                let from = history.len() - 2;
+                let end = TurnEnd { omitted_user_turns: from / 2, ..end };
+                s.agent_end("w", &history[from..], Turn::Work, end).await.unwrap()
+            }
+            false => s.agent_end("w", &history, Turn::Work, end).await.unwrap(),
+        };
     }
     r.queue.flush_all().await;
     let text = stored(&r).await;
-    for i in [1, 2, 3, 4, 5, 6, 7, 8] {
-        assert_eq!(text.matches(&format!("RWQ{i}\n")).count(), 1, "RWQ{i} not stored once: {text}");
+    for i in [1, 2, 3, 4, 5] {
+        assert_eq!(text.matches(&format!("RWQ{i}\n")).count(), 1, "RWQ{i} not stored once ({as_windows}): {text}");
+    }
+    for i in [6, 7, 8] {
+        let times = text.matches(&format!("RWQ{i}\n")).count();
+        assert!(times == 1, "RWQ{i} stored {times} times ({as_windows}): {text}");
     }
 }
 
