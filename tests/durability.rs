@@ -241,6 +241,29 @@ async fn a_storage_dir_removed_under_the_daemon_gets_its_token_and_pidfile_back(
     assert_eq!(std::fs::read_to_string(&token).unwrap().trim(), d.token, "the second start left the token alone");
 }
 
+/// The storage dir replaced by a plain file under the running daemon: the spool in it is gone
+/// as if deleted, so retains are refused (503) rather than acknowledged into the deleted file,
+/// which a kill then lost (review123 #5: taken for healthy); with the file removed, the spool
+/// is written back and nothing acknowledged is lost through a crash.
+#[tokio::test]
+async fn a_storage_dir_replaced_by_a_file_refuses_retains_until_it_is_back() {
+    let down = "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
+    let mut d = Daemon::start(down);
+    d.start_session("s", "/p/replaced").await;
+    retain_acknowledged(&d, "waiting BYFILE-1").await;
+    std::fs::remove_dir_all(d.data()).unwrap();
+    std::fs::write(d.data(), "not a folder").unwrap();
+    let (status, v) = d.post("/v1/sessions/s/retain", json!({"items": [{"content": "refused BYFILE-X"}]})).await;
+    assert_eq!(status, 503, "{v}");
+    std::fs::remove_file(d.data()).unwrap();
+    accepted_again_within_10_s(&d, "waiting BYFILE-2").await;
+    d.kill();
+    let d = Daemon::start_in(d.into_dir(), "[local]\nembedder = \"off\"\n");
+    for i in 1..=2 {
+        found_within_10_s(&d, &format!("waiting BYFILE-{i}"), &format!("BYFILE-{i}")).await;
+    }
+}
+
 /// Retains `text`, trying again (after a 503) until it is acknowledged, for 10 s at most.
 async fn accepted_again_within_10_s(d: &Daemon, text: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -186,7 +186,11 @@ impl OpenedFile {
         use std::sync::atomic::Ordering::Relaxed;
         let opened = self.identity?;
         match std::fs::metadata(&self.path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(DELETED),
+            // Its folder gone, or a file put in the folder's place (review123 #5: taken for
+            // healthy, retains were acknowledged into the deleted file, and a kill lost them).
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+                Some(DELETED)
+            }
             Ok(m) if (m.dev(), m.ino()) != opened => Some("was replaced by another file"),
             // Truncated in place (review106 #5): what is written now lands after a hole where
             // the database's first pages were, and no later start can read it.
