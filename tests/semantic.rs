@@ -191,6 +191,15 @@ async fn an_outage_is_told_once_across_reopens_and_closed_by_a_switch() {
     }
     let (_, v) = d.get("/v1/notices?after=0").await;
     assert_eq!(outage_notices(&v), 1, "one outage, told once: {v}");
+    // A switch refused for a store that cannot be opened leaves the outage as told
+    // (review123 #3: closed before the store was opened).
+    let garbage = d.dir.path().join("garbage.db");
+    std::fs::write(&garbage, "not a database, and long enough to be read as one's header, surely").unwrap();
+    let refused = format!("[local]\nembedder = \"off\"\npath = {:?}\n", garbage.display().to_string());
+    std::fs::write(d.config_path(), refused).unwrap();
+    d.cli().arg("reload").assert().failure();
+    let (_, v) = d.get("/v1/notices?after=0").await;
+    assert!(!v.to_string().contains("no longer applies"), "closed by a refused switch: {v}");
     std::fs::write(d.config_path(), "[local]\nembedder = \"off\"\n").unwrap();
     d.cli().arg("reload").assert().success();
     let v = told_within_10_s("no longer applies").await;

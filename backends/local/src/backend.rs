@@ -142,6 +142,11 @@ impl LocalBackend {
         let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
         let damage = Arc::new(Mutex::new(None));
         check_in_background(config.path.clone(), damage.clone(), events_tx.clone());
+        let outage_events = events_tx.clone();
+        let semantic = Semantic::new(&config.embedder, config.outages.clone(), events_tx);
+        let writer = Writer::start(&config.path, config.upgrade, semantic.clone())?;
+        // Once the store is open (a store that cannot be opened leaves the embedder in use and
+        // its outage as told: review123 #3), an outage told of another model is over.
         let model = config.embedder.model_id();
         if let Some(before) = config.outages.adopt(model.as_deref()) {
             let message = match &model {
@@ -152,10 +157,8 @@ impl LocalBackend {
                     "local.embedder is off: recall is by words only, and the outage told of {before} no longer applies"
                 ),
             };
-            let _ = events_tx.send(BackendEvent { problem: false, message });
+            let _ = outage_events.send(BackendEvent { problem: false, message });
         }
-        let semantic = Semantic::new(&config.embedder, config.outages.clone(), events_tx);
-        let writer = Writer::start(&config.path, config.upgrade, semantic.clone())?;
         let opened = crate::store::OpenedFile::of(&config.path);
         if let Some(s) = &semantic {
             // The model and the stored vectors load in the background: the store answers (by
