@@ -136,6 +136,17 @@ async fn a_spool_deleted_under_the_daemon_is_written_back_at_once_and_a_crash_ke
         202 => {}
         _ => panic!("{status}: {v}"),
     }
+    // Its end is told without waiting for a retain (review123 #7: the refusal's notice stayed
+    // the last word until one came).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, notices) = d.get("/v1/notices?after=0").await;
+        if notices.to_string().contains("written back to its path") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the write-back is not told: {notices}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     accepted_again_within_10_s(&d, "acknowledged after GONE-3").await;
     assert!(d.data().join("spool.db").exists(), "written back");
     // What `/hindsight` keeps in the spool (a bank's profile) is kept in the file written back.

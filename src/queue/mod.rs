@@ -418,14 +418,10 @@ impl Queue {
             let message = "The spool can be written again: retains are accepted.";
             self.inner.notices.emit(Level::Info, "queue", None, message).await;
         }
-        // Accepted again after the spool's file was gone: it was written back (see `spool`).
+        // Accepted again after the spool's file was gone: it was written back (see `spool`),
+        // told here or by the daemon's look, whichever comes first.
         if self.inner.spool_gone.load(Ordering::Relaxed) {
-            self.inner.write_backs_told.fetch_max(self.inner.spool.write_backs(), Ordering::Relaxed);
-        }
-        if ended(&self.inner.spool_gone) {
-            let message =
-                "The spool's file was written back to its path, with what it held: retains are accepted again.";
-            self.inner.notices.emit(Level::Info, "queue", None, message).await;
+            self.tell_written_back().await;
         }
         spooled
     }
@@ -434,17 +430,27 @@ impl Queue {
     /// it (a retain refused meanwhile is told, and its end, by [`Queue::accepted`]): such a
     /// write-back was a log line only (review117 #4). Called every second.
     pub async fn tell_spool_written_back(&self) {
+        self.tell_written_back().await;
+    }
+
+    /// Tells of the spool's write-backs not told yet, once each (the daemon's look and an
+    /// accepted retain may both ask); the refusal told before, if any, ends with it (its notice
+    /// stayed the last word until a retain came: review123 #7).
+    async fn tell_written_back(&self) {
         let done = self.inner.spool.write_backs();
-        if self.inner.spool_gone.load(Ordering::Relaxed)
-            || self.inner.write_backs_told.fetch_max(done, Ordering::Relaxed) >= done
-        {
+        if self.inner.write_backs_told.fetch_max(done, Ordering::Relaxed) >= done {
             return;
         }
-        let message = format!(
-            "The spool's file {} (or its folder, or its log) was deleted while mneme ran: written back to its path, with what it held; nothing was lost.",
-            self.inner.spool.path().display()
-        );
-        self.inner.notices.emit(Level::Warning, "queue", None, message).await;
+        let message = match self.inner.spool_gone.swap(false, Ordering::Relaxed) {
+            true => {
+                "The spool's file was written back to its path, with what it held: retains are accepted again.".to_owned()
+            }
+            false => format!(
+                "The spool's file {} (or its folder, or its log) was deleted while mneme ran: written back to its path, with what it held; nothing was lost.",
+                self.inner.spool.path().display()
+            ),
+        };
+        self.inner.notices.emit(Level::Info, "queue", None, message).await;
     }
 
     /// Counts `n` items spooled for a session and arms its debounce (or flushes a full batch).
