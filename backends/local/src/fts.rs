@@ -177,12 +177,16 @@ fn lowered(word: &str) -> String {
     if word.is_ascii() {
         return word.to_ascii_lowercase();
     }
+    use unicode_normalization::UnicodeNormalization;
     let mut out = String::with_capacity(word.len());
     let mut push = |c: char| match is_mark(c) {
         true => out.extend(indexed_mark(c)),
         false => out.push(c),
     };
-    for c in word.chars().map(|c| full_width(c).unwrap_or(c)).flat_map(char::to_lowercase) {
+    // Composed first: a letter typed apart from its accent (as macOS names files) is the letter
+    // typed with it. Dropped apart, a Cyrillic `й` typed so became `и`, another letter, and never
+    // met the `й` typed whole (review123 #8).
+    for c in word.nfc().map(|c| full_width(c).unwrap_or(c)).flat_map(char::to_lowercase) {
         if folds(c) {
             unicode_normalization::char::decompose_canonical(c, &mut push);
         } else {
@@ -642,6 +646,10 @@ mod tests {
         assert_eq!(index_terms("cafe\u{301}"), index_terms("café"));
         assert_eq!(index_terms("Straße æble søster"), "straße æble søster");
         assert_eq!(index_terms("й"), "й");
+        // Cyrillic and Greek typed apart are those typed whole, and stay unfolded (review123 #8).
+        assert_eq!(index_terms("Йошкар"), index_terms("И\u{306}ошкар"));
+        assert_ne!(index_terms("Йошкар"), index_terms("Иошкар"));
+        assert_eq!(index_terms("ά"), index_terms("α\u{301}"));
     }
 
     #[test]
