@@ -250,6 +250,28 @@ async fn a_storage_dir_removed_under_the_daemon_gets_its_token_and_pidfile_back(
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("another mneme daemon (pid {pid})")), "{err}");
     assert_eq!(std::fs::read_to_string(&token).unwrap().trim(), d.token, "the second start left the token alone");
+    // Another token left in its place (a second start while the files were gone, that then
+    // stopped) is the running daemon's again (review123 #1: the CLI was refused until a restart).
+    std::fs::write(&token, "0".repeat(64)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(&token).unwrap().trim() != d.token {
+        assert!(std::time::Instant::now() < deadline, "another token left in place");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A folder put in its place that a start would refuse (others may write in it) is not
+    // written into (review123 #4), until it is made private.
+    std::fs::remove_dir_all(d.data()).unwrap();
+    std::fs::create_dir(d.data()).unwrap();
+    std::fs::set_permissions(d.data(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let written: Vec<_> = std::fs::read_dir(d.data()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(written.is_empty(), "written into a folder others may write in: {written:?}");
+    std::fs::set_permissions(d.data(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !(token.exists() && pidfile.exists() && d.data().join("spool.db").exists()) {
+        assert!(std::time::Instant::now() < deadline, "not written back once private");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The storage dir replaced by a plain file under the running daemon: the spool in it is gone

@@ -134,17 +134,19 @@ pub(super) struct TokenFile {
 }
 
 impl TokenFile {
-    fn put_back(&self) {
-        match std::fs::symlink_metadata(&self.path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            // There (whatever it holds: a token written while it was gone is someone's choice),
-            // or not to be looked at.
+    /// Writes the token back when it is gone, or when another one took its place while this
+    /// daemon holds the storage dir's lock (`holding`): a second `mneme serve` started while the
+    /// files were gone wrote its own and stopped, and the CLI and the hooks were refused (401)
+    /// until a restart (review123 #1).
+    fn put_back(&self, holding: bool) {
+        let why = match crate::files::read_token(&self.path) {
+            Ok(None) => "was deleted under the running daemon",
+            Ok(Some(token)) if holding && token != self.token => "held another token than the running daemon's",
+            // This daemon's, or not to be read safely (a link, another user's): left alone.
             _ => return,
-        }
+        };
         match super::startup::write_token(&self.path, &self.token) {
-            Ok(()) => {
-                tracing::warn!(path = %self.path.display(), "the token file was deleted under the running daemon; wrote it again")
-            }
+            Ok(()) => tracing::warn!(path = %self.path.display(), "the token file {why}; wrote the daemon's again"),
             Err(e) => tracing::debug!("cannot write the token again: {e}"),
         }
     }
@@ -158,13 +160,18 @@ pub(super) struct OwnFiles {
 }
 
 impl OwnFiles {
-    /// Puts back the storage dir (0700), the pidfile and the token if they were deleted.
+    /// Puts back the storage dir (0700), the pidfile and the token if they were deleted. Not
+    /// into a folder put in its place that a start would refuse (another user's, or one others
+    /// may write in: review123 #4).
     fn put_back(&self) {
-        if std::fs::symlink_metadata(&self.dir).is_err() && super::startup::create_private_dir(&self.dir).is_err() {
-            return;
+        match std::fs::symlink_metadata(&self.dir) {
+            Ok(m) if crate::files::storage_dir_refusal(&self.dir, &m).is_some() => return,
+            Ok(_) => {}
+            Err(_) if super::startup::create_private_dir(&self.dir).is_err() => return,
+            Err(_) => {}
         }
         self.pidfile.put_back();
-        self.token.put_back();
+        self.token.put_back(self.pidfile.in_place());
     }
 }
 

@@ -186,9 +186,21 @@ impl Restorer {
     fn write_back(&self, conn: &Connection) -> Result<(), SpoolError> {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !dir.exists() {
-            std::fs::create_dir_all(dir).map_err(io_error)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io_error)?;
+        match std::fs::symlink_metadata(dir) {
+            Err(_) => {
+                std::fs::create_dir_all(dir).map_err(io_error)?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io_error)?;
+            }
+            // A folder put in its place that a start would refuse (another user's, or one others
+            // may write in) is not written into (review123 #4).
+            Ok(m) => {
+                if let Some(problem) = crate::files::storage_dir_refusal(dir, &m) {
+                    return Err(io_error(std::io::Error::new(
+                        std::io::ErrorKind::PermissionDenied,
+                        problem.to_string(),
+                    )));
+                }
+            }
         }
         let (temporary, whole) = (beside(&self.path, RESTORING), beside(&self.path, RESTORED));
         let _ = std::fs::remove_file(&temporary);
