@@ -127,7 +127,8 @@ fn write_text(file: &File, text: &str) -> std::io::Result<()> {
     file.write_all_at(text.as_bytes(), 0)
 }
 
-/// The token file, written again with the token the daemon runs with when it is gone.
+/// The token file, written again with the token the daemon runs with when it is gone (or holds
+/// another while the daemon holds the storage dir).
 pub(super) struct TokenFile {
     pub(super) path: PathBuf,
     pub(super) token: String,

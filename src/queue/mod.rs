@@ -421,22 +421,16 @@ impl Queue {
         // Accepted again after the spool's file was gone: it was written back (see `spool`),
         // told here or by the daemon's look, whichever comes first.
         if self.inner.spool_gone.load(Ordering::Relaxed) {
-            self.tell_written_back().await;
+            self.tell_spool_written_back().await;
         }
         spooled
     }
 
-    /// Tells of a spool file the writer wrote back by itself, before any retain was refused for
-    /// it (a retain refused meanwhile is told, and its end, by [`Queue::accepted`]): such a
-    /// write-back was a log line only (review117 #4). Called every second.
+    /// Tells of the spool's write-backs not told yet, once each: the daemon's one-second look
+    /// asks (a write-back the writer did by itself was a log line only: review117 #4), and so
+    /// does a retain accepted after a refusal. The refusal told before, if any, ends with it
+    /// (its notice stayed the last word until a retain came: review123 #7).
     pub async fn tell_spool_written_back(&self) {
-        self.tell_written_back().await;
-    }
-
-    /// Tells of the spool's write-backs not told yet, once each (the daemon's look and an
-    /// accepted retain may both ask); the refusal told before, if any, ends with it (its notice
-    /// stayed the last word until a retain came: review123 #7).
-    async fn tell_written_back(&self) {
         let done = self.inner.spool.write_backs();
         if self.inner.write_backs_told.fetch_max(done, Ordering::Relaxed) >= done {
             return;

@@ -9,7 +9,7 @@
 //! path empty or whole, never a half-written database.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use mneme_core::database_file::{beside, OpenedFile, DELETED, LOG_DELETED};
@@ -24,7 +24,7 @@ pub(super) struct WatchedFile {
     /// A restore was asked of the writer and is not done yet (asked once, not at every retain).
     asked: AtomicBool,
     /// Write-backs done since the start.
-    written_back: std::sync::atomic::AtomicU64,
+    written_back: AtomicU64,
     /// The last write-back failed for a full disk: a retain refused meanwhile is told so, with
     /// a 507, not to retry in a moment (review117 #5).
     full: AtomicBool,
@@ -35,7 +35,7 @@ impl WatchedFile {
         Self {
             opened: RwLock::new(Arc::new(opened)),
             asked: AtomicBool::new(false),
-            written_back: Default::default(),
+            written_back: AtomicU64::new(0),
             full: AtomicBool::new(false),
         }
     }
