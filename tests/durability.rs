@@ -138,15 +138,7 @@ async fn a_spool_deleted_under_the_daemon_is_written_back_at_once_and_a_crash_ke
     }
     // Its end is told without waiting for a retain (review123 #7: the refusal's notice stayed
     // the last word until one came).
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let (_, notices) = d.get("/v1/notices?after=0").await;
-        if notices.to_string().contains("written back to its path") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the write-back is not told: {notices}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    told_within_5_s(&d, "written back to its path").await;
     accepted_again_within_10_s(&d, "acknowledged after GONE-3").await;
     assert!(d.data().join("spool.db").exists(), "written back");
     // What `/hindsight` keeps in the spool (a bank's profile) is kept in the file written back.
@@ -170,29 +162,20 @@ async fn a_spool_deleted_under_the_daemon_is_written_back_at_once_and_a_crash_ke
 /// waiting retains too (review116 #1).
 #[tokio::test]
 async fn a_storage_dir_removed_under_the_daemon_keeps_what_waits_through_a_crash() {
-    let down = "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
-    let mut d = Daemon::start(down);
+    let mut d = Daemon::start(BACKEND_DOWN);
     d.start_session("s", "/p/removed").await;
     for i in 1..=3 {
         retain_acknowledged(&d, &format!("waiting REMOVED-{i}")).await;
     }
     std::fs::remove_dir_all(d.data()).unwrap();
     // Written back by the writer's own look, with no retain to notice it.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !d.data().join("spool.db").exists() {
-        assert!(std::time::Instant::now() < deadline, "not written back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    within_5_s("the spool written back", || d.data().join("spool.db").exists()).await;
     // Told, though no retain was refused for it: a log line only before (review117 #4).
     let written_back = |v: &serde_json::Value| {
         let notices = v["notices"].as_array().unwrap();
         notices.iter().filter(|n| n["message"].as_str().unwrap().contains("written back to its path")).count()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while written_back(&d.get("/v1/notices?after=0").await.1) == 0 {
-        assert!(std::time::Instant::now() < deadline, "no notice of the write-back");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    told_within_5_s(&d, "written back to its path").await;
     accepted_again_within_10_s(&d, "waiting REMOVED-4").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(written_back(&d.get("/v1/notices?after=0").await.1), 1, "told once");
@@ -216,11 +199,7 @@ async fn a_storage_dir_removed_under_the_daemon_gets_its_token_and_pidfile_back(
     let d = Daemon::start("[local]\nembedder = \"off\"\n");
     std::fs::remove_dir_all(d.data()).unwrap();
     let (token, pidfile) = (d.data().join("token"), d.data().join("mneme.pid"));
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !(token.exists() && pidfile.exists()) {
-        assert!(std::time::Instant::now() < deadline, "token or pidfile not written back");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    within_5_s("the token and the pidfile written back", || token.exists() && pidfile.exists()).await;
     assert_eq!(std::fs::read_to_string(&token).unwrap().trim(), d.token, "the token the daemon runs with");
     let pid = d.child.as_ref().unwrap().id();
     assert_eq!(std::fs::read_to_string(&pidfile).unwrap(), format!("{pid}\n{}\n", d.addr));
@@ -253,11 +232,7 @@ async fn a_storage_dir_removed_under_the_daemon_gets_its_token_and_pidfile_back(
     // Another token left in its place (a second start while the files were gone, that then
     // stopped) is the running daemon's again (review123 #1: the CLI was refused until a restart).
     std::fs::write(&token, "0".repeat(64)).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while std::fs::read_to_string(&token).unwrap().trim() != d.token {
-        assert!(std::time::Instant::now() < deadline, "another token left in place");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    within_5_s("the daemon's token back", || std::fs::read_to_string(&token).unwrap().trim() == d.token).await;
     // A folder put in its place that a start would refuse (others may write in it) is not
     // written into (review123 #4), until it is made private.
     std::fs::remove_dir_all(d.data()).unwrap();
@@ -267,11 +242,8 @@ async fn a_storage_dir_removed_under_the_daemon_gets_its_token_and_pidfile_back(
     let written: Vec<_> = std::fs::read_dir(d.data()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(written.is_empty(), "written into a folder others may write in: {written:?}");
     std::fs::set_permissions(d.data(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !(token.exists() && pidfile.exists() && d.data().join("spool.db").exists()) {
-        assert!(std::time::Instant::now() < deadline, "not written back once private");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let all_back = || token.exists() && pidfile.exists() && d.data().join("spool.db").exists();
+    within_5_s("the files written back once the folder is private", all_back).await;
 }
 
 /// The storage dir replaced by a plain file under the running daemon: the spool in it is gone
@@ -280,8 +252,7 @@ async fn a_storage_dir_removed_under_the_daemon_gets_its_token_and_pidfile_back(
 /// is written back and nothing acknowledged is lost through a crash.
 #[tokio::test]
 async fn a_storage_dir_replaced_by_a_file_refuses_retains_until_it_is_back() {
-    let down = "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
-    let mut d = Daemon::start(down);
+    let mut d = Daemon::start(BACKEND_DOWN);
     d.start_session("s", "/p/replaced").await;
     retain_acknowledged(&d, "waiting BYFILE-1").await;
     std::fs::remove_dir_all(d.data()).unwrap();
@@ -296,6 +267,32 @@ async fn a_storage_dir_replaced_by_a_file_refuses_retains_until_it_is_back() {
         found_within_10_s(&d, &format!("waiting BYFILE-{i}"), &format!("BYFILE-{i}")).await;
     }
 }
+
+/// Waits until `ready` holds, for 5 s at most (failing the test, saying it waited for `what`).
+async fn within_5_s(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "waited 5 s for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until a notice holds `needle`, for 5 s at most.
+async fn told_within_5_s(d: &Daemon, needle: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, notices) = d.get("/v1/notices?after=0").await;
+        if notices.to_string().contains(needle) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{needle:?} not told: {notices}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A daemon whose backend (a Hindsight server on a port nothing listens on) is down, so what
+/// is retained waits in the spool.
+const BACKEND_DOWN: &str = "[memory]\nbackend = \"hindsight\"\n[hindsight]\napi_url = \"http://127.0.0.1:9\"\n[local]\nembedder = \"off\"\n[queue]\nflush_interval = \"1h\"\n";
 
 /// Retains `text`, trying again (after a 503) until it is acknowledged, for 10 s at most.
 async fn accepted_again_within_10_s(d: &Daemon, text: &str) {

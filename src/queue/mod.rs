@@ -385,11 +385,7 @@ impl Queue {
                 self.inner.tasks.spawn(async move { queue.flush_all().await });
             }
             // Its write-back failed for a full disk: said as a full disk is (and its end with it).
-            if e.is_full() && !self.inner.spool_full.swap(true, Ordering::Relaxed) {
-                let message =
-                    format!("The disk holding the spool is full: retains are refused until there is room again. {e}");
-                self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
-            }
+            self.tell_if_full(session_id, e).await;
             return spooled;
         }
         if let Err(e) = &spooled {
@@ -402,12 +398,7 @@ impl Queue {
                 );
                 self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
             }
-            if e.is_full() && !self.inner.spool_full.swap(true, Ordering::Relaxed) {
-                let message = format!(
-                    "The disk holding the spool is full: retains are refused (nothing is acknowledged that is not on disk) until there is room again. {e}"
-                );
-                self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
-            }
+            self.tell_if_full(session_id, e).await;
             return spooled;
         }
         if ended(&self.inner.spool_full) {
@@ -424,6 +415,16 @@ impl Queue {
             self.tell_spool_written_back().await;
         }
         spooled
+    }
+
+    /// Raises (once, until there is room again) that the spool's disk is full, if `e` says so.
+    async fn tell_if_full(&self, session_id: &str, e: &SpoolError) {
+        if e.is_full() && !self.inner.spool_full.swap(true, Ordering::Relaxed) {
+            let message = format!(
+                "The disk holding the spool is full: retains are refused (nothing is acknowledged that is not on disk) until there is room again. {e}"
+            );
+            self.inner.notices.emit(Level::Error, "queue", Some(session_id), message).await;
+        }
     }
 
     /// Tells of the spool's write-backs not told yet, once each: the daemon's one-second look

@@ -127,13 +127,7 @@ impl Sessions {
                 };
                 match diverges.map(|d| ((omitted + d) as i64).max(session.first_turn)) {
                     Some(at) if taken_back(at) => {
-                        // In `last-turn` mode the tail kept for the cadence stays, as from a
-                        // whole branch (see `Placement::Rewound` below; review122 #6).
-                        if settings.retain.mode == RetainMode::LastTurn {
-                            if let Some(pending) = &session.pending {
-                                self.queue_pending(&session, pending).await?;
-                            }
-                        }
+                        self.keep_tail_taken_back(&session, settings).await?;
                         let updated = self.update(&session.id, |s| {
                             s.turn_prints = prints;
                             s.retained_turns = s.retained_turns.min(at);
@@ -215,17 +209,13 @@ impl Sessions {
                 // document, replaced by it, loses the turns taken back. (A new part kept them,
                 // and stored the turns before `k` a second time.)
                 taken_back = session.retained_turns > k as i64 || session.pending.is_some();
-                // In `last-turn` mode the slices taken back stay, and so does the tail kept for
-                // the cadence: stored now, as the next slice would have been (it was dropped, a
-                // turn acknowledged and stored nowhere: review120 #2).
                 let tail_queued;
-                let session = match &session.pending {
-                    Some(pending) if settings.retain.mode == RetainMode::LastTurn => {
-                        self.queue_pending(session, pending).await?;
+                let session = match self.keep_tail_taken_back(session, settings).await? {
+                    true => {
                         tail_queued = self.get(&session.id)?;
                         &tail_queued
                     }
-                    _ => session,
+                    false => session,
                 };
                 // The branch is the conversation now: the spans open at its end are its own
                 // (a span the taken-back turns opened is not kept open).
@@ -537,4 +527,19 @@ fn holds_previous_then_this_part(session: &Session, seen: &[u64]) -> bool {
         && seen.len() > previous.len() + known.len()
         && seen.starts_with(previous)
         && seen[previous.len()..].starts_with(known)
+}
+
+impl Sessions {
+    /// In `last-turn` mode the slices a rewind takes back stay, and so does the tail kept for
+    /// the cadence: queued now, as the next slice would have been (dropped, turns acknowledged
+    /// were stored nowhere: review120 #2, review122 #6). Whether it was queued.
+    async fn keep_tail_taken_back(&self, session: &Session, settings: &Settings) -> Result<bool, SessionError> {
+        match &session.pending {
+            Some(pending) if settings.retain.mode == RetainMode::LastTurn => {
+                self.queue_pending(session, pending).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }

@@ -146,11 +146,17 @@ pub fn split_differs(text: &str) -> bool {
 /// stems `andre` (to `andr`) and not `andré`, so `André` and `Andre`, `résumé` and `resume` never
 /// met (review121 #3), while `Malmö` and `Malmo`, left whole by the stemmer, did.
 fn folds(c: char) -> bool {
-    matches!(c as u32, 0xC0..=0x24F | 0x1E00..=0x1EFF) && {
+    is_latin_letter_beyond_ascii(c) && {
         let mut parts = 0;
         unicode_normalization::char::decompose_canonical(c, |_| parts += 1);
         parts > 1
     }
+}
+
+/// Latin-1 Supplement, Latin Extended-A and -B, Latin Extended Additional: the letters whose
+/// accents [`lowered`] folds.
+fn is_latin_letter_beyond_ascii(c: char) -> bool {
+    matches!(c as u32, 0xC0..=0x24F | 0x1E00..=0x1EFF)
 }
 
 /// Whether a text may hold a camelCase or PascalCase name (see [`camel_parts`]): a capital
@@ -187,7 +193,8 @@ fn lowered(word: &str) -> String {
     // typed with it. Dropped apart, a Cyrillic `й` typed so became `и`, another letter, and never
     // met the `й` typed whole (review123 #8).
     for c in word.nfc().map(|c| full_width(c).unwrap_or(c)).flat_map(char::to_lowercase) {
-        if folds(c) {
+        // (A letter with no accent decomposes into itself: no need to ask `folds` first.)
+        if is_latin_letter_beyond_ascii(c) {
             unicode_normalization::char::decompose_canonical(c, &mut push);
         } else {
             push(c);
